@@ -1,0 +1,41 @@
+# Two commands do all set-up on a fresh machine: `make tune` and `make test`.
+# Both create .venv and install flashgen into it (editable) the first time.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.flashgen-installed
+PYTEST_ARGS ?=
+
+.PHONY: install tune test test-fast bench lint typecheck clean
+
+install: $(STAMP)
+
+# Where a CPU build of torch lies on local disk (pip's configured find-links), take it
+# first so that the bare `torch` requirement is already met and no multi-GB CUDA build is
+# downloaded. Elsewhere the --no-index attempt fails fast and pip resolves torch normally.
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --no-index torch==2.13.0 2>/dev/null \
+	  || echo "no local CPU torch wheel here; torch comes from the index"
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $@
+
+tune: $(STAMP)
+	$(VENV)/bin/flashgen tune
+
+test: $(STAMP)
+	scripts/with-postgres.sh $(PY) -m pytest -n 2 $(PYTEST_ARGS)
+
+bench: $(STAMP)
+	$(PY) benchmarks/bench_attention.py
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check flashgen tests benchmarks
+	$(VENV)/bin/ruff format --check flashgen tests benchmarks
+
+typecheck: $(STAMP)
+	$(VENV)/bin/mypy
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info

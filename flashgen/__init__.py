@@ -1,0 +1,34 @@
+"""flashgen: generated, tuned Triton FlashAttention kernels and a torch.compile backend.
+
+`import flashgen` is light: torch, Triton, Optuna and SQLAlchemy load only when used.
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+__all__ = ["attention", "backend", "explain", "KernelSpec", "TileConfig", "__version__"]
+
+
+def __getattr__(name: str):
+    if name == "attention":
+        from .ops import attention
+
+        return attention
+    if name == "backend":
+        from .backend import backend
+
+        return backend
+    if name == "explain":
+        from .backend import explain
+
+        return explain
+    if name == "KernelSpec":
+        from .spec import KernelSpec
+
+        return KernelSpec
+    if name == "TileConfig":
+        from .config import TileConfig
+
+        return TileConfig
+    raise AttributeError(f"module 'flashgen' has no attribute {name!r}")

@@ -1,0 +1,54 @@
+"""The `flashgen` command: wiring only.
+
+Each subcommand lives in the module that owns its work and exposes two functions,
+`add_arguments(parser)` and `run(args) -> int`. Those modules import their heavy
+dependencies (Optuna, SQLAlchemy, torch) inside `run`, so `flashgen --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+SUBCOMMANDS = {
+    "kernel": ("flashgen.kernel_cli", "print the generated Triton source for a kernel spec"),
+    "tune": ("flashgen.tune_cli", "search tile configs per GPU and shape; write the tuning database"),
+    "db": ("flashgen.db.cli", "show, export, import and merge tuning databases"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="flashgen",
+        description="Generated, tuned Triton FlashAttention kernels.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (module_name, help_text) in SUBCOMMANDS.items():
+        module = importlib.import_module(module_name)
+        sub_parser = sub.add_parser(
+            name, help=help_text, description=(module.__doc__ or help_text).strip()
+        )
+        module.add_arguments(sub_parser)
+        sub_parser.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "_run", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args._run(args) or 0)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except ValueError as exc:
+        print(f"flashgen {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

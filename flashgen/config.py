@@ -1,0 +1,61 @@
+"""`TileConfig`: the launch parameters the tuner searches, as plain validated integers.
+
+These values come back from the database and are rendered into launches, so they are checked
+here on construction: only positive powers of two for the blocks, warps in {1,2,4,8,16},
+stages 1..8. Nothing else (no strings, no code) can travel inside a config.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+ALLOWED_WARPS = (1, 2, 4, 8, 16)
+MAX_BLOCK = 256
+MIN_BLOCK = 16
+MAX_STAGES = 8
+
+
+def _is_pow2(x: int) -> bool:
+    return x > 0 and (x & (x - 1)) == 0
+
+
+@dataclass(frozen=True, order=True)
+class TileConfig:
+    """block_m = Br (query rows per program), block_n = Bc (key rows per inner step)."""
+
+    block_m: int
+    block_n: int
+    num_warps: int
+    num_stages: int
+
+    def __post_init__(self) -> None:
+        for name in ("block_m", "block_n", "num_warps", "num_stages"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ValueError(f"TileConfig.{name} must be an int, got {value!r}")
+        for name in ("block_m", "block_n"):
+            value = getattr(self, name)
+            if not (_is_pow2(value) and MIN_BLOCK <= value <= MAX_BLOCK):
+                raise ValueError(
+                    f"TileConfig.{name} must be a power of two in [{MIN_BLOCK}, {MAX_BLOCK}], "
+                    f"got {value}"
+                )
+        if self.num_warps not in ALLOWED_WARPS:
+            raise ValueError(f"TileConfig.num_warps must be one of {ALLOWED_WARPS}, got {self.num_warps}")
+        if not 1 <= self.num_stages <= MAX_STAGES:
+            raise ValueError(f"TileConfig.num_stages must be in [1, {MAX_STAGES}], got {self.num_stages}")
+
+    def as_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> TileConfig:
+        """Build from untrusted data (DB row, JSON): exact keys, validated ints."""
+        keys = {"block_m", "block_n", "num_warps", "num_stages"}
+        missing = keys - set(data)
+        if missing:
+            raise ValueError(f"TileConfig is missing {sorted(missing)}")
+        return cls(**{k: data[k] for k in sorted(keys)})
+
+    def short(self) -> str:
+        return f"({self.block_m},{self.block_n},w{self.num_warps},s{self.num_stages})"

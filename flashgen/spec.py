@@ -1,0 +1,93 @@
+"""What a generated kernel is specialised on, and the one name for it.
+
+A `KernelSpec` holds exactly the values that change the generated source: head dim, causal
+masking, dtype and direction. Everything else (batch, heads, sequence lengths, GQA group size,
+strides) is a run-time argument, so one compiled kernel serves every shape. `uri()` is the
+single name used for kernel files, database keys and log lines, so they can never disagree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+DTYPES = ("float16", "bfloat16", "float32")
+DIRECTIONS = ("fwd", "bwd")
+MIN_HEAD_DIM = 16
+MAX_HEAD_DIM = 256
+_DTYPE_SHORT = {"float16": "f16", "bfloat16": "bf16", "float32": "f32"}
+
+
+def next_pow2(n: int) -> int:
+    """Smallest power of two >= n (n >= 1)."""
+    return 1 << (max(int(n), 1) - 1).bit_length()
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """The compile-time specialisation of one attention kernel.
+
+    head_dim: the real head dim (16..256); the kernel pads it to `block_d` with masks.
+    causal: SDPA's `is_causal` (top-left aligned: query i sees keys j <= i).
+    dtype: element type of q, k, v and the output.
+    direction: "fwd" (output and logsumexp) or "bwd" (dq, dk, dv).
+    """
+
+    head_dim: int
+    causal: bool
+    dtype: str
+    direction: str = "fwd"
+
+    def __post_init__(self) -> None:
+        if isinstance(self.head_dim, bool) or not isinstance(self.head_dim, int):
+            raise ValueError(f"head_dim must be an int, got {self.head_dim!r}")
+        if not MIN_HEAD_DIM <= self.head_dim <= MAX_HEAD_DIM:
+            raise ValueError(
+                f"head_dim must be between {MIN_HEAD_DIM} and {MAX_HEAD_DIM}, got {self.head_dim}"
+            )
+        if not isinstance(self.causal, bool):
+            raise ValueError(f"causal must be a bool, got {self.causal!r}")
+        if self.dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
+        if self.direction not in DIRECTIONS:
+            raise ValueError(f"direction must be one of {DIRECTIONS}, got {self.direction!r}")
+
+    @property
+    def block_d(self) -> int:
+        """Head dim padded to a power of two (tl.arange needs one)."""
+        return next_pow2(self.head_dim)
+
+    def uri(self) -> str:
+        """Stable name: e.g. `attn_fwd_d128_causal_bf16`."""
+        mask = "causal" if self.causal else "full"
+        return f"attn_{self.direction}_d{self.head_dim}_{mask}_{_DTYPE_SHORT[self.dtype]}"
+
+    def with_direction(self, direction: str) -> KernelSpec:
+        return KernelSpec(self.head_dim, self.causal, self.dtype, direction)
+
+    @classmethod
+    def from_uri(cls, uri: str) -> KernelSpec:
+        """Inverse of `uri()`; raises ValueError on anything else."""
+        parts = uri.split("_")
+        if len(parts) != 5 or parts[0] != "attn" or not parts[2].startswith("d"):
+            raise ValueError(f"not a kernel uri: {uri!r}")
+        short_to_dtype = {v: k for k, v in _DTYPE_SHORT.items()}
+        if parts[3] not in ("causal", "full") or parts[4] not in short_to_dtype:
+            raise ValueError(f"not a kernel uri: {uri!r}")
+        try:
+            head_dim = int(parts[2][1:])
+        except ValueError as exc:
+            raise ValueError(f"not a kernel uri: {uri!r}") from exc
+        return cls(head_dim, parts[3] == "causal", short_to_dtype[parts[4]], parts[1])
+
+
+MIN_BUCKET = 16
+
+
+def seq_bucket(n: int) -> int:
+    """Sequence lengths are tuned per power-of-two bucket (ceil), at least MIN_BUCKET."""
+    return max(MIN_BUCKET, next_pow2(n))
+
+
+def shape_bucket(seq_q: int, seq_k: int) -> tuple[int, int]:
+    """The shape key a tuned record is stored under: (query bucket, key bucket)."""
+    return seq_bucket(seq_q), seq_bucket(seq_k)

@@ -1,0 +1,43 @@
+"""Test setup shared by every test module.
+
+- Kernels run in Triton's CPU interpreter unless a GPU is present (TRITON_INTERPRET=1 is set
+  before anything imports Triton).
+- Each test session uses its own cache dir, so generated files never leak between runs.
+- Tests marked `gpu` skip without CUDA; tests marked `postgres` skip unless
+  FLASHGEN_TEST_PG_URL is set (`make test` starts a server and sets it).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+import pytest
+
+_HAS_CUDA = False
+try:
+    import torch
+
+    _HAS_CUDA = torch.cuda.is_available()
+except ImportError:  # pragma: no cover
+    pass
+
+if not _HAS_CUDA:
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+os.environ.setdefault("FLASHGEN_CACHE_DIR", tempfile.mkdtemp(prefix="flashgen-test-cache-"))
+
+
+def pytest_collection_modifyitems(config, items):
+    skip_gpu = pytest.mark.skip(reason="needs a CUDA GPU")
+    skip_pg = pytest.mark.skip(reason="needs FLASHGEN_TEST_PG_URL (make test starts PostgreSQL)")
+    for item in items:
+        if "gpu" in item.keywords and not _HAS_CUDA:
+            item.add_marker(skip_gpu)
+        if "postgres" in item.keywords and not os.environ.get("FLASHGEN_TEST_PG_URL"):
+            item.add_marker(skip_pg)
+
+
+@pytest.fixture
+def device() -> str:
+    """Where kernel tests put their tensors: CUDA when present, else CPU (interpreter)."""
+    return "cuda" if _HAS_CUDA else "cpu"
