@@ -1,0 +1,116 @@
+"""Host side of the FlashAttention backward: pick a config, launch the generated kernels.
+
+Three launches: `attn_bwd_preprocess` (delta = rowsum(dO * O)), `attn_bwd_dkdv` (one program per
+key block and kv head, summing over the query heads of its GQA group, so dK/dV are written once:
+deterministic, no atomics) and `attn_bwd_dq` (one program per query block and head). The N x N
+probability matrix is never stored; both kernels recompute it from the forward's logsumexp.
+Gradients nobody asked for are not computed: `needs=(dq, dk, dv)` skips the dQ kernel, or the
+dK/dV kernel when neither dK nor dV is wanted.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from .config import TileConfig
+from .spec import KernelSpec
+
+_DTYPE_NAME = {"torch.float16": "float16", "torch.bfloat16": "bfloat16", "torch.float32": "float32"}
+
+
+@functools.cache
+def _spec(head_dim: int, causal: bool, dtype: str) -> KernelSpec:
+    return KernelSpec(head_dim, causal, dtype, "bwd")
+
+
+def bwd_spec(q, causal: bool) -> KernelSpec:
+    """The backward KernelSpec for q's head dim and dtype (cached: this runs every call)."""
+    return _spec(int(q.shape[-1]), bool(causal), _DTYPE_NAME[str(q.dtype)])
+
+
+def _last_dim_contiguous(t):
+    """The kernels take every stride but the last, which must be 1 (e.g. an expanded dO from
+    `out.sum().backward()` has stride 0 everywhere)."""
+    return t if t.stride(-1) == 1 else t.contiguous()
+
+
+def _strides3(t) -> tuple[int, int, int]:
+    return t.stride(0), t.stride(1), t.stride(2)
+
+
+def backward(
+    do,
+    q,
+    k,
+    v,
+    out,
+    lse,
+    *,
+    causal: bool,
+    scale: float,
+    config: TileConfig | None = None,
+    needs: tuple[bool, bool, bool] = (True, True, True),
+):
+    """Gradients of `out = attention(q, k, v)` given `do = dL/d out`.
+
+    Shapes as in `flashgen.fwd.forward`: q/do/out [B, Hq, Sq, D], k/v [B, Hkv, Sk, D],
+    lse float32 [B, Hq, Sq] (natural log). Returns (dq, dk, dv), each a new contiguous tensor
+    in the input's dtype shaped like its input, or None where `needs` says it is not wanted.
+    """
+    import torch
+
+    from .codegen import load
+
+    need_dq, need_dk, need_dv = (bool(n) for n in needs)
+    if not (need_dq or need_dk or need_dv):
+        return None, None, None
+    batch, heads_q, seq_q, head_dim = q.shape
+    heads_kv, seq_k = k.shape[1], k.shape[2]
+    if q.numel() == 0 or k.numel() == 0:  # empty batch or heads: nothing to launch
+        grads = (torch.zeros_like(t) if n else None for t, n in zip((q, k, v), needs, strict=True))
+        return tuple(grads)
+    spec = bwd_spec(q, causal)
+    if config is None:
+        from .dispatch import choose_config
+
+        config = choose_config(spec, seq_q, seq_k)
+    module = load(spec)
+    q, k, v = (_last_dim_contiguous(t) for t in (q, k, v))
+    do = _last_dim_contiguous(do)
+    out = _last_dim_contiguous(out)
+    lse = lse.contiguous()
+    block_m, block_n = config.block_m, config.block_n
+    launch = {"num_warps": config.num_warps, "num_stages": config.num_stages}
+
+    delta = torch.empty((batch, heads_q, seq_q), dtype=torch.float32, device=q.device)
+    module.attn_bwd_preprocess[(triton_cdiv(seq_q, block_m), batch * heads_q)](
+        out, do, delta, *_strides3(out), *_strides3(do), heads_q, seq_q, BLOCK_M=block_m
+    )
+    common = (
+        *_strides3(q),
+        *_strides3(k),
+        *_strides3(v),
+        *_strides3(do),
+        heads_q,
+        heads_kv,
+        seq_q,
+        seq_k,
+        float(scale),
+    )
+    dq = dk = dv = None
+    if need_dk or need_dv:
+        dk = torch.empty((batch, heads_kv, seq_k, head_dim), dtype=k.dtype, device=k.device)
+        dv = torch.empty((batch, heads_kv, seq_k, head_dim), dtype=v.dtype, device=v.device)
+        module.attn_bwd_dkdv[(triton_cdiv(seq_k, block_n), batch * heads_kv)](
+            q, k, v, do, lse, delta, dk, dv, *common, BLOCK_M=block_m, BLOCK_N=block_n, **launch
+        )
+    if need_dq:
+        dq = torch.empty((batch, heads_q, seq_q, head_dim), dtype=q.dtype, device=q.device)
+        module.attn_bwd_dq[(triton_cdiv(seq_q, block_m), batch * heads_q)](
+            q, k, v, do, lse, delta, dq, *common, BLOCK_M=block_m, BLOCK_N=block_n, **launch
+        )
+    return dq, (dk if need_dk else None), (dv if need_dv else None)
+
+
+def triton_cdiv(a: int, b: int) -> int:
+    return -(-a // b)
