@@ -1,0 +1,101 @@
+"""Which config to run when the exact shape was never tuned: pure functions, no database.
+
+Order (the `Lookup.source` values): "exact" record for this bucket and environment; else the
+"nearest" tuned bucket of the same spec with the same fingerprint (same GPU, same code); else a
+"shipped" record for the same GPU model from `tuning_db/`; else the space's "default"; else the
+"safe" config. A record whose config does not fit this GPU (`sram.fits`) is never returned:
+a fingerprint can match while the limits the caller passes differ (FLASHGEN_GPU, a MIG slice).
+
+Distance between buckets is measured in log2 steps, |dq| + |dk|, because tile choices change
+with the order of magnitude of a sequence, not its absolute length. Ties prefer measured
+records, then the larger bucket (its tiles were chosen for more work per program), then the
+faster record.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from ..config import TileConfig
+from ..spec import KernelSpec
+from .records import EnvFingerprint, Lookup, TuningRecord
+
+
+def log2_distance(a: tuple[int, int], b: tuple[int, int]) -> int:
+    return abs(a[0].bit_length() - b[0].bit_length()) + abs(a[1].bit_length() - b[1].bit_length())
+
+
+def _fits(spec: KernelSpec, config: TileConfig, device) -> bool:
+    from ..sram import fits
+
+    try:
+        return bool(fits(spec, config, device))
+    except ValueError:
+        return False
+
+
+def _rank(bucket: tuple[int, int], rec: TuningRecord) -> tuple:
+    size = rec.bucket[0].bit_length() + rec.bucket[1].bit_length()
+    return (log2_distance(bucket, rec.bucket), not rec.measured, -size, rec.time_ms)
+
+
+def nearest(
+    spec: KernelSpec, bucket: tuple[int, int], candidates: Iterable[TuningRecord], device
+) -> TuningRecord | None:
+    """The closest fitting record of `spec` among `candidates` (already filtered by env)."""
+    ranked = sorted((r for r in candidates if r.spec == spec), key=lambda r: _rank(bucket, r))
+    for rec in ranked:
+        if _fits(spec, rec.config, device):
+            return rec
+    return None
+
+
+def nearest_shipped(
+    spec: KernelSpec,
+    bucket: tuple[int, int],
+    env: EnvFingerprint,
+    shipped: Iterable[TuningRecord],
+    device,
+) -> TuningRecord | None:
+    """Shipped records of the same GPU model; same template hash first, then by distance."""
+    same_gpu = [r for r in shipped if r.spec == spec and r.env.same_gpu(env)]
+    same_gpu.sort(key=lambda r: (r.env.template_hash != env.template_hash, *_rank(bucket, r)))
+    for rec in same_gpu:
+        if _fits(spec, rec.config, device):
+            return rec
+    return None
+
+
+def fallback(spec: KernelSpec, device) -> Lookup:
+    """The space's default config when it fits this GPU, else the safe config."""
+    from ..space import default_config, safe_config
+
+    try:
+        config = default_config(spec, device)
+        if _fits(spec, config, device):
+            return Lookup(config, "default")
+    except ValueError:
+        pass
+    return Lookup(safe_config(spec), "safe")
+
+
+def resolve(
+    spec: KernelSpec,
+    bucket: tuple[int, int],
+    env: EnvFingerprint,
+    device,
+    exact: TuningRecord | None,
+    same_env: Iterable[TuningRecord],
+    shipped: Iterable[TuningRecord],
+) -> Lookup:
+    if exact is not None and exact.env == env and _fits(spec, exact.config, device):
+        return Lookup(exact.config, "exact", exact)
+    near = nearest(
+        spec, bucket, (r for r in same_env if r.env == env and r.bucket != bucket), device
+    )
+    if near is not None:
+        return Lookup(near.config, "nearest", near)
+    ship = nearest_shipped(spec, bucket, env, shipped, device)
+    if ship is not None:
+        return Lookup(ship.config, "shipped", ship)
+    return fallback(spec, device)

@@ -1,0 +1,376 @@
+"""`TuningDB`: the one object the tuner, the runtime and the CLI use to reach the tuning database.
+
+Contract (shared by every backend; `tests/test_db_contract.py` runs it on SQLite and PostgreSQL):
+
+- `upsert_best(rec) -> bool`: store `rec` unless the stored record for the same
+  (spec, bucket, env) is better; True when `rec` was written. Better = measured beats modelled;
+  same kind: strictly lower `time_ms` wins (a tie keeps the stored one). ONE SQL statement
+  (INSERT .. ON CONFLICT DO UPDATE .. WHERE), so concurrent writers can never lose the best.
+- `upsert_many(records) -> int`: the same, all in one transaction (import, merge); returns wins.
+- `add_trials(spec, bucket, env, trials, host=None) -> int`; `trials(spec=None, bucket=None,
+  env=None) -> list[Trial]` (oldest first).
+- `get(spec, bucket, env) -> TuningRecord | None`; `records(spec=None, env=None) -> list`.
+- `lookup(spec, seq_q, seq_k, device=None) -> Lookup` (order in `flashgen.db.lookup`).
+- `record_pending(spec, bucket, gpu_name="")`, `pending(gpu_name=None) -> [(spec, bucket)]`,
+  `pending_rows()`, `clear_pending(spec, bucket)`.
+- `url_safe` (password masked), `dialect` ("sqlite" | "postgresql"), `engine`, `close()`.
+
+Everything read back is rebuilt through the validating dataclasses in `records`; a row that
+fails validation (hand-edited database) is skipped with a warning, never handed to a template.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import logging
+import socket
+from collections.abc import Iterable
+from pathlib import Path
+
+from sqlalchemy import and_, create_engine, delete, event, false, or_, select, true
+from sqlalchemy.dialects import postgresql as _pg
+from sqlalchemy.dialects import sqlite as _sqlite
+from sqlalchemy.engine import Engine, make_url
+
+from ..config import TileConfig
+from ..spec import KernelSpec, shape_bucket
+from . import lookup as _lookup
+from . import migrate
+from .models import PendingRow, RecordRow, TrialRow
+from .records import EnvFingerprint, Lookup, Trial, TuningRecord, check_bucket, current_fingerprint
+from .shipped import shipped_records
+from .urls import mask_url, scrub
+
+log = logging.getLogger(__name__)
+SQLITE_BUSY_TIMEOUT_S = 30
+_RECORDS = RecordRow.__table__
+_TRIALS = TrialRow.__table__
+_PENDING = PendingRow.__table__
+_KEY_COLS = ("spec_uri", "bucket_q", "bucket_k", "env_key")
+_ENV_COLS = (
+    "gpu_name",
+    "capability",
+    "sm_count",
+    "smem_optin",
+    "triton_version",
+    "torch_version",
+    "flashgen_version",
+    "template_hash",
+)
+_CONFIG_COLS = ("block_m", "block_n", "num_warps", "num_stages")
+
+
+class DatabaseError(RuntimeError):
+    """The tuning database cannot be opened or used; the message never holds a password."""
+
+
+def _utc(value: _dt.datetime) -> _dt.datetime:
+    if value.tzinfo is None:
+        return value.replace(tzinfo=_dt.timezone.utc)
+    return value.astimezone(_dt.timezone.utc)
+
+
+def _sqlite_engine(url) -> Engine:
+    database = url.database
+    if database and database != ":memory:" and not database.startswith("file:"):
+        Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S})
+
+    @event.listens_for(engine, "connect")
+    def _pragmas(dbapi_conn, _record):
+        cursor = dbapi_conn.cursor()
+        cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_S * 1000}")
+        cursor.execute("PRAGMA journal_mode = WAL")
+        cursor.close()
+
+    return engine
+
+
+def _make_engine(url: str) -> Engine:
+    parsed = make_url(url)
+    backend = parsed.get_backend_name()
+    if backend == "sqlite":
+        return _sqlite_engine(parsed)
+    if backend == "postgresql":
+        connect_args = {}
+        if (
+            parsed.get_driver_name() in ("psycopg2", "psycopg")
+            and "connect_timeout" not in parsed.query
+        ):
+            connect_args["connect_timeout"] = 10
+        return create_engine(parsed, pool_pre_ping=True, connect_args=connect_args)
+    raise DatabaseError(
+        f"unsupported database {backend!r}: flashgen supports sqlite and postgresql"
+    )
+
+
+class TuningDB:
+    """Repository over one database URL (see the module docstring for the contract)."""
+
+    def __init__(self, url: str, *, migrate_schema: bool = True, shipped_dir=None) -> None:
+        self._url = url
+        self.url_safe = mask_url(url)
+        self._shipped_dir = shipped_dir
+        try:
+            self.engine = _make_engine(url)
+            self.dialect = self.engine.dialect.name
+            if migrate_schema:
+                migrate.upgrade(self.engine)
+        except DatabaseError:
+            raise
+        except Exception as exc:  # driver errors differ by backend; all mean "cannot open"
+            raise DatabaseError(
+                f"cannot open tuning database {self.url_safe}: {scrub(_short(exc), url)}"
+            ) from None
+
+    def __repr__(self) -> str:
+        return f"TuningDB({self.url_safe})"
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    # -- records ---------------------------------------------------------------------------
+
+    @staticmethod
+    def _values(rec: TuningRecord) -> dict:
+        values = {
+            "spec_uri": rec.spec.uri(),
+            "bucket_q": rec.bucket[0],
+            "bucket_k": rec.bucket[1],
+            "env_key": rec.env.key(),
+            "time_ms": rec.time_ms,
+            "tflops": rec.tflops,
+            "n_trials": rec.n_trials,
+            "measured": rec.measured,
+            "host": rec.host,
+            "created_at": _utc(rec.created_at),
+        }
+        values.update(rec.env.as_dict())
+        values.update(rec.config.as_dict())
+        return values
+
+    def _insert(self, table):
+        return (_sqlite.insert if self.dialect == "sqlite" else _pg.insert)(table)
+
+    def _upsert_stmt(self, rec: TuningRecord):
+        stmt = self._insert(_RECORDS).values(**self._values(rec))
+        new, old = stmt.excluded, _RECORDS.c
+        better = or_(
+            and_(new.measured == true(), old.measured == false()),
+            and_(new.measured == old.measured, new.time_ms < old.time_ms),
+        )
+        updated = {
+            col: new[col]
+            for col in ("time_ms", "tflops", "n_trials", "measured", "host", "created_at")
+            + _ENV_COLS
+            + _CONFIG_COLS
+        }
+        return stmt.on_conflict_do_update(
+            index_elements=[_RECORDS.c[c] for c in _KEY_COLS], set_=updated, where=better
+        )
+
+    def upsert_best(self, rec: TuningRecord) -> bool:
+        with self.engine.begin() as conn:
+            return conn.execute(self._upsert_stmt(rec)).rowcount > 0
+
+    def upsert_many(self, records: Iterable[TuningRecord]) -> int:
+        wins = 0
+        with self.engine.begin() as conn:
+            for rec in records:
+                wins += conn.execute(self._upsert_stmt(rec)).rowcount > 0
+        return wins
+
+    @staticmethod
+    def _to_record(row) -> TuningRecord:
+        env = EnvFingerprint(**{c: row._mapping[c] for c in _ENV_COLS})
+        return TuningRecord(
+            spec=KernelSpec.from_uri(row.spec_uri),
+            bucket=(row.bucket_q, row.bucket_k),
+            env=env,
+            config=TileConfig(**{c: row._mapping[c] for c in _CONFIG_COLS}),
+            time_ms=row.time_ms,
+            tflops=row.tflops,
+            n_trials=row.n_trials,
+            measured=bool(row.measured),
+            host=row.host,
+            created_at=_utc(row.created_at),
+        )
+
+    def _read(self, stmt) -> list[TuningRecord]:
+        out = []
+        with self.engine.connect() as conn:
+            rows = conn.execute(stmt).all()
+        for row in rows:
+            try:
+                out.append(self._to_record(row))
+            except (ValueError, TypeError) as exc:
+                log.warning("skipping invalid tuning record id=%s: %s", row.id, exc)
+        return out
+
+    def get(self, spec: KernelSpec, bucket, env: EnvFingerprint) -> TuningRecord | None:
+        bucket = check_bucket(bucket)
+        stmt = select(_RECORDS).where(
+            _RECORDS.c.spec_uri == spec.uri(),
+            _RECORDS.c.bucket_q == bucket[0],
+            _RECORDS.c.bucket_k == bucket[1],
+            _RECORDS.c.env_key == env.key(),
+        )
+        found = self._read(stmt)
+        return found[0] if found else None
+
+    def records(
+        self, spec: KernelSpec | None = None, env: EnvFingerprint | None = None
+    ) -> list[TuningRecord]:
+        stmt = select(_RECORDS).order_by(
+            _RECORDS.c.spec_uri, _RECORDS.c.bucket_q, _RECORDS.c.bucket_k, _RECORDS.c.id
+        )
+        if spec is not None:
+            stmt = stmt.where(_RECORDS.c.spec_uri == spec.uri())
+        if env is not None:
+            stmt = stmt.where(_RECORDS.c.env_key == env.key())
+        return self._read(stmt)
+
+    def lookup(self, spec: KernelSpec, seq_q: int, seq_k: int, device=None) -> Lookup:
+        if device is None:
+            from ..sram import current_device
+
+            device = current_device()
+        env = current_fingerprint(device)
+        bucket = shape_bucket(seq_q, seq_k)
+        same_env = self.records(spec, env)
+        exact = next((r for r in same_env if r.bucket == bucket), None)
+        return _lookup.resolve(
+            spec, bucket, env, device, exact, same_env, shipped_records(self._shipped_dir)
+        )
+
+    # -- trials ----------------------------------------------------------------------------
+
+    def add_trials(
+        self,
+        spec: KernelSpec,
+        bucket,
+        env: EnvFingerprint,
+        trials: Iterable[Trial],
+        host: str | None = None,
+    ) -> int:
+        bucket = check_bucket(bucket)
+        now = _dt.datetime.now(_dt.timezone.utc)
+        rows = [
+            {
+                "spec_uri": spec.uri(),
+                "bucket_q": bucket[0],
+                "bucket_k": bucket[1],
+                "env_key": env.key(),
+                "time_ms": t.time_ms,
+                "status": t.status,
+                "error": t.error[:4000],
+                "host": host or socket.gethostname(),
+                "created_at": now,
+                **t.config.as_dict(),
+            }
+            for t in trials
+        ]
+        if rows:
+            with self.engine.begin() as conn:
+                conn.execute(_TRIALS.insert(), rows)
+        return len(rows)
+
+    def trials(
+        self,
+        spec: KernelSpec | None = None,
+        bucket=None,
+        env: EnvFingerprint | None = None,
+    ) -> list[Trial]:
+        stmt = select(_TRIALS).order_by(_TRIALS.c.id)
+        if spec is not None:
+            stmt = stmt.where(_TRIALS.c.spec_uri == spec.uri())
+        if bucket is not None:
+            bucket = check_bucket(bucket)
+            stmt = stmt.where(_TRIALS.c.bucket_q == bucket[0], _TRIALS.c.bucket_k == bucket[1])
+        if env is not None:
+            stmt = stmt.where(_TRIALS.c.env_key == env.key())
+        out = []
+        with self.engine.connect() as conn:
+            for row in conn.execute(stmt):
+                try:
+                    config = TileConfig(**{c: row._mapping[c] for c in _CONFIG_COLS})
+                    out.append(Trial(config, row.time_ms, row.status, row.error))
+                except ValueError as exc:
+                    log.warning("skipping invalid trial id=%s: %s", row.id, exc)
+        return out
+
+    # -- pending shapes --------------------------------------------------------------------
+
+    def record_pending(self, spec: KernelSpec, bucket, gpu_name: str = "") -> None:
+        bucket = check_bucket(bucket)
+        now = _dt.datetime.now(_dt.timezone.utc)
+        stmt = self._insert(_PENDING).values(
+            spec_uri=spec.uri(),
+            bucket_q=bucket[0],
+            bucket_k=bucket[1],
+            gpu_name=gpu_name,
+            seen=1,
+            first_seen=now,
+            last_seen=now,
+        )
+        stmt = stmt.on_conflict_do_update(
+            index_elements=[
+                _PENDING.c.spec_uri,
+                _PENDING.c.bucket_q,
+                _PENDING.c.bucket_k,
+                _PENDING.c.gpu_name,
+            ],
+            set_={"seen": _PENDING.c.seen + 1, "last_seen": stmt.excluded.last_seen},
+        )
+        with self.engine.begin() as conn:
+            conn.execute(stmt)
+
+    def pending_rows(self, gpu_name: str | None = None) -> list[dict]:
+        """Pending shapes with their GPU, count and times, most seen first."""
+        stmt = select(_PENDING).order_by(
+            _PENDING.c.seen.desc(), _PENDING.c.spec_uri, _PENDING.c.bucket_q, _PENDING.c.bucket_k
+        )
+        if gpu_name is not None:
+            stmt = stmt.where(_PENDING.c.gpu_name == gpu_name)
+        out = []
+        with self.engine.connect() as conn:
+            for row in conn.execute(stmt):
+                try:
+                    spec = KernelSpec.from_uri(row.spec_uri)
+                    bucket = check_bucket((row.bucket_q, row.bucket_k))
+                except ValueError as exc:
+                    log.warning("skipping invalid pending row %s: %s", row.spec_uri, exc)
+                    continue
+                out.append(
+                    {
+                        "spec": spec,
+                        "bucket": bucket,
+                        "gpu_name": row.gpu_name,
+                        "seen": row.seen,
+                        "first_seen": _utc(row.first_seen),
+                        "last_seen": _utc(row.last_seen),
+                    }
+                )
+        return out
+
+    def pending(self, gpu_name: str | None = None) -> list[tuple[KernelSpec, tuple[int, int]]]:
+        seen: dict[tuple[KernelSpec, tuple[int, int]], None] = {}
+        for row in self.pending_rows(gpu_name):
+            seen.setdefault((row["spec"], row["bucket"]), None)
+        return list(seen)
+
+    def clear_pending(self, spec: KernelSpec, bucket) -> int:
+        bucket = check_bucket(bucket)
+        stmt = delete(_PENDING).where(
+            _PENDING.c.spec_uri == spec.uri(),
+            _PENDING.c.bucket_q == bucket[0],
+            _PENDING.c.bucket_k == bucket[1],
+        )
+        with self.engine.begin() as conn:
+            return conn.execute(stmt).rowcount
+
+
+def _short(exc: BaseException) -> str:
+    """First line of a driver error: enough to act on, without SQL or parameter dumps."""
+    text = str(getattr(exc, "orig", None) or exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
