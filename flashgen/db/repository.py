@@ -92,6 +92,9 @@ def _make_engine(url: str) -> Engine:
     if backend == "sqlite":
         return _sqlite_engine(parsed)
     if backend == "postgresql":
+        if "+" not in parsed.drivername and not _importable("psycopg") and _importable("psycopg2"):
+            # SQLAlchemy 2.1 maps a bare postgresql:// to psycopg 3; use psycopg2 when only it exists.
+            parsed = parsed.set(drivername="postgresql+psycopg2")
         connect_args = {}
         if (
             parsed.get_driver_name() in ("psycopg2", "psycopg")
@@ -368,6 +371,12 @@ class TuningDB:
         )
         with self.engine.begin() as conn:
             return conn.execute(stmt).rowcount
+
+
+def _importable(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
 
 
 def _short(exc: BaseException) -> str:
