@@ -1,0 +1,158 @@
+"""The shared-memory model: hand-computed budgets, the GPU table, device overrides, and a fast
+check against the real compiler (ahead-of-time compile for sm_90 on this CPU machine)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from flashgen import sram
+from flashgen.config import TileConfig
+from flashgen.spec import KernelSpec
+from flashgen.sram import KNOWN_GPUS, DeviceLimits, current_device, device_slug, fits, smem_bytes
+
+H200 = KNOWN_GPUS["nvidia-h200"]
+A100 = KNOWN_GPUS["nvidia-a100"]
+SM90, SM80 = (9, 0), (8, 0)
+
+
+def fwd(d=128, causal=False, dtype="float16"):
+    return KernelSpec(d, causal, dtype, "fwd")
+
+
+# (spec, config, capability, bytes worked out by hand from the module docstring's rules)
+HAND = [
+    # Hopper wgmma: Q 128x128x2 = 32768; K+V per stage 2x64x128x2 = 32768, 2 stages; rows 128x8.
+    (fwd(), TileConfig(128, 64, 4, 2), SM90, 32768 + 2 * 32768 + 1024),
+    # The H200's measured failure: BM 64, BN 128, 4 stages: 16384 + 4 x 65536 (+512) > 232,448.
+    (fwd(), TileConfig(64, 128, 4, 4), SM90, 16384 + 4 * 65536 + 512),
+    # Ampere keeps stages - 1 buffers; P is staged because block_m (32) < block_d (128).
+    (fwd(), TileConfig(32, 64, 4, 3), SM80, 2 * 32768 + 8192 + 32 * 64 * 2 + 256),
+    # Hopper with 2 warps takes the Ampere path.
+    (fwd(64), TileConfig(128, 64, 2, 2), SM90, 1 * 16384 + 16384 + 1024),
+    # One stage: nothing pipelined, one K (or V) tile staged beside Q.
+    (fwd(64), TileConfig(64, 128, 4, 1), SM90, 8192 + 128 * 64 * 2 + 512),
+    # fp32 doubles every tile: 3 x (2x64x128x4) + 64x128x4.
+    (fwd(128, dtype="float32"), TileConfig(64, 64, 4, 3), SM90, 3 * 65536 + 32768 + 512),
+    # head_dim 80 is padded to block_d 128.
+    (fwd(80), TileConfig(128, 64, 4, 2), SM90, 32768 + 2 * 32768 + 1024),
+]
+
+
+@pytest.mark.parametrize(
+    "spec,cfg,cap,expected",
+    HAND,
+    ids=[f"{s.uri()}-{c.short()}-sm{a}{b}" for s, c, (a, b), _ in HAND],
+)
+def test_hand_computed_budgets(spec, cfg, cap, expected):
+    assert smem_bytes(spec, cfg, cap) == expected
+
+
+def test_worst_case_without_capability_covers_every_path():
+    for cfg in (TileConfig(128, 64, 4, 2), TileConfig(32, 64, 4, 3), TileConfig(64, 64, 2, 4)):
+        spec = fwd()
+        assert smem_bytes(spec, cfg) == max(
+            smem_bytes(spec, cfg, SM90), smem_bytes(spec, cfg, SM80)
+        )
+
+
+def test_h200_known_outcomes():
+    """Launched on the H200 (shared/anchors): hd128, BLOCK_N 128, 4 stages failed; 3 stages ran."""
+    for causal in (False, True):
+        spec = fwd(128, causal, "bfloat16")
+        assert not fits(spec, TileConfig(64, 128, 4, 4), H200)
+        assert not fits(spec, TileConfig(128, 128, 8, 4), H200)
+        assert fits(spec, TileConfig(128, 128, 8, 3), H200)
+        assert fits(spec, TileConfig(128, 64, 4, 2), H200)
+
+
+def test_backward_budget_is_the_larger_kernel():
+    spec = KernelSpec(128, False, "float16", "bwd")
+    # dQ kernel: rows = block_m = 128 (wgmma): Q and dO resident 2x32768, K/V 2 stages of
+    # 2x64x128x2; the dK/dV kernel (rows = 64) needs 2x16384 + 2 x (2x128x128x2) + 512.
+    dq = 2 * 32768 + 2 * 32768 + 1024
+    dkdv = 2 * 16384 + 2 * 65536 + 512
+    assert smem_bytes(spec, TileConfig(128, 64, 4, 2), SM90) == max(dq, dkdv)
+
+
+def test_fp32_never_smaller_than_16_bit():
+    for cfg in (TileConfig(64, 64, 4, 2), TileConfig(16, 32, 2, 1), TileConfig(128, 32, 8, 5)):
+        for direction in ("fwd", "bwd"):
+            half = smem_bytes(KernelSpec(64, True, "bfloat16", direction), cfg)
+            full = smem_bytes(KernelSpec(64, True, "float32", direction), cfg)
+            assert full > half
+
+
+def test_known_gpu_table():
+    expected = {
+        "nvidia-h200": ((9, 0), 132, 232_448),
+        "nvidia-h100": ((9, 0), 132, 232_448),
+        "nvidia-a100": ((8, 0), 108, 166_912),
+        "nvidia-a10": ((8, 6), 72, 101_376),
+        "nvidia-l4": ((8, 9), 58, 101_376),
+        "nvidia-l40": ((8, 9), 142, 101_376),
+        "nvidia-rtx-4090": ((8, 9), 128, 101_376),
+        "nvidia-t4": ((7, 5), 40, 65_536),
+    }
+    for slug, (cap, sms, smem) in expected.items():
+        d = KNOWN_GPUS[slug]
+        assert (d.capability, d.sm_count, d.smem_optin_bytes) == (cap, sms, smem), slug
+    for slug, d in KNOWN_GPUS.items():
+        assert device_slug(d) == slug
+        assert d.smem_optin_bytes > 48 * 1024  # never the 48 KB non-opt-in default
+        assert d.regs_per_sm == 65536 and d.max_regs_per_thread == 255
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            d.sm_count = 1  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    "name,slug",
+    [
+        ("NVIDIA A100-SXM4-40GB", "nvidia-a100"),
+        ("NVIDIA A100 80GB PCIe", "nvidia-a100"),
+        ("NVIDIA H100 PCIe", "nvidia-h100"),
+        ("Tesla T4", "nvidia-t4"),
+        ("NVIDIA L40S", "nvidia-l40s"),
+        ("NVIDIA GeForce RTX 4090", "nvidia-rtx-4090"),
+        ("NVIDIA RTX 6000 Ada Generation", "nvidia-rtx-6000-ada-generation"),
+    ],
+)
+def test_device_slug(name, slug):
+    assert device_slug(DeviceLimits(name, (8, 9), 1, 101_376)) == slug
+
+
+def test_current_device_overrides(monkeypatch):
+    monkeypatch.setenv("FLASHGEN_GPU", "nvidia-a100")
+    assert current_device() == A100
+    monkeypatch.setenv("FLASHGEN_SMEM_BYTES", "101376")
+    d = current_device()
+    assert d.capability == (8, 0) and d.smem_optin_bytes == 101_376
+    monkeypatch.setenv("FLASHGEN_SMEM_BYTES", "lots")
+    with pytest.raises(ValueError, match="FLASHGEN_SMEM_BYTES"):
+        current_device()
+    monkeypatch.delenv("FLASHGEN_SMEM_BYTES")
+    monkeypatch.setenv("FLASHGEN_GPU", "nvidia-b9000")
+    with pytest.raises(ValueError, match="nvidia-h200"):
+        current_device()
+
+
+def test_current_device_without_cuda_plans_for_h200(monkeypatch):
+    monkeypatch.delenv("FLASHGEN_GPU", raising=False)
+    monkeypatch.delenv("FLASHGEN_SMEM_BYTES", raising=False)
+    if sram._cuda_device() is not None:
+        d = current_device()
+        import torch
+
+        props = torch.cuda.get_device_properties(torch.cuda.current_device())
+        assert d.smem_optin_bytes == props.shared_memory_per_block_optin
+    else:
+        assert current_device() == H200
+
+
+def test_reg_estimate_grows_with_tiles_and_shrinks_with_warps():
+    spec = fwd()
+    small = sram.reg_estimate(spec, TileConfig(64, 64, 4, 2))
+    big = sram.reg_estimate(spec, TileConfig(128, 128, 4, 2))
+    assert big > small
+    assert sram.reg_estimate(spec, TileConfig(128, 128, 8, 2)) < big
