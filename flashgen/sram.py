@@ -123,7 +123,7 @@ def _cuda_device() -> DeviceLimits | None:
         capability=(props.major, props.minor),
         sm_count=props.multi_processor_count,
         # Never `shared_memory_per_block`: that is the 48 KB default, not what a kernel may use.
-        smem_optin_bytes=int(props.shared_memory_per_block_optin),
+        smem_optin_bytes=int(props.shared_memory_per_block_optin),  # type: ignore[attr-defined]
         regs_per_sm=int(getattr(props, "regs_per_multiprocessor", 65536)),
         max_regs_per_thread=MAX_REGS_PER_THREAD,
     )
@@ -239,7 +239,7 @@ def smem_bytes(spec: KernelSpec, cfg: TileConfig, capability: tuple[int, int] | 
     capability=None gives the largest over the compiler paths (Hopper wgmma and Ampere mma), so a
     config within that budget fits on any GPU with that much opt-in shared memory.
     """
-    caps = _PLANNING_CAPABILITIES if capability is None else (tuple(capability),)
+    caps = _PLANNING_CAPABILITIES if capability is None else ((capability[0], capability[1]),)
     return max(_kernel_bytes(spec, cfg, cap) for cap in caps)
 
 
