@@ -1,0 +1,297 @@
+"""Forward kernel on a real GPU: correctness (incl. real bf16) and speed against SDPA.
+
+Run on the GPU machine from the checkout (needs only torch, triton, jinja2):
+
+    PYTHONPATH=. python3 benchmarks/gpu_check.py [OUT_PATH]
+
+1. Correctness: the case grid of tests/test_forward.py (every dtype incl. real bf16, head dims
+   16..256 incl. 80/96/192, ragged Sq/Sk both ways, causal both, GQA, strided inputs) against the
+   float64 reference; half types within 2x SDPA's own error plus a floor, float32 within 1e-4.
+   Every config of the timing grid is also checked on a ragged GQA shape before it is timed.
+2. Speed: the anchor shapes (../shared/anchors/README.md), bf16, causal both, over a grid of
+   configs (BLOCK_M 64/128, BLOCK_N 32/64/128, warps 4/8, stages 2/3/4; OutOfResources skipped),
+   with triton.testing.do_bench(return_mode="median"), next to SDPA's cuDNN and FLASH backends.
+   TFLOP/s = 4*B*H*N^2*D, halved when causal.
+
+Compilation dominates the run time, so a pool of worker processes compiles (and checks) every
+kernel first; the main process then times them from Triton's on-disk cache. Configs are passed
+explicitly, so flashgen.dispatch (and its database) is never imported.
+
+Writes JSON to OUT_PATH (a .json file, or a directory: <dir>/gpu_check_fwd.json); default: the
+directory in $OUT, else the current directory. Exit status 1 when any correctness check failed.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import statistics
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+
+ANCHORS = [  # (B, H, N, D)
+    (16, 16, 1024, 128),
+    (4, 16, 4096, 128),
+    (1, 16, 16384, 128),
+    (16, 32, 1024, 64),
+    (4, 32, 4096, 64),
+    (1, 32, 16384, 64),
+]
+GRID = [
+    (bm, bn, w, s) for bm in (64, 128) for bn in (32, 64, 128) for w in (4, 8) for s in (2, 3, 4)
+]
+DTYPES = ("float32", "float16", "bfloat16")
+
+
+def correctness_cases() -> list[dict]:
+    """The test_forward grid, with real bf16 on the GPU."""
+    cases = []
+    for d in (16, 64, 80, 96, 128, 192, 256):
+        for dt in DTYPES:
+            for causal in (False, True):
+                cases.append(dict(b=1, hq=2, hkv=2, sq=37, sk=45, d=d, dtype=dt, causal=causal))
+    shapes = [(1, 1), (1, 37), (37, 1), (37, 37), (37, 127), (127, 37), (127, 127), (501, 501)]
+    shapes += [(263, 501), (501, 263), (1000, 1000)]
+    for sq, sk in shapes:
+        for dt in ("float16", "bfloat16"):
+            for causal in (False, True):
+                cases.append(dict(b=2, hq=2, hkv=2, sq=sq, sk=sk, d=64, dtype=dt, causal=causal))
+    for hkv in (1, 2):
+        for dt in DTYPES:
+            for causal in (False, True):
+                cases.append(dict(b=2, hq=4, hkv=hkv, sq=37, sk=53, d=64, dtype=dt, causal=causal))
+    for dt in DTYPES:
+        for causal in (False, True):
+            cases.append(
+                dict(b=2, hq=4, hkv=2, sq=37, sk=53, d=64, dtype=dt, causal=causal, strided=True)
+            )
+    for cfg in [(16, 16, 4, 1), (16, 64, 4, 2), (64, 16, 4, 2), (128, 32, 4, 2), (128, 128, 8, 2)]:
+        for causal in (False, True):
+            cases.append(
+                dict(b=1, hq=2, hkv=1, sq=130, sk=77, d=64, dtype="float32", causal=causal, cfg=cfg)
+            )
+            cases.append(
+                dict(b=1, hq=2, hkv=1, sq=45, sk=140, d=64, dtype="float32", causal=causal, cfg=cfg)
+            )
+    return cases
+
+
+def default_cfg(d: int) -> tuple[int, int, int, int]:
+    return (64, 32, 4, 2) if d > 128 else (64, 64, 4, 2)
+
+
+def run_check(case: dict) -> dict:
+    """One case against the float64 reference; returns the case with errors and a verdict."""
+    import torch
+
+    from flashgen.config import TileConfig
+    from flashgen.fwd import forward
+    from flashgen.reference import attention_ref, max_abs_err, sdpa_same_dtype, tolerance
+
+    dtype = getattr(torch, case["dtype"])
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    b, hq, hkv, sq, sk, d = (case[k] for k in ("b", "hq", "hkv", "sq", "sk", "d"))
+
+    def rand(*shape):
+        return torch.randn(*shape, generator=gen, device="cuda").to(dtype)
+
+    if case.get("strided"):
+        q = rand(b, sq, hq, d).transpose(1, 2)
+        k = rand(b, hkv, sk, d + 32)[..., :d]
+        v = rand(b, sk, hkv, d).transpose(1, 2)
+    else:
+        q, k, v = rand(b, hq, sq, d), rand(b, hkv, sk, d), rand(b, hkv, sk, d)
+    cfg = TileConfig(*case.get("cfg", default_cfg(d)))
+    result = dict(case, cfg=list(cfg.as_dict().values()))
+    try:
+        out, lse = forward(q, k, v, causal=case["causal"], scale=None, config=cfg)
+        torch.cuda.synchronize()
+    except Exception as exc:  # a compile or launch failure is a failed check
+        return dict(result, ok=False, error=f"{type(exc).__name__}: {exc}"[:500])
+    ref_out, ref_lse = attention_ref(q, k, v, causal=case["causal"])
+    sdpa_err = None
+    if dtype != torch.float32:
+        sdpa_err = max_abs_err(sdpa_same_dtype(q, k, v, causal=case["causal"]), ref_out)
+    rtol, atol = tolerance(dtype, sdpa_err)
+    err = (out.double() - ref_out).abs()
+    excess = (err - (atol + rtol * ref_out.abs())).max().item()
+    lse_err = max_abs_err(lse, ref_lse)
+    lse_bound = 1e-4 + 1e-5 * ref_lse.abs().max().item()
+    ok = bool(torch.isfinite(out).all()) and excess <= 0 and lse_err <= lse_bound
+    return dict(result, ok=ok, max_err=err.max().item(), sdpa_err=sdpa_err, lse_err=lse_err)
+
+
+def warm_config(task: tuple) -> dict:
+    """Compile (spec, config) with the anchors' specialisation, then check it on a ragged shape."""
+    import torch
+
+    from flashgen.config import TileConfig
+    from flashgen.fwd import forward
+
+    d, causal, cfg = task
+    config = TileConfig(*cfg)
+    # Same int specialisation as the anchors: H=16 (divisible by 16), GROUP=1, N % 16 == 0.
+    q = torch.randn(1, 16, 256, d, device="cuda", dtype=torch.bfloat16)
+    try:
+        forward(q, q, q, causal=causal, scale=None, config=config)
+        torch.cuda.synchronize()
+    except Exception as exc:
+        kind = "oor" if "OutOfResources" in type(exc).__name__ else "error"
+        return dict(d=d, causal=causal, cfg=cfg, status=kind, error=str(exc)[:300])
+    check = run_check(
+        dict(b=2, hq=4, hkv=2, sq=200, sk=333, d=d, dtype="bfloat16", causal=causal, cfg=cfg)
+    )
+    return dict(d=d, causal=causal, cfg=cfg, status="ok" if check["ok"] else "wrong", check=check)
+
+
+def _worker_init() -> None:
+    import torch
+
+    torch.cuda.init()
+
+
+def bench_ms(fn, rep: int = 40) -> float:
+    import triton.testing
+
+    return triton.testing.do_bench(fn, warmup=10, rep=rep, return_mode="median")
+
+
+def time_shape(shape, causal: bool, usable: list) -> dict:
+    """All usable configs for one anchor shape, then the best re-timed next to SDPA."""
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    from flashgen.config import TileConfig
+    from flashgen.fwd import forward
+
+    b, h, n, d = shape
+    flops = 4 * b * h * n * n * d / (2 if causal else 1)
+    q, k, v = (torch.randn(b, h, n, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+
+    def tflops(ms):
+        return None if ms is None else round(flops / (ms * 1e-3) / 1e12, 1)
+
+    rows = []
+    for cfg in usable:
+        config = TileConfig(*cfg)
+        try:
+            ms = bench_ms(lambda c=config: forward(q, k, v, causal=causal, scale=None, config=c))
+            rows.append(dict(cfg=cfg, ms=ms, tflops=tflops(ms)))
+        except Exception as exc:
+            rows.append(dict(cfg=cfg, error=f"{type(exc).__name__}: {exc}"[:300]))
+    timed = [r for r in rows if "ms" in r]
+    best = min(timed, key=lambda r: r["ms"]) if timed else None
+    result = dict(shape=dict(B=b, H=h, N=n, D=d), causal=causal, configs=rows)
+    if best:
+        c = TileConfig(*best["cfg"])
+        reps = [
+            bench_ms(lambda: forward(q, k, v, causal=causal, scale=None, config=c), 100)
+            for _ in range(3)
+        ]
+        result["best"] = dict(cfg=best["cfg"], ms=statistics.median(reps))
+        result["best"]["tflops"] = tflops(result["best"]["ms"])
+    for name, backend in (("sdpa_cudnn", "CUDNN_ATTENTION"), ("sdpa_flash", "FLASH_ATTENTION")):
+        try:
+            with sdpa_kernel(getattr(SDPBackend, backend)):
+                reps = [
+                    bench_ms(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal), 100)
+                    for _ in range(3)
+                ]
+            ms = statistics.median(reps)
+            result[name] = dict(ms=ms, tflops=tflops(ms))
+        except Exception as exc:
+            result[name] = dict(error=f"{type(exc).__name__}: {exc}"[:300])
+    return result
+
+
+HEADER = (
+    f"{'shape':<22}{'causal':<8}{'flashgen':>9}{'config':>20}{'cuDNN':>8}{'FLASH':>8}{'ratio':>7}"
+)
+
+
+def format_row(r: dict) -> str:
+    """One table line: TFLOP/s of our best config, cuDNN and FLASH, ours/cuDNN."""
+    shape = "B{B} H{H} N{N} D{D}".format(**r["shape"])
+    best = r.get("best", {})
+    ours, cudnn, flash = (
+        best.get("tflops"),
+        r["sdpa_cudnn"].get("tflops"),
+        r["sdpa_flash"].get("tflops"),
+    )
+    ratio = f"{ours / cudnn:.2f}" if ours and cudnn else "-"
+    cfg = str(tuple(best.get("cfg", ())))
+    return (
+        f"{shape:<22}{r['causal']!s:<8}{ours or '-':>9}{cfg:>20}{cudnn or '-':>8}"
+        f"{flash or '-':>8}{ratio:>7}"
+    )
+
+
+def out_path(argv: list[str]) -> str:
+    target = argv[1] if len(argv) > 1 else os.environ.get("OUT", ".")
+    if target.endswith(".json"):
+        os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
+        return target
+    os.makedirs(target, exist_ok=True)
+    return os.path.join(target, "gpu_check_fwd.json")
+
+
+def main(argv: list[str]) -> int:
+    import torch
+    import triton
+
+    os.environ.pop("TRITON_INTERPRET", None)
+    path = out_path(argv)
+    t0 = time.time()
+    report: dict = dict(
+        device=torch.cuda.get_device_name(0),
+        torch=torch.__version__,
+        triton=triton.__version__,
+    )
+    cases = correctness_cases()
+    warm_tasks = [(d, causal, cfg) for d in (64, 128) for causal in (False, True) for cfg in GRID]
+    workers = max(1, min(12, (os.cpu_count() or 2) - 2))
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_worker_init) as pool:
+        warm = list(pool.map(warm_config, warm_tasks))
+        checks = list(pool.map(run_check, cases))
+    report["compile_and_check_s"] = round(time.time() - t0, 1)
+    failed = [c for c in checks if not c["ok"]]
+    wrong = [w for w in warm if w["status"] in ("wrong", "error")]
+    report.update(checks=checks, checks_failed=len(failed), configs=warm, configs_wrong=len(wrong))
+    ok = sum(w["status"] == "ok" for w in warm)
+    oor = sum(w["status"] == "oor" for w in warm)
+    print(f"correctness: {len(checks) - len(failed)}/{len(checks)} cases ok")
+    print(f"configs: {ok} ok, {oor} out of resources, {len(wrong)} wrong or failing")
+    print(f"compile + checks: {report['compile_and_check_s']} s")
+    for c in failed[:20]:
+        where = {k: c.get(k) for k in ("d", "dtype", "causal", "sq", "sk", "hkv", "cfg")}
+        print(
+            "  FAILED", where, c.get("error") or f"max_err {c['max_err']:.3e} sdpa {c['sdpa_err']}"
+        )
+    for w in wrong[:20]:
+        print("  CONFIG", w["d"], w["causal"], w["cfg"], w["status"], w.get("error", ""))
+
+    usable: dict = {}
+    for w in warm:
+        if w["status"] == "ok":
+            usable.setdefault((w["d"], w["causal"]), []).append(w["cfg"])
+    timing = []
+    print(HEADER)
+    for shape in ANCHORS:
+        for causal in (False, True):
+            r = time_shape(shape, causal, usable.get((shape[3], causal), []))
+            timing.append(r)
+            print(format_row(r), flush=True)
+    report["timing"] = timing
+    report["total_s"] = round(time.time() - t0, 1)
+    with open(path, "w") as handle:
+        json.dump(report, handle, indent=1)
+    print(f"wrote {path} ({report['total_s']} s)")
+    return 1 if failed or wrong else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
