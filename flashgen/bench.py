@@ -1,0 +1,399 @@
+"""Timing harness and correctness check for one candidate TileConfig.
+
+The tuner's rule (the one Triton's own autotuner follows): a candidate that fails in any way
+costs that candidate, never the run. So `measure` and `check` never raise for a kernel problem;
+they return an `Outcome` whose status says what went wrong ("failed": compile error, out of
+resources, crash; "wrong": the result disagrees with the float64 reference). A wrong kernel is
+never timed, so it can never be recorded as fast.
+
+Shapes: candidates are timed on a problem of the bucket's size with enough batch x heads to fill
+the GPU (`timing_shape`), and checked on a smaller, ragged, grouped-query problem
+(`check_shape`) whose float64 reference is cheap. In Triton's interpreter the check shape is tiny
+(B=1, seq <= 61) because the interpreter runs every program in Python.
+
+`warm_compile` runs in the tuner's worker processes: it calls the real host launchers with every
+Triton launch turned into a `warmup` (compile only, nothing runs), so the kernel for exactly the
+specialisation the timing process will use lands in Triton's on-disk cache ahead of time.
+"""
+
+from __future__ import annotations
+
+import math
+import traceback
+from dataclasses import dataclass
+
+from .config import TileConfig
+from .costmodel import Shape, attention_flops
+from .spec import KernelSpec
+
+STATUSES = ("ok", "failed", "wrong")
+# Normalised max error allowed in the backward gradients: |ours - ref| / max(1, max |ref|).
+_GRAD_TOL = {"float16": 2e-2, "bfloat16": 6e-2, "float32": 1e-3}
+_LSE_TOL = {"float16": 2e-3, "bfloat16": 4e-3, "float32": 1e-4}
+_ERROR_CHARS = 2000
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one candidate did: status "ok" with a median time, or why it has none."""
+
+    status: str
+    time_ms: float = math.inf
+    error: str = ""
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise ValueError(f"status must be one of {STATUSES}, got {self.status!r}")
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok" and math.isfinite(self.time_ms)
+
+
+def error_text(exc: BaseException) -> str:
+    """Short, single-record description of a failure (type, message, last frames)."""
+    lines = traceback.format_exception_only(type(exc), exc)
+    tail = traceback.format_tb(exc.__traceback__)[-2:] if exc.__traceback__ else []
+    return ("".join(lines) + "".join(tail)).strip()[:_ERROR_CHARS]
+
+
+def timing_shape(spec: KernelSpec, bucket: tuple[int, int]) -> Shape:
+    """The problem candidates are timed on: the bucket's lengths, ~16k query tokens per batch and
+    heads x head_dim = 2048 (the shapes of the H200 baselines), so the grid fills the GPU."""
+    seq_q, seq_k = bucket
+    heads = max(1, min(32, 2048 // spec.head_dim))
+    batch = max(1, min(16, 16384 // seq_q))
+    return Shape(batch=batch, heads=heads, kv_heads=heads, seq_q=seq_q, seq_k=seq_k)
+
+
+def check_shape(spec: KernelSpec, bucket: tuple[int, int], *, interpret: bool) -> Shape:
+    """A cheap problem in the bucket's spirit: ragged lengths (not a multiple of any block, so
+    the masked edge tiles run) and two query heads sharing one kv head (GQA indexing)."""
+
+    def ragged(n: int, cap: int) -> int:
+        n = min(n, cap)
+        return max(1, n - 3) if n > 16 else n
+
+    cap = 64 if interpret else 1024
+    return Shape(
+        batch=1, heads=2, kv_heads=1, seq_q=ragged(bucket[0], cap), seq_k=ragged(bucket[1], cap)
+    )
+
+
+def _torch_dtype(spec: KernelSpec):
+    import torch
+
+    return getattr(torch, spec.dtype)
+
+
+def make_inputs(spec: KernelSpec, shape: Shape, device: str, *, seed: int = 0, empty: bool = False):
+    """q, k, v (and dO for the backward) of `shape`, random normal (or uninitialised)."""
+    import torch
+
+    dtype = _torch_dtype(spec)
+    gen = None if empty else torch.Generator(device="cpu").manual_seed(seed)
+
+    def tensor(heads: int, seq: int):
+        size = (shape.batch, heads, seq, spec.head_dim)
+        if empty:
+            return torch.empty(size, dtype=dtype, device=device)
+        return torch.randn(size, generator=gen, dtype=torch.float32).to(device=device, dtype=dtype)
+
+    q = tensor(shape.heads, shape.seq_q)
+    k = tensor(shape.kv_heads, shape.seq_k)
+    v = tensor(shape.kv_heads, shape.seq_k)
+    do = tensor(shape.heads, shape.seq_q) if spec.direction == "bwd" else None
+    return q, k, v, do
+
+
+def _forward_for_backward(spec: KernelSpec, q, k, v):
+    """out and lse for timing a backward candidate, from the forward kernel at a safe config."""
+    from .fwd import forward
+    from .space import safe_config
+
+    return forward(
+        q, k, v, causal=spec.causal, scale=None, config=safe_config(spec.with_direction("fwd"))
+    )
+
+
+def launcher(spec: KernelSpec, cfg: TileConfig, q, k, v, do=None, out=None, lse=None):
+    """A no-argument callable that runs the candidate once (what gets timed)."""
+    if spec.direction == "fwd":
+        from .fwd import forward
+
+        return lambda: forward(q, k, v, causal=spec.causal, scale=None, config=cfg)
+    from .bwd import backward
+
+    scale = 1.0 / math.sqrt(spec.head_dim)
+    return lambda: backward(do, q, k, v, out, lse, causal=spec.causal, scale=scale, config=cfg)
+
+
+def _normalised_err(ours, ref) -> float:
+    diff = (ours.double() - ref).abs().max().item()
+    return diff / max(1.0, ref.abs().max().item())
+
+
+def check(
+    spec: KernelSpec, cfg: TileConfig, shape: Shape, device: str, *, seed: int = 0
+) -> Outcome:
+    """Run the candidate on `shape` and compare with the float64 reference.
+
+    Returns Outcome("ok", time_ms=0) when it agrees, "wrong" with the error size when it does not,
+    "failed" when it raises (compile error, out of resources, ...).
+    """
+    try:
+        return _check(spec, cfg, shape, device, seed)
+    except Exception as exc:  # a broken candidate is an outcome, not a crash
+        return Outcome("failed", error=error_text(exc))
+
+
+def _check(spec: KernelSpec, cfg: TileConfig, shape: Shape, device: str, seed: int) -> Outcome:
+    import torch
+
+    from .reference import attention_ref, max_abs_err, sdpa_same_dtype, tolerance
+
+    q, k, v, do = make_inputs(spec, shape, device, seed=seed)
+    if spec.direction == "fwd":
+        from .fwd import forward
+
+        out, lse = forward(q, k, v, causal=spec.causal, scale=None, config=cfg)
+        ref_out, ref_lse = attention_ref(q, k, v, causal=spec.causal)
+        sdpa_err = None
+        if spec.dtype != "float32":
+            sdpa_err = max_abs_err(sdpa_same_dtype(q, k, v, causal=spec.causal), ref_out)
+        rtol, atol = tolerance(q.dtype, sdpa_err)
+        err = (out.double() - ref_out).abs()
+        bound = atol + rtol * ref_out.abs()
+        lse_err = (lse.double() - ref_lse).abs().max().item()
+        if not bool(torch.isfinite(out).all()) or bool((err > bound).any()):
+            return Outcome(
+                "wrong", error=f"out: max error {err.max().item():.3g} > atol {atol:.3g}"
+            )
+        if not lse_err <= _LSE_TOL[spec.dtype]:
+            return Outcome("wrong", error=f"lse: max error {lse_err:.3g} > {_LSE_TOL[spec.dtype]}")
+        return Outcome("ok", time_ms=0.0)
+
+    from .bwd import backward
+
+    leaves = [t.detach().double().requires_grad_(True) for t in (q, k, v)]
+    ref_out, ref_lse = attention_ref(*leaves, causal=spec.causal)
+    ref_out.backward(do.double())
+    out = ref_out.detach().to(q.dtype)
+    lse = ref_lse.detach().float()
+    scale = 1.0 / math.sqrt(spec.head_dim)
+    grads = backward(do, q, k, v, out, lse, causal=spec.causal, scale=scale, config=cfg)
+    tol = _GRAD_TOL[spec.dtype]
+    for name, ours, leaf in zip(("dq", "dk", "dv"), grads, leaves, strict=True):
+        if ours is None or not bool(torch.isfinite(ours).all()):
+            return Outcome("wrong", error=f"{name}: missing or not finite")
+        err = _normalised_err(ours, leaf.grad)
+        if not err <= tol:
+            return Outcome("wrong", error=f"{name}: normalised max error {err:.3g} > {tol}")
+    return Outcome("ok", time_ms=0.0)
+
+
+def time_ms(
+    spec: KernelSpec, cfg: TileConfig, shape: Shape, *, warmup: int = 25, rep: int = 100
+) -> float:
+    """Median milliseconds of one launch on CUDA (L2 flushed between runs by do_bench)."""
+    import triton.testing
+
+    q, k, v, do = make_inputs(spec, shape, "cuda", seed=1)
+    out = lse = None
+    if spec.direction == "bwd":
+        out, lse = _forward_for_backward(spec, q, k, v)
+    fn = launcher(spec, cfg, q, k, v, do, out, lse)
+    return float(triton.testing.do_bench(fn, warmup=warmup, rep=rep, return_mode="median"))
+
+
+def measure(
+    spec: KernelSpec,
+    cfg: TileConfig,
+    bucket: tuple[int, int],
+    *,
+    warmup: int = 25,
+    rep: int = 100,
+) -> Outcome:
+    """On CUDA: check on the check shape, then time on the bucket's shape. Never raises for a
+    kernel problem; an infinite or non-positive time counts as a failure."""
+    outcome = check(spec, cfg, check_shape(spec, bucket, interpret=False), "cuda")
+    if not outcome.ok:
+        return outcome
+    try:
+        ms = time_ms(spec, cfg, timing_shape(spec, bucket), warmup=warmup, rep=rep)
+    except Exception as exc:
+        return Outcome("failed", error=error_text(exc))
+    if not (math.isfinite(ms) and ms > 0):
+        return Outcome("failed", error=f"timing gave {ms!r}")
+    return Outcome("ok", time_ms=ms)
+
+
+def tflops(spec: KernelSpec, shape: Shape, ms: float) -> float:
+    """Useful TFLOP/s of one launch of `ms` milliseconds on `shape` (0 when not finite)."""
+    if not (math.isfinite(ms) and ms > 0):
+        return 0.0
+    return attention_flops(spec, shape) / (ms * 1e-3) / 1e12
+
+
+_WARMUP_PATCHED: set[str] = set()
+
+
+def _compile_only(module) -> None:
+    """Turn every Triton launch of a generated module into a compile-only warmup (this process)."""
+    from triton.runtime.jit import JITFunction
+
+    for name, obj in vars(module).items():
+        if isinstance(obj, JITFunction) and f"{module.__name__}.{name}" not in _WARMUP_PATCHED:
+            original = obj.run
+
+            def run(*args, grid, warmup, _original=original, **kwargs):
+                return _original(*args, grid=grid, warmup=True, **kwargs)
+
+            obj.run = run  # type: ignore[method-assign]
+            _WARMUP_PATCHED.add(f"{module.__name__}.{name}")
+
+
+def warm_compile(spec: KernelSpec, cfg: TileConfig, shapes: tuple[Shape, ...]) -> float:
+    """Compile the candidate for each shape's specialisation into Triton's cache (worker side).
+
+    Runs in a worker process of the tuner's pool: nothing is launched, so the GPU stays free for
+    the timing process. Returns the seconds it took. Raises whatever the compiler raises.
+    """
+    import time
+
+    from .codegen import load
+
+    start = time.perf_counter()
+    _compile_only(load(spec))
+    for shape in shapes:
+        q, k, v, do = make_inputs(spec, shape, "cuda", empty=True)
+        out = lse = None
+        if spec.direction == "bwd":
+            out = q.new_empty(q.shape)
+            lse = q.new_empty(q.shape[:3], dtype=_torch_float32())
+        launcher(spec, cfg, q, k, v, do, out, lse)()
+    return time.perf_counter() - start
+
+
+def _torch_float32():
+    import torch
+
+    return torch.float32
+
+
+# -- evaluators: what the search calls for each candidate ------------------------------------
+
+
+class ModelledEvaluator:
+    """No GPU: check each candidate in Triton's interpreter at a tiny size, rank it with the cost
+    model (`flashgen.costmodel`) for the planning target `device`.
+
+    The interpreter ignores num_warps and num_stages, so the check result is cached per
+    (spec, block_m, block_n, check shape): a second config differing only in warps or stages
+    runs the very same interpreted program.
+    """
+
+    measured = False
+
+    def __init__(self, device) -> None:
+        self.device = device
+        self._checked: dict[tuple, Outcome] = {}
+        self.checks = 0
+
+    def start(self, task, cfg: TileConfig) -> None:
+        """Nothing to compile ahead in the interpreter."""
+
+    def finish(self, task, cfg: TileConfig) -> Outcome:
+        from .costmodel import estimate_ms
+
+        shape = check_shape(task.spec, task.bucket, interpret=True)
+        key = (task.spec, cfg.block_m, cfg.block_n, shape)
+        if key not in self._checked:
+            self.checks += 1
+            self._checked[key] = check(task.spec, cfg, shape, "cpu")
+        outcome = self._checked[key]
+        if not outcome.ok:
+            return outcome
+        ms = estimate_ms(task.spec, cfg, timing_shape(task.spec, task.bucket), self.device)
+        if not math.isfinite(ms):
+            return Outcome("failed", error="cost model: no program fits an SM")
+        return Outcome("ok", time_ms=ms)
+
+    def close(self) -> None:
+        pass
+
+
+def _pool_init() -> None:
+    """Worker start-up: load torch and Triton once, bind the GPU, before the first candidate."""
+    import torch
+    import triton  # noqa: F401
+
+    torch.cuda.init()
+
+
+class MeasuredEvaluator:
+    """On CUDA: compile upcoming candidates in `compile_workers` processes (`warm_compile`)
+    while this process checks and times the current one (`measure`).
+
+    The pool only fills Triton's on-disk cache; the timing process compiles again on a miss, so
+    a worker problem never decides a candidate's fate. The one exception is a compile that
+    takes longer than `compile_timeout_s`: that candidate is a failure ("compile time-out"),
+    since the timing process would hang on it the same way.
+    """
+
+    measured = True
+
+    def __init__(
+        self,
+        *,
+        compile_workers: int = 0,
+        compile_timeout_s: float = 300.0,
+        warmup: int = 25,
+        rep: int = 100,
+    ) -> None:
+        self.compile_timeout_s = compile_timeout_s
+        self.warmup = warmup
+        self.rep = rep
+        self._futures: dict = {}
+        self._pool = None
+        if compile_workers > 0:
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
+
+            self._pool = ProcessPoolExecutor(
+                max_workers=compile_workers,
+                mp_context=multiprocessing.get_context("spawn"),
+                initializer=_pool_init,
+            )
+
+    def start(self, task, cfg: TileConfig) -> None:
+        if self._pool is None:
+            return
+        shapes = (
+            check_shape(task.spec, task.bucket, interpret=False),
+            timing_shape(task.spec, task.bucket),
+        )
+        key = (task.spec, task.bucket, cfg)
+        if key not in self._futures:
+            self._futures[key] = self._pool.submit(warm_compile, task.spec, cfg, shapes)
+
+    def finish(self, task, cfg: TileConfig) -> Outcome:
+        from concurrent.futures import TimeoutError as FutureTimeout
+
+        future = self._futures.pop((task.spec, task.bucket, cfg), None)
+        if future is not None:
+            try:
+                future.result(timeout=self.compile_timeout_s)
+            except FutureTimeout:
+                future.cancel()
+                return Outcome(
+                    "failed", error=f"compile time-out after {self.compile_timeout_s:.0f} s"
+                )
+            except Exception:  # the timing process compiles again and reports the real error
+                pass
+        return measure(task.spec, cfg, task.bucket, warmup=self.warmup, rep=self.rep)
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None

@@ -1,0 +1,518 @@
+"""Optuna search for the best TileConfig of one (KernelSpec, shape bucket).
+
+One study per (spec, bucket, environment), named by `study_name`, so every process that tunes the
+same thing on the same kind of GPU and software joins the same study (`load_if_exists`). The
+loop uses ask/tell rather than `study.optimize` for two reasons: the next candidates can be
+asked (and compiled by the evaluator's worker pool) while the current one is being timed, and
+every candidate's fate is decided here, explicitly:
+
+- a config outside `flashgen.space.candidates(spec)` or that does not fit the target's shared
+  memory / registers (`flashgen.sram.fits`) is told as PRUNED before the evaluator ever sees it,
+  so nothing is rendered or compiled for it;
+- a candidate that fails (compile error, out of resources, wrong result, time-out) is told as
+  PRUNED too, with its status in the trial's user attrs: Optuna's TPE learns to avoid pruned
+  regions but ignores FAILED trials (FACTS.md), and FAIL is left to mean "a worker died" (the
+  heartbeat machinery retries those);
+- a config the study already evaluated is answered from the study (no second compile);
+- a good candidate is told its median time (or modelled time) in milliseconds.
+
+Every finished candidate is written to the tuning DB's trials table as it finishes, and the best
+is upserted whenever it improves, so an interrupted run (Ctrl-C, a killed worker) loses at most
+the candidate in flight. Early stop: when the study's best has not improved by at least
+`min_improvement` for `patience` evaluated candidates, or when every fitting config is done.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import socket
+import threading
+import warnings
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from .bench import Outcome, error_text, tflops, timing_shape
+from .config import TileConfig
+from .spec import KernelSpec
+
+PARAMS = ("block_m", "block_n", "num_warps", "num_stages")
+HEARTBEAT_INTERVAL_S = 30
+HEARTBEAT_GRACE_S = 120
+WORKER_ID = f"{socket.gethostname()}:{os.getpid()}"
+
+
+@dataclass(frozen=True)
+class Task:
+    """One thing to tune: a kernel spec at one shape bucket (query, key)."""
+
+    spec: KernelSpec
+    bucket: tuple[int, int]
+
+    def label(self) -> str:
+        return f"{self.spec.uri()} {self.bucket[0]}x{self.bucket[1]}"
+
+
+@dataclass
+class Settings:
+    """How hard to search. `trials` counts evaluated candidates per task and run (pruned configs
+    and answers from the study's memory are free and do not count); `patience` None disables the
+    early stop."""
+
+    trials: int = 40
+    patience: int | None = 15
+    seed: int = 0
+    min_improvement: float = 0.005
+    lookahead: int = 1
+    max_seeds: int = 8
+
+
+@dataclass
+class Event:
+    """What the loop reports after each finished candidate (progress bars, tests)."""
+
+    task: Task
+    config: TileConfig
+    outcome: Outcome
+    evaluated: int
+    best_ms: float
+    best_config: TileConfig | None
+
+
+@dataclass
+class Result:
+    """The outcome of tuning one task in this process."""
+
+    task: Task
+    study_name: str
+    measured: bool
+    best_config: TileConfig | None = None
+    best_ms: float = math.inf
+    default_config: TileConfig | None = None
+    default_ms: float = math.inf
+    evaluated: int = 0
+    pruned: int = 0
+    failed: int = 0
+    stop_reason: str = ""
+    tflops: float = 0.0
+    written: bool = False
+    interrupted: bool = False
+    statuses: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def gain(self) -> float:
+        """Default config time / best time (1.0 = the default was already best)."""
+        if math.isfinite(self.default_ms) and self.best_ms > 0 and math.isfinite(self.best_ms):
+            return self.default_ms / self.best_ms
+        return math.nan
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C during a task: every finished trial is stored; `result` is the partial result."""
+
+    def __init__(self, result: Result) -> None:
+        super().__init__("tuning interrupted")
+        self.result = result
+
+
+def study_name(spec: KernelSpec, bucket: tuple[int, int], env_key: str) -> str:
+    """One study per (spec, bucket, environment): the same on every host that should join it."""
+    return f"flashgen:{spec.uri()}:{bucket[0]}x{bucket[1]}:{env_key}"
+
+
+# -- storage -------------------------------------------------------------------------------
+
+
+def open_storage(db, *, workers: int = 1):
+    """The Optuna storage for studies next to the tuning DB `db` (a flashgen.db.TuningDB).
+
+    - PostgreSQL: `RDBStorage` on the same URL, with heartbeats; a trial whose worker stops
+      beating for HEARTBEAT_GRACE_S is failed and re-queued once (RetryHeartbeatStaleTrialCallback)
+      so another worker runs it. Any number of processes and hosts may share it.
+    - SQLite file: `RDBStorage` on the same file, one process only. SQLite serialises writers
+      with a file lock, and Optuna's many small transactions from several processes end in
+      "database is locked" (FACTS.md), so `workers > 1` is refused here rather than failing
+      later. The same file (rather than an in-memory study) keeps the study across runs, so a
+      re-run or a run after Ctrl-C resumes where the last one stopped; Optuna's tables and
+      `alembic_version` live beside flashgen's (`flashgen_alembic_version`) without clashing.
+    - SQLite in memory: Optuna's `InMemoryStorage` (there is no file to share).
+    """
+    import optuna
+
+    url = db.engine.url
+    if db.dialect == "postgresql":
+        storage = optuna.storages.RDBStorage(
+            url.render_as_string(hide_password=False),
+            engine_kwargs={"pool_pre_ping": True},
+            heartbeat_interval=HEARTBEAT_INTERVAL_S,
+            grace_period=HEARTBEAT_GRACE_S,
+            heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(
+                max_retry=1
+            ),
+        )
+        return storage
+    if workers > 1:
+        raise ValueError(
+            f"--workers {workers} needs a PostgreSQL database (--db postgresql://...): several "
+            f"processes cannot share one Optuna study in SQLite ({db.url_safe}); "
+            "run one worker per SQLite file, or point all workers at PostgreSQL"
+        )
+    if db.dialect == "sqlite" and url.database and url.database != ":memory:":
+        return optuna.storages.RDBStorage(url.render_as_string(hide_password=False))
+    return optuna.storages.InMemoryStorage()
+
+
+class _Heartbeat:
+    """Beats for the trials this process holds while it asks ahead (ask/tell has no built-in
+    heartbeat; `study.optimize` would run one per trial)."""
+
+    def __init__(self, storage) -> None:
+        from optuna.storages._heartbeat import is_heartbeat_enabled
+
+        self._storage = storage
+        self._enabled = is_heartbeat_enabled(storage)
+        self._ids: set[int] = set()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        if self._enabled:
+            self._thread = threading.Thread(target=self._beat, daemon=True)
+            self._thread.start()
+
+    @property
+    def enabled(self) -> bool:
+        return self._enabled
+
+    def _beat(self) -> None:
+        interval = self._storage.get_heartbeat_interval()
+        while not self._stop.wait(interval):
+            with self._lock:
+                ids = list(self._ids)
+            for trial_id in ids:
+                with contextlib.suppress(Exception):  # a missed beat is retried next interval
+                    self._storage.record_heartbeat(trial_id)
+
+    def hold(self, trial_id: int) -> None:
+        with self._lock:
+            self._ids.add(trial_id)
+        if self._enabled:
+            self._storage.record_heartbeat(trial_id)
+
+    def release(self, trial_id: int) -> None:
+        with self._lock:
+            self._ids.discard(trial_id)
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+
+# -- search space and seeds ----------------------------------------------------------------
+
+
+class Space:
+    """The categorical choices for one spec and the fit test for the target device."""
+
+    def __init__(self, spec: KernelSpec, device) -> None:
+        from . import space
+
+        self.spec = spec
+        self.device = device
+        self.candidates = list(dict.fromkeys(space.candidates(spec)))
+        self._candidate_set = set(self.candidates)
+        self.choices = {p: sorted({getattr(c, p) for c in self.candidates}) for p in PARAMS}
+        self._fits: dict[TileConfig, bool] = {}
+
+    def fits(self, cfg: TileConfig) -> bool:
+        from .sram import fits
+
+        if cfg not in self._fits:
+            self._fits[cfg] = cfg in self._candidate_set and bool(fits(self.spec, cfg, self.device))
+        return self._fits[cfg]
+
+    def prune_reason(self, cfg: TileConfig) -> str | None:
+        if cfg not in self._candidate_set:
+            return "not a candidate of flashgen.space"
+        if not self.fits(cfg):
+            return f"does not fit {self.device.name} (shared memory / registers)"
+        return None
+
+    def fitting(self) -> list[TileConfig]:
+        return [c for c in self.candidates if self.fits(c)]
+
+    def params(self, cfg: TileConfig) -> dict[str, int] | None:
+        """Optuna params for `cfg`, or None when a value is outside the choices."""
+        values = cfg.as_dict()
+        if all(values[p] in self.choices[p] for p in PARAMS):
+            return {p: values[p] for p in PARAMS}
+        return None
+
+    def suggest(self, trial) -> TileConfig:
+        return TileConfig(**{p: trial.suggest_categorical(p, self.choices[p]) for p in PARAMS})
+
+
+def seed_configs(
+    task: Task, device, env, records: Sequence, limit: int
+) -> list[tuple[TileConfig, str]]:
+    """What is already known, best guesses first: the defaults table's config, then the best
+    configs of this spec on this GPU at neighbouring buckets (nearest first), then the best
+    configs other GPUs found for this very bucket."""
+    from . import space
+    from .db.lookup import log2_distance
+
+    seeds: list[tuple[TileConfig, str]] = [(space.default_config(task.spec, device), "default")]
+    mine = [r for r in records if r.spec == task.spec]
+    neighbours = sorted(
+        (r for r in mine if r.env.same_gpu(env) and r.bucket != task.bucket),
+        key=lambda r: (log2_distance(r.bucket, task.bucket), not r.measured, r.time_ms),
+    )
+    seeds += [(r.config, f"neighbour {r.bucket[0]}x{r.bucket[1]}") for r in neighbours]
+    others = sorted(
+        (r for r in mine if not r.env.same_gpu(env) and r.bucket == task.bucket),
+        key=lambda r: (not r.measured, r.time_ms),
+    )
+    seeds += [(r.config, f"gpu {r.env.gpu_name}") for r in others]
+    unique: dict[TileConfig, str] = {}
+    for cfg, source in seeds:
+        unique.setdefault(cfg, source)
+    return list(unique.items())[: max(limit, 1)]
+
+
+# -- the loop ------------------------------------------------------------------------------
+
+
+def _finished_outcomes(study) -> dict[TileConfig, tuple[int, Outcome]]:
+    """Evaluated configs of the study (any worker): config -> (trial number, outcome)."""
+    from optuna.trial import TrialState
+
+    known: dict[TileConfig, tuple[int, Outcome]] = {}
+    for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED)):
+        attrs = t.user_attrs
+        if not attrs.get("evaluated") or attrs.get("duplicate"):
+            continue
+        try:
+            cfg = TileConfig(**{p: t.params[p] for p in PARAMS})
+        except (KeyError, ValueError):
+            continue
+        if t.state == TrialState.COMPLETE and t.value is not None:
+            outcome = Outcome("ok", time_ms=float(t.value))
+        else:
+            outcome = Outcome(attrs.get("status", "failed"), error=attrs.get("error", ""))
+        known.setdefault(cfg, (t.number, outcome))
+    return known
+
+
+def _patience_left(known: dict, patience: int | None, min_improvement: float) -> bool:
+    """False once the best has not improved for `patience` evaluated trials (in trial order)."""
+    if patience is None:
+        return True
+    best = math.inf
+    since = 0
+    for _number, outcome in sorted(known.values(), key=lambda item: item[0]):
+        if outcome.ok and outcome.time_ms < best * (1.0 - min_improvement):
+            best = outcome.time_ms
+            since = 0
+        else:
+            best = min(best, outcome.time_ms)
+            since += 1
+    return since < patience
+
+
+def tune_task(
+    task: Task,
+    *,
+    db,
+    storage,
+    evaluator,
+    device,
+    env,
+    settings: Settings,
+    on_event: Callable[[Event], None] | None = None,
+) -> Result:
+    """Search the best config for `task`; write trials and the best record into `db`.
+
+    `evaluator` has `measured: bool`, `start(task, cfg)` (begin compiling ahead, may do nothing)
+    and `finish(task, cfg) -> Outcome`. `on_event` is called after every finished candidate;
+    an exception it raises (KeyboardInterrupt included) ends the task after the bookkeeping.
+    """
+    import optuna
+    from optuna.trial import TrialState
+
+    from .db.records import Trial
+
+    space_ = Space(task.spec, device)
+    name = study_name(task.spec, task.bucket, env.key())
+    sampler = optuna.samplers.TPESampler(
+        seed=settings.seed, n_startup_trials=min(10, max(settings.trials // 3, 4))
+    )
+    study = optuna.create_study(
+        storage=storage, sampler=sampler, study_name=name, direction="minimize", load_if_exists=True
+    )
+    result = Result(task=task, study_name=name, measured=bool(evaluator.measured))
+    seeds = seed_configs(task, device, env, db.records(spec=task.spec), settings.max_seeds)
+    result.default_config = seeds[0][0]
+    for cfg, source in seeds:
+        params = space_.params(cfg)
+        if params is not None:
+            study.enqueue_trial(params, user_attrs={"seed": source}, skip_if_exists=True)
+
+    heart = _Heartbeat(storage)
+    inflight: deque[tuple[object, TileConfig]] = deque()
+    fitting = len(space_.fitting())
+    baseline = len(_finished_outcomes(study))
+    max_asks = 4 * settings.trials + 2 * len(space_.candidates) + 16
+    asks = 0
+    shape = timing_shape(task.spec, task.bucket)
+
+    def record(cfg: TileConfig, outcome: Outcome | None, pruned_reason: str = "") -> None:
+        if outcome is None:
+            trial = Trial(cfg, None, "pruned", pruned_reason)
+        elif outcome.ok:
+            trial = Trial(cfg, outcome.time_ms, "ok")
+        else:
+            trial = Trial(cfg, None, outcome.status, outcome.error)
+        db.add_trials(task.spec, task.bucket, env, [trial])
+        result.statuses[trial.status] = result.statuses.get(trial.status, 0) + 1
+
+    def refresh_best(known: dict) -> None:
+        oks = [(o.time_ms, cfg) for cfg, (_n, o) in known.items() if o.ok]
+        if result.default_config in known:
+            default = known[result.default_config][1]
+            result.default_ms = default.time_ms if default.ok else math.inf
+        if not oks:
+            return
+        best_ms, best_cfg = min(oks, key=lambda item: (item[0], item[1]))
+        if best_ms < result.best_ms or best_cfg != result.best_config:
+            result.best_ms, result.best_config = best_ms, best_cfg
+            result.tflops = tflops(task.spec, shape, best_ms)
+            _write_best(db, task, env, result, len(known))
+
+    def tell(trial, cfg: TileConfig, outcome: Outcome, *, duplicate: bool) -> None:
+        trial.set_user_attr("evaluated", True)
+        trial.set_user_attr("status", outcome.status)
+        trial.set_user_attr("worker", WORKER_ID)
+        if duplicate:
+            trial.set_user_attr("duplicate", True)
+        if outcome.ok:
+            study.tell(trial, outcome.time_ms)
+        else:
+            trial.set_user_attr("error", outcome.error[:500])
+            study.tell(trial, state=TrialState.PRUNED)
+
+    def ask_one() -> None:
+        """Ask one trial; prune or answer it at once, or put it in flight."""
+        nonlocal asks
+        if heart.enabled:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                optuna.storages.fail_stale_trials(study)
+        trial = study.ask()
+        asks += 1
+        cfg = space_.suggest(trial)
+        reason = space_.prune_reason(cfg)
+        if reason is not None:
+            trial.set_user_attr("status", "pruned")
+            study.tell(trial, state=TrialState.PRUNED)
+            result.pruned += 1
+            record(cfg, None, reason)
+            return
+        known = _finished_outcomes(study)
+        if cfg in known:
+            tell(trial, cfg, known[cfg][1], duplicate=True)
+            return
+        if any(cfg == c for _t, c in inflight):
+            study.tell(trial, state=TrialState.FAIL)  # asked twice at once: TPE ignores FAIL
+            return
+        heart.hold(trial._trial_id)
+        evaluator.start(task, cfg)
+        inflight.append((trial, cfg))
+
+    try:
+        known = _finished_outcomes(study)
+        refresh_best(known)
+        while True:
+            done = len(known) - baseline
+            if not _patience_left(known, settings.patience, settings.min_improvement):
+                result.stop_reason = f"no gain in {settings.patience} trials"
+            elif len(known) >= fitting:
+                result.stop_reason = "every fitting config evaluated"
+            elif done >= settings.trials:
+                result.stop_reason = f"{settings.trials} trials"
+            elif asks >= max_asks and not inflight:
+                result.stop_reason = "sampler kept proposing known or pruned configs"
+            if result.stop_reason:
+                break
+            while (
+                len(inflight) < max(settings.lookahead, 1)
+                and done + len(inflight) < settings.trials
+                and asks < max_asks
+            ):
+                ask_one()
+            if not inflight:
+                known = _finished_outcomes(study)
+                continue
+            trial, cfg = inflight.popleft()
+            try:
+                outcome = evaluator.finish(task, cfg)
+            except Exception as exc:  # an evaluator bug costs this candidate, not the run
+                outcome = Outcome("failed", error=error_text(exc))
+            tell(trial, cfg, outcome, duplicate=False)
+            heart.release(trial._trial_id)
+            result.evaluated += 1
+            if not outcome.ok:
+                result.failed += 1
+            record(cfg, outcome)
+            known = _finished_outcomes(study)
+            refresh_best(known)
+            if on_event is not None:
+                on_event(
+                    Event(
+                        task,
+                        cfg,
+                        outcome,
+                        len(known) - baseline,
+                        result.best_ms,
+                        result.best_config,
+                    )
+                )
+    except KeyboardInterrupt:
+        result.interrupted = True
+        result.stop_reason = "interrupted"
+        _abandon(study, inflight, heart)
+        raise Interrupted(result) from None
+    finally:
+        heart.close()
+    _abandon(study, inflight, heart)
+    return result
+
+
+def _abandon(study, inflight: deque, heart: _Heartbeat) -> None:
+    """Trials asked ahead but never evaluated: FAIL them (TPE ignores FAIL)."""
+    from optuna.trial import TrialState
+
+    while inflight:
+        trial, _cfg = inflight.popleft()
+        heart.release(trial._trial_id)
+        # The storage may be what failed; the trial then goes stale and is retried.
+        with contextlib.suppress(Exception):
+            study.tell(trial, state=TrialState.FAIL, skip_if_finished=True)
+
+
+def _write_best(db, task: Task, env, result: Result, n_trials: int) -> None:
+    from .db.records import TuningRecord
+
+    assert result.best_config is not None
+    rec = TuningRecord(
+        spec=task.spec,
+        bucket=task.bucket,
+        env=env,
+        config=result.best_config,
+        time_ms=result.best_ms,
+        tflops=result.tflops,
+        n_trials=n_trials,
+        measured=result.measured,
+    )
+    result.written = db.upsert_best(rec) or result.written
