@@ -125,7 +125,13 @@ def study_name(spec: KernelSpec, bucket: tuple[int, int], env_key: str) -> str:
 # -- storage -------------------------------------------------------------------------------
 
 
-def open_storage(db, *, workers: int = 1):
+def open_storage(
+    db,
+    *,
+    workers: int = 1,
+    heartbeat_interval: int = HEARTBEAT_INTERVAL_S,
+    grace_period: int = HEARTBEAT_GRACE_S,
+):
     """The Optuna storage for studies next to the tuning DB `db` (a flashgen.db.TuningDB).
 
     - PostgreSQL: `RDBStorage` on the same URL, with heartbeats; a trial whose worker stops
@@ -143,16 +149,16 @@ def open_storage(db, *, workers: int = 1):
 
     url = db.engine.url
     if db.dialect == "postgresql":
-        storage = optuna.storages.RDBStorage(
-            url.render_as_string(hide_password=False),
-            engine_kwargs={"pool_pre_ping": True},
-            heartbeat_interval=HEARTBEAT_INTERVAL_S,
-            grace_period=HEARTBEAT_GRACE_S,
-            heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(
-                max_retry=1
-            ),
-        )
-        return storage
+        with _optuna_quiet():
+            return optuna.storages.RDBStorage(
+                url.render_as_string(hide_password=False),
+                engine_kwargs={"pool_pre_ping": True},
+                heartbeat_interval=heartbeat_interval,
+                grace_period=grace_period,
+                heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(
+                    max_retry=1
+                ),
+            )
     if workers > 1:
         raise ValueError(
             f"--workers {workers} needs a PostgreSQL database (--db postgresql://...): several "
@@ -321,7 +327,28 @@ def _patience_left(known: dict, patience: int | None, min_improvement: float) ->
     return since < patience
 
 
-def tune_task(
+@contextlib.contextmanager
+def _optuna_quiet():
+    """Our ask/tell loop beats its own heartbeats (`_Heartbeat`), so Optuna's advice to use
+    `Study.optimize` with heartbeats, and its notes on experimental arguments, are noise."""
+    import optuna
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+        warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed")
+        yield
+
+
+def tune_task(task: Task, **kwargs) -> Result:
+    """Search the best config for `task`; write trials and the best record into `db`.
+
+    Keyword arguments: db, storage, evaluator, device, env, settings, on_event (see `_tune_task`).
+    """
+    with _optuna_quiet():
+        return _tune_task(task, **kwargs)
+
+
+def _tune_task(
     task: Task,
     *,
     db,
@@ -332,7 +359,7 @@ def tune_task(
     settings: Settings,
     on_event: Callable[[Event], None] | None = None,
 ) -> Result:
-    """Search the best config for `task`; write trials and the best record into `db`.
+    """The search loop of `tune_task`.
 
     `evaluator` has `measured: bool`, `start(task, cfg)` (begin compiling ahead, may do nothing)
     and `finish(task, cfg) -> Outcome`. `on_event` is called after every finished candidate;
@@ -406,9 +433,7 @@ def tune_task(
         """Ask one trial; prune or answer it at once, or put it in flight."""
         nonlocal asks
         if heart.enabled:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                optuna.storages.fail_stale_trials(study)
+            optuna.storages.fail_stale_trials(study)
         trial = study.ask()
         asks += 1
         cfg = space_.suggest(trial)

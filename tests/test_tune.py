@@ -1,0 +1,344 @@
+"""The tuner end to end on the CPU: Triton's interpreter checks the candidates, the cost model
+ranks them, real SQLite / PostgreSQL databases hold the trials, records and Optuna studies.
+
+Specs are tiny (head dim 16, forward) and trial counts small, so the module runs in well under
+three minutes on one core. PostgreSQL cases are marked `postgres` and each creates its own
+database inside FLASHGEN_TEST_PG_URL's server.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import subprocess
+import sys
+import uuid
+from contextlib import contextmanager
+
+import pytest
+
+from flashgen import bench, search
+from flashgen.cli import main as cli_main
+from flashgen.config import TileConfig
+from flashgen.db import connect
+from flashgen.db.records import TuningRecord, current_fingerprint
+from flashgen.spec import KernelSpec
+from flashgen.sram import KNOWN_GPUS, fits
+
+H200 = KNOWN_GPUS["nvidia-h200"]
+SPEC = KernelSpec(16, False, "float16", "fwd")
+BUCKET = (64, 64)
+TASK = search.Task(SPEC, BUCKET)
+
+
+@contextmanager
+def _pg_database():
+    import sqlalchemy as sa
+
+    base = sa.engine.make_url(os.environ["FLASHGEN_TEST_PG_URL"])
+    name = f"fg_tune_{uuid.uuid4().hex[:12]}"
+    admin = sa.create_engine(base, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
+        yield base.set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.dispose()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def db_url(request, tmp_path):
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'tuning.sqlite3'}"
+    else:
+        with _pg_database() as url:
+            yield url
+
+
+@pytest.fixture
+def sqlite_url(tmp_path):
+    return f"sqlite:///{tmp_path / 'tuning.sqlite3'}"
+
+
+class Spy:
+    """Wraps a real evaluator and remembers what reached it (it still does all the work)."""
+
+    def __init__(self, inner, fail_on: TileConfig | None = None) -> None:
+        self.inner = inner
+        self.measured = inner.measured
+        self.started: list[TileConfig] = []
+        self.finished: list[TileConfig] = []
+        self.fail_on = fail_on
+
+    def start(self, task, cfg):
+        self.started.append(cfg)
+        self.inner.start(task, cfg)
+
+    def finish(self, task, cfg):
+        self.finished.append(cfg)
+        if cfg == self.fail_on:
+            raise RuntimeError("injected failure for this config")
+        return self.inner.finish(task, cfg)
+
+    def close(self):
+        self.inner.close()
+
+
+def _tune(db, *, device=H200, settings=None, evaluator=None, task=TASK, on_event=None):
+    evaluator = evaluator or bench.ModelledEvaluator(device)
+    return search.tune_task(
+        task,
+        db=db,
+        storage=search.open_storage(db),
+        evaluator=evaluator,
+        device=device,
+        env=current_fingerprint(device),
+        settings=settings or search.Settings(trials=4, patience=None, seed=3),
+        on_event=on_event,
+    )
+
+
+def _study(db, task=TASK, device=H200):
+    import optuna
+
+    name = search.study_name(task.spec, task.bucket, current_fingerprint(device).key())
+    return optuna.load_study(study_name=name, storage=search.open_storage(db))
+
+
+def test_pipeline_writes_modelled_record_and_trials(db_url):
+    db = connect(db_url)
+    result = _tune(db)
+    assert result.best_config is not None and math.isfinite(result.best_ms)
+    assert result.evaluated == 4 and not result.measured
+    env = current_fingerprint(H200)
+    rec = db.get(SPEC, BUCKET, env)
+    assert rec is not None and rec.measured is False
+    assert rec.config == result.best_config and rec.time_ms == pytest.approx(result.best_ms)
+    assert fits(SPEC, rec.config, H200)
+    trials = db.trials(SPEC, BUCKET, env)
+    ok = [t for t in trials if t.status == "ok"]
+    assert len(ok) == 4 and min(t.time_ms for t in ok) == pytest.approx(rec.time_ms)
+    # The winner really is correct: re-check it against the float64 reference.
+    shape = bench.check_shape(SPEC, BUCKET, interpret=True)
+    assert bench.check(SPEC, rec.config, shape, "cpu").ok
+    # The study persists beside the records (SQLite file / PostgreSQL): a re-run resumes it.
+    again = _tune(db, settings=search.Settings(trials=2, patience=None, seed=4))
+    assert again.evaluated == 2
+    assert len([t for t in db.trials(SPEC, BUCKET, env) if t.status == "ok"]) == 6
+    assert again.best_ms <= result.best_ms
+
+
+def test_seeds_come_first(sqlite_url):
+    """Defaults table, then a neighbouring bucket's best, then another GPU's best."""
+    db = connect(sqlite_url)
+    env = current_fingerprint(H200)
+    other_gpu = dataclasses.replace(env, gpu_name="NVIDIA A100-SXM4-80GB", capability="8.0")
+    neighbour = TileConfig(32, 16, 2, 2)
+    foreign = TileConfig(16, 32, 2, 3)
+    db.upsert_best(TuningRecord(SPEC, (128, 128), env, neighbour, 1.0, measured=False))
+    db.upsert_best(TuningRecord(SPEC, BUCKET, other_gpu, foreign, 1.0))
+    _tune(db, settings=search.Settings(trials=3, patience=None))
+    from flashgen.space import default_config
+
+    first = [
+        TileConfig(**{p: t.params[p] for p in search.PARAMS})
+        for t in sorted(_study(db).trials, key=lambda t: t.number)[:3]
+    ]
+    assert first == [default_config(SPEC, H200), neighbour, foreign]
+
+
+def test_pruned_configs_never_reach_the_compiler(sqlite_url, monkeypatch):
+    """With a small shared-memory budget most configs do not fit: they must be told PRUNED
+    without being rendered, compiled or run."""
+    small = dataclasses.replace(H200, smem_optin_bytes=12 * 1024)
+    import flashgen.codegen as codegen
+
+    rendered: list[KernelSpec] = []
+    real_render = codegen.render
+    monkeypatch.setattr(codegen, "render", lambda spec: rendered.append(spec) or real_render(spec))
+    checked: list[TileConfig] = []
+    real_check = bench.check
+    monkeypatch.setattr(
+        bench,
+        "check",
+        lambda spec, cfg, *a, **k: checked.append(cfg) or real_check(spec, cfg, *a, **k),
+    )
+    db = connect(sqlite_url)
+    spy = Spy(bench.ModelledEvaluator(small))
+    result = _tune(
+        db, device=small, evaluator=spy, settings=search.Settings(trials=4, patience=None)
+    )
+    assert result.pruned > 0
+    assert spy.finished and all(fits(SPEC, c, small) for c in spy.started + spy.finished)
+    assert checked and all(fits(SPEC, c, small) for c in checked)
+    pruned = [t for t in db.trials(SPEC, BUCKET) if t.status == "pruned"]
+    assert len(pruned) == result.pruned
+    assert not any(t.config in checked for t in pruned)
+    assert set(rendered) <= {SPEC}
+
+
+def test_failing_candidate_costs_only_that_trial(sqlite_url):
+    from flashgen.space import default_config
+
+    db = connect(sqlite_url)
+    bad = default_config(SPEC, H200)  # the first trial: the study must go on after it
+    spy = Spy(bench.ModelledEvaluator(H200), fail_on=bad)
+    result = _tune(db, evaluator=spy, settings=search.Settings(trials=4, patience=None))
+    assert result.evaluated == 4 and result.failed == 1
+    assert result.best_config is not None and result.best_config != bad
+    failed = [t for t in db.trials(SPEC, BUCKET) if t.status == "failed"]
+    assert [t.config for t in failed] == [bad] and "injected failure" in failed[0].error
+    assert math.isinf(result.default_ms) and math.isnan(result.gain)
+
+
+def test_wrong_result_is_recorded_as_wrong(sqlite_url, monkeypatch):
+    """A kernel whose output disagrees with the reference is 'wrong', never timed or stored."""
+    import flashgen.fwd as fwd
+
+    real_forward = fwd.forward
+
+    def broken(q, k, v, *, causal, scale, config=None):
+        out, lse = real_forward(q, k, v, causal=causal, scale=scale, config=config)
+        if config is not None and config.block_n == 16:
+            out = out + 0.5
+        return out, lse
+
+    monkeypatch.setattr(fwd, "forward", broken)
+    db = connect(sqlite_url)
+    result = _tune(db, settings=search.Settings(trials=6, patience=None, seed=1))
+    wrong = [t for t in db.trials(SPEC, BUCKET) if t.status == "wrong"]
+    assert wrong and all(t.config.block_n == 16 and t.time_ms is None for t in wrong)
+    assert result.best_config is not None and result.best_config.block_n != 16
+
+
+def test_interrupt_keeps_finished_trials(db_url):
+    db = connect(db_url)
+    seen = []
+
+    def stop_after_two(event):
+        seen.append(event)
+        if len(seen) == 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(search.Interrupted) as info:
+        _tune(db, on_event=stop_after_two, settings=search.Settings(trials=10, patience=None))
+    partial = info.value.result
+    assert partial.interrupted and partial.evaluated == 2
+    env = current_fingerprint(H200)
+    assert len([t for t in db.trials(SPEC, BUCKET, env) if t.status == "ok"]) == 2
+    rec = db.get(SPEC, BUCKET, env)
+    assert rec is not None and rec.config == partial.best_config
+    from optuna.trial import TrialState
+
+    states = [t.state for t in _study(db).trials]
+    assert states.count(TrialState.COMPLETE) == 2 and TrialState.RUNNING not in states
+
+
+def test_patience_stops_early(sqlite_url):
+    db = connect(sqlite_url)
+    result = _tune(db, settings=search.Settings(trials=40, patience=3, seed=0))
+    assert result.stop_reason.startswith("no gain")
+    assert result.evaluated < 40
+
+
+def test_sqlite_refuses_several_workers(sqlite_url, capsys):
+    code = cli_main(["tune", "--workers", "2", "--db", sqlite_url, "--trials", "1"])
+    assert code == 2
+    assert "PostgreSQL" in capsys.readouterr().err
+
+
+def test_cli_help_and_tiny_run(sqlite_url, capsys):
+    help_out = subprocess.run(
+        [sys.executable, "-m", "flashgen.cli", "tune", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert help_out.returncode == 0 and "--pending" in help_out.stdout
+    assert "interpreter" in help_out.stdout
+    argv = ["tune", "--head-dim", "16", "--dtype", "float16", "--causal", "false"]
+    argv += ["--seq-len", "64,100", "--direction", "fwd", "--trials", "3", "--quiet"]
+    assert cli_main(argv + ["--db", sqlite_url]) == 0
+    out = capsys.readouterr()
+    assert "CPU/interpreter mode" in out.err
+    assert "attn_fwd_d16_full_f16" in out.out and "64x64" in out.out and "128x128" in out.out
+    assert "modelled" in out.out
+    db = connect(sqlite_url)
+    assert {r.bucket for r in db.records(SPEC)} == {(64, 64), (128, 128)}
+
+
+def test_cli_pending_tunes_and_clears(sqlite_url, capsys):
+    db = connect(sqlite_url)
+    db.record_pending(SPEC, (32, 32))
+    argv = ["tune", "--pending", "--trials", "2", "--quiet", "--db", sqlite_url]
+    assert cli_main(argv) == 0
+    assert db.pending() == []
+    assert [r.bucket for r in db.records(SPEC)] == [(32, 32)]
+    assert "32x32" in capsys.readouterr().out
+
+
+@pytest.mark.postgres
+def test_two_worker_processes_share_one_postgres_study():
+    with _pg_database() as url:
+        cmd = [sys.executable, "-m", "flashgen.cli", "tune", "--db", url, "--workers", "2"]
+        cmd += ["--head-dim", "16", "--dtype", "float16", "--causal", "false"]
+        cmd += ["--seq-len", "64", "--direction", "fwd", "--trials", "6", "--patience", "0"]
+        cmd += ["--quiet"]
+        env = dict(os.environ, TRITON_INTERPRET="1")
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=150, env=env)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert "attn_fwd_d16_full_f16" in proc.stdout
+        db = connect(url)
+        study = _study(db)
+        evaluated = [t for t in study.trials if t.user_attrs.get("evaluated")]
+        workers = {t.user_attrs["worker"] for t in evaluated}
+        assert len(workers) == 2, workers
+        fresh = [t for t in evaluated if not t.user_attrs.get("duplicate")]
+        configs = [tuple(t.params[p] for p in search.PARAMS) for t in fresh]
+        assert 6 <= len(configs) <= 10 and len(set(configs)) >= 6
+        rec = db.get(SPEC, BUCKET, current_fingerprint(H200))
+        assert rec is not None and rec.measured is False
+
+
+@pytest.mark.postgres
+def test_stale_trial_of_a_dead_worker_is_retried():
+    """A worker that asked a trial and died: its heartbeat goes stale, the next worker fails it
+    and runs the same config again (RetryHeartbeatStaleTrialCallback)."""
+    import time
+
+    import optuna
+    from optuna.trial import TrialState
+
+    with _pg_database() as url:
+        db = connect(url)
+        storage = search.open_storage(db, heartbeat_interval=1, grace_period=2)
+        env = current_fingerprint(H200)
+        name = search.study_name(SPEC, BUCKET, env.key())
+        study = optuna.create_study(storage=storage, study_name=name, direction="minimize")
+        orphan = TileConfig(32, 32, 2, 2)
+        study.enqueue_trial(orphan.as_dict())
+        with search._optuna_quiet():
+            dead = study.ask()
+            search.Space(SPEC, H200).suggest(dead)
+            storage.record_heartbeat(dead._trial_id)
+        time.sleep(3)
+        search.tune_task(
+            TASK,
+            db=db,
+            storage=storage,
+            evaluator=bench.ModelledEvaluator(H200),
+            device=H200,
+            env=env,
+            settings=search.Settings(trials=3, patience=None),
+        )
+        trials = optuna.load_study(study_name=name, storage=storage).trials
+        assert trials[dead.number].state == TrialState.FAIL
+        rerun = [
+            t
+            for t in trials[dead.number + 1 :]
+            if t.state == TrialState.COMPLETE and t.params == orphan.as_dict()
+        ]
+        assert rerun, [(t.number, t.state, t.params) for t in trials]
