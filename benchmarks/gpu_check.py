@@ -7,10 +7,13 @@ Run on the GPU machine from the checkout (needs only torch, triton, jinja2):
 1. Correctness: the case grid of tests/test_forward.py (every dtype incl. real bf16, head dims
    16..256 incl. 80/96/192, ragged Sq/Sk both ways, causal both, GQA, strided inputs) against the
    float64 reference; half types within 2x SDPA's own error plus a floor, float32 within 1e-4.
-   Every config of the timing grid is also checked on a ragged GQA shape before it is timed.
+   Each case runs through both kernels (`attn_fwd`, pointer loads; `attn_fwd_tma`, TMA
+   descriptors, the default on Hopper), plus head dim 20, whose rows TMA cannot move (auto mode
+   must fall back). Every config of the timing grid is also checked on a ragged GQA shape.
 2. Speed: the anchor shapes (../shared/anchors/README.md), bf16, causal both, over a grid of
    configs (BLOCK_M 64/128, BLOCK_N 32/64/128, warps 4/8, stages 2/3/4; OutOfResources skipped),
-   with triton.testing.do_bench(return_mode="median"), next to SDPA's cuDNN and FLASH backends.
+   with triton.testing.do_bench(return_mode="median"), next to SDPA's cuDNN and FLASH backends;
+   the best config is re-timed (median of 3) and also timed through the pointer kernel ("ptr").
    TFLOP/s = 4*B*H*N^2*D, halved when causal.
 
 Compilation dominates the run time, so a pool of worker processes compiles (and checks) every
@@ -46,35 +49,54 @@ DTYPES = ("float32", "float16", "bfloat16")
 
 
 def correctness_cases() -> list[dict]:
-    """The test_forward grid, with real bf16 on the GPU."""
-    cases = []
+    """The test_forward grid with real bf16, through both kernels (pointer loads and TMA)."""
+    base = []
     for d in (16, 64, 80, 96, 128, 192, 256):
         for dt in DTYPES:
             for causal in (False, True):
-                cases.append(dict(b=1, hq=2, hkv=2, sq=37, sk=45, d=d, dtype=dt, causal=causal))
+                base.append(dict(b=1, hq=2, hkv=2, sq=37, sk=45, d=d, dtype=dt, causal=causal))
     shapes = [(1, 1), (1, 37), (37, 1), (37, 37), (37, 127), (127, 37), (127, 127), (501, 501)]
     shapes += [(263, 501), (501, 263), (1000, 1000)]
     for sq, sk in shapes:
         for dt in ("float16", "bfloat16"):
             for causal in (False, True):
-                cases.append(dict(b=2, hq=2, hkv=2, sq=sq, sk=sk, d=64, dtype=dt, causal=causal))
+                base.append(dict(b=2, hq=2, hkv=2, sq=sq, sk=sk, d=64, dtype=dt, causal=causal))
     for hkv in (1, 2):
         for dt in DTYPES:
             for causal in (False, True):
-                cases.append(dict(b=2, hq=4, hkv=hkv, sq=37, sk=53, d=64, dtype=dt, causal=causal))
+                base.append(dict(b=2, hq=4, hkv=hkv, sq=37, sk=53, d=64, dtype=dt, causal=causal))
     for dt in DTYPES:
         for causal in (False, True):
-            cases.append(
+            base.append(
                 dict(b=2, hq=4, hkv=2, sq=37, sk=53, d=64, dtype=dt, causal=causal, strided=True)
             )
     for cfg in [(16, 16, 4, 1), (16, 64, 4, 2), (64, 16, 4, 2), (128, 32, 4, 2), (128, 128, 8, 2)]:
         for causal in (False, True):
-            cases.append(
-                dict(b=1, hq=2, hkv=1, sq=130, sk=77, d=64, dtype="float32", causal=causal, cfg=cfg)
-            )
-            cases.append(
-                dict(b=1, hq=2, hkv=1, sq=45, sk=140, d=64, dtype="float32", causal=causal, cfg=cfg)
-            )
+            for sq, sk in ((130, 77), (45, 140)):
+                base.append(
+                    dict(
+                        b=1,
+                        hq=2,
+                        hkv=1,
+                        sq=sq,
+                        sk=sk,
+                        d=64,
+                        dtype="float32",
+                        causal=causal,
+                        cfg=cfg,
+                    )
+                )
+    cases = []
+    for case in base:
+        # fp32 at head dim >= 192 compiles slowly (IEEE fp32 dots): one path is enough there.
+        slow = case["dtype"] == "float32" and case["d"] >= 192
+        for path in ("auto",) if slow else ("ptr", "tma"):
+            cases.append(dict(case, path=path))
+    # Rows of 40 bytes cannot be moved by TMA: auto mode must fall back to pointer loads.
+    for causal in (False, True):
+        cases.append(
+            dict(b=1, hq=2, hkv=1, sq=77, sk=99, d=20, dtype="float16", causal=causal, path="auto")
+        )
     return cases
 
 
@@ -90,6 +112,9 @@ def run_check(case: dict) -> dict:
     from flashgen.fwd import forward
     from flashgen.reference import attention_ref, max_abs_err, sdpa_same_dtype, tolerance
 
+    os.environ.pop("FLASHGEN_FWD_TMA", None)
+    if case.get("path", "auto") != "auto":
+        os.environ["FLASHGEN_FWD_TMA"] = "1" if case["path"] == "tma" else "0"
     dtype = getattr(torch, case["dtype"])
     gen = torch.Generator(device="cuda").manual_seed(0)
     b, hq, hkv, sq, sk, d = (case[k] for k in ("b", "hq", "hkv", "sq", "sk", "d"))
@@ -132,6 +157,7 @@ def warm_config(task: tuple) -> dict:
 
     d, causal, cfg = task
     config = TileConfig(*cfg)
+    os.environ.pop("FLASHGEN_FWD_TMA", None)
     # Same int specialisation as the anchors: H=16 (divisible by 16), GROUP=1, N % 16 == 0.
     q = torch.randn(1, 16, 256, d, device="cuda", dtype=torch.bfloat16)
     try:
@@ -165,7 +191,7 @@ def time_shape(shape, causal: bool, usable: list) -> dict:
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     from flashgen.config import TileConfig
-    from flashgen.fwd import forward
+    from flashgen.fwd import forward, use_tma
 
     b, h, n, d = shape
     flops = 4 * b * h * n * n * d / (2 if causal else 1)
@@ -193,6 +219,20 @@ def time_shape(shape, causal: bool, usable: list) -> dict:
         ]
         result["best"] = dict(cfg=best["cfg"], ms=statistics.median(reps))
         result["best"]["tflops"] = tflops(result["best"]["ms"])
+        result["best"]["tma"] = use_tma(q, k, v)
+        # The same config through the pointer kernel, for the TMA-vs-pointer comparison.
+        os.environ["FLASHGEN_FWD_TMA"] = "0"
+        try:
+            reps = [
+                bench_ms(lambda: forward(q, k, v, causal=causal, scale=None, config=c), 100)
+                for _ in range(3)
+            ]
+            ms = statistics.median(reps)
+            result["best_pointer_kernel"] = dict(cfg=best["cfg"], ms=ms, tflops=tflops(ms))
+        except Exception as exc:
+            result["best_pointer_kernel"] = dict(error=f"{type(exc).__name__}: {exc}"[:300])
+        finally:
+            os.environ.pop("FLASHGEN_FWD_TMA", None)
     for name, backend in (("sdpa_cudnn", "CUDNN_ATTENTION"), ("sdpa_flash", "FLASH_ATTENTION")):
         try:
             with sdpa_kernel(getattr(SDPBackend, backend)):
@@ -208,7 +248,8 @@ def time_shape(shape, causal: bool, usable: list) -> dict:
 
 
 HEADER = (
-    f"{'shape':<22}{'causal':<8}{'flashgen':>9}{'config':>20}{'cuDNN':>8}{'FLASH':>8}{'ratio':>7}"
+    f"{'shape':<22}{'causal':<8}{'flashgen':>9}{'config':>20}{'ptr':>7}"
+    f"{'cuDNN':>8}{'FLASH':>8}{'ratio':>7}"
 )
 
 
@@ -223,9 +264,10 @@ def format_row(r: dict) -> str:
     )
     ratio = f"{ours / cudnn:.2f}" if ours and cudnn else "-"
     cfg = str(tuple(best.get("cfg", ())))
+    ptr = r.get("best_pointer_kernel", {}).get("tflops")
     return (
-        f"{shape:<22}{r['causal']!s:<8}{ours or '-':>9}{cfg:>20}{cudnn or '-':>8}"
-        f"{flash or '-':>8}{ratio:>7}"
+        f"{shape:<22}{r['causal']!s:<8}{ours or '-':>9}{cfg:>20}{ptr or '-':>7}"
+        f"{cudnn or '-':>8}{flash or '-':>8}{ratio:>7}"
     )
 
 
@@ -267,7 +309,7 @@ def main(argv: list[str]) -> int:
     print(f"configs: {ok} ok, {oor} out of resources, {len(wrong)} wrong or failing")
     print(f"compile + checks: {report['compile_and_check_s']} s")
     for c in failed[:20]:
-        where = {k: c.get(k) for k in ("d", "dtype", "causal", "sq", "sk", "hkv", "cfg")}
+        where = {k: c.get(k) for k in ("d", "dtype", "causal", "sq", "sk", "hkv", "cfg", "path")}
         print(
             "  FAILED", where, c.get("error") or f"max_err {c['max_err']:.3e} sdpa {c['sdpa_err']}"
         )

@@ -36,7 +36,7 @@ def test_render_specialises_on_the_spec(spec):
     source = codegen.render(spec)
     tree = ast.parse(source)
     functions = [n.name for n in tree.body if isinstance(n, ast.FunctionDef)]
-    assert functions == ["attn_fwd"]
+    assert functions == ["attn_fwd", "attn_fwd_tma"]
     assert f"HEAD_DIM = tl.constexpr({spec.head_dim})" in source
     assert f"BLOCK_D = tl.constexpr({spec.block_d})" in source
     assert f"# Kernel: {spec.uri()}" in source
@@ -45,12 +45,16 @@ def test_render_specialises_on_the_spec(spec):
     # Head-dim masks only where the head dim is padded.
     assert ("d_mask" in source) == (spec.head_dim != spec.block_d)
     dots = [line for line in source.splitlines() if "tl.dot(" in line]
-    assert len(dots) == 4  # two per loop: the causal split never adds a third loop
+    assert len(dots) == 8  # two per loop, two loops per kernel, two kernels
     assert all(('input_precision="ieee"' in d) == (spec.dtype == "float32") for d in dots)
-    # The steady-state loop (first loop) has no masks at all when the head dim is a power of 2.
-    first_loop = source.split("for start_n in range(0, full_end, BLOCK_N):")[1].split("for ")[0]
+    # The steady-state loop (first loop) has no masks at all when the head dim is a power of 2;
+    # in the TMA kernel never (the descriptor zero-fills the padded head dim).
+    loops = source.split("for start_n in range(0, full_end, BLOCK_N):")
+    assert len(loops) == 3
+    ptr_loop, tma_loop = (part.split("for ")[0] for part in loops[1:])
+    assert "mask" not in tma_loop and "tl.where" not in tma_loop
     if spec.head_dim == spec.block_d:
-        assert "mask" not in first_loop and "tl.where" not in first_loop
+        assert "mask" not in ptr_loop and "tl.where" not in ptr_loop
 
 
 def test_bf16_interpreter_rendering_upcasts_and_says_so():

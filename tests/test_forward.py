@@ -32,6 +32,13 @@ DTYPES = [
 SMALL = TileConfig(32, 32, 4, 1)
 
 
+@pytest.fixture(params=["ptr", "tma"])
+def kernel_path(request, monkeypatch):
+    """Run a test through both kernels: pointer loads and TMA descriptors (see flashgen.fwd)."""
+    monkeypatch.setenv("FLASHGEN_FWD_TMA", "1" if request.param == "tma" else "0")
+    return request.param
+
+
 def make_qkv(b, hq, hkv, sq, sk, d, dtype, device, seed=0, amplitude=1.0):
     gen = torch.Generator().manual_seed(seed)
 
@@ -67,7 +74,7 @@ def assert_matches_reference(q, k, v, *, causal, scale=None, config=SMALL):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("head_dim", [16, 64, 80, 128, 256], ids=lambda d: f"d{d}")
-def test_head_dims_and_dtypes(head_dim, dtype, device):
+def test_head_dims_and_dtypes(head_dim, dtype, device, kernel_path):
     """Every dtype at every head dim, including 80 (padded to 128 inside the kernel)."""
     config = TileConfig(16, 16, 4, 1) if head_dim == 256 else SMALL
     q, k, v = make_qkv(1, 2, 2, 37, 45, head_dim, dtype, device)
@@ -79,14 +86,14 @@ SHAPES = [(1, 1), (1, 37), (37, 1), (37, 37), (37, 127), (127, 37), (127, 127)]
 
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("seq_q,seq_k", SHAPES, ids=[f"q{a}-k{b}" for a, b in SHAPES])
-def test_sequence_lengths(seq_q, seq_k, causal, device):
+def test_sequence_lengths(seq_q, seq_k, causal, device, kernel_path):
     """Ragged lengths, not multiples of the block, Sq != Sk in both directions."""
     q, k, v = make_qkv(2, 2, 2, seq_q, seq_k, 64, torch.float16, device)
     assert_matches_reference(q, k, v, causal=causal)
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
-def test_long_sequence_501(causal, device):
+def test_long_sequence_501(causal, device, kernel_path):
     q, k, v = make_qkv(1, 1, 1, 501, 501, 32, torch.float32, device)
     assert_matches_reference(q, k, v, causal=causal, config=TileConfig(64, 64, 4, 1))
 
@@ -94,7 +101,7 @@ def test_long_sequence_501(causal, device):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("hkv", [1, 2], ids=["mqa", "gqa2"])
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
-def test_grouped_query_attention(hkv, causal, dtype, device):
+def test_grouped_query_attention(hkv, causal, dtype, device, kernel_path):
     """Query head h reads kv head h // (Hq // Hkv), with no copy of K/V."""
     q, k, v = make_qkv(2, 4, hkv, 37, 53, 64, dtype, device)
     assert_matches_reference(q, k, v, causal=causal)
@@ -109,7 +116,7 @@ def test_gqa_uses_the_right_kv_head(device):
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
-def test_strided_inputs(causal, device):
+def test_strided_inputs(causal, device, kernel_path):
     """[B, N, H, D].transpose(1, 2) and a head-dim slice of a wider tensor, without copies."""
     gen = torch.Generator().manual_seed(3)
     q = torch.randn(2, 37, 4, 64, generator=gen).to(device).transpose(1, 2)
@@ -131,7 +138,7 @@ CONFIGS = [
 
 @pytest.mark.parametrize("config", CONFIGS, ids=[c.short() for c in CONFIGS])
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
-def test_tile_configs(config, causal, device):
+def test_tile_configs(config, causal, device, kernel_path):
     """Block sizes change the causal split (BLOCK_N > BLOCK_M too); results must not."""
     q, k, v = make_qkv(1, 2, 1, 130, 77, 64, torch.float32, device, seed=1)
     assert_matches_reference(q, k, v, causal=causal, config=config)
@@ -164,6 +171,22 @@ def test_default_config_and_scale(device):
     assert max_abs_err(lse, ref_lse) < 1e-4
 
 
+def test_tma_only_for_aligned_cuda_tensors(monkeypatch):
+    """Auto mode: CPU tensors never take TMA; 16-byte alignment rules are checked per tensor."""
+    from flashgen import fwd
+
+    monkeypatch.delenv("FLASHGEN_FWD_TMA", raising=False)
+    q, k, v = make_qkv(1, 2, 2, 8, 8, 64, torch.float16, "cpu")
+    assert not fwd.use_tma(q, k, v)
+    assert fwd._tma_compatible(q)
+    assert fwd._tma_compatible(q.transpose(1, 2).contiguous().transpose(1, 2))
+    assert not fwd._tma_compatible(torch.zeros(1, 2, 8, 20, dtype=torch.float16))  # 40-byte rows
+    assert not fwd._tma_compatible(torch.zeros(1, 2, 8, 80, dtype=torch.float16)[..., 1:65])
+    assert not fwd._tma_compatible(q[:1].expand(3, -1, -1, -1))  # stride 0
+    monkeypatch.setenv("FLASHGEN_FWD_TMA", "1")
+    assert fwd.use_tma(q, k, v)
+
+
 def test_empty_batch(device):
     q, k, v = make_qkv(0, 2, 2, 5, 5, 32, torch.float32, device)
     out, lse = forward(q, k, v, causal=False, scale=None, config=SMALL)
@@ -173,7 +196,7 @@ def test_empty_batch(device):
 @pytest.mark.gpu
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("head_dim", [64, 80, 128, 256], ids=lambda d: f"d{d}")
-def test_forward_bf16_gpu(head_dim, causal):
+def test_forward_bf16_gpu(head_dim, causal, kernel_path):
     """Real bf16 tensor-core dots (the interpreter can only check the upcast rendering)."""
     config = TileConfig(64, 32, 4, 2) if head_dim == 256 else TileConfig(64, 64, 4, 2)
     for sq, sk in [(1, 37), (127, 127), (501, 263), (263, 501)]:
