@@ -100,6 +100,7 @@ class Result:
     written: bool = False
     interrupted: bool = False
     statuses: dict[str, int] = field(default_factory=dict)
+    study: object = field(default=None, repr=False)
 
     @property
     def gain(self) -> float:
@@ -135,15 +136,17 @@ def open_storage(
     """The Optuna storage for studies next to the tuning DB `db` (a flashgen.db.TuningDB).
 
     - PostgreSQL: `RDBStorage` on the same URL, with heartbeats; a trial whose worker stops
-      beating for HEARTBEAT_GRACE_S is failed and re-queued once (RetryHeartbeatStaleTrialCallback)
-      so another worker runs it. Any number of processes and hosts may share it.
-    - SQLite file: `RDBStorage` on the same file, one process only. SQLite serialises writers
-      with a file lock, and Optuna's many small transactions from several processes end in
-      "database is locked" (FACTS.md), so `workers > 1` is refused here rather than failing
-      later. The same file (rather than an in-memory study) keeps the study across runs, so a
-      re-run or a run after Ctrl-C resumes where the last one stopped; Optuna's tables and
-      `alembic_version` live beside flashgen's (`flashgen_alembic_version`) without clashing.
-    - SQLite in memory: Optuna's `InMemoryStorage` (there is no file to share).
+      beating for `grace_period` seconds is failed and re-queued once
+      (RetryHeartbeatStaleTrialCallback) so another worker runs it. Any number of processes and
+      hosts may share it.
+    - SQLite: Optuna's `InMemoryStorage`, one process only, so `workers > 1` is refused here,
+      before any work. Why not Optuna's `RDBStorage` on the same SQLite file: SQLite serialises
+      writers with a file lock, and Optuna's many small transactions from several processes end
+      in "database is locked" (FACTS.md); even for one process it commits (and fsyncs) on every
+      `suggest`, which measured 6 ms a commit and ~0.3 s a trial here, as long as timing a
+      candidate. Nothing is lost by keeping the study in memory: every finished trial is already
+      in flashgen's trials table, and `tune_task` replays that table into a new in-memory study,
+      so a re-run (or a run after Ctrl-C) resumes where the last one stopped.
     """
     import optuna
 
@@ -165,9 +168,38 @@ def open_storage(
             f"processes cannot share one Optuna study in SQLite ({db.url_safe}); "
             "run one worker per SQLite file, or point all workers at PostgreSQL"
         )
-    if db.dialect == "sqlite" and url.database and url.database != ":memory:":
-        return optuna.storages.RDBStorage(url.render_as_string(hide_password=False))
     return optuna.storages.InMemoryStorage()
+
+
+def _replay(study, trials, space_: Space) -> int:
+    """Rebuild an in-memory study from flashgen's trials table (see `open_storage`)."""
+    import optuna
+    from optuna.distributions import CategoricalDistribution
+    from optuna.trial import TrialState
+
+    dists = {p: CategoricalDistribution(space_.choices[p]) for p in PARAMS}
+    frozen = []
+    for t in trials:
+        params = space_.params(t.config)
+        if params is None:
+            continue
+        attrs = {"status": t.status, "replayed": True}
+        if t.status != "pruned":
+            attrs["evaluated"] = True
+        if t.error:
+            attrs["error"] = t.error[:500]
+        ok = t.status == "ok" and t.time_ms is not None
+        frozen.append(
+            optuna.trial.create_trial(
+                params=params,
+                distributions=dists,
+                value=t.time_ms if ok else None,
+                state=TrialState.COMPLETE if ok else TrialState.PRUNED,
+                user_attrs=attrs,
+            )
+        )
+    study.add_trials(frozen)
+    return len(frozen)
 
 
 class _Heartbeat:
@@ -222,12 +254,14 @@ class _Heartbeat:
 class Space:
     """The categorical choices for one spec and the fit test for the target device."""
 
-    def __init__(self, spec: KernelSpec, device) -> None:
+    def __init__(self, spec: KernelSpec, device, candidates: Sequence[TileConfig] | None = None):
         from . import space
 
         self.spec = spec
         self.device = device
-        self.candidates = list(dict.fromkeys(space.candidates(spec)))
+        if candidates is None:
+            candidates = space.candidates(spec)
+        self.candidates = list(dict.fromkeys(candidates))
         self._candidate_set = set(self.candidates)
         self.choices = {p: sorted({getattr(c, p) for c in self.candidates}) for p in PARAMS}
         self._fits: dict[TileConfig, bool] = {}
@@ -342,7 +376,8 @@ def _optuna_quiet():
 def tune_task(task: Task, **kwargs) -> Result:
     """Search the best config for `task`; write trials and the best record into `db`.
 
-    Keyword arguments: db, storage, evaluator, device, env, settings, on_event (see `_tune_task`).
+    Keyword arguments: db, storage, evaluator, device, env, settings, on_event, candidates
+    (see `_tune_task`).
     """
     with _optuna_quiet():
         return _tune_task(task, **kwargs)
@@ -358,19 +393,22 @@ def _tune_task(
     env,
     settings: Settings,
     on_event: Callable[[Event], None] | None = None,
+    candidates: Sequence[TileConfig] | None = None,
 ) -> Result:
     """The search loop of `tune_task`.
 
     `evaluator` has `measured: bool`, `start(task, cfg)` (begin compiling ahead, may do nothing)
     and `finish(task, cfg) -> Outcome`. `on_event` is called after every finished candidate;
     an exception it raises (KeyboardInterrupt included) ends the task after the bookkeeping.
+    `candidates` narrows the space (default `flashgen.space.candidates(spec)`), e.g. to compare
+    the search with an exhaustive grid over the same configs.
     """
     import optuna
     from optuna.trial import TrialState
 
     from .db.records import Trial
 
-    space_ = Space(task.spec, device)
+    space_ = Space(task.spec, device, candidates)
     name = study_name(task.spec, task.bucket, env.key())
     sampler = optuna.samplers.TPESampler(
         seed=settings.seed, n_startup_trials=min(10, max(settings.trials // 3, 4))
@@ -378,7 +416,9 @@ def _tune_task(
     study = optuna.create_study(
         storage=storage, sampler=sampler, study_name=name, direction="minimize", load_if_exists=True
     )
-    result = Result(task=task, study_name=name, measured=bool(evaluator.measured))
+    if isinstance(storage, optuna.storages.InMemoryStorage) and not study.trials:
+        _replay(study, db.trials(task.spec, task.bucket, env), space_)
+    result = Result(task=task, study_name=name, measured=bool(evaluator.measured), study=study)
     seeds = seed_configs(task, device, env, db.records(spec=task.spec), settings.max_seeds)
     result.default_config = seeds[0][0]
     for cfg, source in seeds:
@@ -444,7 +484,6 @@ def _tune_task(
             result.pruned += 1
             record(cfg, None, reason)
             return
-        known = _finished_outcomes(study)
         if cfg in known:
             tell(trial, cfg, known[cfg][1], duplicate=True)
             return
@@ -455,8 +494,8 @@ def _tune_task(
         evaluator.start(task, cfg)
         inflight.append((trial, cfg))
 
+    known = _finished_outcomes(study)
     try:
-        known = _finished_outcomes(study)
         refresh_best(known)
         while True:
             done = len(known) - baseline

@@ -129,6 +129,10 @@ def test_pipeline_writes_modelled_record_and_trials(db_url):
     assert again.evaluated == 2
     assert len([t for t in db.trials(SPEC, BUCKET, env) if t.status == "ok"]) == 6
     assert again.best_ms <= result.best_ms
+    from optuna.trial import TrialState
+
+    complete = [t for t in again.study.trials if t.state == TrialState.COMPLETE]
+    assert len(complete) >= 6  # the first run's trials are in the resumed study
 
 
 def test_seeds_come_first(sqlite_url):
@@ -140,12 +144,12 @@ def test_seeds_come_first(sqlite_url):
     foreign = TileConfig(16, 32, 2, 3)
     db.upsert_best(TuningRecord(SPEC, (128, 128), env, neighbour, 1.0, measured=False))
     db.upsert_best(TuningRecord(SPEC, BUCKET, other_gpu, foreign, 1.0))
-    _tune(db, settings=search.Settings(trials=3, patience=None))
+    result = _tune(db, settings=search.Settings(trials=3, patience=None))
     from flashgen.space import default_config
 
     first = [
         TileConfig(**{p: t.params[p] for p in search.PARAMS})
-        for t in sorted(_study(db).trials, key=lambda t: t.number)[:3]
+        for t in sorted(result.study.trials, key=lambda t: t.number)[:3]
     ]
     assert first == [default_config(SPEC, H200), neighbour, foreign]
 
@@ -233,7 +237,7 @@ def test_interrupt_keeps_finished_trials(db_url):
     assert rec is not None and rec.config == partial.best_config
     from optuna.trial import TrialState
 
-    states = [t.state for t in _study(db).trials]
+    states = [t.state for t in partial.study.trials]
     assert states.count(TrialState.COMPLETE) == 2 and TrialState.RUNNING not in states
 
 

@@ -1,0 +1,373 @@
+"""Is the tuner worth it? Exhaustive grid vs the Optuna search, per (spec, shape) case.
+
+For each case (8 by default: forward and backward, head dim 64 and 128, causal and not, one
+sequence length each, bf16), the same configs are searched two ways:
+
+- grid: every config of the case's space is compiled (in the worker pool) and measured;
+- search: `flashgen.search.tune_task` over the same space (seeded from the defaults table,
+  TPE, early stop), writing to a throw-away SQLite database.
+
+Wall times are independent: the search and the grid run in two separate processes, each with its
+own empty Triton cache directory, and no two cases share a kernel (every case has its own spec).
+Pool start-up (spawning the compile workers, CUDA init) is the same fixed cost for both and is
+reported separately, not included. Afterwards the grid process re-times both winners of every
+case back to back (median of 3 runs of do_bench), so the quality ratio is not at the mercy of
+run-to-run noise between the two processes.
+
+Goal (issue 6): search best within 3% of the grid best, in at most 25% of the grid's wall time.
+
+Usage on the H200 (writes tuner_vs_grid.json and tuner_vs_grid.md into --out, default $OUT):
+    python3 benchmarks/tuner_vs_grid.py [--budget-s 450] [--compile-workers 12]
+On a CPU-only machine, `--cpu-smoke` runs the same flow with interpreter checks and the cost model
+(tiny spaces) to test the script itself; its numbers mean nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+# (head_dim, causal, direction, seq): 8 distinct specs, so no case reuses another's kernels.
+CASES = [
+    (128, False, "fwd", 4096),
+    (128, True, "fwd", 1024),
+    (64, False, "fwd", 1024),
+    (64, True, "fwd", 4096),
+    (128, False, "bwd", 1024),
+    (128, True, "bwd", 4096),
+    (64, False, "bwd", 4096),
+    (64, True, "bwd", 1024),
+]
+# The grid per case: a modest slice of flashgen.space (what the H200 baselines grid covered,
+# plus 32-row blocks and single-stage loads), pruned by the shared-memory model.
+GRID_BLOCK_M = (32, 64, 128)
+GRID_BLOCK_N = (32, 64, 128)
+GRID_WARPS = (4, 8)
+GRID_STAGES = (1, 2, 3, 4)
+
+
+def case_space(spec, device, *, smoke: bool) -> list:
+    from flashgen import space
+
+    fitting = space.pruned(spec, device)
+    if smoke:
+        return [c for c in fitting if c.block_m in (16, 32) and c.block_n in (16, 32)][:12]
+    return [
+        c
+        for c in fitting
+        if c.block_m in GRID_BLOCK_M
+        and c.block_n in GRID_BLOCK_N
+        and c.num_warps in GRID_WARPS
+        and c.num_stages in GRID_STAGES
+    ]
+
+
+def _tasks(smoke: bool):
+    from flashgen.search import Task
+    from flashgen.spec import KernelSpec, shape_bucket
+
+    dtype = "float16" if smoke else "bfloat16"
+    out = []
+    for head_dim, causal, direction, seq in CASES:
+        spec = KernelSpec(16 if smoke else head_dim, causal, dtype, direction)
+        if smoke:
+            spec = KernelSpec(16 + (16 if head_dim == 128 else 0), causal, dtype, direction)
+        out.append(Task(spec, shape_bucket(seq, seq)))
+    return out
+
+
+def _evaluator(args, device):
+    from flashgen.bench import MeasuredEvaluator, ModelledEvaluator
+
+    if args.cpu_smoke:
+        return ModelledEvaluator(device)
+    return MeasuredEvaluator(compile_workers=args.compile_workers, compile_timeout_s=120)
+
+
+def _cfg(c) -> list[int]:
+    return [c.block_m, c.block_n, c.num_warps, c.num_stages]
+
+
+def run_grid(task, configs, evaluator, deadline: float) -> dict:
+    start = time.perf_counter()
+    for cfg in configs:
+        evaluator.start(task, cfg)
+    times = {}
+    statuses: dict[str, int] = {}
+    complete = True
+    for cfg in configs:
+        if time.perf_counter() > deadline:
+            complete = False
+            break
+        outcome = evaluator.finish(task, cfg)
+        statuses[outcome.status] = statuses.get(outcome.status, 0) + 1
+        times[cfg] = outcome.time_ms if outcome.ok else math.inf
+    wall = time.perf_counter() - start
+    best = min(times, key=times.get) if times else None
+    return {
+        "wall_s": wall,
+        "complete": complete,
+        "n_configs": len(configs),
+        "n_measured": len(times),
+        "statuses": statuses,
+        "best_config": _cfg(best) if best and math.isfinite(times[best]) else None,
+        "best_ms": times[best] if best else math.inf,
+        "all_ms": {str(_cfg(c)): (t if math.isfinite(t) else None) for c, t in times.items()},
+    }
+
+
+def run_search(task, configs, evaluator, device, args, tmp: Path) -> dict:
+    from flashgen import search
+    from flashgen.db import connect
+    from flashgen.db.records import current_fingerprint
+
+    db = connect(f"sqlite:///{tmp / (task.spec.uri() + '.sqlite3')}")
+    storage = search.open_storage(db)
+    settings = search.Settings(
+        trials=max(6, math.ceil(args.trial_fraction * len(configs))),
+        patience=args.patience,
+        seed=args.seed,
+        lookahead=max(1, min(args.lookahead, len(configs))),
+    )
+    order = []
+
+    def on_event(event):
+        order.append([_cfg(event.config), event.outcome.time_ms if event.outcome.ok else None])
+
+    start = time.perf_counter()
+    result = search.tune_task(
+        task,
+        db=db,
+        storage=storage,
+        evaluator=evaluator,
+        device=device,
+        env=current_fingerprint(device),
+        settings=settings,
+        on_event=on_event,
+        candidates=configs,
+    )
+    wall = time.perf_counter() - start
+    db.close()
+    return {
+        "wall_s": wall,
+        "trials_budget": settings.trials,
+        "evaluated": result.evaluated,
+        "pruned": result.pruned,
+        "stop_reason": result.stop_reason,
+        "best_config": _cfg(result.best_config) if result.best_config else None,
+        "best_ms": result.best_ms,
+        "default_config": _cfg(result.default_config) if result.default_config else None,
+        "default_ms": result.default_ms if math.isfinite(result.default_ms) else None,
+        "order": order,
+    }
+
+
+def retime(task, cfgs: list, args) -> dict:
+    """Median of 3 do_bench medians per config, back to back in one process."""
+    from flashgen.bench import time_ms, timing_shape
+    from flashgen.config import TileConfig
+
+    out = {}
+    shape = timing_shape(task.spec, task.bucket)
+    for c in cfgs:
+        if c is None or str(c) in out:
+            continue
+        cfg = TileConfig(*c)
+        runs = sorted(time_ms(task.spec, cfg, shape, rep=200) for _ in range(3))
+        out[str(c)] = runs[1]
+    return out
+
+
+def child(args) -> int:
+    """One method (grid or search) over every case, in this fresh process."""
+    if args.cpu_smoke:
+        os.environ["TRITON_INTERPRET"] = "1"
+    import optuna
+
+    from flashgen.sram import current_device
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    device = current_device()
+    deadline = time.perf_counter() + args.time_left
+    evaluator = _evaluator(args, device)
+    pool_s = evaluator.warm_up() if hasattr(evaluator, "warm_up") else 0.0
+    report = {"method": args.child, "pool_startup_s": pool_s, "device": device.name, "cases": []}
+    search_best = json.loads(Path(args.search_json).read_text()) if args.search_json else None
+    tmp = Path(tempfile.mkdtemp(prefix="fg-tvg-"))
+    try:
+        for i, task in enumerate(_tasks(args.cpu_smoke)):
+            if time.perf_counter() > deadline:
+                report["cases"].append({"case": i, "skipped": "time budget spent"})
+                continue
+            configs = case_space(task.spec, device, smoke=args.cpu_smoke)
+            entry = {"case": i, "spec": task.spec.uri(), "bucket": list(task.bucket)}
+            if args.child == "grid":
+                entry.update(run_grid(task, configs, evaluator, deadline))
+                if not args.cpu_smoke and search_best:
+                    theirs = next(
+                        (
+                            c
+                            for c in search_best["cases"]
+                            if c.get("case") == i and "best_config" in c
+                        ),
+                        None,
+                    )
+                    cfgs = [entry["best_config"], theirs["best_config"] if theirs else None]
+                    entry["retimed_ms"] = retime(task, cfgs, args)
+            else:
+                entry.update(run_search(task, configs, evaluator, device, args, tmp))
+            report["cases"].append(entry)
+            print(f"[{args.child}] case {i} {task.label()}: {entry['wall_s']:.1f} s", flush=True)
+    finally:
+        evaluator.close()
+    Path(args.child_json).write_text(json.dumps(report, indent=1, default=str))
+    return 0
+
+
+def _spawn(method: str, args, out: Path, time_left: float, search_json: Path | None) -> dict:
+    child_json = out / f"tuner_vs_grid_{method}.json"
+    cache = tempfile.mkdtemp(prefix=f"triton-cache-{method}-")
+    env = dict(os.environ, TRITON_CACHE_DIR=cache)
+    cmd = [sys.executable, __file__, "--child", method, "--child-json", str(child_json)]
+    cmd += ["--time-left", f"{time_left:.0f}", "--compile-workers", str(args.compile_workers)]
+    cmd += ["--trial-fraction", str(args.trial_fraction), "--patience", str(args.patience)]
+    cmd += ["--lookahead", str(args.lookahead), "--seed", str(args.seed)]
+    if search_json is not None:
+        cmd += ["--search-json", str(search_json)]
+    if args.cpu_smoke:
+        cmd.append("--cpu-smoke")
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, env=env, timeout=time_left + 120)
+    if proc.returncode != 0 or not child_json.exists():
+        return {"method": method, "error": f"exit {proc.returncode}", "cases": []}
+    report = json.loads(child_json.read_text())
+    report["process_s"] = time.perf_counter() - start
+    return report
+
+
+def summarise(search: dict, grid: dict) -> list[dict]:
+    rows = []
+    by_case = {c["case"]: c for c in search.get("cases", []) if "wall_s" in c}
+    for g in grid.get("cases", []):
+        s = by_case.get(g.get("case"))
+        if "wall_s" not in g or s is None:
+            continue
+        retimed = g.get("retimed_ms") or {}
+        g_ms = retimed.get(str(g["best_config"]), g["best_ms"])
+        s_ms = retimed.get(str(s["best_config"]), s["best_ms"])
+        ratio = s_ms / g_ms if g_ms and math.isfinite(g_ms) and s_ms else math.inf
+        frac = s["wall_s"] / g["wall_s"] if g["wall_s"] else math.inf
+        rows.append(
+            {
+                "case": g["case"],
+                "spec": g["spec"],
+                "bucket": g["bucket"],
+                "grid_configs": g["n_configs"],
+                "grid_complete": g["complete"],
+                "grid_best": g["best_config"],
+                "grid_ms": g_ms,
+                "grid_wall_s": g["wall_s"],
+                "search_evaluated": s["evaluated"],
+                "search_best": s["best_config"],
+                "search_ms": s_ms,
+                "search_wall_s": s["wall_s"],
+                "slowdown": ratio,
+                "time_fraction": frac,
+                "within_3pct": ratio <= 1.03,
+                "within_25pct_time": frac <= 0.25,
+                "default_config": s["default_config"],
+                "default_ms": s["default_ms"],
+                "stop_reason": s["stop_reason"],
+            }
+        )
+    return rows
+
+
+def markdown(rows: list[dict], meta: dict) -> str:
+    lines = [
+        f"Tuner vs exhaustive grid on {meta.get('device', '?')} "
+        f"(pool start-up {meta.get('pool_s', 0):.1f} s per process, not included)",
+        "",
+        "| spec | bucket | grid configs | grid best | grid ms | grid wall s | search trials | "
+        "search best | search ms | search wall s | search/grid ms | search/grid wall time |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['spec']} | {r['bucket'][0]}x{r['bucket'][1]} | {r['grid_configs']}"
+            f"{'' if r['grid_complete'] else ' (cut)'} | {r['grid_best']} | {r['grid_ms']:.4g} | "
+            f"{r['grid_wall_s']:.1f} | {r['search_evaluated']} | {r['search_best']} | "
+            f"{r['search_ms']:.4g} | {r['search_wall_s']:.1f} | {r['slowdown']:.3f} | "
+            f"{r['time_fraction']:.2f} |"
+        )
+    ok_q = sum(r["within_3pct"] for r in rows)
+    ok_t = sum(r["within_25pct_time"] for r in rows)
+    lines += [
+        "",
+        f"Within 3% of the grid best: {ok_q}/{len(rows)}; within 25% of the grid's wall time: "
+        f"{ok_t}/{len(rows)}. Times re-timed back to back (median of 3) where available.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--out", default=os.environ.get("OUT", "out"), help="output folder")
+    parser.add_argument("--budget-s", type=float, default=450, help="total time budget (s)")
+    parser.add_argument(
+        "--compile-workers", type=int, default=max(1, min(12, (os.cpu_count() or 4) - 2))
+    )
+    parser.add_argument(
+        "--trial-fraction", type=float, default=0.2, help="search budget / grid size"
+    )
+    parser.add_argument("--patience", type=int, default=8)
+    parser.add_argument("--lookahead", type=int, default=6, help="search candidates compiled ahead")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--cpu-smoke", action="store_true", help="test the script without a GPU")
+    parser.add_argument("--child", choices=("grid", "search"), help=argparse.SUPPRESS)
+    parser.add_argument("--child-json", help=argparse.SUPPRESS)
+    parser.add_argument("--search-json", help=argparse.SUPPRESS)
+    parser.add_argument("--time-left", type=float, default=450, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        return child(args)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    # The search is short: run it first, then give the grid what is left (minus re-timing).
+    search = _spawn("search", args, out, args.budget_s * 0.35, None)
+    left = args.budget_s - (time.perf_counter() - start)
+    grid = _spawn("grid", args, out, max(left - 20, 30), out / "tuner_vs_grid_search.json")
+    rows = summarise(search, grid)
+    meta = {
+        "device": grid.get("device") or search.get("device"),
+        "pool_s": max(grid.get("pool_startup_s", 0), search.get("pool_startup_s", 0)),
+        "total_s": time.perf_counter() - start,
+        "errors": [r.get("error") for r in (search, grid) if r.get("error")],
+    }
+    (out / "tuner_vs_grid.json").write_text(
+        json.dumps(
+            {"meta": meta, "rows": rows, "search": search, "grid": grid}, indent=1, default=str
+        )
+    )
+    md = markdown(rows, meta)
+    (out / "tuner_vs_grid.md").write_text(md)
+    print(md)
+    print(f"total {meta['total_s']:.0f} s; wrote {out}/tuner_vs_grid.json and .md")
+    return 0 if rows else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
