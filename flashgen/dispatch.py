@@ -27,6 +27,8 @@ from .config import TileConfig
 from .spec import KernelSpec, shape_bucket
 
 log = logging.getLogger(__name__)
+# Smallest legal tile: used only if the space module itself fails (it should never be needed).
+LAST_RESORT = TileConfig(16, 16, 2, 1)
 
 _cache: dict[tuple[KernelSpec, tuple[int, int]], TileConfig] = {}
 _sources: dict[tuple[KernelSpec, tuple[int, int]], str] = {}
@@ -95,11 +97,12 @@ def _database():
 def _fallback(spec: KernelSpec) -> TileConfig:
     from .space import default_config, safe_config
 
-    try:
-        return default_config(spec)
-    except Exception as exc:  # a broken defaults table still must not fail
-        log.debug("flashgen: default_config(%s) failed: %s", spec.uri(), exc)
-        return safe_config(spec)
+    for choose in (default_config, safe_config):
+        try:
+            return choose(spec)
+        except Exception as exc:  # a broken defaults table still must not fail the call
+            log.debug("flashgen: %s(%s) failed: %s", choose.__name__, spec.uri(), exc)
+    return LAST_RESORT
 
 
 def _miss(key: tuple[KernelSpec, tuple[int, int]]) -> TileConfig:

@@ -32,19 +32,27 @@ def shipped_dir() -> Path | None:
 
 
 @functools.lru_cache(maxsize=8)
-def _load_dir(directory: str) -> tuple[TuningRecord, ...]:
+def _load_files(files: tuple[tuple[str, int, int], ...]) -> tuple[TuningRecord, ...]:
     out: list[TuningRecord] = []
-    for path in sorted(Path(directory).glob("*.json")):
+    for name, _mtime, _size in files:
         try:
-            out.extend(load(path))
+            out.extend(load(name))
         except FormatError as exc:
-            log.warning("skipping shipped tuning file %s: %s", path, exc)
+            log.warning("skipping shipped tuning file %s: %s", name, exc)
     return tuple(out)
 
 
 def shipped_records(directory: Path | str | None = None) -> tuple[TuningRecord, ...]:
-    """All valid shipped records (cached per directory for the life of the process)."""
+    """All valid shipped records. Parsed files are cached by (path, mtime, size), so a changed
+    or added file is picked up while the unchanged case costs one directory listing."""
     directory = directory if directory is not None else shipped_dir()
     if directory is None or not Path(directory).is_dir():
         return ()
-    return _load_dir(str(Path(directory).resolve()))
+    files = []
+    for path in sorted(Path(directory).glob("*.json")):
+        try:
+            stat = path.stat()
+        except OSError:
+            continue
+        files.append((str(path), stat.st_mtime_ns, stat.st_size))
+    return _load_files(tuple(files))
