@@ -91,7 +91,7 @@ def _evaluator(args, device):
 
     if args.cpu_smoke:
         return ModelledEvaluator(device)
-    return MeasuredEvaluator(compile_workers=args.compile_workers, compile_timeout_s=120)
+    return MeasuredEvaluator(compile_workers=args.compile_workers, compile_timeout_s=60)
 
 
 def _cfg(c) -> list[int]:
@@ -230,6 +230,7 @@ def child(args) -> int:
             print(f"[{args.child}] case {i} {task.label()}: {entry['wall_s']:.1f} s", flush=True)
     finally:
         evaluator.close()
+    report["warm_stats"] = getattr(evaluator, "warm_stats", None)
     Path(args.child_json).write_text(json.dumps(report, indent=1, default=str))
     return 0
 
@@ -247,7 +248,10 @@ def _spawn(method: str, args, out: Path, time_left: float, search_json: Path | N
     if args.cpu_smoke:
         cmd.append("--cpu-smoke")
     start = time.perf_counter()
-    proc = subprocess.run(cmd, env=env, timeout=time_left + 120)
+    try:
+        proc = subprocess.run(cmd, env=env, timeout=time_left + 60)
+    except subprocess.TimeoutExpired:
+        return {"method": method, "error": "killed: over its time budget", "cases": []}
     if proc.returncode != 0 or not child_json.exists():
         return {"method": method, "error": f"exit {proc.returncode}", "cases": []}
     report = json.loads(child_json.read_text())

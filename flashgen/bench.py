@@ -157,27 +157,54 @@ def check(
         return Outcome("failed", error=error_text(exc))
 
 
-def _check(spec: KernelSpec, cfg: TileConfig, shape: Shape, device: str, seed: int) -> Outcome:
-    import torch
+_CHECK_CASE: dict = {}
 
+
+def _check_case(spec: KernelSpec, shape: Shape, device: str, seed: int) -> dict:
+    """Inputs and float64 reference results for checking candidates of one task, computed once
+    per task (every candidate is compared with the same reference). One entry kept."""
+    key = (spec, shape, device, seed)
+    if key in _CHECK_CASE:
+        return _CHECK_CASE[key]
     from .reference import attention_ref, max_abs_err, sdpa_same_dtype, tolerance
 
+    _CHECK_CASE.clear()
     q, k, v, do = make_inputs(spec, shape, device, seed=seed)
+    case: dict = {"q": q, "k": k, "v": v, "do": do}
     if spec.direction == "fwd":
-        from .fwd import forward
-
-        out, lse = forward(q, k, v, causal=spec.causal, scale=None, config=cfg)
         ref_out, ref_lse = attention_ref(q, k, v, causal=spec.causal)
         sdpa_err = None
         if spec.dtype != "float32":
             sdpa_err = max_abs_err(sdpa_same_dtype(q, k, v, causal=spec.causal), ref_out)
         rtol, atol = tolerance(q.dtype, sdpa_err)
-        err = (out.double() - ref_out).abs()
-        bound = atol + rtol * ref_out.abs()
-        lse_err = (lse.double() - ref_lse).abs().max().item()
-        if not bool(torch.isfinite(out).all()) or bool((err > bound).any()):
+        case.update(ref_out=ref_out, ref_lse=ref_lse, bound=atol + rtol * ref_out.abs(), atol=atol)
+    else:
+        leaves = [t.detach().double().requires_grad_(True) for t in (q, k, v)]
+        ref_out, ref_lse = attention_ref(*leaves, causal=spec.causal)
+        ref_out.backward(do.double())
+        case.update(
+            out=ref_out.detach().to(q.dtype),
+            lse=ref_lse.detach().float(),
+            ref_grads=[leaf.grad for leaf in leaves],
+        )
+    _CHECK_CASE[key] = case
+    return case
+
+
+def _check(spec: KernelSpec, cfg: TileConfig, shape: Shape, device: str, seed: int) -> Outcome:
+    import torch
+
+    case = _check_case(spec, shape, device, seed)
+    q, k, v, do = case["q"], case["k"], case["v"], case["do"]
+    if spec.direction == "fwd":
+        from .fwd import forward
+
+        out, lse = forward(q, k, v, causal=spec.causal, scale=None, config=cfg)
+        err = (out.double() - case["ref_out"]).abs()
+        lse_err = (lse.double() - case["ref_lse"]).abs().max().item()
+        if not bool(torch.isfinite(out).all()) or bool((err > case["bound"]).any()):
             return Outcome(
-                "wrong", error=f"out: max error {err.max().item():.3g} > atol {atol:.3g}"
+                "wrong", error=f"out: max error {err.max().item():.3g} > atol {case['atol']:.3g}"
             )
         if not lse_err <= _LSE_TOL[spec.dtype]:
             return Outcome("wrong", error=f"lse: max error {lse_err:.3g} > {_LSE_TOL[spec.dtype]}")
@@ -185,18 +212,15 @@ def _check(spec: KernelSpec, cfg: TileConfig, shape: Shape, device: str, seed: i
 
     from .bwd import backward
 
-    leaves = [t.detach().double().requires_grad_(True) for t in (q, k, v)]
-    ref_out, ref_lse = attention_ref(*leaves, causal=spec.causal)
-    ref_out.backward(do.double())
-    out = ref_out.detach().to(q.dtype)
-    lse = ref_lse.detach().float()
     scale = 1.0 / math.sqrt(spec.head_dim)
-    grads = backward(do, q, k, v, out, lse, causal=spec.causal, scale=scale, config=cfg)
+    grads = backward(
+        do, q, k, v, case["out"], case["lse"], causal=spec.causal, scale=scale, config=cfg
+    )
     tol = _GRAD_TOL[spec.dtype]
-    for name, ours, leaf in zip(("dq", "dk", "dv"), grads, leaves, strict=True):
+    for name, ours, ref in zip(("dq", "dk", "dv"), grads, case["ref_grads"], strict=True):
         if ours is None or not bool(torch.isfinite(ours).all()):
             return Outcome("wrong", error=f"{name}: missing or not finite")
-        err = _normalised_err(ours, leaf.grad)
+        err = _normalised_err(ours, ref)
         if not err <= tol:
             return Outcome("wrong", error=f"{name}: normalised max error {err:.3g} > {tol}")
     return Outcome("ok", time_ms=0.0)
@@ -389,6 +413,9 @@ class MeasuredEvaluator:
         self.rep = rep
         self._futures: dict = {}
         self._pool = None
+        # How the ahead-of-time compiles went: "ok" / "error" / "timeout" counts and the first
+        # error (a worker problem only costs speed, so it is reported, not raised).
+        self.warm_stats: dict = {"ok": 0, "error": 0, "timeout": 0, "first_error": ""}
         if compile_workers > 0:
             import multiprocessing
             from concurrent.futures import ProcessPoolExecutor
@@ -428,13 +455,17 @@ class MeasuredEvaluator:
         if future is not None:
             try:
                 future.result(timeout=self.compile_timeout_s)
+                self.warm_stats["ok"] += 1
             except FutureTimeout:
                 future.cancel()
+                self.warm_stats["timeout"] += 1
                 return Outcome(
                     "failed", error=f"compile time-out after {self.compile_timeout_s:.0f} s"
                 )
-            except Exception:  # the timing process compiles again and reports the real error
-                pass
+            except Exception as exc:  # the timing process compiles again, reports the real error
+                self.warm_stats["error"] += 1
+                if not self.warm_stats["first_error"]:
+                    self.warm_stats["first_error"] = error_text(exc)
         return measure(task.spec, cfg, task.bucket, warmup=self.warmup, rep=self.rep)
 
     def close(self) -> None:

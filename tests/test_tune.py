@@ -24,7 +24,7 @@ from flashgen.config import TileConfig
 from flashgen.db import connect
 from flashgen.db.records import TuningRecord, current_fingerprint
 from flashgen.spec import KernelSpec
-from flashgen.sram import KNOWN_GPUS, fits
+from flashgen.sram import KNOWN_GPUS, current_device, fits
 
 H200 = KNOWN_GPUS["nvidia-h200"]
 SPEC = KernelSpec(16, False, "float16", "fwd")
@@ -346,3 +346,28 @@ def test_stale_trial_of_a_dead_worker_is_retried():
             if t.state == TrialState.COMPLETE and t.params == orphan.as_dict()
         ]
         assert rerun, [(t.number, t.state, t.params) for t in trials]
+
+
+@pytest.mark.gpu
+def test_gpu_measured_tuning_with_compile_pool(sqlite_url):
+    """On the GPU: candidates compile in worker processes, are checked and timed; the record is
+    measured and the compile workers really ran (warm_stats)."""
+    device = current_device()
+    spec = KernelSpec(64, True, "float16", "fwd")
+    task = search.Task(spec, (256, 256))
+    db = connect(sqlite_url)
+    evaluator = bench.MeasuredEvaluator(compile_workers=2, warmup=5, rep=20)
+    try:
+        result = _tune(
+            db,
+            device=device,
+            task=task,
+            evaluator=evaluator,
+            settings=search.Settings(trials=4, patience=None, lookahead=2),
+        )
+    finally:
+        evaluator.close()
+    assert result.measured and result.evaluated == 4
+    assert evaluator.warm_stats["ok"] >= 3, evaluator.warm_stats
+    rec = db.get(spec, (256, 256), current_fingerprint(device))
+    assert rec is not None and rec.measured and rec.time_ms > 0 and rec.tflops > 0
