@@ -271,6 +271,33 @@ def format_row(r: dict) -> str:
     )
 
 
+def host_overhead_us(calls: int = 500) -> dict:
+    """Per-call cost on a tiny input, where the launch path (not the kernel) dominates."""
+    import torch
+    import torch.nn.functional as F
+
+    from flashgen.config import TileConfig
+    from flashgen.fwd import forward
+
+    q = torch.randn(1, 1, 16, 64, device="cuda", dtype=torch.bfloat16)
+    config = TileConfig(64, 64, 4, 2)
+    fns = {
+        "flashgen": lambda: forward(q, q, q, causal=False, scale=None, config=config),
+        "sdpa": lambda: F.scaled_dot_product_attention(q, q, q),
+    }
+    result = {}
+    for name, fn in fns.items():
+        for _ in range(20):
+            fn()
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+        result[name] = round((time.perf_counter() - start) / calls * 1e6, 1)
+    return result
+
+
 def out_path(argv: list[str]) -> str:
     target = argv[1] if len(argv) > 1 else os.environ.get("OUT", ".")
     if target.endswith(".json"):
@@ -328,6 +355,8 @@ def main(argv: list[str]) -> int:
             timing.append(r)
             print(format_row(r), flush=True)
     report["timing"] = timing
+    report["host_overhead_us"] = host_overhead_us()
+    print(f"per-call time on a tiny input (us): {report['host_overhead_us']}")
     report["total_s"] = round(time.time() - t0, 1)
     with open(path, "w") as handle:
         json.dump(report, handle, indent=1)
