@@ -1,0 +1,404 @@
+"""Backward kernels on a real GPU: correctness (incl. real bf16) and fwd+bwd speed against SDPA.
+
+Run on the GPU machine from the checkout (needs only torch, triton, jinja2):
+
+    PYTHONPATH=. python3 benchmarks/gpu_check_bwd.py [OUT_PATH]
+
+1. Correctness: dQ/dK/dV against float64 autograd through flashgen.reference for a grid like
+   tests/test_backward.py (every dtype incl. real bf16, head dims 16..256 incl. 80/96/192,
+   ragged Sq/Sk both ways, causal both, GQA, strided q/k/v and dO, several block shapes).
+   float32 within 2e-5 of the gradient's size; half types within 3x PyTorch's own same-dtype
+   error (SDPA backward vs float64) plus a floor. Plus determinism: two backward runs of a GQA
+   causal bf16 shape must be bit-identical. Every config of the timing grid is also checked on
+   a ragged GQA shape before it is timed.
+2. Speed: the anchor shapes (../shared/anchors/README.md), bf16, causal both: forward+backward
+   (our forward at a fixed config, our backward over a grid of configs: BLOCK_M and BLOCK_N in
+   32/64/128, warps 4/8, stages 1/2/3; OutOfResources skipped), median of
+   triton.testing.do_bench, next to SDPA's cuDNN and FLASH backends (forward + backward).
+   TFLOP/s = 3.5 x 4*B*H*N^2*D, halved when causal. The backward alone is reported too.
+
+A pool of worker processes compiles and checks every kernel first; the main process then times
+them from Triton's on-disk cache. Configs are passed explicitly, so flashgen.dispatch (and its
+database) is never imported.
+
+Writes JSON to OUT_PATH (a .json file, or a directory: <dir>/gpu_check_bwd.json); default: the
+directory in $OUT, else the current directory. Exit status 1 when any correctness check failed.
+`--smoke` runs a tiny version in Triton's CPU interpreter (to check this script without a GPU).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import multiprocessing
+import os
+import statistics
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+
+ANCHORS = [  # (B, H, N, D)
+    (16, 16, 1024, 128),
+    (4, 16, 4096, 128),
+    (1, 16, 16384, 128),
+    (16, 32, 1024, 64),
+    (4, 32, 4096, 64),
+    (1, 32, 16384, 64),
+]
+GRID = [
+    (bm, bn, w, s)
+    for bm in (32, 64, 128)
+    for bn in (32, 64, 128)
+    for w in (4, 8)
+    for s in (1, 2, 3)
+]
+# Forward configs for the fwd+bwd timing: the best plain-Triton forward configs of the anchors.
+FWD_CFG = {(128, False): (128, 64, 4, 2), (128, True): (64, 64, 4, 3)}
+FWD_CFG.update({(64, False): (128, 64, 8, 3), (64, True): (64, 64, 4, 3)})
+DTYPES = ("float32", "float16", "bfloat16")
+HALF_FLOOR = {"float16": 5e-4, "bfloat16": 8e-3}
+SMOKE = {"on": False}
+
+
+def device() -> str:
+    return "cpu" if SMOKE["on"] else "cuda"
+
+
+def default_cfg(d: int, dtype: str) -> tuple[int, int, int, int]:
+    if dtype == "float32":  # IEEE fp32 dots compile slowly and need small tiles
+        return (32, 32, 4, 1) if d <= 128 else (16, 16, 4, 1)
+    return (64, 64, 4, 2) if d <= 128 else (64, 32, 4, 1)
+
+
+def correctness_cases() -> list[dict]:
+    if SMOKE["on"]:
+        return [
+            dict(b=1, hq=2, hkv=1, sq=37, sk=45, d=80, dtype="float16", causal=True),
+            dict(b=1, hq=2, hkv=2, sq=20, sk=37, d=64, dtype="float32", causal=False, strided=1),
+        ]
+    cases = []
+    for d in (16, 64, 80, 96, 128, 192, 256):
+        for dt in DTYPES:
+            for causal in (False, True):
+                cases.append(dict(b=1, hq=2, hkv=1, sq=37, sk=45, d=d, dtype=dt, causal=causal))
+    shapes = [(1, 1), (1, 37), (37, 1), (127, 37), (37, 127), (501, 501), (263, 501), (501, 263)]
+    shapes.append((1000, 1000))
+    for sq, sk in shapes:
+        for dt in ("float16", "bfloat16"):
+            for causal in (False, True):
+                cases.append(dict(b=2, hq=4, hkv=2, sq=sq, sk=sk, d=64, dtype=dt, causal=causal))
+    for dt in DTYPES:
+        for causal in (False, True):
+            cases.append(
+                dict(b=2, hq=4, hkv=2, sq=37, sk=53, d=64, dtype=dt, causal=causal, strided=1)
+            )
+    for cfg in [(16, 64, 4, 1), (64, 16, 4, 1), (32, 128, 4, 2), (128, 32, 8, 2), (128, 128, 8, 1)]:
+        for causal in (False, True):
+            for sq, sk in ((130, 77), (45, 140)):
+                cases.append(
+                    dict(b=1, hq=4, hkv=1, sq=sq, sk=sk, d=64, dtype="bfloat16", causal=causal,
+                         cfg=cfg)
+                )  # fmt: skip
+    return cases
+
+
+def make_inputs(case: dict, seed: int = 0):
+    import torch
+
+    dtype = getattr(torch, case["dtype"])
+    gen = torch.Generator().manual_seed(seed)
+    b, hq, hkv, sq, sk, d = (case[k] for k in ("b", "hq", "hkv", "sq", "sk", "d"))
+
+    def rand(*shape):
+        return torch.randn(*shape, generator=gen).to(device()).to(dtype)
+
+    if case.get("strided"):
+        q = rand(b, sq, hq, d).transpose(1, 2)
+        k = rand(b, hkv, sk, d + 32)[..., :d]
+        v = rand(b, sk, hkv, d).transpose(1, 2)
+        do = rand(b, sq, hq, d).transpose(1, 2)
+    else:
+        q, k, v = rand(b, hq, sq, d), rand(b, hkv, sk, d), rand(b, hkv, sk, d)
+        do = rand(b, hq, sq, d)
+    return q, k, v, do
+
+
+def run_check(case: dict) -> dict:
+    """One case: our forward then backward against float64 autograd; verdict and errors."""
+    import torch
+
+    from flashgen.bwd import backward
+    from flashgen.config import TileConfig
+    from flashgen.fwd import forward
+    from flashgen.reference import attention_ref, sdpa_same_dtype
+
+    q, k, v, do = make_inputs(case)
+    causal = case["causal"]
+    cfg = TileConfig(*case.get("cfg", default_cfg(case["d"], case["dtype"])))
+    fwd_cfg = TileConfig(*default_cfg(case["d"], case["dtype"]))
+    result = dict(case, cfg=list(cfg.as_dict().values()))
+    try:
+        out, lse = forward(q, k, v, causal=causal, scale=None, config=fwd_cfg)
+        got = backward(
+            do, q, k, v, out, lse, causal=causal, scale=1.0 / math.sqrt(case["d"]), config=cfg
+        )
+        if device() == "cuda":
+            torch.cuda.synchronize()
+    except Exception as exc:  # a compile or launch failure is a failed check
+        return dict(result, ok=False, error=f"{type(exc).__name__}: {exc}"[:500])
+
+    leaves = [t.detach().double().requires_grad_() for t in (q, k, v)]
+    ref_out, _ = attention_ref(*leaves, causal=causal)
+    ref_out.backward(do.double())
+    eager = None
+    if q.dtype != torch.float32:
+        half = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+        sdpa_same_dtype(*half, causal=causal).backward(do)
+        eager = [t.grad for t in half]
+    ok, errs = True, {}
+    for i, name in enumerate(("dq", "dk", "dv")):
+        ref = leaves[i].grad
+        err = (got[i].double() - ref).abs().max().item()
+        size = max(1.0, ref.abs().max().item())
+        if eager is None:
+            bound = 2e-5 * size
+            errs[name] = dict(err=err, bound=bound)
+        else:
+            eager_err = (eager[i].double() - ref).abs().max().item()
+            bound = 3.0 * eager_err + HALF_FLOOR[case["dtype"]] * size
+            errs[name] = dict(err=err, eager_err=eager_err, bound=bound)
+        ok = ok and bool(torch.isfinite(got[i]).all()) and err <= bound
+    return dict(result, ok=ok, errors=errs)
+
+
+def determinism_check() -> dict:
+    """Two backward runs of a GQA causal bf16 shape: identical bits expected."""
+    import torch
+
+    from flashgen.bwd import backward
+    from flashgen.config import TileConfig
+    from flashgen.fwd import forward
+
+    n = 64 if SMOKE["on"] else 1024
+    case = dict(b=2, hq=8, hkv=2, sq=n, sk=n, d=128, dtype="bfloat16", causal=True)
+    q, k, v, do = make_inputs(case, seed=1)
+    cfg = TileConfig(*default_cfg(128, "bfloat16"))
+    out, lse = forward(q, k, v, causal=True, scale=None, config=cfg)
+    runs = [
+        backward(do, q, k, v, out, lse, causal=True, scale=1.0 / math.sqrt(128), config=cfg)
+        for _ in range(2)
+    ]
+    same = all(torch.equal(a, b) for a, b in zip(runs[0], runs[1], strict=True))
+    return dict(case, identical=same)
+
+
+def warm_config(task: tuple) -> dict:
+    """Compile (spec, config) with the anchors' specialisation, then check it on a ragged shape."""
+    import torch
+
+    from flashgen.bwd import backward
+    from flashgen.config import TileConfig
+    from flashgen.fwd import forward
+
+    d, causal, cfg = task
+    config = TileConfig(*cfg)
+    # Same int specialisation as the anchors: H=16 (divisible by 16), GROUP=1, N % 16 == 0.
+    n = 64 if SMOKE["on"] else 256
+    q = torch.randn(1, 16, n, d, device=device(), dtype=torch.bfloat16)
+    try:
+        out, lse = forward(
+            q, q, q, causal=causal, scale=None, config=TileConfig(*FWD_CFG[d, causal])
+        )
+        backward(q, q, q, q, out, lse, causal=causal, scale=1.0 / math.sqrt(d), config=config)
+        if device() == "cuda":
+            torch.cuda.synchronize()
+    except Exception as exc:
+        kind = "oor" if "OutOfResources" in type(exc).__name__ else "error"
+        return dict(d=d, causal=causal, cfg=cfg, status=kind, error=str(exc)[:300])
+    check = run_check(
+        dict(b=2, hq=4, hkv=2, sq=200, sk=333, d=d, dtype="bfloat16", causal=causal, cfg=cfg)
+    )
+    return dict(d=d, causal=causal, cfg=cfg, status="ok" if check["ok"] else "wrong", check=check)
+
+
+def _worker_init(smoke: bool) -> None:
+    SMOKE["on"] = smoke
+    if smoke:
+        os.environ["TRITON_INTERPRET"] = "1"
+        return
+    import torch
+
+    torch.cuda.init()
+
+
+def bench_ms(fn, rep: int = 30, grad_to_none=None) -> float:
+    if SMOKE["on"]:
+        t0 = time.perf_counter()
+        fn()
+        return (time.perf_counter() - t0) * 1e3
+    import triton.testing
+
+    return triton.testing.do_bench(
+        fn, warmup=5, rep=rep, grad_to_none=grad_to_none, return_mode="median"
+    )
+
+
+def time_shape(shape, causal: bool, usable: list) -> dict:
+    """Every usable backward config for one anchor shape, then the best re-timed next to SDPA."""
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    from flashgen.bwd import backward
+    from flashgen.config import TileConfig
+    from flashgen.fwd import forward
+
+    b, h, n, d = shape
+    fwd_flops = 4 * b * h * n * n * d / (2 if causal else 1)
+    q, k, v, do = (torch.randn(b, h, n, d, device=device(), dtype=torch.bfloat16) for _ in range(4))
+    scale = 1.0 / math.sqrt(d)
+    fwd_cfg = TileConfig(*FWD_CFG[d, causal])
+    out, lse = forward(q, k, v, causal=causal, scale=None, config=fwd_cfg)
+
+    def tflops(ms, factor=3.5):
+        return None if ms is None else round(factor * fwd_flops / (ms * 1e-3) / 1e12, 1)
+
+    def fwd_bwd(config):
+        o, m = forward(q, k, v, causal=causal, scale=None, config=fwd_cfg)
+        backward(do, q, k, v, o, m, causal=causal, scale=scale, config=config)
+
+    rows = []
+    for cfg in usable:
+        config = TileConfig(*cfg)
+        try:
+            ms = bench_ms(
+                lambda c=config: backward(
+                    do, q, k, v, out, lse, causal=causal, scale=scale, config=c
+                )
+            )
+            rows.append(dict(cfg=cfg, bwd_ms=ms, bwd_tflops=tflops(ms, 2.5)))
+        except Exception as exc:
+            rows.append(dict(cfg=cfg, error=f"{type(exc).__name__}: {exc}"[:300]))
+    timed = [r for r in rows if "bwd_ms" in r]
+    result = dict(shape=dict(B=b, H=h, N=n, D=d), causal=causal, fwd_cfg=list(FWD_CFG[d, causal]))
+    result["configs"] = rows
+    if timed:
+        best = min(timed, key=lambda r: r["bwd_ms"])
+        c = TileConfig(*best["cfg"])
+        ms = statistics.median(bench_ms(lambda: fwd_bwd(c), 100) for _ in range(3))
+        result["best"] = dict(cfg=best["cfg"], bwd_ms=best["bwd_ms"], fwd_bwd_ms=ms)
+        result["best"]["fwd_bwd_tflops"] = tflops(ms)
+    qg, kg, vg = (t.detach().clone().requires_grad_() for t in (q, k, v))
+
+    def sdpa_fwd_bwd():
+        F.scaled_dot_product_attention(qg, kg, vg, is_causal=causal).backward(do)
+
+    for name, backend in (("sdpa_cudnn", "CUDNN_ATTENTION"), ("sdpa_flash", "FLASH_ATTENTION")):
+        try:
+            with sdpa_kernel(getattr(SDPBackend, backend)):
+                ms = statistics.median(
+                    bench_ms(sdpa_fwd_bwd, 100, grad_to_none=[qg, kg, vg]) for _ in range(3)
+                )
+            result[name] = dict(fwd_bwd_ms=ms, fwd_bwd_tflops=tflops(ms))
+        except Exception as exc:
+            result[name] = dict(error=f"{type(exc).__name__}: {exc}"[:300])
+    return result
+
+
+HEADER = (
+    f"{'shape':<22}{'causal':<8}{'flashgen':>9}{'bwd config':>20}{'cuDNN':>8}{'FLASH':>8}"
+    f"{'ratio':>7}   (fwd+bwd TFLOP/s)"
+)
+
+
+def format_row(r: dict) -> str:
+    shape = "B{B} H{H} N{N} D{D}".format(**r["shape"])
+    best = r.get("best", {})
+    ours = best.get("fwd_bwd_tflops")
+    cudnn = r["sdpa_cudnn"].get("fwd_bwd_tflops")
+    flash = r["sdpa_flash"].get("fwd_bwd_tflops")
+    ratio = f"{ours / cudnn:.2f}" if ours and cudnn else "-"
+    cfg = str(tuple(best.get("cfg", ())))
+    return (
+        f"{shape:<22}{r['causal']!s:<8}{ours or '-':>9}{cfg:>20}{cudnn or '-':>8}"
+        f"{flash or '-':>8}{ratio:>7}"
+    )
+
+
+def out_path(args: list[str]) -> str:
+    target = args[0] if args else os.environ.get("OUT", ".")
+    if target.endswith(".json"):
+        os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
+        return target
+    os.makedirs(target, exist_ok=True)
+    return os.path.join(target, "gpu_check_bwd.json")
+
+
+def main(argv: list[str]) -> int:
+    SMOKE["on"] = "--smoke" in argv
+    args = [a for a in argv[1:] if a != "--smoke"]
+    if SMOKE["on"]:
+        os.environ["TRITON_INTERPRET"] = "1"
+        ANCHORS[:] = [(1, 16, 64, 64)]
+        GRID[:] = [(32, 32, 4, 1), (16, 64, 4, 1)]
+    else:
+        os.environ.pop("TRITON_INTERPRET", None)
+    import torch
+    import triton
+
+    path = out_path(args)
+    t0 = time.time()
+    report: dict = dict(
+        device="cpu-interpreter" if SMOKE["on"] else torch.cuda.get_device_name(0),
+        torch=torch.__version__,
+        triton=triton.__version__,
+    )
+    cases = correctness_cases()
+    dims = sorted({shape[3] for shape in ANCHORS})
+    warm_tasks = [(d, causal, cfg) for d in dims for causal in (False, True) for cfg in GRID]
+    workers = 1 if SMOKE["on"] else max(1, min(12, (os.cpu_count() or 2) - 2))
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(
+        workers, mp_context=ctx, initializer=_worker_init, initargs=(SMOKE["on"],)
+    ) as pool:
+        checks = list(pool.map(run_check, cases))
+        warm = list(pool.map(warm_config, warm_tasks))
+    report["compile_and_check_s"] = round(time.time() - t0, 1)
+    report["determinism"] = determinism_check()
+    failed = [c for c in checks if not c["ok"]]
+    wrong = [w for w in warm if w["status"] in ("wrong", "error")]
+    report.update(checks=checks, checks_failed=len(failed), configs=warm, configs_wrong=len(wrong))
+    n_ok = sum(w["status"] == "ok" for w in warm)
+    n_oor = sum(w["status"] == "oor" for w in warm)
+    print(f"correctness: {len(checks) - len(failed)}/{len(checks)} cases ok")
+    print(f"determinism: identical bits = {report['determinism']['identical']}")
+    print(f"configs: {n_ok} ok, {n_oor} out of resources, {len(wrong)} wrong or failing")
+    print(f"compile + checks: {report['compile_and_check_s']} s", flush=True)
+    for c in failed[:20]:
+        where = {k: c.get(k) for k in ("d", "dtype", "causal", "sq", "sk", "hkv", "cfg")}
+        print("  FAILED", where, c.get("error") or c.get("errors"))
+    for w in wrong[:20]:
+        print("  CONFIG", w["d"], w["causal"], w["cfg"], w["status"], w.get("error", ""))
+
+    usable: dict = {}
+    for w in warm:
+        if w["status"] == "ok":
+            usable.setdefault((w["d"], w["causal"]), []).append(w["cfg"])
+    timing = []
+    print(HEADER)
+    for shape in ANCHORS:
+        for causal in (False, True):
+            r = time_shape(shape, causal, usable.get((shape[3], causal), []))
+            timing.append(r)
+            print(format_row(r), flush=True)
+    report["timing"] = timing
+    report["total_s"] = round(time.time() - t0, 1)
+    with open(path, "w") as handle:
+        json.dump(report, handle, indent=1)
+    print(f"wrote {path} ({report['total_s']} s)")
+    bad = failed or wrong or not report["determinism"]["identical"]
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
