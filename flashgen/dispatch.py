@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import threading
 
 from .config import TileConfig
@@ -82,12 +83,19 @@ def _close_db() -> None:
 
 def _database():
     """The shared TuningDB, opened on first need; None when it cannot be opened."""
+    if _state["db"] is not None and _state.get("pid") != os.getpid():
+        # A forked child (DataLoader worker, multiprocessing) must not share the parent's
+        # pooled connections: drop them without closing the parent's, open its own.
+        with contextlib.suppress(Exception):
+            _state["db"].engine.dispose(close=False)
+        _state["db"] = None
     if _state["db"] is not None or _state["failed"]:
         return _state["db"]
     try:
         from .db import connect
 
         _state["db"] = connect(_state["url"])
+        _state["pid"] = os.getpid()
     except Exception as exc:  # ImportError, DatabaseError, driver errors alike
         _state["failed"] = True
         log.debug("flashgen: tuning database unavailable, using default configs: %s", exc)

@@ -516,3 +516,30 @@ def test_malformed_files_are_refused(tmp_path):
         with pytest.raises(FormatError):
             load(path)
         assert name
+
+
+def test_default_url_is_a_sqlite_file_under_xdg_cache_home(tmp_path, monkeypatch):
+    monkeypatch.delenv("FLASHGEN_CACHE_DIR", raising=False)
+    monkeypatch.delenv("FLASHGEN_DB_URL", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    database = connect()
+    try:
+        assert database.url_safe == f"sqlite:///{tmp_path / 'xdg' / 'flashgen' / 'tuning.sqlite3'}"
+        assert (tmp_path / "xdg" / "flashgen" / "tuning.sqlite3").is_file()
+        with database.engine.connect() as conn:  # WAL and a 30 s busy timeout on every connection
+            assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+            assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() == 30000
+    finally:
+        database.close()
+    monkeypatch.setenv("FLASHGEN_DB_URL", f"sqlite:///{tmp_path / 'env.sqlite3'}")
+    connect().close()
+    assert (tmp_path / "env.sqlite3").is_file()
+
+
+def test_shipped_files_in_the_repository_are_valid():
+    from flashgen.db.shipped import shipped_dir
+
+    directory = shipped_dir()
+    assert directory is not None and (directory / "nvidia-h200.json").is_file()
+    for path in directory.glob("*.json"):
+        load(path)  # raises FormatError naming the record and field

@@ -131,3 +131,20 @@ def test_without_sqlalchemy_the_default_is_used(tmp_path):
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "ok"
     assert not (tmp_path / "x.sqlite3").exists()
+
+
+def test_forked_child_opens_its_own_connection(db_url):
+    dispatch.choose_config(SPEC, 64, 64)  # the parent has the database open
+    pid = os.fork()
+    if pid == 0:  # child: a new shape must reach the database through a fresh connection
+        code = 1
+        try:
+            dispatch.choose_config(SPEC, 4000, 4000)
+            code = 0 if dispatch.source_of(SPEC, 4000, 4000) == "default" else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert (SPEC, (4096, 4096)) in connect(db_url).pending()
+    dispatch.choose_config(SPEC, 16, 16)  # the parent's connection still works
+    assert (SPEC, (16, 16)) in connect(db_url).pending()

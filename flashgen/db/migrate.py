@@ -40,7 +40,10 @@ def script_head() -> str:
     """The head revision according to the migration scripts (tests check it equals HEAD)."""
     from alembic.script import ScriptDirectory
 
-    return ScriptDirectory.from_config(alembic_config()).get_current_head()
+    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    if head is None:
+        raise RuntimeError(f"no migration scripts in {MIGRATIONS_DIR}")
+    return head
 
 
 def current_revision(connection: Connection) -> str | None:

@@ -22,6 +22,7 @@ import datetime as _dt
 import json
 import math
 from pathlib import Path
+from typing import NoReturn
 
 from ..config import ALLOWED_WARPS, MAX_BLOCK, MAX_STAGES, MIN_BLOCK, TileConfig
 from ..spec import KernelSpec
@@ -67,7 +68,7 @@ def _is_number(value) -> bool:
     )
 
 
-def _fail(index: int, path: str, why: str):
+def _fail(index: int, path: str, why: str) -> NoReturn:
     raise FormatError(f"record {index}: field '{path}': {why}")
 
 
@@ -119,7 +120,6 @@ def _env(index: int, obj) -> EnvFingerprint:
         return EnvFingerprint(**obj)
     except ValueError as exc:
         _fail(index, "env", str(exc))
-        raise  # unreachable; keeps type checkers calm
 
 
 def _record(index: int, obj) -> TuningRecord:

@@ -26,8 +26,9 @@ import logging
 import socket
 from collections.abc import Iterable
 from pathlib import Path
+from typing import cast
 
-from sqlalchemy import and_, create_engine, delete, event, false, or_, select, true
+from sqlalchemy import Table, and_, create_engine, delete, event, false, or_, select, true
 from sqlalchemy.dialects import postgresql as _pg
 from sqlalchemy.dialects import sqlite as _sqlite
 from sqlalchemy.engine import Engine, make_url
@@ -43,9 +44,9 @@ from .urls import mask_url, scrub
 
 log = logging.getLogger(__name__)
 SQLITE_BUSY_TIMEOUT_S = 30
-_RECORDS = RecordRow.__table__
-_TRIALS = TrialRow.__table__
-_PENDING = PendingRow.__table__
+_RECORDS = cast(Table, RecordRow.__table__)
+_TRIALS = cast(Table, TrialRow.__table__)
+_PENDING = cast(Table, PendingRow.__table__)
 _KEY_COLS = ("spec_uri", "bucket_q", "bucket_k", "env_key")
 _ENV_COLS = (
     "gpu_name",
