@@ -297,24 +297,26 @@ class Space:
 def seed_configs(
     task: Task, device, env, records: Sequence, limit: int
 ) -> list[tuple[TileConfig, str]]:
-    """What is already known, best guesses first: the defaults table's config, then the best
-    configs of this spec on this GPU at neighbouring buckets (nearest first), then the best
-    configs other GPUs found for this very bucket."""
+    """What is already known, best guesses first: the defaults table's config; then the best
+    configs found for this very bucket in other environments (another GPU, other software
+    versions, or the cost model: same GPU first, measured before modelled); then this GPU's best
+    configs at neighbouring buckets, nearest first."""
     from . import space
     from .db.lookup import log2_distance
 
     seeds: list[tuple[TileConfig, str]] = [(space.default_config(task.spec, device), "default")]
     mine = [r for r in records if r.spec == task.spec]
+    elsewhere = sorted(
+        (r for r in mine if r.bucket == task.bucket and r.env.key() != env.key()),
+        key=lambda r: (not r.env.same_gpu(env), not r.measured, r.time_ms),
+    )
+    seeds += [(r.config, f"{r.env.gpu_name} ({'measured' if r.measured else 'modelled'})")
+              for r in elsewhere]  # fmt: skip
     neighbours = sorted(
         (r for r in mine if r.env.same_gpu(env) and r.bucket != task.bucket),
         key=lambda r: (log2_distance(r.bucket, task.bucket), not r.measured, r.time_ms),
     )
     seeds += [(r.config, f"neighbour {r.bucket[0]}x{r.bucket[1]}") for r in neighbours]
-    others = sorted(
-        (r for r in mine if not r.env.same_gpu(env) and r.bucket == task.bucket),
-        key=lambda r: (not r.measured, r.time_ms),
-    )
-    seeds += [(r.config, f"gpu {r.env.gpu_name}") for r in others]
     unique: dict[TileConfig, str] = {}
     for cfg, source in seeds:
         unique.setdefault(cfg, source)

@@ -10,8 +10,9 @@ the runtime dispatch and `torch.compile(backend="flashgen")` find it.
 Without a GPU the same pipeline runs the kernels in Triton's CPU interpreter at tiny sizes for
 the correctness check, and ranks candidates with an analytical cost model of the planning target
 (FLASHGEN_GPU, default the H200). Those records are marked modelled; a measured record always
-replaces them. On a CPU-only machine the defaults are small (head dim 64, float16, 8 trials) so
-plain `flashgen tune` finishes in a few minutes.
+replaces them, and they seed the GPU's search for the same shapes. On a CPU-only machine the
+defaults keep the trial count small (12 per task, 16 tasks) so plain `flashgen tune` finishes in
+about a minute on 2 cores.
 
 Cluster: point every process at one PostgreSQL URL (--db postgresql://... or FLASHGEN_DB_URL)
 and they cooperate on the same studies; --workers N starts N such processes here (one per GPU
@@ -36,13 +37,13 @@ GPU_DEFAULTS = {
     "patience": 15,
 }
 CPU_DEFAULTS = {
-    "head_dim": "64",
-    "dtype": "float16",
+    "head_dim": "64,128",
+    "dtype": "bfloat16",
     "causal": "both",
     "seq_len": "1024,4096",
     "direction": "fwd,bwd",
-    "trials": 8,
-    "patience": 4,
+    "trials": 12,
+    "patience": 6,
 }
 
 
