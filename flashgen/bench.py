@@ -296,7 +296,7 @@ def _compile_only(module) -> None:
             def run(*args, grid, warmup, _original=original, **kwargs):
                 return _original(*args, grid=grid, warmup=True, **kwargs)
 
-            obj.run = run  # type: ignore[method-assign]
+            obj.run = run
             _WARMUP_PATCHED.add(f"{module.__name__}.{name}")
 
 

@@ -33,6 +33,7 @@ import warnings
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from .bench import Outcome, error_text, tflops, timing_shape
 from .config import TileConfig
@@ -174,10 +175,12 @@ def open_storage(
 def _replay(study, trials, space_: Space) -> int:
     """Rebuild an in-memory study from flashgen's trials table (see `open_storage`)."""
     import optuna
-    from optuna.distributions import CategoricalDistribution
+    from optuna.distributions import BaseDistribution, CategoricalDistribution
     from optuna.trial import TrialState
 
-    dists = {p: CategoricalDistribution(space_.choices[p]) for p in PARAMS}
+    dists: dict[str, BaseDistribution] = {
+        p: CategoricalDistribution(space_.choices[p]) for p in PARAMS
+    }
     frozen = []
     for t in trials:
         params = space_.params(t.config)
@@ -429,7 +432,7 @@ def _tune_task(
             study.enqueue_trial(params, user_attrs={"seed": source}, skip_if_exists=True)
 
     heart = _Heartbeat(storage)
-    inflight: deque[tuple[object, TileConfig]] = deque()
+    inflight: deque[tuple[Any, TileConfig]] = deque()
     fitting = len(space_.fitting())
     baseline = len(_finished_outcomes(study))
     max_asks = 4 * settings.trials + 2 * len(space_.candidates) + 16

@@ -157,7 +157,7 @@ def build_tasks(opts: dict, seq_k: str | None):
     buckets = list(
         dict.fromkeys(shape_bucket(q, k) for q, k in zip(seq_q, seq_k_list, strict=True))
     )
-    tasks = []
+    tasks: list[Task] = []
     for direction in directions:
         for dtype in dtypes:
             for head_dim in head_dims:
