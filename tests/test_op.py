@@ -141,3 +141,36 @@ def test_compiled_backward_skips_grads_not_needed():
     attention(q, k, v_eager).sum().backward()
     assert q.grad is None and k.grad is None
     torch.testing.assert_close(v.grad, v_eager.grad, rtol=0, atol=1e-6)
+
+
+def test_op_is_a_graph_rewrite_target():
+    """What the compile backend does: swap SDPA nodes for `torch.ops.flashgen.attention.default`
+    in the Dynamo graph, then hand the graph to Inductor; forward and backward must work."""
+    import torch.nn.functional as F
+    from torch._inductor.compile_fx import compile_fx
+
+    swapped = []
+
+    def rewrite_backend(gm, example_inputs):
+        for node in list(gm.graph.nodes):
+            if node.op == "call_function" and node.target is F.scaled_dot_product_attention:
+                q, k, v = node.args[:3]
+                args = (q, k, v, node.kwargs.get("is_causal", False), node.kwargs.get("scale"))
+                with gm.graph.inserting_before(node):
+                    new = gm.graph.call_function(torch.ops.flashgen.attention.default, args)
+                node.replace_all_uses_with(new)
+                gm.graph.erase_node(node)
+                swapped.append(node.name)
+        gm.recompile()
+        return compile_fx(gm, example_inputs)
+
+    def fn(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True).relu()
+
+    q, k, v = qkv(37, hkv=2)
+    want_out, want_grads = grads_of(fn, q, k, v)
+    got_out, got_grads = grads_of(torch.compile(fn, backend=rewrite_backend), q, k, v)
+    assert swapped
+    torch.testing.assert_close(got_out, want_out, rtol=1e-5, atol=1e-6)
+    for got, want in zip(got_grads, want_grads, strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
