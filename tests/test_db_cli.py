@@ -142,3 +142,23 @@ def test_flashgen_db_is_wired_into_the_main_cli(source, capsys):
 
     assert main(["db", "show", "--db", source]) == 0
     assert "attn_fwd_d64_causal_f16" in capsys.readouterr().out
+
+
+def test_export_filters_by_gpu_and_measured(source, tmp_path):
+    database = connect(source)
+    other_gpu = EnvFingerprint(
+        "NVIDIA A100", "8.0", 108, 166912, "3.6.0", "2.11.0", "0.1.0", "abc123"
+    )
+    database.upsert_best(
+        TuningRecord(RECORDS[0].spec, RECORDS[0].bucket, other_gpu, TileConfig(64, 64, 4, 2), 0.4)
+    )
+    database.close()
+    path = tmp_path / "h200.json"
+    assert (
+        cli.main(["export", str(path), "--db", source, "--gpu", "nvidia h200", "--measured-only"])
+        == 0
+    )
+    doc = json.loads(path.read_text())
+    assert [(r["spec"], r["env"]["gpu_name"]) for r in doc["records"]] == [
+        ("attn_fwd_d64_causal_f16", "NVIDIA H200")
+    ]

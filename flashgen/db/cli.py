@@ -2,7 +2,8 @@
 
   flashgen db show    [--db URL]        table of the best config per spec, bucket and GPU
   flashgen db pending [--db URL]        shapes seen at run time that have no exact record
-  flashgen db export FILE [--db URL]    portable JSON (the tuning_db/ format)
+  flashgen db export FILE [--db URL]    portable JSON (the tuning_db/ format); show and export
+                                        take --gpu NAME and --measured-only
   flashgen db import FILE [--db URL]    validate the whole file, then keep-best upsert each record
   flashgen db merge URL   [--db URL]    keep-best upsert of every record of another database
 
@@ -26,9 +27,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="database URL (default: FLASHGEN_DB_URL or the cache file)",
     )
     sub = parser.add_subparsers(dest="db_command", metavar="ACTION")
-    sub.add_parser("show", parents=[common], help="table of tuned records")
+    filters = argparse.ArgumentParser(add_help=False)
+    filters.add_argument(
+        "--gpu", metavar="NAME", help="only records tuned on this GPU (e.g. 'NVIDIA H200')"
+    )
+    filters.add_argument(
+        "--measured-only", action="store_true", help="leave out records chosen by the cost model"
+    )
+    sub.add_parser("show", parents=[common, filters], help="table of tuned records")
     sub.add_parser("pending", parents=[common], help="shapes waiting to be tuned")
-    export = sub.add_parser("export", parents=[common], help="write records as portable JSON")
+    export = sub.add_parser(
+        "export", parents=[common, filters], help="write records as portable JSON"
+    )
     export.add_argument("file", metavar="FILE")
     imp = sub.add_parser("import", parents=[common], help="validate a JSON file and merge it in")
     imp.add_argument("file", metavar="FILE")
@@ -57,8 +67,18 @@ def _table(headers: list[str], rows: list[list[str]]) -> str:
     return "\n".join(line.rstrip() for line in lines)
 
 
-def _show(db) -> int:
+def _selected(db, args) -> list:
+    """Records after the --gpu / --measured-only filters."""
     records = db.records()
+    if getattr(args, "gpu", None):
+        records = [r for r in records if r.env.gpu_name.lower() == args.gpu.lower()]
+    if getattr(args, "measured_only", False):
+        records = [r for r in records if r.measured]
+    return records
+
+
+def _show(db, args) -> int:
+    records = _selected(db, args)
     rows = [
         [
             r.spec.uri(),
@@ -110,11 +130,11 @@ def run(args: argparse.Namespace) -> int:
         db = connect(args.db)
         try:
             if args.db_command == "show":
-                return _show(db)
+                return _show(db, args)
             if args.db_command == "pending":
                 return _pending(db)
             if args.db_command == "export":
-                count = dump(db.records(), args.file)
+                count = dump(_selected(db, args), args.file)
                 print(f"exported {count} record(s) from {db.url_safe} to {args.file}")
                 return 0
             if args.db_command == "import":
