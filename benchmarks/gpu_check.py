@@ -11,7 +11,8 @@ Run on the GPU machine from the checkout (needs only torch, triton, jinja2):
    descriptors, the default on Hopper), plus head dim 20, whose rows TMA cannot move (auto mode
    must fall back). Every config of the timing grid is also checked on a ragged GQA shape.
 2. Speed: the anchor shapes (../shared/anchors/README.md), bf16, causal both, over a grid of
-   configs (BLOCK_M 64/128, BLOCK_N 32/64/128, warps 4/8, stages 2/3/4; OutOfResources skipped),
+   configs (BLOCK_M 64/128, BLOCK_N 32/64/128, warps 4/8, stages 2/3/4, plus BLOCK_M 256 with
+   8 warps; OutOfResources skipped),
    with triton.testing.do_bench(return_mode="median"), next to SDPA's cuDNN and FLASH backends;
    the best config is re-timed (median of 3) and also timed through the pointer kernel ("ptr").
    TFLOP/s = 4*B*H*N^2*D, halved when causal.
@@ -45,6 +46,10 @@ ANCHORS = [  # (B, H, N, D)
 GRID = [
     (bm, bn, w, s) for bm in (64, 128) for bn in (32, 64, 128) for w in (4, 8) for s in (2, 3, 4)
 ]
+# Beyond the anchors' grid: 128 query rows per warpgroup with two warpgroups (ptxas on the CPU:
+# 255 registers, 88 bytes of spill at head dim 128, the same as the (128, 64, 4, 2) that won
+# the anchors' grid), halving K/V traffic per query row.
+GRID += [(256, bn, 8, s) for bn in (32, 64) for s in (2, 3)]
 DTYPES = ("float32", "float16", "bfloat16")
 
 
