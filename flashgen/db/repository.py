@@ -81,10 +81,29 @@ def _sqlite_engine(url) -> Engine:
     def _pragmas(dbapi_conn, _record):
         cursor = dbapi_conn.cursor()
         cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_S * 1000}")
-        cursor.execute("PRAGMA journal_mode = WAL")
+        _enable_wal(cursor)
         cursor.close()
 
     return engine
+
+
+def _enable_wal(cursor) -> None:
+    """Switch the file to WAL (persistent, so usually already done). Switching needs a moment
+    of exclusive access, which many processes opening a new file at once may not get at first:
+    retry briefly, and if it still fails carry on in rollback-journal mode (slower, still safe)."""
+    import sqlite3
+    import time
+
+    if cursor.execute("PRAGMA journal_mode").fetchone()[0] in ("wal", "memory"):
+        return
+    for _ in range(50):
+        try:
+            cursor.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            last = exc
+            time.sleep(0.1)
+    log.debug("could not switch SQLite to WAL, staying in journal mode: %s", last)
 
 
 def _make_engine(url: str) -> Engine:
