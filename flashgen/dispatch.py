@@ -102,15 +102,15 @@ def _database():
     return _state["db"]
 
 
-def _fallback(spec: KernelSpec) -> TileConfig:
+def _fallback(spec: KernelSpec) -> tuple[TileConfig, str]:
     from .space import default_config, safe_config
 
-    for choose in (default_config, safe_config):
+    for choose, source in ((default_config, "default"), (safe_config, "safe")):
         try:
-            return choose(spec)
+            return choose(spec), source
         except Exception as exc:  # a broken defaults table still must not fail the call
             log.debug("flashgen: %s(%s) failed: %s", choose.__name__, spec.uri(), exc)
-    return LAST_RESORT
+    return LAST_RESORT, "safe"
 
 
 def _miss(key: tuple[KernelSpec, tuple[int, int]]) -> TileConfig:
@@ -123,7 +123,7 @@ def _miss(key: tuple[KernelSpec, tuple[int, int]]) -> TileConfig:
         try:
             db = _database()
             if db is None:
-                config = _fallback(spec)
+                config, source = _fallback(spec)
             else:
                 found = db.lookup(spec, bucket[0], bucket[1])
                 config, source = found.config, found.source
@@ -133,7 +133,7 @@ def _miss(key: tuple[KernelSpec, tuple[int, int]]) -> TileConfig:
         except Exception as exc:  # the attention call must go on
             log.debug("flashgen: tuning lookup for %s %s failed: %s", spec.uri(), bucket, exc)
             if config is None:
-                config = _fallback(spec)
+                config, source = _fallback(spec)
         _cache[key] = config
         _sources[key] = source
         return config
