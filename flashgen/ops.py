@@ -70,11 +70,13 @@ def attention_bwd(
 ) -> tuple[Tensor, Tensor, Tensor]:
     from .bwd import backward
 
-    grads = backward(
+    dq, dk, dv = backward(
         do, q, k, v, out, lse, causal=causal, scale=scale, needs=(need_dq, need_dk, need_dv)
     )
-    return tuple(
-        g if g is not None else t.new_empty((0,)) for g, t in zip(grads, (q, k, v), strict=True)
+    return (
+        dq if dq is not None else q.new_empty((0,)),
+        dk if dk is not None else k.new_empty((0,)),
+        dv if dv is not None else v.new_empty((0,)),
     )
 
 
