@@ -137,7 +137,7 @@ def run_search(task, configs, evaluator, device, args, tmp: Path) -> dict:
         trials=max(6, math.ceil(args.trial_fraction * len(configs))),
         patience=args.patience,
         seed=args.seed,
-        lookahead=max(1, min(args.lookahead, len(configs))),
+        lookahead=max(1, min(args.lookahead or args.compile_workers, len(configs))),
     )
     order = []
 
@@ -334,10 +334,12 @@ def main(argv=None) -> int:
         "--compile-workers", type=int, default=max(1, min(12, (os.cpu_count() or 4) - 2))
     )
     parser.add_argument(
-        "--trial-fraction", type=float, default=0.2, help="search budget / grid size"
+        "--trial-fraction", type=float, default=0.12, help="search trials / grid size (min 6)"
     )
-    parser.add_argument("--patience", type=int, default=8)
-    parser.add_argument("--lookahead", type=int, default=6, help="search candidates compiled ahead")
+    parser.add_argument("--patience", type=int, default=5)
+    parser.add_argument(
+        "--lookahead", type=int, default=0, help="candidates compiled ahead (0: compile workers)"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--cpu-smoke", action="store_true", help="test the script without a GPU")
     parser.add_argument("--child", choices=("grid", "search"), help=argparse.SUPPRESS)

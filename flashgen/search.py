@@ -60,7 +60,8 @@ class Task:
 class Settings:
     """How hard to search. `trials` counts evaluated candidates per task and run (pruned configs
     and answers from the study's memory are free and do not count); `patience` None disables the
-    early stop."""
+    early stop; `lookahead` candidates are asked (and compiled) ahead; up to `max_seeds` known
+    configs are enqueued first, `model_seeds` of them the cost model's favourites."""
 
     trials: int = 40
     patience: int | None = 15
@@ -68,6 +69,7 @@ class Settings:
     min_improvement: float = 0.005
     lookahead: int = 1
     max_seeds: int = 8
+    model_seeds: int = 3
 
 
 @dataclass
@@ -297,13 +299,29 @@ class Space:
         return TileConfig(**{p: trial.suggest_categorical(p, self.choices[p]) for p in PARAMS})
 
 
+def model_ranked(task: Task, device, configs: Sequence[TileConfig], k: int) -> list[TileConfig]:
+    """The `k` configs the cost model expects fastest for `task` on `device`."""
+    from .costmodel import estimate_ms
+
+    if k <= 0:
+        return []
+    shape = timing_shape(task.spec, task.bucket)
+    return sorted(configs, key=lambda c: (estimate_ms(task.spec, c, shape, device), c))[:k]
+
+
 def seed_configs(
-    task: Task, device, env, records: Sequence, limit: int
+    task: Task,
+    device,
+    env,
+    records: Sequence,
+    limit: int,
+    modelled: Sequence[TileConfig] = (),
 ) -> list[tuple[TileConfig, str]]:
     """What is already known, best guesses first: the defaults table's config; then the best
     configs found for this very bucket in other environments (another GPU, other software
-    versions, or the cost model: same GPU first, measured before modelled); then this GPU's best
-    configs at neighbouring buckets, nearest first."""
+    versions, or the cost model: same GPU first, measured before modelled); then `modelled`
+    (the cost model's favourites, `model_ranked`); then this GPU's best configs at neighbouring
+    buckets, nearest first."""
     from . import space
     from .db.lookup import log2_distance
 
@@ -315,6 +333,7 @@ def seed_configs(
     )
     seeds += [(r.config, f"{r.env.gpu_name} ({'measured' if r.measured else 'modelled'})")
               for r in elsewhere]  # fmt: skip
+    seeds += [(cfg, "cost model") for cfg in modelled]
     neighbours = sorted(
         (r for r in mine if r.env.same_gpu(env) and r.bucket != task.bucket),
         key=lambda r: (log2_distance(r.bucket, task.bucket), not r.measured, r.time_ms),
@@ -424,7 +443,9 @@ def _tune_task(
     if isinstance(storage, optuna.storages.InMemoryStorage) and not study.trials:
         _replay(study, db.trials(task.spec, task.bucket, env), space_)
     result = Result(task=task, study_name=name, measured=bool(evaluator.measured), study=study)
-    seeds = seed_configs(task, device, env, db.records(spec=task.spec), settings.max_seeds)
+    modelled = model_ranked(task, device, space_.fitting(), settings.model_seeds)
+    records = db.records(spec=task.spec)
+    seeds = seed_configs(task, device, env, records, settings.max_seeds, modelled)
     result.default_config = seeds[0][0]
     for cfg, source in seeds:
         params = space_.params(cfg)

@@ -145,7 +145,7 @@ def test_seeds_come_first(sqlite_url):
     foreign = TileConfig(16, 32, 2, 3)
     db.upsert_best(TuningRecord(SPEC, (128, 128), env, neighbour, 1.0, measured=False))
     db.upsert_best(TuningRecord(SPEC, BUCKET, other_gpu, foreign, 1.0))
-    result = _tune(db, settings=search.Settings(trials=3, patience=None))
+    result = _tune(db, settings=search.Settings(trials=3, patience=None, model_seeds=0))
     from flashgen.space import default_config
 
     first = [
@@ -174,7 +174,10 @@ def test_pruned_configs_never_reach_the_compiler(sqlite_url, monkeypatch):
     db = connect(sqlite_url)
     spy = Spy(bench.ModelledEvaluator(small))
     result = _tune(
-        db, device=small, evaluator=spy, settings=search.Settings(trials=4, patience=None)
+        db,
+        device=small,
+        evaluator=spy,
+        settings=search.Settings(trials=5, patience=None, model_seeds=0),
     )
     assert result.pruned > 0
     assert spy.finished and all(fits(SPEC, c, small) for c in spy.started + spy.finished)
@@ -283,6 +286,19 @@ def test_cli_pending_tunes_and_clears(sqlite_url, capsys):
     assert db.pending() == []
     assert [r.bucket for r in db.records(SPEC)] == [(32, 32)]
     assert "32x32" in capsys.readouterr().out
+
+
+def test_cost_model_favourites_are_seeded(sqlite_url):
+    db = connect(sqlite_url)
+    space_ = search.Space(SPEC, H200)
+    favourites = search.model_ranked(TASK, H200, space_.fitting(), 2)
+    result = _tune(db, settings=search.Settings(trials=3, patience=None, model_seeds=2))
+    first = [
+        TileConfig(**{p: t.params[p] for p in search.PARAMS})
+        for t in sorted(result.study.trials, key=lambda t: t.number)[:3]
+    ]
+    assert set(favourites) <= set(first) and len(favourites) == 2
+    assert result.best_config == favourites[0]  # the modelled evaluator agrees with itself
 
 
 @pytest.mark.postgres
