@@ -388,3 +388,46 @@ def test_gpu_measured_tuning_with_compile_pool(sqlite_url):
     assert evaluator.warm_stats["ok"] >= 3, evaluator.warm_stats
     rec = db.get(spec, (256, 256), current_fingerprint(device))
     assert rec is not None and rec.measured and rec.time_ms > 0 and rec.tflops > 0
+
+
+def test_ctrl_c_on_the_cli_keeps_trials_and_exits_130(sqlite_url):
+    """SIGINT to a running `flashgen tune`: exit status 130, finished trials and the best so far
+    are in the database."""
+    import signal
+    import time
+
+    import sqlalchemy as sa
+
+    cmd = [sys.executable, "-m", "flashgen.cli", "tune", "--db", sqlite_url, "--quiet"]
+    cmd += ["--head-dim", "16", "--dtype", "float16", "--causal", "false", "--seq-len", "64"]
+    cmd += ["--direction", "fwd", "--trials", "500", "--patience", "0"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    engine = sa.create_engine(sqlite_url)
+    deadline = time.monotonic() + 90
+    seen = 0
+    try:
+        while time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.3)
+            try:
+                with engine.connect() as conn:
+                    seen = conn.exec_driver_sql(
+                        "SELECT count(*) FROM flashgen_trials WHERE status = 'ok'"
+                    ).scalar()
+            except sa.exc.OperationalError:  # table not created yet
+                continue
+            if seen >= 3:
+                break
+        assert seen >= 3 and proc.poll() is None, proc.stderr.read() if proc.poll() else seen
+        proc.send_signal(signal.SIGINT)
+        _out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        engine.dispose()
+    assert proc.returncode == 130, err[-2000:]
+    assert "interrupted" in err
+    db = connect(sqlite_url)
+    ok = [t for t in db.trials(SPEC, BUCKET) if t.status == "ok"]
+    assert len(ok) >= 3
+    rec = db.get(SPEC, BUCKET, current_fingerprint(H200))
+    assert rec is not None and rec.time_ms == pytest.approx(min(t.time_ms for t in ok))
