@@ -1,0 +1,236 @@
+"""The `torch.compile` backend "flashgen": swap attention for tuned kernels, Inductor for the rest.
+
+Also `flashgen.explain(model, *args, **kwargs)` (here rather than in its own module: a submodule
+named `explain` would shadow the function `flashgen.explain` once imported).
+
+`torch.compile(model, backend="flashgen")` finds `flashgen_backend` through the
+`torch_dynamo_backends` entry point in pyproject.toml, so users need not import flashgen first.
+It is deliberately NOT also decorated with `register_backend`: Dynamo would then see the name
+twice and fail with "duplicate name".
+
+The backend is a flat list of passes over the Dynamo-level FX graph (today one: attention), then
+`torch._inductor.compile_fx.compile_fx`, which runs AOTAutograd itself, so backward and training
+work and everything around the attention is still fused by Inductor. The replaced op chooses its
+tile config at run time from the concrete shape (flashgen.dispatch), so a new sequence length
+does not recompile the graph.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import types
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["backend", "explain", "flashgen_backend", "default_op", "ExplainReport", "PASSES"]
+
+log = logging.getLogger("flashgen")
+
+#: Graph passes run in order on every graph: fn(gm, example_inputs, op, graph_index) -> sites.
+PASSES: list[Callable[..., list]] = []
+
+
+def _attention_pass(gm: Any, example_inputs: Sequence[Any], op: Any, graph_index: int) -> list:
+    from .patterns import attention_pass
+
+    return attention_pass(gm, list(example_inputs), op, graph_index=graph_index)
+
+
+PASSES.append(_attention_pass)
+
+
+def default_op() -> Any:
+    """The callable the rewrite inserts: `torch.ops.flashgen.attention.default`, or None.
+
+    Importing flashgen.ops registers the custom op; its schema is
+    `attention(Tensor q, Tensor k, Tensor v, bool causal, float scale) -> Tensor`.
+    """
+    import torch
+
+    from . import ops  # noqa: F401  (registers torch.ops.flashgen)
+
+    try:
+        return torch.ops.flashgen.attention.default
+    except (AttributeError, RuntimeError):
+        return None
+
+
+_graph_counter = 0
+
+
+def _resolve_fallback(fallback: Any) -> Callable:
+    if callable(fallback):
+        return fallback
+    if fallback == "inductor":
+        from torch._inductor.compile_fx import compile_fx
+
+        return compile_fx
+    if fallback == "eager":
+        return lambda gm, example_inputs: gm.forward
+    if isinstance(fallback, str):
+        from torch._dynamo import lookup_backend
+
+        return lookup_backend(fallback)
+    raise ValueError(
+        f"fallback must be 'inductor', 'eager', a backend name or callable, got {fallback!r}"
+    )
+
+
+def backend(db: str | None = None, fallback: Any = "inductor", *, op: Any = None) -> Callable:
+    """A configured backend: `torch.compile(model, backend=flashgen.backend(db=url))`.
+
+    db: tuning database URL for the run-time config lookup (default: FLASHGEN_DB_URL, else the
+    SQLite file in the cache dir). fallback: what compiles the rewritten graph ("inductor",
+    "eager", any registered backend name, or a backend callable). op: the callable inserted in
+    place of attention (default `torch.ops.flashgen.attention.default`); it is called as
+    op(q, k, v, causal, scale) and must be traceable by AOTAutograd (a custom op).
+    """
+    compile_rest = _resolve_fallback(fallback)
+
+    def flashgen_compile(gm: Any, example_inputs: Sequence[Any]) -> Callable:
+        global _graph_counter
+        if db is not None:
+            from . import dispatch
+
+            set_db = getattr(dispatch, "set_db", None)
+            if set_db is not None:
+                set_db(db)
+        target = op if op is not None else default_op()
+        _graph_counter += 1
+        sites: list = []
+        for graph_pass in PASSES:
+            sites.extend(graph_pass(gm, example_inputs, target, _graph_counter))
+        _log_summary(_graph_counter, sites)
+        return compile_rest(gm, example_inputs)
+
+    return flashgen_compile
+
+
+def _log_summary(index: int, sites: list) -> None:
+    replaced = [s for s in sites if s.replaced]
+    skipped = [s for s in sites if not s.replaced]
+    kinds: dict[str, int] = {}
+    for s in replaced:
+        kinds[s.kind] = kinds.get(s.kind, 0) + 1
+    detail = ", ".join(f"{k} x{n}" for k, n in sorted(kinds.items()))
+    reasons = "; ".join(f"{s.location}: {s.reason}" for s in skipped)
+    log.info(
+        "flashgen graph %d: %d attention site(s) found, %d replaced%s, %d skipped%s",
+        index,
+        len(sites),
+        len(replaced),
+        f" ({detail})" if detail else "",
+        len(skipped),
+        f" ({reasons})" if reasons else "",
+    )
+
+
+def flashgen_backend(gm: Any, example_inputs: Sequence[Any]) -> Callable:
+    """The entry-point backend: default database, Inductor for the rest of the graph."""
+    return backend()(gm, example_inputs)
+
+
+# ----------------------------------------------------------------------------- explain
+
+
+@dataclass
+class ExplainReport:
+    """found/replaced: counts; skipped: the sites left alone, each with its reason."""
+
+    sites: list = field(default_factory=list)
+    graphs: int = 0
+
+    @property
+    def found(self) -> int:
+        return len(self.sites)
+
+    @property
+    def replaced(self) -> int:
+        return sum(1 for s in self.sites if s.replaced)
+
+    @property
+    def skipped(self) -> list:
+        return [s for s in self.sites if not s.replaced]
+
+    def __str__(self) -> str:
+        head = (
+            f"flashgen.explain: {self.graphs} graph(s), {self.found} attention site(s) found, "
+            f"{self.replaced} replaceable, {len(self.skipped)} skipped"
+        )
+        if not self.sites:
+            return head
+        rows = [("graph", "where", "kind", "status", "causal", "scale", "gqa", "shape / reason")]
+        for s in self.sites:
+            rows.append(
+                (
+                    str(s.graph),
+                    s.location,
+                    s.kind,
+                    "replace" if s.replaced else "skip",
+                    "" if s.causal is None else str(s.causal),
+                    "" if s.scale is None else f"{s.scale:.4g}",
+                    str(s.gqa_group) if s.gqa_group > 1 else "",
+                    s.shape if s.replaced else s.reason,
+                )
+            )
+        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+        lines = [head]
+        for r in rows:
+            lines.append(
+                "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)) + "  " + r[-1]
+            )
+        return "\n".join(lines)
+
+    __repr__ = __str__
+
+
+def explain(model: Any, *args: Any, **kwargs: Any) -> ExplainReport:
+    """Trace `model(*args, **kwargs)` with Dynamo and report the attention sites it contains.
+
+    "replace" in the report means the backend would swap the site for the flashgen op (the
+    run-time kernel check still applies); "skip" rows give the reason in words.
+    """
+    import torch
+
+    from .patterns import attention_pass
+
+    report = ExplainReport()
+
+    def report_backend(gm: Any, example_inputs: list) -> Any:
+        report.graphs += 1
+        report.sites.extend(
+            attention_pass(
+                gm, list(example_inputs), None, rewrite_graph=False, graph_index=report.graphs
+            )
+        )
+        return gm.forward
+
+    torch._dynamo.reset()
+    try:
+        with torch.no_grad():
+            torch.compile(model, backend=report_backend)(*args, **kwargs)
+    finally:
+        torch._dynamo.reset()
+    return report
+
+
+class _CallableModule(types.ModuleType):
+    """`flashgen.backend` names both this module and the `backend()` factory.
+
+    The entry point must be `flashgen.backend:flashgen_backend`, and importing it binds the
+    attribute `flashgen.backend` to this module, shadowing the lazy `flashgen.backend` function.
+    Making the module callable keeps `flashgen.backend(db=...)` working either way; called
+    directly as a Dynamo backend (`backend=flashgen.backend`) it behaves as flashgen_backend.
+    """
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        import torch
+
+        if args and isinstance(args[0], torch.fx.GraphModule):
+            return flashgen_backend(*args, **kwargs)
+        return backend(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule
