@@ -443,6 +443,10 @@ def _tune_task(
     if isinstance(storage, optuna.storages.InMemoryStorage) and not study.trials:
         _replay(study, db.trials(task.spec, task.bucket, env), space_)
     result = Result(task=task, study_name=name, measured=bool(evaluator.measured), study=study)
+    heart = _Heartbeat(storage)
+    if heart.enabled:
+        # Trials of dead workers first: they are re-queued ahead of this run's seeds.
+        optuna.storages.fail_stale_trials(study)
     modelled = model_ranked(task, device, space_.fitting(), settings.model_seeds)
     records = db.records(spec=task.spec)
     seeds = seed_configs(task, device, env, records, settings.max_seeds, modelled)
@@ -452,7 +456,6 @@ def _tune_task(
         if params is not None:
             study.enqueue_trial(params, user_attrs={"seed": source}, skip_if_exists=True)
 
-    heart = _Heartbeat(storage)
     inflight: deque[tuple[Any, TileConfig]] = deque()
     fitting = len(space_.fitting())
     baseline = len(_finished_outcomes(study))
