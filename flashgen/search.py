@@ -530,7 +530,7 @@ def _tune_task(
             done = len(known) - baseline
             if not _patience_left(known, settings.patience, settings.min_improvement):
                 result.stop_reason = f"no gain in {settings.patience} trials"
-            elif len(known) >= fitting:
+            elif sum(1 for c in known if space_.fits(c)) >= fitting:
                 result.stop_reason = "every fitting config evaluated"
             elif done >= settings.trials:
                 result.stop_reason = f"{settings.trials} trials"
