@@ -1,0 +1,357 @@
+"""Check the shared-memory model (flashgen.sram) against the real Triton compiler, no GPU needed.
+
+Triton compiles ahead of time for any CUDA target on a CPU machine and reports the shared memory
+a kernel will ask for (`.metadata.shared`). This script renders the real generated kernels,
+compiles them for sm_90 / sm_80 / sm_86 and compares the bytes with `flashgen.sram`, and
+`fits()` with "compiler bytes <= the target GPU's opt-in limit":
+
+- false admit: the model says it fits, the compiler needs more than the limit (must be 0);
+- false reject: the model says it does not fit, the compiler's bytes are within the limit
+  (must be <= 5% of the configs that really fit).
+
+Sampling (compiles cost 1-3 s forward, 4-12 s backward, on 2 shared cores): per (target,
+direction, head dim) the space is `space.candidates`; every config whose modelled bytes lie
+within [0.8, 1.25] x the limit is compiled (that band is where admits and rejects are decided;
+capped at --band-cap per cell, nearest the limit first), plus --per-cell others drawn with a fixed
+seed. Each config is compiled for one of the four (dtype, causal) variants of its head dim,
+picked by a fixed hash (bytes do not depend on them: --spot-check compiles a few configs in all
+four variants to show it). Results are cached in <out>/cache.json keyed by Triton version,
+target, kernel uri, config and template hash, so reruns only compile what is new, and rows of
+every Triton version in the cache are reported.
+
+Usage (repo root, CPU machine; the interpreter must be off for AOT compiles):
+    env -u TRITON_INTERPRET PYTHONPATH=. .venv/bin/python benchmarks/sram_vs_compiler.py \
+        --targets 90 80 86 --jobs 2 --out benchmarks/sram_results
+    env -u TRITON_INTERPRET PYTHONPATH=. .venv36/bin/python benchmarks/sram_vs_compiler.py ...
+    .venv/bin/python benchmarks/sram_vs_compiler.py --report-only --out benchmarks/sram_results
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import hashlib
+import json
+import math
+import os
+import random
+import subprocess
+import sys
+import time
+import zlib
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from flashgen import space, sram  # noqa: E402
+from flashgen.config import TileConfig  # noqa: E402
+from flashgen.paths import templates_dir  # noqa: E402
+from flashgen.spec import KernelSpec  # noqa: E402
+
+# Target capability -> the KNOWN_GPUS entry whose limit it is judged against.
+TARGET_DEVICE = {90: "nvidia-h200", 80: "nvidia-a100", 86: "nvidia-a10", 89: "nvidia-l4"}
+KERNELS = {"fwd": ("attn_fwd",), "bwd": ("attn_bwd_dkdv", "attn_bwd_dq")}
+# flashgen.fwd runs the TMA kernel on Hopper and newer when the tensors allow it, the pointer
+# kernel otherwise: both must fit there.
+HOPPER_EXTRA = {"fwd": ("attn_fwd_tma",), "bwd": ()}
+HEAD_DIMS = (64, 128, 256)
+VARIANTS = (("float16", False), ("float16", True), ("bfloat16", False), ("bfloat16", True))
+FLOAT_ARGS = {"qk_scale", "scale", "sm_scale"}
+POINTERS = {"Q", "K", "V", "O", "Out", "DO", "DQ", "DK", "DV"}
+FP32_POINTERS = {"Lse", "LSE", "Delta"}
+_TRITON_DTYPE = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32"}
+BAND = (0.8, 1.25)
+
+
+def _arg_kind(name: str, dtype: str, cfg: TileConfig, block_d: int) -> str:
+    """Triton signature type of one kernel argument, from the signatures the templates document
+    in their headers: 4-D TMA descriptors (desc_*: [1, 1, rows, BLOCK_D] blocks), the named
+    pointers, the fp32 scale, the BLOCK_* constexprs, else int32."""
+    if name.startswith("desc_"):
+        rows = cfg.block_m if name in ("desc_q", "desc_o") else cfg.block_n
+        return f"tensordesc<{_TRITON_DTYPE[dtype]}[1, 1, {rows}, {block_d}]>"
+    if name.startswith("BLOCK_"):
+        return "constexpr"
+    if name in FLOAT_ARGS:
+        return "fp32"
+    if name in FP32_POINTERS:
+        return "*fp32"
+    if name in POINTERS:
+        return "*" + _TRITON_DTYPE[dtype]
+    return "i32"
+
+
+def compile_kernel(spec: KernelSpec, kernel_name: str, cfg: TileConfig, cap: int) -> int:
+    """Compile one generated kernel ahead of time for sm_<cap>; return its shared bytes.
+
+    The JIT marks pointers and ints divisible by 16 at launch (tt.divisibility); with the common
+    shapes (head dim and lengths multiples of 16) every pointer and int is, and that is the case
+    that pipelines the most loads through shared memory, so it is the one to budget for."""
+    if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
+        raise RuntimeError("unset TRITON_INTERPRET: ahead-of-time compiles need the real compiler")
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from flashgen.codegen import load
+
+    fn = getattr(load(spec), kernel_name)
+    signature, attrs = {}, {}
+    for i, name in enumerate(fn.arg_names):
+        kind = _arg_kind(name, spec.dtype, cfg, spec.block_d)
+        signature[name] = kind
+        if kind.startswith("*") or kind == "i32":
+            attrs[(i,)] = [["tt.divisibility", 16]]
+    constexprs = {"BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n}
+    src = ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs)
+    options = {"num_warps": cfg.num_warps, "num_stages": cfg.num_stages}
+    compiled = triton.compile(src, target=GPUTarget("cuda", cap, 32), options=options)
+    return int(compiled.metadata.shared)
+
+
+def compile_job(job: tuple) -> tuple[tuple, dict]:
+    """Pool worker: bytes of every kernel of one (spec, config, target)."""
+    spec_t, cfg_t, cap = job
+    spec, cfg = KernelSpec(*spec_t), TileConfig(*cfg_t)
+    t0 = time.time()
+    try:
+        names = KERNELS[spec.direction] + (HOPPER_EXTRA[spec.direction] if cap >= 90 else ())
+        per = {name: compile_kernel(spec, name, cfg, cap) for name in names}
+        return job, {"per_kernel": per, "secs": round(time.time() - t0, 2)}
+    except Exception as exc:  # a compile failure is a result to record, not a crash
+        error = f"{type(exc).__name__}: {str(exc)[:300]}"
+        return job, {"error": error, "secs": round(time.time() - t0, 2)}
+
+
+def template_hash(direction: str) -> str:
+    path = templates_dir() / f"attn_{direction}.py.jinja"
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:12]
+
+
+def cache_key(version: str, cap: int, spec: KernelSpec, cfg: TileConfig) -> str:
+    return f"{version}|sm{cap}|{spec.uri()}|{cfg.short()}|{template_hash(spec.direction)}"
+
+
+def _variant(head_dim: int, direction: str, cfg: TileConfig) -> tuple[str, bool]:
+    return VARIANTS[zlib.crc32(f"{head_dim}{direction}{cfg.short()}".encode()) % len(VARIANTS)]
+
+
+def plan(
+    targets, per_cell: int, band_cap: int, spot_check: int, seed: str, directions=("fwd", "bwd")
+) -> list[tuple]:
+    """The deterministic list of (spec, config, target) jobs (see module docstring)."""
+    jobs: list[tuple] = []
+    for cap in targets:
+        device = sram.KNOWN_GPUS[TARGET_DEVICE[cap]]
+        limit, capability = device.smem_optin_bytes, device.capability
+        for direction in directions:
+            for d in HEAD_DIMS:
+                cands = space.candidates(KernelSpec(d, False, "float16", direction))
+                model = {
+                    c: sram.smem_bytes(KernelSpec(d, False, "float16", direction), c, capability)
+                    for c in cands
+                }
+                band = [c for c in cands if BAND[0] * limit <= model[c] <= BAND[1] * limit]
+                band.sort(key=lambda c: (abs(math.log(model[c] / limit)), c))
+                band = band[:band_cap]
+                rest = [c for c in cands if c not in band]
+                rng = random.Random(f"{seed}|{cap}|{direction}|{d}")
+                picked = band + rng.sample(rest, min(per_cell, len(rest)))
+                for cfg in picked:
+                    dtype, causal = _variant(d, direction, cfg)
+                    jobs.append(((d, causal, dtype, direction), cfg, cap))
+                for cfg in rng.sample(picked, min(spot_check, len(picked))):
+                    for dtype, causal in VARIANTS:
+                        jobs.append(((d, causal, dtype, direction), cfg, cap))
+    seen, unique = set(), []
+    for spec_t, cfg, cap in jobs:
+        key = (spec_t, (cfg.block_m, cfg.block_n, cfg.num_warps, cfg.num_stages), cap)
+        if key not in seen:
+            seen.add(key)
+            unique.append(key)
+    return unique
+
+
+def _write_json(path: Path, data) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
+    os.replace(tmp, path)
+
+
+def run_sweep(args, version: str) -> None:
+    cache_path = args.out / "cache.json"
+    cache = json.loads(cache_path.read_text()) if cache_path.exists() else {}
+    jobs = plan(
+        args.targets, args.per_cell, args.band_cap, args.spot_check, args.seed, args.directions
+    )
+    todo = [
+        j
+        for j in jobs
+        if cache_key(version, j[2], KernelSpec(*j[0]), TileConfig(*j[1])) not in cache
+    ]
+    # Cheap first: forward and small tiles, so a time-limited run covers the most configs.
+    todo.sort(key=lambda j: (j[0][3] == "bwd", j[1][0] * j[1][1] * j[0][0]))
+    print(f"triton {version}: {len(jobs)} planned, {len(todo)} to compile", flush=True)
+    deadline = time.time() + args.budget_s
+    done = 0
+    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+        futures = [pool.submit(compile_job, j) for j in todo]
+        for fut in as_completed(futures):
+            job, result = fut.result()
+            spec, cfg = KernelSpec(*job[0]), TileConfig(*job[1])
+            cache[cache_key(version, job[2], spec, cfg)] = result
+            done += 1
+            if done % 10 == 0 or done == len(todo):
+                _write_json(cache_path, cache)
+                print(
+                    f"  {done}/{len(todo)} {spec.uri()} {cfg.short()} sm{job[2]} {result}",
+                    flush=True,
+                )
+            if time.time() > deadline:
+                print("time budget spent: cancelling the rest (rerun to continue)", flush=True)
+                for f in futures:
+                    f.cancel()
+                break
+    _write_json(cache_path, cache)
+
+
+def analyse(cache: dict) -> list[dict]:
+    """One row per (triton version, target, direction) over the current templates' results."""
+    hashes = {d: template_hash(d) for d in ("fwd", "bwd")}
+    cells: dict[tuple, dict] = {}
+    variants: dict[tuple, set] = {}
+    for key, result in cache.items():
+        version, target, uri, short, thash = key.split("|")
+        spec = KernelSpec.from_uri(uri)
+        if thash != hashes[spec.direction]:
+            continue
+        cap = int(target[2:])
+        cfg = TileConfig(*(int(x.lstrip("ws")) for x in short.strip("()").split(",")))
+        device = sram.KNOWN_GPUS[TARGET_DEVICE[cap]]
+        cell = cells.setdefault(
+            (version, cap, spec.direction),
+            {
+                "triton": version,
+                "target": f"sm_{cap}",
+                "device": device.name,
+                "limit": device.smem_optin_bytes,
+                "direction": spec.direction,
+                "configs": 0,
+                "compile_errors": 0,
+                "fit": 0,
+                "false_admits": [],
+                "false_rejects": [],
+                "errors": [],
+                "kernel_errors": [],
+                "head_dims": set(),
+                "variants": set(),
+            },
+        )
+        if "error" in result:
+            cell["compile_errors"] += 1
+            continue
+        actual = max(result["per_kernel"].values())
+        model_per = sram.kernel_bytes(spec, cfg, device.capability)
+        model = max(model_per.values())
+        cell["configs"] += 1
+        cell["head_dims"].add(spec.head_dim)
+        cell["variants"].add((spec.dtype, spec.causal))
+        cell["errors"].append(model - actual)
+        cell["kernel_errors"] += [model_per[k] - v for k, v in result["per_kernel"].items()]
+        really_fits = actual <= device.smem_optin_bytes
+        model_fits = sram.fits(spec, cfg, device)
+        cell["fit"] += really_fits
+        row = {"spec": uri, "config": short, "model": model, "compiler": actual}
+        if model_fits and not really_fits:
+            cell["false_admits"].append(row)
+        if really_fits and not model_fits:
+            cell["false_rejects"].append(row)
+        variants.setdefault((version, cap, spec.head_dim, spec.direction, short), set()).add(actual)
+    rows = []
+    for (version, cap, direction), cell in sorted(cells.items()):
+        errs = cell.pop("errors")
+        kerrs = cell.pop("kernel_errors")
+        spot = [
+            v for k, v in variants.items() if k[0] == version and k[1] == cap and k[3] == direction
+        ]
+        cell.update(
+            head_dims=sorted(cell["head_dims"]),
+            variants=len(cell["variants"]),
+            max_over=max(errs, default=0),
+            max_under=-min(min(errs, default=0), 0),
+            mean_error=round(sum(errs) / len(errs), 1) if errs else 0,
+            max_kernel_under=-min(min(kerrs, default=0), 0),
+            false_reject_pct=round(100 * len(cell["false_rejects"]) / cell["fit"], 2)
+            if cell["fit"]
+            else 0,
+            variant_mismatch=sum(len(s) > 1 for s in spot),
+        )
+        rows.append(cell)
+    return rows
+
+
+def _git(*args: str) -> str:
+    try:
+        return subprocess.run(
+            ["git", *args], capture_output=True, text=True, check=True
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "?"
+
+
+def markdown(rows: list[dict], command: str) -> str:
+    lines = [
+        "| Triton | target (limit, bytes) | dir | configs compiled | fit (compiler) | false admits "
+        "| false rejects (% of fit) | max over (B) | mean over (B) | max under (B) | variant mismatches |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['triton']} | {r['target']} ({r['device']}, {r['limit']:,}) | {r['direction']} "
+            f"| {r['configs']} | {r['fit']} | {len(r['false_admits'])} "
+            f"| {len(r['false_rejects'])} ({r['false_reject_pct']}%) | {r['max_over']:,} "
+            f"| {r['mean_error']:,} | {r['max_under']:,} | {r['variant_mismatch']} |"
+        )
+    head = (
+        f"Generated {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC at commit "
+        f"{_git('rev-parse', '--short', 'HEAD')} by `{command}`."
+    )
+    return head + "\n\n" + "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--targets", type=int, nargs="+", default=[90, 80, 86])
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument(
+        "--per-cell", type=int, default=12, help="random configs per (target, dir, hd)"
+    )
+    parser.add_argument(
+        "--band-cap", type=int, default=40, help="band configs per (target, dir, hd)"
+    )
+    parser.add_argument(
+        "--spot-check", type=int, default=1, help="configs per cell in all 4 variants"
+    )
+    parser.add_argument("--seed", default="flashgen-sram")
+    parser.add_argument("--directions", nargs="+", default=["fwd", "bwd"], choices=["fwd", "bwd"])
+    parser.add_argument("--budget-s", type=float, default=3000.0, help="stop compiling after this")
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/sram_results"))
+    parser.add_argument("--report-only", action="store_true")
+    args = parser.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    if not args.report_only:
+        import triton
+
+        run_sweep(args, triton.__version__)
+    cache = json.loads((args.out / "cache.json").read_text())
+    rows = analyse(cache)
+    _write_json(args.out / "summary.json", rows)
+    command = "PYTHONPATH=. python benchmarks/sram_vs_compiler.py " + " ".join(argv or sys.argv[1:])
+    (args.out / "table.md").write_text(markdown(rows, command))
+    print(markdown(rows, command))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
