@@ -109,12 +109,18 @@ def test_compile_fullgraph_matches_eager():
         torch.testing.assert_close(got, want, rtol=0, atol=1e-6)
 
 
-def test_compile_dynamic_does_not_recompile_per_length():
+def _via_op(q, k, v):
+    return torch.ops.flashgen.attention(q, k, v, True, None).sin()
+
+
+def _via_function(q, k, v):
+    return attention(q, k, v, causal=True).sin()
+
+
+@pytest.mark.parametrize("fn", [_via_op, _via_function], ids=["op", "function"])
+def test_compile_dynamic_does_not_recompile_per_length(fn):
     """Three sequence lengths, one compilation, gradients right for each length."""
     backend = CountingBackend()
-
-    def fn(q, k, v):
-        return torch.ops.flashgen.attention(q, k, v, True, None).sin()
 
     compiled = torch.compile(fn, fullgraph=True, dynamic=True, backend=backend)
     for seq in (17, 40, 71):
