@@ -73,10 +73,10 @@ def assert_matches_reference(q, k, v, *, causal, scale=None, config=SMALL):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("head_dim", [16, 64, 80, 128, 256], ids=lambda d: f"d{d}")
+@pytest.mark.parametrize("head_dim", [16, 64, 80, 128, 192, 256], ids=lambda d: f"d{d}")
 def test_head_dims_and_dtypes(head_dim, dtype, device, kernel_path):
-    """Every dtype at every head dim, including 80 (padded to 128 inside the kernel)."""
-    config = TileConfig(16, 16, 4, 1) if head_dim == 256 else SMALL
+    """Every dtype at every head dim, including 80 and 192 (padded inside the kernel)."""
+    config = TileConfig(16, 16, 4, 1) if head_dim > 128 else SMALL
     q, k, v = make_qkv(1, 2, 2, 37, 45, head_dim, dtype, device)
     assert_matches_reference(q, k, v, causal=True, config=config)
 
@@ -195,10 +195,10 @@ def test_empty_batch(device):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
-@pytest.mark.parametrize("head_dim", [64, 80, 128, 256], ids=lambda d: f"d{d}")
+@pytest.mark.parametrize("head_dim", [64, 80, 96, 128, 192, 256], ids=lambda d: f"d{d}")
 def test_forward_bf16_gpu(head_dim, causal, kernel_path):
     """Real bf16 tensor-core dots (the interpreter can only check the upcast rendering)."""
-    config = TileConfig(64, 32, 4, 2) if head_dim == 256 else TileConfig(64, 64, 4, 2)
+    config = TileConfig(64, 32, 4, 2) if head_dim > 128 else TileConfig(64, 64, 4, 2)
     for sq, sk in [(1, 37), (127, 127), (501, 263), (263, 501)]:
         q, k, v = make_qkv(2, 4, 2, sq, sk, head_dim, torch.bfloat16, "cuda")
         assert_matches_reference(q, k, v, causal=causal, config=config)
