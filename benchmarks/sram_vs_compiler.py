@@ -110,18 +110,39 @@ def compile_kernel(spec: KernelSpec, kernel_name: str, cfg: TileConfig, cap: int
     return int(compiled.metadata.shared)
 
 
+_LOADED_HASHES: dict[str, str] = {}
+
+
+def _fresh_template(direction: str) -> str:
+    """The current template's hash; drops codegen's in-process module cache when the file changed
+    since this worker last rendered it (templates are edited while long sweeps run)."""
+    from flashgen import codegen
+
+    digest = template_hash(direction)
+    if _LOADED_HASHES.get(direction, digest) != digest:
+        codegen._load.cache_clear()
+    _LOADED_HASHES[direction] = digest
+    return digest
+
+
 def compile_job(job: tuple) -> tuple[tuple, dict]:
-    """Pool worker: bytes of every kernel of one (spec, config, target)."""
+    """Pool worker: bytes of every kernel of one (spec, config, target), and the hash of the
+    template they were rendered from (a rendering race with an edit only mislabels one result)."""
     spec_t, cfg_t, cap = job
     spec, cfg = KernelSpec(*spec_t), TileConfig(*cfg_t)
     t0 = time.time()
+    digest = _fresh_template(spec.direction)
     try:
         names = KERNELS[spec.direction] + (HOPPER_EXTRA[spec.direction] if cap >= 90 else ())
         per = {name: compile_kernel(spec, name, cfg, cap) for name in names}
-        return job, {"per_kernel": per, "secs": round(time.time() - t0, 2)}
+        result = {"per_kernel": per, "secs": round(time.time() - t0, 2)}
     except Exception as exc:  # a compile failure is a result to record, not a crash
         error = f"{type(exc).__name__}: {str(exc)[:300]}"
-        return job, {"error": error, "secs": round(time.time() - t0, 2)}
+        result = {"error": error, "secs": round(time.time() - t0, 2)}
+    if template_hash(spec.direction) != digest:
+        result["template_changed"] = True
+    result["template"] = digest
+    return job, result
 
 
 def template_hash(direction: str) -> str:
@@ -129,8 +150,11 @@ def template_hash(direction: str) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()[:12]
 
 
-def cache_key(version: str, cap: int, spec: KernelSpec, cfg: TileConfig) -> str:
-    return f"{version}|sm{cap}|{spec.uri()}|{cfg.short()}|{template_hash(spec.direction)}"
+def cache_key(
+    version: str, cap: int, spec: KernelSpec, cfg: TileConfig, digest: str | None = None
+) -> str:
+    digest = digest or template_hash(spec.direction)
+    return f"{version}|sm{cap}|{spec.uri()}|{cfg.short()}|{digest}"
 
 
 def _variant(head_dim: int, direction: str, cfg: TileConfig) -> tuple[str, bool]:
@@ -200,7 +224,8 @@ def run_sweep(args, version: str) -> None:
         for fut in as_completed(futures):
             job, result = fut.result()
             spec, cfg = KernelSpec(*job[0]), TileConfig(*job[1])
-            cache[cache_key(version, job[2], spec, cfg)] = result
+            if not result.get("template_changed"):
+                cache[cache_key(version, job[2], spec, cfg, result["template"])] = result
             done += 1
             if done % 10 == 0 or done == len(todo):
                 _write_json(cache_path, cache)

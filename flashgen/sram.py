@@ -14,8 +14,10 @@ kernels, checked against the real compiler (benchmarks/sram_vs_compiler.py, test
 - mma v2 reuses the first product's register layout for P only when the warps tile the rows
   (block_m >= block_d); otherwise P is staged through shared memory for the second product.
 - A small per-row scratch for reductions (measured +512 B at block_m 64, fp32).
-- Triton before 3.9 stages another 4 KB per warp in the forward kernel (measured with 3.6, the
-  H200 machine's version); the model reads the installed Triton's version from its metadata.
+- Triton 3.6 (the H200 machine's) and 3.9 (CI's) allocate the same for the current templates
+  (benchmarks/SRAM.md). An earlier forward template cost 3.6 another 4 KB per warp (pointer
+  tensors carried from one loop into the next changed layout through shared memory); the
+  template now builds fresh pointers. The comparison script is the guard against such drift.
 
 Everything here is pure and cheap except `current_device()`, which reads the CUDA device once.
 Public interface (the cross-room contract): DeviceLimits, KNOWN_GPUS, current_device,
@@ -179,9 +181,7 @@ class _LoopKernel:
     """The shape every flashgen kernel has: `resident` [rows, D] tiles loaded once; a loop whose
     step loads `loop_tiles` [loop_rows, D] tiles (and `loop_vectors` fp32 vectors of loop_rows);
     chained products through a [rows, loop_rows] intermediate; `unpipelined` of the loop tiles
-    live at once when nothing is pipelined (1 when the second tile reuses the first's buffer).
-    `warp_scratch`: Triton before 3.9 stages 4 KB per warp in the forward (measured with 3.6 on
-    sm_80 and sm_90, 2 to 8 warps; 3.9 does not), which also covers the P staging there."""
+    live at once when nothing is pipelined (1 when the second tile reuses the first's buffer)."""
 
     name: str
     rows: int
@@ -190,7 +190,6 @@ class _LoopKernel:
     loop_tiles: int
     unpipelined: int
     loop_vectors: int
-    warp_scratch: bool
 
 
 def _kernels(
@@ -199,18 +198,18 @@ def _kernels(
     bm, bn = cfg.block_m, cfg.block_n
     if spec.direction == "fwd":
         # Q resident; K then V per key step (V may take K's buffer when not pipelined).
-        pointer = _LoopKernel("attn_fwd", bm, bn, 1, 2, 1, 0, True)
+        pointer = _LoopKernel("attn_fwd", bm, bn, 1, 2, 1, 0)
         if capability[0] < _TMA_MAJOR:
             return (pointer,)
         # Hopper runs the TMA kernel when the tensors allow it and falls back to the pointer
-        # kernel otherwise, so both must fit. The TMA kernel has no per-warp scratch (3.6, 3.9);
-        # its barriers (8 B to 1 KB) are inside the row scratch term.
-        return (pointer, _LoopKernel("attn_fwd_tma", bm, bn, 1, 2, 1, 0, False))
+        # kernel otherwise, so both must fit. The TMA kernel's barriers (8 B to 1 KB) are inside
+        # the scratch term.
+        return (pointer, _LoopKernel("attn_fwd_tma", bm, bn, 1, 2, 1, 0))
     # dK/dV keeps K, V ([block_n, D]) and walks Q, dO (+ lse, delta) per query block;
     # dQ keeps Q, dO and walks K, V. One config serves both: fits() budgets the larger.
     return (
-        _LoopKernel("attn_bwd_dkdv", bn, bm, 2, 2, 2, 2, False),
-        _LoopKernel("attn_bwd_dq", bm, bn, 2, 2, 2, 0, False),
+        _LoopKernel("attn_bwd_dkdv", bn, bm, 2, 2, 2, 2),
+        _LoopKernel("attn_bwd_dq", bm, bn, 2, 2, 2, 0),
     )
 
 
@@ -220,7 +219,6 @@ def _loop_kernel_bytes(
     block_d: int,
     elem: int,
     cfg: TileConfig,
-    triton_version: tuple[int, int],
 ) -> int:
     v3 = _uses_mma_v3(capability, k.rows, cfg.num_warps)
     tile = k.loop_rows * block_d * elem
@@ -230,41 +228,20 @@ def _loop_kernel_bytes(
     )
     resident = k.resident * k.rows * block_d * elem
     staged_p = 0 if v3 or k.rows >= block_d else k.rows * k.loop_rows * elem
-    if k.warp_scratch and triton_version < _NEW_ALLOCATOR:
-        staged_p = max(staged_p, 4096 * cfg.num_warps)
     # Barriers and layout-conversion scratch for row statistics (seen: 8 B to 2 KB).
     scratch = 1024 + 4 * (k.rows + k.loop_rows)
     return loop + resident + staged_p + scratch
-
-
-# The first Triton whose forward allocation the model was fitted without the per-warp scratch.
-_NEW_ALLOCATOR = (3, 9)
-
-
-@functools.lru_cache(maxsize=1)
-def installed_triton() -> tuple[int, int]:
-    """(major, minor) of the installed Triton, read from package metadata (no import). Unknown or
-    absent: (0, 0), which the model treats like the oldest (largest) allocation."""
-    from importlib import metadata
-
-    try:
-        parts = metadata.version("triton").split(".")
-        return int(parts[0]), int(re.match(r"\d+", parts[1]).group())  # type: ignore[union-attr]
-    except Exception:
-        return (0, 0)
 
 
 def kernel_bytes(
     spec: KernelSpec,
     cfg: TileConfig,
     capability: tuple[int, int],
-    triton_version: tuple[int, int] | None = None,
 ) -> dict[str, int]:
     """Estimated shared bytes per generated kernel (the comparison script checks each one)."""
-    version = installed_triton() if triton_version is None else triton_version
     elem = _ELEM_BYTES[spec.dtype]
     return {
-        k.name: _loop_kernel_bytes(k, capability, spec.block_d, elem, cfg, version)
+        k.name: _loop_kernel_bytes(k, capability, spec.block_d, elem, cfg)
         for k in _kernels(spec, cfg, capability)
     }
 
@@ -277,16 +254,14 @@ def smem_bytes(
     spec: KernelSpec,
     cfg: TileConfig,
     capability: tuple[int, int] | None = None,
-    triton_version: tuple[int, int] | None = None,
 ) -> int:
-    """Estimated shared-memory bytes of the kernel(s) for (spec, cfg) on `capability`, as the
-    installed Triton (or `triton_version`) allocates them.
+    """Estimated shared-memory bytes of the kernel(s) for (spec, cfg) on `capability`.
 
     capability=None gives the largest over the compiler paths (Hopper wgmma and Ampere mma), so a
     config within that budget fits on any GPU with that much opt-in shared memory.
     """
     caps = _PLANNING_CAPABILITIES if capability is None else ((capability[0], capability[1]),)
-    return max(max(kernel_bytes(spec, cfg, cap, triton_version).values()) for cap in caps)
+    return max(max(kernel_bytes(spec, cfg, cap).values()) for cap in caps)
 
 
 def reg_estimate(spec: KernelSpec, cfg: TileConfig) -> int:
@@ -310,8 +285,6 @@ def fits(
     spec: KernelSpec,
     cfg: TileConfig,
     device: DeviceLimits,
-    triton_version: tuple[int, int] | None = None,
 ) -> bool:
-    """True when the model says (spec, cfg) launches within `device`'s shared-memory limit
-    (with the installed Triton, or `triton_version`)."""
-    return smem_bytes(spec, cfg, device.capability, triton_version) <= device.smem_optin_bytes
+    """True when the model says (spec, cfg) launches within `device`'s shared-memory limit."""
+    return smem_bytes(spec, cfg, device.capability) <= device.smem_optin_bytes
