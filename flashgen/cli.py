@@ -27,7 +27,10 @@ def build_parser() -> argparse.ArgumentParser:
     for name, (module_name, help_text) in SUBCOMMANDS.items():
         module = importlib.import_module(module_name)
         sub_parser = sub.add_parser(
-            name, help=help_text, description=(module.__doc__ or help_text).strip()
+            name,
+            help=help_text,
+            description=(module.__doc__ or help_text).strip(),
+            formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         module.add_arguments(sub_parser)
         sub_parser.set_defaults(_run=module.run)
