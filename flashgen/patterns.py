@@ -543,17 +543,14 @@ def match_softmax(sm: fx.Node, values: _Values) -> Match | None:
     problems: list[str] = []
     interior: list[fx.Node] = [sm]
     terms: list[Any] = []
-    mask_node: fx.Node | None = None
-    fill: Any = None
+    masks: list[tuple[str, Any, Any]] = []
     x = sm.args[0] if sm.args else sm.kwargs.get("input")
     # Up: casts, masked_fill, scale and (refused) additive masks, in any order.
     while isinstance(x, fx.Node):
         if _is_float32_cast(x):
             nxt = x.args[0]
         elif _is_fn(x, _MASKED_FILL_FNS, ("masked_fill", "masked_fill_")):
-            if mask_node is not None:
-                problems.append("more than one masked_fill on the scores")
-            mask_node, fill = _arg(x, 1, "mask"), _arg(x, 2, "value")
+            masks.append(("masked_fill", _arg(x, 1, "mask"), _arg(x, 2, "value")))
             nxt = x.args[0]
         elif _is_fn(x, _MUL_FNS | _DIV_FNS, ("mul", "div", "mul_", "div_")):
             try:
@@ -564,15 +561,22 @@ def match_softmax(sm: fx.Node, values: _Values) -> Match | None:
             if got is None:
                 return None
             nxt = got
-        elif _is_fn(x, _ADD_FNS, ("add", "add_", "sub", "sub_")):
+        elif _is_fn(x, _ADD_FNS, ("add", "add_")) and len(x.args) == 2 and not x.kwargs:
             tensors = [a for a in x.args[:2] if isinstance(a, fx.Node) and _is_tensor_node(a)]
             if len(tensors) != 2:
                 return None
-            problems.append(
-                "additive attn_mask is not supported: only causal masks are (use "
-                "is_causal=True or a tril buffer with masked_fill); left to Inductor"
-            )
             nxt = tensors[1] if _leads_to_product(tensors[1]) else tensors[0]
+            masks.append(("add", tensors[0] if nxt is tensors[1] else tensors[1], None))
+        elif _is_fn(x, {torch.where}, ("where",)) and len(x.args) == 3 and not x.kwargs:
+            cond, a, b = x.args
+            if _leads_to_product(a) and not _is_tensor_node(b):
+                nxt = a
+                masks.append(("where_keep", cond, b))
+            elif _leads_to_product(b) and not _is_tensor_node(a):
+                nxt = b
+                masks.append(("where_mask", cond, a))
+            else:
+                return None
         else:
             break
         interior.append(x)
@@ -644,33 +648,59 @@ def match_softmax(sm: fx.Node, values: _Values) -> Match | None:
         k = peel_scale(k_side, terms)
 
     causal = False
-    if mask_node is not None:
-        if not isinstance(fill, (int, float)) or fill > _NEAR_NEG_INF:
-            problems.append(
-                f"masked_fill value {fill!r} is not -inf (or finfo.min); only causal masks "
-                "filled with -inf are supported"
-            )
-        elif isinstance(mask_node, fx.Node):
-            try:
-                mask = eval_mask(mask_node, values)
-                se = _ev(x)
-                tq, tk = _hint(se.shape[-2]), _hint(se.shape[-1])
-                if is_causal_mask(mask, tq, tk, keep=False):
-                    causal = True
-                else:
-                    problems.append(
-                        "the masked_fill mask is not causal (only the lower-triangular "
-                        "causal mask is supported; padding/arbitrary masks are left to Inductor)"
-                    )
-            except Skip as e:
-                problems.append(str(e))
-        else:
-            problems.append("masked_fill with a non-tensor mask")
+    if len(masks) > 1:
+        problems.append("more than one mask is applied to the scores; only one causal mask is")
+    elif masks:
+        try:
+            causal = _check_causal(masks[0], x, values)
+        except Skip as e:
+            problems.append(str(e))
     m = Match(site, q, k, v, out, causal, terms, interior=interior)
     m.three_d = kind == "bmm" or _ev(q).dim() == 3
     if problems:
         raise Skip(problems[0])
     return m
+
+
+def _check_causal(mask: tuple[str, Any, Any], scores: fx.Node, values: _Values) -> bool:
+    """True if the one mask on the scores is exactly causal; Skip (with the reason) if not."""
+    how, mask_node, fill = mask
+    if how == "add":
+        unsupported = (
+            "additive attn_mask is not supported: only causal masks are (use is_causal=True "
+            "or a tril buffer with masked_fill); left to Inductor"
+        )
+    else:
+        unsupported = (
+            "the mask is not causal (only the lower-triangular causal mask is supported; "
+            "padding/arbitrary masks are left to Inductor)"
+        )
+    if how != "add" and (not isinstance(fill, (int, float)) or fill > _NEAR_NEG_INF):
+        raise Skip(
+            f"masked value {fill!r} is not -inf (or finfo.min); only causal masks filled with "
+            "-inf are supported"
+        )
+    if not isinstance(mask_node, fx.Node):
+        raise Skip(unsupported)
+    se = _ev(scores)
+    if not _known_eq(se.shape[-2], se.shape[-1]):
+        # A mask slice proven causal for one (Tq, Tk) may not be for another pair the same
+        # graph sees later; SDPA's is_causal has no such problem.
+        raise Skip(
+            "a causal mask with query and key lengths that may differ is not supported "
+            "(use F.scaled_dot_product_attention(is_causal=True))"
+        )
+    try:
+        value = eval_mask(mask_node, values)
+    except Skip as e:
+        raise Skip(unsupported + f" ({e})" if how == "add" else str(e)) from e
+    tq, tk = _hint(se.shape[-2]), _hint(se.shape[-1])
+    keep = how in ("add", "where_keep")
+    if how == "add" and not value.is_floating_point():
+        raise Skip(unsupported)
+    if not is_causal_mask(value, tq, tk, keep=keep):
+        raise Skip(unsupported)
+    return True
 
 
 def match_sdpa(n: fx.Node, values: _Values) -> Match:

@@ -98,6 +98,26 @@ def causal_triu_inline(q, k, v):
     return s.softmax(-1) @ v
 
 
+def where_causal(q, k, v):
+    t = q.size(-2)
+    keep = torch.ones(t, t, dtype=torch.bool, device=q.device).tril()
+    s = torch.where(keep, (q @ k.transpose(-2, -1)) * SCALE, float("-inf"))
+    return s.softmax(-1) @ v
+
+
+class AdditiveCausalBuffer(nn.Module):
+    """HF-style additive causal mask: 0 on and below the diagonal, -inf above it."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("mask", torch.full((64, 64), float("-inf")).triu(1))
+
+    def forward(self, q, k, v):
+        t = q.size(-2)
+        s = (q @ k.transpose(-2, -1)) * SCALE + self.mask[:t, :t]
+        return s.softmax(-1) @ v
+
+
 def gqa_repeat_interleave(q, k, v):
     n = q.size(1) // k.size(1)
     k, v = k.repeat_interleave(n, dim=1), v.repeat_interleave(n, dim=1)
@@ -157,6 +177,8 @@ REPLACED = [
     ("dropout_p0", dropout_p0, {}),
     ("causal_tril_buffer", lambda: TrilBufferCausal().eval(), {}),
     ("causal_triu_inline", causal_triu_inline, {}),
+    ("where_causal", where_causal, {}),
+    ("additive_causal_buffer", lambda: AdditiveCausalBuffer(), {}),
     ("gqa_repeat_interleave", gqa_repeat_interleave, {"hkv": HKV}),
     ("gqa_expand_reshape", gqa_expand_reshape, {"hkv": HKV}),
 ]
@@ -286,6 +308,20 @@ def test_unsupported_site_is_skipped_with_reason(entry):
     compiled = torch.compile(model, backend=backend(fallback="aot_eager"))
     got, want = compiled(q, k, v, mask), model(q, k, v, mask)
     torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+
+
+def test_mask_with_unequal_query_and_key_lengths_is_skipped():
+    bias = torch.tril(torch.ones(64, 64))
+
+    def cross(q, k, v):
+        tq, tk = q.size(-2), k.size(-2)
+        s = (q @ k.transpose(-2, -1)) * SCALE
+        return s.masked_fill(bias[:tq, :tk] == 0, float("-inf")).softmax(-1) @ v
+
+    q = torch.randn(B, H, 9, D)
+    k, v = torch.randn(B, H, 13, D), torch.randn(B, H, 13, D)
+    report = flashgen.explain(cross, q, k, v)
+    assert report.replaced == 0 and "lengths that may differ" in report.skipped[0].reason
 
 
 def test_unsupported_head_dim_is_skipped_with_kernel_reason():
