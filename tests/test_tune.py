@@ -417,7 +417,11 @@ def test_ctrl_c_on_the_cli_keeps_trials_and_exits_130(sqlite_url):
                 continue
             if seen >= 3:
                 break
-        assert seen >= 3 and proc.poll() is None, proc.stderr.read() if proc.poll() else seen
+        assert seen >= 3 and proc.poll() is None, (
+            seen,
+            proc.poll(),
+            proc.stderr.read() if proc.poll() is not None else "",
+        )
         proc.send_signal(signal.SIGINT)
         _out, err = proc.communicate(timeout=60)
     finally:
