@@ -146,6 +146,14 @@ def compile_job(job: tuple) -> tuple[tuple, dict]:
 
 
 def template_hash(direction: str) -> str:
+    """Hash of the template's code lines: edits to its comment header do not retire results."""
+    path = templates_dir() / f"attn_{direction}.py.jinja"
+    code = [ln for ln in path.read_text().splitlines() if not ln.lstrip().startswith("#")]
+    return hashlib.sha256("\n".join(code).encode()).hexdigest()[:12]
+
+
+def _full_file_hash(direction: str) -> str:
+    """The hash the first sweeps of this script used (whole file); still accepted as current."""
     path = templates_dir() / f"attn_{direction}.py.jinja"
     return hashlib.sha256(path.read_bytes()).hexdigest()[:12]
 
@@ -242,22 +250,24 @@ def run_sweep(args, version: str) -> None:
 
 
 def analyse(cache: dict) -> list[dict]:
-    """One row per (triton version, target, direction) over the current templates' results."""
-    hashes = {d: template_hash(d) for d in ("fwd", "bwd")}
+    """One row per (triton version, target, direction, template revision): "current" for the
+    templates in the checkout, "earlier" for results of revisions edited since (kept: they test
+    the same model on kernels of the same structure)."""
+    hashes = {d: {template_hash(d), _full_file_hash(d)} for d in ("fwd", "bwd")}
     cells: dict[tuple, dict] = {}
     variants: dict[tuple, set] = {}
     for key, result in cache.items():
         version, target, uri, short, thash = key.split("|")
         spec = KernelSpec.from_uri(uri)
-        if thash != hashes[spec.direction]:
-            continue
+        revision = "current" if thash in hashes[spec.direction] else "earlier"
         cap = int(target[2:])
         cfg = TileConfig(*(int(x.lstrip("ws")) for x in short.strip("()").split(",")))
         device = sram.KNOWN_GPUS[TARGET_DEVICE[cap]]
         cell = cells.setdefault(
-            (version, cap, spec.direction),
+            (version, cap, spec.direction, revision),
             {
                 "triton": version,
+                "templates": revision,
                 "target": f"sm_{cap}",
                 "device": device.name,
                 "limit": device.smem_optin_bytes,
@@ -292,13 +302,19 @@ def analyse(cache: dict) -> list[dict]:
             cell["false_admits"].append(row)
         if really_fits and not model_fits:
             cell["false_rejects"].append(row)
-        variants.setdefault((version, cap, spec.head_dim, spec.direction, short), set()).add(actual)
+        variants.setdefault((version, cap, spec.head_dim, spec.direction, short, thash), set()).add(
+            actual
+        )
     rows = []
-    for (version, cap, direction), cell in sorted(cells.items()):
+    for (version, cap, direction, revision), cell in sorted(cells.items()):
         errs = cell.pop("errors")
         kerrs = cell.pop("kernel_errors")
         spot = [
-            v for k, v in variants.items() if k[0] == version and k[1] == cap and k[3] == direction
+            v
+            for k, v in variants.items()
+            if k[:2] == (version, cap)
+            and k[3] == direction
+            and (k[5] in hashes[direction]) == (revision == "current")
         ]
         cell.update(
             head_dims=sorted(cell["head_dims"]),
@@ -327,13 +343,14 @@ def _git(*args: str) -> str:
 
 def markdown(rows: list[dict], command: str) -> str:
     lines = [
-        "| Triton | target (limit, bytes) | dir | configs compiled | fit (compiler) | false admits "
+        "| Triton | target (limit, bytes) | dir | templates | configs compiled | fit (compiler) | false admits "
         "| false rejects (% of fit) | max over (B) | mean over (B) | max under (B) | variant mismatches |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
             f"| {r['triton']} | {r['target']} ({r['device']}, {r['limit']:,}) | {r['direction']} "
+            f"| {r['templates']} "
             f"| {r['configs']} | {r['fit']} | {len(r['false_admits'])} "
             f"| {len(r['false_rejects'])} ({r['false_reject_pct']}%) | {r['max_over']:,} "
             f"| {r['mean_error']:,} | {r['max_under']:,} | {r['variant_mismatch']} |"
