@@ -91,7 +91,12 @@ def _evaluator(args, device):
 
     if args.cpu_smoke:
         return ModelledEvaluator(device)
-    return MeasuredEvaluator(compile_workers=args.compile_workers, compile_timeout_s=60)
+    return MeasuredEvaluator(
+        compile_workers=args.compile_workers,
+        compile_timeout_s=60,
+        warmup=args.warmup_ms,
+        rep=args.rep_ms,
+    )
 
 
 def _cfg(c) -> list[int]:
@@ -243,6 +248,7 @@ def _spawn(method: str, args, out: Path, time_left: float, search_json: Path | N
     cmd += ["--time-left", f"{time_left:.0f}", "--compile-workers", str(args.compile_workers)]
     cmd += ["--trial-fraction", str(args.trial_fraction), "--patience", str(args.patience)]
     cmd += ["--lookahead", str(args.lookahead), "--seed", str(args.seed)]
+    cmd += ["--warmup-ms", str(args.warmup_ms), "--rep-ms", str(args.rep_ms)]
     if search_json is not None:
         cmd += ["--search-json", str(search_json)]
     if args.cpu_smoke:
@@ -329,7 +335,7 @@ def main(argv=None) -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--out", default=os.environ.get("OUT", "out"), help="output folder")
-    parser.add_argument("--budget-s", type=float, default=450, help="total time budget (s)")
+    parser.add_argument("--budget-s", type=float, default=420, help="total time budget (s)")
     parser.add_argument(
         "--compile-workers", type=int, default=max(1, min(12, (os.cpu_count() or 4) - 2))
     )
@@ -341,6 +347,8 @@ def main(argv=None) -> int:
         "--lookahead", type=int, default=0, help="candidates compiled ahead (0: compile workers)"
     )
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--warmup-ms", type=int, default=10, help="do_bench warmup (both methods)")
+    parser.add_argument("--rep-ms", type=int, default=50, help="do_bench rep (both methods)")
     parser.add_argument("--cpu-smoke", action="store_true", help="test the script without a GPU")
     parser.add_argument("--child", choices=("grid", "search"), help=argparse.SUPPRESS)
     parser.add_argument("--child-json", help=argparse.SUPPRESS)
