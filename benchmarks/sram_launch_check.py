@@ -78,7 +78,6 @@ def _is_oor(exc: BaseException) -> bool:
 
 def launch(spec: KernelSpec, cfg: TileConfig, kernel: str, tensors: dict) -> dict:
     """Run one kernel of (spec, cfg); report whether it launched."""
-    import torch
 
     from flashgen import bwd, fwd
 
@@ -94,10 +93,10 @@ def launch(spec: KernelSpec, cfg: TileConfig, kernel: str, tensors: dict) -> dic
                 do, q, k, v, out, lse, causal=spec.causal, scale=q.shape[-1] ** -0.5,
                 config=cfg, needs=needs,
             )  # fmt: skip
-        torch.cuda.synchronize()
+        _sync(q)
         return {"launched": True, "secs": round(time.time() - t0, 2)}
     except Exception as exc:
-        torch.cuda.synchronize()
+        _sync(q)
         return {
             "launched": False,
             "out_of_resources": _is_oor(exc),
@@ -108,16 +107,23 @@ def launch(spec: KernelSpec, cfg: TileConfig, kernel: str, tensors: dict) -> dic
         os.environ.pop("FLASHGEN_FWD_TMA", None)
 
 
-def make_tensors(spec: KernelSpec, seq: int = 512) -> dict:
+def _sync(t) -> None:
+    import torch
+
+    if t.is_cuda:
+        torch.cuda.synchronize()
+
+
+def make_tensors(spec: KernelSpec, seq: int = 512, device: str = "cuda") -> dict:
     import torch
 
     from flashgen import fwd
 
-    gen = torch.Generator(device="cuda").manual_seed(0)
+    gen = torch.Generator(device=device).manual_seed(0)
     shape = (1, 2, seq, spec.head_dim)
-    q, k, v, do = (
-        torch.randn(shape, device="cuda", dtype=torch.bfloat16, generator=gen) for _ in range(4)
-    )
+    # bf16 on the GPU; the CPU interpreter (--smoke) cannot do bf16 dots, so fp16 there.
+    dtype = torch.bfloat16 if device == "cuda" else torch.float16
+    q, k, v, do = (torch.randn(shape, device=device, dtype=dtype, generator=gen) for _ in range(4))
     out, lse = fwd.forward(q, k, v, causal=spec.causal, scale=None, config=space.safe_config(spec))
     return {"q": q, "k": k, "v": v, "do": do, "out": out, "lse": lse}
 
@@ -127,7 +133,12 @@ def main(argv=None) -> int:
     parser.add_argument("--budget-s", type=float, default=150.0)
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--plan", action="store_true", help="print the sample and exit (no GPU)")
+    parser.add_argument(
+        "--smoke", action="store_true", help="CPU interpreter, one small config per spec"
+    )
     args = parser.parse_args(argv)
+    if args.smoke:
+        os.environ["TRITON_INTERPRET"] = "1"
     if args.plan:
         device = sram.current_device()
         for spec, cfgs, kernels in plan(device):
@@ -136,14 +147,17 @@ def main(argv=None) -> int:
     import torch
     import triton
 
-    if not torch.cuda.is_available():
-        print("needs a CUDA GPU", file=sys.stderr)
+    if not torch.cuda.is_available() and not args.smoke:
+        print("needs a CUDA GPU (or --smoke)", file=sys.stderr)
         return 2
     device = sram.current_device()
+    where = "cpu" if args.smoke else "cuda"
     out_path = args.out or Path(os.environ.get("OUT", ".")) / "sram_launch_check.json"
     rows: list[dict] = []
     deadline = time.time() + args.budget_s
     jobs = plan(device)
+    if args.smoke:
+        jobs = [(spec, [TileConfig(16, 16, 2, 1)], kernels) for spec, _, kernels in jobs[:2]]
     # Round-robin over specs so a spent budget still leaves every spec sampled.
     depth = max(len(cfgs) for _, cfgs, _ in jobs)
     tensors: dict[KernelSpec, dict] = {}
@@ -157,7 +171,9 @@ def main(argv=None) -> int:
                 continue
             cfg = cfgs[n]
             if spec.with_direction("fwd") not in tensors:
-                tensors[spec.with_direction("fwd")] = make_tensors(spec.with_direction("fwd"))
+                fwd_spec = spec.with_direction("fwd")
+                seq = 32 if args.smoke else 512
+                tensors[fwd_spec] = make_tensors(fwd_spec, seq, where)
             per_model = sram.kernel_bytes(spec, cfg, device.capability)
             for kernel in kernels:
                 result = launch(spec, cfg, kernel, tensors[spec.with_direction("fwd")])
