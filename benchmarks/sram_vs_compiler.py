@@ -211,19 +211,28 @@ def _write_json(path: Path, data) -> None:
     os.replace(tmp, path)
 
 
+def _cached(cache: dict, version: str, job: tuple) -> bool:
+    spec, cfg = KernelSpec(*job[0]), TileConfig(*job[1])
+    digests = (template_hash(spec.direction), _full_file_hash(spec.direction))
+    return any(cache_key(version, job[2], spec, cfg, d) in cache for d in digests)
+
+
 def run_sweep(args, version: str) -> None:
     cache_path = args.out / "cache.json"
     cache = json.loads(cache_path.read_text()) if cache_path.exists() else {}
     jobs = plan(
         args.targets, args.per_cell, args.band_cap, args.spot_check, args.seed, args.directions
     )
-    todo = [
-        j
-        for j in jobs
-        if cache_key(version, j[2], KernelSpec(*j[0]), TileConfig(*j[1])) not in cache
-    ]
-    # Cheap first: forward and small tiles, so a time-limited run covers the most configs.
-    todo.sort(key=lambda j: (j[0][3] == "bwd", j[1][0] * j[1][1] * j[0][0]))
+    todo = [j for j in jobs if not _cached(cache, version, j)]
+    # Round-robin over the cells (target, direction, head dim), each in plan order (band
+    # nearest the limit first), so a time-limited run still covers every cell.
+    rank: dict[tuple, int] = {}
+    order = []
+    for j in todo:
+        cell = (j[2], j[0][3], j[0][0])
+        order.append((rank.get(cell, 0), j))
+        rank[cell] = rank.get(cell, 0) + 1
+    todo = [j for _, j in sorted(order, key=lambda pair: pair[0])]
     print(f"triton {version}: {len(jobs)} planned, {len(todo)} to compile", flush=True)
     deadline = time.time() + args.budget_s
     done = 0
