@@ -174,9 +174,12 @@ def run(args: argparse.Namespace) -> int:
     opts = _resolve(args, gpu)
     if opts["trials"] < 1:
         raise ValueError("--trials must be >= 1")
-    from .db import connect
+    from .db import DatabaseError, connect
 
-    db = connect(args.db)
+    try:
+        db = connect(args.db)
+    except DatabaseError as exc:  # a clear one-line error, not a traceback (cli.py prints it)
+        raise ValueError(str(exc)) from None
     from .search import open_storage
 
     open_storage(db, workers=args.workers)  # refuses several workers on SQLite, early
@@ -196,9 +199,12 @@ def run(args: argparse.Namespace) -> int:
             "records are stored as modelled (a GPU measurement replaces them).",
             file=sys.stderr,
         )
+    from .sram import current_device
+
+    kind = "measured on" if gpu else "modelled for"
     print(
         f"flashgen tune: {len(tasks)} spec x bucket tasks, up to {opts['trials']} trials each, "
-        f"into {db.url_safe}",
+        f"{kind} {current_device().name}, into {db.url_safe}",
         file=sys.stderr,
     )
     if args.workers > 1:
