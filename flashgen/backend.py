@@ -82,21 +82,22 @@ def backend(db: str | None = None, fallback: Any = "inductor", *, op: Any = None
     """A configured backend: `torch.compile(model, backend=flashgen.backend(db=url))`.
 
     db: tuning database URL for the run-time config lookup (default: FLASHGEN_DB_URL, else the
-    SQLite file in the cache dir). fallback: what compiles the rewritten graph ("inductor",
+    SQLite file in the cache dir); set process-wide (`flashgen.dispatch.set_db`) at the first
+    graph this backend compiles. fallback: what compiles the rewritten graph ("inductor",
     "eager", any registered backend name, or a backend callable). op: the callable inserted in
     place of attention (default `torch.ops.flashgen.attention.default`); it is called as
     op(q, k, v, causal, scale) and must be traceable by AOTAutograd (a custom op).
     """
     compile_rest = _resolve_fallback(fallback)
+    db_applied: list[str] = []
 
     def flashgen_compile(gm: Any, example_inputs: Sequence[Any]) -> Callable:
         global _graph_counter
-        if db is not None:
+        if db is not None and not db_applied:
             from . import dispatch
 
-            set_db = getattr(dispatch, "set_db", None)
-            if set_db is not None:
-                set_db(db)
+            dispatch.set_db(db)  # process-wide: the op's run-time lookup reads this database
+            db_applied.append(db)
         target = op if op is not None else default_op()
         _graph_counter += 1
         sites: list = []
@@ -117,7 +118,7 @@ def _log_summary(index: int, sites: list) -> None:
     detail = ", ".join(f"{k} x{n}" for k, n in sorted(kinds.items()))
     reasons = "; ".join(f"{s.location}: {s.reason}" for s in skipped)
     log.info(
-        "flashgen graph %d: %d attention site(s) found, %d replaced%s, %d skipped%s",
+        "graph %d: %d attention site(s) found, %d replaced%s, %d skipped%s",
         index,
         len(sites),
         len(replaced),

@@ -95,7 +95,7 @@ def _is_fn(n: Any, fns: set, methods: tuple[str, ...] = ()) -> bool:
     return n.op == "call_method" and n.target in methods
 
 
-def _arg(n: fx.Node, i: int, name: str, default: Any = None) -> Any:
+def _arg(n: Any, i: int, name: str, default: Any = None) -> Any:
     """Argument `name` (positional index i, counting the tensor self for methods)."""
     if len(n.args) > i:
         return n.args[i]
@@ -125,7 +125,7 @@ def _known_eq(a: Any, b: Any) -> bool:
     return bool(statically_known_true(a == b))
 
 
-def location(n: fx.Node) -> str:
+def location(n: Any) -> str:
     """`file.py:LINE in fn` of the user's source line that made node n, from Dynamo's meta."""
     trace = n.meta.get("stack_trace") or ""
     hits = re.findall(r'File "([^"]+)", line (\d+), in (\S+)', trace)
@@ -135,7 +135,7 @@ def location(n: fx.Node) -> str:
     return f"{path.rsplit('/', 1)[-1]}:{line} in {fn}"
 
 
-def _single_user(n: fx.Node, what: str) -> None:
+def _single_user(n: Any, what: str) -> None:
     if len(n.users) != 1:
         raise Skip(
             f"the {what} ({n.name}) is also used outside the attention; flashgen never "
@@ -184,7 +184,7 @@ def const_value(x: Any, allowed_symbols: set) -> float:
     )
 
 
-def _scalar_operand(n: fx.Node, chain: fx.Node) -> Any | None:
+def _scalar_operand(n: Any, chain: Any) -> Any | None:
     """For mul/div nodes: the operand that is not `chain`, if it is not a tensor."""
     others = [a for a in n.args[:2] if a is not chain]
     if len(others) != 1 or (len(n.args) > 2 or n.kwargs):
@@ -200,7 +200,7 @@ def _scalar_operand(n: fx.Node, chain: fx.Node) -> Any | None:
     return other
 
 
-def peel_one_scale(n: fx.Node, terms: list[Any]) -> fx.Node | None:
+def peel_one_scale(n: Any, terms: list[Any]) -> Any:
     """x if n is `x * c`, `c * x` or `x / c` (appending (c, +-1) to terms), else None."""
     if _is_fn(n, _MUL_FNS, ("mul", "mul_")):
         for x in n.args[:2]:
@@ -234,7 +234,7 @@ def peel_scale(n: Any, terms: list[Any]) -> Any:
 # ----------------------------------------------------------------------------- products
 
 
-def _transpose_base(b: fx.Node) -> fx.Node | None:
+def _transpose_base(b: Any) -> Any:
     """x if b is x with its last two dims swapped (transpose/mT/permute), else None."""
     if not isinstance(b, fx.Node):
         return None
@@ -255,7 +255,7 @@ def _transpose_base(b: fx.Node) -> fx.Node | None:
     return None
 
 
-def _einsum_parts(n: fx.Node) -> tuple[list[str], list[str], list[str], fx.Node, fx.Node] | None:
+def _einsum_parts(n: Any) -> tuple[list[str], list[str], list[str], Any, Any] | None:
     eq = n.args[0]
     ops = n.args[1:]
     if len(ops) == 1 and isinstance(ops[0], (list, tuple)):
@@ -273,7 +273,7 @@ def _einsum_parts(n: fx.Node) -> tuple[list[str], list[str], list[str], fx.Node,
     return toks(parts[0]), toks(parts[1]), toks(out), ops[0], ops[1]
 
 
-def split_scores_product(s: fx.Node) -> tuple[str, fx.Node, fx.Node, bool] | None:
+def split_scores_product(s: Any) -> tuple[str, Any, Any, bool] | None:
     """(kind, q_side, k_side, k_is_transposed_already) for S = Q K^T, else None."""
     if _is_fn(s, _MATMUL_FNS, ("matmul", "bmm")):
         kind = "bmm" if s.target in (torch.bmm, torch.Tensor.bmm, "bmm") else "matmul"
@@ -295,7 +295,7 @@ def split_scores_product(s: fx.Node) -> tuple[str, fx.Node, fx.Node, bool] | Non
     return None
 
 
-def split_value_product(o: fx.Node, p: fx.Node) -> fx.Node | None:
+def split_value_product(o: Any, p: Any) -> Any:
     """V if node o computes P @ V with P = p, else None."""
     if _is_fn(o, _MATMUL_FNS, ("matmul", "bmm")):
         return o.args[1] if o.args[0] is p else None
@@ -314,7 +314,7 @@ def split_value_product(o: fx.Node, p: fx.Node) -> fx.Node | None:
 # ----------------------------------------------------------------------------- GQA
 
 
-def _repeat_base(x: fx.Node) -> tuple[fx.Node, int]:
+def _repeat_base(x: Any) -> tuple[Any, int]:
     """(kv, n) if x is kv with each head repeated n times consecutively (dim 1), else (x, 1)."""
     if _is_fn(x, {torch.repeat_interleave, torch.Tensor.repeat_interleave}, ("repeat_interleave",)):
         reps, dim = _arg(x, 1, "repeats"), _arg(x, 2, "dim")
@@ -360,7 +360,7 @@ class _Values:
         phs = [n for n in gm.graph.nodes if n.op == "placeholder"]
         self.by_node = dict(zip(phs, example_inputs, strict=False))
 
-    def leaf(self, n: fx.Node) -> Any:
+    def leaf(self, n: Any) -> Any:
         if n.op == "get_attr":
             obj: Any = self.gm
             for part in str(n.target).split("."):
@@ -376,14 +376,14 @@ class _Values:
         return val
 
 
-def _is_buffer_placeholder(n: fx.Node) -> bool:
+def _is_buffer_placeholder(n: Any) -> bool:
     """True for module buffers/parameters that Dynamo lifted into graph inputs."""
     arg = n.meta.get("grapharg")
     name = arg.source.name if arg is not None and getattr(arg, "source", None) else ""
     return "_buffers[" in name or "_parameters[" in name or ".buffers" in name
 
 
-def _is_metadata(n: fx.Node) -> bool:
+def _is_metadata(n: Any) -> bool:
     if n.op == "call_method" and n.target in _METADATA_METHODS:
         return True
     return (
@@ -404,7 +404,7 @@ def _triangular(t: torch.Tensor) -> bool:
     return bool((nz == lower).all()) or bool((nz == ~lower).all())
 
 
-def eval_mask(mask: fx.Node, values: _Values) -> torch.Tensor:
+def eval_mask(mask: Any, values: _Values) -> torch.Tensor:
     """Evaluate the subgraph that builds `mask` on real values; refuse input-dependent masks.
 
     Leaves may be constants, sizes of any tensor, module buffers (which must themselves be
@@ -415,7 +415,7 @@ def eval_mask(mask: fx.Node, values: _Values) -> torch.Tensor:
     order: list[fx.Node] = []
     seen: set[fx.Node] = set()
 
-    def visit(n: fx.Node) -> None:
+    def visit(n: Any) -> None:
         if n in seen:
             return
         seen.add(n)
@@ -440,13 +440,14 @@ def eval_mask(mask: fx.Node, values: _Values) -> torch.Tensor:
         order.append(n)
 
     visit(mask)
-    env: dict[fx.Node, Any] = {}
+    env: dict[Any, Any] = {}
+    n: Any
     for n in order:
         if n.op in ("placeholder", "get_attr"):
             env[n] = values.leaf(n)
             continue
         if _is_metadata(n):
-            src = n.args[0]
+            src: Any = n.args[0]
             obj = env[src] if src in env else values.leaf(src) if src.op == "placeholder" else None
             if obj is None:
                 obj = _concrete_like(_ev(src))
@@ -516,11 +517,11 @@ def _leads_to_product(n: Any) -> bool:
     return False
 
 
-def _is_softmax(n: fx.Node) -> bool:
+def _is_softmax(n: Any) -> bool:
     return _is_fn(n, _SOFTMAX_FNS, ("softmax",))
 
 
-def _is_float32_cast(n: fx.Node) -> bool:
+def _is_float32_cast(n: Any) -> bool:
     """Casts an upcast may use; checked by dtype on the example values, not by spelling."""
     if not (n.op == "call_method" and n.target in _CAST_METHODS) and not (
         n.op == "call_function" and n.target in (torch.Tensor.float, torch.Tensor.to)
@@ -532,13 +533,13 @@ def _is_float32_cast(n: fx.Node) -> bool:
     return src.shape == dst.shape and src.device == dst.device and dst.is_floating_point()
 
 
-def _softmax_dim_ok(n: fx.Node) -> bool:
+def _softmax_dim_ok(n: Any) -> bool:
     dim = _arg(n, 1, "dim")
     nd = _ev(n).dim()
     return isinstance(dim, int) and dim % nd == nd - 1
 
 
-def match_softmax(sm: fx.Node, values: _Values) -> Match | None:
+def match_softmax(sm: Any, values: _Values) -> Match | None:
     """Walk up from a softmax to Q K^T and down to P V. None if this is not attention."""
     problems: list[str] = []
     interior: list[fx.Node] = [sm]
@@ -662,7 +663,7 @@ def match_softmax(sm: fx.Node, values: _Values) -> Match | None:
     return m
 
 
-def _check_causal(mask: tuple[str, Any, Any], scores: fx.Node, values: _Values) -> bool:
+def _check_causal(mask: tuple[str, Any, Any], scores: Any, values: _Values) -> bool:
     """True if the one mask on the scores is exactly causal; Skip (with the reason) if not."""
     how, mask_node, fill = mask
     if how == "add":
@@ -703,7 +704,7 @@ def _check_causal(mask: tuple[str, Any, Any], scores: fx.Node, values: _Values) 
     return True
 
 
-def match_sdpa(n: fx.Node, values: _Values) -> Match:
+def match_sdpa(n: Any, values: _Values) -> Match:
     """F.scaled_dot_product_attention: accepted with is_causal/scale/enable_gqa, no mask/dropout."""
     q, k, v = (_arg(n, i, name) for i, name in enumerate(("query", "key", "value")))
     mask = _arg(n, 3, "attn_mask")
@@ -737,9 +738,7 @@ def match_sdpa(n: fx.Node, values: _Values) -> Match:
                 f"left to Inductor{why}"
             )
         is_causal = True
-    terms = [] if scale is None else [(scale, 1)]
-    if scale is None:
-        terms = [None]
+    terms: list[Any] = [None] if scale is None else [(scale, 1)]
     m = Match(site, q, k, v, n, is_causal, terms, interior=[n])
     m.three_d = _ev(q).dim() == 3
     if not enable_gqa and not _known_eq(_ev(q).shape[-3], _ev(k).shape[-3]):
@@ -805,11 +804,11 @@ def check_match(m: Match) -> None:
         if term is None:
             scale *= 1.0 / math.sqrt(hd)
             continue
-        c, e = term
+        c, power = term
         val = const_value(c, syms)
-        if e < 0 and val == 0:
+        if power < 0 and val == 0:
             raise Skip("scores are divided by zero")
-        scale *= val if e > 0 else 1.0 / val
+        scale *= val if power > 0 else 1.0 / val
     if not m.scale_terms:
         scale = 1.0
     if not (scale > 0 and math.isfinite(scale)):
@@ -849,7 +848,7 @@ def rewrite(gm: fx.GraphModule, m: Match, op: Any) -> None:
     _erase_dead(g, dead)
 
 
-def _set_example_values(fm: Any, nodes: list[fx.Node]) -> None:
+def _set_example_values(fm: Any, nodes: list[Any]) -> None:
     """Recompute meta['example_value'] on the new nodes: Inductor's pre-grad passes read it."""
     if fm is None:
         return
@@ -936,7 +935,7 @@ def attention_pass(
     return sites
 
 
-def _kind_of(n: fx.Node, kind: str) -> str:
+def _kind_of(n: Any, kind: str) -> str:
     """Best-effort product kind for a skipped softmax site (for the report only)."""
     if kind == "sdpa":
         return kind

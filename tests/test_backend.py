@@ -186,9 +186,7 @@ def _compare(model, x, compile_backend="flashgen", expect_replaced=1, tol=2e-4):
     got.backward(grad)
     want.backward(grad)
     torch.testing.assert_close(x1.grad, x2.grad, atol=tol, rtol=tol)
-    for (name, p1), (_, p2) in zip(
-        comp.named_parameters(), eager.named_parameters(), strict=True
-    ):
+    for (name, p1), (_, p2) in zip(comp.named_parameters(), eager.named_parameters(), strict=True):
         torch.testing.assert_close(p1.grad, p2.grad, atol=tol, rtol=tol, msg=name)
 
 
@@ -326,7 +324,7 @@ def test_entry_point_works_without_importing_flashgen(tmp_path):
     assert proc.returncode == 0 and "OK" in proc.stdout, proc.stderr[-3000:]
 
 
-def test_configurable_backend_and_module_call():
+def test_configurable_backend_and_module_call(caplog):
     import flashgen.backend as backend_module
 
     # `flashgen.backend` is both the module and the factory: both spellings configure it.
@@ -340,5 +338,8 @@ def test_configurable_backend_and_module_call():
 
     q, k, v = (torch.randn(1, 2, 9, 16) for _ in range(3))
     torch._dynamo.reset()
-    out = torch.compile(f, backend=flashgen.backend(fallback="eager"))(q, k, v)
+    with caplog.at_level("INFO", logger="flashgen"):
+        out = torch.compile(f, backend=flashgen.backend(fallback="eager"))(q, k, v)
     torch.testing.assert_close(out, f(q, k, v), atol=1e-5, rtol=1e-5)
+    lines = [r.getMessage() for r in caplog.records if r.name == "flashgen"]
+    assert any("1 attention site(s) found, 1 replaced (sdpa x1), 0 skipped" in m for m in lines)
