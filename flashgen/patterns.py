@@ -511,7 +511,8 @@ def _leads_to_product(n: Any) -> bool:
         if split_scores_product(n) is not None:
             return True
         if _is_float32_cast(n) or _is_fn(n, _MUL_FNS | _DIV_FNS, ("mul", "div")):
-            n = n.args[0]
+            ins = [a for a in n.args[:2] if isinstance(a, fx.Node) and _is_tensor_node(a)]
+            n = ins[0] if len(ins) == 1 else None
             continue
         return False
     return False
@@ -558,7 +559,8 @@ def match_softmax(sm: Any, values: _Values) -> Match | None:
                 got = peel_one_scale(x, terms)
             except Skip as e:
                 problems.append(str(e))
-                got = next(a for a in x.args if isinstance(a, fx.Node) and _leads_to_product(a))
+                ins = [a for a in x.args[:2] if isinstance(a, fx.Node) and _leads_to_product(a)]
+                got = ins[0] if ins else None
             if got is None:
                 return None
             nxt = got

@@ -21,13 +21,15 @@ from flashgen.backend import backend
 
 B, H, HKV, T, D = 2, 4, 2, 37, 16
 SCALE = 1.0 / math.sqrt(D)
+# Like conftest's `device` fixture: the interpreter on CPU, the real kernels where CUDA exists.
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def _qkv(dtype=torch.float32, hkv=H, t=T, d=D, seed=0):
     g = torch.Generator().manual_seed(seed)
-    q = torch.randn(B, H, t, d, generator=g, dtype=torch.float32).to(dtype)
-    k = torch.randn(B, hkv, t, d, generator=g, dtype=torch.float32).to(dtype)
-    v = torch.randn(B, hkv, t, d, generator=g, dtype=torch.float32).to(dtype)
+    q = torch.randn(B, H, t, d, generator=g).to(DEVICE, dtype)
+    k = torch.randn(B, hkv, t, d, generator=g).to(DEVICE, dtype)
+    v = torch.randn(B, hkv, t, d, generator=g).to(DEVICE, dtype)
     return [x.requires_grad_() for x in (q, k, v)]
 
 
@@ -186,7 +188,7 @@ REPLACED = [
 
 def _model(entry):
     fn = entry[1]
-    return fn() if fn.__name__ == "<lambda>" else fn
+    return fn().to(DEVICE) if fn.__name__ == "<lambda>" else fn
 
 
 def _tol(dtype):
@@ -229,7 +231,7 @@ def test_explain_reports_gqa_causal_and_scale():
     (site,) = report.sites
     assert site.replaced and site.causal is False and site.gqa_group == H // HKV
     assert site.scale == pytest.approx(SCALE)
-    report = flashgen.explain(TrilBufferCausal().eval(), *_qkv())
+    report = flashgen.explain(TrilBufferCausal().to(DEVICE).eval(), *_qkv())
     (site,) = report.sites
     assert site.causal is True and site.scale == pytest.approx(1 / math.sqrt(D))
     text = str(report)
@@ -297,7 +299,9 @@ SKIPPED = [
 def test_unsupported_site_is_skipped_with_reason(entry):
     name, model, reason = entry
     q, k, v = _qkv()
-    mask = torch.randn(T, T)
+    mask = torch.randn(T, T, device=DEVICE)
+    if isinstance(model, nn.Module):
+        model.to(DEVICE)
     report = flashgen.explain(model, q, k, v, mask)
     assert (report.found, report.replaced) == (1, 0), str(report)
     assert reason in report.skipped[0].reason, str(report)
@@ -311,15 +315,15 @@ def test_unsupported_site_is_skipped_with_reason(entry):
 
 
 def test_mask_with_unequal_query_and_key_lengths_is_skipped():
-    bias = torch.tril(torch.ones(64, 64))
+    bias = torch.tril(torch.ones(64, 64, device=DEVICE))
 
     def cross(q, k, v):
         tq, tk = q.size(-2), k.size(-2)
         s = (q @ k.transpose(-2, -1)) * SCALE
         return s.masked_fill(bias[:tq, :tk] == 0, float("-inf")).softmax(-1) @ v
 
-    q = torch.randn(B, H, 9, D)
-    k, v = torch.randn(B, H, 13, D), torch.randn(B, H, 13, D)
+    q = torch.randn(B, H, 9, D, device=DEVICE)
+    k, v = (torch.randn(B, H, 13, D, device=DEVICE) for _ in range(2))
     report = flashgen.explain(cross, q, k, v)
     assert report.replaced == 0 and "lengths that may differ" in report.skipped[0].reason
 
