@@ -222,15 +222,15 @@ def _loop_kernel_bytes(
 ) -> int:
     v3 = _uses_mma_v3(capability, k.rows, cfg.num_warps)
     tile = k.loop_rows * block_d * elem
-    vectors = k.loop_vectors * k.loop_rows * 4
-    loop = _pipelined(
-        k.loop_tiles * tile + vectors, k.unpipelined * tile + vectors, cfg.num_stages, v3
-    )
+    loop = _pipelined(k.loop_tiles * tile, k.unpipelined * tile, cfg.num_stages, v3)
+    # The per-row fp32 vectors loaded each step (lse, delta) are buffered too; fitted to the
+    # compiler: (stages + 1) / 2 copies of each (seen 128 B to 2 KB).
+    vectors = k.loop_vectors * k.loop_rows * 4 * (cfg.num_stages + 1) // 2
     resident = k.resident * k.rows * block_d * elem
     staged_p = 0 if v3 or k.rows >= block_d else k.rows * k.loop_rows * elem
     # Barriers and layout-conversion scratch for row statistics (seen: 8 B to 2 KB).
     scratch = 1024 + 4 * (k.rows + k.loop_rows)
-    return loop + resident + staged_p + scratch
+    return loop + vectors + resident + staged_p + scratch
 
 
 def kernel_bytes(
