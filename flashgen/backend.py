@@ -210,8 +210,9 @@ def explain(model: Any, *args: Any, **kwargs: Any) -> ExplainReport:
 
     torch._dynamo.reset()
     try:
-        with torch.no_grad():
-            torch.compile(model, backend=report_backend)(*args, **kwargs)
+        # No torch.no_grad(): some modules (nn.MultiheadAttention) take a different path
+        # without grad, and the report must describe the graph the user's own call produces.
+        torch.compile(model, backend=report_backend)(*args, **kwargs)
     finally:
         torch._dynamo.reset()
     return report

@@ -223,6 +223,28 @@ def test_llama_repeat_interleave_block_uses_gqa_kernel():
     _compare(model, _x(t=29), compile_backend=backend(fallback="aot_eager"))
 
 
+def test_torch_transformer_encoder_layer_matches_eager():
+    """nn.TransformerEncoderLayer -> nn.MultiheadAttention(need_weights=False), causal mask."""
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(C, NH, 2 * C, dropout=0.0, batch_first=True)
+
+    class Causal(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layer = layer
+
+        def forward(self, x):
+            mask = nn.Transformer.generate_square_subsequent_mask(x.size(1), device=x.device)
+            return self.layer(x, src_mask=mask, is_causal=True)
+
+    model = Causal()
+    report = flashgen.explain(model.to(DEVICE), _x(t=21))
+    (site,) = report.sites
+    assert site.kind == "mha" and site.replaced and site.causal, str(report)
+    assert "test_backend.py" in site.location
+    _compare(model, _x(t=21), compile_backend=backend(fallback="aot_eager"))
+
+
 def test_additive_bias_is_skipped_and_still_correct():
     torch.manual_seed(0)
     model = GPTBlock(AlibiAttention()).to(DEVICE)

@@ -314,6 +314,19 @@ def test_unsupported_site_is_skipped_with_reason(entry):
     torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
 
 
+def test_multihead_attention_needs_need_weights_false():
+    mha = nn.MultiheadAttention(H * D, H, batch_first=True).to(DEVICE)
+    x = torch.randn(B, T, H * D, device=DEVICE)
+    report = flashgen.explain(lambda x: mha(x, x, x)[0], x)
+    assert report.replaced == 0 and "need_weights=False" in report.skipped[0].reason
+    report = flashgen.explain(lambda x: mha(x, x, x, need_weights=False)[0], x)
+    assert (report.found, report.replaced) == (1, 1), str(report)
+    report = flashgen.explain(
+        lambda x: mha(x, x, x, need_weights=False, attn_mask=torch.randn(T, T, device=DEVICE))[0], x
+    )
+    assert report.replaced == 0 and "attn_mask is not supported" in report.skipped[0].reason
+
+
 def test_mask_with_unequal_query_and_key_lengths_is_skipped():
     bias = torch.tril(torch.ones(64, 64, device=DEVICE))
 
