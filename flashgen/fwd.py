@@ -53,6 +53,36 @@ def _tma_compatible(t) -> bool:
     return all(s > 0 and (s * size) % 16 == 0 for s in t.stride()[:3])
 
 
+@functools.cache
+def _descriptor_factory():
+    """A constructor for host TMA descriptors without TensorDescriptor's own checks.
+
+    Those checks (alignment, strides, block shape) repeat `_tma_compatible` and
+    `check_inputs` and cost a few microseconds per descriptor, four per call, on the path every
+    attention call takes. Fields the dataclass may grow in later Triton versions get their
+    defaults; if one has no plain default, the checked constructor is used instead.
+    """
+    import dataclasses
+
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    given = ("base", "shape", "strides", "block_shape")
+    defaults = {
+        f.name: f.default for f in dataclasses.fields(TensorDescriptor) if f.name not in given
+    }
+    if any(value is dataclasses.MISSING for value in defaults.values()):
+        return TensorDescriptor
+
+    def make(base, shape, strides, block_shape):
+        desc = TensorDescriptor.__new__(TensorDescriptor)
+        desc.__dict__.update(
+            defaults, base=base, shape=shape, strides=strides, block_shape=block_shape
+        )
+        return desc
+
+    return make
+
+
 def use_tma(q, k, v) -> bool:
     """Whether `forward` takes the descriptor kernel for these tensors."""
     forced = os.environ.get("FLASHGEN_FWD_TMA")
@@ -98,12 +128,11 @@ def forward(q, k, v, *, causal: bool, scale: float | None, config=None):
     )
     qk_scale = float(scale) * LOG2E
     if use_tma(q, k, v):
-        from triton.tools.tensor_descriptor import TensorDescriptor
-
         bm, bn, bd = config.block_m, config.block_n, spec.block_d
+        make = _descriptor_factory()
 
         def desc(t, rows):
-            return TensorDescriptor(t, list(t.shape), list(t.stride()), [1, 1, rows, bd])
+            return make(t, list(t.shape), list(t.stride()), [1, 1, rows, bd])
 
         module.attn_fwd_tma[grid](
             desc(q, bm), desc(k, bn), desc(v, bn), desc(out, bm), lse,
