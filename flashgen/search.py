@@ -369,6 +369,17 @@ def _finished_outcomes(study) -> dict[TileConfig, tuple[int, Outcome]]:
     return known
 
 
+def _running_elsewhere(study, own) -> set[TileConfig]:
+    """Configs of trials another worker is running now (only a shared study has any)."""
+    from optuna.trial import TrialState
+
+    out = set()
+    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        if t.number != own.number and all(p in t.params for p in PARAMS):
+            out.add(TileConfig(**{p: t.params[p] for p in PARAMS}))
+    return out
+
+
 def _patience_left(known: dict, patience: int | None, min_improvement: float) -> bool:
     """False once the best has not improved for `patience` evaluated trials (in trial order)."""
     if patience is None:
@@ -516,8 +527,11 @@ def _tune_task(
         if cfg in known:
             tell(trial, cfg, known[cfg][1], duplicate=True)
             return
-        if any(cfg == c for _t, c in inflight):
-            study.tell(trial, state=TrialState.FAIL)  # asked twice at once: TPE ignores FAIL
+        if any(cfg == c for _t, c in inflight) or cfg in _running_elsewhere(study, trial):
+            # Being evaluated already (here, or by another worker on a shared study): do not
+            # pay for it twice. FAIL, because TPE ignores FAIL and the config is not bad.
+            trial.set_user_attr("status", "duplicate")
+            study.tell(trial, state=TrialState.FAIL)
             return
         heart.hold(trial._trial_id)
         evaluator.start(task, cfg)

@@ -312,16 +312,26 @@ def test_two_worker_processes_share_one_postgres_study():
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=150, env=env)
         assert proc.returncode == 0, proc.stderr[-3000:]
         assert "attn_fwd_d16_full_f16" in proc.stdout
+        import optuna
+
         db = connect(url)
-        study = _study(db)
+        storage = search.open_storage(db)
+        [name] = [
+            n
+            for n in optuna.get_all_study_names(storage)
+            if n.startswith(f"flashgen:{SPEC.uri()}:64x64:")
+        ]
+        study = optuna.load_study(study_name=name, storage=storage)
         evaluated = [t for t in study.trials if t.user_attrs.get("evaluated")]
         workers = {t.user_attrs["worker"] for t in evaluated}
         assert len(workers) == 2, workers
         fresh = [t for t in evaluated if not t.user_attrs.get("duplicate")]
         configs = [tuple(t.params[p] for p in search.PARAMS) for t in fresh]
-        assert 6 <= len(configs) <= 10 and len(set(configs)) >= 6
-        rec = db.get(SPEC, BUCKET, current_fingerprint(H200))
-        assert rec is not None and rec.measured is False
+        # Both workers stop once the study holds 6 evaluated configs; a config rarely runs
+        # twice (both workers asked it in the same instant).
+        assert len(set(configs)) >= 6 and len(configs) <= 9, configs
+        [rec] = [r for r in db.records(SPEC) if r.bucket == BUCKET]
+        assert rec.measured is False
 
 
 @pytest.mark.postgres
@@ -433,5 +443,7 @@ def test_ctrl_c_on_the_cli_keeps_trials_and_exits_130(sqlite_url):
     db = connect(sqlite_url)
     ok = [t for t in db.trials(SPEC, BUCKET) if t.status == "ok"]
     assert len(ok) >= 3
-    rec = db.get(SPEC, BUCKET, current_fingerprint(H200))
-    assert rec is not None and rec.time_ms == pytest.approx(min(t.time_ms for t in ok))
+    # (not db.get(..., current_fingerprint()): the environment key includes the template hash,
+    # which this test process may have computed before a template edit)
+    [rec] = [r for r in db.records(SPEC) if r.bucket == BUCKET]
+    assert rec.time_ms == pytest.approx(min(t.time_ms for t in ok)) and not rec.measured
