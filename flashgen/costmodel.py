@@ -45,6 +45,8 @@ _EXP_RATIO = 3.9 / 989.0
 _L2_OVER_HBM = 2.5
 # Fixed cost of one inner-loop step (loop control, barriers, softmax rescale), in seconds.
 _STEP_OVERHEAD_S = 4.0e-8
+# Pipeline depth beyond which deeper software pipelining hides no more load latency.
+_USEFUL_STAGES = 3
 # Launch latency of one kernel, in seconds.
 _LAUNCH_S = 4.0e-6
 
@@ -138,8 +140,12 @@ def _mma_efficiency(spec, cfg, device, rows: int) -> float:
 
 
 def _step_time(math_s: float, load_s: float, stages: int, resident: int) -> float:
-    """One inner step: loads overlap the math with software pipelining or other programs."""
-    overlap_depth = max(stages - 1, 0) + max(resident - 1, 0)
+    """One inner step: loads overlap the math with software pipelining or other programs.
+
+    Two loads in flight already cover the load latency, so pipelining deeper than 3 stages hides
+    nothing more (it only costs shared memory, hence occupancy, and a longer prologue); other
+    resident programs hide latency less well than the program's own pipeline."""
+    overlap_depth = min(max(stages - 1, 0), _USEFUL_STAGES - 1) + 0.5 * max(resident - 1, 0)
     hidden = 1.0 - 1.0 / (1.0 + overlap_depth)
     return max(math_s, load_s) + min(math_s, load_s) * (1.0 - hidden)
 
@@ -174,8 +180,11 @@ def _dkdv_programs(spec, cfg, shape: Shape) -> list[tuple[int, int]]:
     return sorted(steps.items())
 
 
-def _grid_time(programs: list[tuple[int, int]], step_s: float, slots: int) -> float:
-    """Makespan of the grid: balanced waves over `slots`, never shorter than the longest program."""
+def _grid_time(
+    programs: list[tuple[int, int]], step_s: float, slots: int, per_program_s: float = 0.0
+) -> float:
+    """Makespan of the grid: balanced waves over `slots`, never shorter than the longest
+    program; `per_program_s` is each program's fixed cost (prologue, epilogue)."""
     total_steps = sum(n * count for n, count in programs)
     n_programs = sum(count for _, count in programs)
     if n_programs == 0:
@@ -183,7 +192,8 @@ def _grid_time(programs: list[tuple[int, int]], step_s: float, slots: int) -> fl
     mean_steps = total_steps / n_programs
     waves = -(-n_programs // slots)
     longest = max(n for n, _ in programs)
-    return max(waves * mean_steps, longest, total_steps / slots) * step_s
+    steps = max(waves * mean_steps, longest, total_steps / slots)
+    return steps * step_s + waves * per_program_s
 
 
 def _kernel_time(
@@ -207,7 +217,9 @@ def _kernel_time(
     math_s = mma_s + exp_s * (1.0 - overlap) + _STEP_OVERHEAD_S
     load_s = loads * cols * d * _elem_bytes(spec.dtype) / rates.l2_bytes
     step_s = _step_time(math_s, load_s, cfg.num_stages, resident) * resident
-    return _grid_time(programs, step_s, resident * device.sm_count)
+    # The pipeline prologue issues stages - 1 loads before the first product: not overlapped.
+    prologue_s = max(cfg.num_stages - 1, 1) * load_s * resident
+    return _grid_time(programs, step_s, resident * device.sm_count, prologue_s)
 
 
 def estimate_ms(spec, cfg, shape: Shape, device) -> float:
