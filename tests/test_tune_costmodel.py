@@ -86,3 +86,62 @@ def test_backward_costs_more_than_forward_and_unknown_gpus_work():
     assert estimate_ms(bwd, cfg, LONG, H200) > 2 * estimate_ms(FWD, cfg, LONG, H200)
     odd = dataclasses.replace(H200, name="Some Future GPU", capability=(10, 0))
     assert 0 < estimate_ms(FWD, cfg, LONG, odd) < math.inf
+
+
+# Measured TFLOP/s of a plain Triton forward kernel on the H200 (bf16, shared anchors
+# h200_baselines.json), keyed (block_m, block_n, warps, stages); configs that failed omitted.
+H200_HD128_4K = {
+    (64, 32, 4, 2): 428, (64, 32, 4, 3): 422, (64, 32, 4, 4): 372, (64, 32, 8, 2): 185,
+    (64, 32, 8, 3): 215, (64, 32, 8, 4): 215, (64, 64, 4, 2): 417, (64, 64, 4, 3): 461,
+    (64, 64, 4, 4): 330, (64, 64, 8, 2): 284, (64, 64, 8, 3): 302, (64, 64, 8, 4): 221,
+    (64, 128, 4, 2): 335, (64, 128, 4, 3): 397, (64, 128, 8, 2): 252, (64, 128, 8, 3): 282,
+    (128, 32, 4, 2): 390, (128, 32, 4, 3): 442, (128, 32, 4, 4): 437, (128, 32, 8, 2): 402,
+    (128, 32, 8, 3): 465, (128, 32, 8, 4): 449, (128, 64, 4, 2): 502, (128, 64, 4, 3): 424,
+    (128, 64, 4, 4): 431, (128, 64, 8, 2): 382, (128, 64, 8, 3): 485, (128, 64, 8, 4): 483,
+    (128, 128, 4, 2): 300, (128, 128, 4, 3): 333, (128, 128, 8, 2): 438, (128, 128, 8, 3): 500,
+}  # fmt: skip
+H200_HD64_4K_CAUSAL = {
+    (64, 32, 4, 2): 304, (64, 32, 4, 3): 347, (64, 32, 4, 4): 329, (64, 32, 8, 2): 155,
+    (64, 32, 8, 3): 181, (64, 32, 8, 4): 180, (64, 64, 4, 2): 377, (64, 64, 4, 3): 407,
+    (64, 64, 4, 4): 348, (64, 64, 8, 2): 179, (64, 64, 8, 3): 214, (64, 64, 8, 4): 215,
+    (128, 32, 4, 2): 302, (128, 32, 4, 3): 343, (128, 32, 4, 4): 339, (128, 32, 8, 2): 242,
+    (128, 32, 8, 3): 314, (128, 32, 8, 4): 317, (128, 64, 4, 2): 332, (128, 64, 4, 3): 391,
+    (128, 64, 4, 4): 388, (128, 64, 8, 2): 339, (128, 64, 8, 3): 403, (128, 64, 8, 4): 393,
+    (128, 128, 4, 2): 344, (128, 128, 4, 3): 374, (128, 128, 4, 4): 248, (128, 128, 8, 2): 270,
+    (128, 128, 8, 3): 321, (128, 128, 8, 4): 310,
+}  # fmt: skip
+
+
+def _ranks(values: list[float]) -> list[int]:
+    order = sorted(range(len(values)), key=values.__getitem__)
+    ranks = [0] * len(values)
+    for rank, index in enumerate(order):
+        ranks[index] = rank
+    return ranks
+
+
+@pytest.mark.parametrize(
+    ("spec", "shape", "measured"),
+    [
+        pytest.param(FWD, LONG, H200_HD128_4K, id="hd128-4k"),
+        pytest.param(
+            KernelSpec(64, True, "bfloat16", "fwd"),
+            Shape(4, 32, 32, 4096, 4096),
+            H200_HD64_4K_CAUSAL,
+            id="hd64-4k-causal",
+        ),
+    ],
+)
+def test_ranking_agrees_with_the_h200_grid(spec, shape, measured):
+    """The model's favourite reaches >= 85% of the measured best, and its order correlates with
+    the measured order (Spearman >= 0.5): good enough to rank without a GPU and to seed."""
+    configs = [TileConfig(*key) for key in measured]
+    model = [estimate_ms(spec, c, shape, H200) for c in configs]
+    favourite = configs[min(range(len(configs)), key=model.__getitem__)]
+    best = max(measured.values())
+    assert measured[tuple(favourite.as_dict().values())] >= 0.85 * best
+    speed = [-m for m in model]
+    a, b = _ranks(speed), _ranks([float(v) for v in measured.values()])
+    n = len(a)
+    rho = 1 - 6 * sum((x - y) ** 2 for x, y in zip(a, b, strict=True)) / (n * (n * n - 1))
+    assert rho >= 0.5, rho
