@@ -619,8 +619,9 @@ def match_softmax(sm: Any, values: _Values) -> Match | None:
             drop_p = _arg(u, 1, "p", 0.5)
             training = _arg(u, 2, "training" if u.target is not torch.dropout else "train", True)
             if training is not False and drop_p != 0:
+                shown = "a run-time value" if isinstance(drop_p, fx.Node) else drop_p
                 problems.append(
-                    f"dropout p={drop_p} in training mode: flashgen kernels have no dropout; "
+                    f"dropout p={shown} in training mode: flashgen kernels have no dropout; "
                     "call model.eval() or set the attention dropout to 0"
                 )
         else:
