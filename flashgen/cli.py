@@ -13,18 +13,29 @@ import sys
 
 SUBCOMMANDS = {
     "kernel": ("flashgen.kernel_cli", "print the generated Triton source for a kernel spec"),
-    "tune": ("flashgen.tune_cli", "search tile configs per GPU and shape; write the tuning database"),
+    "tune": (
+        "flashgen.tune_cli",
+        "search tile configs per GPU and shape; write the tuning database",
+    ),
     "db": ("flashgen.db.cli", "show, export, import and merge tuning databases"),
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser; only `command`'s module is imported (all of them when None).
+
+    Importing one subcommand's module per run keeps `flashgen kernel` independent of the
+    database and tuner modules, and the top-level --help needs none of them.
+    """
     parser = argparse.ArgumentParser(
         prog="flashgen",
         description="Generated, tuned Triton FlashAttention kernels.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module_name, help_text) in SUBCOMMANDS.items():
+        if command is not None and name != command:
+            sub.add_parser(name, help=help_text)
+            continue
         module = importlib.import_module(module_name)
         sub_parser = sub.add_parser(
             name,
@@ -38,7 +49,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    command = next((a for a in argv if not a.startswith("-")), None)
+    parser = build_parser(command if command in SUBCOMMANDS else "")
     args = parser.parse_args(argv)
     if not getattr(args, "_run", None):
         parser.print_help()
