@@ -380,10 +380,21 @@ class _Values:
 
 
 def _is_buffer_placeholder(n: Any) -> bool:
-    """True for module buffers/parameters that Dynamo lifted into graph inputs."""
+    """True for module state (buffers, parameters, tensor attributes, globals) that Dynamo
+    lifted into graph inputs; False for forward() arguments, which may differ on every call.
+
+    Dynamo names a forward() argument `L['mask']` (or `L['args'][0]`, `L['kwargs']['mask']`);
+    state is reached through an attribute (`L['self']._buffers['bias']`) or is a global.
+    """
     arg = n.meta.get("grapharg")
-    name = arg.source.name if arg is not None and getattr(arg, "source", None) else ""
-    return "_buffers[" in name or "_parameters[" in name or ".buffers" in name
+    source = getattr(arg, "source", None) if arg is not None else None
+    name = getattr(source, "name", "") if source is not None else ""
+    name = name() if callable(name) else name
+    if not isinstance(name, str) or not name:
+        return False
+    if name.startswith("G["):
+        return True
+    return bool(re.fullmatch(r"L\[[^\]]+\](\[[^\]]+\])*", name)) is False
 
 
 def _is_metadata(n: Any) -> bool:
