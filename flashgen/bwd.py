@@ -6,11 +6,22 @@ deterministic, no atomics) and `attn_bwd_dq` (one program per query block and he
 probability matrix is never stored; both kernels recompute it from the forward's logsumexp.
 Gradients nobody asked for are not computed: `needs=(dq, dk, dv)` skips the dQ kernel, or the
 dK/dV kernel when neither dK nor dV is wanted.
+
+The dK/dV and dQ kernels come in two builds from one template: pointer loads (run anywhere) and
+`*_tma`, which moves Q/K/V/dO through TMA tensor descriptors (Hopper and newer). Compiled
+ahead of time for sm90 (triton 3.6), the descriptor build needs far fewer registers (no
+per-element offset tensors): d128 causal 64x64 4 warps, dK/dV spills 48 bytes instead of 328
+and dQ uses 164 registers instead of 234. TMA needs 16-byte aligned bases and
+strides, so anything else takes the pointer build, and so does float32 (not a speed path; its
+wide rows are where descriptors are least tried). FLASHGEN_BWD_TMA=0 forces pointers, =1 forces
+descriptors (also in the CPU interpreter, which is how the tests cover that path); the `tma`
+argument of `backward` overrides both.
 """
 
 from __future__ import annotations
 
 import functools
+import os
 
 from .config import TileConfig
 from .spec import KernelSpec
@@ -34,6 +45,34 @@ def _last_dim_contiguous(t):
     return t if t.stride(-1) == 1 else t.contiguous()
 
 
+@functools.cache
+def _has_tma(device_index: int) -> bool:
+    import torch
+
+    try:
+        from triton.tools.tensor_descriptor import TensorDescriptor  # noqa: F401
+    except ImportError:
+        return False
+    return torch.cuda.get_device_capability(device_index)[0] >= 9
+
+
+def _tma_compatible(t) -> bool:
+    """TMA needs a 16-byte aligned base and non-zero outer strides that are 16-byte multiples."""
+    size = t.element_size()
+    return t.data_ptr() % 16 == 0 and all(s > 0 and (s * size) % 16 == 0 for s in t.stride()[:3])
+
+
+def use_tma(*tensors) -> bool:
+    """Whether `backward` takes the descriptor kernels for these (last-dim contiguous) tensors."""
+    forced = os.environ.get("FLASHGEN_BWD_TMA")
+    if forced:
+        return forced != "0"
+    first = tensors[0]
+    if not first.is_cuda or first.element_size() != 2 or not _has_tma(first.device.index or 0):
+        return False
+    return all(_tma_compatible(t) for t in tensors)
+
+
 def _strides3(t) -> tuple[int, int, int]:
     return t.stride(0), t.stride(1), t.stride(2)
 
@@ -50,12 +89,14 @@ def backward(
     scale: float,
     config: TileConfig | None = None,
     needs: tuple[bool, bool, bool] = (True, True, True),
+    tma: bool | None = None,
 ):
     """Gradients of `out = attention(q, k, v)` given `do = dL/d out`.
 
     Shapes as in `flashgen.fwd.forward`: q/do/out [B, Hq, Sq, D], k/v [B, Hkv, Sk, D],
     lse float32 [B, Hq, Sq] (natural log). Returns (dq, dk, dv), each a new contiguous tensor
     in the input's dtype shaped like its input, or None where `needs` says it is not wanted.
+    `tma` picks the kernel build (None: `use_tma` decides); benchmarks use it to compare.
     """
     import torch
 
@@ -86,29 +127,35 @@ def backward(
     module.attn_bwd_preprocess[(triton_cdiv(seq_q, block_m), batch * heads_q)](
         out, do, delta, *_strides3(out), *_strides3(do), heads_q, seq_q, BLOCK_M=block_m
     )
-    common = (
-        *_strides3(q),
-        *_strides3(k),
-        *_strides3(v),
-        *_strides3(do),
-        heads_q,
-        heads_kv,
-        seq_q,
-        seq_k,
-        float(scale),
-    )
     dq = dk = dv = None
     if need_dk or need_dv:
         dk = torch.empty((batch, heads_kv, seq_k, head_dim), dtype=k.dtype, device=k.device)
         dv = torch.empty((batch, heads_kv, seq_k, head_dim), dtype=v.dtype, device=v.device)
-        module.attn_bwd_dkdv[(triton_cdiv(seq_k, block_n), batch * heads_kv)](
-            q, k, v, do, lse, delta, dk, dv, *common, BLOCK_M=block_m, BLOCK_N=block_n, **launch
-        )
     if need_dq:
         dq = torch.empty((batch, heads_q, seq_q, head_dim), dtype=q.dtype, device=q.device)
-        module.attn_bwd_dq[(triton_cdiv(seq_q, block_m), batch * heads_q)](
-            q, k, v, do, lse, delta, dq, *common, BLOCK_M=block_m, BLOCK_N=block_n, **launch
-        )
+    dkdv_grid = (triton_cdiv(seq_k, block_n), batch * heads_kv)
+    dq_grid = (triton_cdiv(seq_q, block_m), batch * heads_q)
+    ints = (heads_q, heads_kv, seq_q, seq_k, float(scale))
+    blocks = {"BLOCK_M": block_m, "BLOCK_N": block_n, **launch}
+    if use_tma(q, k, v, do) if tma is None else tma:
+        from triton.tools.tensor_descriptor import TensorDescriptor
+
+        def desc(t, rows):
+            return TensorDescriptor(t, list(t.shape), list(t.stride()), [1, 1, rows, spec.block_d])
+
+        descs = (desc(q, block_m), desc(k, block_n), desc(v, block_n), desc(do, block_m))
+        if dk is not None:
+            module.attn_bwd_dkdv_tma[dkdv_grid](*descs, lse, delta, dk, dv, *ints, **blocks)
+        if dq is not None:
+            module.attn_bwd_dq_tma[dq_grid](*descs, lse, delta, dq, *ints, **blocks)
+    else:
+        strides = (*_strides3(q), *_strides3(k), *_strides3(v), *_strides3(do))
+        if dk is not None:
+            module.attn_bwd_dkdv[dkdv_grid](
+                q, k, v, do, lse, delta, dk, dv, *strides, *ints, **blocks
+            )
+        if dq is not None:
+            module.attn_bwd_dq[dq_grid](q, k, v, do, lse, delta, dq, *strides, *ints, **blocks)
     return dq, (dk if need_dk else None), (dv if need_dv else None)
 
 

@@ -76,7 +76,9 @@ def assert_grads_close(got, q, k, v, do, *, causal, scale=None, names=("dq", "dk
         assert err <= bound, f"{name}: max err {err:.3e} > bound {bound:.3e}"
 
 
-def kernel_grads(q, k, v, do, *, causal, scale=None, config=SMALL, needs=(True, True, True)):
+def kernel_grads(
+    q, k, v, do, *, causal, scale=None, config=SMALL, needs=(True, True, True), tma=None
+):
     """Backward alone, fed the float64 reference's out/lse cast per the forward contract."""
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     _, out, lse = reference_grads(q, k, v, do, causal=causal, scale=scale)
@@ -91,6 +93,7 @@ def kernel_grads(q, k, v, do, *, causal, scale=None, config=SMALL, needs=(True, 
         scale=scale,
         config=config,
         needs=needs,
+        tma=tma,
     )
 
 
@@ -144,6 +147,24 @@ def test_backward_block_shapes_causal(cfg, sq, sk):
     q, k, v, do = make_inputs(1, 2, 1, sq, sk, 32, F32, seed=1)
     got = kernel_grads(q, k, v, do, causal=True, config=cfg)
     assert_grads_close(got, q, k, v, do, causal=True)
+
+
+TMA_CASES = [
+    pytest.param(F16, 64, 37, 53, True, 4, 2, id="f16-d64-37x53-causal-gqa2"),
+    pytest.param(F16, 80, 70, 37, False, 2, 1, id="f16-d80-70x37-full-gqa2"),
+    pytest.param(F32, 64, 64, 128, True, 2, 2, id="f32-d64-64x128-causal"),
+    pytest.param(BF16, 128, 53, 37, True, 2, 1, id=f"{BF16_ID}-d128-53x37-causal-gqa2"),
+]
+
+
+@pytest.mark.parametrize("dtype,d,sq,sk,causal,hq,hkv", TMA_CASES)
+def test_tma_build_matches_float64(dtype, d, sq, sk, causal, hq, hkv):
+    """The descriptor kernels (`*_tma`): zero fill instead of masks, same gradients."""
+    q, k, v, do = make_inputs(1, hq, hkv, sq, sk, d, dtype, seed=13)
+    got = kernel_grads(q, k, v, do, causal=causal, tma=True)
+    assert_grads_close(got, q, k, v, do, causal=causal)
+    again = kernel_grads(q, k, v, do, causal=causal, tma=True)
+    assert all(torch.equal(a, b) for a, b in zip(got, again, strict=True))
 
 
 def test_backward_501_keys():
@@ -253,9 +274,10 @@ def test_gradcheck_float32():
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("tma", [False, True], ids=["pointers", "tma"])
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("d", [64, 128], ids=lambda d: f"d{d}")
-def test_backward_bf16_gpu(d, causal):
+def test_backward_bf16_gpu(d, causal, tma):
     """Real bf16 tensor-core arithmetic (the interpreter cannot check this): our forward's
     out/lse feed our backward, explicit configs (no tuning database needed)."""
     from flashgen.fwd import forward
@@ -263,7 +285,7 @@ def test_backward_bf16_gpu(d, causal):
     q, k, v, do = make_inputs(2, 4, 2, 300, 257, d, BF16, seed=11)
     cfg = TileConfig(64, 64, 4, 2)
     out, lse = forward(q, k, v, causal=causal, scale=None, config=cfg)
-    got = backward(do, q, k, v, out, lse, causal=causal, scale=d**-0.5, config=cfg)
+    got = backward(do, q, k, v, out, lse, causal=causal, scale=d**-0.5, config=cfg, tma=tma)
     assert_grads_close(got, q, k, v, do, causal=causal)
 
 
