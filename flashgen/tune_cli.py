@@ -47,15 +47,13 @@ CPU_DEFAULTS = {
 }
 
 
-def _csv_ints(text: str) -> list[int]:
+def _csv_ints(text: str, flag: str) -> list[int]:
     try:
         values = [int(part) for part in text.split(",") if part.strip()]
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(
-            f"expected comma-separated integers, got {text!r}"
-        ) from exc
-    if not values:
-        raise argparse.ArgumentTypeError("expected at least one integer")
+    except ValueError:
+        raise ValueError(f"{flag} takes comma-separated integers, got {text!r}") from None
+    if not values or min(values) < 1:
+        raise ValueError(f"{flag} takes positive integers, got {text!r}")
     return values
 
 
@@ -144,12 +142,12 @@ def build_tasks(opts: dict, seq_k: str | None):
     from .search import Task
     from .spec import KernelSpec, shape_bucket
 
-    head_dims = _csv_ints(str(opts["head_dim"]))
+    head_dims = _csv_ints(str(opts["head_dim"]), "--head-dim")
     dtypes = [d.strip() for d in str(opts["dtype"]).split(",") if d.strip()]
     directions = [d.strip() for d in str(opts["direction"]).split(",") if d.strip()]
     causals = {"both": [False, True], "true": [True], "false": [False]}[opts["causal"]]
-    seq_q = _csv_ints(str(opts["seq_len"]))
-    seq_k_list = _csv_ints(seq_k) if seq_k else seq_q
+    seq_q = _csv_ints(str(opts["seq_len"]), "--seq-len")
+    seq_k_list = _csv_ints(seq_k, "--seq-k") if seq_k else seq_q
     if len(seq_k_list) == 1:
         seq_k_list = seq_k_list * len(seq_q)
     if len(seq_k_list) != len(seq_q):
@@ -169,11 +167,19 @@ def build_tasks(opts: dict, seq_k: str | None):
 
 def run(args: argparse.Namespace) -> int:
     gpu = _prepare_backend()
+    if not gpu:
+        print(
+            "flashgen tune: no CUDA GPU: CPU/interpreter mode. Kernels are checked in Triton's "
+            "interpreter at tiny sizes and ranked by a cost model of the planning target; "
+            "records are stored as modelled (a GPU measurement replaces them).",
+            file=sys.stderr,
+        )
     if args.workers < 1:
         raise ValueError("--workers must be >= 1")
     opts = _resolve(args, gpu)
     if opts["trials"] < 1:
         raise ValueError("--trials must be >= 1")
+    tasks = [] if args.pending else build_tasks(opts, args.seq_k)
     from .db import DatabaseError, connect
 
     try:
@@ -190,15 +196,6 @@ def run(args: argparse.Namespace) -> int:
         if not tasks:
             print(f"flashgen tune: no pending shapes in {db.url_safe}")
             return 0
-    else:
-        tasks = build_tasks(opts, args.seq_k)
-    if not gpu:
-        print(
-            "flashgen tune: no CUDA GPU: CPU/interpreter mode. Kernels are checked in Triton's "
-            "interpreter at tiny sizes and ranked by a cost model of the planning target; "
-            "records are stored as modelled (a GPU measurement replaces them).",
-            file=sys.stderr,
-        )
     from .sram import current_device
 
     kind = "measured on" if gpu else "modelled for"
