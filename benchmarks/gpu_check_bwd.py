@@ -15,7 +15,8 @@ Run on the GPU machine from the checkout (needs only torch, triton, jinja2):
    (our forward at a fixed config, our backward over a grid of configs: BLOCK_M and BLOCK_N in
    32/64/128, warps 4/8, stages 1/2/3; OutOfResources skipped), median of
    triton.testing.do_bench, next to SDPA's cuDNN and FLASH backends (forward + backward).
-   TFLOP/s = 3.5 x 4*B*H*N^2*D, halved when causal. The backward alone is reported too.
+   TFLOP/s = 3.5 x 4*B*H*N^2*D, halved when causal. The backward alone is reported too, for the
+   default build (TMA on Hopper for bf16) and, at the best config, for the pointer build.
 
 A pool of worker processes compiles and checks every kernel first; the main process then times
 them from Triton's on-disk cache. Configs are passed explicitly, so flashgen.dispatch (and its
@@ -50,7 +51,7 @@ GRID = [
     for bm in (32, 64, 128)
     for bn in (32, 64, 128)
     for w in (4, 8)
-    for s in (1, 2, 3)
+    for s in ((1, 2) if max(bm, bn) == 128 else (1, 2, 3))
 ]
 # Forward configs for the fwd+bwd timing: the best plain-Triton forward configs of the anchors.
 FWD_CFG = {(128, False): (128, 64, 4, 2), (128, True): (64, 64, 4, 3)}
@@ -92,6 +93,18 @@ def correctness_cases() -> list[dict]:
             cases.append(
                 dict(b=2, hq=4, hkv=2, sq=37, sk=53, d=64, dtype=dt, causal=causal, strided=1)
             )
+    # the pointer build where the TMA build is the default (16-bit dtypes on Hopper)
+    for d in (16, 64, 80, 128, 192, 256):
+        for causal in (False, True):
+            cases.append(
+                dict(
+                    b=1, hq=2, hkv=1, sq=37, sk=45, d=d, dtype="bfloat16", causal=causal, tma=False
+                )
+            )
+    for causal in (False, True):
+        cases.append(
+            dict(b=2, hq=4, hkv=2, sq=263, sk=501, d=64, dtype="float16", causal=causal, tma=False)
+        )
     for cfg in [(16, 64, 4, 1), (64, 16, 4, 1), (32, 128, 4, 2), (128, 32, 8, 2), (128, 128, 8, 1)]:
         for causal in (False, True):
             for sq, sk in ((130, 77), (45, 140)):
@@ -140,7 +153,16 @@ def run_check(case: dict) -> dict:
     try:
         out, lse = forward(q, k, v, causal=causal, scale=None, config=fwd_cfg)
         got = backward(
-            do, q, k, v, out, lse, causal=causal, scale=1.0 / math.sqrt(case["d"]), config=cfg
+            do,
+            q,
+            k,
+            v,
+            out,
+            lse,
+            causal=causal,
+            scale=1.0 / math.sqrt(case["d"]),
+            config=cfg,
+            tma=case.get("tma"),
         )
         if device() == "cuda":
             torch.cuda.synchronize()
@@ -171,7 +193,7 @@ def run_check(case: dict) -> dict:
     return dict(result, ok=ok, errors=errs)
 
 
-def determinism_check() -> dict:
+def determinism_check(tma: bool | None) -> dict:
     """Two backward runs of a GQA causal bf16 shape: identical bits expected."""
     import torch
 
@@ -184,12 +206,13 @@ def determinism_check() -> dict:
     q, k, v, do = make_inputs(case, seed=1)
     cfg = TileConfig(*default_cfg(128, "bfloat16"))
     out, lse = forward(q, k, v, causal=True, scale=None, config=cfg)
+    scale = 1.0 / math.sqrt(128)
     runs = [
-        backward(do, q, k, v, out, lse, causal=True, scale=1.0 / math.sqrt(128), config=cfg)
+        backward(do, q, k, v, out, lse, causal=True, scale=scale, config=cfg, tma=tma)
         for _ in range(2)
     ]
     same = all(torch.equal(a, b) for a, b in zip(runs[0], runs[1], strict=True))
-    return dict(case, identical=same)
+    return dict(case, tma=tma, identical=same)
 
 
 def warm_config(task: tuple) -> dict:
@@ -291,6 +314,20 @@ def time_shape(shape, causal: bool, usable: list) -> dict:
         ms = statistics.median(bench_ms(lambda: fwd_bwd(c), 100) for _ in range(3))
         result["best"] = dict(cfg=best["cfg"], bwd_ms=best["bwd_ms"], fwd_bwd_ms=ms)
         result["best"]["fwd_bwd_tflops"] = tflops(ms)
+        # the same config with the pointer build (the default build is TMA on Hopper for bf16)
+        try:
+            ms = statistics.median(
+                bench_ms(
+                    lambda: backward(
+                        do, q, k, v, out, lse, causal=causal, scale=scale, config=c, tma=False
+                    ),
+                    100,
+                )
+                for _ in range(3)
+            )
+            result["best_pointer_build"] = dict(bwd_ms=ms, bwd_tflops=tflops(ms, 2.5))
+        except Exception as exc:
+            result["best_pointer_build"] = dict(error=f"{type(exc).__name__}: {exc}"[:300])
     qg, kg, vg = (t.detach().clone().requires_grad_() for t in (q, k, v))
 
     def sdpa_fwd_bwd():
@@ -310,7 +347,7 @@ def time_shape(shape, causal: bool, usable: list) -> dict:
 
 HEADER = (
     f"{'shape':<22}{'causal':<8}{'flashgen':>9}{'bwd config':>20}{'cuDNN':>8}{'FLASH':>8}"
-    f"{'ratio':>7}   (fwd+bwd TFLOP/s)"
+    f"{'ratio':>7}   (fwd+bwd TFLOP/s)  bwd-only default/pointer build"
 )
 
 
@@ -322,9 +359,12 @@ def format_row(r: dict) -> str:
     flash = r["sdpa_flash"].get("fwd_bwd_tflops")
     ratio = f"{ours / cudnn:.2f}" if ours and cudnn else "-"
     cfg = str(tuple(best.get("cfg", ())))
+    bwd = best.get("bwd_ms")
+    ptr = r.get("best_pointer_build", {}).get("bwd_ms")
+    both = f"{bwd:.3f}/{ptr:.3f} ms" if bwd and ptr else "-"
     return (
         f"{shape:<22}{r['causal']!s:<8}{ours or '-':>9}{cfg:>20}{cudnn or '-':>8}"
-        f"{flash or '-':>8}{ratio:>7}"
+        f"{flash or '-':>8}{ratio:>7}   {both}"
     )
 
 
@@ -367,18 +407,18 @@ def main(argv: list[str]) -> int:
         checks = list(pool.map(run_check, cases))
         warm = list(pool.map(warm_config, warm_tasks))
     report["compile_and_check_s"] = round(time.time() - t0, 1)
-    report["determinism"] = determinism_check()
+    report["determinism"] = [determinism_check(None), determinism_check(False)]
     failed = [c for c in checks if not c["ok"]]
     wrong = [w for w in warm if w["status"] in ("wrong", "error")]
     report.update(checks=checks, checks_failed=len(failed), configs=warm, configs_wrong=len(wrong))
     n_ok = sum(w["status"] == "ok" for w in warm)
     n_oor = sum(w["status"] == "oor" for w in warm)
     print(f"correctness: {len(checks) - len(failed)}/{len(checks)} cases ok")
-    print(f"determinism: identical bits = {report['determinism']['identical']}")
+    print("determinism: identical bits =", [d["identical"] for d in report["determinism"]])
     print(f"configs: {n_ok} ok, {n_oor} out of resources, {len(wrong)} wrong or failing")
     print(f"compile + checks: {report['compile_and_check_s']} s", flush=True)
     for c in failed[:20]:
-        where = {k: c.get(k) for k in ("d", "dtype", "causal", "sq", "sk", "hkv", "cfg")}
+        where = {k: c.get(k) for k in ("d", "dtype", "causal", "sq", "sk", "hkv", "cfg", "tma")}
         print("  FAILED", where, c.get("error") or c.get("errors"))
     for w in wrong[:20]:
         print("  CONFIG", w["d"], w["causal"], w["cfg"], w["status"], w.get("error", ""))
@@ -399,7 +439,7 @@ def main(argv: list[str]) -> int:
     with open(path, "w") as handle:
         json.dump(report, handle, indent=1)
     print(f"wrote {path} ({report['total_s']} s)")
-    bad = failed or wrong or not report["determinism"]["identical"]
+    bad = failed or wrong or not all(d["identical"] for d in report["determinism"])
     return 1 if bad else 0
 
 
