@@ -210,7 +210,7 @@ def child(args) -> int:
     search_best = json.loads(Path(args.search_json).read_text()) if args.search_json else None
     tmp = Path(tempfile.mkdtemp(prefix="fg-tvg-"))
     try:
-        for i, task in enumerate(_tasks(args.cpu_smoke)):
+        for i, task in enumerate(_tasks(args.cpu_smoke)[: args.cases]):
             if time.perf_counter() > deadline:
                 report["cases"].append({"case": i, "skipped": "time budget spent"})
                 continue
@@ -249,6 +249,7 @@ def _spawn(method: str, args, out: Path, time_left: float, search_json: Path | N
     cmd += ["--trial-fraction", str(args.trial_fraction), "--patience", str(args.patience)]
     cmd += ["--lookahead", str(args.lookahead), "--seed", str(args.seed)]
     cmd += ["--warmup-ms", str(args.warmup_ms), "--rep-ms", str(args.rep_ms)]
+    cmd += ["--cases", str(args.cases)]
     if search_json is not None:
         cmd += ["--search-json", str(search_json)]
     if args.cpu_smoke:
@@ -347,6 +348,7 @@ def main(argv=None) -> int:
         "--lookahead", type=int, default=0, help="candidates compiled ahead (0: compile workers)"
     )
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--cases", type=int, default=len(CASES), help="run the first N cases")
     parser.add_argument("--warmup-ms", type=int, default=10, help="do_bench warmup (both methods)")
     parser.add_argument("--rep-ms", type=int, default=50, help="do_bench rep (both methods)")
     parser.add_argument("--cpu-smoke", action="store_true", help="test the script without a GPU")
