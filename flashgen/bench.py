@@ -446,7 +446,12 @@ class MeasuredEvaluator:
         )
         key = (task.spec, task.bucket, cfg)
         if key not in self._futures:
-            self._futures[key] = self._pool.submit(warm_compile, task.spec, cfg, shapes)
+            try:
+                self._futures[key] = self._pool.submit(warm_compile, task.spec, cfg, shapes)
+            except Exception as exc:  # a broken pool (a worker died): compile in-process
+                self.warm_stats["error"] += 1
+                self.warm_stats["first_error"] = self.warm_stats["first_error"] or error_text(exc)
+                self.close()
 
     def finish(self, task, cfg: TileConfig) -> Outcome:
         from concurrent.futures import TimeoutError as FutureTimeout
