@@ -375,7 +375,8 @@ def _pool_init() -> None:
     import torch
     import triton  # noqa: F401
 
-    torch.cuda.init()
+    if torch.cuda.is_available():
+        torch.cuda.init()
 
 
 def _ready(delay: float) -> int:
@@ -433,8 +434,13 @@ class MeasuredEvaluator:
 
         start = time.perf_counter()
         if self._pool is not None:
-            for f in [self._pool.submit(_ready, 0.2) for _ in range(self.compile_workers)]:
-                f.result()
+            try:
+                for f in [self._pool.submit(_ready, 0.2) for _ in range(self.compile_workers)]:
+                    f.result()
+            except Exception as exc:  # no pool then: the timing process compiles
+                self.warm_stats["error"] += 1
+                self.warm_stats["first_error"] = self.warm_stats["first_error"] or error_text(exc)
+                self.close()
         return time.perf_counter() - start
 
     def start(self, task, cfg: TileConfig) -> None:

@@ -449,3 +449,19 @@ def test_ctrl_c_on_the_cli_keeps_trials_and_exits_130(sqlite_url):
     # which this test process may have computed before a template edit)
     [rec] = [r for r in db.records(SPEC) if r.bucket == BUCKET]
     assert rec.time_ms == pytest.approx(min(t.time_ms for t in ok)) and not rec.measured
+
+
+def test_compile_pool_plumbing_contains_worker_failures():
+    """The compile pool's plumbing (spawned workers, pickled specs and configs, futures) works
+    here too; without CUDA every worker compile fails, and that is reported, never raised, and
+    costs the candidate only."""
+    evaluator = bench.MeasuredEvaluator(compile_workers=1, compile_timeout_s=120)
+    try:
+        assert evaluator.warm_up() > 0
+        cfg = TileConfig(32, 32, 4, 2)
+        evaluator.start(TASK, cfg)
+        outcome = evaluator.finish(TASK, cfg)
+    finally:
+        evaluator.close()
+    assert outcome.status == "failed" and not outcome.ok
+    assert evaluator.warm_stats["error"] == 1 and evaluator.warm_stats["first_error"]
