@@ -15,6 +15,8 @@ import flashgen
 from flashgen.ops import attention
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+# Importing Inductor trips torch's own deprecation of torch.jit.script_method: not ours.
+pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.script_method`:DeprecationWarning")
 
 
 def qkv(sq, sk=None, *, d=32, hq=2, hkv=1, dtype=torch.float32, grad=True, seed=0):
