@@ -54,7 +54,7 @@ TARGET_DEVICE = {90: "nvidia-h200", 80: "nvidia-a100", 86: "nvidia-a10", 89: "nv
 KERNELS = {"fwd": ("attn_fwd",), "bwd": ("attn_bwd_dkdv", "attn_bwd_dq")}
 # flashgen.fwd runs the TMA kernel on Hopper and newer when the tensors allow it, the pointer
 # kernel otherwise: both must fit there.
-HOPPER_EXTRA = {"fwd": ("attn_fwd_tma",), "bwd": ()}
+HOPPER_EXTRA = {"fwd": ("attn_fwd_tma",), "bwd": ("attn_bwd_dkdv_tma", "attn_bwd_dq_tma")}
 HEAD_DIMS = (64, 128, 256)
 VARIANTS = (("float16", False), ("float16", True), ("bfloat16", False), ("bfloat16", True))
 FLOAT_ARGS = {"qk_scale", "scale", "sm_scale"}
@@ -70,7 +70,7 @@ def _arg_kind(name: str, dtype: str, cfg: TileConfig, block_d: int) -> str:
     in their headers: 4-D TMA descriptors (desc_*: [1, 1, rows, BLOCK_D] blocks), the named
     pointers, the fp32 scale, the BLOCK_* constexprs, else int32."""
     if name.startswith("desc_"):
-        rows = cfg.block_m if name in ("desc_q", "desc_o") else cfg.block_n
+        rows = cfg.block_m if name in ("desc_q", "desc_o", "desc_do") else cfg.block_n
         return f"tensordesc<{_TRITON_DTYPE[dtype]}[1, 1, {rows}, {block_d}]>"
     if name.startswith("BLOCK_"):
         return "constexpr"
@@ -114,6 +114,13 @@ def compile_kernel(spec: KernelSpec, kernel_name: str, cfg: TileConfig, cap: int
 _LOADED_HASHES: dict[str, str] = {}
 
 
+def _kernel_names(spec: KernelSpec, cap: int) -> tuple[str, ...]:
+    """The kernels flashgen may launch for `spec` on sm_<cap>: the TMA builds on Hopper and
+    newer (the backward's for 16-bit dtypes only), the pointer kernels everywhere."""
+    tma = cap >= 90 and (spec.direction == "fwd" or spec.dtype != "float32")
+    return KERNELS[spec.direction] + (HOPPER_EXTRA[spec.direction] if tma else ())
+
+
 def _fresh_template(direction: str) -> str:
     """The current template's hash; drops codegen's in-process module cache when the file changed
     since this worker last rendered it (templates are edited while long sweeps run)."""
@@ -134,8 +141,7 @@ def compile_job(job: tuple) -> tuple[tuple, dict]:
     t0 = time.time()
     digest = _fresh_template(spec.direction)
     try:
-        names = KERNELS[spec.direction] + (HOPPER_EXTRA[spec.direction] if cap >= 90 else ())
-        per = {name: compile_kernel(spec, name, cfg, cap) for name in names}
+        per = {name: compile_kernel(spec, name, cfg, cap) for name in _kernel_names(spec, cap)}
         result = {"per_kernel": per, "secs": round(time.time() - t0, 2)}
     except Exception as exc:  # a compile failure is a result to record, not a crash
         error = f"{type(exc).__name__}: {str(exc)[:300]}"
@@ -269,8 +275,10 @@ def analyse(cache: dict) -> list[dict]:
     for key, result in cache.items():
         version, target, uri, short, thash = key.split("|")
         spec = KernelSpec.from_uri(uri)
-        revision = "current" if thash in hashes[spec.direction] else "earlier"
         cap = int(target[2:])
+        revision = "current" if thash in hashes[spec.direction] else "earlier"
+        if "per_kernel" in result and set(result["per_kernel"]) != set(_kernel_names(spec, cap)):
+            revision = "earlier"  # compiled before the template grew its TMA kernels
         cfg = TileConfig(*(int(x.lstrip("ws")) for x in short.strip("()").split(",")))
         device = sram.KNOWN_GPUS[TARGET_DEVICE[cap]]
         cell = cells.setdefault(

@@ -207,9 +207,18 @@ def _kernels(
         return (pointer, _LoopKernel("attn_fwd_tma", bm, bn, 1, 2, 1, 0))
     # dK/dV keeps K, V ([block_n, D]) and walks Q, dO (+ lse, delta) per query block;
     # dQ keeps Q, dO and walks K, V. One config serves both: fits() budgets the larger.
-    return (
-        _LoopKernel("attn_bwd_dkdv", bn, bm, 2, 2, 2, 2),
+    # dK/dV with one stage: Q and dO plus one more [block_m, D] layout-conversion buffer (the
+    # compiler's sm_80 bytes at head dim 256, (128, 16|32, 8 warps, 1 stage) need it).
+    kernels = (
+        _LoopKernel("attn_bwd_dkdv", bn, bm, 2, 2, 3, 2),
         _LoopKernel("attn_bwd_dq", bm, bn, 2, 2, 2, 0),
+    )
+    if capability[0] < _TMA_MAJOR or spec.dtype == "float32":
+        return kernels
+    # Hopper, 16-bit: flashgen.bwd runs the TMA builds when the tensors allow it.
+    return kernels + (
+        _LoopKernel("attn_bwd_dkdv_tma", bn, bm, 2, 2, 3, 2),
+        _LoopKernel("attn_bwd_dq_tma", bm, bn, 2, 2, 2, 0),
     )
 
 

@@ -80,7 +80,7 @@ def test_safe_config_fits_every_known_gpu(spec):
         ):
             # The documented exception: K, V, Q, dO tiles alone are 64 KB at 16 rows; the
             # compiler needs exactly 65,536 B, the model a little more. Smallest config there.
-            assert cfg == TileConfig(16, 16, 2, 1)
+            assert cfg == min(space.candidates(spec), key=lambda c: (smem_bytes(spec, c), c))
             continue
         assert fits(spec, cfg, device), slug
 

@@ -72,7 +72,13 @@ def test_backward_dq_kernel_budget():
     spec = KernelSpec(128, False, "float16", "bwd")
     per = sram.kernel_bytes(spec, TileConfig(128, 64, 4, 2), SM90)
     assert per["attn_bwd_dq"] == 2 * 32768 + 2 * 32768 + scratch(128, 64)
-    assert set(per) == {"attn_bwd_dkdv", "attn_bwd_dq"}
+    assert set(per) == {"attn_bwd_dkdv", "attn_bwd_dq", "attn_bwd_dkdv_tma", "attn_bwd_dq_tma"}
+    assert per["attn_bwd_dq_tma"] == per["attn_bwd_dq"]
+    fp32 = KernelSpec(128, False, "float32", "bwd")  # no TMA build for fp32
+    assert set(sram.kernel_bytes(fp32, TileConfig(64, 64, 4, 2), SM90)) == {
+        "attn_bwd_dkdv",
+        "attn_bwd_dq",
+    }
 
 
 def test_hopper_budgets_the_tma_and_the_pointer_kernel():
