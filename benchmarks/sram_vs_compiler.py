@@ -219,9 +219,14 @@ def _write_json(path: Path, data) -> None:
 
 
 def _cached(cache: dict, version: str, job: tuple) -> bool:
+    """Compiled already for the current template, with every kernel flashgen may launch."""
     spec, cfg = KernelSpec(*job[0]), TileConfig(*job[1])
-    digests = (template_hash(spec.direction), _full_file_hash(spec.direction))
-    return any(cache_key(version, job[2], spec, cfg, d) in cache for d in digests)
+    wanted = set(_kernel_names(spec, job[2]))
+    for digest in (template_hash(spec.direction), _full_file_hash(spec.direction)):
+        result = cache.get(cache_key(version, job[2], spec, cfg, digest))
+        if result and ("error" in result or set(result["per_kernel"]) == wanted):
+            return True
+    return False
 
 
 def run_sweep(args, version: str) -> None:
