@@ -1,0 +1,279 @@
+"""Recognisers: hand-written attention (walked from its softmax) and
+F.scaled_dot_product_attention. Each returns a Match or raises Skip with a reason."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import fx
+
+from .core import (
+    _ADD_FNS,
+    _CAST_METHODS,
+    _DIV_FNS,
+    _DROPOUT_FNS,
+    _MASKED_FILL_FNS,
+    _MUL_FNS,
+    _NEAR_NEG_INF,
+    _SOFTMAX_FNS,
+    Match,
+    Site,
+    Skip,
+    _arg,
+    _ev,
+    _hint,
+    _is_fn,
+    _is_tensor_node,
+    _known_eq,
+    _transpose_base,
+    location,
+    peel_one_scale,
+    peel_scale,
+    split_scores_product,
+    split_value_product,
+)
+from .masks import _Values, eval_mask, is_causal_mask
+
+
+def _leads_to_product(n: Any) -> bool:
+    while isinstance(n, fx.Node):
+        if split_scores_product(n) is not None:
+            return True
+        if _is_float32_cast(n) or _is_fn(n, _MUL_FNS | _DIV_FNS, ("mul", "div")):
+            ins = [a for a in n.args[:2] if isinstance(a, fx.Node) and _is_tensor_node(a)]
+            n = ins[0] if len(ins) == 1 else None
+            continue
+        return False
+    return False
+
+
+def _is_softmax(n: Any) -> bool:
+    return _is_fn(n, _SOFTMAX_FNS, ("softmax",))
+
+
+def _is_float32_cast(n: Any) -> bool:
+    """Casts an upcast may use; checked by dtype on the example values, not by spelling."""
+    if not (n.op == "call_method" and n.target in _CAST_METHODS) and not (
+        n.op == "call_function" and n.target in (torch.Tensor.float, torch.Tensor.to)
+    ):
+        return False
+    src, dst = _ev(n.args[0]), _ev(n)
+    if not (isinstance(src, torch.Tensor) and isinstance(dst, torch.Tensor)):
+        return False
+    return src.shape == dst.shape and src.device == dst.device and dst.is_floating_point()
+
+
+def _softmax_dim_ok(n: Any) -> bool:
+    dim = _arg(n, 1, "dim")
+    nd = _ev(n).dim()
+    return isinstance(dim, int) and dim % nd == nd - 1
+
+
+def match_softmax(sm: Any, values: _Values) -> Match | None:
+    """Walk up from a softmax to Q K^T and down to P V. None if this is not attention."""
+    problems: list[str] = []
+    interior: list[fx.Node] = [sm]
+    terms: list[Any] = []
+    masks: list[tuple[str, Any, Any]] = []
+    x = sm.args[0] if sm.args else sm.kwargs.get("input")
+    # Up: casts, masked_fill, scale and (refused) additive masks, in any order.
+    while isinstance(x, fx.Node):
+        if _is_float32_cast(x):
+            nxt = x.args[0]
+        elif _is_fn(x, _MASKED_FILL_FNS, ("masked_fill", "masked_fill_")):
+            masks.append(("masked_fill", _arg(x, 1, "mask"), _arg(x, 2, "value")))
+            nxt = x.args[0]
+        elif _is_fn(x, _MUL_FNS | _DIV_FNS, ("mul", "div", "mul_", "div_")):
+            try:
+                got = peel_one_scale(x, terms)
+            except Skip as e:
+                problems.append(str(e))
+                ins = [a for a in x.args[:2] if isinstance(a, fx.Node) and _leads_to_product(a)]
+                got = ins[0] if ins else None
+            if got is None:
+                return None
+            nxt = got
+        elif _is_fn(x, _ADD_FNS, ("add", "add_")) and len(x.args) == 2 and not x.kwargs:
+            tensors = [a for a in x.args[:2] if isinstance(a, fx.Node) and _is_tensor_node(a)]
+            if len(tensors) != 2:
+                return None
+            nxt = tensors[1] if _leads_to_product(tensors[1]) else tensors[0]
+            masks.append(("add", tensors[0] if nxt is tensors[1] else tensors[1], None))
+        elif _is_fn(x, {torch.where}, ("where",)) and len(x.args) == 3 and not x.kwargs:
+            cond, a, b = x.args
+            if _leads_to_product(a) and not _is_tensor_node(b):
+                nxt = a
+                masks.append(("where_keep", cond, b))
+            elif _leads_to_product(b) and not _is_tensor_node(a):
+                nxt = b
+                masks.append(("where_mask", cond, a))
+            else:
+                return None
+        else:
+            break
+        interior.append(x)
+        x = nxt
+    if not isinstance(x, fx.Node):
+        return None
+    prod = split_scores_product(x)
+    if prod is None:
+        return None
+    kind, q_side, k_side, transposed = prod
+    interior.append(x)
+
+    # Down: optional cast back, dropout, then P @ V.
+    p = sm
+    v = None
+    while v is None:
+        users = list(p.users)
+        products = [(u, split_value_product(u, p)) for u in users]
+        products = [(u, vv) for u, vv in products if vv is not None]
+        if products:
+            if len(users) != 1:
+                problems.append(
+                    "the attention probabilities are also used outside the attention (e.g. "
+                    "returned as attention weights); flashgen never materialises them"
+                )
+            out, v = products[0]
+            break
+        if len(users) != 1:
+            return None
+        (u,) = users
+        if _is_float32_cast(u):
+            pass
+        elif _is_fn(u, _DROPOUT_FNS, ("dropout",)):
+            drop_p = _arg(u, 1, "p", 0.5)
+            training = _arg(u, 2, "training" if u.target is not torch.dropout else "train", True)
+            if training is not False and drop_p != 0:
+                shown = "a run-time value" if isinstance(drop_p, fx.Node) else drop_p
+                problems.append(
+                    f"dropout p={shown} in training mode: flashgen kernels have no dropout; "
+                    "call model.eval() or set the attention dropout to 0"
+                )
+        else:
+            return None
+        interior.append(u)
+        p = u
+    site = Site(kind=kind, location=location(sm))
+
+    # Upstream side of the products: pre-applied scales, transposes, GQA repeats.
+    for n in interior:
+        if n is not sm and n is not x and n is not p and len(n.users) != 1:
+            problems.append(
+                f"an intermediate of the attention ({n.name}) is also used elsewhere; "
+                "flashgen never materialises the attention matrix"
+            )
+            break
+    if len(x.users) != 1:
+        problems.append("the attention scores are also used outside the attention")
+    q = peel_scale(q_side, terms) if isinstance(q_side, fx.Node) else q_side
+    if transposed:
+        kt = peel_scale(k_side, terms)
+        k = _transpose_base(kt)
+        if k is None:
+            problems.append(
+                "the key operand of Q @ K^T is not a transpose of the last two dims "
+                "(k.transpose(-2, -1), k.mT, permute); left to Inductor"
+            )
+            k = kt
+        k = peel_scale(k, terms)
+    else:
+        k = peel_scale(k_side, terms)
+
+    causal = False
+    if len(masks) > 1:
+        problems.append("more than one mask is applied to the scores; only one causal mask is")
+    elif masks:
+        try:
+            causal = _check_causal(masks[0], x, values)
+        except Skip as e:
+            problems.append(str(e))
+    m = Match(site, q, k, v, out, causal, terms, interior=interior)
+    m.three_d = kind == "bmm" or _ev(q).dim() == 3
+    if problems:
+        raise Skip(problems[0])
+    return m
+
+
+def _check_causal(mask: tuple[str, Any, Any], scores: Any, values: _Values) -> bool:
+    """True if the one mask on the scores is exactly causal; Skip (with the reason) if not."""
+    how, mask_node, fill = mask
+    if how == "add":
+        unsupported = (
+            "additive attn_mask is not supported: only causal masks are (use is_causal=True "
+            "or a tril buffer with masked_fill); left to Inductor"
+        )
+    else:
+        unsupported = (
+            "the mask is not causal (only the lower-triangular causal mask is supported; "
+            "padding/arbitrary masks are left to Inductor)"
+        )
+    if how != "add" and (not isinstance(fill, (int, float)) or fill > _NEAR_NEG_INF):
+        raise Skip(
+            f"masked value {fill!r} is not -inf (or finfo.min); only causal masks filled with "
+            "-inf are supported"
+        )
+    if not isinstance(mask_node, fx.Node):
+        raise Skip(unsupported)
+    se = _ev(scores)
+    if not _known_eq(se.shape[-2], se.shape[-1]):
+        # A mask slice proven causal for one (Tq, Tk) may not be for another pair the same
+        # graph sees later; SDPA's is_causal has no such problem.
+        raise Skip(
+            "a causal mask with query and key lengths that may differ is not supported "
+            "(use F.scaled_dot_product_attention(is_causal=True))"
+        )
+    try:
+        value = eval_mask(mask_node, values)
+    except Skip as e:
+        raise Skip(unsupported + f" ({e})" if how == "add" else str(e)) from e
+    tq, tk = _hint(se.shape[-2]), _hint(se.shape[-1])
+    keep = how in ("add", "where_keep")
+    if how == "add" and not value.is_floating_point():
+        raise Skip(unsupported)
+    if not is_causal_mask(value, tq, tk, keep=keep):
+        raise Skip(unsupported)
+    return True
+
+
+def match_sdpa(n: Any, values: _Values) -> Match:
+    """F.scaled_dot_product_attention: accepted with is_causal/scale/enable_gqa, no mask/dropout."""
+    q, k, v = (_arg(n, i, name) for i, name in enumerate(("query", "key", "value")))
+    mask = _arg(n, 3, "attn_mask")
+    dropout_p = _arg(n, 4, "dropout_p", 0.0)
+    is_causal = _arg(n, 5, "is_causal", False)
+    scale = _arg(n, 6, "scale")
+    enable_gqa = _arg(n, 7, "enable_gqa", False)
+    site = Site(kind="sdpa", location=location(n))
+    if not isinstance(is_causal, bool):
+        raise Skip("is_causal is not a Python constant")
+    if not isinstance(enable_gqa, bool):
+        raise Skip("enable_gqa is not a Python constant")
+    if dropout_p != 0:
+        raise Skip(
+            f"dropout_p={dropout_p} (nonzero, or not a constant): flashgen kernels have no "
+            "dropout; pass dropout_p=0 outside training (model.eval())"
+        )
+    if mask is not None:
+        if is_causal or not isinstance(mask, fx.Node):
+            raise Skip("attn_mask together with is_causal=True is not supported")
+        tq, tk = _hint(_ev(q).shape[-2]), _hint(_ev(k).shape[-2])
+        why = ""
+        try:
+            causal_mask = is_causal_mask(eval_mask(mask, values), tq, tk, keep=True)
+        except Skip as e:
+            causal_mask, why = False, f" ({e})"
+        if not causal_mask:
+            kind = "boolean" if _ev(mask).dtype == torch.bool else "additive"
+            raise Skip(
+                f"{kind} attn_mask is not supported: only a causal mask is (pass is_causal=True); "
+                f"left to Inductor{why}"
+            )
+        is_causal = True
+    terms: list[Any] = [None] if scale is None else [(scale, 1)]
+    m = Match(site, q, k, v, n, is_causal, terms, interior=[n])
+    m.three_d = _ev(q).dim() == 3
+    if not enable_gqa and not _known_eq(_ev(q).shape[-3], _ev(k).shape[-3]):
+        raise Skip("query and key head counts differ without enable_gqa=True")
+    return m
