@@ -12,8 +12,9 @@ The dK/dV and dQ kernels come in two builds from one template: pointer loads (ru
 ahead of time for sm90 (triton 3.6), the descriptor build needs far fewer registers (no
 per-element offset tensors): d128 causal 64x64 4 warps, dK/dV spills 48 bytes instead of 328
 and dQ uses 164 registers instead of 234. TMA needs 16-byte aligned bases and
-strides, so anything else takes the pointer build, and so does float32 (not a speed path; its
-wide rows are where descriptors are least tried). FLASHGEN_BWD_TMA=0 forces pointers, =1 forces
+strides, so anything else takes the pointer build; so do float32 (not a speed path) and head
+dims above 128 (with 256-wide tiles the descriptor dK/dV kernel spilled kilobytes of registers,
+e.g. d192/d256 64x32: 6,880 bytes of stack, against 384 for the pointer build). FLASHGEN_BWD_TMA=0 forces pointers, =1 forces
 descriptors (also in the CPU interpreter, which is how the tests cover that path); the `tma`
 argument of `backward` overrides both.
 """
@@ -68,9 +69,9 @@ def use_tma(*tensors) -> bool:
     if forced:
         return forced != "0"
     first = tensors[0]
-    if not first.is_cuda or first.element_size() != 2 or not _has_tma(first.device.index or 0):
+    if not first.is_cuda or first.element_size() != 2 or first.shape[-1] > 128:
         return False
-    return all(_tma_compatible(t) for t in tensors)
+    return _has_tma(first.device.index or 0) and all(_tma_compatible(t) for t in tensors)
 
 
 def _strides3(t) -> tuple[int, int, int]:
