@@ -8,13 +8,13 @@ Gradients nobody asked for are not computed: `needs=(dq, dk, dv)` skips the dQ k
 dK/dV kernel when neither dK nor dV is wanted.
 
 The dK/dV and dQ kernels come in two builds from one template: pointer loads (run anywhere) and
-`*_tma`, which moves Q/K/V/dO through TMA tensor descriptors (Hopper and newer). Compiled
-ahead of time for sm90 (triton 3.6), the descriptor build needs far fewer registers (no
-per-element offset tensors): d128 causal 64x64 4 warps, dK/dV spills 48 bytes instead of 328
-and dQ uses 164 registers instead of 234. TMA needs 16-byte aligned bases and
-strides, so anything else takes the pointer build; so do float32 (not a speed path) and head
-dims above 128 (with 256-wide tiles the descriptor dK/dV kernel spilled kilobytes of registers,
-e.g. d192/d256 64x32: 6,880 bytes of stack, against 384 for the pointer build). FLASHGEN_BWD_TMA=0 forces pointers, =1 forces
+`*_tma`, which moves Q/K/V/dO through TMA tensor descriptors (Hopper and newer). Compiled ahead
+of time for sm90 (triton 3.6), the descriptor build needs far fewer registers (no per-element
+offset tensors): at d128 causal 64x64 4 warps, dK/dV spills 48 bytes instead of 328 and dQ uses
+164 registers instead of 234. TMA needs 16-byte aligned bases and strides, so anything else
+takes the pointer build; so do float32 (not a speed path) and head dims above 128 (with
+256-wide tiles the descriptor dK/dV kernel spilled kilobytes, e.g. d192 64x32: 6,880 bytes of
+stack against 384 for the pointer build). FLASHGEN_BWD_TMA=0 forces pointers, =1 forces
 descriptors (also in the CPU interpreter, which is how the tests cover that path); the `tma`
 argument of `backward` overrides both.
 """
