@@ -304,7 +304,7 @@ def analyse(cache: dict) -> list[dict]:
                 "kernel_errors": [],
                 "head_dims": set(),
                 "variants": set(),
-                "boundary_compiled": set(),
+                "compiled_over_limit": set(),
             },
         )
         if "error" in result:
@@ -326,8 +326,7 @@ def analyse(cache: dict) -> list[dict]:
             cell["false_admits"].append(row)
         if really_fits and not model_fits:
             cell["false_rejects"].append(row)
-        if device.smem_optin_bytes < model <= device.smem_optin_bytes + BOUNDARY:
-            cell["boundary_compiled"].add((spec.head_dim, short))
+        cell["compiled_over_limit"].add((spec.head_dim, short, model - device.smem_optin_bytes))
         variants.setdefault((version, cap, spec.head_dim, spec.direction, short, thash), set()).add(
             actual
         )
@@ -365,25 +364,29 @@ def _whole_space_estimate(cap: int, direction: str, cell: dict) -> dict:
 
     Whole space: `space.candidates` for every head dim (one (dtype, causal) variant each; bytes do
     not depend on them). A reject is only possible where the model is above the limit by no
-    more than its over-estimate, so every config with limit < model <= limit + BOUNDARY is a
+    more than its over-estimate, so every config with limit < model <= limit + reach (the larger
+    of BOUNDARY and the largest over-estimate seen in the cell) is a
     "boundary" config; the rejects found among the compiled ones are scaled to all of them.
     Fitting configs: those the model admits (no false admits among the compiled ones) plus the
     estimated rejects."""
     device = sram.KNOWN_GPUS[TARGET_DEVICE[cap]]
     limit = device.smem_optin_bytes
+    reach = max(BOUNDARY, cell["max_over"])
     admitted = boundary = 0
     for d in HEAD_DIMS:
         spec = KernelSpec(d, False, "float16", direction)
         for c in space.candidates(spec):
             b = sram.smem_bytes(spec, c, device.capability)
             admitted += b <= limit
-            boundary += limit < b <= limit + BOUNDARY
-    compiled = len(cell.pop("boundary_compiled"))
+            boundary += limit < b <= limit + reach
+    over = cell.pop("compiled_over_limit")
+    compiled = len({(d, c) for d, c, excess in over if 0 < excess <= reach})
     found = len(cell["false_rejects"])
     est = found * boundary / compiled if compiled else 0.0
     return {
         "space_admitted": admitted,
         "space_boundary": boundary,
+        "boundary_reach": reach,
         "boundary_compiled": compiled,
         "est_false_reject_pct": round(100 * est / (admitted + est), 2) if admitted else 0.0,
     }

@@ -190,6 +190,7 @@ class _LoopKernel:
     loop_tiles: int
     unpipelined: int
     loop_vectors: int
+    single_stage_scratch: bool = False
 
 
 def _kernels(
@@ -207,17 +208,15 @@ def _kernels(
         return (pointer, _LoopKernel("attn_fwd_tma", bm, bn, 1, 2, 1, 0))
     # dK/dV keeps K, V ([block_n, D]) and walks Q, dO (+ lse, delta) per query block;
     # dQ keeps Q, dO and walks K, V. One config serves both: fits() budgets the larger.
-    # dK/dV with one stage: Q and dO plus one more [block_m, D] layout-conversion buffer (the
-    # compiler's sm_80 bytes at head dim 256, (128, 16|32, 8 warps, 1 stage) need it).
     kernels = (
-        _LoopKernel("attn_bwd_dkdv", bn, bm, 2, 2, 3, 2),
+        _LoopKernel("attn_bwd_dkdv", bn, bm, 2, 2, 2, 2, True),
         _LoopKernel("attn_bwd_dq", bm, bn, 2, 2, 2, 0),
     )
     if capability[0] < _TMA_MAJOR or spec.dtype == "float32":
         return kernels
     # Hopper, 16-bit: flashgen.bwd runs the TMA builds when the tensors allow it.
     return kernels + (
-        _LoopKernel("attn_bwd_dkdv_tma", bn, bm, 2, 2, 3, 2),
+        _LoopKernel("attn_bwd_dkdv_tma", bn, bm, 2, 2, 2, 2, True),
         _LoopKernel("attn_bwd_dq_tma", bm, bn, 2, 2, 2, 0),
     )
 
@@ -237,6 +236,10 @@ def _loop_kernel_bytes(
     vectors = k.loop_vectors * k.loop_rows * 4 * (cfg.num_stages + 1) // 2
     resident = k.resident * k.rows * block_d * elem
     staged_p = 0 if v3 or k.rows >= block_d else k.rows * k.loop_rows * elem
+    if k.single_stage_scratch and cfg.num_stages <= 1 and not v3:
+        # dK/dV without pipelining, mma v2: its loop tiles convert through a buffer of
+        # 16 B x D per warp (sm_80 and sm_90, head dims 64-256, 4 and 8 warps; covers P too).
+        staged_p = max(staged_p, 16 * block_d * cfg.num_warps)
     # Barriers and layout-conversion scratch for row statistics (seen: 8 B to 2 KB).
     scratch = 1024 + 4 * (k.rows + k.loop_rows)
     return loop + vectors + resident + staged_p + scratch
