@@ -148,7 +148,7 @@ def safe_config(spec: KernelSpec) -> TileConfig:
     """A config that fits every GPU in KNOWN_GPUS (T4's 64 KB included) for `spec`.
 
     One spec has none by the model: the fp32 head-dim-256 backward on the T4 (K, V, Q and dO
-    tiles alone are 64 KB at 16 rows; the model's smallest is 67,904 B, while the compiler says
+    tiles alone are 64 KB at 16 rows; the model's smallest is a few KB more, while the compiler says
     exactly 65,536 for (16,16,2,1) on sm_75 and sm_80, Triton 3.9). There, and for any future
     such spec, the config with the least modelled shared memory is returned.
     """
