@@ -18,6 +18,7 @@ specialisation the timing process will use lands in Triton's on-disk cache ahead
 
 from __future__ import annotations
 
+import contextlib
 import math
 import traceback
 from dataclasses import dataclass
@@ -294,10 +295,29 @@ def _compile_only(module) -> None:
             original = obj.run
 
             def run(*args, grid, warmup, _original=original, **kwargs):
-                return _original(*args, grid=grid, warmup=True, **kwargs)
+                kernel = _original(*args, grid=grid, warmup=True, **kwargs)
+                _load_handles(kernel)
+                return kernel
 
             obj.run = run
             _WARMUP_PATCHED.add(f"{module.__name__}.{name}")
+
+
+def _load_handles(kernel) -> None:
+    """Load the compiled kernel into this worker's CUDA context, which also builds its host-side
+    launcher where Triton compiles one: it lands in the shared Triton cache, so the timing
+    process does not build it serially later. Best effort: the timing process redoes anything
+    this step fails at (and reports the real error, e.g. out of resources)."""
+    init = getattr(kernel, "_init_handles", None)
+    if init is None:
+        return
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            init()
+    except Exception:  # noqa: BLE001 - the timing process owns the real outcome
+        pass
 
 
 def warm_compile(spec: KernelSpec, cfg: TileConfig, shapes: tuple[Shape, ...]) -> float:
@@ -320,6 +340,12 @@ def warm_compile(spec: KernelSpec, cfg: TileConfig, shapes: tuple[Shape, ...]) -
             lse = q.new_empty(q.shape[:3], dtype=_torch_float32())
         launcher(spec, cfg, q, k, v, do, out, lse)()
     return time.perf_counter() - start
+
+
+def safe_config_of(spec: KernelSpec) -> TileConfig:
+    from .space import safe_config
+
+    return safe_config(spec)
 
 
 def _torch_float32():
@@ -377,6 +403,19 @@ def _pool_init() -> None:
 
     if torch.cuda.is_available():
         torch.cuda.init()
+        _driver_ready()
+
+
+def _driver_ready() -> None:
+    """Make Triton set up its CUDA driver helpers now (it builds a small C module on first use
+    in a fresh cache): start-up cost, not a candidate's."""
+    try:
+        from triton.runtime import driver
+
+        driver.active.get_current_target()
+        driver.active.utils  # noqa: B018 - the attribute access is what builds it
+    except Exception:  # noqa: BLE001 - only costs time later if it fails
+        pass
 
 
 def _ready(delay: float) -> int:
@@ -413,6 +452,7 @@ class MeasuredEvaluator:
         self.warmup = warmup
         self.rep = rep
         self._futures: dict = {}
+        self._prepared: set = set()
         self._pool = None
         # How the ahead-of-time compiles went: "ok" / "error" / "timeout" counts and the first
         # error (a worker problem only costs speed, so it is reported, not raised).
@@ -433,6 +473,11 @@ class MeasuredEvaluator:
         import time
 
         start = time.perf_counter()
+        import torch
+
+        if torch.cuda.is_available():
+            torch.cuda.init()
+            _driver_ready()
         if self._pool is not None:
             try:
                 for f in [self._pool.submit(_ready, 0.2) for _ in range(self.compile_workers)]:
@@ -446,22 +491,52 @@ class MeasuredEvaluator:
     def start(self, task, cfg: TileConfig) -> None:
         if self._pool is None:
             return
-        shapes = (
+        if task.spec.direction == "bwd" and (task.spec, task.bucket, None) not in self._futures:
+            # The backward is timed on out/lse from the forward kernel at its safe config: have
+            # the pool compile that too, first, instead of the timing process later.
+            fwd = task.spec.with_direction("fwd")
+            self._submit((task.spec, task.bucket, None), fwd, safe_config_of(fwd), task)
+        self._submit((task.spec, task.bucket, cfg), task.spec, cfg, task)
+
+    def _submit(self, key, spec: KernelSpec, cfg: TileConfig, task) -> None:
+        if self._pool is None or key in self._futures:
+            return
+        shapes: tuple[Shape, ...] = (
             check_shape(task.spec, task.bucket, interpret=False),
             timing_shape(task.spec, task.bucket),
         )
-        key = (task.spec, task.bucket, cfg)
-        if key not in self._futures:
-            try:
-                self._futures[key] = self._pool.submit(warm_compile, task.spec, cfg, shapes)
-            except Exception as exc:  # a broken pool (a worker died): compile in-process
-                self.warm_stats["error"] += 1
-                self.warm_stats["first_error"] = self.warm_stats["first_error"] or error_text(exc)
-                self.close()
+        if cfg != key[2]:  # the forward for the backward's inputs: timing shape only
+            shapes = shapes[1:]
+        try:
+            self._futures[key] = self._pool.submit(warm_compile, spec, cfg, shapes)
+        except Exception as exc:  # a broken pool (a worker died): compile in-process
+            self.warm_stats["error"] += 1
+            self.warm_stats["first_error"] = self.warm_stats["first_error"] or error_text(exc)
+            self.close()
+
+    def _prepare(self, task) -> None:
+        """Per-task set-up of the timing process (reference results, timing inputs, the
+        backward's forward pass), done while the pool still compiles the first candidates."""
+        from concurrent.futures import TimeoutError as FutureTimeout
+
+        key = (task.spec, task.bucket)
+        if key in self._prepared:
+            return
+        self._prepared.add(key)
+        fwd_future = self._futures.pop((task.spec, task.bucket, None), None)
+        try:
+            if fwd_future is not None:
+                with contextlib.suppress(Exception, FutureTimeout):
+                    fwd_future.result(timeout=self.compile_timeout_s)
+            _check_case(task.spec, check_shape(task.spec, task.bucket, interpret=False), "cuda", 0)
+            _timing_inputs(task.spec, timing_shape(task.spec, task.bucket))
+        except Exception:  # noqa: BLE001 - `measure` redoes it and reports the error
+            pass
 
     def finish(self, task, cfg: TileConfig) -> Outcome:
         from concurrent.futures import TimeoutError as FutureTimeout
 
+        self._prepare(task)
         future = self._futures.pop((task.spec, task.bucket, cfg), None)
         if future is not None:
             try:

@@ -60,16 +60,26 @@ class Task:
 class Settings:
     """How hard to search. `trials` counts evaluated candidates per task and run (pruned configs
     and answers from the study's memory are free and do not count); `patience` None disables the
-    early stop; `lookahead` candidates are asked (and compiled) ahead; up to `max_seeds` known
-    configs are enqueued first, `model_seeds` of them the cost model's favourites."""
+    early stop; `lookahead` candidates are asked (and compiled) ahead, never more than the
+    patience could still use; up to `max_seeds` known configs are enqueued first, `model_seeds`
+    of them the cost model's favourites. `model_seeds` None: enough to fill the first round of
+    compiles (max(3, lookahead)); `max_seeds` None: the model's seeds plus 5 other known ones."""
 
     trials: int = 40
     patience: int | None = 15
     seed: int = 0
     min_improvement: float = 0.005
     lookahead: int = 1
-    max_seeds: int = 8
-    model_seeds: int = 3
+    max_seeds: int | None = None
+    model_seeds: int | None = None
+
+    def n_model_seeds(self) -> int:
+        if self.model_seeds is not None:
+            return max(0, self.model_seeds)
+        return max(3, self.lookahead)
+
+    def n_seeds(self) -> int:
+        return self.max_seeds if self.max_seeds is not None else self.n_model_seeds() + 5
 
 
 @dataclass
@@ -380,10 +390,8 @@ def _running_elsewhere(study, own) -> set[TileConfig]:
     return out
 
 
-def _patience_left(known: dict, patience: int | None, min_improvement: float) -> bool:
-    """False once the best has not improved for `patience` evaluated trials (in trial order)."""
-    if patience is None:
-        return True
+def _since_improvement(known: dict, min_improvement: float) -> int:
+    """Evaluated trials (in trial order) since the best last improved by `min_improvement`."""
     best = math.inf
     since = 0
     for _number, outcome in sorted(known.values(), key=lambda item: item[0]):
@@ -393,7 +401,25 @@ def _patience_left(known: dict, patience: int | None, min_improvement: float) ->
         else:
             best = min(best, outcome.time_ms)
             since += 1
-    return since < patience
+    return since
+
+
+def _patience_left(known: dict, patience: int | None, min_improvement: float) -> bool:
+    """False once the best has not improved for `patience` evaluated trials (in trial order)."""
+    if patience is None:
+        return True
+    return _since_improvement(known, min_improvement) < patience
+
+
+def _ahead(known: dict, settings: Settings) -> int:
+    """How many candidates to keep in flight: the lookahead, but no more than the patience can
+    still use (compiles asked for beyond an early stop are thrown away, and they would slow the
+    next task's compiles)."""
+    ahead = max(settings.lookahead, 1)
+    if settings.patience is None:
+        return ahead
+    since = _since_improvement(known, settings.min_improvement)
+    return max(1, min(ahead, settings.patience - since))
 
 
 @contextlib.contextmanager
@@ -445,8 +471,12 @@ def _tune_task(
 
     space_ = Space(task.spec, device, candidates)
     name = study_name(task.spec, task.bucket, env.key())
+    # constant_liar: candidates asked ahead are still running when the next one is asked; TPE
+    # then treats them as bad guesses instead of proposing their neighbourhood again and again.
     sampler = optuna.samplers.TPESampler(
-        seed=settings.seed, n_startup_trials=min(10, max(settings.trials // 3, 4))
+        seed=settings.seed,
+        n_startup_trials=min(10, max(settings.trials // 3, 4)),
+        constant_liar=True,
     )
     study = optuna.create_study(
         storage=storage, sampler=sampler, study_name=name, direction="minimize", load_if_exists=True
@@ -458,9 +488,9 @@ def _tune_task(
     if heart.enabled:
         # Trials of dead workers first: they are re-queued ahead of this run's seeds.
         optuna.storages.fail_stale_trials(study)
-    modelled = model_ranked(task, device, space_.fitting(), settings.model_seeds)
+    modelled = model_ranked(task, device, space_.fitting(), settings.n_model_seeds())
     records = db.records(spec=task.spec)
-    seeds = seed_configs(task, device, env, records, settings.max_seeds, modelled)
+    seeds = seed_configs(task, device, env, records, settings.n_seeds(), modelled)
     result.default_config = seeds[0][0]
     for cfg, source in seeds:
         params = space_.params(cfg)
@@ -553,7 +583,7 @@ def _tune_task(
             if result.stop_reason:
                 break
             while (
-                len(inflight) < max(settings.lookahead, 1)
+                len(inflight) < _ahead(known, settings)
                 and done + len(inflight) < settings.trials
                 and asks < max_asks
             ):

@@ -465,3 +465,20 @@ def test_compile_pool_plumbing_contains_worker_failures():
         evaluator.close()
     assert outcome.status == "failed" and not outcome.ok
     assert evaluator.warm_stats["error"] == 1 and evaluator.warm_stats["first_error"]
+
+
+def test_lookahead_fills_the_first_round_but_not_past_the_patience():
+    """The cost model seeds the whole first round of compiles; no more candidates are asked
+    ahead than the early stop could still use (their compiles would be thrown away)."""
+    from flashgen.bench import Outcome
+    from flashgen.config import TileConfig
+
+    settings = search.Settings(trials=40, patience=5, lookahead=14)
+    assert settings.n_model_seeds() == 14 and settings.n_seeds() == 19
+    assert search.Settings(lookahead=1).n_model_seeds() == 3
+    cfgs = [TileConfig(64, 64, 4, s) for s in (1, 2, 3, 4, 5)]
+    known = {cfgs[0]: (0, Outcome("ok", time_ms=1.0))}
+    assert search._ahead(known, settings) == 5
+    known.update({c: (i + 1, Outcome("ok", time_ms=2.0)) for i, c in enumerate(cfgs[1:4])})
+    assert search._ahead(known, settings) == 2
+    assert search._ahead(known, search.Settings(patience=None, lookahead=14)) == 14
