@@ -491,7 +491,7 @@ class MeasuredEvaluator:
     def start(self, task, cfg: TileConfig) -> None:
         if self._pool is None:
             return
-        if task.spec.direction == "bwd" and (task.spec, task.bucket, None) not in self._futures:
+        if task.spec.direction == "bwd" and (task.spec, task.bucket) not in self._prepared:
             # The backward is timed on out/lse from the forward kernel at its safe config: have
             # the pool compile that too, first, instead of the timing process later.
             fwd = task.spec.with_direction("fwd")

@@ -451,20 +451,25 @@ def test_ctrl_c_on_the_cli_keeps_trials_and_exits_130(sqlite_url):
     assert rec.time_ms == pytest.approx(min(t.time_ms for t in ok)) and not rec.measured
 
 
-def test_compile_pool_plumbing_contains_worker_failures():
-    """The compile pool's plumbing (spawned workers, pickled specs and configs, futures) works
-    here too; without CUDA every worker compile fails, and that is reported, never raised, and
-    costs the candidate only."""
+@pytest.mark.parametrize("direction", ["fwd", "bwd"])
+def test_compile_pool_plumbing_contains_worker_failures(direction):
+    """The compile pool's plumbing (spawned workers, pickled specs and configs, futures, the
+    backward's extra forward compile and per-task set-up) works here too; without CUDA every
+    worker compile fails, and that is reported, never raised, and costs the candidate only."""
+    task = search.Task(TASK.spec.with_direction(direction), TASK.bucket)
     evaluator = bench.MeasuredEvaluator(compile_workers=1, compile_timeout_s=120)
     try:
         assert evaluator.warm_up() > 0
-        cfg = TileConfig(32, 32, 4, 2)
-        evaluator.start(TASK, cfg)
-        outcome = evaluator.finish(TASK, cfg)
+        outcomes = []
+        for cfg in (TileConfig(32, 32, 4, 2), TileConfig(32, 32, 4, 1)):
+            evaluator.start(task, cfg)
+        for cfg in (TileConfig(32, 32, 4, 2), TileConfig(32, 32, 4, 1)):
+            outcomes.append(evaluator.finish(task, cfg))
     finally:
         evaluator.close()
-    assert outcome.status == "failed" and not outcome.ok
-    assert evaluator.warm_stats["error"] == 1 and evaluator.warm_stats["first_error"]
+    assert all(o.status == "failed" and not o.ok for o in outcomes)
+    assert evaluator.warm_stats["error"] == 2 and evaluator.warm_stats["first_error"]
+    assert not evaluator._futures  # nothing submitted twice or left behind
 
 
 def test_lookahead_fills_the_first_round_but_not_past_the_patience():
