@@ -361,7 +361,7 @@ def main(argv=None) -> int:
         "--compile-workers", type=int, default=max(1, min(14, (os.cpu_count() or 4) - 2))
     )
     parser.add_argument(
-        "--trial-fraction", type=float, default=0.12, help="search trials / space size (min 6)"
+        "--trial-fraction", type=float, default=0.1, help="search trials / space size (min 6)"
     )
     parser.add_argument("--patience", type=int, default=12)
     parser.add_argument(

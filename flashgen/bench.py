@@ -478,6 +478,10 @@ class MeasuredEvaluator:
         if torch.cuda.is_available():
             torch.cuda.init()
             _driver_ready()
+            with contextlib.suppress(Exception):  # cuBLAS set-up for the float64 references
+                for dtype in (torch.float64, torch.float32):
+                    ones = torch.ones(16, 16, dtype=dtype, device="cuda")
+                    (ones @ ones).sum().item()
         if self._pool is not None:
             try:
                 for f in [self._pool.submit(_ready, 0.2) for _ in range(self.compile_workers)]:
