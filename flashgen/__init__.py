@@ -16,11 +16,11 @@ def __getattr__(name: str):
 
         return attention
     if name == "backend":
-        from .backend import backend
+        from .compile_backend import backend
 
         return backend
     if name == "explain":
-        from .backend import explain
+        from .compile_backend import explain
 
         return explain
     if name == "KernelSpec":

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 
 import flashgen
 from flashgen import patterns
-from flashgen.backend import backend
+from flashgen.compile_backend import backend
 
 B, H, HKV, T, D = 2, 4, 2, 37, 16
 SCALE = 1.0 / math.sqrt(D)

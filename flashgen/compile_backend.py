@@ -18,8 +18,6 @@ does not recompile the graph.
 from __future__ import annotations
 
 import logging
-import sys
-import types
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -216,23 +214,3 @@ def explain(model: Any, *args: Any, **kwargs: Any) -> ExplainReport:
     finally:
         torch._dynamo.reset()
     return report
-
-
-class _CallableModule(types.ModuleType):
-    """`flashgen.backend` names both this module and the `backend()` factory.
-
-    The entry point must be `flashgen.backend:flashgen_backend`, and importing it binds the
-    attribute `flashgen.backend` to this module, shadowing the lazy `flashgen.backend` function.
-    Making the module callable keeps `flashgen.backend(db=...)` working either way; called
-    directly as a Dynamo backend (`backend=flashgen.backend`) it behaves as flashgen_backend.
-    """
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        import torch
-
-        if args and isinstance(args[0], torch.fx.GraphModule):
-            return flashgen_backend(*args, **kwargs)
-        return backend(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule
