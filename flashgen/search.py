@@ -63,7 +63,8 @@ class Settings:
     early stop; `lookahead` candidates are asked (and compiled) ahead, never more than the
     patience could still use; up to `max_seeds` known configs are enqueued first, `model_seeds`
     of them the cost model's favourites. `model_seeds` None: enough to fill the first round of
-    compiles (max(3, lookahead)); `max_seeds` None: the model's seeds plus 5 other known ones."""
+    compiles (max(3, lookahead)); `max_seeds` None: the model's seeds plus 10 others (records,
+    and the `model_explorers` with `explore` as their ratio; 0 disables those)."""
 
     trials: int = 40
     patience: int | None = 15
@@ -72,6 +73,7 @@ class Settings:
     lookahead: int = 1
     max_seeds: int | None = None
     model_seeds: int | None = None
+    explore: float = 1.25
 
     def n_model_seeds(self) -> int:
         if self.model_seeds is not None:
@@ -79,7 +81,7 @@ class Settings:
         return max(3, self.lookahead)
 
     def n_seeds(self) -> int:
-        return self.max_seeds if self.max_seeds is not None else self.n_model_seeds() + 5
+        return self.max_seeds if self.max_seeds is not None else self.n_model_seeds() + 10
 
 
 @dataclass
@@ -319,6 +321,30 @@ def model_ranked(task: Task, device, configs: Sequence[TileConfig], k: int) -> l
     return sorted(configs, key=lambda c: (estimate_ms(task.spec, c, shape, device), c))[:k]
 
 
+def model_explorers(
+    task: Task, device, configs: Sequence[TileConfig], taken: Sequence[TileConfig], ratio: float
+) -> list[TileConfig]:
+    """A hedge against the cost model's blind spots: for every value of every parameter (e.g.
+    256-row blocks, 8 warps), the config the model likes best among those with that value, when
+    it is not in `taken` and the model puts it within `ratio` of its favourite. Values the model
+    calls clearly slow (tiny tiles, 2 warps on Hopper) are left to the sampler."""
+    from .costmodel import estimate_ms
+
+    if not configs or not ratio:
+        return []
+    shape = timing_shape(task.spec, task.bucket)
+    est = {c: estimate_ms(task.spec, c, shape, device) for c in configs}
+    ranked = sorted(configs, key=lambda c: (est[c], c))
+    limit = est[ranked[0]] * ratio
+    out: list[TileConfig] = []
+    for p in PARAMS:
+        for value in sorted({getattr(c, p) for c in ranked}):
+            cfg = next(c for c in ranked if getattr(c, p) == value)
+            if est[cfg] <= limit and cfg not in taken and cfg not in out:
+                out.append(cfg)
+    return out
+
+
 def seed_configs(
     task: Task,
     device,
@@ -489,6 +515,8 @@ def _tune_task(
         # Trials of dead workers first: they are re-queued ahead of this run's seeds.
         optuna.storages.fail_stale_trials(study)
     modelled = model_ranked(task, device, space_.fitting(), settings.n_model_seeds())
+    if modelled:
+        modelled += model_explorers(task, device, space_.fitting(), modelled, settings.explore)
     records = db.records(spec=task.spec)
     seeds = seed_configs(task, device, env, records, settings.n_seeds(), modelled)
     result.default_config = seeds[0][0]

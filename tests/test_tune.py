@@ -479,7 +479,7 @@ def test_lookahead_fills_the_first_round_but_not_past_the_patience():
     from flashgen.config import TileConfig
 
     settings = search.Settings(trials=40, patience=5, lookahead=14)
-    assert settings.n_model_seeds() == 14 and settings.n_seeds() == 19
+    assert settings.n_model_seeds() == 14 and settings.n_seeds() == 24
     assert search.Settings(lookahead=1).n_model_seeds() == 3
     cfgs = [TileConfig(64, 64, 4, s) for s in (1, 2, 3, 4, 5)]
     known = {cfgs[0]: (0, Outcome("ok", time_ms=1.0))}
