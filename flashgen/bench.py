@@ -418,6 +418,23 @@ def _driver_ready() -> None:
         pass
 
 
+def _torch_ready() -> None:
+    """Load what the first candidate's check would otherwise load on the clock: cuBLAS (the
+    float64 reference) and PyTorch's attention kernels (the half-precision yardstick)."""
+    import torch
+    import torch.nn.functional as F
+
+    with contextlib.suppress(Exception):
+        for dtype in (torch.float64, torch.float32):
+            ones = torch.ones(16, 16, dtype=dtype, device="cuda")
+            (ones @ ones).sum().item()
+        for dtype in (torch.bfloat16, torch.float16):
+            for d in (64, 128):
+                q = torch.ones(1, 2, 64, d, dtype=dtype, device="cuda")
+                for causal in (False, True):
+                    F.scaled_dot_product_attention(q, q, q, is_causal=causal).sum().item()
+
+
 def _ready(delay: float) -> int:
     """A no-op pool task (keeps a worker busy briefly so that every worker gets started)."""
     import os
@@ -478,10 +495,7 @@ class MeasuredEvaluator:
         if torch.cuda.is_available():
             torch.cuda.init()
             _driver_ready()
-            with contextlib.suppress(Exception):  # cuBLAS set-up for the float64 references
-                for dtype in (torch.float64, torch.float32):
-                    ones = torch.ones(16, 16, dtype=dtype, device="cuda")
-                    (ones @ ones).sum().item()
+            _torch_ready()
         if self._pool is not None:
             try:
                 for f in [self._pool.submit(_ready, 0.2) for _ in range(self.compile_workers)]:
