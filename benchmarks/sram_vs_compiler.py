@@ -218,6 +218,18 @@ def _write_json(path: Path, data) -> None:
     os.replace(tmp, path)
 
 
+def _save_cache(path: Path, cache: dict) -> None:
+    """Merge `cache` into the file under a lock: sweeps of two Triton versions may share it."""
+    import fcntl
+
+    with open(path.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        on_disk = json.loads(path.read_text()) if path.exists() else {}
+        on_disk.update(cache)
+        cache.update(on_disk)
+        _write_json(path, on_disk)
+
+
 def _cached(cache: dict, version: str, job: tuple) -> bool:
     """Compiled already for the current template, with every kernel flashgen may launch."""
     spec, cfg = KernelSpec(*job[0]), TileConfig(*job[1])
@@ -257,7 +269,7 @@ def run_sweep(args, version: str) -> None:
                 cache[cache_key(version, job[2], spec, cfg, result["template"])] = result
             done += 1
             if done % 10 == 0 or done == len(todo):
-                _write_json(cache_path, cache)
+                _save_cache(cache_path, cache)
                 print(
                     f"  {done}/{len(todo)} {spec.uri()} {cfg.short()} sm{job[2]} {result}",
                     flush=True,
@@ -267,7 +279,7 @@ def run_sweep(args, version: str) -> None:
                 for f in futures:
                     f.cancel()
                 break
-    _write_json(cache_path, cache)
+    _save_cache(cache_path, cache)
 
 
 def analyse(cache: dict) -> list[dict]:
