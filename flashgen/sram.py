@@ -8,16 +8,22 @@ kernels, checked against the real compiler (benchmarks/sram_vs_compiler.py, test
 - Loads inside the key loop (forward: K and V; backward dK/dV kernel: Q and dO; dQ kernel: K and
   V) are software-pipelined through shared memory. Hopper's wgmma path (mma v3: sm_90, a multiple
   of 4 warps, at least 64 rows per dot) keeps `num_stages` buffers; the Ampere path (mma v2, also
-  Hopper with 2 warps or small blocks) keeps `num_stages - 1`. With one stage nothing is
-  pipelined and one tile of the loop operand is staged for the dot.
-- Loop-invariant dot operands (the Q tile in the forward) stay in shared memory.
+  Hopper with 2 warps or fewer rows) keeps `num_stages - 1`. With one stage nothing is pipelined:
+  the forward stages one K-or-V tile, the backward kernels both of their loop tiles, and dK/dV on
+  mma v2 a conversion buffer of 16 B x D per warp.
+- Loop-invariant dot operands (Q in the forward, K/V or Q/dO in the backward) stay resident.
 - mma v2 reuses the first product's register layout for P only when the warps tile the rows
-  (block_m >= block_d); otherwise P is staged through shared memory for the second product.
-- A small per-row scratch for reductions (measured +512 B at block_m 64, fp32).
+  (rows >= block_d); otherwise P is staged through shared memory for the second product.
+- Small terms: barriers and row-statistics scratch (1 KB + 4 B per row), and the dK/dV kernel's
+  per-step lse/delta vectors.
+- Hopper's TMA kernels (forward, and the backward for 16-bit dtypes) allocate the same as the
+  pointer kernels within the small terms; flashgen may launch either, so both are budgeted.
 - Triton 3.6 (the H200 machine's) and 3.9 (CI's) allocate the same for the current templates
   (benchmarks/SRAM.md). An earlier forward template cost 3.6 another 4 KB per warp (pointer
   tensors carried from one loop into the next changed layout through shared memory); the
   template now builds fresh pointers. The comparison script is the guard against such drift.
+- sm_75 (T4) is modelled as the Ampere path; its compiler stages less (no cp.async), so the
+  model is conservative there. float32 (ieee dots) uses the same formulas with 4-byte tiles.
 
 Everything here is pure and cheap except `current_device()`, which reads the CUDA device once.
 Public interface (the cross-room contract): DeviceLimits, KNOWN_GPUS, current_device,
