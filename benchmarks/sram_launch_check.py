@@ -4,7 +4,8 @@ The CPU comparison (benchmarks/sram_vs_compiler.py) trusts the compiler's byte c
 the ground truth it stands for. For each spec (head dim 64/128/256, bf16, causal alternating,
 forward and backward) it launches a sample of configs through the real host code
 (`flashgen.fwd.forward` with the TMA kernel and with the pointer kernel, FLASHGEN_FWD_TMA=1/0;
-`flashgen.bwd.backward` once for the dK/dV kernel and once for the dQ kernel) and records
+`flashgen.bwd.backward` once for the dK/dV kernel and once for the dQ kernel, each as the TMA
+and the pointer build on Hopper, FLASHGEN_BWD_TMA=1/0) and records
 whether the launch raised OutOfResources. The sample, in priority order: the configs known to
 fail on the H200 (head dim 128, BLOCK_N 128, 4 stages), then the configs the model puts nearest
 the device's limit on either side (where a wrong model would show), then a few fixed others.
@@ -88,7 +89,8 @@ def launch(spec: KernelSpec, cfg: TileConfig, kernel: str, tensors: dict) -> dic
             os.environ["FLASHGEN_FWD_TMA"] = "1" if kernel == "attn_fwd_tma" else "0"
             fwd.forward(q, k, v, causal=spec.causal, scale=None, config=cfg)
         else:
-            needs = (False, True, True) if kernel == "attn_bwd_dkdv" else (True, False, False)
+            os.environ["FLASHGEN_BWD_TMA"] = "1" if kernel.endswith("_tma") else "0"
+            needs = (False, True, True) if "dkdv" in kernel else (True, False, False)
             bwd.backward(
                 do, q, k, v, out, lse, causal=spec.causal, scale=q.shape[-1] ** -0.5,
                 config=cfg, needs=needs,
@@ -105,6 +107,7 @@ def launch(spec: KernelSpec, cfg: TileConfig, kernel: str, tensors: dict) -> dic
         }
     finally:
         os.environ.pop("FLASHGEN_FWD_TMA", None)
+        os.environ.pop("FLASHGEN_BWD_TMA", None)
 
 
 def _sync(t) -> None:
