@@ -237,9 +237,9 @@ def _loop_kernel_bytes(
     v3 = _uses_mma_v3(capability, k.rows, cfg.num_warps)
     tile = k.loop_rows * block_d * elem
     loop = _pipelined(k.loop_tiles * tile, k.unpipelined * tile, cfg.num_stages, v3)
-    # The per-row fp32 vectors loaded each step (lse, delta) are buffered too; fitted to the
-    # compiler: (stages + 1) / 2 copies of each (seen 128 B to 2 KB).
-    vectors = k.loop_vectors * k.loop_rows * 4 * (cfg.num_stages + 1) // 2
+    # The per-row fp32 vectors loaded each step (lse, delta) are buffered too, up to one copy
+    # per stage (seen 128 B to 8 KB: the dK/dV TMA build at block_m 256, 4 stages).
+    vectors = k.loop_vectors * k.loop_rows * 4 * cfg.num_stages
     resident = k.resident * k.rows * block_d * elem
     staged_p = 0 if v3 or k.rows >= block_d else k.rows * k.loop_rows * elem
     if k.single_stage_scratch and cfg.num_stages <= 1 and not v3:

@@ -48,12 +48,12 @@ HAND = [
     (fwd(80), TileConfig(128, 64, 4, 2), SM90, 32768 + 2 * 32768 + scratch(128, 64)),
     # Backward, the larger of the two kernels: dK/dV (rows = block_n = 64, wgmma) keeps K, V
     # (2 x 64x128x2) and pipelines Q, dO (2 x 128x128x2), 2 stages, plus lse and delta
-    # (2 vectors x 128 x 4 B) x (stages + 1) / 2.
+    # (2 vectors x 128 x 4 B) per stage.
     (
         KernelSpec(128, False, "float16", "bwd"),
         TileConfig(128, 64, 4, 2),
         SM90,
-        2 * 2 * 32768 + 2 * 128 * 4 * 3 // 2 + 2 * 16384 + scratch(64, 128),
+        2 * 2 * 32768 + 2 * 128 * 4 * 2 + 2 * 16384 + scratch(64, 128),
     ),
 ]
 
