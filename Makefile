@@ -11,13 +11,15 @@ PYTEST_ARGS ?=
 
 install: $(STAMP)
 
-# Where a CPU build of torch lies on local disk (pip's configured find-links), take it
-# first so that the bare `torch` requirement is already met and no multi-GB CUDA build is
-# downloaded. Elsewhere the --no-index attempt fails fast and pip resolves torch normally.
+# Where a CPU build of torch 2.13.0 lies on local disk (pip's configured find-links; the probe
+# downloads nothing from the network), install it first so that the bare `torch` requirement
+# is already met and no multi-GB CUDA build is fetched. Elsewhere the probe fails fast and pip
+# resolves torch normally: users are not pinned to 2.13.0.
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --no-index torch==2.13.0 2>/dev/null \
-	  || echo "no local CPU torch wheel here; torch comes from the index"
+	if $(PY) -m pip download -q --no-index --no-deps torch==2.13.0 -d $(VENV)/.torch-probe \
+	    >/dev/null 2>&1; then $(PY) -m pip install -q torch==2.13.0; \
+	  else echo "no local torch 2.13.0 wheel here: torch comes from the index"; fi
 	$(PY) -m pip install -q -e '.[dev]'
 	touch $@
 
