@@ -26,6 +26,7 @@ import os
 
 from .config import TileConfig
 from .spec import KernelSpec
+from .tma import descriptor_factory, device_has_tma, tma_compatible
 
 _DTYPE_NAME = {"torch.float16": "float16", "torch.bfloat16": "bfloat16", "torch.float32": "float32"}
 
@@ -46,23 +47,6 @@ def _last_dim_contiguous(t):
     return t if t.stride(-1) == 1 else t.contiguous()
 
 
-@functools.cache
-def _has_tma(device_index: int) -> bool:
-    import torch
-
-    try:
-        from triton.tools.tensor_descriptor import TensorDescriptor  # noqa: F401
-    except ImportError:
-        return False
-    return torch.cuda.get_device_capability(device_index)[0] >= 9
-
-
-def _tma_compatible(t) -> bool:
-    """TMA needs a 16-byte aligned base and non-zero outer strides that are 16-byte multiples."""
-    size = t.element_size()
-    return t.data_ptr() % 16 == 0 and all(s > 0 and (s * size) % 16 == 0 for s in t.stride()[:3])
-
-
 def use_tma(*tensors) -> bool:
     """Whether `backward` takes the descriptor kernels for these (last-dim contiguous) tensors."""
     forced = os.environ.get("FLASHGEN_BWD_TMA")
@@ -71,7 +55,7 @@ def use_tma(*tensors) -> bool:
     first = tensors[0]
     if not first.is_cuda or first.element_size() != 2 or first.shape[-1] > 128:
         return False
-    return _has_tma(first.device.index or 0) and all(_tma_compatible(t) for t in tensors)
+    return device_has_tma(first.device.index or 0) and all(tma_compatible(t) for t in tensors)
 
 
 def _strides3(t) -> tuple[int, int, int]:
@@ -139,10 +123,10 @@ def backward(
     ints = (heads_q, heads_kv, seq_q, seq_k, float(scale))
     blocks = {"BLOCK_M": block_m, "BLOCK_N": block_n, **launch}
     if use_tma(q, k, v, do) if tma is None else tma:
-        from triton.tools.tensor_descriptor import TensorDescriptor
+        make = descriptor_factory()
 
         def desc(t, rows):
-            return TensorDescriptor(t, list(t.shape), list(t.stride()), [1, 1, rows, spec.block_d])
+            return make(t, list(t.shape), list(t.stride()), [1, 1, rows, spec.block_d])
 
         descs = (desc(q, block_m), desc(k, block_n), desc(v, block_n), desc(do, block_m))
         if dk is not None:

@@ -86,7 +86,7 @@ def kernel_path(spec: KernelSpec, source: str):
     return kernel_dir() / f"{spec.uri()}_{digest}.py"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _load(spec: KernelSpec, interpret: bool) -> ModuleType:
     source = render(spec)
     path = kernel_path(spec, source)

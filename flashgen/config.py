@@ -41,9 +41,13 @@ class TileConfig:
                     f"got {value}"
                 )
         if self.num_warps not in ALLOWED_WARPS:
-            raise ValueError(f"TileConfig.num_warps must be one of {ALLOWED_WARPS}, got {self.num_warps}")
+            raise ValueError(
+                f"TileConfig.num_warps must be one of {ALLOWED_WARPS}, got {self.num_warps}"
+            )
         if not 1 <= self.num_stages <= MAX_STAGES:
-            raise ValueError(f"TileConfig.num_stages must be in [1, {MAX_STAGES}], got {self.num_stages}")
+            raise ValueError(
+                f"TileConfig.num_stages must be in [1, {MAX_STAGES}], got {self.num_stages}"
+            )
 
     def as_dict(self) -> dict[str, int]:
         return asdict(self)

@@ -19,6 +19,8 @@ import functools
 import math
 import os
 
+from .tma import descriptor_factory, device_has_tma, tma_compatible
+
 LOG2E = 1.4426950408889634
 
 
@@ -34,63 +36,14 @@ def kernel_spec(q, *, causal: bool):
     return _spec(q.shape[-1], bool(causal), str(q.dtype).removeprefix("torch."))
 
 
-@functools.cache
-def _has_tma(device_index: int) -> bool:
-    import torch
-
-    try:
-        from triton.tools.tensor_descriptor import TensorDescriptor  # noqa: F401
-    except ImportError:
-        return False
-    return torch.cuda.get_device_capability(device_index)[0] >= 9
-
-
-def _tma_compatible(t) -> bool:
-    """TMA needs a 16-byte aligned base and 16-byte multiple (non-zero) outer strides."""
-    size = t.element_size()
-    if t.data_ptr() % 16:
-        return False
-    return all(s > 0 and (s * size) % 16 == 0 for s in t.stride()[:3])
-
-
-@functools.cache
-def _descriptor_factory():
-    """A constructor for host TMA descriptors without TensorDescriptor's own checks.
-
-    Those checks (alignment, strides, block shape) repeat `_tma_compatible` and
-    `check_inputs` and cost a few microseconds per descriptor, four per call, on the path every
-    attention call takes. Fields the dataclass may grow in later Triton versions get their
-    defaults; if one has no plain default, the checked constructor is used instead.
-    """
-    import dataclasses
-
-    from triton.tools.tensor_descriptor import TensorDescriptor
-
-    given = ("base", "shape", "strides", "block_shape")
-    defaults = {
-        f.name: f.default for f in dataclasses.fields(TensorDescriptor) if f.name not in given
-    }
-    if any(value is dataclasses.MISSING for value in defaults.values()):
-        return TensorDescriptor
-
-    def make(base, shape, strides, block_shape):
-        desc = TensorDescriptor.__new__(TensorDescriptor)
-        desc.__dict__.update(
-            defaults, base=base, shape=shape, strides=strides, block_shape=block_shape
-        )
-        return desc
-
-    return make
-
-
 def use_tma(q, k, v) -> bool:
     """Whether `forward` takes the descriptor kernel for these tensors."""
     forced = os.environ.get("FLASHGEN_FWD_TMA")
     if forced is not None and forced != "":
         return forced != "0"
-    if not q.is_cuda or not _has_tma(q.device.index or 0):
+    if not q.is_cuda or not device_has_tma(q.device.index or 0):
         return False
-    return _tma_compatible(q) and _tma_compatible(k) and _tma_compatible(v)
+    return tma_compatible(q) and tma_compatible(k) and tma_compatible(v)
 
 
 def forward(q, k, v, *, causal: bool, scale: float | None, config=None):
@@ -129,7 +82,7 @@ def forward(q, k, v, *, causal: bool, scale: float | None, config=None):
     qk_scale = float(scale) * LOG2E
     if use_tma(q, k, v):
         bm, bn, bd = config.block_m, config.block_n, spec.block_d
-        make = _descriptor_factory()
+        make = descriptor_factory()
 
         def desc(t, rows):
             return make(t, list(t.shape), list(t.stride()), [1, 1, rows, bd])

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import os
 import tempfile
+import uuid
+from contextlib import contextmanager
 
 import pytest
 
@@ -41,3 +43,41 @@ def pytest_collection_modifyitems(config, items):
 def device() -> str:
     """Where kernel tests put their tensors: CUDA when present, else CPU (interpreter)."""
     return "cuda" if _HAS_CUDA else "cpu"
+
+
+@contextmanager
+def fresh_pg_database(prefix: str = "fg_test"):
+    """A new, empty database on the test PostgreSQL server, dropped afterwards.
+
+    Each test gets its own so that pytest-xdist workers never see each other's tables.
+    """
+    import sqlalchemy as sa
+
+    base = sa.engine.make_url(os.environ["FLASHGEN_TEST_PG_URL"])
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    admin = sa.create_engine(base, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
+        yield base.set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.dispose()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def db_url(request, tmp_path):
+    """A fresh tuning-database URL on each backend: a SQLite file and a PostgreSQL database."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'tuning.sqlite3'}"
+    else:
+        with fresh_pg_database() as url:
+            yield url
+
+
+@pytest.fixture
+def pg_url():
+    """A fresh PostgreSQL database URL (tests using it carry the `postgres` marker)."""
+    with fresh_pg_database() as url:
+        yield url

@@ -11,11 +11,8 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
-import os
 import subprocess
 import sys
-import uuid
-from contextlib import contextmanager
 
 import pytest
 import sqlalchemy as sa
@@ -49,30 +46,6 @@ def _record(time_ms=1.0, *, bucket=(128, 128), env=ENV, spec=SPEC, measured=True
         host="node1",
         created_at=dt.datetime(2026, 11, 1, 12, 0, tzinfo=dt.timezone.utc),
     )
-
-
-@contextmanager
-def _pg_database():
-    base = sa.engine.make_url(os.environ["FLASHGEN_TEST_PG_URL"])
-    name = f"fg_test_{uuid.uuid4().hex[:12]}"
-    admin = sa.create_engine(base, isolation_level="AUTOCOMMIT")
-    try:
-        with admin.connect() as conn:
-            conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
-        yield base.set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as conn:
-            conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        admin.dispose()
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
-def db_url(request, tmp_path):
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'tuning.sqlite3'}"
-    else:
-        with _pg_database() as url:
-            yield url
 
 
 @pytest.fixture

@@ -20,6 +20,7 @@ import torch
 from flashgen.config import TileConfig
 from flashgen.fwd import forward
 from flashgen.reference import attention_ref, max_abs_err, sdpa_same_dtype, tolerance
+from flashgen.tma import tma_compatible
 from flashgen.validate import check_inputs
 
 HAS_CUDA = torch.cuda.is_available()
@@ -178,11 +179,11 @@ def test_tma_only_for_aligned_cuda_tensors(monkeypatch):
     monkeypatch.delenv("FLASHGEN_FWD_TMA", raising=False)
     q, k, v = make_qkv(1, 2, 2, 8, 8, 64, torch.float16, "cpu")
     assert not fwd.use_tma(q, k, v)
-    assert fwd._tma_compatible(q)
-    assert fwd._tma_compatible(q.transpose(1, 2).contiguous().transpose(1, 2))
-    assert not fwd._tma_compatible(torch.zeros(1, 2, 8, 20, dtype=torch.float16))  # 40-byte rows
-    assert not fwd._tma_compatible(torch.zeros(1, 2, 8, 80, dtype=torch.float16)[..., 1:65])
-    assert not fwd._tma_compatible(q[:1].expand(3, -1, -1, -1))  # stride 0
+    assert tma_compatible(q)
+    assert tma_compatible(q.transpose(1, 2).contiguous().transpose(1, 2))
+    assert not tma_compatible(torch.zeros(1, 2, 8, 20, dtype=torch.float16))  # 40-byte rows
+    assert not tma_compatible(torch.zeros(1, 2, 8, 80, dtype=torch.float16)[..., 1:65])
+    assert not tma_compatible(q[:1].expand(3, -1, -1, -1))  # stride 0
     monkeypatch.setenv("FLASHGEN_FWD_TMA", "1")
     assert fwd.use_tma(q, k, v)
 

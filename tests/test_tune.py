@@ -13,8 +13,6 @@ import math
 import os
 import subprocess
 import sys
-import uuid
-from contextlib import contextmanager
 
 import pytest
 
@@ -30,32 +28,6 @@ H200 = KNOWN_GPUS["nvidia-h200"]
 SPEC = KernelSpec(16, False, "float16", "fwd")
 BUCKET = (64, 64)
 TASK = search.Task(SPEC, BUCKET)
-
-
-@contextmanager
-def _pg_database():
-    import sqlalchemy as sa
-
-    base = sa.engine.make_url(os.environ["FLASHGEN_TEST_PG_URL"])
-    name = f"fg_tune_{uuid.uuid4().hex[:12]}"
-    admin = sa.create_engine(base, isolation_level="AUTOCOMMIT")
-    try:
-        with admin.connect() as conn:
-            conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
-        yield base.set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as conn:
-            conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        admin.dispose()
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
-def db_url(request, tmp_path):
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'tuning.sqlite3'}"
-    else:
-        with _pg_database() as url:
-            yield url
 
 
 @pytest.fixture
@@ -304,40 +276,40 @@ def test_cost_model_favourites_are_seeded(sqlite_url):
 
 
 @pytest.mark.postgres
-def test_two_worker_processes_share_one_postgres_study():
-    with _pg_database() as url:
-        cmd = [sys.executable, "-m", "flashgen.cli", "tune", "--db", url, "--workers", "2"]
-        cmd += ["--head-dim", "16", "--dtype", "float16", "--causal", "false"]
-        cmd += ["--seq-len", "64", "--direction", "fwd", "--trials", "6", "--patience", "0"]
-        cmd += ["--quiet"]
-        env = dict(os.environ, TRITON_INTERPRET="1")
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=150, env=env)
-        assert proc.returncode == 0, proc.stderr[-3000:]
-        assert "attn_fwd_d16_full_f16" in proc.stdout
-        import optuna
+def test_two_worker_processes_share_one_postgres_study(pg_url):
+    url = pg_url
+    cmd = [sys.executable, "-m", "flashgen.cli", "tune", "--db", url, "--workers", "2"]
+    cmd += ["--head-dim", "16", "--dtype", "float16", "--causal", "false"]
+    cmd += ["--seq-len", "64", "--direction", "fwd", "--trials", "6", "--patience", "0"]
+    cmd += ["--quiet"]
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=150, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "attn_fwd_d16_full_f16" in proc.stdout
+    import optuna
 
-        db = connect(url)
-        storage = search.open_storage(db)
-        [name] = [
-            n
-            for n in optuna.get_all_study_names(storage)
-            if n.startswith(f"flashgen:{SPEC.uri()}:64x64:")
-        ]
-        study = optuna.load_study(study_name=name, storage=storage)
-        evaluated = [t for t in study.trials if t.user_attrs.get("evaluated")]
-        workers = {t.user_attrs["worker"] for t in evaluated}
-        assert len(workers) == 2, workers
-        fresh = [t for t in evaluated if not t.user_attrs.get("duplicate")]
-        configs = [tuple(t.params[p] for p in search.PARAMS) for t in fresh]
-        # Both workers stop once the study holds 6 evaluated configs; a config rarely runs
-        # twice (both workers asked it in the same instant).
-        assert len(set(configs)) >= 6 and len(configs) <= 9, configs
-        [rec] = [r for r in db.records(SPEC) if r.bucket == BUCKET]
-        assert rec.measured is False
+    db = connect(url)
+    storage = search.open_storage(db)
+    [name] = [
+        n
+        for n in optuna.get_all_study_names(storage)
+        if n.startswith(f"flashgen:{SPEC.uri()}:64x64:")
+    ]
+    study = optuna.load_study(study_name=name, storage=storage)
+    evaluated = [t for t in study.trials if t.user_attrs.get("evaluated")]
+    workers = {t.user_attrs["worker"] for t in evaluated}
+    assert len(workers) == 2, workers
+    fresh = [t for t in evaluated if not t.user_attrs.get("duplicate")]
+    configs = [tuple(t.params[p] for p in search.PARAMS) for t in fresh]
+    # Both workers stop once the study holds 6 evaluated configs; a config rarely runs
+    # twice (both workers asked it in the same instant).
+    assert len(set(configs)) >= 6 and len(configs) <= 9, configs
+    [rec] = [r for r in db.records(SPEC) if r.bucket == BUCKET]
+    assert rec.measured is False
 
 
 @pytest.mark.postgres
-def test_stale_trial_of_a_dead_worker_is_retried():
+def test_stale_trial_of_a_dead_worker_is_retried(pg_url):
     """A worker that asked a trial and died: its heartbeat goes stale, the next worker fails it
     and runs the same config again (RetryHeartbeatStaleTrialCallback)."""
     import time
@@ -345,36 +317,36 @@ def test_stale_trial_of_a_dead_worker_is_retried():
     import optuna
     from optuna.trial import TrialState
 
-    with _pg_database() as url:
-        db = connect(url)
-        storage = search.open_storage(db, heartbeat_interval=1, grace_period=2)
-        env = current_fingerprint(H200)
-        name = search.study_name(SPEC, BUCKET, env.key())
-        study = optuna.create_study(storage=storage, study_name=name, direction="minimize")
-        orphan = TileConfig(32, 32, 2, 2)
-        study.enqueue_trial(orphan.as_dict())
-        with search._optuna_quiet():
-            dead = study.ask()
-            search.Space(SPEC, H200).suggest(dead)
-            storage.record_heartbeat(dead._trial_id)
-        time.sleep(3)
-        search.tune_task(
-            TASK,
-            db=db,
-            storage=storage,
-            evaluator=bench.ModelledEvaluator(H200),
-            device=H200,
-            env=env,
-            settings=search.Settings(trials=3, patience=None),
-        )
-        trials = optuna.load_study(study_name=name, storage=storage).trials
-        assert trials[dead.number].state == TrialState.FAIL
-        rerun = [
-            t
-            for t in trials[dead.number + 1 :]
-            if t.state == TrialState.COMPLETE and t.params == orphan.as_dict()
-        ]
-        assert rerun, [(t.number, t.state, t.params) for t in trials]
+    url = pg_url
+    db = connect(url)
+    storage = search.open_storage(db, heartbeat_interval=1, grace_period=2)
+    env = current_fingerprint(H200)
+    name = search.study_name(SPEC, BUCKET, env.key())
+    study = optuna.create_study(storage=storage, study_name=name, direction="minimize")
+    orphan = TileConfig(32, 32, 2, 2)
+    study.enqueue_trial(orphan.as_dict())
+    with search._optuna_quiet():
+        dead = study.ask()
+        search.Space(SPEC, H200).suggest(dead)
+        storage.record_heartbeat(dead._trial_id)
+    time.sleep(3)
+    search.tune_task(
+        TASK,
+        db=db,
+        storage=storage,
+        evaluator=bench.ModelledEvaluator(H200),
+        device=H200,
+        env=env,
+        settings=search.Settings(trials=3, patience=None),
+    )
+    trials = optuna.load_study(study_name=name, storage=storage).trials
+    assert trials[dead.number].state == TrialState.FAIL
+    rerun = [
+        t
+        for t in trials[dead.number + 1 :]
+        if t.state == TrialState.COMPLETE and t.params == orphan.as_dict()
+    ]
+    assert rerun, [(t.number, t.state, t.params) for t in trials]
 
 
 @pytest.mark.gpu
