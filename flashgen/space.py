@@ -87,9 +87,11 @@ def _gpu_class(device: DeviceLimits) -> str:
 
 
 # (gpu class, direction, causal, block_d) -> preferred configs, best first, for 16-bit dtypes.
-# sm90 forward rows are the H200 grid's winners (shared/anchors): hd128 (128,64,4,2) non-causal
-# and (64,64,4,3) causal; hd64 (128,64,8,3) / (64,64,4,3). The rest are conservative picks that
-# the model fits with margin; a later entry is used when an earlier one does not fit (fp32).
+# sm90 rows are the winners of the H200 grids measured with these templates (benchmarks/RESULTS.md,
+# runs 3 and 4): forward hd128 (128,64,4,2) non-causal, (64,64,4,3) causal; forward hd64
+# (64,128,4,2) both; backward hd128 (128,128,8,2) non-causal, (64,64,4,2) causal; backward hd64
+# (64,64,4,3) non-causal, (64,64,4,2) causal. The rest are conservative picks that the model fits
+# with margin; a later entry is used when an earlier one does not fit (fp32).
 _T = TileConfig
 _DEFAULTS: dict[tuple[str, str, bool, int], tuple[TileConfig, ...]] = {}
 
@@ -109,12 +111,15 @@ for _bd in (16, 32, 64):
     _set("sm80", "bwd", None, _bd, _T(64, 64, 4, 3), _T(64, 64, 4, 2))
     _set("sm86", "bwd", None, _bd, _T(64, 64, 4, 2), _T(32, 64, 4, 2))
     _set("sm75", "bwd", None, _bd, _T(32, 32, 4, 2), _T(32, 32, 4, 1))
+_set("sm90", "fwd", None, 64, _T(64, 128, 4, 2), _T(64, 64, 4, 3))
+_set("sm90", "bwd", True, 64, _T(64, 64, 4, 2), _T(32, 64, 4, 2))
 _set("sm90", "fwd", False, 128, _T(128, 64, 4, 2), _T(64, 64, 4, 2))
 _set("sm90", "fwd", True, 128, _T(64, 64, 4, 3), _T(64, 64, 4, 2))
 _set("sm80", "fwd", None, 128, _T(128, 64, 4, 3), _T(64, 64, 4, 2))
 _set("sm86", "fwd", None, 128, _T(64, 64, 4, 2), _T(64, 32, 4, 2))
 _set("sm75", "fwd", None, 128, _T(64, 32, 4, 2), _T(32, 32, 4, 1))
-_set("sm90", "bwd", None, 128, _T(64, 64, 4, 2), _T(32, 64, 4, 2))
+_set("sm90", "bwd", False, 128, _T(128, 128, 8, 2), _T(64, 64, 4, 2), _T(32, 64, 4, 2))
+_set("sm90", "bwd", True, 128, _T(64, 64, 4, 2), _T(32, 64, 4, 2))
 _set("sm80", "bwd", None, 128, _T(64, 64, 4, 2), _T(32, 64, 4, 2))
 _set("sm86", "bwd", None, 128, _T(32, 64, 4, 2), _T(32, 32, 4, 2))
 _set("sm75", "bwd", None, 128, _T(32, 32, 4, 1), _T(16, 32, 2, 1))

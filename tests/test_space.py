@@ -100,7 +100,13 @@ def test_defaults_follow_the_h200_measurements():
         64, 64, 4, 3
     )
     assert space.default_config(KernelSpec(64, False, "float16", "fwd"), H200) == TileConfig(
-        128, 64, 8, 3
+        64, 128, 4, 2
+    )
+    assert space.default_config(KernelSpec(128, False, "bfloat16", "bwd"), H200) == TileConfig(
+        128, 128, 8, 2
+    )
+    assert space.default_config(KernelSpec(64, True, "bfloat16", "bwd"), H200) == TileConfig(
+        64, 64, 4, 2
     )
 
 
