@@ -25,6 +25,7 @@ the candidate in flight. Early stop: when the study's best has not improved by a
 from __future__ import annotations
 
 import contextlib
+import datetime
 import math
 import os
 import socket
@@ -73,6 +74,7 @@ class Settings:
     lookahead: int = 1
     max_seeds: int | None = None
     model_seeds: int | None = None
+    since: datetime.datetime | None = None
     explore: float = 1.25
 
     def n_model_seeds(self) -> int:
@@ -405,6 +407,20 @@ def _finished_outcomes(study) -> dict[TileConfig, tuple[int, Outcome]]:
     return known
 
 
+def _evaluated_before(study, since: datetime.datetime | None) -> int:
+    """Evaluated configs that count against earlier runs: all of them now, or (for the workers
+    of one `--workers` run, which share `since`) those completed before the run started."""
+    known = _finished_outcomes(study)
+    if since is None:
+        return len(known)
+    numbers = {number for number, _ in known.values()}
+    return sum(
+        1
+        for t in study.get_trials(deepcopy=False)
+        if t.number in numbers and t.datetime_complete is not None and t.datetime_complete < since
+    )
+
+
 def _running_elsewhere(study, own) -> set[TileConfig]:
     """Configs of trials another worker is running now (only a shared study has any)."""
     from optuna.trial import TrialState
@@ -527,7 +543,7 @@ def _tune_task(
 
     inflight: deque[tuple[Any, TileConfig]] = deque()
     fitting = len(space_.fitting())
-    baseline = len(_finished_outcomes(study))
+    baseline = _evaluated_before(study, settings.since)
     max_asks = 4 * settings.trials + 2 * len(space_.candidates) + 16
     asks = 0
     shape = timing_shape(task.spec, task.bucket)

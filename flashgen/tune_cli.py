@@ -224,6 +224,7 @@ def _settings(opts: dict, args: argparse.Namespace, lookahead: int):
         patience=None if not patience else int(patience),
         seed=int(args.seed),
         lookahead=max(1, lookahead),
+        since=getattr(args, "run_started", None),
     )
 
 
@@ -355,6 +356,7 @@ def _worker_main(argv: dict, opts: dict, task_data: list, index: int, gpus: int)
 
 def _run_workers(args, opts, tasks, db) -> list:
     """Start `--workers` processes on the same studies, wait, then read the results back."""
+    import datetime
     import multiprocessing
 
     gpus = 0
@@ -374,6 +376,9 @@ def _run_workers(args, opts, tasks, db) -> list:
                  for t in tasks]  # fmt: skip
     argv = {k: v for k, v in vars(args).items() if not k.startswith("_")}
     argv["db"] = db.engine.url.render_as_string(hide_password=False)
+    # One start time for all workers of this run, so `--trials` is the run's total however
+    # late a worker process comes up (a worker counting from its own start would add more).
+    argv["run_started"] = datetime.datetime.now()
     ctx = multiprocessing.get_context("spawn")
     procs = [
         ctx.Process(target=_worker_main, args=(argv, opts, task_data, i, gpus), daemon=False)
