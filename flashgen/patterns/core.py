@@ -213,6 +213,10 @@ def peel_scale(n: Any, terms: list[Any]) -> Any:
 # ----------------------------------------------------------------------------- products
 
 
+_ATEN_MT = getattr(torch.ops.aten, "mT", None)  # torch >= 2.14 records `k.mT` as this op
+_MT_OPS = () if _ATEN_MT is None else (_ATEN_MT, _ATEN_MT.default)
+
+
 def _transpose_base(b: Any) -> Any:
     """x if b is x with its last two dims swapped (transpose/mT/permute), else None."""
     if not isinstance(b, fx.Node):
@@ -224,6 +228,8 @@ def _transpose_base(b: Any) -> Any:
         dims = {_arg(b, 1, "dim0") % nd, _arg(b, 2, "dim1") % nd}
         return b.args[0] if dims == {nd - 2, nd - 1} else None
     if b.op == "call_function" and b.target is getattr and b.args[1] == "mT":
+        return b.args[0]
+    if b.op == "call_function" and b.target in _MT_OPS:
         return b.args[0]
     if _is_fn(b, {torch.permute}, ("permute",)):
         perm = b.args[1] if isinstance(b.args[1], (tuple, list)) else b.args[1:]
