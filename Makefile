@@ -29,8 +29,10 @@ tune: $(STAMP)
 test: $(STAMP)
 	scripts/with-postgres.sh $(PY) -m pytest -n 2 $(PYTEST_ARGS)
 
+# GPU only: forward and forward+backward correctness and speed against SDPA (JSON into OUT).
 bench: $(STAMP)
-	$(PY) benchmarks/bench_attention.py
+	OUT=$${OUT:-benchmarks/out} $(PY) benchmarks/gpu_check.py
+	OUT=$${OUT:-benchmarks/out} $(PY) benchmarks/gpu_check_bwd.py
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check flashgen tests benchmarks
