@@ -21,24 +21,16 @@ argument of `backward` overrides both.
 
 from __future__ import annotations
 
-import functools
 import os
 
 from .config import TileConfig
-from .spec import KernelSpec
+from .spec import KernelSpec, dtype_name, spec_for
 from .tma import descriptor_factory, device_has_tma, tma_compatible
-
-_DTYPE_NAME = {"torch.float16": "float16", "torch.bfloat16": "bfloat16", "torch.float32": "float32"}
-
-
-@functools.cache
-def _spec(head_dim: int, causal: bool, dtype: str) -> KernelSpec:
-    return KernelSpec(head_dim, causal, dtype, "bwd")
 
 
 def bwd_spec(q, causal: bool) -> KernelSpec:
     """The backward KernelSpec for q's head dim and dtype (cached: this runs every call)."""
-    return _spec(int(q.shape[-1]), bool(causal), _DTYPE_NAME[str(q.dtype)])
+    return spec_for(q.shape[-1], causal, dtype_name(q.dtype), "bwd")
 
 
 def _last_dim_contiguous(t):

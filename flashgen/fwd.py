@@ -15,25 +15,18 @@ descriptors (also in the CPU interpreter, which is how the tests cover that path
 
 from __future__ import annotations
 
-import functools
 import math
 import os
 
+from .spec import dtype_name, spec_for
 from .tma import descriptor_factory, device_has_tma, tma_compatible
 
 LOG2E = 1.4426950408889634
 
 
-@functools.cache
-def _spec(head_dim: int, causal: bool, dtype_name: str):
-    from .spec import KernelSpec
-
-    return KernelSpec(head_dim, causal, dtype_name, "fwd")
-
-
 def kernel_spec(q, *, causal: bool):
     """The forward KernelSpec for q's head dim and dtype."""
-    return _spec(q.shape[-1], bool(causal), str(q.dtype).removeprefix("torch."))
+    return spec_for(q.shape[-1], causal, dtype_name(q.dtype), "fwd")
 
 
 def use_tma(q, k, v) -> bool:

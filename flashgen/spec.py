@@ -8,6 +8,7 @@ single name used for kernel files, database keys and log lines, so they can neve
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 DTYPES = ("float16", "bfloat16", "float32")
@@ -78,6 +79,17 @@ class KernelSpec:
         except ValueError as exc:
             raise ValueError(f"not a kernel uri: {uri!r}") from exc
         return cls(head_dim, parts[3] == "causal", short_to_dtype[parts[4]], parts[1])
+
+
+def dtype_name(dtype) -> str:
+    """`torch.float16` -> "float16", the name KernelSpec uses (no torch import needed)."""
+    return str(dtype).removeprefix("torch.")
+
+
+@functools.cache
+def spec_for(head_dim: int, causal: bool, dtype: str, direction: str) -> KernelSpec:
+    """The KernelSpec of one launch, built and validated once: the launchers ask on every call."""
+    return KernelSpec(int(head_dim), bool(causal), dtype, direction)
 
 
 MIN_BUCKET = 16

@@ -10,14 +10,7 @@ from __future__ import annotations
 
 import math
 
-from .spec import MAX_HEAD_DIM, MIN_HEAD_DIM
-
-SUPPORTED_DTYPES = ("float16", "bfloat16", "float32")
-
-
-def dtype_name(dtype) -> str:
-    """`torch.float16` -> "float16" (the name KernelSpec uses)."""
-    return str(dtype).removeprefix("torch.")
+from .spec import DTYPES, MAX_HEAD_DIM, MIN_HEAD_DIM, dtype_name
 
 
 def check_inputs(q, k, v, *, causal, scale) -> float:
@@ -36,7 +29,7 @@ def check_inputs(q, k, v, *, causal, scale) -> float:
                 f"{name} must be 4-D [batch, heads, seq, head_dim], got {t.dim()}-D shape "
                 f"{tuple(t.shape)}"
             )
-        if dtype_name(t.dtype) not in SUPPORTED_DTYPES:
+        if dtype_name(t.dtype) not in DTYPES:
             raise ValueError(
                 f"{name} must have dtype float16, bfloat16 or float32, got {dtype_name(t.dtype)}"
             )

@@ -135,12 +135,16 @@ def test_without_sqlalchemy_the_default_is_used(tmp_path):
 
 def test_forked_child_opens_its_own_connection(db_url):
     dispatch.choose_config(SPEC, 64, 64)  # the parent has the database open
+    parent_db = dispatch._state["db"]
+    assert parent_db is not None
     pid = os.fork()
     if pid == 0:  # child: a new shape must reach the database through a fresh connection
         code = 1
         try:
             dispatch.choose_config(SPEC, 4000, 4000)
             code = 0 if dispatch.source_of(SPEC, 4000, 4000) == "default" else 2
+            if dispatch._state["db"] is parent_db:  # reused the parent's pooled connections
+                code = 3
         finally:
             os._exit(code)
     _, status = os.waitpid(pid, 0)

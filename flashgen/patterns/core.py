@@ -13,9 +13,11 @@ import torch
 import torch.nn.functional as F
 from torch import fx
 
+from ..spec import DTYPES
+
 counters: collections.Counter[str] = collections.Counter()
 
-SUPPORTED_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+SUPPORTED_DTYPES = tuple(getattr(torch, name) for name in DTYPES)  # what the kernels take
 
 _SDPA = {torch._C._nn.scaled_dot_product_attention, F.scaled_dot_product_attention}
 _SOFTMAX_FNS = {torch.softmax, F.softmax, torch.Tensor.softmax, torch.special.softmax}
