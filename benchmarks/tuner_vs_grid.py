@@ -228,6 +228,7 @@ def child(args) -> int:
                 continue
             configs = case_space(task.spec, device, smoke=args.cpu_smoke)
             entry = {"case": i, "spec": task.spec.uri(), "bucket": list(task.bucket)}
+            phases_before = dict(getattr(evaluator, "phases", {}))
             if args.child == "grid":
                 entry.update(run_grid(task, configs, evaluator, deadline))
                 if not args.cpu_smoke and search_best:
@@ -243,6 +244,12 @@ def child(args) -> int:
                     entry["retimed_ms"] = retime(task, cfgs, args)
             else:
                 entry.update(run_search(task, configs, evaluator, device, args, tmp))
+            # Where the wall time went (timing process): set-up, waiting for compiles, checking,
+            # timing; the rest is the method's own bookkeeping (Optuna, the database).
+            phases = getattr(evaluator, "phases", {})
+            entry["phases_s"] = {k: v - phases_before.get(k, 0.0) for k, v in phases.items()}
+            if entry["phases_s"]:
+                entry["phases_s"]["other"] = entry["wall_s"] - sum(entry["phases_s"].values())
             report["cases"].append(entry)
             # Written after every case: a child killed at its time limit still leaves results.
             Path(args.child_json).write_text(json.dumps(report, indent=1, default=str))
@@ -317,6 +324,8 @@ def summarise(search: dict, grid: dict) -> list[dict]:
                 "default_config": s["default_config"],
                 "default_ms": s["default_ms"],
                 "stop_reason": s["stop_reason"],
+                "search_phases_s": s.get("phases_s") or {},
+                "grid_phases_s": g.get("phases_s") or {},
             }
         )
     return rows
@@ -341,6 +350,20 @@ def markdown(rows: list[dict], meta: dict) -> str:
             f"{r['search_ms']:.4g} | {r['search_wall_s']:.1f} | {r['slowdown']:.3f} | "
             f"{r['time_fraction']:.2f} |"
         )
+    names = ("prepare", "wait", "check", "time", "other")
+    if any(r["search_phases_s"] for r in rows):
+        lines += [
+            "",
+            "Where the wall time went, seconds (search | grid): per-task set-up, waiting for the "
+            "compile pool, checking, timing, and the rest (Optuna, database, loop).",
+            "",
+            "| spec | " + " | ".join(names) + " |",
+            "|---|" + "---|" * len(names),
+        ]
+        for r in rows:
+            sp, gp = r["search_phases_s"], r["grid_phases_s"]
+            cells = [f"{sp.get(n, 0):.1f} \\| {gp.get(n, 0):.1f}" for n in names]
+            lines.append(f"| {r['spec']} | " + " | ".join(cells) + " |")
     ok_q = sum(r["within_3pct"] for r in rows)
     ok_t = sum(r["within_25pct_time"] for r in rows)
     lines += [

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import time
 import traceback
 from dataclasses import dataclass
 
@@ -261,16 +262,25 @@ def measure(
     *,
     warmup: int = 25,
     rep: int = 100,
+    phases: dict[str, float] | None = None,
 ) -> Outcome:
     """On CUDA: check on the check shape, then time on the bucket's shape. Never raises for a
-    kernel problem; an infinite or non-positive time counts as a failure."""
+    kernel problem; an infinite or non-positive time counts as a failure. `phases`, if given,
+    accumulates the seconds spent checking ("check") and timing ("time")."""
+    started = time.perf_counter()
     outcome = check(spec, cfg, check_shape(spec, bucket, interpret=False), "cuda")
+    checked = time.perf_counter()
+    if phases is not None:
+        phases["check"] = phases.get("check", 0.0) + checked - started
     if not outcome.ok:
         return outcome
     try:
         ms = time_ms(spec, cfg, timing_shape(spec, bucket), warmup=warmup, rep=rep)
     except Exception as exc:
         return Outcome("failed", error=error_text(exc))
+    finally:
+        if phases is not None:
+            phases["time"] = phases.get("time", 0.0) + time.perf_counter() - checked
     if not (math.isfinite(ms) and ms > 0):
         return Outcome("failed", error=f"timing gave {ms!r}")
     return Outcome("ok", time_ms=ms)
@@ -326,8 +336,6 @@ def warm_compile(spec: KernelSpec, cfg: TileConfig, shapes: tuple[Shape, ...]) -
     Runs in a worker process of the tuner's pool: nothing is launched, so the GPU stays free for
     the timing process. Returns the seconds it took. Raises whatever the compiler raises.
     """
-    import time
-
     from .codegen import load
 
     start = time.perf_counter()
@@ -404,6 +412,18 @@ def _pool_init() -> None:
     if torch.cuda.is_available():
         torch.cuda.init()
         _driver_ready()
+        _triton_ready(launch=False)
+
+
+def _triton_ready(*, launch: bool) -> None:
+    """One trivial compile in this process, so that Triton's one-off first-compile costs are
+    start-up, not the first candidate's (`flashgen.warm`)."""
+    try:
+        from .warm import warm_triton
+
+        warm_triton(launch=launch)
+    except Exception:  # noqa: BLE001 - only costs time later if it fails
+        pass
 
 
 def _driver_ready() -> None:
@@ -438,7 +458,6 @@ def _torch_ready() -> None:
 def _ready(delay: float) -> int:
     """A no-op pool task (keeps a worker busy briefly so that every worker gets started)."""
     import os
-    import time
 
     time.sleep(delay)
     return os.getpid()
@@ -474,6 +493,10 @@ class MeasuredEvaluator:
         # How the ahead-of-time compiles went: "ok" / "error" / "timeout" counts and the first
         # error (a worker problem only costs speed, so it is reported, not raised).
         self.warm_stats: dict = {"ok": 0, "error": 0, "timeout": 0, "first_error": ""}
+        # Seconds the timing process spent, by phase: per-task set-up ("prepare"), waiting for
+        # the pool's compile ("wait"), checking ("check") and timing ("time"). Where a short
+        # search's wall time goes.
+        self.phases: dict[str, float] = {"prepare": 0.0, "wait": 0.0, "check": 0.0, "time": 0.0}
         if compile_workers > 0:
             import multiprocessing
             from concurrent.futures import ProcessPoolExecutor
@@ -487,8 +510,6 @@ class MeasuredEvaluator:
     def warm_up(self) -> float:
         """Start every pool worker now (import torch, Triton, CUDA); returns the seconds taken.
         Lets callers keep process start-up out of what they time."""
-        import time
-
         start = time.perf_counter()
         import torch
 
@@ -496,6 +517,7 @@ class MeasuredEvaluator:
             torch.cuda.init()
             _driver_ready()
             _torch_ready()
+            _triton_ready(launch=True)
         if self._pool is not None:
             try:
                 for f in [self._pool.submit(_ready, 0.2) for _ in range(self.compile_workers)]:
@@ -554,7 +576,10 @@ class MeasuredEvaluator:
     def finish(self, task, cfg: TileConfig) -> Outcome:
         from concurrent.futures import TimeoutError as FutureTimeout
 
+        started = time.perf_counter()
         self._prepare(task)
+        prepared = time.perf_counter()
+        self.phases["prepare"] += prepared - started
         future = self._futures.pop((task.spec, task.bucket, cfg), None)
         if future is not None:
             try:
@@ -570,7 +595,11 @@ class MeasuredEvaluator:
                 self.warm_stats["error"] += 1
                 if not self.warm_stats["first_error"]:
                     self.warm_stats["first_error"] = error_text(exc)
-        return measure(task.spec, cfg, task.bucket, warmup=self.warmup, rep=self.rep)
+            finally:
+                self.phases["wait"] += time.perf_counter() - prepared
+        return measure(
+            task.spec, cfg, task.bucket, warmup=self.warmup, rep=self.rep, phases=self.phases
+        )
 
     def close(self) -> None:
         if self._pool is not None:
