@@ -76,6 +76,9 @@ class Settings:
     model_seeds: int | None = None
     since: datetime.datetime | None = None
     explore: float = 1.25
+    # False: do not enqueue the defaults table's config (measure what the search finds without
+    # it, e.g. in benchmarks/tuner_vs_grid.py, whose cases the table was set from).
+    default_seed: bool = True
 
     def n_model_seeds(self) -> int:
         if self.model_seeds is not None:
@@ -354,8 +357,11 @@ def seed_configs(
     records: Sequence,
     limit: int,
     modelled: Sequence[TileConfig] = (),
+    *,
+    default: bool = True,
 ) -> list[tuple[TileConfig, str]]:
-    """What is already known, best guesses first: the defaults table's config; then the best
+    """What is already known, best guesses first: the defaults table's config (unless `default`
+    is False); then the best
     configs found for this very bucket in other environments (another GPU, other software
     versions, or the cost model: same GPU first, measured before modelled); then `modelled`
     (the cost model's favourites, `model_ranked`); then this GPU's best configs at neighbouring
@@ -363,7 +369,9 @@ def seed_configs(
     from . import space
     from .db.lookup import log2_distance
 
-    seeds: list[tuple[TileConfig, str]] = [(space.default_config(task.spec, device), "default")]
+    seeds: list[tuple[TileConfig, str]] = []
+    if default:
+        seeds.append((space.default_config(task.spec, device), "default"))
     mine = [r for r in records if r.spec == task.spec]
     elsewhere = sorted(
         (r for r in mine if r.bucket == task.bucket and r.env.key() != env.key()),
@@ -534,8 +542,12 @@ def _tune_task(
     if modelled:
         modelled += model_explorers(task, device, space_.fitting(), modelled, settings.explore)
     records = db.records(spec=task.spec)
-    seeds = seed_configs(task, device, env, records, settings.n_seeds(), modelled)
-    result.default_config = seeds[0][0]
+    seeds = seed_configs(
+        task, device, env, records, settings.n_seeds(), modelled, default=settings.default_seed
+    )
+    from . import space as tiles
+
+    result.default_config = tiles.default_config(task.spec, device)
     for cfg, source in seeds:
         params = space_.params(cfg)
         if params is not None:

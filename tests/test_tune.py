@@ -127,6 +127,24 @@ def test_seeds_come_first(sqlite_url):
     assert first == [default_config(SPEC, H200), foreign, neighbour]
 
 
+def test_default_seed_can_be_left_out(sqlite_url):
+    """`Settings(default_seed=False)`: the defaults table's config is not enqueued (what the
+    tuner benchmark measures the search without); records still come first, and the result
+    still names the default config."""
+    from flashgen.space import default_config
+
+    db = connect(sqlite_url)
+    env = current_fingerprint(H200)
+    neighbour = TileConfig(32, 16, 2, 2)
+    assert neighbour != default_config(SPEC, H200)
+    db.upsert_best(TuningRecord(SPEC, (128, 128), env, neighbour, 1.0, measured=False))
+    settings = search.Settings(trials=1, patience=None, model_seeds=0, default_seed=False)
+    result = _tune(db, settings=settings)
+    [first] = result.study.trials[:1]
+    assert TileConfig(**{p: first.params[p] for p in search.PARAMS}) == neighbour
+    assert result.default_config == default_config(SPEC, H200)
+
+
 def test_pruned_configs_never_reach_the_compiler(sqlite_url, monkeypatch):
     """With a small shared-memory budget most configs do not fit: they must be told PRUNED
     without being rendered, compiled or run."""
