@@ -130,9 +130,16 @@ def run_grid(task, configs, evaluator, deadline: float) -> dict:
         outcome = evaluator.finish(task, cfg)
         statuses[outcome.status] = statuses.get(outcome.status, 0) + 1
         times[cfg] = outcome.time_ms if outcome.ok else math.inf
+    # The same end-of-search confirmation the search gets (Settings.confirm, 3 finalists).
+    confirmed, first = {}, dict(times)
+    finalists = sorted((t, c) for c, t in times.items() if math.isfinite(t))[:3]
+    if len(finalists) >= 2 and hasattr(evaluator, "retime"):
+        confirmed = evaluator.retime(task, [c for _t, c in finalists])
+        times.update(confirmed)
     wall = time.perf_counter() - start
     best = min(times, key=times.get) if times else None
     return {
+        "confirmed": {str(_cfg(c)): t for c, t in confirmed.items()},
         "wall_s": wall,
         "complete": complete,
         "n_configs": len(configs),
@@ -140,7 +147,7 @@ def run_grid(task, configs, evaluator, deadline: float) -> dict:
         "statuses": statuses,
         "best_config": _cfg(best) if best and math.isfinite(times[best]) else None,
         "best_ms": times[best] if best else math.inf,
-        "all_ms": {str(_cfg(c)): (t if math.isfinite(t) else None) for c, t in times.items()},
+        "all_ms": {str(_cfg(c)): (t if math.isfinite(t) else None) for c, t in first.items()},
     }
 
 
@@ -193,6 +200,7 @@ def run_search(task, configs, evaluator, device, args, tmp: Path) -> dict:
         "default_seed": settings.default_seed,
         "patience": settings.patience,
         "evaluated": result.evaluated,
+        "confirmed": {str(_cfg(c)): t for c, t in result.confirmed.items()},
         "pruned": result.pruned,
         "stop_reason": result.stop_reason,
         "best_config": _cfg(result.best_config) if result.best_config else None,
@@ -363,7 +371,7 @@ def markdown(rows: list[dict], meta: dict) -> str:
             f"{r['search_ms']:.4g} | {r['search_wall_s']:.1f} | {r['slowdown']:.3f} | "
             f"{r['time_fraction']:.2f} |"
         )
-    names = ("prepare", "wait", "check", "time", "other")
+    names = ("prepare", "wait", "check", "time", "confirm", "other")
     if any(r["search_phases_s"] for r in rows):
         lines += [
             "",

@@ -258,7 +258,7 @@ def _tune_all(args, opts, tasks, db, gpu: bool, worker: int) -> list:
     try:
         if gpu and not args.quiet:
             print(f"flashgen tune: starting {compile_workers} compile workers", file=sys.stderr)
-        if gpu:  # process start-up once, before the first task, not inside its first candidates
+        if isinstance(evaluator, MeasuredEvaluator):  # start-up once, not in a first candidate
             evaluator.warm_up()
         for task in tasks:
             bar = _progress(task, settings.trials, quiet=args.quiet, position=worker)

@@ -173,6 +173,20 @@ class TestTuningDBContract:
         got = db.get(SPEC, (128, 128), ENV)
         assert got.measured is True and got.time_ms == 8.0
 
+    def test_replace_best_supersedes_only_the_retimed_configs(self, db):
+        first, second = TileConfig(64, 64, 4, 3), TileConfig(128, 64, 4, 2)
+        assert db.upsert_best(_record(1.00, cfg=first)) is True
+        # Confirmation re-timed both: the winner's time is higher than the stored first reading.
+        assert db.replace_best(_record(1.10, cfg=second), [first, second]) is True
+        got = db.get(SPEC, (128, 128), ENV)
+        assert got.config == second and got.time_ms == 1.10
+        # A stored record that was not re-timed keeps keep-best semantics.
+        other = TileConfig(32, 64, 4, 2)
+        assert db.upsert_best(_record(0.90, cfg=other)) is True
+        assert db.replace_best(_record(1.05, cfg=first), [first, second]) is False
+        assert db.get(SPEC, (128, 128), ENV).config == other
+        assert len(db.records()) == 1
+
     def test_round_trip_of_every_field(self, db):
         rec = _record(0.4321)
         db.upsert_best(rec)

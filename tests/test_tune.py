@@ -145,6 +145,42 @@ def test_default_seed_can_be_left_out(sqlite_url):
     assert result.default_config == default_config(SPEC, H200)
 
 
+class Retimer(Spy):
+    """An evaluator whose second reading (the end-of-search confirmation) reverses the first:
+    the model's favourite now reads slowest, each time above every first reading."""
+
+    def __init__(self, inner) -> None:
+        super().__init__(inner)
+        self.retimed: list[list[TileConfig]] = []
+
+    def retime(self, task, cfgs):
+        self.retimed.append(list(cfgs))
+        return {cfg: 10.0 - i for i, cfg in enumerate(cfgs)}
+
+
+def test_confirmation_retimes_the_finalists_and_supersedes_their_record(sqlite_url):
+    db = connect(sqlite_url)
+    evaluator = Retimer(bench.ModelledEvaluator(H200))
+    settings = search.Settings(trials=5, patience=None, seed=3, confirm=3)
+    result = _tune(db, settings=settings, evaluator=evaluator)
+    [finalists] = evaluator.retimed
+    assert len(finalists) == 3
+    assert result.best_config == finalists[-1] and result.best_ms == 8.0
+    assert result.confirmed == {cfg: 10.0 - i for i, cfg in enumerate(finalists)}
+    # The record is the confirmed winner at its confirmed time, though the first readings of
+    # the finalists (which it supersedes) were all lower.
+    rec = db.get(SPEC, BUCKET, current_fingerprint(H200))
+    assert (rec.config, rec.time_ms) == (finalists[-1], 8.0)
+    # confirm below 2 (or an evaluator without `retime`) leaves the search's readings alone.
+    evaluator = Retimer(bench.ModelledEvaluator(H200))
+    again = _tune(
+        connect(f"{sqlite_url}-2"),
+        settings=dataclasses.replace(settings, confirm=0),
+        evaluator=evaluator,
+    )
+    assert evaluator.retimed == [] and again.confirmed == {} and again.best_ms < 8.0
+
+
 def test_pruned_configs_never_reach_the_compiler(sqlite_url, monkeypatch):
     """With a small shared-memory budget most configs do not fit: they must be told PRUNED
     without being rendered, compiled or run."""

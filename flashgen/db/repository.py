@@ -7,6 +7,8 @@ Contract (shared by every backend; `tests/test_db_contract.py` runs it on SQLite
   same kind: strictly lower `time_ms` wins (a tie keeps the stored one). ONE SQL statement
   (INSERT .. ON CONFLICT DO UPDATE .. WHERE), so concurrent writers can never lose the best.
 - `upsert_many(records) -> int`: the same, all in one transaction (import, merge); returns wins.
+- `replace_best(rec, superseded) -> bool`: as `upsert_best`, except that a stored record whose
+  config is in `superseded` (re-timed by the tuner's confirmation) is replaced whatever its time.
 - `add_trials(spec, bucket, env, trials, host=None) -> int`; `trials(spec=None, bucket=None,
   env=None) -> list[Trial]` (oldest first).
 - `get(spec, bucket, env) -> TuningRecord | None`; `records(spec=None, env=None) -> list`.
@@ -194,6 +196,28 @@ class TuningDB:
 
     def upsert_best(self, rec: TuningRecord) -> bool:
         with self.engine.begin() as conn:
+            return conn.execute(self._upsert_stmt(rec)).rowcount > 0
+
+    def replace_best(self, rec: TuningRecord, superseded: Iterable[TileConfig]) -> bool:
+        """Store `rec`, a winner confirmed by re-timing the `superseded` configs back to back.
+
+        A stored record for the same key whose config is among them is replaced even if its
+        time is lower: that time came from an earlier, less comparable measurement (the tuner's
+        first candidate runs on a GPU that idled while it compiled, and reads a few percent
+        fast). Any other stored record is kept unless `rec` beats it, as in `upsert_best`.
+        One transaction."""
+        values = self._values(rec)
+        same_key = [_RECORDS.c[c] == values[c] for c in _KEY_COLS]
+        stale = [
+            and_(*(_RECORDS.c[c] == getattr(cfg, c) for c in _CONFIG_COLS)) for cfg in superseded
+        ]
+        with self.engine.begin() as conn:
+            if stale:
+                conn.execute(
+                    delete(_RECORDS).where(
+                        *same_key, _RECORDS.c.measured == rec.measured, or_(*stale)
+                    )
+                )
             return conn.execute(self._upsert_stmt(rec)).rowcount > 0
 
     def upsert_many(self, records: Iterable[TuningRecord]) -> int:
