@@ -26,14 +26,18 @@ __all__ = ["backend", "explain", "flashgen_backend", "default_op", "ExplainRepor
 
 log = logging.getLogger("flashgen")
 
-#: Graph passes run in order on every graph: fn(gm, example_inputs, op, graph_index) -> sites.
+#: Graph passes run in order on every graph:
+#: fn(gm, example_inputs, op, graph_index, *, sdpa) -> sites (sdpa: the backend's option).
 PASSES: list[Callable[..., list]] = []
 
 
-def _attention_pass(gm: Any, example_inputs: Sequence[Any], op: Any, graph_index: int) -> list:
+def _attention_pass(
+    gm: Any, example_inputs: Sequence[Any], op: Any, graph_index: int, *, sdpa: bool = True
+) -> list:
     from .patterns import attention_pass
 
-    return attention_pass(gm, list(example_inputs), op, graph_index=graph_index)
+    keep = frozenset() if sdpa else frozenset({"sdpa", "mha"})
+    return attention_pass(gm, list(example_inputs), op, graph_index=graph_index, keep_kinds=keep)
 
 
 PASSES.append(_attention_pass)
@@ -76,7 +80,9 @@ def _resolve_fallback(fallback: Any) -> Callable:
     )
 
 
-def backend(db: str | None = None, fallback: Any = "inductor", *, op: Any = None) -> Callable:
+def backend(
+    db: str | None = None, fallback: Any = "inductor", *, op: Any = None, sdpa: bool = True
+) -> Callable:
     """A configured backend: `torch.compile(model, backend=flashgen.backend(db=url))`.
 
     db: tuning database URL for the run-time config lookup (default: FLASHGEN_DB_URL, else the
@@ -85,6 +91,9 @@ def backend(db: str | None = None, fallback: Any = "inductor", *, op: Any = None
     "eager", any registered backend name, or a backend callable). op: the callable inserted in
     place of attention (default `torch.ops.flashgen.attention.default`); it is called as
     op(q, k, v, causal, scale) and must be traceable by AOTAutograd (a custom op).
+    sdpa: False leaves `F.scaled_dot_product_attention` and `nn.MultiheadAttention` calls to
+    PyTorch's fused kernels and replaces hand-written attention only (on the H200, cuDNN's
+    attention is still faster than flashgen's: benchmarks/RESULTS.md, run 8).
     """
     compile_rest = _resolve_fallback(fallback)
     db_applied: list[str] = []
@@ -100,7 +109,7 @@ def backend(db: str | None = None, fallback: Any = "inductor", *, op: Any = None
         _graph_counter += 1
         sites: list = []
         for graph_pass in PASSES:
-            sites.extend(graph_pass(gm, example_inputs, target, _graph_counter))
+            sites.extend(graph_pass(gm, example_inputs, target, _graph_counter, sdpa=sdpa))
         _log_summary(_graph_counter, sites)
         return compile_rest(gm, example_inputs)
 

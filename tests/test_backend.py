@@ -382,3 +382,22 @@ def test_configurable_backend_and_module_call(caplog):
     torch.testing.assert_close(out, f(q, k, v), atol=1e-5, rtol=1e-5)
     lines = [r.getMessage() for r in caplog.records if r.name == "flashgen"]
     assert any("1 attention site(s) found, 1 replaced (sdpa x1), 0 skipped" in m for m in lines)
+
+
+def test_sdpa_false_keeps_pytorch_attention_and_replaces_hand_written():
+    """backend(sdpa=False): SDPA sites stay PyTorch's (reported as kept), hand-written
+    attention in the same graph is still replaced, and the result matches eager."""
+
+    def f(q, k, v):
+        fused = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        s = (q @ k.transpose(-2, -1)) / math.sqrt(q.size(-1))
+        return fused + torch.softmax(s, dim=-1) @ v
+
+    q, k, v = (torch.randn(1, 2, 11, 16, device=DEVICE) for _ in range(3))
+    torch._dynamo.reset()
+    before = dict(patterns.counters)
+    out = torch.compile(f, backend=backend(fallback="eager", sdpa=False))(q, k, v)
+    torch.testing.assert_close(out, f(q, k, v), atol=1e-4, rtol=1e-4)
+    delta = {key: patterns.counters[key] - before.get(key, 0) for key in patterns.counters}
+    assert delta.get("sdpa.skipped") == 1 and not delta.get("sdpa.replaced")
+    assert delta.get("matmul.replaced") == 1

@@ -138,8 +138,12 @@ def attention_pass(
     *,
     rewrite_graph: bool = True,
     graph_index: int = 0,
+    keep_kinds: frozenset[str] = frozenset(),
 ) -> list[Site]:
-    """Find every attention site; replace the eligible ones with `op` (None: report only)."""
+    """Find every attention site; replace the eligible ones with `op` (None: report only).
+
+    Sites of a kind in `keep_kinds` ("sdpa", "mha") are matched and reported but left to
+    PyTorch (`flashgen.backend(sdpa=False)`)."""
     values = _Values(gm, example_inputs)
     sites: list[Site] = []
     matches: list[Match] = []
@@ -183,7 +187,10 @@ def attention_pass(
         matches.append(m)
         counters[f"{m.site.kind}.found"] += 1
     for m in matches:
-        if not rewrite_graph:
+        if m.site.kind in keep_kinds:
+            m.site.reason = "left to PyTorch's fused attention: backend(sdpa=False)"
+            counters[f"{m.site.kind}.skipped"] += 1
+        elif not rewrite_graph:
             m.site.replaced = True  # report-only (explain): "would be replaced"
         elif op is None:
             m.site.reason = "the flashgen::attention op is not available (flashgen.ops)"
@@ -192,7 +199,7 @@ def attention_pass(
             (rewrite_mha if m.mha is not None else rewrite)(gm, m, op)
             m.site.replaced = True
             counters[f"{m.site.kind}.replaced"] += 1
-    if rewrite_graph and matches and op is not None:
+    if rewrite_graph and op is not None and any(m.site.replaced for m in matches):
         gm.graph.lint()
         gm.recompile()
     return sites
