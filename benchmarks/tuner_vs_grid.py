@@ -100,7 +100,7 @@ def _tasks(smoke: bool, case_set: str = "tuned"):
 
 
 def _evaluator(args, device):
-    from flashgen.bench import MeasuredEvaluator, ModelledEvaluator
+    from flashgen.evaluate import MeasuredEvaluator, ModelledEvaluator
 
     if args.cpu_smoke:
         return ModelledEvaluator(device)

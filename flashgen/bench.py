@@ -11,14 +11,11 @@ the GPU (`timing_shape`), and checked first on a smaller problem whose float64 r
 (`check_shape`: on the GPU the same Triton specialisation as the timing shape; in the
 interpreter a tiny, ragged, grouped-query one).
 
-`warm_compile` runs in the tuner's worker processes: it calls the real host launchers with every
-Triton launch turned into a `warmup` (compile only, nothing runs), so the kernel for exactly the
-specialisation the timing process will use lands in Triton's on-disk cache ahead of time.
+The evaluators that the search calls, and the compile pool, are in `flashgen.evaluate`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
 import time
 import traceback
@@ -162,7 +159,7 @@ def check(
 _CHECK_CASE: dict = {}
 
 
-def _check_case(spec: KernelSpec, shape: Shape, device: str, seed: int) -> dict:
+def check_case(spec: KernelSpec, shape: Shape, device: str, seed: int) -> dict:
     """Inputs and float64 reference results for checking candidates of one task, computed once
     per task (every candidate is compared with the same reference). One entry kept."""
     key = (spec, shape, device, seed)
@@ -196,7 +193,7 @@ def _check_case(spec: KernelSpec, shape: Shape, device: str, seed: int) -> dict:
 def _check(spec: KernelSpec, cfg: TileConfig, shape: Shape, device: str, seed: int) -> Outcome:
     import torch
 
-    case = _check_case(spec, shape, device, seed)
+    case = check_case(spec, shape, device, seed)
     q, k, v, do = case["q"], case["k"], case["v"], case["do"]
     if spec.direction == "fwd":
         from .fwd import forward
@@ -234,14 +231,14 @@ def time_ms(
     """Median milliseconds of one launch on CUDA (L2 flushed between runs by do_bench)."""
     import triton.testing
 
-    fn = launcher(spec, cfg, *_timing_inputs(spec, shape))
+    fn = launcher(spec, cfg, *timing_inputs(spec, shape))
     return float(triton.testing.do_bench(fn, warmup=warmup, rep=rep, return_mode="median"))
 
 
 _TIMING_INPUTS: dict = {}
 
 
-def _timing_inputs(spec: KernelSpec, shape: Shape) -> tuple:
+def timing_inputs(spec: KernelSpec, shape: Shape) -> tuple:
     """q, k, v, dO, out, lse on CUDA for timing; every candidate of a task reuses them (making
     ~100 MB of random numbers per candidate would cost more than timing it). One entry kept."""
     key = (spec, shape)
@@ -291,348 +288,3 @@ def tflops(spec: KernelSpec, shape: Shape, ms: float) -> float:
     if not (math.isfinite(ms) and ms > 0):
         return 0.0
     return attention_flops(spec, shape) / (ms * 1e-3) / 1e12
-
-
-_WARMUP_PATCHED: set[str] = set()
-
-
-def _compile_only(module) -> None:
-    """Turn every Triton launch of a generated module into a compile-only warmup (this process)."""
-    from triton.runtime.jit import JITFunction
-
-    for name, obj in vars(module).items():
-        if isinstance(obj, JITFunction) and f"{module.__name__}.{name}" not in _WARMUP_PATCHED:
-            original = obj.run
-
-            def run(*args, grid, warmup, _original=original, **kwargs):
-                kernel = _original(*args, grid=grid, warmup=True, **kwargs)
-                _load_handles(kernel)
-                return kernel
-
-            obj.run = run
-            _WARMUP_PATCHED.add(f"{module.__name__}.{name}")
-
-
-def _load_handles(kernel) -> None:
-    """Load the compiled kernel into this worker's CUDA context, which also builds its host-side
-    launcher where Triton compiles one: it lands in the shared Triton cache, so the timing
-    process does not build it serially later. Best effort: the timing process redoes anything
-    this step fails at (and reports the real error, e.g. out of resources)."""
-    init = getattr(kernel, "_init_handles", None)
-    if init is None:
-        return
-    try:
-        import torch
-
-        if torch.cuda.is_available():
-            init()
-    except Exception:  # noqa: BLE001 - the timing process owns the real outcome
-        pass
-
-
-def warm_compile(spec: KernelSpec, cfg: TileConfig, shapes: tuple[Shape, ...]) -> float:
-    """Compile the candidate for each shape's specialisation into Triton's cache (worker side).
-
-    Runs in a worker process of the tuner's pool: nothing is launched, so the GPU stays free for
-    the timing process. Returns the seconds it took. Raises whatever the compiler raises.
-    """
-    from .codegen import load
-
-    start = time.perf_counter()
-    _compile_only(load(spec))
-    for shape in shapes:
-        q, k, v, do = make_inputs(spec, shape, "cuda", empty=True)
-        out = lse = None
-        if spec.direction == "bwd":
-            out = q.new_empty(q.shape)
-            lse = q.new_empty(q.shape[:3], dtype=_torch_float32())
-        launcher(spec, cfg, q, k, v, do, out, lse)()
-    return time.perf_counter() - start
-
-
-def safe_config_of(spec: KernelSpec) -> TileConfig:
-    from .space import safe_config
-
-    return safe_config(spec)
-
-
-def _torch_float32():
-    import torch
-
-    return torch.float32
-
-
-# -- evaluators: what the search calls for each candidate ------------------------------------
-
-
-class ModelledEvaluator:
-    """No GPU: check each candidate in Triton's interpreter at a tiny size, rank it with the cost
-    model (`flashgen.costmodel`) for the planning target `device`.
-
-    The interpreter ignores num_warps and num_stages, so the check result is cached per
-    (spec, block_m, block_n, check shape): a second config differing only in warps or stages
-    runs the very same interpreted program.
-    """
-
-    measured = False
-
-    def __init__(self, device) -> None:
-        self.device = device
-        self._checked: dict[tuple, Outcome] = {}
-        self.checks = 0
-
-    def start(self, task, cfg: TileConfig) -> None:
-        """Nothing to compile ahead in the interpreter."""
-
-    def finish(self, task, cfg: TileConfig) -> Outcome:
-        from .costmodel import estimate_ms
-
-        shape = check_shape(task.spec, task.bucket, interpret=True)
-        key = (task.spec, cfg.block_m, cfg.block_n, shape)
-        if key not in self._checked:
-            self.checks += 1
-            self._checked[key] = check(task.spec, cfg, shape, "cpu")
-        outcome = self._checked[key]
-        if not outcome.ok:
-            return outcome
-        ms = estimate_ms(task.spec, cfg, timing_shape(task.spec, task.bucket), self.device)
-        if not math.isfinite(ms):
-            return Outcome("failed", error="cost model: no program fits an SM")
-        return Outcome("ok", time_ms=ms)
-
-    def close(self) -> None:
-        pass
-
-
-def _pool_init() -> None:
-    """Worker start-up: load torch and Triton once, bind the GPU, before the first candidate."""
-    import torch
-    import triton  # noqa: F401
-
-    if torch.cuda.is_available():
-        torch.cuda.init()
-        _driver_ready()
-        _triton_ready(launch=False)
-
-
-def _triton_ready(*, launch: bool) -> None:
-    """One trivial compile in this process, so that Triton's one-off first-compile costs are
-    start-up, not the first candidate's (`flashgen.warm`)."""
-    try:
-        from .warm import warm_triton
-
-        warm_triton(launch=launch)
-    except Exception:  # noqa: BLE001 - only costs time later if it fails
-        pass
-
-
-def _driver_ready() -> None:
-    """Make Triton set up its CUDA driver helpers now (it builds a small C module on first use
-    in a fresh cache): start-up cost, not a candidate's."""
-    try:
-        from triton.runtime import driver
-
-        driver.active.get_current_target()
-        driver.active.utils  # noqa: B018 - the attribute access is what builds it
-    except Exception:  # noqa: BLE001 - only costs time later if it fails
-        pass
-
-
-def _torch_ready() -> None:
-    """Load what the first candidate's check would otherwise load on the clock: cuBLAS (the
-    float64 reference), the autograd engine's CUDA thread (the backward's float64 reference: its
-    first run sets up a CUDA context and cuBLAS handle for that thread, seconds on the H200) and
-    PyTorch's attention kernels (the half-precision yardstick)."""
-    import torch
-    import torch.nn.functional as F
-
-    from .reference import attention_ref
-
-    with contextlib.suppress(Exception):
-        for dtype in (torch.float64, torch.float32):
-            ones = torch.ones(16, 16, dtype=dtype, device="cuda")
-            (ones @ ones).sum().item()
-        x = torch.randn(1, 2, 32, 16, dtype=torch.float64, device="cuda", requires_grad=True)
-        for causal in (False, True):
-            out, _lse = attention_ref(x, x, x, causal=causal)
-            out.sum().backward()
-        torch.cuda.synchronize()
-        for dtype in (torch.bfloat16, torch.float16):
-            for d in (64, 128):
-                q = torch.ones(1, 2, 64, d, dtype=dtype, device="cuda")
-                for causal in (False, True):
-                    F.scaled_dot_product_attention(q, q, q, is_causal=causal).sum().item()
-
-
-def _ready(delay: float) -> int:
-    """A no-op pool task (keeps a worker busy briefly so that every worker gets started)."""
-    import os
-
-    time.sleep(delay)
-    return os.getpid()
-
-
-class MeasuredEvaluator:
-    """On CUDA: compile upcoming candidates in `compile_workers` processes (`warm_compile`)
-    while this process checks and times the current one (`measure`).
-
-    The pool only fills Triton's on-disk cache; the timing process compiles again on a miss, so
-    a worker problem never decides a candidate's fate. The one exception is a compile that
-    takes longer than `compile_timeout_s`: that candidate is a failure ("compile time-out"),
-    since the timing process would hang on it the same way.
-    """
-
-    measured = True
-
-    def __init__(
-        self,
-        *,
-        compile_workers: int = 0,
-        compile_timeout_s: float = 300.0,
-        warmup: int = 25,
-        rep: int = 100,
-    ) -> None:
-        self.compile_workers = compile_workers
-        self.compile_timeout_s = compile_timeout_s
-        self.warmup = warmup
-        self.rep = rep
-        self._futures: dict = {}
-        self._prepared: set = set()
-        self._pool = None
-        # How the ahead-of-time compiles went: "ok" / "error" / "timeout" counts and the first
-        # error (a worker problem only costs speed, so it is reported, not raised).
-        self.warm_stats: dict = {"ok": 0, "error": 0, "timeout": 0, "first_error": ""}
-        # Seconds the timing process spent, by phase: per-task set-up ("prepare"), waiting for
-        # the pool's compile ("wait"), checking ("check"), timing ("time") and re-timing the
-        # finalists (`retime`, "confirm"). Where a short search's wall time goes.
-        self.phases: dict[str, float] = {
-            "prepare": 0.0,
-            "wait": 0.0,
-            "check": 0.0,
-            "time": 0.0,
-            "confirm": 0.0,
-        }
-        if compile_workers > 0:
-            import multiprocessing
-            from concurrent.futures import ProcessPoolExecutor
-
-            self._pool = ProcessPoolExecutor(
-                max_workers=compile_workers,
-                mp_context=multiprocessing.get_context("spawn"),
-                initializer=_pool_init,
-            )
-
-    def warm_up(self) -> float:
-        """Start every pool worker now (import torch, Triton, CUDA); returns the seconds taken.
-        Lets callers keep process start-up out of what they time."""
-        start = time.perf_counter()
-        import torch
-
-        if torch.cuda.is_available():
-            torch.cuda.init()
-            _driver_ready()
-            _torch_ready()
-            _triton_ready(launch=True)
-        if self._pool is not None:
-            try:
-                for f in [self._pool.submit(_ready, 0.2) for _ in range(self.compile_workers)]:
-                    f.result()
-            except Exception as exc:  # no pool then: the timing process compiles
-                self.warm_stats["error"] += 1
-                self.warm_stats["first_error"] = self.warm_stats["first_error"] or error_text(exc)
-                self.close()
-        return time.perf_counter() - start
-
-    def start(self, task, cfg: TileConfig) -> None:
-        if self._pool is None:
-            return
-        if task.spec.direction == "bwd" and (task.spec, task.bucket) not in self._prepared:
-            # The backward is timed on out/lse from the forward kernel at its safe config: have
-            # the pool compile that too, first, instead of the timing process later.
-            fwd = task.spec.with_direction("fwd")
-            self._submit((task.spec, task.bucket, None), fwd, safe_config_of(fwd), task)
-        self._submit((task.spec, task.bucket, cfg), task.spec, cfg, task)
-
-    def _submit(self, key, spec: KernelSpec, cfg: TileConfig, task) -> None:
-        if self._pool is None or key in self._futures:
-            return
-        shapes: tuple[Shape, ...] = (
-            check_shape(task.spec, task.bucket, interpret=False),
-            timing_shape(task.spec, task.bucket),
-        )
-        if cfg != key[2]:  # the forward for the backward's inputs: timing shape only
-            shapes = shapes[1:]
-        try:
-            self._futures[key] = self._pool.submit(warm_compile, spec, cfg, shapes)
-        except Exception as exc:  # a broken pool (a worker died): compile in-process
-            self.warm_stats["error"] += 1
-            self.warm_stats["first_error"] = self.warm_stats["first_error"] or error_text(exc)
-            self.close()
-
-    def _prepare(self, task) -> None:
-        """Per-task set-up of the timing process (reference results, timing inputs, the
-        backward's forward pass), done while the pool still compiles the first candidates."""
-        from concurrent.futures import TimeoutError as FutureTimeout
-
-        key = (task.spec, task.bucket)
-        if key in self._prepared:
-            return
-        self._prepared.add(key)
-        fwd_future = self._futures.pop((task.spec, task.bucket, None), None)
-        try:
-            if fwd_future is not None:
-                with contextlib.suppress(Exception, FutureTimeout):
-                    fwd_future.result(timeout=self.compile_timeout_s)
-            _check_case(task.spec, check_shape(task.spec, task.bucket, interpret=False), "cuda", 0)
-            _timing_inputs(task.spec, timing_shape(task.spec, task.bucket))
-        except Exception:  # noqa: BLE001 - `measure` redoes it and reports the error
-            pass
-
-    def finish(self, task, cfg: TileConfig) -> Outcome:
-        from concurrent.futures import TimeoutError as FutureTimeout
-
-        started = time.perf_counter()
-        self._prepare(task)
-        prepared = time.perf_counter()
-        self.phases["prepare"] += prepared - started
-        future = self._futures.pop((task.spec, task.bucket, cfg), None)
-        if future is not None:
-            try:
-                future.result(timeout=self.compile_timeout_s)
-                self.warm_stats["ok"] += 1
-            except FutureTimeout:
-                future.cancel()
-                self.warm_stats["timeout"] += 1
-                return Outcome(
-                    "failed", error=f"compile time-out after {self.compile_timeout_s:.0f} s"
-                )
-            except Exception as exc:  # the timing process compiles again, reports the real error
-                self.warm_stats["error"] += 1
-                if not self.warm_stats["first_error"]:
-                    self.warm_stats["first_error"] = error_text(exc)
-            finally:
-                self.phases["wait"] += time.perf_counter() - prepared
-        return measure(
-            task.spec, cfg, task.bucket, warmup=self.warmup, rep=self.rep, phases=self.phases
-        )
-
-    def retime(self, task, cfgs: list[TileConfig], rounds: int = 2) -> dict[TileConfig, float]:
-        """Time `cfgs` again, interleaved (a b c a b c), on a GPU that is busy by now; the mean
-        of the rounds per config. A config that fails here gets inf."""
-        started = time.perf_counter()
-        runs: dict[TileConfig, list[float]] = {cfg: [] for cfg in cfgs}
-        shape = timing_shape(task.spec, task.bucket)
-        for _ in range(rounds):
-            for cfg in cfgs:
-                try:
-                    ms = time_ms(task.spec, cfg, shape, warmup=self.warmup, rep=self.rep)
-                except Exception:  # noqa: BLE001 - it passed before; count it out, do not raise
-                    ms = math.inf
-                runs[cfg].append(ms)
-        self.phases["confirm"] = self.phases.get("confirm", 0.0) + time.perf_counter() - started
-        return {cfg: sum(ms) / len(ms) for cfg, ms in runs.items()}
-
-    def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
-            self._pool = None

@@ -29,8 +29,6 @@ import datetime
 import math
 import os
 import socket
-import threading
-import warnings
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -38,11 +36,16 @@ from typing import Any
 
 from .bench import Outcome, error_text, tflops, timing_shape
 from .config import TileConfig
+from .search_space import (  # noqa: F401  (re-exported: the search's public names)
+    PARAMS,
+    Space,
+    model_explorers,
+    model_ranked,
+    seed_configs,
+)
 from .spec import KernelSpec
+from .studies import Heartbeat, open_storage, optuna_quiet, replay, study_name  # noqa: F401
 
-PARAMS = ("block_m", "block_n", "num_warps", "num_stages")
-HEARTBEAT_INTERVAL_S = 30
-HEARTBEAT_GRACE_S = 120
 WORKER_ID = f"{socket.gethostname()}:{os.getpid()}"
 
 
@@ -145,259 +148,6 @@ class Interrupted(KeyboardInterrupt):
         self.result = result
 
 
-def study_name(spec: KernelSpec, bucket: tuple[int, int], env_key: str) -> str:
-    """One study per (spec, bucket, environment): the same on every host that should join it."""
-    return f"flashgen:{spec.uri()}:{bucket[0]}x{bucket[1]}:{env_key}"
-
-
-# -- storage -------------------------------------------------------------------------------
-
-
-def open_storage(
-    db,
-    *,
-    workers: int = 1,
-    heartbeat_interval: int = HEARTBEAT_INTERVAL_S,
-    grace_period: int = HEARTBEAT_GRACE_S,
-):
-    """The Optuna storage for studies next to the tuning DB `db` (a flashgen.db.TuningDB).
-
-    - PostgreSQL: `RDBStorage` on the same URL, with heartbeats; a trial whose worker stops
-      beating for `grace_period` seconds is failed and re-queued once
-      (RetryHeartbeatStaleTrialCallback) so another worker runs it. Any number of processes and
-      hosts may share it.
-    - SQLite: Optuna's `InMemoryStorage`, one process only, so `workers > 1` is refused here,
-      before any work. Why not Optuna's `RDBStorage` on the same SQLite file: SQLite serialises
-      writers with a file lock, and Optuna's many small transactions from several processes end
-      in "database is locked" (FACTS.md); even for one process it commits (and fsyncs) on every
-      `suggest`, which measured 6 ms a commit and ~0.3 s a trial here, as long as timing a
-      candidate. Nothing is lost by keeping the study in memory: every finished trial is already
-      in flashgen's trials table, and `tune_task` replays that table into a new in-memory study,
-      so a re-run (or a run after Ctrl-C) resumes where the last one stopped.
-    """
-    import optuna
-
-    url = db.engine.url
-    if db.dialect == "postgresql":
-        with _optuna_quiet():
-            return optuna.storages.RDBStorage(
-                url.render_as_string(hide_password=False),
-                engine_kwargs={"pool_pre_ping": True},
-                heartbeat_interval=heartbeat_interval,
-                grace_period=grace_period,
-                heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(
-                    max_retry=1
-                ),
-            )
-    if workers > 1:
-        raise ValueError(
-            f"--workers {workers} needs a PostgreSQL database (--db postgresql://...): several "
-            f"processes cannot share one Optuna study in SQLite ({db.url_safe}); "
-            "run one worker per SQLite file, or point all workers at PostgreSQL"
-        )
-    return optuna.storages.InMemoryStorage()
-
-
-def _replay(study, trials, space_: Space) -> int:
-    """Rebuild an in-memory study from flashgen's trials table (see `open_storage`)."""
-    import optuna
-    from optuna.distributions import BaseDistribution, CategoricalDistribution
-    from optuna.trial import TrialState
-
-    dists: dict[str, BaseDistribution] = {
-        p: CategoricalDistribution(space_.choices[p]) for p in PARAMS
-    }
-    frozen = []
-    for t in trials:
-        params = space_.params(t.config)
-        if params is None:
-            continue
-        attrs = {"status": t.status, "replayed": True}
-        if t.status != "pruned":
-            attrs["evaluated"] = True
-        if t.error:
-            attrs["error"] = t.error[:500]
-        ok = t.status == "ok" and t.time_ms is not None
-        frozen.append(
-            optuna.trial.create_trial(
-                params=params,
-                distributions=dists,
-                value=t.time_ms if ok else None,
-                state=TrialState.COMPLETE if ok else TrialState.PRUNED,
-                user_attrs=attrs,
-            )
-        )
-    study.add_trials(frozen)
-    return len(frozen)
-
-
-class _Heartbeat:
-    """Beats for the trials this process holds while it asks ahead (ask/tell has no built-in
-    heartbeat; `study.optimize` would run one per trial)."""
-
-    def __init__(self, storage) -> None:
-        from optuna.storages._heartbeat import is_heartbeat_enabled
-
-        self._storage = storage
-        self._enabled = is_heartbeat_enabled(storage)
-        self._ids: set[int] = set()
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        if self._enabled:
-            self._thread = threading.Thread(target=self._beat, daemon=True)
-            self._thread.start()
-
-    @property
-    def enabled(self) -> bool:
-        return self._enabled
-
-    def _beat(self) -> None:
-        interval = self._storage.get_heartbeat_interval()
-        while not self._stop.wait(interval):
-            with self._lock:
-                ids = list(self._ids)
-            for trial_id in ids:
-                with contextlib.suppress(Exception):  # a missed beat is retried next interval
-                    self._storage.record_heartbeat(trial_id)
-
-    def hold(self, trial_id: int) -> None:
-        with self._lock:
-            self._ids.add(trial_id)
-        if self._enabled:
-            self._storage.record_heartbeat(trial_id)
-
-    def release(self, trial_id: int) -> None:
-        with self._lock:
-            self._ids.discard(trial_id)
-
-    def close(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-
-
-# -- search space and seeds ----------------------------------------------------------------
-
-
-class Space:
-    """The categorical choices for one spec and the fit test for the target device."""
-
-    def __init__(self, spec: KernelSpec, device, candidates: Sequence[TileConfig] | None = None):
-        from . import space
-
-        self.spec = spec
-        self.device = device
-        if candidates is None:
-            candidates = space.candidates(spec)
-        self.candidates = list(dict.fromkeys(candidates))
-        self._candidate_set = set(self.candidates)
-        self.choices = {p: sorted({getattr(c, p) for c in self.candidates}) for p in PARAMS}
-        self._fits: dict[TileConfig, bool] = {}
-
-    def fits(self, cfg: TileConfig) -> bool:
-        from .sram import fits
-
-        if cfg not in self._fits:
-            self._fits[cfg] = cfg in self._candidate_set and bool(fits(self.spec, cfg, self.device))
-        return self._fits[cfg]
-
-    def prune_reason(self, cfg: TileConfig) -> str | None:
-        if cfg not in self._candidate_set:
-            return "not a candidate of flashgen.space"
-        if not self.fits(cfg):
-            return f"does not fit {self.device.name} (shared memory / registers)"
-        return None
-
-    def fitting(self) -> list[TileConfig]:
-        return [c for c in self.candidates if self.fits(c)]
-
-    def params(self, cfg: TileConfig) -> dict[str, int] | None:
-        """Optuna params for `cfg`, or None when a value is outside the choices."""
-        values = cfg.as_dict()
-        if all(values[p] in self.choices[p] for p in PARAMS):
-            return {p: values[p] for p in PARAMS}
-        return None
-
-    def suggest(self, trial) -> TileConfig:
-        return TileConfig(**{p: trial.suggest_categorical(p, self.choices[p]) for p in PARAMS})
-
-
-def model_ranked(task: Task, device, configs: Sequence[TileConfig], k: int) -> list[TileConfig]:
-    """The `k` configs the cost model expects fastest for `task` on `device`."""
-    from .costmodel import estimate_ms
-
-    if k <= 0:
-        return []
-    shape = timing_shape(task.spec, task.bucket)
-    return sorted(configs, key=lambda c: (estimate_ms(task.spec, c, shape, device), c))[:k]
-
-
-def model_explorers(
-    task: Task, device, configs: Sequence[TileConfig], taken: Sequence[TileConfig], ratio: float
-) -> list[TileConfig]:
-    """A hedge against the cost model's blind spots: for every value of every parameter (e.g.
-    256-row blocks, 8 warps), the config the model likes best among those with that value, when
-    it is not in `taken` and the model puts it within `ratio` of its favourite. Values the model
-    calls clearly slow (tiny tiles, 2 warps on Hopper) are left to the sampler."""
-    from .costmodel import estimate_ms
-
-    if not configs or not ratio:
-        return []
-    shape = timing_shape(task.spec, task.bucket)
-    est = {c: estimate_ms(task.spec, c, shape, device) for c in configs}
-    ranked = sorted(configs, key=lambda c: (est[c], c))
-    limit = est[ranked[0]] * ratio
-    out: list[TileConfig] = []
-    for p in PARAMS:
-        for value in sorted({getattr(c, p) for c in ranked}):
-            cfg = next(c for c in ranked if getattr(c, p) == value)
-            if est[cfg] <= limit and cfg not in taken and cfg not in out:
-                out.append(cfg)
-    return out
-
-
-def seed_configs(
-    task: Task,
-    device,
-    env,
-    records: Sequence,
-    limit: int,
-    modelled: Sequence[TileConfig] = (),
-    *,
-    default: bool = True,
-) -> list[tuple[TileConfig, str]]:
-    """What is already known, best guesses first: the defaults table's config (unless `default`
-    is False); then the best
-    configs found for this very bucket in other environments (another GPU, other software
-    versions, or the cost model: same GPU first, measured before modelled); then `modelled`
-    (the cost model's favourites, `model_ranked`); then this GPU's best configs at neighbouring
-    buckets, nearest first."""
-    from . import space
-    from .db.lookup import log2_distance
-
-    seeds: list[tuple[TileConfig, str]] = []
-    if default:
-        seeds.append((space.default_config(task.spec, device), "default"))
-    mine = [r for r in records if r.spec == task.spec]
-    elsewhere = sorted(
-        (r for r in mine if r.bucket == task.bucket and r.env.key() != env.key()),
-        key=lambda r: (not r.env.same_gpu(env), not r.measured, r.time_ms),
-    )
-    seeds += [(r.config, f"{r.env.gpu_name} ({'measured' if r.measured else 'modelled'})")
-              for r in elsewhere]  # fmt: skip
-    seeds += [(cfg, "cost model") for cfg in modelled]
-    neighbours = sorted(
-        (r for r in mine if r.env.same_gpu(env) and r.bucket != task.bucket),
-        key=lambda r: (log2_distance(r.bucket, task.bucket), not r.measured, r.time_ms),
-    )
-    seeds += [(r.config, f"neighbour {r.bucket[0]}x{r.bucket[1]}") for r in neighbours]
-    unique: dict[TileConfig, str] = {}
-    for cfg, source in seeds:
-        unique.setdefault(cfg, source)
-    return list(unique.items())[: max(limit, 1)]
-
-
 # -- the loop ------------------------------------------------------------------------------
 
 
@@ -479,25 +229,13 @@ def _ahead(known: dict, settings: Settings) -> int:
     return max(1, min(ahead, settings.patience - since))
 
 
-@contextlib.contextmanager
-def _optuna_quiet():
-    """Our ask/tell loop beats its own heartbeats (`_Heartbeat`), so Optuna's advice to use
-    `Study.optimize` with heartbeats, and its notes on experimental arguments, are noise."""
-    import optuna
-
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
-        warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed")
-        yield
-
-
 def tune_task(task: Task, **kwargs) -> Result:
     """Search the best config for `task`; write trials and the best record into `db`.
 
     Keyword arguments: db, storage, evaluator, device, env, settings, on_event, candidates
     (see `_tune_task`).
     """
-    with _optuna_quiet():
+    with optuna_quiet():
         return _tune_task(task, **kwargs)
 
 
@@ -539,9 +277,9 @@ def _tune_task(
         storage=storage, sampler=sampler, study_name=name, direction="minimize", load_if_exists=True
     )
     if isinstance(storage, optuna.storages.InMemoryStorage) and not study.trials:
-        _replay(study, db.trials(task.spec, task.bucket, env), space_)
+        replay(study, db.trials(task.spec, task.bucket, env), space_)
     result = Result(task=task, study_name=name, measured=bool(evaluator.measured), study=study)
-    heart = _Heartbeat(storage)
+    heart = Heartbeat(storage)
     if heart.enabled:
         # Trials of dead workers first: they are re-queued ahead of this run's seeds.
         optuna.storages.fail_stale_trials(study)
@@ -715,7 +453,7 @@ def _confirm(task: Task, evaluator, known: dict, result: Result, settings: Setti
     _write_best(db, task, env, result, len(known), superseded=list(finite))
 
 
-def _abandon(study, inflight: deque, heart: _Heartbeat) -> None:
+def _abandon(study, inflight: deque, heart: Heartbeat) -> None:
     """Trials asked ahead but never evaluated: FAIL them (TPE ignores FAIL)."""
     from optuna.trial import TrialState
 

@@ -240,8 +240,8 @@ def _tune_all(args, opts, tasks, db, gpu: bool, worker: int) -> list:
     """Tune every task in this process; returns the per-task results."""
     import optuna
 
-    from .bench import MeasuredEvaluator, ModelledEvaluator
     from .db.records import current_fingerprint
+    from .evaluate import MeasuredEvaluator, ModelledEvaluator
     from .search import Interrupted, open_storage, tune_task
     from .sram import current_device
 

@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from flashgen import bench, search
+from flashgen import bench, evaluate, search
 from flashgen.cli import main as cli_main
 from flashgen.config import TileConfig
 from flashgen.db import connect
@@ -60,7 +60,7 @@ class Spy:
 
 
 def _tune(db, *, device=H200, settings=None, evaluator=None, task=TASK, on_event=None):
-    evaluator = evaluator or bench.ModelledEvaluator(device)
+    evaluator = evaluator or evaluate.ModelledEvaluator(device)
     return search.tune_task(
         task,
         db=db,
@@ -160,7 +160,7 @@ class Retimer(Spy):
 
 def test_confirmation_retimes_the_finalists_and_supersedes_their_record(sqlite_url):
     db = connect(sqlite_url)
-    evaluator = Retimer(bench.ModelledEvaluator(H200))
+    evaluator = Retimer(evaluate.ModelledEvaluator(H200))
     settings = search.Settings(trials=5, patience=None, seed=3, confirm=3)
     result = _tune(db, settings=settings, evaluator=evaluator)
     [finalists] = evaluator.retimed
@@ -172,7 +172,7 @@ def test_confirmation_retimes_the_finalists_and_supersedes_their_record(sqlite_u
     rec = db.get(SPEC, BUCKET, current_fingerprint(H200))
     assert (rec.config, rec.time_ms) == (finalists[-1], 8.0)
     # confirm below 2 (or an evaluator without `retime`) leaves the search's readings alone.
-    evaluator = Retimer(bench.ModelledEvaluator(H200))
+    evaluator = Retimer(evaluate.ModelledEvaluator(H200))
     again = _tune(
         connect(f"{sqlite_url}-2"),
         settings=dataclasses.replace(settings, confirm=0),
@@ -198,7 +198,7 @@ def test_pruned_configs_never_reach_the_compiler(sqlite_url, monkeypatch):
         lambda spec, cfg, *a, **k: checked.append(cfg) or real_check(spec, cfg, *a, **k),
     )
     db = connect(sqlite_url)
-    spy = Spy(bench.ModelledEvaluator(small))
+    spy = Spy(evaluate.ModelledEvaluator(small))
     result = _tune(
         db,
         device=small,
@@ -219,7 +219,7 @@ def test_failing_candidate_costs_only_that_trial(sqlite_url):
 
     db = connect(sqlite_url)
     bad = default_config(SPEC, H200)  # the first trial: the study must go on after it
-    spy = Spy(bench.ModelledEvaluator(H200), fail_on=bad)
+    spy = Spy(evaluate.ModelledEvaluator(H200), fail_on=bad)
     result = _tune(db, evaluator=spy, settings=search.Settings(trials=4, patience=None))
     assert result.evaluated == 4 and result.failed == 1
     assert result.best_config is not None and result.best_config != bad
@@ -379,7 +379,7 @@ def test_stale_trial_of_a_dead_worker_is_retried(pg_url):
     study = optuna.create_study(storage=storage, study_name=name, direction="minimize")
     orphan = TileConfig(32, 32, 2, 2)
     study.enqueue_trial(orphan.as_dict())
-    with search._optuna_quiet():
+    with search.optuna_quiet():
         dead = study.ask()
         search.Space(SPEC, H200).suggest(dead)
         storage.record_heartbeat(dead._trial_id)
@@ -388,7 +388,7 @@ def test_stale_trial_of_a_dead_worker_is_retried(pg_url):
         TASK,
         db=db,
         storage=storage,
-        evaluator=bench.ModelledEvaluator(H200),
+        evaluator=evaluate.ModelledEvaluator(H200),
         device=H200,
         env=env,
         settings=search.Settings(trials=3, patience=None),
@@ -411,7 +411,7 @@ def test_gpu_measured_tuning_with_compile_pool(sqlite_url):
     spec = KernelSpec(64, True, "float16", "fwd")
     task = search.Task(spec, (256, 256))
     db = connect(sqlite_url)
-    evaluator = bench.MeasuredEvaluator(compile_workers=2, warmup=5, rep=20)
+    evaluator = evaluate.MeasuredEvaluator(compile_workers=2, warmup=5, rep=20)
     try:
         result = _tune(
             db,
@@ -483,7 +483,7 @@ def test_compile_pool_plumbing_contains_worker_failures(direction):
     backward's extra forward compile and per-task set-up) works here too; without CUDA every
     worker compile fails, and that is reported, never raised, and costs the candidate only."""
     task = search.Task(TASK.spec.with_direction(direction), TASK.bucket)
-    evaluator = bench.MeasuredEvaluator(compile_workers=1, compile_timeout_s=120)
+    evaluator = evaluate.MeasuredEvaluator(compile_workers=1, compile_timeout_s=120)
     try:
         assert evaluator.warm_up() > 0
         outcomes = []
