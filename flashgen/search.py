@@ -424,7 +424,12 @@ def _tune_task(
     finally:
         heart.close()
     _abandon(study, inflight, heart)
-    _confirm(task, evaluator, known, result, settings, db, env, shape)
+    try:
+        _confirm(task, evaluator, known, result, settings, db, env, shape)
+    except KeyboardInterrupt:  # every trial is stored; the search's own best stands
+        result.interrupted = True
+        result.stop_reason = "interrupted"
+        raise Interrupted(result) from None
     return result
 
 
