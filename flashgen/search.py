@@ -287,6 +287,8 @@ def _tune_task(
     if modelled:
         modelled += model_explorers(task, device, space_.fitting(), modelled, settings.explore)
     records = db.records(spec=task.spec)
+    if task.spec.sibling() is not None:
+        records += db.records(spec=task.spec.sibling())
     seeds = seed_configs(
         task, device, env, records, settings.n_seeds(), modelled, default=settings.default_seed
     )

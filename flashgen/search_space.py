@@ -109,11 +109,12 @@ def seed_configs(
     default: bool = True,
 ) -> list[tuple[TileConfig, str]]:
     """What is already known, best guesses first: the defaults table's config (unless `default`
-    is False); then the best
-    configs found for this very bucket in other environments (another GPU, other software
-    versions, or the cost model: same GPU first, measured before modelled); then `modelled`
-    (the cost model's favourites, `model_ranked`); then this GPU's best configs at neighbouring
-    buckets, nearest first."""
+    is False); then the best configs found for this very bucket in other environments (another
+    GPU, other software versions, or the cost model: same GPU first, measured before modelled);
+    then this GPU's best configs for the same kernel in the other 16-bit dtype
+    (`KernelSpec.sibling`, nearest buckets first, at most 2); then `modelled` (the cost model's
+    favourites, `model_ranked`); then this GPU's best configs at neighbouring buckets, nearest
+    first. `records` may hold any specs: only this task's and its sibling's are used."""
     from . import space
     from .db.lookup import log2_distance
 
@@ -127,6 +128,12 @@ def seed_configs(
     )
     seeds += [(r.config, f"{r.env.gpu_name} ({'measured' if r.measured else 'modelled'})")
               for r in elsewhere]  # fmt: skip
+    sibling = task.spec.sibling()
+    siblings = sorted(
+        (r for r in records if r.spec == sibling and r.env.same_gpu(env)),
+        key=lambda r: (log2_distance(r.bucket, task.bucket), not r.measured, r.time_ms),
+    )
+    seeds += [(r.config, f"{r.spec.dtype} {r.bucket[0]}x{r.bucket[1]}") for r in siblings[:2]]
     seeds += [(cfg, "cost model") for cfg in modelled]
     neighbours = sorted(
         (r for r in mine if r.env.same_gpu(env) and r.bucket != task.bucket),

@@ -65,6 +65,19 @@ class KernelSpec:
     def with_direction(self, direction: str) -> KernelSpec:
         return KernelSpec(self.head_dim, self.causal, self.dtype, direction)
 
+    def sibling(self) -> KernelSpec | None:
+        """The same kernel in the other 16-bit dtype (float16 <-> bfloat16), None for float32.
+
+        Same element size, so the same shared memory and the same tile trade-offs: on the H200,
+        in 7 of the tuner benchmark's 8 held-out fp16 cases the config `flashgen tune` found for
+        bf16 at the nearest length was the fp16 grid's winner or within 1% of it (the eighth:
+        7% slower; benchmarks/RESULTS.md, runs 7-8). Lookups and the tuner's seeds use it as a
+        prior, never over a record of the dtype itself."""
+        other = {"float16": "bfloat16", "bfloat16": "float16"}.get(self.dtype)
+        return (
+            None if other is None else KernelSpec(self.head_dim, self.causal, other, self.direction)
+        )
+
     @classmethod
     def from_uri(cls, uri: str) -> KernelSpec:
         """Inverse of `uri()`; raises ValueError on anything else."""

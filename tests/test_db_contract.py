@@ -244,6 +244,34 @@ class TestTuningDBContract:
         # Other specs do not see these records.
         assert db.lookup(OTHER_SPEC, 100, 100, h200).source == "default"
 
+    def test_lookup_falls_back_to_the_other_16_bit_dtype(self, db, shipped):
+        """fp16 and bf16 kernels share their tile trade-offs: with nothing for fp16, a bf16
+        record of this GPU ("sibling") beats the defaults table; any fp16 record beats it."""
+        h200 = sram.KNOWN_GPUS["nvidia-h200"]
+        env = current_fingerprint(h200)
+        bf16 = SPEC.sibling()
+        assert bf16 == KernelSpec(64, True, "bfloat16", "fwd") and bf16.sibling() == SPEC
+        assert KernelSpec(64, True, "float32", "fwd").sibling() is None
+        shipped_cfg, mine_cfg, fp16_cfg = (
+            TileConfig(32, 64, 4, 2),
+            TileConfig(64, 32, 4, 1),
+            TileConfig(16, 16, 2, 1),
+        )
+        other_code = dataclasses.replace(env, triton_version="0.0")
+        dump([_record(1.0, spec=bf16, env=other_code, cfg=shipped_cfg)], shipped / "h200.json")
+        found = db.lookup(SPEC, 100, 100, h200)
+        assert (found.source, found.config) == ("sibling", shipped_cfg)
+        # This environment's own bf16 record comes before a shipped one.
+        db.upsert_best(_record(1.0, spec=bf16, bucket=(1024, 1024), env=env, cfg=mine_cfg))
+        found = db.lookup(SPEC, 100, 100, h200)
+        assert (found.source, found.config) == ("sibling", mine_cfg)
+        # Any fp16 record of this GPU wins over the sibling, even a distant bucket.
+        db.upsert_best(_record(1.0, bucket=(8192, 8192), env=env, cfg=fp16_cfg))
+        assert db.lookup(SPEC, 100, 100, h200).source == "nearest"
+        # float32 has no sibling.
+        f32 = KernelSpec(64, True, "float32", "fwd")
+        assert db.lookup(f32, 100, 100, h200).source in ("default", "safe")
+
     def test_lookup_skips_a_record_that_does_not_fit_this_gpu(self, db):
         small = dataclasses.replace(
             sram.KNOWN_GPUS["nvidia-h200"], name="Small GPU", smem_optin_bytes=64 * 1024

@@ -109,22 +109,24 @@ def test_pipeline_writes_modelled_record_and_trials(db_url):
 
 def test_seeds_come_first(sqlite_url):
     """Defaults table, then this bucket's best from another environment (GPU), then this
-    GPU's best at a neighbouring bucket."""
+    GPU's best for the other 16-bit dtype, then this GPU's best at a neighbouring bucket."""
     db = connect(sqlite_url)
     env = current_fingerprint(H200)
     other_gpu = dataclasses.replace(env, gpu_name="NVIDIA A100-SXM4-80GB", capability="8.0")
     neighbour = TileConfig(32, 16, 2, 2)
     foreign = TileConfig(16, 32, 2, 3)
+    sibling = TileConfig(32, 32, 2, 1)
     db.upsert_best(TuningRecord(SPEC, (128, 128), env, neighbour, 1.0, measured=False))
     db.upsert_best(TuningRecord(SPEC, BUCKET, other_gpu, foreign, 1.0))
-    result = _tune(db, settings=search.Settings(trials=3, patience=None, model_seeds=0))
+    db.upsert_best(TuningRecord(SPEC.sibling(), (256, 256), env, sibling, 1.0))
+    result = _tune(db, settings=search.Settings(trials=4, patience=None, model_seeds=0))
     from flashgen.space import default_config
 
     first = [
         TileConfig(**{p: t.params[p] for p in search.PARAMS})
-        for t in sorted(result.study.trials, key=lambda t: t.number)[:3]
+        for t in sorted(result.study.trials, key=lambda t: t.number)[:4]
     ]
-    assert first == [default_config(SPEC, H200), foreign, neighbour]
+    assert first == [default_config(SPEC, H200), foreign, sibling, neighbour]
 
 
 def test_default_seed_can_be_left_out(sqlite_url):

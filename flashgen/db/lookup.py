@@ -2,8 +2,9 @@
 
 Order (the `Lookup.source` values): "exact" record for this bucket and environment; else the
 "nearest" tuned bucket of the same spec with the same fingerprint (same GPU, same code); else a
-"shipped" record for the same GPU model from `tuning_db/`; else the space's "default"; else the
-"safe" config. A record whose config does not fit this GPU (`sram.fits`) is never returned:
+"shipped" record for the same GPU model from `tuning_db/`; else a "sibling" record: the same
+kernel in the other 16-bit dtype (`KernelSpec.sibling`), this environment's first, then shipped
+ones; else the space's "default"; else the "safe" config. A record whose config does not fit this GPU (`sram.fits`) is never returned:
 a fingerprint can match while the limits the caller passes differ (FLASHGEN_GPU, a MIG slice).
 
 Distance between buckets is measured in log2 steps, |dq| + |dk|, because tile choices change
@@ -88,6 +89,7 @@ def resolve(
     same_env: Iterable[TuningRecord],
     shipped: Iterable[TuningRecord],
 ) -> Lookup:
+    same_env = list(same_env)
     if exact is not None and exact.env == env and _fits(spec, exact.config, device):
         return Lookup(exact.config, "exact", exact)
     near = nearest(
@@ -95,7 +97,16 @@ def resolve(
     )
     if near is not None:
         return Lookup(near.config, "nearest", near)
+    shipped = list(shipped)
     ship = nearest_shipped(spec, bucket, env, shipped, device)
     if ship is not None:
         return Lookup(ship.config, "shipped", ship)
+    sibling = spec.sibling()
+    if sibling is not None:
+        mine = [r for r in same_env if r.env == env and r.spec == sibling]
+        found = nearest(sibling, bucket, mine, device) or nearest_shipped(
+            sibling, bucket, env, shipped, device
+        )
+        if found is not None and _fits(spec, found.config, device):
+            return Lookup(found.config, "sibling", found)
     return fallback(spec, device)

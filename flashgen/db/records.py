@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from ..config import TileConfig
 from ..spec import MIN_BUCKET, KernelSpec
 
-SOURCES = ("exact", "nearest", "shipped", "default", "safe")
+SOURCES = ("exact", "nearest", "shipped", "sibling", "default", "safe")
 TRIAL_STATUSES = ("ok", "pruned", "failed", "wrong")
 MAX_BUCKET = 1 << 30
 

@@ -286,6 +286,9 @@ class TuningDB:
         bucket = shape_bucket(seq_q, seq_k)
         same_env = self.records(spec, env)
         exact = next((r for r in same_env if r.bucket == bucket), None)
+        sibling = spec.sibling()
+        if exact is None and sibling is not None:  # the "sibling" step of the lookup order
+            same_env += self.records(sibling, env)
         return _lookup.resolve(
             spec, bucket, env, device, exact, same_env, shipped_records(self._shipped_dir)
         )
