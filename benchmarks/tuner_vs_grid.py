@@ -1,7 +1,9 @@
 """Is the tuner worth it? Exhaustive grid vs the Optuna search, per (spec, shape) case.
 
-For each case (8 by default: forward and backward, head dim 64 and 128, causal and not, one
-sequence length each, bf16), the same space is searched two ways:
+For each case of a case set (8 each: forward and backward, head dim 64 and 128, causal and not,
+one sequence length each; `--case-set tuned` is bf16 at 1024/4096 tokens, the cases the H200
+rows of the defaults table were set from; `--case-set heldout` is fp16 at 2048/8192, which no
+table row or cost-model constant was set from), the same space is searched two ways:
 
 - grid: every config of the tuner's own space for that spec, `flashgen.space.pruned(spec,
   device)` (136-283 configs here), is compiled (in the worker pool) and measured;
@@ -10,12 +12,16 @@ sequence length each, bf16), the same space is searched two ways:
   fitting configs as the grid), seeded from the defaults table and the cost model's favourites,
   TPE, early stop, upcoming candidates compiled in the pool while the GPU times the current one;
   writing to a throw-away SQLite database. Its trial budget is `--trial-fraction` of the space.
+  With `--cold`, a second search ("search-cold") runs without the defaults table's seed.
+
+Both end the same way: their best 3 configs are re-timed back to back and the fastest of that
+wins (`Settings.confirm`; the grid gets the same step), inside their wall time.
 
 Why the whole space and not a slice: the issue's question is what the tuner saves over trying
 everything it could pick from; an exhaustive grid over a slice the search does not share would
 answer a different question (the earlier runs used a 53-72 config slice for both).
 
-Wall times are independent: the search and the grid run in two separate processes, each with its
+Wall times are independent: each search and the grid run in separate processes, each with its
 own empty Triton cache directory, and no two cases share a kernel (every case has its own spec).
 Both use the same evaluator (compile pool of `--compile-workers` processes, same do_bench
 settings). Pool start-up (spawning the compile workers, CUDA and Triton driver init) is the
@@ -26,8 +32,9 @@ ratio is not at the mercy of run-to-run noise between the two processes.
 Goal (issue 6): search best within 3% of the grid best, in at most 25% of the grid's wall time.
 
 Usage on the H200 (writes tuner_vs_grid.json and tuner_vs_grid.md into --out, default $OUT;
-about 5-6 minutes with the default 420 s budget; a grid that runs out of budget is marked "cut"):
-    python3 benchmarks/tuner_vs_grid.py [--budget-s 420] [--compile-workers 14]
+about 6 minutes for a set with --cold; a grid that runs out of budget is marked "cut"):
+    python3 benchmarks/tuner_vs_grid.py [--case-set heldout] [--cold] [--budget-s 420]
+The runs recorded in RESULTS.md: `benchmarks/h200_run.sh heldout` (run 7) and `tuned`.
 On a CPU-only machine, `--cpu-smoke` runs the same flow with interpreter checks and the cost model
 on a small slice of the space (given to both methods) to test the script itself; its numbers
 mean nothing.
