@@ -93,7 +93,7 @@ def backend(
     op(q, k, v, causal, scale) and must be traceable by AOTAutograd (a custom op).
     sdpa: False leaves `F.scaled_dot_product_attention` and `nn.MultiheadAttention` calls to
     PyTorch's fused kernels and replaces hand-written attention only (on the H200, cuDNN's
-    attention is still faster than flashgen's: benchmarks/RESULTS.md, run 8).
+    attention is still faster than flashgen's: benchmarks/RESULTS.md, run 6).
     """
     compile_rest = _resolve_fallback(fallback)
     db_applied: list[str] = []
