@@ -116,7 +116,7 @@ def seed_configs(
     favourites, `model_ranked`); then this GPU's best configs at neighbouring buckets, nearest
     first. `records` may hold any specs: only this task's and its sibling's are used."""
     from . import space
-    from .db.lookup import log2_distance
+    from .db.lookup import rank
 
     seeds: list[tuple[TileConfig, str]] = []
     if default:
@@ -131,13 +131,13 @@ def seed_configs(
     sibling = task.spec.sibling()
     siblings = sorted(
         (r for r in records if r.spec == sibling and r.env.same_gpu(env)),
-        key=lambda r: (log2_distance(r.bucket, task.bucket), not r.measured, r.time_ms),
+        key=lambda r: rank(task.bucket, r),
     )
     seeds += [(r.config, f"{r.spec.dtype} {r.bucket[0]}x{r.bucket[1]}") for r in siblings[:2]]
     seeds += [(cfg, "cost model") for cfg in modelled]
     neighbours = sorted(
         (r for r in mine if r.env.same_gpu(env) and r.bucket != task.bucket),
-        key=lambda r: (log2_distance(r.bucket, task.bucket), not r.measured, r.time_ms),
+        key=lambda r: rank(task.bucket, r),
     )
     seeds += [(r.config, f"neighbour {r.bucket[0]}x{r.bucket[1]}") for r in neighbours]
     unique: dict[TileConfig, str] = {}

@@ -46,7 +46,10 @@ start() {
         rm -rf "$dir"
         return 1
     fi
-    as_pg "$PG_BIN/createdb" -h "$dir" -U "$role" flashgen_test
+    if ! as_pg "$PG_BIN/createdb" -h "$dir" -U "$role" flashgen_test; then
+        stop "$dir"  # the server is up: do not leave it running
+        return 1
+    fi
     echo "export FLASHGEN_PG_DIR=$dir"
     echo "export FLASHGEN_TEST_PG_URL=postgresql+psycopg2://$role@/flashgen_test?host=$dir"
 }

@@ -265,7 +265,14 @@ class TestTuningDBContract:
         db.upsert_best(_record(1.0, spec=bf16, bucket=(1024, 1024), env=env, cfg=mine_cfg))
         found = db.lookup(SPEC, 100, 100, h200)
         assert (found.source, found.config) == ("sibling", mine_cfg)
-        # Any fp16 record of this GPU wins over the sibling, even a distant bucket.
+        # An exact fp16 record that does not fit this GPU is passed over, and the sibling
+        # step still sees this environment's bf16 record.
+        too_big = TileConfig(256, 256, 8, 8)
+        assert not sram.fits(SPEC, too_big, h200)
+        db.upsert_best(_record(1.0, bucket=(128, 128), env=env, cfg=too_big))
+        found = db.lookup(SPEC, 100, 100, h200)
+        assert (found.source, found.config) == ("sibling", mine_cfg)
+        # Any fp16 record of this GPU that fits wins over the sibling, even a distant bucket.
         db.upsert_best(_record(1.0, bucket=(8192, 8192), env=env, cfg=fp16_cfg))
         assert db.lookup(SPEC, 100, 100, h200).source == "nearest"
         # float32 has no sibling.
@@ -525,12 +532,11 @@ def test_malformed_files_are_refused(tmp_path):
             {"format": "flashgen-tuning-db", "version": 1, "records": [3]}
         ),
     }
-    for name, text in cases.items():
+    for text in cases.values():
         path = tmp_path / "bad.json"
         path.write_text(text)
         with pytest.raises(FormatError):
             load(path)
-        assert name
 
 
 def test_default_url_is_a_sqlite_file_under_xdg_cache_home(tmp_path, monkeypatch):

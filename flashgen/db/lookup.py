@@ -35,7 +35,8 @@ def _fits(spec: KernelSpec, config: TileConfig, device) -> bool:
         return False
 
 
-def _rank(bucket: tuple[int, int], rec: TuningRecord) -> tuple:
+def rank(bucket: tuple[int, int], rec: TuningRecord) -> tuple:
+    """Sort key of records for `bucket`: nearest (log2 steps), measured, larger, faster first."""
     size = rec.bucket[0].bit_length() + rec.bucket[1].bit_length()
     return (log2_distance(bucket, rec.bucket), not rec.measured, -size, rec.time_ms)
 
@@ -44,7 +45,7 @@ def nearest(
     spec: KernelSpec, bucket: tuple[int, int], candidates: Iterable[TuningRecord], device
 ) -> TuningRecord | None:
     """The closest fitting record of `spec` among `candidates` (already filtered by env)."""
-    ranked = sorted((r for r in candidates if r.spec == spec), key=lambda r: _rank(bucket, r))
+    ranked = sorted((r for r in candidates if r.spec == spec), key=lambda r: rank(bucket, r))
     for rec in ranked:
         if _fits(spec, rec.config, device):
             return rec
@@ -60,7 +61,7 @@ def nearest_shipped(
 ) -> TuningRecord | None:
     """Shipped records of the same GPU model; same template hash first, then by distance."""
     same_gpu = [r for r in shipped if r.spec == spec and r.env.same_gpu(env)]
-    same_gpu.sort(key=lambda r: (r.env.template_hash != env.template_hash, *_rank(bucket, r)))
+    same_gpu.sort(key=lambda r: (r.env.template_hash != env.template_hash, *rank(bucket, r)))
     for rec in same_gpu:
         if _fits(spec, rec.config, device):
             return rec
@@ -85,16 +86,16 @@ def resolve(
     bucket: tuple[int, int],
     env: EnvFingerprint,
     device,
-    exact: TuningRecord | None,
     same_env: Iterable[TuningRecord],
     shipped: Iterable[TuningRecord],
 ) -> Lookup:
-    same_env = list(same_env)
-    if exact is not None and exact.env == env and _fits(spec, exact.config, device):
+    """The lookup order of the module docstring. `same_env`: this environment's records of
+    `spec` and of its sibling dtype; `shipped`: the shipped layer (any GPU)."""
+    mine = [r for r in same_env if r.env == env]
+    exact = next((r for r in mine if r.spec == spec and r.bucket == bucket), None)
+    if exact is not None and _fits(spec, exact.config, device):
         return Lookup(exact.config, "exact", exact)
-    near = nearest(
-        spec, bucket, (r for r in same_env if r.env == env and r.bucket != bucket), device
-    )
+    near = nearest(spec, bucket, (r for r in mine if r.bucket != bucket), device)
     if near is not None:
         return Lookup(near.config, "nearest", near)
     shipped = list(shipped)
@@ -103,7 +104,6 @@ def resolve(
         return Lookup(ship.config, "shipped", ship)
     sibling = spec.sibling()
     if sibling is not None:
-        mine = [r for r in same_env if r.env == env and r.spec == sibling]
         found = nearest(sibling, bucket, mine, device) or nearest_shipped(
             sibling, bucket, env, shipped, device
         )

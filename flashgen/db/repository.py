@@ -132,15 +132,14 @@ def _make_engine(url: str) -> Engine:
 class TuningDB:
     """Repository over one database URL (see the module docstring for the contract)."""
 
-    def __init__(self, url: str, *, migrate_schema: bool = True, shipped_dir=None) -> None:
+    def __init__(self, url: str, *, shipped_dir=None) -> None:
         self._url = url
         self.url_safe = mask_url(url)
         self._shipped_dir = shipped_dir
         try:
             self.engine = _make_engine(url)
             self.dialect = self.engine.dialect.name
-            if migrate_schema:
-                migrate.upgrade(self.engine)
+            migrate.upgrade(self.engine)
         except DatabaseError:
             raise
         except Exception as exc:  # driver errors differ by backend; all mean "cannot open"
@@ -284,13 +283,13 @@ class TuningDB:
             device = current_device()
         env = current_fingerprint(device)
         bucket = shape_bucket(seq_q, seq_k)
-        same_env = self.records(spec, env)
-        exact = next((r for r in same_env if r.bucket == bucket), None)
-        sibling = spec.sibling()
-        if exact is None and sibling is not None:  # the "sibling" step of the lookup order
-            same_env += self.records(sibling, env)
+        # This environment's records of the spec and of its sibling dtype (the "sibling" step).
+        specs = [s.uri() for s in (spec, spec.sibling()) if s is not None]
+        same_env = self._read(
+            select(_RECORDS).where(_RECORDS.c.spec_uri.in_(specs), _RECORDS.c.env_key == env.key())
+        )
         return _lookup.resolve(
-            spec, bucket, env, device, exact, same_env, shipped_records(self._shipped_dir)
+            spec, bucket, env, device, same_env, shipped_records(self._shipped_dir)
         )
 
     # -- trials ----------------------------------------------------------------------------
@@ -345,7 +344,7 @@ class TuningDB:
                 try:
                     config = TileConfig(**{c: row._mapping[c] for c in _CONFIG_COLS})
                     out.append(Trial(config, row.time_ms, row.status, row.error))
-                except ValueError as exc:
+                except (ValueError, TypeError) as exc:
                     log.warning("skipping invalid trial id=%s: %s", row.id, exc)
         return out
 
