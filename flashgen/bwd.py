@@ -21,11 +21,9 @@ argument of `backward` overrides both.
 
 from __future__ import annotations
 
-import os
-
+from . import tma as _tma
 from .config import TileConfig
 from .spec import KernelSpec, dtype_name, spec_for
-from .tma import descriptor_factory, device_has_tma, tma_compatible
 
 
 def bwd_spec(q, causal: bool) -> KernelSpec:
@@ -40,14 +38,12 @@ def _last_dim_contiguous(t):
 
 
 def use_tma(*tensors) -> bool:
-    """Whether `backward` takes the descriptor kernels for these (last-dim contiguous) tensors."""
-    forced = os.environ.get("FLASHGEN_BWD_TMA")
-    if forced:
-        return forced != "0"
+    """Whether `backward` takes the descriptor kernels for these (last-dim contiguous) tensors:
+    the ones it makes descriptors of; only 16-bit inputs with head dim <= 128 (the builds that
+    fit and measured faster)."""
     first = tensors[0]
-    if not first.is_cuda or first.element_size() != 2 or first.shape[-1] > 128:
-        return False
-    return device_has_tma(first.device.index or 0) and all(tma_compatible(t) for t in tensors)
+    eligible = first.element_size() == 2 and first.shape[-1] <= 128
+    return _tma.use_tma("FLASHGEN_BWD_TMA", tensors, eligible=eligible)
 
 
 def _strides3(t) -> tuple[int, int, int]:
@@ -115,12 +111,9 @@ def backward(
     ints = (heads_q, heads_kv, seq_q, seq_k, float(scale))
     blocks = {"BLOCK_M": block_m, "BLOCK_N": block_n, **launch}
     if use_tma(q, k, v, do) if tma is None else tma:
-        make = descriptor_factory()
-
-        def desc(t, rows):
-            return make(t, list(t.shape), list(t.stride()), [1, 1, rows, spec.block_d])
-
-        descs = (desc(q, block_m), desc(k, block_n), desc(v, block_n), desc(do, block_m))
+        descs = _tma.descriptors(
+            ((q, block_m), (k, block_n), (v, block_n), (do, block_m)), spec.block_d
+        )
         if dk is not None:
             module.attn_bwd_dkdv_tma[dkdv_grid](*descs, lse, delta, dk, dv, *ints, **blocks)
         if dq is not None:

@@ -16,27 +16,23 @@ descriptors (also in the CPU interpreter, which is how the tests cover that path
 from __future__ import annotations
 
 import math
-import os
 
+import torch
+
+from . import tma
+from .codegen import load
+from .dispatch import choose_config
 from .spec import dtype_name, spec_for
-from .tma import descriptor_factory, device_has_tma, tma_compatible
 
 LOG2E = 1.4426950408889634
 
 
-def kernel_spec(q, *, causal: bool):
-    """The forward KernelSpec for q's head dim and dtype."""
-    return spec_for(q.shape[-1], causal, dtype_name(q.dtype), "fwd")
-
-
-def use_tma(q, k, v) -> bool:
-    """Whether `forward` takes the descriptor kernel for these tensors."""
-    forced = os.environ.get("FLASHGEN_FWD_TMA")
-    if forced is not None and forced != "":
-        return forced != "0"
-    if not q.is_cuda or not device_has_tma(q.device.index or 0):
-        return False
-    return tma_compatible(q) and tma_compatible(k) and tma_compatible(v)
+def use_tma(q, k, v, out=None) -> bool:
+    """Whether `forward` takes the descriptor kernel: q, k, v and the output it writes must all
+    be TMA-compatible (`out` None: the contiguous output `forward` would allocate)."""
+    if out is None:
+        out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    return tma.use_tma("FLASHGEN_FWD_TMA", (q, k, v, out))
 
 
 def forward(q, k, v, *, causal: bool, scale: float | None, config=None):
@@ -47,23 +43,17 @@ def forward(q, k, v, *, causal: bool, scale: float | None, config=None):
     natural log of the softmax denominator over the keys each row sees (what the backward needs).
     `config` (a TileConfig) overrides the dispatch choice, e.g. for tuning and benchmarks.
     """
-    import torch
-
-    from .codegen import load
-
     batch, hq, sq, dim = q.shape
     hkv, sk = k.shape[1], k.shape[2]
-    if scale is None:
-        scale = 1.0 / math.sqrt(dim)
-    spec = kernel_spec(q, causal=causal)
-    if config is None:
-        from .dispatch import choose_config
-
-        config = choose_config(spec, sq, sk)
     out = torch.empty((batch, hq, sq, dim), dtype=q.dtype, device=q.device)
     lse = torch.empty((batch, hq, sq), dtype=torch.float32, device=q.device)
-    if out.numel() == 0:
+    if out.numel() == 0:  # nothing to launch: no config lookup, no pending record either
         return out, lse
+    if scale is None:
+        scale = 1.0 / math.sqrt(dim)
+    spec = spec_for(dim, causal, dtype_name(q.dtype), "fwd")
+    if config is None:
+        config = choose_config(spec, sq, sk)
     module = load(spec)
     grid = (-(-sq // config.block_m) * batch * hq,)
     launch = dict(
@@ -73,17 +63,10 @@ def forward(q, k, v, *, causal: bool, scale: float | None, config=None):
         num_stages=config.num_stages,
     )
     qk_scale = float(scale) * LOG2E
-    if use_tma(q, k, v):
-        bm, bn, bd = config.block_m, config.block_n, spec.block_d
-        make = descriptor_factory()
-
-        def desc(t, rows):
-            return make(t, list(t.shape), list(t.stride()), [1, 1, rows, bd])
-
-        module.attn_fwd_tma[grid](
-            desc(q, bm), desc(k, bn), desc(v, bn), desc(out, bm), lse,
-            hq, hq // hkv, sq, sk, qk_scale, **launch,
-        )  # fmt: skip
+    if use_tma(q, k, v, out):
+        bm, bn = config.block_m, config.block_n
+        descs = tma.descriptors(((q, bm), (k, bn), (v, bn), (out, bm)), spec.block_d)
+        module.attn_fwd_tma[grid](*descs, lse, hq, hq // hkv, sq, sk, qk_scale, **launch)
         return out, lse
     module.attn_fwd[grid](
         q, k, v, out, lse,

@@ -188,6 +188,22 @@ def test_tma_only_for_aligned_cuda_tensors(monkeypatch):
     assert fwd.use_tma(q, k, v)
 
 
+def test_tma_needs_the_output_aligned_too(monkeypatch):
+    """Head dim 20 in fp16 sliced from a wider tensor: q, k, v have aligned strides, but the
+    contiguous output `forward` writes has 40-byte rows, so no descriptor kernel (as if on a
+    TMA GPU)."""
+    from flashgen import fwd, tma
+
+    monkeypatch.delenv("FLASHGEN_FWD_TMA", raising=False)
+    monkeypatch.setattr(tma, "_on_tma_device", lambda t: True)
+    wide = torch.zeros(1, 2, 8, 32, dtype=torch.float16)
+    q = k = v = wide[..., :20]
+    assert all(tma_compatible(t) for t in (q, k, v))
+    assert not fwd.use_tma(q, k, v)
+    q = k = v = wide[..., :24]  # 48-byte rows: aligned
+    assert fwd.use_tma(q, k, v)
+
+
 def test_empty_batch(device):
     q, k, v = make_qkv(0, 2, 2, 5, 5, 32, torch.float32, device)
     out, lse = forward(q, k, v, causal=False, scale=None, config=SMALL)
