@@ -100,8 +100,6 @@ def _setup_context(ctx, inputs, output):
 def _backward(ctx, dout, _dlse):
     q, k, v, out, lse = ctx.saved_tensors
     need_dq, need_dk, need_dv = ctx.needs_input_grad[:3]
-    if not (need_dq or need_dk or need_dv):
-        return None, None, None, None, None
     dq, dk, dv = torch.ops.flashgen.attention_bwd(
         dout, q, k, v, out, lse, ctx.causal, ctx.scale, need_dq, need_dk, need_dv
     )
