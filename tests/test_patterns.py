@@ -341,6 +341,32 @@ def test_mask_with_unequal_query_and_key_lengths_is_skipped():
     assert report.replaced == 0 and "lengths that may differ" in report.skipped[0].reason
 
 
+def sdpa_bool_causal_mask(q, k, v):
+    t = q.size(-2)
+    mask = torch.ones(t, t, dtype=torch.bool, device=q.device).tril()
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+
+def test_sdpa_causal_mask_is_replaced_only_for_equal_lengths():
+    """A boolean causal attn_mask becomes is_causal. With query and key lengths that may differ
+    it is left alone: a mask slice causal at the traced lengths (here tril(ones(13, 13))[:9])
+    need not be at the next call's (a KV-cache style slice)."""
+    model = sdpa_bool_causal_mask
+    before = sum(v for k, v in patterns.counters.items() if k.endswith(".replaced"))
+    _check_compiled_matches_eager(model, {})
+    assert sum(v for k, v in patterns.counters.items() if k.endswith(".replaced")) == before + 1
+
+    def sliced(q, k, v):
+        tq, tk = q.size(-2), k.size(-2)
+        mask = torch.ones(tk, tk, dtype=torch.bool, device=q.device).tril()[:tq]
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+    q = torch.randn(B, H, 9, D, device=DEVICE)
+    k, v = (torch.randn(B, H, 13, D, device=DEVICE) for _ in range(2))
+    report = flashgen.explain(sliced, q, k, v)
+    assert report.replaced == 0 and "lengths may differ" in report.skipped[0].reason, str(report)
+
+
 def test_unsupported_head_dim_is_skipped_with_kernel_reason():
     q, k, v = _qkv(d=8)
     report = flashgen.explain(sdpa_plain, q, k, v)

@@ -9,7 +9,7 @@ from typing import Any
 import torch
 from torch import fx
 
-from .core import _METADATA_ATTRS, _METADATA_METHODS, _NEAR_NEG_INF, Skip, _ev, _hint
+from .core import _METADATA_ATTRS, _METADATA_METHODS, _NEAR_NEG_INF, Skip, _ev, _hint, _known_eq
 
 
 class _Values:
@@ -172,3 +172,17 @@ def is_causal_mask(mask: torch.Tensor, tq: int, tk: int, *, keep: bool) -> bool:
         ok_masked = (mask <= _NEAR_NEG_INF) | kept
         return bool(ok_kept.all()) and bool(ok_masked.all())
     return False
+
+
+def prove_causal(mask: Any, values: _Values, tq: Any, tk: Any, *, keep: bool) -> None:
+    """Raise Skip (with the reason) unless `mask` is a top-left causal mask for every query and
+    key length the graph may be called with: the two lengths must be provably equal (a mask
+    slice that is causal at the traced pair, e.g. `tril(ones(tk, tk))[-tq:]`, may not be at
+    another), and the mask's value at the traced lengths causal. `tq`, `tk`: the (possibly
+    symbolic) lengths; `keep`: True where the mask marks kept positions."""
+    if not isinstance(mask, fx.Node):
+        raise Skip("the mask is not a tensor computed in the graph")
+    if not _known_eq(tq, tk):
+        raise Skip("query and key lengths may differ")
+    if not is_causal_mask(eval_mask(mask, values), _hint(tq), _hint(tk), keep=keep):
+        raise Skip("not a causal mask")

@@ -33,7 +33,7 @@ from .core import (
     split_scores_product,
     split_value_product,
 )
-from .masks import _Values, eval_mask, is_causal_mask
+from .masks import _Values, eval_mask, is_causal_mask, prove_causal
 
 
 def _leads_to_product(n: Any) -> bool:
@@ -256,20 +256,16 @@ def match_sdpa(n: Any, values: _Values) -> Match:
             "dropout; pass dropout_p=0 outside training (model.eval())"
         )
     if mask is not None:
-        if is_causal or not isinstance(mask, fx.Node):
+        if is_causal:
             raise Skip("attn_mask together with is_causal=True is not supported")
-        tq, tk = _hint(_ev(q).shape[-2]), _hint(_ev(k).shape[-2])
-        why = ""
         try:
-            causal_mask = is_causal_mask(eval_mask(mask, values), tq, tk, keep=True)
+            prove_causal(mask, values, _ev(q).shape[-2], _ev(k).shape[-2], keep=True)
         except Skip as e:
-            causal_mask, why = False, f" ({e})"
-        if not causal_mask:
             kind = "boolean" if _ev(mask).dtype == torch.bool else "additive"
             raise Skip(
                 f"{kind} attn_mask is not supported: only a causal mask is (pass is_causal=True); "
-                f"left to Inductor{why}"
-            )
+                f"left to Inductor ({e})"
+            ) from e
         is_causal = True
     terms: list[Any] = [None] if scale is None else [(scale, 1)]
     m = Match(site, q, k, v, n, is_causal, terms, interior=[n])

@@ -18,12 +18,11 @@ from .core import (
     _erase_dead,
     _ev,
     _fake_mode,
-    _hint,
     _known_eq,
     _set_example_values,
     location,
 )
-from .masks import _Values, eval_mask, is_causal_mask
+from .masks import _Values, prove_causal
 
 
 def match_mha(n: Any, values: _Values) -> Match:
@@ -57,19 +56,14 @@ def match_mha(n: Any, values: _Values) -> Match:
     q, k, v = p["query"], p["key"], p["value"]
     causal = False
     if p["attn_mask"] is not None:
-        mask = p["attn_mask"]
-        tq, tk = _hint(_ev(q).shape[0]), _hint(_ev(k).shape[0])
         try:
-            causal = isinstance(mask, fx.Node) and is_causal_mask(
-                eval_mask(mask, values), tq, tk, keep=False
-            )
-        except Skip:
-            causal = False
-        if not causal or not _known_eq(_ev(q).shape[0], _ev(k).shape[0]):
+            prove_causal(p["attn_mask"], values, _ev(q).shape[0], _ev(k).shape[0], keep=False)
+        except Skip as e:
             raise Skip(
                 "nn.MultiheadAttention attn_mask is not supported: only a causal mask is "
-                "(nn.Transformer.generate_square_subsequent_mask); left to Inductor"
-            )
+                f"(nn.Transformer.generate_square_subsequent_mask); left to Inductor ({e})"
+            ) from e
+        causal = True
     elif p["is_causal"]:
         raise Skip("is_causal=True without attn_mask")
     users = list(n.users)
