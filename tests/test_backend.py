@@ -312,11 +312,8 @@ def test_new_sequence_length_does_not_recompile(dynamic):
 
 
 def test_untuned_shape_is_recorded_as_pending(tmp_path):
-    pytest.importorskip("sqlalchemy")
-    db_mod = pytest.importorskip("flashgen.db")
-    if not hasattr(db_mod, "connect"):
-        pytest.skip("flashgen.db.connect is not there yet")
     from flashgen import dispatch
+    from flashgen.db import connect
     from flashgen.spec import KernelSpec, shape_bucket
 
     url = f"sqlite:///{tmp_path / 'tuning.sqlite3'}"
@@ -326,7 +323,7 @@ def test_untuned_shape_is_recorded_as_pending(tmp_path):
     try:
         compiled = torch.compile(model, backend=backend(db=url, fallback="aot_eager"))
         compiled(_x(t=23))
-        pending = db_mod.connect(url).pending()
+        pending = connect(url).pending()
     finally:
         dispatch.set_db(None)
     assert (KernelSpec(16, True, "float32", "fwd"), shape_bucket(23, 23)) in pending, pending
