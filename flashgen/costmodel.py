@@ -20,8 +20,8 @@ What it accounts for, because each of these changed the best config in the H200 
 - warps: too few rows per warp starve the MMA units, a second warpgroup costs synchronisation,
   and register spills cost time.
 
-Calibration: the constants below (L2 bandwidth multiple, per-step overhead, exponential rate,
-warpgroup and resident-overlap terms) were fitted on the H200 (2026-11) to the measured times
+Calibration: the constants below (L2 bandwidth multiple, exponential rate, warpgroup term) were
+fitted on the H200 (2026-11) to the measured times
 of 20 config grids (benchmarks/raw: the 8 tuner_vs_grid cases and the 12 forward shapes of
 gpu_check), minimising the regret of the model's top-1/3/8 picks. Before: the measured best was
 among the model's top 8 in 9 of 20 grids (its favourite up to 38% slower than the best); after:
@@ -33,6 +33,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+
+from .sram import ELEM_BYTES
 
 # Dense 16-bit tensor-core TFLOP/s (fp32 accumulate) and HBM GB/s of the known planning targets.
 # Keyed by flashgen.sram slug; an unknown GPU falls back to a per-SM rate by architecture.
@@ -52,21 +54,12 @@ _PER_SM_FALLBACK = {7: (1.6, 8.0), 8: (2.9, 19.0), 9: (7.5, 30.0), 10: (15.0, 40
 _EXP_RATIO = 0.5 * 3.9 / 989.0
 # L2 serves the K/V tiles that neighbouring query blocks share: a multiple of HBM bandwidth.
 _L2_OVER_HBM = 6.0
-# Fixed cost of one inner-loop step (loop control, barriers, softmax rescale), in seconds.
-_STEP_OVERHEAD_S = 0.0
 # Pipeline depth beyond which deeper software pipelining hides no more load latency.
 _USEFUL_STAGES = 3
 # Launch latency of one kernel, in seconds.
 _LAUNCH_S = 4.0e-6
-# Register pressure well below the hard limit already costs MMA throughput (fewer registers for
-# operand staging, more live ranges the compiler serialises): the efficiency falls by
-# _REG_SLOPE per _REG_SOFT registers above _REG_SOFT.
-_REG_SOFT = 128
-_REG_SLOPE = 0.0
 # Programs of more than one warpgroup (8 warps) synchronise their warpgroups every step.
 _MULTI_WARPGROUP_COST = 0.1
-# How well other resident programs hide a program's load latency, relative to its own pipeline.
-_RESIDENT_OVERLAP = 1.0
 
 
 @dataclass(frozen=True)
@@ -115,10 +108,6 @@ def device_rates(device, dtype: str) -> Rates:
     )
 
 
-def _elem_bytes(dtype: str) -> int:
-    return 4 if dtype == "float32" else 2
-
-
 def programs_per_sm(spec, cfg, device) -> int:
     """How many programs of this config an SM holds at once (0: it does not fit at all)."""
     from .sram import reg_estimate, smem_bytes
@@ -152,8 +141,6 @@ def _mma_efficiency(spec, cfg, device, rows: int) -> float:
     from .sram import reg_estimate
 
     regs = int(reg_estimate(spec, cfg))
-    if regs > _REG_SOFT:
-        eff /= 1.0 + _REG_SLOPE * (regs - _REG_SOFT) / _REG_SOFT
     if cfg.num_warps > 4 and device.capability[0] >= 9:
         eff /= 1.0 + _MULTI_WARPGROUP_COST
     if regs > device.max_regs_per_thread:
@@ -166,10 +153,8 @@ def _step_time(math_s: float, load_s: float, stages: int, resident: int) -> floa
 
     Two loads in flight already cover the load latency, so pipelining deeper than 3 stages hides
     nothing more (it only costs shared memory, hence occupancy, and a longer prologue); other
-    resident programs hide latency less well than the program's own pipeline."""
-    overlap_depth = min(max(stages - 1, 0), _USEFUL_STAGES - 1) + _RESIDENT_OVERLAP * max(
-        resident - 1, 0
-    )
+    resident programs hide it as well as the program's own pipeline (fitted: no discount)."""
+    overlap_depth = min(max(stages - 1, 0), _USEFUL_STAGES - 1) + max(resident - 1, 0)
     hidden = 1.0 - 1.0 / (1.0 + overlap_depth)
     return max(math_s, load_s) + min(math_s, load_s) * (1.0 - hidden)
 
@@ -238,8 +223,8 @@ def _kernel_time(
     mma_s = products * 2.0 * rows * cols * d / (rates.tensor_flops * eff)
     exp_s = rows * cols / rates.exp_per_s
     overlap = 0.5 if resident * cfg.num_warps >= 8 else 0.2
-    math_s = mma_s + exp_s * (1.0 - overlap) + _STEP_OVERHEAD_S
-    load_s = loads * cols * d * _elem_bytes(spec.dtype) / rates.l2_bytes
+    math_s = mma_s + exp_s * (1.0 - overlap)
+    load_s = loads * cols * d * ELEM_BYTES[spec.dtype] / rates.l2_bytes
     step_s = _step_time(math_s, load_s, cfg.num_stages, resident) * resident
     # The pipeline prologue issues stages - 1 loads before the first product: not overlapped.
     prologue_s = max(cfg.num_stages - 1, 1) * load_s * resident
@@ -252,7 +237,7 @@ def estimate_ms(spec, cfg, shape: Shape, device) -> float:
     Returns math.inf for a config that cannot run on `device` (no program fits an SM).
     """
     rates = device_rates(device, spec.dtype)
-    esize = _elem_bytes(spec.dtype)
+    esize = ELEM_BYTES[spec.dtype]
     heads_total = shape.batch * shape.heads
     kv_total = shape.batch * shape.kv_heads
     d = spec.head_dim

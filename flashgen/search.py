@@ -127,7 +127,6 @@ class Result:
     tflops: float = 0.0
     written: bool = False
     interrupted: bool = False
-    statuses: dict[str, int] = field(default_factory=dict)
     # The confirmation's times (config -> ms), when it ran.
     confirmed: dict[TileConfig, float] = field(default_factory=dict)
     study: object = field(default=None, repr=False)
@@ -315,7 +314,6 @@ def _tune_task(
         else:
             trial = Trial(cfg, None, outcome.status, outcome.error)
         db.add_trials(task.spec, task.bucket, env, [trial])
-        result.statuses[trial.status] = result.statuses.get(trial.status, 0) + 1
 
     def refresh_best(known: dict) -> None:
         oks = [(o.time_ms, cfg) for cfg, (_n, o) in known.items() if o.ok]

@@ -43,7 +43,7 @@ from .spec import KernelSpec
 # Hopper-family capabilities whose compiler path uses wgmma (mma v3).
 _MMA_V3_MAJOR = 9
 _TMA_MAJOR = 9
-_ELEM_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4}
+ELEM_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4}
 MAX_REGS_PER_THREAD = 255
 PLANNING_TARGET = "nvidia-h200"
 
@@ -257,7 +257,7 @@ def kernel_bytes(
     capability: tuple[int, int],
 ) -> dict[str, int]:
     """Estimated shared bytes per generated kernel (the comparison script checks each one)."""
-    elem = _ELEM_BYTES[spec.dtype]
+    elem = ELEM_BYTES[spec.dtype]
     return {
         k.name: _loop_kernel_bytes(k, capability, spec.block_d, elem, cfg)
         for k in _kernels(spec, cfg, capability)
