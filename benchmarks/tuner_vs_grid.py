@@ -124,6 +124,8 @@ def _cfg(c) -> list[int]:
 
 
 def run_grid(task, configs, evaluator, deadline: float) -> dict:
+    from flashgen import search
+
     start = time.perf_counter()
     for cfg in configs:
         evaluator.start(task, cfg)
@@ -137,12 +139,12 @@ def run_grid(task, configs, evaluator, deadline: float) -> dict:
         outcome = evaluator.finish(task, cfg)
         statuses[outcome.status] = statuses.get(outcome.status, 0) + 1
         times[cfg] = outcome.time_ms if outcome.ok else math.inf
-    # The same end-of-search confirmation the search gets (Settings.confirm, 3 finalists).
-    confirmed, first = {}, dict(times)
-    finalists = sorted((t, c) for c, t in times.items() if math.isfinite(t))[:3]
-    if len(finalists) >= 2 and hasattr(evaluator, "retime"):
-        confirmed = evaluator.retime(task, [c for _t, c in finalists])
-        times.update(confirmed)
+    # The same end-of-search confirmation the search gets: its 3 finalists re-timed, and the
+    # fastest of those wins (not of first readings and re-timings mixed).
+    first = dict(times)
+    confirmed = search.confirm_finalists(evaluator, task, first, search.Settings().confirm)
+    if confirmed:
+        times = confirmed
     wall = time.perf_counter() - start
     best = min(times, key=times.get) if times else None
     return {
@@ -150,7 +152,7 @@ def run_grid(task, configs, evaluator, deadline: float) -> dict:
         "wall_s": wall,
         "complete": complete,
         "n_configs": len(configs),
-        "n_measured": len(times),
+        "n_measured": len(first),
         "statuses": statuses,
         "best_config": _cfg(best) if best and math.isfinite(times[best]) else None,
         "best_ms": times[best] if best else math.inf,
@@ -218,20 +220,14 @@ def run_search(task, configs, evaluator, device, args, tmp: Path) -> dict:
     }
 
 
-def retime(task, cfgs: list, args) -> dict:
-    """Median of 3 do_bench medians per config, back to back in one process."""
-    from flashgen.bench import time_ms, timing_shape
+def retime(task, cfgs: list, evaluator) -> dict:
+    """Both methods' winners, back to back in one process: median of 3 rounds, do_bench rep
+    200 ms (the evaluator's `retime`, more careful than the confirmation)."""
     from flashgen.config import TileConfig
 
-    out = {}
-    shape = timing_shape(task.spec, task.bucket)
-    for c in cfgs:
-        if c is None or str(c) in out:
-            continue
-        cfg = TileConfig(*c)
-        runs = sorted(time_ms(task.spec, cfg, shape, rep=200) for _ in range(3))
-        out[str(c)] = runs[1]
-    return out
+    unique = [TileConfig(*c) for c in dict.fromkeys(tuple(c) for c in cfgs if c is not None)]
+    times = evaluator.retime(task, unique, rounds=3, rep=200)
+    return {str(_cfg(c)): t for c, t in times.items()}
 
 
 def child(args) -> int:
@@ -269,7 +265,7 @@ def child(args) -> int:
                         for c in found["cases"]
                         if c.get("case") == i
                     ]
-                    entry["retimed_ms"] = retime(task, cfgs, args)
+                    entry["retimed_ms"] = retime(task, cfgs, evaluator)
             else:
                 entry.update(run_search(task, configs, evaluator, device, args, tmp))
             # Where the wall time went (timing process): set-up, waiting for compiles, checking,

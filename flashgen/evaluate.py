@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import statistics
 import time
 
 from . import bench
@@ -347,21 +348,26 @@ class MeasuredEvaluator:
             task.spec, cfg, task.bucket, warmup=self.warmup, rep=self.rep, phases=self.phases
         )
 
-    def retime(self, task, cfgs: list[TileConfig], rounds: int = 2) -> dict[TileConfig, float]:
-        """Time `cfgs` again, interleaved (a b c a b c), on a GPU that is busy by now; the mean
-        of the rounds per config. A config that fails here gets inf."""
+    def retime(
+        self, task, cfgs: list[TileConfig], rounds: int = 2, rep: int | None = None
+    ) -> dict[TileConfig, float]:
+        """Time `cfgs` again, interleaved (a b c a b c), on a GPU that is busy by now; the median
+        of the rounds per config (`rep`: do_bench's rep in ms, default the evaluator's). A config
+        that fails here gets inf."""
         started = time.perf_counter()
         runs: dict[TileConfig, list[float]] = {cfg: [] for cfg in cfgs}
         shape = bench.timing_shape(task.spec, task.bucket)
         for _ in range(rounds):
             for cfg in cfgs:
                 try:
-                    ms = bench.time_ms(task.spec, cfg, shape, warmup=self.warmup, rep=self.rep)
+                    ms = bench.time_ms(
+                        task.spec, cfg, shape, warmup=self.warmup, rep=rep or self.rep
+                    )
                 except Exception:  # noqa: BLE001 - it passed before; count it out, do not raise
                     ms = math.inf
                 runs[cfg].append(ms)
-        self.phases["confirm"] = self.phases.get("confirm", 0.0) + time.perf_counter() - started
-        return {cfg: sum(ms) / len(ms) for cfg, ms in runs.items()}
+        self.phases["confirm"] += time.perf_counter() - started
+        return {cfg: statistics.median(ms) for cfg, ms in runs.items()}
 
     def close(self) -> None:
         if self._pool is not None:

@@ -433,29 +433,37 @@ def _tune_task(
     return result
 
 
+def confirm_finalists(evaluator, task: Task, times: dict[TileConfig, float], n: int) -> dict:
+    """Re-time the `n` fastest of `times` (config -> first reading, ms) back to back with the
+    evaluator's `retime`; returns config -> confirmed ms for those that still ran, or {} when
+    there is nothing to confirm (no `retime`, n < 2, fewer than 2 finalists, or it failed)."""
+    retime = getattr(evaluator, "retime", None)
+    finalists = [cfg for _ms, cfg in sorted((t, c) for c, t in times.items() if math.isfinite(t))]
+    finalists = finalists[:n]
+    if retime is None or n < 2 or len(finalists) < 2:
+        return {}
+    try:
+        confirmed = retime(task, finalists)
+    except Exception:  # noqa: BLE001 - the first readings stand
+        return {}
+    return {c: t for c, t in confirmed.items() if math.isfinite(t) and t > 0}
+
+
 def _confirm(task: Task, evaluator, known: dict, result: Result, settings: Settings, db, env,
              shape) -> None:  # fmt: skip
-    """Re-time the best few configs back to back (`Settings.confirm`) and make the fastest of
-    that the result and the stored record, superseding the earlier readings of those configs."""
-    retime = getattr(evaluator, "retime", None)
-    ranked = sorted((o.time_ms, cfg) for cfg, (_n, o) in known.items() if o.ok)
-    cfgs = [cfg for _ms, cfg in ranked[: settings.confirm]]
-    if retime is None or settings.confirm < 2 or len(cfgs) < 2:
+    """`confirm_finalists` over the study's results (`Settings.confirm`): the fastest of the
+    re-timing becomes the result and the stored record, superseding the finalists' records."""
+    first = {cfg: o.time_ms for cfg, (_n, o) in known.items() if o.ok}
+    confirmed = confirm_finalists(evaluator, task, first, settings.confirm)
+    if not confirmed:
         return
-    try:
-        times = retime(task, cfgs)
-    except Exception:  # noqa: BLE001 - the search's own readings stand
-        return
-    finite = {c: t for c, t in times.items() if math.isfinite(t) and t > 0}
-    if not finite:
-        return
-    best = min(finite, key=lambda c: (finite[c], c))
-    result.confirmed = finite
-    result.best_config, result.best_ms = best, finite[best]
+    best = min(confirmed, key=lambda c: (confirmed[c], c))
+    result.confirmed = confirmed
+    result.best_config, result.best_ms = best, confirmed[best]
     result.tflops = tflops(task.spec, shape, result.best_ms)
-    if result.default_config in finite:
-        result.default_ms = finite[result.default_config]
-    _write_best(db, task, env, result, len(known), superseded=list(finite))
+    if result.default_config in confirmed:
+        result.default_ms = confirmed[result.default_config]
+    _write_best(db, task, env, result, len(known), superseded=list(confirmed))
 
 
 def _abandon(study, inflight: deque, heart: Heartbeat) -> None:

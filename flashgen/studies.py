@@ -64,13 +64,18 @@ def open_storage(
                     max_retry=1
                 ),
             )
-    if workers > 1:
+    check_workers(db, workers)
+    return optuna.storages.InMemoryStorage()
+
+
+def check_workers(db, workers: int) -> None:
+    """Refuse several workers unless the database can share a study (PostgreSQL)."""
+    if workers > 1 and db.dialect != "postgresql":
         raise ValueError(
             f"--workers {workers} needs a PostgreSQL database (--db postgresql://...): several "
             f"processes cannot share one Optuna study in SQLite ({db.url_safe}); "
             "run one worker per SQLite file, or point all workers at PostgreSQL"
         )
-    return optuna.storages.InMemoryStorage()
 
 
 def replay(study, trials, space_: Space) -> int:

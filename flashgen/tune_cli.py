@@ -186,9 +186,9 @@ def run(args: argparse.Namespace) -> int:
         db = connect(args.db)
     except DatabaseError as exc:  # a clear one-line error, not a traceback (cli.py prints it)
         raise ValueError(str(exc)) from None
-    from .search import open_storage
+    from .studies import check_workers
 
-    open_storage(db, workers=args.workers)  # refuses several workers on SQLite, early
+    check_workers(db, args.workers)  # several workers on SQLite: refused before any work
     if args.pending:
         from .search import Task
 
@@ -344,7 +344,6 @@ def _worker_main(argv: dict, opts: dict, task_data: list, index: int, gpus: int)
     if gpus > 1:
         os.environ["CUDA_VISIBLE_DEVICES"] = str(index % gpus)
     args = argparse.Namespace(**argv)
-    args.workers = 1 if args.workers <= 1 else args.workers
     gpu = _prepare_backend()
     from .db import connect
     from .search import Task
