@@ -15,6 +15,14 @@ MIN_BLOCK = 16
 MAX_STAGES = 8
 
 
+class FieldError(ValueError):
+    """A value that fails validation; `field` names it, so a file format can say which one."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
 def _is_pow2(x: int) -> bool:
     return x > 0 and (x & (x - 1)) == 0
 
@@ -32,34 +40,28 @@ class TileConfig:
         for name in ("block_m", "block_n", "num_warps", "num_stages"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int):
-                raise ValueError(f"TileConfig.{name} must be an int, got {value!r}")
+                raise FieldError(name, f"TileConfig.{name} must be an int, got {value!r}")
         for name in ("block_m", "block_n"):
             value = getattr(self, name)
             if not (_is_pow2(value) and MIN_BLOCK <= value <= MAX_BLOCK):
-                raise ValueError(
+                raise FieldError(
+                    name,
                     f"TileConfig.{name} must be a power of two in [{MIN_BLOCK}, {MAX_BLOCK}], "
-                    f"got {value}"
+                    f"got {value}",
                 )
         if self.num_warps not in ALLOWED_WARPS:
-            raise ValueError(
-                f"TileConfig.num_warps must be one of {ALLOWED_WARPS}, got {self.num_warps}"
+            raise FieldError(
+                "num_warps",
+                f"TileConfig.num_warps must be one of {ALLOWED_WARPS}, got {self.num_warps}",
             )
         if not 1 <= self.num_stages <= MAX_STAGES:
-            raise ValueError(
-                f"TileConfig.num_stages must be in [1, {MAX_STAGES}], got {self.num_stages}"
+            raise FieldError(
+                "num_stages",
+                f"TileConfig.num_stages must be in [1, {MAX_STAGES}], got {self.num_stages}",
             )
 
     def as_dict(self) -> dict[str, int]:
         return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict) -> TileConfig:
-        """Build from untrusted data (DB row, JSON): exact keys, validated ints."""
-        keys = {"block_m", "block_n", "num_warps", "num_stages"}
-        missing = keys - set(data)
-        if missing:
-            raise ValueError(f"TileConfig is missing {sorted(missing)}")
-        return cls(**{k: data[k] for k in sorted(keys)})
 
     def short(self) -> str:
         return f"({self.block_m},{self.block_n},w{self.num_warps},s{self.num_stages})"

@@ -150,6 +150,7 @@ TAMPERINGS = {
     "spec": _set("spec", "attn_fwd_d64_causal_f16; DROP TABLE x"),
     "code": _set("code", "__import__('os').system('true')"),
     "env.smem_optin": _set("env.smem_optin", 0),
+    "env.capability": _set("env.capability", "9.0.0.0.0"),
     "created_at": _set("created_at", "yesterday"),
 }
 
@@ -440,7 +441,7 @@ class TestTuningDBContract:
         best: dict = {}
         for out, _ in outputs:
             for key, t, measured, cfg in json.loads(out):
-                offer = (not measured, t, TileConfig.from_dict(cfg))
+                offer = (not measured, t, TileConfig(**cfg))
                 best[key] = min(best.get(key, offer), offer)
         database = connect(db_url)
         try:
@@ -508,6 +509,30 @@ def _only_flashgen(obj, name, type_, reflected, compare_to):
         or (name or "").startswith("flashgen_")
         and name != "flashgen_alembic_version"
     )
+
+
+def test_migrated_check_constraints_are_the_models(tmp_path):
+    """The migration's frozen CHECKs and the models' (built from `TileConfig`'s constants) are
+    the same text, name for name (SQLite keeps the text as written)."""
+    import sqlalchemy as sa
+
+    from flashgen.db import models
+
+    database = connect(f"sqlite:///{tmp_path / 'checks.sqlite3'}", shipped_dir=tmp_path)
+    try:
+        inspector = sa.inspect(database.engine)
+        for table in models.Base.metadata.sorted_tables:
+            migrated = {
+                c["name"]: c["sqltext"] for c in inspector.get_check_constraints(table.name)
+            }
+            declared = {
+                c.name: str(c.sqltext)
+                for c in table.constraints
+                if isinstance(c, sa.CheckConstraint)
+            }
+            assert declared and migrated == declared, table.name
+    finally:
+        database.close()
 
 
 def test_mask_url():

@@ -4,7 +4,8 @@ Table names start with `flashgen_` because the same database also holds Optuna's
 Every config field carries a CHECK constraint, so a row that could not come from a valid
 `TileConfig` is refused by the database itself, whoever writes it. The constraint texts are
 plain SQL that SQLite and PostgreSQL both accept. Migrations carry their own copy of the DDL
-(a migration is a frozen snapshot); a test checks that the two agree.
+(a migration is a frozen snapshot); tests check that the two agree: tables and columns
+(Alembic's compare_metadata) and, on SQLite, every CHECK constraint's name and text.
 """
 
 from __future__ import annotations
@@ -24,8 +25,13 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-BLOCK_VALUES = "(16, 32, 64, 128, 256)"
-WARP_VALUES = "(1, 2, 4, 8, 16)"
+from ..config import ALLOWED_WARPS, MAX_BLOCK, MAX_STAGES, MIN_BLOCK
+from ..spec import MIN_BUCKET
+from .records import MAX_BUCKET
+
+# The same rules as `TileConfig` and `check_bucket`, from the same constants.
+BLOCK_VALUES = str(tuple(b for b in (1 << i for i in range(31)) if MIN_BLOCK <= b <= MAX_BLOCK))
+WARP_VALUES = str(ALLOWED_WARPS)
 
 
 def config_checks(prefix: str) -> list[CheckConstraint]:
@@ -34,7 +40,7 @@ def config_checks(prefix: str) -> list[CheckConstraint]:
         CheckConstraint(f"block_m IN {BLOCK_VALUES}", name=f"ck_{prefix}_block_m"),
         CheckConstraint(f"block_n IN {BLOCK_VALUES}", name=f"ck_{prefix}_block_n"),
         CheckConstraint(f"num_warps IN {WARP_VALUES}", name=f"ck_{prefix}_num_warps"),
-        CheckConstraint("num_stages BETWEEN 1 AND 8", name=f"ck_{prefix}_num_stages"),
+        CheckConstraint(f"num_stages BETWEEN 1 AND {MAX_STAGES}", name=f"ck_{prefix}_num_stages"),
     ]
 
 
@@ -42,7 +48,7 @@ def bucket_checks(prefix: str) -> list[CheckConstraint]:
     """Buckets are powers of two in [16, 2**30] (`spec.shape_bucket`)."""
     return [
         CheckConstraint(
-            f"{col} BETWEEN 16 AND 1073741824 AND ({col} & ({col} - 1)) = 0",
+            f"{col} BETWEEN {MIN_BUCKET} AND {MAX_BUCKET} AND ({col} & ({col} - 1)) = 0",
             name=f"ck_{prefix}_{col}",
         )
         for col in ("bucket_q", "bucket_k")

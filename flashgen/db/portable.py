@@ -18,54 +18,25 @@ unless the whole file parsed.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import json
-import math
 from pathlib import Path
 from typing import NoReturn
 
-from ..config import ALLOWED_WARPS, MAX_BLOCK, MAX_STAGES, MIN_BLOCK, TileConfig
+from ..config import FieldError, TileConfig
 from ..spec import KernelSpec
-from .records import MAX_BUCKET, EnvFingerprint, TuningRecord
+from .records import EnvFingerprint, TuningRecord
 
 FORMAT = "flashgen-tuning-db"
 VERSION = 1
-RECORD_FIELDS = (
-    "spec",
-    "bucket",
-    "config",
-    "time_ms",
-    "tflops",
-    "n_trials",
-    "measured",
-    "host",
-    "created_at",
-    "env",
-)
-CONFIG_FIELDS = ("block_m", "block_n", "num_warps", "num_stages")
-ENV_INT_FIELDS = ("sm_count", "smem_optin")
-ENV_STR_FIELDS = (
-    "gpu_name",
-    "capability",
-    "triton_version",
-    "torch_version",
-    "flashgen_version",
-    "template_hash",
-)
+RECORD_FIELDS = tuple(f.name for f in dataclasses.fields(TuningRecord))
+CONFIG_FIELDS = tuple(f.name for f in dataclasses.fields(TileConfig))
+ENV_FIELDS = tuple(f.name for f in dataclasses.fields(EnvFingerprint))
 
 
 class FormatError(ValueError):
     """A tuning file that is not valid; the message names the record and the field."""
-
-
-def _is_int(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value) -> bool:
-    return (isinstance(value, (int, float)) and not isinstance(value, bool)) and math.isfinite(
-        value
-    )
 
 
 def _fail(index: int, path: str, why: str) -> NoReturn:
@@ -84,42 +55,14 @@ def _exact_keys(index: int, path: str, obj, fields) -> None:
             _fail(index, prefix + str(name), "unknown field")
 
 
-def _config(index: int, obj) -> TileConfig:
-    _exact_keys(index, "config", obj, CONFIG_FIELDS)
-    for name in ("block_m", "block_n"):
-        value = obj[name]
-        ok = _is_int(value) and MIN_BLOCK <= value <= MAX_BLOCK and not value & (value - 1)
-        if not ok:
-            _fail(
-                index,
-                f"config.{name}",
-                f"must be a power of two in [{MIN_BLOCK}, {MAX_BLOCK}], got {value!r}",
-            )
-    if not (_is_int(obj["num_warps"]) and obj["num_warps"] in ALLOWED_WARPS):
-        _fail(
-            index, "config.num_warps", f"must be one of {ALLOWED_WARPS}, got {obj['num_warps']!r}"
-        )
-    if not (_is_int(obj["num_stages"]) and 1 <= obj["num_stages"] <= MAX_STAGES):
-        _fail(
-            index,
-            "config.num_stages",
-            f"must be an int in [1, {MAX_STAGES}], got {obj['num_stages']!r}",
-        )
-    return TileConfig.from_dict(obj)
-
-
-def _env(index: int, obj) -> EnvFingerprint:
-    _exact_keys(index, "env", obj, ENV_INT_FIELDS + ENV_STR_FIELDS)
-    for name in ENV_INT_FIELDS:
-        if not (_is_int(obj[name]) and obj[name] > 0):
-            _fail(index, f"env.{name}", f"must be a positive int, got {obj[name]!r}")
-    for name in ENV_STR_FIELDS:
-        if not (isinstance(obj[name], str) and 0 < len(obj[name]) <= 128):
-            _fail(index, f"env.{name}", f"must be a non-empty string, got {obj[name]!r}")
+def _build(index: int, path: str, cls, obj, fields):
+    """`cls(**obj)` with exactly `fields`; the dataclass validates every value (the same rules
+    as for rows read from the database), and its `FieldError` names the field."""
+    _exact_keys(index, path, obj, fields)
     try:
-        return EnvFingerprint(**obj)
-    except ValueError as exc:
-        _fail(index, "env", str(exc))
+        return cls(**obj)
+    except FieldError as exc:
+        _fail(index, f"{path}.{exc.field}", str(exc))
 
 
 def _record(index: int, obj) -> TuningRecord:
@@ -134,40 +77,17 @@ def _record(index: int, obj) -> TuningRecord:
             "spec",
             f"must be a kernel uri like 'attn_fwd_d64_causal_f16', got {obj['spec']!r}",
         )
-    bucket = obj["bucket"]
-    if not (isinstance(bucket, list) and len(bucket) == 2):
-        _fail(index, "bucket", f"must be a list of two ints, got {bucket!r}")
-    for value in bucket:
-        if not (_is_int(value) and 16 <= value <= MAX_BUCKET and not value & (value - 1)):
-            _fail(index, "bucket", f"values must be powers of two >= 16, got {value!r}")
-    config = _config(index, obj["config"])
-    if not (_is_number(obj["time_ms"]) and obj["time_ms"] > 0):
-        _fail(index, "time_ms", f"must be a positive number, got {obj['time_ms']!r}")
-    if not (_is_number(obj["tflops"]) and obj["tflops"] >= 0):
-        _fail(index, "tflops", f"must be a number >= 0, got {obj['tflops']!r}")
-    if not (_is_int(obj["n_trials"]) and obj["n_trials"] >= 0):
-        _fail(index, "n_trials", f"must be an int >= 0, got {obj['n_trials']!r}")
-    if not isinstance(obj["measured"], bool):
-        _fail(index, "measured", f"must be true or false, got {obj['measured']!r}")
-    if not (isinstance(obj["host"], str) and 0 < len(obj["host"]) <= 255):
-        _fail(index, "host", f"must be a non-empty string, got {obj['host']!r}")
+    config = _build(index, "config", TileConfig, obj["config"], CONFIG_FIELDS)
+    env = _build(index, "env", EnvFingerprint, obj["env"], ENV_FIELDS)
     try:
         created = _dt.datetime.fromisoformat(obj["created_at"])
     except (TypeError, ValueError):
         _fail(index, "created_at", f"must be an ISO 8601 time, got {obj['created_at']!r}")
-    env = _env(index, obj["env"])
-    return TuningRecord(
-        spec=spec,
-        bucket=(bucket[0], bucket[1]),
-        env=env,
-        config=config,
-        time_ms=float(obj["time_ms"]),
-        tflops=float(obj["tflops"]),
-        n_trials=obj["n_trials"],
-        measured=obj["measured"],
-        host=obj["host"],
-        created_at=created,
-    )
+    values = {k: obj[k] for k in RECORD_FIELDS if k not in ("spec", "config", "env", "created_at")}
+    try:
+        return TuningRecord(spec=spec, config=config, env=env, created_at=created, **values)
+    except FieldError as exc:
+        _fail(index, exc.field, str(exc))
 
 
 def parse_document(doc) -> list[TuningRecord]:

@@ -8,6 +8,7 @@ Python half of the "validated twice" rule: the CHECK constraints are the other h
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import functools
 import hashlib
@@ -15,7 +16,7 @@ import math
 import socket
 from dataclasses import dataclass, field
 
-from ..config import TileConfig
+from ..config import FieldError, TileConfig
 from ..spec import MIN_BUCKET, KernelSpec
 
 SOURCES = ("exact", "nearest", "shipped", "sibling", "default", "safe")
@@ -29,34 +30,34 @@ def _utcnow() -> _dt.datetime:
 
 def _check_int(name: str, value, minimum: int = 0) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{name} must be an int, got {value!r}")
+        raise FieldError(name, f"{name} must be an int, got {value!r}")
     if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+        raise FieldError(name, f"{name} must be >= {minimum}, got {value}")
 
 
 def _check_str(name: str, value, max_len: int) -> None:
     if not isinstance(value, str) or not value or len(value) > max_len:
-        raise ValueError(f"{name} must be a non-empty string of at most {max_len} chars")
+        raise FieldError(name, f"{name} must be a non-empty string of at most {max_len} chars")
 
 
 def check_bucket(bucket) -> tuple[int, int]:
     """A shape bucket is two powers of two >= MIN_BUCKET (what `spec.shape_bucket` makes)."""
     if not isinstance(bucket, (tuple, list)) or len(bucket) != 2:
-        raise ValueError(f"bucket must be a pair of ints, got {bucket!r}")
+        raise FieldError("bucket", f"bucket must be a pair of ints, got {bucket!r}")
     for value in bucket:
         _check_int("bucket", value, MIN_BUCKET)
         if value & (value - 1) or value > MAX_BUCKET:
-            raise ValueError(f"bucket values must be powers of two <= 2**30, got {value}")
+            raise FieldError("bucket", f"bucket values must be powers of two <= 2**30, got {value}")
     return int(bucket[0]), int(bucket[1])
 
 
 def check_time(name: str, value, *, positive: bool) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ValueError(f"{name} must be a finite number, got {value!r}")
+        raise FieldError(name, f"{name} must be a finite number, got {value!r}")
     if positive and value <= 0:
-        raise ValueError(f"{name} must be > 0, got {value}")
+        raise FieldError(name, f"{name} must be > 0, got {value}")
     if value < 0:
-        raise ValueError(f"{name} must be >= 0, got {value}")
+        raise FieldError(name, f"{name} must be >= 0, got {value}")
     return float(value)
 
 
@@ -85,7 +86,9 @@ class EnvFingerprint:
         _check_str("capability", self.capability, 8)
         major, _, minor = self.capability.partition(".")
         if not (major.isdigit() and minor.isdigit()):
-            raise ValueError(f"capability must look like '9.0', got {self.capability!r}")
+            raise FieldError(
+                "capability", f"capability must look like '9.0', got {self.capability!r}"
+            )
         _check_int("sm_count", self.sm_count, 1)
         _check_int("smem_optin", self.smem_optin, 1)
 
@@ -111,16 +114,7 @@ class EnvFingerprint:
         )
 
     def as_dict(self) -> dict:
-        return {
-            "gpu_name": self.gpu_name,
-            "capability": self.capability,
-            "sm_count": self.sm_count,
-            "smem_optin": self.smem_optin,
-            "triton_version": self.triton_version,
-            "torch_version": self.torch_version,
-            "flashgen_version": self.flashgen_version,
-            "template_hash": self.template_hash,
-        }
+        return dataclasses.asdict(self)
 
 
 @dataclass(frozen=True)
@@ -154,10 +148,12 @@ class TuningRecord:
         object.__setattr__(self, "tflops", check_time("tflops", self.tflops, positive=False))
         _check_int("n_trials", self.n_trials, 0)
         if not isinstance(self.measured, bool):
-            raise ValueError(f"measured must be a bool, got {self.measured!r}")
+            raise FieldError("measured", f"measured must be a bool, got {self.measured!r}")
         _check_str("host", self.host, 255)
         if not isinstance(self.created_at, _dt.datetime):
-            raise ValueError(f"created_at must be a datetime, got {self.created_at!r}")
+            raise FieldError(
+                "created_at", f"created_at must be a datetime, got {self.created_at!r}"
+            )
         if self.created_at.tzinfo is None:
             object.__setattr__(self, "created_at", self.created_at.replace(tzinfo=_dt.timezone.utc))
 
