@@ -270,9 +270,7 @@ def split_scores_product(s: Any) -> tuple[str, Any, Any, bool] | None:
         if parts is None:
             return None
         a, b, o, x, y = parts
-        if len(a) < 2 or len(a) != len(b) or len(o) != len(a) or a[:-2] != b[:-2] != o[:-2]:
-            return None
-        if a[:-2] != o[:-2]:
+        if len(a) < 2 or len(a) != len(b) or len(o) != len(a) or not a[:-2] == b[:-2] == o[:-2]:
             return None
         i, c = a[-2], a[-1]
         if b[-1] == c and o[-2:] == [i, b[-2]] and len({i, c, b[-2]}) == 3:

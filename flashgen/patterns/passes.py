@@ -96,8 +96,6 @@ def check_match(m: Match) -> None:
         if power < 0 and val == 0:
             raise Skip("scores are divided by zero")
         scale *= val if power > 0 else 1.0 / val
-    if not m.scale_terms:
-        scale = 1.0
     if not (scale > 0 and math.isfinite(scale)):
         raise Skip(f"scale {scale} is not a positive finite number")
     m.scale = scale
