@@ -24,6 +24,7 @@ from . import bench
 from .bench import Outcome, error_text
 from .config import TileConfig
 from .costmodel import Shape
+from .space import safe_config
 from .spec import KernelSpec
 
 _WARMUP_PATCHED: set[str] = set()
@@ -69,6 +70,8 @@ def warm_compile(spec: KernelSpec, cfg: TileConfig, shapes: tuple[Shape, ...]) -
     Runs in a worker process of the tuner's pool: nothing is launched, so the GPU stays free for
     the timing process. Returns the seconds it took. Raises whatever the compiler raises.
     """
+    import torch
+
     from .codegen import load
 
     start = time.perf_counter()
@@ -78,21 +81,9 @@ def warm_compile(spec: KernelSpec, cfg: TileConfig, shapes: tuple[Shape, ...]) -
         out = lse = None
         if spec.direction == "bwd":
             out = q.new_empty(q.shape)
-            lse = q.new_empty(q.shape[:3], dtype=_torch_float32())
+            lse = q.new_empty(q.shape[:3], dtype=torch.float32)
         bench.launcher(spec, cfg, q, k, v, do, out, lse)()
     return time.perf_counter() - start
-
-
-def safe_config_of(spec: KernelSpec) -> TileConfig:
-    from .space import safe_config
-
-    return safe_config(spec)
-
-
-def _torch_float32():
-    import torch
-
-    return torch.float32
 
 
 class ModelledEvaluator:
@@ -280,7 +271,7 @@ class MeasuredEvaluator:
             # The backward is timed on out/lse from the forward kernel at its safe config: have
             # the pool compile that too, first, instead of the timing process later.
             fwd = task.spec.with_direction("fwd")
-            self._submit((task.spec, task.bucket, None), fwd, safe_config_of(fwd), task)
+            self._submit((task.spec, task.bucket, None), fwd, safe_config(fwd), task)
         self._submit((task.spec, task.bucket, cfg), task.spec, cfg, task)
 
     def _submit(self, key, spec: KernelSpec, cfg: TileConfig, task) -> None:

@@ -160,8 +160,8 @@ def _finished_outcomes(study) -> dict[TileConfig, tuple[int, Outcome]]:
         if not attrs.get("evaluated") or attrs.get("duplicate"):
             continue
         try:
-            cfg = TileConfig(**{p: t.params[p] for p in PARAMS})
-        except (KeyError, ValueError):
+            cfg = TileConfig(**t.params)
+        except (TypeError, ValueError):  # missing params (a trial cut short) or out of range
             continue
         if t.state == TrialState.COMPLETE and t.value is not None:
             outcome = Outcome("ok", time_ms=float(t.value))
@@ -192,7 +192,7 @@ def _running_elsewhere(study, own) -> set[TileConfig]:
     out = set()
     for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         if t.number != own.number and all(p in t.params for p in PARAMS):
-            out.add(TileConfig(**{p: t.params[p] for p in PARAMS}))
+            out.add(TileConfig(**t.params))
     return out
 
 

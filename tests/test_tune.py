@@ -123,8 +123,7 @@ def test_seeds_come_first(sqlite_url):
     from flashgen.space import default_config
 
     first = [
-        TileConfig(**{p: t.params[p] for p in search.PARAMS})
-        for t in sorted(result.study.trials, key=lambda t: t.number)[:4]
+        TileConfig(**t.params) for t in sorted(result.study.trials, key=lambda t: t.number)[:4]
     ]
     assert first == [default_config(SPEC, H200), foreign, sibling, neighbour]
 
@@ -143,7 +142,7 @@ def test_default_seed_can_be_left_out(sqlite_url):
     settings = search.Settings(trials=1, patience=None, model_seeds=0, default_seed=False)
     result = _tune(db, settings=settings)
     [first] = result.study.trials[:1]
-    assert TileConfig(**{p: first.params[p] for p in search.PARAMS}) == neighbour
+    assert TileConfig(**first.params) == neighbour
     assert result.default_config == default_config(SPEC, H200)
 
 
@@ -324,8 +323,7 @@ def test_cost_model_favourites_are_seeded(sqlite_url):
     favourites = search.model_ranked(TASK, H200, space_.fitting(), 2)
     result = _tune(db, settings=search.Settings(trials=3, patience=None, model_seeds=2))
     first = [
-        TileConfig(**{p: t.params[p] for p in search.PARAMS})
-        for t in sorted(result.study.trials, key=lambda t: t.number)[:3]
+        TileConfig(**t.params) for t in sorted(result.study.trials, key=lambda t: t.number)[:3]
     ]
     assert set(favourites) <= set(first) and len(favourites) == 2
     assert result.best_config == favourites[0]  # the modelled evaluator agrees with itself

@@ -23,6 +23,7 @@ fails validation (hand-edited database) is skipped with a warning, never handed 
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import logging
 import socket
@@ -50,17 +51,13 @@ _RECORDS = cast(Table, RecordRow.__table__)
 _TRIALS = cast(Table, TrialRow.__table__)
 _PENDING = cast(Table, PendingRow.__table__)
 _KEY_COLS = ("spec_uri", "bucket_q", "bucket_k", "env_key")
-_ENV_COLS = (
-    "gpu_name",
-    "capability",
-    "sm_count",
-    "smem_optin",
-    "triton_version",
-    "torch_version",
-    "flashgen_version",
-    "template_hash",
-)
-_CONFIG_COLS = ("block_m", "block_n", "num_warps", "num_stages")
+_ENV_COLS = tuple(f.name for f in dataclasses.fields(EnvFingerprint))
+_CONFIG_COLS = tuple(f.name for f in dataclasses.fields(TileConfig))
+
+
+def _config_of(row) -> TileConfig:
+    """The validated TileConfig of a records or trials row."""
+    return TileConfig(**{c: row._mapping[c] for c in _CONFIG_COLS})
 
 
 class DatabaseError(RuntimeError):
@@ -233,7 +230,7 @@ class TuningDB:
             spec=KernelSpec.from_uri(row.spec_uri),
             bucket=(row.bucket_q, row.bucket_k),
             env=env,
-            config=TileConfig(**{c: row._mapping[c] for c in _CONFIG_COLS}),
+            config=_config_of(row),
             time_ms=row.time_ms,
             tflops=row.tflops,
             n_trials=row.n_trials,
@@ -342,7 +339,7 @@ class TuningDB:
         with self.engine.connect() as conn:
             for row in conn.execute(stmt):
                 try:
-                    config = TileConfig(**{c: row._mapping[c] for c in _CONFIG_COLS})
+                    config = _config_of(row)
                     out.append(Trial(config, row.time_ms, row.status, row.error))
                 except (ValueError, TypeError) as exc:
                     log.warning("skipping invalid trial id=%s: %s", row.id, exc)
