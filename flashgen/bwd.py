@@ -21,8 +21,12 @@ argument of `backward` overrides both.
 
 from __future__ import annotations
 
+import torch
+
 from . import tma as _tma
+from .codegen import load
 from .config import TileConfig
+from .dispatch import choose_config
 from .spec import KernelSpec, dtype_name, spec_for
 
 
@@ -71,10 +75,6 @@ def backward(
     in the input's dtype shaped like its input, or None where `needs` says it is not wanted.
     `tma` picks the kernel build (None: `use_tma` decides); benchmarks use it to compare.
     """
-    import torch
-
-    from .codegen import load
-
     need_dq, need_dk, need_dv = (bool(n) for n in needs)
     if not (need_dq or need_dk or need_dv):
         return None, None, None
@@ -85,8 +85,6 @@ def backward(
         return tuple(grads)
     spec = bwd_spec(q, causal)
     if config is None:
-        from .dispatch import choose_config
-
         config = choose_config(spec, seq_q, seq_k)
     module = load(spec)
     q, k, v = (_last_dim_contiguous(t) for t in (q, k, v))
