@@ -40,7 +40,9 @@ def open_storage(
     - PostgreSQL: `RDBStorage` on the same URL, with heartbeats; a trial whose worker stops
       beating for `grace_period` seconds is failed and re-queued once
       (RetryHeartbeatStaleTrialCallback) so another worker runs it. Any number of processes and
-      hosts may share it.
+      hosts may share it; building the storage holds the database's schema lock
+      (`flashgen.db.migrate.schema_lock`), so many processes may start together on a new
+      database.
     - SQLite: Optuna's `InMemoryStorage`, one process only, so `workers > 1` is refused here,
       before any work. Why not Optuna's `RDBStorage` on the same SQLite file: SQLite serialises
       writers with a file lock, and Optuna's many small transactions from several processes end
@@ -52,9 +54,15 @@ def open_storage(
     """
     import optuna
 
+    from .db.migrate import schema_lock
+
     url = db.engine.url
     if db.dialect == "postgresql":
-        with optuna_quiet():
+        # Optuna creates its tables and enum types on first use without a lock: on a new
+        # database, processes starting together would race (UniqueViolation on
+        # `studydirection`). Under the server-side schema lock the first one creates them and
+        # the rest find them, on any number of hosts.
+        with optuna_quiet(), schema_lock(db.engine):
             return optuna.storages.RDBStorage(
                 url.render_as_string(hide_password=False),
                 engine_kwargs={"pool_pre_ping": True},

@@ -16,7 +16,8 @@ about a minute on 2 cores.
 
 Cluster: point every process at one PostgreSQL URL (--db postgresql://... or FLASHGEN_DB_URL)
 and they cooperate on the same studies; --workers N starts N such processes here (one per GPU
-when there are several). Several workers on SQLite are refused.
+when there are several) and exits 1, naming the worker and its error, if any of them fails.
+Several workers on SQLite are refused.
 
 Ctrl-C keeps every finished trial and the best so far (exit status 130).
 """
@@ -204,14 +205,24 @@ def run(args: argparse.Namespace) -> int:
         f"{kind} {current_device().name}, into {db.url_safe}",
         file=sys.stderr,
     )
+    failures: list[str] = []
     if args.workers > 1:
-        results = _run_workers(args, opts, tasks, db)
+        results, failures = _run_workers(args, opts, tasks, db)
     else:
         results = _tune_all(args, opts, tasks, db, gpu, worker=0)
-    if args.pending:
+    if args.pending and not failures:  # a failed worker may have left some of them untuned
         for task in tasks:
             db.clear_pending(task.spec, task.bucket)
     print(format_summary(results, db=db))
+    if failures:
+        for line in failures:
+            print(f"flashgen tune: {line}", file=sys.stderr)
+        print(
+            f"flashgen tune: error: {len(failures)} of {args.workers} workers failed; the table "
+            "shows what the others stored",
+            file=sys.stderr,
+        )
+        return 1
     return 0
 
 
@@ -339,26 +350,67 @@ def format_summary(results, *, db=None) -> str:
 # -- several worker processes on one PostgreSQL study ------------------------------------------
 
 
-def _worker_main(argv: dict, opts: dict, task_data: list, index: int, gpus: int) -> None:
-    """Entry point of one spawned worker: its own GPU when there are several, same studies."""
+def _worker_main(
+    argv: dict, opts: dict, task_data: list, index: int, gpus: int, report=None
+) -> None:
+    """Entry point of one spawned worker: its own GPU when there are several, same studies.
+
+    A failure is sent to the parent through `report` (one line: the exception's type and
+    message) and ends the worker with status 1; the parent names it (`worker_failures`).
+    Unexpected errors also print their traceback here, where it happened.
+    """
     if gpus > 1:
         os.environ["CUDA_VISIBLE_DEVICES"] = str(index % gpus)
     args = argparse.Namespace(**argv)
-    gpu = _prepare_backend()
-    from .db import connect
-    from .search import Task
-    from .spec import KernelSpec
+    from .db import DatabaseError, connect
 
-    tasks = [Task(KernelSpec(*spec), tuple(bucket)) for spec, bucket in task_data]
-    db = connect(args.db)
     try:
+        gpu = _prepare_backend()
+        from .search import Task
+        from .spec import KernelSpec
+
+        tasks = [Task(KernelSpec(*spec), tuple(bucket)) for spec, bucket in task_data]
+        db = connect(args.db)
         _tune_all(args, opts, tasks, db, gpu, worker=index)
     except KeyboardInterrupt:
         sys.exit(130)
+    except Exception as exc:
+        if not isinstance(exc, (ValueError, DatabaseError)):
+            import traceback
+
+            traceback.print_exc()
+        if report is not None:
+            lines = str(exc).strip().splitlines()
+            report.send(f"{type(exc).__name__}: {lines[0] if lines else ''}"[:500])
+        sys.exit(1)
 
 
-def _run_workers(args, opts, tasks, db) -> list:
-    """Start `--workers` processes on the same studies, wait, then read the results back."""
+def worker_failures(exitcodes: list, reports: dict[int, str]) -> list[str]:
+    """One line per failed worker: its index, then its own report, the signal that killed it,
+    or its exit status."""
+    import signal
+
+    lines = []
+    for index, code in enumerate(exitcodes):
+        if code == 0:
+            continue
+        if index in reports:
+            why = reports[index]
+        elif code is not None and code < 0:
+            try:
+                why = f"killed by signal {signal.Signals(-code).name}"
+            except ValueError:
+                why = f"killed by signal {-code}"
+        else:
+            why = f"exit status {code}"
+        lines.append(f"worker {index} of {len(exitcodes)} failed: {why}")
+    return lines
+
+
+def _run_workers(args, opts, tasks, db) -> tuple[list, list[str]]:
+    """Start `--workers` processes on the same studies, wait, then read the results back.
+
+    Returns the results and one line per failed worker (empty when all succeeded)."""
     import datetime
     import multiprocessing
 
@@ -383,8 +435,13 @@ def _run_workers(args, opts, tasks, db) -> list:
     # late a worker process comes up (a worker counting from its own start would add more).
     argv["run_started"] = datetime.datetime.now()
     ctx = multiprocessing.get_context("spawn")
+    # One pipe per worker (not a shared queue: a worker killed while holding a queue's lock
+    # would block the others' reports).
+    pipes = [ctx.Pipe(duplex=False) for _ in range(args.workers)]
     procs = [
-        ctx.Process(target=_worker_main, args=(argv, opts, task_data, i, gpus), daemon=False)
+        ctx.Process(
+            target=_worker_main, args=(argv, opts, task_data, i, gpus, pipes[i][1]), daemon=False
+        )
         for i in range(args.workers)
     ]
     for p in procs:
@@ -396,12 +453,12 @@ def _run_workers(args, opts, tasks, db) -> list:
         for p in procs:
             p.join(timeout=30)
         raise
-    failed = [p.exitcode for p in procs if p.exitcode]
-    if failed:
-        print(
-            f"flashgen tune: {len(failed)} worker(s) failed (exit codes {failed})", file=sys.stderr
-        )
-    return _results_from_db(tasks, db)
+    reports = {}
+    for i, (receive, _send) in enumerate(pipes):
+        if receive.poll():
+            reports[i] = receive.recv()
+    failures = worker_failures([p.exitcode for p in procs], reports)
+    return _results_from_db(tasks, db), failures
 
 
 def _results_from_db(tasks, db) -> list:

@@ -10,10 +10,18 @@ tables once. The migration runs inside one transaction that first takes a lock (
 BEGIN IMMEDIATE, waiting on the busy timeout; PostgreSQL: a transaction-scoped advisory lock,
 with transactional DDL), then re-reads the version: whoever comes second sees "head" and does
 nothing. A cheap unlocked version read short-circuits the common already-migrated case.
+
+Optuna creates its own tables (and PostgreSQL enum types) in the same database with no lock of
+its own: several processes building an `RDBStorage` on a new database at once fail with
+UniqueViolation / DuplicateTable. `schema_lock` is the one PostgreSQL lock both schema creators
+take (the same advisory key as the migration), held on the database server, so processes on
+different hosts serialise too.
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 
 from sqlalchemy import text
@@ -22,7 +30,8 @@ from sqlalchemy.engine import Connection, Engine
 VERSION_TABLE = "flashgen_alembic_version"
 HEAD = "0001_initial"
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
-_PG_LOCK_KEY = 0x666C6173  # "flas": any constant shared by every flashgen process
+# "flas": any constant shared by every flashgen process; one key for every schema change.
+SCHEMA_LOCK_KEY = 0x666C6173
 
 
 def alembic_config(connection: Connection | None = None):
@@ -65,7 +74,7 @@ def upgrade(engine: Engine) -> bool:
         if conn.dialect.name == "sqlite":
             conn.exec_driver_sql("BEGIN IMMEDIATE")
         elif conn.dialect.name == "postgresql":
-            conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_LOCK_KEY})
+            conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": SCHEMA_LOCK_KEY})
         if current_revision(conn) == HEAD:
             conn.rollback()
             return False
@@ -74,3 +83,30 @@ def upgrade(engine: Engine) -> bool:
         command.upgrade(alembic_config(conn), "head")
         conn.commit()
     return True
+
+
+@contextlib.contextmanager
+def schema_lock(engine: Engine) -> Iterator[None]:
+    """Hold the database-wide schema lock while another library creates its tables.
+
+    PostgreSQL: a session-level advisory lock on a connection of its own (the code inside uses
+    other connections, e.g. Optuna's own engine), committed at once so that no transaction stays
+    open while waiting; the server releases it if this process dies. Other dialects: no lock
+    (SQLite studies are not stored in the database, see `flashgen.studies`).
+    """
+    if engine.dialect.name != "postgresql":
+        yield
+        return
+    with engine.connect() as conn:
+        conn.execute(text("SELECT pg_advisory_lock(:key)"), {"key": SCHEMA_LOCK_KEY})
+        conn.commit()
+        try:
+            yield
+        finally:
+            try:
+                conn.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": SCHEMA_LOCK_KEY})
+                conn.commit()
+            except Exception:
+                # Never hand a connection that may still hold the lock back to the pool:
+                # closing it ends the session, which releases the lock on the server.
+                conn.invalidate()
