@@ -87,7 +87,7 @@ def test_export_import_merge(source, tmp_path, capsys):
     path = tmp_path / "out.json"
     assert cli.main(["export", str(path), "--db", source]) == 0
     doc = json.loads(path.read_text())
-    assert (doc["format"], doc["version"], len(doc["records"])) == ("flashgen-tuning-db", 1, 2)
+    assert (doc["format"], doc["version"], len(doc["records"])) == ("flashgen-tuning-db", 2, 2)
     imported = f"sqlite:///{tmp_path / 'b.sqlite3'}"
     assert cli.main(["import", str(path), "--db", imported]) == 0
     assert "2 written" in capsys.readouterr().out

@@ -33,7 +33,9 @@ ENV = EnvFingerprint("NVIDIA H200", "9.0", 132, 232448, "3.6.0", "2.11.0", "0.1.
 ENV_OTHER_CODE = dataclasses.replace(ENV, template_hash="def456")
 
 
-def _record(time_ms=1.0, *, bucket=(128, 128), env=ENV, spec=SPEC, measured=True, cfg=None):
+def _record(
+    time_ms=1.0, *, bucket=(128, 128), env=ENV, spec=SPEC, measured=True, cfg=None, **extra
+):
     return TuningRecord(
         spec=spec,
         bucket=bucket,
@@ -45,6 +47,7 @@ def _record(time_ms=1.0, *, bucket=(128, 128), env=ENV, spec=SPEC, measured=True
         measured=measured,
         host="node1",
         created_at=dt.datetime(2026, 11, 1, 12, 0, tzinfo=dt.timezone.utc),
+        **extra,
     )
 
 
@@ -101,6 +104,10 @@ BAD_ROWS = {
     "bucket_not_pow2": {"bucket_q": 100},
     "bucket_too_small": {"bucket_k": 8},
     "spec_uri_garbage": {"spec_uri": "import os"},
+    "impl_unknown": {"impl": "sdpa_math", "impl_ratio": 1.5},
+    "impl_code": {"impl": "__import__('os')", "impl_ratio": 1.5},
+    "impl_sdpa_without_ratio": {"impl": "sdpa_cudnn", "impl_ratio": None},
+    "impl_ratio_below_one": {"impl": "sdpa_flash", "impl_ratio": 0.5},
 }
 
 
@@ -152,6 +159,8 @@ TAMPERINGS = {
     "env.smem_optin": _set("env.smem_optin", 0),
     "env.capability": _set("env.capability", "9.0.0.0.0"),
     "created_at": _set("created_at", "yesterday"),
+    "impl": _set("impl", "os.system"),
+    "impl_ratio": _set("impl_ratio", 0.9),
 }
 
 
@@ -192,6 +201,52 @@ class TestTuningDBContract:
         rec = _record(0.4321)
         db.upsert_best(rec)
         assert db.get(SPEC, (128, 128), ENV) == rec
+
+    def test_impl_and_ratio_round_trip_and_follow_the_kept_record(self, db):
+        cudnn = _record(1.0, impl="sdpa_cudnn", impl_ratio=1.25)
+        assert db.upsert_best(cudnn) is True
+        assert db.get(SPEC, (128, 128), ENV) == cudnn
+        # A faster flashgen kernel from a run that compared nothing replaces the row whole:
+        # its impl is "flashgen, not compared", never a stale winner from another kernel time.
+        assert db.upsert_best(_record(0.5, cfg=TileConfig(32, 32, 2, 1))) is True
+        got = db.get(SPEC, (128, 128), ENV)
+        assert (got.impl, got.impl_ratio, got.compared) == ("flashgen", None, False)
+        flash = _record(0.5, cfg=TileConfig(32, 32, 2, 1), impl="sdpa_flash", impl_ratio=1.1)
+        assert db.replace_best(flash, [flash.config]) is True
+        assert db.get(SPEC, (128, 128), ENV) == flash
+
+    def test_upgrade_from_0001_keeps_rows(self, db_url):
+        """A database created at revision 0001 with a record in it: upgrading to head keeps the
+        row (as flashgen, not compared) and the new columns then take a vendor winner."""
+        from alembic import command
+
+        engine = sa.create_engine(db_url)
+        try:
+            with engine.connect() as conn:
+                command.upgrade(migrate.alembic_config(conn), "0001_initial")
+                conn.commit()
+            old = _valid_row(bucket_q=256, time_ms=0.75, block_m=128, n_trials=7)
+            with engine.begin() as conn:
+                conn.execute(sa.insert(sa.table("flashgen_records", *map(sa.column, old))), old)
+                assert migrate.current_revision(conn) == "0001_initial"
+            assert migrate.upgrade(engine) is True
+            with engine.connect() as conn:
+                assert migrate.current_revision(conn) == migrate.HEAD == "0002_impl"
+        finally:
+            engine.dispose()
+        database = TuningDB(db_url)
+        try:
+            (kept,) = database.records()
+            assert (kept.bucket, kept.time_ms, kept.config, kept.n_trials) == (
+                (256, 128), 0.75, TileConfig(128, 64, 4, 2), 7
+            )
+            assert (kept.impl, kept.impl_ratio) == ("flashgen", None)
+            assert kept.env == ENV and kept.host == "h"
+            won = dataclasses.replace(kept, impl="sdpa_cudnn", impl_ratio=1.2)
+            assert database.replace_best(won, [kept.config]) is True
+            assert database.records() == [won]
+        finally:
+            database.close()
 
     def test_records_are_keyed_by_spec_bucket_and_environment(self, db):
         db.upsert_best(_record(1.0))
@@ -329,7 +384,8 @@ class TestTuningDBContract:
 
     def test_check_constraints_refuse_bad_rows(self, db):
         """Raw INSERTs (no Python validation on the way) of out-of-space values fail in the DB."""
-        table = sa.table("flashgen_records", *[sa.column(c) for c in _valid_row()])
+        columns = [*_valid_row(), "impl", "impl_ratio"]  # the last two: revision 0002
+        table = sa.table("flashgen_records", *[sa.column(c) for c in columns])
         with db.engine.begin() as conn:
             conn.execute(sa.insert(table).values(**_valid_row(bucket_q=256)))
         accepted = []
@@ -457,7 +513,7 @@ class TestTuningDBContract:
     def test_export_import_round_trip(self, db, tmp_path):
         source = connect(f"sqlite:///{tmp_path / 'source.sqlite3'}")
         recs = [
-            _record(1.25),
+            _record(1.25, impl="sdpa_efficient", impl_ratio=1.03),
             _record(0.5, measured=False, bucket=(16, 8192)),
             _record(2.0, env=ENV_OTHER_CODE, spec=OTHER_SPEC, cfg=TileConfig(128, 32, 8, 5)),
         ]
@@ -472,6 +528,21 @@ class TestTuningDBContract:
             json.dumps(record_to_json(r), sort_keys=True) for r in recs
         }
         assert db.upsert_many(load(path)) == 0  # importing again changes nothing
+
+    def test_version_1_files_import_as_flashgen_not_compared(self, db, tmp_path):
+        doc = {"format": "flashgen-tuning-db", "version": 1, "records": []}
+        for rec in (_record(1.0), _record(2.0, bucket=(64, 64))):
+            obj = record_to_json(rec)
+            del obj["impl"], obj["impl_ratio"]
+            doc["records"].append(obj)
+        path = tmp_path / "v1.json"
+        path.write_text(json.dumps(doc))
+        assert db.upsert_many(load(path)) == 2
+        assert {(r.impl, r.impl_ratio) for r in db.records()} == {("flashgen", None)}
+        doc["records"][0]["impl"] = "sdpa_cudnn"  # a version 1 file cannot name a winner
+        path.write_text(json.dumps(doc))
+        with pytest.raises(FormatError, match="record 0: field 'impl': unknown field"):
+            load(path)
 
     def test_tampered_files_are_refused_and_nothing_written(self, db, tmp_path):
         """Record 0 is valid, record 1 tampered: the file is refused whole, the DB stays empty."""

@@ -28,7 +28,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection, Engine
 
 VERSION_TABLE = "flashgen_alembic_version"
-HEAD = "0001_initial"
+HEAD = "0002_impl"
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 # "flas": any constant shared by every flashgen process; one key for every schema change.
 SCHEMA_LOCK_KEY = 0x666C6173

@@ -26,12 +26,14 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from ..config import ALLOWED_WARPS, MAX_BLOCK, MAX_STAGES, MIN_BLOCK
+from ..impls import IMPLS
 from ..spec import MIN_BUCKET
 from .records import MAX_BUCKET
 
 # The same rules as `TileConfig` and `check_bucket`, from the same constants.
 BLOCK_VALUES = str(tuple(b for b in (1 << i for i in range(31)) if MIN_BLOCK <= b <= MAX_BLOCK))
 WARP_VALUES = str(ALLOWED_WARPS)
+IMPL_VALUES = "(" + ", ".join(f"'{name}'" for name in IMPLS) + ")"
 
 
 def config_checks(prefix: str) -> list[CheckConstraint]:
@@ -60,7 +62,10 @@ class Base(DeclarativeBase):
 
 
 class RecordRow(Base):
-    """Best config per (spec uri, shape bucket, environment fingerprint)."""
+    """Best config per (spec uri, shape bucket, environment fingerprint).
+
+    block_*/num_*/time_ms are flashgen's own best kernel; impl/impl_ratio say which
+    implementation won against PyTorch's SDPA backends (`TuningRecord`), from revision 0002."""
 
     __tablename__ = "flashgen_records"
     __table_args__ = (
@@ -74,6 +79,12 @@ class RecordRow(Base):
         CheckConstraint("n_trials >= 0", name="ck_records_n_trials"),
         CheckConstraint("sm_count > 0 AND smem_optin > 0", name="ck_records_device"),
         CheckConstraint("spec_uri LIKE 'attn_%'", name="ck_records_spec_uri"),
+        CheckConstraint(f"impl IN {IMPL_VALUES}", name="ck_records_impl"),
+        CheckConstraint(
+            "(impl_ratio IS NULL AND impl = 'flashgen') OR "
+            "(impl_ratio IS NOT NULL AND impl_ratio >= 1)",
+            name="ck_records_impl_ratio",
+        ),
         Index("ix_flashgen_records_spec_env", "spec_uri", "env_key"),
     )
 
@@ -100,6 +111,8 @@ class RecordRow(Base):
     measured: Mapped[bool] = mapped_column(Boolean)
     host: Mapped[str] = mapped_column(String(255))
     created_at: Mapped[_dt.datetime] = mapped_column(DateTime(timezone=True))
+    impl: Mapped[str] = mapped_column(String(16), server_default="flashgen")
+    impl_ratio: Mapped[float | None] = mapped_column(Float, nullable=True)
 
 
 class TrialRow(Base):

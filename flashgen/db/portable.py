@@ -13,7 +13,12 @@ unless the whole file parsed.
        "host": "node17", "created_at": "2026-11-29T09:12:00+00:00",
        "env": {"gpu_name": "NVIDIA H200", "capability": "9.0", "sm_count": 132,
                "smem_optin": 232448, "triton_version": "3.6.0", "torch_version": "2.11.0",
-               "flashgen_version": "0.1.0", "template_hash": "0123456789abcdef"}}]}
+               "flashgen_version": "0.1.0", "template_hash": "0123456789abcdef"},
+       "impl": "sdpa_cudnn", "impl_ratio": 1.12}]}
+
+Version 2 added "impl" and "impl_ratio" (which implementation won against PyTorch's SDPA
+backends, `TuningRecord`); both are optional, and version 1 files (which have neither) import
+as impl "flashgen" with no ratio, i.e. "not compared".
 """
 
 from __future__ import annotations
@@ -29,8 +34,10 @@ from ..spec import KernelSpec
 from .records import EnvFingerprint, TuningRecord
 
 FORMAT = "flashgen-tuning-db"
-VERSION = 1
+VERSION = 2
+READS = (1, 2)
 RECORD_FIELDS = tuple(f.name for f in dataclasses.fields(TuningRecord))
+OPTIONAL_FIELDS = ("impl", "impl_ratio")
 CONFIG_FIELDS = tuple(f.name for f in dataclasses.fields(TileConfig))
 ENV_FIELDS = tuple(f.name for f in dataclasses.fields(EnvFingerprint))
 
@@ -43,12 +50,12 @@ def _fail(index: int, path: str, why: str) -> NoReturn:
     raise FormatError(f"record {index}: field '{path}': {why}")
 
 
-def _exact_keys(index: int, path: str, obj, fields) -> None:
+def _exact_keys(index: int, path: str, obj, fields, optional=()) -> None:
     if not isinstance(obj, dict):
         _fail(index, path or "<record>", f"must be an object, got {type(obj).__name__}")
     prefix = f"{path}." if path else ""
     for name in fields:
-        if name not in obj:
+        if name not in obj and name not in optional:
             _fail(index, prefix + name, "missing")
     for name in obj:
         if name not in fields:
@@ -65,8 +72,12 @@ def _build(index: int, path: str, cls, obj, fields):
         _fail(index, f"{path}.{exc.field}", str(exc))
 
 
-def _record(index: int, obj) -> TuningRecord:
-    _exact_keys(index, "", obj, RECORD_FIELDS)
+def _record(index: int, obj, version: int) -> TuningRecord:
+    optional = OPTIONAL_FIELDS if version >= 2 else ()
+    fields = RECORD_FIELDS if version >= 2 else tuple(
+        f for f in RECORD_FIELDS if f not in OPTIONAL_FIELDS
+    )
+    _exact_keys(index, "", obj, fields, optional)
     try:
         spec = KernelSpec.from_uri(obj["spec"]) if isinstance(obj["spec"], str) else None
     except ValueError:
@@ -83,7 +94,9 @@ def _record(index: int, obj) -> TuningRecord:
         created = _dt.datetime.fromisoformat(obj["created_at"])
     except (TypeError, ValueError):
         _fail(index, "created_at", f"must be an ISO 8601 time, got {obj['created_at']!r}")
-    values = {k: obj[k] for k in RECORD_FIELDS if k not in ("spec", "config", "env", "created_at")}
+    values = {
+        k: obj[k] for k in fields if k in obj and k not in ("spec", "config", "env", "created_at")
+    }
     try:
         return TuningRecord(spec=spec, config=config, env=env, created_at=created, **values)
     except FieldError as exc:
@@ -96,9 +109,10 @@ def parse_document(doc) -> list[TuningRecord]:
         raise FormatError("a tuning file must be a JSON object")
     if doc.get("format") != FORMAT:
         raise FormatError(f"field 'format' must be {FORMAT!r}, got {doc.get('format')!r}")
-    if doc.get("version") != VERSION:
+    version = doc.get("version")
+    if isinstance(version, bool) or version not in READS:
         raise FormatError(
-            f"field 'version': unsupported {doc.get('version')!r} (this reads {VERSION})"
+            f"field 'version': unsupported {version!r} (this reads {', '.join(map(str, READS))})"
         )
     unknown = set(doc) - {"format", "version", "records"}
     if unknown:
@@ -106,7 +120,7 @@ def parse_document(doc) -> list[TuningRecord]:
     records = doc.get("records")
     if not isinstance(records, list):
         raise FormatError("field 'records' must be a list")
-    return [_record(i, obj) for i, obj in enumerate(records)]
+    return [_record(i, obj, version) for i, obj in enumerate(records)]
 
 
 def load(path) -> list[TuningRecord]:
@@ -133,6 +147,8 @@ def record_to_json(rec: TuningRecord) -> dict:
         "host": rec.host,
         "created_at": rec.created_at.isoformat(),
         "env": rec.env.as_dict(),
+        "impl": rec.impl,
+        "impl_ratio": rec.impl_ratio,
     }
 
 

@@ -17,6 +17,7 @@ import socket
 from dataclasses import dataclass, field
 
 from ..config import FieldError, TileConfig
+from ..impls import FLASHGEN, IMPLS
 from ..spec import MIN_BUCKET, KernelSpec
 
 SOURCES = ("exact", "nearest", "shipped", "sibling", "default", "safe")
@@ -123,6 +124,14 @@ class TuningRecord:
 
     measured=False marks a config chosen by the cost model without GPU timing; a measured record
     always beats a modelled one in the keep-best rule, whatever the times say.
+
+    `config` and `time_ms` are always flashgen's own best kernel (the kernel work needs it even
+    where a vendor kernel is faster). `impl` names the implementation that won when the tuner
+    also timed PyTorch's SDPA backends on the same case (one of `flashgen.impls.IMPLS`), and
+    `impl_ratio` >= 1 is the runner-up's time over the winner's, from the same back-to-back
+    timing. impl_ratio None means no comparison was made (a modelled record, an interrupted
+    run, a file from before the comparison existed): then `impl` is "flashgen" and the run-time
+    choice takes the defaults (`flashgen.impls.default_impl`) instead of trusting it.
     """
 
     spec: KernelSpec
@@ -135,6 +144,8 @@ class TuningRecord:
     measured: bool = True
     host: str = field(default_factory=socket.gethostname)
     created_at: _dt.datetime = field(default_factory=_utcnow)
+    impl: str = FLASHGEN
+    impl_ratio: float | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.spec, KernelSpec):
@@ -156,6 +167,21 @@ class TuningRecord:
             )
         if self.created_at.tzinfo is None:
             object.__setattr__(self, "created_at", self.created_at.replace(tzinfo=_dt.timezone.utc))
+        if self.impl not in IMPLS:
+            raise FieldError("impl", f"impl must be one of {', '.join(IMPLS)}, got {self.impl!r}")
+        if self.impl_ratio is None:
+            if self.impl != FLASHGEN:
+                raise FieldError("impl_ratio", f"impl {self.impl!r} needs an impl_ratio")
+        else:
+            ratio = check_time("impl_ratio", self.impl_ratio, positive=True)
+            if ratio < 1.0:
+                raise FieldError("impl_ratio", f"impl_ratio must be >= 1, got {ratio}")
+            object.__setattr__(self, "impl_ratio", ratio)
+
+    @property
+    def compared(self) -> bool:
+        """Whether `impl` is the outcome of timing flashgen against the SDPA backends."""
+        return self.impl_ratio is not None
 
     def beats(self, other: TuningRecord) -> bool:
         """The keep-best rule in Python (the SQL upsert implements the same rule)."""

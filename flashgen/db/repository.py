@@ -53,6 +53,8 @@ _PENDING = cast(Table, PendingRow.__table__)
 _KEY_COLS = ("spec_uri", "bucket_q", "bucket_k", "env_key")
 _ENV_COLS = tuple(f.name for f in dataclasses.fields(EnvFingerprint))
 _CONFIG_COLS = tuple(f.name for f in dataclasses.fields(TileConfig))
+_RECORD_COLS = ("time_ms", "tflops", "n_trials", "measured", "host", "created_at", "impl",
+                "impl_ratio")  # fmt: skip
 
 
 def _config_of(row) -> TileConfig:
@@ -165,6 +167,8 @@ class TuningDB:
             "measured": rec.measured,
             "host": rec.host,
             "created_at": _utc(rec.created_at),
+            "impl": rec.impl,
+            "impl_ratio": rec.impl_ratio,
         }
         values.update(rec.env.as_dict())
         values.update(rec.config.as_dict())
@@ -182,8 +186,7 @@ class TuningDB:
         )
         updated = {
             col: new[col]
-            for col in ("time_ms", "tflops", "n_trials", "measured", "host", "created_at")
-            + _ENV_COLS
+            for col in _RECORD_COLS + _ENV_COLS
             + _CONFIG_COLS
         }
         return stmt.on_conflict_do_update(
@@ -237,6 +240,8 @@ class TuningDB:
             measured=bool(row.measured),
             host=row.host,
             created_at=_utc(row.created_at),
+            impl=row.impl,
+            impl_ratio=row.impl_ratio,
         )
 
     def _read(self, stmt) -> list[TuningRecord]:
