@@ -81,7 +81,12 @@ def _resolve_fallback(fallback: Any) -> Callable:
 
 
 def backend(
-    db: str | None = None, fallback: Any = "inductor", *, op: Any = None, sdpa: bool = True
+    db: str | None = None,
+    fallback: Any = "inductor",
+    *,
+    op: Any = None,
+    sdpa: bool = True,
+    impl: str | None = None,
 ) -> Callable:
     """A configured backend: `torch.compile(model, backend=flashgen.backend(db=url))`.
 
@@ -94,7 +99,15 @@ def backend(
     sdpa: False leaves `F.scaled_dot_product_attention` and `nn.MultiheadAttention` calls to
     PyTorch's fused kernels and replaces hand-written attention only (on the H200, cuDNN's
     attention is still faster than flashgen's: benchmarks/RESULTS.md, run 6).
+    impl: force one implementation for every attention call of the process ("flashgen" for
+    kernel work and benchmarks; a name from `flashgen.impls.IMPLS`), set process-wide
+    (`flashgen.dispatch.set_impl`) when this backend is created; None keeps the run-time
+    choice by tuning records and defaults (`flashgen.vendor`).
     """
+    if impl is not None:
+        from . import dispatch
+
+        dispatch.set_impl(impl)
     compile_rest = _resolve_fallback(fallback)
     db_applied: list[str] = []
 

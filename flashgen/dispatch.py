@@ -1,6 +1,13 @@
-"""Runtime choice of a TileConfig for one attention call.
+"""Runtime choice of a TileConfig, and of the implementation, for one attention call.
 
     choose_config(spec, seq_q, seq_k) -> TileConfig
+    choose_impl(spec, seq_q, seq_k, cuda) -> "flashgen" | "sdpa_cudnn" | ...   (flashgen.impls)
+
+The implementation comes from the same lookup as the config: the record found (exact, nearest,
+shipped or sibling) names the winner when the tuner compared flashgen with PyTorch's SDPA
+backends (`TuningRecord.compared`); otherwise `flashgen.impls.default_impl` decides (measured
+tables for known GPUs; flashgen for CPU tensors and unknown GPUs). FLASHGEN_IMPL (read on a
+cache miss) or `set_impl(name)` (e.g. `flashgen.backend(impl=...)`) forces one for every call.
 
 The hot path is one dict lookup keyed by (spec, shape bucket). The first call for a key asks
 the tuning database (`flashgen.db`, imported lazily: SQLAlchemy loads only then) for
@@ -25,6 +32,7 @@ import os
 import threading
 
 from .config import TileConfig
+from .impls import check_impl, default_impl, forced_impl
 from .spec import KernelSpec, shape_bucket
 
 log = logging.getLogger(__name__)
@@ -34,8 +42,11 @@ LAST_RESORT = TileConfig(16, 16, 2, 1)
 _cache: dict[tuple[KernelSpec, tuple[int, int]], TileConfig] = {}
 _sources: dict[tuple[KernelSpec, tuple[int, int]], str] = {}
 _pending_sent: set[tuple[KernelSpec, tuple[int, int]]] = set()
+_records: dict[tuple[KernelSpec, tuple[int, int]], object] = {}
+# (spec, bucket, cuda) -> (impl, ratio to the runner-up or None, where the choice came from)
+_impls: dict[tuple[KernelSpec, tuple[int, int], bool], tuple[str, float | None, str]] = {}
 _lock = threading.Lock()
-_state: dict = {"url": None, "db": None, "failed": False}
+_state: dict = {"url": None, "db": None, "failed": False, "impl": None}
 
 
 def choose_config(spec: KernelSpec, seq_q: int, seq_k: int) -> TileConfig:
@@ -44,6 +55,47 @@ def choose_config(spec: KernelSpec, seq_q: int, seq_k: int) -> TileConfig:
     if config is None:
         config = _miss(key)
     return config
+
+
+def choose_impl(spec: KernelSpec, seq_q: int, seq_k: int, cuda: bool) -> str:
+    """Which implementation runs this call (`cuda`: whether the tensors are on a CUDA GPU)."""
+    choice = _impls.get((spec, shape_bucket(seq_q, seq_k), cuda))
+    if choice is None:
+        choice = impl_choice(spec, seq_q, seq_k, cuda)
+    return choice[0]
+
+
+def impl_choice(spec: KernelSpec, seq_q: int, seq_k: int, cuda: bool):
+    """(impl, ratio to the runner-up or None, source) for this call; source is "forced", the
+    lookup source of a record that compared implementations ("exact", "nearest", ...), or
+    "default". Cached like the config."""
+    key = (spec, shape_bucket(seq_q, seq_k), cuda)
+    choice = _impls.get(key)
+    if choice is not None:
+        return choice
+    forced = _state["impl"] or forced_impl()
+    if forced is not None:
+        choice = (forced, None, "forced")
+    else:
+        choose_config(spec, seq_q, seq_k)  # the lookup that finds the record, if any
+        rec = _records.get(key[:2])
+        if rec is not None and getattr(rec, "compared", False):
+            choice = (rec.impl, rec.impl_ratio, _sources.get(key[:2], "exact"))
+        else:
+            gpu = _gpu_name() if cuda else None
+            choice = (default_impl(gpu, spec.dtype), None, "default")
+    _impls[key] = choice
+    return choice
+
+
+def set_impl(impl: str | None) -> None:
+    """Force `impl` for every call of this process (None: back to records, defaults and
+    FLASHGEN_IMPL). Raises ValueError for an unknown name."""
+    if impl is not None:
+        check_impl(impl)
+    with _lock:
+        _state["impl"] = impl
+        _impls.clear()
 
 
 def source_of(spec: KernelSpec, seq_q: int, seq_k: int) -> str | None:
@@ -69,6 +121,8 @@ def clear_cache() -> None:
 def _clear() -> None:
     _cache.clear()
     _sources.clear()
+    _records.clear()
+    _impls.clear()
     _pending_sent.clear()
     _state["failed"] = False
 
@@ -127,6 +181,7 @@ def _miss(key: tuple[KernelSpec, tuple[int, int]]) -> TileConfig:
             else:
                 found = db.lookup(spec, bucket[0], bucket[1])
                 config, source = found.config, found.source
+                _records[key] = found.record
                 if source != "exact" and key not in _pending_sent:
                     _pending_sent.add(key)
                     db.record_pending(spec, bucket, _gpu_name())

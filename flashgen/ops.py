@@ -115,16 +115,33 @@ def _backward(ctx, dout, _dlse):
 attention_fwd.register_autograd(_backward, setup_context=_setup_context)
 
 
-def attention(q: Tensor, k: Tensor, v: Tensor, *, causal: bool = False, scale: float | None = None):
+def attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    *,
+    causal: bool = False,
+    scale: float | None = None,
+    impl: str | None = None,
+):
     """FlashAttention with SDPA semantics: q [B, Hq, Sq, D], k/v [B, Hkv, Sk, D] -> [B, Hq, Sq, D].
 
     `causal` is SDPA's is_causal (top-left aligned), `scale` defaults to 1/sqrt(D), GQA when
     Hq is a multiple of Hkv. Differentiable in q, k and v. Raises ValueError (naming the
     argument) for inputs the kernels do not support.
+
+    `impl` None runs the faster implementation for this shape: flashgen's kernels or one of
+    PyTorch's SDPA backends, by the tuning records and defaults (`flashgen.vendor`); a name from
+    `flashgen.impls.IMPLS` ("flashgen", "sdpa_cudnn", ...) forces that one.
     """
     from .validate import check_inputs
+    from .vendor import route
 
     scale = check_inputs(q, k, v, causal=causal, scale=scale)
+    if impl != "flashgen":
+        out = route(q, k, v, causal, scale, impl)
+        if out is not None:
+            return out
     out, _lse = torch.ops.flashgen.attention_fwd(q, k, v, causal, scale)
     return out
 

@@ -3,6 +3,7 @@
 - Kernels run in Triton's CPU interpreter unless a GPU is present (TRITON_INTERPRET=1 is set
   before anything imports Triton).
 - Each test session uses its own cache dir, so generated files never leak between runs.
+- Every test runs flashgen's own kernels (FLASHGEN_IMPL=flashgen) unless marked `impl_choice`.
 - Tests marked `gpu` skip without CUDA; tests marked `postgres` skip unless
   FLASHGEN_TEST_PG_URL is set (`make test` starts a server and sets it).
 """
@@ -37,6 +38,15 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip_gpu)
         if "postgres" in item.keywords and not os.environ.get("FLASHGEN_TEST_PG_URL"):
             item.add_marker(skip_pg)
+
+
+@pytest.fixture(autouse=True)
+def _flashgen_kernels_unless_choosing(request, monkeypatch):
+    """Kernel and backend tests are about flashgen's kernels; on a GPU whose defaults pick an
+    SDPA backend (the H200) they would test cuDNN instead. So every test runs with
+    FLASHGEN_IMPL=flashgen except those marked `impl_choice`, which test the choice itself."""
+    if "impl_choice" not in request.keywords:
+        monkeypatch.setenv("FLASHGEN_IMPL", "flashgen")
 
 
 @pytest.fixture
