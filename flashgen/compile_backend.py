@@ -182,7 +182,8 @@ class ExplainReport:
         )
         if not self.sites:
             return head
-        rows = [("graph", "where", "kind", "status", "causal", "scale", "gqa", "shape / reason")]
+        rows = [("graph", "where", "kind", "status", "causal", "scale", "gqa", "runs (fwd / bwd)",
+                 "shape / reason")]  # fmt: skip
         for s in self.sites:
             rows.append(
                 (
@@ -193,6 +194,7 @@ class ExplainReport:
                     "" if s.causal is None else str(s.causal),
                     "" if s.scale is None else f"{s.scale:.4g}",
                     str(s.gqa_group) if s.gqa_group > 1 else "",
+                    s.impl if s.replaced else "",
                     s.shape if s.replaced else s.reason,
                 )
             )
@@ -211,7 +213,10 @@ def explain(model: Any, *args: Any, **kwargs: Any) -> ExplainReport:
     """Trace `model(*args, **kwargs)` with Dynamo and report the attention sites it contains.
 
     "replace" in the report means the backend would swap the site for the flashgen op (the
-    run-time kernel check still applies); "skip" rows give the reason in words.
+    run-time kernel check still applies); "skip" rows give the reason in words. For a replaced
+    site, "runs" names the implementation the op would call at the traced shape, for a call
+    without and with a backward (`flashgen.vendor`), with its ratio to the runner-up and where
+    the choice came from (a tuning record's lookup source, "default" or "forced").
     """
     import torch
 
@@ -235,4 +240,23 @@ def explain(model: Any, *args: Any, **kwargs: Any) -> ExplainReport:
         torch.compile(model, backend=report_backend)(*args, **kwargs)
     finally:
         torch._dynamo.reset()
+    for site in report.sites:
+        if site.replaced and site.seq_q and site.seq_k:
+            site.impl = _impl_summary(site)
     return report
+
+
+def _impl_summary(site: Any) -> str:
+    """ "sdpa_cudnn 1.21x (default) / sdpa_cudnn 1.30x (exact)": the choice `flashgen.vendor`
+    makes for this site's traced shape, for the forward alone and for forward+backward."""
+    from .dispatch import impl_choice
+    from .impls import impl_label
+    from .spec import KernelSpec
+
+    parts = []
+    for direction in ("fwd", "bwd"):
+        spec = KernelSpec(site.head_dim, bool(site.causal), site.dtype, direction)
+        impl, ratio, source = impl_choice(spec, site.seq_q, site.seq_k, site.device == "cuda")
+        label = impl if ratio is None else impl_label(impl, ratio)
+        parts.append(f"{label} ({source})")
+    return " / ".join(parts)

@@ -360,6 +360,44 @@ class MeasuredEvaluator:
         self.phases["confirm"] += time.perf_counter() - started
         return {cfg: statistics.median(ms) for cfg, ms in runs.items()}
 
+    def compare(
+        self, task, cfg: TileConfig, impls, rounds: int = 2
+    ) -> tuple[dict[str, float], dict[str, str]]:
+        """flashgen's `cfg` against PyTorch's SDPA backends `impls` on this task: each backend is
+        checked on the task's check case (float64 reference, the candidates' tolerances), then
+        the ones that pass and `cfg` are timed back to back, interleaved (a b c a b c), median of
+        the rounds, on the task's timing shape. Returns (implementation -> ms, inf where it did
+        not run; implementation -> why it did not run)."""
+        started = time.perf_counter()
+        check = bench.check_shape(task.spec, task.bucket, interpret=False)
+        shape = bench.timing_shape(task.spec, task.bucket)
+        why: dict[str, str] = {}
+        passed = []
+        for impl in impls:
+            outcome = bench.check_sdpa(task.spec, impl, check, "cuda")
+            if outcome.ok:
+                passed.append(impl)
+            else:
+                why[impl] = f"{outcome.status}: {outcome.error.splitlines()[0][:200]}"
+        runs: dict[str, list[float]] = {"flashgen": [], **{impl: [] for impl in passed}}
+        for _ in range(rounds):
+            for impl in runs:
+                try:
+                    if impl == "flashgen":
+                        ms = bench.time_ms(task.spec, cfg, shape, warmup=self.warmup, rep=self.rep)
+                    else:
+                        ms = bench.sdpa_time_ms(
+                            task.spec, impl, shape, warmup=self.warmup, rep=self.rep
+                        )
+                except Exception as exc:  # noqa: BLE001 - counted out, never the run
+                    why[impl] = f"failed: {error_text(exc).splitlines()[0][:200]}"
+                    ms = math.inf
+                runs[impl].append(ms)
+        self.phases["compare"] = self.phases.get("compare", 0.0) + time.perf_counter() - started
+        times = {impl: statistics.median(ms) for impl, ms in runs.items()}
+        times.update({impl: math.inf for impl in impls if impl not in times})
+        return times, why
+
     def close(self) -> None:
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)

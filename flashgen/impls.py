@@ -70,3 +70,11 @@ def default_impl(gpu_name: str | None, dtype: str) -> str:
     if gpu_name is None:
         return FLASHGEN
     return _DEFAULTS.get((gpu_name, dtype), FLASHGEN)
+
+
+def impl_label(impl: str, ratio: float | None) -> str:
+    """ "sdpa_cudnn 1.18x": the winner and its margin over the runner-up (the tune summary,
+    `flashgen db show`, `flashgen.explain`); "flashgen (not compared)" without a comparison."""
+    if ratio is None:
+        return f"{impl} (not compared)"
+    return f"{impl} {ratio:.2f}x"

@@ -16,6 +16,11 @@ every candidate's fate is decided here, explicitly:
 - a config the study already evaluated is answered from the study (no second compile);
 - a good candidate is told its median time (or modelled time) in milliseconds.
 
+After the search (measured runs only) the stored best config is timed back to back against
+PyTorch's SDPA backends that accept the case (`Settings.impls`, checked against the same float64
+reference first), and the record is rewritten with the winner and its ratio to the runner-up
+(`TuningRecord.impl`, `impl_ratio`): the run-time op then calls that implementation.
+
 Every finished candidate is written to the tuning DB's trials table as it finishes, and the best
 is upserted whenever it improves, so an interrupted run (Ctrl-C, a killed worker) loses at most
 the candidate in flight. Early stop: when the study's best has not improved by at least
@@ -25,6 +30,7 @@ the candidate in flight. Early stop: when the study's best has not improved by a
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime
 import math
 import os
@@ -87,6 +93,9 @@ class Settings:
     # while they compiled and read a few percent fast (benchmarks/RESULTS.md, run 6), enough to
     # crown the wrong one of two near-equal configs.
     confirm: int = 3
+    # PyTorch SDPA backends timed against flashgen's best at the end (empty: none). Only an
+    # evaluator with `compare` (the measured one) can; a modelled run records no winner.
+    impls: tuple[str, ...] = ("sdpa_cudnn", "sdpa_flash", "sdpa_efficient")
 
     def n_model_seeds(self) -> int:
         if self.model_seeds is not None:
@@ -129,6 +138,12 @@ class Result:
     interrupted: bool = False
     # The confirmation's times (config -> ms), when it ran.
     confirmed: dict[TileConfig, float] = field(default_factory=dict)
+    # The implementation comparison (when it ran): the winner, its ratio to the runner-up, the
+    # back-to-back times (implementation -> ms, inf = refused or wrong) and why one did not run.
+    impl: str = "flashgen"
+    impl_ratio: float | None = None
+    impl_times: dict[str, float] = field(default_factory=dict)
+    impl_notes: dict[str, str] = field(default_factory=dict)
     study: object = field(default=None, repr=False)
 
     @property
@@ -426,6 +441,7 @@ def _tune_task(
     _abandon(study, inflight, heart)
     try:
         _confirm(task, evaluator, known, result, settings, db, env, shape)
+        compare_impls(task, evaluator, result, settings, db, env)
     except KeyboardInterrupt:  # every trial is stored; the search's own best stands
         result.interrupted = True
         result.stop_reason = "interrupted"
@@ -464,6 +480,28 @@ def _confirm(task: Task, evaluator, known: dict, result: Result, settings: Setti
     if result.default_config in confirmed:
         result.default_ms = confirmed[result.default_config]
     _write_best(db, task, env, result, len(known), superseded=list(confirmed))
+
+
+def compare_impls(task: Task, evaluator, result: Result, settings: Settings, db, env) -> None:
+    """Time the stored best flashgen config (what the run time would launch) against the SDPA
+    backends of `settings.impls` with the evaluator's `compare`, and store the winner and its
+    ratio to the runner-up on that record (its config and time stay flashgen's own)."""
+    from .bench import pick_impl
+
+    compare = getattr(evaluator, "compare", None)
+    if compare is None or not settings.impls or not result.measured:
+        return
+    rec = db.get(task.spec, task.bucket, env)
+    if rec is None or not rec.measured:
+        return
+    times, notes = compare(task, rec.config, settings.impls)
+    result.impl_times, result.impl_notes = times, notes
+    impl, ratio = pick_impl(times)
+    if impl is None or ratio is None:  # nothing to compare with: the record stays "not compared"
+        return
+    result.impl, result.impl_ratio = impl, ratio
+    updated = dataclasses.replace(rec, impl=impl, impl_ratio=ratio)
+    result.written = db.replace_best(updated, [rec.config]) or result.written
 
 
 def _abandon(study, inflight: deque, heart: Heartbeat) -> None:

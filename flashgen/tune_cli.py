@@ -7,6 +7,11 @@ reference (a wrong kernel is never recorded) and timed (median, L2 flushed) whil
 candidates compile in worker processes. The best config goes into the tuning database, where
 the runtime dispatch and `torch.compile(backend="flashgen")` find it.
 
+On a GPU each task ends with the tuned config timed back to back against PyTorch's SDPA backends
+that accept the case (cuDNN, flash, memory-efficient; each checked against the same float64
+reference first). The record keeps flashgen's best config and says which implementation won and
+by how much over the runner-up; the op then runs the winner (--no-sdpa skips the comparison).
+
 Without a GPU the same pipeline runs the kernels in Triton's CPU interpreter at tiny sizes for
 the correctness check, and ranks candidates with an analytical cost model of the planning target
 (FLASHGEN_GPU, default the H200). Those records are marked modelled; a measured record always
@@ -100,6 +105,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         f"(default {GPU_DEFAULTS['patience']} / {CPU_DEFAULTS['patience']}; 0: never)",
     )  # fmt: skip
     how.add_argument("--seed", type=int, default=0, help="sampler seed (default 0)")
+    how.add_argument(
+        "--no-sdpa", action="store_true",
+        help="do not time PyTorch's SDPA backends against the tuned kernel (GPU only; records "
+        "then name no winner and the run time uses its defaults)",
+    )  # fmt: skip
     where = parser.add_argument_group("where")
     where.add_argument(
         "--db", metavar="URL",
@@ -236,6 +246,7 @@ def _settings(opts: dict, args: argparse.Namespace, lookahead: int):
         seed=int(args.seed),
         lookahead=max(1, lookahead),
         since=getattr(args, "run_started", None),
+        impls=() if getattr(args, "no_sdpa", False) else Settings.impls,
     )
 
 
@@ -322,8 +333,12 @@ def _progress(task, total: int, *, quiet: bool, position: int):
 
 
 def format_summary(results, *, db=None) -> str:
-    """The end-of-run table: spec, bucket, best config, time, TFLOP/s, gain over the default."""
-    header = ("spec", "bucket", "best config", "time ms", "TFLOP/s", "vs default", "trials", "kind")
+    """The end-of-run table: spec, bucket, best config, time, TFLOP/s, gain over the default,
+    and which implementation won against PyTorch's SDPA backends (ratio to the runner-up)."""
+    header = ("spec", "bucket", "best config", "time ms", "TFLOP/s", "vs default", "trials", "kind",
+              "winner / vs next")  # fmt: skip
+    from .impls import impl_label
+
     rows = []
     for r in results:
         best = r.best_config.short() if r.best_config else "none"
@@ -335,7 +350,7 @@ def format_summary(results, *, db=None) -> str:
             kind += " (interrupted)"
         rows.append(
             (r.task.spec.uri(), f"{r.task.bucket[0]}x{r.task.bucket[1]}", best, time, tfl, gain,
-             str(r.evaluated), kind)
+             str(r.evaluated), kind, impl_label(r.impl, r.impl_ratio))
         )  # fmt: skip
     widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h)
               for i, h in enumerate(header)]  # fmt: skip
@@ -477,5 +492,6 @@ def _results_from_db(tasks, db) -> list:
         if rec is not None:
             result.best_config, result.best_ms, result.tflops = rec.config, rec.time_ms, rec.tflops
             result.evaluated = rec.n_trials
+            result.impl, result.impl_ratio = rec.impl, rec.impl_ratio
         results.append(result)
     return results

@@ -26,6 +26,8 @@ RECORDS = [
         measured=True,
         host="n1",
         created_at=OLD,
+        impl="sdpa_cudnn",
+        impl_ratio=1.18,
     ),
     TuningRecord(
         KernelSpec(128, False, "bfloat16", "bwd"),
@@ -66,15 +68,17 @@ def test_show_lists_every_record(source, capsys):
         "time_ms",
         "TFLOP/s",
         "source",
+        "winner", "/", "vs", "next",
         "age",
-    ]
+    ]  # fmt: skip
     row = next(line for line in lines if "attn_fwd_d64_causal_f16" in line)
     assert row.split() == [
         "attn_fwd_d64_causal_f16", "1024x1024", "NVIDIA", "H200", "(64,64,w4,s2)", "0.2500",
-        "123.4", "measured", "3d",
+        "123.4", "measured", "sdpa_cudnn", "1.18x", "3d",
     ]  # fmt: skip
     row = next(line for line in lines if "attn_bwd_d128_full_bf16" in line)
-    assert row.split()[-2:] == ["modelled", "3d"] and "16x512" in row
+    assert row.split()[-5:] == ["modelled", "flashgen", "(not", "compared)", "3d"]
+    assert "16x512" in row
 
 
 def test_pending_lists_shapes(source, capsys):

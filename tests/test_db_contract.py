@@ -238,7 +238,10 @@ class TestTuningDBContract:
         try:
             (kept,) = database.records()
             assert (kept.bucket, kept.time_ms, kept.config, kept.n_trials) == (
-                (256, 128), 0.75, TileConfig(128, 64, 4, 2), 7
+                (256, 128),
+                0.75,
+                TileConfig(128, 64, 4, 2),
+                7,
             )
             assert (kept.impl, kept.impl_ratio) == ("flashgen", None)
             assert kept.env == ENV and kept.host == "h"

@@ -514,3 +514,109 @@ def test_lookahead_fills_the_first_round_but_not_past_the_patience():
     known.update({c: (i + 1, Outcome("ok", time_ms=2.0)) for i, c in enumerate(cfgs[1:4])})
     assert search._ahead(known, settings) == 2
     assert search._ahead(known, search.Settings(patience=None, lookahead=14)) == 14
+
+
+class Comparer(Spy):
+    """A 'measured' evaluator on the CPU: the interpreter checks flashgen's candidates, the
+    real `bench.check_sdpa` checks each SDPA backend against the float64 reference on the CPU
+    (flash has a CPU kernel, cuDNN refuses), and times are given: what `compare_impls` must
+    turn into the record's winner and ratio."""
+
+    def __init__(self, inner, times) -> None:
+        super().__init__(inner)
+        self.measured = True
+        self.times = times
+        self.compared: list = []
+
+    def compare(self, task, cfg, impls):
+        self.compared.append((cfg, tuple(impls)))
+        shape = bench.check_shape(task.spec, task.bucket, interpret=True)
+        times, why = {"flashgen": self.times["flashgen"]}, {}
+        for impl in impls:
+            outcome = bench.check_sdpa(task.spec, impl, shape, "cpu")
+            times[impl] = self.times[impl] if outcome.ok else math.inf
+            if not outcome.ok:
+                why[impl] = outcome.error
+        return times, why
+
+
+def test_check_sdpa_uses_the_float64_reference(monkeypatch):
+    for spec in (SPEC, SPEC.with_direction("bwd")):
+        shape = bench.check_shape(spec, BUCKET, interpret=True)
+        assert bench.check_sdpa(spec, "sdpa_flash", shape, "cpu").ok
+        refused = bench.check_sdpa(spec, "sdpa_cudnn", shape, "cpu")
+        assert refused.status == "failed" and refused.error
+    # A backend that computes the wrong thing is "wrong", never timed.
+    from flashgen import vendor
+
+    real = vendor.sdpa
+    monkeypatch.setattr(vendor, "sdpa", lambda *a, **kw: real(*a, **kw) * 1.01)
+    bench._CHECK_CASE.clear()
+    assert bench.check_sdpa(SPEC, "sdpa_flash", bench.check_shape(SPEC, BUCKET, interpret=True),
+                            "cpu").status == "wrong"  # fmt: skip
+
+
+def test_pick_impl():
+    assert bench.pick_impl({}) == (None, None)
+    assert bench.pick_impl({"flashgen": 2.0, "sdpa_cudnn": math.inf}) == ("flashgen", None)
+    impl, ratio = bench.pick_impl({"flashgen": 2.0, "sdpa_cudnn": 1.6, "sdpa_flash": 3.0})
+    assert impl == "sdpa_cudnn" and ratio == pytest.approx(1.25)
+    assert bench.pick_impl({"flashgen": 1.0, "sdpa_flash": 1.0}) == ("flashgen", 1.0)
+
+
+@pytest.mark.parametrize(
+    "times, winner, ratio",
+    [
+        ({"flashgen": 2.0, "sdpa_cudnn": 1.0, "sdpa_flash": 1.6, "sdpa_efficient": 5.0},
+         "sdpa_flash", 1.25),  # cuDNN refuses on the CPU: flash wins, flashgen is runner-up
+        ({"flashgen": 1.0, "sdpa_cudnn": 1.0, "sdpa_flash": 1.5, "sdpa_efficient": 5.0},
+         "flashgen", 1.5),
+    ],
+    ids=["sdpa-wins", "flashgen-wins"],
+)  # fmt: skip
+def test_the_record_names_the_winner_and_keeps_flashgens_config(sqlite_url, times, winner, ratio):
+    db = connect(sqlite_url)
+    evaluator = Comparer(evaluate.ModelledEvaluator(H200), times)
+    result = _tune(
+        db, settings=search.Settings(trials=3, patience=None, seed=3), evaluator=evaluator
+    )
+    rec = db.get(SPEC, BUCKET, current_fingerprint(H200))
+    [(compared_cfg, impls)] = evaluator.compared
+    assert compared_cfg == rec.config == result.best_config  # flashgen's own best is kept
+    assert impls == ("sdpa_cudnn", "sdpa_flash", "sdpa_efficient")
+    assert (rec.impl, rec.impl_ratio) == (winner, pytest.approx(ratio))
+    assert (result.impl, result.impl_ratio) == (winner, pytest.approx(ratio))
+    assert result.impl_times["sdpa_cudnn"] == math.inf and "sdpa_cudnn" in result.impl_notes
+    from flashgen.tune_cli import format_summary
+
+    assert f"{winner} {ratio:.2f}x" in format_summary([result])
+    # Without SDPA backends to time (--no-sdpa) the record says nothing about a winner.
+    other = connect(f"{sqlite_url}-2")
+    evaluator = Comparer(evaluate.ModelledEvaluator(H200), times)
+    settings = search.Settings(trials=2, patience=None, impls=())
+    result = _tune(other, settings=settings, evaluator=evaluator)
+    rec = other.get(SPEC, BUCKET, current_fingerprint(H200))
+    assert evaluator.compared == [] and (rec.impl, rec.impl_ratio) == ("flashgen", None)
+    assert "flashgen (not compared)" in format_summary([result])
+
+
+@pytest.mark.gpu
+def test_gpu_tuning_compares_with_sdpa_backends(sqlite_url):
+    """On the GPU the end of a task times the SDPA backends against flashgen's best and the
+    record names the winner with a ratio >= 1; cuDNN or flash accepts a bf16 hd64 case."""
+    device = current_device()
+    spec = KernelSpec(64, True, "bfloat16", "bwd")
+    task = search.Task(spec, (512, 512))
+    db = connect(sqlite_url)
+    evaluator = evaluate.MeasuredEvaluator(compile_workers=0, warmup=5, rep=20)
+    try:
+        result = _tune(db, device=device, task=task, evaluator=evaluator,
+                       settings=search.Settings(trials=2, patience=None))  # fmt: skip
+    finally:
+        evaluator.close()
+    rec = db.get(spec, (512, 512), current_fingerprint(device))
+    assert rec.compared and rec.impl_ratio >= 1.0 and rec.impl == result.impl
+    assert math.isfinite(result.impl_times["flashgen"])
+    assert math.isfinite(result.impl_times["sdpa_cudnn"]) or math.isfinite(
+        result.impl_times["sdpa_flash"]
+    )

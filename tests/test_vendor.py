@@ -290,3 +290,23 @@ def test_gpu_routes_to_sdpa_and_matches_float64(db_url, spies, dtype, causal):
             assert err / max(1.0, leaf.grad.abs().max().item()) < 6e-2
     assert spies["sdpa"] == [r for r in ran if r != "flashgen"]
     assert "sdpa_cudnn" in ran or "sdpa_flash" in ran
+
+
+def test_explain_and_db_show_name_the_implementation(db_url, capsys):
+    import torch.nn.functional as F
+
+    from flashgen.db import cli
+
+    _store(db_url, "fwd", "sdpa_flash", 1.3)
+
+    def f(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+
+    report = flashgen.explain(f, *_inputs(False))
+    (site,) = report.sites
+    assert site.replaced
+    assert site.impl == "sdpa_flash 1.30x (exact) / flashgen (default)"
+    assert "sdpa_flash 1.30x (exact) / flashgen (default)" in str(report)
+    assert "runs (fwd / bwd)" in str(report)
+    assert cli.main(["show", "--db", db_url]) == 0
+    assert "sdpa_flash 1.30x" in capsys.readouterr().out

@@ -1,6 +1,7 @@
 """Show, export, import and merge tuning databases.
 
-  flashgen db show    [--db URL]        table of the best config per spec, bucket and GPU
+  flashgen db show    [--db URL]        table of the best config per spec, bucket and GPU, and
+                                        which implementation won (flashgen or an SDPA backend)
   flashgen db pending [--db URL]        shapes seen at run time that have no exact record
   flashgen db export FILE [--db URL]    portable JSON (the tuning_db/ format); show and export
                                         take --gpu NAME and --measured-only
@@ -78,6 +79,8 @@ def _selected(db, args) -> list:
 
 
 def _show(db, args) -> int:
+    from ..impls import impl_label
+
     records = _selected(db, args)
     rows = [
         [
@@ -88,11 +91,13 @@ def _show(db, args) -> int:
             f"{r.time_ms:.4f}",
             f"{r.tflops:.1f}",
             "measured" if r.measured else "modelled",
+            impl_label(r.impl, r.impl_ratio),
             age(r.created_at),
         ]
         for r in records
     ]
-    headers = ["spec", "bucket", "gpu", "config", "time_ms", "TFLOP/s", "source", "age"]
+    headers = ["spec", "bucket", "gpu", "config", "time_ms", "TFLOP/s", "source",
+               "winner / vs next", "age"]  # fmt: skip
     print(f"# {db.url_safe}: {len(records)} record(s)")
     if rows:
         print(_table(headers, rows))

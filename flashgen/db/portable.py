@@ -74,8 +74,10 @@ def _build(index: int, path: str, cls, obj, fields):
 
 def _record(index: int, obj, version: int) -> TuningRecord:
     optional = OPTIONAL_FIELDS if version >= 2 else ()
-    fields = RECORD_FIELDS if version >= 2 else tuple(
-        f for f in RECORD_FIELDS if f not in OPTIONAL_FIELDS
+    fields = (
+        RECORD_FIELDS
+        if version >= 2
+        else tuple(f for f in RECORD_FIELDS if f not in OPTIONAL_FIELDS)
     )
     _exact_keys(index, "", obj, fields, optional)
     try:

@@ -184,11 +184,7 @@ class TuningDB:
             and_(new.measured == true(), old.measured == false()),
             and_(new.measured == old.measured, new.time_ms < old.time_ms),
         )
-        updated = {
-            col: new[col]
-            for col in _RECORD_COLS + _ENV_COLS
-            + _CONFIG_COLS
-        }
+        updated = {col: new[col] for col in _RECORD_COLS + _ENV_COLS + _CONFIG_COLS}
         return stmt.on_conflict_do_update(
             index_elements=[_RECORDS.c[c] for c in _KEY_COLS], set_=updated, where=better
         )

@@ -51,6 +51,14 @@ class Site:
     gqa_group: int = 1
     shape: str = ""
     graph: int = 0
+    # What the run-time choice needs (filled for replaceable sites): dtype name, head dim,
+    # example sequence lengths, device type; `impl` is filled by `flashgen.explain`.
+    dtype: str = ""
+    head_dim: int = 0
+    seq_q: int = 0
+    seq_k: int = 0
+    device: str = ""
+    impl: str = ""
 
 
 @dataclass

@@ -104,6 +104,10 @@ def check_match(m: Match) -> None:
     m.site.gqa_group = group
     shape = "x".join(str(s) for s in q.shape)
     m.site.shape = f"q[{shape}] {str(q.dtype).replace('torch.', '')}"
+    m.site.dtype = str(q.dtype).replace("torch.", "")
+    m.site.head_dim = hd
+    m.site.seq_q, m.site.seq_k = _hint(q.shape[-2]), _hint(k.shape[-2])
+    m.site.device = q.device.type
 
 
 def rewrite(gm: fx.GraphModule, m: Match, op: Any) -> None:
