@@ -6,11 +6,15 @@
 #   benchmarks/h200_run.sh gputests  # pytest -m gpu, the backend's tests on CUDA
 #   benchmarks/h200_run.sh backend   # examples/backend_speed.py: models through the backend
 #   benchmarks/h200_run.sh tune      # `flashgen tune` (its GPU defaults) into SQLite, exported
+#   benchmarks/h200_run.sh tunegrid vendorgrid llama   # issue 15: a short `flashgen tune` of the
+#       grid's specs (with the SDPA comparison), then the op vs every SDPA backend on the grid
+#       (benchmarks/vendor_grid.py) and the Llama block vs Inductor, both on that database
 set -uo pipefail
 : "${OUT:?set OUT}"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site \
     .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
+GRID_DB="sqlite:////tmp/flashgen-h200-grid.sqlite3"
 python3 -c "import torch, triton; print(torch.cuda.get_device_name(), torch.__version__, triton.__version__)"
 for step in "$@"; do
     echo "== $step $(date -u +%H:%M:%S)"
@@ -32,6 +36,23 @@ for step in "$@"; do
         timeout 300 python3 -m flashgen.cli tune --db "$db" --quiet
         python3 -m flashgen.cli db export "$OUT/nvidia-h200.json" --db "$db" \
             --gpu "NVIDIA H200" --measured-only ;;
+    tunegrid)
+        timeout 150 python3 -m flashgen.cli tune --db "$GRID_DB" --quiet --head-dim 64,128 \
+            --causal both --seq-len 1024,4096,16384 --direction fwd,bwd --trials 3 --patience 2 \
+            > "$OUT/tune_grid.txt" 2>&1
+        tail -40 "$OUT/tune_grid.txt"
+        python3 -m flashgen.cli db show --db "$GRID_DB" | tee "$OUT/db_show_grid.txt"
+        python3 -m flashgen.cli db export "$OUT/nvidia-h200-grid.json" --db "$GRID_DB" \
+            --gpu "NVIDIA H200" --measured-only ;;
+    vendorgrid)
+        FLASHGEN_DB_URL="$GRID_DB" timeout 100 python3 benchmarks/vendor_grid.py \
+            --out "$OUT/vendor_grid.json" ;;
+    llama)
+        FLASHGEN_DB_URL="$GRID_DB" timeout 100 python3 examples/backend_speed.py \
+            --styles llama_sdpa --seqs 2048 --out "$OUT/backend_speed_llama.json" ;;
+    vendortests)
+        timeout 90 python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_vendor.py \
+            tests/test_tune.py -k "sdpa or routes" 2>&1 | tail -8 ;;
     *) echo "unknown step $step"; exit 2 ;;
     esac
     echo "== $step done rc=$? $(date -u +%H:%M:%S)"

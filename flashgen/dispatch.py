@@ -30,6 +30,7 @@ import contextlib
 import logging
 import os
 import threading
+from typing import Any
 
 from .config import TileConfig
 from .impls import check_impl, default_impl, forced_impl
@@ -42,7 +43,7 @@ LAST_RESORT = TileConfig(16, 16, 2, 1)
 _cache: dict[tuple[KernelSpec, tuple[int, int]], TileConfig] = {}
 _sources: dict[tuple[KernelSpec, tuple[int, int]], str] = {}
 _pending_sent: set[tuple[KernelSpec, tuple[int, int]]] = set()
-_records: dict[tuple[KernelSpec, tuple[int, int]], object] = {}
+_records: dict[tuple[KernelSpec, tuple[int, int]], Any] = {}  # the record found (TuningRecord)
 # (spec, bucket, cuda) -> (impl, ratio to the runner-up or None, where the choice came from)
 _impls: dict[tuple[KernelSpec, tuple[int, int], bool], tuple[str, float | None, str]] = {}
 _lock = threading.Lock()

@@ -67,8 +67,13 @@ def spies(monkeypatch):
     real_sdpa = vendor.sdpa
 
     def sdpa(q, k, v, *, causal, scale, impl):
-        seen["sdpa"].append(impl)
-        return real_sdpa(q, k, v, causal=causal, scale=scale, impl=impl)
+        try:
+            return real_sdpa(q, k, v, causal=causal, scale=scale, impl=impl)
+        except RuntimeError:
+            seen.setdefault("refused", []).append(impl)
+            raise
+        finally:
+            seen["sdpa"].append(impl)
 
     monkeypatch.setattr(vendor, "sdpa", sdpa)
     import flashgen.bwd
@@ -171,7 +176,7 @@ def test_a_winner_that_refuses_the_input_falls_back_to_flashgen(db_url, spies):
     for _ in range(2):
         out = flashgen.attention(q, k, v, causal=True)
         _check_against_float64(q, k, v, out)
-    assert spies == {"sdpa": ["sdpa_cudnn"], "fwd": [1, 1], "bwd": []}
+    assert spies == {"sdpa": ["sdpa_cudnn"], "refused": ["sdpa_cudnn"], "fwd": [1, 1], "bwd": []}
     with pytest.raises(ValueError, match="impl='sdpa_cudnn': PyTorch's SDPA backend does not"):
         flashgen.attention(q, k, v, causal=True, impl="sdpa_cudnn")
 
@@ -271,24 +276,32 @@ def test_gpu_routes_to_sdpa_and_matches_float64(db_url, spies, dtype, causal):
     leaves = [t.detach().double().requires_grad_(True) for t in (q, k, v)]
     ref, _ = attention_ref(*leaves, causal=causal)
     ref.backward(do.double())
-    gpu = current_device().name
-    expected = impls.default_impl(gpu, str(dtype).removeprefix("torch."))
+    expected = impls.default_impl(current_device().name, str(dtype).removeprefix("torch."))
     ran = []
     for impl in (None, *impls.SDPA_IMPLS):
         for t in (q, k, v):
             t.grad = None
+        tried, launched = len(spies["sdpa"]), len(spies["fwd"])
+        spies["refused"] = []
         try:
             out = flashgen.attention(q, k, v, causal=causal, impl=impl)
-        except ValueError:  # this backend refuses the case (e.g. efficient with GQA)
+        except ValueError:  # a forced backend that refuses the case (e.g. efficient with GQA)
+            assert impl is not None and spies["refused"] == [impl]
             continue
         out.backward(do)
-        ran.append(impl or expected)
+        if impl is None and expected != "flashgen":
+            assert spies["sdpa"][tried:] == [expected]  # the default on this GPU was tried,
+            if not spies["refused"]:  # and ran unless it refused the case
+                assert len(spies["fwd"]) == launched
+                ran.append(expected)
+        elif impl is not None:
+            assert spies["sdpa"][tried:] == [impl] and len(spies["fwd"]) == launched
+            ran.append(impl)
         scale = max(1.0, ref.abs().max().item())
         assert (out.double() - ref).abs().max().item() / scale < 2e-2
         for ours, leaf in zip((q, k, v), leaves, strict=True):
             err = (ours.grad.double() - leaf.grad).abs().max().item()
             assert err / max(1.0, leaf.grad.abs().max().item()) < 6e-2
-    assert spies["sdpa"] == [r for r in ran if r != "flashgen"]
     assert "sdpa_cudnn" in ran or "sdpa_flash" in ran
 
 

@@ -1,0 +1,141 @@
+"""flashgen.attention (the op, choosing its implementation) against each SDPA backend, on the grid.
+
+    python benchmarks/vendor_grid.py --out grid.json      # needs CUDA; FLASHGEN_DB_URL = the
+                                                          # database `flashgen tune` wrote
+
+The bar of issue 15: after `flashgen tune`, every shape of the benchmark grid (head dims 64/128,
+1k-16k tokens, causal and not, GQA 32/8) runs through `flashgen.attention` at >= 1.0x the fastest
+SDPA backend, forward and forward+backward. For each shape it times, in one process and
+interleaved over `--rounds` rounds (median of the rounds; each reading a do_bench median with L2
+flushed): the op as users call it (`impl=None`: records and defaults choose), flashgen's own
+kernels (`impl="flashgen"`), and every SDPA backend that accepts the shape. It also reports which
+implementation the op chose and from where (`flashgen.dispatch.impl_choice`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+
+import torch
+
+# (batch, q heads, kv heads, seq, head dim): the anchors' 12 shapes (x causal) and GQA 32/8.
+GRID = [
+    (16, 16, 16, 1024, 128),
+    (4, 16, 16, 4096, 128),
+    (1, 16, 16, 16384, 128),
+    (16, 32, 32, 1024, 64),
+    (4, 32, 32, 4096, 64),
+    (1, 32, 32, 16384, 64),
+    (16, 32, 8, 1024, 128),
+    (4, 32, 8, 4096, 128),
+    (1, 32, 8, 16384, 128),
+]
+SDPA = ("sdpa_cudnn", "sdpa_flash", "sdpa_efficient")
+
+
+def _runner(impl, q, k, v, causal: bool, do, backward: bool):
+    """A no-argument callable: forward (no grad) or forward+backward of one implementation;
+    None when that SDPA backend refuses the shape."""
+    import flashgen
+    from flashgen.vendor import sdpa
+
+    scale = 1.0 / math.sqrt(q.shape[-1])
+    if impl in SDPA:
+
+        def call(*t):
+            return sdpa(*t, causal=causal, scale=scale, impl=impl)
+
+    else:
+
+        def call(*t):
+            return flashgen.attention(*t, causal=causal, impl=impl)
+
+    leaves = [t.detach().requires_grad_(backward) for t in (q, k, v)]
+    try:
+        call(*leaves)
+    except (RuntimeError, ValueError):
+        return None
+    if not backward:
+        return lambda: call(*leaves)
+    return lambda: torch.autograd.grad(call(*leaves), leaves, do)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--rep", type=int, default=40, help="do_bench rep in ms (warmup: a quarter)")
+    ap.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16"])
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("needs a CUDA GPU", file=sys.stderr)
+        return 2
+    import triton.testing
+
+    from flashgen import dispatch
+    from flashgen.spec import KernelSpec
+
+    dtype = getattr(torch, args.dtype)
+    rows = []
+    for batch, hq, hkv, n, d in GRID:
+        for causal in (False, True):
+            gen = torch.Generator(device="cuda").manual_seed(0)
+            q = torch.randn(batch, hq, n, d, generator=gen, device="cuda", dtype=dtype)
+            k = torch.randn(batch, hkv, n, d, generator=gen, device="cuda", dtype=dtype)
+            v = torch.randn(batch, hkv, n, d, generator=gen, device="cuda", dtype=dtype)
+            do = torch.randn_like(q)
+            row: dict = {"batch": batch, "hq": hq, "hkv": hkv, "seq": n, "head_dim": d,
+                         "causal": causal, "dtype": args.dtype}  # fmt: skip
+            for direction in ("fwd", "bwd"):
+                spec = KernelSpec(d, causal, args.dtype, direction)
+                impl, ratio, source = dispatch.impl_choice(spec, n, n, True)
+                row[f"choice_{direction}"] = [impl, ratio, source]
+            for mode, backward in (("fwd", False), ("fwd_bwd", True)):
+                runners = {
+                    name: _runner(impl, q, k, v, causal, do, backward)
+                    for name, impl in (("op", None), ("flashgen", "flashgen"))
+                    + tuple((s, s) for s in SDPA)
+                }
+                runners = {name: fn for name, fn in runners.items() if fn is not None}
+                readings: dict[str, list[float]] = {name: [] for name in runners}
+                for _ in range(args.rounds):
+                    for name, fn in runners.items():
+                        readings[name].append(
+                            triton.testing.do_bench(
+                                fn,
+                                warmup=max(1, args.rep // 4),
+                                rep=args.rep,
+                                return_mode="median",
+                            )  # fmt: skip
+                        )
+                ms = {name: statistics.median(r) for name, r in readings.items()}
+                row[f"{mode}_ms"] = ms
+                sdpa_best = min((ms[s], s) for s in SDPA if s in ms)
+                row[f"{mode}_fastest_sdpa"] = sdpa_best[1]
+                row[f"{mode}_op_vs_fastest_sdpa"] = sdpa_best[0] / ms["op"]
+                row[f"{mode}_flashgen_vs_fastest_sdpa"] = sdpa_best[0] / ms["flashgen"]
+            rows.append(row)
+            print(
+                f"B{batch} H{hq}/{hkv} N{n} D{d} causal={causal!s:5} "
+                f"choice {row['choice_fwd'][0]}/{row['choice_bwd'][0]}  "
+                f"op vs fastest SDPA: fwd {row['fwd_op_vs_fastest_sdpa']:.3f}x "
+                f"({row['fwd_fastest_sdpa']}), fwd+bwd {row['fwd_bwd_op_vs_fastest_sdpa']:.3f}x "
+                f"({row['fwd_bwd_fastest_sdpa']}); flashgen kernels "
+                f"{row['fwd_flashgen_vs_fastest_sdpa']:.3f}x / "
+                f"{row['fwd_bwd_flashgen_vs_fastest_sdpa']:.3f}x",
+                flush=True,
+            )
+    worst = {m: min(r[f"{m}_op_vs_fastest_sdpa"] for r in rows) for m in ("fwd", "fwd_bwd")}
+    print(f"worst op vs fastest SDPA: fwd {worst['fwd']:.3f}x, fwd+bwd {worst['fwd_bwd']:.3f}x")
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump({"rows": rows, "worst": worst}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
