@@ -8,10 +8,11 @@ spellings with one matcher, and lets each step say in words why a site was not t
 
 Every site is CHECKED before it is rewritten: the scale must be a compile-time constant (a
 Python number, or an expression of the head dim, which is then guarded), a mask must be proven
-causal by evaluating it on the real buffers, shapes and dtypes must be ones the kernels take.
+causal for every sequence length the graph accepts (symbolically, from the ops that build it:
+`masks`), shapes and dtypes must be ones the kernels take.
 Anything else is left as it is (Inductor compiles it) and reported with a reason.
 
-Layout: `core` (records, node helpers, products, GQA), `masks` (proving a mask causal),
+Layout: `core` (records, node helpers, products, GQA), `masks` (proving a mask causal for every length),
 `matchers` (softmax walk, SDPA), `mha` (nn.MultiheadAttention), `passes` (checks, rewrite, the
 pass).
 
@@ -22,7 +23,7 @@ place afterwards is not seen (Dynamo does not guard on buffer values).
 from __future__ import annotations
 
 from .core import Match, Site, Skip, counters, location
-from .masks import eval_mask, is_causal_mask
+from .masks import diagonal_pattern, prove_causal
 from .matchers import match_sdpa, match_softmax
 from .mha import match_mha
 from .passes import attention_pass, check_match, rewrite
@@ -34,11 +35,11 @@ __all__ = [
     "attention_pass",
     "check_match",
     "counters",
-    "eval_mask",
-    "is_causal_mask",
+    "diagonal_pattern",
     "location",
     "match_mha",
     "match_sdpa",
     "match_softmax",
+    "prove_causal",
     "rewrite",
 ]

@@ -22,7 +22,6 @@ from .core import (
     Skip,
     _arg,
     _ev,
-    _hint,
     _is_fn,
     _is_tensor_node,
     _known_eq,
@@ -33,7 +32,7 @@ from .core import (
     split_scores_product,
     split_value_product,
 )
-from .masks import _Values, eval_mask, is_causal_mask, prove_causal
+from .masks import _Values, prove_causal
 
 
 def _leads_to_product(n: Any) -> bool:
@@ -224,16 +223,15 @@ def _check_causal(mask: tuple[str, Any, Any], scores: Any, values: _Values) -> b
             "a causal mask with query and key lengths that may differ is not supported "
             "(use F.scaled_dot_product_attention(is_causal=True))"
         )
+    me = _ev(mask_node)
+    if how == "add" and not (isinstance(me, torch.Tensor) and me.is_floating_point()):
+        raise Skip(unsupported)
+    if how != "add" and not (isinstance(me, torch.Tensor) and me.dtype == torch.bool):
+        raise Skip("the mask is not boolean")
     try:
-        value = eval_mask(mask_node, values)
+        prove_causal(mask_node, values, se.shape[-2], se.shape[-1], keep=how == "where_keep")
     except Skip as e:
-        raise Skip(unsupported + f" ({e})" if how == "add" else str(e)) from e
-    tq, tk = _hint(se.shape[-2]), _hint(se.shape[-1])
-    keep = how in ("add", "where_keep")
-    if how == "add" and not value.is_floating_point():
-        raise Skip(unsupported)
-    if not is_causal_mask(value, tq, tk, keep=keep):
-        raise Skip(unsupported)
+        raise Skip(f"{unsupported} ({e})" if how == "add" else str(e)) from e
     return True
 
 
