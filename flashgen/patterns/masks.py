@@ -209,7 +209,9 @@ def _op_name(n: fx.Node) -> str | None:
 
 
 def _mutates(u: fx.Node, n: fx.Node) -> bool:
-    """True if node u writes into n's storage (an in-place method or op, or `n[...] = x`)."""
+    """True if node u writes into n's storage (an in-place method or op, `n[...] = x`, out=n)."""
+    if u.kwargs.get("out") is n:
+        return True
     if not (u.args and u.args[0] is n):
         return False
     if u.op == "call_method":
@@ -323,7 +325,8 @@ class _Interpreter:
         return _combine([a if isinstance(a, _Diag) else _const(a)], fn)
 
     def _binary(self, n: fx.Node, fn: Any, compare: str | None = None) -> Any:
-        a, b = self(n.args[0]), self(n.args[1] if len(n.args) > 1 else n.kwargs.get("other"))
+        rhs = n.args[1] if len(n.args) > 1 else n.kwargs.get("other")
+        a, b = self(n.args[0]), self(rhs)
         out = _ev(n)
         if isinstance(a, _Index) or isinstance(b, _Index):
             if compare is None or not (isinstance(a, _Index) and isinstance(b, _Index)):
@@ -331,8 +334,8 @@ class _Interpreter:
                     "the mask compares an arange with something other than another arange "
                     "(e.g. a padding length); only row/column index comparisons are diagonal"
                 )
-            return _compare_indices(a, b, compare, (n.args[0], n.args[1]), out)
-        for x, node in ((a, n.args[0]), (b, n.args[1] if len(n.args) > 1 else None)):
+            return _compare_indices(a, b, compare, (n.args[0], rhs), out)
+        for x, node in ((a, n.args[0]), (b, rhs)):
             if isinstance(x, _Diag) and x.cuts:
                 _check_trailing(node, out)
         return self._cast(n, _combine([_as_diag(a), _as_diag(b)], fn))
@@ -512,11 +515,17 @@ def _axis_map(src: torch.Tensor, out: torch.Tensor, n: fx.Node) -> list[int | No
 
 
 def _getitem_map(src: torch.Tensor, index: Any) -> list[Any]:
-    """Axis map for `src[index]` with slices/None/Ellipsis; slices carry (axis, start)."""
+    """Axis map for `src[index]` with slices/None/Ellipsis/integers; slices carry (axis, start),
+    an integer drops its axis (which must then not be a pattern axis)."""
     idx = index if isinstance(index, tuple) else (index,)
-    if any(not (i is None or i is Ellipsis or isinstance(i, slice)) for i in idx):
-        raise Skip("the mask is indexed with integers or tensors")
-    used = sum(1 for i in idx if isinstance(i, slice))
+
+    def is_int(i: Any) -> bool:
+        v = _ev(i) if isinstance(i, fx.Node) else i
+        return isinstance(v, (int, torch.SymInt)) and not isinstance(v, bool)
+
+    if any(not (i is None or i is Ellipsis or isinstance(i, slice) or is_int(i)) for i in idx):
+        raise Skip("the mask is indexed with tensors")
+    used = sum(1 for i in idx if isinstance(i, slice) or is_int(i))
     if idx.count(Ellipsis) > 1:
         raise Skip("bad index")
     full = []
@@ -525,12 +534,15 @@ def _getitem_map(src: torch.Tensor, index: Any) -> list[Any]:
             full.extend([slice(None)] * (src.dim() - used))
         else:
             full.append(i)
-    full.extend([slice(None)] * (src.dim() - sum(1 for i in full if isinstance(i, slice))))
+    full.extend([slice(None)] * (src.dim() - sum(1 for i in full if i is not None)))
     out: list[Any] = []
     axis = 0
     for i in full:
         if i is None:
             out.append(None)
+            continue
+        if not isinstance(i, slice):
+            axis += 1  # an integer index: this axis is gone
             continue
         if i.step not in (None, 1):
             raise Skip("the mask is sliced with a step")
@@ -617,7 +629,12 @@ def diagonal_pattern(mask: Any, values: _Values) -> _Diag:
     """The mask as a function of d = key index - query index, valid for every length."""
     if not isinstance(mask, fx.Node):
         raise Skip("the mask is not a tensor computed in the graph")
-    got = _Interpreter(values)(mask)
+    try:
+        got = _Interpreter(values)(mask)
+    except Skip:
+        raise
+    except Exception as e:  # an unexpected graph shape is "not proven", never a failed compile
+        raise Skip(f"could not follow the mask ({type(e).__name__}: {e})") from e
     if isinstance(got, _Index):
         raise Skip("the mask is an arange, not a comparison of row and column indices")
     if not isinstance(got, _Diag):
