@@ -15,11 +15,18 @@ exact -> nearest -> shipped -> default -> safe, caches the answer for the life o
 and, when the bucket has no exact record, records it as pending (once per key per process) so
 `flashgen tune --pending` can tune what real workloads used.
 
-This function must never fail an attention call: if SQLAlchemy is missing (the GPU machine has
-none unless carried), the database cannot be opened, or any query fails, it returns the space's
-default config and logs at debug level. After one failure to open the database the process stops
-trying until `set_db()` or `clear_cache()`, so an unreachable server costs one timeout, not one
-per shape.
+This function must never fail or stall an attention call because of the database:
+- its connection waits at most a few milliseconds for a lock another process holds (a tuner,
+  an import; `connect(runtime=True)`), and a couple of seconds to reach a server;
+- when the database cannot be opened (locked, corrupt, unreachable) or a query fails, the call
+  uses the fallback order without the database (the space's default, else the safe config),
+  and ONE warning per process and database names it; later faults log at debug level;
+- that fallback answer (and the implementation chosen with it) is not cached for good: the
+  same key asks the database again after RETRY_AFTER_S, and opening a database that failed is
+  retried after RETRY_AFTER_S, doubling with each consecutive failure up to MAX_RETRY_AFTER_S
+  (an unreachable server costs one connect timeout per retry, not one per call).
+Without SQLAlchemy (the GPU machine has none unless carried) the default is used, logged at
+debug level only: that is an installation choice, not a fault.
 
 Configuration: FLASHGEN_DB_URL (read when the database is first needed), `set_db(url)`.
 """
@@ -28,8 +35,10 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 import threading
+import time
 from typing import Any
 
 from .config import TileConfig
@@ -40,14 +49,36 @@ log = logging.getLogger(__name__)
 # Smallest legal tile: used only if the space module itself fails (it should never be needed).
 LAST_RESORT = TileConfig(16, 16, 2, 1)
 
-_cache: dict[tuple[KernelSpec, tuple[int, int]], TileConfig] = {}
-_sources: dict[tuple[KernelSpec, tuple[int, int]], str] = {}
-_pending_sent: set[tuple[KernelSpec, tuple[int, int]]] = set()
-_records: dict[tuple[KernelSpec, tuple[int, int]], Any] = {}  # the record found (TuningRecord)
+RETRY_AFTER_S = 30.0
+MAX_RETRY_AFTER_S = 600.0
+_clock = time.monotonic  # the retry clock (tests let time pass through it)
+_FALLING_BACK = "attention uses the untuned fallback configs meanwhile and asks the database again"
+
+Key = tuple[KernelSpec, tuple[int, int]]
+_cache: dict[Key, TileConfig] = {}
+_sources: dict[Key, str] = {}
+# Fallback answers given because of a database fault: (config, monotonic time to ask again).
+_degraded: dict[Key, tuple[TileConfig, float]] = {}
+_pending_sent: set[Key] = set()
+_records: dict[Key, Any] = {}  # the record found (TuningRecord)
 # (spec, bucket, cuda) -> (impl, ratio to the runner-up or None, where the choice came from)
-_impls: dict[tuple[KernelSpec, tuple[int, int], bool], tuple[str, float | None, str]] = {}
+ImplKey = tuple[KernelSpec, tuple[int, int], bool]
+ImplChoice = tuple[str, float | None, str]
+_impls: dict[ImplKey, ImplChoice] = {}
+# Choices made while the config key is degraded: (choice, when to ask again, as `_degraded`).
+_impls_degraded: dict[ImplKey, tuple[ImplChoice, float]] = {}
 _lock = threading.Lock()
-_state: dict = {"url": None, "db": None, "failed": False, "impl": None}
+# retry_at: when opening the database may be tried again (0: now; inf: never, no SQLAlchemy);
+# open_failures: consecutive failures to open it; warned: databases already warned about, by
+# process id (a forked child warns for itself).
+_state: dict = {
+    "url": None,
+    "db": None,
+    "impl": None,
+    "retry_at": 0.0,
+    "open_failures": 0,
+    "warned": set(),
+}
 
 
 def choose_config(spec: KernelSpec, seq_q: int, seq_k: int) -> TileConfig:
@@ -74,6 +105,9 @@ def impl_choice(spec: KernelSpec, seq_q: int, seq_k: int, cuda: bool):
     choice = _impls.get(key)
     if choice is not None:
         return choice
+    held = _impls_degraded.get(key)
+    if held is not None and _clock() < held[1]:
+        return held[0]
     forced = _state["impl"] or forced_impl()
     if forced is not None:
         choice = (forced, None, "forced")
@@ -85,7 +119,11 @@ def impl_choice(spec: KernelSpec, seq_q: int, seq_k: int, cuda: bool):
         else:
             gpu = _gpu_name() if cuda else None
             choice = (default_impl(gpu, spec.dtype), None, "default")
-    _impls[key] = choice
+    degraded = _degraded.get(key[:2])
+    if forced is None and degraded is not None:  # the database is at fault: ask again later
+        _impls_degraded[key] = (choice, degraded[1])
+    else:
+        _impls[key] = choice
     return choice
 
 
@@ -97,6 +135,7 @@ def set_impl(impl: str | None) -> None:
     with _lock:
         _state["impl"] = impl
         _impls.clear()
+        _impls_degraded.clear()
 
 
 def source_of(spec: KernelSpec, seq_q: int, seq_k: int) -> str | None:
@@ -124,8 +163,11 @@ def _clear() -> None:
     _sources.clear()
     _records.clear()
     _impls.clear()
+    _impls_degraded.clear()
+    _degraded.clear()
     _pending_sent.clear()
-    _state["failed"] = False
+    _state["retry_at"] = 0.0
+    _state["open_failures"] = 0
 
 
 def _close_db() -> None:
@@ -137,24 +179,63 @@ def _close_db() -> None:
 
 
 def _database():
-    """The shared TuningDB, opened on first need; None when it cannot be opened."""
+    """The shared TuningDB, opened on first need; None when it cannot be opened now."""
     if _state["db"] is not None and _state.get("pid") != os.getpid():
         # A forked child (DataLoader worker, multiprocessing) must not share the parent's
         # pooled connections: drop them without closing the parent's, open its own.
         with contextlib.suppress(Exception):
             _state["db"].engine.dispose(close=False)
         _state["db"] = None
-    if _state["db"] is not None or _state["failed"]:
+    if _state["db"] is not None or _clock() < _state["retry_at"]:
         return _state["db"]
     try:
         from .db import connect
-
-        _state["db"] = connect(_state["url"])
+    except ImportError as exc:
+        _state["retry_at"] = math.inf
+        log.debug("flashgen: no tuning database (%s), using default configs", exc)
+        return None
+    try:
+        _state["db"] = connect(_state["url"], runtime=True)
         _state["pid"] = os.getpid()
-    except Exception as exc:  # ImportError, DatabaseError, driver errors alike
-        _state["failed"] = True
-        log.debug("flashgen: tuning database unavailable, using default configs: %s", exc)
+        _state["open_failures"] = 0
+    except Exception as exc:  # DatabaseError, driver errors alike
+        failures = _state["open_failures"] = _state["open_failures"] + 1
+        wait = min(RETRY_AFTER_S * 2 ** (failures - 1), MAX_RETRY_AFTER_S)
+        _state["retry_at"] = _clock() + wait
+        problem = _short(exc)
+        if _database_name() not in problem:
+            problem = f"cannot open tuning database {_database_name()}: {problem}"
+        _warn_once(problem, f"{_FALLING_BACK} in {wait:.0f} s")
     return _state["db"]
+
+
+def _database_name() -> str:
+    from .db.urls import mask_url, resolve_url
+
+    return mask_url(resolve_url(_state["url"]))
+
+
+def _short(exc: BaseException) -> str:
+    """The first line of a driver error (no SQL, no parameters), the password masked."""
+    from .db.urls import resolve_url, scrub
+
+    text = str(getattr(exc, "orig", None) or exc).strip()
+    text = text.splitlines()[0] if text else type(exc).__name__
+    return scrub(text, resolve_url(_state["url"]))
+
+
+def _warn_once(problem: str, effect: str) -> None:
+    """One warning per process and database; the same database's later faults: debug."""
+    key = (os.getpid(), _database_name())
+    if key in _state["warned"]:
+        log.debug("flashgen: %s; %s", problem, effect)
+        return
+    _state["warned"].add(key)
+    log.warning(
+        "flashgen: %s; %s. Later faults of this database are logged at debug level only.",
+        problem,
+        effect,
+    )
 
 
 def _fallback(spec: KernelSpec) -> tuple[TileConfig, str]:
@@ -168,31 +249,56 @@ def _fallback(spec: KernelSpec) -> tuple[TileConfig, str]:
     return LAST_RESORT, "safe"
 
 
-def _miss(key: tuple[KernelSpec, tuple[int, int]]) -> TileConfig:
+def _miss(key: Key) -> TileConfig:
     spec, bucket = key
     with _lock:
         config = _cache.get(key)
         if config is not None:
             return config
-        source = "default"
+        degraded = _degraded.get(key)
+        if degraded is not None and _clock() < degraded[1]:
+            return degraded[0]
+        db = _database()
+        if db is None and _state["retry_at"] == math.inf:  # no SQLAlchemy: final answer
+            config, source = _fallback(spec)
+            _cache[key], _sources[key] = config, source
+            return config
+        if db is None:
+            return _degrade(key, "no database")
         try:
-            db = _database()
-            if db is None:
-                config, source = _fallback(spec)
-            else:
-                found = db.lookup(spec, bucket[0], bucket[1])
-                config, source = found.config, found.source
-                _records[key] = found.record
-                if source != "exact" and key not in _pending_sent:
-                    _pending_sent.add(key)
-                    db.record_pending(spec, bucket, _gpu_name())
+            found = db.lookup(spec, bucket[0], bucket[1])
         except Exception as exc:  # the attention call must go on
-            log.debug("flashgen: tuning lookup for %s %s failed: %s", spec.uri(), bucket, exc)
-            if config is None:
-                config, source = _fallback(spec)
+            _warn_once(
+                f"tuning database {db.url_safe}: lookup failed: {_short(exc)}",
+                f"{_FALLING_BACK} in {RETRY_AFTER_S:.0f} s",
+            )
+            return _degrade(key, "lookup failed")
+        config, source = found.config, found.source
+        _records[key] = found.record
+        if source != "exact" and key not in _pending_sent:
+            _pending_sent.add(key)
+            try:
+                db.record_pending(spec, bucket, _gpu_name())
+            except Exception as exc:  # the lookup's answer stands; only the note is lost
+                _warn_once(
+                    f"tuning database {db.url_safe}: recording shape {bucket[0]}x{bucket[1]} "
+                    f"as pending failed: {_short(exc)}",
+                    "the config it found is used; `flashgen tune --pending` will not see this "
+                    "shape",
+                )
         _cache[key] = config
         _sources[key] = source
+        _degraded.pop(key, None)
         return config
+
+
+def _degrade(key: Key, why: str) -> TileConfig:
+    """The fallback order without the database, remembered until the key may ask again."""
+    config, source = _fallback(key[0])
+    _degraded[key] = (config, _clock() + RETRY_AFTER_S)
+    _sources[key] = source
+    log.debug("flashgen: %s for %s %s: %s config", why, key[0].uri(), key[1], source)
+    return config
 
 
 def _gpu_name() -> str:

@@ -18,12 +18,14 @@ __all__ = ["connect", "default_url", "mask_url", "resolve_url", "TuningDB", "Dat
 _lock = threading.Lock()
 
 
-def connect(url: str | None = None, *, shipped_dir=None):
-    """A `TuningDB` on `url` (resolved as above), migrated to the current schema."""
+def connect(url: str | None = None, *, shipped_dir=None, runtime: bool = False):
+    """A `TuningDB` on `url` (resolved as above), migrated to the current schema.
+
+    `runtime=True` for the attention path: short lock and connect timeouts (see `TuningDB`)."""
     from .repository import TuningDB
 
     with _lock:  # migrating twice from two threads of one process is wasted work
-        return TuningDB(resolve_url(url), shipped_dir=shipped_dir)
+        return TuningDB(resolve_url(url), shipped_dir=shipped_dir, runtime=runtime)
 
 
 def __getattr__(name: str):

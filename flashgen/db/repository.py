@@ -46,7 +46,12 @@ from .shipped import shipped_records
 from .urls import mask_url, scrub
 
 log = logging.getLogger(__name__)
+# The tuner's and the CLI's writers wait out each other's locks (FACTS.md: eight SQLite writers
+# need a long busy timeout). The attention path must not: a model waits at most a few
+# milliseconds for a lock another process holds, then falls back (`flashgen.dispatch`).
 SQLITE_BUSY_TIMEOUT_S = 30
+RUNTIME_LOCK_TIMEOUT_MS = 10
+RUNTIME_CONNECT_TIMEOUT_S = 2  # libpq's smallest
 _RECORDS = cast(Table, RecordRow.__table__)
 _TRIALS = cast(Table, TrialRow.__table__)
 _PENDING = cast(Table, PendingRow.__table__)
@@ -72,23 +77,25 @@ def _utc(value: _dt.datetime) -> _dt.datetime:
     return value.astimezone(_dt.timezone.utc)
 
 
-def _sqlite_engine(url) -> Engine:
+def _sqlite_engine(url, busy_timeout_ms: int) -> Engine:
     database = url.database
     if database and database != ":memory:" and not database.startswith("file:"):
         Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
-    engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S})
+    engine = create_engine(url, connect_args={"timeout": busy_timeout_ms / 1000})
+    # Switching to WAL may meet a lock; the tuner retries for a while, the runtime does not.
+    wal_attempts = 50 if busy_timeout_ms >= 1000 else 1
 
     @event.listens_for(engine, "connect")
     def _pragmas(dbapi_conn, _record):
         cursor = dbapi_conn.cursor()
-        cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_S * 1000}")
-        _enable_wal(cursor)
+        cursor.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+        _enable_wal(cursor, wal_attempts)
         cursor.close()
 
     return engine
 
 
-def _enable_wal(cursor) -> None:
+def _enable_wal(cursor, attempts: int) -> None:
     """Switch the file to WAL (persistent, so usually already done). Switching needs a moment
     of exclusive access, which many processes opening a new file at once may not get at first:
     retry briefly, and if it still fails carry on in rollback-journal mode (slower, still safe)."""
@@ -97,31 +104,35 @@ def _enable_wal(cursor) -> None:
 
     if cursor.execute("PRAGMA journal_mode").fetchone()[0] in ("wal", "memory"):
         return
-    for _ in range(50):
+    for attempt in range(attempts):
         try:
             cursor.execute("PRAGMA journal_mode = WAL")
             return
         except sqlite3.OperationalError as exc:
             last = exc
-            time.sleep(0.1)
+            if attempt + 1 < attempts:
+                time.sleep(0.1)
     log.debug("could not switch SQLite to WAL, staying in journal mode: %s", last)
 
 
-def _make_engine(url: str) -> Engine:
+def _make_engine(url: str, runtime: bool = False) -> Engine:
     parsed = make_url(url)
     backend = parsed.get_backend_name()
     if backend == "sqlite":
-        return _sqlite_engine(parsed)
+        busy_ms = RUNTIME_LOCK_TIMEOUT_MS if runtime else SQLITE_BUSY_TIMEOUT_S * 1000
+        return _sqlite_engine(parsed, busy_ms)
     if backend == "postgresql":
         if "+" not in parsed.drivername and not _importable("psycopg") and _importable("psycopg2"):
             # SQLAlchemy 2.1 maps a bare postgresql:// to psycopg 3; use psycopg2 when only it exists.
             parsed = parsed.set(drivername="postgresql+psycopg2")
-        connect_args = {}
-        if (
-            parsed.get_driver_name() in ("psycopg2", "psycopg")
-            and "connect_timeout" not in parsed.query
-        ):
-            connect_args["connect_timeout"] = 10
+        connect_args: dict = {}
+        if parsed.get_driver_name() in ("psycopg2", "psycopg"):
+            if "connect_timeout" not in parsed.query:
+                connect_args["connect_timeout"] = RUNTIME_CONNECT_TIMEOUT_S if runtime else 10
+            if runtime and "options" not in parsed.query:
+                # Reads never wait under MVCC; this bounds the pending-shape upsert and a
+                # first-use migration behind another process's lock.
+                connect_args["options"] = f"-c lock_timeout={RUNTIME_LOCK_TIMEOUT_MS}"
         return create_engine(parsed, pool_pre_ping=True, connect_args=connect_args)
     raise DatabaseError(
         f"unsupported database {backend!r}: flashgen supports sqlite and postgresql"
@@ -131,12 +142,16 @@ def _make_engine(url: str) -> Engine:
 class TuningDB:
     """Repository over one database URL (see the module docstring for the contract)."""
 
-    def __init__(self, url: str, *, shipped_dir=None) -> None:
+    def __init__(self, url: str, *, shipped_dir=None, runtime: bool = False) -> None:
+        """`runtime=True`: the attention path's connection, which waits at most
+        RUNTIME_LOCK_TIMEOUT_MS for another process's lock (SQLite busy timeout, PostgreSQL
+        lock_timeout) and RUNTIME_CONNECT_TIMEOUT_S to reach a server; the tuner and the CLI
+        keep long waits, so that concurrent writers queue instead of failing."""
         self._url = url
         self.url_safe = mask_url(url)
         self._shipped_dir = shipped_dir
         try:
-            self.engine = _make_engine(url)
+            self.engine = _make_engine(url, runtime)
             self.dialect = self.engine.dialect.name
             migrate.upgrade(self.engine)
         except DatabaseError:
