@@ -9,6 +9,8 @@
 #   benchmarks/h200_run.sh tunegrid vendorgrid llama   # issue 15: a short `flashgen tune` of the
 #       grid's specs (with the SDPA comparison), then the op vs every SDPA backend on the grid
 #       (benchmarks/vendor_grid.py) and the Llama block vs Inductor, both on that database
+#   benchmarks/h200_run.sh hoppertests hopper   # issue 13: the Hopper Gluon forward's GPU tests,
+#       then benchmarks/hopper_probe.py (check + timing of the shipped configs vs cuDNN/FA2)
 set -uo pipefail
 : "${OUT:?set OUT}"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site \
@@ -53,6 +55,12 @@ for step in "$@"; do
     vendortests)
         timeout 90 python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_vendor.py \
             tests/test_tune.py -k "sdpa or routes" 2>&1 | tail -8 ;;
+    hoppertests)
+        timeout 150 python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_hopper.py \
+            2>&1 | tail -8 ;;
+    hopper)
+        timeout 120 python3 benchmarks/hopper_probe.py check shipped 2>&1 | tail -3
+        timeout 200 python3 benchmarks/hopper_probe.py bench shipped 2>&1 | tail -16 ;;
     *) echo "unknown step $step"; exit 2 ;;
     esac
     echo "== $step done rc=$? $(date -u +%H:%M:%S)"

@@ -51,8 +51,16 @@ def template_context(spec: KernelSpec) -> dict:
     }
 
 
-def render(spec: KernelSpec) -> str:
-    """The generated Triton source for `spec` (what `flashgen kernel` prints)."""
+def render(spec: KernelSpec, family: str = "portable") -> str:
+    """The generated source for `spec` (what `flashgen kernel` prints): the portable Triton
+    family, or the Hopper Gluon family (`flashgen.hopper`, forward only)."""
+    if family == "hopper":
+        from . import hopper
+
+        template = _environment().get_template(hopper.TEMPLATE)
+        return template.render(**hopper.template_context(spec))
+    if family != "portable":
+        raise ValueError(f"unknown kernel family {family!r}")
     template = _environment().get_template(TEMPLATE_FOR_DIRECTION[spec.direction])
     return template.render(**template_context(spec))
 
@@ -87,8 +95,8 @@ def kernel_path(spec: KernelSpec, source: str):
 
 
 @functools.cache
-def _load(spec: KernelSpec, interpret: bool) -> ModuleType:
-    source = render(spec)
+def _load(spec: KernelSpec, interpret: bool, family: str = "portable") -> ModuleType:
+    source = render(spec, family)
     path = kernel_path(spec, source)
     if not path.exists() or path.read_text() != source:
         write_atomic(path, source)
@@ -104,3 +112,8 @@ def _load(spec: KernelSpec, interpret: bool) -> ModuleType:
 def load(spec: KernelSpec) -> ModuleType:
     """The imported kernel module for `spec` (rendered and written on first use)."""
     return _load(spec, interpret_mode())
+
+
+def load_family(spec: KernelSpec, family: str) -> ModuleType:
+    """`load` for a named kernel family ("portable" or "hopper")."""
+    return _load(spec, interpret_mode(), family)

@@ -11,6 +11,10 @@ descriptor version measured 5-8% faster (../shared/anchors), and TMA's zero fill
 ragged-edge masks. It needs 16-byte aligned bases and strides, so anything else (and any
 pre-Hopper GPU) takes the pointer kernel. FLASHGEN_FWD_TMA=0 forces pointers, =1 forces
 descriptors (also in the CPU interpreter, which is how the tests cover that path).
+
+On an sm_90 GPU a second family, the warp-specialised Gluon kernel of `flashgen.hopper`, takes
+the specs where it measured faster (`hopper.choose` says which, and logs why not); an explicit
+`config` always means the portable family.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import math
 
 import torch
 
-from . import tma
+from . import hopper, tma
 from .codegen import load
 from .dispatch import choose_config
 from .spec import dtype_name, spec_for
@@ -52,6 +56,9 @@ def forward(q, k, v, *, causal: bool, scale: float | None, config=None):
     if scale is None:
         scale = 1.0 / math.sqrt(dim)
     spec = spec_for(dim, causal, dtype_name(q.dtype), "fwd")
+    if config is None and hopper.choose(spec, q, k, v, sq):
+        hopper.forward(q, k, v, out, lse, scale=scale, spec=spec)
+        return out, lse
     if config is None:
         config = choose_config(spec, sq, sk)
     module = load(spec)

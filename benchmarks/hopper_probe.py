@@ -1,0 +1,260 @@
+"""H200 probe of the Hopper Gluon forward (templates/attn_fwd_hopper.py.jinja), kernel alone.
+
+`check`: out/LSE against a float64 reference for every config in CFGS (odd lengths, causal both
+ways, GQA, fp16/bf16, [B, S, H, D] strided inputs, Sq != Sk both ways). `regs`: registers,
+spills and shared bytes of each compiled config. `bench`: TFLOP/s of the configs side by side
+with SDPA's cuDNN and FLASH backends over the 12-shape grid plus GQA 32/8 (medians of 3 rounds
+of do_bench medians). JSON under $OUT. Usage: python3 benchmarks/hopper_probe.py check|regs|bench
+(RESULTS.md, "Hopper Gluon forward").
+"""
+
+import json
+import math
+import os
+import pathlib
+import sys
+
+import torch
+import torch.nn.functional as F
+import triton
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+from flashgen.codegen import load_family  # noqa: E402
+from flashgen.spec import KernelSpec, dtype_name  # noqa: E402
+
+OUT = pathlib.Path(os.environ.get("OUT", "/tmp/out"))
+LOG2E = 1.4426950408889634
+
+
+def module(head_dim, causal, dtype):
+    return load_family(KernelSpec(head_dim, causal, dtype_name(dtype), "fwd"), "hopper")
+
+
+def prepare(q, k, v, causal, cfg, scale=None):
+    bm, bn, nb, w, maxnreg, nc, pp = cfg
+    B, H, SQ, D = q.shape
+    HK, SK = k.shape[1], k.shape[2]
+    out = torch.empty((B, H, SQ, D), dtype=q.dtype, device=q.device)
+    lse = torch.empty((B, H, SQ), dtype=torch.float32, device=q.device)
+    gdt = {torch.bfloat16: gl.bfloat16, torch.float16: gl.float16}[q.dtype]
+
+    def desc(t, rows):
+        lay = gl.NVMMASharedLayout.get_default_for([1, 1, rows, D], gdt)
+        return TensorDescriptor(t, list(t.shape), list(t.stride()), [1, 1, rows, D], lay)
+
+    descs = (desc(q, bm // nc), desc(k, bn), desc(v, bn), desc(out, bm // nc))
+    scale = 1.0 / math.sqrt(D) if scale is None else scale
+    mod = module(D, causal, q.dtype)
+    grid = (triton.cdiv(SQ, bm) * B * H,)
+
+    def launch():
+        return mod.attn_fwd_ws[grid](
+            *descs,
+            lse,
+            H,
+            H // HK,
+            SQ,
+            SK,
+            scale * LOG2E,
+            BLOCK_M=bm,
+            BLOCK_N=bn,
+            NUM_BUF=nb,
+            NUM_CONSUMERS=nc,
+            PINGPONG=pp,
+            num_warps=w,
+            maxnreg=maxnreg,
+        )
+
+    return launch, out, lse
+
+
+def reference(q, k, v, causal):
+    B, H, SQ, D = q.shape
+    g = H // k.shape[1]
+    kk = k.double().repeat_interleave(g, 1)
+    vv = v.double().repeat_interleave(g, 1)
+    s = (q.double() @ kk.transpose(-1, -2)) / math.sqrt(D)
+    if causal:
+        i = torch.arange(SQ, device=q.device)[:, None]
+        j = torch.arange(k.shape[2], device=q.device)[None, :]
+        s = s.masked_fill(j > i, float("-inf"))
+    return torch.softmax(s, -1) @ vv, torch.logsumexp(s, -1)
+
+
+# (BLOCK_M, BLOCK_N, NUM_BUF, num_warps, maxnreg, NUM_CONSUMERS, PINGPONG)
+CFGS = {
+    64: [
+        (128, 128, 3, 4, 168, 2, False),
+        (128, 128, 3, 4, 168, 2, True),
+        (256, 64, 3, 4, 168, 2, True),
+        (64, 128, 3, 4, 128, 1, False),
+    ],
+    128: [
+        (128, 128, 2, 4, 168, 2, False),
+        (128, 128, 2, 4, 168, 2, True),
+        (128, 64, 3, 4, 168, 2, True),
+        (64, 64, 2, 4, 128, 1, False),
+        (128, 128, 2, 8, 168, 1, False),
+    ],
+}
+
+
+def check():
+    torch.manual_seed(0)
+    cases = []
+    for D in (64, 128):
+        for dtype in (torch.bfloat16, torch.float16):
+            for causal in (False, True):
+                cases.append((2, 4, 2, 1000, 1000, D, dtype, causal, False))
+        cases.append((1, 8, 2, 777, 777, D, torch.bfloat16, True, False))  # GQA 4, odd
+        cases.append((1, 4, 4, 129, 300, D, torch.bfloat16, False, False))  # cross, ragged
+        cases.append((1, 4, 4, 300, 129, D, torch.bfloat16, True, False))  # causal SQ > SK
+        cases.append((2, 4, 4, 513, 513, D, torch.bfloat16, True, True))  # [B,S,H,D] strided
+        cases.append((1, 2, 2, 1, 1, D, torch.float16, True, False))  # single row
+    rows = []
+    for B, H, HK, SQ, SK, D, dtype, causal, strided in cases:
+        if strided:
+            q = torch.randn(B, SQ, H, D, device="cuda", dtype=dtype).transpose(1, 2)
+            k = torch.randn(B, SK, HK, D, device="cuda", dtype=dtype).transpose(1, 2)
+            v = torch.randn(B, SK, HK, D, device="cuda", dtype=dtype).transpose(1, 2)
+        else:
+            q = torch.randn(B, H, SQ, D, device="cuda", dtype=dtype)
+            k = torch.randn(B, HK, SK, D, device="cuda", dtype=dtype)
+            v = torch.randn(B, HK, SK, D, device="cuda", dtype=dtype)
+        ro, rl = reference(q, k, v, causal)
+        # SDPA math in the same dtype: the error a same-precision kernel is expected to have.
+        for cfg in CFGS[D] if dtype == torch.bfloat16 else CFGS[D][1:2]:
+            launch, out, lse = prepare(q, k, v, causal, cfg)
+            launch()
+            torch.cuda.synchronize()
+            err = (out.double() - ro).abs().max().item()
+            lerr = (lse.double() - rl).abs().max().item()
+            row = dict(
+                case=[B, H, HK, SQ, SK, D, str(dtype), causal, strided],
+                cfg=cfg,
+                out_err=err,
+                lse_err=lerr,
+                ok=bool(err < 2e-2 and lerr < 1e-3 and torch.isfinite(out).all().item()),
+            )
+            rows.append(row)
+            print(row, flush=True)
+    (OUT / "check.json").write_text(json.dumps(rows, indent=1))
+    print("ALL OK" if all(r["ok"] for r in rows) else "FAILURES", flush=True)
+
+
+def bench():
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    from flashgen.fwd import forward
+
+    os.environ["FLASHGEN_FWD_FAMILY"] = "hopper"
+    shapes = []
+    for D, H in ((128, 16), (64, 32)):
+        for B, N in ((16, 1024), (4, 4096), (1, 16384)):
+            for causal in (False, True):
+                shapes.append((B, H, H, N, D, causal))
+    shapes += [(4, 32, 8, 4096, 128, False), (4, 32, 8, 4096, 128, True)]
+    rows = []
+    for B, H, HK, N, D, causal in shapes:
+        q = torch.randn(B, H, N, D, device="cuda", dtype=torch.bfloat16)
+        k = torch.randn(B, HK, N, D, device="cuda", dtype=torch.bfloat16)
+        v = torch.randn(B, HK, N, D, device="cuda", dtype=torch.bfloat16)
+        flops = 4 * B * H * N * N * D / (2 if causal else 1)
+        fns = {}
+        for name, be in (
+            ("cudnn", SDPBackend.CUDNN_ATTENTION),
+            ("fa2", SDPBackend.FLASH_ATTENTION),
+        ):
+
+            def f(be=be, qkv=(q, k, v), causal=causal, gqa=HK != H):
+                with sdpa_kernel(be):
+                    return F.scaled_dot_product_attention(*qkv, is_causal=causal, enable_gqa=gqa)
+
+            fns[name] = f
+        for cfg in CFGS[D]:
+            launch, out, lse = prepare(q, k, v, causal, cfg)
+            fns["ws" + str(cfg)] = launch
+        # The integrated path: flashgen.fwd.forward with the Hopper family forced (host
+        # descriptor building and the family choice included).
+        fns["flashgen_fwd_hopper"] = lambda qkv=(q, k, v), causal=causal: forward(
+            *qkv, causal=causal, scale=None
+        )
+        res = {}
+        for _round in range(3):
+            for name, f in fns.items():
+                try:
+                    ms = triton.testing.do_bench(f, warmup=25, rep=100, return_mode="median")
+                    res.setdefault(name, []).append(flops / ms / 1e9)
+                except Exception as e:
+                    res.setdefault(name, []).append(None)
+                    print(name, "FAIL", repr(e)[:300])
+        med = {
+            n: sorted(x for x in v_ if x is not None)[len(v_) // 2]
+            if all(x is not None for x in v_)
+            else None
+            for n, v_ in res.items()
+        }
+        ws = {n: t for n, t in med.items() if n.startswith("ws") and t}
+        best = max(ws, key=ws.get) if ws else None
+        row = dict(
+            shape=[B, H, HK, N, D, causal],
+            tflops=med,
+            runs=res,
+            best=best,
+            ratio_cudnn=(ws[best] / med["cudnn"]) if best and med.get("cudnn") else None,
+        )
+        rows.append(row)
+        print(
+            json.dumps(
+                dict(
+                    shape=row["shape"],
+                    med={k_: round(x, 1) if x else x for k_, x in med.items()},
+                    ratio=row["ratio_cudnn"],
+                )
+            ),
+            flush=True,
+        )
+        (OUT / "bench.json").write_text(json.dumps(rows, indent=1))
+    rs = [r["ratio_cudnn"] for r in rows if r["ratio_cudnn"]]
+    print(
+        "geomean vs cudnn", math.exp(sum(map(math.log, rs)) / len(rs)), "min", min(rs), flush=True
+    )
+
+
+def regs():
+    info = []
+    for D in (64, 128):
+        for causal in (False, True):
+            for cfg in CFGS[D]:
+                q = torch.randn(1, 1, 256, D, device="cuda", dtype=torch.bfloat16)
+                launch, out, lse = prepare(q, q, q, causal, cfg)
+                kk = launch()
+                torch.cuda.synchronize()
+                if kk is not None:
+                    kk._init_handles()
+                    info.append(
+                        dict(
+                            D=D,
+                            causal=causal,
+                            cfg=cfg,
+                            n_regs=kk.n_regs,
+                            n_spills=kk.n_spills,
+                            shared=kk.metadata.shared,
+                        )
+                    )
+    print(info, flush=True)
+    (OUT / "regs.json").write_text(json.dumps(info, indent=1))
+
+
+if __name__ == "__main__":
+    OUT.mkdir(parents=True, exist_ok=True)
+    if sys.argv[2:] == ["shipped"]:  # only flashgen.hopper.CONFIGS, the configs that ship
+        from flashgen.hopper import CONFIGS
+
+        CFGS = {
+            d: [(c.block_m, c.block_n, c.num_buf, c.num_warps, c.maxnreg, c.consumers, c.pingpong)]
+            for d, c in CONFIGS.items()
+        }
+    {"check": check, "bench": bench, "regs": regs}[sys.argv[1]]()
