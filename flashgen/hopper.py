@@ -11,8 +11,9 @@ head dim 128, 16-byte aligned q/k/v (TMA), and not causal below 2048 query rows.
 renders and is correct but measured slower than the portable family on the H200, as did
 causal at 1k query rows (benchmarks/RESULTS.md, "Hopper Gluon forward"): those keep the
 portable kernel. Every other case keeps the portable family too (FLASHGEN_FWD_TMA=0 as well:
-this family is TMA-only), and the reason is logged once per spec. FLASHGEN_FWD_FAMILY=portable forces the portable family; =hopper takes this one
-wherever it can run (head dim 64 included), logging why where it cannot.
+this family is TMA-only), and the reason is logged once per spec. FLASHGEN_FWD_FAMILY=portable
+forces the portable family; =hopper takes this one wherever it can run (head dim 64 included),
+logging why where it cannot.
 
 Tile configuration is fixed per head dim (`CONFIGS`), not yet tuned: the tuner's search space
 and the database cover the portable family only. An explicit portable `config` passed to
