@@ -64,9 +64,12 @@ class HopperConfig:
         return tiles + 8 * (self.consumers + 4 * self.num_buf + 2)
 
 
-# Measured on the H200 (RESULTS.md): two consumers of 64 rows, 128-key tiles, two ring slots.
+# The best measured on the H200 (RESULTS.md, "Hopper Gluon forward"). Head dim 128: two
+# consumers of 64 rows, 128-key tiles, two ring slots (run 2). Head dim 64 (only when forced):
+# one consumer warpgroup of 64 rows, two programs per SM (run 1, all six grid shapes; run 2 at
+# 1k within 1% of the best of four).
 CONFIGS = {
-    64: HopperConfig(128, 128, 3, 2, 4, 168, False),
+    64: HopperConfig(64, 128, 3, 1, 4, 128, False),
     128: HopperConfig(128, 128, 2, 2, 4, 168, False),
 }
 
@@ -206,3 +209,49 @@ def forward(q, k, v, out, lse, *, scale: float, spec, config: HopperConfig | Non
         NUM_CONSUMERS=cfg.consumers, PINGPONG=cfg.pingpong,
         num_warps=cfg.num_warps, maxnreg=cfg.maxnreg,
     )  # fmt: skip
+
+
+def compile_for_sm90(spec, cfg: HopperConfig | None = None) -> dict:
+    """Compile the rendered kernel ahead of time for sm_90, no GPU needed, with the launch's
+    specialisation; returns {"shared": bytes, "ptx": text}. Must run in a process that imported
+    Triton without TRITON_INTERPRET=1: there Gluon's own jit helpers (gl.cdiv, gl.max, ...)
+    are interpreter wrappers the compiler refuses."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon._runtime import GluonASTSource
+
+    from .codegen import load_family
+
+    cfg = cfg or CONFIGS[spec.head_dim]
+    short = {"bfloat16": "bf16", "float16": "fp16"}[spec.dtype]
+
+    def desc(rows):
+        block = [1, 1, rows, spec.head_dim]
+        layout = gl.NVMMASharedLayout.get_default_for(block, getattr(gl, spec.dtype))
+        return f"tensordesc<{short}{block},{layout!r}>"
+
+    rows_q = cfg.block_m // cfg.consumers
+    signature = {
+        "desc_q": desc(rows_q), "desc_k": desc(cfg.block_n), "desc_v": desc(cfg.block_n),
+        "desc_o": desc(rows_q), "Lse": "*fp32", "H": "i32", "GROUP": "i32", "SEQ_Q": "i32",
+        "SEQ_K": "i32", "qk_scale": "fp32", "BLOCK_M": "constexpr", "BLOCK_N": "constexpr",
+        "NUM_BUF": "constexpr", "NUM_CONSUMERS": "constexpr", "PINGPONG": "constexpr",
+        "num_warps": "constexpr",
+    }  # fmt: skip
+    constexprs = {
+        "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "NUM_BUF": cfg.num_buf,
+        "NUM_CONSUMERS": cfg.consumers, "PINGPONG": cfg.pingpong, "num_warps": cfg.num_warps,
+    }  # fmt: skip
+    source = GluonASTSource(
+        fn=load_family(spec, "hopper").attn_fwd_ws,
+        signature=signature,
+        constexprs=constexprs,
+        attrs={(4,): [["tt.divisibility", 16]]},  # Lse: the JIT's 16-byte pointer specialisation
+    )
+    kernel = triton.compile(
+        source,
+        target=GPUTarget("cuda", 90, 32),
+        options={"num_warps": cfg.num_warps, "maxnreg": cfg.maxnreg},
+    )
+    return {"shared": kernel.metadata.shared, "ptx": kernel.asm["ptx"]}
