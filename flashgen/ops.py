@@ -128,13 +128,14 @@ def attention(
 
     `causal` is SDPA's is_causal (top-left aligned), `scale` defaults to 1/sqrt(D), GQA when
     Hq is a multiple of Hkv. Differentiable in q, k and v. Raises ValueError (naming the
-    argument) for inputs the kernels do not support.
+    argument) for inputs the kernels do not support, and RuntimeError for CPU tensors when
+    Triton's interpreter is off (TRITON_INTERPRET=1 runs the kernels on the CPU).
 
     `impl` None runs the faster implementation for this shape: flashgen's kernels or one of
     PyTorch's SDPA backends, by the tuning records and defaults (`flashgen.vendor`); a name from
     `flashgen.impls.IMPLS` ("flashgen", "sdpa_cudnn", ...) forces that one.
     """
-    from .validate import check_inputs
+    from .validate import check_inputs, check_kernel_device
     from .vendor import route
 
     scale = check_inputs(q, k, v, causal=causal, scale=scale)
@@ -142,6 +143,7 @@ def attention(
         out = route(q, k, v, causal, scale, impl)
         if out is not None:
             return out
+    check_kernel_device(q.device)
     out, _lse = torch.ops.flashgen.attention_fwd(q, k, v, causal, scale)
     return out
 

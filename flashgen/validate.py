@@ -83,3 +83,24 @@ def check_inputs(q, k, v, *, causal, scale) -> float:
     if not (math.isfinite(scale) and scale > 0.0):
         raise ValueError(f"scale must be a positive finite float, got {scale!r}")
     return scale
+
+
+def check_kernel_device(device) -> None:
+    """flashgen's Triton kernels run on CUDA tensors, or on CPU tensors in Triton's interpreter.
+
+    Why check here: anything else fails deep inside Triton with "0 active drivers", which does
+    not say what to do. Called where flashgen's own kernels are about to be chosen (an SDPA
+    backend forced with `impl=` may still take CPU tensors), and by the compile backend, which
+    then leaves the site to Inductor.
+    """
+    from .paths import interpret_mode
+
+    kind = getattr(device, "type", str(device))
+    if kind == "cuda" or interpret_mode():
+        return
+    raise RuntimeError(
+        f"flashgen's Triton kernels need CUDA tensors; got {kind} tensors and TRITON_INTERPRET "
+        "is not set. Move q, k and v to a CUDA GPU, or, to run on the CPU (tests), set "
+        "TRITON_INTERPRET=1 in the environment before triton is imported (Triton's interpreter: "
+        "correct but slow)"
+    )

@@ -103,11 +103,12 @@ def check_mha(m: Match) -> None:
         raise Skip("kdim/vdim different from embed_dim are not supported")
     d = e // heads
     shaped = [t.unflatten(-1, (heads, d)).permute(1, 2, 0, 3).contiguous() for t in (q, k, v)]
-    from ..validate import check_inputs
+    from ..validate import check_inputs, check_kernel_device
 
     try:
         scale = check_inputs(*shaped, causal=m.causal, scale=None)
-    except ValueError as err:
+        check_kernel_device(q.device)
+    except (ValueError, RuntimeError) as err:
         raise Skip(f"the flashgen kernels do not take this site: {err}") from err
     m.scale = scale
     m.site.scale, m.site.causal = scale, m.causal

@@ -77,11 +77,12 @@ def check_match(m: Match) -> None:
     m.contiguous = [t.stride(-1) != 1 for t in operands]
     operands = [t.contiguous() if c else t for t, c in zip(operands, m.contiguous, strict=True)]
     group = max(_hint(operands[0].shape[1]) // max(_hint(operands[1].shape[1]), 1), 1)
-    from ..validate import check_inputs
+    from ..validate import check_inputs, check_kernel_device
 
     try:
         check_inputs(*operands, causal=m.causal, scale=None)
-    except ValueError as e:
+        check_kernel_device(q.device)
+    except (ValueError, RuntimeError) as e:
         raise Skip(f"the flashgen kernels do not take this site: {e}") from e
     # Decisions that add guards come last, once everything else passed.
     hd = int(d)
