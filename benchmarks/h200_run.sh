@@ -52,9 +52,13 @@ for step in "$@"; do
     llama)
         FLASHGEN_DB_URL="$GRID_DB" timeout 75 python3 examples/backend_speed.py \
             --styles llama_sdpa --seqs 2048 --out "$OUT/backend_speed_llama.json" ;;
+    llamashapes)  # the Llama block's attention (GQA 16/4, hd64) alone, 3 rounds
+        FLASHGEN_DB_URL="$GRID_DB" timeout 40 python3 benchmarks/vendor_grid.py --rounds 3 \
+            --shapes "4,16,4,2048,64;4,16,16,2048,64" --out "$OUT/vendor_llama_shapes.json" \
+            2>&1 | grep -v Warning | grep -v "return scaled" ;;
     vendortests)
-        timeout 40 python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_vendor.py 2>&1 \
-            | tail -8 ;;
+        timeout 40 python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_vendor.py \
+            > "$OUT/vendortests.txt" 2>&1; tail -8 "$OUT/vendortests.txt" ;;
     hoppertests)
         timeout 150 python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_hopper.py \
             2>&1 | tail -8 ;;

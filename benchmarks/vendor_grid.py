@@ -69,8 +69,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--rep", type=int, default=40, help="do_bench rep in ms (warmup: a quarter)")
     ap.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16"])
+    ap.add_argument(
+        "--shapes", default=None, metavar="B,HQ,HKV,N,D[;...]",
+        help="shapes to time instead of the grid (e.g. '4,16,4,2048,64' for the Llama block's)",
+    )  # fmt: skip
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
+    grid = GRID
+    if args.shapes:
+        grid = [tuple(int(x) for x in shape.split(",")) for shape in args.shapes.split(";")]
     if not torch.cuda.is_available():
         print("needs a CUDA GPU", file=sys.stderr)
         return 2
@@ -81,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
 
     dtype = getattr(torch, args.dtype)
     rows = []
-    for batch, hq, hkv, n, d in GRID:
+    for batch, hq, hkv, n, d in grid:
         for causal in (False, True):
             gen = torch.Generator(device="cuda").manual_seed(0)
             q = torch.randn(batch, hq, n, d, generator=gen, device="cuda", dtype=dtype)
