@@ -16,7 +16,7 @@ set -uo pipefail
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site \
     .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
-GRID_DB="sqlite:////tmp/flashgen-h200-grid.sqlite3"
+GRID_DB="${GRID_DB:-sqlite:////tmp/flashgen-h200-grid.sqlite3}"
 python3 -c "import torch, triton; print(torch.cuda.get_device_name(), torch.__version__, triton.__version__)"
 for step in "$@"; do
     echo "== $step $(date -u +%H:%M:%S)"
