@@ -132,8 +132,9 @@ def impl_choice(spec: KernelSpec, seq_q: int, seq_k: int, cuda: bool):
 def decisive(rec) -> bool:
     """Whether a record's winner overrides the defaults: it must come from a comparison, and
     flashgen must have won by at least FLASHGEN_MARGIN. A closer call is within the timing
-    noise (the same cuDNN kernel read 0.98-1.07x of itself across one H200 run, RESULTS.md run
-    10), and the SDPA backend is what the user had without flashgen: ties go to the vendor."""
+    noise (on the H200 the op calling cuDNN read 0.98-1.07x of cuDNN called directly across one
+    grid, benchmarks/RESULTS.md run 10), and the SDPA backend is what the user had without
+    flashgen: ties go to the vendor."""
     if not getattr(rec, "compared", False):
         return False
     return rec.impl != FLASHGEN or rec.impl_ratio >= FLASHGEN_MARGIN
