@@ -82,10 +82,7 @@ def route(q, k, v, causal: bool, scale: float, impl: str | None = None):
         chosen = check_impl(impl)
     if chosen == FLASHGEN:
         return None
-    key = (chosen, dtype_name(q.dtype), _hint(q.shape[3]), causal,
-           shape_bucket(_hint(q.shape[2]) or 1, _hint(k.shape[2]) or 1),
-           q.shape[1] != k.shape[1], q.device.type)  # fmt: skip
-    if impl is None and key in _refused:
+    if impl is None and _refused and _refusal_key(chosen, q, k, causal) in _refused:
         return None
     try:
         return sdpa(q, k, v, causal=causal, scale=scale, impl=chosen)
@@ -95,8 +92,16 @@ def route(q, k, v, causal: bool, scale: float, impl: str | None = None):
                 f"impl={impl!r}: PyTorch's SDPA backend does not accept this input: "
                 f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
             ) from exc
-        _refused.add(key)
+        _refused.add(_refusal_key(chosen, q, k, causal))
         return None
+
+
+def _refusal_key(impl: str, q, k, causal: bool) -> tuple:
+    """What a backend's acceptance depends on, as far as the refusals cache tells cases apart
+    (built only when there is a refusal to look up or to remember: not on the hot path)."""
+    bucket = shape_bucket(_hint(q.shape[2]) or 1, _hint(k.shape[2]) or 1)
+    gqa = _hint(q.shape[1]) != _hint(k.shape[1])
+    return (impl, dtype_name(q.dtype), _hint(q.shape[3]), causal, bucket, gqa, q.device.type)
 
 
 def clear_refusals() -> None:
