@@ -17,17 +17,31 @@ takes the pointer build; so do float32 (not a speed path) and head dims above 12
 stack against 384 for the pointer build). FLASHGEN_BWD_TMA=0 forces pointers, =1 forces
 descriptors (also in the CPU interpreter, which is how the tests cover that path); the `tma`
 argument of `backward` overrides both.
+
+Host time: as in `flashgen.fwd`, what a call signature decides (spec, config, kernel build,
+grids, strides, descriptor templates, the compiled kernels) is kept in a `_Plan`, so a repeated
+signature allocates its outputs and launches (`flashgen.launch.Launch`) without Triton's
+per-call binding. The same CUDA-graph rules hold (no sync; alignment in the key; a plan first
+needed during capture skips the database and is not kept).
 """
 
 from __future__ import annotations
 
 import torch
 
+from . import dispatch
 from . import tma as _tma
 from .codegen import load
 from .config import TileConfig
 from .dispatch import choose_config
+from .launch import Launch, direct_device
 from .spec import KernelSpec, dtype_name, spec_for
+
+_ENV = "FLASHGEN_BWD_TMA"
+_env = _tma.env_reader(_ENV)
+_MAX_PLANS = 4096
+_plans: dict[tuple, _Plan] = {}
+dispatch.on_clear(_plans.clear)  # a new database may choose other configs
 
 
 def bwd_spec(q, causal: bool) -> KernelSpec:
@@ -45,13 +59,84 @@ def use_tma(*tensors) -> bool:
     """Whether `backward` takes the descriptor kernels for these (last-dim contiguous) tensors:
     the ones it makes descriptors of; only 16-bit inputs with head dim <= 128 (the builds that
     fit and measured faster)."""
+    return _use_tma(*tensors)
+
+
+def _use_tma(*tensors, forced=None) -> bool:
     first = tensors[0]
     eligible = first.element_size() == 2 and first.shape[-1] <= 128
-    return _tma.use_tma("FLASHGEN_BWD_TMA", tensors, eligible=eligible)
+    return _tma.use_tma(_ENV, tensors, eligible=eligible, forced=forced)
 
 
 def _strides3(t) -> tuple[int, int, int]:
     return t.stride(0), t.stride(1), t.stride(2)
+
+
+class _Plan:
+    """One call signature's backward: up to three kernel launches and their fixed arguments
+    (no device memory: see `flashgen.fwd._Plan`)."""
+
+    __slots__ = ("pre", "pre_tail", "dkdv", "dq", "strides", "ints", "keep")
+
+    def __init__(self, q, k, v, do, out, causal, config, needs, use_descriptors, aligned):
+        batch, heads_q, seq_q, _ = q.shape
+        heads_kv, seq_k = k.shape[1], k.shape[2]
+        spec = bwd_spec(q, causal)
+        self.keep = True
+        if config is None:
+            config = choose_config(spec, seq_q, seq_k, query_db=not _capturing(q))
+            self.keep = dispatch.settled(spec, seq_q, seq_k)
+        module = load(spec)
+        block_m, block_n = config.block_m, config.block_n
+        device = direct_device(q, aligned)
+        blocks = {"BLOCK_M": block_m, "BLOCK_N": block_n}
+        options = {"num_warps": config.num_warps, "num_stages": config.num_stages}
+        self.pre = Launch(
+            module.attn_bwd_preprocess,
+            (triton_cdiv(seq_q, block_m), batch * heads_q),
+            {"BLOCK_M": block_m},
+            {},
+            device,
+        )
+        self.pre_tail = (*_strides3(out), *_strides3(do), heads_q, seq_q)
+        self.ints = (heads_q, heads_kv, seq_q, seq_k)
+        if use_descriptors:  # q, k, v, do travel as TMA descriptors
+            pairs = ((q, block_m), (k, block_n), (v, block_n), (do, block_m))
+            descs = tuple(
+                (i, _tma.descriptor_template(t, rows, spec.block_d))
+                for i, (t, rows) in enumerate(pairs)
+            )
+            self.strides = ()
+            dkdv, dq = module.attn_bwd_dkdv_tma, module.attn_bwd_dq_tma
+        else:
+            descs = ()
+            self.strides = (*_strides3(q), *_strides3(k), *_strides3(v), *_strides3(do))
+            dkdv, dq = module.attn_bwd_dkdv, module.attn_bwd_dq
+        need_dq, need_dk, need_dv = needs
+        dkdv_grid = (triton_cdiv(seq_k, block_n), batch * heads_kv)
+        dq_grid = (triton_cdiv(seq_q, block_m), batch * heads_q)
+        self.dkdv = (
+            Launch(dkdv, dkdv_grid, blocks, options, device, descs) if need_dk or need_dv else None
+        )
+        self.dq = Launch(dq, dq_grid, blocks, options, device, descs) if need_dq else None
+
+    def launch(self, do, q, k, v, out, lse, scale: float):
+        delta = torch.empty_like(lse)  # lse is contiguous float32 [B, Hq, Sq]
+        self.pre(out, do, delta, *self.pre_tail)
+        ints = (*self.ints, float(scale))
+        dq = dk = dv = None
+        if self.dkdv is not None:
+            dk = torch.empty_like(k, memory_format=torch.contiguous_format)
+            dv = torch.empty_like(v, memory_format=torch.contiguous_format)
+            self.dkdv(q, k, v, do, lse, delta, dk, dv, *self.strides, *ints)
+        if self.dq is not None:
+            dq = torch.empty_like(q, memory_format=torch.contiguous_format)
+            self.dq(q, k, v, do, lse, delta, dq, *self.strides, *ints)
+        return dq, dk, dv
+
+
+def _capturing(t) -> bool:
+    return t.is_cuda and torch.cuda.is_current_stream_capturing()
 
 
 def backward(
@@ -74,56 +159,35 @@ def backward(
     lse float32 [B, Hq, Sq] (natural log). Returns (dq, dk, dv), each a new contiguous tensor
     in the input's dtype shaped like its input, or None where `needs` says it is not wanted.
     `tma` picks the kernel build (None: `use_tma` decides); benchmarks use it to compare.
+    Launch plans are cached per call signature as in `flashgen.fwd`.
     """
-    need_dq, need_dk, need_dv = (bool(n) for n in needs)
+    need_dq, need_dk, need_dv = needs = (bool(needs[0]), bool(needs[1]), bool(needs[2]))
     if not (need_dq or need_dk or need_dv):
         return None, None, None
-    batch, heads_q, seq_q, head_dim = q.shape
-    heads_kv, seq_k = k.shape[1], k.shape[2]
     if q.numel() == 0 or k.numel() == 0:  # empty batch or heads: nothing to launch
         grads = (torch.zeros_like(t) if n else None for t, n in zip((q, k, v), needs, strict=True))
         return tuple(grads)
-    spec = bwd_spec(q, causal)
-    if config is None:
-        config = choose_config(spec, seq_q, seq_k)
-    module = load(spec)
-    q, k, v = (_last_dim_contiguous(t) for t in (q, k, v))
+    if q.stride(-1) != 1 or k.stride(-1) != 1 or v.stride(-1) != 1:
+        q, k, v = (_last_dim_contiguous(t) for t in (q, k, v))
     do = _last_dim_contiguous(do)
     out = _last_dim_contiguous(out)
     lse = lse.contiguous()
-    block_m, block_n = config.block_m, config.block_n
-    launch = {"num_warps": config.num_warps, "num_stages": config.num_stages}
-
-    delta = torch.empty((batch, heads_q, seq_q), dtype=torch.float32, device=q.device)
-    module.attn_bwd_preprocess[(triton_cdiv(seq_q, block_m), batch * heads_q)](
-        out, do, delta, *_strides3(out), *_strides3(do), heads_q, seq_q, BLOCK_M=block_m
-    )
-    dq = dk = dv = None
-    if need_dk or need_dv:
-        dk = torch.empty((batch, heads_kv, seq_k, head_dim), dtype=k.dtype, device=k.device)
-        dv = torch.empty((batch, heads_kv, seq_k, head_dim), dtype=v.dtype, device=v.device)
-    if need_dq:
-        dq = torch.empty((batch, heads_q, seq_q, head_dim), dtype=q.dtype, device=q.device)
-    dkdv_grid = (triton_cdiv(seq_k, block_n), batch * heads_kv)
-    dq_grid = (triton_cdiv(seq_q, block_m), batch * heads_q)
-    ints = (heads_q, heads_kv, seq_q, seq_k, float(scale))
-    blocks = {"BLOCK_M": block_m, "BLOCK_N": block_n, **launch}
-    if use_tma(q, k, v, do) if tma is None else tma:
-        descs = _tma.descriptors(
-            ((q, block_m), (k, block_n), (v, block_n), (do, block_m)), spec.block_d
-        )
-        if dk is not None:
-            module.attn_bwd_dkdv_tma[dkdv_grid](*descs, lse, delta, dk, dv, *ints, **blocks)
-        if dq is not None:
-            module.attn_bwd_dq_tma[dq_grid](*descs, lse, delta, dq, *ints, **blocks)
-    else:
-        strides = (*_strides3(q), *_strides3(k), *_strides3(v), *_strides3(do))
-        if dk is not None:
-            module.attn_bwd_dkdv[dkdv_grid](
-                q, k, v, do, lse, delta, dk, dv, *strides, *ints, **blocks
-            )
-        if dq is not None:
-            module.attn_bwd_dq[dq_grid](q, k, v, do, lse, delta, dq, *strides, *ints, **blocks)
+    aligned = not (
+        (q.data_ptr() | k.data_ptr() | v.data_ptr() | do.data_ptr() | out.data_ptr()
+         | lse.data_ptr()) & 15
+    )  # fmt: skip
+    forced = _env() if tma is None else tma
+    key = (q.shape, k.shape, q.stride(), k.stride(), v.stride(), do.stride(), out.stride(),
+           q.dtype, q.device, causal, config, needs, forced, aligned)  # fmt: skip
+    plan = _plans.get(key)
+    if plan is None:
+        descriptors = tma if tma is not None else _use_tma(q, k, v, do, forced=forced)
+        plan = _Plan(q, k, v, do, out, causal, config, needs, descriptors, aligned)
+        if plan.keep and not _capturing(q):
+            if len(_plans) >= _MAX_PLANS:
+                _plans.clear()
+            _plans[key] = plan
+    dq, dk, dv = plan.launch(do, q, k, v, out, lse, scale)
     return dq, (dk if need_dk else None), (dv if need_dv else None)
 
 

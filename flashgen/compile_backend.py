@@ -87,6 +87,7 @@ def backend(
     op: Any = None,
     sdpa: bool = True,
     impl: str | None = None,
+    cudagraphs: bool = False,
 ) -> Callable:
     """A configured backend: `torch.compile(model, backend=flashgen.backend(db=url))`.
 
@@ -103,12 +104,25 @@ def backend(
     kernel work and benchmarks; a name from `flashgen.impls.IMPLS`), set process-wide
     (`flashgen.dispatch.set_impl`) when this backend is created; None keeps the run-time
     choice by tuning records and defaults (`flashgen.vendor`).
+    cudagraphs: run each compiled graph as a CUDA graph (Inductor's `triton.cudagraphs`, what
+    `torch.compile(mode="reduce-overhead")` sets; a backend cannot be given a mode), so the
+    replaced attention's host time is paid once at capture, not at every call. Inductor warms
+    each graph up eagerly before capturing it, so the op's config lookup and kernel compilation
+    happen outside the capture. Needs fallback="inductor".
     """
     if impl is not None:
         from . import dispatch
 
         dispatch.set_impl(impl)
-    compile_rest = _resolve_fallback(fallback)
+    if cudagraphs:
+        if fallback != "inductor":
+            raise ValueError(
+                f"cudagraphs=True needs fallback='inductor' (Inductor captures the graphs), "
+                f"got fallback={fallback!r}"
+            )
+        compile_rest = _inductor_with_cudagraphs
+    else:
+        compile_rest = _resolve_fallback(fallback)
     db_applied: list[str] = []
 
     def flashgen_compile(gm: Any, example_inputs: Sequence[Any]) -> Callable:
@@ -127,6 +141,12 @@ def backend(
         return compile_rest(gm, example_inputs)
 
     return flashgen_compile
+
+
+def _inductor_with_cudagraphs(gm: Any, example_inputs: Sequence[Any]) -> Callable:
+    from torch._inductor.compile_fx import compile_fx
+
+    return compile_fx(gm, example_inputs, config_patches={"triton.cudagraphs": True})
 
 
 def _log_summary(index: int, sites: list) -> None:

@@ -28,6 +28,11 @@ This function must never fail or stall an attention call because of the database
 Without SQLAlchemy (the GPU machine has none unless carried) the default is used, logged at
 debug level only: that is an installation choice, not a fault.
 
+A call made while a CUDA graph is being captured passes `query_db=False`: a cached choice is
+used as usual, a miss gets the defaults table's config without touching the database and is not
+cached (the next ordinary call resolves it). Launchers that cache per-shape launch plans register
+`on_clear` so that `set_db()` / `clear_cache()` reach them too.
+
 Configuration: FLASHGEN_DB_URL (read when the database is first needed), `set_db(url)`.
 """
 
@@ -39,6 +44,7 @@ import math
 import os
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from .config import TileConfig
@@ -81,13 +87,14 @@ _state: dict = {
     "open_failures": 0,
     "warned": set(),
 }
+_clear_hooks: list[Callable[[], None]] = []
 
 
-def choose_config(spec: KernelSpec, seq_q: int, seq_k: int) -> TileConfig:
+def choose_config(spec: KernelSpec, seq_q: int, seq_k: int, *, query_db: bool = True) -> TileConfig:
     key = (spec, shape_bucket(seq_q, seq_k))
     config = _cache.get(key)
     if config is None:
-        config = _miss(key)
+        config = _miss(key) if query_db else _fallback(spec)[0]
     return config
 
 
@@ -151,6 +158,18 @@ def set_impl(impl: str | None) -> None:
         _impls_degraded.clear()
 
 
+def settled(spec: KernelSpec, seq_q: int, seq_k: int) -> bool:
+    """Whether the config for this shape is cached for good: not a fallback held while the
+    database is at fault (asked again later) and not a capture-time default. Launchers keep
+    per-shape launch plans only for settled configs."""
+    return (spec, shape_bucket(seq_q, seq_k)) in _cache
+
+
+def on_clear(hook: Callable[[], None]) -> None:
+    """Call `hook()` whenever the cached choices are dropped (`set_db`, `clear_cache`)."""
+    _clear_hooks.append(hook)
+
+
 def source_of(spec: KernelSpec, seq_q: int, seq_k: int) -> str | None:
     """Where the cached config for this shape came from ("exact", ..., "safe"), if resolved."""
     return _sources.get((spec, shape_bucket(seq_q, seq_k)))
@@ -181,6 +200,8 @@ def _clear() -> None:
     _pending_sent.clear()
     _state["retry_at"] = 0.0
     _state["open_failures"] = 0
+    for hook in _clear_hooks:
+        hook()
 
 
 def _close_db() -> None:

@@ -1,9 +1,13 @@
 """Host launcher for the generated forward kernel.
 
-`forward` runs on every attention call, so it does the minimum: pick the spec (cached), pick the
-config (dispatch caches it), allocate out/lse and launch. Input validation is the caller's job
-(`flashgen.validate.check_inputs`, which `flashgen.ops.attention` runs first); this function
-assumes inputs that passed it.
+`forward` runs on every attention call, so it does the minimum. Everything that depends only on
+the call's signature (shapes, strides, dtype, device, causal, config, pointer alignment, the
+FLASHGEN_FWD_TMA and FLASHGEN_FWD_FAMILY settings) is decided once into a `_Plan`: the spec,
+the family, the config (dispatch), the kernel (TMA or pointers), the grid, the integer arguments,
+descriptor templates, and after the first launch the compiled kernel itself
+(`flashgen.launch`, which skips Triton's per-call binding). A later call with that signature allocates out/lse, looks the plan up in a
+dict and launches. Input validation is the caller's job (`flashgen.validate.check_inputs`,
+which `flashgen.ops.attention` runs first); this function assumes inputs that passed it.
 
 Two kernels come from one template: `attn_fwd` (pointer loads, runs anywhere) and
 `attn_fwd_tma` (Q/K/V/O through TMA tensor descriptors, Hopper and newer). On the H200 the
@@ -14,7 +18,14 @@ descriptors (also in the CPU interpreter, which is how the tests cover that path
 
 On an sm_90 GPU a second family, the warp-specialised Gluon kernel of `flashgen.hopper`, takes
 the specs where it measured faster (`hopper.choose` says which, and logs why not); an explicit
-`config` always means the portable family.
+`config` always means the portable family. That family launches through its own JIT at every
+call (no direct launch: it runs where sequences are long and the kernel, not the host, costs).
+
+CUDA graphs: nothing here synchronises, and the only allocation-dependent input (whether all
+four pointers are 16-byte aligned) is part of the plan key, so a captured call replays exactly
+what it recorded. A plan first needed while a CUDA graph is being captured takes its config
+without asking the tuning database (`dispatch.choose_config(..., query_db=False)`) and is not
+kept, so the next eager call resolves it properly.
 """
 
 from __future__ import annotations
@@ -23,12 +34,19 @@ import math
 
 import torch
 
-from . import hopper, tma
+from . import dispatch, hopper, tma
 from .codegen import load
 from .dispatch import choose_config
+from .launch import Launch, direct_device
 from .spec import dtype_name, spec_for
 
 LOG2E = 1.4426950408889634
+_ENV = "FLASHGEN_FWD_TMA"
+_env = tma.env_reader(_ENV)
+_family = tma.env_reader(hopper.FAMILY_ENV)  # which forward family (`flashgen.hopper.choose`)
+_MAX_PLANS = 4096
+_plans: dict[tuple, _Plan] = {}
+dispatch.on_clear(_plans.clear)  # a new database may choose other configs
 
 
 def use_tma(q, k, v, out=None) -> bool:
@@ -36,7 +54,68 @@ def use_tma(q, k, v, out=None) -> bool:
     be TMA-compatible (`out` None: the contiguous output `forward` would allocate)."""
     if out is None:
         out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
-    return tma.use_tma("FLASHGEN_FWD_TMA", (q, k, v, out))
+    return tma.use_tma(_ENV, (q, k, v, out))
+
+
+class _Plan:
+    """One call signature's launch: the kernel launch and the arguments fixed by the signature.
+
+    A plan holds no device memory (a plan made while a CUDA graph is recorded must not keep
+    anything allocated from the graph's pool alive)."""
+
+    __slots__ = ("run", "tail", "strides", "scale", "keep", "hopper")
+
+    def __init__(self, q, k, v, out, causal: bool, config, aligned: bool, forced):
+        batch, hq, sq, dim = q.shape
+        hkv, sk = k.shape[1], k.shape[2]
+        spec = spec_for(dim, causal, dtype_name(q.dtype), "fwd")
+        self.keep = True
+        self.scale = 1.0 / math.sqrt(dim)
+        self.hopper = None
+        if config is None and hopper.choose(spec, q, k, v, sq):
+            self.hopper = spec  # the Gluon family launches itself (through its JIT)
+            return
+        if config is None:
+            config = choose_config(spec, sq, sk, query_db=not _capturing(q))
+            self.keep = dispatch.settled(spec, sq, sk)
+        module = load(spec)
+        bm, bn = config.block_m, config.block_n
+        self.tail = (hq, hq // hkv, sq, sk)
+        if tma.use_tma(_ENV, (q, k, v, out), forced=forced):
+            kernel = module.attn_fwd_tma
+            pairs = ((q, bm), (k, bn), (v, bn), (out, bm))
+            descs = tuple(
+                (i, tma.descriptor_template(t, rows, spec.block_d))
+                for i, (t, rows) in enumerate(pairs)
+            )
+            self.strides = None
+        else:
+            kernel = module.attn_fwd
+            descs = ()
+            self.strides = (*q.stride()[:3], *k.stride()[:3], *v.stride()[:3])
+        self.run = Launch(
+            kernel,
+            (-(-sq // bm) * batch * hq,),
+            {"BLOCK_M": bm, "BLOCK_N": bn},
+            {"num_warps": config.num_warps, "num_stages": config.num_stages},
+            direct_device(q, aligned),
+            descs,
+        )
+
+    def launch(self, q, k, v, out, lse, scale) -> None:
+        scale = float(self.scale if scale is None else scale)
+        if self.hopper is not None:
+            hopper.forward(q, k, v, out, lse, scale=scale, spec=self.hopper)
+            return
+        qk_scale = scale * LOG2E
+        if self.strides is None:  # q, k, v, out travel as TMA descriptors
+            self.run(q, k, v, out, lse, *self.tail, qk_scale)
+        else:
+            self.run(q, k, v, out, lse, *self.strides, *self.tail, qk_scale)
+
+
+def _capturing(t) -> bool:
+    return t.is_cuda and torch.cuda.is_current_stream_capturing()
 
 
 def forward(q, k, v, *, causal: bool, scale: float | None, config=None):
@@ -47,39 +126,20 @@ def forward(q, k, v, *, causal: bool, scale: float | None, config=None):
     natural log of the softmax denominator over the keys each row sees (what the backward needs).
     `config` (a TileConfig) overrides the dispatch choice, e.g. for tuning and benchmarks.
     """
-    batch, hq, sq, dim = q.shape
-    hkv, sk = k.shape[1], k.shape[2]
-    out = torch.empty((batch, hq, sq, dim), dtype=q.dtype, device=q.device)
-    lse = torch.empty((batch, hq, sq), dtype=torch.float32, device=q.device)
+    out = torch.empty_like(q, memory_format=torch.contiguous_format)
     if out.numel() == 0:  # nothing to launch: no config lookup, no pending record either
-        return out, lse
-    if scale is None:
-        scale = 1.0 / math.sqrt(dim)
-    spec = spec_for(dim, causal, dtype_name(q.dtype), "fwd")
-    if config is None and hopper.choose(spec, q, k, v, sq):
-        hopper.forward(q, k, v, out, lse, scale=scale, spec=spec)
-        return out, lse
-    if config is None:
-        config = choose_config(spec, sq, sk)
-    module = load(spec)
-    grid = (-(-sq // config.block_m) * batch * hq,)
-    launch = dict(
-        BLOCK_M=config.block_m,
-        BLOCK_N=config.block_n,
-        num_warps=config.num_warps,
-        num_stages=config.num_stages,
-    )
-    qk_scale = float(scale) * LOG2E
-    if use_tma(q, k, v, out):
-        bm, bn = config.block_m, config.block_n
-        descs = tma.descriptors(((q, bm), (k, bn), (v, bn), (out, bm)), spec.block_d)
-        module.attn_fwd_tma[grid](*descs, lse, hq, hq // hkv, sq, sk, qk_scale, **launch)
-        return out, lse
-    module.attn_fwd[grid](
-        q, k, v, out, lse,
-        q.stride(0), q.stride(1), q.stride(2),
-        k.stride(0), k.stride(1), k.stride(2),
-        v.stride(0), v.stride(1), v.stride(2),
-        hq, hq // hkv, sq, sk, qk_scale, **launch,
-    )  # fmt: skip
+        return out, q.new_empty(q.shape[:3], dtype=torch.float32)
+    aligned = not ((q.data_ptr() | k.data_ptr() | v.data_ptr() | out.data_ptr()) & 15)
+    forced = _env()
+    key = (q.shape, k.shape, q.stride(), k.stride(), v.stride(), q.dtype, q.device, causal, config,
+           aligned, forced, _family())  # fmt: skip
+    plan = _plans.get(key)
+    if plan is None:
+        plan = _Plan(q, k, v, out, causal, config, aligned, forced)
+        if plan.keep and not _capturing(q):
+            if len(_plans) >= _MAX_PLANS:
+                _plans.clear()
+            _plans[key] = plan
+    lse = q.new_empty(q.shape[:3], dtype=torch.float32)
+    plan.launch(q, k, v, out, lse, scale)
     return out, lse

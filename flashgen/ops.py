@@ -1,32 +1,37 @@
-"""The differentiable attention op: torch.library custom ops around the generated kernels.
+"""The differentiable attention op: torch.library ops around the generated kernels.
 
 Layers (Liger-style): generated kernels -> host launchers (`flashgen.fwd.forward`,
-`flashgen.bwd.backward`) -> custom ops with fake impls and autograd -> public function.
+`flashgen.bwd.backward`) -> library ops with fake impls -> autograd -> public function.
 
 Ops (namespace `flashgen`):
 
 - `torch.ops.flashgen.attention_fwd(Tensor q, Tensor k, Tensor v, bool causal, float scale)
-  -> (Tensor out, Tensor lse)`: opaque custom op; `out` contiguous in q's dtype, `lse` float32
-  [B, Hq, Sq] (natural log). Differentiable in q, k, v (`register_autograd`); lse is marked
-  non-differentiable.
+  -> (Tensor out, Tensor lse)`: opaque; `out` contiguous in q's dtype, `lse` float32
+  [B, Hq, Sq] (natural log). Not differentiable by itself: autograd lives one level up.
 - `torch.ops.flashgen.attention_bwd(Tensor do, Tensor q, Tensor k, Tensor v, Tensor out,
   Tensor lse, bool causal, float scale, bool need_dq, bool need_dk, bool need_dv)
   -> (Tensor dq, Tensor dk, Tensor dv)`: a gradient that is not needed is not computed and comes
-  back as an empty tensor of shape (0,) (custom ops cannot return None).
+  back as an empty tensor of shape (0,) (ops cannot return None).
 - `torch.ops.flashgen.attention(Tensor q, Tensor k, Tensor v, bool causal=False,
   float? scale=None) -> Tensor`: CompositeImplicitAutograd. It validates its inputs
-  (`flashgen.validate.check_inputs`) and calls `attention_fwd`, so Dynamo/AOTAutograd decompose
-  it into `attention_fwd` (+ `attention_bwd` in the backward graph).
+  (`flashgen.validate.check_inputs`), runs an SDPA backend where the run-time choice says so
+  (`flashgen.vendor.route`), else `_Attention` (a `torch.autograd.Function` whose forward calls
+  `attention_fwd` and whose backward calls `attention_bwd`), so Dynamo and AOTAutograd
+  decompose it into `attention_fwd` (+ `attention_bwd` in the backward graph) or SDPA's op.
 
 Which callable a graph rewrite should insert: `torch.ops.flashgen.attention.default` with
-arguments `(q, k, v, causal, scale)` (scale a Python float or None). It is traceable by
-Dynamo, make_fx and AOTAutograd, and `compile_fx` handles its backward. The Python function
+arguments `(q, k, v, causal, scale)` (scale a Python float or None). The Python function
 `flashgen.ops.attention(q, k, v, *, causal=False, scale=None)` is the same thing for users
-(eager, and inside functions given to `torch.compile(fullgraph=True)`).
+(eager, and inside functions given to `torch.compile(fullgraph=True)`, where it becomes that op).
 
-Why custom ops: their bodies run at run time with concrete sequence lengths even under
-`torch.compile(dynamic=True)` (FACTS.md), so the per-shape config lookup
-(`flashgen.dispatch.choose_config`) lives inside them and a new length never recompiles.
+Why library ops: their bodies run at run time with concrete sequence lengths even under
+`torch.compile(dynamic=True)` (FACTS.md), so the per-shape config lookup lives inside them and a
+new length never recompiles. Why `Library.define`/`impl` and an autograd.Function outside the
+op, not `torch.library.custom_op` + `register_autograd`: the eager call is the launch path of
+every attention call, and the custom_op layers (Python dispatch wrapper, the autograd kernel
+registered on the op, redispatch below autograd) cost more host time than the kernel takes on a
+short sequence (benchmarks/RESULTS.md, host time). Here an eager call is one dispatcher hop to a
+backend kernel, plus `_Attention.apply` only when a gradient is wanted.
 """
 
 from __future__ import annotations
@@ -34,19 +39,33 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-__all__ = ["attention", "attention_fwd", "attention_bwd"]
+from . import bwd, fwd
+from .validate import check_inputs, check_kernel_device
+from .vendor import route
+
+__all__ = ["attention"]
+
+_LIB = torch.library.Library("flashgen", "FRAGMENT")
+_TAGS = (torch.Tag.pt2_compliant_tag,)
+_LIB.define(
+    "attention_fwd(Tensor q, Tensor k, Tensor v, bool causal, float scale) -> (Tensor, Tensor)",
+    tags=_TAGS,
+)
+_LIB.define(
+    "attention_bwd(Tensor do, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, bool causal, "
+    "float scale, bool need_dq, bool need_dk, bool need_dv) -> (Tensor, Tensor, Tensor)",
+    tags=_TAGS,
+)
+_LIB.define(
+    "attention(Tensor q, Tensor k, Tensor v, bool causal=False, float? scale=None) -> Tensor",
+    tags=_TAGS,
+)
 
 
-@torch.library.custom_op("flashgen::attention_fwd", mutates_args=())
-def attention_fwd(
-    q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float
-) -> tuple[Tensor, Tensor]:
-    from .fwd import forward
-
-    return forward(q, k, v, causal=causal, scale=scale)
+def _attention_fwd(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float):
+    return fwd.forward(q, k, v, causal=causal, scale=scale)
 
 
-@attention_fwd.register_fake
 def _attention_fwd_fake(q, k, v, causal, scale):
     batch, heads, seq_q, head_dim = q.shape
     out = q.new_empty((batch, heads, seq_q, head_dim))
@@ -54,33 +73,14 @@ def _attention_fwd_fake(q, k, v, causal, scale):
     return out, lse
 
 
-@torch.library.custom_op("flashgen::attention_bwd", mutates_args=())
-def attention_bwd(
-    do: Tensor,
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    out: Tensor,
-    lse: Tensor,
-    causal: bool,
-    scale: float,
-    need_dq: bool,
-    need_dk: bool,
-    need_dv: bool,
-) -> tuple[Tensor, Tensor, Tensor]:
-    from .bwd import backward
-
-    dq, dk, dv = backward(
-        do, q, k, v, out, lse, causal=causal, scale=scale, needs=(need_dq, need_dk, need_dv)
-    )
-    return (
-        dq if dq is not None else q.new_empty((0,)),
-        dk if dk is not None else k.new_empty((0,)),
-        dv if dv is not None else v.new_empty((0,)),
+def _attention_bwd(do, q, k, v, out, lse, causal, scale, need_dq, need_dk, need_dv):
+    needs = (need_dq, need_dk, need_dv)
+    grads = bwd.backward(do, q, k, v, out, lse, causal=causal, scale=scale, needs=needs)
+    return tuple(
+        g if g is not None else t.new_empty((0,)) for g, t in zip(grads, (q, k, v), strict=True)
     )
 
 
-@attention_bwd.register_fake
 def _attention_bwd_fake(do, q, k, v, out, lse, causal, scale, need_dq, need_dk, need_dv):
     return tuple(
         t.new_empty(t.shape) if need else t.new_empty((0,))
@@ -88,31 +88,64 @@ def _attention_bwd_fake(do, q, k, v, out, lse, causal, scale, need_dq, need_dk, 
     )
 
 
-def _setup_context(ctx, inputs, output):
-    q, k, v, causal, scale = inputs
-    out, lse = output
-    ctx.save_for_backward(q, k, v, out, lse)
-    ctx.causal = causal
-    ctx.scale = scale
-    ctx.mark_non_differentiable(lse)
+# Backend keys, not CompositeExplicitAutograd: a backend kernel is the shortest dispatch. The
+# two primitives are not differentiable by themselves (`_Attention` is their autograd): the
+# Autograd key falls through, so their outputs never carry a grad_fn of their own.
+for _name, _kernel in (("attention_fwd", _attention_fwd), ("attention_bwd", _attention_bwd)):
+    for _key in ("CPU", "CUDA"):
+        _LIB.impl(_name, _kernel, _key)
+    _LIB.impl(_name, torch.library.fallthrough_kernel, "Autograd")
+torch.library.register_fake("flashgen::attention_fwd", _attention_fwd_fake, lib=_LIB)
+torch.library.register_fake("flashgen::attention_bwd", _attention_bwd_fake, lib=_LIB)
+_fwd_op = torch.ops.flashgen.attention_fwd.default
+_bwd_op = torch.ops.flashgen.attention_bwd.default
 
 
-def _backward(ctx, dout, _dlse):
-    q, k, v, out, lse = ctx.saved_tensors
-    need_dq, need_dk, need_dv = ctx.needs_input_grad[:3]
-    dq, dk, dv = torch.ops.flashgen.attention_bwd(
-        dout, q, k, v, out, lse, ctx.causal, ctx.scale, need_dq, need_dk, need_dv
-    )
-    return (
-        dq if need_dq else None,
-        dk if need_dk else None,
-        dv if need_dv else None,
-        None,
-        None,
-    )
+class _Attention(torch.autograd.Function):
+    """out = attention(q, k, v): forward through `attention_fwd`, gradients through
+    `attention_bwd` (only those autograd asks for)."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, causal, scale):
+        out, lse = _fwd_op(q, k, v, causal, scale)
+        ctx.save_for_backward(q, k, v, out, lse)
+        ctx.causal = causal
+        ctx.scale = scale
+        return out
+
+    @staticmethod
+    def backward(ctx, dout):
+        q, k, v, out, lse = ctx.saved_tensors
+        need_dq, need_dk, need_dv = ctx.needs_input_grad[:3]
+        dq, dk, dv = _bwd_op(
+            dout, q, k, v, out, lse, ctx.causal, ctx.scale, need_dq, need_dk, need_dv
+        )
+        return (
+            dq if need_dq else None,
+            dk if need_dk else None,
+            dv if need_dv else None,
+            None,
+            None,
+        )
 
 
-attention_fwd.register_autograd(_backward, setup_context=_setup_context)
+def _attention(q, k, v, causal=False, scale=None, impl=None):
+    """The body shared by the eager function and the composite op: check, let the run-time
+    choice send the call to an SDPA backend (`flashgen.vendor.route`), else flashgen's forward
+    with autograd when a gradient is wanted, or the forward op alone (no autograd node)."""
+    scale = check_inputs(q, k, v, causal=causal, scale=scale)
+    if impl != "flashgen":
+        out = route(q, k, v, causal, scale, impl)
+        if out is not None:
+            return out
+    check_kernel_device(q.device)
+    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
+        return _Attention.apply(q, k, v, causal, scale)
+    return _fwd_op(q, k, v, causal, scale)[0]
+
+
+_LIB.impl("attention", _attention, "CompositeImplicitAutograd")
+_composite_op = torch.ops.flashgen.attention.default
 
 
 def attention(
@@ -135,25 +168,9 @@ def attention(
     PyTorch's SDPA backends, by the tuning records and defaults (`flashgen.vendor`); a name from
     `flashgen.impls.IMPLS` ("flashgen", "sdpa_cudnn", ...) forces that one.
     """
-    from .validate import check_inputs, check_kernel_device
-    from .vendor import route
-
-    scale = check_inputs(q, k, v, causal=causal, scale=scale)
-    if impl != "flashgen":
-        out = route(q, k, v, causal, scale, impl)
-        if out is not None:
-            return out
-    check_kernel_device(q.device)
-    out, _lse = torch.ops.flashgen.attention_fwd(q, k, v, causal, scale)
-    return out
-
-
-def _attention_composite(q, k, v, causal=False, scale=None):
-    return attention(q, k, v, causal=causal, scale=scale)
-
-
-_LIB = torch.library.Library("flashgen", "FRAGMENT")
-_LIB.define(
-    "attention(Tensor q, Tensor k, Tensor v, bool causal=False, float? scale=None) -> Tensor"
-)
-_LIB.impl("attention", _attention_composite, "CompositeImplicitAutograd")
+    if impl is None and torch.compiler.is_compiling():
+        # Dynamo records the composite op (one node; AOTAutograd decomposes it and makes the
+        # implementation choice there, `flashgen.vendor.route`) instead of tracing the check
+        # cache and the autograd.Function.
+        return _composite_op(q, k, v, causal, scale)
+    return _attention(q, k, v, causal, scale, impl)

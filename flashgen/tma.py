@@ -30,14 +30,33 @@ def tma_compatible(t) -> bool:
     return t.data_ptr() % 16 == 0 and all(s > 0 and (s * size) % 16 == 0 for s in t.stride()[:3])
 
 
-def use_tma(env_var: str, tensors, *, eligible: bool = True) -> bool:
+def env_reader(name: str):
+    """A function returning the current value of environment variable `name` (None if unset).
+
+    The launchers key their launch plans on FLASHGEN_FWD_TMA / FLASHGEN_BWD_TMA at every call
+    (benchmarks switch them between calls), and `os.environ.get` costs over a microsecond
+    (it encodes the key each time). CPython's `os.environ` keeps its values in `_data` under
+    keys encoded once here; the reader returns that raw value (bytes on POSIX), which is only
+    compared and passed to `use_tma`. Without `_data`, it falls back to `os.environ.get`.
+    """
+    data = getattr(os.environ, "_data", None)
+    encode = getattr(os.environ, "encodekey", None)
+    if isinstance(data, dict) and encode is not None:
+        key = encode(name)
+        return lambda: data.get(key)
+    return lambda: os.environ.get(name)
+
+
+def use_tma(env_var: str, tensors, *, eligible: bool = True, forced=None) -> bool:
     """Whether a launcher takes its descriptor kernels for `tensors` (every tensor it would make
     a descriptor of). `env_var` set to "0" / "1" forces the choice (also in the interpreter,
     which is how the tests cover that path); otherwise CUDA on a TMA device, the launcher's own
-    `eligible` rule, and every tensor `tma_compatible`."""
-    forced = os.environ.get(env_var)
+    `eligible` rule, and every tensor `tma_compatible`. `forced`: the variable's value when the
+    caller has read it already (`env_reader`; str or bytes)."""
+    if forced is None:
+        forced = os.environ.get(env_var)
     if forced:
-        return forced != "0"
+        return forced not in ("0", b"0")
     if not (eligible and _on_tma_device(tensors[0])):
         return False
     return all(tma_compatible(t) for t in tensors)
@@ -47,10 +66,10 @@ def _on_tma_device(t) -> bool:
     return t.is_cuda and device_has_tma(t.device.index or 0)
 
 
-def descriptors(pairs, block_d: int) -> list:
-    """Host descriptors of [B, H, S, D] tensors, one per (tensor, rows per block) pair."""
-    make = descriptor_factory()
-    return [make(t, list(t.shape), list(t.stride()), [1, 1, rows, block_d]) for t, rows in pairs]
+def descriptor_template(t, rows: int, block_d: int) -> tuple[list, list, list]:
+    """(shape, strides, block shape) of the descriptor of a [B, H, S, D] tensor like `t` read
+    `rows` rows at a time: what a launch plan fixes per descriptor argument."""
+    return list(t.shape), list(t.stride()), [1, 1, rows, block_d]
 
 
 @functools.cache

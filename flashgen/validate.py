@@ -4,13 +4,23 @@ The generated kernels trust their arguments (no bounds checks beyond the ragged 
 input they cannot handle must be refused before launch with a `ValueError` that names the
 argument and the rule. The torch.compile backend relies on the same function to decide which
 subgraphs it may take over, so the rules here are exactly the kernels' capabilities.
+
+Every eager attention call runs these checks, so a signature that passed once (shapes, strides,
+dtypes, devices, causal, scale) is remembered and later calls with it cost one dict lookup. Only
+plain tensors with a bool `causal` and a float or None `scale` are remembered: fake and
+functional tensors under tracing (symbolic shapes) and anything unusual take the full checks.
 """
 
 from __future__ import annotations
 
 import math
 
+import torch
+
 from .spec import DTYPES, MAX_HEAD_DIM, MIN_HEAD_DIM, dtype_name
+
+_passed: dict[tuple, float] = {}
+_MAX_REMEMBERED = 4096
 
 
 def check_inputs(q, k, v, *, causal, scale) -> float:
@@ -19,8 +29,32 @@ def check_inputs(q, k, v, *, causal, scale) -> float:
     `scale=None` means SDPA's default 1/sqrt(D). Raises ValueError naming the argument and the
     rule for anything the kernels do not support.
     """
-    import torch
+    tensor = torch.Tensor
+    if (
+        not torch.compiler.is_compiling()  # Dynamo traces the plain checks, not a global dict
+        and type(q) is tensor
+        and type(k) is tensor
+        and type(v) is tensor
+        and (causal is True or causal is False)
+        and (scale is None or type(scale) is float)
+    ):
+        # Everything the rules below read; `causal` and `scale` are type-checked above, so
+        # 1 == True or 1 == 1.0 cannot hit an entry made for another type.
+        key = (
+            q.shape, k.shape, v.shape, q.stride(), k.stride(), v.stride(),
+            q.dtype, k.dtype, v.dtype, q.device, k.device, v.device, causal, scale,
+        )  # fmt: skip
+        found = _passed.get(key)
+        if found is None:
+            found = _check(q, k, v, causal=causal, scale=scale)
+            if len(_passed) >= _MAX_REMEMBERED:
+                _passed.clear()
+            _passed[key] = found
+        return found
+    return _check(q, k, v, causal=causal, scale=scale)
 
+
+def _check(q, k, v, *, causal, scale) -> float:
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not isinstance(t, torch.Tensor):
             raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")

@@ -88,10 +88,16 @@ def test_registered_op_matches_the_reference():
     torch.testing.assert_close(out.double(), ref, atol=1e-4, rtol=1e-4)
 
 
-def test_lse_output_is_not_differentiable():
+def test_primitives_are_not_differentiable_the_composite_is():
+    """attention_fwd is a primitive without autograd of its own (its Autograd key falls
+    through): differentiating goes through flashgen::attention / flashgen.attention."""
     q, k, v = qkv(21)
     out, lse = torch.ops.flashgen.attention_fwd(q, k, v, False, 0.25)
-    assert out.requires_grad and not lse.requires_grad
+    assert not out.requires_grad and not lse.requires_grad
+    assert torch.ops.flashgen.attention(q, k, v, False, 0.25).requires_grad
+    assert attention(q, k, v).requires_grad
+    with torch.no_grad():
+        assert not attention(q, k, v).requires_grad
 
 
 def test_validation_happens_before_the_op():
