@@ -12,7 +12,7 @@ were much larger the GPU would be the bottleneck and the host figure a lower bou
 flashgen and SDPA cases alternate round by round, so drift in machine speed hits both
 alike; the report gives each case's median and minimum over rounds.
 
-Cases (flashgen = `flashgen.attention`, SDPA = `F.scaled_dot_product_attention`, default
+Cases (flashgen = `flashgen.attention`, with impl="flashgen" where the tree has that option, SDPA = `F.scaled_dot_product_attention`, default
 backend choice):
   fwd            forward, no gradient wanted (torch.no_grad)
   fwd_grad       forward of inputs that require grad (records the autograd node)
@@ -31,6 +31,7 @@ Example: python benchmarks/host_time.py --label after --out host_after.json
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import platform
@@ -100,7 +101,12 @@ def make_cases(shape, causal, dev):
 
         return run
 
-    ours = lambda a, b_, c: flashgen.attention(a, b_, c, causal=causal)  # noqa: E731
+    # Trees with the run-time implementation choice (issue 15) are told to run flashgen's own
+    # kernels: their launch path is what is measured, not the SDPA backend they might pick.
+    force = (
+        {"impl": "flashgen"} if "impl" in inspect.signature(flashgen.attention).parameters else {}
+    )
+    ours = lambda a, b_, c: flashgen.attention(a, b_, c, causal=causal, **force)  # noqa: E731
     sdpa = lambda a, b_, c: F.scaled_dot_product_attention(a, b_, c, is_causal=causal)  # noqa: E731
     pairs = {
         "fwd": (no_grad(ours), no_grad(sdpa)),
