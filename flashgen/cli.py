@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 SUBCOMMANDS = {
@@ -27,10 +28,13 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     Importing one subcommand's module per run keeps `flashgen kernel` independent of the
     database and tuner modules, and the top-level --help needs none of them.
     """
+    from . import __version__
+
     parser = argparse.ArgumentParser(
         prog="flashgen",
         description="Generated, tuned Triton FlashAttention kernels.",
     )
+    parser.add_argument("--version", action="version", version=f"flashgen {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module_name, help_text) in SUBCOMMANDS.items():
         if command is not None and name != command:
@@ -61,9 +65,25 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-    except ValueError as exc:
+    except BrokenPipeError:  # `flashgen db show | head`: the reader left, nothing is wrong
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        return 0
+    except Exception as exc:
+        if not _is_user_error(exc):
+            raise
         print(f"flashgen {args.command}: error: {exc}", file=sys.stderr)
         return 2
+
+
+def _is_user_error(exc: BaseException) -> bool:
+    """Bad input or a database fault: one line (the message names the problem), no traceback.
+    Checked by class name so that no database module is imported just to ask."""
+    if isinstance(exc, ValueError):
+        return True
+    return any(
+        cls.__name__ == "DatabaseError" and cls.__module__ == "flashgen.db.repository"
+        for cls in type(exc).__mro__
+    )
 
 
 if __name__ == "__main__":

@@ -18,14 +18,20 @@ __all__ = ["connect", "default_url", "mask_url", "resolve_url", "TuningDB", "Dat
 _lock = threading.Lock()
 
 
-def connect(url: str | None = None, *, shipped_dir=None, runtime: bool = False):
-    """A `TuningDB` on `url` (resolved as above), migrated to the current schema.
+def connect(
+    url: str | None = None, *, shipped_dir=None, runtime: bool = False, readonly: bool = False
+):
+    """A `TuningDB` on `url` (resolved as above; a plain path is a SQLite file), migrated to the
+    current schema.
 
-    `runtime=True` for the attention path: short lock and connect timeouts (see `TuningDB`)."""
+    `runtime=True` for the attention path: short lock and connect timeouts (see `TuningDB`).
+    `readonly=True` for commands that only read: a missing database is an error, never created."""
     from .repository import TuningDB
 
     with _lock:  # migrating twice from two threads of one process is wasted work
-        return TuningDB(resolve_url(url), shipped_dir=shipped_dir, runtime=runtime)
+        return TuningDB(
+            resolve_url(url), shipped_dir=shipped_dir, runtime=runtime, readonly=readonly
+        )
 
 
 def __getattr__(name: str):

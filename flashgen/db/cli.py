@@ -8,8 +8,12 @@
   flashgen db import FILE [--db URL]    validate the whole file, then keep-best upsert each record
   flashgen db merge URL   [--db URL]    keep-best upsert of every record of another database
 
---db defaults to FLASHGEN_DB_URL, else ~/.cache/flashgen/tuning.sqlite3. Passwords in URLs
-are never printed.
+--db defaults to FLASHGEN_DB_URL, else ~/.cache/flashgen/tuning.sqlite3; a plain path is a
+SQLite file. show, pending, export and merge's source only read: a missing database is an
+error for them, and they never create one. --gpu takes the GPU's name as stored ('NVIDIA H200')
+or a FLASHGEN_GPU name ('nvidia-h200'). Passwords in URLs are never printed. Any fault (locked,
+read-only, malformed, missing, unreachable) is one line naming the database, the problem and
+what to do, with exit status 2.
 """
 
 from __future__ import annotations
@@ -30,7 +34,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="db_command", metavar="ACTION")
     filters = argparse.ArgumentParser(add_help=False)
     filters.add_argument(
-        "--gpu", metavar="NAME", help="only records tuned on this GPU (e.g. 'NVIDIA H200')"
+        "--gpu",
+        metavar="NAME",
+        help="only records tuned on this GPU: its name ('NVIDIA H200') or a FLASHGEN_GPU name "
+        "('nvidia-h200')",
     )
     filters.add_argument(
         "--measured-only", action="store_true", help="leave out records chosen by the cost model"
@@ -58,7 +65,17 @@ def age(when: _dt.datetime, now: _dt.datetime | None = None) -> str:
     return f"{seconds}s"
 
 
+def printable(text: str) -> str:
+    """`text` with control characters written as escapes (ESC -> \\x1b): strings from a
+    database or an imported file must not drive the terminal (colours, cursor moves, a cleared
+    screen, a forged line)."""
+    return "".join(
+        ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text
+    )
+
+
 def _table(headers: list[str], rows: list[list[str]]) -> str:
+    rows = [[printable(cell) for cell in row] for row in rows]
     widths = [
         max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)
     ]
@@ -68,11 +85,24 @@ def _table(headers: list[str], rows: list[list[str]]) -> str:
     return "\n".join(line.rstrip() for line in lines)
 
 
+def gpu_matches(stored_name: str, wanted: str) -> bool:
+    """Whether a record's GPU name is the GPU `wanted` names: the same name (any case), or the
+    FLASHGEN_GPU name (`flashgen.sram.KNOWN_GPUS` key) of that model."""
+    from ..sram import KNOWN_GPUS, DeviceLimits, device_slug
+
+    wanted = wanted.strip().lower()
+    if stored_name.lower() == wanted:
+        return True
+    if wanted not in KNOWN_GPUS:
+        return False
+    return device_slug(DeviceLimits(stored_name, (0, 0), 1, 1)) == wanted
+
+
 def _selected(db, args) -> list:
     """Records after the --gpu / --measured-only filters."""
     records = db.records()
     if getattr(args, "gpu", None):
-        records = [r for r in records if r.env.gpu_name.lower() == args.gpu.lower()]
+        records = [r for r in records if gpu_matches(r.env.gpu_name, args.gpu)]
     if getattr(args, "measured_only", False):
         records = [r for r in records if r.measured]
     return records
@@ -132,7 +162,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.db_command == "import":
             records = load(args.file)  # the whole file is validated before the DB is touched
-        db = connect(args.db)
+        readonly = args.db_command in ("show", "pending", "export")
+        if args.db_command == "merge":  # the source must exist before the target is created
+            connect(args.source, readonly=True).close()
+        db = connect(args.db, readonly=readonly)
         try:
             if args.db_command == "show":
                 return _show(db, args)
@@ -149,7 +182,7 @@ def run(args: argparse.Namespace) -> int:
                     f"{wins} written, {len(records) - wins} kept (stored one as good or better)"
                 )
                 return 0
-            source = connect(args.source)
+            source = connect(args.source, readonly=True)
             try:
                 records = source.records()
             finally:

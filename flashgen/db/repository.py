@@ -17,6 +17,12 @@ Contract (shared by every backend; `tests/test_db_contract.py` runs it on SQLite
   `pending_rows()`, `clear_pending(spec, bucket)`.
 - `url_safe` (password masked), `dialect` ("sqlite" | "postgresql"), `engine`, `close()`.
 
+Faults: every error the database raises through this object (locked, read-only, malformed,
+gone, unreachable) is a `DatabaseError` whose message is one line naming the database, the
+problem and what to do (`flashgen.db.faults`). `readonly=True` (the CLI's show, pending, export
+and merge's source) never creates anything: a missing SQLite file, or a database without
+flashgen's tables, is an error instead of a new empty database.
+
 Everything read back is rebuilt through the validating dataclasses in `records`; a row that
 fails validation (hand-edited database) is skipped with a warning, never handed to a template.
 """
@@ -28,7 +34,6 @@ import datetime as _dt
 import logging
 import socket
 from collections.abc import Iterable
-from pathlib import Path
 from typing import cast
 
 from sqlalchemy import Table, and_, create_engine, delete, event, false, or_, select, true
@@ -40,10 +45,11 @@ from ..config import TileConfig
 from ..spec import KernelSpec, shape_bucket
 from . import lookup as _lookup
 from . import migrate
+from .faults import explain, path_problem, sqlite_path
 from .models import PendingRow, RecordRow, TrialRow
 from .records import EnvFingerprint, Lookup, Trial, TuningRecord, check_bucket, current_fingerprint
 from .shipped import shipped_records
-from .urls import mask_url, scrub
+from .urls import mask_url
 
 log = logging.getLogger(__name__)
 # The tuner's and the CLI's writers wait out each other's locks (FACTS.md: eight SQLite writers
@@ -77,19 +83,25 @@ def _utc(value: _dt.datetime) -> _dt.datetime:
     return value.astimezone(_dt.timezone.utc)
 
 
-def _sqlite_engine(url, busy_timeout_ms: int) -> Engine:
-    database = url.database
-    if database and database != ":memory:" and not database.startswith("file:"):
-        Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+def _sqlite_engine(url, busy_timeout_ms: int, readonly: bool = False) -> Engine:
+    path = sqlite_path(url.render_as_string(hide_password=False))
+    if path is not None:
+        problem = path_problem(path, must_exist=readonly)
+        if problem is not None:
+            raise DatabaseError(f"tuning database {mask_url(str(url))}: {problem[0]}; {problem[1]}")
+        if not readonly:
+            path.parent.mkdir(parents=True, exist_ok=True)
     engine = create_engine(url, connect_args={"timeout": busy_timeout_ms / 1000})
     # Switching to WAL may meet a lock; the tuner retries for a while, the runtime does not.
-    wal_attempts = 50 if busy_timeout_ms >= 1000 else 1
+    # A reader leaves the journal mode alone (switching writes to the file).
+    wal_attempts = 0 if readonly else 50 if busy_timeout_ms >= 1000 else 1
 
     @event.listens_for(engine, "connect")
     def _pragmas(dbapi_conn, _record):
         cursor = dbapi_conn.cursor()
         cursor.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-        _enable_wal(cursor, wal_attempts)
+        if wal_attempts:
+            _enable_wal(cursor, wal_attempts)
         cursor.close()
 
     return engine
@@ -115,12 +127,12 @@ def _enable_wal(cursor, attempts: int) -> None:
     log.debug("could not switch SQLite to WAL, staying in journal mode: %s", last)
 
 
-def _make_engine(url: str, runtime: bool = False) -> Engine:
+def _make_engine(url: str, runtime: bool = False, readonly: bool = False) -> Engine:
     parsed = make_url(url)
     backend = parsed.get_backend_name()
     if backend == "sqlite":
         busy_ms = RUNTIME_LOCK_TIMEOUT_MS if runtime else SQLITE_BUSY_TIMEOUT_S * 1000
-        return _sqlite_engine(parsed, busy_ms)
+        return _sqlite_engine(parsed, busy_ms, readonly)
     if backend == "postgresql":
         if "+" not in parsed.drivername and not _importable("psycopg") and _importable("psycopg2"):
             # SQLAlchemy 2.1 maps a bare postgresql:// to psycopg 3; use psycopg2 when only it exists.
@@ -142,24 +154,51 @@ def _make_engine(url: str, runtime: bool = False) -> Engine:
 class TuningDB:
     """Repository over one database URL (see the module docstring for the contract)."""
 
-    def __init__(self, url: str, *, shipped_dir=None, runtime: bool = False) -> None:
+    def __init__(
+        self, url: str, *, shipped_dir=None, runtime: bool = False, readonly: bool = False
+    ) -> None:
         """`runtime=True`: the attention path's connection, which waits at most
         RUNTIME_LOCK_TIMEOUT_MS for another process's lock (SQLite busy timeout, PostgreSQL
         lock_timeout) and RUNTIME_CONNECT_TIMEOUT_S to reach a server; the tuner and the CLI
-        keep long waits, so that concurrent writers queue instead of failing."""
+        keep long waits, so that concurrent writers queue instead of failing.
+
+        `readonly=True`: open an existing tuning database only (see the module docstring); an
+        older schema is still migrated, since reading it needs the current one."""
         self._url = url
         self.url_safe = mask_url(url)
         self._shipped_dir = shipped_dir
         try:
-            self.engine = _make_engine(url, runtime)
+            self.engine = _make_engine(url, runtime, readonly)
             self.dialect = self.engine.dialect.name
+            self._translate_errors()
+            if readonly:
+                self._require_schema()
             migrate.upgrade(self.engine)
         except DatabaseError:
             raise
         except Exception as exc:  # driver errors differ by backend; all mean "cannot open"
+            raise DatabaseError(f"cannot open {explain(exc, url)}") from None
+
+    def _translate_errors(self) -> None:
+        """Every driver error on this engine becomes a one-line `DatabaseError` (`faults`), so
+        no caller ever shows a SQLAlchemy traceback. Pre-ping failures are left alone: the pool
+        handles them by reconnecting."""
+        url = self._url
+
+        @event.listens_for(self.engine, "handle_error")
+        def _one_line(context):
+            if context.is_pre_ping:
+                return
+            raise DatabaseError(explain(context.original_exception, url)) from None
+
+    def _require_schema(self) -> None:
+        with self.engine.connect() as conn:
+            revision = migrate.current_revision(conn)
+        if revision is None:
             raise DatabaseError(
-                f"cannot open tuning database {self.url_safe}: {scrub(_short(exc), url)}"
-            ) from None
+                f"tuning database {self.url_safe}: holds no flashgen tables (empty, or not a "
+                "tuning database); check the URL (this command only reads, so it creates none)"
+            )
 
     def __repr__(self) -> str:
         return f"TuningDB({self.url_safe})"
@@ -436,9 +475,3 @@ def _importable(module: str) -> bool:
     import importlib.util
 
     return importlib.util.find_spec(module) is not None
-
-
-def _short(exc: BaseException) -> str:
-    """First line of a driver error: enough to act on, without SQL or parameter dumps."""
-    text = str(getattr(exc, "orig", None) or exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__

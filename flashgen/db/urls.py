@@ -2,7 +2,8 @@
 
 Order: an explicit URL (`--db`, `connect(url)`), else `FLASHGEN_DB_URL`, else a SQLite file
 `cache_dir()/tuning.sqlite3` (`XDG_CACHE_HOME` and `FLASHGEN_CACHE_DIR` honoured via
-`flashgen.paths`). A URL is only ever shown through `mask_url`, and `scrub` removes the
+`flashgen.paths`). Either may also be a plain file path (no `scheme://`): that is a SQLite file,
+so `--db runs/h200.sqlite3` works as users expect instead of failing SQLAlchemy's URL parser. A URL is only ever shown through `mask_url`, and `scrub` removes the
 password from error text a driver might echo back.
 """
 
@@ -24,12 +25,24 @@ def default_url() -> str:
     return f"sqlite:///{cache_dir() / DEFAULT_FILE}"
 
 
+_SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.\-]*://")
+
+
+def as_url(text: str) -> str:
+    """`text` if it is a URL; a plain path (no `scheme://`) becomes the URL of that SQLite file
+    (`~` expanded, made absolute, so the URL means the same file from any working directory)."""
+    text = str(text).strip()
+    if _SCHEME.match(text):
+        return text
+    return f"sqlite:///{os.path.abspath(os.path.expanduser(text))}"
+
+
 def resolve_url(url: str | None = None) -> str:
     if url:
-        return url
-    from_env = os.environ.get(ENV_VAR)
+        return as_url(url)
+    from_env = os.environ.get(ENV_VAR, "").strip()
     if from_env:
-        return from_env
+        return as_url(from_env)
     return default_url()
 
 
