@@ -442,6 +442,8 @@ def _tune_task(
     try:
         _confirm(task, evaluator, known, result, settings, db, env, shape)
         compare_impls(task, evaluator, result, settings, db, env)
+        # The record was written when the best last improved; it counts every candidate.
+        db.note_trials(task.spec, task.bucket, env, len(known))
     except KeyboardInterrupt:  # every trial is stored; the search's own best stands
         result.interrupted = True
         result.stop_reason = "interrupted"

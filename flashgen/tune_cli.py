@@ -30,6 +30,7 @@ Ctrl-C keeps every finished trial and the best so far (exit status 130).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 
@@ -53,14 +54,88 @@ CPU_DEFAULTS = {
 }
 
 
-def _csv_ints(text: str, flag: str) -> list[int]:
-    try:
-        values = [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise ValueError(f"{flag} takes comma-separated integers, got {text!r}") from None
-    if not values or min(values) < 1:
-        raise ValueError(f"{flag} takes positive integers, got {text!r}")
+def _csv_items(text: str, flag: str) -> list[str]:
+    """The comma-separated items of a flag; an empty list or an empty item is refused."""
+    items = [part.strip() for part in str(text).split(",")]
+    if not any(items):
+        raise ValueError(f"{flag} needs at least one value, got {text!r}")
+    if not all(items):
+        raise ValueError(f"{flag} has an empty item in {text!r} (write e.g. 64,128)")
+    return items
+
+
+def _csv_ints(text: str, flag: str, low: int = 1, high: int | None = None) -> list[int]:
+    values = []
+    for item in _csv_items(text, flag):
+        try:
+            values.append(int(item))
+        except ValueError:
+            raise ValueError(f"{flag} takes comma-separated integers, got {item!r}") from None
+    for value in values:
+        if value < low or (high is not None and value > high):
+            span = f"between {low} and {high}" if high is not None else f">= {low}"
+            raise ValueError(f"{flag} takes integers {span}, got {value}")
     return values
+
+
+def _csv_names(text: str, flag: str, allowed: tuple[str, ...]) -> list[str]:
+    names = _csv_items(text, flag)
+    for name in names:
+        if name not in allowed:
+            raise ValueError(f"{flag}: {name!r} is not one of {', '.join(allowed)}")
+    return list(dict.fromkeys(names))
+
+
+# The longest sequence length a record can be stored for (`flashgen.db.records.MAX_BUCKET`).
+MAX_SEQ_LEN = 1 << 30
+SEED_LIMIT = 2**32 - 1  # Optuna's samplers seed numpy with it
+
+
+def check_options(args: argparse.Namespace) -> None:
+    """Every flag the user gave, checked before torch loads and before anything is printed:
+    a typo costs a one-line error, never a run that tunes nothing (ValueError names the flag)."""
+    from .spec import DIRECTIONS, DTYPES, MAX_HEAD_DIM, MIN_HEAD_DIM
+
+    if args.head_dim is not None:
+        _csv_ints(args.head_dim, "--head-dim", MIN_HEAD_DIM, MAX_HEAD_DIM)
+    if args.dtype is not None:
+        _csv_names(args.dtype, "--dtype", DTYPES)
+    if args.direction is not None:
+        _csv_names(args.direction, "--direction", DIRECTIONS)
+    seq_q = _csv_ints(str(args.seq_len or GPU_DEFAULTS["seq_len"]), "--seq-len", 1, MAX_SEQ_LEN)
+    if args.seq_k is not None:
+        seq_k = _csv_ints(args.seq_k, "--seq-k", 1, MAX_SEQ_LEN)
+        if len(seq_k) not in (1, len(seq_q)):
+            raise ValueError(
+                f"--seq-k takes one length or one per --seq-len ({len(seq_q)}), got {len(seq_k)}"
+            )
+    if args.trials is not None and args.trials < 1:
+        raise ValueError(f"--trials must be >= 1, got {args.trials}")
+    if args.patience is not None and args.patience < 0:
+        raise ValueError(f"--patience must be >= 0 (0: never stop early), got {args.patience}")
+    if not 0 <= args.seed <= SEED_LIMIT:
+        raise ValueError(f"--seed must be between 0 and {SEED_LIMIT}, got {args.seed}")
+    if args.workers < 1:
+        raise ValueError(f"--workers must be >= 1, got {args.workers}")
+    if args.compile_workers is not None and args.compile_workers < 0:
+        raise ValueError(f"--compile-workers must be >= 0, got {args.compile_workers}")
+    if args.pending:
+        given = [
+            flag
+            for flag, value in (
+                ("--head-dim", args.head_dim),
+                ("--dtype", args.dtype),
+                ("--causal", args.causal),
+                ("--seq-len", args.seq_len),
+                ("--seq-k", args.seq_k),
+                ("--direction", args.direction),
+            )  # fmt: skip
+            if value is not None
+        ]
+        if given:
+            raise ValueError(
+                f"--pending tunes the shapes the database lists; it does not take {', '.join(given)}"
+            )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -151,14 +226,14 @@ def _resolve(args: argparse.Namespace, gpu: bool) -> dict:
 def build_tasks(opts: dict, seq_k: str | None):
     """The (spec, bucket) tasks the options name, in a stable order."""
     from .search import Task
-    from .spec import KernelSpec, shape_bucket
+    from .spec import DIRECTIONS, DTYPES, KernelSpec, shape_bucket
 
-    head_dims = _csv_ints(str(opts["head_dim"]), "--head-dim")
-    dtypes = [d.strip() for d in str(opts["dtype"]).split(",") if d.strip()]
-    directions = [d.strip() for d in str(opts["direction"]).split(",") if d.strip()]
+    head_dims = list(dict.fromkeys(_csv_ints(str(opts["head_dim"]), "--head-dim")))
+    dtypes = _csv_names(str(opts["dtype"]), "--dtype", DTYPES)
+    directions = _csv_names(str(opts["direction"]), "--direction", DIRECTIONS)
     causals = {"both": [False, True], "true": [True], "false": [False]}[opts["causal"]]
-    seq_q = _csv_ints(str(opts["seq_len"]), "--seq-len")
-    seq_k_list = _csv_ints(seq_k, "--seq-k") if seq_k else seq_q
+    seq_q = _csv_ints(str(opts["seq_len"]), "--seq-len", 1, MAX_SEQ_LEN)
+    seq_k_list = _csv_ints(seq_k, "--seq-k", 1, MAX_SEQ_LEN) if seq_k else seq_q
     if len(seq_k_list) == 1:
         seq_k_list = seq_k_list * len(seq_q)
     if len(seq_k_list) != len(seq_q):
@@ -177,26 +252,14 @@ def build_tasks(opts: dict, seq_k: str | None):
 
 
 def run(args: argparse.Namespace) -> int:
+    check_options(args)  # before torch loads and before any banner
     gpu = _prepare_backend()
-    if not gpu:
-        print(
-            "flashgen tune: no CUDA GPU: CPU/interpreter mode. Kernels are checked in Triton's "
-            "interpreter at tiny sizes and ranked by a cost model of the planning target; "
-            "records are stored as modelled (a GPU measurement replaces them).",
-            file=sys.stderr,
-        )
-    if args.workers < 1:
-        raise ValueError("--workers must be >= 1")
     opts = _resolve(args, gpu)
-    if opts["trials"] < 1:
-        raise ValueError("--trials must be >= 1")
     tasks = [] if args.pending else build_tasks(opts, args.seq_k)
-    from .db import DatabaseError, connect
+    from .db import connect
+    from .db.records import current_fingerprint
 
-    try:
-        db = connect(args.db)
-    except DatabaseError as exc:  # a clear one-line error, not a traceback (cli.py prints it)
-        raise ValueError(str(exc)) from None
+    db = connect(args.db)  # a fault is one line (DatabaseError), printed by flashgen.cli
     from .studies import check_workers
 
     check_workers(db, args.workers)  # several workers on SQLite: refused before any work
@@ -209,21 +272,35 @@ def run(args: argparse.Namespace) -> int:
             return 0
     from .sram import current_device
 
-    kind = "measured on" if gpu else "modelled for"
-    print(
-        f"flashgen tune: {len(tasks)} spec x bucket tasks, up to {opts['trials']} trials each, "
-        f"{kind} {current_device().name}, into {db.url_safe}",
-        file=sys.stderr,
-    )
+    if not args.quiet:
+        if not gpu:
+            print(
+                "flashgen tune: no CUDA GPU: CPU/interpreter mode. Kernels are checked in "
+                "Triton's interpreter at tiny sizes and ranked by a cost model of the planning "
+                "target; records are stored as modelled (a GPU measurement replaces them).",
+                file=sys.stderr,
+            )
+        kind = "measured on" if gpu else "modelled for"
+        print(
+            f"flashgen tune: {len(tasks)} spec x bucket tasks, up to {opts['trials']} trials "
+            f"each, {kind} {current_device().name}, into {db.url_safe}",
+            file=sys.stderr,
+        )
+    env = current_fingerprint(current_device())
     failures: list[str] = []
-    if args.workers > 1:
-        results, failures = _run_workers(args, opts, tasks, db)
-    else:
-        results = _tune_all(args, opts, tasks, db, gpu, worker=0)
-    if args.pending and not failures:  # a failed worker may have left some of them untuned
-        for task in tasks:
-            db.clear_pending(task.spec, task.bucket)
-    print(format_summary(results, db=db))
+    with _database_faults(db):
+        try:
+            if args.workers > 1:
+                results, failures = _run_workers(args, opts, tasks, db)
+            else:
+                results = _tune_all(args, opts, tasks, db, gpu, worker=0)
+        except _Stopped as stop:  # the table of what is stored, then exit status 130
+            print(format_summary(stop.results, db=db, env=env))
+            raise KeyboardInterrupt from None
+        if args.pending and not failures:  # a failed worker may have left some of them untuned
+            for task in tasks:
+                db.clear_pending(task.spec, task.bucket)
+        print(format_summary(results, db=db, env=env))
     if failures:
         for line in failures:
             print(f"flashgen tune: {line}", file=sys.stderr)
@@ -234,6 +311,35 @@ def run(args: argparse.Namespace) -> int:
         )
         return 1
     return 0
+
+
+class _Stopped(KeyboardInterrupt):
+    """Ctrl-C in `_tune_all`, carrying the results so far (the interrupted task's included)."""
+
+    def __init__(self, results: list) -> None:
+        super().__init__("tuning interrupted")
+        self.results = results
+
+
+@contextlib.contextmanager
+def _database_faults(db):
+    """Errors from Optuna's own engine on the tuning database (its study tables), which do not
+    pass through `TuningDB`, become the same one-line `DatabaseError` as ours."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from .db import DatabaseError
+    from .db.faults import explain
+
+    url = db.engine.url.render_as_string(hide_password=False)
+    try:
+        yield
+    except SQLAlchemyError as exc:
+        raise DatabaseError(explain(exc, url)) from None
+    except Exception as exc:
+        cause = exc.__cause__ or exc.__context__
+        if type(exc).__name__ == "StorageInternalError" and isinstance(cause, SQLAlchemyError):
+            raise DatabaseError(explain(cause, url)) from None
+        raise
 
 
 def _settings(opts: dict, args: argparse.Namespace, lookahead: int):
@@ -299,8 +405,7 @@ def _tune_all(args, opts, tasks, db, gpu: bool, worker: int) -> list:
                 )
             except Interrupted as stop:
                 results.append(stop.result)
-                print(format_summary(results, db=db), file=sys.stderr)
-                raise
+                raise _Stopped(results) from None
             finally:
                 if bar:
                     bar.close()
@@ -332,25 +437,60 @@ def _progress(task, total: int, *, quiet: bool, position: int):
     return None if quiet else _Bar(task, total, position)
 
 
-def format_summary(results, *, db=None) -> str:
+def stored_rows(results, db, env) -> list:
+    """`results` as the database holds them: for each task the stored record's config, time,
+    trial count and winner, so that the table printed and `flashgen db show` never disagree.
+
+    The record can differ from this run's best: the keep-best rule kept an earlier record that
+    was as good or better (a tie keeps the stored one), or another worker stored a better one.
+    Such rows say "kept stored". The gain over the default stays this run's own measurement
+    (both times from the same run); it is left out where the stored record is not this run's."""
+    rows = []
+    for r in results:
+        rec = db.get(r.task.spec, r.task.bucket, env)
+        if rec is None:
+            rows.append((r, None, False))
+            continue
+        # A tie with this run's best is this run's result too (the stored twin was kept).
+        ours = r.best_config is not None and (rec.time_ms, rec.measured) == (r.best_ms, r.measured)
+        rows.append((r, rec, not ours))
+    return rows
+
+
+def format_summary(results, *, db=None, env=None) -> str:
     """The end-of-run table: spec, bucket, best config, time, TFLOP/s, gain over the default,
-    and which implementation won against PyTorch's SDPA backends (ratio to the runner-up)."""
+    evaluated candidates, and which implementation won against PyTorch's SDPA backends (ratio
+    to the runner-up). With `db` and `env`, every value but the gain is read back from the
+    database (`stored_rows`)."""
     header = ("spec", "bucket", "best config", "time ms", "TFLOP/s", "vs default", "trials", "kind",
               "winner / vs next")  # fmt: skip
     from .impls import impl_label
 
+    if db is not None and env is not None:
+        entries = stored_rows(results, db, env)
+    else:
+        entries = [(r, None, False) for r in results]
     rows = []
-    for r in results:
-        best = r.best_config.short() if r.best_config else "none"
-        time = f"{r.best_ms:.4g}" if r.best_config else "-"
-        tfl = f"{r.tflops:.1f}" if r.best_config else "-"
-        gain = f"{r.gain:.2f}x" if r.gain == r.gain else "n/a"
-        kind = "measured" if r.measured else "modelled"
+    for r, rec, kept in entries:
+        if rec is not None:
+            config, ms, tfl, trials, measured = (rec.config, rec.time_ms, rec.tflops,
+                                                 rec.n_trials, rec.measured)  # fmt: skip
+            impl, ratio = rec.impl, rec.impl_ratio
+        else:
+            config, ms, tfl, trials, measured = (r.best_config, r.best_ms, r.tflops,
+                                                 r.evaluated, r.measured)  # fmt: skip
+            impl, ratio = r.impl, r.impl_ratio
+        gain = r.gain if not kept else float("nan")
+        kind = "measured" if measured else "modelled"
+        if kept:
+            kind += " (kept stored)"
         if r.interrupted:
             kind += " (interrupted)"
         rows.append(
-            (r.task.spec.uri(), f"{r.task.bucket[0]}x{r.task.bucket[1]}", best, time, tfl, gain,
-             str(r.evaluated), kind, impl_label(r.impl, r.impl_ratio))
+            (r.task.spec.uri(), f"{r.task.bucket[0]}x{r.task.bucket[1]}",
+             config.short() if config else "none", f"{ms:.4g}" if config else "-",
+             f"{tfl:.1f}" if config else "-", f"{gain:.2f}x" if gain == gain else "n/a",
+             str(trials), kind, impl_label(impl, ratio))
         )  # fmt: skip
     widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h)
               for i, h in enumerate(header)]  # fmt: skip
@@ -359,7 +499,7 @@ def format_summary(results, *, db=None) -> str:
     lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
     if db is not None:
         lines.append(f"written to {db.url_safe}")
-    return "\n".join(lines)
+    return "\n".join(line.rstrip() for line in lines)
 
 
 # -- several worker processes on one PostgreSQL study ------------------------------------------

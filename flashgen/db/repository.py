@@ -9,6 +9,8 @@ Contract (shared by every backend; `tests/test_db_contract.py` runs it on SQLite
 - `upsert_many(records) -> int`: the same, all in one transaction (import, merge); returns wins.
 - `replace_best(rec, superseded) -> bool`: as `upsert_best`, except that a stored record whose
   config is in `superseded` (re-timed by the tuner's confirmation) is replaced whatever its time.
+- `note_trials(spec, bucket, env, n_trials)`: raise the stored record's trial count to the
+  search's final count (the record is written when the best improves, often before the end).
 - `add_trials(spec, bucket, env, trials, host=None) -> int`; `trials(spec=None, bucket=None,
   env=None) -> list[Trial]` (oldest first).
 - `get(spec, bucket, env) -> TuningRecord | None`; `records(spec=None, env=None) -> list`.
@@ -88,7 +90,9 @@ def _sqlite_engine(url, busy_timeout_ms: int, readonly: bool = False) -> Engine:
     if path is not None:
         problem = path_problem(path, must_exist=readonly)
         if problem is not None:
-            raise DatabaseError(f"tuning database {mask_url(str(url))}: {problem[0]}; {problem[1]}")
+            raise DatabaseError(
+                f"cannot open tuning database {mask_url(str(url))}: {problem[0]}; {problem[1]}"
+            )
         if not readonly:
             path.parent.mkdir(parents=True, exist_ok=True)
     engine = create_engine(url, connect_args={"timeout": busy_timeout_ms / 1000})
@@ -174,8 +178,10 @@ class TuningDB:
             if readonly:
                 self._require_schema()
             migrate.upgrade(self.engine)
-        except DatabaseError:
-            raise
+        except DatabaseError as exc:
+            if str(exc).startswith("cannot open"):
+                raise
+            raise DatabaseError(f"cannot open {exc}") from None
         except Exception as exc:  # driver errors differ by backend; all mean "cannot open"
             raise DatabaseError(f"cannot open {explain(exc, url)}") from None
 
@@ -275,6 +281,22 @@ class TuningDB:
             for rec in records:
                 wins += conn.execute(self._upsert_stmt(rec)).rowcount > 0
         return wins
+
+    def note_trials(self, spec: KernelSpec, bucket, env: EnvFingerprint, n_trials: int) -> None:
+        bucket = check_bucket(bucket)
+        stmt = (
+            _RECORDS.update()
+            .where(
+                _RECORDS.c.spec_uri == spec.uri(),
+                _RECORDS.c.bucket_q == bucket[0],
+                _RECORDS.c.bucket_k == bucket[1],
+                _RECORDS.c.env_key == env.key(),
+                _RECORDS.c.n_trials < int(n_trials),
+            )
+            .values(n_trials=int(n_trials))
+        )
+        with self.engine.begin() as conn:
+            conn.execute(stmt)
 
     @staticmethod
     def _to_record(row) -> TuningRecord:
