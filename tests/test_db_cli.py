@@ -166,3 +166,24 @@ def test_export_filters_by_gpu_and_measured(source, tmp_path):
     assert [(r["spec"], r["env"]["gpu_name"]) for r in doc["records"]] == [
         ("attn_fwd_d64_causal_f16", "NVIDIA H200")
     ]
+
+
+def test_show_takes_flashgen_gpu_names(source, capsys):
+    assert cli.main(["show", "--db", source, "--gpu", "nvidia-h200"]) == 0
+    assert capsys.readouterr().out.splitlines()[0].endswith("2 record(s)")
+    assert cli.main(["show", "--db", source, "--gpu", "nvidia-a100"]) == 0
+    assert capsys.readouterr().out.splitlines()[0].endswith("0 record(s)")
+
+
+def test_show_escapes_control_characters_already_stored(tmp_path, capsys):
+    """A record written before import refused them (or by hand) must not drive the terminal."""
+    url = f"sqlite:///{tmp_path / 'esc.sqlite3'}"
+    database = connect(url)
+    env = EnvFingerprint("NVIDIA\x1b[2J H200", "9.0", 132, 232448, "3.6.0", "2.11.0", "0.1", "a")
+    database.upsert_best(
+        TuningRecord(RECORDS[0].spec, (64, 64), env, TileConfig(64, 64, 4, 2), 1.0)
+    )
+    database.close()
+    assert cli.main(["show", "--db", url]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "NVIDIA\\x1b[2J H200" in out
