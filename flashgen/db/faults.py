@@ -119,6 +119,12 @@ def _message(exc: BaseException) -> str:
 
 def explain(exc: BaseException, url: str) -> str:
     """The one-line description of `exc` raised while using the database at `url`."""
+    return fault(exc, url) or f"tuning database {mask_url(url)}: {scrub(_message(exc), url)}"
+
+
+def fault(exc: BaseException, url: str) -> str | None:
+    """`explain`'s line when `exc` is a known fault of the database itself (locked, read-only,
+    malformed, missing, unreachable, ...); None for anything else (a refused row, a bug)."""
     safe = mask_url(url)
     detail = scrub(_message(exc), url)
     path = sqlite_path(url)
@@ -139,6 +145,6 @@ def explain(exc: BaseException, url: str) -> str:
                 found = (problem, advice)
                 break
     if found is None:
-        return f"tuning database {safe}: {detail}"
+        return None
     problem, advice = found
     return f"tuning database {safe}: {problem} ({detail}); {advice}"

@@ -42,12 +42,13 @@ from sqlalchemy import Table, and_, create_engine, delete, event, false, or_, se
 from sqlalchemy.dialects import postgresql as _pg
 from sqlalchemy.dialects import sqlite as _sqlite
 from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.exc import IntegrityError
 
 from ..config import TileConfig
 from ..spec import KernelSpec, shape_bucket
 from . import lookup as _lookup
 from . import migrate
-from .faults import explain, path_problem, sqlite_path
+from .faults import explain, fault, path_problem, sqlite_path
 from .models import PendingRow, RecordRow, TrialRow
 from .records import EnvFingerprint, Lookup, Trial, TuningRecord, check_bucket, current_fingerprint
 from .shipped import shipped_records
@@ -186,16 +187,19 @@ class TuningDB:
             raise DatabaseError(f"cannot open {explain(exc, url)}") from None
 
     def _translate_errors(self) -> None:
-        """Every driver error on this engine becomes a one-line `DatabaseError` (`faults`), so
-        no caller ever shows a SQLAlchemy traceback. Pre-ping failures are left alone: the pool
-        handles them by reconnecting."""
+        """Every fault of the database itself on this engine (locked, read-only, malformed,
+        gone, unreachable: `faults.fault`) becomes a one-line `DatabaseError`, so no caller
+        shows a SQLAlchemy traceback for it. Other errors (a row a CHECK refuses, a bug) keep
+        their SQLAlchemy type; pre-ping failures are left to the pool, which reconnects."""
         url = self._url
 
         @event.listens_for(self.engine, "handle_error")
         def _one_line(context):
-            if context.is_pre_ping:
+            if context.is_pre_ping or isinstance(context.sqlalchemy_exception, IntegrityError):
                 return
-            raise DatabaseError(explain(context.original_exception, url)) from None
+            line = fault(context.original_exception, url)
+            if line is not None:
+                raise DatabaseError(line) from None
 
     def _require_schema(self) -> None:
         with self.engine.connect() as conn:
