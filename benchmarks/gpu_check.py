@@ -4,13 +4,13 @@ Run on the GPU machine from the checkout (needs only torch, triton, jinja2):
 
     PYTHONPATH=. python3 benchmarks/gpu_check.py [OUT_PATH]
 
-1. Correctness: the case grid of tests/test_forward.py (every dtype incl. real bf16, head dims
+1. Correctness: the case grid of tests/kernels/test_forward.py (every dtype incl. real bf16, head dims
    16..256 incl. 80/96/192, ragged Sq/Sk both ways, causal both, GQA, strided inputs) against the
    float64 reference; half types within 2x SDPA's own error plus a floor, float32 within 1e-4.
    Each case runs through both kernels (`attn_fwd`, pointer loads; `attn_fwd_tma`, TMA
    descriptors, the default on Hopper), plus head dim 20, whose rows TMA cannot move (auto mode
    must fall back). Every config of the timing grid is also checked on a ragged GQA shape.
-2. Speed: the anchor shapes (../shared/anchors/README.md), bf16, causal both, over a grid of
+2. Speed: the anchor shapes (`ANCHORS` below), bf16, causal both, over a grid of
    configs (BLOCK_M 64/128, BLOCK_N 32/64/128, warps 4/8, stages 2/3/4, plus BLOCK_M 256 with
    8 warps; OutOfResources skipped),
    with triton.testing.do_bench(return_mode="median"), next to SDPA's cuDNN and FLASH backends;
@@ -19,7 +19,7 @@ Run on the GPU machine from the checkout (needs only torch, triton, jinja2):
 
 Compilation dominates the run time, so a pool of worker processes compiles (and checks) every
 kernel first; the main process then times them from Triton's on-disk cache. Configs are passed
-explicitly, so flashgen.dispatch (and its database) is never imported.
+explicitly, so flashgen.runtime.dispatch (and its database) is never imported.
 
 On the H200 the whole run took 148 s (run 1 in benchmarks/RESULTS.md).
 
@@ -115,9 +115,9 @@ def run_check(case: dict) -> dict:
     """One case against the float64 reference; returns the case with errors and a verdict."""
     import torch
 
-    from flashgen.config import TileConfig
-    from flashgen.fwd import forward
-    from flashgen.reference import attention_ref, max_abs_err, sdpa_same_dtype, tolerance
+    from flashgen.core.config import TileConfig
+    from flashgen.kernels.fwd import forward
+    from flashgen.kernels.reference import attention_ref, max_abs_err, sdpa_same_dtype, tolerance
 
     os.environ.pop("FLASHGEN_FWD_TMA", None)
     if case.get("path", "auto") != "auto":
@@ -159,8 +159,8 @@ def warm_config(task: tuple) -> dict:
     """Compile (spec, config) with the anchors' specialisation, then check it on a ragged shape."""
     import torch
 
-    from flashgen.config import TileConfig
-    from flashgen.fwd import forward
+    from flashgen.core.config import TileConfig
+    from flashgen.kernels.fwd import forward
 
     d, causal, cfg = task
     config = TileConfig(*cfg)
@@ -197,8 +197,8 @@ def time_shape(shape, causal: bool, usable: list) -> dict:
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    from flashgen.config import TileConfig
-    from flashgen.fwd import forward, use_tma
+    from flashgen.core.config import TileConfig
+    from flashgen.kernels.fwd import forward, use_tma
 
     b, h, n, d = shape
     flops = 4 * b * h * n * n * d / (2 if causal else 1)
@@ -283,8 +283,8 @@ def host_overhead_us(calls: int = 500) -> dict:
     import torch
     import torch.nn.functional as F
 
-    from flashgen.config import TileConfig
-    from flashgen.fwd import forward
+    from flashgen.core.config import TileConfig
+    from flashgen.kernels.fwd import forward
 
     q = torch.randn(1, 1, 16, 64, device="cuda", dtype=torch.bfloat16)
     config = TileConfig(64, 64, 4, 2)

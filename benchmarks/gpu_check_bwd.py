@@ -4,14 +4,14 @@ Run on the GPU machine from the checkout (needs only torch, triton, jinja2):
 
     PYTHONPATH=. python3 benchmarks/gpu_check_bwd.py [OUT_PATH]
 
-1. Correctness: dQ/dK/dV against float64 autograd through flashgen.reference for a grid like
-   tests/test_backward.py (every dtype incl. real bf16, head dims 16..256 incl. 80/96/192,
+1. Correctness: dQ/dK/dV against float64 autograd through flashgen.kernels.reference for a grid like
+   tests/kernels/test_backward.py (every dtype incl. real bf16, head dims 16..256 incl. 80/96/192,
    ragged Sq/Sk both ways, causal both, GQA, strided q/k/v and dO, several block shapes).
    float32 within 2e-5 of the gradient's size; half types within 3x PyTorch's own same-dtype
    error (SDPA backward vs float64) plus a floor. Plus determinism: two backward runs of a GQA
    causal bf16 shape must be bit-identical. Every config of the timing grid is also checked on
    a ragged GQA shape (lengths 208/336) before it is timed.
-2. Speed: the anchor shapes (../shared/anchors/README.md), bf16, causal both: forward+backward
+2. Speed: the anchor shapes (`ANCHORS` below), bf16, causal both: forward+backward
    (our forward at a fixed config, our backward over a grid of configs: BLOCK_M and BLOCK_N in
    32/64/128, warps 4/8, stages 1/2/3; OutOfResources skipped), median of
    triton.testing.do_bench, next to SDPA's cuDNN and FLASH backends (forward + backward).
@@ -19,7 +19,7 @@ Run on the GPU machine from the checkout (needs only torch, triton, jinja2):
    default build (TMA on Hopper for bf16) and, at the best config, for the pointer build.
 
 A pool of worker processes compiles and checks every kernel first; the main process then times
-them from Triton's on-disk cache. Configs are passed explicitly, so flashgen.dispatch (and its
+them from Triton's on-disk cache. Configs are passed explicitly, so flashgen.runtime.dispatch (and its
 database) is never imported.
 
 Writes JSON to OUT_PATH (a .json file, or a directory: <dir>/gpu_check_bwd.json); default: the
@@ -145,10 +145,10 @@ def run_check(case: dict) -> dict:
     """One case: our forward then backward against float64 autograd; verdict and errors."""
     import torch
 
-    from flashgen.bwd import backward
-    from flashgen.config import TileConfig
-    from flashgen.fwd import forward
-    from flashgen.reference import attention_ref, sdpa_same_dtype
+    from flashgen.core.config import TileConfig
+    from flashgen.kernels.bwd import backward
+    from flashgen.kernels.fwd import forward
+    from flashgen.kernels.reference import attention_ref, sdpa_same_dtype
 
     q, k, v, do = make_inputs(case)
     causal = case["causal"]
@@ -202,9 +202,9 @@ def determinism_check(tma: bool | None) -> dict:
     """Two backward runs of a GQA causal bf16 shape: identical bits expected."""
     import torch
 
-    from flashgen.bwd import backward
-    from flashgen.config import TileConfig
-    from flashgen.fwd import forward
+    from flashgen.core.config import TileConfig
+    from flashgen.kernels.bwd import backward
+    from flashgen.kernels.fwd import forward
 
     n = 64 if SMOKE["on"] else 1024
     case = dict(b=2, hq=8, hkv=2, sq=n, sk=n, d=128, dtype="bfloat16", causal=True)
@@ -224,9 +224,9 @@ def warm_config(task: tuple) -> dict:
     """Compile (spec, config) with the anchors' specialisation, then check it on a ragged shape."""
     import torch
 
-    from flashgen.bwd import backward
-    from flashgen.config import TileConfig
-    from flashgen.fwd import forward
+    from flashgen.core.config import TileConfig
+    from flashgen.kernels.bwd import backward
+    from flashgen.kernels.fwd import forward
 
     d, causal, cfg = task
     config = TileConfig(*cfg)
@@ -280,9 +280,9 @@ def time_shape(shape, causal: bool, usable: list) -> dict:
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    from flashgen.bwd import backward
-    from flashgen.config import TileConfig
-    from flashgen.fwd import forward
+    from flashgen.core.config import TileConfig
+    from flashgen.kernels.bwd import backward
+    from flashgen.kernels.fwd import forward
 
     b, h, n, d = shape
     fwd_flops = 4 * b * h * n * n * d / (2 if causal else 1)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The H200 runs recorded in benchmarks/RESULTS.md, by name, so each figure's command is on file.
 # Run from the repository root on the GPU machine, with optuna/SQLAlchemy/alembic wheels in .whl/
-# (../shared/device/prepare.sh). Results go under $OUT.
+# installed with pip --no-index --no-deps --target into a directory on PYTHONPATH. Results go under $OUT.
 #   benchmarks/h200_run.sh heldout   # tuner vs grid on the held-out cases, with and without seed
 #   benchmarks/h200_run.sh gputests  # pytest -m gpu, the backend's tests on CUDA
 #   benchmarks/h200_run.sh backend   # examples/backend_speed.py: models through the backend
@@ -30,7 +30,7 @@ for step in "$@"; do
     gputests)
         timeout 200 python3 -m pytest -q -p no:cacheprovider -m gpu tests 2>&1 | tail -15 ;;
     backendtests)
-        timeout 200 python3 -m pytest -q -p no:cacheprovider tests/test_backend.py 2>&1 | tail -15 ;;
+        timeout 200 python3 -m pytest -q -p no:cacheprovider tests/compile/test_backend.py 2>&1 | tail -15 ;;
     backend)
         timeout 150 python3 examples/backend_speed.py --seqs 2048 --out "$OUT/backend_speed.json" ;;
     tune)
@@ -57,10 +57,10 @@ for step in "$@"; do
             --shapes "4,16,4,2048,64;4,16,16,2048,64" --out "$OUT/vendor_llama_shapes.json" \
             2>&1 | grep -v Warning | grep -v "return scaled" ;;
     vendortests)
-        timeout 40 python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_vendor.py \
+        timeout 40 python3 -m pytest -q -p no:cacheprovider -m gpu tests/runtime/test_vendor.py \
             > "$OUT/vendortests.txt" 2>&1; tail -8 "$OUT/vendortests.txt" ;;
     hoppertests)
-        timeout 150 python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_hopper.py \
+        timeout 150 python3 -m pytest -q -p no:cacheprovider -m gpu tests/kernels/test_hopper.py \
             2>&1 | tail -8 ;;
     hopper)
         timeout 120 python3 benchmarks/hopper_probe.py check shipped 2>&1 | tail -3

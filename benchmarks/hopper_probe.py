@@ -21,8 +21,8 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-from flashgen.codegen import load_family  # noqa: E402
-from flashgen.spec import KernelSpec, dtype_name  # noqa: E402
+from flashgen.core.spec import KernelSpec, dtype_name  # noqa: E402
+from flashgen.kernels.codegen import load_family  # noqa: E402
 
 OUT = pathlib.Path(os.environ.get("OUT", "/tmp/out"))
 LOG2E = 1.4426950408889634
@@ -147,7 +147,7 @@ def check():
 def bench():
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    from flashgen.fwd import forward
+    from flashgen.kernels.fwd import forward
 
     os.environ["FLASHGEN_FWD_FAMILY"] = "hopper"
     shapes = []
@@ -176,7 +176,7 @@ def bench():
         for cfg in CFGS[D]:
             launch, out, lse = prepare(q, k, v, causal, cfg)
             fns["ws" + str(cfg)] = launch
-        # The integrated path: flashgen.fwd.forward with the Hopper family forced (host
+        # The integrated path: flashgen.kernels.fwd.forward with the Hopper family forced (host
         # descriptor building and the family choice included).
         fns["flashgen_fwd_hopper"] = lambda qkv=(q, k, v), causal=causal: forward(
             *qkv, causal=causal, scale=None
@@ -250,8 +250,8 @@ def regs():
 
 if __name__ == "__main__":
     OUT.mkdir(parents=True, exist_ok=True)
-    if sys.argv[2:] == ["shipped"]:  # only flashgen.hopper.CONFIGS, the configs that ship
-        from flashgen.hopper import CONFIGS
+    if sys.argv[2:] == ["shipped"]:  # only flashgen.kernels.hopper.CONFIGS, the configs that ship
+        from flashgen.kernels.hopper import CONFIGS
 
         CFGS = {
             d: [(c.block_m, c.block_n, c.num_buf, c.num_warps, c.maxnreg, c.consumers, c.pingpong)]

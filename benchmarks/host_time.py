@@ -18,8 +18,8 @@ backend choice):
   fwd_grad       forward of inputs that require grad (records the autograd node)
   fwd_bwd        forward + `torch.autograd.grad` of q, k, v (no .grad accumulation)
 and, for flashgen only, the layers under the public call (where the time goes):
-  layer_check    `flashgen.validate.check_inputs` (cached per signature after this change)
-  layer_launcher `flashgen.fwd.forward` (the launcher, no op dispatch)
+  layer_check    `flashgen.kernels.validate.check_inputs` (cached per signature after this change)
+  layer_launcher `flashgen.kernels.fwd.forward` (the launcher, no op dispatch)
   layer_op       `torch.ops.flashgen.attention_fwd` (op dispatch + launcher)
 
 The same script runs on older trees of this repository (it only uses those public names), so
@@ -78,7 +78,7 @@ def make_cases(shape, causal, dev):
     import torch.nn.functional as F
 
     import flashgen
-    from flashgen import fwd, validate
+    from flashgen.kernels import fwd, validate
 
     b, h, s, d = shape
     dtype = torch.bfloat16 if dev == "cuda" else torch.float32

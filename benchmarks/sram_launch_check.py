@@ -3,8 +3,8 @@
 The CPU comparison (benchmarks/sram_vs_compiler.py) trusts the compiler's byte count; this is
 the ground truth it stands for. For each spec (head dim 64/128/256, bf16, causal alternating,
 forward and backward) it launches a sample of configs through the real host code
-(`flashgen.fwd.forward` with the TMA kernel and with the pointer kernel, FLASHGEN_FWD_TMA=1/0;
-`flashgen.bwd.backward` once for the dK/dV kernel and once for the dQ kernel, each as the TMA
+(`flashgen.kernels.fwd.forward` with the TMA kernel and with the pointer kernel, FLASHGEN_FWD_TMA=1/0;
+`flashgen.kernels.bwd.backward` once for the dK/dV kernel and once for the dQ kernel, each as the TMA
 and the pointer build on Hopper, FLASHGEN_BWD_TMA=1/0) and records
 whether the launch raised OutOfResources. The sample, in priority order: the configs known to
 fail on the H200 (head dim 128, BLOCK_N 128, 4 stages), then the configs the model puts nearest
@@ -33,9 +33,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from flashgen import space, sram  # noqa: E402
-from flashgen.config import TileConfig  # noqa: E402
-from flashgen.spec import KernelSpec  # noqa: E402
+from flashgen.core.config import TileConfig  # noqa: E402
+from flashgen.core.spec import KernelSpec  # noqa: E402
+from flashgen.hardware import sram
+from flashgen.hardware import tiles as space  # noqa: E402
 
 KNOWN_FAILURES = [TileConfig(64, 128, 4, 4), TileConfig(128, 128, 4, 4), TileConfig(128, 128, 8, 4)]
 HEAD_DIMS = (128, 64, 256)
@@ -80,7 +81,7 @@ def _is_oor(exc: BaseException) -> bool:
 def launch(spec: KernelSpec, cfg: TileConfig, kernel: str, tensors: dict) -> dict:
     """Run one kernel of (spec, cfg); report whether it launched."""
 
-    from flashgen import bwd, fwd
+    from flashgen.kernels import bwd, fwd
 
     q, k, v, do, out, lse = (tensors[n] for n in ("q", "k", "v", "do", "out", "lse"))
     t0 = time.time()
@@ -120,7 +121,7 @@ def _sync(t) -> None:
 def make_tensors(spec: KernelSpec, seq: int = 512, device: str = "cuda") -> dict:
     import torch
 
-    from flashgen import fwd
+    from flashgen.kernels import fwd
 
     gen = torch.Generator(device=device).manual_seed(0)
     shape = (1, 2, seq, spec.head_dim)

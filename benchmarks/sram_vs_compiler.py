@@ -1,8 +1,8 @@
-"""Check the shared-memory model (flashgen.sram) against the real Triton compiler, no GPU needed.
+"""Check the shared-memory model (flashgen.hardware.sram) against the real Triton compiler, no GPU needed.
 
 Triton compiles ahead of time for any CUDA target on a CPU machine and reports the shared memory
 a kernel will ask for (`.metadata.shared`). This script renders the real generated kernels,
-compiles them for sm_90 / sm_80 / sm_86 and compares the bytes with `flashgen.sram`, and
+compiles them for sm_90 / sm_80 / sm_86 and compares the bytes with `flashgen.hardware.sram`, and
 `fits()` with "compiler bytes <= the target GPU's opt-in limit":
 
 - false admit: the model says it fits, the compiler needs more than the limit (must be 0);
@@ -44,15 +44,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from flashgen import space, sram  # noqa: E402
-from flashgen.config import TileConfig  # noqa: E402
-from flashgen.paths import templates_dir  # noqa: E402
-from flashgen.spec import KernelSpec  # noqa: E402
+from flashgen.core.config import TileConfig  # noqa: E402
+from flashgen.core.paths import templates_dir  # noqa: E402
+from flashgen.core.spec import KernelSpec  # noqa: E402
+from flashgen.hardware import sram
+from flashgen.hardware import tiles as space  # noqa: E402
 
 # Target capability -> the KNOWN_GPUS entry whose limit it is judged against.
 TARGET_DEVICE = {90: "nvidia-h200", 80: "nvidia-a100", 86: "nvidia-a10", 89: "nvidia-l4"}
 KERNELS = {"fwd": ("attn_fwd",), "bwd": ("attn_bwd_dkdv", "attn_bwd_dq")}
-# flashgen.fwd runs the TMA kernel on Hopper and newer when the tensors allow it, the pointer
+# flashgen.kernels.fwd runs the TMA kernel on Hopper and newer when the tensors allow it, the pointer
 # kernel otherwise: both must fit there.
 HOPPER_EXTRA = {"fwd": ("attn_fwd_tma",), "bwd": ("attn_bwd_dkdv_tma", "attn_bwd_dq_tma")}
 HEAD_DIMS = (64, 128, 256)
@@ -95,7 +96,7 @@ def compile_kernel(spec: KernelSpec, kernel_name: str, cfg: TileConfig, cap: int
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from flashgen.codegen import load
+    from flashgen.kernels.codegen import load
 
     fn = getattr(load(spec), kernel_name)
     signature, attrs = {}, {}
@@ -124,7 +125,7 @@ def _kernel_names(spec: KernelSpec, cap: int) -> tuple[str, ...]:
 def _fresh_template(direction: str) -> str:
     """The current template's hash; drops codegen's in-process module cache when the file changed
     since this worker last rendered it (templates are edited while long sweeps run)."""
-    from flashgen import codegen
+    from flashgen.kernels import codegen
 
     digest = template_hash(direction)
     if _LOADED_HASHES.get(direction, digest) != digest:

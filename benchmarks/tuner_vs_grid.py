@@ -5,10 +5,10 @@ one sequence length each; `--case-set tuned` is bf16 at 1024/4096 tokens, the ca
 rows of the defaults table were set from; `--case-set heldout` is fp16 at 2048/8192, which no
 table row or cost-model constant was set from), the same space is searched two ways:
 
-- grid: every config of the tuner's own space for that spec, `flashgen.space.pruned(spec,
+- grid: every config of the tuner's own space for that spec, `flashgen.hardware.tiles.pruned(spec,
   device)` (136-283 configs here), is compiled (in the worker pool) and measured;
-- search: `flashgen.search.tune_task` exactly as `flashgen tune` runs it: its default space
-  (`flashgen.space.candidates`, configs that do not fit pruned before compile, i.e. the same
+- search: `flashgen.tune.search.tune_task` exactly as `flashgen tune` runs it: its default space
+  (`flashgen.hardware.tiles.candidates`, configs that do not fit pruned before compile, i.e. the same
   fitting configs as the grid), seeded from the defaults table and the cost model's favourites,
   TPE, early stop, upcoming candidates compiled in the pool while the GPU times the current one;
   writing to a throw-away SQLite database. Its trial budget is `--trial-fraction` of the space.
@@ -86,7 +86,7 @@ CASE_SETS = {
 
 def case_space(spec, device, *, smoke: bool) -> list:
     """The configs the grid measures: the tuner's whole fitting space (smoke: a small slice)."""
-    from flashgen import space
+    from flashgen.hardware import tiles as space
 
     fitting = space.pruned(spec, device)
     if smoke:
@@ -95,8 +95,8 @@ def case_space(spec, device, *, smoke: bool) -> list:
 
 
 def _tasks(smoke: bool, case_set: str = "tuned"):
-    from flashgen.search import Task
-    from flashgen.spec import KernelSpec, shape_bucket
+    from flashgen.core.spec import KernelSpec, shape_bucket
+    from flashgen.tune.search import Task
 
     out = []
     for head_dim, causal, direction, seq, dtype in CASE_SETS[case_set]:
@@ -107,7 +107,7 @@ def _tasks(smoke: bool, case_set: str = "tuned"):
 
 
 def _evaluator(args, device):
-    from flashgen.evaluate import MeasuredEvaluator, ModelledEvaluator
+    from flashgen.tune.evaluate import MeasuredEvaluator, ModelledEvaluator
 
     if args.cpu_smoke:
         return ModelledEvaluator(device)
@@ -124,7 +124,7 @@ def _cfg(c) -> list[int]:
 
 
 def run_grid(task, configs, evaluator, deadline: float) -> dict:
-    from flashgen import search
+    from flashgen.tune import search
 
     start = time.perf_counter()
     for cfg in configs:
@@ -161,9 +161,9 @@ def run_grid(task, configs, evaluator, deadline: float) -> dict:
 
 
 def run_search(task, configs, evaluator, device, args, tmp: Path) -> dict:
-    from flashgen import search
     from flashgen.db import connect
     from flashgen.db.records import current_fingerprint
+    from flashgen.tune import search
 
     db = connect(f"sqlite:///{tmp / (task.spec.uri() + '.sqlite3')}")
     storage = search.open_storage(db)
@@ -202,7 +202,9 @@ def run_search(task, configs, evaluator, device, args, tmp: Path) -> dict:
     return {
         "wall_s": wall,
         "trials_budget": settings.trials,
-        "space": "slice (smoke)" if args.cpu_smoke else "flashgen.space (whole, as flashgen tune)",
+        "space": "slice (smoke)"
+        if args.cpu_smoke
+        else "flashgen.hardware.tiles (whole, as flashgen tune)",
         "space_size": len(configs),
         "same_space_as_grid": same_space,
         "lookahead": settings.lookahead,
@@ -223,7 +225,7 @@ def run_search(task, configs, evaluator, device, args, tmp: Path) -> dict:
 def retime(task, cfgs: list, evaluator) -> dict:
     """Both methods' winners, back to back in one process: median of 3 rounds, do_bench rep
     200 ms (the evaluator's `retime`, more careful than the confirmation)."""
-    from flashgen.config import TileConfig
+    from flashgen.core.config import TileConfig
 
     unique = [TileConfig(*c) for c in dict.fromkeys(tuple(c) for c in cfgs if c is not None)]
     times = evaluator.retime(task, unique, rounds=3, rep=200)
@@ -236,7 +238,7 @@ def child(args) -> int:
         os.environ["TRITON_INTERPRET"] = "1"
     import optuna
 
-    from flashgen.sram import current_device
+    from flashgen.hardware.sram import current_device
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     device = current_device()
@@ -459,8 +461,8 @@ def main(argv=None) -> int:
         "errors": [r.get("error") for r in [grid, *found.values()] if r.get("error")],
         "space": "a slice (cpu smoke test)"
         if args.cpu_smoke
-        else "grid = every config of flashgen.space.pruned(spec, device); search = flashgen tune's "
-        "default space (flashgen.space.candidates, non-fitting configs pruned before compile)",
+        else "grid = every config of flashgen.hardware.tiles.pruned(spec, device); search = flashgen tune's "
+        "default space (flashgen.hardware.tiles.candidates, non-fitting configs pruned before compile)",
         "search_how": f"trials = max(6, {args.trial_fraction} x space), patience {args.patience}, "
         f"lookahead {args.lookahead or args.compile_workers}, {args.compile_workers} compile "
         "workers (the grid uses the same pool)",

@@ -9,7 +9,7 @@ SDPA backend, forward and forward+backward. For each shape it times, in one proc
 interleaved over `--rounds` rounds (median of the rounds; each reading a do_bench median with L2
 flushed): the op as users call it (`impl=None`: records and defaults choose), flashgen's own
 kernels (`impl="flashgen"`), and every SDPA backend that accepts the shape. It also reports which
-implementation the op chose and from where (`flashgen.dispatch.impl_choice`).
+implementation the op chose and from where (`flashgen.runtime.dispatch.impl_choice`).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def _runner(impl, q, k, v, causal: bool, do, backward: bool):
     """A no-argument callable: forward (no grad) or forward+backward of one implementation;
     None when that SDPA backend refuses the shape."""
     import flashgen
-    from flashgen.vendor import sdpa
+    from flashgen.runtime.vendor import sdpa
 
     scale = 1.0 / math.sqrt(q.shape[-1])
     if impl in SDPA:
@@ -83,8 +83,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     import triton.testing
 
-    from flashgen import dispatch
-    from flashgen.spec import KernelSpec
+    from flashgen.core.spec import KernelSpec
+    from flashgen.runtime import dispatch
 
     dtype = getattr(torch, args.dtype)
     rows = []

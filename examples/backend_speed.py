@@ -76,7 +76,7 @@ def run(style: str, t: int, batch: int, c: int, dtype: torch.dtype) -> dict:
     import triton.testing
 
     import flashgen
-    from flashgen import patterns
+    from flashgen.compile import patterns
 
     torch.manual_seed(0)
     reference = build(style, c, max(t, 128)).cuda()  # float32: what every error is against

@@ -16,19 +16,19 @@ def __getattr__(name: str):
 
         return attention
     if name == "backend":
-        from .compile_backend import backend
+        from .compile.backend import backend
 
         return backend
     if name == "explain":
-        from .compile_backend import explain
+        from .compile.backend import explain
 
         return explain
     if name == "KernelSpec":
-        from .spec import KernelSpec
+        from .core.spec import KernelSpec
 
         return KernelSpec
     if name == "TileConfig":
-        from .config import TileConfig
+        from .core.config import TileConfig
 
         return TileConfig
     raise AttributeError(f"module 'flashgen' has no attribute {name!r}")

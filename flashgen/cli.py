@@ -13,9 +13,9 @@ import os
 import sys
 
 SUBCOMMANDS = {
-    "kernel": ("flashgen.kernel_cli", "print the generated Triton source for a kernel spec"),
+    "kernel": ("flashgen.kernels.cli", "print the generated Triton source for a kernel spec"),
     "tune": (
-        "flashgen.tune_cli",
+        "flashgen.tune.cli",
         "search tile configs per GPU and shape; write the tuning database",
     ),
     "db": ("flashgen.db.cli", "show, export, import and merge tuning databases"),

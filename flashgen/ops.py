@@ -1,7 +1,7 @@
 """The differentiable attention op: torch.library ops around the generated kernels.
 
-Layers (Liger-style): generated kernels -> host launchers (`flashgen.fwd.forward`,
-`flashgen.bwd.backward`) -> library ops with fake impls -> autograd -> public function.
+Layers (Liger-style): generated kernels -> host launchers (`flashgen.kernels.fwd.forward`,
+`flashgen.kernels.bwd.backward`) -> library ops with fake impls -> autograd -> public function.
 
 Ops (namespace `flashgen`):
 
@@ -14,8 +14,8 @@ Ops (namespace `flashgen`):
   back as an empty tensor of shape (0,) (ops cannot return None).
 - `torch.ops.flashgen.attention(Tensor q, Tensor k, Tensor v, bool causal=False,
   float? scale=None) -> Tensor`: CompositeImplicitAutograd. It validates its inputs
-  (`flashgen.validate.check_inputs`), runs an SDPA backend where the run-time choice says so
-  (`flashgen.vendor.route`), else `_Attention` (a `torch.autograd.Function` whose forward calls
+  (`flashgen.kernels.validate.check_inputs`), runs an SDPA backend where the run-time choice says so
+  (`flashgen.runtime.vendor.route`), else `_Attention` (a `torch.autograd.Function` whose forward calls
   `attention_fwd` and whose backward calls `attention_bwd`), so Dynamo and AOTAutograd
   decompose it into `attention_fwd` (+ `attention_bwd` in the backward graph) or SDPA's op.
 
@@ -25,7 +25,7 @@ arguments `(q, k, v, causal, scale)` (scale a Python float or None). The Python 
 (eager, and inside functions given to `torch.compile(fullgraph=True)`, where it becomes that op).
 
 Why library ops: their bodies run at run time with concrete sequence lengths even under
-`torch.compile(dynamic=True)` (FACTS.md), so the per-shape config lookup lives inside them and a
+`torch.compile(dynamic=True)`, so the per-shape config lookup lives inside them and a
 new length never recompiles. Why `Library.define`/`impl` and an autograd.Function outside the
 op, not `torch.library.custom_op` + `register_autograd`: the eager call is the launch path of
 every attention call, and the custom_op layers (Python dispatch wrapper, the autograd kernel
@@ -39,9 +39,9 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from . import bwd, fwd
-from .validate import check_inputs, check_kernel_device
-from .vendor import route
+from .kernels import bwd, fwd
+from .kernels.validate import check_inputs, check_kernel_device
+from .runtime.vendor import route
 
 __all__ = ["attention"]
 
@@ -131,7 +131,7 @@ class _Attention(torch.autograd.Function):
 
 def _attention(q, k, v, causal=False, scale=None, impl=None):
     """The body shared by the eager function and the composite op: check, let the run-time
-    choice send the call to an SDPA backend (`flashgen.vendor.route`), else flashgen's forward
+    choice send the call to an SDPA backend (`flashgen.runtime.vendor.route`), else flashgen's forward
     with autograd when a gradient is wanted, or the forward op alone (no autograd node)."""
     scale = check_inputs(q, k, v, causal=causal, scale=scale)
     if impl != "flashgen":
@@ -165,12 +165,12 @@ def attention(
     Triton's interpreter is off (TRITON_INTERPRET=1 runs the kernels on the CPU).
 
     `impl` None runs the faster implementation for this shape: flashgen's kernels or one of
-    PyTorch's SDPA backends, by the tuning records and defaults (`flashgen.vendor`); a name from
-    `flashgen.impls.IMPLS` ("flashgen", "sdpa_cudnn", ...) forces that one.
+    PyTorch's SDPA backends, by the tuning records and defaults (`flashgen.runtime.vendor`); a name from
+    `flashgen.core.impls.IMPLS` ("flashgen", "sdpa_cudnn", ...) forces that one.
     """
     if impl is None and torch.compiler.is_compiling():
         # Dynamo records the composite op (one node; AOTAutograd decomposes it and makes the
-        # implementation choice there, `flashgen.vendor.route`) instead of tracing the check
+        # implementation choice there, `flashgen.runtime.vendor.route`) instead of tracing the check
         # cache and the autograd.Function.
         return _composite_op(q, k, v, causal, scale)
     return _attention(q, k, v, causal, scale, impl)

@@ -80,7 +80,7 @@ def test_opcheck_composite_attention():
 def test_registered_op_matches_the_reference():
     """The op as a graph sees it (`torch.ops.flashgen.attention`, GQA, Sq != Sk, explicit
     scale) against the float64 reference."""
-    from flashgen.reference import attention_ref
+    from flashgen.kernels.reference import attention_ref
 
     q, k, v = qkv(37, 45, grad=False)
     out = torch.ops.flashgen.attention(q, k, v, True, 0.3)

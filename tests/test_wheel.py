@@ -19,13 +19,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 _RENDER = """
 import json
-import flashgen, flashgen.paths
-from flashgen.codegen import render
-from flashgen.spec import KernelSpec
+import flashgen, flashgen.core.paths
+from flashgen.kernels.codegen import render
+from flashgen.core.spec import KernelSpec
 source = render(KernelSpec(80, True, "bfloat16"))
 print(json.dumps({
     "package": flashgen.__file__,
-    "templates": str(flashgen.paths.templates_dir()),
+    "templates": str(flashgen.core.paths.templates_dir()),
     "ok": "def attn_fwd(" in source and "HEAD_DIM = tl.constexpr(80)" in source,
 }))
 """

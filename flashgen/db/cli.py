@@ -87,8 +87,8 @@ def _table(headers: list[str], rows: list[list[str]]) -> str:
 
 def gpu_matches(stored_name: str, wanted: str) -> bool:
     """Whether a record's GPU name is the GPU `wanted` names: the same name (any case), or the
-    FLASHGEN_GPU name (`flashgen.sram.KNOWN_GPUS` key) of that model."""
-    from ..sram import KNOWN_GPUS, DeviceLimits, device_slug
+    FLASHGEN_GPU name (`flashgen.hardware.sram.KNOWN_GPUS` key) of that model."""
+    from ..hardware.sram import KNOWN_GPUS, DeviceLimits, device_slug
 
     wanted = wanted.strip().lower()
     if stored_name.lower() == wanted:
@@ -109,7 +109,7 @@ def _selected(db, args) -> list:
 
 
 def _show(db, args) -> int:
-    from ..impls import impl_label
+    from ..core.impls import impl_label
 
     records = _selected(db, args)
     rows = [

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ..config import TileConfig
-from ..spec import KernelSpec
+from ..core.config import TileConfig
+from ..core.spec import KernelSpec
 from .records import EnvFingerprint, Lookup, TuningRecord
 
 
@@ -27,7 +27,7 @@ def log2_distance(a: tuple[int, int], b: tuple[int, int]) -> int:
 
 
 def _fits(spec: KernelSpec, config: TileConfig, device) -> bool:
-    from ..sram import fits
+    from ..hardware.sram import fits
 
     try:
         return bool(fits(spec, config, device))
@@ -70,7 +70,7 @@ def nearest_shipped(
 
 def fallback(spec: KernelSpec, device) -> Lookup:
     """The space's default config when it fits this GPU, else the safe config."""
-    from ..space import default_config, safe_config
+    from ..hardware.tiles import default_config, safe_config
 
     try:
         config = default_config(spec, device)

@@ -92,7 +92,7 @@ def schema_lock(engine: Engine) -> Iterator[None]:
     PostgreSQL: a session-level advisory lock on a connection of its own (the code inside uses
     other connections, e.g. Optuna's own engine), committed at once so that no transaction stays
     open while waiting; the server releases it if this process dies. Other dialects: no lock
-    (SQLite studies are not stored in the database, see `flashgen.studies`).
+    (SQLite studies are not stored in the database, see `flashgen.tune.studies`).
     """
     if engine.dialect.name != "postgresql":
         yield

@@ -25,9 +25,9 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from ..config import ALLOWED_WARPS, MAX_BLOCK, MAX_STAGES, MIN_BLOCK
-from ..impls import IMPLS
-from ..spec import MIN_BUCKET
+from ..core.config import ALLOWED_WARPS, MAX_BLOCK, MAX_STAGES, MIN_BLOCK
+from ..core.impls import IMPLS
+from ..core.spec import MIN_BUCKET
 from .records import MAX_BUCKET
 
 # The same rules as `TileConfig` and `check_bucket`, from the same constants.

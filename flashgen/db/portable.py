@@ -29,8 +29,8 @@ import json
 from pathlib import Path
 from typing import NoReturn
 
-from ..config import FieldError, TileConfig
-from ..spec import KernelSpec
+from ..core.config import FieldError, TileConfig
+from ..core.spec import KernelSpec
 from .records import EnvFingerprint, TuningRecord
 
 FORMAT = "flashgen-tuning-db"
@@ -160,7 +160,7 @@ def to_document(records) -> dict:
 
 def dump(records, path) -> int:
     """Write `records` to `path` atomically; returns how many."""
-    from ..codegen import write_atomic
+    from ..kernels.codegen import write_atomic
 
     doc = to_document(records)
     write_atomic(Path(path), json.dumps(doc, indent=1, sort_keys=False) + "\n")

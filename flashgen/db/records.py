@@ -16,9 +16,9 @@ import math
 import socket
 from dataclasses import dataclass, field
 
-from ..config import FieldError, TileConfig
-from ..impls import FLASHGEN, IMPLS
-from ..spec import MIN_BUCKET, KernelSpec
+from ..core.config import FieldError, TileConfig
+from ..core.impls import FLASHGEN, IMPLS
+from ..core.spec import MIN_BUCKET, KernelSpec
 
 SOURCES = ("exact", "nearest", "shipped", "sibling", "default", "safe")
 TRIAL_STATUSES = ("ok", "pruned", "failed", "wrong")
@@ -127,11 +127,11 @@ class TuningRecord:
 
     `config` and `time_ms` are always flashgen's own best kernel (the kernel work needs it even
     where a vendor kernel is faster). `impl` names the implementation that won when the tuner
-    also timed PyTorch's SDPA backends on the same case (one of `flashgen.impls.IMPLS`), and
+    also timed PyTorch's SDPA backends on the same case (one of `flashgen.core.impls.IMPLS`), and
     `impl_ratio` >= 1 is the runner-up's time over the winner's, from the same back-to-back
     timing. impl_ratio None means no comparison was made (a modelled record, an interrupted
     run, a file from before the comparison existed): then `impl` is "flashgen" and the run-time
-    choice takes the defaults (`flashgen.impls.default_impl`) instead of trusting it.
+    choice takes the defaults (`flashgen.core.impls.default_impl`) instead of trusting it.
     """
 
     spec: KernelSpec
@@ -227,7 +227,7 @@ class Lookup:
 
 @functools.lru_cache(maxsize=16)
 def _fingerprint_for(device) -> EnvFingerprint:
-    from .. import env
+    from ..core import env
 
     major, minor = device.capability
     return EnvFingerprint(
@@ -243,9 +243,9 @@ def _fingerprint_for(device) -> EnvFingerprint:
 
 
 def current_fingerprint(device=None) -> EnvFingerprint:
-    """The fingerprint of this process on `device` (default: `flashgen.sram.current_device()`)."""
+    """The fingerprint of this process on `device` (default: `flashgen.hardware.sram.current_device()`)."""
     if device is None:
-        from ..sram import current_device
+        from ..hardware.sram import current_device
 
         device = current_device()
     return _fingerprint_for(device)

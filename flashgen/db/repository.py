@@ -1,6 +1,6 @@
 """`TuningDB`: the one object the tuner, the runtime and the CLI use to reach the tuning database.
 
-Contract (shared by every backend; `tests/test_db_contract.py` runs it on SQLite and PostgreSQL):
+Contract (shared by every backend; `tests/db/test_contract.py` runs it on SQLite and PostgreSQL):
 
 - `upsert_best(rec) -> bool`: store `rec` unless the stored record for the same
   (spec, bucket, env) is better; True when `rec` was written. Better = measured beats modelled;
@@ -44,8 +44,8 @@ from sqlalchemy.dialects import sqlite as _sqlite
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import IntegrityError
 
-from ..config import TileConfig
-from ..spec import KernelSpec, shape_bucket
+from ..core.config import TileConfig
+from ..core.spec import KernelSpec, shape_bucket
 from . import lookup as _lookup
 from . import migrate
 from .faults import explain, fault, path_problem, sqlite_path
@@ -55,9 +55,9 @@ from .shipped import shipped_records
 from .urls import mask_url
 
 log = logging.getLogger(__name__)
-# The tuner's and the CLI's writers wait out each other's locks (FACTS.md: eight SQLite writers
-# need a long busy timeout). The attention path must not: a model waits at most a few
-# milliseconds for a lock another process holds, then falls back (`flashgen.dispatch`).
+# The tuner's and the CLI's writers wait out each other's locks (eight SQLite writers need
+# a long busy timeout). The attention path must not: a model waits at most a few
+# milliseconds for a lock another process holds, then falls back (`flashgen.runtime.dispatch`).
 SQLITE_BUSY_TIMEOUT_S = 30
 RUNTIME_LOCK_TIMEOUT_MS = 10
 RUNTIME_CONNECT_TIMEOUT_S = 2  # libpq's smallest
@@ -356,7 +356,7 @@ class TuningDB:
 
     def lookup(self, spec: KernelSpec, seq_q: int, seq_k: int, device=None) -> Lookup:
         if device is None:
-            from ..sram import current_device
+            from ..hardware.sram import current_device
 
             device = current_device()
         env = current_fingerprint(device)

@@ -2,7 +2,7 @@
 
 Order: an explicit URL (`--db`, `connect(url)`), else `FLASHGEN_DB_URL`, else a SQLite file
 `cache_dir()/tuning.sqlite3` (`XDG_CACHE_HOME` and `FLASHGEN_CACHE_DIR` honoured via
-`flashgen.paths`). Either may also be a plain file path (no `scheme://`): that is a SQLite file,
+`flashgen.core.paths`). Either may also be a plain file path (no `scheme://`): that is a SQLite file,
 so `--db runs/h200.sqlite3` works as users expect instead of failing SQLAlchemy's URL parser. A URL is only ever shown through `mask_url`, and `scrub` removes the
 password from error text a driver might echo back.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import re
 
-from ..paths import cache_dir
+from ..core.paths import cache_dir
 
 ENV_VAR = "FLASHGEN_DB_URL"
 DEFAULT_FILE = "tuning.sqlite3"

@@ -1,0 +1,224 @@
+"""The pass itself: kernel eligibility of a match, the rewrite, and `attention_pass`, which
+finds every site in a graph, rewrites the eligible ones and reports the rest."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import fx
+
+from .core import (
+    _SDPA,
+    SUPPORTED_DTYPES,
+    Match,
+    Site,
+    Skip,
+    _erase_dead,
+    _ev,
+    _fake_mode,
+    _head_dim_symbols,
+    _hint,
+    _is_fn,
+    _is_tensor_node,
+    _known_eq,
+    _repeat_base,
+    _set_example_values,
+    const_value,
+    counters,
+    location,
+    split_scores_product,
+)
+from .masks import _Values
+from .matchers import _is_softmax, _softmax_dim_ok, match_sdpa, match_softmax
+from .mha import check_mha, match_mha, rewrite_mha
+
+
+def check_match(m: Match) -> None:
+    """Kernel eligibility on the example (fake) values; fills scale, shape and GQA group."""
+    q, k, v, o = _ev(m.q), _ev(m.k), _ev(m.v), _ev(m.out)
+    if not all(isinstance(t, torch.Tensor) for t in (q, k, v, o)):
+        raise Skip("an operand is not a tensor")
+    if not (q.dim() == k.dim() == v.dim() == o.dim() and q.dim() in (3, 4)):
+        raise Skip(f"q/k/v must all be 4-D [batch, heads, seq, dim] (or 3-D); got {q.dim()}-D q")
+    dtypes = {q.dtype, k.dtype, v.dtype, o.dtype}
+    if len(dtypes) != 1:
+        names = "/".join(str(t.dtype).replace("torch.", "") for t in (q, k, v, o))
+        raise Skip(f"q, k, v and the output must share one dtype; got {names}")
+    if q.dtype not in SUPPORTED_DTYPES:
+        raise Skip(f"dtype {q.dtype} is not supported (float16, bfloat16, float32 are)")
+    if len({q.device.type, k.device.type, v.device.type}) != 1:
+        raise Skip("q, k, v are on different devices")
+    d = q.shape[-1]
+    if not (_known_eq(k.shape[-1], d) and _known_eq(v.shape[-1], d)):
+        raise Skip("q, k and v must have the same head dim")
+    if not _known_eq(k.shape[-2], v.shape[-2]):
+        raise Skip("k and v have different sequence lengths")
+    lead = q.dim() - 3
+    for i in range(lead):
+        if not (_known_eq(q.shape[i], k.shape[i]) and _known_eq(q.shape[i], v.shape[i])):
+            raise Skip("q, k, v batch sizes differ (broadcast batch is not supported)")
+    hk, hv = k.shape[-3], v.shape[-3]
+    if not _known_eq(hk, hv):
+        raise Skip("k and v have different head counts")
+    if not (_known_eq(o.shape[-1], d) and _known_eq(o.shape[-2], q.shape[-2])):
+        raise Skip("the output shape is not [..., seq_q, head_dim]")
+    # GQA spelled as a copy of K/V: hand the kernel the un-repeated tensors instead.
+    kb, nk = _repeat_base(m.k)
+    vb, nv = _repeat_base(m.v)
+    if nk == nv and nk > 1:
+        m.k, m.v = kb, vb
+        k, v = _ev(kb), _ev(vb)
+    operands = [q, k, v]
+    if m.three_d:
+        operands = [t.unsqueeze(0) for t in operands]
+    m.contiguous = [t.stride(-1) != 1 for t in operands]
+    operands = [t.contiguous() if c else t for t, c in zip(operands, m.contiguous, strict=True)]
+    group = max(_hint(operands[0].shape[1]) // max(_hint(operands[1].shape[1]), 1), 1)
+    from ...kernels.validate import check_inputs, check_kernel_device
+
+    try:
+        check_inputs(*operands, causal=m.causal, scale=None)
+        check_kernel_device(q.device)
+    except (ValueError, RuntimeError) as e:
+        raise Skip(f"the flashgen kernels do not take this site: {e}") from e
+    # Decisions that add guards come last, once everything else passed.
+    hd = int(d)
+    syms = _head_dim_symbols(q, k)
+    scale = 1.0
+    for term in m.scale_terms:
+        if term is None:
+            scale *= 1.0 / math.sqrt(hd)
+            continue
+        c, power = term
+        val = const_value(c, syms)
+        if power < 0 and val == 0:
+            raise Skip("scores are divided by zero")
+        scale *= val if power > 0 else 1.0 / val
+    if not (scale > 0 and math.isfinite(scale)):
+        raise Skip(f"scale {scale} is not a positive finite number")
+    m.scale = scale
+    m.site.scale = scale
+    m.site.causal = m.causal
+    m.site.gqa_group = group
+    shape = "x".join(str(s) for s in q.shape)
+    m.site.shape = f"q[{shape}] {str(q.dtype).replace('torch.', '')}"
+    m.site.dtype = str(q.dtype).replace("torch.", "")
+    m.site.head_dim = hd
+    m.site.seq_q, m.site.seq_k = _hint(q.shape[-2]), _hint(k.shape[-2])
+    m.site.device = q.device.type
+
+
+def rewrite(gm: fx.GraphModule, m: Match, op: Any) -> None:
+    """Insert op(q, k, v, causal, scale) before m.out, reroute its users, drop dead interior."""
+    g = gm.graph
+    fm = _fake_mode(_ev(m.out))
+    added: list[fx.Node] = []
+    with g.inserting_before(m.out):
+        args = [m.q, m.k, m.v]
+        if m.three_d:
+            args = [g.call_method("unsqueeze", (a, 0)) for a in args]
+            added += args
+        for i, needs in enumerate(m.contiguous):
+            if needs:
+                args[i] = g.call_method("contiguous", (args[i],))
+                added.append(args[i])
+        new = g.call_function(op, (*args, m.causal, m.scale))
+        result = g.call_method("squeeze", (new, 0)) if m.three_d else new
+    _set_example_values(fm, [*added, new, result])
+    new.meta["stack_trace"] = m.out.meta.get("stack_trace")
+    dead = [*m.interior, m.out]
+    m.out.replace_all_uses_with(result)
+    _erase_dead(g, dead)
+
+
+def attention_pass(
+    gm: fx.GraphModule,
+    example_inputs: list[Any],
+    op: Any = None,
+    *,
+    rewrite_graph: bool = True,
+    graph_index: int = 0,
+    keep_kinds: frozenset[str] = frozenset(),
+) -> list[Site]:
+    """Find every attention site; replace the eligible ones with `op` (None: report only).
+
+    Sites of a kind in `keep_kinds` ("sdpa", "mha") are matched and reported but left to
+    PyTorch (`flashgen.backend(sdpa=False)`)."""
+    values = _Values(gm, example_inputs)
+    sites: list[Site] = []
+    matches: list[Match] = []
+    for n in list(gm.graph.nodes):
+        kind = (
+            "sdpa"
+            if _is_fn(n, _SDPA)
+            else "mha"
+            if _is_fn(n, {F.multi_head_attention_forward})
+            else "softmax"
+            if _is_softmax(n)
+            else None
+        )
+        if kind is None:
+            continue
+        try:
+            if kind == "sdpa":
+                m = match_sdpa(n, values)
+            elif kind == "mha":
+                m = match_mha(n, values)
+            else:
+                if not _softmax_dim_ok(n):
+                    continue
+                got = match_softmax(n, values)
+                if got is None:
+                    continue
+                m = got
+            if m.mha is not None:
+                check_mha(m)
+            else:
+                check_match(m)
+        except Skip as e:
+            site = Site(kind=_kind_of(n, kind), location=location(n), reason=str(e))
+            site.graph = graph_index
+            sites.append(site)
+            counters[f"{site.kind}.found"] += 1
+            counters[f"{site.kind}.skipped"] += 1
+            continue
+        m.site.graph = graph_index
+        sites.append(m.site)
+        matches.append(m)
+        counters[f"{m.site.kind}.found"] += 1
+    for m in matches:
+        if m.site.kind in keep_kinds:
+            m.site.reason = "left to PyTorch's fused attention: backend(sdpa=False)"
+            counters[f"{m.site.kind}.skipped"] += 1
+        elif not rewrite_graph:
+            m.site.replaced = True  # report-only (explain): "would be replaced"
+        elif op is None:
+            m.site.reason = "the flashgen::attention op is not available (flashgen.ops)"
+            counters[f"{m.site.kind}.skipped"] += 1
+        else:
+            (rewrite_mha if m.mha is not None else rewrite)(gm, m, op)
+            m.site.replaced = True
+            counters[f"{m.site.kind}.replaced"] += 1
+    if rewrite_graph and op is not None and any(m.site.replaced for m in matches):
+        gm.graph.lint()
+        gm.recompile()
+    return sites
+
+
+def _kind_of(n: Any, kind: str) -> str:
+    """Best-effort product kind for a skipped softmax site (for the report only)."""
+    if kind in ("sdpa", "mha"):
+        return kind
+    x = n.args[0] if n.args else None
+    for _ in range(8):
+        if not isinstance(x, fx.Node):
+            break
+        prod = split_scores_product(x)
+        if prod is not None:
+            return prod[0]
+        ins = [a for a in x.all_input_nodes if _is_tensor_node(a)]
+        x = ins[0] if ins else None
+    return "matmul"

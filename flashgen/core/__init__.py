@@ -1,0 +1,5 @@
+"""Value types every room shares: KernelSpec, TileConfig, implementation names, paths, env.
+
+The bottom layer: imports nothing else from flashgen (one lazy exception: `env.fingerprint_env`
+asks `kernels.codegen` for the template hash) and no torch or database at import time.
+"""

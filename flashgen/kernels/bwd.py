@@ -1,0 +1,195 @@
+"""Host side of the FlashAttention backward: pick a config, launch the generated kernels.
+
+Three launches: `attn_bwd_preprocess` (delta = rowsum(dO * O)), `attn_bwd_dkdv` (one program per
+key block and kv head, summing over the query heads of its GQA group, so dK/dV are written once:
+deterministic, no atomics) and `attn_bwd_dq` (one program per query block and head). The N x N
+probability matrix is never stored; both kernels recompute it from the forward's logsumexp.
+Gradients nobody asked for are not computed: `needs=(dq, dk, dv)` skips the dQ kernel, or the
+dK/dV kernel when neither dK nor dV is wanted.
+
+The dK/dV and dQ kernels come in two builds from one template: pointer loads (run anywhere) and
+`*_tma`, which moves Q/K/V/dO through TMA tensor descriptors (Hopper and newer). Compiled ahead
+of time for sm90 (triton 3.6), the descriptor build needs far fewer registers (no per-element
+offset tensors): at d128 causal 64x64 4 warps, dK/dV spills 48 bytes instead of 328 and dQ uses
+164 registers instead of 234. TMA needs 16-byte aligned bases and strides, so anything else
+takes the pointer build; so do float32 (not a speed path) and head dims above 128 (with
+256-wide tiles the descriptor dK/dV kernel spilled kilobytes, e.g. d192 64x32: 6,880 bytes of
+stack against 384 for the pointer build). FLASHGEN_BWD_TMA=0 forces pointers, =1 forces
+descriptors (also in the CPU interpreter, which is how the tests cover that path); the `tma`
+argument of `backward` overrides both.
+
+Host time: as in `flashgen.kernels.fwd`, what a call signature decides (spec, config, kernel build,
+grids, strides, descriptor templates, the compiled kernels) is kept in a `_Plan`, so a repeated
+signature allocates its outputs and launches (`flashgen.kernels.launch.Launch`) without Triton's
+per-call binding. The same CUDA-graph rules hold (no sync; alignment in the key; a plan first
+needed during capture skips the database and is not kept).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..core.config import TileConfig
+from ..core.spec import KernelSpec, dtype_name, spec_for
+from ..runtime import dispatch
+from ..runtime.dispatch import choose_config
+from . import tma as _tma
+from .codegen import load
+from .launch import Launch, direct_device
+
+_ENV = "FLASHGEN_BWD_TMA"
+_env = _tma.env_reader(_ENV)
+_MAX_PLANS = 4096
+_plans: dict[tuple, _Plan] = {}
+dispatch.on_clear(_plans.clear)  # a new database may choose other configs
+
+
+def bwd_spec(q, causal: bool) -> KernelSpec:
+    """The backward KernelSpec for q's head dim and dtype (cached: this runs every call)."""
+    return spec_for(q.shape[-1], causal, dtype_name(q.dtype), "bwd")
+
+
+def _last_dim_contiguous(t):
+    """The kernels take every stride but the last, which must be 1 (e.g. an expanded dO from
+    `out.sum().backward()` has stride 0 everywhere)."""
+    return t if t.stride(-1) == 1 else t.contiguous()
+
+
+def use_tma(*tensors) -> bool:
+    """Whether `backward` takes the descriptor kernels for these (last-dim contiguous) tensors:
+    the ones it makes descriptors of; only 16-bit inputs with head dim <= 128 (the builds that
+    fit and measured faster)."""
+    return _use_tma(*tensors)
+
+
+def _use_tma(*tensors, forced=None) -> bool:
+    first = tensors[0]
+    eligible = first.element_size() == 2 and first.shape[-1] <= 128
+    return _tma.use_tma(_ENV, tensors, eligible=eligible, forced=forced)
+
+
+def _strides3(t) -> tuple[int, int, int]:
+    return t.stride(0), t.stride(1), t.stride(2)
+
+
+class _Plan:
+    """One call signature's backward: up to three kernel launches and their fixed arguments
+    (no device memory: see `flashgen.kernels.fwd._Plan`)."""
+
+    __slots__ = ("pre", "pre_tail", "dkdv", "dq", "strides", "ints", "keep")
+
+    def __init__(self, q, k, v, do, out, causal, config, needs, use_descriptors, aligned):
+        batch, heads_q, seq_q, _ = q.shape
+        heads_kv, seq_k = k.shape[1], k.shape[2]
+        spec = bwd_spec(q, causal)
+        self.keep = True
+        if config is None:
+            config = choose_config(spec, seq_q, seq_k, query_db=not _capturing(q))
+            self.keep = dispatch.settled(spec, seq_q, seq_k)
+        module = load(spec)
+        block_m, block_n = config.block_m, config.block_n
+        device = direct_device(q, aligned)
+        blocks = {"BLOCK_M": block_m, "BLOCK_N": block_n}
+        options = {"num_warps": config.num_warps, "num_stages": config.num_stages}
+        self.pre = Launch(
+            module.attn_bwd_preprocess,
+            (triton_cdiv(seq_q, block_m), batch * heads_q),
+            {"BLOCK_M": block_m},
+            {},
+            device,
+        )
+        self.pre_tail = (*_strides3(out), *_strides3(do), heads_q, seq_q)
+        self.ints = (heads_q, heads_kv, seq_q, seq_k)
+        if use_descriptors:  # q, k, v, do travel as TMA descriptors
+            pairs = ((q, block_m), (k, block_n), (v, block_n), (do, block_m))
+            descs = tuple(
+                (i, _tma.descriptor_template(t, rows, spec.block_d))
+                for i, (t, rows) in enumerate(pairs)
+            )
+            self.strides = ()
+            dkdv, dq = module.attn_bwd_dkdv_tma, module.attn_bwd_dq_tma
+        else:
+            descs = ()
+            self.strides = (*_strides3(q), *_strides3(k), *_strides3(v), *_strides3(do))
+            dkdv, dq = module.attn_bwd_dkdv, module.attn_bwd_dq
+        need_dq, need_dk, need_dv = needs
+        dkdv_grid = (triton_cdiv(seq_k, block_n), batch * heads_kv)
+        dq_grid = (triton_cdiv(seq_q, block_m), batch * heads_q)
+        self.dkdv = (
+            Launch(dkdv, dkdv_grid, blocks, options, device, descs) if need_dk or need_dv else None
+        )
+        self.dq = Launch(dq, dq_grid, blocks, options, device, descs) if need_dq else None
+
+    def launch(self, do, q, k, v, out, lse, scale: float):
+        delta = torch.empty_like(lse)  # lse is contiguous float32 [B, Hq, Sq]
+        self.pre(out, do, delta, *self.pre_tail)
+        ints = (*self.ints, float(scale))
+        dq = dk = dv = None
+        if self.dkdv is not None:
+            dk = torch.empty_like(k, memory_format=torch.contiguous_format)
+            dv = torch.empty_like(v, memory_format=torch.contiguous_format)
+            self.dkdv(q, k, v, do, lse, delta, dk, dv, *self.strides, *ints)
+        if self.dq is not None:
+            dq = torch.empty_like(q, memory_format=torch.contiguous_format)
+            self.dq(q, k, v, do, lse, delta, dq, *self.strides, *ints)
+        return dq, dk, dv
+
+
+def _capturing(t) -> bool:
+    return t.is_cuda and torch.cuda.is_current_stream_capturing()
+
+
+def backward(
+    do,
+    q,
+    k,
+    v,
+    out,
+    lse,
+    *,
+    causal: bool,
+    scale: float,
+    config: TileConfig | None = None,
+    needs: tuple[bool, bool, bool] = (True, True, True),
+    tma: bool | None = None,
+):
+    """Gradients of `out = attention(q, k, v)` given `do = dL/d out`.
+
+    Shapes as in `flashgen.kernels.fwd.forward`: q/do/out [B, Hq, Sq, D], k/v [B, Hkv, Sk, D],
+    lse float32 [B, Hq, Sq] (natural log). Returns (dq, dk, dv), each a new contiguous tensor
+    in the input's dtype shaped like its input, or None where `needs` says it is not wanted.
+    `tma` picks the kernel build (None: `use_tma` decides); benchmarks use it to compare.
+    Launch plans are cached per call signature as in `flashgen.kernels.fwd`.
+    """
+    need_dq, need_dk, need_dv = needs = (bool(needs[0]), bool(needs[1]), bool(needs[2]))
+    if not (need_dq or need_dk or need_dv):
+        return None, None, None
+    if q.numel() == 0 or k.numel() == 0:  # empty batch or heads: nothing to launch
+        grads = (torch.zeros_like(t) if n else None for t, n in zip((q, k, v), needs, strict=True))
+        return tuple(grads)
+    if q.stride(-1) != 1 or k.stride(-1) != 1 or v.stride(-1) != 1:
+        q, k, v = (_last_dim_contiguous(t) for t in (q, k, v))
+    do = _last_dim_contiguous(do)
+    out = _last_dim_contiguous(out)
+    lse = lse.contiguous()
+    aligned = not (
+        (q.data_ptr() | k.data_ptr() | v.data_ptr() | do.data_ptr() | out.data_ptr()
+         | lse.data_ptr()) & 15
+    )  # fmt: skip
+    forced = _env() if tma is None else tma
+    key = (q.shape, k.shape, q.stride(), k.stride(), v.stride(), do.stride(), out.stride(),
+           q.dtype, q.device, causal, config, needs, forced, aligned)  # fmt: skip
+    plan = _plans.get(key)
+    if plan is None:
+        descriptors = tma if tma is not None else _use_tma(q, k, v, do, forced=forced)
+        plan = _Plan(q, k, v, do, out, causal, config, needs, descriptors, aligned)
+        if plan.keep and not _capturing(q):
+            if len(_plans) >= _MAX_PLANS:
+                _plans.clear()
+            _plans[key] = plan
+    dq, dk, dv = plan.launch(do, q, k, v, out, lse, scale)
+    return dq, (dk if need_dk else None), (dv if need_dv else None)
+
+
+def triton_cdiv(a: int, b: int) -> int:
+    return -(-a // b)

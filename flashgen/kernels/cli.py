@@ -1,0 +1,45 @@
+"""Print the generated source for one kernel spec, e.g.
+`flashgen kernel --head-dim 128 --causal --dtype bfloat16 [--direction bwd] [--family hopper]`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..core.spec import DIRECTIONS, DTYPES
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--head-dim", type=int, required=True, help="head dim, 16..256")
+    parser.add_argument("--causal", action="store_true", help="causal (SDPA is_causal) masking")
+    parser.add_argument("--dtype", choices=DTYPES, default="float16")
+    parser.add_argument("--direction", choices=DIRECTIONS, default="fwd")
+    parser.add_argument(
+        "--family",
+        choices=("portable", "hopper"),
+        default="portable",
+        help="kernel family: the portable Triton kernels, or the Hopper (sm_90) warp-specialised "
+        "Gluon forward (head dim 64/128, fp16/bf16; needs a Triton with Gluon)",
+    )
+    parser.add_argument("--path", action="store_true", help="print the cached file's path instead")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..core.spec import KernelSpec
+    from .codegen import kernel_path, load_family, render
+
+    spec = KernelSpec(args.head_dim, args.causal, args.dtype, args.direction)
+    if args.family == "hopper":
+        from .hopper import spec_reason
+
+        reason = spec_reason(spec, forced=True)
+        if reason is not None:
+            print(f"flashgen kernel: no Hopper kernel for {spec.uri()}: {reason}", file=sys.stderr)
+            return 2
+    source = render(spec, args.family)
+    if args.path:
+        load_family(spec, args.family)
+        print(kernel_path(spec, source))
+    else:
+        print(source, end="")
+    return 0

@@ -1,0 +1,119 @@
+"""Render a kernel template for a `KernelSpec`, write it to a content-hashed file, import it.
+
+Triton's `@jit` reads the source of the functions it compiles, so generated kernels must live in
+a real `.py` file (it refuses exec'd strings outside the interpreter). The file name carries a hash
+of the rendered source, and writes go through a temporary file plus `os.replace`, so concurrent
+processes rendering the same spec either see no file or a complete one, never a torn one.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.util
+import os
+import sys
+import tempfile
+from types import ModuleType
+
+from ..core.paths import interpret_mode, kernel_dir, templates_dir
+from ..core.spec import KernelSpec
+
+TEMPLATE_FOR_DIRECTION = {"fwd": "attn_fwd.py.jinja", "bwd": "attn_bwd.py.jinja"}
+_TL_DTYPE = {"float16": "tl.float16", "bfloat16": "tl.bfloat16", "float32": "tl.float32"}
+
+
+@functools.lru_cache(maxsize=1)
+def _environment():
+    import jinja2
+
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(templates_dir())),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+
+
+def template_context(spec: KernelSpec) -> dict:
+    """Everything a template may use. Only ints, bools and fixed enums: never user strings."""
+    return {
+        "uri": spec.uri(),
+        "head_dim": spec.head_dim,
+        "block_d": spec.block_d,
+        "causal": spec.causal,
+        "dtype": spec.dtype,
+        "tl_dtype": _TL_DTYPE[spec.dtype],
+        "is_fp32": spec.dtype == "float32",
+        # The interpreter cannot run bf16 dot products: templates upcast there.
+        "interpret": interpret_mode(),
+    }
+
+
+def render(spec: KernelSpec, family: str = "portable") -> str:
+    """The generated source for `spec` (what `flashgen kernel` prints): the portable Triton
+    family, or the Hopper Gluon family (`flashgen.kernels.hopper`, forward only)."""
+    if family == "hopper":
+        from . import hopper
+
+        template = _environment().get_template(hopper.TEMPLATE)
+        return template.render(**hopper.template_context(spec))
+    if family != "portable":
+        raise ValueError(f"unknown kernel family {family!r}")
+    template = _environment().get_template(TEMPLATE_FOR_DIRECTION[spec.direction])
+    return template.render(**template_context(spec))
+
+
+@functools.lru_cache(maxsize=1)
+def template_hash() -> str:
+    """Hash of every template file: part of cache and database keys."""
+    digest = hashlib.sha256()
+    for path in sorted(templates_dir().glob("*.py.jinja")):
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def write_atomic(path, text: str) -> None:
+    """Write `text` to `path` so readers never see a partial file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def kernel_path(spec: KernelSpec, source: str):
+    digest = hashlib.sha256(source.encode()).hexdigest()[:16]
+    return kernel_dir() / f"{spec.uri()}_{digest}.py"
+
+
+@functools.cache
+def _load(spec: KernelSpec, interpret: bool, family: str = "portable") -> ModuleType:
+    source = render(spec, family)
+    path = kernel_path(spec, source)
+    if not path.exists() or path.read_text() != source:
+        write_atomic(path, source)
+    module_name = f"flashgen_generated.{path.stem}"
+    module_spec = importlib.util.spec_from_file_location(module_name, path)
+    assert module_spec is not None and module_spec.loader is not None
+    module = importlib.util.module_from_spec(module_spec)
+    sys.modules[module_name] = module
+    module_spec.loader.exec_module(module)
+    return module
+
+
+def load(spec: KernelSpec) -> ModuleType:
+    """The imported kernel module for `spec` (rendered and written on first use)."""
+    return _load(spec, interpret_mode())
+
+
+def load_family(spec: KernelSpec, family: str) -> ModuleType:
+    """`load` for a named kernel family ("portable" or "hopper")."""
+    return _load(spec, interpret_mode(), family)

@@ -1,0 +1,148 @@
+"""Host launcher for the generated forward kernel.
+
+`forward` runs on every attention call, so it does the minimum. Everything that depends only on
+the call's signature (shapes, strides, dtype, device, causal, config, pointer alignment, the
+FLASHGEN_FWD_TMA and FLASHGEN_FWD_FAMILY settings) is decided once into a `_Plan`: the spec,
+the family, the config (dispatch), the kernel (TMA or pointers), the grid, the integer arguments,
+descriptor templates, and after the first launch the compiled kernel itself
+(`flashgen.kernels.launch`, which skips Triton's per-call binding). A later call with that signature allocates out/lse, looks the plan up in a
+dict and launches. Input validation is the caller's job (`flashgen.kernels.validate.check_inputs`,
+which `flashgen.ops.attention` runs first); this function assumes inputs that passed it.
+
+Two kernels come from one template: `attn_fwd` (pointer loads, runs anywhere) and
+`attn_fwd_tma` (Q/K/V/O through TMA tensor descriptors, Hopper and newer). On the H200 the
+descriptor version measured 5-8% faster (benchmarks/RESULTS.md), and TMA's zero fill replaces the
+ragged-edge masks. It needs 16-byte aligned bases and strides, so anything else (and any
+pre-Hopper GPU) takes the pointer kernel. FLASHGEN_FWD_TMA=0 forces pointers, =1 forces
+descriptors (also in the CPU interpreter, which is how the tests cover that path).
+
+On an sm_90 GPU a second family, the warp-specialised Gluon kernel of `flashgen.kernels.hopper`, takes
+the specs where it measured faster (`hopper.choose` says which, and logs why not); an explicit
+`config` always means the portable family. That family launches through its own JIT at every
+call (no direct launch: it runs where sequences are long and the kernel, not the host, costs).
+
+CUDA graphs: nothing here synchronises, and the only allocation-dependent input (whether all
+four pointers are 16-byte aligned) is part of the plan key, so a captured call replays exactly
+what it recorded. A plan first needed while a CUDA graph is being captured takes its config
+without asking the tuning database (`dispatch.choose_config(..., query_db=False)`) and is not
+kept, so the next eager call resolves it properly.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ..core.spec import dtype_name, spec_for
+from ..runtime import dispatch
+from ..runtime.dispatch import choose_config
+from . import hopper, tma
+from .codegen import load
+from .launch import Launch, direct_device
+
+LOG2E = 1.4426950408889634
+_ENV = "FLASHGEN_FWD_TMA"
+_env = tma.env_reader(_ENV)
+_family = tma.env_reader(
+    hopper.FAMILY_ENV
+)  # which forward family (`flashgen.kernels.hopper.choose`)
+_MAX_PLANS = 4096
+_plans: dict[tuple, _Plan] = {}
+dispatch.on_clear(_plans.clear)  # a new database may choose other configs
+
+
+def use_tma(q, k, v, out=None) -> bool:
+    """Whether `forward` takes the descriptor kernel: q, k, v and the output it writes must all
+    be TMA-compatible (`out` None: the contiguous output `forward` would allocate)."""
+    if out is None:
+        out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    return tma.use_tma(_ENV, (q, k, v, out))
+
+
+class _Plan:
+    """One call signature's launch: the kernel launch and the arguments fixed by the signature.
+
+    A plan holds no device memory (a plan made while a CUDA graph is recorded must not keep
+    anything allocated from the graph's pool alive)."""
+
+    __slots__ = ("run", "tail", "strides", "scale", "keep", "hopper")
+
+    def __init__(self, q, k, v, out, causal: bool, config, aligned: bool, forced):
+        batch, hq, sq, dim = q.shape
+        hkv, sk = k.shape[1], k.shape[2]
+        spec = spec_for(dim, causal, dtype_name(q.dtype), "fwd")
+        self.keep = True
+        self.scale = 1.0 / math.sqrt(dim)
+        self.hopper = None
+        if config is None and hopper.choose(spec, q, k, v, sq):
+            self.hopper = spec  # the Gluon family launches itself (through its JIT)
+            return
+        if config is None:
+            config = choose_config(spec, sq, sk, query_db=not _capturing(q))
+            self.keep = dispatch.settled(spec, sq, sk)
+        module = load(spec)
+        bm, bn = config.block_m, config.block_n
+        self.tail = (hq, hq // hkv, sq, sk)
+        if tma.use_tma(_ENV, (q, k, v, out), forced=forced):
+            kernel = module.attn_fwd_tma
+            pairs = ((q, bm), (k, bn), (v, bn), (out, bm))
+            descs = tuple(
+                (i, tma.descriptor_template(t, rows, spec.block_d))
+                for i, (t, rows) in enumerate(pairs)
+            )
+            self.strides = None
+        else:
+            kernel = module.attn_fwd
+            descs = ()
+            self.strides = (*q.stride()[:3], *k.stride()[:3], *v.stride()[:3])
+        self.run = Launch(
+            kernel,
+            (-(-sq // bm) * batch * hq,),
+            {"BLOCK_M": bm, "BLOCK_N": bn},
+            {"num_warps": config.num_warps, "num_stages": config.num_stages},
+            direct_device(q, aligned),
+            descs,
+        )
+
+    def launch(self, q, k, v, out, lse, scale) -> None:
+        scale = float(self.scale if scale is None else scale)
+        if self.hopper is not None:
+            hopper.forward(q, k, v, out, lse, scale=scale, spec=self.hopper)
+            return
+        qk_scale = scale * LOG2E
+        if self.strides is None:  # q, k, v, out travel as TMA descriptors
+            self.run(q, k, v, out, lse, *self.tail, qk_scale)
+        else:
+            self.run(q, k, v, out, lse, *self.strides, *self.tail, qk_scale)
+
+
+def _capturing(t) -> bool:
+    return t.is_cuda and torch.cuda.is_current_stream_capturing()
+
+
+def forward(q, k, v, *, causal: bool, scale: float | None, config=None):
+    """Attention forward: returns (out, lse).
+
+    q [B, Hq, Sq, D], k/v [B, Hkv, Sk, D] (Hq % Hkv == 0, last dim contiguous, any other
+    strides). out is a new contiguous tensor in q's dtype; lse is float32 [B, Hq, Sq], the
+    natural log of the softmax denominator over the keys each row sees (what the backward needs).
+    `config` (a TileConfig) overrides the dispatch choice, e.g. for tuning and benchmarks.
+    """
+    out = torch.empty_like(q, memory_format=torch.contiguous_format)
+    if out.numel() == 0:  # nothing to launch: no config lookup, no pending record either
+        return out, q.new_empty(q.shape[:3], dtype=torch.float32)
+    aligned = not ((q.data_ptr() | k.data_ptr() | v.data_ptr() | out.data_ptr()) & 15)
+    forced = _env()
+    key = (q.shape, k.shape, q.stride(), k.stride(), v.stride(), q.dtype, q.device, causal, config,
+           aligned, forced, _family())  # fmt: skip
+    plan = _plans.get(key)
+    if plan is None:
+        plan = _Plan(q, k, v, out, causal, config, aligned, forced)
+        if plan.keep and not _capturing(q):
+            if len(_plans) >= _MAX_PLANS:
+                _plans.clear()
+            _plans[key] = plan
+    lse = q.new_empty(q.shape[:3], dtype=torch.float32)
+    plan.launch(q, k, v, out, lse, scale)
+    return out, lse

@@ -1,0 +1,257 @@
+"""The Hopper forward family: a warp-specialised Gluon kernel (templates/attn_fwd_hopper.py.jinja).
+
+Why a second family: a `tl.dot` kernel on sm_90 cannot overlap the softmax with the tensor-core
+work. This one splits a program into a TMA producer warp and two consumer warpgroups in separate
+partitions (`gl.warp_specialize`), each overlapping the next QK^T with its softmax, P kept in
+registers for PV, the producer's registers handed to the consumers (setmaxnreg).
+
+When it runs (`choose`): an sm_90 GPU, a Triton whose Gluon offers what the template uses
+(`gluon_api`: names moved between 3.6 and 3.9, so they are detected, not assumed), fp16/bf16,
+head dim 128, 16-byte aligned q/k/v (TMA), and not causal below 2048 query rows. Head dim 64
+renders and is correct but measured slower than the portable family on the H200, as did
+causal at 1k query rows (benchmarks/RESULTS.md, "Hopper Gluon forward"): those keep the
+portable kernel. Every other case keeps the portable family too (FLASHGEN_FWD_TMA=0 as well:
+this family is TMA-only), and the reason is logged once per spec. FLASHGEN_FWD_FAMILY=portable
+forces the portable family; =hopper takes this one wherever it can run (head dim 64 included),
+logging why where it cannot.
+
+Tile configuration is fixed per head dim (`CONFIGS`), not yet tuned: the tuner's search space
+and the database cover the portable family only. An explicit portable `config` passed to
+`flashgen.kernels.fwd.forward` (tuner, benchmarks) always takes the portable family.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+import os
+from dataclasses import dataclass
+
+log = logging.getLogger("flashgen")
+
+FAMILY_ENV = "FLASHGEN_FWD_FAMILY"
+FAMILIES = ("portable", "hopper")
+TEMPLATE = "attn_fwd_hopper.py.jinja"
+LOG2E = 1.4426950408889634
+# Exact wgmma/TMA tiles: the template does not pad the head dim.
+RENDERABLE_HEAD_DIMS = (64, 128)
+# Where it measured faster than the portable family (RESULTS.md); others need FLASHGEN_FWD_FAMILY.
+AUTO_HEAD_DIMS = (128,)
+AUTO_MIN_CAUSAL_SEQ_Q = 2048
+_GL_DTYPE = {"float16": "gl.float16", "bfloat16": "gl.bfloat16"}
+
+
+@dataclass(frozen=True)
+class HopperConfig:
+    """Launch parameters of the Gluon kernel (all ints/bools: they reach the template as
+    constexprs). block_m rows per program, split over `consumers` warpgroups; block_n keys per
+    tile; num_buf K/V ring slots; maxnreg the per-thread register cap the launch declares
+    ((num_warps + 4) * 32 * maxnreg <= 65536); pingpong orders the consumers' GEMMs."""
+
+    block_m: int
+    block_n: int
+    num_buf: int
+    consumers: int
+    num_warps: int
+    maxnreg: int
+    pingpong: bool
+
+    def shared_bytes(self, head_dim: int, elem_bytes: int = 2) -> int:
+        """Shared memory of the allocations: Q tiles, the K/V ring, mbarriers (8 bytes each).
+        On sm_90 the compiler's figure was this plus its own reserve (run 2 regs.json)."""
+        tiles = (self.block_m + 2 * self.num_buf * self.block_n) * head_dim * elem_bytes
+        return tiles + 8 * (self.consumers + 4 * self.num_buf + 2)
+
+
+# The best measured on the H200 (RESULTS.md, "Hopper Gluon forward"). Head dim 128: two
+# consumers of 64 rows, 128-key tiles, two ring slots (run 2). Head dim 64 (only when forced):
+# one consumer warpgroup of 64 rows, two programs per SM (run 1, all six grid shapes; run 2 at
+# 1k within 1% of the best of four).
+CONFIGS = {
+    64: HopperConfig(64, 128, 3, 1, 4, 128, False),
+    128: HopperConfig(128, 128, 2, 2, 4, 168, False),
+}
+
+
+@functools.cache
+def gluon_api() -> tuple[dict | None, str | None]:
+    """(names the template needs, None) when the installed Triton's Gluon has them, else
+    (None, why not). Names differ by release: TMA copies are `async_copy_global_to_shared` /
+    `async_copy_shared_to_global` in 3.6 and `async_load` / `async_store` in 3.9."""
+    try:
+        from triton.experimental.gluon import language as gl
+        from triton.experimental.gluon.language.nvidia import hopper
+        from triton.experimental.gluon.nvidia.hopper import TensorDescriptor  # noqa: F401
+    except ImportError as exc:
+        return None, f"Triton has no Gluon Hopper API ({exc})"
+    required = {
+        gl: ("warp_specialize", "NVMMADistributedLayout", "DotOperandLayout", "NVMMASharedLayout",
+             "SliceLayout", "allocate_shared_memory", "convert_layout"),
+        hopper: ("warpgroup_mma", "warpgroup_mma_wait", "fence_async_shared", "mbarrier", "tma"),
+    }  # fmt: skip
+    missing = [name for owner, names in required.items() for name in names
+               if not hasattr(owner, name)]  # fmt: skip
+    if not missing:
+        missing = [f"mbarrier.{n}" for n in ("init", "wait", "arrive", "expect")
+                   if not hasattr(hopper.mbarrier, n)]  # fmt: skip
+    if missing:
+        return None, f"Gluon lacks {', '.join(missing)}"
+    params = list(inspect.signature(gl.warp_specialize).parameters)
+    if params[:3] != ["functions_and_args", "worker_num_warps", "worker_num_regs"]:
+        return None, f"gl.warp_specialize has an unknown signature {params}"
+    if not hasattr(hopper.tma, "store_wait"):
+        return None, "Gluon lacks tma.store_wait"
+    for load, store in (("async_load", "async_store"),
+                        ("async_copy_global_to_shared", "async_copy_shared_to_global")):  # fmt: skip
+        if hasattr(hopper.tma, load) and hasattr(hopper.tma, store):
+            return {"tma_load": load, "tma_store": store}, None
+    return None, "Gluon's tma module has no known global<->shared copy functions"
+
+
+def template_context(spec) -> dict:
+    """What the Hopper template may use: ints, bools and fixed names only."""
+    api, reason = gluon_api()
+    if api is None:
+        raise RuntimeError(f"cannot render the Hopper family: {reason}")
+    if (
+        spec.direction != "fwd"
+        or spec.head_dim not in RENDERABLE_HEAD_DIMS
+        or (spec.dtype not in _GL_DTYPE)
+    ):
+        raise ValueError(f"the Hopper family has no kernel for {spec.uri()}")
+    return {
+        "uri": spec.uri(),
+        "head_dim": spec.head_dim,
+        "causal": spec.causal,
+        "dtype": spec.dtype,
+        "gl_dtype": _GL_DTYPE[spec.dtype],
+        "tma_load": api["tma_load"],
+        "tma_store": api["tma_store"],
+    }
+
+
+def spec_reason(spec, *, forced: bool = False) -> str | None:
+    """Why `spec` cannot (or, unless forced, should not) take the Hopper family; None if it can."""
+    if spec.direction != "fwd":
+        return "the Hopper family is forward only"
+    if spec.dtype not in _GL_DTYPE:
+        return f"dtype {spec.dtype} (the Hopper family is fp16/bf16 only)"
+    if spec.head_dim not in RENDERABLE_HEAD_DIMS:
+        return f"head dim {spec.head_dim} (the Hopper family has tiles for {RENDERABLE_HEAD_DIMS})"
+    if not forced and spec.head_dim not in AUTO_HEAD_DIMS:
+        return f"head dim {spec.head_dim}: measured slower than the portable family on the H200"
+    return gluon_api()[1]
+
+
+@functools.cache
+def _device_is_sm90(index: int) -> bool:
+    import torch
+
+    return torch.cuda.get_device_capability(index) == (9, 0)
+
+
+def choose(spec, q, k, v, seq_q: int) -> bool:
+    """Whether `flashgen.kernels.fwd.forward` launches the Hopper kernel for these inputs."""
+    family = os.environ.get(FAMILY_ENV, "")
+    if family == "portable" or not q.is_cuda:
+        return False
+    forced = family == "hopper"
+    if family and not forced:
+        _log_once(spec, f"{FAMILY_ENV}={family!r} is not one of {FAMILIES}; using portable")
+        return False
+    reason = spec_reason(spec, forced=forced)
+    if reason is None and os.environ.get("FLASHGEN_FWD_TMA") == "0":
+        reason = "FLASHGEN_FWD_TMA=0 forces pointer loads (this family is TMA-only)"
+    if reason is None and not _device_is_sm90(q.device.index or 0):
+        reason = "not an sm_90 GPU"
+    if reason is None and not forced and spec.causal and seq_q < AUTO_MIN_CAUSAL_SEQ_Q:
+        return False  # measured slower there; a per-length choice, not worth a log line
+    if reason is None:
+        from .tma import tma_compatible
+
+        if not all(tma_compatible(t) for t in (q, k, v)):
+            reason = "q/k/v not 16-byte aligned for TMA"
+    if reason is not None:
+        _log_once(spec, reason)
+        return False
+    return True
+
+
+@functools.cache
+def _log_once(spec, reason: str) -> None:
+    log.info("flashgen: %s uses the portable forward: %s", spec.uri(), reason)
+
+
+def forward(q, k, v, out, lse, *, scale: float, spec, config: HopperConfig | None = None) -> None:
+    """Launch the Hopper kernel, writing `out` (contiguous, q's dtype) and `lse` (float32
+    [B, Hq, Sq], natural log: what flashgen's backward reads)."""
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    from .codegen import load_family
+
+    cfg = config or CONFIGS[spec.head_dim]
+    batch, hq, sq, dim = q.shape
+    hkv, sk = k.shape[1], k.shape[2]
+    gl_dtype = getattr(gl, spec.dtype)
+    rows_q = cfg.block_m // cfg.consumers
+
+    def desc(t, rows):
+        layout = gl.NVMMASharedLayout.get_default_for([1, 1, rows, dim], gl_dtype)
+        return TensorDescriptor(t, list(t.shape), list(t.stride()), [1, 1, rows, dim], layout)
+
+    descs = (desc(q, rows_q), desc(k, cfg.block_n), desc(v, cfg.block_n), desc(out, rows_q))
+    grid = (-(-sq // cfg.block_m) * batch * hq,)
+    load_family(spec, "hopper").attn_fwd_ws[grid](
+        *descs, lse, hq, hq // hkv, sq, sk, float(scale) * LOG2E,
+        BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, NUM_BUF=cfg.num_buf,
+        NUM_CONSUMERS=cfg.consumers, PINGPONG=cfg.pingpong,
+        num_warps=cfg.num_warps, maxnreg=cfg.maxnreg,
+    )  # fmt: skip
+
+
+def compile_for_sm90(spec, cfg: HopperConfig | None = None) -> dict:
+    """Compile the rendered kernel ahead of time for sm_90, no GPU needed, with the launch's
+    specialisation; returns {"shared": bytes, "ptx": text}. Must run in a process that imported
+    Triton without TRITON_INTERPRET=1: there Gluon's own jit helpers (gl.cdiv, gl.max, ...)
+    are interpreter wrappers the compiler refuses."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon._runtime import GluonASTSource
+
+    from .codegen import load_family
+
+    cfg = cfg or CONFIGS[spec.head_dim]
+    short = {"bfloat16": "bf16", "float16": "fp16"}[spec.dtype]
+
+    def desc(rows):
+        block = [1, 1, rows, spec.head_dim]
+        layout = gl.NVMMASharedLayout.get_default_for(block, getattr(gl, spec.dtype))
+        return f"tensordesc<{short}{block},{layout!r}>"
+
+    rows_q = cfg.block_m // cfg.consumers
+    signature = {
+        "desc_q": desc(rows_q), "desc_k": desc(cfg.block_n), "desc_v": desc(cfg.block_n),
+        "desc_o": desc(rows_q), "Lse": "*fp32", "H": "i32", "GROUP": "i32", "SEQ_Q": "i32",
+        "SEQ_K": "i32", "qk_scale": "fp32", "BLOCK_M": "constexpr", "BLOCK_N": "constexpr",
+        "NUM_BUF": "constexpr", "NUM_CONSUMERS": "constexpr", "PINGPONG": "constexpr",
+        "num_warps": "constexpr",
+    }  # fmt: skip
+    constexprs = {
+        "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "NUM_BUF": cfg.num_buf,
+        "NUM_CONSUMERS": cfg.consumers, "PINGPONG": cfg.pingpong, "num_warps": cfg.num_warps,
+    }  # fmt: skip
+    source = GluonASTSource(
+        fn=load_family(spec, "hopper").attn_fwd_ws,
+        signature=signature,
+        constexprs=constexprs,
+        attrs={(4,): [["tt.divisibility", 16]]},  # Lse: the JIT's 16-byte pointer specialisation
+    )
+    kernel = triton.compile(
+        source,
+        target=GPUTarget("cuda", 90, 32),
+        options={"num_warps": cfg.num_warps, "maxnreg": cfg.maxnreg},
+    )
+    return {"shared": kernel.metadata.shared, "ptx": kernel.asm["ptx"]}

@@ -1,0 +1,140 @@
+"""Input checks for attention calls: everything the kernels do not support fails here, loudly.
+
+The generated kernels trust their arguments (no bounds checks beyond the ragged edges), so any
+input they cannot handle must be refused before launch with a `ValueError` that names the
+argument and the rule. The torch.compile backend relies on the same function to decide which
+subgraphs it may take over, so the rules here are exactly the kernels' capabilities.
+
+Every eager attention call runs these checks, so a signature that passed once (shapes, strides,
+dtypes, devices, causal, scale) is remembered and later calls with it cost one dict lookup. Only
+plain tensors with a bool `causal` and a float or None `scale` are remembered: fake and
+functional tensors under tracing (symbolic shapes) and anything unusual take the full checks.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ..core.spec import DTYPES, MAX_HEAD_DIM, MIN_HEAD_DIM, dtype_name
+
+_passed: dict[tuple, float] = {}
+_MAX_REMEMBERED = 4096
+
+
+def check_inputs(q, k, v, *, causal, scale) -> float:
+    """Validate q [B, Hq, Sq, D], k/v [B, Hkv, Sk, D]; return the softmax scale to use.
+
+    `scale=None` means SDPA's default 1/sqrt(D). Raises ValueError naming the argument and the
+    rule for anything the kernels do not support.
+    """
+    tensor = torch.Tensor
+    if (
+        not torch.compiler.is_compiling()  # Dynamo traces the plain checks, not a global dict
+        and type(q) is tensor
+        and type(k) is tensor
+        and type(v) is tensor
+        and (causal is True or causal is False)
+        and (scale is None or type(scale) is float)
+    ):
+        # Everything the rules below read; `causal` and `scale` are type-checked above, so
+        # 1 == True or 1 == 1.0 cannot hit an entry made for another type.
+        key = (
+            q.shape, k.shape, v.shape, q.stride(), k.stride(), v.stride(),
+            q.dtype, k.dtype, v.dtype, q.device, k.device, v.device, causal, scale,
+        )  # fmt: skip
+        found = _passed.get(key)
+        if found is None:
+            found = _check(q, k, v, causal=causal, scale=scale)
+            if len(_passed) >= _MAX_REMEMBERED:
+                _passed.clear()
+            _passed[key] = found
+        return found
+    return _check(q, k, v, causal=causal, scale=scale)
+
+
+def _check(q, k, v, *, causal, scale) -> float:
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, torch.Tensor):
+            raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.dim() != 4:
+            raise ValueError(
+                f"{name} must be 4-D [batch, heads, seq, head_dim], got {t.dim()}-D shape "
+                f"{tuple(t.shape)}"
+            )
+        if dtype_name(t.dtype) not in DTYPES:
+            raise ValueError(
+                f"{name} must have dtype float16, bfloat16 or float32, got {dtype_name(t.dtype)}"
+            )
+    if not (q.dtype == k.dtype == v.dtype):
+        raise ValueError(
+            f"q, k and v must share one dtype, got q {dtype_name(q.dtype)}, "
+            f"k {dtype_name(k.dtype)}, v {dtype_name(v.dtype)}"
+        )
+    if not (q.device == k.device == v.device):
+        raise ValueError(
+            f"q, k and v must be on one device, got q on {q.device}, k on {k.device}, "
+            f"v on {v.device}"
+        )
+
+    batch, hq, sq, dim = q.shape
+    if not (k.shape[3] == dim and v.shape[3] == dim):
+        raise ValueError(
+            f"q, k and v must have the same head_dim (last dim), got q {dim}, k {k.shape[3]}, "
+            f"v {v.shape[3]}"
+        )
+    if not MIN_HEAD_DIM <= dim <= MAX_HEAD_DIM:
+        raise ValueError(f"head_dim must be between {MIN_HEAD_DIM} and {MAX_HEAD_DIM}, got {dim}")
+    if k.shape != v.shape:
+        raise ValueError(
+            f"k and v must have the same shape, got {tuple(k.shape)} and {tuple(v.shape)}"
+        )
+    if k.shape[0] != batch:
+        raise ValueError(f"k and v must have q's batch size {batch}, got {k.shape[0]}")
+    hkv, sk = k.shape[1], k.shape[2]
+    if hkv == 0 or hq % hkv != 0:
+        raise ValueError(
+            f"q heads ({hq}) must be a multiple of k/v heads ({hkv}) (grouped-query attention)"
+        )
+    if sq == 0:
+        raise ValueError("q must have a sequence length of at least 1, got 0")
+    if sk == 0:
+        raise ValueError("k and v must have a sequence length of at least 1, got 0")
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if t.stride(3) != 1:
+            raise ValueError(
+                f"{name} must be contiguous in its last dim (stride 1), got stride {t.stride(3)}; "
+                f"call .contiguous() first"
+            )
+    if not isinstance(causal, bool):
+        raise ValueError(f"causal must be a bool, got {causal!r}")
+    if scale is None:
+        return 1.0 / math.sqrt(dim)
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)):
+        raise ValueError(f"scale must be a positive float or None, got {scale!r}")
+    scale = float(scale)
+    if not (math.isfinite(scale) and scale > 0.0):
+        raise ValueError(f"scale must be a positive finite float, got {scale!r}")
+    return scale
+
+
+def check_kernel_device(device) -> None:
+    """flashgen's Triton kernels run on CUDA tensors, or on CPU tensors in Triton's interpreter.
+
+    Why check here: anything else fails deep inside Triton with "0 active drivers", which does
+    not say what to do. Called where flashgen's own kernels are about to be chosen (an SDPA
+    backend forced with `impl=` may still take CPU tensors), and by the compile backend, which
+    then leaves the site to Inductor.
+    """
+    from ..core.paths import interpret_mode
+
+    kind = getattr(device, "type", str(device))
+    if kind == "cuda" or interpret_mode():
+        return
+    raise RuntimeError(
+        f"flashgen's Triton kernels need CUDA tensors; got {kind} tensors and TRITON_INTERPRET "
+        "is not set. Move q, k and v to a CUDA GPU, or, to run on the CPU (tests), set "
+        "TRITON_INTERPRET=1 in the environment before triton is imported (Triton's interpreter: "
+        "correct but slow)"
+    )

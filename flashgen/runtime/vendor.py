@@ -1,0 +1,109 @@
+"""Run an attention call on one of PyTorch's SDPA backends when that is the faster implementation.
+
+`flashgen.ops.attention` asks `route` first; None means "run flashgen's kernels". The choice is
+per (spec, shape bucket) (`flashgen.runtime.dispatch.choose_impl`), and it is made for the whole call,
+forward and backward together, because the two cannot be mixed: SDPA's backward needs what its
+own forward saved (cuDNN's statistics, flash's RNG state), not flashgen's logsumexp, and the
+reverse. So when a backward will run (grad enabled and an input requires grad) the choice is
+the BACKWARD record's winner (`direction="bwd"`): the backward costs 2-3x the forward, so its
+winner is the winner of forward+backward unless the forward's margin is larger than the
+backward's, which the benchmark grid never showed. Without a backward, the forward record's
+winner. Either way the whole autograd of that call goes through the chosen implementation
+(`F.scaled_dot_product_attention` under `sdpa_kernel([backend])` is differentiable by itself).
+
+Acceptance is checked by trying: a backend that refuses the input raises before it launches
+anything, and then flashgen runs; the refusal is remembered per (impl, spec, bucket, GQA), so
+it costs one exception, not one per call. A backend forced by the caller (`impl=` names it)
+that refuses raises ValueError instead.
+
+Under `torch.compile` the choice happens where the graph is built: Dynamo records the
+`flashgen::attention` op, whose decomposition (AOTAutograd, fake tensors) calls `route` with the
+traced sizes' hints, so the graph holds either flashgen's custom ops or SDPA's own backend op
+and no guard on the length is added (a dynamic graph keeps the choice made for its first
+length's bucket).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..core.impls import FLASHGEN, check_impl, sdpa_backend
+from ..core.spec import dtype_name, shape_bucket, spec_for
+from .dispatch import choose_impl
+
+_refused: set[tuple] = set()
+
+
+def sdpa(q, k, v, *, causal: bool, scale: float, impl: str):
+    """`F.scaled_dot_product_attention` on exactly the backend `impl` names (RuntimeError when
+    that backend does not accept the input). GQA through SDPA's `enable_gqa`."""
+    from torch.nn.attention import sdpa_kernel
+    from torch.nn.functional import scaled_dot_product_attention
+
+    with sdpa_kernel([sdpa_backend(impl)]):
+        return scaled_dot_product_attention(
+            q, k, v, is_causal=causal, scale=scale, enable_gqa=q.shape[1] != k.shape[1]
+        )
+
+
+def _hint(n) -> int | None:
+    """A size as a plain int without adding a guard (a traced SymInt gives its example value)."""
+    if isinstance(n, int):
+        return n
+    return getattr(getattr(n, "node", None), "hint", None)
+
+
+def needs_backward(q, k, v) -> bool:
+    return torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
+
+
+def winner(q, k, v, causal: bool) -> str:
+    """The implementation `route` would pick for these inputs (records, defaults, forcing)."""
+    seq_q, seq_k = _hint(q.shape[2]), _hint(k.shape[2])
+    if seq_q is None or seq_k is None:  # an unbacked size: nothing to look up
+        return FLASHGEN
+    direction = "bwd" if needs_backward(q, k, v) else "fwd"
+    spec = spec_for(_hint(q.shape[3]), causal, dtype_name(q.dtype), direction)
+    return choose_impl(spec, seq_q, seq_k, q.is_cuda)
+
+
+def route(q, k, v, causal: bool, scale: float, impl: str | None = None):
+    """SDPA's output when an SDPA backend runs this call, None when flashgen's kernels should.
+
+    `impl` None: the run-time choice (`winner`); a name forces that implementation (validated).
+    Inputs must have passed `flashgen.kernels.validate.check_inputs`.
+    """
+    if impl is None:
+        if torch.compiler.is_dynamo_compiling():
+            # Decide when AOTAutograd decomposes the op (see the module docstring).
+            return torch.ops.flashgen.attention(q, k, v, causal, scale)
+        chosen = winner(q, k, v, causal)
+    else:
+        chosen = check_impl(impl)
+    if chosen == FLASHGEN:
+        return None
+    if impl is None and _refused and _refusal_key(chosen, q, k, causal) in _refused:
+        return None
+    try:
+        return sdpa(q, k, v, causal=causal, scale=scale, impl=chosen)
+    except RuntimeError as exc:
+        if impl is not None:
+            raise ValueError(
+                f"impl={impl!r}: PyTorch's SDPA backend does not accept this input: "
+                f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+            ) from exc
+        _refused.add(_refusal_key(chosen, q, k, causal))
+        return None
+
+
+def _refusal_key(impl: str, q, k, causal: bool) -> tuple:
+    """What a backend's acceptance depends on, as far as the refusals cache tells cases apart
+    (built only when there is a refusal to look up or to remember: not on the hot path)."""
+    bucket = shape_bucket(_hint(q.shape[2]) or 1, _hint(k.shape[2]) or 1)
+    gqa = _hint(q.shape[1]) != _hint(k.shape[1])
+    return (impl, dtype_name(q.dtype), _hint(q.shape[3]), causal, bucket, gqa, q.device.type)
+
+
+def clear_refusals() -> None:
+    """Forget which backends refused which inputs (tests; a changed torch setting)."""
+    _refused.clear()

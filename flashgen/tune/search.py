@@ -1,0 +1,540 @@
+"""Optuna search for the best TileConfig of one (KernelSpec, shape bucket).
+
+One study per (spec, bucket, environment), named by `study_name`, so every process that tunes the
+same thing on the same kind of GPU and software joins the same study (`load_if_exists`). The
+loop uses ask/tell rather than `study.optimize` for two reasons: the next candidates can be
+asked (and compiled by the evaluator's worker pool) while the current one is being timed, and
+every candidate's fate is decided here, explicitly:
+
+- a config outside `flashgen.hardware.tiles.candidates(spec)` or that does not fit the target's shared
+  memory / registers (`flashgen.hardware.sram.fits`) is told as PRUNED before the evaluator ever sees it,
+  so nothing is rendered or compiled for it;
+- a candidate that fails (compile error, out of resources, wrong result, time-out) is told as
+  PRUNED too, with its status in the trial's user attrs: Optuna's TPE learns to avoid pruned
+  regions but ignores FAILED trials (Optuna's TPE sampler), and FAIL is left to mean "a worker died" (the
+  heartbeat machinery retries those);
+- a config the study already evaluated is answered from the study (no second compile);
+- a good candidate is told its median time (or modelled time) in milliseconds.
+
+After the search (measured runs only) the stored best config is timed back to back against
+PyTorch's SDPA backends that accept the case (`Settings.impls`, checked against the same float64
+reference first), and the record is rewritten with the winner and its ratio to the runner-up
+(`TuningRecord.impl`, `impl_ratio`): the run-time op then calls that implementation.
+
+Every finished candidate is written to the tuning DB's trials table as it finishes, and the best
+is upserted whenever it improves, so an interrupted run (Ctrl-C, a killed worker) loses at most
+the candidate in flight. Early stop: when the study's best has not improved by at least
+`min_improvement` for `patience` evaluated candidates, or when every fitting config is done.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime
+import math
+import os
+import socket
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..core.config import TileConfig
+from ..core.spec import KernelSpec
+from .bench import Outcome, error_text, tflops, timing_shape
+from .space import (  # noqa: F401  (re-exported: the search's public names)
+    PARAMS,
+    Space,
+    model_explorers,
+    model_ranked,
+    seed_configs,
+)
+from .studies import Heartbeat, open_storage, optuna_quiet, replay, study_name  # noqa: F401
+
+WORKER_ID = f"{socket.gethostname()}:{os.getpid()}"
+
+
+@dataclass(frozen=True)
+class Task:
+    """One thing to tune: a kernel spec at one shape bucket (query, key)."""
+
+    spec: KernelSpec
+    bucket: tuple[int, int]
+
+    def label(self) -> str:
+        return f"{self.spec.uri()} {self.bucket[0]}x{self.bucket[1]}"
+
+
+@dataclass
+class Settings:
+    """How hard to search. `trials` counts evaluated candidates per task and run (pruned configs
+    and answers from the study's memory are free and do not count); `patience` None disables the
+    early stop; `lookahead` candidates are asked (and compiled) ahead, never more than the
+    patience could still use; up to `max_seeds` known configs are enqueued first, `model_seeds`
+    of them the cost model's favourites. `model_seeds` None: enough to fill the first round of
+    compiles (max(3, lookahead)); `max_seeds` None: the model's seeds plus 10 others (records,
+    and the `model_explorers` with `explore` as their ratio; 0 disables those)."""
+
+    trials: int = 40
+    patience: int | None = 15
+    seed: int = 0
+    min_improvement: float = 0.005
+    lookahead: int = 1
+    max_seeds: int | None = None
+    model_seeds: int | None = None
+    since: datetime.datetime | None = None
+    explore: float = 1.25
+    # False: do not enqueue the defaults table's config (measure what the search finds without
+    # it, e.g. in benchmarks/tuner_vs_grid.py, whose cases the table was set from).
+    default_seed: bool = True
+    # At the end, re-time the best `confirm` configs back to back and keep the winner of that
+    # (measured runs only; below 2 disables). The first candidates are timed on a GPU that idled
+    # while they compiled and read a few percent fast (benchmarks/RESULTS.md, run 6), enough to
+    # crown the wrong one of two near-equal configs.
+    confirm: int = 3
+    # PyTorch SDPA backends timed against flashgen's best at the end (empty: none). Only an
+    # evaluator with `compare` (the measured one) can; a modelled run records no winner.
+    impls: tuple[str, ...] = ("sdpa_cudnn", "sdpa_flash", "sdpa_efficient")
+
+    def n_model_seeds(self) -> int:
+        if self.model_seeds is not None:
+            return max(0, self.model_seeds)
+        return max(3, self.lookahead)
+
+    def n_seeds(self) -> int:
+        return self.max_seeds if self.max_seeds is not None else self.n_model_seeds() + 10
+
+
+@dataclass
+class Event:
+    """What the loop reports after each finished candidate (progress bars, tests)."""
+
+    task: Task
+    config: TileConfig
+    outcome: Outcome
+    evaluated: int
+    best_ms: float
+    best_config: TileConfig | None
+
+
+@dataclass
+class Result:
+    """The outcome of tuning one task in this process."""
+
+    task: Task
+    study_name: str
+    measured: bool
+    best_config: TileConfig | None = None
+    best_ms: float = math.inf
+    default_config: TileConfig | None = None
+    default_ms: float = math.inf
+    evaluated: int = 0
+    pruned: int = 0
+    failed: int = 0
+    stop_reason: str = ""
+    tflops: float = 0.0
+    written: bool = False
+    interrupted: bool = False
+    # The confirmation's times (config -> ms), when it ran.
+    confirmed: dict[TileConfig, float] = field(default_factory=dict)
+    # The implementation comparison (when it ran): the winner, its ratio to the runner-up, the
+    # back-to-back times (implementation -> ms, inf = refused or wrong) and why one did not run.
+    impl: str = "flashgen"
+    impl_ratio: float | None = None
+    impl_times: dict[str, float] = field(default_factory=dict)
+    impl_notes: dict[str, str] = field(default_factory=dict)
+    study: object = field(default=None, repr=False)
+
+    @property
+    def gain(self) -> float:
+        """Default config time / best time (1.0 = the default was already best)."""
+        if math.isfinite(self.default_ms) and self.best_ms > 0 and math.isfinite(self.best_ms):
+            return self.default_ms / self.best_ms
+        return math.nan
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C during a task: every finished trial is stored; `result` is the partial result."""
+
+    def __init__(self, result: Result) -> None:
+        super().__init__("tuning interrupted")
+        self.result = result
+
+
+# -- the loop ------------------------------------------------------------------------------
+
+
+def _finished_outcomes(study) -> dict[TileConfig, tuple[int, Outcome]]:
+    """Evaluated configs of the study (any worker): config -> (trial number, outcome)."""
+    from optuna.trial import TrialState
+
+    known: dict[TileConfig, tuple[int, Outcome]] = {}
+    for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED)):
+        attrs = t.user_attrs
+        if not attrs.get("evaluated") or attrs.get("duplicate"):
+            continue
+        try:
+            cfg = TileConfig(**t.params)
+        except (TypeError, ValueError):  # missing params (a trial cut short) or out of range
+            continue
+        if t.state == TrialState.COMPLETE and t.value is not None:
+            outcome = Outcome("ok", time_ms=float(t.value))
+        else:
+            outcome = Outcome(attrs.get("status", "failed"), error=attrs.get("error", ""))
+        known.setdefault(cfg, (t.number, outcome))
+    return known
+
+
+def _evaluated_before(study, since: datetime.datetime | None) -> int:
+    """Evaluated configs that count against earlier runs: all of them now, or (for the workers
+    of one `--workers` run, which share `since`) those completed before the run started."""
+    known = _finished_outcomes(study)
+    if since is None:
+        return len(known)
+    numbers = {number for number, _ in known.values()}
+    return sum(
+        1
+        for t in study.get_trials(deepcopy=False)
+        if t.number in numbers and t.datetime_complete is not None and t.datetime_complete < since
+    )
+
+
+def _running_elsewhere(study, own) -> set[TileConfig]:
+    """Configs of trials another worker is running now (only a shared study has any)."""
+    from optuna.trial import TrialState
+
+    out = set()
+    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        if t.number != own.number and all(p in t.params for p in PARAMS):
+            out.add(TileConfig(**t.params))
+    return out
+
+
+def _since_improvement(known: dict, min_improvement: float) -> int:
+    """Evaluated trials (in trial order) since the best last improved by `min_improvement`."""
+    best = math.inf
+    since = 0
+    for _number, outcome in sorted(known.values(), key=lambda item: item[0]):
+        if outcome.ok and outcome.time_ms < best * (1.0 - min_improvement):
+            best = outcome.time_ms
+            since = 0
+        else:
+            best = min(best, outcome.time_ms)
+            since += 1
+    return since
+
+
+def _patience_left(known: dict, patience: int | None, min_improvement: float) -> bool:
+    """False once the best has not improved for `patience` evaluated trials (in trial order)."""
+    if patience is None:
+        return True
+    return _since_improvement(known, min_improvement) < patience
+
+
+def _ahead(known: dict, settings: Settings) -> int:
+    """How many candidates to keep in flight: the lookahead, but no more than the patience can
+    still use (compiles asked for beyond an early stop are thrown away, and they would slow the
+    next task's compiles)."""
+    ahead = max(settings.lookahead, 1)
+    if settings.patience is None:
+        return ahead
+    since = _since_improvement(known, settings.min_improvement)
+    return max(1, min(ahead, settings.patience - since))
+
+
+def tune_task(task: Task, **kwargs) -> Result:
+    """Search the best config for `task`; write trials and the best record into `db`.
+
+    Keyword arguments: db, storage, evaluator, device, env, settings, on_event, candidates
+    (see `_tune_task`).
+    """
+    with optuna_quiet():
+        return _tune_task(task, **kwargs)
+
+
+def _tune_task(
+    task: Task,
+    *,
+    db,
+    storage,
+    evaluator,
+    device,
+    env,
+    settings: Settings,
+    on_event: Callable[[Event], None] | None = None,
+    candidates: Sequence[TileConfig] | None = None,
+) -> Result:
+    """The search loop of `tune_task`.
+
+    `evaluator` has `measured: bool`, `start(task, cfg)` (begin compiling ahead, may do nothing)
+    and `finish(task, cfg) -> Outcome`. `on_event` is called after every finished candidate;
+    an exception it raises (KeyboardInterrupt included) ends the task after the bookkeeping.
+    `candidates` narrows the space (default `flashgen.hardware.tiles.candidates(spec)`), e.g. to compare
+    the search with an exhaustive grid over the same configs.
+    """
+    import optuna
+    from optuna.trial import TrialState
+
+    from ..db.records import Trial
+
+    space_ = Space(task.spec, device, candidates)
+    name = study_name(task.spec, task.bucket, env.key())
+    # constant_liar: candidates asked ahead are still running when the next one is asked; TPE
+    # then treats them as bad guesses instead of proposing their neighbourhood again and again.
+    sampler = optuna.samplers.TPESampler(
+        seed=settings.seed,
+        n_startup_trials=min(10, max(settings.trials // 3, 4)),
+        constant_liar=True,
+    )
+    study = optuna.create_study(
+        storage=storage, sampler=sampler, study_name=name, direction="minimize", load_if_exists=True
+    )
+    if isinstance(storage, optuna.storages.InMemoryStorage) and not study.trials:
+        replay(study, db.trials(task.spec, task.bucket, env), space_)
+    result = Result(task=task, study_name=name, measured=bool(evaluator.measured), study=study)
+    heart = Heartbeat(storage)
+    if heart.enabled:
+        # Trials of dead workers first: they are re-queued ahead of this run's seeds.
+        optuna.storages.fail_stale_trials(study)
+    modelled = model_ranked(task, device, space_.fitting(), settings.n_model_seeds())
+    if modelled:
+        modelled += model_explorers(task, device, space_.fitting(), modelled, settings.explore)
+    records = db.records(spec=task.spec)
+    if task.spec.sibling() is not None:
+        records += db.records(spec=task.spec.sibling())
+    seeds = seed_configs(
+        task, device, env, records, settings.n_seeds(), modelled, default=settings.default_seed
+    )
+    from ..hardware import tiles as tiles
+
+    result.default_config = tiles.default_config(task.spec, device)
+    for cfg, source in seeds:
+        params = space_.params(cfg)
+        if params is not None:
+            study.enqueue_trial(params, user_attrs={"seed": source}, skip_if_exists=True)
+
+    inflight: deque[tuple[Any, TileConfig]] = deque()
+    fitting = len(space_.fitting())
+    baseline = _evaluated_before(study, settings.since)
+    max_asks = 4 * settings.trials + 2 * len(space_.candidates) + 16
+    asks = 0
+    shape = timing_shape(task.spec, task.bucket)
+
+    def record(cfg: TileConfig, outcome: Outcome | None, pruned_reason: str = "") -> None:
+        if outcome is None:
+            trial = Trial(cfg, None, "pruned", pruned_reason)
+        elif outcome.ok:
+            trial = Trial(cfg, outcome.time_ms, "ok")
+        else:
+            trial = Trial(cfg, None, outcome.status, outcome.error)
+        db.add_trials(task.spec, task.bucket, env, [trial])
+
+    def refresh_best(known: dict) -> None:
+        oks = [(o.time_ms, cfg) for cfg, (_n, o) in known.items() if o.ok]
+        if result.default_config in known:
+            default = known[result.default_config][1]
+            result.default_ms = default.time_ms if default.ok else math.inf
+        if not oks:
+            return
+        best_ms, best_cfg = min(oks, key=lambda item: (item[0], item[1]))
+        if best_ms < result.best_ms or best_cfg != result.best_config:
+            result.best_ms, result.best_config = best_ms, best_cfg
+            result.tflops = tflops(task.spec, shape, best_ms)
+            _write_best(db, task, env, result, len(known))
+
+    def tell(trial, cfg: TileConfig, outcome: Outcome, *, duplicate: bool) -> None:
+        trial.set_user_attr("evaluated", True)
+        trial.set_user_attr("status", outcome.status)
+        trial.set_user_attr("worker", WORKER_ID)
+        if duplicate:
+            trial.set_user_attr("duplicate", True)
+        if outcome.ok:
+            study.tell(trial, outcome.time_ms)
+        else:
+            trial.set_user_attr("error", outcome.error[:500])
+            study.tell(trial, state=TrialState.PRUNED)
+
+    def ask_one() -> None:
+        """Ask one trial; prune or answer it at once, or put it in flight."""
+        nonlocal asks
+        if heart.enabled:
+            optuna.storages.fail_stale_trials(study)
+        trial = study.ask()
+        asks += 1
+        cfg = space_.suggest(trial)
+        reason = space_.prune_reason(cfg)
+        if reason is not None:
+            trial.set_user_attr("status", "pruned")
+            study.tell(trial, state=TrialState.PRUNED)
+            result.pruned += 1
+            record(cfg, None, reason)
+            return
+        if cfg in known:
+            tell(trial, cfg, known[cfg][1], duplicate=True)
+            return
+        if any(cfg == c for _t, c in inflight) or cfg in _running_elsewhere(study, trial):
+            # Being evaluated already (here, or by another worker on a shared study): do not
+            # pay for it twice. FAIL, because TPE ignores FAIL and the config is not bad.
+            trial.set_user_attr("status", "duplicate")
+            study.tell(trial, state=TrialState.FAIL)
+            return
+        heart.hold(trial._trial_id)
+        evaluator.start(task, cfg)
+        inflight.append((trial, cfg))
+
+    known = _finished_outcomes(study)
+    try:
+        refresh_best(known)
+        while True:
+            done = len(known) - baseline
+            if not _patience_left(known, settings.patience, settings.min_improvement):
+                result.stop_reason = f"no gain in {settings.patience} trials"
+            elif sum(1 for c in known if space_.fits(c)) >= fitting:
+                result.stop_reason = "every fitting config evaluated"
+            elif done >= settings.trials:
+                result.stop_reason = f"{settings.trials} trials"
+            elif asks >= max_asks and not inflight:
+                result.stop_reason = "sampler kept proposing known or pruned configs"
+            if result.stop_reason:
+                break
+            while (
+                len(inflight) < _ahead(known, settings)
+                and done + len(inflight) < settings.trials
+                and asks < max_asks
+            ):
+                ask_one()
+            if not inflight:
+                known = _finished_outcomes(study)
+                continue
+            trial, cfg = inflight.popleft()
+            try:
+                outcome = evaluator.finish(task, cfg)
+            except Exception as exc:  # an evaluator bug costs this candidate, not the run
+                outcome = Outcome("failed", error=error_text(exc))
+            tell(trial, cfg, outcome, duplicate=False)
+            heart.release(trial._trial_id)
+            result.evaluated += 1
+            if not outcome.ok:
+                result.failed += 1
+            record(cfg, outcome)
+            known = _finished_outcomes(study)
+            refresh_best(known)
+            if on_event is not None:
+                on_event(
+                    Event(
+                        task,
+                        cfg,
+                        outcome,
+                        len(known) - baseline,
+                        result.best_ms,
+                        result.best_config,
+                    )
+                )
+    except KeyboardInterrupt:
+        result.interrupted = True
+        result.stop_reason = "interrupted"
+        _abandon(study, inflight, heart)
+        raise Interrupted(result) from None
+    finally:
+        heart.close()
+    _abandon(study, inflight, heart)
+    try:
+        _confirm(task, evaluator, known, result, settings, db, env, shape)
+        compare_impls(task, evaluator, result, settings, db, env)
+        # The record was written when the best last improved; it counts every candidate.
+        db.note_trials(task.spec, task.bucket, env, len(known))
+    except KeyboardInterrupt:  # every trial is stored; the search's own best stands
+        result.interrupted = True
+        result.stop_reason = "interrupted"
+        raise Interrupted(result) from None
+    return result
+
+
+def confirm_finalists(evaluator, task: Task, times: dict[TileConfig, float], n: int) -> dict:
+    """Re-time the `n` fastest of `times` (config -> first reading, ms) back to back with the
+    evaluator's `retime`; returns config -> confirmed ms for those that still ran, or {} when
+    there is nothing to confirm (no `retime`, n < 2, fewer than 2 finalists, or it failed)."""
+    retime = getattr(evaluator, "retime", None)
+    finalists = [cfg for _ms, cfg in sorted((t, c) for c, t in times.items() if math.isfinite(t))]
+    finalists = finalists[:n]
+    if retime is None or n < 2 or len(finalists) < 2:
+        return {}
+    try:
+        confirmed = retime(task, finalists)
+    except Exception:  # noqa: BLE001 - the first readings stand
+        return {}
+    return {c: t for c, t in confirmed.items() if math.isfinite(t) and t > 0}
+
+
+def _confirm(task: Task, evaluator, known: dict, result: Result, settings: Settings, db, env,
+             shape) -> None:  # fmt: skip
+    """`confirm_finalists` over the study's results (`Settings.confirm`): the fastest of the
+    re-timing becomes the result and the stored record, superseding the finalists' records."""
+    first = {cfg: o.time_ms for cfg, (_n, o) in known.items() if o.ok}
+    confirmed = confirm_finalists(evaluator, task, first, settings.confirm)
+    if not confirmed:
+        return
+    best = min(confirmed, key=lambda c: (confirmed[c], c))
+    result.confirmed = confirmed
+    result.best_config, result.best_ms = best, confirmed[best]
+    result.tflops = tflops(task.spec, shape, result.best_ms)
+    if result.default_config in confirmed:
+        result.default_ms = confirmed[result.default_config]
+    _write_best(db, task, env, result, len(known), superseded=list(confirmed))
+
+
+def compare_impls(task: Task, evaluator, result: Result, settings: Settings, db, env) -> None:
+    """Time the stored best flashgen config (what the run time would launch) against the SDPA
+    backends of `settings.impls` with the evaluator's `compare`, and store the winner and its
+    ratio to the runner-up on that record (its config and time stay flashgen's own)."""
+    from .bench import pick_impl
+
+    compare = getattr(evaluator, "compare", None)
+    if compare is None or not settings.impls or not result.measured:
+        return
+    rec = db.get(task.spec, task.bucket, env)
+    if rec is None or not rec.measured:
+        return
+    times, notes = compare(task, rec.config, settings.impls)
+    result.impl_times, result.impl_notes = times, notes
+    impl, ratio = pick_impl(times)
+    if impl is None or ratio is None:  # nothing to compare with: the record stays "not compared"
+        return
+    result.impl, result.impl_ratio = impl, ratio
+    updated = dataclasses.replace(rec, impl=impl, impl_ratio=ratio)
+    result.written = db.replace_best(updated, [rec.config]) or result.written
+
+
+def _abandon(study, inflight: deque, heart: Heartbeat) -> None:
+    """Trials asked ahead but never evaluated: FAIL them (TPE ignores FAIL)."""
+    from optuna.trial import TrialState
+
+    while inflight:
+        trial, _cfg = inflight.popleft()
+        heart.release(trial._trial_id)
+        # The storage may be what failed; the trial then goes stale and is retried.
+        with contextlib.suppress(Exception):
+            study.tell(trial, state=TrialState.FAIL, skip_if_finished=True)
+
+
+def _write_best(
+    db, task: Task, env, result: Result, n_trials: int, superseded: list[TileConfig] | None = None
+) -> None:
+    from ..db.records import TuningRecord
+
+    assert result.best_config is not None
+    rec = TuningRecord(
+        spec=task.spec,
+        bucket=task.bucket,
+        env=env,
+        config=result.best_config,
+        time_ms=result.best_ms,
+        tflops=result.tflops,
+        n_trials=n_trials,
+        measured=result.measured,
+    )
+    if superseded:
+        result.written = db.replace_best(rec, superseded) or result.written
+    else:
+        result.written = db.upsert_best(rec) or result.written

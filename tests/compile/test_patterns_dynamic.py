@@ -1,0 +1,346 @@
+"""Masks under dynamic sequence lengths (issue 11): a property proven about a mask must hold for
+every length the compiled graph accepts, not only the traced one.
+
+A sliding-window band with window W equals the causal mask at every length <= W and not above,
+so a graph traced at a short length and reused at a long one must not take it as causal. The
+tests cross that boundary (T below, equal to and above W) with `dynamic=True`, with Dynamo's
+automatic dynamic (a static first compile, then a symbolic recompile), and with bounded
+`mark_dynamic` ranges; numbers are compared with a float64 eager reference at every length, and
+genuine causal masks must still be replaced in the symbolic graphs.
+
+Kernels run in Triton's interpreter on the CPU: shapes are tiny.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from flashgen.compile import patterns
+from flashgen.compile.backend import backend
+from flashgen.compile.patterns import attention_pass
+
+B, H, D, W = 1, 2, 16, 6
+LENGTHS = (3, 5, W, W + 1, 11)  # below, equal to and above the window
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _scores(q, k):
+    return (q @ k.transpose(-2, -1)) / math.sqrt(q.size(-1))
+
+
+# ------------------------------------------------------------------ sliding windows (never causal)
+
+
+def band_ones_tril_triu(q, k, v):
+    t = q.size(-2)
+    band = torch.ones(t, t, dtype=torch.bool, device=q.device).tril().triu(-(W - 1))
+    return _scores(q, k).masked_fill(~band, float("-inf")).softmax(-1) @ v
+
+
+def band_arange_compare(q, k, v):
+    t = q.size(-2)
+    i = torch.arange(t, device=q.device)[:, None]
+    j = torch.arange(t, device=q.device)[None, :]
+    keep = (j <= i) & (j > i - W)
+    return _scores(q, k).masked_fill(keep.logical_not(), float("-inf")).softmax(-1) @ v
+
+
+def band_where(q, k, v):
+    t = q.size(-2)
+    band = torch.triu(torch.tril(torch.ones(t, t, device=q.device)), diagonal=-(W - 1)) > 0
+    return torch.where(band, _scores(q, k), float("-inf")).softmax(-1) @ v
+
+
+class BandBuffer(nn.Module):
+    """A window band stored as a buffer and sliced by the length."""
+
+    def __init__(self, max_t=64):
+        super().__init__()
+        band = torch.ones(max_t, max_t).tril().triu(-(W - 1)).view(1, 1, max_t, max_t)
+        self.register_buffer("band", band)
+
+    def forward(self, q, k, v):
+        t = q.size(-2)
+        att = _scores(q, k).masked_fill(self.band[:, :, :t, :t] == 0, float("-inf"))
+        return att.softmax(-1) @ v
+
+
+def band_sdpa_bool(q, k, v):
+    t = q.size(-2)
+    i = torch.arange(t, device=q.device).unsqueeze(-1)
+    j = torch.arange(t, device=q.device).unsqueeze(0)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=(i >= j) & (i - W < j))
+
+
+class BandAdditiveBuffer(nn.Module):
+    """HF-style additive band: 0 inside the window, -inf elsewhere."""
+
+    def __init__(self, max_t=64):
+        super().__init__()
+        keep = torch.ones(max_t, max_t, dtype=torch.bool).tril().triu(-(W - 1))
+        self.register_buffer("bias", torch.zeros(max_t, max_t).masked_fill(~keep, float("-inf")))
+
+    def forward(self, q, k, v):
+        t = q.size(-2)
+        return (_scores(q, k) + self.bias[:t, :t]).softmax(-1) @ v
+
+
+# ------------------------------------------------------------------ genuine causal masks
+
+
+def causal_ones_tril(q, k, v):
+    t = q.size(-2)
+    keep = torch.ones(t, t, dtype=torch.bool, device=q.device).tril()
+    return _scores(q, k).masked_fill(~keep, float("-inf")).softmax(-1) @ v
+
+
+def causal_arange(q, k, v):
+    t = q.size(-2)
+    r = torch.arange(t, device=q.device)
+    return _scores(q, k).masked_fill(r[None, :] > r[:, None], float("-inf")).softmax(-1) @ v
+
+
+def causal_where(q, k, v):
+    t = q.size(-2)
+    keep = torch.ones(t, t, device=q.device).tril() == 1
+    return torch.where(keep, _scores(q, k), float("-inf")).softmax(-1) @ v
+
+
+class CausalBuffer(nn.Module):
+    def __init__(self, max_t=64):
+        super().__init__()
+        self.register_buffer("bias", torch.tril(torch.ones(max_t, max_t)).view(1, 1, max_t, max_t))
+
+    def forward(self, q, k, v):
+        t = q.size(-2)
+        att = _scores(q, k).masked_fill(self.bias[:, :, :t, :t] == 0, float("-inf"))
+        return att.softmax(-1) @ v
+
+
+def sdpa_arange_offset(q, k, v):
+    """KV-cache style (bottom-right) causal mask: causal in SDPA's top-left sense only while
+    the query and key lengths are equal."""
+    tq, tk = q.size(-2), k.size(-2)
+    i = torch.arange(tk - tq, tk, device=q.device)[:, None]
+    j = torch.arange(tk, device=q.device)[None, :]
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=j <= i)
+
+
+def causal_additive_full_triu(q, k, v):
+    t = q.size(-2)
+    bias = torch.full((t, t), float("-inf"), device=q.device).triu(1)
+    return (_scores(q, k) + bias).softmax(-1) @ v
+
+
+BANDS = [
+    ("ones_tril_triu", band_ones_tril_triu),
+    ("arange_compare", band_arange_compare),
+    ("where", band_where),
+    ("buffer_sliced", BandBuffer),
+    ("sdpa_bool", band_sdpa_bool),
+    ("additive_buffer", BandAdditiveBuffer),
+]
+CAUSAL = [
+    ("ones_tril", causal_ones_tril),
+    ("arange", causal_arange),
+    ("where", causal_where),
+    ("buffer_sliced", CausalBuffer),
+    ("additive_full_triu", causal_additive_full_triu),
+]
+
+
+def _make(fn):
+    return fn().to(DEVICE) if isinstance(fn, type) else fn
+
+
+def _qkv(t, seed=0):
+    g = torch.Generator().manual_seed(seed + t)
+    return [torch.randn(B, H, t, D, generator=g).to(DEVICE) for _ in range(3)]
+
+
+def _is_symbolic(example_inputs) -> bool:
+    for x in example_inputs:
+        if isinstance(x, torch.SymInt):
+            return True
+        if isinstance(x, torch.Tensor) and any(isinstance(s, torch.SymInt) for s in x.shape):
+            return True
+    return False
+
+
+def _report_sites(model, *args, dynamic):
+    """(symbolic?, sites) per graph, from the pass in report-only mode (no kernels run)."""
+    graphs = []
+
+    def report(gm, example_inputs):
+        sites = attention_pass(gm, list(example_inputs), None, rewrite_graph=False)
+        graphs.append((_is_symbolic(example_inputs), sites))
+        return gm.forward
+
+    torch._dynamo.reset()
+    try:
+        torch.compile(model, backend=report, dynamic=dynamic)(*args)
+    finally:
+        torch._dynamo.reset()
+    return graphs
+
+
+def _recording_backend():
+    """The flashgen backend, recording per compiled graph (symbolic?, replaced, skip reasons):
+    the counts from what the backend really replaced, the reasons from a report-only pass."""
+    inner = backend(fallback="aot_eager")
+    graphs = []
+
+    def compile_graph(gm, example_inputs):
+        reasons = [
+            s.reason
+            for s in attention_pass(gm, list(example_inputs), None, rewrite_graph=False)
+            if not s.replaced
+        ]
+        before = patterns.counters.copy()
+        out = inner(gm, example_inputs)
+        replaced = sum(
+            v - before.get(k, 0) for k, v in patterns.counters.items() if k.endswith(".replaced")
+        )
+        graphs.append((_is_symbolic(example_inputs), replaced, reasons))
+        return out
+
+    return compile_graph, graphs
+
+
+def _run_lengths(model, dynamic):
+    """Compile once, call at every length, compare each with float64 eager."""
+    compile_graph, graphs = _recording_backend()
+    torch._dynamo.reset()
+    compiled = torch.compile(model, backend=compile_graph, dynamic=dynamic)
+    for t in LENGTHS:
+        q, k, v = _qkv(t)
+        with torch.no_grad():
+            got = compiled(q, k, v)
+            want = model(*(x.double() for x in (q, k, v)))
+        torch.testing.assert_close(got.double(), want, atol=1e-4, rtol=1e-4, msg=f"T={t}")
+    torch._dynamo.reset()
+    return graphs
+
+
+@pytest.mark.parametrize("dynamic", [True, None], ids=["dynamic_true", "automatic_dynamic"])
+@pytest.mark.parametrize("entry", BANDS, ids=[e[0] for e in BANDS])
+def test_window_band_is_never_baked_in_as_causal(entry, dynamic):
+    graphs = _run_lengths(_make(entry[1]), dynamic)
+    symbolic = [g for g in graphs if g[0]]
+    assert symbolic, f"no graph with symbolic lengths was compiled: {graphs}"
+    for _, replaced, reasons in symbolic:
+        assert replaced == 0 and len(reasons) == 1 and "not causal" in reasons[0], graphs
+
+
+@pytest.mark.parametrize("dynamic", [True, None], ids=["dynamic_true", "automatic_dynamic"])
+@pytest.mark.parametrize("entry", CAUSAL, ids=[e[0] for e in CAUSAL])
+def test_causal_mask_is_still_replaced_for_every_length(entry, dynamic):
+    graphs = _run_lengths(_make(entry[1]), dynamic)
+    assert all(replaced == 1 for _, replaced, _ in graphs), graphs
+    assert any(g[0] for g in graphs), f"no graph with symbolic lengths was compiled: {graphs}"
+
+
+def test_kv_offset_mask_is_causal_only_where_lengths_are_provably_equal():
+    """dynamic=True gives q and k one length symbol (equal at trace time): the offset tk - tq
+    is 0 and the mask is causal. Automatic dynamic gives them separate symbols, so the same
+    graph would serve tq != tk, where the mask is bottom-right aligned: skipped."""
+    graphs = _run_lengths(sdpa_arange_offset, True)
+    assert [g[1] for g in graphs] == [1], graphs
+    graphs = _run_lengths(sdpa_arange_offset, None)
+    symbolic = [g for g in graphs if g[0]]
+    assert symbolic and all(g[1] == 0 and "lengths may differ" in g[2][0] for g in symbolic)
+
+
+def test_issue_repro_sliding_window_module_across_lengths():
+    """The issue's model (projections inside, window 16, lengths 8, 12, 40), automatic dynamic."""
+
+    class SW(nn.Module):
+        def __init__(s, d=32, h=2, w=16):
+            super().__init__()
+            s.qkv = nn.Linear(d, 3 * d)
+            s.h, s.w = h, w
+
+        def forward(s, x):
+            b, t, c = x.shape
+            q, k, v = s.qkv(x).view(b, t, 3, s.h, c // s.h).permute(2, 0, 3, 1, 4)
+            att = (q @ k.transpose(-2, -1)) / math.sqrt(c // s.h)
+            band = torch.ones(t, t, dtype=torch.bool, device=x.device).tril().triu(-(s.w - 1))
+            att = att.masked_fill(~band, float("-inf"))
+            return (att.softmax(-1) @ v).transpose(1, 2).reshape(b, t, c)
+
+    m = SW().to(DEVICE).eval()
+    torch._dynamo.reset()
+    cm = torch.compile(m, backend=backend(fallback="aot_eager"))
+    for t in (8, 12, 40):
+        x = torch.randn(2, t, 32, generator=torch.Generator().manual_seed(t)).to(DEVICE)
+        with torch.no_grad():
+            torch.testing.assert_close(cm(x), m(x), atol=1e-4, rtol=1e-4, msg=f"T={t}")
+    torch._dynamo.reset()
+
+
+def test_static_graph_at_a_length_inside_the_window_may_use_causal():
+    """Static shapes: the graph is guarded on its length, so a band that equals causal there is
+    causal for every call the graph serves; at T = W + 1 it is not."""
+    (graph,) = _report_sites(band_ones_tril_triu, *_qkv(W), dynamic=False)
+    assert not graph[0] and graph[1][0].replaced and graph[1][0].causal
+    (graph,) = _report_sites(band_ones_tril_triu, *_qkv(W + 1), dynamic=False)
+    assert not graph[1][0].replaced and "not causal" in graph[1][0].reason
+
+
+@pytest.mark.parametrize("upper,replaced", [(W, True), (W + 1, False)], ids=["max_W", "max_W+1"])
+def test_bounded_dynamic_length_uses_the_upper_bound(upper, replaced):
+    """mark_dynamic(max=...) bounds the lengths the graph accepts (Dynamo guards the range):
+    the band is causal for every length up to W, and not for W + 1."""
+    q, k, v = _qkv(4)
+    for x in (q, k, v):
+        torch._dynamo.mark_dynamic(x, 2, min=2, max=upper)
+    graphs = _report_sites(band_ones_tril_triu, q, k, v, dynamic=None)
+    ((symbolic, (site,)),) = graphs
+    assert symbolic and site.replaced is replaced, site
+
+
+def _mutated_mask(q, k, v):
+    t = q.size(-2)
+    keep = torch.ones(t, t, dtype=torch.bool, device=q.device).tril()
+    keep[:, 0] = False  # looks causal when read from its construction, is not
+    return torch.where(keep, _scores(q, k), -1e9).softmax(-1) @ v
+
+
+def _mask_from_input_length(q, k, v, window: torch.Tensor):
+    t = q.size(-2)
+    r = torch.arange(t, device=q.device)
+    keep = (r[None, :] <= r[:, None]) & (r[None, :] > r[:, None] - window)
+    return _scores(q, k).masked_fill(~keep, float("-inf")).softmax(-1) @ v
+
+
+def _sliced_offset_by_length(q, k, v):
+    """tril(ones(2T, 2T))[T:, :T]: offset T, causal only where T is tiny."""
+    t = q.size(-2)
+    big = torch.ones(2 * t, 2 * t, dtype=torch.bool, device=q.device).tril()
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=big[t:, :t])
+
+
+@pytest.mark.parametrize(
+    "fn,extra,reason",
+    [
+        (_mutated_mask, (), "modified in place"),
+        (_mask_from_input_length, (torch.tensor(3),), "forward() input"),
+        (_sliced_offset_by_length, (), "depends on the sequence length"),
+    ],
+    ids=["setitem_on_mask", "window_from_input", "slice_offset_by_length"],
+)
+def test_unprovable_masks_are_skipped_and_correct(fn, extra, reason):
+    q, k, v = _qkv(7)
+    ((_, (site,)),) = _report_sites(fn, q, k, v, *extra, dynamic=True)
+    assert not site.replaced and reason in site.reason, site.reason
+    torch._dynamo.reset()
+    compiled = torch.compile(fn, backend=backend(fallback="aot_eager"), dynamic=True)
+    for t in (5, 9):
+        q, k, v = _qkv(t)
+        torch.testing.assert_close(compiled(q, k, v, *extra), fn(q, k, v, *extra))
+    torch._dynamo.reset()

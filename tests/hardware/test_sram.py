@@ -1,0 +1,258 @@
+"""The shared-memory model: hand-computed budgets, the GPU table, device overrides, and a fast
+check against the real compiler (ahead-of-time compile for sm_90 on this CPU machine)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from flashgen.core.config import TileConfig
+from flashgen.core.spec import KernelSpec
+from flashgen.hardware import sram
+from flashgen.hardware.sram import (
+    KNOWN_GPUS,
+    DeviceLimits,
+    current_device,
+    device_slug,
+    fits,
+    smem_bytes,
+)
+
+H200 = KNOWN_GPUS["nvidia-h200"]
+A100 = KNOWN_GPUS["nvidia-a100"]
+SM90, SM80 = (9, 0), (8, 0)
+
+
+def fwd(d=128, causal=False, dtype="float16"):
+    return KernelSpec(d, causal, dtype, "fwd")
+
+
+def scratch(rows, loop_rows):
+    return 1024 + 4 * (rows + loop_rows)
+
+
+# (spec, config, capability, triton, bytes worked out by hand from the module docstring's rules)
+HAND = [
+    # Hopper wgmma: Q 128x128x2 = 32768; K+V per stage 2x64x128x2 = 32768, 2 stages.
+    (fwd(), TileConfig(128, 64, 4, 2), SM90, 32768 + 2 * 32768 + scratch(128, 64)),
+    # The H200's measured failure: BM 64, BN 128, 4 stages: 16384 + 4 x 65536 > 232,448.
+    (fwd(), TileConfig(64, 128, 4, 4), SM90, 16384 + 4 * 65536 + scratch(64, 128)),
+    # Ampere keeps stages - 1 buffers; P is staged because block_m (32) < block_d (128).
+    (fwd(), TileConfig(32, 64, 4, 3), SM80, 2 * 32768 + 8192 + 32 * 64 * 2 + scratch(32, 64)),
+    # Hopper with 2 warps takes the Ampere path.
+    (fwd(64), TileConfig(128, 64, 2, 2), SM90, 1 * 16384 + 16384 + scratch(128, 64)),
+    # One stage: nothing pipelined, one K (or V) tile staged beside Q.
+    (fwd(64), TileConfig(64, 128, 4, 1), SM90, 8192 + 128 * 64 * 2 + scratch(64, 128)),
+    # fp32 doubles every tile: 3 x (2x64x128x4) + 64x128x4.
+    (
+        fwd(128, dtype="float32"),
+        TileConfig(64, 64, 4, 3),
+        SM90,
+        3 * 65536 + 32768 + scratch(64, 64),
+    ),
+    # head_dim 80 is padded to block_d 128.
+    (fwd(80), TileConfig(128, 64, 4, 2), SM90, 32768 + 2 * 32768 + scratch(128, 64)),
+    # Backward, the larger of the two kernels: dK/dV (rows = block_n = 64, wgmma) keeps K, V
+    # (2 x 64x128x2) and pipelines Q, dO (2 x 128x128x2), 2 stages, plus lse and delta
+    # (2 vectors x 128 x 4 B) per stage.
+    (
+        KernelSpec(128, False, "float16", "bwd"),
+        TileConfig(128, 64, 4, 2),
+        SM90,
+        2 * 2 * 32768 + 2 * 128 * 4 * 2 + 2 * 16384 + scratch(64, 128),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    "spec,cfg,cap,expected",
+    HAND,
+    ids=[f"{s.uri()}-{c.short()}-sm{a}{b}" for s, c, (a, b), _ in HAND],
+)
+def test_hand_computed_budgets(spec, cfg, cap, expected):
+    assert smem_bytes(spec, cfg, cap) == expected
+
+
+def test_backward_dq_kernel_budget():
+    # dQ kernel at (128, 64): rows = 128 (wgmma), Q and dO resident 2 x 32768, K/V 2 stages.
+    spec = KernelSpec(128, False, "float16", "bwd")
+    per = sram.kernel_bytes(spec, TileConfig(128, 64, 4, 2), SM90)
+    assert per["attn_bwd_dq"] == 2 * 32768 + 2 * 32768 + scratch(128, 64)
+    assert set(per) == {"attn_bwd_dkdv", "attn_bwd_dq", "attn_bwd_dkdv_tma", "attn_bwd_dq_tma"}
+    assert per["attn_bwd_dq_tma"] == per["attn_bwd_dq"]
+    fp32 = KernelSpec(128, False, "float32", "bwd")  # no TMA build for fp32
+    assert set(sram.kernel_bytes(fp32, TileConfig(64, 64, 4, 2), SM90)) == {
+        "attn_bwd_dkdv",
+        "attn_bwd_dq",
+    }
+
+
+def test_hopper_budgets_the_tma_and_the_pointer_kernel():
+    spec = fwd()
+    assert set(sram.kernel_bytes(spec, TileConfig(64, 64, 4, 2), SM90)) == {
+        "attn_fwd",
+        "attn_fwd_tma",
+    }
+    assert set(sram.kernel_bytes(spec, TileConfig(64, 64, 4, 2), SM80)) == {"attn_fwd"}
+
+
+def test_worst_case_without_capability_covers_every_path():
+    for cfg in (TileConfig(128, 64, 4, 2), TileConfig(32, 64, 4, 3), TileConfig(64, 64, 2, 4)):
+        spec = fwd()
+        assert smem_bytes(spec, cfg) == max(
+            smem_bytes(spec, cfg, SM90), smem_bytes(spec, cfg, SM80)
+        )
+
+
+def test_h200_known_outcomes():
+    """Launched on the H200 (benchmarks/RESULTS.md): hd128, BLOCK_N 128, 4 stages failed; 3 stages ran.
+    Compiled ahead of time with Triton 3.6 and 3.9, our kernels need 229,376 (pointer) and
+    230,400 (TMA) bytes at (128,128,8,3): in, with 1 KB to spare in the model."""
+    for causal in (False, True):
+        spec = fwd(128, causal, "bfloat16")
+        assert not fits(spec, TileConfig(64, 128, 4, 4), H200)
+        assert not fits(spec, TileConfig(128, 128, 8, 4), H200)
+        assert fits(spec, TileConfig(128, 64, 4, 2), H200)
+        assert fits(spec, TileConfig(128, 128, 8, 3), H200)
+
+
+def test_fp32_never_smaller_than_16_bit():
+    for cfg in (TileConfig(64, 64, 4, 2), TileConfig(16, 32, 2, 1), TileConfig(128, 32, 8, 5)):
+        for direction in ("fwd", "bwd"):
+            half = smem_bytes(KernelSpec(64, True, "bfloat16", direction), cfg)
+            full = smem_bytes(KernelSpec(64, True, "float32", direction), cfg)
+            assert full > half
+
+
+def test_known_gpu_table():
+    expected = {
+        "nvidia-h200": ((9, 0), 132, 232_448),
+        "nvidia-h100": ((9, 0), 132, 232_448),
+        "nvidia-a100": ((8, 0), 108, 166_912),
+        "nvidia-a10": ((8, 6), 72, 101_376),
+        "nvidia-l4": ((8, 9), 58, 101_376),
+        "nvidia-l40": ((8, 9), 142, 101_376),
+        "nvidia-rtx-4090": ((8, 9), 128, 101_376),
+        "nvidia-t4": ((7, 5), 40, 65_536),
+    }
+    for slug, (cap, sms, smem) in expected.items():
+        d = KNOWN_GPUS[slug]
+        assert (d.capability, d.sm_count, d.smem_optin_bytes) == (cap, sms, smem), slug
+    for slug, d in KNOWN_GPUS.items():
+        assert device_slug(d) == slug
+        assert d.smem_optin_bytes > 48 * 1024  # never the 48 KB non-opt-in default
+        assert d.regs_per_sm == 65536 and d.max_regs_per_thread == 255
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            d.sm_count = 1  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    "name,slug",
+    [
+        ("NVIDIA A100-SXM4-40GB", "nvidia-a100"),
+        ("NVIDIA A100 80GB PCIe", "nvidia-a100"),
+        ("NVIDIA H100 PCIe", "nvidia-h100"),
+        ("Tesla T4", "nvidia-t4"),
+        ("NVIDIA L40S", "nvidia-l40s"),
+        ("NVIDIA GeForce RTX 4090", "nvidia-rtx-4090"),
+        ("NVIDIA RTX 6000 Ada Generation", "nvidia-rtx-6000-ada-generation"),
+    ],
+)
+def test_device_slug(name, slug):
+    assert device_slug(DeviceLimits(name, (8, 9), 1, 101_376)) == slug
+
+
+def test_current_device_overrides(monkeypatch):
+    monkeypatch.setenv("FLASHGEN_GPU", "nvidia-a100")
+    assert current_device() == A100
+    monkeypatch.setenv("FLASHGEN_SMEM_BYTES", "101376")
+    d = current_device()
+    assert d.capability == (8, 0) and d.smem_optin_bytes == 101_376
+    monkeypatch.setenv("FLASHGEN_SMEM_BYTES", "lots")
+    with pytest.raises(ValueError, match="FLASHGEN_SMEM_BYTES"):
+        current_device()
+    monkeypatch.delenv("FLASHGEN_SMEM_BYTES")
+    monkeypatch.setenv("FLASHGEN_GPU", "nvidia-b9000")
+    with pytest.raises(ValueError, match="nvidia-h200"):
+        current_device()
+
+
+def test_current_device_without_cuda_plans_for_h200(monkeypatch):
+    monkeypatch.delenv("FLASHGEN_GPU", raising=False)
+    monkeypatch.delenv("FLASHGEN_SMEM_BYTES", raising=False)
+    if sram._cuda_device() is not None:
+        d = current_device()
+        import torch
+
+        props = torch.cuda.get_device_properties(torch.cuda.current_device())
+        assert d.smem_optin_bytes == props.shared_memory_per_block_optin
+    else:
+        assert current_device() == H200
+
+
+def test_reg_estimate_grows_with_tiles_and_shrinks_with_warps():
+    spec = fwd()
+    small = sram.reg_estimate(spec, TileConfig(64, 64, 4, 2))
+    big = sram.reg_estimate(spec, TileConfig(128, 128, 4, 2))
+    assert big > small
+    assert sram.reg_estimate(spec, TileConfig(128, 128, 8, 2)) < big
+
+
+# A fast subset of benchmarks/sram_vs_compiler.py: a handful of ahead-of-time compiles of the real
+# generated kernels (no GPU needed). Configs next to the limits, where a wrong model would show.
+AOT_JOBS = [
+    ((128, False, "float16", "fwd"), (64, 128, 4, 4), 90),  # failed on the H200: must not fit
+    ((128, True, "float16", "fwd"), (128, 128, 8, 3), 90),  # fits with ~2 KB to spare
+    ((64, False, "float16", "fwd"), (32, 64, 2, 3), 90),  # Ampere path on Hopper
+    ((128, False, "float16", "fwd"), (128, 64, 4, 4), 80),  # A100: 3 x 32768 + 32768 fits
+    ((64, True, "float16", "bwd"), (64, 64, 4, 2), 90),
+]
+_AOT_SCRIPT = """
+import json, sys
+sys.path.insert(0, "benchmarks")
+from sram_vs_compiler import compile_job
+print(json.dumps([compile_job(tuple(j))[1] for j in json.loads(sys.argv[1])]))
+"""
+
+
+def _aot_possible() -> bool:
+    try:
+        import triton.backends
+        from triton.backends.compiler import GPUTarget  # noqa: F401
+    except ImportError:
+        return False
+    return "nvidia" in getattr(triton.backends, "backends", {})
+
+
+@pytest.mark.skipif(not _aot_possible(), reason="Triton's CUDA backend is not installed")
+def test_model_never_underestimates_the_compiler():
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = str(root) + os.pathsep + env.get("PYTHONPATH", "")
+    proc = subprocess.run(
+        [sys.executable, "-c", _AOT_SCRIPT, json.dumps(AOT_JOBS)],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    results = json.loads(proc.stdout.strip().splitlines()[-1])
+    limits = {90: H200, 80: A100}
+    for (spec_t, cfg_t, cap), result in zip(AOT_JOBS, results, strict=True):
+        assert "error" not in result, result
+        spec, cfg, device = KernelSpec(*spec_t), TileConfig(*cfg_t), limits[cap]
+        model = sram.kernel_bytes(spec, cfg, device.capability)
+        assert set(model) == set(result["per_kernel"])
+        for name, actual in result["per_kernel"].items():
+            assert actual <= model[name] <= actual + 8192, (spec.uri(), cfg, name)
+        compiler_fits = max(result["per_kernel"].values()) <= device.smem_optin_bytes
+        assert fits(spec, cfg, device) == compiler_fits, (spec.uri(), cfg)

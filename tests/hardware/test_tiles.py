@@ -1,0 +1,121 @@
+"""The search space: static rules, pruning on real budgets, the empty-space error, defaults."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+
+import pytest
+
+from flashgen.core.config import TileConfig
+from flashgen.core.spec import KernelSpec
+from flashgen.hardware import tiles as space
+from flashgen.hardware.sram import KNOWN_GPUS, fits, smem_bytes
+
+A10 = KNOWN_GPUS["nvidia-a10"]  # sm86, 99 KB
+H200 = KNOWN_GPUS["nvidia-h200"]  # sm90, 227 KB
+SPECS = [
+    KernelSpec(d, causal, dtype, direction)
+    for d, causal, dtype, direction in itertools.product(
+        (16, 64, 80, 128, 256), (False, True), ("float16", "bfloat16", "float32"), ("fwd", "bwd")
+    )
+]
+SPEC_IDS = [s.uri() for s in SPECS]
+
+
+def test_candidates_follow_the_static_rules():
+    spec = KernelSpec(128, True, "bfloat16", "fwd")
+    cands = space.candidates(spec)
+    assert len(cands) == len(set(cands)) > 100
+    for c in cands:
+        assert c.block_m in space.BLOCK_CHOICES and c.block_n in space.BLOCK_CHOICES
+        assert c.num_warps in space.WARP_CHOICES and c.num_stages in space.STAGE_CHOICES
+        assert c.block_m * c.block_n >= 4 * 32 * c.num_warps
+    # The H200 grid's winners are candidates; a hopeless spiller is not.
+    for best in [(128, 64, 4, 2), (64, 64, 4, 3), (128, 128, 8, 3)]:
+        assert TileConfig(*best) in cands
+    assert TileConfig(256, 256, 2, 2) not in cands
+    assert TileConfig(16, 16, 8, 2) not in cands
+    assert space.candidates(spec) == cands  # deterministic order
+
+
+@pytest.mark.parametrize("device", [A10, H200], ids=["sm86-99KB", "sm90-227KB"])
+def test_pruning_respects_the_budget(device):
+    spec = KernelSpec(128, False, "float16", "fwd")
+    kept = space.pruned(spec, device)
+    assert kept and set(kept) <= set(space.candidates(spec))
+    for c in space.candidates(spec):
+        inside = smem_bytes(spec, c, device.capability) <= device.smem_optin_bytes
+        assert (c in kept) == inside
+
+
+def test_pruning_known_configs():
+    spec = KernelSpec(128, True, "bfloat16", "fwd")
+    h200, a10 = set(space.pruned(spec, H200)), set(space.pruned(spec, A10))
+    assert TileConfig(128, 128, 8, 3) in h200
+    assert TileConfig(64, 128, 4, 4) not in h200  # failed with OutOfResources on the H200
+    assert TileConfig(128, 128, 8, 3) not in a10  # 163,840+ bytes > 101,376
+    assert TileConfig(128, 64, 4, 3) in a10  # 2 x 32768 + 32768 (+1024) on the Ampere path
+    assert len(a10) < len(h200)
+
+
+def test_empty_space_raises_naming_spec_and_limit():
+    tiny = dataclasses.replace(H200, name="tiny", smem_optin_bytes=4096)
+    spec = KernelSpec(256, False, "float32", "bwd")
+    with pytest.raises(space.NoConfigFits, match="attn_bwd_d256_full_f32.*4096") as info:
+        space.pruned(spec, tiny)
+    assert isinstance(info.value, ValueError)
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=SPEC_IDS)
+def test_safe_config_fits_every_known_gpu(spec):
+    cfg = space.safe_config(spec)
+    assert cfg in space.candidates(spec)
+    for slug, device in KNOWN_GPUS.items():
+        if (spec.direction, spec.head_dim, spec.dtype, slug) == (
+            "bwd",
+            256,
+            "float32",
+            "nvidia-t4",
+        ):
+            # The documented exception: K, V, Q, dO tiles alone are 64 KB at 16 rows; the
+            # compiler needs exactly 65,536 B, the model a little more. Smallest config there.
+            assert cfg == min(space.candidates(spec), key=lambda c: (smem_bytes(spec, c), c))
+            continue
+        assert fits(spec, cfg, device), slug
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=SPEC_IDS)
+def test_defaults_fit_their_gpu(spec):
+    for slug, device in KNOWN_GPUS.items():
+        cfg = space.default_config(spec, device)
+        assert cfg in space.candidates(spec), slug
+        assert fits(spec, cfg, device) or cfg == space.safe_config(spec), slug
+
+
+def test_defaults_follow_the_h200_measurements():
+    hd128 = KernelSpec(128, False, "bfloat16", "fwd")
+    assert space.default_config(hd128, H200) == TileConfig(128, 64, 4, 2)
+    assert space.default_config(KernelSpec(128, True, "bfloat16", "fwd"), H200) == TileConfig(
+        64, 64, 4, 3
+    )
+    assert space.default_config(KernelSpec(64, False, "float16", "fwd"), H200) == TileConfig(
+        64, 128, 4, 2
+    )
+    assert space.default_config(KernelSpec(128, False, "bfloat16", "bwd"), H200) == TileConfig(
+        128, 128, 8, 2
+    )
+    assert space.default_config(KernelSpec(64, True, "bfloat16", "bwd"), H200) == TileConfig(
+        64, 64, 4, 2
+    )
+
+
+def test_default_config_uses_the_current_device(monkeypatch):
+    spec = KernelSpec(128, False, "float16", "fwd")
+    monkeypatch.setenv("FLASHGEN_GPU", "nvidia-t4")
+    assert space.default_config(spec) == space.default_config(spec, KNOWN_GPUS["nvidia-t4"])
+    monkeypatch.setenv("FLASHGEN_SMEM_BYTES", "40000")
+    cfg = space.default_config(spec)
+    assert smem_bytes(spec, cfg, (7, 5)) <= 40000
+    monkeypatch.setenv("FLASHGEN_SMEM_BYTES", "1000")  # nothing fits: smallest, no exception
+    assert space.default_config(spec) == TileConfig(16, 16, 2, 1)

@@ -1,0 +1,298 @@
+"""Backward kernels (dQ, dK, dV) against float64 autograd through the reference attention.
+
+Kernels run in Triton's CPU interpreter here (CUDA when present). The interpreter cannot do bf16
+dot products, so the CPU bf16 rendering upcasts to fp32 before each tl.dot:
+the `bf16-interp-fp32dot` cases check the bf16 rendering, rounding and load/store path;
+`test_backward_bf16_gpu` checks real bf16 arithmetic on a GPU.
+
+Tolerance: float32 is held to 2e-5 relative to the gradient's size (IEEE fp32 dots). Half
+types are held to a small multiple of PyTorch's own same-dtype error (SDPA math backward vs
+float64) plus a floor, so the bound follows what the dtype can achieve.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from flashgen.core.config import TileConfig
+from flashgen.kernels.bwd import backward
+from flashgen.kernels.reference import attention_ref, sdpa_same_dtype
+from flashgen.ops import attention
+
+HAS_CUDA = torch.cuda.is_available()
+DEVICE = "cuda" if HAS_CUDA else "cpu"
+BF16_ID = "bf16" if HAS_CUDA else "bf16-interp-fp32dot"
+F32, F16, BF16 = torch.float32, torch.float16, torch.bfloat16
+SMALL = TileConfig(32, 32, 4, 1)
+HALF_FLOOR = {F16: 5e-4, BF16: 8e-3}
+
+
+def make_inputs(b, hq, hkv, sq, sk, d, dtype, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+
+    def rand(*shape):
+        return torch.randn(*shape, generator=gen).to(dtype).to(DEVICE)
+
+    return rand(b, hq, sq, d), rand(b, hkv, sk, d), rand(b, hkv, sk, d), rand(b, hq, sq, d)
+
+
+def reference_grads(q, k, v, do, *, causal, scale=None):
+    """Float64 gradients (and out, lse) by autograd through the plain reference."""
+    leaves = [t.detach().double().requires_grad_() for t in (q, k, v)]
+    out, lse = attention_ref(*leaves, causal=causal, scale=scale)
+    out.backward(do.double())
+    return [t.grad for t in leaves], out.detach(), lse.detach()
+
+
+def eager_grads(q, k, v, do, *, causal, scale=None):
+    """PyTorch's own gradients in the inputs' dtype: the yardstick for half precision."""
+    leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+    out = sdpa_same_dtype(*leaves, causal=causal, scale=scale)
+    out.backward(do)
+    return [t.grad for t in leaves]
+
+
+def assert_grads_close(got, q, k, v, do, *, causal, scale=None, names=("dq", "dk", "dv")):
+    """Each of `got` (None where not computed) against float64, dtype-aware tolerance."""
+    ref, _, _ = reference_grads(q, k, v, do, causal=causal, scale=scale)
+    eager = None
+    if q.dtype != F32:
+        eager = eager_grads(q, k, v, do, causal=causal, scale=scale)
+    for i, (name, g, r) in enumerate(zip(names, got, ref, strict=True)):
+        if g is None:
+            continue
+        assert g.shape == r.shape and g.dtype == q.dtype, name
+        assert torch.isfinite(g).all(), f"{name} has non-finite values"
+        err = (g.double().cpu() - r.cpu()).abs().max().item()
+        size = max(1.0, r.abs().max().item())
+        if q.dtype == F32:
+            bound = 2e-5 * size
+        else:
+            eager_err = (eager[i].double().cpu() - r.cpu()).abs().max().item()
+            bound = 3.0 * eager_err + HALF_FLOOR[q.dtype] * size
+        assert err <= bound, f"{name}: max err {err:.3e} > bound {bound:.3e}"
+
+
+def kernel_grads(
+    q, k, v, do, *, causal, scale=None, config=SMALL, needs=(True, True, True), tma=None
+):
+    """Backward alone, fed the float64 reference's out/lse cast per the forward contract."""
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    _, out, lse = reference_grads(q, k, v, do, causal=causal, scale=scale)
+    return backward(
+        do,
+        q,
+        k,
+        v,
+        out.to(q.dtype),
+        lse.float(),
+        causal=causal,
+        scale=scale,
+        config=config,
+        needs=needs,
+        tma=tma,
+    )
+
+
+def autograd_grads(q, k, v, do, *, causal, scale=None):
+    """Forward + backward through the public differentiable op (dispatch picks configs)."""
+    leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+    attention(*leaves, causal=causal, scale=scale).backward(do)
+    return [t.grad for t in leaves]
+
+
+# (dtype, head dim, Sq, Sk, causal, Hq, Hkv): representative, not a full cross-product.
+CASES = [
+    pytest.param(F32, 64, 37, 37, False, 2, 2, id="f32-d64-37x37-full"),
+    pytest.param(F32, 64, 37, 37, True, 2, 2, id="f32-d64-37x37-causal"),
+    pytest.param(F32, 80, 37, 70, True, 2, 1, id="f32-d80-37x70-causal-gqa2"),
+    pytest.param(F32, 80, 70, 37, True, 2, 1, id="f32-d80-70x37-causal-gqa2"),
+    pytest.param(F32, 16, 1, 1, True, 1, 1, id="f32-d16-1x1-causal"),
+    pytest.param(F32, 16, 1, 37, False, 1, 1, id="f32-d16-1x37-full"),
+    pytest.param(F32, 128, 127, 33, False, 1, 1, id="f32-d128-127x33-full"),
+    pytest.param(F32, 256, 37, 20, True, 1, 1, id="f32-d256-37x20-causal"),
+    pytest.param(F32, 48, 128, 64, True, 1, 1, id="f32-d48-128x64-causal"),
+    pytest.param(F16, 64, 64, 128, True, 2, 1, id="f16-d64-64x128-causal-gqa2"),
+    pytest.param(F16, 64, 37, 53, True, 4, 2, id="f16-d64-37x53-causal-gqa2"),
+    pytest.param(F16, 96, 127, 127, False, 2, 1, id="f16-d96-127x127-full-gqa2"),
+    pytest.param(F16, 256, 20, 37, False, 1, 1, id="f16-d256-20x37-full"),
+    pytest.param(BF16, 64, 37, 53, True, 2, 1, id=f"{BF16_ID}-d64-37x53-causal-gqa2"),
+    pytest.param(BF16, 128, 53, 37, False, 2, 2, id=f"{BF16_ID}-d128-53x37-full"),
+]
+
+
+@pytest.mark.parametrize("dtype,d,sq,sk,causal,hq,hkv", CASES)
+def test_backward_matches_float64(dtype, d, sq, sk, causal, hq, hkv):
+    q, k, v, do = make_inputs(1, hq, hkv, sq, sk, d, dtype)
+    got = kernel_grads(q, k, v, do, causal=causal)
+    assert_grads_close(got, q, k, v, do, causal=causal)
+
+
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        TileConfig(16, 32, 4, 1),
+        TileConfig(32, 16, 4, 1),
+        TileConfig(64, 16, 4, 1),
+        TileConfig(16, 64, 4, 1),
+    ],
+    ids=lambda c: c.short(),
+)
+@pytest.mark.parametrize("sq,sk", [(53, 70), (70, 53)], ids=["sq<sk", "sq>sk"])
+def test_backward_block_shapes_causal(cfg, sq, sk):
+    """Diagonal splits for every BLOCK_M/BLOCK_N ratio, with ragged lengths both ways."""
+    q, k, v, do = make_inputs(1, 2, 1, sq, sk, 32, F32, seed=1)
+    got = kernel_grads(q, k, v, do, causal=True, config=cfg)
+    assert_grads_close(got, q, k, v, do, causal=True)
+
+
+TMA_CASES = [
+    pytest.param(F16, 64, 37, 53, True, 4, 2, id="f16-d64-37x53-causal-gqa2"),
+    pytest.param(F16, 80, 70, 37, False, 2, 1, id="f16-d80-70x37-full-gqa2"),
+    pytest.param(F32, 64, 64, 128, True, 2, 2, id="f32-d64-64x128-causal"),
+    pytest.param(BF16, 128, 53, 37, True, 2, 1, id=f"{BF16_ID}-d128-53x37-causal-gqa2"),
+]
+
+
+@pytest.mark.parametrize("dtype,d,sq,sk,causal,hq,hkv", TMA_CASES)
+def test_tma_build_matches_float64(dtype, d, sq, sk, causal, hq, hkv):
+    """The descriptor kernels (`*_tma`): zero fill instead of masks, same gradients."""
+    q, k, v, do = make_inputs(1, hq, hkv, sq, sk, d, dtype, seed=13)
+    got = kernel_grads(q, k, v, do, causal=causal, tma=True)
+    assert_grads_close(got, q, k, v, do, causal=causal)
+    again = kernel_grads(q, k, v, do, causal=causal, tma=True)
+    assert all(torch.equal(a, b) for a, b in zip(got, again, strict=True))
+
+
+def test_backward_501_keys():
+    """A longer ragged case: many key and query blocks, causal, Sq != Sk."""
+    q, k, v, do = make_inputs(1, 1, 1, 130, 501, 32, F32, seed=2)
+    got = kernel_grads(q, k, v, do, causal=True, config=TileConfig(64, 64, 4, 1))
+    assert_grads_close(got, q, k, v, do, causal=True)
+
+
+def test_backward_custom_scale():
+    q, k, v, do = make_inputs(1, 2, 2, 37, 37, 64, F32, seed=3)
+    got = kernel_grads(q, k, v, do, causal=False, scale=0.3)
+    assert_grads_close(got, q, k, v, do, causal=False, scale=0.3)
+
+
+def test_causal_keys_no_query_sees_get_zero_grad():
+    """Top-left causal with Sq < Sk: keys j >= Sq are seen by nobody, so dK = dV = 0 there."""
+    q, k, v, do = make_inputs(1, 1, 1, 20, 70, 32, F32, seed=4)
+    _, dk, dv = kernel_grads(q, k, v, do, causal=True)
+    assert torch.count_nonzero(dk[:, :, 20:]) == 0 and torch.count_nonzero(dv[:, :, 20:]) == 0
+    assert torch.count_nonzero(dk[:, :, :20]) > 0
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_autograd_through_public_op(causal):
+    """Forward and backward kernels together, configs from dispatch."""
+    q, k, v, do = make_inputs(2, 4, 2, 37, 45, 64, F16, seed=5)
+    got = autograd_grads(q, k, v, do, causal=causal)
+    assert_grads_close(got, q, k, v, do, causal=causal)
+
+
+def test_strided_inputs():
+    """q/k/v as views of a [B, S, H, D] layout, a transposed dO and a stride-0 dO."""
+    gen = torch.Generator().manual_seed(6)
+    b, s, h, d = 2, 37, 2, 64
+    q = torch.randn(b, s, h, d, generator=gen).to(DEVICE).transpose(1, 2)
+    kv = torch.randn(b, s, 2, 1, d, generator=gen).to(DEVICE)
+    k, v = kv[:, :, 0].transpose(1, 2), kv[:, :, 1].transpose(1, 2)
+    assert not q.is_contiguous() and not k.is_contiguous() and k.stride(-1) == 1
+    do = torch.randn(b, s, h, d, generator=gen).to(DEVICE).transpose(1, 2)
+    got = kernel_grads(q, k, v, do, causal=True)
+    assert_grads_close(got, q, k, v, do, causal=True)
+
+    ones = torch.ones((), device=DEVICE).expand(b, h, s, d)  # what out.sum().backward() sends
+    got = kernel_grads(q, k, v, ones, causal=False)
+    assert_grads_close(got, q, k, v, ones.contiguous(), causal=False)
+
+
+def test_needs_skips_unwanted_grads():
+    q, k, v, do = make_inputs(1, 2, 1, 37, 37, 32, F32, seed=7)
+    full = kernel_grads(q, k, v, do, causal=True)
+    for needs in [(True, False, False), (False, True, False), (False, False, True)]:
+        got = kernel_grads(q, k, v, do, causal=True, needs=needs)
+        for want, g, f in zip(needs, got, full, strict=True):
+            if want:
+                assert torch.equal(g, f)
+            else:
+                assert g is None
+    assert kernel_grads(q, k, v, do, causal=True, needs=(False, False, False)) == (None,) * 3
+
+
+def test_inputs_without_requires_grad_get_no_grad():
+    q, k, v, do = make_inputs(1, 2, 2, 37, 37, 32, F32, seed=8)
+    q = q.requires_grad_()
+    k = k.requires_grad_(False)
+    v = v.requires_grad_()
+    attention(q, k, v, causal=True).backward(do)
+    assert k.grad is None and q.grad is not None and v.grad is not None
+    assert_grads_close([q.grad, None, v.grad], q, k, v, do, causal=True)
+
+
+def test_backward_is_deterministic():
+    """GQA sums over the group inside one program: two runs give identical bits."""
+    q, k, v, do = make_inputs(1, 4, 1, 70, 70, 64, F16, seed=9)
+    first = kernel_grads(q, k, v, do, causal=True)
+    second = kernel_grads(q, k, v, do, causal=True)
+    for a, b in zip(first, second, strict=True):
+        assert torch.equal(a, b)
+
+
+def test_empty_batch():
+    q, k, v, do = make_inputs(0, 2, 1, 5, 5, 32, F32)
+    dq, dk, dv = backward(do, q, k, v, q, q.new_empty((0, 2, 5)), causal=True, scale=0.5)
+    assert dq.shape == q.shape and dk.shape == k.shape and dv.shape == v.shape
+
+
+@pytest.mark.filterwarnings("ignore:Input #:UserWarning")
+def test_gradcheck_float32():
+    """Finite differences through forward and backward kernels (the spec has no float64
+    kernels, so float32 with matching step and tolerances, on a tiny shape)."""
+    gen = torch.Generator().manual_seed(10)
+    q, k, v = (
+        (torch.randn(1, 2, 5, 16, generator=gen) * 0.5).to(DEVICE).requires_grad_()
+        if i == 0
+        else (torch.randn(1, 1, 6, 16, generator=gen) * 0.5).to(DEVICE).requires_grad_()
+        for i in range(3)
+    )
+    assert torch.autograd.gradcheck(
+        lambda q, k, v: attention(q, k, v, causal=True),
+        (q, k, v),
+        eps=1e-2,
+        atol=2e-3,
+        rtol=2e-2,
+        fast_mode=True,
+        nondet_tol=0.0,
+    )
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("tma", [False, True], ids=["pointers", "tma"])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("d", [64, 128], ids=lambda d: f"d{d}")
+def test_backward_bf16_gpu(d, causal, tma):
+    """Real bf16 tensor-core arithmetic (the interpreter cannot check this): our forward's
+    out/lse feed our backward, explicit configs (no tuning database needed)."""
+    from flashgen.kernels.fwd import forward
+
+    q, k, v, do = make_inputs(2, 4, 2, 300, 257, d, BF16, seed=11)
+    cfg = TileConfig(64, 64, 4, 2)
+    out, lse = forward(q, k, v, causal=causal, scale=None, config=cfg)
+    got = backward(do, q, k, v, out, lse, causal=causal, scale=d**-0.5, config=cfg, tma=tma)
+    assert_grads_close(got, q, k, v, do, causal=causal)
+
+
+@pytest.mark.parametrize("dtype", [F32, F16], ids=["f32", "f16"])
+def test_backward_peaked_softmax(dtype):
+    """Large logits (near one-hot rows, very negative scores elsewhere): no overflow, no NaN."""
+    q, k, v, do = make_inputs(1, 2, 1, 45, 70, 64, dtype, seed=12)
+    q = (q.float() * 6).to(dtype)
+    got = kernel_grads(q, k, v, do, causal=True)
+    assert_grads_close(got, q, k, v, do, causal=True)

@@ -1,0 +1,221 @@
+"""The launch path on the GPU: direct launches and CUDA graphs (skipped without CUDA).
+
+- A launch plan's direct launch (`flashgen.kernels.launch.FastLaunch`) gives bit for bit what the same
+  plan gives through Triton's JIT, with new tensors and a new scale at every call, for the TMA
+  and the pointer kernels, forward and backward; and it is really taken.
+- Captured CUDA graphs (by hand, `torch.cuda.make_graphed_callables` for forward+backward, and
+  `torch.compile` with `flashgen.backend(cudagraphs=True)`) replayed with new input values give
+  what eager calls give; a plan first needed during a capture does not ask the database.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+import triton
+
+from flashgen.compile import patterns
+from flashgen.core.config import TileConfig
+from flashgen.kernels import bwd, fwd, launch
+from flashgen.kernels.launch import FastLaunch
+from flashgen.kernels.reference import attention_ref
+from flashgen.ops import attention
+from flashgen.runtime import dispatch
+
+pytestmark = [
+    pytest.mark.gpu,
+    # Importing Inductor trips torch's own deprecation of torch.jit.script_method: not ours.
+    pytest.mark.filterwarnings("ignore:`torch.jit.script_method`:DeprecationWarning"),
+]
+BF16 = torch.bfloat16
+CFG = TileConfig(64, 64, 4, 2)
+
+
+def rand(*shape, seed, grad=False):
+    gen = torch.Generator().manual_seed(seed)
+    t = torch.randn(*shape, generator=gen).to(BF16).cuda()
+    return t.requires_grad_(grad)
+
+
+def qkv(seed, *, b=2, hq=4, hkv=2, sq=300, sk=257, d=64, grad=False):
+    return (
+        rand(b, hq, sq, d, seed=seed, grad=grad),
+        rand(b, hkv, sk, d, seed=seed + 100, grad=grad),
+        rand(b, hkv, sk, d, seed=seed + 200, grad=grad),
+    )
+
+
+def _through_the_jit(monkeypatch):
+    """Make every Launch take the JIT path (what it does while a launch hook is attached)."""
+    monkeypatch.setattr(launch, "hooks_active", lambda: True)
+
+
+@pytest.mark.parametrize("direct", ["raw", "compiled"])
+@pytest.mark.parametrize("path", ["0", "1"], ids=["pointers", "tma"])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_direct_launch_equals_the_jit(direct, path, causal, monkeypatch):
+    monkeypatch.setenv("FLASHGEN_FWD_TMA", path)
+    monkeypatch.setenv("FLASHGEN_BWD_TMA", path)
+    monkeypatch.setenv("FLASHGEN_DIRECT_LAUNCH", direct)
+    dispatch.clear_cache()
+    q0, k0, v0 = qkv(0)
+    fwd.forward(q0, k0, v0, causal=causal, scale=None, config=CFG)  # first call: the JIT
+    q, k, v = qkv(1)  # new tensors, new values, same signature
+    out, lse = fwd.forward(q, k, v, causal=causal, scale=0.11, config=CFG)
+    again, _ = fwd.forward(q, k, v, causal=causal, scale=0.11, config=CFG)  # encoded maps reused
+    assert torch.equal(out, again)
+    do = rand(*out.shape, seed=3)
+    grads = bwd.backward(do, q, k, v, out, lse, causal=causal, scale=0.11, config=CFG)
+    grads = bwd.backward(do, q, k, v, out, lse, causal=causal, scale=0.11, config=CFG)
+    (plan,) = fwd._plans.values()
+    (bplan,) = bwd._plans.values()
+    kind = launch.RawLaunch if direct == "raw" and triton.__version__.startswith("3.6") else None
+    for run in (plan.run, bplan.pre, bplan.dkdv, bplan.dq):
+        assert isinstance(run.fast, kind or (launch.RawLaunch, FastLaunch))
+        if direct == "compiled":
+            assert isinstance(run.fast, FastLaunch)
+    assert (plan.strides is None) == (path == "1")
+
+    ref, _ = attention_ref(q, k, v, causal=causal, scale=0.11)
+    assert (out.double() - ref).abs().max().item() < 2e-2
+
+    _through_the_jit(monkeypatch)
+    jit_out, jit_lse = fwd.forward(q, k, v, causal=causal, scale=0.11, config=CFG)
+    jit_grads = bwd.backward(do, q, k, v, out, lse, causal=causal, scale=0.11, config=CFG)
+    assert torch.equal(out, jit_out) and torch.equal(lse, jit_lse)
+    for got, want in zip(grads, jit_grads, strict=True):
+        assert torch.equal(got, want)
+
+
+def test_unaligned_inputs_stay_on_the_jit_and_are_right():
+    """A q whose base is 2 bytes past a 16-byte boundary: Triton specialises pointers on
+    alignment, so that plan never launches directly (and takes the pointer kernel)."""
+    dispatch.clear_cache()
+    b, h, s, d = 1, 2, 130, 64
+    buf = rand(b * h * s * d + 1, seed=4)
+    q = buf[1:].view(b, h, s, d)
+    _, k, v = qkv(5, b=b, hq=h, hkv=h, sq=s, sk=s, d=d)
+    assert q.data_ptr() % 16 != 0
+    for _ in range(2):
+        out, _ = fwd.forward(q, k, v, causal=True, scale=None, config=CFG)
+    (plan,) = fwd._plans.values()
+    assert plan.run.fast is None and plan.strides is not None
+    ref, _ = attention_ref(q, k, v, causal=True)
+    assert (out.double() - ref).abs().max().item() < 2e-2
+
+
+def _warm_up(fn, *args):
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            fn(*args)
+    torch.cuda.current_stream().wait_stream(side)
+
+
+def test_captured_forward_replays_new_values():
+    q, k, v = qkv(10)
+    _warm_up(lambda: attention(q, k, v, causal=True))
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = attention(q, k, v, causal=True)
+    for seed in (11, 12):
+        for static, new in zip((q, k, v), qkv(seed), strict=True):
+            static.copy_(new)
+        graph.replay()
+        want = attention(*qkv(seed), causal=True)
+        assert torch.equal(out, want)
+
+
+def test_graphed_forward_and_backward():
+    """torch.cuda.make_graphed_callables captures the forward and the backward graph."""
+
+    def fn(q, k, v):
+        return attention(q, k, v, causal=True, scale=0.2)
+
+    graphed = torch.cuda.make_graphed_callables(fn, qkv(20, grad=True))
+    for seed in (21, 22):
+        inputs = qkv(seed, grad=True)
+        do = rand(2, 4, 300, 64, seed=seed + 7)
+        out = graphed(*inputs)
+        got = torch.autograd.grad(out, inputs, do)
+        eager_inputs = qkv(seed, grad=True)
+        want_out = fn(*eager_inputs)
+        want = torch.autograd.grad(want_out, eager_inputs, do)
+        assert torch.equal(out, want_out)
+        for g, w in zip(got, want, strict=True):
+            assert torch.equal(g, w)
+
+
+def test_a_plan_first_needed_during_capture_skips_the_database(monkeypatch):
+    from flashgen.core.spec import spec_for
+    from flashgen.hardware.tiles import default_config
+
+    q, k, v = qkv(30)
+    config = default_config(spec_for(64, False, "bfloat16", "fwd"))
+    want, _ = fwd.forward(q, k, v, causal=False, scale=None, config=config)  # compiles it
+    dispatch.clear_cache()
+
+    def no_query(key):
+        raise AssertionError("the tuning database was asked during capture")
+
+    monkeypatch.setattr(dispatch, "_miss", no_query)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out, _ = fwd.forward(q, k, v, causal=False, scale=None)
+    assert not fwd._plans  # not kept: the next eager call resolves its config properly
+    graph.replay()
+    assert torch.equal(out, want)
+
+
+class _Block(nn.Module):
+    """SDPA (causal, grouped-query) between two projections."""
+
+    def __init__(self, width=256, head_dim=64, kv_heads=2):
+        super().__init__()
+        self.h, self.hkv, self.d = width // head_dim, kv_heads, head_dim
+        self.q = nn.Linear(width, width, bias=False)
+        self.kv = nn.Linear(width, 2 * kv_heads * head_dim, bias=False)
+        self.out = nn.Linear(width, width, bias=False)
+
+    def forward(self, x):
+        b, t, c = x.shape
+        q = self.q(x).view(b, t, self.h, self.d).transpose(1, 2)
+        k, v = self.kv(x).view(b, t, 2, self.hkv, self.d).permute(2, 0, 3, 1, 4).unbind(0)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        return self.out(y.transpose(1, 2).reshape(b, t, c))
+
+
+def test_compiled_with_cudagraphs_matches_compiled_without():
+    """backend(cudagraphs=True): Inductor captures the graphs (no cudagraph skip), forward and
+    backward; results equal the same backend without CUDA graphs."""
+    from torch._dynamo.utils import counters
+
+    from flashgen.compile.backend import backend
+
+    torch.manual_seed(0)
+    model = _Block().cuda().to(BF16)
+    torch._dynamo.reset()
+    counters.clear()
+    before = sum(v for key, v in patterns.counters.items() if key.endswith(".replaced"))
+    graphed = torch.compile(copy.deepcopy(model), backend=backend(cudagraphs=True))
+    plain = torch.compile(copy.deepcopy(model), backend=backend())
+    for seed in range(3):
+        x = rand(2, 200, 256, seed=40 + seed)
+        results = []
+        for compiled in (graphed, plain):
+            xi = x.clone().requires_grad_()
+            out = compiled(xi)
+            (grad,) = torch.autograd.grad(out.float().square().mean(), xi)
+            results.append((out.detach().clone(), grad.clone()))  # graph outputs get reused
+        (out_g, grad_g), (out_p, grad_p) = results
+        torch.testing.assert_close(out_g, out_p)
+        torch.testing.assert_close(grad_g, grad_p)
+    replaced = sum(v for key, v in patterns.counters.items() if key.endswith(".replaced"))
+    assert replaced - before == 2  # one site in each compiled model
+    assert counters["inductor"]["cudagraph_skips"] == 0
+    torch._dynamo.reset()

@@ -1,0 +1,632 @@
+"""The tuner end to end on the CPU: Triton's interpreter checks the candidates, the cost model
+ranks them, real SQLite / PostgreSQL databases hold the trials, records and Optuna studies.
+
+Specs are tiny (head dim 16, forward) and trial counts small, so the module runs in well under
+three minutes on one core. PostgreSQL cases are marked `postgres` and each creates its own
+database inside FLASHGEN_TEST_PG_URL's server.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+
+from flashgen.cli import main as cli_main
+from flashgen.core.config import TileConfig
+from flashgen.core.spec import KernelSpec
+from flashgen.db import connect
+from flashgen.db.records import TuningRecord, current_fingerprint
+from flashgen.hardware.sram import KNOWN_GPUS, current_device, fits
+from flashgen.tune import bench, evaluate, search
+
+H200 = KNOWN_GPUS["nvidia-h200"]
+SPEC = KernelSpec(16, False, "float16", "fwd")
+BUCKET = (64, 64)
+TASK = search.Task(SPEC, BUCKET)
+
+
+@pytest.fixture
+def sqlite_url(tmp_path):
+    return f"sqlite:///{tmp_path / 'tuning.sqlite3'}"
+
+
+class Spy:
+    """Wraps a real evaluator and remembers what reached it (it still does all the work)."""
+
+    def __init__(self, inner, fail_on: TileConfig | None = None) -> None:
+        self.inner = inner
+        self.measured = inner.measured
+        self.started: list[TileConfig] = []
+        self.finished: list[TileConfig] = []
+        self.fail_on = fail_on
+
+    def start(self, task, cfg):
+        self.started.append(cfg)
+        self.inner.start(task, cfg)
+
+    def finish(self, task, cfg):
+        self.finished.append(cfg)
+        if cfg == self.fail_on:
+            raise RuntimeError("injected failure for this config")
+        return self.inner.finish(task, cfg)
+
+    def close(self):
+        self.inner.close()
+
+
+def _tune(db, *, device=H200, settings=None, evaluator=None, task=TASK, on_event=None):
+    evaluator = evaluator or evaluate.ModelledEvaluator(device)
+    return search.tune_task(
+        task,
+        db=db,
+        storage=search.open_storage(db),
+        evaluator=evaluator,
+        device=device,
+        env=current_fingerprint(device),
+        settings=settings or search.Settings(trials=4, patience=None, seed=3),
+        on_event=on_event,
+    )
+
+
+def _study(db, task=TASK, device=H200):
+    import optuna
+
+    name = search.study_name(task.spec, task.bucket, current_fingerprint(device).key())
+    return optuna.load_study(study_name=name, storage=search.open_storage(db))
+
+
+def test_pipeline_writes_modelled_record_and_trials(db_url):
+    db = connect(db_url)
+    result = _tune(db)
+    assert result.best_config is not None and math.isfinite(result.best_ms)
+    assert result.evaluated == 4 and not result.measured
+    env = current_fingerprint(H200)
+    rec = db.get(SPEC, BUCKET, env)
+    assert rec is not None and rec.measured is False
+    assert rec.config == result.best_config and rec.time_ms == pytest.approx(result.best_ms)
+    assert fits(SPEC, rec.config, H200)
+    trials = db.trials(SPEC, BUCKET, env)
+    ok = [t for t in trials if t.status == "ok"]
+    assert len(ok) == 4 and min(t.time_ms for t in ok) == pytest.approx(rec.time_ms)
+    # The winner really is correct: re-check it against the float64 reference.
+    shape = bench.check_shape(SPEC, BUCKET, interpret=True)
+    assert bench.check(SPEC, rec.config, shape, "cpu").ok
+    # The study persists beside the records (SQLite file / PostgreSQL): a re-run resumes it.
+    again = _tune(db, settings=search.Settings(trials=2, patience=None, seed=4))
+    assert again.evaluated == 2
+    assert len([t for t in db.trials(SPEC, BUCKET, env) if t.status == "ok"]) == 6
+    assert again.best_ms <= result.best_ms
+    from optuna.trial import TrialState
+
+    complete = [t for t in again.study.trials if t.state == TrialState.COMPLETE]
+    assert len(complete) >= 6  # the first run's trials are in the resumed study
+
+
+def test_seeds_come_first(sqlite_url):
+    """Defaults table, then this bucket's best from another environment (GPU), then this
+    GPU's best for the other 16-bit dtype, then this GPU's best at a neighbouring bucket."""
+    db = connect(sqlite_url)
+    env = current_fingerprint(H200)
+    other_gpu = dataclasses.replace(env, gpu_name="NVIDIA A100-SXM4-80GB", capability="8.0")
+    neighbour = TileConfig(32, 16, 2, 2)
+    foreign = TileConfig(16, 32, 2, 3)
+    sibling = TileConfig(32, 32, 2, 1)
+    db.upsert_best(TuningRecord(SPEC, (128, 128), env, neighbour, 1.0, measured=False))
+    db.upsert_best(TuningRecord(SPEC, BUCKET, other_gpu, foreign, 1.0))
+    db.upsert_best(TuningRecord(SPEC.sibling(), (256, 256), env, sibling, 1.0))
+    result = _tune(db, settings=search.Settings(trials=4, patience=None, model_seeds=0))
+    from flashgen.hardware.tiles import default_config
+
+    first = [
+        TileConfig(**t.params) for t in sorted(result.study.trials, key=lambda t: t.number)[:4]
+    ]
+    assert first == [default_config(SPEC, H200), foreign, sibling, neighbour]
+
+
+def test_default_seed_can_be_left_out(sqlite_url):
+    """`Settings(default_seed=False)`: the defaults table's config is not enqueued (what the
+    tuner benchmark measures the search without); records still come first, and the result
+    still names the default config."""
+    from flashgen.hardware.tiles import default_config
+
+    db = connect(sqlite_url)
+    env = current_fingerprint(H200)
+    neighbour = TileConfig(32, 16, 2, 2)
+    assert neighbour != default_config(SPEC, H200)
+    db.upsert_best(TuningRecord(SPEC, (128, 128), env, neighbour, 1.0, measured=False))
+    settings = search.Settings(trials=1, patience=None, model_seeds=0, default_seed=False)
+    result = _tune(db, settings=settings)
+    [first] = result.study.trials[:1]
+    assert TileConfig(**first.params) == neighbour
+    assert result.default_config == default_config(SPEC, H200)
+
+
+class Retimer(Spy):
+    """An evaluator whose second reading (the end-of-search confirmation) reverses the first:
+    the model's favourite now reads slowest, each time above every first reading."""
+
+    def __init__(self, inner) -> None:
+        super().__init__(inner)
+        self.retimed: list[list[TileConfig]] = []
+
+    def retime(self, task, cfgs):
+        self.retimed.append(list(cfgs))
+        return {cfg: 10.0 - i for i, cfg in enumerate(cfgs)}
+
+
+def test_confirmation_retimes_the_finalists_and_supersedes_their_record(sqlite_url):
+    db = connect(sqlite_url)
+    evaluator = Retimer(evaluate.ModelledEvaluator(H200))
+    settings = search.Settings(trials=5, patience=None, seed=3, confirm=3)
+    result = _tune(db, settings=settings, evaluator=evaluator)
+    [finalists] = evaluator.retimed
+    assert len(finalists) == 3
+    assert result.best_config == finalists[-1] and result.best_ms == 8.0
+    assert result.confirmed == {cfg: 10.0 - i for i, cfg in enumerate(finalists)}
+    # The record is the confirmed winner at its confirmed time, though the first readings of
+    # the finalists (which it supersedes) were all lower.
+    rec = db.get(SPEC, BUCKET, current_fingerprint(H200))
+    assert (rec.config, rec.time_ms) == (finalists[-1], 8.0)
+    # confirm below 2 (or an evaluator without `retime`) leaves the search's readings alone.
+    evaluator = Retimer(evaluate.ModelledEvaluator(H200))
+    again = _tune(
+        connect(f"{sqlite_url}-2"),
+        settings=dataclasses.replace(settings, confirm=0),
+        evaluator=evaluator,
+    )
+    assert evaluator.retimed == [] and again.confirmed == {} and again.best_ms < 8.0
+
+
+def test_pruned_configs_never_reach_the_compiler(sqlite_url, monkeypatch):
+    """With a small shared-memory budget most configs do not fit: they must be told PRUNED
+    without being rendered, compiled or run."""
+    small = dataclasses.replace(H200, smem_optin_bytes=12 * 1024)
+    import flashgen.kernels.codegen as codegen
+
+    rendered: list[KernelSpec] = []
+    real_render = codegen.render
+    monkeypatch.setattr(codegen, "render", lambda spec: rendered.append(spec) or real_render(spec))
+    checked: list[TileConfig] = []
+    real_check = bench.check
+    monkeypatch.setattr(
+        bench,
+        "check",
+        lambda spec, cfg, *a, **k: checked.append(cfg) or real_check(spec, cfg, *a, **k),
+    )
+    db = connect(sqlite_url)
+    spy = Spy(evaluate.ModelledEvaluator(small))
+    result = _tune(
+        db,
+        device=small,
+        evaluator=spy,
+        settings=search.Settings(trials=5, patience=None, model_seeds=0),
+    )
+    assert result.pruned > 0
+    assert spy.finished and all(fits(SPEC, c, small) for c in spy.started + spy.finished)
+    assert checked and all(fits(SPEC, c, small) for c in checked)
+    pruned = [t for t in db.trials(SPEC, BUCKET) if t.status == "pruned"]
+    assert len(pruned) == result.pruned
+    assert not any(t.config in checked for t in pruned)
+    assert set(rendered) <= {SPEC}
+
+
+def test_failing_candidate_costs_only_that_trial(sqlite_url):
+    from flashgen.hardware.tiles import default_config
+
+    db = connect(sqlite_url)
+    bad = default_config(SPEC, H200)  # the first trial: the study must go on after it
+    spy = Spy(evaluate.ModelledEvaluator(H200), fail_on=bad)
+    result = _tune(db, evaluator=spy, settings=search.Settings(trials=4, patience=None))
+    assert result.evaluated == 4 and result.failed == 1
+    assert result.best_config is not None and result.best_config != bad
+    failed = [t for t in db.trials(SPEC, BUCKET) if t.status == "failed"]
+    assert [t.config for t in failed] == [bad] and "injected failure" in failed[0].error
+    assert math.isinf(result.default_ms) and math.isnan(result.gain)
+
+
+def test_wrong_result_is_recorded_as_wrong(sqlite_url, monkeypatch):
+    """A kernel whose output disagrees with the reference is 'wrong', never timed or stored."""
+    import flashgen.kernels.fwd as fwd
+    from flashgen.hardware.tiles import default_config
+
+    real_forward = fwd.forward
+    bad = default_config(SPEC, H200)  # always tried first
+
+    def broken(q, k, v, *, causal, scale, config=None):
+        out, lse = real_forward(q, k, v, causal=causal, scale=scale, config=config)
+        return (out + 0.5 if config == bad else out), lse
+
+    monkeypatch.setattr(fwd, "forward", broken)
+    db = connect(sqlite_url)
+    result = _tune(db, settings=search.Settings(trials=4, patience=None))
+    wrong = [t for t in db.trials(SPEC, BUCKET) if t.status == "wrong"]
+    assert [t.config for t in wrong] == [bad] and wrong[0].time_ms is None
+    assert "out: max error" in wrong[0].error
+    assert result.best_config is not None and result.best_config != bad
+    assert all(r.config != bad for r in db.records(SPEC))
+
+
+def test_interrupt_keeps_finished_trials(db_url):
+    db = connect(db_url)
+    seen = []
+
+    def stop_after_two(event):
+        seen.append(event)
+        if len(seen) == 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(search.Interrupted) as info:
+        _tune(db, on_event=stop_after_two, settings=search.Settings(trials=10, patience=None))
+    partial = info.value.result
+    assert partial.interrupted and partial.evaluated == 2
+    env = current_fingerprint(H200)
+    assert len([t for t in db.trials(SPEC, BUCKET, env) if t.status == "ok"]) == 2
+    rec = db.get(SPEC, BUCKET, env)
+    assert rec is not None and rec.config == partial.best_config
+    from optuna.trial import TrialState
+
+    states = [t.state for t in partial.study.trials]
+    assert states.count(TrialState.COMPLETE) == 2 and TrialState.RUNNING not in states
+
+
+def test_patience_stops_early(sqlite_url):
+    db = connect(sqlite_url)
+    result = _tune(db, settings=search.Settings(trials=40, patience=3, seed=0))
+    assert result.stop_reason.startswith("no gain")
+    assert result.evaluated < 40
+
+
+def test_sqlite_refuses_several_workers(sqlite_url, capsys):
+    code = cli_main(["tune", "--workers", "2", "--db", sqlite_url, "--trials", "1"])
+    assert code == 2
+    assert "PostgreSQL" in capsys.readouterr().err
+
+
+def test_cli_help_and_tiny_run(sqlite_url, capsys):
+    help_out = subprocess.run(
+        [sys.executable, "-m", "flashgen.cli", "tune", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert help_out.returncode == 0 and "--pending" in help_out.stdout
+    assert "interpreter" in help_out.stdout
+    argv = ["tune", "--head-dim", "16", "--dtype", "float16", "--causal", "false"]
+    argv += ["--seq-len", "64,100", "--direction", "fwd", "--trials", "3", "--quiet"]
+    assert cli_main(argv + ["--db", sqlite_url]) == 0
+    out = capsys.readouterr()
+    assert out.err == ""  # --quiet: no banner, no bars; the summary is on stdout
+    assert "attn_fwd_d16_full_f16" in out.out and "64x64" in out.out and "128x128" in out.out
+    assert "modelled" in out.out
+    db = connect(sqlite_url)
+    assert {r.bucket for r in db.records(SPEC)} == {(64, 64), (128, 128)}
+
+
+def test_cli_pending_tunes_and_clears(sqlite_url, capsys):
+    db = connect(sqlite_url)
+    db.record_pending(SPEC, (32, 32))
+    argv = ["tune", "--pending", "--trials", "2", "--quiet", "--db", sqlite_url]
+    assert cli_main(argv) == 0
+    assert db.pending() == []
+    assert [r.bucket for r in db.records(SPEC)] == [(32, 32)]
+    assert "32x32" in capsys.readouterr().out
+
+
+def test_cost_model_favourites_are_seeded(sqlite_url):
+    db = connect(sqlite_url)
+    space_ = search.Space(SPEC, H200)
+    favourites = search.model_ranked(TASK, H200, space_.fitting(), 2)
+    result = _tune(db, settings=search.Settings(trials=3, patience=None, model_seeds=2))
+    first = [
+        TileConfig(**t.params) for t in sorted(result.study.trials, key=lambda t: t.number)[:3]
+    ]
+    assert set(favourites) <= set(first) and len(favourites) == 2
+    assert result.best_config == favourites[0]  # the modelled evaluator agrees with itself
+
+
+@pytest.mark.postgres
+def test_two_worker_processes_share_one_postgres_study(pg_url):
+    url = pg_url
+    cmd = [sys.executable, "-m", "flashgen.cli", "tune", "--db", url, "--workers", "2"]
+    cmd += ["--head-dim", "16", "--dtype", "float16", "--causal", "false"]
+    cmd += ["--seq-len", "64", "--direction", "fwd", "--trials", "6", "--patience", "0"]
+    cmd += ["--quiet"]
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=150, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "attn_fwd_d16_full_f16" in proc.stdout
+    import optuna
+
+    db = connect(url)
+    storage = search.open_storage(db)
+    [name] = [
+        n
+        for n in optuna.get_all_study_names(storage)
+        if n.startswith(f"flashgen:{SPEC.uri()}:64x64:")
+    ]
+    study = optuna.load_study(study_name=name, storage=storage)
+    evaluated = [t for t in study.trials if t.user_attrs.get("evaluated")]
+    workers = {t.user_attrs["worker"] for t in evaluated}
+    assert len(workers) == 2, workers
+    fresh = [t for t in evaluated if not t.user_attrs.get("duplicate")]
+    configs = [tuple(t.params[p] for p in search.PARAMS) for t in fresh]
+    # Both workers stop once the study holds 6 evaluated configs; a config rarely runs
+    # twice (both workers asked it in the same instant).
+    assert len(set(configs)) >= 6 and len(configs) <= 9, configs
+    [rec] = [r for r in db.records(SPEC) if r.bucket == BUCKET]
+    assert rec.measured is False
+
+
+@pytest.mark.postgres
+def test_stale_trial_of_a_dead_worker_is_retried(pg_url):
+    """A worker that asked a trial and died: its heartbeat goes stale, the next worker fails it
+    and runs the same config again (RetryHeartbeatStaleTrialCallback)."""
+    import time
+
+    import optuna
+    from optuna.trial import TrialState
+
+    url = pg_url
+    db = connect(url)
+    storage = search.open_storage(db, heartbeat_interval=1, grace_period=2)
+    env = current_fingerprint(H200)
+    name = search.study_name(SPEC, BUCKET, env.key())
+    study = optuna.create_study(storage=storage, study_name=name, direction="minimize")
+    orphan = TileConfig(32, 32, 2, 2)
+    study.enqueue_trial(orphan.as_dict())
+    with search.optuna_quiet():
+        dead = study.ask()
+        search.Space(SPEC, H200).suggest(dead)
+        storage.record_heartbeat(dead._trial_id)
+    time.sleep(3)
+    search.tune_task(
+        TASK,
+        db=db,
+        storage=storage,
+        evaluator=evaluate.ModelledEvaluator(H200),
+        device=H200,
+        env=env,
+        settings=search.Settings(trials=3, patience=None),
+    )
+    trials = optuna.load_study(study_name=name, storage=storage).trials
+    assert trials[dead.number].state == TrialState.FAIL
+    rerun = [
+        t
+        for t in trials[dead.number + 1 :]
+        if t.state == TrialState.COMPLETE and t.params == orphan.as_dict()
+    ]
+    assert rerun, [(t.number, t.state, t.params) for t in trials]
+
+
+@pytest.mark.gpu
+def test_gpu_measured_tuning_with_compile_pool(sqlite_url):
+    """On the GPU: candidates compile in worker processes, are checked and timed; the record is
+    measured and the compile workers really ran (warm_stats)."""
+    device = current_device()
+    spec = KernelSpec(64, True, "float16", "fwd")
+    task = search.Task(spec, (256, 256))
+    db = connect(sqlite_url)
+    evaluator = evaluate.MeasuredEvaluator(compile_workers=2, warmup=5, rep=20)
+    try:
+        result = _tune(
+            db,
+            device=device,
+            task=task,
+            evaluator=evaluator,
+            settings=search.Settings(trials=4, patience=None, lookahead=2),
+        )
+    finally:
+        evaluator.close()
+    assert result.measured and result.evaluated == 4
+    assert evaluator.warm_stats["ok"] >= 3, evaluator.warm_stats
+    rec = db.get(spec, (256, 256), current_fingerprint(device))
+    assert rec is not None and rec.measured and rec.time_ms > 0 and rec.tflops > 0
+
+
+def test_ctrl_c_on_the_cli_keeps_trials_and_exits_130(sqlite_url):
+    """SIGINT to a running `flashgen tune`: exit status 130, finished trials and the best so far
+    are in the database."""
+    import signal
+    import time
+
+    import sqlalchemy as sa
+
+    cmd = [sys.executable, "-m", "flashgen.cli", "tune", "--db", sqlite_url, "--quiet"]
+    cmd += ["--head-dim", "16", "--dtype", "float16", "--causal", "false", "--seq-len", "64"]
+    cmd += ["--direction", "fwd", "--trials", "500", "--patience", "0"]
+    # PYTHONFAULTHANDLER: if the process ever hangs after SIGINT, the SIGABRT below makes it
+    # print every thread's stack into `err`, so the failure says where it stuck.
+    env = dict(os.environ, PYTHONFAULTHANDLER="1")
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    engine = sa.create_engine(sqlite_url)
+    deadline = time.monotonic() + 90
+    seen = 0
+    try:
+        while time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.3)
+            try:
+                with engine.connect() as conn:
+                    seen = conn.exec_driver_sql(
+                        "SELECT count(*) FROM flashgen_trials WHERE status = 'ok'"
+                    ).scalar()
+            except sa.exc.OperationalError:  # table not created yet
+                continue
+            if seen >= 3:
+                break
+        assert seen >= 3 and proc.poll() is None, (
+            seen,
+            proc.poll(),
+            proc.stderr.read() if proc.poll() is not None else "",
+        )
+        proc.send_signal(signal.SIGINT)
+        # It exits in 5-8 s on an idle 2-core machine; a loaded one (the whole suite beside it)
+        # has needed more than 60 s. The limit only separates "slow" from "hung".
+        try:
+            _out, err = proc.communicate(timeout=240)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGABRT)
+            _out, err = proc.communicate(timeout=30)
+            pytest.fail(f"no exit within 240 s of SIGINT; stacks:\n{err[-6000:]}")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        engine.dispose()
+    assert proc.returncode == 130, err[-2000:]
+    assert "interrupted" in err
+    db = connect(sqlite_url)
+    ok = [t for t in db.trials(SPEC, BUCKET) if t.status == "ok"]
+    assert len(ok) >= 3
+    # (not db.get(..., current_fingerprint()): the environment key includes the template hash,
+    # which this test process may have computed before a template edit)
+    [rec] = [r for r in db.records(SPEC) if r.bucket == BUCKET]
+    assert rec.time_ms == pytest.approx(min(t.time_ms for t in ok)) and not rec.measured
+
+
+@pytest.mark.parametrize("direction", ["fwd", "bwd"])
+def test_compile_pool_plumbing_contains_worker_failures(direction):
+    """The compile pool's plumbing (spawned workers, pickled specs and configs, futures, the
+    backward's extra forward compile and per-task set-up) works here too; without CUDA every
+    worker compile fails, and that is reported, never raised, and costs the candidate only."""
+    task = search.Task(TASK.spec.with_direction(direction), TASK.bucket)
+    evaluator = evaluate.MeasuredEvaluator(compile_workers=1, compile_timeout_s=120)
+    try:
+        evaluator.warm_up()
+        assert evaluator.warm_stats["error"] == 0, evaluator.warm_stats  # every worker started
+        outcomes = []
+        for cfg in (TileConfig(32, 32, 4, 2), TileConfig(32, 32, 4, 1)):
+            evaluator.start(task, cfg)
+        for cfg in (TileConfig(32, 32, 4, 2), TileConfig(32, 32, 4, 1)):
+            outcomes.append(evaluator.finish(task, cfg))
+    finally:
+        evaluator.close()
+    assert all(o.status == "failed" and not o.ok for o in outcomes)
+    assert evaluator.warm_stats["error"] == 2 and evaluator.warm_stats["first_error"]
+    assert not evaluator._futures  # nothing submitted twice or left behind
+
+
+def test_lookahead_fills_the_first_round_but_not_past_the_patience():
+    """The cost model seeds the whole first round of compiles; no more candidates are asked
+    ahead than the early stop could still use (their compiles would be thrown away)."""
+    from flashgen.core.config import TileConfig
+    from flashgen.tune.bench import Outcome
+
+    settings = search.Settings(trials=40, patience=5, lookahead=14)
+    assert settings.n_model_seeds() == 14 and settings.n_seeds() == 24
+    assert search.Settings(lookahead=1).n_model_seeds() == 3
+    cfgs = [TileConfig(64, 64, 4, s) for s in (1, 2, 3, 4, 5)]
+    known = {cfgs[0]: (0, Outcome("ok", time_ms=1.0))}
+    assert search._ahead(known, settings) == 5
+    known.update({c: (i + 1, Outcome("ok", time_ms=2.0)) for i, c in enumerate(cfgs[1:4])})
+    assert search._ahead(known, settings) == 2
+    assert search._ahead(known, search.Settings(patience=None, lookahead=14)) == 14
+
+
+class Comparer(Spy):
+    """A 'measured' evaluator on the CPU: the interpreter checks flashgen's candidates, the
+    real `bench.check_sdpa` checks each SDPA backend against the float64 reference on the CPU
+    (flash has a CPU kernel, cuDNN refuses), and times are given: what `compare_impls` must
+    turn into the record's winner and ratio."""
+
+    def __init__(self, inner, times) -> None:
+        super().__init__(inner)
+        self.measured = True
+        self.times = times
+        self.compared: list = []
+
+    def compare(self, task, cfg, impls):
+        self.compared.append((cfg, tuple(impls)))
+        shape = bench.check_shape(task.spec, task.bucket, interpret=True)
+        times, why = {"flashgen": self.times["flashgen"]}, {}
+        for impl in impls:
+            outcome = bench.check_sdpa(task.spec, impl, shape, "cpu")
+            times[impl] = self.times[impl] if outcome.ok else math.inf
+            if not outcome.ok:
+                why[impl] = outcome.error
+        return times, why
+
+
+def test_check_sdpa_uses_the_float64_reference(monkeypatch):
+    for spec in (SPEC, SPEC.with_direction("bwd")):
+        shape = bench.check_shape(spec, BUCKET, interpret=True)
+        assert bench.check_sdpa(spec, "sdpa_flash", shape, "cpu").ok
+        refused = bench.check_sdpa(spec, "sdpa_cudnn", shape, "cpu")
+        assert refused.status == "failed" and refused.error
+    # A backend that computes the wrong thing is "wrong", never timed.
+    from flashgen.runtime import vendor
+
+    real = vendor.sdpa
+    monkeypatch.setattr(vendor, "sdpa", lambda *a, **kw: real(*a, **kw) * 1.01)
+    bench._CHECK_CASE.clear()
+    assert bench.check_sdpa(SPEC, "sdpa_flash", bench.check_shape(SPEC, BUCKET, interpret=True),
+                            "cpu").status == "wrong"  # fmt: skip
+
+
+def test_pick_impl():
+    assert bench.pick_impl({}) == (None, None)
+    assert bench.pick_impl({"flashgen": 2.0, "sdpa_cudnn": math.inf}) == ("flashgen", None)
+    impl, ratio = bench.pick_impl({"flashgen": 2.0, "sdpa_cudnn": 1.6, "sdpa_flash": 3.0})
+    assert impl == "sdpa_cudnn" and ratio == pytest.approx(1.25)
+    assert bench.pick_impl({"flashgen": 1.0, "sdpa_flash": 1.0}) == ("flashgen", 1.0)
+
+
+@pytest.mark.parametrize(
+    "times, winner, ratio",
+    [
+        ({"flashgen": 2.0, "sdpa_cudnn": 1.0, "sdpa_flash": 1.6, "sdpa_efficient": 5.0},
+         "sdpa_flash", 1.25),  # cuDNN refuses on the CPU: flash wins, flashgen is runner-up
+        ({"flashgen": 1.0, "sdpa_cudnn": 1.0, "sdpa_flash": 1.5, "sdpa_efficient": 5.0},
+         "flashgen", 1.5),
+    ],
+    ids=["sdpa-wins", "flashgen-wins"],
+)  # fmt: skip
+def test_the_record_names_the_winner_and_keeps_flashgens_config(sqlite_url, times, winner, ratio):
+    db = connect(sqlite_url)
+    evaluator = Comparer(evaluate.ModelledEvaluator(H200), times)
+    result = _tune(
+        db, settings=search.Settings(trials=3, patience=None, seed=3), evaluator=evaluator
+    )
+    rec = db.get(SPEC, BUCKET, current_fingerprint(H200))
+    [(compared_cfg, impls)] = evaluator.compared
+    assert compared_cfg == rec.config == result.best_config  # flashgen's own best is kept
+    assert impls == ("sdpa_cudnn", "sdpa_flash", "sdpa_efficient")
+    assert (rec.impl, rec.impl_ratio) == (winner, pytest.approx(ratio))
+    assert (result.impl, result.impl_ratio) == (winner, pytest.approx(ratio))
+    assert result.impl_times["sdpa_cudnn"] == math.inf and "sdpa_cudnn" in result.impl_notes
+    from flashgen.tune.cli import format_summary
+
+    assert f"{winner} {ratio:.2f}x" in format_summary([result])
+    # Without SDPA backends to time (--no-sdpa) the record says nothing about a winner.
+    other = connect(f"{sqlite_url}-2")
+    evaluator = Comparer(evaluate.ModelledEvaluator(H200), times)
+    settings = search.Settings(trials=2, patience=None, impls=())
+    result = _tune(other, settings=settings, evaluator=evaluator)
+    rec = other.get(SPEC, BUCKET, current_fingerprint(H200))
+    assert evaluator.compared == [] and (rec.impl, rec.impl_ratio) == ("flashgen", None)
+    assert "flashgen (not compared)" in format_summary([result])
+
+
+@pytest.mark.gpu
+def test_gpu_tuning_compares_with_sdpa_backends(sqlite_url):
+    """On the GPU the end of a task times the SDPA backends against flashgen's best and the
+    record names the winner with a ratio >= 1; cuDNN or flash accepts a bf16 hd64 case."""
+    device = current_device()
+    spec = KernelSpec(64, True, "bfloat16", "bwd")
+    task = search.Task(spec, (512, 512))
+    db = connect(sqlite_url)
+    evaluator = evaluate.MeasuredEvaluator(compile_workers=0, warmup=5, rep=20)
+    try:
+        result = _tune(db, device=device, task=task, evaluator=evaluator,
+                       settings=search.Settings(trials=2, patience=None))  # fmt: skip
+    finally:
+        evaluator.close()
+    rec = db.get(spec, (512, 512), current_fingerprint(device))
+    assert rec.compared and rec.impl_ratio >= 1.0 and rec.impl == result.impl
+    assert math.isfinite(result.impl_times["flashgen"])
+    assert math.isfinite(result.impl_times["sdpa_cudnn"]) or math.isfinite(
+        result.impl_times["sdpa_flash"]
+    )
