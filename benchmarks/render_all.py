@@ -1,0 +1,31 @@
+"""Render every kernel family for a grid of specs into a folder, for a before/after diff of the
+generated source (no GPU needed): `TRITON_INTERPRET=0|1 PYTHONPATH=TREE python3
+benchmarks/render_all.py OUTDIR`, once per tree and mode, then `diff -r`. Works on trees from
+before the package layout (flat `flashgen.codegen`) and after it (`flashgen.kernels.codegen`)."""
+
+import importlib
+import os
+import sys
+
+out = sys.argv[1]
+os.makedirs(out, exist_ok=True)
+try:
+    codegen = importlib.import_module("flashgen.kernels.codegen")
+    spec_mod = importlib.import_module("flashgen.core.spec")
+except ImportError:
+    codegen = importlib.import_module("flashgen.codegen")
+    spec_mod = importlib.import_module("flashgen.spec")
+KS = spec_mod.KernelSpec
+mode = os.environ.get("TRITON_INTERPRET", "0")
+n = 0
+for d in (16, 32, 40, 64, 80, 96, 128, 192, 256):
+    for causal in (False, True):
+        for dtype in ("float16", "bfloat16", "float32"):
+            for direction in ("fwd", "bwd"):
+                hopper = direction == "fwd" and dtype != "float32" and d in (64, 128)
+                for family in ("portable", "hopper") if hopper else ("portable",):
+                    spec = KS(d, causal, dtype, direction)
+                    with open(f"{out}/{spec.uri()}-{family}-{mode}.py", "w") as handle:
+                        handle.write(codegen.render(spec, family))
+                    n += 1
+print(n, "rendered into", out)
