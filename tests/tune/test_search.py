@@ -437,7 +437,10 @@ def test_ctrl_c_on_the_cli_keeps_trials_and_exits_130(sqlite_url):
     import sqlalchemy as sa
 
     cmd = [sys.executable, "-m", "flashgen.cli", "tune", "--db", sqlite_url, "--quiet"]
-    cmd += ["--head-dim", "16", "--dtype", "float16", "--causal", "false", "--seq-len", "64"]
+    # Three more buckets after SPEC/BUCKET (tasks run in the order given): with one small task the
+    # search could end by itself just as the signal arrives (exit 0, seen on a loaded machine).
+    cmd += ["--head-dim", "16", "--dtype", "float16", "--causal", "false"]
+    cmd += ["--seq-len", "64,128,256,512"]
     cmd += ["--direction", "fwd", "--trials", "500", "--patience", "0"]
     # PYTHONFAULTHANDLER: if the process ever hangs after SIGINT, the SIGABRT below makes it
     # print every thread's stack into `err`, so the failure says where it stuck.
