@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from .core.version import VERSION as __version__
 
 __all__ = ["attention", "backend", "explain", "KernelSpec", "TileConfig", "__version__"]
 

@@ -8,7 +8,11 @@ lookup and `flashgen db` stay fast and work where a package is missing ("none").
 from __future__ import annotations
 
 import functools
+import hashlib
 from importlib import metadata
+
+from .paths import templates_dir
+from .version import VERSION
 
 
 @functools.cache
@@ -21,15 +25,22 @@ def package_version(name: str) -> str:
 
 
 def flashgen_version() -> str:
-    from .. import __version__
+    return VERSION
 
-    return __version__
+
+@functools.lru_cache(maxsize=1)
+def template_hash() -> str:
+    """Hash of every kernel template file: part of cache and database keys, so a record is
+    exact only for the templates that were timed."""
+    digest = hashlib.sha256()
+    for path in sorted(templates_dir().glob("*.py.jinja")):
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def template_hash_or_none() -> str:
     """Hash of the kernel templates; "none" where they cannot be found (a broken install)."""
-    from ..kernels.codegen import template_hash
-
     try:
         return template_hash()
     except (FileNotFoundError, OSError):

@@ -80,6 +80,21 @@ def _usable_or_temporary(path: Path, source: str) -> Path:
     return fallback
 
 
+def write_atomic(path: Path, text: str) -> None:
+    """Write `text` to `path` so readers never see a partial file (generated kernels, exported
+    databases): a temporary file beside it, then `os.replace`."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
 def kernel_dir() -> Path:
     return cache_dir() / "kernels"
 

@@ -160,7 +160,7 @@ def to_document(records) -> dict:
 
 def dump(records, path) -> int:
     """Write `records` to `path` atomically; returns how many."""
-    from ..kernels.codegen import write_atomic
+    from ..core.paths import write_atomic
 
     doc = to_document(records)
     write_atomic(Path(path), json.dumps(doc, indent=1, sort_keys=False) + "\n")

@@ -11,12 +11,10 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib.util
-import os
 import sys
-import tempfile
 from types import ModuleType
 
-from ..core.paths import interpret_mode, kernel_dir, templates_dir
+from ..core.paths import interpret_mode, kernel_dir, templates_dir, write_atomic
 from ..core.spec import KernelSpec
 
 TEMPLATE_FOR_DIRECTION = {"fwd": "attn_fwd.py.jinja", "bwd": "attn_bwd.py.jinja"}
@@ -63,30 +61,6 @@ def render(spec: KernelSpec, family: str = "portable") -> str:
         raise ValueError(f"unknown kernel family {family!r}")
     template = _environment().get_template(TEMPLATE_FOR_DIRECTION[spec.direction])
     return template.render(**template_context(spec))
-
-
-@functools.lru_cache(maxsize=1)
-def template_hash() -> str:
-    """Hash of every template file: part of cache and database keys."""
-    digest = hashlib.sha256()
-    for path in sorted(templates_dir().glob("*.py.jinja")):
-        digest.update(path.name.encode())
-        digest.update(path.read_bytes())
-    return digest.hexdigest()[:16]
-
-
-def write_atomic(path, text: str) -> None:
-    """Write `text` to `path` so readers never see a partial file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def kernel_path(spec: KernelSpec, source: str):

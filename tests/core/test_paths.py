@@ -13,8 +13,8 @@ import textwrap
 import pytest
 
 from flashgen.core import paths
+from flashgen.core.paths import write_atomic
 from flashgen.db.urls import default_url
-from flashgen.kernels.codegen import write_atomic
 
 
 @pytest.fixture
