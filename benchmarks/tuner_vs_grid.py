@@ -162,7 +162,7 @@ def run_grid(task, configs, evaluator, deadline: float) -> dict:
 
 def run_search(task, configs, evaluator, device, args, tmp: Path) -> dict:
     from flashgen.db import connect
-    from flashgen.db.records import current_fingerprint
+    from flashgen.runtime.lookup import current_fingerprint
     from flashgen.tune import search
 
     db = connect(f"sqlite:///{tmp / (task.spec.uri() + '.sqlite3')}")

@@ -226,7 +226,11 @@ class Lookup:
 
 
 @functools.lru_cache(maxsize=16)
-def _fingerprint_for(device) -> EnvFingerprint:
+def fingerprint_for(device) -> EnvFingerprint:
+    """The fingerprint of this process on `device` (a `flashgen.hardware.sram.DeviceLimits`, or
+    anything with its name, capability, sm_count and smem_optin_bytes): the caller says which
+    device, so storage needs no hardware model (`flashgen.runtime.lookup.current_fingerprint`
+    asks for the current one)."""
     from ..core import env
 
     major, minor = device.capability
@@ -240,12 +244,3 @@ def _fingerprint_for(device) -> EnvFingerprint:
         flashgen_version=env.flashgen_version(),
         template_hash=env.template_hash_or_none(),
     )
-
-
-def current_fingerprint(device=None) -> EnvFingerprint:
-    """The fingerprint of this process on `device` (default: `flashgen.hardware.sram.current_device()`)."""
-    if device is None:
-        from ..hardware.sram import current_device
-
-        device = current_device()
-    return _fingerprint_for(device)

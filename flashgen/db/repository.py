@@ -14,7 +14,8 @@ Contract (shared by every backend; `tests/db/test_contract.py` runs it on SQLite
 - `add_trials(spec, bucket, env, trials, host=None) -> int`; `trials(spec=None, bucket=None,
   env=None) -> list[Trial]` (oldest first).
 - `get(spec, bucket, env) -> TuningRecord | None`; `records(spec=None, env=None) -> list`.
-- `lookup(spec, seq_q, seq_k, device=None) -> Lookup` (order in `flashgen.db.lookup`).
+- `env_records(specs, env) -> list` (records of any of `specs` in `env`: the run-time lookup's
+  one query, `flashgen.runtime.lookup`); `shipped() -> list` (the shipped layer it falls back on).
 - `record_pending(spec, bucket, gpu_name="")`, `pending(gpu_name=None) -> [(spec, bucket)]`,
   `pending_rows()`, `clear_pending(spec, bucket)`.
 - `url_safe` (password masked), `dialect` ("sqlite" | "postgresql"), `engine`, `close()`.
@@ -45,12 +46,11 @@ from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import IntegrityError
 
 from ..core.config import TileConfig
-from ..core.spec import KernelSpec, shape_bucket
-from . import lookup as _lookup
+from ..core.spec import KernelSpec
 from . import migrate
 from .faults import explain, fault, path_problem, sqlite_path
 from .models import PendingRow, RecordRow, TrialRow
-from .records import EnvFingerprint, Lookup, Trial, TuningRecord, check_bucket, current_fingerprint
+from .records import EnvFingerprint, Trial, TuningRecord, check_bucket
 from .shipped import shipped_records
 from .urls import mask_url
 
@@ -354,21 +354,17 @@ class TuningDB:
             stmt = stmt.where(_RECORDS.c.env_key == env.key())
         return self._read(stmt)
 
-    def lookup(self, spec: KernelSpec, seq_q: int, seq_k: int, device=None) -> Lookup:
-        if device is None:
-            from ..hardware.sram import current_device
+    def env_records(self, specs: Iterable[KernelSpec], env: EnvFingerprint) -> list[TuningRecord]:
+        """This environment's records of any of `specs` (one query: the run-time lookup reads a
+        spec and its sibling dtype together)."""
+        uris = [s.uri() for s in specs]
+        return self._read(
+            select(_RECORDS).where(_RECORDS.c.spec_uri.in_(uris), _RECORDS.c.env_key == env.key())
+        )
 
-            device = current_device()
-        env = current_fingerprint(device)
-        bucket = shape_bucket(seq_q, seq_k)
-        # This environment's records of the spec and of its sibling dtype (the "sibling" step).
-        specs = [s.uri() for s in (spec, spec.sibling()) if s is not None]
-        same_env = self._read(
-            select(_RECORDS).where(_RECORDS.c.spec_uri.in_(specs), _RECORDS.c.env_key == env.key())
-        )
-        return _lookup.resolve(
-            spec, bucket, env, device, same_env, shipped_records(self._shipped_dir)
-        )
+    def shipped(self) -> tuple[TuningRecord, ...]:
+        """The records shipped with the package (`tuning_db/`, or this database's shipped_dir)."""
+        return shipped_records(self._shipped_dir)
 
     # -- trials ----------------------------------------------------------------------------
 

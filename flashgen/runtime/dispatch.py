@@ -50,12 +50,11 @@ from typing import Any
 from ..core.config import TileConfig
 from ..core.impls import FLASHGEN, check_impl, default_impl, forced_impl
 from ..core.spec import KernelSpec, shape_bucket
+from .lookup import fallback, lookup
 
 log = logging.getLogger(__name__)
 # flashgen's kernel must beat the fastest SDPA backend by this much to be chosen (`decisive`).
 FLASHGEN_MARGIN = 1.05
-# Smallest legal tile: used only if the space module itself fails (it should never be needed).
-LAST_RESORT = TileConfig(16, 16, 2, 1)
 
 RETRY_AFTER_S = 30.0
 MAX_RETRY_AFTER_S = 600.0
@@ -94,7 +93,7 @@ def choose_config(spec: KernelSpec, seq_q: int, seq_k: int, *, query_db: bool = 
     key = (spec, shape_bucket(seq_q, seq_k))
     config = _cache.get(key)
     if config is None:
-        config = _miss(key) if query_db else _fallback(spec)[0]
+        config = _miss(key) if query_db else fallback(spec).config
     return config
 
 
@@ -272,17 +271,6 @@ def _warn_once(problem: str, effect: str) -> None:
     )
 
 
-def _fallback(spec: KernelSpec) -> tuple[TileConfig, str]:
-    from ..hardware.tiles import default_config, safe_config
-
-    for choose, source in ((default_config, "default"), (safe_config, "safe")):
-        try:
-            return choose(spec), source
-        except Exception as exc:  # a broken defaults table still must not fail the call
-            log.debug("flashgen: %s(%s) failed: %s", choose.__name__, spec.uri(), exc)
-    return LAST_RESORT, "safe"
-
-
 def _miss(key: Key) -> TileConfig:
     spec, bucket = key
     with _lock:
@@ -294,13 +282,14 @@ def _miss(key: Key) -> TileConfig:
             return degraded[0]
         db = _database()
         if db is None and _state["retry_at"] == math.inf:  # no SQLAlchemy: final answer
-            config, source = _fallback(spec)
-            _cache[key], _sources[key] = config, source
+            found = fallback(spec)
+            _cache[key], _sources[key] = found.config, found.source
+            config = found.config
             return config
         if db is None:
             return _degrade(key, "no database")
         try:
-            found = db.lookup(spec, bucket[0], bucket[1])
+            found = lookup(db, spec, bucket[0], bucket[1])
         except Exception as exc:  # the attention call must go on
             _warn_once(
                 f"tuning database {db.url_safe}: lookup failed: {_short(exc)}",
@@ -328,7 +317,8 @@ def _miss(key: Key) -> TileConfig:
 
 def _degrade(key: Key, why: str) -> TileConfig:
     """The fallback order without the database, remembered until the key may ask again."""
-    config, source = _fallback(key[0])
+    found = fallback(key[0])
+    config, source = found.config, found.source
     _degraded[key] = (config, _clock() + RETRY_AFTER_S)
     _sources[key] = source
     log.debug("flashgen: %s for %s %s: %s config", why, key[0].uri(), key[1], source)

@@ -257,7 +257,7 @@ def run(args: argparse.Namespace) -> int:
     opts = _resolve(args, gpu)
     tasks = [] if args.pending else build_tasks(opts, args.seq_k)
     from ..db import connect
-    from ..db.records import current_fingerprint
+    from ..runtime.lookup import current_fingerprint
 
     db = connect(args.db)  # a fault is one line (DatabaseError), printed by flashgen.cli
     from .studies import check_workers
@@ -368,8 +368,8 @@ def _tune_all(args, opts, tasks, db, gpu: bool, worker: int) -> list:
     """Tune every task in this process; returns the per-task results."""
     import optuna
 
-    from ..db.records import current_fingerprint
     from ..hardware.sram import current_device
+    from ..runtime.lookup import current_fingerprint
     from .evaluate import MeasuredEvaluator, ModelledEvaluator
     from .search import Interrupted, open_storage, tune_task
 
@@ -618,8 +618,8 @@ def _run_workers(args, opts, tasks, db) -> tuple[list, list[str]]:
 
 def _results_from_db(tasks, db) -> list:
     """Per-task results as the database holds them after several workers finished."""
-    from ..db.records import current_fingerprint
     from ..hardware.sram import current_device
+    from ..runtime.lookup import current_fingerprint
     from .search import Result, study_name
 
     device = current_device()

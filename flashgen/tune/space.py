@@ -115,8 +115,8 @@ def seed_configs(
     (`KernelSpec.sibling`, nearest buckets first, at most 2); then `modelled` (the cost model's
     favourites, `model_ranked`); then this GPU's best configs at neighbouring buckets, nearest
     first. `records` may hold any specs: only this task's and its sibling's are used."""
-    from ..db.lookup import rank
     from ..hardware import tiles as space
+    from ..runtime.lookup import rank
 
     seeds: list[tuple[TileConfig, str]] = []
     if default:

@@ -21,11 +21,12 @@ from flashgen.core.config import TileConfig
 from flashgen.core.spec import KernelSpec
 from flashgen.db import connect, migrate
 from flashgen.db.portable import FormatError, dump, load, record_to_json
-from flashgen.db.records import EnvFingerprint, Trial, TuningRecord, current_fingerprint
+from flashgen.db.records import EnvFingerprint, Trial, TuningRecord
 from flashgen.db.repository import DatabaseError, TuningDB
 from flashgen.db.urls import mask_url
 from flashgen.hardware import sram
 from flashgen.hardware.tiles import default_config, safe_config
+from flashgen.runtime.lookup import current_fingerprint, lookup
 
 SPEC = KernelSpec(64, True, "float16", "fwd")
 OTHER_SPEC = KernelSpec(128, False, "float16", "fwd")
@@ -274,14 +275,14 @@ class TestTuningDBContract:
         for cfg in (near_cfg, far_cfg, exact_cfg):
             assert sram.fits(SPEC, cfg, h200)
         # Nothing stored: the space's default for this GPU.
-        found = db.lookup(SPEC, 100, 100, h200)
+        found = lookup(db, SPEC, 100, 100, h200)
         assert (found.source, found.config) == ("default", default_config(SPEC, h200))
         # A shipped record of the same GPU model (other software versions) beats the default.
         shipped_rec = _record(
             1.0, bucket=(4096, 4096), env=dataclasses.replace(env, triton_version="0.0")
         )
         dump([shipped_rec], shipped / "nvidia-h200.json")
-        found = db.lookup(SPEC, 100, 100, h200)
+        found = lookup(db, SPEC, 100, 100, h200)
         assert found.source == "shipped" and found.record == shipped_rec
         # Another GPU or other code in the user's DB is never used as exact or nearest.
         db.upsert_best(
@@ -290,18 +291,18 @@ class TestTuningDBContract:
         db.upsert_best(
             _record(0.1, bucket=(128, 128), env=dataclasses.replace(env, template_hash="old"))
         )
-        assert db.lookup(SPEC, 100, 100, h200).source == "shipped"
+        assert lookup(db, SPEC, 100, 100, h200).source == "shipped"
         # A tuned bucket on this GPU and code: the nearest one in log2 steps wins.
         db.upsert_best(_record(1.0, bucket=(1024, 1024), env=env, cfg=far_cfg))
         db.upsert_best(_record(1.0, bucket=(64, 256), env=env, cfg=near_cfg))
-        found = db.lookup(SPEC, 100, 100, h200)
+        found = lookup(db, SPEC, 100, 100, h200)
         assert (found.source, found.config, found.record.bucket) == ("nearest", near_cfg, (64, 256))
         # The exact bucket beats everything.
         db.upsert_best(_record(1.0, bucket=(128, 128), env=env, cfg=exact_cfg))
-        found = db.lookup(SPEC, 97, 128, h200)
+        found = lookup(db, SPEC, 97, 128, h200)
         assert (found.source, found.config) == ("exact", exact_cfg)
         # Other specs do not see these records.
-        assert db.lookup(OTHER_SPEC, 100, 100, h200).source == "default"
+        assert lookup(db, OTHER_SPEC, 100, 100, h200).source == "default"
 
     def test_lookup_falls_back_to_the_other_16_bit_dtype(self, db, shipped):
         """fp16 and bf16 kernels share their tile trade-offs: with nothing for fp16, a bf16
@@ -318,25 +319,25 @@ class TestTuningDBContract:
         )
         other_code = dataclasses.replace(env, triton_version="0.0")
         dump([_record(1.0, spec=bf16, env=other_code, cfg=shipped_cfg)], shipped / "h200.json")
-        found = db.lookup(SPEC, 100, 100, h200)
+        found = lookup(db, SPEC, 100, 100, h200)
         assert (found.source, found.config) == ("sibling", shipped_cfg)
         # This environment's own bf16 record comes before a shipped one.
         db.upsert_best(_record(1.0, spec=bf16, bucket=(1024, 1024), env=env, cfg=mine_cfg))
-        found = db.lookup(SPEC, 100, 100, h200)
+        found = lookup(db, SPEC, 100, 100, h200)
         assert (found.source, found.config) == ("sibling", mine_cfg)
         # An exact fp16 record that does not fit this GPU is passed over, and the sibling
         # step still sees this environment's bf16 record.
         too_big = TileConfig(256, 256, 8, 8)
         assert not sram.fits(SPEC, too_big, h200)
         db.upsert_best(_record(1.0, bucket=(128, 128), env=env, cfg=too_big))
-        found = db.lookup(SPEC, 100, 100, h200)
+        found = lookup(db, SPEC, 100, 100, h200)
         assert (found.source, found.config) == ("sibling", mine_cfg)
         # Any fp16 record of this GPU that fits wins over the sibling, even a distant bucket.
         db.upsert_best(_record(1.0, bucket=(8192, 8192), env=env, cfg=fp16_cfg))
-        assert db.lookup(SPEC, 100, 100, h200).source == "nearest"
+        assert lookup(db, SPEC, 100, 100, h200).source == "nearest"
         # float32 has no sibling.
         f32 = KernelSpec(64, True, "float32", "fwd")
-        assert db.lookup(f32, 100, 100, h200).source in ("default", "safe")
+        assert lookup(db, f32, 100, 100, h200).source in ("default", "safe")
 
     def test_lookup_skips_a_record_that_does_not_fit_this_gpu(self, db):
         small = dataclasses.replace(
@@ -346,17 +347,17 @@ class TestTuningDBContract:
         big, ok = TileConfig(256, 256, 8, 4), TileConfig(32, 32, 4, 1)
         assert not sram.fits(SPEC, big, small) and sram.fits(SPEC, ok, small)
         db.upsert_best(_record(0.5, bucket=(128, 128), env=env, cfg=big))
-        found = db.lookup(SPEC, 128, 128, small)
+        found = lookup(db, SPEC, 128, 128, small)
         assert found.source in ("default", "safe") and sram.fits(SPEC, found.config, small)
         db.upsert_best(_record(0.9, bucket=(256, 256), env=env, cfg=ok))
-        found = db.lookup(SPEC, 128, 128, small)
+        found = lookup(db, SPEC, 128, 128, small)
         assert (found.source, found.config) == ("nearest", ok)
 
     def test_lookup_safe_when_no_default_fits(self, db):
         tiny = dataclasses.replace(
             sram.KNOWN_GPUS["nvidia-h200"], name="Tiny GPU", smem_optin_bytes=1024
         )
-        found = db.lookup(SPEC, 128, 128, tiny)
+        found = lookup(db, SPEC, 128, 128, tiny)
         assert (found.source, found.config) == ("safe", safe_config(SPEC))
 
     def test_pending_shapes(self, db):

@@ -12,10 +12,11 @@ import sqlalchemy as sa
 from flashgen.core.config import TileConfig
 from flashgen.core.spec import KernelSpec
 from flashgen.db import connect
-from flashgen.db.records import TuningRecord, current_fingerprint
+from flashgen.db.records import TuningRecord
 from flashgen.hardware.sram import current_device, fits
 from flashgen.hardware.tiles import default_config
 from flashgen.runtime import dispatch
+from flashgen.runtime.lookup import current_fingerprint
 
 SPEC = KernelSpec(64, False, "float16", "fwd")
 

@@ -15,11 +15,12 @@ from flashgen.core import impls
 from flashgen.core.config import TileConfig
 from flashgen.core.spec import KernelSpec, shape_bucket
 from flashgen.db import connect
-from flashgen.db.records import TuningRecord, current_fingerprint
+from flashgen.db.records import TuningRecord
 from flashgen.hardware.sram import current_device
 from flashgen.hardware.tiles import default_config
 from flashgen.kernels.reference import attention_ref
 from flashgen.runtime import dispatch, vendor
+from flashgen.runtime.lookup import current_fingerprint
 
 pytestmark = pytest.mark.impl_choice
 

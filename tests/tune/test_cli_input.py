@@ -9,8 +9,9 @@ from flashgen.cli import main
 from flashgen.core.config import TileConfig
 from flashgen.core.spec import KernelSpec
 from flashgen.db import connect
-from flashgen.db.records import TuningRecord, current_fingerprint
+from flashgen.db.records import TuningRecord
 from flashgen.hardware.sram import current_device
+from flashgen.runtime.lookup import current_fingerprint
 
 TINY = ["--head-dim", "64", "--dtype", "float16", "--causal", "true", "--seq-len", "128",
         "--direction", "fwd"]  # fmt: skip

@@ -20,8 +20,9 @@ from flashgen.cli import main as cli_main
 from flashgen.core.config import TileConfig
 from flashgen.core.spec import KernelSpec
 from flashgen.db import connect
-from flashgen.db.records import TuningRecord, current_fingerprint
+from flashgen.db.records import TuningRecord
 from flashgen.hardware.sram import KNOWN_GPUS, current_device, fits
+from flashgen.runtime.lookup import current_fingerprint
 from flashgen.tune import bench, evaluate, search
 
 H200 = KNOWN_GPUS["nvidia-h200"]

@@ -1,4 +1,8 @@
-"""Which config to run when the exact shape was never tuned: pure functions, no database.
+"""Which config runs a shape: the ONE fallback order, for the database path and without one.
+
+`lookup(db, spec, seq_q, seq_k)` reads this environment's records and the shipped layer from
+the storage (`flashgen.db`) and applies the order below; `fallback(spec)` is its tail, which
+`flashgen.runtime.dispatch` also takes when there is no database to ask.
 
 Order (the `Lookup.source` values): "exact" record for this bucket and environment; else the
 "nearest" tuned bucket of the same spec with the same fingerprint (same GPU, same code); else a
@@ -15,11 +19,26 @@ faster record.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 
 from ..core.config import TileConfig
-from ..core.spec import KernelSpec
-from .records import EnvFingerprint, Lookup, TuningRecord
+from ..core.spec import KernelSpec, shape_bucket
+from ..db.records import EnvFingerprint, Lookup, TuningRecord, fingerprint_for
+
+log = logging.getLogger(__name__)
+
+# Smallest legal tile: used only if the space module itself fails (it should never be needed).
+LAST_RESORT = TileConfig(16, 16, 2, 1)
+
+
+def current_fingerprint(device=None) -> EnvFingerprint:
+    """The fingerprint of this process on `device` (default: `flashgen.hardware.sram.current_device()`)."""
+    if device is None:
+        from ..hardware.sram import current_device
+
+        device = current_device()
+    return fingerprint_for(device)
 
 
 def log2_distance(a: tuple[int, int], b: tuple[int, int]) -> int:
@@ -68,17 +87,26 @@ def nearest_shipped(
     return None
 
 
-def fallback(spec: KernelSpec, device) -> Lookup:
-    """The space's default config when it fits this GPU, else the safe config."""
+def fallback(spec: KernelSpec, device=None) -> Lookup:
+    """The space's default config when it fits this GPU (`device` None: the current one), else
+    the safe config, else `LAST_RESORT`: never raises."""
     from ..hardware.tiles import default_config, safe_config
 
     try:
+        if device is None:
+            from ..hardware.sram import current_device
+
+            device = current_device()
         config = default_config(spec, device)
         if _fits(spec, config, device):
             return Lookup(config, "default")
-    except ValueError:
-        pass
-    return Lookup(safe_config(spec), "safe")
+    except Exception as exc:  # a broken defaults table still must not fail the call
+        log.debug("flashgen: default_config(%s) failed: %s", spec.uri(), exc)
+    try:
+        return Lookup(safe_config(spec), "safe")
+    except Exception as exc:
+        log.debug("flashgen: safe_config(%s) failed: %s", spec.uri(), exc)
+    return Lookup(LAST_RESORT, "safe")
 
 
 def resolve(
@@ -110,3 +138,17 @@ def resolve(
         if found is not None and _fits(spec, found.config, device):
             return Lookup(found.config, "sibling", found)
     return fallback(spec, device)
+
+
+def lookup(db, spec: KernelSpec, seq_q: int, seq_k: int, device=None) -> Lookup:
+    """The config for `spec` at (seq_q, seq_k) on `device` (default: the current GPU) from the
+    tuning database `db` (a `flashgen.db.TuningDB`), in the order of the module docstring."""
+    if device is None:
+        from ..hardware.sram import current_device
+
+        device = current_device()
+    env = current_fingerprint(device)
+    # This environment's records of the spec and of its sibling dtype (the "sibling" step).
+    specs = [s for s in (spec, spec.sibling()) if s is not None]
+    same_env = db.env_records(specs, env)
+    return resolve(spec, shape_bucket(seq_q, seq_k), env, device, same_env, db.shipped())
