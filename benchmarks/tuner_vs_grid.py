@@ -96,7 +96,7 @@ def case_space(spec, device, *, smoke: bool) -> list:
 
 def _tasks(smoke: bool, case_set: str = "tuned"):
     from flashgen.core.spec import KernelSpec, shape_bucket
-    from flashgen.tune.search import Task
+    from flashgen.tune.tasks import Task
 
     out = []
     for head_dim, causal, direction, seq, dtype in CASE_SETS[case_set]:
@@ -124,7 +124,7 @@ def _cfg(c) -> list[int]:
 
 
 def run_grid(task, configs, evaluator, deadline: float) -> dict:
-    from flashgen.tune import search
+    from flashgen.tune import search, tasks
 
     start = time.perf_counter()
     for cfg in configs:
@@ -142,7 +142,7 @@ def run_grid(task, configs, evaluator, deadline: float) -> dict:
     # The same end-of-search confirmation the search gets: its 3 finalists re-timed, and the
     # fastest of those wins (not of first readings and re-timings mixed).
     first = dict(times)
-    confirmed = search.confirm_finalists(evaluator, task, first, search.Settings().confirm)
+    confirmed = search.confirm_finalists(evaluator, task, first, tasks.Settings().confirm)
     if confirmed:
         times = confirmed
     wall = time.perf_counter() - start
@@ -163,12 +163,13 @@ def run_grid(task, configs, evaluator, deadline: float) -> dict:
 def run_search(task, configs, evaluator, device, args, tmp: Path) -> dict:
     from flashgen.db import connect
     from flashgen.runtime.lookup import current_fingerprint
-    from flashgen.tune import search
+    from flashgen.tune import search, studies, tasks
+    from flashgen.tune import space as search_space
 
     db = connect(f"sqlite:///{tmp / (task.spec.uri() + '.sqlite3')}")
-    storage = search.open_storage(db)
+    storage = studies.open_storage(db)
     lookahead = max(1, min(args.lookahead or args.compile_workers, len(configs)))
-    settings = search.Settings(
+    settings = tasks.Settings(
         trials=max(6, math.ceil(args.trial_fraction * len(configs))),
         patience=args.patience,
         seed=args.seed,
@@ -177,7 +178,7 @@ def run_search(task, configs, evaluator, device, args, tmp: Path) -> dict:
     )
     # The product's space unless smoke-testing (where the grid is a slice: give it to both).
     space_arg = configs if args.cpu_smoke else None
-    same_space = set(search.Space(task.spec, device, space_arg).fitting()) == set(configs)
+    same_space = set(search_space.Space(task.spec, device, space_arg).fitting()) == set(configs)
     if not same_space:  # reported in the output, not fatal: the other cases still run
         print(f"[search] WARNING {task.label()}: the grid is not the tuner's space", flush=True)
     order = []

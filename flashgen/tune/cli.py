@@ -226,7 +226,7 @@ def _resolve(args: argparse.Namespace, gpu: bool) -> dict:
 def build_tasks(opts: dict, seq_k: str | None):
     """The (spec, bucket) tasks the options name, in a stable order."""
     from ..core.spec import DIRECTIONS, DTYPES, KernelSpec, shape_bucket
-    from .search import Task
+    from .tasks import Task
 
     head_dims = list(dict.fromkeys(_csv_ints(str(opts["head_dim"]), "--head-dim")))
     dtypes = _csv_names(str(opts["dtype"]), "--dtype", DTYPES)
@@ -264,7 +264,7 @@ def run(args: argparse.Namespace) -> int:
 
     check_workers(db, args.workers)  # several workers on SQLite: refused before any work
     if args.pending:
-        from .search import Task
+        from .tasks import Task
 
         tasks = [Task(spec, bucket) for spec, bucket in db.pending()]
         if not tasks:
@@ -343,7 +343,7 @@ def _database_faults(db):
 
 
 def _settings(opts: dict, args: argparse.Namespace, lookahead: int):
-    from .search import Settings
+    from .tasks import Settings
 
     patience = opts["patience"]
     return Settings(
@@ -371,7 +371,9 @@ def _tune_all(args, opts, tasks, db, gpu: bool, worker: int) -> list:
     from ..hardware.sram import current_device
     from ..runtime.lookup import current_fingerprint
     from .evaluate import MeasuredEvaluator, ModelledEvaluator
-    from .search import Interrupted, open_storage, tune_task
+    from .search import tune_task
+    from .studies import open_storage
+    from .tasks import Interrupted
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     device = current_device()
@@ -522,7 +524,7 @@ def _worker_main(
     try:
         gpu = _prepare_backend()
         from ..core.spec import KernelSpec
-        from .search import Task
+        from .tasks import Task
 
         tasks = [Task(KernelSpec(*spec), tuple(bucket)) for spec, bucket in task_data]
         db = connect(args.db)
@@ -620,7 +622,8 @@ def _results_from_db(tasks, db) -> list:
     """Per-task results as the database holds them after several workers finished."""
     from ..hardware.sram import current_device
     from ..runtime.lookup import current_fingerprint
-    from .search import Result, study_name
+    from .studies import study_name
+    from .tasks import Result
 
     device = current_device()
     env = current_fingerprint(device)

@@ -9,14 +9,11 @@ buckets, and the cost model's favourites (`model_ranked`, `model_explorers`).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from ..core.config import TileConfig
 from ..core.spec import KernelSpec
 from .bench import timing_shape
-
-if TYPE_CHECKING:
-    from .search import Task
+from .tasks import Task
 
 PARAMS = ("block_m", "block_n", "num_warps", "num_stages")
 

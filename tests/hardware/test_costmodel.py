@@ -169,7 +169,8 @@ H200_GRID_WINNERS = [
 @pytest.mark.parametrize(("head_dim", "causal", "direction", "seq", "winners"), H200_GRID_WINNERS)
 def test_model_seeds_include_a_measured_winner(head_dim, causal, direction, seq, winners):
     from flashgen.hardware.tiles import pruned
-    from flashgen.tune.search import Settings, Task, model_explorers, model_ranked
+    from flashgen.tune.space import model_explorers, model_ranked
+    from flashgen.tune.tasks import Settings, Task
 
     spec = KernelSpec(head_dim, causal, "bfloat16", direction)
     task, fitting, settings = Task(spec, (seq, seq)), pruned(spec, H200), Settings(lookahead=14)

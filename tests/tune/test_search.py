@@ -23,12 +23,13 @@ from flashgen.db import connect
 from flashgen.db.records import TuningRecord
 from flashgen.hardware.sram import KNOWN_GPUS, current_device, fits
 from flashgen.runtime.lookup import current_fingerprint
-from flashgen.tune import bench, evaluate, search
+from flashgen.tune import bench, evaluate, search, studies, tasks
+from flashgen.tune import space as search_space
 
 H200 = KNOWN_GPUS["nvidia-h200"]
 SPEC = KernelSpec(16, False, "float16", "fwd")
 BUCKET = (64, 64)
-TASK = search.Task(SPEC, BUCKET)
+TASK = tasks.Task(SPEC, BUCKET)
 
 
 @pytest.fixture
@@ -65,11 +66,11 @@ def _tune(db, *, device=H200, settings=None, evaluator=None, task=TASK, on_event
     return search.tune_task(
         task,
         db=db,
-        storage=search.open_storage(db),
+        storage=studies.open_storage(db),
         evaluator=evaluator,
         device=device,
         env=current_fingerprint(device),
-        settings=settings or search.Settings(trials=4, patience=None, seed=3),
+        settings=settings or tasks.Settings(trials=4, patience=None, seed=3),
         on_event=on_event,
     )
 
@@ -77,8 +78,8 @@ def _tune(db, *, device=H200, settings=None, evaluator=None, task=TASK, on_event
 def _study(db, task=TASK, device=H200):
     import optuna
 
-    name = search.study_name(task.spec, task.bucket, current_fingerprint(device).key())
-    return optuna.load_study(study_name=name, storage=search.open_storage(db))
+    name = studies.study_name(task.spec, task.bucket, current_fingerprint(device).key())
+    return optuna.load_study(study_name=name, storage=studies.open_storage(db))
 
 
 def test_pipeline_writes_modelled_record_and_trials(db_url):
@@ -98,7 +99,7 @@ def test_pipeline_writes_modelled_record_and_trials(db_url):
     shape = bench.check_shape(SPEC, BUCKET, interpret=True)
     assert bench.check(SPEC, rec.config, shape, "cpu").ok
     # The study persists beside the records (SQLite file / PostgreSQL): a re-run resumes it.
-    again = _tune(db, settings=search.Settings(trials=2, patience=None, seed=4))
+    again = _tune(db, settings=tasks.Settings(trials=2, patience=None, seed=4))
     assert again.evaluated == 2
     assert len([t for t in db.trials(SPEC, BUCKET, env) if t.status == "ok"]) == 6
     assert again.best_ms <= result.best_ms
@@ -120,7 +121,7 @@ def test_seeds_come_first(sqlite_url):
     db.upsert_best(TuningRecord(SPEC, (128, 128), env, neighbour, 1.0, measured=False))
     db.upsert_best(TuningRecord(SPEC, BUCKET, other_gpu, foreign, 1.0))
     db.upsert_best(TuningRecord(SPEC.sibling(), (256, 256), env, sibling, 1.0))
-    result = _tune(db, settings=search.Settings(trials=4, patience=None, model_seeds=0))
+    result = _tune(db, settings=tasks.Settings(trials=4, patience=None, model_seeds=0))
     from flashgen.hardware.tiles import default_config
 
     first = [
@@ -140,7 +141,7 @@ def test_default_seed_can_be_left_out(sqlite_url):
     neighbour = TileConfig(32, 16, 2, 2)
     assert neighbour != default_config(SPEC, H200)
     db.upsert_best(TuningRecord(SPEC, (128, 128), env, neighbour, 1.0, measured=False))
-    settings = search.Settings(trials=1, patience=None, model_seeds=0, default_seed=False)
+    settings = tasks.Settings(trials=1, patience=None, model_seeds=0, default_seed=False)
     result = _tune(db, settings=settings)
     [first] = result.study.trials[:1]
     assert TileConfig(**first.params) == neighbour
@@ -163,7 +164,7 @@ class Retimer(Spy):
 def test_confirmation_retimes_the_finalists_and_supersedes_their_record(sqlite_url):
     db = connect(sqlite_url)
     evaluator = Retimer(evaluate.ModelledEvaluator(H200))
-    settings = search.Settings(trials=5, patience=None, seed=3, confirm=3)
+    settings = tasks.Settings(trials=5, patience=None, seed=3, confirm=3)
     result = _tune(db, settings=settings, evaluator=evaluator)
     [finalists] = evaluator.retimed
     assert len(finalists) == 3
@@ -205,7 +206,7 @@ def test_pruned_configs_never_reach_the_compiler(sqlite_url, monkeypatch):
         db,
         device=small,
         evaluator=spy,
-        settings=search.Settings(trials=5, patience=None, model_seeds=0),
+        settings=tasks.Settings(trials=5, patience=None, model_seeds=0),
     )
     assert result.pruned > 0
     assert spy.finished and all(fits(SPEC, c, small) for c in spy.started + spy.finished)
@@ -222,7 +223,7 @@ def test_failing_candidate_costs_only_that_trial(sqlite_url):
     db = connect(sqlite_url)
     bad = default_config(SPEC, H200)  # the first trial: the study must go on after it
     spy = Spy(evaluate.ModelledEvaluator(H200), fail_on=bad)
-    result = _tune(db, evaluator=spy, settings=search.Settings(trials=4, patience=None))
+    result = _tune(db, evaluator=spy, settings=tasks.Settings(trials=4, patience=None))
     assert result.evaluated == 4 and result.failed == 1
     assert result.best_config is not None and result.best_config != bad
     failed = [t for t in db.trials(SPEC, BUCKET) if t.status == "failed"]
@@ -244,7 +245,7 @@ def test_wrong_result_is_recorded_as_wrong(sqlite_url, monkeypatch):
 
     monkeypatch.setattr(fwd, "forward", broken)
     db = connect(sqlite_url)
-    result = _tune(db, settings=search.Settings(trials=4, patience=None))
+    result = _tune(db, settings=tasks.Settings(trials=4, patience=None))
     wrong = [t for t in db.trials(SPEC, BUCKET) if t.status == "wrong"]
     assert [t.config for t in wrong] == [bad] and wrong[0].time_ms is None
     assert "out: max error" in wrong[0].error
@@ -261,8 +262,8 @@ def test_interrupt_keeps_finished_trials(db_url):
         if len(seen) == 2:
             raise KeyboardInterrupt
 
-    with pytest.raises(search.Interrupted) as info:
-        _tune(db, on_event=stop_after_two, settings=search.Settings(trials=10, patience=None))
+    with pytest.raises(tasks.Interrupted) as info:
+        _tune(db, on_event=stop_after_two, settings=tasks.Settings(trials=10, patience=None))
     partial = info.value.result
     assert partial.interrupted and partial.evaluated == 2
     env = current_fingerprint(H200)
@@ -277,7 +278,7 @@ def test_interrupt_keeps_finished_trials(db_url):
 
 def test_patience_stops_early(sqlite_url):
     db = connect(sqlite_url)
-    result = _tune(db, settings=search.Settings(trials=40, patience=3, seed=0))
+    result = _tune(db, settings=tasks.Settings(trials=40, patience=3, seed=0))
     assert result.stop_reason.startswith("no gain")
     assert result.evaluated < 40
 
@@ -320,9 +321,9 @@ def test_cli_pending_tunes_and_clears(sqlite_url, capsys):
 
 def test_cost_model_favourites_are_seeded(sqlite_url):
     db = connect(sqlite_url)
-    space_ = search.Space(SPEC, H200)
-    favourites = search.model_ranked(TASK, H200, space_.fitting(), 2)
-    result = _tune(db, settings=search.Settings(trials=3, patience=None, model_seeds=2))
+    space_ = search_space.Space(SPEC, H200)
+    favourites = search_space.model_ranked(TASK, H200, space_.fitting(), 2)
+    result = _tune(db, settings=tasks.Settings(trials=3, patience=None, model_seeds=2))
     first = [
         TileConfig(**t.params) for t in sorted(result.study.trials, key=lambda t: t.number)[:3]
     ]
@@ -344,7 +345,7 @@ def test_two_worker_processes_share_one_postgres_study(pg_url):
     import optuna
 
     db = connect(url)
-    storage = search.open_storage(db)
+    storage = studies.open_storage(db)
     [name] = [
         n
         for n in optuna.get_all_study_names(storage)
@@ -355,7 +356,7 @@ def test_two_worker_processes_share_one_postgres_study(pg_url):
     workers = {t.user_attrs["worker"] for t in evaluated}
     assert len(workers) == 2, workers
     fresh = [t for t in evaluated if not t.user_attrs.get("duplicate")]
-    configs = [tuple(t.params[p] for p in search.PARAMS) for t in fresh]
+    configs = [tuple(t.params[p] for p in search_space.PARAMS) for t in fresh]
     # Both workers stop once the study holds 6 evaluated configs; a config rarely runs
     # twice (both workers asked it in the same instant).
     assert len(set(configs)) >= 6 and len(configs) <= 9, configs
@@ -374,15 +375,15 @@ def test_stale_trial_of_a_dead_worker_is_retried(pg_url):
 
     url = pg_url
     db = connect(url)
-    storage = search.open_storage(db, heartbeat_interval=1, grace_period=2)
+    storage = studies.open_storage(db, heartbeat_interval=1, grace_period=2)
     env = current_fingerprint(H200)
-    name = search.study_name(SPEC, BUCKET, env.key())
+    name = studies.study_name(SPEC, BUCKET, env.key())
     study = optuna.create_study(storage=storage, study_name=name, direction="minimize")
     orphan = TileConfig(32, 32, 2, 2)
     study.enqueue_trial(orphan.as_dict())
-    with search.optuna_quiet():
+    with studies.optuna_quiet():
         dead = study.ask()
-        search.Space(SPEC, H200).suggest(dead)
+        search_space.Space(SPEC, H200).suggest(dead)
         storage.record_heartbeat(dead._trial_id)
     time.sleep(3)
     search.tune_task(
@@ -392,7 +393,7 @@ def test_stale_trial_of_a_dead_worker_is_retried(pg_url):
         evaluator=evaluate.ModelledEvaluator(H200),
         device=H200,
         env=env,
-        settings=search.Settings(trials=3, patience=None),
+        settings=tasks.Settings(trials=3, patience=None),
     )
     trials = optuna.load_study(study_name=name, storage=storage).trials
     assert trials[dead.number].state == TrialState.FAIL
@@ -410,7 +411,7 @@ def test_gpu_measured_tuning_with_compile_pool(sqlite_url):
     measured and the compile workers really ran (warm_stats)."""
     device = current_device()
     spec = KernelSpec(64, True, "float16", "fwd")
-    task = search.Task(spec, (256, 256))
+    task = tasks.Task(spec, (256, 256))
     db = connect(sqlite_url)
     evaluator = evaluate.MeasuredEvaluator(compile_workers=2, warmup=5, rep=20)
     try:
@@ -419,7 +420,7 @@ def test_gpu_measured_tuning_with_compile_pool(sqlite_url):
             device=device,
             task=task,
             evaluator=evaluator,
-            settings=search.Settings(trials=4, patience=None, lookahead=2),
+            settings=tasks.Settings(trials=4, patience=None, lookahead=2),
         )
     finally:
         evaluator.close()
@@ -496,7 +497,7 @@ def test_compile_pool_plumbing_contains_worker_failures(direction):
     """The compile pool's plumbing (spawned workers, pickled specs and configs, futures, the
     backward's extra forward compile and per-task set-up) works here too; without CUDA every
     worker compile fails, and that is reported, never raised, and costs the candidate only."""
-    task = search.Task(TASK.spec.with_direction(direction), TASK.bucket)
+    task = tasks.Task(TASK.spec.with_direction(direction), TASK.bucket)
     evaluator = evaluate.MeasuredEvaluator(compile_workers=1, compile_timeout_s=120)
     try:
         evaluator.warm_up()
@@ -519,15 +520,15 @@ def test_lookahead_fills_the_first_round_but_not_past_the_patience():
     from flashgen.core.config import TileConfig
     from flashgen.tune.bench import Outcome
 
-    settings = search.Settings(trials=40, patience=5, lookahead=14)
+    settings = tasks.Settings(trials=40, patience=5, lookahead=14)
     assert settings.n_model_seeds() == 14 and settings.n_seeds() == 24
-    assert search.Settings(lookahead=1).n_model_seeds() == 3
+    assert tasks.Settings(lookahead=1).n_model_seeds() == 3
     cfgs = [TileConfig(64, 64, 4, s) for s in (1, 2, 3, 4, 5)]
     known = {cfgs[0]: (0, Outcome("ok", time_ms=1.0))}
     assert search._ahead(known, settings) == 5
     known.update({c: (i + 1, Outcome("ok", time_ms=2.0)) for i, c in enumerate(cfgs[1:4])})
     assert search._ahead(known, settings) == 2
-    assert search._ahead(known, search.Settings(patience=None, lookahead=14)) == 14
+    assert search._ahead(known, tasks.Settings(patience=None, lookahead=14)) == 14
 
 
 class Comparer(Spy):
@@ -592,7 +593,7 @@ def test_the_record_names_the_winner_and_keeps_flashgens_config(sqlite_url, time
     db = connect(sqlite_url)
     evaluator = Comparer(evaluate.ModelledEvaluator(H200), times)
     result = _tune(
-        db, settings=search.Settings(trials=3, patience=None, seed=3), evaluator=evaluator
+        db, settings=tasks.Settings(trials=3, patience=None, seed=3), evaluator=evaluator
     )
     rec = db.get(SPEC, BUCKET, current_fingerprint(H200))
     [(compared_cfg, impls)] = evaluator.compared
@@ -607,7 +608,7 @@ def test_the_record_names_the_winner_and_keeps_flashgens_config(sqlite_url, time
     # Without SDPA backends to time (--no-sdpa) the record says nothing about a winner.
     other = connect(f"{sqlite_url}-2")
     evaluator = Comparer(evaluate.ModelledEvaluator(H200), times)
-    settings = search.Settings(trials=2, patience=None, impls=())
+    settings = tasks.Settings(trials=2, patience=None, impls=())
     result = _tune(other, settings=settings, evaluator=evaluator)
     rec = other.get(SPEC, BUCKET, current_fingerprint(H200))
     assert evaluator.compared == [] and (rec.impl, rec.impl_ratio) == ("flashgen", None)
@@ -620,12 +621,12 @@ def test_gpu_tuning_compares_with_sdpa_backends(sqlite_url):
     record names the winner with a ratio >= 1; cuDNN or flash accepts a bf16 hd64 case."""
     device = current_device()
     spec = KernelSpec(64, True, "bfloat16", "bwd")
-    task = search.Task(spec, (512, 512))
+    task = tasks.Task(spec, (512, 512))
     db = connect(sqlite_url)
     evaluator = evaluate.MeasuredEvaluator(compile_workers=0, warmup=5, rep=20)
     try:
         result = _tune(db, device=device, task=task, evaluator=evaluator,
-                       settings=search.Settings(trials=2, patience=None))  # fmt: skip
+                       settings=tasks.Settings(trials=2, patience=None))  # fmt: skip
     finally:
         evaluator.close()
     rec = db.get(spec, (512, 512), current_fingerprint(device))
