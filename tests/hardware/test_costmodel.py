@@ -88,8 +88,8 @@ def test_backward_costs_more_than_forward_and_unknown_gpus_work():
     assert 0 < estimate_ms(FWD, cfg, LONG, odd) < math.inf
 
 
-# Measured TFLOP/s of a plain Triton forward kernel on the H200 (bf16, shared anchors
-# h200_baselines.json), keyed (block_m, block_n, warps, stages); configs that failed omitted.
+# Measured TFLOP/s of a plain Triton forward kernel on the H200 (bf16; a baseline measured before
+# this repository's benchmarks, kept here as data), keyed (block_m, block_n, warps, stages); configs that failed omitted.
 H200_HD128_4K = {
     (64, 32, 4, 2): 428, (64, 32, 4, 3): 422, (64, 32, 4, 4): 372, (64, 32, 8, 2): 185,
     (64, 32, 8, 3): 215, (64, 32, 8, 4): 215, (64, 64, 4, 2): 417, (64, 64, 4, 3): 461,
