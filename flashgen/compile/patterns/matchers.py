@@ -32,7 +32,8 @@ from .core import (
     split_scores_product,
     split_value_product,
 )
-from .masks import _Values, prove_causal
+from .mask_values import Values
+from .masks import prove_causal
 
 
 def _leads_to_product(n: Any) -> bool:
@@ -69,7 +70,7 @@ def _softmax_dim_ok(n: Any) -> bool:
     return isinstance(dim, int) and dim % nd == nd - 1
 
 
-def match_softmax(sm: Any, values: _Values) -> Match | None:
+def match_softmax(sm: Any, values: Values) -> Match | None:
     """Walk up from a softmax to Q K^T and down to P V. None if this is not attention."""
     problems: list[str] = []
     interior: list[fx.Node] = [sm]
@@ -195,7 +196,7 @@ def match_softmax(sm: Any, values: _Values) -> Match | None:
     return m
 
 
-def _check_causal(mask: tuple[str, Any, Any], scores: Any, values: _Values) -> bool:
+def _check_causal(mask: tuple[str, Any, Any], scores: Any, values: Values) -> bool:
     """True if the one mask on the scores is exactly causal; Skip (with the reason) if not."""
     how, mask_node, fill = mask
     if how == "add":
@@ -235,7 +236,7 @@ def _check_causal(mask: tuple[str, Any, Any], scores: Any, values: _Values) -> b
     return True
 
 
-def match_sdpa(n: Any, values: _Values) -> Match:
+def match_sdpa(n: Any, values: Values) -> Match:
     """F.scaled_dot_product_attention: accepted with is_causal/scale/enable_gqa, no mask/dropout."""
     q, k, v = (_arg(n, i, name) for i, name in enumerate(("query", "key", "value")))
     mask = _arg(n, 3, "attn_mask")

@@ -22,10 +22,11 @@ from .core import (
     _set_example_values,
     location,
 )
-from .masks import _Values, prove_causal
+from .mask_values import Values
+from .masks import prove_causal
 
 
-def match_mha(n: Any, values: _Values) -> Match:
+def match_mha(n: Any, values: Values) -> Match:
     """`F.multi_head_attention_forward` (what nn.MultiheadAttention calls; Dynamo keeps it as one
     node): rebuilt as projections -> flashgen op -> output projection when no weights are
     returned, no padding mask, no bias_k/v or zero-attn, and any mask is causal."""

@@ -31,7 +31,7 @@ from .core import (
     location,
     split_scores_product,
 )
-from .masks import _Values
+from .mask_values import Values
 from .matchers import _is_softmax, _softmax_dim_ok, match_sdpa, match_softmax
 from .mha import check_mha, match_mha, rewrite_mha
 
@@ -147,7 +147,7 @@ def attention_pass(
 
     Sites of a kind in `keep_kinds` ("sdpa", "mha") are matched and reported but left to
     PyTorch (`flashgen.backend(sdpa=False)`)."""
-    values = _Values(gm, example_inputs)
+    values = Values(gm, example_inputs)
     sites: list[Site] = []
     matches: list[Match] = []
     for n in list(gm.graph.nodes):
