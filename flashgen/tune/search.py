@@ -133,90 +133,240 @@ def tune_task(task: Task, **kwargs) -> Result:
     """Search the best config for `task`; write trials and the best record into `db`.
 
     Keyword arguments: db, storage, evaluator, device, env, settings, on_event, candidates
-    (see `_tune_task`).
+    (see `Search`).
     """
     with optuna_quiet():
-        return _tune_task(task, **kwargs)
+        return Search(task, **kwargs).run()
 
 
-def _tune_task(
-    task: Task,
-    *,
-    db,
-    storage,
-    evaluator,
-    device,
-    env,
-    settings: Settings,
-    on_event: Callable[[Event], None] | None = None,
-    candidates: Sequence[TileConfig] | None = None,
-) -> Result:
-    """The search loop of `tune_task`.
+class Search:
+    """The search loop of `tune_task`, one object with named stages (like Triton's autotuner):
+    `open` (the study, its replayed history, the seeds) -> `run`: until `stop_reason` says why,
+    `fill` asks candidates ahead (`ask_one` prunes, answers from the study, or starts one) and
+    `finish_one` times the oldest in flight (`tell`, `record`, `refresh_best`) -> `finalize`
+    (confirmation of the finalists, the implementation comparison, the trial count).
 
     `evaluator` has `measured: bool`, `start(task, cfg)` (begin compiling ahead, may do nothing)
     and `finish(task, cfg) -> Outcome`. `on_event` is called after every finished candidate;
     an exception it raises (KeyboardInterrupt included) ends the task after the bookkeeping.
-    `candidates` narrows the space (default `flashgen.hardware.tiles.candidates(spec)`), e.g. to compare
-    the search with an exhaustive grid over the same configs.
+    `candidates` narrows the space (default `flashgen.hardware.tiles.candidates(spec)`), e.g. to
+    compare the search with an exhaustive grid over the same configs.
     """
-    import optuna
-    from optuna.trial import TrialState
 
-    from ..db.records import Trial
+    def __init__(
+        self,
+        task: Task,
+        *,
+        db,
+        storage,
+        evaluator,
+        device,
+        env,
+        settings: Settings,
+        on_event: Callable[[Event], None] | None = None,
+        candidates: Sequence[TileConfig] | None = None,
+    ) -> None:
+        self.task, self.db, self.storage, self.evaluator = task, db, storage, evaluator
+        self.device, self.env, self.settings, self.on_event = device, env, settings, on_event
+        self.space = Space(task.spec, device, candidates)
+        self.inflight: deque[tuple[Any, TileConfig]] = deque()
+        self.known: dict[TileConfig, tuple[int, Outcome]] = {}
+        self.asks = 0
+        self.shape = timing_shape(task.spec, task.bucket)
 
-    space_ = Space(task.spec, device, candidates)
-    name = study_name(task.spec, task.bucket, env.key())
-    # constant_liar: candidates asked ahead are still running when the next one is asked; TPE
-    # then treats them as bad guesses instead of proposing their neighbourhood again and again.
-    sampler = optuna.samplers.TPESampler(
-        seed=settings.seed,
-        n_startup_trials=min(10, max(settings.trials // 3, 4)),
-        constant_liar=True,
-    )
-    study = optuna.create_study(
-        storage=storage, sampler=sampler, study_name=name, direction="minimize", load_if_exists=True
-    )
-    if isinstance(storage, optuna.storages.InMemoryStorage) and not study.trials:
-        replay(study, db.trials(task.spec, task.bucket, env), space_)
-    result = Result(task=task, study_name=name, measured=bool(evaluator.measured), study=study)
-    heart = Heartbeat(storage)
-    if heart.enabled:
-        # Trials of dead workers first: they are re-queued ahead of this run's seeds.
-        optuna.storages.fail_stale_trials(study)
-    modelled = model_ranked(task, device, space_.fitting(), settings.n_model_seeds())
-    if modelled:
-        modelled += model_explorers(task, device, space_.fitting(), modelled, settings.explore)
-    records = db.records(spec=task.spec)
-    if task.spec.sibling() is not None:
-        records += db.records(spec=task.spec.sibling())
-    seeds = seed_configs(
-        task, device, env, records, settings.n_seeds(), modelled, default=settings.default_seed
-    )
-    from ..hardware import tiles as tiles
+    # -- stages ----------------------------------------------------------------------------
 
-    result.default_config = tiles.default_config(task.spec, device)
-    for cfg, source in seeds:
-        params = space_.params(cfg)
-        if params is not None:
-            study.enqueue_trial(params, user_attrs={"seed": source}, skip_if_exists=True)
+    def open(self) -> None:
+        """The study (joined, or rebuilt from the trials table), stale trials failed, and the
+        seeds enqueued: the defaults table, records, the cost model's favourites."""
+        import optuna
 
-    inflight: deque[tuple[Any, TileConfig]] = deque()
-    fitting = len(space_.fitting())
-    baseline = _evaluated_before(study, settings.since)
-    max_asks = 4 * settings.trials + 2 * len(space_.candidates) + 16
-    asks = 0
-    shape = timing_shape(task.spec, task.bucket)
+        task, settings, device, env = self.task, self.settings, self.device, self.env
+        name = study_name(task.spec, task.bucket, env.key())
+        # constant_liar: candidates asked ahead are still running when the next one is asked;
+        # TPE then treats them as bad guesses instead of proposing their neighbourhood again.
+        sampler = optuna.samplers.TPESampler(
+            seed=settings.seed,
+            n_startup_trials=min(10, max(settings.trials // 3, 4)),
+            constant_liar=True,
+        )
+        self.study = study = optuna.create_study(
+            storage=self.storage,
+            sampler=sampler,
+            study_name=name,
+            direction="minimize",
+            load_if_exists=True,
+        )
+        if isinstance(self.storage, optuna.storages.InMemoryStorage) and not study.trials:
+            replay(study, self.db.trials(task.spec, task.bucket, env), self.space)
+        self.result = Result(
+            task=task, study_name=name, measured=bool(self.evaluator.measured), study=study
+        )
+        self.heart = Heartbeat(self.storage)
+        if self.heart.enabled:
+            # Trials of dead workers first: they are re-queued ahead of this run's seeds.
+            optuna.storages.fail_stale_trials(study)
+        fitting = self.space.fitting()
+        modelled = model_ranked(task, device, fitting, settings.n_model_seeds())
+        if modelled:
+            modelled += model_explorers(task, device, fitting, modelled, settings.explore)
+        records = self.db.records(spec=task.spec)
+        if task.spec.sibling() is not None:
+            records += self.db.records(spec=task.spec.sibling())
+        seeds = seed_configs(
+            task, device, env, records, settings.n_seeds(), modelled, default=settings.default_seed
+        )
+        from ..hardware import tiles
 
-    def record(cfg: TileConfig, outcome: Outcome | None, pruned_reason: str = "") -> None:
+        self.result.default_config = tiles.default_config(task.spec, device)
+        for cfg, source in seeds:
+            params = self.space.params(cfg)
+            if params is not None:
+                study.enqueue_trial(params, user_attrs={"seed": source}, skip_if_exists=True)
+        self.fitting = len(fitting)
+        self.baseline = _evaluated_before(study, settings.since)
+        self.max_asks = 4 * settings.trials + 2 * len(self.space.candidates) + 16
+
+    def run(self) -> Result:
+        self.open()
+        self.known = _finished_outcomes(self.study)
+        try:
+            self.refresh_best()
+            while True:
+                self.result.stop_reason = self.stop_reason()
+                if self.result.stop_reason:
+                    break
+                self.fill()
+                if not self.inflight:
+                    self.known = _finished_outcomes(self.study)
+                    continue
+                self.finish_one()
+        except KeyboardInterrupt:
+            self.result.interrupted = True
+            self.result.stop_reason = "interrupted"
+            _abandon(self.study, self.inflight, self.heart)
+            raise Interrupted(self.result) from None
+        finally:
+            self.heart.close()
+        _abandon(self.study, self.inflight, self.heart)
+        self.finalize()
+        return self.result
+
+    def stop_reason(self) -> str:
+        """Why the loop ends now ("" = go on)."""
+        settings, known = self.settings, self.known
+        done = len(known) - self.baseline
+        if not _patience_left(known, settings.patience, settings.min_improvement):
+            return f"no gain in {settings.patience} trials"
+        if sum(1 for c in known if self.space.fits(c)) >= self.fitting:
+            return "every fitting config evaluated"
+        if done >= settings.trials:
+            return f"{settings.trials} trials"
+        if self.asks >= self.max_asks and not self.inflight:
+            return "sampler kept proposing known or pruned configs"
+        return ""
+
+    def fill(self) -> None:
+        """Ask ahead until `_ahead` candidates are in flight (or the budget is asked)."""
+        done = len(self.known) - self.baseline
+        while (
+            len(self.inflight) < _ahead(self.known, self.settings)
+            and done + len(self.inflight) < self.settings.trials
+            and self.asks < self.max_asks
+        ):
+            self.ask_one()
+
+    def ask_one(self) -> None:
+        """Ask one trial; prune or answer it at once, or put it in flight."""
+        import optuna
+        from optuna.trial import TrialState
+
+        study, space_ = self.study, self.space
+        if self.heart.enabled:
+            optuna.storages.fail_stale_trials(study)
+        trial = study.ask()
+        self.asks += 1
+        cfg = space_.suggest(trial)
+        reason = space_.prune_reason(cfg)
+        if reason is not None:
+            trial.set_user_attr("status", "pruned")
+            study.tell(trial, state=TrialState.PRUNED)
+            self.result.pruned += 1
+            self.record(cfg, None, reason)
+            return
+        if cfg in self.known:
+            self.tell(trial, cfg, self.known[cfg][1], duplicate=True)
+            return
+        if any(cfg == c for _t, c in self.inflight) or cfg in _running_elsewhere(study, trial):
+            # Being evaluated already (here, or by another worker on a shared study): do not
+            # pay for it twice. FAIL, because TPE ignores FAIL and the config is not bad.
+            trial.set_user_attr("status", "duplicate")
+            study.tell(trial, state=TrialState.FAIL)
+            return
+        self.heart.hold(trial._trial_id)
+        self.evaluator.start(self.task, cfg)
+        self.inflight.append((trial, cfg))
+
+    def finish_one(self) -> None:
+        """Time the oldest candidate in flight (failure = that candidate, not the run), tell
+        the study, store the trial, update the best, report the event."""
+        trial, cfg = self.inflight.popleft()
+        try:
+            outcome = self.evaluator.finish(self.task, cfg)
+        except Exception as exc:  # an evaluator bug costs this candidate, not the run
+            outcome = Outcome("failed", error=error_text(exc))
+        self.tell(trial, cfg, outcome, duplicate=False)
+        self.heart.release(trial._trial_id)
+        result = self.result
+        result.evaluated += 1
+        if not outcome.ok:
+            result.failed += 1
+        self.record(cfg, outcome)
+        self.known = _finished_outcomes(self.study)
+        self.refresh_best()
+        if self.on_event is not None:
+            self.on_event(
+                Event(
+                    self.task,
+                    cfg,
+                    outcome,
+                    len(self.known) - self.baseline,
+                    result.best_ms,
+                    result.best_config,
+                )
+            )
+
+    def finalize(self) -> None:
+        """After the loop: confirm the finalists, compare the implementations, count trials."""
+        task, result, db, env = self.task, self.result, self.db, self.env
+        try:
+            _confirm(task, self.evaluator, self.known, result, self.settings, db, env, self.shape)
+            compare_impls(task, self.evaluator, result, self.settings, db, env)
+            # The record was written when the best last improved; it counts every candidate.
+            db.note_trials(task.spec, task.bucket, env, len(self.known))
+        except KeyboardInterrupt:  # every trial is stored; the search's own best stands
+            result.interrupted = True
+            result.stop_reason = "interrupted"
+            raise Interrupted(result) from None
+
+    # -- bookkeeping -----------------------------------------------------------------------
+
+    def record(self, cfg: TileConfig, outcome: Outcome | None, pruned_reason: str = "") -> None:
+        """One finished (or pruned) candidate into the trials table, as it finishes."""
+        from ..db.records import Trial
+
         if outcome is None:
             trial = Trial(cfg, None, "pruned", pruned_reason)
         elif outcome.ok:
             trial = Trial(cfg, outcome.time_ms, "ok")
         else:
             trial = Trial(cfg, None, outcome.status, outcome.error)
-        db.add_trials(task.spec, task.bucket, env, [trial])
+        self.db.add_trials(self.task.spec, self.task.bucket, self.env, [trial])
 
-    def refresh_best(known: dict) -> None:
+    def refresh_best(self) -> None:
+        """The default's and the best's times from the study; the record rewritten when the
+        best improves."""
+        known, result = self.known, self.result
         oks = [(o.time_ms, cfg) for cfg, (_n, o) in known.items() if o.ok]
         if result.default_config in known:
             default = known[result.default_config][1]
@@ -226,115 +376,23 @@ def _tune_task(
         best_ms, best_cfg = min(oks, key=lambda item: (item[0], item[1]))
         if best_ms < result.best_ms or best_cfg != result.best_config:
             result.best_ms, result.best_config = best_ms, best_cfg
-            result.tflops = tflops(task.spec, shape, best_ms)
-            _write_best(db, task, env, result, len(known))
+            result.tflops = tflops(self.task.spec, self.shape, best_ms)
+            _write_best(self.db, self.task, self.env, result, len(known))
 
-    def tell(trial, cfg: TileConfig, outcome: Outcome, *, duplicate: bool) -> None:
+    def tell(self, trial, cfg: TileConfig, outcome: Outcome, *, duplicate: bool) -> None:
+        """The study learns a candidate's outcome: its time, or PRUNED with the error."""
+        from optuna.trial import TrialState
+
         trial.set_user_attr("evaluated", True)
         trial.set_user_attr("status", outcome.status)
         trial.set_user_attr("worker", WORKER_ID)
         if duplicate:
             trial.set_user_attr("duplicate", True)
         if outcome.ok:
-            study.tell(trial, outcome.time_ms)
+            self.study.tell(trial, outcome.time_ms)
         else:
             trial.set_user_attr("error", outcome.error[:500])
-            study.tell(trial, state=TrialState.PRUNED)
-
-    def ask_one() -> None:
-        """Ask one trial; prune or answer it at once, or put it in flight."""
-        nonlocal asks
-        if heart.enabled:
-            optuna.storages.fail_stale_trials(study)
-        trial = study.ask()
-        asks += 1
-        cfg = space_.suggest(trial)
-        reason = space_.prune_reason(cfg)
-        if reason is not None:
-            trial.set_user_attr("status", "pruned")
-            study.tell(trial, state=TrialState.PRUNED)
-            result.pruned += 1
-            record(cfg, None, reason)
-            return
-        if cfg in known:
-            tell(trial, cfg, known[cfg][1], duplicate=True)
-            return
-        if any(cfg == c for _t, c in inflight) or cfg in _running_elsewhere(study, trial):
-            # Being evaluated already (here, or by another worker on a shared study): do not
-            # pay for it twice. FAIL, because TPE ignores FAIL and the config is not bad.
-            trial.set_user_attr("status", "duplicate")
-            study.tell(trial, state=TrialState.FAIL)
-            return
-        heart.hold(trial._trial_id)
-        evaluator.start(task, cfg)
-        inflight.append((trial, cfg))
-
-    known = _finished_outcomes(study)
-    try:
-        refresh_best(known)
-        while True:
-            done = len(known) - baseline
-            if not _patience_left(known, settings.patience, settings.min_improvement):
-                result.stop_reason = f"no gain in {settings.patience} trials"
-            elif sum(1 for c in known if space_.fits(c)) >= fitting:
-                result.stop_reason = "every fitting config evaluated"
-            elif done >= settings.trials:
-                result.stop_reason = f"{settings.trials} trials"
-            elif asks >= max_asks and not inflight:
-                result.stop_reason = "sampler kept proposing known or pruned configs"
-            if result.stop_reason:
-                break
-            while (
-                len(inflight) < _ahead(known, settings)
-                and done + len(inflight) < settings.trials
-                and asks < max_asks
-            ):
-                ask_one()
-            if not inflight:
-                known = _finished_outcomes(study)
-                continue
-            trial, cfg = inflight.popleft()
-            try:
-                outcome = evaluator.finish(task, cfg)
-            except Exception as exc:  # an evaluator bug costs this candidate, not the run
-                outcome = Outcome("failed", error=error_text(exc))
-            tell(trial, cfg, outcome, duplicate=False)
-            heart.release(trial._trial_id)
-            result.evaluated += 1
-            if not outcome.ok:
-                result.failed += 1
-            record(cfg, outcome)
-            known = _finished_outcomes(study)
-            refresh_best(known)
-            if on_event is not None:
-                on_event(
-                    Event(
-                        task,
-                        cfg,
-                        outcome,
-                        len(known) - baseline,
-                        result.best_ms,
-                        result.best_config,
-                    )
-                )
-    except KeyboardInterrupt:
-        result.interrupted = True
-        result.stop_reason = "interrupted"
-        _abandon(study, inflight, heart)
-        raise Interrupted(result) from None
-    finally:
-        heart.close()
-    _abandon(study, inflight, heart)
-    try:
-        _confirm(task, evaluator, known, result, settings, db, env, shape)
-        compare_impls(task, evaluator, result, settings, db, env)
-        # The record was written when the best last improved; it counts every candidate.
-        db.note_trials(task.spec, task.bucket, env, len(known))
-    except KeyboardInterrupt:  # every trial is stored; the search's own best stands
-        result.interrupted = True
-        result.stop_reason = "interrupted"
-        raise Interrupted(result) from None
-    return result
+            self.study.tell(trial, state=TrialState.PRUNED)
 
 
 def confirm_finalists(evaluator, task: Task, times: dict[TileConfig, float], n: int) -> dict:
