@@ -124,7 +124,7 @@ def _cfg(c) -> list[int]:
 
 
 def run_grid(task, configs, evaluator, deadline: float) -> dict:
-    from flashgen.tune import search, tasks
+    from flashgen.tune import finalize, tasks
 
     start = time.perf_counter()
     for cfg in configs:
@@ -142,7 +142,7 @@ def run_grid(task, configs, evaluator, deadline: float) -> dict:
     # The same end-of-search confirmation the search gets: its 3 finalists re-timed, and the
     # fastest of those wins (not of first readings and re-timings mixed).
     first = dict(times)
-    confirmed = search.confirm_finalists(evaluator, task, first, tasks.Settings().confirm)
+    confirmed = finalize.confirm_finalists(evaluator, task, first, tasks.Settings().confirm)
     if confirmed:
         times = confirmed
     wall = time.perf_counter() - start

@@ -30,7 +30,6 @@ the candidate in flight. Early stop: when the study's best has not improved by a
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import datetime
 import math
 import os
@@ -41,6 +40,7 @@ from typing import Any
 
 from ..core.config import TileConfig
 from .bench import Outcome, error_text, tflops, timing_shape
+from .finalize import compare_impls, confirm, write_best
 from .space import PARAMS, Space, model_explorers, model_ranked, seed_configs
 from .studies import Heartbeat, optuna_quiet, replay, study_name
 from .tasks import Event, Interrupted, Result, Settings, Task
@@ -340,7 +340,7 @@ class Search:
         """After the loop: confirm the finalists, compare the implementations, count trials."""
         task, result, db, env = self.task, self.result, self.db, self.env
         try:
-            _confirm(task, self.evaluator, self.known, result, self.settings, db, env, self.shape)
+            confirm(task, self.evaluator, self.known, result, self.settings, db, env, self.shape)
             compare_impls(task, self.evaluator, result, self.settings, db, env)
             # The record was written when the best last improved; it counts every candidate.
             db.note_trials(task.spec, task.bucket, env, len(self.known))
@@ -377,7 +377,7 @@ class Search:
         if best_ms < result.best_ms or best_cfg != result.best_config:
             result.best_ms, result.best_config = best_ms, best_cfg
             result.tflops = tflops(self.task.spec, self.shape, best_ms)
-            _write_best(self.db, self.task, self.env, result, len(known))
+            write_best(self.db, self.task, self.env, result, len(known))
 
     def tell(self, trial, cfg: TileConfig, outcome: Outcome, *, duplicate: bool) -> None:
         """The study learns a candidate's outcome: its time, or PRUNED with the error."""
@@ -395,61 +395,6 @@ class Search:
             self.study.tell(trial, state=TrialState.PRUNED)
 
 
-def confirm_finalists(evaluator, task: Task, times: dict[TileConfig, float], n: int) -> dict:
-    """Re-time the `n` fastest of `times` (config -> first reading, ms) back to back with the
-    evaluator's `retime`; returns config -> confirmed ms for those that still ran, or {} when
-    there is nothing to confirm (no `retime`, n < 2, fewer than 2 finalists, or it failed)."""
-    retime = getattr(evaluator, "retime", None)
-    finalists = [cfg for _ms, cfg in sorted((t, c) for c, t in times.items() if math.isfinite(t))]
-    finalists = finalists[:n]
-    if retime is None or n < 2 or len(finalists) < 2:
-        return {}
-    try:
-        confirmed = retime(task, finalists)
-    except Exception:  # noqa: BLE001 - the first readings stand
-        return {}
-    return {c: t for c, t in confirmed.items() if math.isfinite(t) and t > 0}
-
-
-def _confirm(task: Task, evaluator, known: dict, result: Result, settings: Settings, db, env,
-             shape) -> None:  # fmt: skip
-    """`confirm_finalists` over the study's results (`Settings.confirm`): the fastest of the
-    re-timing becomes the result and the stored record, superseding the finalists' records."""
-    first = {cfg: o.time_ms for cfg, (_n, o) in known.items() if o.ok}
-    confirmed = confirm_finalists(evaluator, task, first, settings.confirm)
-    if not confirmed:
-        return
-    best = min(confirmed, key=lambda c: (confirmed[c], c))
-    result.confirmed = confirmed
-    result.best_config, result.best_ms = best, confirmed[best]
-    result.tflops = tflops(task.spec, shape, result.best_ms)
-    if result.default_config in confirmed:
-        result.default_ms = confirmed[result.default_config]
-    _write_best(db, task, env, result, len(known), superseded=list(confirmed))
-
-
-def compare_impls(task: Task, evaluator, result: Result, settings: Settings, db, env) -> None:
-    """Time the stored best flashgen config (what the run time would launch) against the SDPA
-    backends of `settings.impls` with the evaluator's `compare`, and store the winner and its
-    ratio to the runner-up on that record (its config and time stay flashgen's own)."""
-    from .bench import pick_impl
-
-    compare = getattr(evaluator, "compare", None)
-    if compare is None or not settings.impls or not result.measured:
-        return
-    rec = db.get(task.spec, task.bucket, env)
-    if rec is None or not rec.measured:
-        return
-    times, notes = compare(task, rec.config, settings.impls)
-    result.impl_times, result.impl_notes = times, notes
-    impl, ratio = pick_impl(times)
-    if impl is None or ratio is None:  # nothing to compare with: the record stays "not compared"
-        return
-    result.impl, result.impl_ratio = impl, ratio
-    updated = dataclasses.replace(rec, impl=impl, impl_ratio=ratio)
-    result.written = db.replace_best(updated, [rec.config]) or result.written
-
-
 def _abandon(study, inflight: deque, heart: Heartbeat) -> None:
     """Trials asked ahead but never evaluated: FAIL them (TPE ignores FAIL)."""
     from optuna.trial import TrialState
@@ -460,25 +405,3 @@ def _abandon(study, inflight: deque, heart: Heartbeat) -> None:
         # The storage may be what failed; the trial then goes stale and is retried.
         with contextlib.suppress(Exception):
             study.tell(trial, state=TrialState.FAIL, skip_if_finished=True)
-
-
-def _write_best(
-    db, task: Task, env, result: Result, n_trials: int, superseded: list[TileConfig] | None = None
-) -> None:
-    from ..db.records import TuningRecord
-
-    assert result.best_config is not None
-    rec = TuningRecord(
-        spec=task.spec,
-        bucket=task.bucket,
-        env=env,
-        config=result.best_config,
-        time_ms=result.best_ms,
-        tflops=result.tflops,
-        n_trials=n_trials,
-        measured=result.measured,
-    )
-    if superseded:
-        result.written = db.replace_best(rec, superseded) or result.written
-    else:
-        result.written = db.upsert_best(rec) or result.written
