@@ -19,6 +19,7 @@ what to do, with exit status 2.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as _dt
 import sys
 
@@ -65,16 +66,11 @@ def age(when: _dt.datetime, now: _dt.datetime | None = None) -> str:
     return f"{seconds}s"
 
 
-def printable(text: str) -> str:
-    """`text` with control characters written as escapes (ESC -> \\x1b): strings from a
-    database or an imported file must not drive the terminal (colours, cursor moves, a cleared
-    screen, a forged line)."""
-    return "".join(
-        ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text
-    )
-
-
 def _table(headers: list[str], rows: list[list[str]]) -> str:
+    """Rows with control characters escaped: strings from a database (or an imported file)
+    must not drive the terminal (colours, cursor moves, a cleared screen, a forged line)."""
+    from .portable import printable
+
     rows = [[printable(cell) for cell in row] for row in rows]
     widths = [
         max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)
@@ -151,6 +147,20 @@ def _pending(db) -> int:
     return 0
 
 
+@contextlib.contextmanager
+def _progress(total: int, what: str):
+    """A progress bar on stderr while records are written, only when stderr is a terminal (a
+    log file or a pipe gets the summary line alone); yields the `progress(n)` callback."""
+    from tqdm import tqdm
+
+    bar = tqdm(total=total, desc=what, unit="rec", file=sys.stderr, leave=False,
+               disable=total == 0 or not sys.stderr.isatty(), dynamic_ncols=True)  # fmt: skip
+    try:
+        yield bar.update
+    finally:
+        bar.close()
+
+
 def run(args: argparse.Namespace) -> int:
     from . import connect
     from .portable import FormatError, dump, load
@@ -176,7 +186,8 @@ def run(args: argparse.Namespace) -> int:
                 print(f"exported {count} record(s) from {db.url_safe} to {args.file}")
                 return 0
             if args.db_command == "import":
-                wins = db.upsert_many(records)
+                with _progress(len(records), "import") as step:
+                    wins = db.upsert_many(records, progress=step)
                 print(
                     f"imported {args.file} into {db.url_safe}: {len(records)} record(s), "
                     f"{wins} written, {len(records) - wins} kept (stored one as good or better)"
@@ -187,7 +198,8 @@ def run(args: argparse.Namespace) -> int:
                 records = source.records()
             finally:
                 source.close()
-            wins = db.upsert_many(records)
+            with _progress(len(records), "merge") as step:
+                wins = db.upsert_many(records, progress=step)
             print(
                 f"merged {source.url_safe} into {db.url_safe}: {len(records)} record(s), "
                 f"{wins} written, {len(records) - wins} kept"
