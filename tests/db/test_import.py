@@ -12,11 +12,11 @@ import random
 
 import pytest
 
-from flashgen.config import TileConfig
+from flashgen.core.config import TileConfig
+from flashgen.core.spec import KernelSpec
 from flashgen.db import cli, connect, repository
 from flashgen.db.portable import dump, to_document
 from flashgen.db.records import EnvFingerprint, TuningRecord
-from flashgen.spec import KernelSpec
 
 ENVS = [
     EnvFingerprint("NVIDIA H200", "9.0", 132, 232448, "3.6.0", "2.11.0", "0.1.0", "abc123"),
