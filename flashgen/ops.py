@@ -5,23 +5,25 @@ Layers (Liger-style): generated kernels -> host launchers (`flashgen.kernels.fwd
 
 Ops (namespace `flashgen`):
 
-- `torch.ops.flashgen.attention_fwd(Tensor q, Tensor k, Tensor v, bool causal, float scale)
-  -> (Tensor out, Tensor lse)`: opaque; `out` contiguous in q's dtype, `lse` float32
+- `torch.ops.flashgen.attention_fwd(Tensor q, Tensor k, Tensor v, bool causal, float scale,
+  int[]? window=None) -> (Tensor out, Tensor lse)`: opaque; `out` contiguous in q's dtype, `lse` float32
   [B, Hq, Sq] (natural log). Not differentiable by itself: autograd lives one level up.
 - `torch.ops.flashgen.attention_bwd(Tensor do, Tensor q, Tensor k, Tensor v, Tensor out,
-  Tensor lse, bool causal, float scale, bool need_dq, bool need_dk, bool need_dv)
-  -> (Tensor dq, Tensor dk, Tensor dv)`: a gradient that is not needed is not computed and comes
+  Tensor lse, bool causal, float scale, bool need_dq, bool need_dk, bool need_dv,
+  int[]? window=None) -> (Tensor dq, Tensor dk, Tensor dv)`: a gradient that is not needed is not computed and comes
   back as an empty tensor of shape (0,) (ops cannot return None).
 - `torch.ops.flashgen.attention(Tensor q, Tensor k, Tensor v, bool causal=False,
-  float? scale=None) -> Tensor`: CompositeImplicitAutograd. It validates its inputs
+  float? scale=None, int[]? window=None) -> Tensor`: CompositeImplicitAutograd. It validates its inputs
   (`flashgen.kernels.validate.check_inputs`), runs an SDPA backend where the run-time choice says so
   (`flashgen.runtime.vendor.route`), else `_Attention` (a `torch.autograd.Function` whose forward calls
   `attention_fwd` and whose backward calls `attention_bwd`), so Dynamo and AOTAutograd
   decompose it into `attention_fwd` (+ `attention_bwd` in the backward graph) or SDPA's op.
 
 Which callable a graph rewrite should insert: `torch.ops.flashgen.attention.default` with
-arguments `(q, k, v, causal, scale)` (scale a Python float or None). The Python function
-`flashgen.ops.attention(q, k, v, *, causal=False, scale=None)` is the same thing for users
+arguments `(q, k, v, causal, scale)` (scale a Python float or None), plus `window` (a list
+[left, right] of ints, `flashgen.kernels.validate.normalize_window`) for a sliding window. In the two
+primitives `window` is that normalised pair (query i sees keys i - left <= j <= i + right). The Python function
+`flashgen.ops.attention(q, k, v, *, causal=False, scale=None, window=None)` is the same thing for users
 (eager, and inside functions given to `torch.compile(fullgraph=True)`, where it becomes that op).
 
 Why library ops: their bodies run at run time with concrete sequence lengths even under
@@ -40,7 +42,7 @@ import torch
 from torch import Tensor
 
 from .kernels import bwd, fwd
-from .kernels.validate import check_inputs, check_kernel_device
+from .kernels.validate import check_inputs, check_kernel_device, normalize_window
 from .runtime.vendor import route
 
 __all__ = ["attention"]
@@ -48,40 +50,56 @@ __all__ = ["attention"]
 _LIB = torch.library.Library("flashgen", "FRAGMENT")
 _TAGS = (torch.Tag.pt2_compliant_tag,)
 _LIB.define(
-    "attention_fwd(Tensor q, Tensor k, Tensor v, bool causal, float scale) -> (Tensor, Tensor)",
+    "attention_fwd(Tensor q, Tensor k, Tensor v, bool causal, float scale, int[]? window=None) "
+    "-> (Tensor, Tensor)",
     tags=_TAGS,
 )
 _LIB.define(
     "attention_bwd(Tensor do, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, bool causal, "
-    "float scale, bool need_dq, bool need_dk, bool need_dv) -> (Tensor, Tensor, Tensor)",
+    "float scale, bool need_dq, bool need_dk, bool need_dv, int[]? window=None) "
+    "-> (Tensor, Tensor, Tensor)",
     tags=_TAGS,
 )
 _LIB.define(
-    "attention(Tensor q, Tensor k, Tensor v, bool causal=False, float? scale=None) -> Tensor",
+    "attention(Tensor q, Tensor k, Tensor v, bool causal=False, float? scale=None, "
+    "int[]? window=None) -> Tensor",
     tags=_TAGS,
 )
 
 
-def _attention_fwd(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float):
-    return fwd.forward(q, k, v, causal=causal, scale=scale)
+def _window(window):
+    """The op's int[]? as the launchers' (left, right) pair (checked: ops can be called raw)."""
+    if window is None:
+        return None
+    if len(window) != 2 or min(window) < 0:
+        raise ValueError(f"window must be [left, right] with both >= 0, got {list(window)}")
+    return (int(window[0]), int(window[1]))
 
 
-def _attention_fwd_fake(q, k, v, causal, scale):
+def _attention_fwd(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float, window=None):
+    return fwd.forward(q, k, v, causal=causal, scale=scale, window=_window(window))
+
+
+def _attention_fwd_fake(q, k, v, causal, scale, window=None):
     batch, heads, seq_q, head_dim = q.shape
     out = q.new_empty((batch, heads, seq_q, head_dim))
     lse = q.new_empty((batch, heads, seq_q), dtype=torch.float32)
     return out, lse
 
 
-def _attention_bwd(do, q, k, v, out, lse, causal, scale, need_dq, need_dk, need_dv):
+def _attention_bwd(do, q, k, v, out, lse, causal, scale, need_dq, need_dk, need_dv, window=None):
     needs = (need_dq, need_dk, need_dv)
-    grads = bwd.backward(do, q, k, v, out, lse, causal=causal, scale=scale, needs=needs)
+    grads = bwd.backward(
+        do, q, k, v, out, lse, causal=causal, scale=scale, needs=needs, window=_window(window)
+    )
     return tuple(
         g if g is not None else t.new_empty((0,)) for g, t in zip(grads, (q, k, v), strict=True)
     )
 
 
-def _attention_bwd_fake(do, q, k, v, out, lse, causal, scale, need_dq, need_dk, need_dv):
+def _attention_bwd_fake(
+    do, q, k, v, out, lse, causal, scale, need_dq, need_dk, need_dv, window=None
+):
     return tuple(
         t.new_empty(t.shape) if need else t.new_empty((0,))
         for t, need in zip((q, k, v), (need_dq, need_dk, need_dv), strict=True)
@@ -106,11 +124,12 @@ class _Attention(torch.autograd.Function):
     `attention_bwd` (only those autograd asks for)."""
 
     @staticmethod
-    def forward(ctx, q, k, v, causal, scale):
-        out, lse = _fwd_op(q, k, v, causal, scale)
+    def forward(ctx, q, k, v, causal, scale, window):
+        out, lse = _fwd_op(q, k, v, causal, scale, window)
         ctx.save_for_backward(q, k, v, out, lse)
         ctx.causal = causal
         ctx.scale = scale
+        ctx.window = window
         return out
 
     @staticmethod
@@ -118,7 +137,7 @@ class _Attention(torch.autograd.Function):
         q, k, v, out, lse = ctx.saved_tensors
         need_dq, need_dk, need_dv = ctx.needs_input_grad[:3]
         dq, dk, dv = _bwd_op(
-            dout, q, k, v, out, lse, ctx.causal, ctx.scale, need_dq, need_dk, need_dv
+            dout, q, k, v, out, lse, ctx.causal, ctx.scale, need_dq, need_dk, need_dv, ctx.window
         )
         return (
             dq if need_dq else None,
@@ -126,22 +145,25 @@ class _Attention(torch.autograd.Function):
             dv if need_dv else None,
             None,
             None,
+            None,
         )
 
 
-def _attention(q, k, v, causal=False, scale=None, impl=None):
+def _attention(q, k, v, causal=False, scale=None, window=None, impl=None):
     """The body shared by the eager function and the composite op: check, let the run-time
     choice send the call to an SDPA backend (`flashgen.runtime.vendor.route`), else flashgen's forward
     with autograd when a gradient is wanted, or the forward op alone (no autograd node)."""
     scale = check_inputs(q, k, v, causal=causal, scale=scale)
+    if window is not None:
+        window = list(normalize_window(tuple(window) if isinstance(window, list) else window, causal))
     if impl != "flashgen":
-        out = route(q, k, v, causal, scale, impl)
+        out = route(q, k, v, causal, scale, impl, window)
         if out is not None:
             return out
     check_kernel_device(q.device)
     if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
-        return _Attention.apply(q, k, v, causal, scale)
-    return _fwd_op(q, k, v, causal, scale)[0]
+        return _Attention.apply(q, k, v, causal, scale, window)
+    return _fwd_op(q, k, v, causal, scale, window)[0]
 
 
 _LIB.impl("attention", _attention, "CompositeImplicitAutograd")
@@ -155,12 +177,19 @@ def attention(
     *,
     causal: bool = False,
     scale: float | None = None,
+    window: int | tuple[int, int] | None = None,
     impl: str | None = None,
 ):
     """FlashAttention with SDPA semantics: q [B, Hq, Sq, D], k/v [B, Hkv, Sk, D] -> [B, Hq, Sq, D].
 
     `causal` is SDPA's is_causal (top-left aligned), `scale` defaults to 1/sqrt(D), GQA when
-    Hq is a multiple of Hkv. Differentiable in q, k and v. Raises ValueError (naming the
+    Hq is a multiple of Hkv. Differentiable in q, k and v.
+
+    `window` restricts each query to a band of keys (sliding-window / local attention; tiles
+    outside the band are skipped, not masked): an int w with causal=True is Mistral's window,
+    query i sees keys i - w < j <= i; a pair (left, right) sees i - left <= j <= i + right (with
+    causal=True, right is 0). A query whose band holds no key (possible with a two-sided band
+    and Sq > Sk) gets zeros. SDPA has no window, so windowed calls always run flashgen's kernels. Raises ValueError (naming the
     argument) for inputs the kernels do not support, and RuntimeError for CPU tensors when
     Triton's interpreter is off (TRITON_INTERPRET=1 runs the kernels on the CPU).
 
@@ -172,5 +201,7 @@ def attention(
         # Dynamo records the composite op (one node; AOTAutograd decomposes it and makes the
         # implementation choice there, `flashgen.runtime.vendor.route`) instead of tracing the check
         # cache and the autograd.Function.
-        return _composite_op(q, k, v, causal, scale)
-    return _attention(q, k, v, causal, scale, impl)
+        if window is not None:
+            window = list(normalize_window(window, causal))
+        return _composite_op(q, k, v, causal, scale, window)
+    return _attention(q, k, v, causal, scale, window, impl)

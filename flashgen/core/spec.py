@@ -1,8 +1,9 @@
 """What a generated kernel is specialised on, and the one name for it.
 
 A `KernelSpec` holds exactly the values that change the generated source: head dim, causal
-masking, dtype and direction. Everything else (batch, heads, sequence lengths, GQA group size,
-strides) is a run-time argument, so one compiled kernel serves every shape. `uri()` is the
+masking, whether the kernel takes a sliding window, dtype and direction. Everything else (batch,
+heads, sequence lengths, GQA group size, strides, the window's sizes) is a run-time argument, so
+one compiled kernel serves every shape. `uri()` is the
 single name used for kernel files, database keys and log lines, so they can never disagree.
 """
 
@@ -16,6 +17,13 @@ DIRECTIONS = ("fwd", "bwd")
 MIN_HEAD_DIM = 16
 MAX_HEAD_DIM = 256
 _DTYPE_SHORT = {"float16": "f16", "bfloat16": "bf16", "float32": "f32"}
+# (causal, window) -> the mask part of a uri
+_MASKS = {
+    (False, False): "full",
+    (True, False): "causal",
+    (False, True): "win",
+    (True, True): "causalwin",
+}
 
 
 def next_pow2(n: int) -> int:
@@ -31,12 +39,16 @@ class KernelSpec:
     causal: SDPA's `is_causal` (top-left aligned: query i sees keys j <= i).
     dtype: element type of q, k, v and the output.
     direction: "fwd" (output and logsumexp) or "bwd" (dq, dk, dv).
+    window: the kernel takes a band of visible keys as two run-time ints (left, right): query i
+      sees key j iff i - left <= j <= i + right (and j <= i when causal). The sizes are launch
+      arguments, so one compiled kernel serves every window; tiles outside the band are skipped.
     """
 
     head_dim: int
     causal: bool
     dtype: str
     direction: str = "fwd"
+    window: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.head_dim, bool) or not isinstance(self.head_dim, int):
@@ -51,6 +63,8 @@ class KernelSpec:
             raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
         if self.direction not in DIRECTIONS:
             raise ValueError(f"direction must be one of {DIRECTIONS}, got {self.direction!r}")
+        if not isinstance(self.window, bool):
+            raise ValueError(f"window must be a bool, got {self.window!r}")
 
     @property
     def block_d(self) -> int:
@@ -58,12 +72,12 @@ class KernelSpec:
         return next_pow2(self.head_dim)
 
     def uri(self) -> str:
-        """Stable name: e.g. `attn_fwd_d128_causal_bf16`."""
-        mask = "causal" if self.causal else "full"
-        return f"attn_{self.direction}_d{self.head_dim}_{mask}_{_DTYPE_SHORT[self.dtype]}"
+        """Stable name: e.g. `attn_fwd_d128_causal_bf16`; a windowed kernel's mask part is
+        `causalwin` or `win` (`attn_fwd_d128_causalwin_bf16`)."""
+        return f"attn_{self.direction}_d{self.head_dim}_{_MASKS[(self.causal, self.window)]}_{_DTYPE_SHORT[self.dtype]}"
 
     def with_direction(self, direction: str) -> KernelSpec:
-        return KernelSpec(self.head_dim, self.causal, self.dtype, direction)
+        return KernelSpec(self.head_dim, self.causal, self.dtype, direction, self.window)
 
     def sibling(self) -> KernelSpec | None:
         """The same kernel in the other 16-bit dtype (float16 <-> bfloat16), None for float32.
@@ -75,7 +89,9 @@ class KernelSpec:
         prior, never over a record of the dtype itself."""
         other = {"float16": "bfloat16", "bfloat16": "float16"}.get(self.dtype)
         return (
-            None if other is None else KernelSpec(self.head_dim, self.causal, other, self.direction)
+            None
+            if other is None
+            else KernelSpec(self.head_dim, self.causal, other, self.direction, self.window)
         )
 
     @classmethod
@@ -85,13 +101,14 @@ class KernelSpec:
         if len(parts) != 5 or parts[0] != "attn" or not parts[2].startswith("d"):
             raise ValueError(f"not a kernel uri: {uri!r}")
         short_to_dtype = {v: k for k, v in _DTYPE_SHORT.items()}
-        if parts[3] not in ("causal", "full") or parts[4] not in short_to_dtype:
+        mask = {v: k for k, v in _MASKS.items()}.get(parts[3])
+        if mask is None or parts[4] not in short_to_dtype:
             raise ValueError(f"not a kernel uri: {uri!r}")
         try:
             head_dim = int(parts[2][1:])
         except ValueError as exc:
             raise ValueError(f"not a kernel uri: {uri!r}") from exc
-        return cls(head_dim, parts[3] == "causal", short_to_dtype[parts[4]], parts[1])
+        return cls(head_dim, mask[0], short_to_dtype[parts[4]], parts[1], mask[1])
 
 
 def dtype_name(dtype) -> str:
@@ -100,9 +117,11 @@ def dtype_name(dtype) -> str:
 
 
 @functools.cache
-def spec_for(head_dim: int, causal: bool, dtype: str, direction: str) -> KernelSpec:
+def spec_for(
+    head_dim: int, causal: bool, dtype: str, direction: str, window: bool = False
+) -> KernelSpec:
     """The KernelSpec of one launch, built and validated once: the launchers ask on every call."""
-    return KernelSpec(int(head_dim), bool(causal), dtype, direction)
+    return KernelSpec(int(head_dim), bool(causal), dtype, direction, bool(window))
 
 
 MIN_BUCKET = 16

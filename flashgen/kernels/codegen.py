@@ -41,6 +41,7 @@ def template_context(spec: KernelSpec) -> dict:
         "head_dim": spec.head_dim,
         "block_d": spec.block_d,
         "causal": spec.causal,
+        "window": spec.window,
         "dtype": spec.dtype,
         "tl_dtype": _TL_DTYPE[spec.dtype],
         "is_fp32": spec.dtype == "float32",

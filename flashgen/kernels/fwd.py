@@ -68,10 +68,10 @@ class _Plan:
 
     __slots__ = ("run", "tail", "strides", "scale", "keep", "hopper")
 
-    def __init__(self, q, k, v, out, causal: bool, config, aligned: bool, forced):
+    def __init__(self, q, k, v, out, causal: bool, config, aligned: bool, forced, windowed=False):
         batch, hq, sq, dim = q.shape
         hkv, sk = k.shape[1], k.shape[2]
-        spec = spec_for(dim, causal, dtype_name(q.dtype), "fwd")
+        spec = spec_for(dim, causal, dtype_name(q.dtype), "fwd", windowed)
         self.keep = True
         self.scale = 1.0 / math.sqrt(dim)
         self.hopper = None
@@ -105,44 +105,50 @@ class _Plan:
             descs,
         )
 
-    def launch(self, q, k, v, out, lse, scale) -> None:
+    def launch(self, q, k, v, out, lse, scale, window=None) -> None:
         scale = float(self.scale if scale is None else scale)
         if self.hopper is not None:
             hopper.forward(q, k, v, out, lse, scale=scale, spec=self.hopper)
             return
         qk_scale = scale * LOG2E
+        win = () if window is None else window
         if self.strides is None:  # q, k, v, out travel as TMA descriptors
-            self.run(q, k, v, out, lse, *self.tail, qk_scale)
+            self.run(q, k, v, out, lse, *self.tail, qk_scale, *win)
         else:
-            self.run(q, k, v, out, lse, *self.strides, *self.tail, qk_scale)
+            self.run(q, k, v, out, lse, *self.strides, *self.tail, qk_scale, *win)
 
 
 def _capturing(t) -> bool:
     return t.is_cuda and torch.cuda.is_current_stream_capturing()
 
 
-def forward(q, k, v, *, causal: bool, scale: float | None, config=None):
+def forward(q, k, v, *, causal: bool, scale: float | None, config=None, window=None):
     """Attention forward: returns (out, lse).
 
     q [B, Hq, Sq, D], k/v [B, Hkv, Sk, D] (Hq % Hkv == 0, last dim contiguous, any other
     strides). out is a new contiguous tensor in q's dtype; lse is float32 [B, Hq, Sq], the
     natural log of the softmax denominator over the keys each row sees (what the backward needs).
     `config` (a TileConfig) overrides the dispatch choice, e.g. for tuning and benchmarks.
+    `window` (left, right), both >= 0: query i sees only keys i - left <= j <= i + right (and
+    j <= i when causal; `flashgen.validate.normalize_window` makes the pair); the windowed kernel
+    takes the sizes as run-time arguments.
     """
+    if window is not None and causal:
+        window = (window[0], 0)
     out = torch.empty_like(q, memory_format=torch.contiguous_format)
     if out.numel() == 0:  # nothing to launch: no config lookup, no pending record either
         return out, q.new_empty(q.shape[:3], dtype=torch.float32)
     aligned = not ((q.data_ptr() | k.data_ptr() | v.data_ptr() | out.data_ptr()) & 15)
     forced = _env()
     key = (q.shape, k.shape, q.stride(), k.stride(), v.stride(), q.dtype, q.device, causal, config,
-           aligned, forced, _family())  # fmt: skip
+           aligned, forced, _family(), window is not None)  # fmt: skip
     plan = _plans.get(key)
     if plan is None:
-        plan = _Plan(q, k, v, out, causal, config, aligned, forced)
+        plan = _Plan(q, k, v, out, causal, config, aligned, forced, window is not None)
         if plan.keep and not _capturing(q):
             if len(_plans) >= _MAX_PLANS:
                 _plans.clear()
             _plans[key] = plan
     lse = q.new_empty(q.shape[:3], dtype=torch.float32)
-    plan.launch(q, k, v, out, lse, scale)
+    plan.launch(q, k, v, out, lse, scale, window)
     return out, lse

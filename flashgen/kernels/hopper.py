@@ -135,6 +135,8 @@ def spec_reason(spec, *, forced: bool = False) -> str | None:
     """Why `spec` cannot (or, unless forced, should not) take the Hopper family; None if it can."""
     if spec.direction != "fwd":
         return "the Hopper family is forward only"
+    if spec.window:
+        return "sliding windows are in the portable family only"
     if spec.dtype not in _GL_DTYPE:
         return f"dtype {spec.dtype} (the Hopper family is fp16/bf16 only)"
     if spec.head_dim not in RENDERABLE_HEAD_DIMS:

@@ -119,6 +119,37 @@ def _check(q, k, v, *, causal, scale) -> float:
     return scale
 
 
+def normalize_window(window, causal: bool) -> tuple[int, int] | None:
+    """`window` as the kernels take it: (left, right), query i sees keys i - left <= j <= i +
+    right; None for no window.
+
+    One int w is Mistral's causal window, w keys ending at the query itself (i - w < j <= i): it
+    needs causal=True. A pair (left, right) of ints >= 0 is a two-sided band; with causal=True
+    the right side is 0 (the causal mask and the band both hold). Sizes past the sequence
+    lengths simply cover everything.
+    """
+    if window is None:
+        return None
+    if isinstance(window, bool):
+        raise ValueError(f"window must be an int, a pair (left, right) or None, got {window!r}")
+    if isinstance(window, int):
+        if not causal:
+            raise ValueError(
+                f"window={window}: one int is the causal window (query i sees keys i - window < "
+                "j <= i) and needs causal=True; pass window=(left, right) for a two-sided band"
+            )
+        if window < 1:
+            raise ValueError(f"window must be >= 1 (keys a query sees, itself included), got {window}")
+        return (window - 1, 0)
+    if isinstance(window, (tuple, list)) and len(window) == 2:
+        left, right = window
+        for side, n in (("left", left), ("right", right)):
+            if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+                raise ValueError(f"window's {side} size must be an int >= 0, got {n!r}")
+        return (left, 0 if causal else right)
+    raise ValueError(f"window must be an int, a pair (left, right) or None, got {window!r}")
+
+
 def check_kernel_device(device) -> None:
     """flashgen's Triton kernels run on CUDA tensors, or on CPU tensors in Triton's interpreter.
 
