@@ -211,7 +211,7 @@ class ExplainReport:
                     s.location,
                     s.kind,
                     "replace" if s.replaced else "skip",
-                    "" if s.causal is None else str(s.causal),
+                    "" if s.causal is None else f"window {s.window}" if s.window else str(s.causal),
                     "" if s.scale is None else f"{s.scale:.4g}",
                     str(s.gqa_group) if s.gqa_group > 1 else "",
                     s.impl if s.replaced else "",
@@ -273,9 +273,13 @@ def _impl_summary(site: Any) -> str:
     from ..core.spec import KernelSpec
     from ..runtime.dispatch import impl_choice
 
+    if site.window is not None:
+        return "flashgen (sliding window: SDPA has none)"
     parts = []
     for direction in ("fwd", "bwd"):
-        spec = KernelSpec(site.head_dim, bool(site.causal), site.dtype, direction)
+        spec = KernelSpec(
+            site.head_dim, bool(site.causal), site.dtype, direction, site.window is not None
+        )
         impl, ratio, source = impl_choice(spec, site.seq_q, site.seq_k, site.device == "cuda")
         label = impl if ratio is None else impl_label(impl, ratio)
         parts.append(f"{label} ({source})")

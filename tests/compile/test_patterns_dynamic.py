@@ -2,7 +2,8 @@
 every length the compiled graph accepts, not only the traced one.
 
 A sliding-window band with window W equals the causal mask at every length <= W and not above,
-so a graph traced at a short length and reused at a long one must not take it as causal. The
+so a graph traced at a short length and reused at a long one must not take it as causal: it is
+replaced by the windowed kernel (window W, the same mask at every length, issue 16) instead. The
 tests cross that boundary (T below, equal to and above W) with `dynamic=True`, with Dynamo's
 automatic dynamic (a static first compile, then a symbolic recompile), and with bounded
 `mark_dynamic` ranges; numbers are compared with a float64 eager reference at every length, and
@@ -229,12 +230,41 @@ def _run_lengths(model, dynamic):
 
 @pytest.mark.parametrize("dynamic", [True, None], ids=["dynamic_true", "automatic_dynamic"])
 @pytest.mark.parametrize("entry", BANDS, ids=[e[0] for e in BANDS])
-def test_window_band_is_never_baked_in_as_causal(entry, dynamic):
+def test_window_band_is_replaced_as_a_window_never_as_causal(entry, dynamic):
+    """Every graph replaces the band (numbers vs float64 eager at every length, in
+    `_run_lengths`); the symbolic graph's site is the windowed kernel with window W."""
     graphs = _run_lengths(_make(entry[1]), dynamic)
     symbolic = [g for g in graphs if g[0]]
     assert symbolic, f"no graph with symbolic lengths was compiled: {graphs}"
-    for _, replaced, reasons in symbolic:
-        assert replaced == 0 and len(reasons) == 1 and "not causal" in reasons[0], graphs
+    # automatic dynamic gives SDPA's q and k lengths separate symbols: skipped as such, never
+    # as causal
+    assert all(r == 1 or "different sequence lengths" in why[0] for _, r, why in graphs), graphs
+    q, k, v = _qkv(W + 3)
+    sites = [s for sym, found in _report_sites(_make(entry[1]), q, k, v, dynamic=True)
+             for s in found if sym]  # fmt: skip
+    assert [(s.replaced, s.causal, s.window) for s in sites] == [(True, True, W)], sites
+
+
+def _two_sided_band(q, k, v):
+    t = q.size(-2)
+    band = torch.ones(t, t, dtype=torch.bool, device=q.device).tril(2).triu(-(W - 1))
+    return _scores(q, k).masked_fill(~band, float("-inf")).softmax(-1) @ v
+
+
+def _band_with_a_hole(q, k, v):
+    t = q.size(-2)
+    r = torch.arange(t, device=q.device)
+    i, j = r[:, None], r[None, :]
+    keep = (j <= i) & (j > i - W) & (j != i - 2)
+    return _scores(q, k).masked_fill(~keep, float("-inf")).softmax(-1) @ v
+
+
+@pytest.mark.parametrize("fn", [_two_sided_band, _band_with_a_hole])
+def test_bands_that_are_not_causal_windows_are_skipped(fn):
+    """Only the causal band is taken: a band that reaches above the diagonal, or one with a
+    gap, is left to Inductor, and the compiled graph still matches eager."""
+    graphs = _run_lengths(fn, True)
+    assert graphs and all(g[1] == 0 and "not causal" in g[2][0] for g in graphs), graphs
 
 
 @pytest.mark.parametrize("dynamic", [True, None], ids=["dynamic_true", "automatic_dynamic"])
@@ -257,7 +287,8 @@ def test_kv_offset_mask_is_causal_only_where_lengths_are_provably_equal():
 
 
 def test_issue_repro_sliding_window_module_across_lengths():
-    """The issue's model (projections inside, window 16, lengths 8, 12, 40), automatic dynamic."""
+    """The issue's model (projections inside, window 16, lengths 8, 12, 40), dynamic=True: the
+    band is replaced by the windowed kernel and matches eager at every length."""
 
     class SW(nn.Module):
         def __init__(s, d=32, h=2, w=16):
@@ -274,34 +305,37 @@ def test_issue_repro_sliding_window_module_across_lengths():
             return (att.softmax(-1) @ v).transpose(1, 2).reshape(b, t, c)
 
     m = SW().to(DEVICE).eval()
+    compile_graph, graphs = _recording_backend()
     torch._dynamo.reset()
-    cm = torch.compile(m, backend=backend(fallback="aot_eager"))
+    cm = torch.compile(m, backend=compile_graph, dynamic=True)
     for t in (8, 12, 40):
         x = torch.randn(2, t, 32, generator=torch.Generator().manual_seed(t)).to(DEVICE)
         with torch.no_grad():
             torch.testing.assert_close(cm(x), m(x), atol=1e-4, rtol=1e-4, msg=f"T={t}")
     torch._dynamo.reset()
+    assert [(sym, replaced) for sym, replaced, _ in graphs] == [(True, 1)], graphs
 
 
 def test_static_graph_at_a_length_inside_the_window_may_use_causal():
     """Static shapes: the graph is guarded on its length, so a band that equals causal there is
-    causal for every call the graph serves; at T = W + 1 it is not."""
+    causal for every call the graph serves; at T = W + 1 it is the window W."""
     (graph,) = _report_sites(band_ones_tril_triu, *_qkv(W), dynamic=False)
     assert not graph[0] and graph[1][0].replaced and graph[1][0].causal
+    assert graph[1][0].window is None
     (graph,) = _report_sites(band_ones_tril_triu, *_qkv(W + 1), dynamic=False)
-    assert not graph[1][0].replaced and "not causal" in graph[1][0].reason
+    assert graph[1][0].replaced and graph[1][0].window == W
 
 
-@pytest.mark.parametrize("upper,replaced", [(W, True), (W + 1, False)], ids=["max_W", "max_W+1"])
-def test_bounded_dynamic_length_uses_the_upper_bound(upper, replaced):
+@pytest.mark.parametrize("upper,window", [(W, None), (W + 1, W)], ids=["max_W", "max_W+1"])
+def test_bounded_dynamic_length_uses_the_upper_bound(upper, window):
     """mark_dynamic(max=...) bounds the lengths the graph accepts (Dynamo guards the range):
-    the band is causal for every length up to W, and not for W + 1."""
+    the band is causal for every length up to W, and the window W when W + 1 is accepted."""
     q, k, v = _qkv(4)
     for x in (q, k, v):
         torch._dynamo.mark_dynamic(x, 2, min=2, max=upper)
     graphs = _report_sites(band_ones_tril_triu, q, k, v, dynamic=None)
     ((symbolic, (site,)),) = graphs
-    assert symbolic and site.replaced is replaced, site
+    assert symbolic and site.replaced and site.window == window, site
 
 
 def _mutated_mask(q, k, v):

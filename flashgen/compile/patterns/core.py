@@ -47,6 +47,7 @@ class Site:
     replaced: bool = False
     reason: str = ""
     causal: bool | None = None
+    window: int | None = None  # a causal sliding window of this many keys (None: no window)
     scale: float | None = None
     gqa_group: int = 1
     shape: str = ""
@@ -77,6 +78,7 @@ class Match:
     scale: float = 0.0
     contiguous: list[bool] = field(default_factory=lambda: [False, False, False])
     mha: dict[str, Any] | None = None  # nn.MultiheadAttention: projections to rebuild
+    window: int | None = None  # causal sliding window (w keys ending at the query), if proven
 
 
 # ----------------------------------------------------------------------------- node helpers

@@ -15,6 +15,11 @@ for plain dynamic lengths). Any op not understood, an offset that is not a const
 modified in place, and a mask read from a forward() argument are refused: what is not proven
 is never replaced.
 
+A causal sliding-window band (query i keeps keys i - w < j <= i, w a constant) is recognised the
+same way: its pattern keeps exactly -(w - 1) <= d <= 0 at every length, so it is the windowed
+kernel's mask at every length the graph accepts (at lengths <= w it equals the causal mask, and so
+does the windowed kernel). `prove_causal(..., allow_window=True)` returns w for such a band.
+
 This module holds the proof; what it works on (values, op tables) is `mask_values`, the
 symbolic interpreter `mask_interpreter`.
 """
@@ -74,9 +79,13 @@ def _kept(v: Any, *, keep: bool, additive: bool) -> bool | None:
     return bool(v) if keep else not bool(v)
 
 
-def prove_causal(mask: Any, values: Values, tq: Any, tk: Any, *, keep: bool) -> None:
+def prove_causal(
+    mask: Any, values: Values, tq: Any, tk: Any, *, keep: bool, allow_window: bool = False
+) -> int | None:
     """Raise Skip (with the reason) unless `mask` is the top-left causal mask for every query
-    and key length the graph may be called with.
+    and key length the graph may be called with. Returns None for the causal mask and, with
+    `allow_window`, w for a causal sliding-window band (d = j - i kept iff -(w - 1) <= d <= 0
+    for every length); without it a band is refused as not causal.
 
     The two lengths must be provably equal (a slice causal at one pair, e.g.
     `tril(ones(tk, tk))[-tq:]`, may not be at another); the mask's pattern in d = j - i must
@@ -102,11 +111,14 @@ def prove_causal(mask: Any, values: Values, tq: Any, tk: Any, *, keep: bool) -> 
     reach = _max_length(tq) - 1
     cuts = sorted({*pattern.cuts, 1})  # 1: where causal changes from kept to masked
     split = Diag(tuple(cuts), tuple(pattern.at(r) for r in [cuts[0] - 1, *cuts]))
+    window = _band_start(split, reach, keep=keep, additive=additive) if allow_window else None
     for lo, hi, v in split.regions():
         lo, hi = max(lo, -reach), min(hi, reach)
         if lo > hi:
             continue
         kept = _kept(v, keep=keep, additive=additive)
+        if window is not None and hi < window:
+            kept = not kept  # below the band: masked is what a window wants
         if kept is not (hi <= 0):
             d = int(hi if hi <= 0 else lo)
             does = (
@@ -119,3 +131,22 @@ def prove_causal(mask: Any, values: Values, tq: Any, tk: Any, *, keep: bool) -> 
                 f"the mask is not causal: it {does} key - query offset {d}, for a length this "
                 f"graph accepts ({longest})"
             )
+    return None if window is None else 1 - window
+
+
+def _band_start(split: Diag, reach: float, *, keep: bool, additive: bool) -> int | None:
+    """The lowest kept offset L > -reach of a pattern that masks every d < L and keeps every
+    L <= d <= 0 (a causal band of width 1 - L); None when there is no such L (plain causal, or
+    not a band: `prove_causal` then checks and explains). Region edges are integers."""
+    below: list[tuple[float, float, Any]] = [
+        (max(lo, -reach), min(hi, 0), v) for lo, hi, v in split.regions() if lo <= 0
+    ]
+    below = [(lo, hi, v) for lo, hi, v in below if lo <= hi]
+    kept = [_kept(v, keep=keep, additive=additive) for _, _, v in below]
+    if not kept or kept[-1] is not True or kept[0] is not False:
+        return None
+    first = kept.index(True)
+    if not all(k is True for k in kept[first:]) or not all(k is False for k in kept[:first]):
+        return None
+    start = below[first][0]
+    return int(start) if math.isfinite(start) else None

@@ -182,22 +182,25 @@ def match_softmax(sm: Any, values: Values) -> Match | None:
         k = peel_scale(k_side, terms)
 
     causal = False
+    window = None
     if len(masks) > 1:
         problems.append("more than one mask is applied to the scores; only one causal mask is")
     elif masks:
         try:
-            causal = _check_causal(masks[0], x, values)
+            window = _check_causal(masks[0], x, values)
+            causal = True
         except Skip as e:
             problems.append(str(e))
-    m = Match(site, q, k, v, out, causal, terms, interior=interior)
+    m = Match(site, q, k, v, out, causal, terms, interior=interior, window=window)
     m.three_d = kind == "bmm" or _ev(q).dim() == 3
     if problems:
         raise Skip(problems[0])
     return m
 
 
-def _check_causal(mask: tuple[str, Any, Any], scores: Any, values: Values) -> bool:
-    """True if the one mask on the scores is exactly causal; Skip (with the reason) if not."""
+def _check_causal(mask: tuple[str, Any, Any], scores: Any, values: Values) -> int | None:
+    """None if the one mask on the scores is exactly causal, w if it is a causal sliding window
+    of w keys (`prove_causal`); Skip (with the reason) if neither."""
     how, mask_node, fill = mask
     if how == "add":
         unsupported = (
@@ -230,10 +233,12 @@ def _check_causal(mask: tuple[str, Any, Any], scores: Any, values: Values) -> bo
     if how != "add" and not (isinstance(me, torch.Tensor) and me.dtype == torch.bool):
         raise Skip("the mask is not boolean")
     try:
-        prove_causal(mask_node, values, se.shape[-2], se.shape[-1], keep=how == "where_keep")
+        return prove_causal(
+            mask_node, values, se.shape[-2], se.shape[-1], keep=how == "where_keep",
+            allow_window=True,
+        )
     except Skip as e:
         raise Skip(f"{unsupported} ({e})" if how == "add" else str(e)) from e
-    return True
 
 
 def match_sdpa(n: Any, values: Values) -> Match:
@@ -254,11 +259,14 @@ def match_sdpa(n: Any, values: Values) -> Match:
             f"dropout_p={dropout_p} (nonzero, or not a constant): flashgen kernels have no "
             "dropout; pass dropout_p=0 outside training (model.eval())"
         )
+    window = None
     if mask is not None:
         if is_causal:
             raise Skip("attn_mask together with is_causal=True is not supported")
         try:
-            prove_causal(mask, values, _ev(q).shape[-2], _ev(k).shape[-2], keep=True)
+            window = prove_causal(
+                mask, values, _ev(q).shape[-2], _ev(k).shape[-2], keep=True, allow_window=True
+            )
         except Skip as e:
             kind = "boolean" if _ev(mask).dtype == torch.bool else "additive"
             raise Skip(
@@ -267,7 +275,7 @@ def match_sdpa(n: Any, values: Values) -> Match:
             ) from e
         is_causal = True
     terms: list[Any] = [None] if scale is None else [(scale, 1)]
-    m = Match(site, q, k, v, n, is_causal, terms, interior=[n])
+    m = Match(site, q, k, v, n, is_causal, terms, interior=[n], window=window)
     m.three_d = _ev(q).dim() == 3
     if not enable_gqa and not _known_eq(_ev(q).shape[-3], _ev(k).shape[-3]):
         raise Skip("query and key head counts differ without enable_gqa=True")

@@ -102,6 +102,7 @@ def check_match(m: Match) -> None:
     m.scale = scale
     m.site.scale = scale
     m.site.causal = m.causal
+    m.site.window = m.window
     m.site.gqa_group = group
     shape = "x".join(str(s) for s in q.shape)
     m.site.shape = f"q[{shape}] {str(q.dtype).replace('torch.', '')}"
@@ -112,7 +113,8 @@ def check_match(m: Match) -> None:
 
 
 def rewrite(gm: fx.GraphModule, m: Match, op: Any) -> None:
-    """Insert op(q, k, v, causal, scale) before m.out, reroute its users, drop dead interior."""
+    """Insert op(q, k, v, causal, scale) before m.out (with [w - 1, 0], the op's window argument,
+    for a proven sliding window), reroute its users, drop dead interior."""
     g = gm.graph
     fm = _fake_mode(_ev(m.out))
     added: list[fx.Node] = []
@@ -125,7 +127,8 @@ def rewrite(gm: fx.GraphModule, m: Match, op: Any) -> None:
             if needs:
                 args[i] = g.call_method("contiguous", (args[i],))
                 added.append(args[i])
-        new = g.call_function(op, (*args, m.causal, m.scale))
+        window = () if m.window is None else ([m.window - 1, 0],)
+        new = g.call_function(op, (*args, m.causal, m.scale, *window))
         result = g.call_method("squeeze", (new, 0)) if m.three_d else new
     _set_example_values(fm, [*added, new, result])
     new.meta["stack_trace"] = m.out.meta.get("stack_trace")
