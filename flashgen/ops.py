@@ -155,7 +155,9 @@ def _attention(q, k, v, causal=False, scale=None, window=None, impl=None):
     with autograd when a gradient is wanted, or the forward op alone (no autograd node)."""
     scale = check_inputs(q, k, v, causal=causal, scale=scale)
     if window is not None:
-        window = list(normalize_window(tuple(window) if isinstance(window, list) else window, causal))
+        window = list(
+            normalize_window(tuple(window) if isinstance(window, list) else window, causal)
+        )
     if impl != "flashgen":
         out = route(q, k, v, causal, scale, impl, window)
         if out is not None:

@@ -130,7 +130,7 @@ def forward(q, k, v, *, causal: bool, scale: float | None, config=None, window=N
     natural log of the softmax denominator over the keys each row sees (what the backward needs).
     `config` (a TileConfig) overrides the dispatch choice, e.g. for tuning and benchmarks.
     `window` (left, right), both >= 0: query i sees only keys i - left <= j <= i + right (and
-    j <= i when causal; `flashgen.validate.normalize_window` makes the pair); the windowed kernel
+    j <= i when causal; `flashgen.kernels.validate.normalize_window` makes the pair); the windowed kernel
     takes the sizes as run-time arguments.
     """
     if window is not None and causal:

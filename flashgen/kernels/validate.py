@@ -139,7 +139,9 @@ def normalize_window(window, causal: bool) -> tuple[int, int] | None:
                 "j <= i) and needs causal=True; pass window=(left, right) for a two-sided band"
             )
         if window < 1:
-            raise ValueError(f"window must be >= 1 (keys a query sees, itself included), got {window}")
+            raise ValueError(
+                f"window must be >= 1 (keys a query sees, itself included), got {window}"
+            )
         return (window - 1, 0)
     if isinstance(window, (tuple, list)) and len(window) == 2:
         left, right = window

@@ -234,7 +234,11 @@ def _check_causal(mask: tuple[str, Any, Any], scores: Any, values: Values) -> in
         raise Skip("the mask is not boolean")
     try:
         return prove_causal(
-            mask_node, values, se.shape[-2], se.shape[-1], keep=how == "where_keep",
+            mask_node,
+            values,
+            se.shape[-2],
+            se.shape[-1],
+            keep=how == "where_keep",
             allow_window=True,
         )
     except Skip as e:

@@ -15,12 +15,12 @@ import math
 import pytest
 import torch
 
-from flashgen.bwd import backward
-from flashgen.config import TileConfig
-from flashgen.fwd import forward
+from flashgen.core.config import TileConfig
+from flashgen.core.spec import KernelSpec
+from flashgen.kernels.bwd import backward
+from flashgen.kernels.fwd import forward
+from flashgen.kernels.validate import normalize_window
 from flashgen.ops import attention
-from flashgen.spec import KernelSpec
-from flashgen.validate import normalize_window
 
 TILES = TileConfig(16, 16, 4, 1)
 TILES_WIDE = TileConfig(32, 16, 4, 1)
