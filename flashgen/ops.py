@@ -6,14 +6,15 @@ Layers (Liger-style): generated kernels -> host launchers (`flashgen.kernels.fwd
 Ops (namespace `flashgen`):
 
 - `torch.ops.flashgen.attention_fwd(Tensor q, Tensor k, Tensor v, bool causal, float scale,
-  int[]? window=None) -> (Tensor out, Tensor lse)`: opaque; `out` contiguous in q's dtype, `lse` float32
+  int[]? window=None, float? softcap=None) -> (Tensor out, Tensor lse)`: opaque; `out` contiguous in q's dtype, `lse` float32
   [B, Hq, Sq] (natural log). Not differentiable by itself: autograd lives one level up.
 - `torch.ops.flashgen.attention_bwd(Tensor do, Tensor q, Tensor k, Tensor v, Tensor out,
   Tensor lse, bool causal, float scale, bool need_dq, bool need_dk, bool need_dv,
-  int[]? window=None) -> (Tensor dq, Tensor dk, Tensor dv)`: a gradient that is not needed is not computed and comes
+  int[]? window=None, float? softcap=None) -> (Tensor dq, Tensor dk, Tensor dv)`: a gradient that is not needed is not computed and comes
   back as an empty tensor of shape (0,) (ops cannot return None).
 - `torch.ops.flashgen.attention(Tensor q, Tensor k, Tensor v, bool causal=False,
-  float? scale=None, int[]? window=None) -> Tensor`: CompositeImplicitAutograd. It validates its inputs
+  float? scale=None, int[]? window=None, float? softcap=None) -> Tensor`:
+  CompositeImplicitAutograd. It validates its inputs
   (`flashgen.kernels.validate.check_inputs`), runs an SDPA backend where the run-time choice says so
   (`flashgen.runtime.vendor.route`), else `_Attention` (a `torch.autograd.Function` whose forward calls
   `attention_fwd` and whose backward calls `attention_bwd`), so Dynamo and AOTAutograd
@@ -21,9 +22,11 @@ Ops (namespace `flashgen`):
 
 Which callable a graph rewrite should insert: `torch.ops.flashgen.attention.default` with
 arguments `(q, k, v, causal, scale)` (scale a Python float or None), plus `window` (a list
-[left, right] of ints, `flashgen.kernels.validate.normalize_window`) for a sliding window. In the two
-primitives `window` is that normalised pair (query i sees keys i - left <= j <= i + right). The Python function
-`flashgen.ops.attention(q, k, v, *, causal=False, scale=None, window=None)` is the same thing for users
+[left, right] of ints, `flashgen.kernels.validate.normalize_window`) for a sliding window. In the
+two primitives `window` is that normalised pair (query i sees keys i - left <= j <= i + right).
+`softcap`: the scaled scores s become softcap * tanh(s / softcap) before the softmax. The Python
+function `flashgen.ops.attention(q, k, v, *, causal=False, scale=None, window=None,
+softcap=None)` is the same thing for users
 (eager, and inside functions given to `torch.compile(fullgraph=True)`, where it becomes that op).
 
 Why library ops: their bodies run at run time with concrete sequence lengths even under
@@ -42,7 +45,7 @@ import torch
 from torch import Tensor
 
 from .kernels import bwd, fwd
-from .kernels.validate import check_inputs, check_kernel_device, normalize_window
+from .kernels.validate import check_inputs, check_kernel_device, check_softcap, normalize_window
 from .runtime.vendor import route
 
 __all__ = ["attention"]
@@ -50,19 +53,19 @@ __all__ = ["attention"]
 _LIB = torch.library.Library("flashgen", "FRAGMENT")
 _TAGS = (torch.Tag.pt2_compliant_tag,)
 _LIB.define(
-    "attention_fwd(Tensor q, Tensor k, Tensor v, bool causal, float scale, int[]? window=None) "
-    "-> (Tensor, Tensor)",
+    "attention_fwd(Tensor q, Tensor k, Tensor v, bool causal, float scale, int[]? window=None, "
+    "float? softcap=None) -> (Tensor, Tensor)",
     tags=_TAGS,
 )
 _LIB.define(
     "attention_bwd(Tensor do, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, bool causal, "
-    "float scale, bool need_dq, bool need_dk, bool need_dv, int[]? window=None) "
-    "-> (Tensor, Tensor, Tensor)",
+    "float scale, bool need_dq, bool need_dk, bool need_dv, int[]? window=None, "
+    "float? softcap=None) -> (Tensor, Tensor, Tensor)",
     tags=_TAGS,
 )
 _LIB.define(
     "attention(Tensor q, Tensor k, Tensor v, bool causal=False, float? scale=None, "
-    "int[]? window=None) -> Tensor",
+    "int[]? window=None, float? softcap=None) -> Tensor",
     tags=_TAGS,
 )
 
@@ -76,21 +79,35 @@ def _window(window):
     return (int(window[0]), int(window[1]))
 
 
-def _attention_fwd(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float, window=None):
-    return fwd.forward(q, k, v, causal=causal, scale=scale, window=_window(window))
+def _attention_fwd(q, k, v, causal, scale, window=None, softcap=None):
+    return fwd.forward(
+        q, k, v, causal=causal, scale=scale, window=_window(window), softcap=check_softcap(softcap)
+    )
 
 
-def _attention_fwd_fake(q, k, v, causal, scale, window=None):
+def _attention_fwd_fake(q, k, v, causal, scale, window=None, softcap=None):
     batch, heads, seq_q, head_dim = q.shape
     out = q.new_empty((batch, heads, seq_q, head_dim))
     lse = q.new_empty((batch, heads, seq_q), dtype=torch.float32)
     return out, lse
 
 
-def _attention_bwd(do, q, k, v, out, lse, causal, scale, need_dq, need_dk, need_dv, window=None):
+def _attention_bwd(
+    do, q, k, v, out, lse, causal, scale, need_dq, need_dk, need_dv, window=None, softcap=None
+):
     needs = (need_dq, need_dk, need_dv)
     grads = bwd.backward(
-        do, q, k, v, out, lse, causal=causal, scale=scale, needs=needs, window=_window(window)
+        do,
+        q,
+        k,
+        v,
+        out,
+        lse,
+        causal=causal,
+        scale=scale,
+        needs=needs,
+        window=_window(window),
+        softcap=check_softcap(softcap),
     )
     return tuple(
         g if g is not None else t.new_empty((0,)) for g, t in zip(grads, (q, k, v), strict=True)
@@ -98,7 +115,7 @@ def _attention_bwd(do, q, k, v, out, lse, causal, scale, need_dq, need_dk, need_
 
 
 def _attention_bwd_fake(
-    do, q, k, v, out, lse, causal, scale, need_dq, need_dk, need_dv, window=None
+    do, q, k, v, out, lse, causal, scale, need_dq, need_dk, need_dv, window=None, softcap=None
 ):
     return tuple(
         t.new_empty(t.shape) if need else t.new_empty((0,))
@@ -124,12 +141,13 @@ class _Attention(torch.autograd.Function):
     `attention_bwd` (only those autograd asks for)."""
 
     @staticmethod
-    def forward(ctx, q, k, v, causal, scale, window):
-        out, lse = _fwd_op(q, k, v, causal, scale, window)
+    def forward(ctx, q, k, v, causal, scale, window, softcap):
+        out, lse = _fwd_op(q, k, v, causal, scale, window, softcap)
         ctx.save_for_backward(q, k, v, out, lse)
         ctx.causal = causal
         ctx.scale = scale
         ctx.window = window
+        ctx.softcap = softcap
         return out
 
     @staticmethod
@@ -137,7 +155,19 @@ class _Attention(torch.autograd.Function):
         q, k, v, out, lse = ctx.saved_tensors
         need_dq, need_dk, need_dv = ctx.needs_input_grad[:3]
         dq, dk, dv = _bwd_op(
-            dout, q, k, v, out, lse, ctx.causal, ctx.scale, need_dq, need_dk, need_dv, ctx.window
+            dout,
+            q,
+            k,
+            v,
+            out,
+            lse,
+            ctx.causal,
+            ctx.scale,
+            need_dq,
+            need_dk,
+            need_dv,
+            ctx.window,
+            ctx.softcap,
         )
         return (
             dq if need_dq else None,
@@ -146,10 +176,11 @@ class _Attention(torch.autograd.Function):
             None,
             None,
             None,
+            None,
         )
 
 
-def _attention(q, k, v, causal=False, scale=None, window=None, impl=None):
+def _attention(q, k, v, causal=False, scale=None, window=None, softcap=None, impl=None):
     """The body shared by the eager function and the composite op: check, let the run-time
     choice send the call to an SDPA backend (`flashgen.runtime.vendor.route`), else flashgen's forward
     with autograd when a gradient is wanted, or the forward op alone (no autograd node)."""
@@ -158,14 +189,15 @@ def _attention(q, k, v, causal=False, scale=None, window=None, impl=None):
         window = list(
             normalize_window(tuple(window) if isinstance(window, list) else window, causal)
         )
+    softcap = check_softcap(softcap)
     if impl != "flashgen":
-        out = route(q, k, v, causal, scale, impl, window)
+        out = route(q, k, v, causal, scale, impl, window, softcap)
         if out is not None:
             return out
     check_kernel_device(q.device)
     if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
-        return _Attention.apply(q, k, v, causal, scale, window)
-    return _fwd_op(q, k, v, causal, scale, window)[0]
+        return _Attention.apply(q, k, v, causal, scale, window, softcap)
+    return _fwd_op(q, k, v, causal, scale, window, softcap)[0]
 
 
 _LIB.impl("attention", _attention, "CompositeImplicitAutograd")
@@ -180,20 +212,25 @@ def attention(
     causal: bool = False,
     scale: float | None = None,
     window: int | tuple[int, int] | None = None,
+    softcap: float | None = None,
     impl: str | None = None,
 ):
     """FlashAttention with SDPA semantics: q [B, Hq, Sq, D], k/v [B, Hkv, Sk, D] -> [B, Hq, Sq, D].
 
     `causal` is SDPA's is_causal (top-left aligned), `scale` defaults to 1/sqrt(D), GQA when
-    Hq is a multiple of Hkv. Differentiable in q, k and v.
+    Hq is a multiple of Hkv. Differentiable in q, k and v. Raises ValueError (naming the
+    argument) for inputs the kernels do not support, and RuntimeError for CPU tensors when
+    Triton's interpreter is off (TRITON_INTERPRET=1 runs the kernels on the CPU).
 
     `window` restricts each query to a band of keys (sliding-window / local attention; tiles
     outside the band are skipped, not masked): an int w with causal=True is Mistral's window,
     query i sees keys i - w < j <= i; a pair (left, right) sees i - left <= j <= i + right (with
     causal=True, right is 0). A query whose band holds no key (possible with a two-sided band
-    and Sq > Sk) gets zeros. SDPA has no window, so windowed calls always run flashgen's kernels. Raises ValueError (naming the
-    argument) for inputs the kernels do not support, and RuntimeError for CPU tensors when
-    Triton's interpreter is off (TRITON_INTERPRET=1 runs the kernels on the CPU).
+    and Sq > Sk) gets zeros. SDPA has no window, so windowed calls always run flashgen's kernels.
+
+    `softcap` (a positive float, Gemma-2's 50.0): logit softcapping, the scaled scores s become
+    softcap * tanh(s / softcap) before the softmax, forward and backward; flashgen's kernels
+    only (SDPA has no softcap).
 
     `impl` None runs the faster implementation for this shape: flashgen's kernels or one of
     PyTorch's SDPA backends, by the tuning records and defaults (`flashgen.runtime.vendor`); a name from
@@ -205,5 +242,5 @@ def attention(
         # cache and the autograd.Function.
         if window is not None:
             window = list(normalize_window(window, causal))
-        return _composite_op(q, k, v, causal, scale, window)
-    return _attention(q, k, v, causal, scale, window, impl)
+        return _composite_op(q, k, v, causal, scale, window, check_softcap(softcap))
+    return _attention(q, k, v, causal, scale, window, softcap, impl)

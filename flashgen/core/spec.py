@@ -1,8 +1,8 @@
 """What a generated kernel is specialised on, and the one name for it.
 
 A `KernelSpec` holds exactly the values that change the generated source: head dim, causal
-masking, whether the kernel takes a sliding window, dtype and direction. Everything else (batch,
-heads, sequence lengths, GQA group size, strides, the window's sizes) is a run-time argument, so
+masking, whether the kernel takes a sliding window or a logit softcap, dtype and direction. Everything else (batch,
+heads, sequence lengths, GQA group size, strides, the window's sizes, the cap) is a run-time argument, so
 one compiled kernel serves every shape. `uri()` is the
 single name used for kernel files, database keys and log lines, so they can never disagree.
 """
@@ -24,6 +24,7 @@ _MASKS = {
     (False, True): "win",
     (True, True): "causalwin",
 }
+_CAP = "cap"  # appended to the mask part for a softcapped kernel
 
 
 def next_pow2(n: int) -> int:
@@ -42,6 +43,8 @@ class KernelSpec:
     window: the kernel takes a band of visible keys as two run-time ints (left, right): query i
       sees key j iff i - left <= j <= i + right (and j <= i when causal). The sizes are launch
       arguments, so one compiled kernel serves every window; tiles outside the band are skipped.
+    softcap: the scaled scores s go through cap * tanh(s / cap) before the softmax (Gemma-2);
+      the cap is a run-time float.
     """
 
     head_dim: int
@@ -49,6 +52,7 @@ class KernelSpec:
     dtype: str
     direction: str = "fwd"
     window: bool = False
+    softcap: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.head_dim, bool) or not isinstance(self.head_dim, int):
@@ -65,6 +69,8 @@ class KernelSpec:
             raise ValueError(f"direction must be one of {DIRECTIONS}, got {self.direction!r}")
         if not isinstance(self.window, bool):
             raise ValueError(f"window must be a bool, got {self.window!r}")
+        if not isinstance(self.softcap, bool):
+            raise ValueError(f"softcap must be a bool, got {self.softcap!r}")
 
     @property
     def block_d(self) -> int:
@@ -73,11 +79,15 @@ class KernelSpec:
 
     def uri(self) -> str:
         """Stable name: e.g. `attn_fwd_d128_causal_bf16`; a windowed kernel's mask part is
-        `causalwin` or `win` (`attn_fwd_d128_causalwin_bf16`)."""
-        return f"attn_{self.direction}_d{self.head_dim}_{_MASKS[(self.causal, self.window)]}_{_DTYPE_SHORT[self.dtype]}"
+        `causalwin` or `win` (`attn_fwd_d128_causalwin_bf16`), with `cap` appended for a
+        softcapped one (`attn_fwd_d256_causalwincap_bf16`)."""
+        mask = _MASKS[(self.causal, self.window)] + (_CAP if self.softcap else "")
+        return f"attn_{self.direction}_d{self.head_dim}_{mask}_{_DTYPE_SHORT[self.dtype]}"
 
     def with_direction(self, direction: str) -> KernelSpec:
-        return KernelSpec(self.head_dim, self.causal, self.dtype, direction, self.window)
+        return KernelSpec(
+            self.head_dim, self.causal, self.dtype, direction, self.window, self.softcap
+        )
 
     def sibling(self) -> KernelSpec | None:
         """The same kernel in the other 16-bit dtype (float16 <-> bfloat16), None for float32.
@@ -91,7 +101,9 @@ class KernelSpec:
         return (
             None
             if other is None
-            else KernelSpec(self.head_dim, self.causal, other, self.direction, self.window)
+            else KernelSpec(
+                self.head_dim, self.causal, other, self.direction, self.window, self.softcap
+            )
         )
 
     @classmethod
@@ -101,14 +113,15 @@ class KernelSpec:
         if len(parts) != 5 or parts[0] != "attn" or not parts[2].startswith("d"):
             raise ValueError(f"not a kernel uri: {uri!r}")
         short_to_dtype = {v: k for k, v in _DTYPE_SHORT.items()}
-        mask = {v: k for k, v in _MASKS.items()}.get(parts[3])
+        softcap = parts[3].endswith(_CAP)
+        mask = {v: k for k, v in _MASKS.items()}.get(parts[3].removesuffix(_CAP))
         if mask is None or parts[4] not in short_to_dtype:
             raise ValueError(f"not a kernel uri: {uri!r}")
         try:
             head_dim = int(parts[2][1:])
         except ValueError as exc:
             raise ValueError(f"not a kernel uri: {uri!r}") from exc
-        return cls(head_dim, mask[0], short_to_dtype[parts[4]], parts[1], mask[1])
+        return cls(head_dim, mask[0], short_to_dtype[parts[4]], parts[1], mask[1], softcap)
 
 
 def dtype_name(dtype) -> str:
@@ -118,10 +131,15 @@ def dtype_name(dtype) -> str:
 
 @functools.cache
 def spec_for(
-    head_dim: int, causal: bool, dtype: str, direction: str, window: bool = False
+    head_dim: int,
+    causal: bool,
+    dtype: str,
+    direction: str,
+    window: bool = False,
+    softcap: bool = False,
 ) -> KernelSpec:
     """The KernelSpec of one launch, built and validated once: the launchers ask on every call."""
-    return KernelSpec(int(head_dim), bool(causal), dtype, direction, bool(window))
+    return KernelSpec(int(head_dim), bool(causal), dtype, direction, bool(window), bool(softcap))
 
 
 MIN_BUCKET = 16

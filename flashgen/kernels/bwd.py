@@ -44,9 +44,9 @@ _plans: dict[tuple, _Plan] = {}
 dispatch.on_clear(_plans.clear)  # a new database may choose other configs
 
 
-def bwd_spec(q, causal: bool, windowed: bool = False) -> KernelSpec:
+def bwd_spec(q, causal: bool, windowed: bool = False, capped: bool = False) -> KernelSpec:
     """The backward KernelSpec for q's head dim and dtype (cached: this runs every call)."""
-    return spec_for(q.shape[-1], causal, dtype_name(q.dtype), "bwd", windowed)
+    return spec_for(q.shape[-1], causal, dtype_name(q.dtype), "bwd", windowed, capped)
 
 
 def _last_dim_contiguous(t):
@@ -78,10 +78,12 @@ class _Plan:
 
     __slots__ = ("pre", "pre_tail", "dkdv", "dq", "strides", "ints", "keep")
 
-    def __init__(self, q, k, v, do, out, causal, config, needs, use_descriptors, aligned, windowed):
+    def __init__(
+        self, q, k, v, do, out, causal, config, needs, use_descriptors, aligned, windowed, capped
+    ):
         batch, heads_q, seq_q, _ = q.shape
         heads_kv, seq_k = k.shape[1], k.shape[2]
-        spec = bwd_spec(q, causal, windowed)
+        spec = bwd_spec(q, causal, windowed, capped)
         self.keep = True
         if config is None:
             config = choose_config(spec, seq_q, seq_k, query_db=not _capturing(q))
@@ -120,10 +122,12 @@ class _Plan:
         )
         self.dq = Launch(dq, dq_grid, blocks, options, device, descs) if need_dq else None
 
-    def launch(self, do, q, k, v, out, lse, scale: float, window=None):
+    def launch(self, do, q, k, v, out, lse, scale: float, window=None, softcap=None):
         delta = torch.empty_like(lse)  # lse is contiguous float32 [B, Hq, Sq]
         self.pre(out, do, delta, *self.pre_tail)
         ints = (*self.ints, float(scale), *(() if window is None else window))
+        if softcap is not None:
+            ints = (*ints, softcap / scale)  # the kernels cap raw scores: cap / scale
         dq = dk = dv = None
         if self.dkdv is not None:
             dk = torch.empty_like(k, memory_format=torch.contiguous_format)
@@ -153,6 +157,7 @@ def backward(
     needs: tuple[bool, bool, bool] = (True, True, True),
     tma: bool | None = None,
     window: tuple[int, int] | None = None,
+    softcap: float | None = None,
 ):
     """Gradients of `out = attention(q, k, v)` given `do = dL/d out`.
 
@@ -161,7 +166,7 @@ def backward(
     in the input's dtype shaped like its input, or None where `needs` says it is not wanted.
     `tma` picks the kernel build (None: `use_tma` decides); benchmarks use it to compare.
     Launch plans are cached per call signature as in `flashgen.kernels.fwd`. `window` as in
-    `flashgen.kernels.fwd.forward` (the same pair the forward was given).
+    `flashgen.kernels.fwd.forward` (the same pair the forward was given), `softcap` likewise.
     """
     if window is not None and causal:
         window = (window[0], 0)
@@ -182,18 +187,30 @@ def backward(
     )  # fmt: skip
     forced = _env() if tma is None else tma
     key = (q.shape, k.shape, q.stride(), k.stride(), v.stride(), do.stride(), out.stride(),
-           q.dtype, q.device, causal, config, needs, forced, aligned, window is not None)  # fmt: skip
+           q.dtype, q.device, causal, config, needs, forced, aligned, window is not None,
+           softcap is not None)  # fmt: skip
     plan = _plans.get(key)
     if plan is None:
         descriptors = tma if tma is not None else _use_tma(q, k, v, do, forced=forced)
         plan = _Plan(
-            q, k, v, do, out, causal, config, needs, descriptors, aligned, window is not None
+            q,
+            k,
+            v,
+            do,
+            out,
+            causal,
+            config,
+            needs,
+            descriptors,
+            aligned,
+            window is not None,
+            softcap is not None,
         )
         if plan.keep and not _capturing(q):
             if len(_plans) >= _MAX_PLANS:
                 _plans.clear()
             _plans[key] = plan
-    dq, dk, dv = plan.launch(do, q, k, v, out, lse, scale, window)
+    dq, dk, dv = plan.launch(do, q, k, v, out, lse, scale, window, softcap)
     return dq, (dk if need_dk else None), (dv if need_dv else None)
 
 

@@ -42,6 +42,7 @@ def template_context(spec: KernelSpec) -> dict:
         "block_d": spec.block_d,
         "causal": spec.causal,
         "window": spec.window,
+        "softcap": spec.softcap,
         "dtype": spec.dtype,
         "tl_dtype": _TL_DTYPE[spec.dtype],
         "is_fp32": spec.dtype == "float32",

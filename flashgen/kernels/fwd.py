@@ -68,10 +68,13 @@ class _Plan:
 
     __slots__ = ("run", "tail", "strides", "scale", "keep", "hopper")
 
-    def __init__(self, q, k, v, out, causal: bool, config, aligned: bool, forced, windowed=False):
+    def __init__(
+        self, q, k, v, out, causal: bool, config, aligned: bool, forced, windowed=False,
+        capped=False,
+    ):  # fmt: skip
         batch, hq, sq, dim = q.shape
         hkv, sk = k.shape[1], k.shape[2]
-        spec = spec_for(dim, causal, dtype_name(q.dtype), "fwd", windowed)
+        spec = spec_for(dim, causal, dtype_name(q.dtype), "fwd", windowed, capped)
         self.keep = True
         self.scale = 1.0 / math.sqrt(dim)
         self.hopper = None
@@ -105,13 +108,15 @@ class _Plan:
             descs,
         )
 
-    def launch(self, q, k, v, out, lse, scale, window=None) -> None:
+    def launch(self, q, k, v, out, lse, scale, window=None, softcap=None) -> None:
         scale = float(self.scale if scale is None else scale)
         if self.hopper is not None:
             hopper.forward(q, k, v, out, lse, scale=scale, spec=self.hopper)
             return
         qk_scale = scale * LOG2E
         win = () if window is None else window
+        if softcap is not None:
+            win = (*win, softcap / scale)  # the kernel caps raw scores: cap / scale
         if self.strides is None:  # q, k, v, out travel as TMA descriptors
             self.run(q, k, v, out, lse, *self.tail, qk_scale, *win)
         else:
@@ -122,7 +127,7 @@ def _capturing(t) -> bool:
     return t.is_cuda and torch.cuda.is_current_stream_capturing()
 
 
-def forward(q, k, v, *, causal: bool, scale: float | None, config=None, window=None):
+def forward(q, k, v, *, causal: bool, scale: float | None, config=None, window=None, softcap=None):
     """Attention forward: returns (out, lse).
 
     q [B, Hq, Sq, D], k/v [B, Hkv, Sk, D] (Hq % Hkv == 0, last dim contiguous, any other
@@ -130,8 +135,10 @@ def forward(q, k, v, *, causal: bool, scale: float | None, config=None, window=N
     natural log of the softmax denominator over the keys each row sees (what the backward needs).
     `config` (a TileConfig) overrides the dispatch choice, e.g. for tuning and benchmarks.
     `window` (left, right), both >= 0: query i sees only keys i - left <= j <= i + right (and
-    j <= i when causal; `flashgen.kernels.validate.normalize_window` makes the pair); the windowed kernel
-    takes the sizes as run-time arguments.
+    j <= i when causal; `flashgen.kernels.validate.normalize_window` makes the pair); the
+    windowed kernel takes the sizes as run-time arguments. `softcap` (a positive float): the
+    scaled scores s become softcap * tanh(s / softcap) before the softmax (Gemma-2), in a kernel
+    with the cap as a run-time argument.
     """
     if window is not None and causal:
         window = (window[0], 0)
@@ -141,14 +148,16 @@ def forward(q, k, v, *, causal: bool, scale: float | None, config=None, window=N
     aligned = not ((q.data_ptr() | k.data_ptr() | v.data_ptr() | out.data_ptr()) & 15)
     forced = _env()
     key = (q.shape, k.shape, q.stride(), k.stride(), v.stride(), q.dtype, q.device, causal, config,
-           aligned, forced, _family(), window is not None)  # fmt: skip
+           aligned, forced, _family(), window is not None, softcap is not None)  # fmt: skip
     plan = _plans.get(key)
     if plan is None:
-        plan = _Plan(q, k, v, out, causal, config, aligned, forced, window is not None)
+        plan = _Plan(
+            q, k, v, out, causal, config, aligned, forced, window is not None, softcap is not None
+        )
         if plan.keep and not _capturing(q):
             if len(_plans) >= _MAX_PLANS:
                 _plans.clear()
             _plans[key] = plan
     lse = q.new_empty(q.shape[:3], dtype=torch.float32)
-    plan.launch(q, k, v, out, lse, scale, window)
+    plan.launch(q, k, v, out, lse, scale, window, softcap)
     return out, lse

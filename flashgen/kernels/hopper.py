@@ -137,6 +137,8 @@ def spec_reason(spec, *, forced: bool = False) -> str | None:
         return "the Hopper family is forward only"
     if spec.window:
         return "sliding windows are in the portable family only"
+    if spec.softcap:
+        return "logit softcapping is in the portable family only"
     if spec.dtype not in _GL_DTYPE:
         return f"dtype {spec.dtype} (the Hopper family is fp16/bf16 only)"
     if spec.head_dim not in RENDERABLE_HEAD_DIMS:

@@ -152,6 +152,18 @@ def normalize_window(window, causal: bool) -> tuple[int, int] | None:
     raise ValueError(f"window must be an int, a pair (left, right) or None, got {window!r}")
 
 
+def check_softcap(softcap) -> float | None:
+    """`softcap` as the kernels take it: None, or a positive finite float (Gemma-2 uses 50.0)."""
+    if softcap is None:
+        return None
+    if isinstance(softcap, bool) or not isinstance(softcap, (int, float)):
+        raise ValueError(f"softcap must be a positive float or None, got {softcap!r}")
+    softcap = float(softcap)
+    if not (math.isfinite(softcap) and softcap > 0.0):
+        raise ValueError(f"softcap must be a positive finite float, got {softcap!r}")
+    return softcap
+
+
 def check_kernel_device(device) -> None:
     """flashgen's Triton kernels run on CUDA tensors, or on CPU tensors in Triton's interpreter.
 

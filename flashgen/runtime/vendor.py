@@ -67,17 +67,19 @@ def winner(q, k, v, causal: bool) -> str:
     return choose_impl(spec, seq_q, seq_k, q.is_cuda)
 
 
-def route(q, k, v, causal: bool, scale: float, impl: str | None = None, window=None):
+def route(q, k, v, causal: bool, scale: float, impl: str | None = None, window=None, softcap=None):
     """SDPA's output when an SDPA backend runs this call, None when flashgen's kernels should.
 
     `impl` None: the run-time choice (`winner`); a name forces that implementation (validated).
     Inputs must have passed `flashgen.kernels.validate.check_inputs`. A sliding `window` always
-    stays with flashgen (SDPA has no window; its attn_mask would be the N x N mask windows avoid).
+    stays with flashgen (SDPA has no window; its attn_mask would be the N x N mask windows avoid),
+    and so does a logit `softcap` (SDPA has none).
     """
-    if window is not None:
+    if window is not None or softcap is not None:
         if impl is not None and check_impl(impl) != FLASHGEN:
+            what = "sliding window" if window is not None else "logit softcapping"
             raise ValueError(
-                f"impl={impl!r}: PyTorch's SDPA has no sliding window; use impl='flashgen' or None"
+                f"impl={impl!r}: PyTorch's SDPA has no {what}; use impl='flashgen' or None"
             )
         return None
     if impl is None:

@@ -584,8 +584,8 @@ def _run_workers(args, opts, tasks, db) -> tuple[list, list[str]]:
             "disturb each other",
             file=sys.stderr,
         )
-    task_data = [((t.spec.head_dim, t.spec.causal, t.spec.dtype, t.spec.direction, t.spec.window), t.bucket)
-                 for t in tasks]  # fmt: skip
+    task_data = [((t.spec.head_dim, t.spec.causal, t.spec.dtype, t.spec.direction, t.spec.window,
+                  t.spec.softcap), t.bucket) for t in tasks]  # fmt: skip
     argv = {k: v for k, v in vars(args).items() if not k.startswith("_")}
     argv["db"] = db.engine.url.render_as_string(hide_password=False)
     # One start time for all workers of this run, so `--trials` is the run's total however

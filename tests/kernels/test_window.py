@@ -171,3 +171,19 @@ def test_bf16_on_gpu(causal, win):
     out = attention(q, k, v, causal=causal, window=win)
     ref = band_ref(q, k, v, causal=causal, window=normalize_window(win, causal))
     torch.testing.assert_close(out.double(), ref, atol=2e-2, rtol=2e-2)
+
+
+@pytest.mark.parametrize("direction", ["fwd", "bwd"])
+@pytest.mark.parametrize("causal", [False, True])
+def test_tuner_checks_a_windowed_candidate(direction, causal):
+    """`flashgen tune` on a windowed spec (e.g. from --pending) checks and times the windowed
+    kernel itself, with a band covering every key (`flashgen.bench.bench_window`)."""
+    from flashgen.hardware.costmodel import Shape
+    from flashgen.tune.bench import bench_window, check
+
+    spec = KernelSpec(32, causal, "float32", direction, window=True)
+    outcome = check(spec, TILES, Shape(1, 2, 1, 45, 45), "cpu")
+    assert outcome.status == "ok", outcome
+    q, k, _ = _inputs(1, 2, 1, 45, 30, 32, torch.float32)
+    assert bench_window(spec, q, k) == (45, 45)
+    assert bench_window(KernelSpec(32, causal, "float32", direction), q, k) is None
