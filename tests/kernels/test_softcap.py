@@ -59,6 +59,8 @@ def test_forward_backward_match_float64(case, tma, monkeypatch):
     monkeypatch.setenv("FLASHGEN_FWD_TMA", tma)
     monkeypatch.setenv("FLASHGEN_BWD_TMA", tma)
     b, hq, hkv, sq, sk, d, causal, win, cap = case
+    if tma == "1" and case is not CASES[2]:
+        pytest.skip("the TMA build shares the softcap code: one case covers it (CI time)")
     q, k, v = _inputs(b, hq, hkv, sq, sk, d, torch.float32)
     window = normalize_window(win, causal)
     out, lse = forward(q, k, v, causal=causal, scale=None, config=TILES, window=window,

@@ -69,8 +69,8 @@ def test_forward_backward_match_float64(case, tma, monkeypatch):
     monkeypatch.setenv("FLASHGEN_FWD_TMA", tma)
     monkeypatch.setenv("FLASHGEN_BWD_TMA", tma)
     b, hq, hkv, sq, sk, d, causal, win = case
-    if tma == "1" and sq == 501:
-        pytest.skip("one long case per build is enough")
+    if tma == "1" and case not in (CASES[0], CASES[3], CASES[4]):
+        pytest.skip("the TMA build shares the band code: three cases cover it (CI time)")
     dtype = torch.float32
     q, k, v = _inputs(b, hq, hkv, sq, sk, d, dtype)
     window = normalize_window(win, causal)
