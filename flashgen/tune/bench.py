@@ -135,6 +135,13 @@ def bench_softcap(spec: KernelSpec) -> float | None:
     return BENCH_SOFTCAP if spec.softcap else None
 
 
+def _mask_kwargs(spec: KernelSpec, q, k) -> dict:
+    """The window/softcap keywords of a launch for `spec`: none at all for a plain spec, so the
+    plain launchers are called exactly as before."""
+    kwargs = {"window": bench_window(spec, q, k), "softcap": bench_softcap(spec)}
+    return {name: value for name, value in kwargs.items() if value is not None}
+
+
 def _forward_for_backward(spec: KernelSpec, q, k, v):
     """out and lse for timing a backward candidate, from the forward kernel at a safe config."""
     from ..hardware.tiles import safe_config
@@ -147,8 +154,7 @@ def _forward_for_backward(spec: KernelSpec, q, k, v):
         causal=spec.causal,
         scale=None,
         config=safe_config(spec.with_direction("fwd")),
-        window=bench_window(spec, q, k),
-        softcap=bench_softcap(spec),
+        **_mask_kwargs(spec, q, k),
     )
 
 
@@ -157,26 +163,14 @@ def launcher(spec: KernelSpec, cfg: TileConfig, q, k, v, do=None, out=None, lse=
     if spec.direction == "fwd":
         from ..kernels.fwd import forward
 
-        window, softcap = bench_window(spec, q, k), bench_softcap(spec)
-        return lambda: forward(
-            q, k, v, causal=spec.causal, scale=None, config=cfg, window=window, softcap=softcap
-        )
+        extra = _mask_kwargs(spec, q, k)
+        return lambda: forward(q, k, v, causal=spec.causal, scale=None, config=cfg, **extra)
     from ..kernels.bwd import backward
 
     scale = 1.0 / math.sqrt(spec.head_dim)
-    window = bench_window(spec, q, k)
+    extra = _mask_kwargs(spec, q, k)
     return lambda: backward(
-        do,
-        q,
-        k,
-        v,
-        out,
-        lse,
-        causal=spec.causal,
-        scale=scale,
-        config=cfg,
-        window=window,
-        softcap=bench_softcap(spec),
+        do, q, k, v, out, lse, causal=spec.causal, scale=scale, config=cfg, **extra
     )
 
 
@@ -248,8 +242,7 @@ def _check(spec: KernelSpec, cfg: TileConfig, shape: Shape, device: str, seed: i
             causal=spec.causal,
             scale=None,
             config=cfg,
-            window=bench_window(spec, q, k),
-            softcap=bench_softcap(spec),
+            **_mask_kwargs(spec, q, k),
         )
         err = (out.double() - case["ref_out"]).abs()
         lse_err = (lse.double() - case["ref_lse"]).abs().max().item()
@@ -274,8 +267,7 @@ def _check(spec: KernelSpec, cfg: TileConfig, shape: Shape, device: str, seed: i
         causal=spec.causal,
         scale=scale,
         config=cfg,
-        window=bench_window(spec, q, k),
-        softcap=bench_softcap(spec),
+        **_mask_kwargs(spec, q, k),
     )
     tol = _GRAD_TOL[spec.dtype]
     for name, ours, ref in zip(("dq", "dk", "dv"), grads, case["ref_grads"], strict=True):
