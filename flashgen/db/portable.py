@@ -291,6 +291,8 @@ def load(path) -> list[TuningRecord]:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise FormatError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:  # JSON files are UTF-8; say which file and where
+        raise FormatError(f"{path} is not UTF-8 text (byte {exc.start})") from None
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:

@@ -161,3 +161,14 @@ def test_repeated_values_are_each_validated(tmp_path, capsys):
     path.write_text(json.dumps(doc))
     assert cli.main(["import", str(path), "--db", f"sqlite:///{tmp_path / 'f.sqlite3'}"]) == 2
     assert "record 2: field 'config.num_warps'" in capsys.readouterr().err
+
+
+def test_a_file_that_is_not_utf8_is_named(tmp_path, capsys):
+    """A Latin-1 or binary file gave the codec's message without the file's name."""
+    path = tmp_path / "latin1.json"
+    path.write_bytes(json.dumps(_document()).encode()[:40] + b"\xff\xfe}")
+    url = f"sqlite:///{tmp_path / 'u.sqlite3'}"
+    assert cli.main(["import", str(path), "--db", url]) == 2
+    err = capsys.readouterr().err
+    assert f"{path} is not UTF-8 text (byte 40)" in err and err.count("\n") == 1, err
+    assert not (tmp_path / "u.sqlite3").exists()
