@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -58,15 +59,27 @@ def test_a_path_below_a_regular_file_falls_back(fresh, tmp_path, caplog):
     assert f"cannot be created: {blocker} is not a directory" in message
 
 
-@pytest.mark.skipif(
-    hasattr(os, "geteuid") and os.geteuid() == 0,
-    reason="runs as root: chmod 0500 does not stop root from writing, so the dir IS usable",
-)
+def _make_unwritable(path) -> bool:
+    """chmod 0500, and as root (CI runs as root, whom chmod does not stop) `chattr +i`, which
+    stops root too. False when neither makes the dir unwritable here."""
+    path.chmod(0o500)
+    if os.access(path, os.W_OK) and shutil.which("chattr"):
+        subprocess.run(["chattr", "+i", str(path)], capture_output=True)
+    return not os.access(path, os.W_OK)
+
+
+def _make_writable(path) -> None:
+    if shutil.which("chattr"):
+        subprocess.run(["chattr", "-i", str(path)], capture_output=True)
+    path.chmod(0o700)
+
+
 def test_an_unwritable_directory_falls_back(fresh, tmp_path, caplog):
     locked = tmp_path / "locked"
     locked.mkdir()
-    locked.chmod(0o500)
     try:
+        if not _make_unwritable(locked):
+            pytest.skip("neither chmod nor chattr +i makes a directory unwritable here")
         fresh.setenv("FLASHGEN_CACHE_DIR", str(locked))
         with caplog.at_level(logging.WARNING, logger="flashgen"):
             got = paths.cache_dir()
@@ -74,7 +87,7 @@ def test_an_unwritable_directory_falls_back(fresh, tmp_path, caplog):
         (message,) = _warnings(caplog)
         assert "FLASHGEN_CACHE_DIR" in message and "is not writable" in message
     finally:
-        locked.chmod(0o700)
+        _make_writable(locked)
 
 
 def test_a_usable_dir_is_used_as_is_and_not_created(fresh, tmp_path, caplog):
