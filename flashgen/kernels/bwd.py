@@ -35,7 +35,7 @@ from ..runtime import dispatch
 from ..runtime.dispatch import choose_config
 from . import tma as _tma
 from .codegen import load
-from .launch import Launch, direct_device
+from .launch import Launch, capturing, direct_device
 
 _ENV = "FLASHGEN_BWD_TMA"
 _env = _tma.env_reader(_ENV)
@@ -86,7 +86,7 @@ class _Plan:
         spec = bwd_spec(q, causal, windowed, capped)
         self.keep = True
         if config is None:
-            config = choose_config(spec, seq_q, seq_k, query_db=not _capturing(q))
+            config = choose_config(spec, seq_q, seq_k, query_db=not capturing(q))
             self.keep = dispatch.settled(spec, seq_q, seq_k)
         module = load(spec)
         block_m, block_n = config.block_m, config.block_n
@@ -137,10 +137,6 @@ class _Plan:
             dq = torch.empty_like(q, memory_format=torch.contiguous_format)
             self.dq(q, k, v, do, lse, delta, dq, *self.strides, *ints)
         return dq, dk, dv
-
-
-def _capturing(t) -> bool:
-    return t.is_cuda and torch.cuda.is_current_stream_capturing()
 
 
 def backward(
@@ -206,7 +202,7 @@ def backward(
             window is not None,
             softcap is not None,
         )
-        if plan.keep and not _capturing(q):
+        if plan.keep and not capturing(q):
             if len(_plans) >= _MAX_PLANS:
                 _plans.clear()
             _plans[key] = plan

@@ -39,7 +39,7 @@ from ..runtime import dispatch
 from ..runtime.dispatch import choose_config
 from . import hopper, tma
 from .codegen import load
-from .launch import Launch, direct_device
+from .launch import Launch, capturing, direct_device
 
 LOG2E = 1.4426950408889634
 _ENV = "FLASHGEN_FWD_TMA"
@@ -82,7 +82,7 @@ class _Plan:
             self.hopper = spec  # the Gluon family launches itself (through its JIT)
             return
         if config is None:
-            config = choose_config(spec, sq, sk, query_db=not _capturing(q))
+            config = choose_config(spec, sq, sk, query_db=not capturing(q))
             self.keep = dispatch.settled(spec, sq, sk)
         module = load(spec)
         bm, bn = config.block_m, config.block_n
@@ -123,10 +123,6 @@ class _Plan:
             self.run(q, k, v, out, lse, *self.strides, *self.tail, qk_scale, *win)
 
 
-def _capturing(t) -> bool:
-    return t.is_cuda and torch.cuda.is_current_stream_capturing()
-
-
 def forward(q, k, v, *, causal: bool, scale: float | None, config=None, window=None, softcap=None):
     """Attention forward: returns (out, lse).
 
@@ -154,7 +150,7 @@ def forward(q, k, v, *, causal: bool, scale: float | None, config=None, window=N
         plan = _Plan(
             q, k, v, out, causal, config, aligned, forced, window is not None, softcap is not None
         )
-        if plan.keep and not _capturing(q):
+        if plan.keep and not capturing(q):
             if len(_plans) >= _MAX_PLANS:
                 _plans.clear()
             _plans[key] = plan

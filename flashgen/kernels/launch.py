@@ -71,6 +71,12 @@ def hooks_active() -> bool:
     return False
 
 
+def capturing(t) -> bool:
+    """Whether a CUDA graph is being captured on the current stream for `t`'s calls (then a
+    launch plan takes its config without the database and is not kept)."""
+    return t.is_cuda and torch.cuda.is_current_stream_capturing()
+
+
 def direct_device(t, aligned: bool):
     """The `device` argument of `Launch` for a plan built from tensor `t`: its CUDA device index
     when every pointer the plan launches with is 16-byte aligned (Triton specialises each
