@@ -30,7 +30,7 @@ from __future__ import annotations
 import torch
 
 from ..core.config import TileConfig
-from ..core.spec import KernelSpec, dtype_name, spec_for
+from ..core.spec import dtype_name, spec_for
 from ..runtime import dispatch
 from ..runtime.dispatch import choose_config
 from . import tma as _tma
@@ -42,11 +42,6 @@ _env = _tma.env_reader(_ENV)
 _MAX_PLANS = 4096
 _plans: dict[tuple, _Plan] = {}
 dispatch.on_clear(_plans.clear)  # a new database may choose other configs
-
-
-def bwd_spec(q, causal: bool, windowed: bool = False, capped: bool = False) -> KernelSpec:
-    """The backward KernelSpec for q's head dim and dtype (cached: this runs every call)."""
-    return spec_for(q.shape[-1], causal, dtype_name(q.dtype), "bwd", windowed, capped)
 
 
 def _last_dim_contiguous(t):
@@ -81,9 +76,9 @@ class _Plan:
     def __init__(
         self, q, k, v, do, out, causal, config, needs, use_descriptors, aligned, windowed, capped
     ):
-        batch, heads_q, seq_q, _ = q.shape
+        batch, heads_q, seq_q, dim = q.shape
         heads_kv, seq_k = k.shape[1], k.shape[2]
-        spec = bwd_spec(q, causal, windowed, capped)
+        spec = spec_for(dim, causal, dtype_name(q.dtype), "bwd", windowed, capped)
         self.keep = True
         if config is None:
             config = choose_config(spec, seq_q, seq_k, query_db=not capturing(q))
