@@ -44,28 +44,40 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from .kernels import bwd, fwd
+from .core.impls import FLASHGEN, check_impl
+from .hardware.decode import MAX_DECODE_Q
+from .kernels import aligned, bwd, decode, fwd
+from .kernels.aligned import check_align
+from .kernels.tma import env_reader
 from .kernels.validate import check_inputs, check_kernel_device, check_softcap, normalize_window
-from .runtime.vendor import route
+from .runtime.vendor import _hint, route
 
 __all__ = ["attention"]
+
+_decode_env = env_reader("FLASHGEN_DECODE")
+
+
+def _decode_off() -> bool:
+    """FLASHGEN_DECODE=0: short queries take the forward kernels (and the SDPA routing)."""
+    return _decode_env() in (b"0", "0")
+
 
 _LIB = torch.library.Library("flashgen", "FRAGMENT")
 _TAGS = (torch.Tag.pt2_compliant_tag,)
 _LIB.define(
     "attention_fwd(Tensor q, Tensor k, Tensor v, bool causal, float scale, int[]? window=None, "
-    "float? softcap=None) -> (Tensor, Tensor)",
+    "float? softcap=None, str causal_align='top_left') -> (Tensor, Tensor)",
     tags=_TAGS,
 )
 _LIB.define(
     "attention_bwd(Tensor do, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, bool causal, "
     "float scale, bool need_dq, bool need_dk, bool need_dv, int[]? window=None, "
-    "float? softcap=None) -> (Tensor, Tensor, Tensor)",
+    "float? softcap=None, str causal_align='top_left') -> (Tensor, Tensor, Tensor)",
     tags=_TAGS,
 )
 _LIB.define(
     "attention(Tensor q, Tensor k, Tensor v, bool causal=False, float? scale=None, "
-    "int[]? window=None, float? softcap=None) -> Tensor",
+    "int[]? window=None, float? softcap=None, str causal_align='top_left') -> Tensor",
     tags=_TAGS,
 )
 
@@ -79,13 +91,21 @@ def _window(window):
     return (int(window[0]), int(window[1]))
 
 
-def _attention_fwd(q, k, v, causal, scale, window=None, softcap=None):
+def _attention_fwd(q, k, v, causal, scale, window=None, softcap=None, causal_align="top_left"):
+    bottom_right = check_align(causal, causal_align)
+    if not _decode_off() and decode.applies(q, k, window, softcap):
+        off = None  # no mask
+        if causal:  # query i sees keys j <= i + off
+            off = aligned.offset(q.shape[2], k.shape[2]) if bottom_right else 0
+        return decode.decode_forward(q, k, v, causal_offset=off, scale=scale)
+    if bottom_right:
+        return aligned.forward(q, k, v, scale=scale)
     return fwd.forward(
         q, k, v, causal=causal, scale=scale, window=_window(window), softcap=check_softcap(softcap)
     )
 
 
-def _attention_fwd_fake(q, k, v, causal, scale, window=None, softcap=None):
+def _attention_fwd_fake(q, k, v, causal, scale, window=None, softcap=None, causal_align="top_left"):
     batch, heads, seq_q, head_dim = q.shape
     out = q.new_empty((batch, heads, seq_q, head_dim))
     lse = q.new_empty((batch, heads, seq_q), dtype=torch.float32)
@@ -93,30 +113,37 @@ def _attention_fwd_fake(q, k, v, causal, scale, window=None, softcap=None):
 
 
 def _attention_bwd(
-    do, q, k, v, out, lse, causal, scale, need_dq, need_dk, need_dv, window=None, softcap=None
-):
+    do, q, k, v, out, lse, causal, scale, need_dq, need_dk, need_dv, window=None, softcap=None,
+    causal_align="top_left",
+):  # fmt: skip
     needs = (need_dq, need_dk, need_dv)
-    grads = bwd.backward(
-        do,
-        q,
-        k,
-        v,
-        out,
-        lse,
-        causal=causal,
-        scale=scale,
-        needs=needs,
-        window=_window(window),
-        softcap=check_softcap(softcap),
-    )
+    if check_align(causal, causal_align):
+        if window is not None or softcap is not None:
+            raise ValueError("causal_align='bottom_right' takes no window or softcap")
+        grads = aligned.backward(do, q, k, v, out, lse, scale=scale, needs=needs)
+    else:
+        grads = bwd.backward(
+            do,
+            q,
+            k,
+            v,
+            out,
+            lse,
+            causal=causal,
+            scale=scale,
+            needs=needs,
+            window=_window(window),
+            softcap=check_softcap(softcap),
+        )
     return tuple(
         g if g is not None else t.new_empty((0,)) for g, t in zip(grads, (q, k, v), strict=True)
     )
 
 
 def _attention_bwd_fake(
-    do, q, k, v, out, lse, causal, scale, need_dq, need_dk, need_dv, window=None, softcap=None
-):
+    do, q, k, v, out, lse, causal, scale, need_dq, need_dk, need_dv, window=None, softcap=None,
+    causal_align="top_left",
+):  # fmt: skip
     return tuple(
         t.new_empty(t.shape) if need else t.new_empty((0,))
         for t, need in zip((q, k, v), (need_dq, need_dk, need_dv), strict=True)
@@ -141,13 +168,14 @@ class _Attention(torch.autograd.Function):
     `attention_bwd` (only those autograd asks for)."""
 
     @staticmethod
-    def forward(ctx, q, k, v, causal, scale, window, softcap):
-        out, lse = _fwd_op(q, k, v, causal, scale, window, softcap)
+    def forward(ctx, q, k, v, causal, scale, window, softcap, causal_align):
+        out, lse = _fwd_op(q, k, v, causal, scale, window, softcap, causal_align)
         ctx.save_for_backward(q, k, v, out, lse)
         ctx.causal = causal
         ctx.scale = scale
         ctx.window = window
         ctx.softcap = softcap
+        ctx.causal_align = causal_align
         return out
 
     @staticmethod
@@ -168,6 +196,7 @@ class _Attention(torch.autograd.Function):
             need_dv,
             ctx.window,
             ctx.softcap,
+            ctx.causal_align,
         )
         return (
             dq if need_dq else None,
@@ -177,10 +206,13 @@ class _Attention(torch.autograd.Function):
             None,
             None,
             None,
+            None,
         )
 
 
-def _attention(q, k, v, causal=False, scale=None, window=None, softcap=None, impl=None):
+def _attention(
+    q, k, v, causal=False, scale=None, window=None, softcap=None, causal_align="top_left", impl=None
+):
     """The body shared by the eager function and the composite op: check, let the run-time
     choice send the call to an SDPA backend (`flashgen.runtime.vendor.route`), else flashgen's forward
     with autograd when a gradient is wanted, or the forward op alone (no autograd node)."""
@@ -190,14 +222,34 @@ def _attention(q, k, v, causal=False, scale=None, window=None, softcap=None, imp
             normalize_window(tuple(window) if isinstance(window, list) else window, causal)
         )
     softcap = check_softcap(softcap)
+    bottom_right = check_align(causal, causal_align)
+    if bottom_right and window is not None:
+        raise ValueError("causal_align='bottom_right' does not take a window yet")
     if impl != "flashgen":
-        out = route(q, k, v, causal, scale, impl, window, softcap)
+        # SDPA's is_causal is top-left only; a short query runs the split-KV decode kernels.
+        keep = bottom_right or (impl is None and _decode_routed(q, k, window, softcap))
+        if keep and impl is not None and check_impl(impl) != FLASHGEN:
+            raise ValueError(
+                f"impl={impl!r}: PyTorch's SDPA has no bottom-right causal alignment; use "
+                "impl='flashgen' or None"
+            )
+        out = None if keep else route(q, k, v, causal, scale, impl, window, softcap)
         if out is not None:
             return out
     check_kernel_device(q.device)
     if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
-        return _Attention.apply(q, k, v, causal, scale, window, softcap)
-    return _fwd_op(q, k, v, causal, scale, window, softcap)[0]
+        return _Attention.apply(q, k, v, causal, scale, window, softcap, causal_align)
+    return _fwd_op(q, k, v, causal, scale, window, softcap, causal_align)[0]
+
+
+def _decode_routed(q, k, window, softcap) -> bool:
+    """Whether the run-time choice sends this call to the split-KV decode kernels instead of
+    asking the SDPA routing: a query of at most 16 rows without window or softcap, unless
+    FLASHGEN_DECODE=0. Sizes are read as hints (no guard under tracing)."""
+    seq_q = _hint(q.shape[2])
+    if seq_q is None or _decode_off() or window is not None or softcap is not None:
+        return False
+    return seq_q <= MAX_DECODE_Q
 
 
 _LIB.impl("attention", _attention, "CompositeImplicitAutograd")
@@ -213,6 +265,7 @@ def attention(
     scale: float | None = None,
     window: int | tuple[int, int] | None = None,
     softcap: float | None = None,
+    causal_align: str = "top_left",
     impl: str | None = None,
 ):
     """FlashAttention with SDPA semantics: q [B, Hq, Sq, D], k/v [B, Hkv, Sk, D] -> [B, Hq, Sq, D].
@@ -232,6 +285,16 @@ def attention(
     softcap * tanh(s / softcap) before the softmax, forward and backward; flashgen's kernels
     only (SDPA has no softcap).
 
+    `causal_align` says where the causal diagonal lies when Sq != Sk: "top_left" (SDPA's
+    is_causal: query i sees keys j <= i) or "bottom_right" (FlashAttention's and a KV cache's:
+    the queries are the last Sq positions, query i sees keys j <= i + Sk - Sq; a query that
+    sees no key, possible when Sq > Sk, gets zeros). It needs causal=True; equal lengths make
+    the two the same. SDPA has no bottom-right alignment, so such calls run flashgen's kernels.
+
+    A short query (Sq <= 16: a decoding step, a speculative draft) without window or softcap
+    runs the split-KV decode kernels (`flashgen.kernels.decode`) unless `impl` names an SDPA
+    backend or FLASHGEN_DECODE=0.
+
     `impl` None runs the faster implementation for this shape: flashgen's kernels or one of
     PyTorch's SDPA backends, by the tuning records and defaults (`flashgen.runtime.vendor`); a name from
     `flashgen.core.impls.IMPLS` ("flashgen", "sdpa_cudnn", ...) forces that one.
@@ -242,5 +305,5 @@ def attention(
         # cache and the autograd.Function.
         if window is not None:
             window = list(normalize_window(window, causal))
-        return _composite_op(q, k, v, causal, scale, window, check_softcap(softcap))
-    return _attention(q, k, v, causal, scale, window, softcap, impl)
+        return _composite_op(q, k, v, causal, scale, window, check_softcap(softcap), causal_align)
+    return _attention(q, k, v, causal, scale, window, softcap, causal_align, impl)

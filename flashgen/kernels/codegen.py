@@ -18,6 +18,8 @@ from ..core.paths import interpret_mode, kernel_dir, templates_dir, write_atomic
 from ..core.spec import KernelSpec
 
 TEMPLATE_FOR_DIRECTION = {"fwd": "attn_fwd.py.jinja", "bwd": "attn_bwd.py.jinja"}
+# Split-KV decode (flashgen.kernels.decode): forward specs only, its own template and names.
+DECODE_TEMPLATE = "attn_decode.py.jinja"
 _TL_DTYPE = {"float16": "tl.float16", "bfloat16": "tl.bfloat16", "float32": "tl.float32"}
 
 
@@ -51,9 +53,23 @@ def template_context(spec: KernelSpec) -> dict:
     }
 
 
+def family_uri(spec: KernelSpec, family: str = "portable") -> str:
+    """The name of `spec`'s kernel in a family: the decode family's forward kernels are
+    `attn_decode_...` (e.g. attn_decode_d128_causal_bf16), every other family uses `spec.uri()`."""
+    if family == "decode":
+        return "attn_decode_" + spec.uri().removeprefix(f"attn_{spec.direction}_")
+    return spec.uri()
+
+
 def render(spec: KernelSpec, family: str = "portable") -> str:
     """The generated source for `spec` (what `flashgen kernel` prints): the portable Triton
-    family, or the Hopper Gluon family (`flashgen.kernels.hopper`, forward only)."""
+    family, the Hopper Gluon family (`flashgen.kernels.hopper`, forward only) or the split-KV
+    decode family (`flashgen.kernels.decode`, forward without window or softcap)."""
+    if family == "decode":
+        if spec.direction != "fwd" or spec.window or spec.softcap:
+            raise ValueError(f"the decode family has no kernel for {spec.uri()}")
+        context = {**template_context(spec), "uri": family_uri(spec, family)}
+        return _environment().get_template(DECODE_TEMPLATE).render(**context)
     if family == "hopper":
         from . import hopper
 
@@ -65,15 +81,15 @@ def render(spec: KernelSpec, family: str = "portable") -> str:
     return template.render(**template_context(spec))
 
 
-def kernel_path(spec: KernelSpec, source: str):
+def kernel_path(spec: KernelSpec, source: str, family: str = "portable"):
     digest = hashlib.sha256(source.encode()).hexdigest()[:16]
-    return kernel_dir() / f"{spec.uri()}_{digest}.py"
+    return kernel_dir() / f"{family_uri(spec, family)}_{digest}.py"
 
 
 @functools.cache
 def _load(spec: KernelSpec, interpret: bool, family: str = "portable") -> ModuleType:
     source = render(spec, family)
-    path = kernel_path(spec, source)
+    path = kernel_path(spec, source, family)
     if not path.exists() or path.read_text() != source:
         write_atomic(path, source)
     module_name = f"flashgen_generated.{path.stem}"

@@ -1,0 +1,163 @@
+"""Decode attention on the GPU: flashgen's split-KV kernels against PyTorch's SDPA backends.
+
+One query row per sequence (a generation step), bf16, K/V of `kv` keys per sequence; the
+achieved bandwidth is (K + V + Q + O bytes) / median time (triton.testing.do_bench, L2
+flushed). Each case is checked against SDPA's math in float32 first (max abs error printed).
+SDPA is timed on every backend that accepts the case; "sdpa" is the fastest of them. flashgen is
+timed through `flashgen.kernels.decode.decode_forward` (kernel + allocations) and through
+`flashgen.attention` (the public path, with its input checks).
+
+    python benchmarks/decode.py [--out FILE.csv] [--budget SECONDS] [--sweep]
+
+`--sweep` also times every DecodeConfig candidate at batch 1 x 64k (GQA, d128) and prints the
+best ones (what the defaults table should say). Rows are printed and appended to the CSV as
+they are measured, so a run stopped by its time limit keeps what it measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import subprocess
+import time
+
+import torch
+import triton
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.nn.functional import scaled_dot_product_attention as sdpa
+
+import flashgen
+from flashgen.hardware import decode as hw
+from flashgen.kernels.decode import decode_forward
+
+BACKENDS = {
+    "cudnn": SDPBackend.CUDNN_ATTENTION,
+    "flash": SDPBackend.FLASH_ATTENTION,
+    "efficient": SDPBackend.EFFICIENT_ATTENTION,
+}
+FIELDS = [
+    "batch", "hq", "hkv", "kv", "d", "err", "flashgen_us", "flashgen_api_us", "sdpa_us",
+    "sdpa_best", "flashgen_tbs", "sdpa_tbs", "ratio", "config", "gpu", "torch", "triton",
+    "commit",
+]  # fmt: skip
+
+
+def ms(fn) -> float:
+    return triton.testing.do_bench(fn, warmup=5, rep=25, return_mode="median")
+
+
+def commit() -> str:
+    try:
+        here = os.path.dirname(os.path.abspath(__file__))
+        return subprocess.run(
+            ["git", "-C", here, "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+        ).stdout.strip() or os.environ.get("FLASHGEN_COMMIT", "?")
+    except OSError:
+        return os.environ.get("FLASHGEN_COMMIT", "?")
+
+
+def case(batch, hq, hkv, kv, d, version):
+    dev = "cuda"
+    q = torch.randn(batch, hq, 1, d, device=dev, dtype=torch.bfloat16)
+    k = torch.randn(batch, hkv, kv, d, device=dev, dtype=torch.bfloat16)
+    v = torch.randn(batch, hkv, kv, d, device=dev, dtype=torch.bfloat16)
+    gqa = hq != hkv
+    # Checked on the first sequence only (a float32 copy of a 64 x 64k cache does not fit).
+    want = sdpa(q[:1].float(), k[:1].float(), v[:1].float(), enable_gqa=gqa)
+    out, _ = decode_forward(q, k, v, causal_offset=None, scale=None)
+    err = (out[:1].float() - want).abs().max().item()
+    del want
+    nbytes = 2 * k.numel() * 2 + 2 * q.numel() * 2
+    ours = ms(lambda: decode_forward(q, k, v, causal_offset=None, scale=None))
+    api = ms(lambda: flashgen.attention(q, k, v))
+    times = {}
+    for name, backend in BACKENDS.items():
+        try:
+            with sdpa_kernel([backend]):
+                sdpa(q, k, v, enable_gqa=gqa)
+                times[name] = ms(lambda b=backend: _sdpa_on(b, q, k, v, gqa))
+        except RuntimeError:
+            continue
+    best = min(times, key=times.get) if times else "none"
+    theirs = times.get(best, float("nan"))
+    cfg = hw.default_config(d, "bfloat16", batch, hkv, hq // hkv, 1, kv)
+    return {
+        "batch": batch, "hq": hq, "hkv": hkv, "kv": kv, "d": d, "err": f"{err:.2e}",
+        "flashgen_us": round(ours * 1e3, 2), "flashgen_api_us": round(api * 1e3, 2),
+        "sdpa_us": round(theirs * 1e3, 2), "sdpa_best": best,
+        "flashgen_tbs": round(nbytes / ours / 1e9, 3),
+        "sdpa_tbs": round(nbytes / theirs / 1e9, 3), "ratio": round(theirs / ours, 3),
+        "config": cfg.short(), **version,
+    }  # fmt: skip
+
+
+def _sdpa_on(backend, q, k, v, gqa):
+    with sdpa_kernel([backend]):
+        return sdpa(q, k, v, enable_gqa=gqa)
+
+
+def sweep(budget_end: float) -> None:
+    q = torch.randn(1, 32, 1, 128, device="cuda", dtype=torch.bfloat16)
+    k = torch.randn(1, 8, 65536, 128, device="cuda", dtype=torch.bfloat16)
+    v = torch.randn_like(k)
+    nbytes = 2 * k.numel() * 2
+    found = []
+    for cfg in hw.candidates(128, "bfloat16", 16, 65536):
+        if time.time() > budget_end:
+            break
+        try:
+            t = ms(lambda c=cfg: decode_forward(q, k, v, causal_offset=None, scale=None, config=c))
+        except Exception as exc:  # a config that fails costs inf, never the run
+            print("sweep", cfg.short(), "failed", type(exc).__name__, flush=True)
+            continue
+        found.append((t, cfg))
+    for t, cfg in sorted(found, key=lambda x: x[0])[:8]:
+        print(f"sweep b1 kv64k gqa d128 {cfg.short()} {t * 1e3:.1f} us {nbytes / t / 1e9:.2f} TB/s")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default="decode.csv", help="CSV file the rows are appended to")
+    parser.add_argument("--budget", type=float, default=600, help="stop after this many seconds")
+    parser.add_argument("--sweep", action="store_true", help="time every config at b1 x 64k")
+    parser.add_argument("--batches", default="1,8,64")
+    parser.add_argument("--kvs", default="2048,8192,32768,65536")
+    parser.add_argument("--dims", default="128,64")
+    args = parser.parse_args()
+    end = time.time() + args.budget
+    version = {
+        "gpu": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "commit": commit(),
+    }
+    if args.sweep:
+        sweep(time.time() + min(20, args.budget / 3))
+    new = not os.path.exists(args.out)
+    with open(args.out, "a", newline="") as f:
+        writer = csv.DictWriter(f, FIELDS)
+        if new:
+            writer.writeheader()
+        for d in map(int, args.dims.split(",")):
+            for hq, hkv in ((32, 8), (32, 32)):
+                for batch in map(int, args.batches.split(",")):
+                    for kv in map(int, args.kvs.split(",")):
+                        if time.time() > end:
+                            print("budget spent: stopping", flush=True)
+                            return
+                        row = case(batch, hq, hkv, kv, d, version)
+                        writer.writerow(row)
+                        f.flush()
+                        print(
+                            f"b{batch} {hq}/{hkv} kv{kv} d{d}: flashgen {row['flashgen_us']} us "
+                            f"({row['flashgen_tbs']} TB/s, api {row['flashgen_api_us']} us) "
+                            f"sdpa[{row['sdpa_best']}] {row['sdpa_us']} us ({row['sdpa_tbs']} "
+                            f"TB/s) ratio {row['ratio']} err {row['err']} {row['config']}",
+                            flush=True,
+                        )
+                        torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main()

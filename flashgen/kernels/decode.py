@@ -1,0 +1,156 @@
+"""Host launcher for split-KV decode attention (templates/attn_decode.py.jinja).
+
+Why a separate path: the forward kernel runs one program per (query block, batch, head). With
+one query row per sequence that is 8-32 programs at batch 1 on a 132-SM GPU, each reading a
+whole KV cache: the H200 read the cache at 0.17-1 TB/s where SDPA reached 3.3-3.9 TB/s
+(issue 17). Here the query heads sharing a kv head are packed into one tile (K/V read once per
+kv head) and the keys are split across programs; a second small kernel merges the splits by
+log-sum-exp. With one split the first kernel writes the output itself (FINAL) and the merge is
+skipped.
+
+`decode_forward(q, k, v, causal_offset=..., scale=...)` returns (out, lse) exactly like
+`flashgen.kernels.fwd.forward` (lse: natural log, +inf for a row that sees no key), so the
+backward (`flashgen.kernels.bwd`) works from it unchanged. `causal_offset` None: no mask;
+an int c: query i sees keys j <= i + c (0: SDPA's top-left is_causal; seq_k - seq_q: the
+bottom-right alignment of a KV cache).
+
+Per call the host does: a dict lookup of the launch plan, four allocations and one or two
+direct launches (`flashgen.kernels.launch`). A plan is keyed by everything that changes the
+compiled kernel or the grid, but NOT by the key length itself: a generation step with a
+growing cache (one more key each token) reuses the plan of its bucket. The split length is a
+run-time argument computed per call; Triton specialises integer arguments on divisibility by
+16 and on being 1, so the plan key carries those bits of every integer argument (a direct
+launch must pass exactly what the compiled kernel was specialised for).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ..core.spec import dtype_name, next_pow2, spec_for
+from ..hardware import decode as hw
+from .codegen import load_family
+from .launch import Launch, capturing, direct_device
+
+LOG2E = 1.4426950408889634
+_MAX_PLANS = 4096
+_plans: dict[tuple, _Plan] = {}
+
+
+def applies(q, k, window=None, softcap=None) -> bool:
+    """Whether a call goes to the decode kernels: a short query (1..MAX_DECODE_Q rows), no
+    sliding window, no softcap (those stay with the forward kernels)."""
+    return window is None and softcap is None and q.shape[2] <= hw.MAX_DECODE_Q
+
+
+def _spec_bits(ints) -> tuple:
+    """What Triton's JIT specialises an int argument on: divisible by 16, equal to 1."""
+    return tuple((n % 16 == 0) + 2 * (n == 1) for n in ints)
+
+
+def split_len(seq_k: int, cfg: hw.DecodeConfig) -> int:
+    """Keys per split: the keys shared out over the splits, rounded up to a multiple of
+    BLOCK_N (trailing splits may be empty; they write weight-zero partials)."""
+    per = -(-seq_k // cfg.num_splits)
+    return -(-per // cfg.block_n) * cfg.block_n
+
+
+class _Plan:
+    """One signature's launches: the split kernel, and the merge kernel when splits > 1."""
+
+    __slots__ = ("split", "combine", "cfg", "final", "fixed", "scale")
+
+    def __init__(self, q, k, causal: bool, cfg: hw.DecodeConfig | None, aligned: bool, ints):
+        batch, hq, sq, dim = q.shape
+        hkv, sk = k.shape[1], k.shape[2]
+        group = hq // hkv
+        dtype = dtype_name(q.dtype)
+        if cfg is None:
+            cfg = hw.default_config(dim, dtype, batch, hkv, group, sq, sk)
+        self.cfg = cfg
+        self.final = cfg.num_splits == 1
+        self.scale = 1.0 / math.sqrt(dim)
+        block_m = hw.row_block(group, sq)
+        module = load_family(spec_for(dim, causal, dtype, "fwd"), "decode")
+        device = direct_device(q, aligned)
+        rows = -(-group * sq // block_m)
+        self.split = Launch(
+            module.attn_decode_split,
+            (cfg.num_splits, batch * hkv, rows),
+            {"BLOCK_M": block_m, "BLOCK_N": cfg.block_n, "FINAL": self.final},
+            {"num_warps": cfg.num_warps, "num_stages": cfg.num_stages},
+            device,
+        )
+        self.combine = None
+        if not self.final:
+            self.combine = Launch(
+                module.attn_decode_combine,
+                (batch * hq * sq,),
+                {"BLOCK_S": next_pow2(cfg.num_splits)},
+                {"num_warps": 4 if next_pow2(dim) * next_pow2(cfg.num_splits) >= 4096 else 2,
+                 "num_stages": 1},
+                device,
+            )  # fmt: skip
+        self.fixed = ints
+
+
+def _ints(q, k, v, sl: int, splits: int) -> tuple:
+    batch, hq, sq, _ = q.shape
+    return (
+        *q.stride()[:3], *k.stride()[:3], *v.stride()[:3],
+        hq, hq // k.shape[1], sq, k.shape[2], sl, splits,
+    )  # fmt: skip
+
+
+def decode_forward(q, k, v, *, causal_offset: int | None, scale: float | None, config=None):
+    """Attention for a short query against a long key sequence: returns (out, lse).
+
+    q [B, Hq, Sq, D] with 1 <= Sq <= 16, k/v [B, Hkv, Sk, D] (inputs that passed
+    `flashgen.kernels.validate.check_inputs`). `config` (a `DecodeConfig`) overrides the
+    default for the bucket (tuning, benchmarks)."""
+    batch, hq, sq, dim = q.shape
+    sk = k.shape[2]
+    out = torch.empty((batch, hq, sq, dim), dtype=q.dtype, device=q.device)
+    lse = torch.empty((batch, hq, sq), dtype=torch.float32, device=q.device)
+    if out.numel() == 0:
+        return out, lse
+    causal = causal_offset is not None
+    aligned = not ((q.data_ptr() | k.data_ptr() | v.data_ptr() | out.data_ptr()) & 15)
+    base = (q.shape, k.shape[:2], dim, q.dtype, q.device, causal, config, aligned,
+            hw.decode_bucket(batch, sk))  # fmt: skip
+    plan = _plans.get(base)
+    cfg = plan.cfg if plan is not None else (config or _default(q, k))
+    sl = split_len(sk, cfg)
+    ints = _ints(q, k, v, sl, cfg.num_splits)
+    bits = _spec_bits(ints)
+    if plan is None or plan.fixed != bits:
+        key = (*base, bits)
+        plan = _plans.get(key)
+        if plan is None:
+            plan = _Plan(q, k, causal, cfg, aligned, bits)
+            if not capturing(q):
+                if len(_plans) >= _MAX_PLANS:
+                    _plans.clear()
+                _plans[key] = plan
+                _plans[base] = plan
+        else:
+            _plans[base] = plan
+    qk_scale = float(plan.scale if scale is None else scale) * LOG2E
+    tail = (qk_scale,) if causal_offset is None else (qk_scale, int(causal_offset))
+    if plan.final:
+        plan.split(q, k, v, out, lse, *ints, *tail)
+        return out, lse
+    rows = batch * hq * sq
+    part = torch.empty((rows, cfg.num_splits, next_pow2(dim)), dtype=torch.float32, device=q.device)
+    part_lse = torch.empty((rows, cfg.num_splits), dtype=torch.float32, device=q.device)
+    plan.split(q, k, v, part, part_lse, *ints, *tail)
+    plan.combine(part, part_lse, out, lse, cfg.num_splits)
+    return out, lse
+
+
+def _default(q, k) -> hw.DecodeConfig:
+    batch, hq, sq, dim = q.shape
+    hkv = k.shape[1]
+    return hw.default_config(dim, dtype_name(q.dtype), batch, hkv, hq // hkv, sq, k.shape[2])

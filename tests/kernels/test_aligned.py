@@ -1,0 +1,105 @@
+"""Bottom-right causal alignment (issue 17): `causal_align="bottom_right"`, forward and backward.
+
+Against float64 with query i seeing keys j <= i + Sk - Sq: Sq < Sk (the window kernels' band),
+Sq == Sk (plain causal), Sq > Sk (leading rows see nothing: zeros and no gradient), query
+lengths on both sides of the decode path's 16, GQA, odd lengths; the op under
+torch.compile(dynamic=True), opcheck, and the argument errors. `causal=True` alone stays
+SDPA's top-left alignment.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from flashgen.ops import attention
+
+
+def ref(q, k, v, *, bottom_right=True):
+    q, k, v = (t.double() for t in (q, k, v))
+    group = q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
+    s = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
+    off = k.shape[2] - q.shape[2] if bottom_right else 0
+    i = torch.arange(q.shape[2])[:, None]
+    j = torch.arange(k.shape[2])[None, :]
+    return torch.softmax(s.masked_fill(j > i + off, float("-inf")), -1).nan_to_num(0.0) @ v
+
+
+def _inputs(b, hq, hkv, sq, sk, d, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    return [
+        torch.randn(b, h, s, d, generator=gen).requires_grad_()
+        for h, s in ((hq, sq), (hkv, sk), (hkv, sk))
+    ]
+
+
+def _grads_match(out, want, q, k, v, tol=5e-5):
+    gen = torch.Generator().manual_seed(9)
+    g = torch.randn(out.shape, generator=gen, dtype=torch.float64)
+    out.backward(g.float())
+    qd, kd, vd = (t.detach().double().requires_grad_() for t in (q, k, v))
+    ref(qd, kd, vd).backward(g)
+    for got, exp in ((q.grad, qd.grad), (k.grad, kd.grad), (v.grad, vd.grad)):
+        assert not got.isnan().any()
+        torch.testing.assert_close(got.double(), exp, atol=tol, rtol=1e-4)
+
+
+@pytest.mark.parametrize(
+    "hq,hkv,sq,sk,d",
+    [
+        (2, 1, 5, 37, 32),  # decode path forward
+        (4, 2, 20, 37, 40),  # band of the window kernels
+        (2, 2, 37, 37, 16),  # equal lengths: plain causal
+        (2, 1, 40, 23, 32),  # 17 rows see no key
+        (1, 1, 127, 101, 16),
+    ],
+    ids=lambda x: str(x),
+)
+def test_bottom_right_forward_backward(hq, hkv, sq, sk, d):
+    q, k, v = _inputs(1, hq, hkv, sq, sk, d, seed=sq)
+    out = attention(q, k, v, causal=True, causal_align="bottom_right")
+    want = ref(q, k, v)
+    torch.testing.assert_close(out.detach().double(), want, atol=2e-5, rtol=1e-4)
+    _grads_match(out, want, q, k, v)
+
+
+def test_causal_true_stays_top_left():
+    q, k, v = _inputs(1, 2, 1, 9, 30, 16)
+    out = attention(q, k, v, causal=True)
+    torch.testing.assert_close(
+        out.detach().double(), ref(q, k, v, bottom_right=False), atol=2e-5, rtol=1e-4
+    )
+
+
+def test_bottom_right_under_compile_dynamic_and_opcheck():
+    def f(q, k, v):
+        return attention(q, k, v, causal=True, causal_align="bottom_right") * 2
+
+    compiled = torch.compile(f, fullgraph=True, dynamic=True)
+    for sq, sk in ((19, 41), (23, 60)):
+        q, k, v = _inputs(1, 2, 1, sq, sk, 16, seed=sk)
+        out = compiled(q, k, v)
+        torch.testing.assert_close(out.detach().double(), 2 * ref(q, k, v), atol=2e-5, rtol=1e-4)
+    q, k, v = (t.detach() for t in _inputs(1, 2, 1, 19, 30, 16))
+    torch.library.opcheck(
+        torch.ops.flashgen.attention_fwd.default,
+        (q, k, v, True, 0.25, None, None, "bottom_right"),
+    )
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        ({"causal": False, "causal_align": "bottom_right"}, "needs causal=True"),
+        ({"causal": True, "causal_align": "bottom-right"}, "causal_align must be one of"),
+        ({"causal": True, "causal_align": "bottom_right", "window": 4}, "window"),
+        ({"causal": True, "causal_align": "bottom_right", "impl": "sdpa_efficient"}, "bottom-right"),
+    ],
+)
+def test_bad_alignment_arguments(kwargs, match):
+    q, k, v = (t.detach() for t in _inputs(1, 2, 1, 20, 30, 16))
+    with pytest.raises(ValueError, match=match):
+        attention(q, k, v, **kwargs)

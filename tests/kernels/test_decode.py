@@ -1,0 +1,171 @@
+"""Split-KV decode kernels (issue 17) on the CPU interpreter, against float64.
+
+Odd key lengths, GQA (packed query heads) and MHA, head dims 64, 128 and odd ones, query
+lengths 1-16, no mask / top-left causal / bottom-right causal offsets, more splits than keys
+(empty splits must give no NaN), rows that see no key, one split (the kernel writes the output
+itself) and many (the log-sum-exp merge), packed rows spilling into a second row block, and
+the routing of `flashgen.attention` to it. Real bf16 and speed are on the GPU
+(benchmarks/decode.py; the `gpu` test at the end).
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from flashgen.hardware import decode as hw
+from flashgen.hardware.sram import KNOWN_GPUS
+from flashgen.kernels import decode
+from flashgen.kernels.decode import decode_forward, split_len
+from flashgen.ops import attention
+
+
+def ref(q, k, v, offset=None, scale=None):
+    """float64 attention, query i seeing keys j <= i + offset (all keys when offset is None);
+    a row that sees nothing gives zeros and lse +inf."""
+    q, k, v = (t.double() for t in (q, k, v))
+    group = q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
+    s = (q @ k.transpose(-1, -2)) * (scale or 1.0 / math.sqrt(q.shape[-1]))
+    if offset is not None:
+        i = torch.arange(q.shape[2])[:, None]
+        j = torch.arange(k.shape[2])[None, :]
+        s = s.masked_fill(j > i + offset, float("-inf"))
+    lse = torch.logsumexp(s, -1)
+    return torch.softmax(s, -1).nan_to_num(0.0) @ v, torch.where(lse.isinf(), math.inf, lse)
+
+
+def _inputs(b, hq, hkv, sq, sk, d, dtype=torch.float32, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    return [
+        torch.randn(b, h, s, d, generator=gen).to(dtype)
+        for h, s in ((hq, sq), (hkv, sk), (hkv, sk))
+    ]
+
+
+def _check(out, lse, want, want_lse, tol):
+    assert not out.isnan().any() and not lse.isnan().any()
+    torch.testing.assert_close(out.double(), want, atol=tol, rtol=tol)
+    torch.testing.assert_close(lse.double(), want_lse, atol=tol, rtol=tol)
+
+
+CASES = [
+    # b, hq, hkv, sq, sk, d, mask ("full", "top", "br"), config (None: the default)
+    (2, 8, 2, 1, 301, 64, "full", None),
+    (1, 32, 8, 1, 517, 128, "br", hw.DecodeConfig(32, 4, 2, 4)),
+    (1, 4, 4, 3, 77, 37, "top", None),  # MHA, odd head dim, top-left causal
+    (2, 6, 2, 5, 150, 128, "br", hw.DecodeConfig(16, 4, 2, 4)),
+    (1, 2, 1, 16, 40, 64, "br", hw.DecodeConfig(16, 4, 2, 8)),  # splits past the keys: empty
+    (1, 2, 1, 7, 3, 80, "br", hw.DecodeConfig(16, 4, 2, 2)),  # rows 0-3 see no key
+    (1, 16, 1, 9, 33, 16, "br", hw.DecodeConfig(16, 2, 2, 2)),  # 144 packed rows: 3 row blocks
+    (3, 3, 3, 2, 1, 96, "full", None),  # one key
+]
+
+
+@pytest.mark.parametrize(
+    "b,hq,hkv,sq,sk,d,mask,cfg", CASES, ids=lambda c: c.short() if hasattr(c, "short") else None
+)
+def test_decode_matches_float64(b, hq, hkv, sq, sk, d, mask, cfg):
+    q, k, v = _inputs(b, hq, hkv, sq, sk, d)
+    offset = {"full": None, "top": 0, "br": sk - sq}[mask]
+    out, lse = decode_forward(q, k, v, causal_offset=offset, scale=None, config=cfg)
+    want, want_lse = ref(q, k, v, offset)
+    _check(out, lse, want, want_lse, 2e-5)
+
+
+def test_decode_scale_and_strided_inputs():
+    """A non-default scale and K/V that are views of a bigger cache (a static KV cache's
+    prefix: strides of the full buffer)."""
+    q, k, v = _inputs(2, 4, 2, 2, 200, 64, seed=3)
+    k, v = k[:, :, :123], v[:, :, :123]
+    out, lse = decode_forward(
+        q, k, v, causal_offset=121, scale=0.3, config=hw.DecodeConfig(32, 4, 2, 4)
+    )
+    want, want_lse = ref(q, k, v, 121, scale=0.3)
+    _check(out, lse, want, want_lse, 2e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_decode_16_bit(dtype):
+    q, k, v = _inputs(1, 8, 2, 1, 333, 128, dtype, seed=1)
+    out, lse = decode_forward(q, k, v, causal_offset=332, scale=None)
+    want, want_lse = ref(q, k, v, 332)
+    assert out.dtype == dtype
+    _check(out, lse, want, want_lse, 2e-2)
+
+
+def test_growing_cache_reuses_plan_and_stays_right():
+    """One more key per step (a dynamic cache): the bucket's plan is reused, results exact."""
+    q, k, v = _inputs(1, 4, 2, 1, 70, 32, seed=2)
+    cfg = hw.DecodeConfig(16, 4, 2, 4)
+    for sk in (64, 65, 66, 70):
+        out, lse = decode_forward(
+            q, k[:, :, :sk], v[:, :, :sk], causal_offset=sk - 1, scale=None, config=cfg
+        )
+        _check(out, lse, *ref(q, k[:, :, :sk], v[:, :, :sk], sk - 1), 2e-5)
+
+
+def test_split_len_covers_keys():
+    for sk in (1, 15, 16, 17, 1000, 65536):
+        for splits in (1, 3, 64):
+            cfg = hw.DecodeConfig(64, 4, 2, splits)
+            n = split_len(sk, cfg)
+            assert n % 64 == 0 and n * splits >= sk and n * (splits - 1) < sk + 64 * splits
+
+
+def test_attention_routes_short_queries_to_decode(monkeypatch):
+    """flashgen.attention sends Sq <= 16 to the decode kernels (and Sq = 17 to the forward),
+    forward and backward through the same op."""
+    calls = []
+    real = decode.decode_forward
+
+    def spy(*args, **kwargs):
+        calls.append(args[0].shape[2])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(decode, "decode_forward", spy)
+    for sq in (1, 16, 17):
+        q, k, v = _inputs(1, 4, 2, sq, 45, 32, seed=sq)
+        q.requires_grad_()
+        out = attention(q, k, v, causal=True, causal_align="bottom_right")
+        want, _ = ref(q.detach(), k, v, 45 - sq)
+        torch.testing.assert_close(out.detach().double(), want, atol=2e-5, rtol=2e-5)
+        out.sum().backward()
+        assert not q.grad.isnan().any()
+    assert calls == [1, 16]
+    monkeypatch.setenv("FLASHGEN_DECODE", "0")
+    attention(*_inputs(1, 4, 2, 1, 45, 32), causal=False)
+    assert calls == [1, 16]
+
+
+def test_defaults_fill_the_gpu_and_fit():
+    device = KNOWN_GPUS["nvidia-h200"]
+    one = hw.default_config(128, "bfloat16", 1, 8, 4, 1, 65536, device)
+    assert one.num_splits * 8 >= device.sm_count  # batch 1: the keys are split
+    many = hw.default_config(128, "bfloat16", 64, 8, 4, 1, 2048, device)
+    assert many.num_splits == 1  # enough programs already: no merge
+    short = hw.default_config(64, "float16", 1, 8, 4, 1, 250, device)  # bucket 256
+    assert short.num_splits == 1  # splits never shorter than MIN_KEYS_PER_SPLIT
+    for cfg in (one, many, short):
+        assert hw.fits(128, "bfloat16", cfg, 16, device)
+    assert hw.candidates(256, "float32", 64, 100, device)  # never empty
+
+
+@pytest.mark.parametrize(
+    "field,value", [("block_n", 48), ("num_warps", 3), ("num_stages", 0), ("num_splits", 0)]
+)
+def test_decode_config_rejects_bad_values(field, value):
+    args = {"block_n": 64, "num_warps": 4, "num_stages": 2, "num_splits": 8, field: value}
+    with pytest.raises(ValueError, match=field):
+        hw.DecodeConfig(**args)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("hq,hkv,d", [(32, 8, 128), (16, 16, 64)])
+def test_decode_gpu_bf16(hq, hkv, d):
+    q, k, v = (t.cuda() for t in _inputs(2, hq, hkv, 1, 4099, d, torch.bfloat16))
+    out, lse = decode_forward(q, k, v, causal_offset=4098, scale=None)
+    want, want_lse = ref(q.cpu(), k.cpu(), v.cpu(), 4098)
+    _check(out.cpu(), lse.cpu(), want, want_lse, 2e-2)
