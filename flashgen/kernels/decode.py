@@ -124,7 +124,8 @@ def decode_forward(q, k, v, *, causal_offset: int | None, scale: float | None, c
     cfg = plan.cfg if plan is not None else (config or _default(q, k))
     sl = split_len(sk, cfg)
     ints = _ints(q, k, v, sl, cfg.num_splits)
-    bits = _spec_bits(ints)
+    # The offset is an int argument too: its bits belong in the key (it changes every token).
+    bits = _spec_bits(ints if causal_offset is None else (*ints, causal_offset))
     if plan is None or plan.fixed != bits:
         key = (*base, bits)
         plan = _plans.get(key)
