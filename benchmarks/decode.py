@@ -48,6 +48,9 @@ def ms(fn) -> float:
 
 
 def commit() -> str:
+    """FLASHGEN_COMMIT when set (a copied tree inside another checkout), else git's HEAD."""
+    if os.environ.get("FLASHGEN_COMMIT"):
+        return os.environ["FLASHGEN_COMMIT"]
     try:
         here = os.path.dirname(os.path.abspath(__file__))
         return subprocess.run(
