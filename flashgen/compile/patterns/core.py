@@ -48,6 +48,7 @@ class Site:
     reason: str = ""
     causal: bool | None = None
     window: int | None = None  # a causal sliding window of this many keys (None: no window)
+    align: str = "top_left"  # where the causal diagonal lies when Sq != Sk ("bottom_right")
     scale: float | None = None
     gqa_group: int = 1
     shape: str = ""
@@ -79,6 +80,7 @@ class Match:
     contiguous: list[bool] = field(default_factory=lambda: [False, False, False])
     mha: dict[str, Any] | None = None  # nn.MultiheadAttention: projections to rebuild
     window: int | None = None  # causal sliding window (w keys ending at the query), if proven
+    align: str = "top_left"  # proven causal alignment (`flashgen.ops.attention`'s causal_align)
 
 
 # ----------------------------------------------------------------------------- node helpers

@@ -41,8 +41,12 @@ from .mask_values import (
 class Interpreter:
     """Abstract values (Diag / Index / Python numbers) for the nodes that build a mask."""
 
-    def __init__(self, values: Values) -> None:
+    def __init__(self, values: Values, shift: Any = None) -> None:
+        """`shift`: Sk - Sq (a sympy expression) for the lengths the mask is proven against;
+        with it, a row/column comparison whose offset is Sk - Sq plus a constant is a diagonal
+        counted from the bottom-right (`Diag.bottom_right`). None: top-left only."""
         self.values = values
+        self.shift = shift
         self.memo: dict[fx.Node, Any] = {}
 
     def __call__(self, n: Any) -> Any:
@@ -128,7 +132,7 @@ class Interpreter:
                     "the mask compares an arange with something other than another arange "
                     "(e.g. a padding length); only row/column index comparisons are diagonal"
                 )
-            return _compare_indices(a, b, compare, (n.args[0], rhs), out)
+            return _compare_indices(a, b, compare, (n.args[0], rhs), out, self.shift)
         for x, node in ((a, n.args[0]), (b, rhs)):
             if isinstance(x, Diag) and x.cuts:
                 _check_trailing(node, out)
@@ -137,6 +141,17 @@ class Interpreter:
     def _arith(self, n: fx.Node, name: str) -> Any:
         if n.kwargs.get("alpha", 1) != 1 or n.kwargs.get("rounding_mode") is not None:
             raise Skip("the mask uses add/sub with alpha or a rounding mode")
+        raw = [n.args[0], n.args[1] if len(n.args) > 1 else n.kwargs.get("other")]
+        evs = [_ev(x) if isinstance(x, fx.Node) else x for x in raw]
+        sym = [isinstance(x, torch.SymInt) for x in evs]
+        if any(sym) and not all(sym) and name in ("add", "sub"):
+            # arange + length (a KV cache's query positions): an index with a symbolic offset.
+            i = sym.index(False)
+            idx = self(raw[i])
+            if not isinstance(idx, Index) or (name == "sub" and i == 1):
+                raise Skip("the mask does arithmetic with a length on something not an arange")
+            shift = expr(evs[1 - i])
+            return Index(idx.pos, idx.off + (shift if name == "add" else -shift))
         a, b = self(n.args[0]), self(n.args[1] if len(n.args) > 1 else n.kwargs.get("other"))
         if isinstance(a, Index) or isinstance(b, Index):
             # arange + c, c + arange, arange - c: still an index with a shifted offset.
@@ -244,8 +259,11 @@ def _check_trailing(node: Any, out: torch.Tensor) -> None:
         raise Skip("a diagonal mask pattern is broadcast along its rows or columns")
 
 
-def _compare_indices(a: Index, b: Index, op: str, nodes: tuple, out: torch.Tensor) -> Diag:
-    """row_index + o1 OP col_index + o2 as a function of d = col - row."""
+def _compare_indices(
+    a: Index, b: Index, op: str, nodes: tuple, out: torch.Tensor, shift: Any = None
+) -> Diag:
+    """row_index + o1 OP col_index + o2 as a function of d = col - row, or of the bottom-right
+    d' = d - shift when o1 - o2 is `shift` (Sk - Sq) plus a constant."""
     if out.dim() < 2:
         raise Skip("the mask compares two aranges along one axis")
     for idx, node in ((a, nodes[0]), (b, nodes[1])):
@@ -258,7 +276,13 @@ def _compare_indices(a: Index, b: Index, op: str, nodes: tuple, out: torch.Tenso
         a, b = b, a
         op = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}.get(op, op)
     # row + o1 OP col + o2  <=>  c OP d with c = o1 - o2, d = col - row.
-    c = const_int(a.off - b.off, "arange offset")
+    # row + o1 OP col + o2 with o1 - o2 = (Sk - Sq) + c  <=>  c OP d' (d' = d - (Sk - Sq)).
+    # With static lengths both readings hold; lengths that may differ count from bottom-right.
+    rest = None if shift is None else sympy.simplify(a.off - b.off - shift)
+    if rest is not None and rest.is_Integer:
+        c, bottom_right = int(rest), True
+    else:
+        c, bottom_right = const_int(a.off - b.off, "arange offset"), False
     inside = {
         "ge": Diag((c + 1,), (True, False)),  # d <= c
         "gt": Diag((c,), (True, False)),  # d < c
@@ -267,7 +291,8 @@ def _compare_indices(a: Index, b: Index, op: str, nodes: tuple, out: torch.Tenso
         "eq": Diag((c, c + 1), (False, True, False)),
         "ne": Diag((c, c + 1), (True, False, True)),
     }
-    return inside[op]
+    got = inside[op]
+    return Diag(got.cuts, got.vals, bottom_right)
 
 
 def _axis_map(src: torch.Tensor, out: torch.Tensor, n: fx.Node) -> list[int | None]:

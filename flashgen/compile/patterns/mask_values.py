@@ -72,10 +72,15 @@ def same(a: Any, b: Any) -> bool:
 class Diag:
     """A mask whose value depends only on d = j - i over its last two dims (i: row, j: column):
     vals[0] for d < cuts[0], vals[k] for cuts[k-1] <= d < cuts[k], vals[-1] for d >= cuts[-1].
-    With no cuts it is a constant, and then its layout does not matter."""
+    With no cuts it is a constant, and then its layout does not matter.
+
+    `bottom_right`: d is counted from the bottom-right diagonal instead, d = j - i - (Sk - Sq)
+    for the query and key lengths Sq, Sk the mask is proven against (`masks.prove_causal`): what
+    a KV cache's mask encodes, whose query positions are arange(Sq) + (Sk - Sq)."""
 
     cuts: tuple[int, ...]
     vals: tuple[Any, ...]
+    bottom_right: bool = False
 
     def at(self, d: float) -> Any:
         return self.vals[bisect.bisect_right(self.cuts, d)]
@@ -87,7 +92,7 @@ class Diag:
 
     def shifted(self, s: int) -> Diag:
         """f(d + s): the pattern seen through a slice whose column start is s past its row start."""
-        return Diag(tuple(c - s for c in self.cuts), self.vals)
+        return Diag(tuple(c - s for c in self.cuts), self.vals, self.bottom_right)
 
 
 def const(v: Any) -> Diag:
@@ -96,6 +101,10 @@ def const(v: Any) -> Diag:
 
 def combine(parts: list[Diag], fn: Any) -> Diag:
     """Pointwise fn over several patterns (merging their breakpoints), normalised."""
+    anchors = {p.bottom_right for p in parts if p.cuts}
+    if len(anchors) > 1:
+        raise Skip("the mask mixes diagonals counted from the top-left and the bottom-right")
+    bottom_right = anchors == {True}
     cuts = sorted({c for p in parts for c in p.cuts})
     reps = [cuts[0] - 1] + cuts if cuts else [0]
     try:
@@ -108,7 +117,7 @@ def combine(parts: list[Diag], fn: Any) -> Diag:
         if not same(v, out_vals[-1]):
             out_cuts.append(c)
             out_vals.append(v)
-    return Diag(tuple(out_cuts), tuple(out_vals))
+    return Diag(tuple(out_cuts), tuple(out_vals), bottom_right and bool(out_cuts))
 
 
 @dataclass(frozen=True)

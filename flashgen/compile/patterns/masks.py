@@ -34,17 +34,18 @@ from torch import fx
 
 from .core import _NEAR_NEG_INF, Skip, _ev, _known_eq
 from .mask_interpreter import Interpreter
-from .mask_values import Diag, Index, Values
+from .mask_values import Diag, Index, Values, expr
 
 # ----------------------------------------------------------------------------- the proof
 
 
-def diagonal_pattern(mask: Any, values: Values) -> Diag:
-    """The mask as a function of d = key index - query index, valid for every length."""
+def diagonal_pattern(mask: Any, values: Values, shift: Any = None) -> Diag:
+    """The mask as a function of d = key index - query index, valid for every length (or of
+    d - shift, `Diag.bottom_right`, where it compares positions offset by shift = Sk - Sq)."""
     if not isinstance(mask, fx.Node):
         raise Skip("the mask is not a tensor computed in the graph")
     try:
-        got = Interpreter(values)(mask)
+        got = Interpreter(values, shift)(mask)
     except Skip:
         raise
     except Exception as e:  # an unexpected graph shape is "not proven", never a failed compile
@@ -82,6 +83,20 @@ def _kept(v: Any, *, keep: bool, additive: bool) -> bool | None:
 def prove_causal(
     mask: Any, values: Values, tq: Any, tk: Any, *, keep: bool, allow_window: bool = False
 ) -> int | None:
+    """`prove_causal_aligned` for sites that take the top-left alignment only."""
+    return prove_causal_aligned(mask, values, tq, tk, keep=keep, allow_window=allow_window)[0]
+
+
+def prove_causal_aligned(
+    mask: Any,
+    values: Values,
+    tq: Any,
+    tk: Any,
+    *,
+    keep: bool,
+    allow_window: bool = False,
+    allow_bottom_right: bool = False,
+) -> tuple[int | None, str]:
     """Raise Skip (with the reason) unless `mask` is the top-left causal mask for every query
     and key length the graph may be called with. Returns None for the causal mask and, with
     `allow_window`, w for a causal sliding-window band (d = j - i kept iff -(w - 1) <= d <= 0
@@ -92,10 +107,17 @@ def prove_causal(
     keep exactly d <= 0 for every |d| below the largest accepted length. `tq`, `tk`: the
     (possibly symbolic) lengths; `keep`: for boolean masks, True where they mark kept
     positions (SDPA) and False where they mark masked ones (masked_fill, MultiheadAttention);
-    float masks are additive (0 kept, -inf masked)."""
+    float masks are additive (0 kept, -inf masked).
+
+    Returns (window, alignment). With `allow_bottom_right`, lengths that may differ are
+    accepted when the mask compares query positions arange(Sq) + (Sk - Sq) + c with key
+    positions (what a KV cache's mask does: HF's `cache_position`, built inside the graph from
+    the cache length): the pattern is then counted from the bottom-right diagonal, proven for
+    every (Sq, Sk) the graph accepts, and the alignment is "bottom_right"."""
     if not isinstance(mask, fx.Node):
         raise Skip("the mask is not a tensor computed in the graph")
-    if not _known_eq(tq, tk):
+    equal = _known_eq(tq, tk)
+    if not equal and not allow_bottom_right:
         raise Skip("query and key lengths may differ")
     me = _ev(mask)
     if not isinstance(me, torch.Tensor) or me.is_complex():
@@ -103,12 +125,18 @@ def prove_causal(
     additive = me.is_floating_point()
     if not additive and me.dtype != torch.bool:
         raise Skip(f"a {me.dtype} mask is neither boolean nor additive")
-    pattern = diagonal_pattern(mask, values)
+    pattern = diagonal_pattern(mask, values, None if equal else expr(tk) - expr(tq))
+    if not equal and not pattern.bottom_right:
+        raise Skip(
+            "query and key lengths may differ, and the mask's diagonal is not proven to be "
+            "the bottom-right one (query positions arange(Sq) + Sk - Sq)"
+        )
     if pattern.cuts and not (
         me.dim() >= 2 and _known_eq(me.shape[-2], tq) and _known_eq(me.shape[-1], tk)
     ):
         raise Skip("the mask's last two dims are not [query length, key length]")
-    reach = _max_length(tq) - 1
+    # |d| (top-left) or |d - (Sk - Sq)| (bottom-right) stays below the longer length.
+    reach = (_max_length(tq) if equal else max(_max_length(tq), _max_length(tk))) - 1
     cuts = sorted({*pattern.cuts, 1})  # 1: where causal changes from kept to masked
     split = Diag(tuple(cuts), tuple(pattern.at(r) for r in [cuts[0] - 1, *cuts]))
     window = _band_start(split, reach, keep=keep, additive=additive) if allow_window else None
@@ -131,7 +159,10 @@ def prove_causal(
                 f"the mask is not causal: it {does} key - query offset {d}, for a length this "
                 f"graph accepts ({longest})"
             )
-    return None if window is None else 1 - window
+    align = "bottom_right" if pattern.bottom_right else "top_left"
+    if window is not None and pattern.bottom_right:
+        raise Skip("a sliding window counted from the bottom-right diagonal is not supported yet")
+    return (None if window is None else 1 - window), align
 
 
 def _band_start(split: Diag, reach: float, *, keep: bool, additive: bool) -> int | None:

@@ -33,7 +33,7 @@ from .core import (
     split_value_product,
 )
 from .mask_values import Values
-from .masks import prove_causal
+from .masks import prove_causal_aligned
 
 
 def _leads_to_product(n: Any) -> bool:
@@ -183,24 +183,28 @@ def match_softmax(sm: Any, values: Values) -> Match | None:
 
     causal = False
     window = None
+    align = "top_left"
     if len(masks) > 1:
         problems.append("more than one mask is applied to the scores; only one causal mask is")
     elif masks:
         try:
-            window = _check_causal(masks[0], x, values)
+            window, align = _check_causal(masks[0], x, values)
             causal = True
         except Skip as e:
             problems.append(str(e))
-    m = Match(site, q, k, v, out, causal, terms, interior=interior, window=window)
+    m = Match(site, q, k, v, out, causal, terms, interior=interior, window=window, align=align)
     m.three_d = kind == "bmm" or _ev(q).dim() == 3
     if problems:
         raise Skip(problems[0])
     return m
 
 
-def _check_causal(mask: tuple[str, Any, Any], scores: Any, values: Values) -> int | None:
-    """None if the one mask on the scores is exactly causal, w if it is a causal sliding window
-    of w keys (`prove_causal`); Skip (with the reason) if neither."""
+def _check_causal(
+    mask: tuple[str, Any, Any], scores: Any, values: Values
+) -> tuple[int | None, str]:
+    """(None, alignment) if the one mask on the scores is exactly causal (top-left, or
+    bottom-right for a KV cache's mask), (w, "top_left") if it is a causal sliding window of w
+    keys (`prove_causal_aligned`); Skip (with the reason) if neither."""
     how, mask_node, fill = mask
     if how == "add":
         unsupported = (
@@ -220,26 +224,22 @@ def _check_causal(mask: tuple[str, Any, Any], scores: Any, values: Values) -> in
     if not isinstance(mask_node, fx.Node):
         raise Skip(unsupported)
     se = _ev(scores)
-    if not _known_eq(se.shape[-2], se.shape[-1]):
-        # A mask slice proven causal for one (Tq, Tk) may not be for another pair the same
-        # graph sees later; SDPA's is_causal has no such problem.
-        raise Skip(
-            "a causal mask with query and key lengths that may differ is not supported "
-            "(use F.scaled_dot_product_attention(is_causal=True))"
-        )
     me = _ev(mask_node)
     if how == "add" and not (isinstance(me, torch.Tensor) and me.is_floating_point()):
         raise Skip(unsupported)
     if how != "add" and not (isinstance(me, torch.Tensor) and me.dtype == torch.bool):
         raise Skip("the mask is not boolean")
     try:
-        return prove_causal(
+        # Lengths that may differ: proven only as a KV cache's bottom-right mask (a slice
+        # causal at one (Tq, Tk) pair may not be at another; `prove_causal_aligned`).
+        return prove_causal_aligned(
             mask_node,
             values,
             se.shape[-2],
             se.shape[-1],
             keep=how == "where_keep",
             allow_window=True,
+            allow_bottom_right=True,
         )
     except Skip as e:
         raise Skip(f"{unsupported} ({e})" if how == "add" else str(e)) from e
@@ -264,13 +264,15 @@ def match_sdpa(n: Any, values: Values) -> Match:
             "dropout; pass dropout_p=0 outside training (model.eval())"
         )
     window = None
+    align = "top_left"
     if mask is not None:
         if is_causal:
             raise Skip("attn_mask together with is_causal=True is not supported")
         try:
-            window = prove_causal(
-                mask, values, _ev(q).shape[-2], _ev(k).shape[-2], keep=True, allow_window=True
-            )
+            window, align = prove_causal_aligned(
+                mask, values, _ev(q).shape[-2], _ev(k).shape[-2], keep=True, allow_window=True,
+                allow_bottom_right=True,
+            )  # fmt: skip
         except Skip as e:
             kind = "boolean" if _ev(mask).dtype == torch.bool else "additive"
             raise Skip(
@@ -279,7 +281,7 @@ def match_sdpa(n: Any, values: Values) -> Match:
             ) from e
         is_causal = True
     terms: list[Any] = [None] if scale is None else [(scale, 1)]
-    m = Match(site, q, k, v, n, is_causal, terms, interior=[n], window=window)
+    m = Match(site, q, k, v, n, is_causal, terms, interior=[n], window=window, align=align)
     m.three_d = _ev(q).dim() == 3
     if not enable_gqa and not _known_eq(_ev(q).shape[-3], _ev(k).shape[-3]):
         raise Skip("query and key head counts differ without enable_gqa=True")

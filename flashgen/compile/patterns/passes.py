@@ -103,6 +103,7 @@ def check_match(m: Match) -> None:
     m.site.scale = scale
     m.site.causal = m.causal
     m.site.window = m.window
+    m.site.align = m.align
     m.site.gqa_group = group
     shape = "x".join(str(s) for s in q.shape)
     m.site.shape = f"q[{shape}] {str(q.dtype).replace('torch.', '')}"
@@ -114,7 +115,8 @@ def check_match(m: Match) -> None:
 
 def rewrite(gm: fx.GraphModule, m: Match, op: Any) -> None:
     """Insert op(q, k, v, causal, scale) before m.out (with [w - 1, 0], the op's window argument,
-    for a proven sliding window), reroute its users, drop dead interior."""
+    for a proven sliding window; with causal_align "bottom_right" for a KV cache's mask),
+    reroute its users, drop dead interior."""
     g = gm.graph
     fm = _fake_mode(_ev(m.out))
     added: list[fx.Node] = []
@@ -128,6 +130,8 @@ def rewrite(gm: fx.GraphModule, m: Match, op: Any) -> None:
                 args[i] = g.call_method("contiguous", (args[i],))
                 added.append(args[i])
         window = () if m.window is None else ([m.window - 1, 0],)
+        if m.align != "top_left":  # window and softcap None, then causal_align
+            window = (None, None, m.align)
         new = g.call_function(op, (*args, m.causal, m.scale, *window))
         result = g.call_method("squeeze", (new, 0)) if m.three_d else new
     _set_example_values(fm, [*added, new, result])
