@@ -125,12 +125,16 @@ def prove_causal_aligned(
     additive = me.is_floating_point()
     if not additive and me.dtype != torch.bool:
         raise Skip(f"a {me.dtype} mask is neither boolean nor additive")
-    pattern = diagonal_pattern(mask, values, None if equal else expr(tk) - expr(tq))
+    differ = "query and key lengths may differ (a mask for lengths that may differ is proven"
+    differ += " only as a KV cache's bottom-right causal mask: query positions arange(Sq) + Sk - Sq)"
+    try:
+        pattern = diagonal_pattern(mask, values, None if equal else expr(tk) - expr(tq))
+    except Skip as e:
+        if equal:
+            raise
+        raise Skip(f"{differ}: {e}") from e
     if not equal and not pattern.bottom_right:
-        raise Skip(
-            "query and key lengths may differ, and the mask's diagonal is not proven to be "
-            "the bottom-right one (query positions arange(Sq) + Sk - Sq)"
-        )
+        raise Skip(f"{differ}; this one is not")
     if pattern.cuts and not (
         me.dim() >= 2 and _known_eq(me.shape[-2], tq) and _known_eq(me.shape[-1], tk)
     ):
