@@ -15,17 +15,32 @@ Public interface:
     smem_bytes(head_dim, dtype, cfg, block_m) / fits(...)
     candidates(head_dim, dtype, block_m, seq_k, device)
     default_config(head_dim, dtype, batch, hkv, group, seq_q, seq_k, device)
+    tuned_config(...)                     a measured config from a decode configs file, or None
+
+Tuned configs: `python -m flashgen.tune.decode` times every candidate per bucket on a GPU and
+writes a decode configs file (JSON: plain integers, validated again here through DecodeConfig).
+`default_config` takes the file's config for the bucket when there is one: the file named by
+FLASHGEN_DECODE_CONFIGS, else the shipped tuning_db/decode/<gpu slug>.json for this GPU model.
+A missing or malformed file means no tuned configs (logged once), never a failed call.
 """
 
 from __future__ import annotations
 
 import functools
 import itertools
+import json
+import logging
+import os
 from dataclasses import dataclass
+from pathlib import Path
 
 from ..core.config import ALLOWED_WARPS, MAX_BLOCK, MIN_BLOCK, FieldError, _is_pow2
 from ..core.spec import next_pow2
-from .sram import ELEM_BYTES, DeviceLimits, current_device
+from .sram import ELEM_BYTES, DeviceLimits, current_device, device_slug
+
+log = logging.getLogger(__name__)
+CONFIGS_ENV = "FLASHGEN_DECODE_CONFIGS"
+CONFIGS_FORMAT = "flashgen-decode-configs"
 
 MAX_DECODE_Q = 16
 MAX_SPLITS = 256
@@ -136,6 +151,9 @@ def default_config(
     above 128, 4 bytes wide or where it does not fit), 4 warps, and enough splits to fill the
     GPU (`_splits`). Keyed by the bucket's upper corner so one bucket has one config."""
     device = device or current_device()
+    tuned = tuned_config(head_dim, dtype, batch, hkv, group, seq_q, seq_k, device)
+    if tuned is not None:
+        return tuned
     batch, seq_k = decode_bucket(batch, seq_k)
     block_m = row_block(group, seq_q)
     programs = batch * hkv * -(-group * seq_q // block_m)
@@ -149,3 +167,61 @@ def default_config(
         if fits(head_dim, dtype, cfg, block_m, device):
             return cfg
     return DecodeConfig(16, 4, 1, splits)
+
+
+def _configs_path(device: DeviceLimits) -> Path | None:
+    explicit = os.environ.get(CONFIGS_ENV)
+    if explicit:
+        return Path(explicit).expanduser()
+    package = Path(__file__).resolve().parent.parent
+    for base in (package / "tuning_db", package.parent / "tuning_db"):
+        path = base / "decode" / f"{device_slug(device)}.json"
+        if path.is_file():
+            return path
+    return None
+
+
+@functools.lru_cache(maxsize=8)
+def _table(path: str) -> dict[tuple, DecodeConfig]:
+    """{(head_dim, dtype, hkv, group, batch bucket, kv bucket): config} from a decode configs
+    file; {} (logged) when it cannot be read or is not one."""
+    try:
+        with open(path) as f:
+            doc = json.load(f)
+        if doc.get("format") != CONFIGS_FORMAT:
+            raise ValueError(f"format is not {CONFIGS_FORMAT!r}")
+        table = {}
+        for rec in doc["records"]:
+            c = rec["config"]
+            cfg = DecodeConfig(c["block_n"], c["num_warps"], c["num_stages"], c["num_splits"])
+            b, kv = rec["bucket"]
+            key = (rec["head_dim"], rec["dtype"], rec["hkv"], rec["group"], b, kv)
+            if not all(isinstance(x, int) and not isinstance(x, bool) for x in (*key[2:], key[0])):
+                raise ValueError(f"a record's key is not integers: {key!r}")
+            table[key] = cfg
+        return table
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        log.warning("flashgen: ignoring decode configs file %s: %s", path, exc)
+        return {}
+
+
+def tuned_config(
+    head_dim: int,
+    dtype: str,
+    batch: int,
+    hkv: int,
+    group: int,
+    seq_q: int,
+    seq_k: int,
+    device: DeviceLimits | None = None,
+) -> DecodeConfig | None:
+    """The measured config of this decode bucket, if a decode configs file has one that fits."""
+    device = device or current_device()
+    path = _configs_path(device)
+    if path is None:
+        return None
+    key = (head_dim, dtype, hkv, group, *decode_bucket(batch, seq_k))
+    cfg = _table(str(path)).get(key)
+    if cfg is None or not fits(head_dim, dtype, cfg, row_block(group, seq_q), device):
+        return None
+    return cfg

@@ -10,6 +10,7 @@ the routing of `flashgen.attention` to it. Real bf16 and speed are on the GPU
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -169,3 +170,46 @@ def test_decode_gpu_bf16(hq, hkv, d):
     out, lse = decode_forward(q, k, v, causal_offset=4098, scale=None)
     want, want_lse = ref(q.cpu(), k.cpu(), v.cpu(), 4098)
     _check(out.cpu(), lse.cpu(), want, want_lse, 2e-2)
+
+
+def test_tuned_configs_file_is_used_and_validated(tmp_path, monkeypatch, caplog):
+    """A decode configs file (what flashgen.tune.decode writes) decides its bucket's config;
+    a malformed one is ignored with a warning (the heuristic default runs)."""
+    device = KNOWN_GPUS["nvidia-h200"]
+    rec = {"head_dim": 128, "dtype": "bfloat16", "hkv": 8, "group": 4, "bucket": [1, 65536],
+           "config": {"block_n": 32, "num_warps": 8, "num_stages": 4, "num_splits": 16}}  # fmt: skip
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps({"format": hw.CONFIGS_FORMAT, "version": 1, "records": [rec]}))
+    monkeypatch.setenv(hw.CONFIGS_ENV, str(good))
+    hw.default_config.cache_clear()
+    assert hw.default_config(128, "bfloat16", 1, 8, 4, 1, 40000, device) == hw.DecodeConfig(
+        32, 8, 4, 16
+    )
+    other = hw.default_config(128, "bfloat16", 2, 8, 4, 1, 40000, device)  # another bucket
+    assert other != hw.DecodeConfig(32, 8, 4, 16)
+    bad = tmp_path / "bad.json"
+    rec["config"]["num_splits"] = 1000
+    bad.write_text(json.dumps({"format": hw.CONFIGS_FORMAT, "version": 1, "records": [rec]}))
+    monkeypatch.setenv(hw.CONFIGS_ENV, str(bad))
+    hw.default_config.cache_clear()
+    assert hw.default_config(128, "bfloat16", 1, 8, 4, 1, 40000, device).num_splits <= 256
+    assert "ignoring decode configs file" in caplog.text
+    hw.default_config.cache_clear()
+
+
+def test_tune_decode_cli_rejects_bad_arguments():
+    from flashgen.tune.decode import main
+
+    with pytest.raises(SystemExit, match="multiple"):
+        main(["--heads", "32/5", "--out", "x.json"])
+    with pytest.raises(SystemExit, match="integers"):
+        main(["--batch", "a", "--out", "x.json"])
+
+
+@pytest.mark.gpu
+def test_tune_decode_bucket_on_gpu():
+    from flashgen.tune.decode import tune_bucket
+
+    rec = tune_bucket(1, 8, 2, 4096, 64, "bfloat16", budget_s=5.0)
+    assert rec is not None and rec["time_ms"] > 0
+    hw.DecodeConfig(**rec["config"])
