@@ -211,7 +211,7 @@ class ExplainReport:
                     s.location,
                     s.kind,
                     "replace" if s.replaced else "skip",
-                    "" if s.causal is None else f"window {s.window}" if s.window else str(s.causal),
+                    _causal_column(s),
                     "" if s.scale is None else f"{s.scale:.4g}",
                     str(s.gqa_group) if s.gqa_group > 1 else "",
                     s.impl if s.replaced else "",
@@ -227,6 +227,15 @@ class ExplainReport:
         return "\n".join(lines)
 
     __repr__ = __str__
+
+
+def _causal_column(s: Any) -> str:
+    """"True", "False", "window W", or "bottom-right" (a KV cache's causal alignment)."""
+    if s.causal is None:
+        return ""
+    if s.window:
+        return f"window {s.window}"
+    return "bottom-right" if s.causal and s.align == "bottom_right" else str(s.causal)
 
 
 def explain(model: Any, *args: Any, **kwargs: Any) -> ExplainReport:
