@@ -611,7 +611,7 @@ def test_the_record_names_the_winner_and_keeps_flashgens_config(sqlite_url, time
     assert (rec.impl, rec.impl_ratio) == (winner, pytest.approx(ratio))
     assert (result.impl, result.impl_ratio) == (winner, pytest.approx(ratio))
     assert result.impl_times["sdpa_cudnn"] == math.inf and "sdpa_cudnn" in result.impl_notes
-    from flashgen.tune.cli import format_summary
+    from flashgen.tune.summary import format_summary
 
     assert f"{winner} {ratio:.2f}x" in format_summary([result])
     # Without SDPA backends to time (--no-sdpa) the record says nothing about a winner.
