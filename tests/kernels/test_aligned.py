@@ -23,8 +23,8 @@ def ref(q, k, v, *, bottom_right=True):
     k, v = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
     s = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
     off = k.shape[2] - q.shape[2] if bottom_right else 0
-    i = torch.arange(q.shape[2])[:, None]
-    j = torch.arange(k.shape[2])[None, :]
+    i = torch.arange(q.shape[2], device=q.device)[:, None]
+    j = torch.arange(k.shape[2], device=q.device)[None, :]
     return torch.softmax(s.masked_fill(j > i + off, float("-inf")), -1).nan_to_num(0.0) @ v
 
 
