@@ -1,6 +1,7 @@
 """Render every kernel family for a grid of specs into a folder, for a before/after diff of the
 generated source (no GPU needed): `TRITON_INTERPRET=0|1 PYTHONPATH=TREE python3
-benchmarks/render_all.py OUTDIR`, once per tree and mode, then `diff -r`. Works on trees from
+benchmarks/render_all.py OUTDIR`, once per tree and mode, then `diff -r`. Covers the window/softcap variants and the decode family where the tree has
+them. Works on trees from
 before the package layout (flat `flashgen.codegen`) and after it (`flashgen.kernels.codegen`)."""
 
 import importlib
@@ -18,14 +19,26 @@ except ImportError:
 KS = spec_mod.KernelSpec
 mode = os.environ.get("TRITON_INTERPRET", "0")
 n = 0
+fields = getattr(KS, "__dataclass_fields__", {})
+# (window, softcap) variants where the tree's KernelSpec has them.
+masks = [(False, False)]
+if "window" in fields:
+    masks += [(True, False), (False, True), (True, True)]
 for d in (16, 32, 40, 64, 80, 96, 128, 192, 256):
     for causal in (False, True):
         for dtype in ("float16", "bfloat16", "float32"):
             for direction in ("fwd", "bwd"):
-                hopper = direction == "fwd" and dtype != "float32" and d in (64, 128)
-                for family in ("portable", "hopper") if hopper else ("portable",):
-                    spec = KS(d, causal, dtype, direction)
-                    with open(f"{out}/{spec.uri()}-{family}-{mode}.py", "w") as handle:
-                        handle.write(codegen.render(spec, family))
-                    n += 1
+                for window, softcap in masks:
+                    extra = {"window": window, "softcap": softcap} if "window" in fields else {}
+                    spec = KS(d, causal, dtype, direction, **extra)
+                    plain = not (window or softcap)
+                    families = ["portable"]
+                    if direction == "fwd" and dtype != "float32" and d in (64, 128) and plain:
+                        families.append("hopper")
+                    if direction == "fwd" and plain and hasattr(codegen, "DECODE_TEMPLATE"):
+                        families.append("decode")
+                    for family in families:
+                        with open(f"{out}/{spec.uri()}-{family}-{mode}.py", "w") as handle:
+                            handle.write(codegen.render(spec, family))
+                        n += 1
 print(n, "rendered into", out)

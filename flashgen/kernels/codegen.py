@@ -18,7 +18,7 @@ from ..core.paths import interpret_mode, kernel_dir, templates_dir, write_atomic
 from ..core.spec import KernelSpec
 
 TEMPLATE_FOR_DIRECTION = {"fwd": "attn_fwd.py.jinja", "bwd": "attn_bwd.py.jinja"}
-# Split-KV decode (flashgen.kernels.decode): forward specs only, its own template and names.
+# Split-KV decode (flashgen.kernels.decode): forward specs only, its own template.
 DECODE_TEMPLATE = "attn_decode.py.jinja"
 _TL_DTYPE = {"float16": "tl.float16", "bfloat16": "tl.bfloat16", "float32": "tl.float32"}
 
@@ -37,7 +37,8 @@ def _environment():
 
 
 def template_context(spec: KernelSpec) -> dict:
-    """Everything a template may use. Only ints, bools and fixed enums: never user strings."""
+    """Everything a template may use. Only ints, bools and fixed enums: never user strings.
+    The names, and the names templates use inside kernels, are listed in templates/README.md."""
     return {
         "uri": spec.uri(),
         "head_dim": spec.head_dim,

@@ -35,7 +35,7 @@ HEAD_DIMS = hopper.RENDERABLE_HEAD_DIMS
 def test_render(head_dim, dtype, causal):
     spec = KernelSpec(head_dim, causal, dtype, "fwd")
     source = render(spec, "hopper")
-    assert f"# Kernel: {spec.uri()} (Hopper" in source
+    assert f"# Kernel: {spec.uri()}\n" in source and "Hopper warp-specialised" in source
     assert f"HEAD_DIM = gl.constexpr({head_dim})" in source
     assert f"dtype: gl.constexpr = gl.{dtype}" in source
     assert f"tma.{API['tma_load']}(" in source and f"tma.{API['tma_store']}(" in source
