@@ -97,13 +97,17 @@ def row_block(group: int, seq_q: int) -> int:
 
 
 def smem_bytes(head_dim: int, dtype: str, cfg: DecodeConfig, block_m: int) -> int:
-    """Shared memory of the split kernel: K and V tiles pipelined over `num_stages` buffers,
-    the resident Q tile, and the small scratch the forward model also counts (1 KB + 4 B per
-    row). The same shape as the forward's loop (flashgen.hardware.sram) with a short Q."""
+    """Shared memory of the split kernel: K and V tiles pipelined over `num_stages` - 1
+    buffers, the resident Q tile, P staged for the second product (a [BLOCK_M, BLOCK_N] tile:
+    a short Q takes Triton's mma v2 path with fewer rows than BLOCK_D, like the forward model's
+    case in flashgen.hardware.sram), at least the 1 KB scratch, and 4 B per row. Checked
+    against Triton 3.6's compiler for sm_90 (benchmarks/decode_sram.py: 54 configs, the
+    model never below the compiler, at most 64 B above)."""
     elem = ELEM_BYTES[dtype]
     block_d = next_pow2(head_dim)
     kv = 2 * cfg.block_n * block_d * elem * max(cfg.num_stages - 1, 1)
-    return kv + block_m * block_d * elem + 1024 + 4 * block_m
+    staged = max(1024, block_m * cfg.block_n * elem)
+    return kv + block_m * block_d * elem + staged + 4 * block_m
 
 
 def fits(head_dim: int, dtype: str, cfg: DecodeConfig, block_m: int, device: DeviceLimits) -> bool:

@@ -1,5 +1,6 @@
 """Print the generated source for one kernel spec, e.g.
-`flashgen kernel --head-dim 128 --causal --dtype bfloat16 [--direction bwd] [--family hopper]`."""
+`flashgen kernel --head-dim 128 --causal --dtype bfloat16 [--direction bwd] [--family hopper]`
+(`--family decode`: the split-KV decode kernels of a forward spec)."""
 
 from __future__ import annotations
 
@@ -16,10 +17,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--direction", choices=DIRECTIONS, default="fwd")
     parser.add_argument(
         "--family",
-        choices=("portable", "hopper"),
+        choices=("portable", "hopper", "decode"),
         default="portable",
-        help="kernel family: the portable Triton kernels, or the Hopper (sm_90) warp-specialised "
-        "Gluon forward (head dim 64/128, fp16/bf16; needs a Triton with Gluon)",
+        help="kernel family: the portable Triton kernels, the Hopper (sm_90) warp-specialised "
+        "Gluon forward (head dim 64/128, fp16/bf16; needs a Triton with Gluon), or the split-KV "
+        "decode kernels for queries of 1-16 rows (forward; --causal: a causal offset argument)",
     )
     parser.add_argument("--path", action="store_true", help="print the cached file's path instead")
 
@@ -36,10 +38,13 @@ def run(args: argparse.Namespace) -> int:
         if reason is not None:
             print(f"flashgen kernel: no Hopper kernel for {spec.uri()}: {reason}", file=sys.stderr)
             return 2
+    if args.family == "decode" and args.direction != "fwd":
+        print("flashgen kernel: the decode family has forward kernels only", file=sys.stderr)
+        return 2
     source = render(spec, args.family)
     if args.path:
         load_family(spec, args.family)
-        print(kernel_path(spec, source))
+        print(kernel_path(spec, source, args.family))
     else:
         print(source, end="")
     return 0

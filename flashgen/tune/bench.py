@@ -11,7 +11,8 @@ the GPU (`timing_shape`), and checked first on a smaller problem whose float64 r
 (`check_shape`: on the GPU the same Triton specialisation as the timing shape; in the
 interpreter a tiny, ragged, grouped-query one).
 
-The evaluators that the search calls, and the compile pool, are in `flashgen.tune.evaluate`.
+PyTorch's SDPA backends, checked and timed the same way, are in `flashgen.tune.sdpa`; the
+evaluators that the search calls are in `flashgen.tune.evaluate`.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from ..hardware.costmodel import Shape, attention_flops
 
 STATUSES = ("ok", "failed", "wrong")
 # Normalised max error allowed in the backward gradients: |ours - ref| / max(1, max |ref|).
-_GRAD_TOL = {"float16": 2e-2, "bfloat16": 6e-2, "float32": 1e-3}
+GRAD_TOL = {"float16": 2e-2, "bfloat16": 6e-2, "float32": 1e-3}
 _LSE_TOL = {"float16": 2e-3, "bfloat16": 4e-3, "float32": 1e-4}
 _ERROR_CHARS = 2000
 
@@ -174,7 +175,7 @@ def launcher(spec: KernelSpec, cfg: TileConfig, q, k, v, do=None, out=None, lse=
     )
 
 
-def _normalised_err(ours, ref) -> float:
+def normalised_err(ours, ref) -> float:
     diff = (ours.double() - ref).abs().max().item()
     return diff / max(1.0, ref.abs().max().item())
 
@@ -269,11 +270,11 @@ def _check(spec: KernelSpec, cfg: TileConfig, shape: Shape, device: str, seed: i
         config=cfg,
         **_mask_kwargs(spec, q, k),
     )
-    tol = _GRAD_TOL[spec.dtype]
+    tol = GRAD_TOL[spec.dtype]
     for name, ours, ref in zip(("dq", "dk", "dv"), grads, case["ref_grads"], strict=True):
         if ours is None or not bool(torch.isfinite(ours).all()):
             return Outcome("wrong", error=f"{name}: missing or not finite")
-        err = _normalised_err(ours, ref)
+        err = normalised_err(ours, ref)
         if not err <= tol:
             return Outcome("wrong", error=f"{name}: normalised max error {err:.3g} > {tol}")
     return Outcome("ok", time_ms=0.0)
@@ -342,83 +343,3 @@ def tflops(spec: KernelSpec, shape: Shape, ms: float) -> float:
     if not (math.isfinite(ms) and ms > 0):
         return 0.0
     return attention_flops(spec, shape) / (ms * 1e-3) / 1e12
-
-
-# -- PyTorch's SDPA backends as candidates -------------------------------------------------
-
-
-def sdpa_launcher(spec: KernelSpec, impl: str, q, k, v, do=None):
-    """A no-argument callable that runs SDPA backend `impl` once on the same inputs a flashgen
-    candidate gets: the forward, or (direction "bwd") the backward alone, through autograd on a
-    graph built once (what SDPA's backward costs inside a training step)."""
-    from ..runtime.vendor import sdpa
-
-    scale = 1.0 / math.sqrt(spec.head_dim)
-    if spec.direction == "fwd":
-        return lambda: sdpa(q, k, v, causal=spec.causal, scale=scale, impl=impl)
-    import torch
-
-    leaves = [t.detach().requires_grad_(True) for t in (q, k, v)]
-    out = sdpa(*leaves, causal=spec.causal, scale=scale, impl=impl)
-    return lambda: torch.autograd.grad(out, leaves, do, retain_graph=True)
-
-
-def check_sdpa(spec: KernelSpec, impl: str, shape: Shape, device: str, *, seed: int = 0) -> Outcome:
-    """SDPA backend `impl` on the check case, against the same float64 reference and with the
-    same tolerances as flashgen's candidates. A backend that refuses the case is "failed"."""
-    try:
-        return _check_sdpa(spec, impl, shape, device, seed)
-    except Exception as exc:  # a refusing backend (RuntimeError) is an outcome, not a crash
-        return Outcome("failed", error=error_text(exc))
-
-
-def _check_sdpa(spec: KernelSpec, impl: str, shape: Shape, device: str, seed: int) -> Outcome:
-    import torch
-
-    case = check_case(spec, shape, device, seed)
-    q, k, v, do = case["q"], case["k"], case["v"], case["do"]
-    if spec.direction == "fwd":
-        out = sdpa_launcher(spec, impl, q, k, v)()
-        err = (out.double() - case["ref_out"]).abs()
-        if not bool(torch.isfinite(out).all()) or bool((err > case["bound"]).any()):
-            return Outcome(
-                "wrong", error=f"out: max error {err.max().item():.3g} > atol {case['atol']:.3g}"
-            )
-        return Outcome("ok", time_ms=0.0)
-    grads = sdpa_launcher(spec, impl, q, k, v, do)()
-    tol = _GRAD_TOL[spec.dtype]
-    for name, ours, ref in zip(("dq", "dk", "dv"), grads, case["ref_grads"], strict=True):
-        err = _normalised_err(ours, ref)
-        if not bool(torch.isfinite(ours).all()) or not err <= tol:
-            return Outcome("wrong", error=f"{name}: normalised max error {err:.3g} > {tol}")
-    return Outcome("ok", time_ms=0.0)
-
-
-def sdpa_time_ms(
-    spec: KernelSpec, impl: str, shape: Shape, *, warmup: int = 25, rep: int = 100
-) -> float:
-    """Median milliseconds of SDPA backend `impl` on the timing inputs (L2 flushed), as
-    `time_ms` does for a flashgen config."""
-    import triton.testing
-
-    q, k, v, do, _out, _lse = timing_inputs(spec, shape)
-    fn = sdpa_launcher(spec, impl, q, k, v, do)
-    return float(triton.testing.do_bench(fn, warmup=warmup, rep=rep, return_mode="median"))
-
-
-def pick_impl(times: dict[str, float]) -> tuple[str | None, float | None]:
-    """The winner of `times` (implementation -> ms; inf = did not run) and its ratio to the
-    runner-up: (None, None) when nothing ran, ratio None when only one ran. Ties go to the
-    implementation listed first in `flashgen.core.impls.IMPLS` (flashgen's own)."""
-    from ..core.impls import IMPLS
-
-    ran = sorted(
-        (ms, IMPLS.index(name), name)
-        for name, ms in times.items()
-        if name in IMPLS and math.isfinite(ms) and ms > 0
-    )
-    if not ran:
-        return None, None
-    if len(ran) == 1:
-        return ran[0][2], None
-    return ran[0][2], ran[1][0] / ran[0][0]

@@ -1,16 +1,12 @@
-"""Evaluators: what the tuner's search calls for each candidate, and the compile pool behind them.
+"""Evaluators: what the tuner's search calls for each candidate.
 
-`ModelledEvaluator` (no GPU) checks a candidate in Triton's interpreter and ranks it with the
-cost model. `MeasuredEvaluator` (CUDA) compiles upcoming candidates in worker processes
-(`warm_compile`) while the timing process checks and times the current one (`bench.measure`),
-and re-times the finalists at the end (`retime`). Both have `measured`, `start(task, cfg)`,
-`finish(task, cfg) -> Outcome` and `close()`; `flashgen.tune.search` needs nothing else.
-
-`warm_compile` runs in the worker processes: it calls the real host launchers with every Triton
-launch turned into a `warmup` (compile only, nothing runs), so the kernel for exactly the
-specialisation the timing process will use lands in Triton's on-disk cache ahead of time. The
-workers only fill that cache: the timing process compiles again on a miss, so a worker problem
-never decides a candidate's fate.
+Both implement `Evaluator` (`measured`, `start(task, cfg)`, `finish(task, cfg) -> Outcome`,
+`close()`); `flashgen.tune.search.Search` needs nothing else. `ModelledEvaluator` (no GPU)
+checks a candidate in Triton's interpreter and ranks it with the cost model.
+`MeasuredEvaluator` (CUDA) compiles upcoming candidates in the compile pool
+(`flashgen.tune.pool`) while the timing process checks and times the current one
+(`bench.measure`); it also re-times the finalists (`retime`) and times PyTorch's SDPA backends
+against the best (`compare`), which `flashgen.tune.finalize` uses where an evaluator has them.
 """
 
 from __future__ import annotations
@@ -19,71 +15,32 @@ import contextlib
 import math
 import statistics
 import time
+from typing import Protocol, runtime_checkable
 
 from ..core.config import TileConfig
 from ..core.spec import KernelSpec
 from ..hardware.costmodel import Shape
 from ..hardware.tiles import safe_config
-from . import bench
+from . import bench, sdpa
 from .bench import Outcome, error_text
-
-_WARMUP_PATCHED: set[str] = set()
-
-
-def _compile_only(module) -> None:
-    """Turn every Triton launch of a generated module into a compile-only warmup (this process)."""
-    from triton.runtime.jit import JITFunction
-
-    for name, obj in vars(module).items():
-        if isinstance(obj, JITFunction) and f"{module.__name__}.{name}" not in _WARMUP_PATCHED:
-            original = obj.run
-
-            def run(*args, grid, warmup, _original=original, **kwargs):
-                kernel = _original(*args, grid=grid, warmup=True, **kwargs)
-                _load_handles(kernel)
-                return kernel
-
-            obj.run = run
-            _WARMUP_PATCHED.add(f"{module.__name__}.{name}")
+from .pool import driver_ready, pool_init, ready, torch_ready, triton_ready, warm_compile
 
 
-def _load_handles(kernel) -> None:
-    """Load the compiled kernel into this worker's CUDA context, which also builds its host-side
-    launcher where Triton compiles one: it lands in the shared Triton cache, so the timing
-    process does not build it serially later. Best effort: the timing process redoes anything
-    this step fails at (and reports the real error, e.g. out of resources)."""
-    init = getattr(kernel, "_init_handles", None)
-    if init is None:
-        return
-    try:
-        import torch
+@runtime_checkable
+class Evaluator(Protocol):
+    """What the search calls per candidate. `start` may begin work ahead (a compile) and
+    return at once; `finish` returns the candidate's `Outcome` and raises only for a bug (the
+    search then counts the candidate as failed). `measured` says whether times are measured on
+    this GPU (True) or modelled for a planning target (False): it decides what kind of record
+    the search stores."""
 
-        if torch.cuda.is_available():
-            init()
-    except Exception:  # noqa: BLE001 - the timing process owns the real outcome
-        pass
+    measured: bool
 
+    def start(self, task, cfg: TileConfig) -> None: ...
 
-def warm_compile(spec: KernelSpec, cfg: TileConfig, shapes: tuple[Shape, ...]) -> float:
-    """Compile the candidate for each shape's specialisation into Triton's cache (worker side).
+    def finish(self, task, cfg: TileConfig) -> Outcome: ...
 
-    Runs in a worker process of the tuner's pool: nothing is launched, so the GPU stays free for
-    the timing process. Returns the seconds it took. Raises whatever the compiler raises.
-    """
-    import torch
-
-    from ..kernels.codegen import load
-
-    start = time.perf_counter()
-    _compile_only(load(spec))
-    for shape in shapes:
-        q, k, v, do = bench.make_inputs(spec, shape, "cuda", empty=True)
-        out = lse = None
-        if spec.direction == "bwd":
-            out = q.new_empty(q.shape)
-            lse = q.new_empty(q.shape[:3], dtype=torch.float32)
-        bench.launcher(spec, cfg, q, k, v, do, out, lse)()
-    return time.perf_counter() - start
+    def close(self) -> None: ...
 
 
 class ModelledEvaluator:
@@ -123,74 +80,6 @@ class ModelledEvaluator:
 
     def close(self) -> None:
         pass
-
-
-def _pool_init() -> None:
-    """Worker start-up: load torch and Triton once, bind the GPU, before the first candidate."""
-    import torch
-    import triton  # noqa: F401
-
-    if torch.cuda.is_available():
-        torch.cuda.init()
-        _driver_ready()
-        _triton_ready(launch=False)
-
-
-def _triton_ready(*, launch: bool) -> None:
-    """One trivial compile in this process, so that Triton's one-off first-compile costs are
-    start-up, not the first candidate's (`flashgen.kernels.warm`)."""
-    try:
-        from ..kernels.warm import warm_triton
-
-        warm_triton(launch=launch)
-    except Exception:  # noqa: BLE001 - only costs time later if it fails
-        pass
-
-
-def _driver_ready() -> None:
-    """Make Triton set up its CUDA driver helpers now (it builds a small C module on first use
-    in a fresh cache): start-up cost, not a candidate's."""
-    try:
-        from triton.runtime import driver
-
-        driver.active.get_current_target()
-        driver.active.utils  # noqa: B018 - the attribute access is what builds it
-    except Exception:  # noqa: BLE001 - only costs time later if it fails
-        pass
-
-
-def _torch_ready() -> None:
-    """Load what the first candidate's check would otherwise load on the clock: cuBLAS (the
-    float64 reference), the autograd engine's CUDA thread (the backward's float64 reference: its
-    first run sets up a CUDA context and cuBLAS handle for that thread, seconds on the H200) and
-    PyTorch's attention kernels (the half-precision yardstick)."""
-    import torch
-    import torch.nn.functional as F
-
-    from ..kernels.reference import attention_ref
-
-    with contextlib.suppress(Exception):
-        for dtype in (torch.float64, torch.float32):
-            ones = torch.ones(16, 16, dtype=dtype, device="cuda")
-            (ones @ ones).sum().item()
-        x = torch.randn(1, 2, 32, 16, dtype=torch.float64, device="cuda", requires_grad=True)
-        for causal in (False, True):
-            out, _lse = attention_ref(x, x, x, causal=causal)
-            out.sum().backward()
-        torch.cuda.synchronize()
-        for dtype in (torch.bfloat16, torch.float16):
-            for d in (64, 128):
-                q = torch.ones(1, 2, 64, d, dtype=dtype, device="cuda")
-                for causal in (False, True):
-                    F.scaled_dot_product_attention(q, q, q, is_causal=causal).sum().item()
-
-
-def _ready(delay: float) -> int:
-    """A no-op pool task (keeps a worker busy briefly so that every worker gets started)."""
-    import os
-
-    time.sleep(delay)
-    return os.getpid()
 
 
 class MeasuredEvaluator:
@@ -240,7 +129,7 @@ class MeasuredEvaluator:
             self._pool = ProcessPoolExecutor(
                 max_workers=compile_workers,
                 mp_context=multiprocessing.get_context("spawn"),
-                initializer=_pool_init,
+                initializer=pool_init,
             )
 
     def warm_up(self) -> float:
@@ -251,12 +140,12 @@ class MeasuredEvaluator:
 
         if torch.cuda.is_available():
             torch.cuda.init()
-            _driver_ready()
-            _torch_ready()
-            _triton_ready(launch=True)
+            driver_ready()
+            torch_ready()
+            triton_ready(launch=True)
         if self._pool is not None:
             try:
-                for f in [self._pool.submit(_ready, 0.2) for _ in range(self.compile_workers)]:
+                for f in [self._pool.submit(ready, 0.2) for _ in range(self.compile_workers)]:
                     f.result()
             except Exception as exc:  # no pool then: the timing process compiles
                 self.warm_stats["error"] += 1
@@ -374,7 +263,7 @@ class MeasuredEvaluator:
         why: dict[str, str] = {}
         passed = []
         for impl in impls:
-            outcome = bench.check_sdpa(task.spec, impl, check, "cuda")
+            outcome = sdpa.check_sdpa(task.spec, impl, check, "cuda")
             if outcome.ok:
                 passed.append(impl)
             else:
@@ -386,7 +275,7 @@ class MeasuredEvaluator:
                     if impl == "flashgen":
                         ms = bench.time_ms(task.spec, cfg, shape, warmup=self.warmup, rep=self.rep)
                     else:
-                        ms = bench.sdpa_time_ms(
+                        ms = sdpa.sdpa_time_ms(
                             task.spec, impl, shape, warmup=self.warmup, rep=self.rep
                         )
                 except Exception as exc:  # noqa: BLE001 - counted out, never the run

@@ -50,7 +50,7 @@ def compare_impls(task: Task, evaluator, result: Result, settings: Settings, db,
     """Time the stored best flashgen config (what the run time would launch) against the SDPA
     backends of `settings.impls` with the evaluator's `compare`, and store the winner and its
     ratio to the runner-up on that record (its config and time stay flashgen's own)."""
-    from .bench import pick_impl
+    from .sdpa import pick_impl
 
     compare = getattr(evaluator, "compare", None)
     if compare is None or not settings.impls or not result.measured:

@@ -29,104 +29,32 @@ the candidate in flight. Early stop: when the study's best has not improved by a
 
 from __future__ import annotations
 
-import contextlib
-import datetime
 import math
 import os
 import socket
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core.config import TileConfig
 from .bench import Outcome, error_text, tflops, timing_shape
 from .finalize import compare_impls, confirm, write_best
-from .space import PARAMS, Space, model_explorers, model_ranked, seed_configs
+from .history import (
+    abandon,
+    ahead,
+    evaluated_before,
+    finished_outcomes,
+    patience_left,
+    running_elsewhere,
+)
+from .space import Space, model_explorers, model_ranked, seed_configs
 from .studies import Heartbeat, optuna_quiet, replay, study_name
 from .tasks import Event, Interrupted, Result, Settings, Task
 
+if TYPE_CHECKING:
+    from .evaluate import Evaluator
+
 WORKER_ID = f"{socket.gethostname()}:{os.getpid()}"
-
-
-# -- the loop ------------------------------------------------------------------------------
-
-
-def _finished_outcomes(study) -> dict[TileConfig, tuple[int, Outcome]]:
-    """Evaluated configs of the study (any worker): config -> (trial number, outcome)."""
-    from optuna.trial import TrialState
-
-    known: dict[TileConfig, tuple[int, Outcome]] = {}
-    for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED)):
-        attrs = t.user_attrs
-        if not attrs.get("evaluated") or attrs.get("duplicate"):
-            continue
-        try:
-            cfg = TileConfig(**t.params)
-        except (TypeError, ValueError):  # missing params (a trial cut short) or out of range
-            continue
-        if t.state == TrialState.COMPLETE and t.value is not None:
-            outcome = Outcome("ok", time_ms=float(t.value))
-        else:
-            outcome = Outcome(attrs.get("status", "failed"), error=attrs.get("error", ""))
-        known.setdefault(cfg, (t.number, outcome))
-    return known
-
-
-def _evaluated_before(study, since: datetime.datetime | None) -> int:
-    """Evaluated configs that count against earlier runs: all of them now, or (for the workers
-    of one `--workers` run, which share `since`) those completed before the run started."""
-    known = _finished_outcomes(study)
-    if since is None:
-        return len(known)
-    numbers = {number for number, _ in known.values()}
-    return sum(
-        1
-        for t in study.get_trials(deepcopy=False)
-        if t.number in numbers and t.datetime_complete is not None and t.datetime_complete < since
-    )
-
-
-def _running_elsewhere(study, own) -> set[TileConfig]:
-    """Configs of trials another worker is running now (only a shared study has any)."""
-    from optuna.trial import TrialState
-
-    out = set()
-    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        if t.number != own.number and all(p in t.params for p in PARAMS):
-            out.add(TileConfig(**t.params))
-    return out
-
-
-def _since_improvement(known: dict, min_improvement: float) -> int:
-    """Evaluated trials (in trial order) since the best last improved by `min_improvement`."""
-    best = math.inf
-    since = 0
-    for _number, outcome in sorted(known.values(), key=lambda item: item[0]):
-        if outcome.ok and outcome.time_ms < best * (1.0 - min_improvement):
-            best = outcome.time_ms
-            since = 0
-        else:
-            best = min(best, outcome.time_ms)
-            since += 1
-    return since
-
-
-def _patience_left(known: dict, patience: int | None, min_improvement: float) -> bool:
-    """False once the best has not improved for `patience` evaluated trials (in trial order)."""
-    if patience is None:
-        return True
-    return _since_improvement(known, min_improvement) < patience
-
-
-def _ahead(known: dict, settings: Settings) -> int:
-    """How many candidates to keep in flight: the lookahead, but no more than the patience can
-    still use (compiles asked for beyond an early stop are thrown away, and they would slow the
-    next task's compiles)."""
-    ahead = max(settings.lookahead, 1)
-    if settings.patience is None:
-        return ahead
-    since = _since_improvement(known, settings.min_improvement)
-    return max(1, min(ahead, settings.patience - since))
 
 
 def tune_task(task: Task, **kwargs) -> Result:
@@ -140,17 +68,21 @@ def tune_task(task: Task, **kwargs) -> Result:
 
 
 class Search:
-    """The search loop of `tune_task`, one object with named stages (like Triton's autotuner):
-    `open` (the study, its replayed history, the seeds) -> `run`: until `stop_reason` says why,
-    `fill` asks candidates ahead (`ask_one` prunes, answers from the study, or starts one) and
-    `finish_one` times the oldest in flight (`tell`, `record`, `refresh_best`) -> `finalize`
-    (confirmation of the finalists, the implementation comparison, the trial count).
+    """The search loop of `tune_task`, one object with named stages (like Triton's autotuner,
+    `run -> prune -> bench`):
 
-    `evaluator` has `measured: bool`, `start(task, cfg)` (begin compiling ahead, may do nothing)
-    and `finish(task, cfg) -> Outcome`. `on_event` is called after every finished candidate;
-    an exception it raises (KeyboardInterrupt included) ends the task after the bookkeeping.
-    `candidates` narrows the space (default `flashgen.hardware.tiles.candidates(spec)`), e.g. to
-    compare the search with an exhaustive grid over the same configs.
+    - `open`: the study (joined, or rebuilt from the trials table) and the seeds;
+    - `run`: until `stop_reason` says why, `fill` keeps candidates in flight, each asked by
+      `ask_one` and then `prune`d (outside the space, or does not fit), `answer`ed (known, or
+      in flight) or `start`ed on the evaluator; `bench` finishes the oldest in flight
+      (`tell`, `record`, `refresh_best`);
+    - `finalize`: the finalists confirmed, the implementations compared, the trial count.
+
+    `evaluator` is an `flashgen.tune.evaluate.Evaluator`. `on_event` is called after every
+    finished candidate; an exception it raises (KeyboardInterrupt included) ends the task after
+    the bookkeeping. `candidates` narrows the space (default
+    `flashgen.hardware.tiles.candidates(spec)`), e.g. to compare the search with an exhaustive
+    grid over the same configs.
     """
 
     def __init__(
@@ -159,7 +91,7 @@ class Search:
         *,
         db,
         storage,
-        evaluator,
+        evaluator: Evaluator,
         device,
         env,
         settings: Settings,
@@ -224,12 +156,12 @@ class Search:
             if params is not None:
                 study.enqueue_trial(params, user_attrs={"seed": source}, skip_if_exists=True)
         self.fitting = len(fitting)
-        self.baseline = _evaluated_before(study, settings.since)
+        self.baseline = evaluated_before(study, settings.since)
         self.max_asks = 4 * settings.trials + 2 * len(self.space.candidates) + 16
 
     def run(self) -> Result:
         self.open()
-        self.known = _finished_outcomes(self.study)
+        self.known = finished_outcomes(self.study)
         try:
             self.refresh_best()
             while True:
@@ -238,17 +170,17 @@ class Search:
                     break
                 self.fill()
                 if not self.inflight:
-                    self.known = _finished_outcomes(self.study)
+                    self.known = finished_outcomes(self.study)
                     continue
-                self.finish_one()
+                self.bench()
         except KeyboardInterrupt:
             self.result.interrupted = True
             self.result.stop_reason = "interrupted"
-            _abandon(self.study, self.inflight, self.heart)
+            abandon(self.study, self.inflight, self.heart)
             raise Interrupted(self.result) from None
         finally:
             self.heart.close()
-        _abandon(self.study, self.inflight, self.heart)
+        abandon(self.study, self.inflight, self.heart)
         self.finalize()
         return self.result
 
@@ -256,7 +188,7 @@ class Search:
         """Why the loop ends now ("" = go on)."""
         settings, known = self.settings, self.known
         done = len(known) - self.baseline
-        if not _patience_left(known, settings.patience, settings.min_improvement):
+        if not patience_left(known, settings.patience, settings.min_improvement):
             return f"no gain in {settings.patience} trials"
         if sum(1 for c in known if self.space.fits(c)) >= self.fitting:
             return "every fitting config evaluated"
@@ -267,48 +199,64 @@ class Search:
         return ""
 
     def fill(self) -> None:
-        """Ask ahead until `_ahead` candidates are in flight (or the budget is asked)."""
+        """Ask ahead until `ahead` candidates are in flight (or the budget is asked)."""
         done = len(self.known) - self.baseline
         while (
-            len(self.inflight) < _ahead(self.known, self.settings)
+            len(self.inflight) < ahead(self.known, self.settings)
             and done + len(self.inflight) < self.settings.trials
             and self.asks < self.max_asks
         ):
             self.ask_one()
 
     def ask_one(self) -> None:
-        """Ask one trial; prune or answer it at once, or put it in flight."""
+        """Ask one trial; `prune` it, `answer` it from what is known, or `start` it."""
         import optuna
+
+        if self.heart.enabled:
+            optuna.storages.fail_stale_trials(self.study)
+        trial = self.study.ask()
+        self.asks += 1
+        cfg = self.space.suggest(trial)
+        if not self.prune(trial, cfg) and not self.answer(trial, cfg):
+            self.start(trial, cfg)
+
+    def prune(self, trial, cfg: TileConfig) -> bool:
+        """A config outside the space or that does not fit the target is told PRUNED before
+        the evaluator sees it (nothing is rendered or compiled for it). True when pruned."""
         from optuna.trial import TrialState
 
-        study, space_ = self.study, self.space
-        if self.heart.enabled:
-            optuna.storages.fail_stale_trials(study)
-        trial = study.ask()
-        self.asks += 1
-        cfg = space_.suggest(trial)
-        reason = space_.prune_reason(cfg)
-        if reason is not None:
-            trial.set_user_attr("status", "pruned")
-            study.tell(trial, state=TrialState.PRUNED)
-            self.result.pruned += 1
-            self.record(cfg, None, reason)
-            return
+        reason = self.space.prune_reason(cfg)
+        if reason is None:
+            return False
+        trial.set_user_attr("status", "pruned")
+        self.study.tell(trial, state=TrialState.PRUNED)
+        self.result.pruned += 1
+        self.record(cfg, None, reason)
+        return True
+
+    def answer(self, trial, cfg: TileConfig) -> bool:
+        """A config evaluated before is answered from the study; one being evaluated already
+        (here, or by another worker on a shared study) is not paid for twice: FAIL, because TPE
+        ignores FAIL and the config is not bad. True when the trial needs no evaluation."""
+        from optuna.trial import TrialState
+
         if cfg in self.known:
             self.tell(trial, cfg, self.known[cfg][1], duplicate=True)
-            return
-        if any(cfg == c for _t, c in self.inflight) or cfg in _running_elsewhere(study, trial):
-            # Being evaluated already (here, or by another worker on a shared study): do not
-            # pay for it twice. FAIL, because TPE ignores FAIL and the config is not bad.
+            return True
+        if any(cfg == c for _t, c in self.inflight) or cfg in running_elsewhere(self.study, trial):
             trial.set_user_attr("status", "duplicate")
-            study.tell(trial, state=TrialState.FAIL)
-            return
+            self.study.tell(trial, state=TrialState.FAIL)
+            return True
+        return False
+
+    def start(self, trial, cfg: TileConfig) -> None:
+        """The evaluator starts on the candidate (a compile ahead, where it has a pool)."""
         self.heart.hold(trial._trial_id)
         self.evaluator.start(self.task, cfg)
         self.inflight.append((trial, cfg))
 
-    def finish_one(self) -> None:
-        """Time the oldest candidate in flight (failure = that candidate, not the run), tell
+    def bench(self) -> None:
+        """Finish the oldest candidate in flight (failure = that candidate, not the run), tell
         the study, store the trial, update the best, report the event."""
         trial, cfg = self.inflight.popleft()
         try:
@@ -322,7 +270,7 @@ class Search:
         if not outcome.ok:
             result.failed += 1
         self.record(cfg, outcome)
-        self.known = _finished_outcomes(self.study)
+        self.known = finished_outcomes(self.study)
         self.refresh_best()
         if self.on_event is not None:
             self.on_event(
@@ -393,15 +341,3 @@ class Search:
         else:
             trial.set_user_attr("error", outcome.error[:500])
             self.study.tell(trial, state=TrialState.PRUNED)
-
-
-def _abandon(study, inflight: deque, heart: Heartbeat) -> None:
-    """Trials asked ahead but never evaluated: FAIL them (TPE ignores FAIL)."""
-    from optuna.trial import TrialState
-
-    while inflight:
-        trial, _cfg = inflight.popleft()
-        heart.release(trial._trial_id)
-        # The storage may be what failed; the trial then goes stale and is retried.
-        with contextlib.suppress(Exception):
-            study.tell(trial, state=TrialState.FAIL, skip_if_finished=True)

@@ -23,8 +23,8 @@ def ref(q, k, v, *, bottom_right=True):
     k, v = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
     s = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
     off = k.shape[2] - q.shape[2] if bottom_right else 0
-    i = torch.arange(q.shape[2])[:, None]
-    j = torch.arange(k.shape[2])[None, :]
+    i = torch.arange(q.shape[2], device=q.device)[:, None]
+    j = torch.arange(k.shape[2], device=q.device)[None, :]
     return torch.softmax(s.masked_fill(j > i + off, float("-inf")), -1).nan_to_num(0.0) @ v
 
 
@@ -103,3 +103,20 @@ def test_bad_alignment_arguments(kwargs, match):
     q, k, v = (t.detach() for t in _inputs(1, 2, 1, 20, 30, 16))
     with pytest.raises(ValueError, match=match):
         attention(q, k, v, **kwargs)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("sq,sk", [(1, 4099), (9, 2048), (300, 1000), (1000, 300)])
+def test_bottom_right_bf16_on_gpu(sq, sk):
+    q, k, v = (
+        t.detach().cuda().to(torch.bfloat16).requires_grad_()
+        for t in _inputs(2, 8, 2, sq, sk, 128, seed=sk)
+    )
+    out = attention(q, k, v, causal=True, causal_align="bottom_right")
+    want = ref(q, k, v)
+    torch.testing.assert_close(out.double(), want, atol=2e-2, rtol=2e-2)
+    out.backward(torch.ones_like(out))
+    qd, kd, vd = (t.detach().double().requires_grad_() for t in (q, k, v))
+    ref(qd, kd, vd).sum().backward()
+    for got, exp in ((q.grad, qd.grad), (k.grad, kd.grad), (v.grad, vd.grad)):
+        torch.testing.assert_close(got.double(), exp, atol=5e-2, rtol=5e-2)

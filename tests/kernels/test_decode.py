@@ -213,3 +213,22 @@ def test_tune_decode_bucket_on_gpu():
     rec = tune_bucket(1, 8, 2, 4096, 64, "bfloat16", budget_s=5.0)
     assert rec is not None and rec["time_ms"] > 0
     hw.DecodeConfig(**rec["config"])
+
+
+def test_flashgen_kernel_prints_decode_family(capsys):
+    """`flashgen kernel --family decode` prints the generated decode source (readable kernels)."""
+    import argparse
+
+    from flashgen.kernels import cli
+
+    parser = argparse.ArgumentParser()
+    cli.add_arguments(parser)
+    args = parser.parse_args(
+        ["--head-dim", "80", "--causal", "--dtype", "bfloat16", "--family", "decode"]
+    )
+    assert cli.run(args) == 0
+    out = capsys.readouterr().out
+    assert "# Kernel: attn_decode_d80_causal_bf16" in out and "def attn_decode_combine" in out
+    assert "CAUSAL_OFFSET" in out
+    args = parser.parse_args(["--head-dim", "80", "--family", "decode", "--direction", "bwd"])
+    assert cli.run(args) == 2

@@ -23,7 +23,7 @@ from flashgen.db import connect
 from flashgen.db.records import TuningRecord
 from flashgen.hardware.sram import KNOWN_GPUS, current_device, fits
 from flashgen.runtime.lookup import current_fingerprint
-from flashgen.tune import bench, evaluate, search, studies, tasks
+from flashgen.tune import bench, evaluate, history, sdpa, search, studies, tasks
 from flashgen.tune import space as search_space
 
 H200 = KNOWN_GPUS["nvidia-h200"]
@@ -534,15 +534,15 @@ def test_lookahead_fills_the_first_round_but_not_past_the_patience():
     assert tasks.Settings(lookahead=1).n_model_seeds() == 3
     cfgs = [TileConfig(64, 64, 4, s) for s in (1, 2, 3, 4, 5)]
     known = {cfgs[0]: (0, Outcome("ok", time_ms=1.0))}
-    assert search._ahead(known, settings) == 5
+    assert history.ahead(known, settings) == 5
     known.update({c: (i + 1, Outcome("ok", time_ms=2.0)) for i, c in enumerate(cfgs[1:4])})
-    assert search._ahead(known, settings) == 2
-    assert search._ahead(known, tasks.Settings(patience=None, lookahead=14)) == 14
+    assert history.ahead(known, settings) == 2
+    assert history.ahead(known, tasks.Settings(patience=None, lookahead=14)) == 14
 
 
 class Comparer(Spy):
     """A 'measured' evaluator on the CPU: the interpreter checks flashgen's candidates, the
-    real `bench.check_sdpa` checks each SDPA backend against the float64 reference on the CPU
+    real `sdpa.check_sdpa` checks each SDPA backend against the float64 reference on the CPU
     (flash has a CPU kernel, cuDNN refuses), and times are given: what `compare_impls` must
     turn into the record's winner and ratio."""
 
@@ -557,7 +557,7 @@ class Comparer(Spy):
         shape = bench.check_shape(task.spec, task.bucket, interpret=True)
         times, why = {"flashgen": self.times["flashgen"]}, {}
         for impl in impls:
-            outcome = bench.check_sdpa(task.spec, impl, shape, "cpu")
+            outcome = sdpa.check_sdpa(task.spec, impl, shape, "cpu")
             times[impl] = self.times[impl] if outcome.ok else math.inf
             if not outcome.ok:
                 why[impl] = outcome.error
@@ -567,8 +567,8 @@ class Comparer(Spy):
 def test_check_sdpa_uses_the_float64_reference(monkeypatch):
     for spec in (SPEC, SPEC.with_direction("bwd")):
         shape = bench.check_shape(spec, BUCKET, interpret=True)
-        assert bench.check_sdpa(spec, "sdpa_flash", shape, "cpu").ok
-        refused = bench.check_sdpa(spec, "sdpa_cudnn", shape, "cpu")
+        assert sdpa.check_sdpa(spec, "sdpa_flash", shape, "cpu").ok
+        refused = sdpa.check_sdpa(spec, "sdpa_cudnn", shape, "cpu")
         assert refused.status == "failed" and refused.error
     # A backend that computes the wrong thing is "wrong", never timed.
     from flashgen.runtime import vendor
@@ -576,16 +576,16 @@ def test_check_sdpa_uses_the_float64_reference(monkeypatch):
     real = vendor.sdpa
     monkeypatch.setattr(vendor, "sdpa", lambda *a, **kw: real(*a, **kw) * 1.01)
     bench._CHECK_CASE.clear()
-    assert bench.check_sdpa(SPEC, "sdpa_flash", bench.check_shape(SPEC, BUCKET, interpret=True),
+    assert sdpa.check_sdpa(SPEC, "sdpa_flash", bench.check_shape(SPEC, BUCKET, interpret=True),
                             "cpu").status == "wrong"  # fmt: skip
 
 
 def test_pick_impl():
-    assert bench.pick_impl({}) == (None, None)
-    assert bench.pick_impl({"flashgen": 2.0, "sdpa_cudnn": math.inf}) == ("flashgen", None)
-    impl, ratio = bench.pick_impl({"flashgen": 2.0, "sdpa_cudnn": 1.6, "sdpa_flash": 3.0})
+    assert sdpa.pick_impl({}) == (None, None)
+    assert sdpa.pick_impl({"flashgen": 2.0, "sdpa_cudnn": math.inf}) == ("flashgen", None)
+    impl, ratio = sdpa.pick_impl({"flashgen": 2.0, "sdpa_cudnn": 1.6, "sdpa_flash": 3.0})
     assert impl == "sdpa_cudnn" and ratio == pytest.approx(1.25)
-    assert bench.pick_impl({"flashgen": 1.0, "sdpa_flash": 1.0}) == ("flashgen", 1.0)
+    assert sdpa.pick_impl({"flashgen": 1.0, "sdpa_flash": 1.0}) == ("flashgen", 1.0)
 
 
 @pytest.mark.parametrize(
@@ -611,7 +611,7 @@ def test_the_record_names_the_winner_and_keeps_flashgens_config(sqlite_url, time
     assert (rec.impl, rec.impl_ratio) == (winner, pytest.approx(ratio))
     assert (result.impl, result.impl_ratio) == (winner, pytest.approx(ratio))
     assert result.impl_times["sdpa_cudnn"] == math.inf and "sdpa_cudnn" in result.impl_notes
-    from flashgen.tune.cli import format_summary
+    from flashgen.tune.summary import format_summary
 
     assert f"{winner} {ratio:.2f}x" in format_summary([result])
     # Without SDPA backends to time (--no-sdpa) the record says nothing about a winner.
@@ -644,3 +644,14 @@ def test_gpu_tuning_compares_with_sdpa_backends(sqlite_url):
     assert math.isfinite(result.impl_times["sdpa_cudnn"]) or math.isfinite(
         result.impl_times["sdpa_flash"]
     )
+
+
+def test_both_evaluators_implement_the_protocol():
+    from flashgen.hardware.sram import current_device
+
+    modelled = evaluate.ModelledEvaluator(current_device())
+    measured = evaluate.MeasuredEvaluator(compile_workers=0)
+    for evaluator in (modelled, measured):
+        assert isinstance(evaluator, evaluate.Evaluator)
+        evaluator.close()
+    assert not isinstance(object(), evaluate.Evaluator)

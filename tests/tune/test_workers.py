@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from flashgen.db import connect
-from flashgen.tune import cli as tune_cli
+from flashgen.tune import workers as tune_workers
 
 # One tuner's start-up on a shared database, as `flashgen tune` does it: open (and migrate) the
 # tuning database, build the Optuna storage, join the study, run one trial.
@@ -140,14 +140,14 @@ def test_worker_reports_its_error_and_exits_non_zero(tmp_path):
     missing.parent.write_text("a file where a directory should be")
     argv = {"db": f"sqlite:///{missing / 'tuning.sqlite3'}", "quiet": True, "workers": 1}
     with pytest.raises(SystemExit) as stop:
-        tune_cli._worker_main(argv, {}, [], 3, 0, report)
+        tune_workers.worker_main(argv, {}, [], 3, 0, report)
     assert stop.value.code == 1
     message = receive.recv()
     assert message.startswith("DatabaseError: cannot open tuning database"), message
 
 
 def test_failure_lines_name_each_worker_and_its_error():
-    lines = tune_cli.worker_failures(
+    lines = tune_workers.worker_failures(
         exitcodes=[0, 1, -signal.SIGKILL, 1],
         reports={1: "DatabaseError: cannot open tuning database sqlite:///x: locked"},
     )
@@ -156,4 +156,4 @@ def test_failure_lines_name_each_worker_and_its_error():
         "worker 2 of 4 failed: killed by signal SIGKILL",
         "worker 3 of 4 failed: exit status 1",
     ]
-    assert tune_cli.worker_failures(exitcodes=[0, 0], reports={}) == []
+    assert tune_workers.worker_failures(exitcodes=[0, 0], reports={}) == []
