@@ -19,19 +19,19 @@ counters: collections.Counter[str] = collections.Counter()
 
 SUPPORTED_DTYPES = tuple(getattr(torch, name) for name in DTYPES)  # what the kernels take
 
-_SDPA = {torch._C._nn.scaled_dot_product_attention, F.scaled_dot_product_attention}
-_SOFTMAX_FNS = {torch.softmax, F.softmax, torch.Tensor.softmax, torch.special.softmax}
+SDPA_FNS = {torch._C._nn.scaled_dot_product_attention, F.scaled_dot_product_attention}
+SOFTMAX_FNS = {torch.softmax, F.softmax, torch.Tensor.softmax, torch.special.softmax}
 _MATMUL_FNS = {torch.matmul, operator.matmul, torch.bmm, torch.Tensor.matmul, torch.Tensor.bmm}
 _EINSUM_FNS = {torch.einsum, torch.functional.einsum}
-_MUL_FNS = {operator.mul, torch.mul, torch.Tensor.mul, operator.imul}
-_DIV_FNS = {operator.truediv, torch.div, torch.true_divide, torch.Tensor.div, operator.itruediv}
-_ADD_FNS = {operator.add, torch.add, torch.Tensor.add, operator.iadd, operator.sub, torch.sub}
-_MASKED_FILL_FNS = {torch.masked_fill, torch.Tensor.masked_fill}
-_DROPOUT_FNS = {F.dropout, torch.dropout, torch.nn.functional.dropout}
-_CAST_METHODS = {"float", "to", "type", "type_as", "half", "bfloat16", "double"}
+MUL_FNS = {operator.mul, torch.mul, torch.Tensor.mul, operator.imul}
+DIV_FNS = {operator.truediv, torch.div, torch.true_divide, torch.Tensor.div, operator.itruediv}
+ADD_FNS = {operator.add, torch.add, torch.Tensor.add, operator.iadd, operator.sub, torch.sub}
+MASKED_FILL_FNS = {torch.masked_fill, torch.Tensor.masked_fill}
+DROPOUT_FNS = {F.dropout, torch.dropout, torch.nn.functional.dropout}
+CAST_METHODS = {"float", "to", "type", "type_as", "half", "bfloat16", "double"}
 _METADATA_METHODS = {"size", "dim", "numel", "stride", "get_device"}
 _METADATA_ATTRS = {"shape", "dtype", "device", "ndim", "is_cuda"}
-_NEAR_NEG_INF = -65504.0  # finfo(float16).min: any fill value at or below it acts as -inf
+NEAR_NEG_INF = -65504.0  # finfo(float16).min: any fill value at or below it acts as -inf
 
 
 class Skip(Exception):
@@ -86,7 +86,7 @@ class Match:
 # ----------------------------------------------------------------------------- node helpers
 
 
-def _is_fn(n: Any, fns: set, methods: tuple[str, ...] = ()) -> bool:
+def is_fn(n: Any, fns: set, methods: tuple[str, ...] = ()) -> bool:
     if not isinstance(n, fx.Node):
         return False
     if n.op == "call_function":
@@ -94,22 +94,22 @@ def _is_fn(n: Any, fns: set, methods: tuple[str, ...] = ()) -> bool:
     return n.op == "call_method" and n.target in methods
 
 
-def _arg(n: Any, i: int, name: str, default: Any = None) -> Any:
+def node_arg(n: Any, i: int, name: str, default: Any = None) -> Any:
     """Argument `name` (positional index i, counting the tensor self for methods)."""
     if len(n.args) > i:
         return n.args[i]
     return n.kwargs.get(name, default)
 
 
-def _ev(n: Any) -> Any:
+def example_value(n: Any) -> Any:
     return n.meta.get("example_value") if isinstance(n, fx.Node) else n
 
 
-def _is_tensor_node(n: Any) -> bool:
-    return isinstance(_ev(n), torch.Tensor)
+def is_tensor_node(n: Any) -> bool:
+    return isinstance(example_value(n), torch.Tensor)
 
 
-def _hint(x: Any) -> int:
+def size_hint(x: Any) -> int:
     if isinstance(x, torch.SymInt):
         hint = x.node.hint
         if hint is None:
@@ -118,7 +118,7 @@ def _hint(x: Any) -> int:
     return int(x)
 
 
-def _known_eq(a: Any, b: Any) -> bool:
+def known_eq(a: Any, b: Any) -> bool:
     from torch.fx.experimental.symbolic_shapes import statically_known_true
 
     return bool(statically_known_true(a == b))
@@ -139,7 +139,7 @@ def location(n: Any) -> str:
 # ----------------------------------------------------------------------------- constants
 
 
-def _head_dim_symbols(*tensors: torch.Tensor) -> set:
+def head_dim_symbols(*tensors: torch.Tensor) -> set:
     syms: set = set()
     for t in tensors:
         d = t.shape[-1]
@@ -160,7 +160,7 @@ def const_value(x: Any, allowed_symbols: set) -> float:
         raise Skip("scale is a bool")
     if isinstance(x, (int, float)):
         return float(x)
-    val = _ev(x)
+    val = example_value(x)
     if isinstance(val, (torch.SymInt, torch.SymFloat)):
         free = val.node.expr.free_symbols
         if not free <= allowed_symbols:
@@ -183,8 +183,8 @@ def _scalar_operand(n: Any, chain: Any) -> Any | None:
     if len(others) != 1 or (len(n.args) > 2 or n.kwargs):
         return None
     other = others[0]
-    if isinstance(other, fx.Node) and _is_tensor_node(other):
-        if _ev(other).dim() == 0:
+    if isinstance(other, fx.Node) and is_tensor_node(other):
+        if example_value(other).dim() == 0:
             raise Skip(
                 "scale is a 0-d tensor, not a compile-time constant (with dynamic=True a float "
                 "module attribute becomes a tensor input: use a literal or math.sqrt of the head dim)"
@@ -195,15 +195,15 @@ def _scalar_operand(n: Any, chain: Any) -> Any | None:
 
 def peel_one_scale(n: Any, terms: list[Any]) -> Any:
     """x if n is `x * c`, `c * x` or `x / c` (appending (c, +-1) to terms), else None."""
-    if _is_fn(n, _MUL_FNS, ("mul", "mul_")):
+    if is_fn(n, MUL_FNS, ("mul", "mul_")):
         for x in n.args[:2]:
-            if isinstance(x, fx.Node) and _is_tensor_node(x):
+            if isinstance(x, fx.Node) and is_tensor_node(x):
                 c = _scalar_operand(n, x)
                 if c is not None:
                     terms.append((c, 1))
                     return x
         return None
-    if _is_fn(n, _DIV_FNS, ("div", "div_", "true_divide")) and isinstance(n.args[0], fx.Node):
+    if is_fn(n, DIV_FNS, ("div", "div_", "true_divide")) and isinstance(n.args[0], fx.Node):
         if "rounding_mode" in n.kwargs:
             return None
         c = _scalar_operand(n, n.args[0])
@@ -235,21 +235,21 @@ def _transpose_base(b: Any) -> Any:
     """x if b is x with its last two dims swapped (transpose/mT/permute), else None."""
     if not isinstance(b, fx.Node):
         return None
-    nd = _ev(b).dim() if _is_tensor_node(b) else None
+    nd = example_value(b).dim() if is_tensor_node(b) else None
     if nd is None:
         return None
-    if _is_fn(b, {torch.transpose, torch.Tensor.transpose}, ("transpose", "swapaxes")):
-        dims = {_arg(b, 1, "dim0") % nd, _arg(b, 2, "dim1") % nd}
+    if is_fn(b, {torch.transpose, torch.Tensor.transpose}, ("transpose", "swapaxes")):
+        dims = {node_arg(b, 1, "dim0") % nd, node_arg(b, 2, "dim1") % nd}
         return b.args[0] if dims == {nd - 2, nd - 1} else None
     if b.op == "call_function" and b.target is getattr and b.args[1] == "mT":
         return b.args[0]
     if b.op == "call_function" and b.target in _MT_OPS:
         return b.args[0]
-    if _is_fn(b, {torch.permute}, ("permute",)):
+    if is_fn(b, {torch.permute}, ("permute",)):
         perm = b.args[1] if isinstance(b.args[1], (tuple, list)) else b.args[1:]
         want = list(range(nd - 2)) + [nd - 1, nd - 2]
         return b.args[0] if [p % nd for p in perm] == want else None
-    if _is_fn(b, set(), ("t",)) and nd == 2:
+    if is_fn(b, set(), ("t",)) and nd == 2:
         return b.args[0]
     return None
 
@@ -274,10 +274,10 @@ def _einsum_parts(n: Any) -> tuple[list[str], list[str], list[str], Any, Any] | 
 
 def split_scores_product(s: Any) -> tuple[str, Any, Any, bool] | None:
     """(kind, q_side, k_side, k_is_transposed_already) for S = Q K^T, else None."""
-    if _is_fn(s, _MATMUL_FNS, ("matmul", "bmm")):
+    if is_fn(s, _MATMUL_FNS, ("matmul", "bmm")):
         kind = "bmm" if s.target in (torch.bmm, torch.Tensor.bmm, "bmm") else "matmul"
         return kind, s.args[0], s.args[1], True
-    if _is_fn(s, _EINSUM_FNS):
+    if is_fn(s, _EINSUM_FNS):
         parts = _einsum_parts(s)
         if parts is None:
             return None
@@ -294,9 +294,9 @@ def split_scores_product(s: Any) -> tuple[str, Any, Any, bool] | None:
 
 def split_value_product(o: Any, p: Any) -> Any:
     """V if node o computes P @ V with P = p, else None."""
-    if _is_fn(o, _MATMUL_FNS, ("matmul", "bmm")):
+    if is_fn(o, _MATMUL_FNS, ("matmul", "bmm")):
         return o.args[1] if o.args[0] is p else None
-    if _is_fn(o, _EINSUM_FNS):
+    if is_fn(o, _EINSUM_FNS):
         parts = _einsum_parts(o)
         if parts is None:
             return None
@@ -311,26 +311,26 @@ def split_value_product(o: Any, p: Any) -> Any:
 # ----------------------------------------------------------------------------- GQA
 
 
-def _repeat_base(x: Any) -> tuple[Any, int]:
+def repeat_base(x: Any) -> tuple[Any, int]:
     """(kv, n) if x is kv with each head repeated n times consecutively (dim 1), else (x, 1)."""
-    if _is_fn(x, {torch.repeat_interleave, torch.Tensor.repeat_interleave}, ("repeat_interleave",)):
-        reps, dim = _arg(x, 1, "repeats"), _arg(x, 2, "dim")
+    if is_fn(x, {torch.repeat_interleave, torch.Tensor.repeat_interleave}, ("repeat_interleave",)):
+        reps, dim = node_arg(x, 1, "repeats"), node_arg(x, 2, "dim")
         if (
             isinstance(reps, int)
             and not isinstance(reps, bool)
             and dim in (1, -3)
-            and _ev(x.args[0]).dim() == 4
+            and example_value(x.args[0]).dim() == 4
             and "output_size" not in x.kwargs
         ):
             return x.args[0], reps
-    if _is_fn(x, {torch.reshape}, ("reshape", "view")):
+    if is_fn(x, {torch.reshape}, ("reshape", "view")):
         e = x.args[0]
-        if _is_fn(e, set(), ("expand",)):
+        if is_fn(e, set(), ("expand",)):
             u = e.args[0]
-            ue = _ev(u)
+            ue = example_value(u)
             if ue is not None and ue.dim() == 5:
                 base = None
-                if _is_fn(u, {torch.unsqueeze}, ("unsqueeze",)) and _arg(u, 1, "dim") in (2, -3):
+                if is_fn(u, {torch.unsqueeze}, ("unsqueeze",)) and node_arg(u, 1, "dim") in (2, -3):
                     base = u.args[0]
                 elif u.op == "call_function" and u.target is operator.getitem:
                     idx = u.args[1]
@@ -338,19 +338,19 @@ def _repeat_base(x: Any) -> tuple[Any, int]:
                         full = slice(None, None, None)
                         if all(s == full for s in idx[:2]) and all(s == full for s in idx[3:]):
                             base = u.args[0]
-                ee, xe = _ev(e), _ev(x)
+                ee, xe = example_value(e), example_value(x)
                 if base is not None and xe is not None and xe.dim() == 4:
                     n = ee.shape[2]
-                    if isinstance(n, int) and _known_eq(xe.shape[1], ee.shape[1] * n):
+                    if isinstance(n, int) and known_eq(xe.shape[1], ee.shape[1] * n):
                         return base, n
     return x, 1
 
 
-def _fake_mode(example: Any) -> Any:
+def fake_mode(example: Any) -> Any:
     return getattr(example, "fake_mode", None)
 
 
-def _set_example_values(fm: Any, nodes: list[Any]) -> None:
+def set_example_values(fm: Any, nodes: list[Any]) -> None:
     """Recompute meta['example_value'] on the new nodes: Inductor's pre-grad passes read it."""
     if fm is None:
         return
@@ -363,7 +363,7 @@ def _set_example_values(fm: Any, nodes: list[Any]) -> None:
                 n.meta["example_value"] = n.target(*args)
 
 
-def _erase_dead(g: fx.Graph, start: list[fx.Node]) -> None:
+def erase_dead(g: fx.Graph, start: list[fx.Node]) -> None:
     """Erase start nodes and then their inputs that lost all users, if side-effect free."""
     work = list(start)
     erased: set[fx.Node] = set()

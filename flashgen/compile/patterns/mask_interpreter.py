@@ -11,9 +11,8 @@ from typing import Any
 import sympy
 import torch
 from torch import fx
-from torch.fx.experimental.symbolic_shapes import statically_known_true
 
-from .core import Skip, _ev, _known_eq
+from .core import Skip, example_value, known_eq
 from .mask_values import (
     ARITH,
     CASTS,
@@ -34,6 +33,7 @@ from .mask_values import (
     op_name,
     same,
 )
+from .mask_views import relayout
 
 # ----------------------------------------------------------------------------- interpreter
 
@@ -62,7 +62,7 @@ class Interpreter:
 
     def _scalar(self, n: Any) -> Any:
         """A Python number for a non-tensor argument (a constant, or a SymInt that is one)."""
-        v = _ev(n) if isinstance(n, fx.Node) else n
+        v = example_value(n) if isinstance(n, fx.Node) else n
         if isinstance(v, (bool, int, float)):
             return v
         if isinstance(v, torch.SymInt):
@@ -70,7 +70,7 @@ class Interpreter:
         raise Skip(f"the mask uses {getattr(n, 'name', n)!r}, which is not a constant")
 
     def _eval(self, n: fx.Node) -> Any:
-        val = _ev(n)
+        val = example_value(n)
         if not isinstance(val, torch.Tensor):
             return self._scalar(n)
         check_not_mutated(n)
@@ -101,7 +101,7 @@ class Interpreter:
             fill = n.args[i] if len(n.args) > i else n.kwargs.get("fill_value")
             return self._cast(n, const(self._scalar(fill)))
         if name in VIEWS:
-            return _relayout(self(n.args[0]), _ev(n.args[0]), val, n)
+            return relayout(self(n.args[0]), example_value(n.args[0]), val, n)
         if handler is None:
             raise Skip(f"the mask uses {n.target!r}, which flashgen cannot prove anything about")
         return handler(n)
@@ -111,7 +111,7 @@ class Interpreter:
         """Convert pattern values to n's dtype, as the tensor op does."""
         if isinstance(a, Index):
             return a
-        dt = _ev(n).dtype
+        dt = example_value(n).dtype
         if dt == torch.bool:
             fn: Any = bool
         elif dt.is_floating_point:
@@ -125,7 +125,7 @@ class Interpreter:
     def _binary(self, n: fx.Node, fn: Any, compare: str | None = None) -> Any:
         rhs = n.args[1] if len(n.args) > 1 else n.kwargs.get("other")
         a, b = self(n.args[0]), self(rhs)
-        out = _ev(n)
+        out = example_value(n)
         if isinstance(a, Index) or isinstance(b, Index):
             if compare is None or not (isinstance(a, Index) and isinstance(b, Index)):
                 raise Skip(
@@ -142,7 +142,7 @@ class Interpreter:
         if n.kwargs.get("alpha", 1) != 1 or n.kwargs.get("rounding_mode") is not None:
             raise Skip("the mask uses add/sub with alpha or a rounding mode")
         raw = [n.args[0], n.args[1] if len(n.args) > 1 else n.kwargs.get("other")]
-        evs = [_ev(x) if isinstance(x, fx.Node) else x for x in raw]
+        evs = [example_value(x) if isinstance(x, fx.Node) else x for x in raw]
         sym = [isinstance(x, torch.SymInt) for x in evs]
         if any(sym) and not all(sym) and name in ("add", "sub"):
             # arange + length (a KV cache's query positions): an index with a symbolic offset.
@@ -163,7 +163,7 @@ class Interpreter:
             ):
                 raise Skip("the mask does arithmetic on aranges other than adding a constant")
             arg = n.args[1] if idx is a else n.args[0]
-            shift = expr(_ev(arg) if isinstance(arg, fx.Node) else arg)
+            shift = expr(example_value(arg) if isinstance(arg, fx.Node) else arg)
             return Index(idx.pos, idx.off + (shift if name == "add" else -shift))
         return self._binary(n, ARITH[name])
 
@@ -172,7 +172,7 @@ class Interpreter:
         a = self(n.args[0])
         if isinstance(a, Index):
             raise Skip("the mask inverts an arange")
-        if _ev(n.args[0]).dtype == torch.bool:
+        if example_value(n.args[0]).dtype == torch.bool:
             return combine([a], lambda v: not v)
         return self._cast(n, combine([a], operator.invert))
 
@@ -193,10 +193,10 @@ class Interpreter:
         if isinstance(a, Index):
             raise Skip("the mask takes tril/triu of an arange")
         k = n.args[1] if len(n.args) > 1 else n.kwargs.get("diagonal", 0)
-        k = const_int(_ev(k) if isinstance(k, fx.Node) else k, "tril/triu diagonal")
+        k = const_int(example_value(k) if isinstance(k, fx.Node) else k, "tril/triu diagonal")
         # tril(k) keeps d <= k; triu(k) keeps d >= k; the rest becomes zero.
         keep = Diag((k + 1,), (True, False)) if keep_lower else Diag((k,), (False, True))
-        zero = False if _ev(n).dtype == torch.bool else 0
+        zero = False if example_value(n).dtype == torch.bool else 0
         return self._cast(n, combine([a, keep], lambda v, kept: v if kept else zero))
 
     def _op_tril(self, n: fx.Node) -> Any:
@@ -211,9 +211,9 @@ class Interpreter:
         step = args[2] if len(args) > 2 else n.kwargs.get("step", 1)
         if self._scalar(step) != 1:
             raise Skip("the mask uses an arange with a step other than 1")
-        if _ev(n).dim() != 1:
+        if example_value(n).dim() != 1:
             raise Skip("unexpected arange shape")
-        start = _ev(start) if isinstance(start, fx.Node) else start
+        start = example_value(start) if isinstance(start, fx.Node) else start
         if isinstance(start, float):
             if start != int(start):
                 raise Skip("the mask uses an arange with a fractional start")
@@ -226,7 +226,7 @@ class Interpreter:
         if any(isinstance(t, Index) for t in (x, mask, value)):
             raise Skip("the mask fills an arange")
         for node in n.args[:2]:
-            _check_trailing(node, _ev(n))
+            _check_trailing(node, example_value(n))
         return self._cast(
             n,
             combine([_as_diag(x), _as_diag(mask), _as_diag(value)], lambda a, m, f: f if m else a),
@@ -240,7 +240,7 @@ class Interpreter:
             raise Skip("the mask selects from an arange")
         for node in n.args:
             if isinstance(node, fx.Node):
-                _check_trailing(node, _ev(n))
+                _check_trailing(node, example_value(n))
         return self._cast(n, combine([_as_diag(p) for p in parts], lambda c, a, b: a if c else b))
 
 
@@ -252,10 +252,10 @@ def _check_trailing(node: Any, out: torch.Tensor) -> None:
     """A diagonal operand must not be broadcast along its own rows or columns."""
     if not isinstance(node, fx.Node):
         return
-    src = _ev(node)
+    src = example_value(node)
     if not isinstance(src, torch.Tensor) or src.dim() < 2 or out.dim() < 2:
         raise Skip("a diagonal mask pattern lost its two trailing dims")
-    if not (_known_eq(src.shape[-2], out.shape[-2]) and _known_eq(src.shape[-1], out.shape[-1])):
+    if not (known_eq(src.shape[-2], out.shape[-2]) and known_eq(src.shape[-1], out.shape[-1])):
         raise Skip("a diagonal mask pattern is broadcast along its rows or columns")
 
 
@@ -267,8 +267,8 @@ def _compare_indices(
     if out.dim() < 2:
         raise Skip("the mask compares two aranges along one axis")
     for idx, node in ((a, nodes[0]), (b, nodes[1])):
-        src = _ev(node)
-        if not _known_eq(src.shape[idx.pos], out.shape[idx.pos]):
+        src = example_value(node)
+        if not known_eq(src.shape[idx.pos], out.shape[idx.pos]):
             raise Skip("an arange in the mask is broadcast along its own axis")
     if {a.pos, b.pos} != {-2, -1}:
         raise Skip("the mask compares aranges that are not its row and column indices")
@@ -293,126 +293,6 @@ def _compare_indices(
     }
     got = inside[op]
     return Diag(got.cuts, got.vals, bottom_right)
-
-
-def _axis_map(src: torch.Tensor, out: torch.Tensor, n: fx.Node) -> list[int | None]:
-    """For each axis of `out`, the axis of `src` it shows (None: a new size-1/broadcast axis).
-
-    Views are followed only where the correspondence is certain: slices and None indices,
-    unsqueeze, expand (leading axes), and view/reshape that only add or drop size-1 axes."""
-    name = op_name(n)
-    if name == "getitem":
-        return _getitem_map(src, n.args[1])
-    if name == "unsqueeze":
-        dim = n.args[1] if len(n.args) > 1 else n.kwargs.get("dim")
-        if not isinstance(dim, int):
-            raise Skip("unsqueeze with a non-constant dim in the mask")
-        d = dim % out.dim()
-        return [None if o == d else (o if o < d else o - 1) for o in range(out.dim())]
-    if name in ("expand", "expand_as", "broadcast_to"):
-        lead = out.dim() - src.dim()
-        return [None if o < lead else o - lead for o in range(out.dim())]
-
-    # view / reshape: the axes of size other than 1 must pair up one to one.
-    def big(t: torch.Tensor) -> list[int]:
-        axes = []
-        for i, s in enumerate(t.shape):
-            if _known_eq(s, 1):
-                continue
-            if not statically_known_true(s != 1):
-                raise Skip("the mask is reshaped with a size that may or may not be 1")
-            axes.append(i)
-        return axes
-
-    si, oi = big(src), big(out)
-    if len(si) != len(oi) or not all(
-        _known_eq(src.shape[a], out.shape[b]) for a, b in zip(si, oi, strict=True)
-    ):
-        raise Skip("the mask is reshaped in a way flashgen does not follow")
-    pairs = dict(zip(oi, si, strict=True))
-    return [pairs.get(o) for o in range(out.dim())]
-
-
-def _getitem_map(src: torch.Tensor, index: Any) -> list[Any]:
-    """Axis map for `src[index]` with slices/None/Ellipsis/integers; slices carry (axis, start),
-    an integer drops its axis (which must then not be a pattern axis)."""
-    idx = index if isinstance(index, tuple) else (index,)
-
-    def is_int(i: Any) -> bool:
-        v = _ev(i) if isinstance(i, fx.Node) else i
-        return isinstance(v, (int, torch.SymInt)) and not isinstance(v, bool)
-
-    if any(not (i is None or i is Ellipsis or isinstance(i, slice) or is_int(i)) for i in idx):
-        raise Skip("the mask is indexed with tensors")
-    used = sum(1 for i in idx if isinstance(i, slice) or is_int(i))
-    if idx.count(Ellipsis) > 1:
-        raise Skip("bad index")
-    full = []
-    for i in idx:
-        if i is Ellipsis:
-            full.extend([slice(None)] * (src.dim() - used))
-        else:
-            full.append(i)
-    full.extend([slice(None)] * (src.dim() - sum(1 for i in full if i is not None)))
-    out: list[Any] = []
-    axis = 0
-    for i in full:
-        if i is None:
-            out.append(None)
-            continue
-        if not isinstance(i, slice):
-            axis += 1  # an integer index: this axis is gone
-            continue
-        if i.step not in (None, 1):
-            raise Skip("the mask is sliced with a step")
-        start = i.start
-        start = _ev(start) if isinstance(start, fx.Node) else start
-        if start is None:
-            start = 0
-        if isinstance(start, int) and start < 0:
-            start = src.shape[axis] + start
-        elif isinstance(start, torch.SymInt) and not statically_known_true(start >= 0):
-            raise Skip("the mask is sliced from a start that may be negative")
-        out.append((axis, expr(start)))
-        axis += 1
-    return out
-
-
-def _relayout(a: Any, src: torch.Tensor, out: torch.Tensor, n: fx.Node) -> Any:
-    """Follow a view/slice of an abstract value: an arange's axis moves, a diagonal pattern
-    must keep its rows and columns last (and shifts by a slice's column start minus row start)."""
-    if not isinstance(a, (Diag, Index)):
-        raise Skip("a view of a non-tensor in the mask")
-    if isinstance(a, Diag) and not a.cuts:
-        return a
-    amap = _axis_map(src, out, n)
-    starts = [0] * len(amap)
-    axes: list[int | None] = []
-    for o, m in enumerate(amap):
-        if isinstance(m, tuple):
-            axes.append(m[0])
-            starts[o] = m[1]
-        else:
-            axes.append(m)
-
-    def out_axis(src_axis: int) -> int:
-        hits = [o for o, s in enumerate(axes) if s == src_axis]
-        if len(hits) != 1:
-            raise Skip("the mask's view drops or repeats one of its pattern axes")
-        o = hits[0]
-        # A slice may shorten the axis; anything else that changes its size broadcasts it.
-        if not isinstance(amap[o], tuple) and not _known_eq(src.shape[src_axis], out.shape[o]):
-            raise Skip("the mask's view broadcasts one of its pattern axes")
-        return o
-
-    if isinstance(a, Index):
-        o = out_axis(src.dim() + a.pos)
-        return Index(o - out.dim(), a.off + sympy.sympify(starts[o]))
-    rows, cols = out_axis(src.dim() - 2), out_axis(src.dim() - 1)
-    if (rows, cols) != (out.dim() - 2, out.dim() - 1):
-        raise Skip("the mask's view moves its row/column axes")
-    shift = const_int(sympy.sympify(starts[cols]) - sympy.sympify(starts[rows]), "slice offset")
-    return a.shifted(shift)
 
 
 def _from_tensor(t: torch.Tensor, name: str) -> Diag:

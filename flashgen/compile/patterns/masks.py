@@ -32,7 +32,7 @@ from typing import Any
 import torch
 from torch import fx
 
-from .core import _NEAR_NEG_INF, Skip, _ev, _known_eq
+from .core import NEAR_NEG_INF, Skip, example_value, known_eq
 from .mask_interpreter import Interpreter
 from .mask_values import Diag, Index, Values, expr
 
@@ -76,7 +76,7 @@ def _kept(v: Any, *, keep: bool, additive: bool) -> bool | None:
     if additive:
         if v == 0:
             return True
-        return False if v <= _NEAR_NEG_INF else None
+        return False if v <= NEAR_NEG_INF else None
     return bool(v) if keep else not bool(v)
 
 
@@ -116,10 +116,10 @@ def prove_causal_aligned(
     every (Sq, Sk) the graph accepts, and the alignment is "bottom_right"."""
     if not isinstance(mask, fx.Node):
         raise Skip("the mask is not a tensor computed in the graph")
-    equal = _known_eq(tq, tk)
+    equal = known_eq(tq, tk)
     if not equal and not allow_bottom_right:
         raise Skip("query and key lengths may differ")
-    me = _ev(mask)
+    me = example_value(mask)
     if not isinstance(me, torch.Tensor) or me.is_complex():
         raise Skip("the mask is not a real tensor")
     additive = me.is_floating_point()
@@ -136,7 +136,7 @@ def prove_causal_aligned(
     if not equal and not pattern.bottom_right:
         raise Skip(f"{differ}; this one is not")
     if pattern.cuts and not (
-        me.dim() >= 2 and _known_eq(me.shape[-2], tq) and _known_eq(me.shape[-1], tk)
+        me.dim() >= 2 and known_eq(me.shape[-2], tq) and known_eq(me.shape[-1], tk)
     ):
         raise Skip("the mask's last two dims are not [query length, key length]")
     # |d| (top-left) or |d - (Sk - Sq)| (bottom-right) stays below the longer length.

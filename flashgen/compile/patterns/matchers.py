@@ -9,24 +9,24 @@ import torch
 from torch import fx
 
 from .core import (
-    _ADD_FNS,
-    _CAST_METHODS,
-    _DIV_FNS,
-    _DROPOUT_FNS,
-    _MASKED_FILL_FNS,
-    _MUL_FNS,
-    _NEAR_NEG_INF,
-    _SOFTMAX_FNS,
+    ADD_FNS,
+    CAST_METHODS,
+    DIV_FNS,
+    DROPOUT_FNS,
+    MASKED_FILL_FNS,
+    MUL_FNS,
+    NEAR_NEG_INF,
+    SOFTMAX_FNS,
     Match,
     Site,
     Skip,
-    _arg,
-    _ev,
-    _is_fn,
-    _is_tensor_node,
-    _known_eq,
     _transpose_base,
+    example_value,
+    is_fn,
+    is_tensor_node,
+    known_eq,
     location,
+    node_arg,
     peel_one_scale,
     peel_scale,
     split_scores_product,
@@ -40,8 +40,8 @@ def _leads_to_product(n: Any) -> bool:
     while isinstance(n, fx.Node):
         if split_scores_product(n) is not None:
             return True
-        if _is_float32_cast(n) or _is_fn(n, _MUL_FNS | _DIV_FNS, ("mul", "div")):
-            ins = [a for a in n.args[:2] if isinstance(a, fx.Node) and _is_tensor_node(a)]
+        if _is_float32_cast(n) or is_fn(n, MUL_FNS | DIV_FNS, ("mul", "div")):
+            ins = [a for a in n.args[:2] if isinstance(a, fx.Node) and is_tensor_node(a)]
             n = ins[0] if len(ins) == 1 else None
             continue
         return False
@@ -49,24 +49,24 @@ def _leads_to_product(n: Any) -> bool:
 
 
 def _is_softmax(n: Any) -> bool:
-    return _is_fn(n, _SOFTMAX_FNS, ("softmax",))
+    return is_fn(n, SOFTMAX_FNS, ("softmax",))
 
 
 def _is_float32_cast(n: Any) -> bool:
     """Casts an upcast may use; checked by dtype on the example values, not by spelling."""
-    if not (n.op == "call_method" and n.target in _CAST_METHODS) and not (
+    if not (n.op == "call_method" and n.target in CAST_METHODS) and not (
         n.op == "call_function" and n.target in (torch.Tensor.float, torch.Tensor.to)
     ):
         return False
-    src, dst = _ev(n.args[0]), _ev(n)
+    src, dst = example_value(n.args[0]), example_value(n)
     if not (isinstance(src, torch.Tensor) and isinstance(dst, torch.Tensor)):
         return False
     return src.shape == dst.shape and src.device == dst.device and dst.is_floating_point()
 
 
 def _softmax_dim_ok(n: Any) -> bool:
-    dim = _arg(n, 1, "dim")
-    nd = _ev(n).dim()
+    dim = node_arg(n, 1, "dim")
+    nd = example_value(n).dim()
     return isinstance(dim, int) and dim % nd == nd - 1
 
 
@@ -81,10 +81,10 @@ def match_softmax(sm: Any, values: Values) -> Match | None:
     while isinstance(x, fx.Node):
         if _is_float32_cast(x):
             nxt = x.args[0]
-        elif _is_fn(x, _MASKED_FILL_FNS, ("masked_fill", "masked_fill_")):
-            masks.append(("masked_fill", _arg(x, 1, "mask"), _arg(x, 2, "value")))
+        elif is_fn(x, MASKED_FILL_FNS, ("masked_fill", "masked_fill_")):
+            masks.append(("masked_fill", node_arg(x, 1, "mask"), node_arg(x, 2, "value")))
             nxt = x.args[0]
-        elif _is_fn(x, _MUL_FNS | _DIV_FNS, ("mul", "div", "mul_", "div_")):
+        elif is_fn(x, MUL_FNS | DIV_FNS, ("mul", "div", "mul_", "div_")):
             try:
                 got = peel_one_scale(x, terms)
             except Skip as e:
@@ -94,18 +94,18 @@ def match_softmax(sm: Any, values: Values) -> Match | None:
             if got is None:
                 return None
             nxt = got
-        elif _is_fn(x, _ADD_FNS, ("add", "add_")) and len(x.args) == 2 and not x.kwargs:
-            tensors = [a for a in x.args[:2] if isinstance(a, fx.Node) and _is_tensor_node(a)]
+        elif is_fn(x, ADD_FNS, ("add", "add_")) and len(x.args) == 2 and not x.kwargs:
+            tensors = [a for a in x.args[:2] if isinstance(a, fx.Node) and is_tensor_node(a)]
             if len(tensors) != 2:
                 return None
             nxt = tensors[1] if _leads_to_product(tensors[1]) else tensors[0]
             masks.append(("add", tensors[0] if nxt is tensors[1] else tensors[1], None))
-        elif _is_fn(x, {torch.where}, ("where",)) and len(x.args) == 3 and not x.kwargs:
+        elif is_fn(x, {torch.where}, ("where",)) and len(x.args) == 3 and not x.kwargs:
             cond, a, b = x.args
-            if _leads_to_product(a) and not _is_tensor_node(b):
+            if _leads_to_product(a) and not is_tensor_node(b):
                 nxt = a
                 masks.append(("where_keep", cond, b))
-            elif _leads_to_product(b) and not _is_tensor_node(a):
+            elif _leads_to_product(b) and not is_tensor_node(a):
                 nxt = b
                 masks.append(("where_mask", cond, a))
             else:
@@ -142,9 +142,11 @@ def match_softmax(sm: Any, values: Values) -> Match | None:
         (u,) = users
         if _is_float32_cast(u):
             pass
-        elif _is_fn(u, _DROPOUT_FNS, ("dropout",)):
-            drop_p = _arg(u, 1, "p", 0.5)
-            training = _arg(u, 2, "training" if u.target is not torch.dropout else "train", True)
+        elif is_fn(u, DROPOUT_FNS, ("dropout",)):
+            drop_p = node_arg(u, 1, "p", 0.5)
+            training = node_arg(
+                u, 2, "training" if u.target is not torch.dropout else "train", True
+            )
             if training is not False and drop_p != 0:
                 shown = "a run-time value" if isinstance(drop_p, fx.Node) else drop_p
                 problems.append(
@@ -193,7 +195,7 @@ def match_softmax(sm: Any, values: Values) -> Match | None:
         except Skip as e:
             problems.append(str(e))
     m = Match(site, q, k, v, out, causal, terms, interior=interior, window=window, align=align)
-    m.three_d = kind == "bmm" or _ev(q).dim() == 3
+    m.three_d = kind == "bmm" or example_value(q).dim() == 3
     if problems:
         raise Skip(problems[0])
     return m
@@ -216,15 +218,15 @@ def _check_causal(
             "the mask is not causal (only the lower-triangular causal mask is supported; "
             "padding/arbitrary masks are left to Inductor)"
         )
-    if how != "add" and (not isinstance(fill, (int, float)) or fill > _NEAR_NEG_INF):
+    if how != "add" and (not isinstance(fill, (int, float)) or fill > NEAR_NEG_INF):
         raise Skip(
             f"masked value {fill!r} is not -inf (or finfo.min); only causal masks filled with "
             "-inf are supported"
         )
     if not isinstance(mask_node, fx.Node):
         raise Skip(unsupported)
-    se = _ev(scores)
-    me = _ev(mask_node)
+    se = example_value(scores)
+    me = example_value(mask_node)
     if how == "add" and not (isinstance(me, torch.Tensor) and me.is_floating_point()):
         raise Skip(unsupported)
     if how != "add" and not (isinstance(me, torch.Tensor) and me.dtype == torch.bool):
@@ -247,12 +249,12 @@ def _check_causal(
 
 def match_sdpa(n: Any, values: Values) -> Match:
     """F.scaled_dot_product_attention: accepted with is_causal/scale/enable_gqa, no mask/dropout."""
-    q, k, v = (_arg(n, i, name) for i, name in enumerate(("query", "key", "value")))
-    mask = _arg(n, 3, "attn_mask")
-    dropout_p = _arg(n, 4, "dropout_p", 0.0)
-    is_causal = _arg(n, 5, "is_causal", False)
-    scale = _arg(n, 6, "scale")
-    enable_gqa = _arg(n, 7, "enable_gqa", False)
+    q, k, v = (node_arg(n, i, name) for i, name in enumerate(("query", "key", "value")))
+    mask = node_arg(n, 3, "attn_mask")
+    dropout_p = node_arg(n, 4, "dropout_p", 0.0)
+    is_causal = node_arg(n, 5, "is_causal", False)
+    scale = node_arg(n, 6, "scale")
+    enable_gqa = node_arg(n, 7, "enable_gqa", False)
     site = Site(kind="sdpa", location=location(n))
     if not isinstance(is_causal, bool):
         raise Skip("is_causal is not a Python constant")
@@ -270,11 +272,11 @@ def match_sdpa(n: Any, values: Values) -> Match:
             raise Skip("attn_mask together with is_causal=True is not supported")
         try:
             window, align = prove_causal_aligned(
-                mask, values, _ev(q).shape[-2], _ev(k).shape[-2], keep=True, allow_window=True,
+                mask, values, example_value(q).shape[-2], example_value(k).shape[-2], keep=True, allow_window=True,
                 allow_bottom_right=True,
             )  # fmt: skip
         except Skip as e:
-            kind = "boolean" if _ev(mask).dtype == torch.bool else "additive"
+            kind = "boolean" if example_value(mask).dtype == torch.bool else "additive"
             raise Skip(
                 f"{kind} attn_mask is not supported: only a causal mask is (pass is_causal=True); "
                 f"left to Inductor ({e})"
@@ -282,7 +284,7 @@ def match_sdpa(n: Any, values: Values) -> Match:
         is_causal = True
     terms: list[Any] = [None] if scale is None else [(scale, 1)]
     m = Match(site, q, k, v, n, is_causal, terms, interior=[n], window=window, align=align)
-    m.three_d = _ev(q).dim() == 3
-    if not enable_gqa and not _known_eq(_ev(q).shape[-3], _ev(k).shape[-3]):
+    m.three_d = example_value(q).dim() == 3
+    if not enable_gqa and not known_eq(example_value(q).shape[-3], example_value(k).shape[-3]):
         raise Skip("query and key head counts differ without enable_gqa=True")
     return m

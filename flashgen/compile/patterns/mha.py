@@ -15,12 +15,12 @@ from .core import (
     Match,
     Site,
     Skip,
-    _erase_dead,
-    _ev,
-    _fake_mode,
-    _known_eq,
-    _set_example_values,
+    erase_dead,
+    example_value,
+    fake_mode,
+    known_eq,
     location,
+    set_example_values,
 )
 from .mask_values import Values
 from .masks import prove_causal
@@ -58,7 +58,13 @@ def match_mha(n: Any, values: Values) -> Match:
     causal = False
     if p["attn_mask"] is not None:
         try:
-            prove_causal(p["attn_mask"], values, _ev(q).shape[0], _ev(k).shape[0], keep=False)
+            prove_causal(
+                p["attn_mask"],
+                values,
+                example_value(q).shape[0],
+                example_value(k).shape[0],
+                keep=False,
+            )
         except Skip as e:
             raise Skip(
                 "nn.MultiheadAttention attn_mask is not supported: only a causal mask is "
@@ -92,15 +98,15 @@ def check_mha(m: Match) -> None:
     """Kernel eligibility for a MultiheadAttention site, on the projected (fake) shapes."""
     p = m.mha
     assert p is not None
-    q, k, v = (_ev(x) for x in (m.q, m.k, m.v))
+    q, k, v = (example_value(x) for x in (m.q, m.k, m.v))
     if not all(isinstance(t, torch.Tensor) and t.dim() == 3 for t in (q, k, v)):
         raise Skip("only batched (3-D) nn.MultiheadAttention inputs are supported")
-    wq = _ev(p["q_proj_weight"] if p["use_separate_proj_weight"] else p["in_proj_weight"])
+    wq = example_value(p["q_proj_weight"] if p["use_separate_proj_weight"] else p["in_proj_weight"])
     e = wq.shape[-1]
     heads = p["num_heads"]
     if not isinstance(e, int) or e % heads:
         raise Skip("embedding dim is not a static multiple of num_heads")
-    if not (_known_eq(k.shape[-1], e) and _known_eq(v.shape[-1], e) and q.shape[-1] == e):
+    if not (known_eq(k.shape[-1], e) and known_eq(v.shape[-1], e) and q.shape[-1] == e):
         raise Skip("kdim/vdim different from embed_dim are not supported")
     d = e // heads
     shaped = [t.unflatten(-1, (heads, d)).permute(1, 2, 0, 3).contiguous() for t in (q, k, v)]
@@ -123,9 +129,11 @@ def rewrite_mha(gm: fx.GraphModule, m: Match, op: Any) -> None:
     assert p is not None
     g = gm.graph
     heads = p["num_heads"]
-    e = _ev(p["q_proj_weight"] if p["use_separate_proj_weight"] else p["in_proj_weight"]).shape[-1]
+    e = example_value(
+        p["q_proj_weight"] if p["use_separate_proj_weight"] else p["in_proj_weight"]
+    ).shape[-1]
     d = e // heads
-    fm = _fake_mode(_ev(m.out))
+    fm = fake_mode(example_value(m.out))
     added: list[Any] = []
 
     def call(fn: Any, *args: Any) -> Any:
@@ -148,9 +156,9 @@ def rewrite_mha(gm: fx.GraphModule, m: Match, op: Any) -> None:
         o = call(op, *heads_in, m.causal, m.scale)
         o = call("flatten", call("permute", o, 2, 0, 1, 3), -2)
         out = call(F.linear, o, p["out_proj_weight"], p["out_proj_bias"])
-    _set_example_values(fm, added)
+    set_example_values(fm, added)
     stack = m.out.meta.get("stack_trace")
     for node in added:
         node.meta["stack_trace"] = stack
     m.out.replace_all_uses_with(out)
-    _erase_dead(g, [m.out, *m.interior])
+    erase_dead(g, [m.out, *m.interior])

@@ -11,24 +11,24 @@ import torch.nn.functional as F
 from torch import fx
 
 from .core import (
-    _SDPA,
+    SDPA_FNS,
     SUPPORTED_DTYPES,
     Match,
     Site,
     Skip,
-    _erase_dead,
-    _ev,
-    _fake_mode,
-    _head_dim_symbols,
-    _hint,
-    _is_fn,
-    _is_tensor_node,
-    _known_eq,
-    _repeat_base,
-    _set_example_values,
     const_value,
     counters,
+    erase_dead,
+    example_value,
+    fake_mode,
+    head_dim_symbols,
+    is_fn,
+    is_tensor_node,
+    known_eq,
     location,
+    repeat_base,
+    set_example_values,
+    size_hint,
     split_scores_product,
 )
 from .mask_values import Values
@@ -38,7 +38,7 @@ from .mha import check_mha, match_mha, rewrite_mha
 
 def check_match(m: Match) -> None:
     """Kernel eligibility on the example (fake) values; fills scale, shape and GQA group."""
-    q, k, v, o = _ev(m.q), _ev(m.k), _ev(m.v), _ev(m.out)
+    q, k, v, o = example_value(m.q), example_value(m.k), example_value(m.v), example_value(m.out)
     if not all(isinstance(t, torch.Tensor) for t in (q, k, v, o)):
         raise Skip("an operand is not a tensor")
     if not (q.dim() == k.dim() == v.dim() == o.dim() and q.dim() in (3, 4)):
@@ -52,31 +52,31 @@ def check_match(m: Match) -> None:
     if len({q.device.type, k.device.type, v.device.type}) != 1:
         raise Skip("q, k, v are on different devices")
     d = q.shape[-1]
-    if not (_known_eq(k.shape[-1], d) and _known_eq(v.shape[-1], d)):
+    if not (known_eq(k.shape[-1], d) and known_eq(v.shape[-1], d)):
         raise Skip("q, k and v must have the same head dim")
-    if not _known_eq(k.shape[-2], v.shape[-2]):
+    if not known_eq(k.shape[-2], v.shape[-2]):
         raise Skip("k and v have different sequence lengths")
     lead = q.dim() - 3
     for i in range(lead):
-        if not (_known_eq(q.shape[i], k.shape[i]) and _known_eq(q.shape[i], v.shape[i])):
+        if not (known_eq(q.shape[i], k.shape[i]) and known_eq(q.shape[i], v.shape[i])):
             raise Skip("q, k, v batch sizes differ (broadcast batch is not supported)")
     hk, hv = k.shape[-3], v.shape[-3]
-    if not _known_eq(hk, hv):
+    if not known_eq(hk, hv):
         raise Skip("k and v have different head counts")
-    if not (_known_eq(o.shape[-1], d) and _known_eq(o.shape[-2], q.shape[-2])):
+    if not (known_eq(o.shape[-1], d) and known_eq(o.shape[-2], q.shape[-2])):
         raise Skip("the output shape is not [..., seq_q, head_dim]")
     # GQA spelled as a copy of K/V: hand the kernel the un-repeated tensors instead.
-    kb, nk = _repeat_base(m.k)
-    vb, nv = _repeat_base(m.v)
+    kb, nk = repeat_base(m.k)
+    vb, nv = repeat_base(m.v)
     if nk == nv and nk > 1:
         m.k, m.v = kb, vb
-        k, v = _ev(kb), _ev(vb)
+        k, v = example_value(kb), example_value(vb)
     operands = [q, k, v]
     if m.three_d:
         operands = [t.unsqueeze(0) for t in operands]
     m.contiguous = [t.stride(-1) != 1 for t in operands]
     operands = [t.contiguous() if c else t for t, c in zip(operands, m.contiguous, strict=True)]
-    group = max(_hint(operands[0].shape[1]) // max(_hint(operands[1].shape[1]), 1), 1)
+    group = max(size_hint(operands[0].shape[1]) // max(size_hint(operands[1].shape[1]), 1), 1)
     from ...kernels.validate import check_inputs, check_kernel_device
 
     try:
@@ -86,7 +86,7 @@ def check_match(m: Match) -> None:
         raise Skip(f"the flashgen kernels do not take this site: {e}") from e
     # Decisions that add guards come last, once everything else passed.
     hd = int(d)
-    syms = _head_dim_symbols(q, k)
+    syms = head_dim_symbols(q, k)
     scale = 1.0
     for term in m.scale_terms:
         if term is None:
@@ -109,7 +109,7 @@ def check_match(m: Match) -> None:
     m.site.shape = f"q[{shape}] {str(q.dtype).replace('torch.', '')}"
     m.site.dtype = str(q.dtype).replace("torch.", "")
     m.site.head_dim = hd
-    m.site.seq_q, m.site.seq_k = _hint(q.shape[-2]), _hint(k.shape[-2])
+    m.site.seq_q, m.site.seq_k = size_hint(q.shape[-2]), size_hint(k.shape[-2])
     m.site.device = q.device.type
 
 
@@ -118,7 +118,7 @@ def rewrite(gm: fx.GraphModule, m: Match, op: Any) -> None:
     for a proven sliding window; with causal_align "bottom_right" for a KV cache's mask),
     reroute its users, drop dead interior."""
     g = gm.graph
-    fm = _fake_mode(_ev(m.out))
+    fm = fake_mode(example_value(m.out))
     added: list[fx.Node] = []
     with g.inserting_before(m.out):
         args = [m.q, m.k, m.v]
@@ -134,11 +134,11 @@ def rewrite(gm: fx.GraphModule, m: Match, op: Any) -> None:
             window = (None, None, m.align)
         new = g.call_function(op, (*args, m.causal, m.scale, *window))
         result = g.call_method("squeeze", (new, 0)) if m.three_d else new
-    _set_example_values(fm, [*added, new, result])
+    set_example_values(fm, [*added, new, result])
     new.meta["stack_trace"] = m.out.meta.get("stack_trace")
     dead = [*m.interior, m.out]
     m.out.replace_all_uses_with(result)
-    _erase_dead(g, dead)
+    erase_dead(g, dead)
 
 
 def attention_pass(
@@ -160,9 +160,9 @@ def attention_pass(
     for n in list(gm.graph.nodes):
         kind = (
             "sdpa"
-            if _is_fn(n, _SDPA)
+            if is_fn(n, SDPA_FNS)
             else "mha"
-            if _is_fn(n, {F.multi_head_attention_forward})
+            if is_fn(n, {F.multi_head_attention_forward})
             else "softmax"
             if _is_softmax(n)
             else None
@@ -226,6 +226,6 @@ def _kind_of(n: Any, kind: str) -> str:
         prod = split_scores_product(x)
         if prod is not None:
             return prod[0]
-        ins = [a for a in x.all_input_nodes if _is_tensor_node(a)]
+        ins = [a for a in x.all_input_nodes if is_tensor_node(a)]
         x = ins[0] if ins else None
     return "matmul"
