@@ -18,6 +18,11 @@ from pathlib import Path
 
 from .urls import mask_url, scrub
 
+
+class DatabaseError(RuntimeError):
+    """The tuning database cannot be opened or used; the message never holds a password."""
+
+
 # (phrases in the driver's message, problem, what to do). First match wins.
 _KNOWN: tuple[tuple[tuple[str, ...], str, str], ...] = (
     (

@@ -26,135 +26,59 @@ problem and what to do (`flashgen.db.faults`). `readonly=True` (the CLI's show, 
 and merge's source) never creates anything: a missing SQLite file, or a database without
 flashgen's tables, is an error instead of a new empty database.
 
-Everything read back is rebuilt through the validating dataclasses in `records`; a row that
+Engines (timeouts, WAL) are made in `engines`; rows, and the keep-best upsert statement, in
+`rows`. Everything read back is rebuilt through the validating dataclasses in `records`; a row that
 fails validation (hand-edited database) is skipped with a warning, never handed to a template.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as _dt
 import logging
 import socket
 from collections.abc import Callable, Iterable
-from typing import cast
 
-from sqlalchemy import Table, and_, create_engine, delete, event, false, or_, select, true
-from sqlalchemy.dialects import postgresql as _pg
-from sqlalchemy.dialects import sqlite as _sqlite
-from sqlalchemy.engine import Engine, make_url
+from sqlalchemy import and_, delete, event, or_, select
 from sqlalchemy.exc import IntegrityError
 
 from ..core.config import TileConfig
 from ..core.spec import KernelSpec
 from . import migrate
-from .faults import explain, fault, path_problem, sqlite_path
-from .models import PendingRow, RecordRow, TrialRow
+from .engines import (
+    RUNTIME_CONNECT_TIMEOUT_S,
+    RUNTIME_LOCK_TIMEOUT_MS,
+    SQLITE_BUSY_TIMEOUT_S,
+    make_engine,
+)
+from .faults import DatabaseError, explain, fault
 from .records import EnvFingerprint, Trial, TuningRecord, check_bucket
+from .rows import (
+    CONFIG_COLS,
+    KEY_COLS,
+    PENDING,
+    RECORDS,
+    TRIALS,
+    config_of,
+    insert_for,
+    keep_best_upsert,
+    record_of_row,
+    record_values,
+    sqlite_writer,
+    utc,
+)
 from .shipped import shipped_records
 from .urls import mask_url
 
 log = logging.getLogger(__name__)
-# The tuner's and the CLI's writers wait out each other's locks (eight SQLite writers need
-# a long busy timeout). The attention path must not: a model waits at most a few
-# milliseconds for a lock another process holds, then falls back (`flashgen.runtime.dispatch`).
-SQLITE_BUSY_TIMEOUT_S = 30
-RUNTIME_LOCK_TIMEOUT_MS = 10
-RUNTIME_CONNECT_TIMEOUT_S = 2  # libpq's smallest
+__all__ = [
+    "DatabaseError",
+    "TuningDB",
+    "RUNTIME_CONNECT_TIMEOUT_S",
+    "RUNTIME_LOCK_TIMEOUT_MS",
+    "SQLITE_BUSY_TIMEOUT_S",
+    "UPSERT_BATCH",
+]
 UPSERT_BATCH = 2000  # records per executemany of `upsert_many` (and per progress step)
-_RECORDS = cast(Table, RecordRow.__table__)
-_TRIALS = cast(Table, TrialRow.__table__)
-_PENDING = cast(Table, PendingRow.__table__)
-_KEY_COLS = ("spec_uri", "bucket_q", "bucket_k", "env_key")
-_ENV_COLS = tuple(f.name for f in dataclasses.fields(EnvFingerprint))
-_CONFIG_COLS = tuple(f.name for f in dataclasses.fields(TileConfig))
-_RECORD_COLS = ("time_ms", "tflops", "n_trials", "measured", "host", "created_at", "impl",
-                "impl_ratio")  # fmt: skip
-
-
-def _config_of(row) -> TileConfig:
-    """The validated TileConfig of a records or trials row."""
-    return TileConfig(**{c: row._mapping[c] for c in _CONFIG_COLS})
-
-
-class DatabaseError(RuntimeError):
-    """The tuning database cannot be opened or used; the message never holds a password."""
-
-
-def _utc(value: _dt.datetime) -> _dt.datetime:
-    if value.tzinfo is None:
-        return value.replace(tzinfo=_dt.timezone.utc)
-    return value.astimezone(_dt.timezone.utc)
-
-
-def _sqlite_engine(url, busy_timeout_ms: int, readonly: bool = False) -> Engine:
-    path = sqlite_path(url.render_as_string(hide_password=False))
-    if path is not None:
-        problem = path_problem(path, must_exist=readonly)
-        if problem is not None:
-            raise DatabaseError(
-                f"cannot open tuning database {mask_url(str(url))}: {problem[0]}; {problem[1]}"
-            )
-        if not readonly:
-            path.parent.mkdir(parents=True, exist_ok=True)
-    engine = create_engine(url, connect_args={"timeout": busy_timeout_ms / 1000})
-    # Switching to WAL may meet a lock; the tuner retries for a while, the runtime does not.
-    # A reader leaves the journal mode alone (switching writes to the file).
-    wal_attempts = 0 if readonly else 50 if busy_timeout_ms >= 1000 else 1
-
-    @event.listens_for(engine, "connect")
-    def _pragmas(dbapi_conn, _record):
-        cursor = dbapi_conn.cursor()
-        cursor.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-        if wal_attempts:
-            _enable_wal(cursor, wal_attempts)
-        cursor.close()
-
-    return engine
-
-
-def _enable_wal(cursor, attempts: int) -> None:
-    """Switch the file to WAL (persistent, so usually already done). Switching needs a moment
-    of exclusive access, which many processes opening a new file at once may not get at first:
-    retry briefly, and if it still fails carry on in rollback-journal mode (slower, still safe)."""
-    import sqlite3
-    import time
-
-    if cursor.execute("PRAGMA journal_mode").fetchone()[0] in ("wal", "memory"):
-        return
-    for attempt in range(attempts):
-        try:
-            cursor.execute("PRAGMA journal_mode = WAL")
-            return
-        except sqlite3.OperationalError as exc:
-            last = exc
-            if attempt + 1 < attempts:
-                time.sleep(0.1)
-    log.debug("could not switch SQLite to WAL, staying in journal mode: %s", last)
-
-
-def _make_engine(url: str, runtime: bool = False, readonly: bool = False) -> Engine:
-    parsed = make_url(url)
-    backend = parsed.get_backend_name()
-    if backend == "sqlite":
-        busy_ms = RUNTIME_LOCK_TIMEOUT_MS if runtime else SQLITE_BUSY_TIMEOUT_S * 1000
-        return _sqlite_engine(parsed, busy_ms, readonly)
-    if backend == "postgresql":
-        if "+" not in parsed.drivername and not _importable("psycopg") and _importable("psycopg2"):
-            # SQLAlchemy 2.1 maps a bare postgresql:// to psycopg 3; use psycopg2 when only it exists.
-            parsed = parsed.set(drivername="postgresql+psycopg2")
-        connect_args: dict = {}
-        if parsed.get_driver_name() in ("psycopg2", "psycopg"):
-            if "connect_timeout" not in parsed.query:
-                connect_args["connect_timeout"] = RUNTIME_CONNECT_TIMEOUT_S if runtime else 10
-            if runtime and "options" not in parsed.query:
-                # Reads never wait under MVCC; this bounds the pending-shape upsert and a
-                # first-use migration behind another process's lock.
-                connect_args["options"] = f"-c lock_timeout={RUNTIME_LOCK_TIMEOUT_MS}"
-        return create_engine(parsed, pool_pre_ping=True, connect_args=connect_args)
-    raise DatabaseError(
-        f"unsupported database {backend!r}: flashgen supports sqlite and postgresql"
-    )
 
 
 class TuningDB:
@@ -174,7 +98,7 @@ class TuningDB:
         self.url_safe = mask_url(url)
         self._shipped_dir = shipped_dir
         try:
-            self.engine = _make_engine(url, runtime, readonly)
+            self.engine = make_engine(url, runtime, readonly)
             self.dialect = self.engine.dialect.name
             self._translate_errors()
             if readonly:
@@ -219,38 +143,8 @@ class TuningDB:
 
     # -- records ---------------------------------------------------------------------------
 
-    @staticmethod
-    def _values(rec: TuningRecord, env_columns: dict | None = None) -> dict:
-        """The row of `rec`. `env_columns` caches the environment's columns and key per
-        fingerprint (an import's records share a few environments; `key()` hashes)."""
-        env = env_columns.get(rec.env) if env_columns is not None else None
-        if env is None:
-            env = {c: getattr(rec.env, c) for c in _ENV_COLS}
-            env["env_key"] = rec.env.key()
-            if env_columns is not None:
-                env_columns[rec.env] = env
-        config = rec.config
-        return {
-            "spec_uri": rec.spec.uri(),
-            "bucket_q": rec.bucket[0],
-            "bucket_k": rec.bucket[1],
-            "time_ms": rec.time_ms,
-            "tflops": rec.tflops,
-            "n_trials": rec.n_trials,
-            "measured": rec.measured,
-            "host": rec.host,
-            "created_at": _utc(rec.created_at),
-            "impl": rec.impl,
-            "impl_ratio": rec.impl_ratio,
-            **env,
-            **{c: getattr(config, c) for c in _CONFIG_COLS},
-        }
-
-    def _insert(self, table):
-        return (_sqlite.insert if self.dialect == "sqlite" else _pg.insert)(table)
-
     def _upsert_stmt(self, rec: TuningRecord):
-        return self._upsert_template().values(**self._values(rec))
+        return keep_best_upsert(self.dialect).values(**record_values(rec))
 
     def upsert_best(self, rec: TuningRecord) -> bool:
         with self.engine.begin() as conn:
@@ -264,16 +158,16 @@ class TuningDB:
         first candidate runs on a GPU that idled while it compiled, and reads a few percent
         fast). Any other stored record is kept unless `rec` beats it, as in `upsert_best`.
         One transaction."""
-        values = self._values(rec)
-        same_key = [_RECORDS.c[c] == values[c] for c in _KEY_COLS]
+        values = record_values(rec)
+        same_key = [RECORDS.c[c] == values[c] for c in KEY_COLS]
         stale = [
-            and_(*(_RECORDS.c[c] == getattr(cfg, c) for c in _CONFIG_COLS)) for cfg in superseded
+            and_(*(RECORDS.c[c] == getattr(cfg, c) for c in CONFIG_COLS)) for cfg in superseded
         ]
         with self.engine.begin() as conn:
             if stale:
                 conn.execute(
-                    delete(_RECORDS).where(
-                        *same_key, _RECORDS.c.measured == rec.measured, or_(*stale)
+                    delete(RECORDS).where(
+                        *same_key, RECORDS.c.measured == rec.measured, or_(*stale)
                     )
                 )
             return conn.execute(self._upsert_stmt(rec)).rowcount > 0
@@ -304,10 +198,10 @@ class TuningDB:
         env_columns: dict[EnvFingerprint, dict] = {}
         wins = 0
         with self.engine.begin() as conn:
-            write = self._sqlite_writer(conn) if self.dialect == "sqlite" else None
-            stmt = self._upsert_template().returning(_RECORDS.c.id)
+            write = sqlite_writer(conn, self.engine) if self.dialect == "sqlite" else None
+            stmt = keep_best_upsert(self.dialect).returning(RECORDS.c.id)
             for batch in batches:
-                rows = [self._values(rec, env_columns) for rec in batch]
+                rows = [record_values(rec, env_columns) for rec in batch]
                 if write is not None:
                     wins += write(rows)
                 else:
@@ -316,84 +210,21 @@ class TuningDB:
                     progress(len(rows))
         return wins
 
-    def _sqlite_writer(self, conn) -> Callable[[list[dict]], int]:
-        """`write(rows) -> rows written`: the keep-best upsert compiled once for SQLite, its
-        parameters converted by the columns' own SQLAlchemy bind processors (DateTime to
-        text, Boolean to 0/1), run by sqlite3's executemany. SQLite's executemany takes no
-        RETURNING; its `total_changes` counts inserted and updated rows, and an upsert whose
-        WHERE refuses the update changes nothing."""
-        columns = [c.name for c in _RECORDS.c if c.name != "id"]
-        compiled = self._upsert_template().compile(dialect=self.engine.dialect,
-                                                    column_keys=columns)  # fmt: skip
-        order = list(compiled.positiontup or ())
-        if sorted(order) != sorted(columns):  # the statement binds nothing but the columns
-            raise RuntimeError(f"unexpected parameters in the compiled upsert: {order}")
-        dialect = self.engine.dialect
-        processors = [_RECORDS.c[name].type.dialect_impl(dialect).bind_processor(dialect)
-                      for name in order]  # fmt: skip
-        sql = str(compiled)
-        raw = conn.connection.driver_connection
-
-        def write(rows: list[dict]) -> int:
-            params = [
-                tuple(
-                    row[name] if convert is None else convert(row[name])
-                    for name, convert in zip(order, processors, strict=True)
-                )
-                for row in rows
-            ]
-            before = raw.total_changes
-            conn.exec_driver_sql(sql, params)
-            return raw.total_changes - before
-
-        return write
-
-    def _upsert_template(self):
-        """The keep-best upsert without values, for executemany (`upsert_many`)."""
-        stmt = self._insert(_RECORDS)
-        new, old = stmt.excluded, _RECORDS.c
-        better = or_(
-            and_(new.measured == true(), old.measured == false()),
-            and_(new.measured == old.measured, new.time_ms < old.time_ms),
-        )
-        updated = {col: new[col] for col in _RECORD_COLS + _ENV_COLS + _CONFIG_COLS}
-        return stmt.on_conflict_do_update(
-            index_elements=[_RECORDS.c[c] for c in _KEY_COLS], set_=updated, where=better
-        )
-
     def note_trials(self, spec: KernelSpec, bucket, env: EnvFingerprint, n_trials: int) -> None:
         bucket = check_bucket(bucket)
         stmt = (
-            _RECORDS.update()
+            RECORDS.update()
             .where(
-                _RECORDS.c.spec_uri == spec.uri(),
-                _RECORDS.c.bucket_q == bucket[0],
-                _RECORDS.c.bucket_k == bucket[1],
-                _RECORDS.c.env_key == env.key(),
-                _RECORDS.c.n_trials < int(n_trials),
+                RECORDS.c.spec_uri == spec.uri(),
+                RECORDS.c.bucket_q == bucket[0],
+                RECORDS.c.bucket_k == bucket[1],
+                RECORDS.c.env_key == env.key(),
+                RECORDS.c.n_trials < int(n_trials),
             )
             .values(n_trials=int(n_trials))
         )
         with self.engine.begin() as conn:
             conn.execute(stmt)
-
-    @staticmethod
-    def _to_record(row) -> TuningRecord:
-        env = EnvFingerprint(**{c: row._mapping[c] for c in _ENV_COLS})
-        return TuningRecord(
-            spec=KernelSpec.from_uri(row.spec_uri),
-            bucket=(row.bucket_q, row.bucket_k),
-            env=env,
-            config=_config_of(row),
-            time_ms=row.time_ms,
-            tflops=row.tflops,
-            n_trials=row.n_trials,
-            measured=bool(row.measured),
-            host=row.host,
-            created_at=_utc(row.created_at),
-            impl=row.impl,
-            impl_ratio=row.impl_ratio,
-        )
 
     def _read(self, stmt) -> list[TuningRecord]:
         out = []
@@ -401,18 +232,18 @@ class TuningDB:
             rows = conn.execute(stmt).all()
         for row in rows:
             try:
-                out.append(self._to_record(row))
+                out.append(record_of_row(row))
             except (ValueError, TypeError) as exc:
                 log.warning("skipping invalid tuning record id=%s: %s", row.id, exc)
         return out
 
     def get(self, spec: KernelSpec, bucket, env: EnvFingerprint) -> TuningRecord | None:
         bucket = check_bucket(bucket)
-        stmt = select(_RECORDS).where(
-            _RECORDS.c.spec_uri == spec.uri(),
-            _RECORDS.c.bucket_q == bucket[0],
-            _RECORDS.c.bucket_k == bucket[1],
-            _RECORDS.c.env_key == env.key(),
+        stmt = select(RECORDS).where(
+            RECORDS.c.spec_uri == spec.uri(),
+            RECORDS.c.bucket_q == bucket[0],
+            RECORDS.c.bucket_k == bucket[1],
+            RECORDS.c.env_key == env.key(),
         )
         found = self._read(stmt)
         return found[0] if found else None
@@ -420,13 +251,13 @@ class TuningDB:
     def records(
         self, spec: KernelSpec | None = None, env: EnvFingerprint | None = None
     ) -> list[TuningRecord]:
-        stmt = select(_RECORDS).order_by(
-            _RECORDS.c.spec_uri, _RECORDS.c.bucket_q, _RECORDS.c.bucket_k, _RECORDS.c.id
+        stmt = select(RECORDS).order_by(
+            RECORDS.c.spec_uri, RECORDS.c.bucket_q, RECORDS.c.bucket_k, RECORDS.c.id
         )
         if spec is not None:
-            stmt = stmt.where(_RECORDS.c.spec_uri == spec.uri())
+            stmt = stmt.where(RECORDS.c.spec_uri == spec.uri())
         if env is not None:
-            stmt = stmt.where(_RECORDS.c.env_key == env.key())
+            stmt = stmt.where(RECORDS.c.env_key == env.key())
         return self._read(stmt)
 
     def env_records(self, specs: Iterable[KernelSpec], env: EnvFingerprint) -> list[TuningRecord]:
@@ -434,7 +265,7 @@ class TuningDB:
         spec and its sibling dtype together)."""
         uris = [s.uri() for s in specs]
         return self._read(
-            select(_RECORDS).where(_RECORDS.c.spec_uri.in_(uris), _RECORDS.c.env_key == env.key())
+            select(RECORDS).where(RECORDS.c.spec_uri.in_(uris), RECORDS.c.env_key == env.key())
         )
 
     def shipped(self) -> tuple[TuningRecord, ...]:
@@ -470,7 +301,7 @@ class TuningDB:
         ]
         if rows:
             with self.engine.begin() as conn:
-                conn.execute(_TRIALS.insert(), rows)
+                conn.execute(TRIALS.insert(), rows)
         return len(rows)
 
     def trials(
@@ -479,19 +310,19 @@ class TuningDB:
         bucket=None,
         env: EnvFingerprint | None = None,
     ) -> list[Trial]:
-        stmt = select(_TRIALS).order_by(_TRIALS.c.id)
+        stmt = select(TRIALS).order_by(TRIALS.c.id)
         if spec is not None:
-            stmt = stmt.where(_TRIALS.c.spec_uri == spec.uri())
+            stmt = stmt.where(TRIALS.c.spec_uri == spec.uri())
         if bucket is not None:
             bucket = check_bucket(bucket)
-            stmt = stmt.where(_TRIALS.c.bucket_q == bucket[0], _TRIALS.c.bucket_k == bucket[1])
+            stmt = stmt.where(TRIALS.c.bucket_q == bucket[0], TRIALS.c.bucket_k == bucket[1])
         if env is not None:
-            stmt = stmt.where(_TRIALS.c.env_key == env.key())
+            stmt = stmt.where(TRIALS.c.env_key == env.key())
         out = []
         with self.engine.connect() as conn:
             for row in conn.execute(stmt):
                 try:
-                    config = _config_of(row)
+                    config = config_of(row)
                     out.append(Trial(config, row.time_ms, row.status, row.error))
                 except (ValueError, TypeError) as exc:
                     log.warning("skipping invalid trial id=%s: %s", row.id, exc)
@@ -502,7 +333,7 @@ class TuningDB:
     def record_pending(self, spec: KernelSpec, bucket, gpu_name: str = "") -> None:
         bucket = check_bucket(bucket)
         now = _dt.datetime.now(_dt.timezone.utc)
-        stmt = self._insert(_PENDING).values(
+        stmt = insert_for(self.dialect, PENDING).values(
             spec_uri=spec.uri(),
             bucket_q=bucket[0],
             bucket_k=bucket[1],
@@ -513,23 +344,23 @@ class TuningDB:
         )
         stmt = stmt.on_conflict_do_update(
             index_elements=[
-                _PENDING.c.spec_uri,
-                _PENDING.c.bucket_q,
-                _PENDING.c.bucket_k,
-                _PENDING.c.gpu_name,
+                PENDING.c.spec_uri,
+                PENDING.c.bucket_q,
+                PENDING.c.bucket_k,
+                PENDING.c.gpu_name,
             ],
-            set_={"seen": _PENDING.c.seen + 1, "last_seen": stmt.excluded.last_seen},
+            set_={"seen": PENDING.c.seen + 1, "last_seen": stmt.excluded.last_seen},
         )
         with self.engine.begin() as conn:
             conn.execute(stmt)
 
     def pending_rows(self, gpu_name: str | None = None) -> list[dict]:
         """Pending shapes with their GPU, count and times, most seen first."""
-        stmt = select(_PENDING).order_by(
-            _PENDING.c.seen.desc(), _PENDING.c.spec_uri, _PENDING.c.bucket_q, _PENDING.c.bucket_k
+        stmt = select(PENDING).order_by(
+            PENDING.c.seen.desc(), PENDING.c.spec_uri, PENDING.c.bucket_q, PENDING.c.bucket_k
         )
         if gpu_name is not None:
-            stmt = stmt.where(_PENDING.c.gpu_name == gpu_name)
+            stmt = stmt.where(PENDING.c.gpu_name == gpu_name)
         out = []
         with self.engine.connect() as conn:
             for row in conn.execute(stmt):
@@ -545,8 +376,8 @@ class TuningDB:
                         "bucket": bucket,
                         "gpu_name": row.gpu_name,
                         "seen": row.seen,
-                        "first_seen": _utc(row.first_seen),
-                        "last_seen": _utc(row.last_seen),
+                        "first_seen": utc(row.first_seen),
+                        "last_seen": utc(row.last_seen),
                     }
                 )
         return out
@@ -559,16 +390,10 @@ class TuningDB:
 
     def clear_pending(self, spec: KernelSpec, bucket) -> int:
         bucket = check_bucket(bucket)
-        stmt = delete(_PENDING).where(
-            _PENDING.c.spec_uri == spec.uri(),
-            _PENDING.c.bucket_q == bucket[0],
-            _PENDING.c.bucket_k == bucket[1],
+        stmt = delete(PENDING).where(
+            PENDING.c.spec_uri == spec.uri(),
+            PENDING.c.bucket_q == bucket[0],
+            PENDING.c.bucket_k == bucket[1],
         )
         with self.engine.begin() as conn:
             return conn.execute(stmt).rowcount
-
-
-def _importable(module: str) -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec(module) is not None
