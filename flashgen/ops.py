@@ -45,12 +45,11 @@ import torch
 from torch import Tensor
 
 from .core.impls import FLASHGEN, check_impl
-from .hardware.decode import MAX_DECODE_Q
 from .kernels import aligned, bwd, decode, fwd
 from .kernels.aligned import check_align
 from .kernels.tma import env_reader
 from .kernels.validate import check_inputs, check_kernel_device, check_softcap, normalize_window
-from .runtime.vendor import _hint, route
+from .runtime.vendor import route
 
 __all__ = ["attention"]
 
@@ -225,9 +224,13 @@ def _attention(
     bottom_right = check_align(causal, causal_align)
     if bottom_right and window is not None:
         raise ValueError("causal_align='bottom_right' does not take a window yet")
+    if bottom_right and _same_as_sdpa(q, k):
+        # One query row sees every key; equal lengths are top-left causal: SDPA's own masks.
+        causal, causal_align, bottom_right = q.shape[2] == k.shape[2], "top_left", False
     if impl != "flashgen":
-        # SDPA's is_causal is top-left only; a short query runs the split-KV decode kernels.
-        keep = bottom_right or (impl is None and _decode_routed(q, k, window, softcap))
+        # SDPA's is_causal is top-left only. Whatever reaches flashgen's forward with a short
+        # query runs the split-KV decode kernels there (`_attention_fwd`).
+        keep = bottom_right
         if keep and impl is not None and check_impl(impl) != FLASHGEN:
             raise ValueError(
                 f"impl={impl!r}: PyTorch's SDPA has no bottom-right causal alignment; use "
@@ -242,14 +245,14 @@ def _attention(
     return _fwd_op(q, k, v, causal, scale, window, softcap, causal_align)[0]
 
 
-def _decode_routed(q, k, window, softcap) -> bool:
-    """Whether the run-time choice sends this call to the split-KV decode kernels instead of
-    asking the SDPA routing: a query of at most 16 rows without window or softcap, unless
-    FLASHGEN_DECODE=0. Sizes are read as hints (no guard under tracing)."""
-    seq_q = _hint(q.shape[2])
-    if seq_q is None or _decode_off() or window is not None or softcap is not None:
+def _same_as_sdpa(q, k) -> bool:
+    """Whether a bottom-right causal call is also one of SDPA's masks at every size this call
+    can have: static sizes (plain ints, also under tracing) with one query row (it sees every
+    key: no mask) or equal lengths (top-left causal)."""
+    seq_q, seq_k = q.shape[2], k.shape[2]
+    if not (type(seq_q) is int and type(seq_k) is int):
         return False
-    return seq_q <= MAX_DECODE_Q
+    return seq_q == 1 or seq_q == seq_k
 
 
 _LIB.impl("attention", _attention, "CompositeImplicitAutograd")
@@ -291,9 +294,11 @@ def attention(
     sees no key, possible when Sq > Sk, gets zeros). It needs causal=True; equal lengths make
     the two the same. SDPA has no bottom-right alignment, so such calls run flashgen's kernels.
 
-    A short query (Sq <= 16: a decoding step, a speculative draft) without window or softcap
-    runs the split-KV decode kernels (`flashgen.kernels.decode`) unless `impl` names an SDPA
-    backend or FLASHGEN_DECODE=0.
+    When flashgen's kernels run a short query (Sq <= 16: a decoding step, a speculative draft)
+    without window or softcap, they are the split-KV decode kernels (`flashgen.kernels.decode`;
+    FLASHGEN_DECODE=0: the forward kernels). Which implementation runs is the usual run-time
+    choice below: bottom-right calls always run flashgen's kernels, except one query row or
+    equal lengths, which are SDPA's no-mask and is_causal cases.
 
     `impl` None runs the faster implementation for this shape: flashgen's kernels or one of
     PyTorch's SDPA backends, by the tuning records and defaults (`flashgen.runtime.vendor`); a name from
