@@ -7,10 +7,10 @@ SDPA is timed on every backend that accepts the case; "sdpa" is the fastest of t
 timed through `flashgen.kernels.decode.decode_forward` (kernel + allocations) and through
 `flashgen.attention` (the public path, with its input checks).
 
-    python benchmarks/decode.py [--out FILE.csv] [--budget SECONDS] [--sweep]
+    python benchmarks/decode.py [--out FILE.csv] [--budget SECONDS] [--sweep BxHQxHKVxKVxD,...]
 
-`--sweep` also times every DecodeConfig candidate at batch 1 x 64k (GQA, d128) and prints the
-best ones (what the defaults table should say). Rows are printed and appended to the CSV as
+`--sweep` first times the DecodeConfig candidates near the default for each given shape and
+prints the best ones (what the defaults should say); `--no-grid` stops after that. Rows are printed and appended to the CSV as
 they are measured, so a run stopped by its time limit keeps what it measured.
 """
 
@@ -130,32 +130,55 @@ def check() -> None:
               f"lse err {lerr:.2e} {'OK' if ok else 'FAIL'}", flush=True)  # fmt: skip
 
 
-def sweep(budget_end: float) -> None:
-    q = torch.randn(1, 32, 1, 128, device="cuda", dtype=torch.bfloat16)
-    k = torch.randn(1, 8, 65536, 128, device="cuda", dtype=torch.bfloat16)
+def sweep(shape: str, budget_end: float) -> None:
+    """Time DecodeConfig candidates near the default for one BxHQxHKVxKVxD shape (bf16): block_n
+    32/64/128, 4 or 8 warps, 2-4 stages, the default split count, half and double it."""
+    batch, hq, hkv, kv, d = map(int, shape.split("x"))
+    q = torch.randn(batch, hq, 1, d, device="cuda", dtype=torch.bfloat16)
+    k = torch.randn(batch, hkv, kv, d, device="cuda", dtype=torch.bfloat16)
     v = torch.randn_like(k)
     nbytes = 2 * k.numel() * 2
+    default = hw.default_config(d, "bfloat16", batch, hkv, hq // hkv, 1, kv)
+    splits = {max(1, default.num_splits // 2), default.num_splits, default.num_splits * 2}
+    grid = [
+        c
+        for c in hw.candidates(d, "bfloat16", hw.row_block(hq // hkv, 1), kv)
+        if c.num_splits in splits and c.num_warps in (4, 8)
+    ]
+    grid.sort(key=lambda c: (c.num_splits != default.num_splits, c.num_warps != 4, c.block_n == 32,
+                             c.num_stages, c.block_n))  # fmt: skip
     found = []
-    grid = [c for c in hw.candidates(128, "bfloat16", 16, 65536) if c.num_splits >= 16]
-    grid.sort(key=lambda c: (c.num_warps != 4, c.num_stages != 3, c.block_n, c.num_splits))
     for cfg in grid:
         if time.time() > budget_end:
             break
         try:
-            t = ms(lambda c=cfg: decode_forward(q, k, v, causal_offset=None, scale=None, config=c))
+            t = triton.testing.do_bench(
+                lambda c=cfg: decode_forward(q, k, v, causal_offset=None, scale=None, config=c),
+                warmup=3, rep=10, return_mode="median",
+            )  # fmt: skip
         except Exception as exc:  # a config that fails costs inf, never the run
             print("sweep", cfg.short(), "failed", type(exc).__name__, flush=True)
             continue
         found.append((t, cfg))
-    for t, cfg in sorted(found, key=lambda x: x[0])[:8]:
-        print(f"sweep b1 kv64k gqa d128 {cfg.short()} {t * 1e3:.1f} us {nbytes / t / 1e9:.2f} TB/s")
+    print(f"sweep {shape}: {len(found)} of {len(grid)} configs timed, default {default.short()}")
+    for t, cfg in sorted(found, key=lambda x: x[0])[:6]:
+        print(
+            f"sweep {shape} {cfg.short()} {t * 1e3:.1f} us {nbytes / t / 1e9:.2f} TB/s", flush=True
+        )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="decode.csv", help="CSV file the rows are appended to")
     parser.add_argument("--budget", type=float, default=600, help="stop after this many seconds")
-    parser.add_argument("--sweep", action="store_true", help="time every config at b1 x 64k")
+    parser.add_argument(
+        "--sweep",
+        default="",
+        help="BxHQxHKVxKVxD shapes (comma-separated) "
+        "whose configs near the default are timed first",
+    )
+    parser.add_argument("--sweep-s", type=float, default=12, help="seconds per sweep shape")
+    parser.add_argument("--grid", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--batches", default="1,8,64")
     parser.add_argument("--kvs", default="2048,8192,32768,65536")
     parser.add_argument("--dims", default="128,64")
@@ -168,8 +191,10 @@ def main() -> None:
         "commit": commit(),
     }
     check()
-    if args.sweep:
-        sweep(time.time() + min(15, args.budget / 3))
+    for shape in filter(None, args.sweep.split(",")):
+        sweep(shape, time.time() + args.sweep_s)
+    if not args.grid:
+        return
     new = not os.path.exists(args.out)
     with open(args.out, "a", newline="") as f:
         writer = csv.DictWriter(f, FIELDS)
