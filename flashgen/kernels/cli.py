@@ -1,6 +1,7 @@
 """Print the generated source for one kernel spec, e.g.
 `flashgen kernel --head-dim 128 --causal --dtype bfloat16 [--direction bwd] [--family hopper]`
-(`--family decode`: the split-KV decode kernels of a forward spec)."""
+(`--family decode`: the split-KV decode kernels of a forward spec; `--window`, `--softcap`: the
+sliding-window and softcapped variants). The names in it are explained in templates/README.md."""
 
 from __future__ import annotations
 
@@ -16,6 +17,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dtype", choices=DTYPES, default="float16")
     parser.add_argument("--direction", choices=DIRECTIONS, default="fwd")
     parser.add_argument(
+        "--window",
+        action="store_true",
+        help="the sliding-window kernel (the band's sizes are run-time arguments)",
+    )
+    parser.add_argument(
+        "--softcap",
+        action="store_true",
+        help="the logit-softcapping kernel (the cap is a run-time argument)",
+    )
+    parser.add_argument(
         "--family",
         choices=("portable", "hopper", "decode"),
         default="portable",
@@ -30,7 +41,13 @@ def run(args: argparse.Namespace) -> int:
     from ..core.spec import KernelSpec
     from .codegen import kernel_path, load_family, render
 
-    spec = KernelSpec(args.head_dim, args.causal, args.dtype, args.direction)
+    try:
+        spec = KernelSpec(
+            args.head_dim, args.causal, args.dtype, args.direction, args.window, args.softcap
+        )
+    except ValueError as exc:
+        print(f"flashgen kernel: {exc}", file=sys.stderr)
+        return 2
     if args.family == "hopper":
         from .hopper import spec_reason
 
@@ -38,8 +55,12 @@ def run(args: argparse.Namespace) -> int:
         if reason is not None:
             print(f"flashgen kernel: no Hopper kernel for {spec.uri()}: {reason}", file=sys.stderr)
             return 2
-    if args.family == "decode" and args.direction != "fwd":
-        print("flashgen kernel: the decode family has forward kernels only", file=sys.stderr)
+    if args.family == "decode" and (args.direction != "fwd" or args.window or args.softcap):
+        print(
+            "flashgen kernel: the decode family has forward kernels only, without window or "
+            "softcap",
+            file=sys.stderr,
+        )
         return 2
     source = render(spec, args.family)
     if args.path:

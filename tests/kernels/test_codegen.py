@@ -180,3 +180,22 @@ def test_flashgen_kernel_cli(tmp_path):
     assert "def attn_fwd(" in result.stdout
     assert "HEAD_DIM = tl.constexpr(128)" in result.stdout
     assert "# Kernel: attn_fwd_d128_causal_bf16" in result.stdout
+
+
+def test_flashgen_kernel_prints_window_and_softcap_variants(capsys):
+    """`flashgen kernel --window --softcap` prints those kernels; a bad spec is one line, exit 2."""
+    import argparse
+
+    from flashgen.kernels import cli
+
+    parser = argparse.ArgumentParser()
+    cli.add_arguments(parser)
+    args = parser.parse_args(["--head-dim", "64", "--window", "--softcap", "--direction", "bwd"])
+    assert cli.run(args) == 0
+    out = capsys.readouterr().out
+    assert out == codegen.render(KernelSpec(64, False, "float16", "bwd", True, True))
+    assert "WIN_LEFT, WIN_RIGHT," in out and "softcap_raw," in out
+    assert cli.run(parser.parse_args(["--head-dim", "300"])) == 2
+    assert "head_dim must be between" in capsys.readouterr().err
+    assert cli.run(parser.parse_args(["--head-dim", "64", "--window", "--family", "decode"])) == 2
+    assert "without window or softcap" in capsys.readouterr().err
