@@ -19,12 +19,17 @@ replaces them, and they seed the GPU's search for the same shapes. On a CPU-only
 defaults keep the trial count small (12 per task, 16 tasks) so plain `flashgen tune` finishes in
 about a minute on 2 cores.
 
-Cluster: point every process at one PostgreSQL URL (--db postgresql://... or FLASHGEN_DB_URL)
-and they cooperate on the same studies; --workers N starts N such processes here (one per GPU
-when there are several) and exits 1, naming the worker and its error, if any of them fails.
-Several workers on SQLite are refused.
+Several GPUs: --gpus all (or --gpus 0,1,...) starts one worker process per GPU of this host,
+each pinned to its GPU (CUDA_VISIBLE_DEVICES) and timing there only, all on the same studies
+and the same tuning database. On SQLite the studies live in an Optuna journal file made for the
+run (no server); with a PostgreSQL URL (--db postgresql://... or FLASHGEN_DB_URL) the same
+command on several hosts joins one set of studies. --workers N starts N worker processes
+without pinning them to one GPU each (round-robin when there are several). Records carry the
+GPU model, so a cluster of mixed GPUs keeps one record per model; the summary shows each
+model's. If a worker fails, the run names it and its error and exits 1.
 
-Ctrl-C keeps every finished trial and the best so far (exit status 130).
+Ctrl-C keeps every finished trial and the best so far (exit status 130); with several workers
+it stops all of them.
 """
 
 from __future__ import annotations
@@ -36,7 +41,6 @@ import sys
 from .options import add_arguments, build_tasks, check_options, resolve_options
 from .runner import Stopped, prepare_backend, tune_all
 from .summary import format_summary
-from .workers import run_workers
 
 __all__ = ["add_arguments", "run"]
 
@@ -49,10 +53,12 @@ def run(args: argparse.Namespace) -> int:
     from ..db import connect
     from ..runtime.lookup import current_fingerprint
 
-    db = connect(args.db)  # a fault is one line (DatabaseError), printed by flashgen.cli
-    from .studies import check_workers
+    gpus = None
+    if args.gpus is not None:
+        from .gpus import choose_gpus
 
-    check_workers(db, args.workers)  # several workers on SQLite: refused before any work
+        gpus = choose_gpus(args.gpus)  # before the database: a bad index costs nothing
+    db = connect(args.db)  # a fault is one line (DatabaseError), printed by flashgen.cli
     if args.pending:
         from .tasks import Task
 
@@ -76,27 +82,56 @@ def run(args: argparse.Namespace) -> int:
             f"each, {kind} {current_device().name}, into {db.url_safe}",
             file=sys.stderr,
         )
+    if gpus is not None or args.workers > 1:
+        with _database_faults(db):
+            return _run_several(args, opts, tasks, db, gpus)
     env = current_fingerprint(current_device())
-    failures: list[str] = []
     with _database_faults(db):
         try:
-            if args.workers > 1:
-                results, failures = run_workers(args, opts, tasks, db)
-            else:
-                results = tune_all(args, opts, tasks, db, gpu, worker=0)
+            results = tune_all(args, opts, tasks, db, gpu, worker=0)
         except Stopped as stop:  # the table of what is stored, then exit status 130
             print(format_summary(stop.results, db=db, env=env))
             raise KeyboardInterrupt from None
-        if args.pending and not failures:  # a failed worker may have left some of them untuned
+        if args.pending:
             for task in tasks:
                 db.clear_pending(task.spec, task.bucket)
         print(format_summary(results, db=db, env=env))
-    if failures:
-        for line in failures:
+    return 0
+
+
+def _run_several(args, opts, tasks, db, gpus: list[int] | None) -> int:
+    """--gpus / --workers N: the workers' run (`flashgen.tune.workers`), then each GPU model's
+    table of what is stored; exit 1 naming each failed worker, 130 after Ctrl-C."""
+    from .gpus import visible_gpu_count
+    from .workers import pins, run_workers
+
+    visible = visible_gpu_count() if gpus is None else len(gpus)
+    worker_pins = pins(gpus, args.workers, visible)
+    if gpus is None and 0 < visible < args.workers:
+        print(
+            f"flashgen tune: warning: {args.workers} workers share {visible} GPU(s); their "
+            "timings disturb each other",
+            file=sys.stderr,
+        )
+    if gpus is not None and not args.quiet:
+        shown = ", ".join(pin or "?" for pin in worker_pins)
+        print(f"flashgen tune: one worker per GPU: {shown}", file=sys.stderr)
+    outcome = run_workers(args, opts, tasks, db, worker_pins)
+    for env, results in outcome.per_env:
+        if len(outcome.per_env) > 1:
+            print(f"{env.gpu_name}:")
+        print(format_summary(results, db=db, env=env))
+    if outcome.interrupted:
+        raise KeyboardInterrupt
+    if args.pending and not outcome.failures:  # a failed worker may have left some untuned
+        for task in tasks:
+            db.clear_pending(task.spec, task.bucket)
+    if outcome.failures:
+        for line in outcome.failures:
             print(f"flashgen tune: {line}", file=sys.stderr)
         print(
-            f"flashgen tune: error: {len(failures)} of {args.workers} workers failed; the table "
-            "shows what the others stored",
+            f"flashgen tune: error: {len(outcome.failures)} of {len(worker_pins)} workers "
+            "failed; the table shows what the others stored",
             file=sys.stderr,
         )
         return 1

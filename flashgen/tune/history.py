@@ -39,7 +39,8 @@ def finished_outcomes(study) -> dict[TileConfig, tuple[int, Outcome]]:
 
 def evaluated_before(study, since: datetime.datetime | None) -> int:
     """Evaluated configs that count against earlier runs: all of them now, or (for the workers
-    of one `--workers` run, which share `since`) those completed before the run started."""
+    of one `--workers` run, which share `since`) those completed before the run started or
+    replayed from the trials table (stamped when replayed, but earlier runs' work)."""
     known = finished_outcomes(study)
     if since is None:
         return len(known)
@@ -47,7 +48,11 @@ def evaluated_before(study, since: datetime.datetime | None) -> int:
     return sum(
         1
         for t in study.get_trials(deepcopy=False)
-        if t.number in numbers and t.datetime_complete is not None and t.datetime_complete < since
+        if t.number in numbers
+        and (
+            t.user_attrs.get("replayed")
+            or (t.datetime_complete is not None and t.datetime_complete < since)
+        )
     )
 
 

@@ -89,6 +89,12 @@ def check_options(args: argparse.Namespace) -> None:
         raise ValueError(f"--seed must be between 0 and {SEED_LIMIT}, got {args.seed}")
     if args.workers < 1:
         raise ValueError(f"--workers must be >= 1, got {args.workers}")
+    if args.gpus is not None:
+        from .gpus import parse_gpus
+
+        parse_gpus(args.gpus)
+        if args.workers > 1:
+            raise ValueError("--gpus starts one worker per GPU; it does not take --workers")
     if args.compile_workers is not None and args.compile_workers < 0:
         raise ValueError(f"--compile-workers must be >= 0, got {args.compile_workers}")
     if args.pending:
@@ -163,8 +169,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="tuning database (default FLASHGEN_DB_URL, else the SQLite file in the cache dir)",
     )  # fmt: skip
     where.add_argument(
+        "--gpus", metavar="all|I,J",
+        help="one worker process per GPU of this host (all, or indices such as 0,1), each "
+        "pinned to its GPU and timing there only, all on the same studies and database",
+    )  # fmt: skip
+    where.add_argument(
         "--workers", type=int, default=1,
-        help="tuner processes cooperating on the same studies (PostgreSQL only; default 1)",
+        help="tuner processes cooperating on the same studies, not pinned to one GPU each "
+        "(default 1)",
     )  # fmt: skip
     where.add_argument(
         "--compile-workers", type=int, default=None,

@@ -4,6 +4,7 @@ evaluator, the search settings, a progress bar per task, and Ctrl-C that keeps w
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 
@@ -49,7 +50,7 @@ def _compile_workers(args: argparse.Namespace, gpu: bool) -> int:
     return max(1, min(8, (os.cpu_count() or 2) // 2))
 
 
-def tune_all(args, opts, tasks, db, gpu: bool, worker: int) -> list:
+def tune_all(args, opts, tasks, db, gpu: bool, worker: int, ready=None) -> list:
     """Tune every task in this process; returns the per-task results."""
     import optuna
 
@@ -63,7 +64,7 @@ def tune_all(args, opts, tasks, db, gpu: bool, worker: int) -> list:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     device = current_device()
     env = current_fingerprint(device)
-    storage = open_storage(db, workers=args.workers)
+    storage = open_storage(db, workers=args.workers, journal=getattr(args, "journal", None))
     compile_workers = _compile_workers(args, gpu)
     evaluator = (
         MeasuredEvaluator(compile_workers=compile_workers) if gpu else ModelledEvaluator(device)
@@ -75,8 +76,14 @@ def tune_all(args, opts, tasks, db, gpu: bool, worker: int) -> list:
             print(f"flashgen tune: starting {compile_workers} compile workers", file=sys.stderr)
         if isinstance(evaluator, MeasuredEvaluator):  # start-up once, not in a first candidate
             evaluator.warm_up()
-        for task in tasks:
+        if ready is not None:  # the other workers of the run are set up too: start together
+            ready()
+        for index, task in enumerate(tasks):
             bar = _progress(task, settings.trials, quiet=args.quiet, position=worker)
+            # The workers of one run share each task's study and record: one of them (in turn)
+            # confirms the finalists and compares SDPA while the others go on to the next task.
+            # Each its own sampler seed: TPE seeded alike proposes alike, at the same moment.
+            finalize = index % max(1, args.workers) == worker
             try:
                 results.append(
                     tune_task(
@@ -86,7 +93,9 @@ def tune_all(args, opts, tasks, db, gpu: bool, worker: int) -> list:
                         evaluator=evaluator,
                         device=device,
                         env=env,
-                        settings=settings,
+                        settings=dataclasses.replace(
+                            settings, finalize=finalize, seed=settings.seed + worker
+                        ),
                         on_event=bar.update if bar else None,
                     )  # fmt: skip
                 )

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 from ..core.config import TileConfig
 from .bench import Outcome, error_text, tflops, timing_shape
 from .finalize import compare_impls, confirm, write_best
+from .gpus import worker_label
 from .history import (
     abandon,
     ahead,
@@ -48,13 +49,24 @@ from .history import (
     running_elsewhere,
 )
 from .space import Space, model_explorers, model_ranked, seed_configs
-from .studies import Heartbeat, optuna_quiet, replay, study_name
+from .studies import (
+    Heartbeat,
+    history_trials,
+    join_study,
+    optuna_quiet,
+    study_lock,
+    study_name,
+)
 from .tasks import Event, Interrupted, Result, Settings, Task
 
 if TYPE_CHECKING:
     from .evaluate import Evaluator
 
-WORKER_ID = f"{socket.gethostname()}:{os.getpid()}"
+
+def worker_id() -> str:
+    """Which process (and GPU, when pinned to one: `flashgen tune --gpus`) ran a trial: in the
+    trial's user attrs and the trials table's host column."""
+    return ":".join(p for p in (socket.gethostname(), str(os.getpid()), worker_label()) if p)
 
 
 def tune_task(task: Task, **kwargs) -> Result:
@@ -122,22 +134,6 @@ class Search:
             n_startup_trials=min(10, max(settings.trials // 3, 4)),
             constant_liar=True,
         )
-        self.study = study = optuna.create_study(
-            storage=self.storage,
-            sampler=sampler,
-            study_name=name,
-            direction="minimize",
-            load_if_exists=True,
-        )
-        if isinstance(self.storage, optuna.storages.InMemoryStorage) and not study.trials:
-            replay(study, self.db.trials(task.spec, task.bucket, env), self.space)
-        self.result = Result(
-            task=task, study_name=name, measured=bool(self.evaluator.measured), study=study
-        )
-        self.heart = Heartbeat(self.storage)
-        if self.heart.enabled:
-            # Trials of dead workers first: they are re-queued ahead of this run's seeds.
-            optuna.storages.fail_stale_trials(study)
         fitting = self.space.fitting()
         modelled = model_ranked(task, device, fitting, settings.n_model_seeds())
         if modelled:
@@ -150,11 +146,28 @@ class Search:
         )
         from ..hardware import tiles
 
+        # Workers opening the study together take turns: exactly one replays the history, and
+        # each sees the seeds the others enqueued (skip_if_exists), so no seed is queued twice
+        # and run by two workers at the same moment.
+        with study_lock(self.storage, self.db):
+            self.study = study = join_study(
+                self.storage,
+                name,
+                sampler,
+                lambda: history_trials(self.db.trials(task.spec, task.bucket, env), self.space),
+            )
+            self.heart = Heartbeat(self.storage)
+            if self.heart.enabled:
+                # Trials of dead workers first: they are re-queued ahead of this run's seeds.
+                optuna.storages.fail_stale_trials(study)
+            for cfg, source in seeds:
+                params = self.space.params(cfg)
+                if params is not None:
+                    study.enqueue_trial(params, user_attrs={"seed": source}, skip_if_exists=True)
+        self.result = Result(
+            task=task, study_name=name, measured=bool(self.evaluator.measured), study=study
+        )
         self.result.default_config = tiles.default_config(task.spec, device)
-        for cfg, source in seeds:
-            params = self.space.params(cfg)
-            if params is not None:
-                study.enqueue_trial(params, user_attrs={"seed": source}, skip_if_exists=True)
         self.fitting = len(fitting)
         self.baseline = evaluated_before(study, settings.since)
         self.max_asks = 4 * settings.trials + 2 * len(self.space.candidates) + 16
@@ -288,8 +301,10 @@ class Search:
         """After the loop: confirm the finalists, compare the implementations, count trials."""
         task, result, db, env = self.task, self.result, self.db, self.env
         try:
-            confirm(task, self.evaluator, self.known, result, self.settings, db, env, self.shape)
-            compare_impls(task, self.evaluator, result, self.settings, db, env)
+            if self.settings.finalize:
+                confirm(task, self.evaluator, self.known, result, self.settings, db, env,
+                        self.shape)  # fmt: skip
+                compare_impls(task, self.evaluator, result, self.settings, db, env)
             # The record was written when the best last improved; it counts every candidate.
             db.note_trials(task.spec, task.bucket, env, len(self.known))
         except KeyboardInterrupt:  # every trial is stored; the search's own best stands
@@ -309,7 +324,7 @@ class Search:
             trial = Trial(cfg, outcome.time_ms, "ok")
         else:
             trial = Trial(cfg, None, outcome.status, outcome.error)
-        self.db.add_trials(self.task.spec, self.task.bucket, self.env, [trial])
+        self.db.add_trials(self.task.spec, self.task.bucket, self.env, [trial], host=worker_id())
 
     def refresh_best(self) -> None:
         """The default's and the best's times from the study; the record rewritten when the
@@ -333,7 +348,7 @@ class Search:
 
         trial.set_user_attr("evaluated", True)
         trial.set_user_attr("status", outcome.status)
-        trial.set_user_attr("worker", WORKER_ID)
+        trial.set_user_attr("worker", worker_id())
         if duplicate:
             trial.set_user_attr("duplicate", True)
         if outcome.ok:

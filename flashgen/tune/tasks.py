@@ -54,6 +54,10 @@ class Settings:
     # while they compiled and read a few percent fast (benchmarks/RESULTS.md, run 6), enough to
     # crown the wrong one of two near-equal configs.
     confirm: int = 3
+    # False: skip the confirmation and the SDPA comparison (this process's search still stores
+    # its best). Several workers of one run share each study and its record, so one of them
+    # finishes each task while the others go on to the next (`flashgen.tune.workers`).
+    finalize: bool = True
     # PyTorch SDPA backends timed against flashgen's best at the end (empty: none). Only an
     # evaluator with `compare` (the measured one) can; a modelled run records no winner.
     impls: tuple[str, ...] = ("sdpa_cudnn", "sdpa_flash", "sdpa_efficient")

@@ -283,12 +283,6 @@ def test_patience_stops_early(sqlite_url):
     assert result.evaluated < 40
 
 
-def test_sqlite_refuses_several_workers(sqlite_url, capsys):
-    code = cli_main(["tune", "--workers", "2", "--db", sqlite_url, "--trials", "1"])
-    assert code == 2
-    assert "PostgreSQL" in capsys.readouterr().err
-
-
 def test_cli_help_and_tiny_run(sqlite_url, capsys):
     help_out = subprocess.run(
         [sys.executable, "-m", "flashgen.cli", "tune", "--help"],

@@ -140,20 +140,22 @@ def test_worker_reports_its_error_and_exits_non_zero(tmp_path):
     missing.parent.write_text("a file where a directory should be")
     argv = {"db": f"sqlite:///{missing / 'tuning.sqlite3'}", "quiet": True, "workers": 1}
     with pytest.raises(SystemExit) as stop:
-        tune_workers.worker_main(argv, {}, [], 3, 0, report)
+        tune_workers.worker_main(argv, {}, [], 3, report)
     assert stop.value.code == 1
+    fingerprint = receive.recv()  # first what it is (the GPU model), then what went wrong
+    assert isinstance(fingerprint, dict) and fingerprint["gpu_name"]
     message = receive.recv()
     assert message.startswith("DatabaseError: cannot open tuning database"), message
 
 
 def test_failure_lines_name_each_worker_and_its_error():
     lines = tune_workers.worker_failures(
-        exitcodes=[0, 1, -signal.SIGKILL, 1],
+        exitcodes=[0, 1, -signal.SIGKILL, 1, 130],
         reports={1: "DatabaseError: cannot open tuning database sqlite:///x: locked"},
     )
     assert lines == [
-        "worker 1 of 4 failed: DatabaseError: cannot open tuning database sqlite:///x: locked",
-        "worker 2 of 4 failed: killed by signal SIGKILL",
-        "worker 3 of 4 failed: exit status 1",
-    ]
+        "worker 1 of 5 failed: DatabaseError: cannot open tuning database sqlite:///x: locked",
+        "worker 2 of 5 failed: killed by signal SIGKILL",
+        "worker 3 of 5 failed: exit status 1",
+    ]  # 130: stopped by Ctrl-C, not a failure
     assert tune_workers.worker_failures(exitcodes=[0, 0], reports={}) == []
