@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Issue 19's measurements on a host with several GPUs (nvidia-h200-x2), by step name, so each
+# figure in benchmarks/RESULTS.md has its command on file. Run from the repository root with
+# optuna/SQLAlchemy/alembic importable (PYTHONPATH); results go under $OUT.
+#   benchmarks/multigpu_run.sh smoke     # `flashgen tune --gpus all` on a tiny task set (any GPU count)
+#   benchmarks/multigpu_run.sh train     # examples/distributed_train.py: one GPU, then DDP and FSDP2
+#                                        # on 2 GPUs (--check: losses vs one process), tokens/s per GPU
+#   benchmarks/multigpu_run.sh tune      # one task set tuned by `flashgen tune` on one GPU and by
+#                                        # `--gpus all`, each from a cold cache; wall times, winners
+# Sizes come from the environment (defaults below), so a short slot can shrink them.
+set -uo pipefail
+: "${OUT:?set OUT}"
+export PYTHONUNBUFFERED=1
+NGPU=$(nvidia-smi -L 2>/dev/null | wc -l)
+TUNE_SET=${TUNE_SET:-"--head-dim 64,128 --causal both --seq-len 1024,4096 --direction fwd --dtype bfloat16"}
+TUNE_TRIALS=${TUNE_TRIALS:-10}
+TRAIN=${TRAIN:-"--steps 12 --warmup 4 --batch 8 --seq 1024 --dim 1024 --heads 8 --layers 4 --fallback aot_eager"}
+LIMIT=${LIMIT:-600}   # seconds per command; SIGINT first, so `flashgen tune` stops its workers
+run() { timeout -s INT -k 10 "$LIMIT" "$@"; }
+now() { date +%s.%N; }
+since() { python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.2f}')" "$1" "$(now)"; }
+
+# Cold caches per run: the second run must not find the first one's compiled kernels.
+fresh() { rm -rf "/tmp/mg-$1"; mkdir -p "/tmp/mg-$1"
+          export FLASHGEN_CACHE_DIR="/tmp/mg-$1" TRITON_CACHE_DIR="/tmp/mg-$1/triton"; }
+
+for step in "$@"; do
+    echo "== $step $(date -u +%H:%M:%S) ($NGPU GPU(s))"
+    [ "$NGPU" -lt 2 ] && echo "   only $NGPU GPU: the --gpus all and DDP/FSDP figures need 2"
+    case $step in
+    smoke)
+        fresh smoke
+        t=$(now)
+        run python3 -m flashgen.cli tune --gpus all --db sqlite:////tmp/mg-smoke.sqlite3 --head-dim 64 \
+            --causal false --seq-len 1024 --direction fwd --dtype bfloat16 --trials 6 --patience 0 \
+            --quiet > "$OUT/smoke.txt" 2> "$OUT/smoke.err"
+        echo "   rc=$? wall_s=$(since "$t")"; cat "$OUT/smoke.txt"; tail -5 "$OUT/smoke.err" ;;
+    train)
+        fresh train
+        run python3 examples/distributed_train.py --mode single $TRAIN --out "$OUT/train.jsonl" \
+            2> "$OUT/train_single.err" | cut -c1-400; echo "   single rc=${PIPESTATUS[0]}"
+        if [ "$NGPU" -ge 2 ]; then
+            run python3 -m torch.distributed.run --nproc-per-node 2 --standalone examples/distributed_train.py --mode ddp,fsdp \
+                --check $TRAIN --out "$OUT/train.jsonl" 2> "$OUT/train_dist.err" | cut -c1-400
+            echo "   torchrun rc=${PIPESTATUS[0]}"
+        fi
+        tail -3 "$OUT/train_dist.err" 2>/dev/null ;;
+    tune)
+        fresh many
+        t=$(now)
+        run python3 -m flashgen.cli tune --gpus all --db sqlite:////tmp/mg-many.sqlite3 $TUNE_SET \
+            --trials "$TUNE_TRIALS" --patience 0 --quiet > "$OUT/tune_many.txt" 2> "$OUT/tune_many.err"
+        rc=$?; wall_many=$(since "$t"); echo "   --gpus all rc=$rc wall_s=$wall_many"
+        fresh one
+        t=$(now)
+        run python3 -m flashgen.cli tune --db sqlite:////tmp/mg-one.sqlite3 $TUNE_SET \
+            --trials "$TUNE_TRIALS" --patience 0 --quiet > "$OUT/tune_one.txt" 2> "$OUT/tune_one.err"
+        rc=$?; wall_one=$(since "$t"); echo "   one GPU rc=$rc wall_s=$wall_one"
+        cat "$OUT/tune_one.txt" "$OUT/tune_many.txt"
+        python3 benchmarks/multigpu_compare.py /tmp/mg-one.sqlite3 /tmp/mg-many.sqlite3 \
+            --wall-one "$wall_one" --wall-many "$wall_many" --out "$OUT/tune_compare.json"
+        cp /tmp/mg-one.sqlite3 /tmp/mg-many.sqlite3 "$OUT/" ;;
+    *) echo "unknown step $step" ;;
+    esac
+done
