@@ -160,11 +160,11 @@ def sweep(shape: str, budget_end: float) -> None:
             print("sweep", cfg.short(), "failed", type(exc).__name__, flush=True)
             continue
         found.append((t, cfg))
-    print(f"sweep {shape}: {len(found)} of {len(grid)} configs timed, default {default.short()}")
-    for t, cfg in sorted(found, key=lambda x: x[0])[:6]:
-        print(
-            f"sweep {shape} {cfg.short()} {t * 1e3:.1f} us {nbytes / t / 1e9:.2f} TB/s", flush=True
-        )
+    how = "tma" if os.environ.get("FLASHGEN_DECODE_TMA") == "1" else "ptr"
+    print(f"sweep {shape} {how}: {len(found)} of {len(grid)} timed, default {default.short()}")
+    for t, cfg in sorted(found, key=lambda x: x[0])[:5]:
+        tbs = nbytes / t / 1e9
+        print(f"sweep {shape} {how} {cfg.short()} {t * 1e3:.1f} us {tbs:.2f} TB/s", flush=True)
 
 
 def main() -> None:
@@ -178,6 +178,11 @@ def main() -> None:
         "whose configs near the default are timed first",
     )
     parser.add_argument("--sweep-s", type=float, default=12, help="seconds per sweep shape")
+    parser.add_argument(
+        "--sweep-tma",
+        action="store_true",
+        help="sweep each shape again with K/V through TMA (FLASHGEN_DECODE_TMA=1)",
+    )
     parser.add_argument("--grid", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--batches", default="1,8,64")
     parser.add_argument("--kvs", default="2048,8192,32768,65536")
@@ -192,7 +197,10 @@ def main() -> None:
     }
     check()
     for shape in filter(None, args.sweep.split(",")):
-        sweep(shape, time.time() + args.sweep_s)
+        for use_tma in (False, True) if args.sweep_tma else (False,):
+            os.environ["FLASHGEN_DECODE_TMA"] = "1" if use_tma else "0"
+            sweep(shape, time.time() + args.sweep_s)
+        os.environ.pop("FLASHGEN_DECODE_TMA", None)
     if not args.grid:
         return
     new = not os.path.exists(args.out)

@@ -31,10 +31,17 @@ import torch
 
 from ..core.spec import dtype_name, next_pow2, spec_for
 from ..hardware import decode as hw
+from . import tma
 from .codegen import load_family
 from .launch import Launch, capturing, direct_device
 
 LOG2E = 1.4426950408889634
+# K/V through TMA descriptors (`attn_decode_split_tma`): FLASHGEN_DECODE_TMA=1 / 0 forces it
+# on / off; unset, TMA_DEFAULT decides (where the tensors allow: Hopper, 16-byte alignment).
+# Off until measured faster on the GPU (benchmarks/RESULTS.md, decode attention).
+TMA_DEFAULT = False
+_ENV = "FLASHGEN_DECODE_TMA"
+_env = tma.env_reader(_ENV)
 _MAX_PLANS = 4096
 _plans: dict[tuple, _Plan] = {}
 
@@ -62,7 +69,9 @@ class _Plan:
 
     __slots__ = ("split", "combine", "cfg", "final", "fixed", "scale")
 
-    def __init__(self, q, k, causal: bool, cfg: hw.DecodeConfig | None, aligned: bool, ints):
+    def __init__(
+        self, q, k, v, causal: bool, cfg: hw.DecodeConfig | None, aligned: bool, ints, use_tma
+    ):  # fmt: skip
         batch, hq, sq, dim = q.shape
         hkv, sk = k.shape[1], k.shape[2]
         group = hq // hkv
@@ -76,12 +85,19 @@ class _Plan:
         module = load_family(spec_for(dim, causal, dtype, "fwd"), "decode")
         device = direct_device(q, aligned)
         rows = -(-group * sq // block_m)
+        descs = ()
+        if use_tma:  # K and V (arguments 1 and 2) as descriptors read BLOCK_N rows at a time
+            descs = tuple(
+                (i, tma.descriptor_template(t, cfg.block_n, next_pow2(dim)))
+                for i, t in ((1, k), (2, v))
+            )
         self.split = Launch(
-            module.attn_decode_split,
+            module.attn_decode_split_tma if use_tma else module.attn_decode_split,
             (cfg.num_splits, batch * hkv, rows),
             {"BLOCK_M": block_m, "BLOCK_N": cfg.block_n, "FINAL": self.final},
             {"num_warps": cfg.num_warps, "num_stages": cfg.num_stages},
             device,
+            descs,
         )
         self.combine = None
         if not self.final:
@@ -96,12 +112,17 @@ class _Plan:
         self.fixed = ints
 
 
-def _ints(q, k, v, sl: int, splits: int) -> tuple:
+def _ints(q, k, v, sl: int, splits: int, use_tma: bool) -> tuple:
     batch, hq, sq, _ = q.shape
-    return (
-        *q.stride()[:3], *k.stride()[:3], *v.stride()[:3],
-        hq, hq // k.shape[1], sq, k.shape[2], sl, splits,
-    )  # fmt: skip
+    kv_strides = () if use_tma else (*k.stride()[:3], *v.stride()[:3])
+    return (*q.stride()[:3], *kv_strides, hq, hq // k.shape[1], sq, k.shape[2], sl, splits)
+
+
+def _use_tma(k, v) -> bool:
+    forced = _env()
+    if forced:
+        return tma.use_tma(_ENV, (k, v), forced=forced)
+    return TMA_DEFAULT and tma.use_tma(_ENV, (k, v))
 
 
 def decode_forward(q, k, v, *, causal_offset: int | None, scale: float | None, config=None):
@@ -118,19 +139,22 @@ def decode_forward(q, k, v, *, causal_offset: int | None, scale: float | None, c
         return out, lse
     causal = causal_offset is not None
     aligned = not ((q.data_ptr() | k.data_ptr() | v.data_ptr() | out.data_ptr()) & 15)
+    use_tma = _use_tma(k, v)
+    # A descriptor fixes K/V's shape and strides: with TMA the plan is per exact K/V layout.
+    layout = (k.shape, k.stride(), v.stride()) if use_tma else None
     base = (q.shape, k.shape[:2], dim, q.dtype, q.device, causal, config, aligned,
-            hw.decode_bucket(batch, sk))  # fmt: skip
+            hw.decode_bucket(batch, sk), layout)  # fmt: skip
     plan = _plans.get(base)
     cfg = plan.cfg if plan is not None else (config or _default(q, k))
     sl = split_len(sk, cfg)
-    ints = _ints(q, k, v, sl, cfg.num_splits)
+    ints = _ints(q, k, v, sl, cfg.num_splits, use_tma)
     # The offset is an int argument too: its bits belong in the key (it changes every token).
     bits = _spec_bits(ints if causal_offset is None else (*ints, causal_offset))
     if plan is None or plan.fixed != bits:
         key = (*base, bits)
         plan = _plans.get(key)
         if plan is None:
-            plan = _Plan(q, k, causal, cfg, aligned, bits)
+            plan = _Plan(q, k, v, causal, cfg, aligned, bits, use_tma)
             if not capturing(q):
                 if len(_plans) >= _MAX_PLANS:
                     _plans.clear()
@@ -141,7 +165,7 @@ def decode_forward(q, k, v, *, causal_offset: int | None, scale: float | None, c
     qk_scale = float(plan.scale if scale is None else scale) * LOG2E
     tail = (qk_scale,) if causal_offset is None else (qk_scale, int(causal_offset))
     if plan.final:
-        plan.split(q, k, v, out, lse, *ints, *tail)
+        plan.split(q, k, v, out, lse, *ints, *tail)  # (K, V become descriptors with TMA)
         return out, lse
     rows = batch * hq * sq
     part = torch.empty((rows, cfg.num_splits, next_pow2(dim)), dtype=torch.float32, device=q.device)
