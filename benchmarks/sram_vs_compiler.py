@@ -52,15 +52,27 @@ from flashgen.hardware import tiles as space  # noqa: E402
 
 # Target capability -> the KNOWN_GPUS entry whose limit it is judged against.
 TARGET_DEVICE = {90: "nvidia-h200", 80: "nvidia-a100", 86: "nvidia-a10", 89: "nvidia-l4"}
-KERNELS = {"fwd": ("attn_fwd",), "bwd": ("attn_bwd_dkdv", "attn_bwd_dq")}
+# "onepass" stands for the backward kind of that name (bwd specs, the one-pass template,
+# sram.kernel_bytes(..., kind="onepass")); "bwd" is the split kind.
+KERNELS = {
+    "fwd": ("attn_fwd",),
+    "bwd": ("attn_bwd_dkdv", "attn_bwd_dq"),
+    "onepass": ("attn_bwd_onepass",),
+}
 # flashgen.kernels.fwd runs the TMA kernel on Hopper and newer when the tensors allow it, the pointer
 # kernel otherwise: both must fit there.
-HOPPER_EXTRA = {"fwd": ("attn_fwd_tma",), "bwd": ("attn_bwd_dkdv_tma", "attn_bwd_dq_tma")}
+HOPPER_EXTRA = {
+    "fwd": ("attn_fwd_tma",),
+    "bwd": ("attn_bwd_dkdv_tma", "attn_bwd_dq_tma"),
+    "onepass": ("attn_bwd_onepass_tma",),
+}
+ONEPASS_MAX_D = 128  # flashgen.kernels.bwd runs the one-pass kind up to this head dim
+TEMPLATES = {"fwd": "attn_fwd", "bwd": "attn_bwd", "onepass": "attn_bwd_onepass"}
 HEAD_DIMS = (64, 128, 256)
 VARIANTS = (("float16", False), ("float16", True), ("bfloat16", False), ("bfloat16", True))
 FLOAT_ARGS = {"qk_scale", "scale", "sm_scale", "softcap_raw", "SOFTCAP_RAW"}
 POINTERS = {"Q", "K", "V", "O", "Out", "DO", "DQ", "DK", "DV"}
-FP32_POINTERS = {"Lse", "LSE", "Delta"}
+FP32_POINTERS = {"Lse", "LSE", "Delta", "DQAcc"}
 _TRITON_DTYPE = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32"}
 BAND = (0.8, 1.25)
 BOUNDARY = 8192  # bytes above the limit within which a false reject is possible (max over-estimate)
@@ -70,10 +82,12 @@ def _arg_kind(name: str, dtype: str, cfg: TileConfig, block_d: int) -> str:
     """Triton signature type of one kernel argument, from the signatures the templates document
     in their headers: 4-D TMA descriptors (desc_*: [1, 1, rows, BLOCK_D] blocks), the named
     pointers, the fp32 scale, the BLOCK_* constexprs, else int32."""
+    if name == "desc_dqacc":  # the one-pass backward's fp32 dQ accumulator
+        return f"tensordesc<fp32[1, 1, {cfg.block_m}, {block_d}]>"
     if name.startswith("desc_"):
         rows = cfg.block_m if name in ("desc_q", "desc_o", "desc_do") else cfg.block_n
         return f"tensordesc<{_TRITON_DTYPE[dtype]}[1, 1, {rows}, {block_d}]>"
-    if name.startswith("BLOCK_"):
+    if name.startswith("BLOCK_") or name == "DQ_TMA":
         return "constexpr"
     if name in FLOAT_ARGS:
         return "fp32"
@@ -82,6 +96,30 @@ def _arg_kind(name: str, dtype: str, cfg: TileConfig, block_d: int) -> str:
     if name in POINTERS:
         return "*" + _TRITON_DTYPE[dtype]
     return "i32"
+
+
+def _spec_kind(spec_t) -> tuple[KernelSpec, str]:
+    """A job's spec tuple (head_dim, causal, dtype, direction) as (KernelSpec, direction key):
+    direction "onepass" is a bwd spec counted as the one-pass backward kind."""
+    if spec_t[3] == "onepass":
+        return KernelSpec(*spec_t[:3], "bwd"), "onepass"
+    return KernelSpec(*spec_t), spec_t[3]
+
+
+def _kind(direction: str) -> str:
+    """The `kind` argument of the sram model for a direction key."""
+    return "onepass" if direction == "onepass" else "split"
+
+
+def _uri(spec: KernelSpec, direction: str) -> str:
+    return spec.uri().replace("attn_bwd_", "attn_bwd_onepass_", direction == "onepass")
+
+
+def _from_uri(uri: str) -> tuple[KernelSpec, str]:
+    if uri.startswith("attn_bwd_onepass_"):
+        return KernelSpec.from_uri(uri.replace("attn_bwd_onepass_", "attn_bwd_")), "onepass"
+    spec = KernelSpec.from_uri(uri)
+    return spec, spec.direction
 
 
 def compile_kernel(spec: KernelSpec, kernel_name: str, cfg: TileConfig, cap: int) -> int:
@@ -96,9 +134,10 @@ def compile_kernel(spec: KernelSpec, kernel_name: str, cfg: TileConfig, cap: int
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from flashgen.kernels.codegen import load
+    from flashgen.kernels.codegen import load_family
 
-    fn = getattr(load(spec), kernel_name)
+    family = "onepass" if kernel_name.startswith("attn_bwd_onepass") else "portable"
+    fn = getattr(load_family(spec, family), kernel_name)
     signature, attrs = {}, {}
     for i, name in enumerate(fn.arg_names):
         kind = _arg_kind(name, spec.dtype, cfg, spec.block_d)
@@ -106,6 +145,8 @@ def compile_kernel(spec: KernelSpec, kernel_name: str, cfg: TileConfig, cap: int
         if kind.startswith("*") or kind == "i32":
             attrs[(i,)] = [["tt.divisibility", 16]]
     constexprs = {"BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n}
+    if "DQ_TMA" in fn.arg_names:
+        constexprs["DQ_TMA"] = False  # element atomics: the default build
     src = ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs)
     options = {"num_warps": cfg.num_warps, "num_stages": cfg.num_stages}
     compiled = triton.compile(src, target=GPUTarget("cuda", cap, 32), options=options)
@@ -115,11 +156,13 @@ def compile_kernel(spec: KernelSpec, kernel_name: str, cfg: TileConfig, cap: int
 _LOADED_HASHES: dict[str, str] = {}
 
 
-def _kernel_names(spec: KernelSpec, cap: int) -> tuple[str, ...]:
+def _kernel_names(spec: KernelSpec, cap: int, direction: str | None = None) -> tuple[str, ...]:
     """The kernels flashgen may launch for `spec` on sm_<cap>: the TMA builds on Hopper and
-    newer (the backward's for 16-bit dtypes only), the pointer kernels everywhere."""
+    newer (the backward's for 16-bit dtypes only), the pointer kernels everywhere.
+    `direction`: the direction key ("onepass" for that backward kind), default the spec's."""
+    direction = direction or spec.direction
     tma = cap >= 90 and (spec.direction == "fwd" or spec.dtype != "float32")
-    return KERNELS[spec.direction] + (HOPPER_EXTRA[spec.direction] if tma else ())
+    return KERNELS[direction] + (HOPPER_EXTRA[direction] if tma else ())
 
 
 def _fresh_template(direction: str) -> str:
@@ -138,16 +181,17 @@ def compile_job(job: tuple) -> tuple[tuple, dict]:
     """Pool worker: bytes of every kernel of one (spec, config, target), and the hash of the
     template they were rendered from (a rendering race with an edit only mislabels one result)."""
     spec_t, cfg_t, cap = job
-    spec, cfg = KernelSpec(*spec_t), TileConfig(*cfg_t)
+    (spec, direction), cfg = _spec_kind(spec_t), TileConfig(*cfg_t)
     t0 = time.time()
-    digest = _fresh_template(spec.direction)
+    digest = _fresh_template(direction)
     try:
-        per = {name: compile_kernel(spec, name, cfg, cap) for name in _kernel_names(spec, cap)}
+        names = _kernel_names(spec, cap, direction)
+        per = {name: compile_kernel(spec, name, cfg, cap) for name in names}
         result = {"per_kernel": per, "secs": round(time.time() - t0, 2)}
     except Exception as exc:  # a compile failure is a result to record, not a crash
         error = f"{type(exc).__name__}: {str(exc)[:300]}"
         result = {"error": error, "secs": round(time.time() - t0, 2)}
-    if template_hash(spec.direction) != digest:
+    if template_hash(direction) != digest:
         result["template_changed"] = True
     result["template"] = digest
     return job, result
@@ -155,22 +199,28 @@ def compile_job(job: tuple) -> tuple[tuple, dict]:
 
 def template_hash(direction: str) -> str:
     """Hash of the template's code lines: edits to its comment header do not retire results."""
-    path = templates_dir() / f"attn_{direction}.py.jinja"
+    path = templates_dir() / f"{TEMPLATES[direction]}.py.jinja"
     code = [ln for ln in path.read_text().splitlines() if not ln.lstrip().startswith("#")]
     return hashlib.sha256("\n".join(code).encode()).hexdigest()[:12]
 
 
 def _full_file_hash(direction: str) -> str:
     """The hash the first sweeps of this script used (whole file); still accepted as current."""
-    path = templates_dir() / f"attn_{direction}.py.jinja"
+    path = templates_dir() / f"{TEMPLATES[direction]}.py.jinja"
     return hashlib.sha256(path.read_bytes()).hexdigest()[:12]
 
 
 def cache_key(
-    version: str, cap: int, spec: KernelSpec, cfg: TileConfig, digest: str | None = None
+    version: str,
+    cap: int,
+    spec: KernelSpec,
+    cfg: TileConfig,
+    digest: str | None = None,
+    direction: str | None = None,
 ) -> str:
-    digest = digest or template_hash(spec.direction)
-    return f"{version}|sm{cap}|{spec.uri()}|{cfg.short()}|{digest}"
+    direction = direction or spec.direction
+    digest = digest or template_hash(direction)
+    return f"{version}|sm{cap}|{_uri(spec, direction)}|{cfg.short()}|{digest}"
 
 
 def _variant(head_dim: int, direction: str, cfg: TileConfig) -> tuple[str, bool]:
@@ -187,11 +237,12 @@ def plan(
         limit, capability = device.smem_optin_bytes, device.capability
         for direction in directions:
             for d in HEAD_DIMS:
-                cands = space.candidates(KernelSpec(d, False, "float16", direction))
-                model = {
-                    c: sram.smem_bytes(KernelSpec(d, False, "float16", direction), c, capability)
-                    for c in cands
-                }
+                if direction == "onepass" and d > ONEPASS_MAX_D:
+                    continue
+                spec, _ = _spec_kind((d, False, "float16", direction))
+                cands = space.candidates(spec)
+                kind = _kind(direction)
+                model = {c: sram.smem_bytes(spec, c, capability, kind) for c in cands}
                 band = [c for c in cands if BAND[0] * limit <= model[c] <= BAND[1] * limit]
                 band.sort(key=lambda c: (abs(math.log(model[c] / limit)), c))
                 band = band[:band_cap]
@@ -233,10 +284,10 @@ def _save_cache(path: Path, cache: dict) -> None:
 
 def _cached(cache: dict, version: str, job: tuple) -> bool:
     """Compiled already for the current template, with every kernel flashgen may launch."""
-    spec, cfg = KernelSpec(*job[0]), TileConfig(*job[1])
-    wanted = set(_kernel_names(spec, job[2]))
-    for digest in (template_hash(spec.direction), _full_file_hash(spec.direction)):
-        result = cache.get(cache_key(version, job[2], spec, cfg, digest))
+    (spec, direction), cfg = _spec_kind(job[0]), TileConfig(*job[1])
+    wanted = set(_kernel_names(spec, job[2], direction))
+    for digest in (template_hash(direction), _full_file_hash(direction)):
+        result = cache.get(cache_key(version, job[2], spec, cfg, digest, direction))
         if result and ("error" in result or set(result["per_kernel"]) == wanted):
             return True
     return False
@@ -265,9 +316,10 @@ def run_sweep(args, version: str) -> None:
         futures = [pool.submit(compile_job, j) for j in todo]
         for fut in as_completed(futures):
             job, result = fut.result()
-            spec, cfg = KernelSpec(*job[0]), TileConfig(*job[1])
+            (spec, direction), cfg = _spec_kind(job[0]), TileConfig(*job[1])
             if not result.get("template_changed"):
-                cache[cache_key(version, job[2], spec, cfg, result["template"])] = result
+                key = cache_key(version, job[2], spec, cfg, result["template"], direction)
+                cache[key] = result
             done += 1
             if done % 10 == 0 or done == len(todo):
                 _save_cache(cache_path, cache)
@@ -287,27 +339,30 @@ def analyse(cache: dict) -> list[dict]:
     """One row per (triton version, target, direction, template revision): "current" for the
     templates in the checkout, "earlier" for results of revisions edited since (kept: they test
     the same model on kernels of the same structure)."""
-    hashes = {d: {template_hash(d), _full_file_hash(d)} for d in ("fwd", "bwd")}
+    hashes = {d: {template_hash(d), _full_file_hash(d)} for d in TEMPLATES}
     cells: dict[tuple, dict] = {}
     variants: dict[tuple, set] = {}
     for key, result in cache.items():
         version, target, uri, short, thash = key.split("|")
-        spec = KernelSpec.from_uri(uri)
+        spec, direction = _from_uri(uri)
+        if direction == "onepass" and spec.head_dim > ONEPASS_MAX_D:
+            continue  # compiled before the kind was limited to head dims <= 128
         cap = int(target[2:])
-        revision = "current" if thash in hashes[spec.direction] else "earlier"
-        if "per_kernel" in result and set(result["per_kernel"]) != set(_kernel_names(spec, cap)):
+        revision = "current" if thash in hashes[direction] else "earlier"
+        names = set(_kernel_names(spec, cap, direction))
+        if "per_kernel" in result and set(result["per_kernel"]) != names:
             revision = "earlier"  # compiled before the template grew its TMA kernels
         cfg = TileConfig(*(int(x.lstrip("ws")) for x in short.strip("()").split(",")))
         device = sram.KNOWN_GPUS[TARGET_DEVICE[cap]]
         cell = cells.setdefault(
-            (version, cap, spec.direction, revision),
+            (version, cap, direction, revision),
             {
                 "triton": version,
                 "templates": revision,
                 "target": f"sm_{cap}",
                 "device": device.name,
                 "limit": device.smem_optin_bytes,
-                "direction": spec.direction,
+                "direction": direction,
                 "configs": 0,
                 "compile_errors": 0,
                 "fit": 0,
@@ -324,7 +379,7 @@ def analyse(cache: dict) -> list[dict]:
             cell["compile_errors"] += 1
             continue
         actual = max(result["per_kernel"].values())
-        model_per = sram.kernel_bytes(spec, cfg, device.capability)
+        model_per = sram.kernel_bytes(spec, cfg, device.capability, _kind(direction))
         model = max(model_per.values())
         cell["configs"] += 1
         cell["head_dims"].add(spec.head_dim)
@@ -332,7 +387,7 @@ def analyse(cache: dict) -> list[dict]:
         cell["errors"].append(model - actual)
         cell["kernel_errors"] += [model_per[k] - v for k, v in result["per_kernel"].items()]
         really_fits = actual <= device.smem_optin_bytes
-        model_fits = sram.fits(spec, cfg, device)
+        model_fits = sram.fits(spec, cfg, device, _kind(direction))
         cell["fit"] += really_fits
         row = {"spec": uri, "config": short, "model": model, "compiler": actual}
         if model_fits and not really_fits:
@@ -340,7 +395,7 @@ def analyse(cache: dict) -> list[dict]:
         if really_fits and not model_fits:
             cell["false_rejects"].append(row)
         cell["compiled_over_limit"].add((spec.head_dim, short, model - device.smem_optin_bytes))
-        variants.setdefault((version, cap, spec.head_dim, spec.direction, short, thash), set()).add(
+        variants.setdefault((version, cap, spec.head_dim, direction, short, thash), set()).add(
             actual
         )
     rows = []
@@ -387,9 +442,11 @@ def _whole_space_estimate(cap: int, direction: str, cell: dict) -> dict:
     reach = max(BOUNDARY, cell["max_over"])
     admitted = boundary = 0
     for d in HEAD_DIMS:
-        spec = KernelSpec(d, False, "float16", direction)
+        if direction == "onepass" and d > ONEPASS_MAX_D:
+            continue
+        spec, _ = _spec_kind((d, False, "float16", direction))
         for c in space.candidates(spec):
-            b = sram.smem_bytes(spec, c, device.capability)
+            b = sram.smem_bytes(spec, c, device.capability, _kind(direction))
             admitted += b <= limit
             boundary += limit < b <= limit + reach
     over = cell.pop("compiled_over_limit")
@@ -451,7 +508,13 @@ def main(argv=None) -> int:
         "--spot-check", type=int, default=1, help="configs per cell in all 4 variants"
     )
     parser.add_argument("--seed", default="flashgen-sram")
-    parser.add_argument("--directions", nargs="+", default=["fwd", "bwd"], choices=["fwd", "bwd"])
+    parser.add_argument(
+        "--directions",
+        nargs="+",
+        default=["fwd", "bwd", "onepass"],
+        choices=["fwd", "bwd", "onepass"],
+        help="kernel sets: forward, split backward, one-pass backward",
+    )
     parser.add_argument("--budget-s", type=float, default=3000.0, help="stop compiling after this")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/sram_results"))
     parser.add_argument("--report-only", action="store_true")

@@ -10,10 +10,14 @@ Ops (namespace `flashgen`):
   [B, Hq, Sq] (natural log). Not differentiable by itself: autograd lives one level up.
 - `torch.ops.flashgen.attention_bwd(Tensor do, Tensor q, Tensor k, Tensor v, Tensor out,
   Tensor lse, bool causal, float scale, bool need_dq, bool need_dk, bool need_dv,
-  int[]? window=None, float? softcap=None) -> (Tensor dq, Tensor dk, Tensor dv)`: a gradient that is not needed is not computed and comes
-  back as an empty tensor of shape (0,) (ops cannot return None).
+  int[]? window=None, float? softcap=None, str causal_align='top_left',
+  bool? deterministic=None) -> (Tensor dq, Tensor dk, Tensor dv)`: a gradient that is not
+  needed is not computed and comes back as an empty tensor of shape (0,) (ops cannot return
+  None). `deterministic` picks the backward kind (`flashgen.kernels.bwd.resolve_kind`; None:
+  torch's deterministic-algorithms flag).
 - `torch.ops.flashgen.attention(Tensor q, Tensor k, Tensor v, bool causal=False,
-  float? scale=None, int[]? window=None, float? softcap=None) -> Tensor`:
+  float? scale=None, int[]? window=None, float? softcap=None, str causal_align='top_left',
+  bool? deterministic=None) -> Tensor`:
   CompositeImplicitAutograd. It validates its inputs
   (`flashgen.kernels.validate.check_inputs`), runs an SDPA backend where the run-time choice says so
   (`flashgen.runtime.vendor.route`), else `_Attention` (a `torch.autograd.Function` whose forward calls
@@ -71,12 +75,14 @@ _LIB.define(
 _LIB.define(
     "attention_bwd(Tensor do, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, bool causal, "
     "float scale, bool need_dq, bool need_dk, bool need_dv, int[]? window=None, "
-    "float? softcap=None, str causal_align='top_left') -> (Tensor, Tensor, Tensor)",
+    "float? softcap=None, str causal_align='top_left', bool? deterministic=None) "
+    "-> (Tensor, Tensor, Tensor)",
     tags=_TAGS,
 )
 _LIB.define(
     "attention(Tensor q, Tensor k, Tensor v, bool causal=False, float? scale=None, "
-    "int[]? window=None, float? softcap=None, str causal_align='top_left') -> Tensor",
+    "int[]? window=None, float? softcap=None, str causal_align='top_left', "
+    "bool? deterministic=None) -> Tensor",
     tags=_TAGS,
 )
 
@@ -113,7 +119,7 @@ def _attention_fwd_fake(q, k, v, causal, scale, window=None, softcap=None, causa
 
 def _attention_bwd(
     do, q, k, v, out, lse, causal, scale, need_dq, need_dk, need_dv, window=None, softcap=None,
-    causal_align="top_left",
+    causal_align="top_left", deterministic=None,
 ):  # fmt: skip
     needs = (need_dq, need_dk, need_dv)
     if check_align(causal, causal_align):
@@ -133,6 +139,7 @@ def _attention_bwd(
             needs=needs,
             window=_window(window),
             softcap=check_softcap(softcap),
+            deterministic=deterministic,
         )
     return tuple(
         g if g is not None else t.new_empty((0,)) for g, t in zip(grads, (q, k, v), strict=True)
@@ -141,7 +148,7 @@ def _attention_bwd(
 
 def _attention_bwd_fake(
     do, q, k, v, out, lse, causal, scale, need_dq, need_dk, need_dv, window=None, softcap=None,
-    causal_align="top_left",
+    causal_align="top_left", deterministic=None,
 ):  # fmt: skip
     return tuple(
         t.new_empty(t.shape) if need else t.new_empty((0,))
@@ -167,7 +174,7 @@ class _Attention(torch.autograd.Function):
     `attention_bwd` (only those autograd asks for)."""
 
     @staticmethod
-    def forward(ctx, q, k, v, causal, scale, window, softcap, causal_align):
+    def forward(ctx, q, k, v, causal, scale, window, softcap, causal_align, deterministic):
         out, lse = _fwd_op(q, k, v, causal, scale, window, softcap, causal_align)
         ctx.save_for_backward(q, k, v, out, lse)
         ctx.causal = causal
@@ -175,6 +182,10 @@ class _Attention(torch.autograd.Function):
         ctx.window = window
         ctx.softcap = softcap
         ctx.causal_align = causal_align
+        # resolved now: torch's flag at backward time may differ from the caller's
+        ctx.deterministic = (
+            torch.are_deterministic_algorithms_enabled() if deterministic is None else deterministic
+        )
         return out
 
     @staticmethod
@@ -196,6 +207,7 @@ class _Attention(torch.autograd.Function):
             ctx.window,
             ctx.softcap,
             ctx.causal_align,
+            ctx.deterministic,
         )
         return (
             dq if need_dq else None,
@@ -206,12 +218,14 @@ class _Attention(torch.autograd.Function):
             None,
             None,
             None,
+            None,
         )
 
 
 def _attention(
-    q, k, v, causal=False, scale=None, window=None, softcap=None, causal_align="top_left", impl=None
-):
+    q, k, v, causal=False, scale=None, window=None, softcap=None, causal_align="top_left",
+    deterministic=None, impl=None,
+):  # fmt: skip
     """The body shared by the eager function and the composite op: check, let the run-time
     choice send the call to an SDPA backend (`flashgen.runtime.vendor.route`), else flashgen's forward
     with autograd when a gradient is wanted, or the forward op alone (no autograd node)."""
@@ -221,6 +235,7 @@ def _attention(
             normalize_window(tuple(window) if isinstance(window, list) else window, causal)
         )
     softcap = check_softcap(softcap)
+    deterministic = check_deterministic(deterministic)
     bottom_right = check_align(causal, causal_align)
     if bottom_right and window is not None:
         raise ValueError("causal_align='bottom_right' does not take a window yet")
@@ -241,8 +256,17 @@ def _attention(
             return out
     check_kernel_device(q.device)
     if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
-        return _Attention.apply(q, k, v, causal, scale, window, softcap, causal_align)
+        return _Attention.apply(
+            q, k, v, causal, scale, window, softcap, causal_align, deterministic
+        )
     return _fwd_op(q, k, v, causal, scale, window, softcap, causal_align)[0]
+
+
+def check_deterministic(value):
+    """None, True or False (the op's bool?); anything else is a ValueError naming it."""
+    if value is None or isinstance(value, bool):
+        return value
+    raise ValueError(f"deterministic must be True, False or None, got {value!r}")
 
 
 def _same_as_sdpa(q, k) -> bool:
@@ -269,6 +293,7 @@ def attention(
     window: int | tuple[int, int] | None = None,
     softcap: float | None = None,
     causal_align: str = "top_left",
+    deterministic: bool | None = None,
     impl: str | None = None,
 ):
     """FlashAttention with SDPA semantics: q [B, Hq, Sq, D], k/v [B, Hkv, Sk, D] -> [B, Hq, Sq, D].
@@ -300,6 +325,12 @@ def attention(
     choice below: bottom-right calls always run flashgen's kernels, except one query row or
     equal lengths, which are SDPA's no-mask and is_causal cases.
 
+    `deterministic`: True gives bit-identical gradients run to run (flashgen's two-kernel
+    backward); False allows the faster one-pass backward, whose fp32 dQ atomics add in a
+    varying order; None (the default) follows `torch.are_deterministic_algorithms_enabled()`
+    at the forward call. It applies to flashgen's kernels; an SDPA backend chosen for the
+    call follows torch's own flag.
+
     `impl` None runs the faster implementation for this shape: flashgen's kernels or one of
     PyTorch's SDPA backends, by the tuning records and defaults (`flashgen.runtime.vendor`); a name from
     `flashgen.core.impls.IMPLS` ("flashgen", "sdpa_cudnn", ...) forces that one.
@@ -310,5 +341,8 @@ def attention(
         # cache and the autograd.Function.
         if window is not None:
             window = list(normalize_window(window, causal))
-        return _composite_op(q, k, v, causal, scale, window, check_softcap(softcap), causal_align)
-    return _attention(q, k, v, causal, scale, window, softcap, causal_align, impl)
+        return _composite_op(
+            q, k, v, causal, scale, window, check_softcap(softcap), causal_align,
+            check_deterministic(deterministic),
+        )  # fmt: skip
+    return _attention(q, k, v, causal, scale, window, softcap, causal_align, deterministic, impl)

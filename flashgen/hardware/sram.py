@@ -197,12 +197,19 @@ class _LoopKernel:
     unpipelined: int
     loop_vectors: int
     single_stage_scratch: bool = False
+    dq_partial: bool = False  # the one-pass backward: an fp32 [rows of Q, D] dQ tile per step
 
 
 def _kernels(
-    spec: KernelSpec, cfg: TileConfig, capability: tuple[int, int]
+    spec: KernelSpec, cfg: TileConfig, capability: tuple[int, int], kind: str = "split"
 ) -> tuple[_LoopKernel, ...]:
     bm, bn = cfg.block_m, cfg.block_n
+    if spec.direction == "bwd" and kind == "onepass":
+        # The dK/dV kernel's shape plus a dQ partial per step (see _loop_kernel_bytes).
+        onepass = (_LoopKernel("attn_bwd_onepass", bn, bm, 2, 2, 2, 2, True, True),)
+        if capability[0] < _TMA_MAJOR or spec.dtype == "float32":
+            return onepass
+        return onepass + (_LoopKernel("attn_bwd_onepass_tma", bn, bm, 2, 2, 2, 2, True, True),)
     if spec.direction == "fwd":
         # Q resident; K then V per key step (V may take K's buffer when not pipelined).
         pointer = _LoopKernel("attn_fwd", bm, bn, 1, 2, 1, 0)
@@ -248,19 +255,48 @@ def _loop_kernel_bytes(
         staged_p = max(staged_p, 16 * block_d * cfg.num_warps)
     # Barriers and layout-conversion scratch for row statistics (seen: 8 B to 2 KB).
     scratch = 1024 + 4 * (k.rows + k.loop_rows)
-    return loop + vectors + resident + staged_p + scratch
+    return (
+        loop
+        + vectors
+        + resident
+        + staged_p
+        + scratch
+        + _dq_partial_bytes(k, capability, block_d, elem, cfg)
+    )
+
+
+def _dq_partial_bytes(k: _LoopKernel, capability, block_d: int, elem: int, cfg: TileConfig) -> int:
+    """The one-pass backward's dQ partial ([block_m, D] fp32, from a product with block_m rows)
+    goes to the atomics through shared memory when the loop is pipelined. On the wgmma path the
+    whole tile (block_m x D x 4 bytes) or, when smaller, 64 x D bytes per warp (seen on sm_90
+    with triton 3.6, head dims 64/128: (64,64,4,2) 16 KB at d64, (128,64,4,2) 32 KB and
+    (128,128,8,2) 64 KB at d128; the whole tile when the dK/dV products are on mma v2, seen
+    at (256,32,8,3) d64); on the mma v2 path (fewer than 64 rows or 4 warps)
+    3 x block_m x D x elem (block_m 32). Unpipelined, buffers are shared and nothing is added
+    (seen at 1 stage). The one-pass kind runs head dims <= 128 only (flashgen.kernels.bwd)."""
+    if not k.dq_partial or cfg.num_stages <= 1:
+        return 0
+    if not _uses_mma_v3(capability, k.loop_rows, cfg.num_warps):
+        return 3 * k.loop_rows * block_d * elem
+    whole = k.loop_rows * block_d * 4
+    if not _uses_mma_v3(capability, k.rows, cfg.num_warps):
+        return whole  # dK/dV products on mma v2 (block_n < 64): the whole tile (block_m 256)
+    return min(whole, cfg.num_warps * 64 * block_d)
 
 
 def kernel_bytes(
     spec: KernelSpec,
     cfg: TileConfig,
     capability: tuple[int, int],
+    kind: str = "split",
 ) -> dict[str, int]:
-    """Estimated shared bytes per generated kernel (the comparison script checks each one)."""
+    """Estimated shared bytes per generated kernel (the comparison script checks each one).
+    `kind`: for backward specs, the backward kind whose kernels to count ("split": dK/dV and
+    dQ kernels; "onepass": the one-pass kernel, flashgen.kernels.bwd)."""
     elem = ELEM_BYTES[spec.dtype]
     return {
         k.name: _loop_kernel_bytes(k, capability, spec.block_d, elem, cfg)
-        for k in _kernels(spec, cfg, capability)
+        for k in _kernels(spec, cfg, capability, kind)
     }
 
 
@@ -272,6 +308,7 @@ def smem_bytes(
     spec: KernelSpec,
     cfg: TileConfig,
     capability: tuple[int, int] | None = None,
+    kind: str = "split",
 ) -> int:
     """Estimated shared-memory bytes of the kernel(s) for (spec, cfg) on `capability`.
 
@@ -279,7 +316,7 @@ def smem_bytes(
     config within that budget fits on any GPU with that much opt-in shared memory.
     """
     caps = _PLANNING_CAPABILITIES if capability is None else ((capability[0], capability[1]),)
-    return max(max(kernel_bytes(spec, cfg, cap).values()) for cap in caps)
+    return max(max(kernel_bytes(spec, cfg, cap, kind).values()) for cap in caps)
 
 
 def reg_estimate(spec: KernelSpec, cfg: TileConfig) -> int:
@@ -303,6 +340,8 @@ def fits(
     spec: KernelSpec,
     cfg: TileConfig,
     device: DeviceLimits,
+    kind: str = "split",
 ) -> bool:
-    """True when the model says (spec, cfg) launches within `device`'s shared-memory limit."""
-    return smem_bytes(spec, cfg, device.capability) <= device.smem_optin_bytes
+    """True when the model says (spec, cfg) launches within `device`'s shared-memory limit
+    (`kind`: the backward kind, as in `kernel_bytes`)."""
+    return smem_bytes(spec, cfg, device.capability, kind) <= device.smem_optin_bytes

@@ -183,6 +183,38 @@ def _default_for(spec: KernelSpec, device: DeviceLimits) -> TileConfig:
     return max(kept, key=lambda c: (smem_bytes(spec, c, device.capability), c))
 
 
+# The one-pass backward (flashgen.kernels.bwd, kind "onepass") keeps an fp32 dQ tile beside the
+# dK/dV kernel's buffers, so configs chosen for the split kind may not fit it: its own rows,
+# tried in order when they do not. sm90: see benchmarks/RESULTS.md (one-pass backward).
+_ONEPASS_DEFAULTS: dict[tuple[str, int], tuple[TileConfig, ...]] = {
+    ("sm90", 64): (_T(64, 128, 8, 2), _T(64, 64, 4, 2)),
+    ("sm90", 128): (_T(64, 128, 8, 2), _T(64, 64, 4, 2)),
+}
+
+
+@functools.cache
+def config_for_kind(
+    spec: KernelSpec, cfg: TileConfig, device: DeviceLimits, kind: str
+) -> TileConfig:
+    """`cfg` (chosen for the split backward, the kind the tuning records time) when it fits
+    the kernels of backward kind `kind` on `device`; else that kind's defaults row, then the
+    split kind's row, then the safe config, then the fitting candidate with the most shared
+    memory (or the smallest one when none fits: the runtime path must not raise)."""
+    if kind == "split" or fits(spec, cfg, device, kind):
+        return cfg
+    allowed = set(_candidates(spec))
+    cls = _gpu_class(device)
+    row = _ONEPASS_DEFAULTS.get((cls, max(spec.block_d, 16)), ())
+    row += _DEFAULTS.get((cls, spec.direction, spec.causal, max(spec.block_d, 16)), ())
+    for option in (*row, safe_config(spec)):
+        if option in allowed and fits(spec, option, device, kind):
+            return option
+    kept = [c for c in _candidates(spec) if fits(spec, c, device, kind)]
+    if kept:
+        return max(kept, key=lambda c: (smem_bytes(spec, c, device.capability, kind), c))
+    return min(_candidates(spec), key=lambda c: (smem_bytes(spec, c, None, kind), c))
+
+
 def default_config(spec: KernelSpec, device: DeviceLimits | None = None) -> TileConfig:
     """The config to use when nothing is tuned: the defaults row of the device's class, the first
     entry that fits; else the safe config. device=None: `sram.current_device()`."""

@@ -23,6 +23,19 @@ grids, strides, descriptor templates, the compiled kernels) is kept in a `_Plan`
 signature allocates its outputs and launches (`flashgen.kernels.launch.Launch`) without Triton's
 per-call binding. The same CUDA-graph rules hold (no sync; alignment in the key; a plan first
 needed during capture skips the database and is not kept).
+
+Two kinds of backward (`KINDS`):
+
+- "split" (above): deterministic, bit-identical run to run; also the only kind with window or
+  softcap kernels.
+- "onepass" (templates/attn_bwd_onepass.py.jinja): one program per key block and kv head
+  computes dK, dV and adds its share of dQ into an fp32 buffer with atomics (5 matrix products
+  per tile pair instead of 7); `attn_bwd_dq_convert` scales and casts the buffer to dQ. The
+  order of those fp32 adds varies run to run, so dQ is not bit-identical.
+
+`backward(deterministic=None)` follows `torch.are_deterministic_algorithms_enabled()`:
+deterministic means "split". Otherwise `kind` (or FLASHGEN_BWD_KIND) picks, defaulting to
+`DEFAULT_KIND`; specs with window or softcap always run "split".
 """
 
 from __future__ import annotations
@@ -31,14 +44,22 @@ import torch
 
 from ..core.config import TileConfig
 from ..core.spec import dtype_name, spec_for
+from ..hardware.sram import current_device
+from ..hardware.tiles import config_for_kind
 from ..runtime import dispatch
 from ..runtime.dispatch import choose_config
 from . import tma as _tma
-from .codegen import load
+from .codegen import load, load_family
 from .launch import Launch, capturing, direct_device
 
 _ENV = "FLASHGEN_BWD_TMA"
 _env = _tma.env_reader(_ENV)
+_KIND_ENV = "FLASHGEN_BWD_KIND"
+_kind_env = _tma.env_reader(_KIND_ENV)
+KINDS = ("split", "onepass")
+# "split": on the H200 (triton 3.6, bf16) the one-pass kind measured slower in every case tried
+# (benchmarks/RESULTS.md, one-pass backward), e.g. hd128 4k causal 2.44 ms vs 1.76 ms.
+DEFAULT_KIND = "split"
 _MAX_PLANS = 4096
 _plans: dict[tuple, _Plan] = {}
 dispatch.on_clear(_plans.clear)  # a new database may choose other configs
@@ -71,11 +92,12 @@ class _Plan:
     """One call signature's backward: up to three kernel launches and their fixed arguments
     (no device memory: see `flashgen.kernels.fwd._Plan`)."""
 
-    __slots__ = ("pre", "pre_tail", "dkdv", "dq", "strides", "ints", "keep")
+    __slots__ = ("pre", "pre_tail", "dkdv", "dq", "strides", "ints", "keep", "onepass", "convert")
 
     def __init__(
-        self, q, k, v, do, out, causal, config, needs, use_descriptors, aligned, windowed, capped
-    ):
+        self, q, k, v, do, out, causal, config, needs, use_descriptors, aligned, windowed, capped,
+        kind="split",
+    ):  # fmt: skip
         batch, heads_q, seq_q, dim = q.shape
         heads_kv, seq_k = k.shape[1], k.shape[2]
         spec = spec_for(dim, causal, dtype_name(q.dtype), "bwd", windowed, capped)
@@ -83,6 +105,8 @@ class _Plan:
         if config is None:
             config = choose_config(spec, seq_q, seq_k, query_db=not capturing(q))
             self.keep = dispatch.settled(spec, seq_q, seq_k)
+            if kind != "split":  # records and defaults are the split kind's configs
+                config = config_for_kind(spec, config, current_device(), kind)
         module = load(spec)
         block_m, block_n = config.block_m, config.block_n
         device = direct_device(q, aligned)
@@ -97,6 +121,12 @@ class _Plan:
         )
         self.pre_tail = (*_strides3(out), *_strides3(do), heads_q, seq_q)
         self.ints = (heads_q, heads_kv, seq_q, seq_k)
+        self.onepass = self.convert = None
+        self.strides = ()
+        if kind == "onepass":
+            self._onepass(q, k, v, do, spec, blocks, options, device, use_descriptors)
+            self.dkdv = self.dq = None
+            return
         if use_descriptors:  # q, k, v, do travel as TMA descriptors
             pairs = ((q, block_m), (k, block_n), (v, block_n), (do, block_m))
             descs = tuple(
@@ -117,9 +147,43 @@ class _Plan:
         )
         self.dq = Launch(dq, dq_grid, blocks, options, device, descs) if need_dq else None
 
+    def _onepass(self, q, k, v, do, spec, blocks, options, device, use_descriptors):
+        """The "onepass" kind's two launches: the one-pass kernel (all three gradients; dK/dV
+        are cheap beside dQ's products, so `needs` does not trim it) and the dQ conversion."""
+        batch, heads_q, seq_q, _ = q.shape
+        heads_kv, seq_k = k.shape[1], k.shape[2]
+        block_m, block_n = blocks["BLOCK_M"], blocks["BLOCK_N"]
+        module = load_family(spec, "onepass")
+        grid = (triton_cdiv(seq_k, block_n), batch * heads_kv)
+        if use_descriptors:
+            pairs = ((q, block_m), (k, block_n), (v, block_n), (do, block_m))
+            descs = [
+                (i, _tma.descriptor_template(t, rows, spec.block_d))
+                for i, (t, rows) in enumerate(pairs)
+            ]
+            acc_shape = [batch, heads_q, seq_q, spec.block_d]
+            acc_strides = [heads_q * seq_q * spec.block_d, seq_q * spec.block_d, spec.block_d, 1]
+            descs.append((9, (acc_shape, acc_strides, [1, 1, block_m, spec.block_d])))
+            constexprs = {**blocks, "DQ_TMA": _dq_tma()}
+            self.onepass = Launch(
+                module.attn_bwd_onepass_tma, grid, constexprs, options, device, tuple(descs)
+            )
+        else:
+            self.strides = (*_strides3(q), *_strides3(k), *_strides3(v), *_strides3(do))
+            self.onepass = Launch(module.attn_bwd_onepass, grid, blocks, options, device)
+        self.convert = Launch(
+            module.attn_bwd_dq_convert,
+            (triton_cdiv(seq_q, block_m), batch * heads_q),
+            {"BLOCK_M": block_m},
+            {},
+            device,
+        )
+
     def launch(self, do, q, k, v, out, lse, scale: float, window=None, softcap=None):
         delta = torch.empty_like(lse)  # lse is contiguous float32 [B, Hq, Sq]
         self.pre(out, do, delta, *self.pre_tail)
+        if self.onepass is not None:
+            return self._launch_onepass(do, q, k, v, lse, delta, scale)
         ints = (*self.ints, float(scale), *(() if window is None else window))
         if softcap is not None:
             ints = (*ints, softcap / scale)  # the kernels cap raw scores: cap / scale
@@ -132,6 +196,73 @@ class _Plan:
             dq = torch.empty_like(q, memory_format=torch.contiguous_format)
             self.dq(q, k, v, do, lse, delta, dq, *self.strides, *ints)
         return dq, dk, dv
+
+    def _launch_onepass(self, do, q, k, v, lse, delta, scale):
+        batch, heads_q, seq_q, dim = q.shape
+        block_d = 1 << (dim - 1).bit_length()
+        acc = torch.zeros((batch, heads_q, seq_q, block_d), dtype=torch.float32, device=q.device)
+        dk = torch.empty_like(k, memory_format=torch.contiguous_format)
+        dv = torch.empty_like(v, memory_format=torch.contiguous_format)
+        scale = float(scale)
+        if self.strides:
+            self.onepass(q, k, v, do, lse, delta, dk, dv, acc, *self.strides, *self.ints, scale)
+        else:
+            self.onepass(q, k, v, do, lse, delta, dk, dv, acc, acc, *self.ints, scale)
+        dq = torch.empty_like(q, memory_format=torch.contiguous_format)
+        self.convert(acc, dq, seq_q, scale)
+        return dq, dk, dv
+
+
+_dq_tma_env = _tma.env_reader("FLASHGEN_BWD_DQ_TMA")
+
+
+def _dq_tma() -> bool:
+    """Whether the one-pass TMA build adds dQ partials by TMA reduce (FLASHGEN_BWD_DQ_TMA=1)
+    rather than element atomics; the interpreter has no TMA reduce."""
+    return _dq_tma_env() in ("1", b"1")
+
+
+ONEPASS_MAX_HEAD_DIM = 128  # wider tiles spill and were never measured
+
+
+def onepass_supported(spec) -> bool:
+    """Whether the one-pass kind has a kernel for `spec` (a bwd KernelSpec): no window, no
+    softcap, head dim <= ONEPASS_MAX_HEAD_DIM."""
+    return not (spec.window or spec.softcap) and spec.head_dim <= ONEPASS_MAX_HEAD_DIM
+
+
+def resolve_kind(deterministic: bool | None, kind: str | None, spec) -> str:
+    """The backward kind a call of `spec` runs (see the module docstring): "split" when
+    determinism is asked for or the one-pass kind has no kernel for `spec`, else `kind`,
+    FLASHGEN_BWD_KIND or DEFAULT_KIND. Raises ValueError for an unknown kind, and for
+    kind="onepass" given as an argument with deterministic=True or for a spec it cannot run
+    (FLASHGEN_BWD_KIND=onepass is a preference: those calls run "split")."""
+    if kind is None:
+        raw = _kind_env()
+        kind = raw.decode() if isinstance(raw, bytes) else raw
+        from_env = bool(kind)
+    else:
+        from_env = False
+    if kind and kind not in KINDS:
+        where = _KIND_ENV if from_env else "kind"
+        raise ValueError(f"{where} must be one of {', '.join(KINDS)}, got {kind!r}")
+    if deterministic is None:
+        deterministic = torch.are_deterministic_algorithms_enabled()
+    if deterministic:
+        if kind == "onepass" and not from_env:
+            raise ValueError(
+                "kind='onepass' is not deterministic (fp32 atomics); use kind='split' or "
+                "deterministic=False"
+            )
+        return "split"
+    if not onepass_supported(spec):
+        if kind == "onepass" and not from_env:
+            raise ValueError(
+                f"kind='onepass' has no kernel for {spec.uri()} (window, softcap or head dim "
+                f"> {ONEPASS_MAX_HEAD_DIM}); use kind='split' or None"
+            )
+        return "split"
+    return kind or DEFAULT_KIND
 
 
 def backward(
@@ -149,6 +280,8 @@ def backward(
     tma: bool | None = None,
     window: tuple[int, int] | None = None,
     softcap: float | None = None,
+    deterministic: bool | None = None,
+    kind: str | None = None,
 ):
     """Gradients of `out = attention(q, k, v)` given `do = dL/d out`.
 
@@ -158,6 +291,8 @@ def backward(
     `tma` picks the kernel build (None: `use_tma` decides); benchmarks use it to compare.
     Launch plans are cached per call signature as in `flashgen.kernels.fwd`. `window` as in
     `flashgen.kernels.fwd.forward` (the same pair the forward was given), `softcap` likewise.
+    `deterministic` (None: `torch.are_deterministic_algorithms_enabled()`) and `kind` pick the
+    backward kind (`resolve_kind`, module docstring).
     """
     if window is not None and causal:
         window = (window[0], 0)
@@ -177,9 +312,15 @@ def backward(
          | lse.data_ptr()) & 15
     )  # fmt: skip
     forced = _env() if tma is None else tma
+    spec = spec_for(
+        q.shape[-1], causal, dtype_name(q.dtype), "bwd", window is not None, softcap is not None
+    )
+    kind = resolve_kind(deterministic, kind, spec)
+    if not need_dq:
+        kind = "split"  # dK/dV alone: the split kind runs just its dK/dV kernel, no atomics
     key = (q.shape, k.shape, q.stride(), k.stride(), v.stride(), do.stride(), out.stride(),
            q.dtype, q.device, causal, config, needs, forced, aligned, window is not None,
-           softcap is not None)  # fmt: skip
+           softcap is not None, kind, kind == "onepass" and _dq_tma())  # fmt: skip
     plan = _plans.get(key)
     if plan is None:
         descriptors = tma if tma is not None else _use_tma(q, k, v, do, forced=forced)
@@ -196,6 +337,7 @@ def backward(
             aligned,
             window is not None,
             softcap is not None,
+            kind,
         )
         if plan.keep and not capturing(q):
             if len(_plans) >= _MAX_PLANS:

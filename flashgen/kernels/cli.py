@@ -28,11 +28,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--family",
-        choices=("portable", "hopper", "decode"),
+        choices=("portable", "hopper", "decode", "onepass"),
         default="portable",
         help="kernel family: the portable Triton kernels, the Hopper (sm_90) warp-specialised "
-        "Gluon forward (head dim 64/128, fp16/bf16; needs a Triton with Gluon), or the split-KV "
-        "decode kernels for queries of 1-16 rows (forward; --causal: a causal offset argument)",
+        "Gluon forward (head dim 64/128, fp16/bf16; needs a Triton with Gluon), the split-KV "
+        "decode kernels for queries of 1-16 rows (forward; --causal: a causal offset argument), "
+        "or the one-pass backward (--direction bwd; the non-deterministic backward kind)",
     )
     parser.add_argument("--path", action="store_true", help="print the cached file's path instead")
 
@@ -61,6 +62,9 @@ def run(args: argparse.Namespace) -> int:
             "softcap",
             file=sys.stderr,
         )
+        return 2
+    if args.family == "onepass" and args.direction != "bwd":
+        print("flashgen kernel: the onepass family is a backward (--direction bwd)", file=sys.stderr)
         return 2
     source = render(spec, args.family)
     if args.path:

@@ -20,6 +20,8 @@ from ..core.spec import KernelSpec
 TEMPLATE_FOR_DIRECTION = {"fwd": "attn_fwd.py.jinja", "bwd": "attn_bwd.py.jinja"}
 # Split-KV decode (flashgen.kernels.decode): forward specs only, its own template.
 DECODE_TEMPLATE = "attn_decode.py.jinja"
+# The one-pass backward (flashgen.kernels.bwd, kind "onepass"): bwd specs without window/softcap.
+ONEPASS_TEMPLATE = "attn_bwd_onepass.py.jinja"
 _TL_DTYPE = {"float16": "tl.float16", "bfloat16": "tl.bfloat16", "float32": "tl.float32"}
 
 
@@ -59,18 +61,27 @@ def family_uri(spec: KernelSpec, family: str = "portable") -> str:
     `attn_decode_...` (e.g. attn_decode_d128_causal_bf16), every other family uses `spec.uri()`."""
     if family == "decode":
         return "attn_decode_" + spec.uri().removeprefix(f"attn_{spec.direction}_")
+    if family == "onepass":
+        return "attn_bwd_onepass_" + spec.uri().removeprefix("attn_bwd_")
     return spec.uri()
 
 
 def render(spec: KernelSpec, family: str = "portable") -> str:
     """The generated source for `spec` (what `flashgen kernel` prints): the portable Triton
-    family, the Hopper Gluon family (`flashgen.kernels.hopper`, forward only) or the split-KV
-    decode family (`flashgen.kernels.decode`, forward without window or softcap)."""
+    family, the Hopper Gluon family (`flashgen.kernels.hopper`, forward only), the split-KV
+    decode family (`flashgen.kernels.decode`, forward without window or softcap) or the
+    one-pass backward (`flashgen.kernels.bwd`, kind "onepass"; backward without window or
+    softcap)."""
     if family == "decode":
         if spec.direction != "fwd" or spec.window or spec.softcap:
             raise ValueError(f"the decode family has no kernel for {spec.uri()}")
         context = {**template_context(spec), "uri": family_uri(spec, family)}
         return _environment().get_template(DECODE_TEMPLATE).render(**context)
+    if family == "onepass":
+        if spec.direction != "bwd" or spec.window or spec.softcap:
+            raise ValueError(f"the one-pass backward has no kernel for {spec.uri()}")
+        context = {**template_context(spec), "uri": family_uri(spec, family)}
+        return _environment().get_template(ONEPASS_TEMPLATE).render(**context)
     if family == "hopper":
         from . import hopper
 
@@ -108,5 +119,5 @@ def load(spec: KernelSpec) -> ModuleType:
 
 
 def load_family(spec: KernelSpec, family: str) -> ModuleType:
-    """`load` for a named kernel family ("portable" or "hopper")."""
+    """`load` for a named kernel family ("portable", "hopper", "decode" or "onepass")."""
     return _load(spec, interpret_mode(), family)

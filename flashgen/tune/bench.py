@@ -169,10 +169,19 @@ def launcher(spec: KernelSpec, cfg: TileConfig, q, k, v, do=None, out=None, lse=
     from ..kernels.bwd import backward
 
     scale = 1.0 / math.sqrt(spec.head_dim)
-    extra = _mask_kwargs(spec, q, k)
+    extra = {**_mask_kwargs(spec, q, k), **_kind_kwargs(spec)}
     return lambda: backward(
         do, q, k, v, out, lse, causal=spec.causal, scale=scale, config=cfg, **extra
     )
+
+
+def _kind_kwargs(spec: KernelSpec) -> dict:
+    """The backward kind a tuning trial times and checks: the default (fast-mode) one, whatever
+    torch's deterministic flag says in the tuning process (`flashgen.tune.space.Space.fits`)."""
+    from .space import tuned_backward_kind
+
+    kind = tuned_backward_kind(spec)
+    return {"kind": kind, "deterministic": kind == "split"}
 
 
 def normalised_err(ours, ref) -> float:
@@ -269,6 +278,7 @@ def _check(spec: KernelSpec, cfg: TileConfig, shape: Shape, device: str, seed: i
         scale=scale,
         config=cfg,
         **_mask_kwargs(spec, q, k),
+        **_kind_kwargs(spec),
     )
     tol = GRAD_TOL[spec.dtype]
     for name, ours, ref in zip(("dq", "dk", "dv"), grads, case["ref_grads"], strict=True):

@@ -34,10 +34,17 @@ class Space:
         self._fits: dict[TileConfig, bool] = {}
 
     def fits(self, cfg: TileConfig) -> bool:
+        """In the candidates and within the device's shared memory. A backward config must fit
+        both backward kinds: the tuner times the kind that runs by default
+        (`flashgen.kernels.bwd.DEFAULT_KIND`, see `flashgen.tune.bench.launcher`) and the
+        deterministic mode runs the split kind with the same record."""
         from ..hardware.sram import fits
 
         if cfg not in self._fits:
-            self._fits[cfg] = cfg in self._candidate_set and bool(fits(self.spec, cfg, self.device))
+            ok = cfg in self._candidate_set and bool(fits(self.spec, cfg, self.device))
+            if ok and self.spec.direction == "bwd":
+                ok = bool(fits(self.spec, cfg, self.device, tuned_backward_kind(self.spec)))
+            self._fits[cfg] = ok
         return self._fits[cfg]
 
     def prune_reason(self, cfg: TileConfig) -> str | None:
@@ -59,6 +66,14 @@ class Space:
 
     def suggest(self, trial) -> TileConfig:
         return TileConfig(**{p: trial.suggest_categorical(p, self.choices[p]) for p in PARAMS})
+
+
+def tuned_backward_kind(spec: KernelSpec) -> str:
+    """The backward kind the tuner times for a bwd spec: the one a call runs when determinism
+    is not asked for (`flashgen.kernels.bwd.resolve_kind` with deterministic=False)."""
+    from ..kernels.bwd import resolve_kind
+
+    return resolve_kind(False, None, spec)
 
 
 def model_ranked(task: Task, device, configs: Sequence[TileConfig], k: int) -> list[TileConfig]:

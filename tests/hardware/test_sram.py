@@ -88,6 +88,45 @@ def test_backward_dq_kernel_budget():
     }
 
 
+def test_onepass_backward_budget():
+    """The one-pass backward (kind "onepass"): the dK/dV kernel's buffers plus the fp32 dQ
+    partial, [block_m, D] x 4 B on the wgmma path (compiled for sm_90 with triton 3.6: 66,560
+    bytes at d64 (64,64,4,2), 264,192 at d128 (128,128,8,2); benchmarks/SRAM.md)."""
+    spec = KernelSpec(128, False, "bfloat16", "bwd")
+    cfg = TileConfig(128, 128, 8, 2)
+    split = sram.kernel_bytes(spec, cfg, SM90)
+    onepass = sram.kernel_bytes(spec, cfg, SM90, "onepass")
+    assert set(onepass) == {"attn_bwd_onepass", "attn_bwd_onepass_tma"}
+    assert onepass["attn_bwd_onepass"] == split["attn_bwd_dkdv"] + 128 * 128 * 4
+    assert fits(spec, cfg, H200) and not fits(spec, cfg, H200, "onepass")
+    # one stage: the buffers are shared, nothing added; mma v2 (32 rows): 3 x rows x D x 2 B
+    one = TileConfig(64, 64, 4, 1)
+    assert (
+        sram.kernel_bytes(spec, one, SM90, "onepass")["attn_bwd_onepass"]
+        == (sram.kernel_bytes(spec, one, SM90)["attn_bwd_dkdv"])
+    )
+    small = TileConfig(32, 64, 4, 2)
+    assert sram.kernel_bytes(spec, small, SM90, "onepass")["attn_bwd_onepass"] == (
+        sram.kernel_bytes(spec, small, SM90)["attn_bwd_dkdv"] + 3 * 32 * 128 * 2
+    )
+    assert set(sram.kernel_bytes(spec, cfg, SM80, "onepass")) == {"attn_bwd_onepass"}
+
+
+def test_config_for_kind_keeps_fitting_configs_and_replaces_the_rest():
+    from flashgen.hardware.tiles import config_for_kind
+
+    spec = KernelSpec(128, False, "bfloat16", "bwd")
+    big, fitting = TileConfig(128, 128, 8, 2), TileConfig(64, 64, 4, 2)
+    assert config_for_kind(spec, big, H200, "split") == big
+    assert config_for_kind(spec, fitting, H200, "onepass") == fitting
+    chosen = config_for_kind(spec, big, H200, "onepass")
+    assert chosen != big and fits(spec, chosen, H200, "onepass")
+    for gpu in KNOWN_GPUS.values():  # every GPU gets a fitting one-pass config
+        for d in (64, 128, 256):
+            s = KernelSpec(d, True, "float16", "bwd")
+            assert fits(s, config_for_kind(s, big, gpu, "onepass"), gpu, "onepass")
+
+
 def test_hopper_budgets_the_tma_and_the_pointer_kernel():
     spec = fwd()
     assert set(sram.kernel_bytes(spec, TileConfig(64, 64, 4, 2), SM90)) == {
@@ -207,6 +246,7 @@ AOT_JOBS = [
     ((64, False, "float16", "fwd"), (32, 64, 2, 3), 90),  # Ampere path on Hopper
     ((128, False, "float16", "fwd"), (128, 64, 4, 4), 80),  # A100: 3 x 32768 + 32768 fits
     ((64, True, "float16", "bwd"), (64, 64, 4, 2), 90),
+    ((64, False, "float16", "onepass"), (64, 64, 4, 2), 90),  # the one-pass backward kind
 ]
 _AOT_SCRIPT = """
 import json, sys
@@ -249,10 +289,12 @@ def test_model_never_underestimates_the_compiler():
     limits = {90: H200, 80: A100}
     for (spec_t, cfg_t, cap), result in zip(AOT_JOBS, results, strict=True):
         assert "error" not in result, result
-        spec, cfg, device = KernelSpec(*spec_t), TileConfig(*cfg_t), limits[cap]
-        model = sram.kernel_bytes(spec, cfg, device.capability)
+        kind = "onepass" if spec_t[3] == "onepass" else "split"
+        spec = KernelSpec(*spec_t[:3], "bwd" if kind == "onepass" else spec_t[3])
+        cfg, device = TileConfig(*cfg_t), limits[cap]
+        model = sram.kernel_bytes(spec, cfg, device.capability, kind)
         assert set(model) == set(result["per_kernel"])
         for name, actual in result["per_kernel"].items():
             assert actual <= model[name] <= actual + 8192, (spec.uri(), cfg, name)
         compiler_fits = max(result["per_kernel"].values()) <= device.smem_optin_bytes
-        assert fits(spec, cfg, device) == compiler_fits, (spec.uri(), cfg)
+        assert fits(spec, cfg, device, kind) == compiler_fits, (spec.uri(), cfg)

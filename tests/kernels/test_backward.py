@@ -77,9 +77,11 @@ def assert_grads_close(got, q, k, v, do, *, causal, scale=None, names=("dq", "dk
 
 
 def kernel_grads(
-    q, k, v, do, *, causal, scale=None, config=SMALL, needs=(True, True, True), tma=None
-):
-    """Backward alone, fed the float64 reference's out/lse cast per the forward contract."""
+    q, k, v, do, *, causal, scale=None, config=SMALL, needs=(True, True, True), tma=None,
+    kind="split",
+):  # fmt: skip
+    """Backward alone, fed the float64 reference's out/lse cast per the forward contract.
+    `kind`: the backward kind (tests/kernels/test_backward_onepass.py runs "onepass")."""
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     _, out, lse = reference_grads(q, k, v, do, causal=causal, scale=scale)
     return backward(
@@ -94,6 +96,8 @@ def kernel_grads(
         config=config,
         needs=needs,
         tma=tma,
+        deterministic=kind == "split",
+        kind=kind,
     )
 
 

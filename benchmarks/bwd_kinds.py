@@ -1,0 +1,363 @@
+"""The two backward kinds on a GPU: correctness against float64, bit equality, and speed next to
+SDPA's cuDNN and FA2 backends.
+
+Run on the GPU machine from the checkout (torch, triton, jinja2; no database is read: every
+flashgen launch gets an explicit config):
+
+    PYTHONPATH=. python3 benchmarks/bwd_kinds.py [--out DIR] [--budget S] [--grid anchors|probe]
+        [--configs BM,BN,W,S ...] [--rep MS]
+
+1. Correctness (bf16, real tensor cores): dQ/dK/dV of both kinds ("split": the deterministic
+   two-kernel backward; "onepass": one pass with fp32 dQ atomics; its TMA build with element
+   atomics and with TMA reduce-add) against float64 autograd, on ragged GQA shapes, causal
+   both ways, head dims 64 and 128; bound 3x PyTorch's own bf16 error plus 8e-3 of the
+   gradient's size (as tests/kernels/test_backward.py). Bit equality: the split kind twice
+   under torch.use_deterministic_algorithms(True) must give identical bits; how often onepass
+   differs is reported.
+2. Speed (bf16): backward alone for each kind and config (flashgen's own forward output), and
+   forward+backward: flashgen forward (plain Triton, fixed config per head dim/causal) + each
+   backward, cuDNN and FA2 (SDPA backends) forward+backward; median of
+   triton.testing.do_bench (L2 flushed). TFLOP/s: forward 4*B*Hq*N^2*D, backward 2.5x that,
+   halved when causal.
+
+Kernels are compiled first in a pool of worker processes (on-disk Triton cache), so the main
+process only times. Results go to <out>/bwd_kinds.json, rewritten after every shape; shapes
+stop once --budget seconds have passed. Exit status 1 if a correctness check failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+GRIDS = {
+    # (B, Hq, Hkv, N, D): the issue's grid (head dims 64/128, N 1k/4k/16k) and GQA 32/8
+    "anchors": [
+        (16, 16, 16, 1024, 128),
+        (4, 16, 16, 4096, 128),
+        (1, 16, 16, 16384, 128),
+        (16, 32, 32, 1024, 64),
+        (4, 32, 32, 4096, 64),
+        (1, 32, 32, 16384, 64),
+        (16, 32, 8, 1024, 128),
+        (4, 32, 8, 4096, 128),
+        (1, 32, 8, 16384, 128),
+    ],
+    "probe": [(4, 16, 16, 4096, 128), (4, 32, 32, 4096, 64), (4, 32, 8, 4096, 128)],
+}
+# Forward configs (plain Triton forward), the best of earlier runs (benchmarks/gpu_check_bwd.py).
+FWD_CFG = {(128, False): (128, 64, 4, 2), (128, True): (64, 64, 4, 3)}
+FWD_CFG.update({(64, False): (128, 64, 8, 3), (64, True): (64, 64, 4, 3)})
+# Split-kind configs: the H200 defaults table's winners (flashgen/hardware/tiles.py).
+SPLIT_CFG = {(64, False): (64, 64, 4, 3), (64, True): (64, 64, 4, 2)}
+SPLIT_CFG.update({(128, False): (128, 128, 8, 2), (128, True): (64, 64, 4, 2)})
+# One-pass configs per head dim (the best of the first run, benchmarks/RESULTS.md, and neighbours)
+ONEPASS_CFGS = {
+    64: [(64, 64, 4, 2), (64, 128, 8, 2), (64, 64, 4, 3)],
+    128: [(64, 128, 8, 2), (128, 64, 8, 2), (64, 128, 8, 3)],
+}
+DQTMA_CFGS = {64: [(64, 64, 4, 2)], 128: [(64, 128, 8, 2)]}
+# variant name -> (kind, tma build, dQ by TMA reduce)
+VARIANTS = {
+    "split": ("split", None, False),
+    "onepass": ("onepass", None, False),
+    "onepass_ptr": ("onepass", False, False),
+    "onepass_dqtma": ("onepass", True, True),
+}
+
+
+def _device():
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"  # cpu: the interpreter (smoke runs)
+
+
+def _sync():
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def _inputs(b, hq, hkv, sq, sk, d, seed=0):
+    import torch
+
+    device = _device()
+
+    gen = torch.Generator().manual_seed(seed)
+    shapes = ((b, hq, sq, d), (b, hkv, sk, d), (b, hkv, sk, d), (b, hq, sq, d))
+    return [torch.randn(*s, generator=gen).to(device).to(torch.bfloat16) for s in shapes]
+
+
+def _backward(variant, do, q, k, v, out, lse, causal, cfg):
+    from flashgen.core.config import TileConfig
+    from flashgen.kernels.bwd import backward
+
+    kind, tma, dq_tma = VARIANTS[variant]
+    os.environ["FLASHGEN_BWD_DQ_TMA"] = "1" if dq_tma else "0"
+    scale = 1.0 / math.sqrt(q.shape[-1])
+    return backward(
+        do, q, k, v, out, lse, causal=causal, scale=scale, config=TileConfig(*cfg),
+        tma=tma, deterministic=(kind == "split"), kind=kind,
+    )  # fmt: skip
+
+
+def _forward(q, k, v, causal):
+    from flashgen.core.config import TileConfig
+    from flashgen.kernels.fwd import forward
+
+    cfg = TileConfig(*FWD_CFG[(q.shape[-1], causal)])
+    return forward(q, k, v, causal=causal, scale=None, config=cfg)
+
+
+def check(case):
+    """One correctness case in a worker: errors against float64 and the verdict."""
+    import torch
+
+    from flashgen.kernels.reference import attention_ref, sdpa_same_dtype
+
+    variant, (b, hq, hkv, sq, sk, d), causal, cfg = case
+    q, k, v, do = _inputs(b, hq, hkv, sq, sk, d, seed=1)
+    try:
+        out, lse = _forward(q, k, v, causal)
+        got = _backward(variant, do, q, k, v, out, lse, causal, cfg)
+        _sync()
+    except Exception as exc:
+        return dict(case=repr(case), ok=False, error=f"{type(exc).__name__}: {exc}"[:400])
+    leaves = [t.detach().double().requires_grad_() for t in (q, k, v)]
+    attention_ref(*leaves, causal=causal)[0].backward(do.double())
+    half = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+    sdpa_same_dtype(*half, causal=causal).backward(do)
+    ok, errs = True, {}
+    for i, name in enumerate(("dq", "dk", "dv")):
+        ref = leaves[i].grad
+        err = (got[i].double() - ref).abs().max().item()
+        bound = 3.0 * (half[i].grad.double() - ref).abs().max().item()
+        bound += 8e-3 * max(1.0, ref.abs().max().item())
+        errs[name] = [round(err, 5), round(bound, 5)]
+        ok = ok and bool(torch.isfinite(got[i]).all()) and err <= bound
+    return dict(case=repr(case), ok=ok, errors=errs)
+
+
+def warm(job):
+    """Compile one (variant, spec, config) in a worker by running it once on a small shape with
+    the same integer specialisation as the timed shapes (lengths and heads as given)."""
+    variant, hq, hkv, d, causal, cfg = job
+    try:
+        q, k, v, do = _inputs(1, hq, hkv, 1024, 1024, d)
+        out, lse = _forward(q, k, v, causal)
+        _backward(variant, do, q, k, v, out, lse, causal, cfg)
+        _sync()
+        return None
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"[:300]
+
+
+def determinism():
+    """Bits of two runs per kind, bf16 GQA causal 2x8/2x1000x128."""
+    import torch
+
+    q, k, v, do = _inputs(2, 8, 2, 1000, 1000, 128, seed=3)
+    out, lse = _forward(q, k, v, True)
+    report = {}
+    for variant, cfg in (("split", SPLIT_CFG[(128, True)]), ("onepass", ONEPASS_CFGS[128][0])):
+        runs = [_backward(variant, do, q, k, v, out, lse, True, cfg) for _ in range(3)]
+        same = [all(torch.equal(a, b) for a, b in zip(runs[0], r, strict=True)) for r in runs[1:]]
+        report[variant] = same
+    torch.use_deterministic_algorithms(True)
+    try:
+        from flashgen.core.config import TileConfig
+        from flashgen.kernels.bwd import backward
+
+        scale = 128**-0.5
+        cfg = TileConfig(*SPLIT_CFG[(128, True)])
+        runs = [
+            backward(do, q, k, v, out, lse, causal=True, scale=scale, config=cfg) for _ in range(3)
+        ]
+        same = [all(torch.equal(a, b) for a, b in zip(runs[0], r, strict=True)) for r in runs[1:]]
+        report["use_deterministic_algorithms"] = same
+    finally:
+        torch.use_deterministic_algorithms(False)
+    return report
+
+
+def tflops(b, hq, n, d, causal, factor):
+    flops = 4.0 * b * hq * n * n * d * factor * (0.5 if causal else 1.0)
+    return lambda ms: flops / (ms * 1e-3) / 1e12
+
+
+def time_shape(shape, causal, configs, rep):
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from triton.testing import do_bench
+
+    b, hq, hkv, n, d = shape
+    q, k, v, do = _inputs(b, hq, hkv, n, n, d, seed=2)
+    out, lse = _forward(q, k, v, causal)
+    row = dict(shape=list(shape), causal=causal, bwd={}, fwdbwd={})
+    fwd_ms = do_bench(lambda: _forward(q, k, v, causal), warmup=5, rep=rep, return_mode="median")
+    row["flashgen_fwd_ms"] = fwd_ms
+    bwd_tf = tflops(b, hq, n, d, causal, 2.5)
+    for variant, cfg in configs:
+        name = f"{variant}{tuple(cfg)}"
+        try:
+            ms = do_bench(
+                lambda variant=variant, cfg=cfg: _backward(
+                    variant, do, q, k, v, out, lse, causal, cfg
+                ),
+                warmup=5,
+                rep=rep,
+                return_mode="median",
+            )
+        except Exception as exc:
+            row["bwd"][name] = f"{type(exc).__name__}"
+            continue
+        row["bwd"][name] = dict(ms=round(ms, 4), tflops=round(bwd_tf(ms), 1))
+    leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+    gqa = hq != hkv
+    for label, backend in (
+        ("cudnn", SDPBackend.CUDNN_ATTENTION),
+        ("fa2", SDPBackend.FLASH_ATTENTION),
+    ):
+
+        def run(backend=backend, leaves=leaves):
+            with sdpa_kernel(backend):
+                o = F.scaled_dot_product_attention(*leaves, is_causal=causal, enable_gqa=gqa)
+            o.backward(do)
+
+        try:
+            ms = do_bench(run, warmup=5, rep=rep, return_mode="median")
+            row["fwdbwd"][label] = round(ms, 4)
+        except Exception as exc:
+            row["fwdbwd"][label] = f"{type(exc).__name__}: {exc}"[:200]
+    for name, value in row["bwd"].items():
+        if isinstance(value, dict):
+            row["fwdbwd"]["flashgen " + name] = round(fwd_ms + value["ms"], 4)
+    cudnn = row["fwdbwd"].get("cudnn")
+    if isinstance(cudnn, float):
+        row["vs_cudnn"] = {
+            key: round(cudnn / ms, 3) for key, ms in row["fwdbwd"].items() if isinstance(ms, float)
+        }
+    del leaves
+    torch.cuda.empty_cache()
+    return row
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", default=os.environ.get("OUT", "."), help="result directory")
+    parser.add_argument("--budget", type=float, default=50.0, help="seconds for the whole run")
+    parser.add_argument("--grid", choices=sorted(GRIDS), default="probe")
+    parser.add_argument("--causal", choices=("both", "yes", "no"), default="both")
+    parser.add_argument("--variants", default="split,onepass,onepass_dqtma")
+    parser.add_argument("--configs", nargs="*", help="onepass configs BM,BN,W,S (all head dims)")
+    parser.add_argument("--rep", type=int, default=40, help="do_bench rep (ms)")
+    parser.add_argument("--no-check", action="store_true", help="skip correctness")
+    parser.add_argument("--workers", type=int, default=12)
+    args = parser.parse_args(argv)
+    start = time.time()
+    os.makedirs(args.out, exist_ok=True)
+    path = os.path.join(args.out, "bwd_kinds.json")
+    given = [tuple(int(x) for x in c.split(",")) for c in args.configs or []]
+    variants = args.variants.split(",")
+    causals = {"both": (False, True), "yes": (True,), "no": (False,)}[args.causal]
+    shapes = GRIDS[args.grid]
+
+    def timed(d, causal):
+        """(variant, config) pairs timed for head dim d."""
+        out = []
+        for variant in variants:
+            if variant == "split":
+                out.append((variant, SPLIT_CFG[(d, causal)]))
+            elif variant == "onepass_dqtma":
+                out += [(variant, cfg) for cfg in given or DQTMA_CFGS[d]]
+            else:
+                out += [(variant, cfg) for cfg in given or ONEPASS_CFGS[d]]
+        return out
+
+    result = dict(started=time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), rows=[])
+    import torch
+    import triton
+
+    result["env"] = dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__,
+                         triton=triton.__version__)  # fmt: skip
+    checks = []
+    if not args.no_check:
+        for variant in ("split", "onepass", "onepass_ptr", "onepass_dqtma"):
+            for causal in (False, True):
+                for d in (64, 128):
+                    checks.append((variant, (2, 8, 2, 333, 301, d), causal, (64, 64, 4, 2)))
+        checks.append(("onepass", (1, 4, 4, 501, 501, 64), True, (128, 128, 8, 2)))
+    heads = sorted({(s[1], s[2], s[4]) for s in shapes})
+    jobs = []
+    for hq, hkv, d in heads:
+        for causal in causals:
+            for variant, cfg in timed(d, causal):
+                jobs.append((variant, hq, hkv, d, causal, cfg))
+    ctx = __import__("multiprocessing").get_context("spawn")
+    failed = 0
+    with ProcessPoolExecutor(args.workers, mp_context=ctx) as pool:
+        warm_futs = [(job, pool.submit(warm, job)) for job in jobs]
+        check_futs = [pool.submit(check, c) for c in checks]
+        result["checks"] = [f.result() for f in check_futs]
+        result["warm_errors"] = {repr(j): e for j, f in warm_futs if (e := f.result())}
+    failed = sum(not c["ok"] for c in result["checks"])
+    print(f"[{time.time() - start:.0f}s] checks: {len(checks) - failed}/{len(checks)} ok")
+    for c in result["checks"]:
+        print("  ", "ok " if c["ok"] else "BAD", c["case"], c.get("errors") or c.get("error"))
+    for j, e in result["warm_errors"].items():
+        print("   compile/launch failed:", j, e)
+    result["determinism"] = determinism()
+    print("determinism (bit-identical reruns):", result["determinism"])
+    with open(path, "w") as fh:
+        json.dump(result, fh, indent=1)
+    for shape in shapes:
+        for causal in causals:
+            if time.time() - start > args.budget:
+                print("budget reached: remaining shapes skipped")
+                break
+            row = time_shape(shape, causal, timed(shape[4], causal), args.rep)
+            result["rows"].append(row)
+            print(f"[{time.time() - start:.0f}s] {shape} causal={causal} fwd+bwd vs cuDNN:",
+                  json.dumps(row.get("vs_cudnn")), "bwd:", json.dumps(row["bwd"]))  # fmt: skip
+            with open(path, "w") as fh:
+                json.dump(result, fh, indent=1)
+    summary = summarise(result["rows"])
+    result["summary"] = summary
+    with open(path, "w") as fh:
+        json.dump(result, fh, indent=1)
+    print("summary:", json.dumps(summary))
+    return 1 if failed else 0
+
+
+def summarise(rows):
+    """Per variant family (split, onepass, onepass_dqtma, fa2): the best config's fwd+bwd
+    ratio to cuDNN per row, their geometric mean and minimum."""
+    best: dict[str, list[float]] = {}
+    for row in rows:
+        per: dict[str, float] = {}
+        for key, ratio in row.get("vs_cudnn", {}).items():
+            family = key.removeprefix("flashgen ").split("(")[0]
+            per[family] = max(per.get(family, 0.0), ratio)
+        for family, ratio in per.items():
+            best.setdefault(family, []).append(ratio)
+    return {
+        family: dict(
+            geomean=round(math.exp(sum(math.log(r) for r in rs) / len(rs)), 3),
+            min=min(rs),
+            n=len(rs),
+        )
+        for family, rs in best.items()
+    }
+
+
+if __name__ == "__main__":
+    sys.exit(main())
