@@ -64,7 +64,9 @@ def run(args: argparse.Namespace) -> int:
         )
         return 2
     if args.family == "onepass" and args.direction != "bwd":
-        print("flashgen kernel: the onepass family is a backward (--direction bwd)", file=sys.stderr)
+        print(
+            "flashgen kernel: the onepass family is a backward (--direction bwd)", file=sys.stderr
+        )
         return 2
     source = render(spec, args.family)
     if args.path:
