@@ -19,6 +19,10 @@ SUBCOMMANDS = {
         "search tile configs per GPU and shape; write the tuning database",
     ),
     "db": ("flashgen.db.cli", "show, export, import and merge tuning databases"),
+    "bench": (
+        "flashgen.bench.cli",
+        "time flashgen, the SDPA backends and FlexAttention side by side (needs a GPU)",
+    ),
 }
 
 

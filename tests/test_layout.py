@@ -20,6 +20,7 @@ ALLOWED = {
     "runtime": {"core", "hardware", "db", "kernels", "runtime"},
     "tune": {"core", "hardware", "db", "kernels", "runtime", "tune"},
     "compile": {"core", "hardware", "kernels", "runtime", "compile", "top"},
+    "bench": {"core", "hardware", "kernels", "runtime", "bench", "top"},
 }
 TOP_MODULES = {"__init__", "ops", "cli"}
 # The exceptions left (README): the launchers ask the run-time choice for a config when the caller

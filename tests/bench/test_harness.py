@@ -1,0 +1,95 @@
+"""The benchmark harness at tiny sizes in the interpreter: cases, the chunked float64 reference,
+checks that catch a wrong implementation, and one benchmarked case end to end."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from flashgen.bench import harness
+from flashgen.bench.harness import Case
+from flashgen.kernels.reference import attention_ref
+
+
+def test_case_validates_and_counts_flops():
+    case = Case(2, 8, 2, 100, 64, True, "float16")
+    assert case.flops("fwd") == 4 * 2 * 8 * 100 * 100 * 64 / 2
+    assert case.flops("fwd_bwd") == 3.5 * case.flops("fwd")
+    assert case.label() == "B2 H8/2 N100 D64 causal float16"
+    with pytest.raises(ValueError, match="multiple of hkv"):
+        Case(1, 6, 4, 10, 64, False)
+    with pytest.raises(ValueError, match="dtype"):
+        Case(1, 4, 4, 10, 64, False, "int8")
+    with pytest.raises(ValueError, match="seq"):
+        Case(1, 4, 4, 0, 64, False)
+
+
+def test_case_grid_keeps_tokens_per_batch():
+    cases = harness.case_grid(head_dims=[64], seqs=[1024, 4096, 16384], causal=[True],
+                              dtypes=["bfloat16"], heads=[(32, 8)], batch_tokens=8192)  # fmt: skip
+    assert [(c.batch, c.seq) for c in cases] == [(8, 1024), (2, 4096), (1, 16384)]
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_chunked_reference_matches_float64_autograd(causal):
+    case = Case(2, 6, 2, 37, 16, causal, "float32")
+    inputs = harness.make_inputs(case, "cpu", seed=3)
+    out, dq, dk, dv = harness.reference(case, inputs, backward=True, chunk=8)
+    q, k, v, do = inputs
+    leaves = [t[:1].double().requires_grad_() for t in (q, k, v)]
+    ref, _ = attention_ref(*leaves, causal=causal)
+    ref.backward(do[:1].double())
+    group = case.hq // case.hkv
+    torch.testing.assert_close(out, ref[0, :group].detach())
+    torch.testing.assert_close(dq, leaves[0].grad[0, :group])
+    torch.testing.assert_close(dk, leaves[1].grad[0, 0])
+    torch.testing.assert_close(dv, leaves[2].grad[0, 0])
+
+
+def test_check_catches_a_wrong_output_and_gradient():
+    case = Case(1, 2, 1, 20, 16, True, "float32")
+    inputs = harness.make_inputs(case, "cpu")
+    ref = harness.reference(case, inputs, backward=True)
+    _, got = harness.runner("sdpa_math", case, "fwd_bwd", inputs)
+    ok, errors = harness.check(case, got, ref)
+    assert ok and set(errors) == {"out", "dq", "dk", "dv"} and max(errors.values()) < 1e-5
+    bad = list(got)
+    bad[2] = got[2].clone()
+    bad[2][0, 0, 5] += 0.1  # one key row of dK off
+    ok, errors = harness.check(case, bad, ref)
+    assert not ok and errors["dk"] > 1e-2
+
+
+def test_bench_case_times_checks_and_skips(monkeypatch):
+    case = Case(1, 4, 2, 33, 16, True, "float32")
+    seen = []
+    rows = harness.bench_case(
+        case, ["fwd", "fwd_bwd"], ["flashgen", "sdpa_math", "sdpa_efficient"], device="cpu",
+        timer=harness.wall_timer(1), rounds=1, on_row=seen.append,
+    )  # fmt: skip
+    assert len(rows) == len(seen) == 6
+    by = {(r.mode, r.impl): r for r in rows}
+    for mode in ("fwd", "fwd_bwd"):
+        for impl in ("flashgen", "sdpa_math"):
+            row = by[(mode, impl)]
+            assert row.ok is True and row.ms > 0 and row.tflops > 0, row
+        skipped = by[(mode, "sdpa_efficient")]  # no such kernel on the CPU
+        assert skipped.ms is None and skipped.ok is None and skipped.note
+    assert set(by[("fwd_bwd", "flashgen")].errors) == {"out", "dq", "dk", "dv"}
+    assert harness.fastest_other(rows, by[("fwd", "flashgen")]).impl == "sdpa_math"
+    flat = by[("fwd", "flashgen")].flat()
+    assert flat["seq"] == 33 and flat["impl"] == "flashgen" and flat["max_rel_err"] < 1e-4
+
+
+def test_bench_case_marks_a_wrong_implementation(monkeypatch):
+    real = harness.attention_fn
+
+    def broken(impl, case):
+        fn = real("sdpa_math", case)
+        return (lambda q, k, v: fn(q, k, v) * 1.01) if impl == "flashgen" else fn
+
+    monkeypatch.setattr(harness, "attention_fn", broken)
+    case = Case(1, 2, 2, 16, 16, False, "float32")
+    rows = harness.bench_case(case, ["fwd"], ["flashgen", "sdpa_math"], device="cpu",
+                              timer=harness.wall_timer(1), rounds=1)  # fmt: skip
+    assert [r.ok for r in rows] == [False, True]
