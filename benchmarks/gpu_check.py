@@ -186,26 +186,26 @@ def _worker_init() -> None:
 
 
 def bench_ms(fn, rep: int = 40) -> float:
-    import triton.testing
+    from flashgen.bench.harness import gpu_timer
 
-    return triton.testing.do_bench(fn, warmup=10, rep=rep, return_mode="median")
+    return gpu_timer(rep, warmup_ms=10)(fn)
 
 
 def time_shape(shape, causal: bool, usable: list) -> dict:
     """All usable configs for one anchor shape, then the best re-timed next to SDPA."""
     import torch
-    import torch.nn.functional as F
-    from torch.nn.attention import SDPBackend, sdpa_kernel
 
+    from flashgen.bench import harness
     from flashgen.core.config import TileConfig
     from flashgen.kernels.fwd import forward, use_tma
 
     b, h, n, d = shape
-    flops = 4 * b * h * n * n * d / (2 if causal else 1)
+    flops = harness.attention_flops(b, h, n, n, d, causal)
     q, k, v = (torch.randn(b, h, n, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
 
     def tflops(ms):
-        return None if ms is None else round(flops / (ms * 1e-3) / 1e12, 1)
+        value = harness.tflops(flops, ms)
+        return None if value is None else round(value, 1)
 
     rows = []
     for cfg in usable:
@@ -240,14 +240,11 @@ def time_shape(shape, causal: bool, usable: list) -> dict:
             result["best_pointer_kernel"] = dict(error=f"{type(exc).__name__}: {exc}"[:300])
         finally:
             os.environ.pop("FLASHGEN_FWD_TMA", None)
-    for name, backend in (("sdpa_cudnn", "CUDNN_ATTENTION"), ("sdpa_flash", "FLASH_ATTENTION")):
+    for name in ("sdpa_cudnn", "sdpa_flash"):
         try:
-            with sdpa_kernel(getattr(SDPBackend, backend)):
-                reps = [
-                    bench_ms(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal), 100)
-                    for _ in range(3)
-                ]
-            ms = statistics.median(reps)
+            ms = harness.gpu_timer(100, repeats=3, warmup_ms=10)(
+                lambda name=name: harness.sdpa(name, q, k, v, causal=causal)
+            )
             result[name] = dict(ms=ms, tflops=tflops(ms))
         except Exception as exc:
             result[name] = dict(error=f"{type(exc).__name__}: {exc}"[:300])

@@ -263,29 +263,24 @@ def _worker_init(smoke: bool) -> None:
 
 
 def bench_ms(fn, rep: int = 30, grad_to_none=None) -> float:
-    if SMOKE["on"]:
-        t0 = time.perf_counter()
-        fn()
-        return (time.perf_counter() - t0) * 1e3
-    import triton.testing
+    from flashgen.bench.harness import gpu_timer, wall_timer
 
-    return triton.testing.do_bench(
-        fn, warmup=5, rep=rep, grad_to_none=grad_to_none, return_mode="median"
-    )
+    if SMOKE["on"]:
+        return wall_timer(1)(fn)
+    return gpu_timer(rep, warmup_ms=5)(fn, grad_to_none=grad_to_none)
 
 
 def time_shape(shape, causal: bool, usable: list) -> dict:
     """Every usable backward config for one anchor shape, then the best re-timed next to SDPA."""
     import torch
-    import torch.nn.functional as F
-    from torch.nn.attention import SDPBackend, sdpa_kernel
 
+    from flashgen.bench import harness
     from flashgen.core.config import TileConfig
     from flashgen.kernels.bwd import backward
     from flashgen.kernels.fwd import forward
 
     b, h, n, d = shape
-    fwd_flops = 4 * b * h * n * n * d / (2 if causal else 1)
+    fwd_flops = harness.attention_flops(b, h, n, n, d, causal)
     q, k, v, do = (torch.randn(b, h, n, d, device=device(), dtype=torch.bfloat16) for _ in range(4))
     scale = 1.0 / math.sqrt(d)
     fwd_cfg = TileConfig(*FWD_CFG[d, causal])
@@ -335,15 +330,15 @@ def time_shape(shape, causal: bool, usable: list) -> dict:
             result["best_pointer_build"] = dict(error=f"{type(exc).__name__}: {exc}"[:300])
     qg, kg, vg = (t.detach().clone().requires_grad_() for t in (q, k, v))
 
-    def sdpa_fwd_bwd():
-        F.scaled_dot_product_attention(qg, kg, vg, is_causal=causal).backward(do)
+    for name in ("sdpa_cudnn", "sdpa_flash"):
 
-    for name, backend in (("sdpa_cudnn", "CUDNN_ATTENTION"), ("sdpa_flash", "FLASH_ATTENTION")):
+        def sdpa_fwd_bwd(name=name):
+            harness.sdpa(name, qg, kg, vg, causal=causal).backward(do)
+
         try:
-            with sdpa_kernel(getattr(SDPBackend, backend)):
-                ms = statistics.median(
-                    bench_ms(sdpa_fwd_bwd, 100, grad_to_none=[qg, kg, vg]) for _ in range(3)
-                )
+            ms = statistics.median(
+                bench_ms(sdpa_fwd_bwd, 100, grad_to_none=[qg, kg, vg]) for _ in range(3)
+            )
             result[name] = dict(fwd_bwd_ms=ms, fwd_bwd_tflops=tflops(ms))
         except Exception as exc:
             result[name] = dict(error=f"{type(exc).__name__}: {exc}"[:300])

@@ -15,7 +15,6 @@ import pathlib
 import sys
 
 import torch
-import torch.nn.functional as F
 import triton
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
@@ -145,8 +144,7 @@ def check():
 
 
 def bench():
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
+    from flashgen.bench import harness
     from flashgen.kernels.fwd import forward
 
     os.environ["FLASHGEN_FWD_FAMILY"] = "hopper"
@@ -161,18 +159,13 @@ def bench():
         q = torch.randn(B, H, N, D, device="cuda", dtype=torch.bfloat16)
         k = torch.randn(B, HK, N, D, device="cuda", dtype=torch.bfloat16)
         v = torch.randn(B, HK, N, D, device="cuda", dtype=torch.bfloat16)
-        flops = 4 * B * H * N * N * D / (2 if causal else 1)
+        flops = harness.attention_flops(B, H, N, N, D, causal)
+        timer = harness.gpu_timer(100, warmup_ms=25)
         fns = {}
-        for name, be in (
-            ("cudnn", SDPBackend.CUDNN_ATTENTION),
-            ("fa2", SDPBackend.FLASH_ATTENTION),
-        ):
-
-            def f(be=be, qkv=(q, k, v), causal=causal, gqa=HK != H):
-                with sdpa_kernel(be):
-                    return F.scaled_dot_product_attention(*qkv, is_causal=causal, enable_gqa=gqa)
-
-            fns[name] = f
+        for name, impl in (("cudnn", "sdpa_cudnn"), ("fa2", "sdpa_flash")):
+            fns[name] = lambda impl=impl, qkv=(q, k, v), causal=causal: harness.sdpa(
+                impl, *qkv, causal=causal
+            )
         for cfg in CFGS[D]:
             launch, out, lse = prepare(q, k, v, causal, cfg)
             fns["ws" + str(cfg)] = launch
@@ -185,8 +178,7 @@ def bench():
         for _round in range(3):
             for name, f in fns.items():
                 try:
-                    ms = triton.testing.do_bench(f, warmup=25, rep=100, return_mode="median")
-                    res.setdefault(name, []).append(flops / ms / 1e9)
+                    res.setdefault(name, []).append(harness.tflops(flops, timer(f)))
                 except Exception as e:
                     res.setdefault(name, []).append(None)
                     print(name, "FAIL", repr(e)[:300])

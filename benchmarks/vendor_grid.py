@@ -8,16 +8,16 @@ The bar of issue 15: after `flashgen tune`, every shape of the benchmark grid (h
 SDPA backend, forward and forward+backward. For each shape it times, in one process and
 interleaved over `--rounds` rounds (median of the rounds; each reading a do_bench median with L2
 flushed): the op as users call it (`impl=None`: records and defaults choose), flashgen's own
-kernels (`impl="flashgen"`), and every SDPA backend that accepts the shape. It also reports which
-implementation the op chose and from where (`flashgen.runtime.dispatch.impl_choice`).
+kernels (`impl="flashgen"`), and every SDPA backend that accepts the shape, each output and
+gradient checked against float64 first (`flashgen.bench.harness`, shared with `flashgen bench`;
+exit status 1 when a check fails). It also reports which implementation the op chose and from
+where (`flashgen.runtime.dispatch.impl_choice`).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
-import statistics
 import sys
 
 import torch
@@ -35,33 +35,7 @@ GRID = [
     (1, 32, 8, 16384, 128),
 ]
 SDPA = ("sdpa_cudnn", "sdpa_flash", "sdpa_efficient")
-
-
-def _runner(impl, q, k, v, causal: bool, do, backward: bool):
-    """A no-argument callable: forward (no grad) or forward+backward of one implementation;
-    None when that SDPA backend refuses the shape."""
-    import flashgen
-    from flashgen.runtime.vendor import sdpa
-
-    scale = 1.0 / math.sqrt(q.shape[-1])
-    if impl in SDPA:
-
-        def call(*t):
-            return sdpa(*t, causal=causal, scale=scale, impl=impl)
-
-    else:
-
-        def call(*t):
-            return flashgen.attention(*t, causal=causal, impl=impl)
-
-    leaves = [t.detach().requires_grad_(backward) for t in (q, k, v)]
-    try:
-        call(*leaves)
-    except (RuntimeError, ValueError):
-        return None
-    if not backward:
-        return lambda: call(*leaves)
-    return lambda: torch.autograd.grad(call(*leaves), leaves, do)
+IMPLS = ("op", "flashgen", *SDPA)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -81,50 +55,33 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("needs a CUDA GPU", file=sys.stderr)
         return 2
-    import triton.testing
-
+    from flashgen.bench import harness
     from flashgen.core.spec import KernelSpec
     from flashgen.runtime import dispatch
 
-    dtype = getattr(torch, args.dtype)
+    timer = harness.gpu_timer(args.rep)
     rows = []
     for batch, hq, hkv, n, d in grid:
         for causal in (False, True):
-            gen = torch.Generator(device="cuda").manual_seed(0)
-            q = torch.randn(batch, hq, n, d, generator=gen, device="cuda", dtype=dtype)
-            k = torch.randn(batch, hkv, n, d, generator=gen, device="cuda", dtype=dtype)
-            v = torch.randn(batch, hkv, n, d, generator=gen, device="cuda", dtype=dtype)
-            do = torch.randn_like(q)
+            case = harness.Case(batch, hq, hkv, n, d, causal, args.dtype)
+            measured = harness.bench_case(case, ("fwd", "fwd_bwd"), IMPLS, device="cuda",
+                                          timer=timer, rounds=args.rounds)  # fmt: skip
             row: dict = {"batch": batch, "hq": hq, "hkv": hkv, "seq": n, "head_dim": d,
                          "causal": causal, "dtype": args.dtype}  # fmt: skip
             for direction in ("fwd", "bwd"):
                 spec = KernelSpec(d, causal, args.dtype, direction)
                 impl, ratio, source = dispatch.impl_choice(spec, n, n, True)
                 row[f"choice_{direction}"] = [impl, ratio, source]
-            for mode, backward in (("fwd", False), ("fwd_bwd", True)):
-                runners = {
-                    name: _runner(impl, q, k, v, causal, do, backward)
-                    for name, impl in (("op", None), ("flashgen", "flashgen"))
-                    + tuple((s, s) for s in SDPA)
-                }
-                runners = {name: fn for name, fn in runners.items() if fn is not None}
-                readings: dict[str, list[float]] = {name: [] for name in runners}
-                for _ in range(args.rounds):
-                    for name, fn in runners.items():
-                        readings[name].append(
-                            triton.testing.do_bench(
-                                fn,
-                                warmup=max(1, args.rep // 4),
-                                rep=args.rep,
-                                return_mode="median",
-                            )  # fmt: skip
-                        )
-                ms = {name: statistics.median(r) for name, r in readings.items()}
+            for mode in ("fwd", "fwd_bwd"):
+                ms = {r.impl: r.ms for r in measured if r.mode == mode and r.ms is not None}
                 row[f"{mode}_ms"] = ms
+                row[f"{mode}_checks"] = {r.impl: r.ok for r in measured if r.mode == mode}
                 sdpa_best = min((ms[s], s) for s in SDPA if s in ms)
                 row[f"{mode}_fastest_sdpa"] = sdpa_best[1]
                 row[f"{mode}_op_vs_fastest_sdpa"] = sdpa_best[0] / ms["op"]
                 row[f"{mode}_flashgen_vs_fastest_sdpa"] = sdpa_best[0] / ms["flashgen"]
+            failed = [f"{r.mode} {r.impl}" for r in measured if r.ok is False]
+            row["checks_failed"] = failed
             rows.append(row)
             print(
                 f"B{batch} H{hq}/{hkv} N{n} D{d} causal={causal!s:5} "
@@ -133,15 +90,17 @@ def main(argv: list[str] | None = None) -> int:
                 f"({row['fwd_fastest_sdpa']}), fwd+bwd {row['fwd_bwd_op_vs_fastest_sdpa']:.3f}x "
                 f"({row['fwd_bwd_fastest_sdpa']}); flashgen kernels "
                 f"{row['fwd_flashgen_vs_fastest_sdpa']:.3f}x / "
-                f"{row['fwd_bwd_flashgen_vs_fastest_sdpa']:.3f}x",
+                f"{row['fwd_bwd_flashgen_vs_fastest_sdpa']:.3f}x"
+                + (f"  CHECK FAILED: {failed}" if failed else ""),
                 flush=True,
             )
     worst = {m: min(r[f"{m}_op_vs_fastest_sdpa"] for r in rows) for m in ("fwd", "fwd_bwd")}
     print(f"worst op vs fastest SDPA: fwd {worst['fwd']:.3f}x, fwd+bwd {worst['fwd_bwd']:.3f}x")
     if args.out:
         with open(args.out, "w") as f:
-            json.dump({"rows": rows, "worst": worst}, f, indent=1)
-    return 0
+            meta = harness.run_meta("cuda")
+            json.dump({"meta": meta, "rows": rows, "worst": worst}, f, indent=1)
+    return 1 if any(r["checks_failed"] for r in rows) else 0
 
 
 if __name__ == "__main__":

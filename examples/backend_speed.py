@@ -1,24 +1,23 @@
 """GPU check of the "flashgen" backend on real model blocks: correctness and speed vs Inductor.
 
-    python examples/backend_speed.py --out results.json        # needs CUDA
+    python examples/backend_speed.py --json results.json       # needs CUDA
+    python examples/backend_speed.py --smoke                   # tiny, CPU interpreter (CI)
 
 For each block style (GPT with a tril buffer, Llama GQA with SDPA, Llama with repeat_interleave)
 and each sequence length it compiles the same module with backend="inductor" and with
 backend=flashgen.backend(), compares the outputs and input gradients (and eager bf16's) with a
 float32 copy of the model, reports how many attention sites flashgen replaced, and times forward and
-forward+backward (triton.testing.do_bench, median, L2 flushed). Results go to stdout and, with
---out, to a JSON file; the exit status is 1 when a site was not replaced or flashgen's output or
+forward+backward (triton.testing.do_bench, median, L2 flushed; `flashgen.bench.harness`'s
+timer). Results go to stdout and, with --json, to a JSON file; the exit status is 1 when a site was not replaced or flashgen's output or
 input gradient is off by more than twice eager bf16's own error against a float32 copy.
 """
 
 from __future__ import annotations
 
-import argparse
 import copy
-import json
 import math
-import sys
 
+import common
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -72,25 +71,25 @@ def build(style: str, c: int, tmax: int) -> nn.Module:
     return LlamaAttention(c, c // 64, max(c // 256, 1), repeat=style == "llama_repeat")
 
 
-def run(style: str, t: int, batch: int, c: int, dtype: torch.dtype) -> dict:
-    import triton.testing
-
+def run(style: str, t: int, batch: int, c: int, dtype: torch.dtype, device: str) -> dict:
     import flashgen
+    from flashgen.bench.harness import gpu_timer, wall_timer
     from flashgen.compile import patterns
 
+    timer = gpu_timer(100) if device == "cuda" else wall_timer(1)
     torch.manual_seed(0)
-    reference = build(style, c, max(t, 128)).cuda()  # float32: what every error is against
+    reference = build(style, c, max(t, 128)).to(device)  # float32: what every error is against
     model = copy.deepcopy(reference).to(dtype)
-    x = torch.randn(batch, t, c, device="cuda", dtype=dtype, requires_grad=True)
+    x = torch.randn(batch, t, c, device=device, dtype=dtype, requires_grad=True)
     # A fixed random upstream gradient: O(1) input gradients (a mean-square loss scales them
     # by 1/numel, where every error looks like 1e-9).
-    g = torch.randn(batch, t, c, device="cuda")
+    g = torch.randn(batch, t, c, device=device)
     row: dict = {"style": style, "seq": t, "batch": batch, "width": c, "dtype": str(dtype)}
     before = sum(v for k, v in patterns.counters.items() if k.endswith(".replaced"))
     compiled = {
         "eager": model,
-        "inductor": torch.compile(model, backend="inductor"),
-        "flashgen": torch.compile(model, backend=flashgen.backend()),
+        "inductor": common.compiled(model, "inductor", smoke=device == "cpu"),
+        "flashgen": common.compiled(model, "flashgen", smoke=device == "cpu"),
     }
     xf = x.detach().float().requires_grad_()
     ref = reference(xf)
@@ -102,15 +101,8 @@ def run(style: str, t: int, batch: int, c: int, dtype: torch.dtype) -> dict:
         row[f"{name}_grad_rel_err"] = _rel_err(grad, gref)
         if name == "eager":
             continue
-        row[f"{name}_fwd_ms"] = triton.testing.do_bench(
-            lambda fn=fn: fn(x), warmup=25, rep=100, return_mode="median"
-        )
-        row[f"{name}_fwd_bwd_ms"] = triton.testing.do_bench(
-            lambda fn=fn: torch.autograd.grad(fn(x), x, g.to(dtype)),
-            warmup=25,
-            rep=100,
-            return_mode="median",
-        )
+        row[f"{name}_fwd_ms"] = timer(lambda fn=fn: fn(x))
+        row[f"{name}_fwd_bwd_ms"] = timer(lambda fn=fn: torch.autograd.grad(fn(x), x, g.to(dtype)))
     # flashgen's results may not be much worse than what eager bf16 itself gets wrong.
     row["ok"] = all(
         row[f"flashgen_{k}"] <= 2 * row[f"eager_{k}"] + 1e-3 for k in ("rel_err", "grad_rel_err")
@@ -128,22 +120,21 @@ def _rel_err(got: torch.Tensor, want: torch.Tensor) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = common.base_parser(__doc__)
     ap.add_argument("--styles", default="gpt,llama_sdpa,llama_repeat")
     ap.add_argument("--seqs", default="512,2048")
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--width", type=int, default=1024, help="model width; head dim is 64")
     ap.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16"])
-    ap.add_argument("--out", default=None, help="write the rows as JSON here")
     args = ap.parse_args(argv)
-    if not torch.cuda.is_available():
-        print("needs a CUDA GPU", file=sys.stderr)
-        return 2
-    dtype = getattr(torch, args.dtype)
+    if args.smoke:
+        args.seqs, args.batch, args.width = "24", 1, 128
+    device = common.setup(args)
+    dtype = torch.float32 if device == "cpu" else getattr(torch, args.dtype)
     rows = []
     for style in args.styles.split(","):
         for t in (int(s) for s in args.seqs.split(",")):
-            row = run(style, t, args.batch, args.width, dtype)
+            row = run(style, t, args.batch, args.width, dtype, device)
             rows.append(row)
             print(
                 f"{style:13s} T={t:5d} replaced={row['replaced']} ok={row['ok']} "
@@ -155,9 +146,7 @@ def main(argv: list[str] | None = None) -> int:
                 "(flashgen/inductor)",
                 flush=True,
             )
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(rows, f, indent=1)
+    common.write_json(args.json, {"rows": rows})
     return 0 if all(r["ok"] and r["replaced"] for r in rows) else 1
 
 

@@ -81,9 +81,32 @@ class Case:
         return f"B{self.batch} H{gqa} N{self.seq} D{self.head_dim} {mask} {self.dtype}"
 
     def flops(self, mode: str) -> float:
-        fwd = 4.0 * self.batch * self.hq * self.seq * self.seq * self.head_dim
-        fwd /= 2 if self.causal else 1
-        return fwd * {"fwd": 1.0, "bwd": 2.5, "fwd_bwd": 3.5}[mode]
+        return attention_flops(self.batch, self.hq, self.seq, self.seq, self.head_dim,
+                               self.causal, mode)  # fmt: skip
+
+
+def attention_flops(batch, hq, sq, sk, head_dim, causal: bool, mode: str = "fwd") -> float:
+    """The FLOP count every figure here is quoted in (see the module docstring): 4 B H Sq Sk D
+    for the forward, halved when causal and Sq == Sk, times 2.5 (backward) or 3.5 (both)."""
+    fwd = 4.0 * batch * hq * sq * sk * head_dim / (2 if causal and sq == sk else 1)
+    return fwd * {"fwd": 1.0, "bwd": 2.5, "fwd_bwd": 3.5}[mode]
+
+
+def tflops(flops: float, ms: float | None) -> float | None:
+    return None if not ms else flops / (ms * 1e-3) / 1e12
+
+
+def sdpa(impl: str, q, k, v, *, causal: bool, scale: float | None = None):
+    """`F.scaled_dot_product_attention` on exactly the backend `impl` names (sdpa_cudnn,
+    sdpa_flash, sdpa_efficient, sdpa_math); RuntimeError when it refuses the input. GQA through
+    `enable_gqa`."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.nn.functional import scaled_dot_product_attention
+
+    with sdpa_kernel([getattr(SDPBackend, _SDPA_BACKENDS[impl])]):
+        return scaled_dot_product_attention(
+            q, k, v, is_causal=causal, scale=scale, enable_gqa=q.shape[1] != k.shape[1]
+        )
 
 
 @dataclass
@@ -143,16 +166,9 @@ def attention_fn(impl: str, case: Case):
     scale = 1.0 / math.sqrt(case.head_dim)
     gqa = case.hq != case.hkv
     if impl in _SDPA_BACKENDS:
-        from torch.nn.attention import SDPBackend, sdpa_kernel
-        from torch.nn.functional import scaled_dot_product_attention
-
-        backend = getattr(SDPBackend, _SDPA_BACKENDS[impl])
 
         def call(q, k, v):
-            with sdpa_kernel([backend]):
-                return scaled_dot_product_attention(
-                    q, k, v, is_causal=case.causal, scale=scale, enable_gqa=gqa
-                )
+            return sdpa(impl, q, k, v, causal=case.causal, scale=scale)
 
         return call
     if impl == "flex":
@@ -292,15 +308,23 @@ def check(case: Case, got, ref) -> tuple[bool, dict]:
     return ok, errors
 
 
-def gpu_timer(rep_ms: int = 40):
-    """A timer: median of triton.testing.do_bench's median (L2 flushed between runs), in ms."""
+def gpu_timer(rep_ms: int = 40, repeats: int = 1, warmup_ms: int | None = None):
+    """A timer: triton.testing.do_bench's median in ms (L2 flushed between runs); with
+    `repeats` > 1 the median of that many such readings. The one timing rule of every GPU
+    benchmark here, so their figures compare. `grad_to_none`: tensors whose .grad is reset
+    before each run (a backward that accumulates into .grad)."""
 
-    def timer(fn) -> float:
+    def timer(fn, grad_to_none=None) -> float:
         import triton.testing
 
-        return triton.testing.do_bench(
-            fn, warmup=max(1, rep_ms // 4), rep=rep_ms, return_mode="median"
-        )
+        warm = max(1, rep_ms // 4) if warmup_ms is None else warmup_ms
+        readings = [
+            triton.testing.do_bench(
+                fn, warmup=warm, rep=rep_ms, grad_to_none=grad_to_none, return_mode="median"
+            )  # fmt: skip
+            for _ in range(repeats)
+        ]
+        return statistics.median(readings)
 
     return timer
 
@@ -355,7 +379,7 @@ def bench_case(case: Case, modes, impls, *, device: str, timer, rounds: int = 2,
         for impl, (_fn, row) in runners.items():
             if readings[impl] and not row.note:
                 row.ms = statistics.median(readings[impl])
-                row.tflops = case.flops(mode) / (row.ms * 1e-3) / 1e12
+                row.tflops = tflops(case.flops(mode), row.ms)
         runners.clear()
         if on_row is not None:
             for row in rows:
@@ -381,12 +405,28 @@ def fastest_other(rows: list[Row], row: Row) -> Row | None:
     return min(others, key=lambda r: r.ms) if others else None
 
 
+def commit() -> str:
+    """FLASHGEN_COMMIT when set (a copied tree outside its checkout), else git's HEAD, else '?'."""
+    import os
+    import subprocess
+
+    value = os.environ.get("FLASHGEN_COMMIT", "")
+    if not value:
+        try:
+            value = subprocess.run(
+                ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                timeout=5, cwd=os.path.dirname(os.path.abspath(__file__)),
+            ).stdout.strip()  # fmt: skip
+        except (OSError, subprocess.SubprocessError):
+            value = ""
+    return value or "?"
+
+
 def run_meta(device: str) -> dict:
     """Where and with what a run was made: GPU, versions, commit, time, command line."""
     import datetime
     import os
     import platform
-    import subprocess
     import sys
 
     import torch
@@ -394,22 +434,13 @@ def run_meta(device: str) -> dict:
 
     from ..core.version import VERSION
 
-    commit = os.environ.get("FLASHGEN_COMMIT", "")
-    if not commit:
-        try:
-            commit = subprocess.run(
-                ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                timeout=5, cwd=os.path.dirname(os.path.abspath(__file__)),
-            ).stdout.strip()  # fmt: skip
-        except (OSError, subprocess.SubprocessError):
-            commit = ""
     gpu = torch.cuda.get_device_name(0) if device == "cuda" else f"cpu ({platform.machine()})"
     return {
         "gpu": gpu,
         "torch": torch.__version__,
         "triton": triton.__version__,
         "flashgen": VERSION,
-        "commit": commit or "?",
+        "commit": commit(),
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "command": " ".join(sys.argv),
         "interpreter": os.environ.get("TRITON_INTERPRET") == "1",
