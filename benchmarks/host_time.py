@@ -23,7 +23,9 @@ and, for flashgen only, the layers under the public call (where the time goes):
   layer_op       `torch.ops.flashgen.attention_fwd` (op dispatch + launcher)
 
 The same script runs on older trees of this repository (it only uses those public names), so
-before/after figures come from one script: run it once per tree with `--label`.
+before/after figures come from one script: run it once per tree with `--label`. For that reason
+it does not import `flashgen.bench.harness` (which older trees lack), and its timing is its own:
+host time per call, not do_bench's GPU time.
 
 Example: python benchmarks/host_time.py --label after --out host_after.json
 """

@@ -105,7 +105,9 @@ def add_arguments(parser) -> None:
     )
     out = parser.add_argument_group("output")
     out.add_argument("--json", metavar="FILE", help="write the rows and the run's metadata")
-    out.add_argument("--csv", metavar="FILE", help="write the rows, one per line")
+    out.add_argument(
+        "--csv", metavar="FILE", help="write the rows, one per line, with GPU/versions/commit"
+    )
     out.add_argument("--plot", metavar="FILE.png", help="TFLOP/s against length (needs matplotlib)")
     out.add_argument(
         "--from", dest="from_file", metavar="FILE",
@@ -193,7 +195,7 @@ def _finish(args, rows, impls, meta) -> int:
     if args.json and "from" not in meta:
         report.write_json(args.json, rows, meta)
     if args.csv:
-        report.write_csv(args.csv, rows)
+        report.write_csv(args.csv, rows, None if "from" in meta else meta)
     if args.plot:
         report.plot(args.plot, rows, title=meta.get("gpu", ""))
         print(f"plot: {args.plot}")

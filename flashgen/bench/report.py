@@ -48,12 +48,18 @@ def table(rows: list[Row], impls) -> str:
     return "\n".join(lines)
 
 
-def write_csv(path: str, rows: list[Row]) -> None:
+META_FIELDS = ("gpu", "torch", "triton", "commit", "date")
+
+
+def write_csv(path: str, rows: list[Row], meta: dict | None = None) -> None:
+    """One line per row; with `meta`, its GPU, versions, commit and date on every line, so the
+    file stands alone as a table of figures (benchmarks/latest.csv is one)."""
+    extra = {k: (meta or {}).get(k, "") for k in META_FIELDS} if meta else {}
     with open(path, "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=FIELDS)
+        writer = csv.DictWriter(handle, fieldnames=FIELDS + tuple(extra))
         writer.writeheader()
         for r in rows:
-            writer.writerow(r.flat())
+            writer.writerow({**r.flat(), **extra})
 
 
 def write_json(path: str, rows: list[Row], meta: dict) -> None:

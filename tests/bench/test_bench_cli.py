@@ -56,6 +56,7 @@ def test_interpreter_run_writes_table_json_csv(tmp_path, capsys):
     assert [(r["impl"], r["ok"]) for r in data["rows"]] == [("flashgen", True), ("sdpa_math", True)]
     rows = list(csv.DictReader(cs.open()))
     assert [r["impl"] for r in rows] == ["flashgen", "sdpa_math"] and float(rows[0]["ms"]) > 0
+    assert rows[0]["torch"] == data["meta"]["torch"] and rows[0]["commit"]
 
 
 def _rows():
