@@ -29,10 +29,13 @@ tune: $(STAMP)
 test: $(STAMP)
 	scripts/with-postgres.sh $(PY) -m pytest -n 2 $(PYTEST_ARGS)
 
-# GPU only: forward and forward+backward correctness and speed against SDPA (JSON into OUT).
+# GPU only: forward and forward+backward correctness and speed against SDPA (JSON into OUT),
+# then `flashgen bench` on its default grid (JSON, CSV and, with matplotlib, a plot into OUT).
 bench: $(STAMP)
 	OUT=$${OUT:-benchmarks/out} $(PY) benchmarks/gpu_check.py
 	OUT=$${OUT:-benchmarks/out} $(PY) benchmarks/gpu_check_bwd.py
+	out=$${OUT:-benchmarks/out}; $(VENV)/bin/flashgen bench --json $$out/bench.json \
+	    --csv $$out/bench.csv $$($(PY) -c 'import matplotlib' 2>/dev/null && echo --plot $$out/bench.png)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check flashgen tests benchmarks

@@ -31,6 +31,10 @@ def parse(argv=None):
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--vocab", type=int, default=50304)
     p.add_argument("--backends", default="eager,inductor,flashgen")
+    p.add_argument(
+        "--compile-scope", default="model", choices=("model", "layers"),
+        help="compile the whole model (default) or each block (regional compilation)",
+    )  # fmt: skip
     p.add_argument("--steps", type=int, default=8)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--loss-tol", type=float, default=0.05)
@@ -132,6 +136,7 @@ def main(argv=None) -> int:
         steps=args.steps, tokens_per_step=args.batch * args.block_size, device=device,
         smoke=args.smoke, label=f"{args.batch}x{args.block_size}", loss_tol=args.loss_tol,
         lr=1e-3,
+        regions=(lambda m: m.h) if args.compile_scope == "layers" else None,
     )  # fmt: skip
     return common.finish(rows, args.json, {"args": vars(args)})
 

@@ -28,6 +28,10 @@ def parse(argv=None):
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--classes", type=int, default=1000)
     p.add_argument("--backends", default="eager,inductor,flashgen")
+    p.add_argument(
+        "--compile-scope", default="model", choices=("model", "layers"),
+        help="compile the whole model (default) or each block (regional compilation)",
+    )  # fmt: skip
     p.add_argument("--steps", type=int, default=8)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--loss-tol", type=float, default=0.05)
@@ -115,6 +119,7 @@ def main(argv=None) -> int:
         build, batches, lambda net, b: net(*b), backends=args.backends, warmup=args.warmup,
         steps=args.steps, tokens_per_step=args.batch * tokens, device=device, smoke=args.smoke,
         label=f"{args.batch}x{tokens}", loss_tol=args.loss_tol, lr=1e-4,
+        regions=(lambda m: m.blocks) if args.compile_scope == "layers" else None,
     )  # fmt: skip
     for r in rows:
         r["images_per_s"] = r["tokens_per_s"] / tokens if r.get("tokens_per_s") else None

@@ -1,0 +1,145 @@
+"""benchmarks/latest.csv: the latest figures in one machine-readable table, and the plots drawn from it.
+
+    python benchmarks/latest.py add RESULT.json [RESULT.json ...]   # from a GPU run's output
+    python benchmarks/latest.py plot                                 # docs/*.png from the CSV
+
+`add` reads what `flashgen bench --json` and the training examples (`examples/train_*.py
+--json`, `examples/vision_encoder.py --json`) write, and puts each figure into the CSV as one
+line (kind, name, shape, implementation, metric, value, unit, and the GPU, versions, commit and
+date of the run that measured it), replacing the line of an earlier run with the same key: the
+file holds the latest figure of each, and RESULTS.md keeps every run. `plot` draws
+`docs/bench_h200.png` (attention TFLOP/s against sequence length, `flashgen.bench.report.plot`)
+and `docs/train_h200.png` (training tokens/s per backend) from the CSV alone, so a plot always
+shows exactly the table's figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CSV = os.path.join(HERE, "latest.csv")
+DOCS = os.path.join(os.path.dirname(HERE), "docs")
+FIELDS = ("kind", "name", "batch", "hq", "hkv", "seq", "head_dim", "causal", "dtype", "mode",
+          "impl", "metric", "value", "unit", "gpu", "torch", "triton", "commit", "date")  # fmt: skip
+KEY = ("kind", "name", "batch", "hq", "hkv", "seq", "head_dim", "causal", "dtype", "mode", "impl",
+       "metric")  # fmt: skip
+META = ("gpu", "torch", "triton", "commit", "date")
+
+
+def lines_of(path: str) -> list[dict]:
+    """The CSV lines one result file gives."""
+    with open(path) as handle:
+        data = json.load(handle)
+    meta = {k: data.get("meta", {}).get(k, "") for k in META}
+    out = []
+    rows = data["rows"]
+    if rows and "impl" in rows[0]:  # flashgen bench
+        for r in rows:
+            if r["tflops"] is None:
+                continue
+            base = {k: r[k] for k in ("batch", "hq", "hkv", "seq", "head_dim", "causal", "dtype",
+                                      "mode", "impl")}  # fmt: skip
+            out.append({**base, "kind": "attention", "name": "flashgen_bench", "metric": "tflops",
+                        "value": round(r["tflops"], 1), "unit": "TFLOP/s", **meta})  # fmt: skip
+        return out
+    name = os.path.basename(path).split(".")[0]
+    for r in rows:  # a training example: case "BxT"
+        batch, seq = (int(x) for x in r["case"].split("x"))
+        base = {"kind": "training", "name": name, "batch": batch, "seq": seq, "mode": "train",
+                "impl": r["backend"], **meta}  # fmt: skip
+        for metric, unit in (("tokens_per_s", "tokens/s"), ("peak_mem_gb", "GiB")):
+            if r.get(metric) is not None:
+                out.append({**base, "metric": metric, "value": round(r[metric], 2), "unit": unit})
+    return out
+
+
+def read() -> list[dict]:
+    if not os.path.exists(CSV):
+        return []
+    with open(CSV, newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def add(paths: list[str]) -> int:
+    table = {tuple(str(r.get(k, "")) for k in KEY): r for r in read()}
+    for path in paths:
+        for line in lines_of(path):
+            table[tuple(str(line.get(k, "")) for k in KEY)] = line
+    with open(CSV, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=FIELDS)
+        writer.writeheader()
+        for line in table.values():
+            writer.writerow({k: line.get(k, "") for k in FIELDS})
+    print(f"{CSV}: {len(table)} figures")
+    return 0
+
+
+def plot() -> int:
+    sys.path.insert(0, os.path.dirname(HERE))
+    from flashgen.bench.harness import Case, Row
+    from flashgen.bench.report import plot as plot_attention
+
+    lines = read()
+    attention = [r for r in lines if r["kind"] == "attention"]
+    if attention:
+        rows = [
+            Row(Case(int(r["batch"]), int(r["hq"]), int(r["hkv"]), int(r["seq"]),
+                     int(r["head_dim"]), r["causal"] == "True", r["dtype"]),
+                r["mode"], r["impl"], 1.0, float(r["value"]), True)
+            for r in attention
+        ]  # fmt: skip
+        title = (
+            f"{attention[0]['gpu']}, torch {attention[0]['torch']}, commit {attention[0]['commit']}"
+        )
+        plot_attention(os.path.join(DOCS, "bench_h200.png"), rows, title=title)
+    training = [r for r in lines if r["kind"] == "training" and r["metric"] == "tokens_per_s"]
+    if training:
+        _plot_training(training, os.path.join(DOCS, "train_h200.png"))
+    return 0
+
+
+def _plot_training(lines: list[dict], path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    groups = list(dict.fromkeys((r["name"], r["batch"], r["seq"]) for r in lines))
+    impls = list(dict.fromkeys(r["impl"] for r in lines))
+    fig, ax = plt.subplots(figsize=(2.2 + 1.8 * len(groups), 3.6))
+    width = 0.8 / len(impls)
+    for i, impl in enumerate(impls):
+        values = [next((float(r["value"]) / 1e3 for r in lines
+                        if (r["name"], r["batch"], r["seq"]) == g and r["impl"] == impl), 0.0)
+                  for g in groups]  # fmt: skip
+        bars = ax.bar([x + i * width for x in range(len(groups))], values, width, label=impl)
+        ax.bar_label(bars, fmt="%.0fk", fontsize=7)
+    ax.set_xticks([x + 0.4 - width / 2 for x in range(len(groups))])
+    ax.set_xticklabels([f"{n}\n{b} x {s}" for n, b, s in groups], fontsize=8)
+    ax.set_ylabel("thousand tokens/s (training)")
+    ax.set_title(f"{lines[0]['gpu']}, commit {lines[0]['commit']}", fontsize=9)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    a = sub.add_parser("add", help="put a result file's figures into latest.csv")
+    a.add_argument("files", nargs="+")
+    sub.add_parser("plot", help="draw docs/*.png from latest.csv")
+    args = ap.parse_args(argv)
+    return add(args.files) if args.cmd == "add" else plot()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
