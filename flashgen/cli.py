@@ -85,7 +85,7 @@ def _is_user_error(exc: BaseException) -> bool:
     if isinstance(exc, ValueError):
         return True
     return any(
-        cls.__name__ == "DatabaseError" and cls.__module__ == "flashgen.db.repository"
+        cls.__name__ == "DatabaseError" and cls.__module__.startswith("flashgen.db.")
         for cls in type(exc).__mro__
     )
 
