@@ -244,9 +244,15 @@ def test_deterministic_mode_bit_identical_gpu(causal):
 
 
 @pytest.mark.gpu
-def test_onepass_fast_mode_float64_gpu():
-    """The fast mode through the public op (deterministic=False) against float64."""
+def test_onepass_fast_mode_float64_gpu(monkeypatch):
+    """The one-pass kind through the public op (deterministic=False, FLASHGEN_BWD_KIND=onepass,
+    configs from the runtime: the split kind's record or default when it fits the one-pass
+    kernel, else `config_for_kind`) against float64."""
+    monkeypatch.setenv("FLASHGEN_BWD_KIND", "onepass")
+    monkeypatch.setattr(bwd, "_plans", {})
+    seen = _ran_kinds(monkeypatch)
     q, k, v, do = make_inputs(2, 8, 2, 1000, 1000, 128, BF16, seed=12)
     leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
-    flashgen.attention(*leaves, causal=True, impl="flashgen", deterministic=False).backward(do)
-    assert_grads_close([t.grad for t in leaves], q, k, v, do, causal=True)
+    flashgen.attention(*leaves, causal=False, impl="flashgen", deterministic=False).backward(do)
+    assert seen == ["onepass"]
+    assert_grads_close([t.grad for t in leaves], q, k, v, do, causal=False)
