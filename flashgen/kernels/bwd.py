@@ -35,7 +35,10 @@ Two kinds of backward (`KINDS`):
 
 `backward(deterministic=None)` follows `torch.are_deterministic_algorithms_enabled()`:
 deterministic means "split". Otherwise `kind` (or FLASHGEN_BWD_KIND) picks, defaulting to
-`DEFAULT_KIND`; specs with window or softcap always run "split".
+`DEFAULT_KIND`; specs with window or softcap or a head dim above 128 always run "split", and
+so does a call that wants no dQ (the split kind's dK/dV kernel alone). A one-pass plan takes
+the split kind's record or default when the shared-memory model says it fits the one-pass
+kernel, else `flashgen.hardware.tiles.config_for_kind`.
 """
 
 from __future__ import annotations
