@@ -51,9 +51,11 @@ from torch import Tensor
 from .core.impls import FLASHGEN, check_impl
 from .kernels import aligned, bwd, decode, fwd
 from .kernels.aligned import check_align
+from .kernels.plans import clear_all as _clear_plans
 from .kernels.tma import env_reader
 from .kernels.validate import check_inputs, check_kernel_device, check_softcap, normalize_window
-from .runtime.vendor import route
+from .runtime.dispatch import on_clear, plan_config
+from .runtime.vendor import needs_backward, route
 
 __all__ = ["attention"]
 
@@ -87,6 +89,10 @@ _LIB.define(
 )
 
 
+# The launchers' plans hold configs the run-time choice made: drop them when it drops its cache.
+on_clear(_clear_plans)
+
+
 def _window(window):
     """The op's int[]? as the launchers' (left, right) pair (checked: ops can be called raw)."""
     if window is None:
@@ -104,10 +110,11 @@ def _attention_fwd(q, k, v, causal, scale, window=None, softcap=None, causal_ali
             off = aligned.offset(q.shape[2], k.shape[2]) if bottom_right else 0
         return decode.decode_forward(q, k, v, causal_offset=off, scale=scale)
     if bottom_right:
-        return aligned.forward(q, k, v, scale=scale)
+        return aligned.forward(q, k, v, scale=scale, config=plan_config)
     return fwd.forward(
-        q, k, v, causal=causal, scale=scale, window=_window(window), softcap=check_softcap(softcap)
-    )
+        q, k, v, causal=causal, scale=scale, config=plan_config, window=_window(window),
+        softcap=check_softcap(softcap),
+    )  # fmt: skip
 
 
 def _attention_fwd_fake(q, k, v, causal, scale, window=None, softcap=None, causal_align="top_left"):
@@ -125,7 +132,9 @@ def _attention_bwd(
     if check_align(causal, causal_align):
         if window is not None or softcap is not None:
             raise ValueError("causal_align='bottom_right' takes no window or softcap")
-        grads = aligned.backward(do, q, k, v, out, lse, scale=scale, needs=needs)
+        grads = aligned.backward(
+            do, q, k, v, out, lse, scale=scale, needs=needs, config=plan_config
+        )
     else:
         grads = bwd.backward(
             do,
@@ -136,6 +145,7 @@ def _attention_bwd(
             lse,
             causal=causal,
             scale=scale,
+            config=plan_config,
             needs=needs,
             window=_window(window),
             softcap=check_softcap(softcap),
@@ -242,6 +252,7 @@ def _attention(
     if bottom_right and _same_as_sdpa(q, k):
         # One query row sees every key; equal lengths are top-left causal: SDPA's own masks.
         causal, causal_align, bottom_right = q.shape[2] == k.shape[2], "top_left", False
+    backward = needs_backward(q, k, v)  # asked once: for the routing and for autograd
     if impl != "flashgen":
         # SDPA's is_causal is top-left only. Whatever reaches flashgen's forward with a short
         # query runs the split-KV decode kernels there (`_attention_fwd`).
@@ -251,11 +262,11 @@ def _attention(
                 f"impl={impl!r}: PyTorch's SDPA has no bottom-right causal alignment; use "
                 "impl='flashgen' or None"
             )
-        out = None if keep else route(q, k, v, causal, scale, impl, window, softcap)
+        out = None if keep else route(q, k, v, causal, scale, impl, window, softcap, backward)
         if out is not None:
             return out
     check_kernel_device(q.device)
-    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
+    if backward:
         return _Attention.apply(
             q, k, v, causal, scale, window, softcap, causal_align, deterministic
         )

@@ -32,6 +32,11 @@ def next_pow2(n: int) -> int:
     return 1 << (max(int(n), 1) - 1).bit_length()
 
 
+def cdiv(a: int, b: int) -> int:
+    """ceil(a / b) for b > 0 (grid sizes: the blocks of `b` rows that cover `a`)."""
+    return -(-a // b)
+
+
 @dataclass(frozen=True)
 class KernelSpec:
     """The compile-time specialisation of one attention kernel.

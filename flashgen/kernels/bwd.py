@@ -1,4 +1,4 @@
-"""Host side of the FlashAttention backward: pick a config, launch the generated kernels.
+"""Host side of the FlashAttention backward: launch the generated kernels with a config.
 
 Three launches: `attn_bwd_preprocess` (delta = rowsum(dO * O)), `attn_bwd_dkdv` (one program per
 key block and kv head, summing over the query heads of its GQA group, so dK/dV are written once:
@@ -22,7 +22,8 @@ Host time: as in `flashgen.kernels.fwd`, what a call signature decides (spec, co
 grids, strides, descriptor templates, the compiled kernels) is kept in a `_Plan`, so a repeated
 signature allocates its outputs and launches (`flashgen.kernels.launch.Launch`) without Triton's
 per-call binding. The same CUDA-graph rules hold (no sync; alignment in the key; a plan first
-needed during capture skips the database and is not kept).
+needed during capture skips the database and is not kept). `config` as in `flashgen.kernels.fwd`
+(`flashgen.kernels.plans`).
 
 Two kinds of backward (`KINDS`):
 
@@ -46,14 +47,13 @@ from __future__ import annotations
 import torch
 
 from ..core.config import TileConfig
-from ..core.spec import dtype_name, spec_for
+from ..core.spec import cdiv, dtype_name, spec_for
 from ..hardware.sram import current_device
 from ..hardware.tiles import config_for_kind
-from ..runtime import dispatch
-from ..runtime.dispatch import choose_config
 from . import tma as _tma
 from .codegen import load, load_family
-from .launch import Launch, capturing, direct_device
+from .launch import Launch, direct_device
+from .plans import Chooser, PlanCache, plan_config
 
 _ENV = "FLASHGEN_BWD_TMA"
 _env = _tma.env_reader(_ENV)
@@ -63,9 +63,7 @@ KINDS = ("split", "onepass")
 # "split": on the H200 (triton 3.6, bf16) the one-pass kind measured slower in every case tried
 # (benchmarks/RESULTS.md, one-pass backward), e.g. hd128 4k causal 2.44 ms vs 1.76 ms.
 DEFAULT_KIND = "split"
-_MAX_PLANS = 4096
-_plans: dict[tuple, _Plan] = {}
-dispatch.on_clear(_plans.clear)  # a new database may choose other configs
+_plans = PlanCache()  # `flashgen.ops` clears it with the run-time choice's cache
 
 
 def _last_dim_contiguous(t):
@@ -74,14 +72,10 @@ def _last_dim_contiguous(t):
     return t if t.stride(-1) == 1 else t.contiguous()
 
 
-def use_tma(*tensors) -> bool:
+def _use_tma(*tensors, forced=None) -> bool:
     """Whether `backward` takes the descriptor kernels for these (last-dim contiguous) tensors:
     the ones it makes descriptors of; only 16-bit inputs with head dim <= 128 (the builds that
     fit and measured faster)."""
-    return _use_tma(*tensors)
-
-
-def _use_tma(*tensors, forced=None) -> bool:
     first = tensors[0]
     eligible = first.element_size() == 2 and first.shape[-1] <= 128
     return _tma.use_tma(_ENV, tensors, eligible=eligible, forced=forced)
@@ -105,9 +99,8 @@ class _Plan:
         heads_kv, seq_k = k.shape[1], k.shape[2]
         spec = spec_for(dim, causal, dtype_name(q.dtype), "bwd", windowed, capped)
         self.keep = True
-        if config is None:
-            config = choose_config(spec, seq_q, seq_k, query_db=not capturing(q))
-            self.keep = dispatch.settled(spec, seq_q, seq_k)
+        if not isinstance(config, TileConfig):
+            config, self.keep = plan_config(config, spec, seq_q, seq_k, q)
             if kind != "split":  # records and defaults are the split kind's configs
                 config = config_for_kind(spec, config, current_device(), kind)
         module = load(spec)
@@ -117,7 +110,7 @@ class _Plan:
         options = {"num_warps": config.num_warps, "num_stages": config.num_stages}
         self.pre = Launch(
             module.attn_bwd_preprocess,
-            (triton_cdiv(seq_q, block_m), batch * heads_q),
+            (cdiv(seq_q, block_m), batch * heads_q),
             {"BLOCK_M": block_m},
             {},
             device,
@@ -143,8 +136,8 @@ class _Plan:
             self.strides = (*_strides3(q), *_strides3(k), *_strides3(v), *_strides3(do))
             dkdv, dq = module.attn_bwd_dkdv, module.attn_bwd_dq
         need_dq, need_dk, need_dv = needs
-        dkdv_grid = (triton_cdiv(seq_k, block_n), batch * heads_kv)
-        dq_grid = (triton_cdiv(seq_q, block_m), batch * heads_q)
+        dkdv_grid = (cdiv(seq_k, block_n), batch * heads_kv)
+        dq_grid = (cdiv(seq_q, block_m), batch * heads_q)
         self.dkdv = (
             Launch(dkdv, dkdv_grid, blocks, options, device, descs) if need_dk or need_dv else None
         )
@@ -157,7 +150,7 @@ class _Plan:
         heads_kv, seq_k = k.shape[1], k.shape[2]
         block_m, block_n = blocks["BLOCK_M"], blocks["BLOCK_N"]
         module = load_family(spec, "onepass")
-        grid = (triton_cdiv(seq_k, block_n), batch * heads_kv)
+        grid = (cdiv(seq_k, block_n), batch * heads_kv)
         if use_descriptors:
             pairs = ((q, block_m), (k, block_n), (v, block_n), (do, block_m))
             descs = [
@@ -176,7 +169,7 @@ class _Plan:
             self.onepass = Launch(module.attn_bwd_onepass, grid, blocks, options, device)
         self.convert = Launch(
             module.attn_bwd_dq_convert,
-            (triton_cdiv(seq_q, block_m), batch * heads_q),
+            (cdiv(seq_q, block_m), batch * heads_q),
             {"BLOCK_M": block_m},
             {},
             device,
@@ -278,7 +271,7 @@ def backward(
     *,
     causal: bool,
     scale: float,
-    config: TileConfig | None = None,
+    config: TileConfig | Chooser | None = None,
     needs: tuple[bool, bool, bool] = (True, True, True),
     tma: bool | None = None,
     window: tuple[int, int] | None = None,
@@ -291,7 +284,7 @@ def backward(
     Shapes as in `flashgen.kernels.fwd.forward`: q/do/out [B, Hq, Sq, D], k/v [B, Hkv, Sk, D],
     lse float32 [B, Hq, Sq] (natural log). Returns (dq, dk, dv), each a new contiguous tensor
     in the input's dtype shaped like its input, or None where `needs` says it is not wanted.
-    `tma` picks the kernel build (None: `use_tma` decides); benchmarks use it to compare.
+    `tma` picks the kernel build (None: `_use_tma` decides); benchmarks use it to compare.
     Launch plans are cached per call signature as in `flashgen.kernels.fwd`. `window` as in
     `flashgen.kernels.fwd.forward` (the same pair the forward was given), `softcap` likewise.
     `deterministic` (None: `torch.are_deterministic_algorithms_enabled()`) and `kind` pick the
@@ -342,13 +335,6 @@ def backward(
             softcap is not None,
             kind,
         )
-        if plan.keep and not capturing(q):
-            if len(_plans) >= _MAX_PLANS:
-                _plans.clear()
-            _plans[key] = plan
+        _plans.store(key, plan, q)
     dq, dk, dv = plan.launch(do, q, k, v, out, lse, scale, window, softcap)
     return dq, (dk if need_dk else None), (dv if need_dv else None)
-
-
-def triton_cdiv(a: int, b: int) -> int:
-    return -(-a // b)

@@ -29,7 +29,7 @@ import math
 
 import torch
 
-from ..core.spec import dtype_name, next_pow2, spec_for
+from ..core.spec import cdiv, dtype_name, next_pow2, spec_for
 from ..hardware import decode as hw
 from . import tma
 from .codegen import load_family
@@ -60,8 +60,8 @@ def _spec_bits(ints) -> tuple:
 def split_len(seq_k: int, cfg: hw.DecodeConfig) -> int:
     """Keys per split: the keys shared out over the splits, rounded up to a multiple of
     BLOCK_N (trailing splits may be empty; they write weight-zero partials)."""
-    per = -(-seq_k // cfg.num_splits)
-    return -(-per // cfg.block_n) * cfg.block_n
+    per = cdiv(seq_k, cfg.num_splits)
+    return cdiv(per, cfg.block_n) * cfg.block_n
 
 
 class _Plan:
@@ -84,7 +84,7 @@ class _Plan:
         block_m = hw.row_block(group, sq)
         module = load_family(spec_for(dim, causal, dtype, "fwd"), "decode")
         device = direct_device(q, aligned)
-        rows = -(-group * sq // block_m)
+        rows = cdiv(group * sq, block_m)
         descs = ()
         if use_tma:  # K and V (arguments 1 and 2) as descriptors read BLOCK_N rows at a time
             descs = tuple(

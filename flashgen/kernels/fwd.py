@@ -3,7 +3,7 @@
 `forward` runs on every attention call, so it does the minimum. Everything that depends only on
 the call's signature (shapes, strides, dtype, device, causal, config, pointer alignment, the
 FLASHGEN_FWD_TMA and FLASHGEN_FWD_FAMILY settings) is decided once into a `_Plan`: the spec,
-the family, the config (dispatch), the kernel (TMA or pointers), the grid, the integer arguments,
+the family, the config (`flashgen.kernels.plans`), the kernel (TMA or pointers), the grid, the integer arguments,
 descriptor templates, and after the first launch the compiled kernel itself
 (`flashgen.kernels.launch`, which skips Triton's per-call binding). A later call with that signature allocates out/lse, looks the plan up in a
 dict and launches. Input validation is the caller's job (`flashgen.kernels.validate.check_inputs`,
@@ -23,9 +23,9 @@ call (no direct launch: it runs where sequences are long and the kernel, not the
 
 CUDA graphs: nothing here synchronises, and the only allocation-dependent input (whether all
 four pointers are 16-byte aligned) is part of the plan key, so a captured call replays exactly
-what it recorded. A plan first needed while a CUDA graph is being captured takes its config
-without asking the tuning database (`dispatch.choose_config(..., query_db=False)`) and is not
-kept, so the next eager call resolves it properly.
+what it recorded. A plan first needed while a CUDA graph is being captured asks its chooser
+with `capturing=True` (no tuning database then) and is not kept, so the next eager call
+resolves it properly.
 """
 
 from __future__ import annotations
@@ -34,12 +34,12 @@ import math
 
 import torch
 
-from ..core.spec import dtype_name, spec_for
-from ..runtime import dispatch
-from ..runtime.dispatch import choose_config
+from ..core.config import TileConfig
+from ..core.spec import cdiv, dtype_name, spec_for
 from . import hopper, tma
 from .codegen import load
-from .launch import Launch, capturing, direct_device
+from .launch import Launch, direct_device
+from .plans import Chooser, PlanCache, plan_config
 
 LOG2E = 1.4426950408889634
 _ENV = "FLASHGEN_FWD_TMA"
@@ -47,9 +47,7 @@ _env = tma.env_reader(_ENV)
 _family = tma.env_reader(
     hopper.FAMILY_ENV
 )  # which forward family (`flashgen.kernels.hopper.choose`)
-_MAX_PLANS = 4096
-_plans: dict[tuple, _Plan] = {}
-dispatch.on_clear(_plans.clear)  # a new database may choose other configs
+_plans = PlanCache()  # `flashgen.ops` clears it with the run-time choice's cache
 
 
 def use_tma(q, k, v, out=None) -> bool:
@@ -78,12 +76,10 @@ class _Plan:
         self.keep = True
         self.scale = 1.0 / math.sqrt(dim)
         self.hopper = None
-        if config is None and hopper.choose(spec, q, k, v, sq):
+        if not isinstance(config, TileConfig) and hopper.choose(spec, q, k, v, sq):
             self.hopper = spec  # the Gluon family launches itself (through its JIT)
             return
-        if config is None:
-            config = choose_config(spec, sq, sk, query_db=not capturing(q))
-            self.keep = dispatch.settled(spec, sq, sk)
+        config, self.keep = plan_config(config, spec, sq, sk, q)
         module = load(spec)
         bm, bn = config.block_m, config.block_n
         self.tail = (hq, hq // hkv, sq, sk)
@@ -101,7 +97,7 @@ class _Plan:
             self.strides = (*q.stride()[:3], *k.stride()[:3], *v.stride()[:3])
         self.run = Launch(
             kernel,
-            (-(-sq // bm) * batch * hq,),
+            (cdiv(sq, bm) * batch * hq,),
             {"BLOCK_M": bm, "BLOCK_N": bn},
             {"num_warps": config.num_warps, "num_stages": config.num_stages},
             direct_device(q, aligned),
@@ -123,13 +119,17 @@ class _Plan:
             self.run(q, k, v, out, lse, *self.strides, *self.tail, qk_scale, *win)
 
 
-def forward(q, k, v, *, causal: bool, scale: float | None, config=None, window=None, softcap=None):
+def forward(
+    q, k, v, *, causal: bool, scale: float | None, config: TileConfig | Chooser | None = None,
+    window=None, softcap=None,
+):  # fmt: skip
     """Attention forward: returns (out, lse).
 
     q [B, Hq, Sq, D], k/v [B, Hkv, Sk, D] (Hq % Hkv == 0, last dim contiguous, any other
     strides). out is a new contiguous tensor in q's dtype; lse is float32 [B, Hq, Sq], the
     natural log of the softmax denominator over the keys each row sees (what the backward needs).
-    `config` (a TileConfig) overrides the dispatch choice, e.g. for tuning and benchmarks.
+    `config`: a TileConfig (tuning, benchmarks), the caller's chooser (`flashgen.ops` passes the
+    run-time choice) or None (the hardware default); see `flashgen.kernels.plans`.
     `window` (left, right), both >= 0: query i sees only keys i - left <= j <= i + right (and
     j <= i when causal; `flashgen.kernels.validate.normalize_window` makes the pair); the
     windowed kernel takes the sizes as run-time arguments. `softcap` (a positive float): the
@@ -150,10 +150,7 @@ def forward(q, k, v, *, causal: bool, scale: float | None, config=None, window=N
         plan = _Plan(
             q, k, v, out, causal, config, aligned, forced, window is not None, softcap is not None
         )
-        if plan.keep and not capturing(q):
-            if len(_plans) >= _MAX_PLANS:
-                _plans.clear()
-            _plans[key] = plan
+        _plans.store(key, plan, q)
     lse = q.new_empty(q.shape[:3], dtype=torch.float32)
     plan.launch(q, k, v, out, lse, scale, window, softcap)
     return out, lse

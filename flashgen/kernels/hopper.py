@@ -28,6 +28,8 @@ import logging
 import os
 from dataclasses import dataclass
 
+from ..core.spec import cdiv
+
 log = logging.getLogger("flashgen")
 
 FAMILY_ENV = "FLASHGEN_FWD_FAMILY"
@@ -206,7 +208,7 @@ def forward(q, k, v, out, lse, *, scale: float, spec, config: HopperConfig | Non
         return TensorDescriptor(t, list(t.shape), list(t.stride()), [1, 1, rows, dim], layout)
 
     descs = (desc(q, rows_q), desc(k, cfg.block_n), desc(v, cfg.block_n), desc(out, rows_q))
-    grid = (-(-sq // cfg.block_m) * batch * hq,)
+    grid = (cdiv(sq, cfg.block_m) * batch * hq,)
     load_family(spec, "hopper").attn_fwd_ws[grid](
         *descs, lse, hq, hq // hkv, sq, sk, float(scale) * LOG2E,
         BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, NUM_BUF=cfg.num_buf,

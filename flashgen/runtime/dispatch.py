@@ -157,6 +157,16 @@ def set_impl(impl: str | None) -> None:
         _impls_degraded.clear()
 
 
+def plan_config(
+    spec: KernelSpec, seq_q: int, seq_k: int, *, capturing: bool
+) -> tuple[TileConfig, bool]:
+    """The chooser `flashgen.ops` hands the launchers (`flashgen.kernels.plans`): the config a
+    new launch plan runs with (without asking the database while a CUDA graph is captured),
+    and whether it is settled (only then is the plan kept)."""
+    config = choose_config(spec, seq_q, seq_k, query_db=not capturing)
+    return config, settled(spec, seq_q, seq_k)
+
+
 def settled(spec: KernelSpec, seq_q: int, seq_k: int) -> bool:
     """Whether the config for this shape is cached for good: not a fallback held while the
     database is at fault (asked again later) and not a capture-time default. Launchers keep

@@ -57,23 +57,30 @@ def needs_backward(q, k, v) -> bool:
     return torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
 
 
-def winner(q, k, v, causal: bool) -> str:
-    """The implementation `route` would pick for these inputs (records, defaults, forcing)."""
+def winner(q, k, v, causal: bool, backward: bool | None = None) -> str:
+    """The implementation `route` would pick for these inputs (records, defaults, forcing).
+    `backward`: whether a gradient is wanted (None: `needs_backward` asks)."""
     seq_q, seq_k = _hint(q.shape[2]), _hint(k.shape[2])
     if seq_q is None or seq_k is None:  # an unbacked size: nothing to look up
         return FLASHGEN
-    direction = "bwd" if needs_backward(q, k, v) else "fwd"
+    if backward is None:
+        backward = needs_backward(q, k, v)
+    direction = "bwd" if backward else "fwd"
     spec = spec_for(_hint(q.shape[3]), causal, dtype_name(q.dtype), direction)
     return choose_impl(spec, seq_q, seq_k, q.is_cuda)
 
 
-def route(q, k, v, causal: bool, scale: float, impl: str | None = None, window=None, softcap=None):
+def route(
+    q, k, v, causal: bool, scale: float, impl: str | None = None, window=None, softcap=None,
+    backward: bool | None = None,
+):  # fmt: skip
     """SDPA's output when an SDPA backend runs this call, None when flashgen's kernels should.
 
     `impl` None: the run-time choice (`winner`); a name forces that implementation (validated).
     Inputs must have passed `flashgen.kernels.validate.check_inputs`. A sliding `window` always
     stays with flashgen (SDPA has no window; its attn_mask would be the N x N mask windows avoid),
-    and so does a logit `softcap` (SDPA has none).
+    and so does a logit `softcap` (SDPA has none). `backward` as in `winner` (the caller
+    that has asked already passes its answer).
     """
     if window is not None or softcap is not None:
         if impl is not None and check_impl(impl) != FLASHGEN:
@@ -86,7 +93,7 @@ def route(q, k, v, causal: bool, scale: float, impl: str | None = None, window=N
         if torch.compiler.is_dynamo_compiling():
             # Decide when AOTAutograd decomposes the op (see the module docstring).
             return torch.ops.flashgen.attention(q, k, v, causal, scale)
-        chosen = winner(q, k, v, causal)
+        chosen = winner(q, k, v, causal, backward)
     else:
         chosen = check_impl(impl)
     if chosen == FLASHGEN:

@@ -16,6 +16,7 @@ import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from attention_blocks import GroupedSdpa
 
 from flashgen.compile import patterns
 from flashgen.compile.backend import backend
@@ -38,24 +39,6 @@ class HandWritten(nn.Module):
         mask = torch.ones(t, t, dtype=torch.bool, device=x.device).tril()
         s = s.masked_fill(~mask, float("-inf"))
         y = F.softmax(s.float(), dim=-1).to(q.dtype) @ v
-        return self.out(y.transpose(1, 2).reshape(b, t, c))
-
-
-class GroupedSdpa(nn.Module):
-    """SDPA with grouped-query attention (8 query heads over 2 key/value heads), not causal."""
-
-    def __init__(self, width: int, head_dim: int, kv_heads: int = 2):
-        super().__init__()
-        self.h, self.hkv, self.d = width // head_dim, kv_heads, head_dim
-        self.q = nn.Linear(width, width, bias=False)
-        self.kv = nn.Linear(width, 2 * kv_heads * head_dim, bias=False)
-        self.out = nn.Linear(width, width, bias=False)
-
-    def forward(self, x):
-        b, t, c = x.shape
-        q = self.q(x).view(b, t, self.h, self.d).transpose(1, 2)
-        k, v = self.kv(x).view(b, t, 2, self.hkv, self.d).permute(2, 0, 3, 1, 4).unbind(0)
-        y = F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
         return self.out(y.transpose(1, 2).reshape(b, t, c))
 
 

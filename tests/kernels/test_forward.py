@@ -164,7 +164,7 @@ def test_custom_scale_and_peaky_softmax(device):
 
 
 def test_default_config_and_scale(device):
-    """config=None goes through dispatch; scale=None means 1/sqrt(D)."""
+    """config=None takes the hardware default; scale=None means 1/sqrt(D)."""
     q, k, v = make_qkv(1, 2, 2, 33, 33, 64, torch.float16, device)
     out, lse = forward(q, k, v, causal=False, scale=None)
     ref, ref_lse = attention_ref(q, k, v, causal=False, scale=1 / math.sqrt(64))

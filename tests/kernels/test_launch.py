@@ -14,7 +14,7 @@ import torch
 
 from flashgen.core.config import TileConfig
 from flashgen.core.spec import spec_for
-from flashgen.kernels import bwd, fwd, launch, tma
+from flashgen.kernels import bwd, fwd, launch, plans, tma
 from flashgen.kernels.launch import FastLaunch, Launch
 from flashgen.kernels.validate import check_inputs
 from flashgen.runtime import dispatch
@@ -190,6 +190,8 @@ def _qkv(sq=40, d=32, dtype=torch.float32, device="cpu"):
 
 
 def test_plans_are_reused_and_dropped_with_the_dispatch_cache(device):
+    import flashgen.ops  # noqa: F401 - the op wires the launchers' plans to the dispatch cache
+
     q, k, v = _qkv(device=device)
     dispatch.clear_cache()
     first, _ = fwd.forward(q, k, v, causal=False, scale=None, config=SMALL)
@@ -295,9 +297,10 @@ def test_plans_on_unsettled_configs_are_not_kept(monkeypatch):
     not be frozen into a launch plan."""
     q, k, v = _qkv()
     dispatch.clear_cache()
+    plans.clear_all()
     monkeypatch.setattr(dispatch, "settled", lambda spec, sq, sk: False)
-    fwd.forward(q, k, v, causal=False, scale=None)
+    fwd.forward(q, k, v, causal=False, scale=None, config=dispatch.plan_config)
     assert not fwd._plans
     monkeypatch.undo()
-    fwd.forward(q, k, v, causal=False, scale=None)
+    fwd.forward(q, k, v, causal=False, scale=None, config=dispatch.plan_config)
     assert fwd._plans  # with no database fault the choice is cached, so is the plan

@@ -14,13 +14,12 @@ import copy
 
 import pytest
 import torch
-import torch.nn as nn
-import torch.nn.functional as F
 import triton
+from attention_blocks import GroupedSdpa
 
 from flashgen.compile import patterns
 from flashgen.core.config import TileConfig
-from flashgen.kernels import bwd, fwd, launch
+from flashgen.kernels import bwd, fwd, launch, plans
 from flashgen.kernels.launch import FastLaunch
 from flashgen.kernels.reference import attention_ref
 from flashgen.ops import attention
@@ -61,7 +60,7 @@ def test_direct_launch_equals_the_jit(direct, path, causal, monkeypatch):
     monkeypatch.setenv("FLASHGEN_FWD_TMA", path)
     monkeypatch.setenv("FLASHGEN_BWD_TMA", path)
     monkeypatch.setenv("FLASHGEN_DIRECT_LAUNCH", direct)
-    dispatch.clear_cache()
+    plans.clear_all()
     q0, k0, v0 = qkv(0)
     fwd.forward(q0, k0, v0, causal=causal, scale=None, config=CFG)  # first call: the JIT
     q, k, v = qkv(1)  # new tensors, new values, same signature
@@ -94,7 +93,7 @@ def test_direct_launch_equals_the_jit(direct, path, causal, monkeypatch):
 def test_unaligned_inputs_stay_on_the_jit_and_are_right():
     """A q whose base is 2 bytes past a 16-byte boundary: Triton specialises pointers on
     alignment, so that plan never launches directly (and takes the pointer kernel)."""
-    dispatch.clear_cache()
+    plans.clear_all()
     b, h, s, d = 1, 2, 130, 64
     buf = rand(b * h * s * d + 1, seed=4)
     q = buf[1:].view(b, h, s, d)
@@ -159,6 +158,7 @@ def test_a_plan_first_needed_during_capture_skips_the_database(monkeypatch):
     config = default_config(spec_for(64, False, "bfloat16", "fwd"))
     want, _ = fwd.forward(q, k, v, causal=False, scale=None, config=config)  # compiles it
     dispatch.clear_cache()
+    plans.clear_all()
 
     def no_query(key):
         raise AssertionError("the tuning database was asked during capture")
@@ -166,28 +166,10 @@ def test_a_plan_first_needed_during_capture_skips_the_database(monkeypatch):
     monkeypatch.setattr(dispatch, "_miss", no_query)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        out, _ = fwd.forward(q, k, v, causal=False, scale=None)
+        out, _ = fwd.forward(q, k, v, causal=False, scale=None, config=dispatch.plan_config)
     assert not fwd._plans  # not kept: the next eager call resolves its config properly
     graph.replay()
     assert torch.equal(out, want)
-
-
-class _Block(nn.Module):
-    """SDPA (causal, grouped-query) between two projections."""
-
-    def __init__(self, width=256, head_dim=64, kv_heads=2):
-        super().__init__()
-        self.h, self.hkv, self.d = width // head_dim, kv_heads, head_dim
-        self.q = nn.Linear(width, width, bias=False)
-        self.kv = nn.Linear(width, 2 * kv_heads * head_dim, bias=False)
-        self.out = nn.Linear(width, width, bias=False)
-
-    def forward(self, x):
-        b, t, c = x.shape
-        q = self.q(x).view(b, t, self.h, self.d).transpose(1, 2)
-        k, v = self.kv(x).view(b, t, 2, self.hkv, self.d).permute(2, 0, 3, 1, 4).unbind(0)
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
-        return self.out(y.transpose(1, 2).reshape(b, t, c))
 
 
 def test_compiled_with_cudagraphs_matches_compiled_without():
@@ -198,7 +180,7 @@ def test_compiled_with_cudagraphs_matches_compiled_without():
     from flashgen.compile.backend import backend
 
     torch.manual_seed(0)
-    model = _Block().cuda().to(BF16)
+    model = GroupedSdpa(causal=True).cuda().to(BF16)  # causal GQA between two projections
     torch._dynamo.reset()
     counters.clear()
     before = sum(v for key, v in patterns.counters.items() if key.endswith(".replaced"))

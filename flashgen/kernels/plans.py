@@ -1,0 +1,64 @@
+"""What the forward and backward launchers share about launch plans: the per-signature cache
+and the config a new plan runs with.
+
+The launchers take a config; they never look one up. `config` is either
+
+- a `TileConfig`: used as given (the tuner, benchmarks, tests);
+- a chooser, a callable `(spec, seq_q, seq_k, *, capturing) -> (config, settled)`: how the
+  caller's run-time choice (`flashgen.ops` passes `flashgen.runtime.dispatch.plan_config`) is
+  asked, once per new call signature, for the spec the launcher derives from the tensors. A
+  plan is kept only when the chooser says the choice is settled, and never while a CUDA graph
+  is being captured (the chooser then answers without asking the tuning database);
+- None: the hardware default for the spec (`flashgen.hardware.tiles.default_config`).
+
+Asking a chooser only when a plan is built keeps a repeated call to one dict lookup.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..core.config import TileConfig
+from ..core.spec import KernelSpec
+from .launch import capturing
+
+Chooser = Callable[..., tuple[TileConfig, bool]]
+MAX_PLANS = 4096
+
+
+def plan_config(config, spec: KernelSpec, seq_q: int, seq_k: int, q) -> tuple[TileConfig, bool]:
+    """(the config a new plan launches with, whether the plan may be kept), as described in
+    the module docstring. `q`: the call's query tensor (is a CUDA graph being captured?)."""
+    if isinstance(config, TileConfig):
+        return config, True
+    if config is None:
+        from ..hardware.tiles import default_config
+
+        return default_config(spec), True
+    return config(spec, seq_q, seq_k, capturing=capturing(q))
+
+
+class PlanCache(dict):
+    """Launch plans by call signature (a dict: a hit is one `get`). `store` keeps a plan only
+    when its config is settled and no CUDA graph is being captured (a plan must hold nothing
+    allocated from a graph's pool), and starts over past MAX_PLANS signatures. `clear_all`
+    empties every launcher's cache (a new tuning database may choose other configs)."""
+
+    _all: list[PlanCache] = []
+
+    def __init__(self) -> None:
+        super().__init__()
+        PlanCache._all.append(self)
+
+    def store(self, key: tuple, plan, q) -> None:
+        if plan.keep and not capturing(q):
+            if len(self) >= MAX_PLANS:
+                self.clear()
+            self[key] = plan
+
+
+def clear_all() -> None:
+    """Drop every launcher's plans (`flashgen.ops` calls it when the run-time choice's cache is
+    dropped: `flashgen.runtime.dispatch.on_clear`)."""
+    for cache in PlanCache._all:
+        cache.clear()
