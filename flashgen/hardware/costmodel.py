@@ -7,7 +7,7 @@ only has to order configs sensibly, and every record it produces is marked *mode
 measurement on the real GPU always replaces it.
 
 What it accounts for, because each of these changed the best config in the H200 grid
-(benchmarks/RESULTS.md, shared anchors):
+(benchmarks/RESULTS.md):
 - tile work: the two (forward) or five (backward) matrix products per tile on the tensor cores,
   the exponentials of the online softmax on the special-function units, and the bytes of the
   K/V (or Q/dO) tiles streamed per inner step;
