@@ -16,6 +16,7 @@ Asking a chooser only when a plan is built keeps a repeated call to one dict loo
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 
 from ..core.config import TileConfig
@@ -44,11 +45,11 @@ class PlanCache(dict):
     allocated from a graph's pool), and starts over past MAX_PLANS signatures. `clear_all`
     empties every launcher's cache (a new tuning database may choose other configs)."""
 
-    _all: list[PlanCache] = []
+    _all: list[weakref.ref[PlanCache]] = []  # weak: a test's throwaway cache is not kept
 
     def __init__(self) -> None:
         super().__init__()
-        PlanCache._all.append(self)
+        PlanCache._all.append(weakref.ref(self))
 
     def store(self, key: tuple, plan, q) -> None:
         if plan.keep and not capturing(q):
@@ -60,5 +61,8 @@ class PlanCache(dict):
 def clear_all() -> None:
     """Drop every launcher's plans (`flashgen.ops` calls it when the run-time choice's cache is
     dropped: `flashgen.runtime.dispatch.on_clear`)."""
-    for cache in PlanCache._all:
-        cache.clear()
+    PlanCache._all[:] = [ref for ref in PlanCache._all if ref() is not None]
+    for ref in PlanCache._all:
+        cache = ref()
+        if cache is not None:
+            cache.clear()

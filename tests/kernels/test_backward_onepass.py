@@ -27,6 +27,7 @@ from flashgen.core.config import TileConfig
 from flashgen.core.spec import KernelSpec
 from flashgen.kernels import bwd
 from flashgen.kernels.bwd import backward, resolve_kind
+from flashgen.kernels.plans import PlanCache
 
 HAS_CUDA = torch.cuda.is_available()
 PLAIN = KernelSpec(64, False, "float16", "bwd")
@@ -165,7 +166,7 @@ def _ran_kinds(monkeypatch):
         return real(*args, **kwargs)
 
     monkeypatch.setattr(bwd, "_Plan", spy)
-    monkeypatch.setattr(bwd, "_plans", {})
+    monkeypatch.setattr(bwd, "_plans", PlanCache())
     return seen
 
 
