@@ -23,7 +23,8 @@ Checks: every timed implementation's output (and dQ, dK, dV for modes with a bac
 compared with a float64 reference computed in query-row chunks on the same device, on the first
 batch element and the first K/V head's query group (attention is independent across batch and
 K/V heads, so that slice is checked exactly and the reference stays small at 16k tokens). The
-error is max |got - ref| / max |ref| per tensor; the bound depends on the dtype (`TOLERANCE`).
+error is max |got - ref| / max |ref| per tensor; the bound depends on the dtype (`TOLERANCE`;
+both in `flashgen.bench.checks`).
 """
 
 from __future__ import annotations
@@ -33,18 +34,12 @@ import statistics
 import time
 from dataclasses import asdict, dataclass, field
 
+from .checks import check, reference
+
 IMPLS = ("flashgen", "op", "sdpa_cudnn", "sdpa_flash", "sdpa_efficient", "sdpa_math", "flex")
 DEFAULT_IMPLS = ("flashgen", "sdpa_cudnn", "sdpa_flash", "sdpa_efficient", "sdpa_math", "flex")
 MODES = ("fwd", "bwd", "fwd_bwd")
 DTYPES = ("bfloat16", "float16", "float32")
-# Relative error (max abs error over the reference's max abs value) an implementation may have.
-# Half types: a few units in the last place of the output's largest values (bf16 has 8 bits of
-# mantissa, fp16 11); the gradients sum over the whole sequence, so they get a looser bound.
-TOLERANCE = {
-    "bfloat16": {"out": 2e-2, "grad": 5e-2},
-    "float16": {"out": 4e-3, "grad": 1e-2},
-    "float32": {"out": 2e-4, "grad": 1e-3},
-}
 _SDPA_BACKENDS = {
     "sdpa_cudnn": "CUDNN_ATTENTION",
     "sdpa_flash": "FLASH_ATTENTION",
@@ -239,73 +234,6 @@ def runner(impl: str, case: Case, mode: str, inputs):
             return torch.autograd.grad(fn(*leaves), leaves, do)
 
     return run, (out.detach(), *grads)
-
-
-def reference(case: Case, inputs, *, backward: bool, chunk: int = 1024):
-    """float64 (out, dq, dk, dv) on batch element 0 and K/V head 0 with its query heads.
-
-    Computed in chunks of query rows (scores [group, chunk, seq] at a time), so a 16k-token
-    case needs ~1 GB, not the full N x N matrix. dq/dk/dv are None without `backward`.
-    """
-    import torch
-
-    group = case.hq // case.hkv
-    q, k, v, do = (t[:1, :group].double() if t.shape[1] == case.hq else t[:1, :1].double()
-                   for t in inputs)  # fmt: skip
-    q, do = q[0], do[0]  # [group, seq, d]
-    k, v = k[0, 0], v[0, 0]  # [seq, d]
-    scale = 1.0 / math.sqrt(case.head_dim)
-    n = case.seq
-    out = torch.empty_like(q)
-    lse = torch.empty(q.shape[:2], dtype=q.dtype, device=q.device)
-    cols = torch.arange(n, device=q.device)
-
-    def probs(start, stop):
-        s = torch.matmul(q[:, start:stop], k.T) * scale
-        if case.causal:
-            rows = torch.arange(start, stop, device=q.device)[:, None]
-            s = s.masked_fill(cols[None, :] > rows, float("-inf"))
-        m = torch.logsumexp(s, dim=-1)
-        return torch.exp(s - m[..., None]), m
-
-    for start in range(0, n, chunk):
-        stop = min(n, start + chunk)
-        p, lse[:, start:stop] = probs(start, stop)
-        out[:, start:stop] = torch.matmul(p, v)
-    if not backward:
-        return out, None, None, None
-    dq = torch.empty_like(q)
-    dk, dv = torch.zeros_like(k), torch.zeros_like(v)
-    delta = (do * out).sum(-1)  # [group, seq]
-    for start in range(0, n, chunk):
-        stop = min(n, start + chunk)
-        p, _ = probs(start, stop)
-        d_o = do[:, start:stop]
-        dv += torch.einsum("gij,gid->jd", p, d_o)
-        ds = p * (torch.matmul(d_o, v.T) - delta[:, start:stop, None])
-        dq[:, start:stop] = torch.matmul(ds, k) * scale
-        dk += torch.einsum("gij,gid->jd", ds, q[:, start:stop]) * scale
-    return out, dq, dk, dv
-
-
-def check(case: Case, got, ref) -> tuple[bool, dict]:
-    """(ok, {name: relative error}) of an implementation's (out, dq, dk, dv) against `ref`."""
-    group = case.hq // case.hkv
-    errors = {}
-    ok = True
-    for name, g, r in zip(("out", "dq", "dk", "dv"), got, ref, strict=True):
-        if g is None or r is None:
-            continue
-        g = g[0, :group] if name in ("out", "dq") else g[0, 0]
-        g = g.double()
-        size = r.abs().max().item() or 1.0
-        err = (g - r).abs().max().item() / size
-        if not math.isfinite(err):
-            err = float("inf")
-        errors[name] = err
-        bound = TOLERANCE[case.dtype]["out" if name == "out" else "grad"]
-        ok = ok and err <= bound
-    return ok, errors
 
 
 def gpu_timer(rep_ms: int = 40, repeats: int = 1, warmup_ms: int | None = None):
