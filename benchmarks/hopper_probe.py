@@ -20,10 +20,13 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+from flashgen.core.hopper_config import HopperConfig  # noqa: E402
 from flashgen.core.spec import KernelSpec, dtype_name  # noqa: E402
+from flashgen.hardware.hopper_tiles import programs_per_sm  # noqa: E402
 from flashgen.kernels.codegen import load_family  # noqa: E402
 
 OUT = pathlib.Path(os.environ.get("OUT", "/tmp/out"))
+QUICK = "quick" in sys.argv[2:]
 LOG2E = 1.4426950408889634
 
 
@@ -32,7 +35,8 @@ def module(head_dim, causal, dtype):
 
 
 def prepare(q, k, v, causal, cfg, scale=None):
-    bm, bn, nb, w, maxnreg, nc, pp = cfg
+    bm, bn, nb, w, maxnreg, nc, pp = cfg[:7]
+    persistent = len(cfg) > 7 and cfg[7]
     B, H, SQ, D = q.shape
     HK, SK = k.shape[1], k.shape[2]
     out = torch.empty((B, H, SQ, D), dtype=q.dtype, device=q.device)
@@ -47,11 +51,16 @@ def prepare(q, k, v, causal, cfg, scale=None):
     scale = 1.0 / math.sqrt(D) if scale is None else scale
     mod = module(D, causal, q.dtype)
     grid = (triton.cdiv(SQ, bm) * B * H,)
+    if persistent:
+        hc = HopperConfig(bm, bn, nb, nc, w, maxnreg, pp, True)
+        per_sm = programs_per_sm(hc, D)
+        grid = (min(grid[0], per_sm * torch.cuda.get_device_properties(0).multi_processor_count),)
 
     def launch():
         return mod.attn_fwd_ws[grid](
             *descs,
             lse,
+            B,
             H,
             H // HK,
             SQ,
@@ -82,7 +91,7 @@ def reference(q, k, v, causal):
     return torch.softmax(s, -1) @ vv, torch.logsumexp(s, -1)
 
 
-# (BLOCK_M, BLOCK_N, NUM_BUF, num_warps, maxnreg, NUM_CONSUMERS, PINGPONG)
+# (BLOCK_M, BLOCK_N, NUM_BUF, num_warps, maxnreg, NUM_CONSUMERS, PINGPONG[, persistent])
 CFGS = {
     64: [
         (128, 128, 3, 4, 168, 2, False),
@@ -100,6 +109,12 @@ CFGS = {
 }
 
 
+if os.environ.get("PROBE_CFGS"):  # {"128": [[...config tuple...], ...], ...}: replaces CFGS
+    CFGS = {
+        int(d): [tuple(c) for c in cs] for d, cs in json.loads(os.environ["PROBE_CFGS"]).items()
+    }
+
+
 def check():
     torch.manual_seed(0)
     cases = []
@@ -112,6 +127,9 @@ def check():
         cases.append((1, 4, 4, 300, 129, D, torch.bfloat16, True, False))  # causal SQ > SK
         cases.append((2, 4, 4, 513, 513, D, torch.bfloat16, True, True))  # [B,S,H,D] strided
         cases.append((1, 2, 2, 1, 1, D, torch.float16, True, False))  # single row
+        # Many work items per program (persistent grid: 4 x 16 x 8 = 512 items > 132 SMs).
+        cases.append((4, 16, 4, 1000, 1000, D, torch.bfloat16, True, False))
+        cases.append((3, 16, 16, 777, 801, D, torch.bfloat16, False, False))
     rows = []
     for B, H, HK, SQ, SK, D, dtype, causal, strided in cases:
         if strided:
@@ -143,17 +161,67 @@ def check():
     print("ALL OK" if all(r["ok"] for r in rows) else "FAILURES", flush=True)
 
 
-def bench():
-    from flashgen.bench import harness
-    from flashgen.kernels.fwd import forward
-
-    os.environ["FLASHGEN_FWD_FAMILY"] = "hopper"
+def bench_shapes():
+    """(B, H, HK, N, D, causal): the 12-shape grid (batch x heads fill the GPU) and GQA 32/8 at
+    head dim 128; PROBE_SHAPES="D:N:causal:gqa,..." (e.g. 128:1024:1:0) keeps a subset."""
     shapes = []
     for D, H in ((128, 16), (64, 32)):
         for B, N in ((16, 1024), (4, 4096), (1, 16384)):
             for causal in (False, True):
                 shapes.append((B, H, H, N, D, causal))
-    shapes += [(4, 32, 8, 4096, 128, False), (4, 32, 8, 4096, 128, True)]
+    for B, N in ((8, 1024), (4, 4096), (1, 16384)):
+        for causal in (False, True):
+            shapes.append((B, 32, 8, N, 128, causal))
+    keep = os.environ.get("PROBE_SHAPES")
+    if keep:
+        want = {tuple(int(x) for x in item.split(":")) for item in keep.split(",")}
+        shapes = [s for s in shapes if (s[4], s[3], int(s[5]), int(s[2] != s[1])) in want]
+    return shapes
+
+
+def _warm_one(job):
+    """Compile (by launching once) one config for the shapes of its head dim: a worker process."""
+    cfg, shapes = job
+    for B, H, HK, N, D, causal in shapes:
+        q = torch.randn(B, H, N, D, device="cuda", dtype=torch.bfloat16)
+        k = torch.randn(B, HK, N, D, device="cuda", dtype=torch.bfloat16)
+        launch, _, _ = prepare(q, k, k, causal, cfg)
+        launch()
+    torch.cuda.synchronize()
+    return cfg
+
+
+def warm():
+    """Fill Triton's on-disk cache for every (config, shape) of `bench` with parallel worker
+    processes: compiling is most of a cold bench's time, and the device has 16 cores."""
+    import concurrent.futures as cf
+    import multiprocessing as mp
+
+    jobs = []
+    for D, cfgs in CFGS.items():
+        shapes = [s for s in bench_shapes() if s[4] == D]
+        for cfg in cfgs:
+            if len(cfg) > 7 and cfg[7] and cfg[:7] + (False,) in cfgs:
+                continue  # the persistent launch compiles the same kernel
+            for causal in (False, True):
+                jobs.append((cfg, [s for s in shapes if s[5] == causal]))
+    workers = int(os.environ.get("PROBE_WORKERS", "8"))
+    with cf.ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as pool:
+        for done in pool.map(_warm_one, jobs):
+            print("warm", done, flush=True)
+
+
+def bench():
+    from flashgen.bench import harness
+    from flashgen.kernels.fwd import forward
+
+    os.environ["FLASHGEN_FWD_FAMILY"] = "hopper"
+    shapes = bench_shapes()
+    rounds = int(os.environ.get("PROBE_ROUNDS", "3"))
+    if QUICK:  # a first look: three hd128 shapes, one round
+        shapes = [(16, 16, 16, 1024, 128, True), (4, 16, 16, 4096, 128, True),
+                  (1, 16, 16, 16384, 128, False)]  # fmt: skip
+        rounds = 1
     rows = []
     for B, H, HK, N, D, causal in shapes:
         q = torch.randn(B, H, N, D, device="cuda", dtype=torch.bfloat16)
@@ -175,7 +243,7 @@ def bench():
             *qkv, causal=causal, scale=None
         )
         res = {}
-        for _round in range(3):
+        for _round in range(rounds):
             for name, f in fns.items():
                 try:
                     res.setdefault(name, []).append(harness.tflops(flops, timer(f)))
@@ -242,11 +310,23 @@ def regs():
 
 if __name__ == "__main__":
     OUT.mkdir(parents=True, exist_ok=True)
-    if sys.argv[2:] == ["shipped"]:  # only flashgen.kernels.hopper.CONFIGS, the configs that ship
+    if "shipped" in sys.argv[2:]:  # only flashgen.kernels.hopper.CONFIGS, the configs that ship
         from flashgen.kernels.hopper import CONFIGS
 
         CFGS = {
-            d: [(c.block_m, c.block_n, c.num_buf, c.num_warps, c.maxnreg, c.consumers, c.pingpong)]
+            d: [
+                (
+                    c.block_m,
+                    c.block_n,
+                    c.num_buf,
+                    c.num_warps,
+                    c.maxnreg,
+                    c.consumers,
+                    c.pingpong,
+                    p,
+                )
+                for p in (False, True)
+            ]
             for d, c in CONFIGS.items()
         }
-    {"check": check, "bench": bench, "regs": regs}[sys.argv[1]]()
+    {"check": check, "bench": bench, "regs": regs, "warm": warm}[sys.argv[1]]()

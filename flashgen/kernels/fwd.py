@@ -77,7 +77,8 @@ class _Plan:
         self.scale = 1.0 / math.sqrt(dim)
         self.hopper = None
         if not isinstance(config, TileConfig) and hopper.choose(spec, q, k, v, sq):
-            self.hopper = spec  # the Gluon family launches itself (through its JIT)
+            # The Gluon family launches itself (through its JIT), with its config for this length.
+            self.hopper = (spec, hopper.config_for(spec, sq))
             return
         config, self.keep = plan_config(config, spec, sq, sk, q)
         module = load(spec)
@@ -107,7 +108,8 @@ class _Plan:
     def launch(self, q, k, v, out, lse, scale, window=None, softcap=None) -> None:
         scale = float(self.scale if scale is None else scale)
         if self.hopper is not None:
-            hopper.forward(q, k, v, out, lse, scale=scale, spec=self.hopper)
+            spec, cfg = self.hopper
+            hopper.forward(q, k, v, out, lse, scale=scale, spec=spec, config=cfg)
             return
         qk_scale = scale * LOG2E
         win = () if window is None else window

@@ -26,8 +26,8 @@ import functools
 import inspect
 import logging
 import os
-from dataclasses import dataclass
 
+from ..core.hopper_config import HopperConfig
 from ..core.spec import cdiv
 
 log = logging.getLogger("flashgen")
@@ -44,26 +44,9 @@ AUTO_MIN_CAUSAL_SEQ_Q = 2048
 _GL_DTYPE = {"float16": "gl.float16", "bfloat16": "gl.bfloat16"}
 
 
-@dataclass(frozen=True)
-class HopperConfig:
-    """Launch parameters of the Gluon kernel (all ints/bools: they reach the template as
-    constexprs). block_m rows per program, split over `consumers` warpgroups; block_n keys per
-    tile; num_buf K/V ring slots; maxnreg the per-thread register cap the launch declares
-    ((num_warps + 4) * 32 * maxnreg <= 65536); pingpong orders the consumers' GEMMs."""
-
-    block_m: int
-    block_n: int
-    num_buf: int
-    consumers: int
-    num_warps: int
-    maxnreg: int
-    pingpong: bool
-
-    def shared_bytes(self, head_dim: int, elem_bytes: int = 2) -> int:
-        """Shared memory of the allocations: Q tiles, the K/V ring, mbarriers (8 bytes each).
-        On sm_90 the compiler's figure was this plus its own reserve (run 2 regs.json)."""
-        tiles = (self.block_m + 2 * self.num_buf * self.block_n) * head_dim * elem_bytes
-        return tiles + 8 * (self.consumers + 4 * self.num_buf + 2)
+def persistent_variant(cfg: HopperConfig) -> HopperConfig:
+    """The same tiles launched as a persistent grid."""
+    return cfg.with_persistent(True)
 
 
 # The best measured on the H200 (RESULTS.md, "Hopper Gluon forward"). Head dim 128: two
@@ -189,6 +172,17 @@ def _log_once(spec, reason: str) -> None:
     log.info("flashgen: %s uses the portable forward: %s", spec.uri(), reason)
 
 
+def config_for(spec, seq_q: int) -> HopperConfig:
+    """The config to launch: the measured one for this head dim, mask and query-length bucket
+    (`flashgen.hardware.hopper_tiles.tuned_config`: FLASHGEN_HOPPER_CONFIGS or the shipped
+    tuning_db/hopper/<gpu>.json), else `CONFIGS`."""
+    from ..hardware.hopper_tiles import tuned_config
+    from ..hardware.sram import current_device
+
+    found = tuned_config(spec.head_dim, spec.causal, seq_q, current_device())
+    return found or CONFIGS[spec.head_dim]
+
+
 def forward(q, k, v, out, lse, *, scale: float, spec, config: HopperConfig | None = None) -> None:
     """Launch the Hopper kernel, writing `out` (contiguous, q's dtype) and `lse` (float32
     [B, Hq, Sq], natural log: what flashgen's backward reads)."""
@@ -197,8 +191,8 @@ def forward(q, k, v, out, lse, *, scale: float, spec, config: HopperConfig | Non
 
     from .codegen import load_family
 
-    cfg = config or CONFIGS[spec.head_dim]
     batch, hq, sq, dim = q.shape
+    cfg = config or config_for(spec, sq)
     hkv, sk = k.shape[1], k.shape[2]
     gl_dtype = getattr(gl, spec.dtype)
     rows_q = cfg.block_m // cfg.consumers
@@ -208,13 +202,24 @@ def forward(q, k, v, out, lse, *, scale: float, spec, config: HopperConfig | Non
         return TensorDescriptor(t, list(t.shape), list(t.stride()), [1, 1, rows, dim], layout)
 
     descs = (desc(q, rows_q), desc(k, cfg.block_n), desc(v, cfg.block_n), desc(out, rows_q))
-    grid = (cdiv(sq, cfg.block_m) * batch * hq,)
-    load_family(spec, "hopper").attn_fwd_ws[grid](
-        *descs, lse, hq, hq // hkv, sq, sk, float(scale) * LOG2E,
+    items = cdiv(sq, cfg.block_m) * batch * hq
+    if cfg.persistent:
+        from ..hardware.hopper_tiles import programs_per_sm
+
+        items = min(items, programs_per_sm(cfg, dim) * _sm_count(q.device.index or 0))
+    load_family(spec, "hopper").attn_fwd_ws[(items,)](
+        *descs, lse, batch, hq, hq // hkv, sq, sk, float(scale) * LOG2E,
         BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, NUM_BUF=cfg.num_buf,
         NUM_CONSUMERS=cfg.consumers, PINGPONG=cfg.pingpong,
         num_warps=cfg.num_warps, maxnreg=cfg.maxnreg,
     )  # fmt: skip
+
+
+@functools.cache
+def _sm_count(index: int) -> int:
+    import torch
+
+    return torch.cuda.get_device_properties(index).multi_processor_count
 
 
 def compile_for_sm90(spec, cfg: HopperConfig | None = None) -> dict:
@@ -240,7 +245,7 @@ def compile_for_sm90(spec, cfg: HopperConfig | None = None) -> dict:
     rows_q = cfg.block_m // cfg.consumers
     signature = {
         "desc_q": desc(rows_q), "desc_k": desc(cfg.block_n), "desc_v": desc(cfg.block_n),
-        "desc_o": desc(rows_q), "Lse": "*fp32", "H": "i32", "GROUP": "i32", "SEQ_Q": "i32",
+        "desc_o": desc(rows_q), "Lse": "*fp32", "BATCH": "i32", "H": "i32", "GROUP": "i32", "SEQ_Q": "i32",
         "SEQ_K": "i32", "qk_scale": "fp32", "BLOCK_M": "constexpr", "BLOCK_N": "constexpr",
         "NUM_BUF": "constexpr", "NUM_CONSUMERS": "constexpr", "PINGPONG": "constexpr",
         "num_warps": "constexpr",
@@ -261,3 +266,32 @@ def compile_for_sm90(spec, cfg: HopperConfig | None = None) -> dict:
         options={"num_warps": cfg.num_warps, "maxnreg": cfg.maxnreg},
     )
     return {"shared": kernel.metadata.shared, "ptx": kernel.asm["ptx"]}
+
+
+def ptxas_spills(ptx: str) -> int | None:
+    """Spill-store bytes ptxas reports when it assembles `ptx` (from `compile_for_sm90`) for
+    sm_90a, with the ptxas Triton ships; None where that ptxas cannot be found or run. The
+    register model (`flashgen.hardware.hopper_tiles.spill_risk`) is checked against this."""
+    import re
+    import subprocess
+    import tempfile
+
+    try:
+        from triton.backends.nvidia.compiler import get_ptxas
+
+        ptxas = get_ptxas(90).path
+    except Exception:  # no NVIDIA backend, or a Triton that moved the helper
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        src = os.path.join(tmp, "k.ptx")
+        with open(src, "w") as f:
+            f.write(ptx)
+        try:
+            done = subprocess.run(
+                [ptxas, "-arch=sm_90a", "-v", src, "-o", os.path.join(tmp, "k.cubin")],
+                capture_output=True, text=True, timeout=300,
+            )  # fmt: skip
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+    found = re.findall(r"(\d+) bytes spill stores", done.stderr)
+    return sum(map(int, found)) if done.returncode == 0 and found else None

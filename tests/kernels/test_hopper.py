@@ -41,7 +41,7 @@ def test_render(head_dim, dtype, causal):
     assert f"tma.{API['tma_load']}(" in source and f"tma.{API['tma_store']}(" in source
     # Causal: the diagonal mask and the longest-first order exist only in the causal rendering.
     assert ("offs_n[None, :] <= offs_m[:, None]" in source) == causal
-    assert ("pid_m = num_m - 1 - pid // bh_total" in source) == causal
+    assert ("pid_m = num_m - 1 - item // BH" in source) == causal
     compile(source, spec.uri(), "exec")  # valid Python
     assert hasattr(load_family(spec, "hopper"), "attn_fwd_ws")
 
@@ -104,22 +104,36 @@ def test_kernel_cli_prints_the_hopper_source(capsys):
 # ---- ahead-of-time compilation for sm_90 (CPU) -------------------------------------------
 
 
+# Configs compiled ahead of time: the shipped ones (both causal modes) and one of each other
+# consumer layout the fit model admits (hd128 64-key tiles with 3 slots; hd64 three consumers,
+# one 8-warp consumer), so the byte model and the register model are checked across the space.
+AOT_CONFIGS = [
+    (64, "shipped"), (128, "shipped"),
+    (128, (128, 64, 3, 2, 4, 168, False)),
+    (64, (192, 64, 3, 3, 4, 128, False)),
+    (64, (128, 128, 2, 1, 8, 168, False)),
+]  # fmt: skip
+
 _AOT_SCRIPT = """
 import json, sys
 from flashgen.kernels import hopper
 from flashgen.core.spec import KernelSpec
+from flashgen.core.hopper_config import HopperConfig
 out = {}
-for head_dim in hopper.RENDERABLE_HEAD_DIMS:
-    for causal in (False, True):
+for head_dim, cfg in json.loads(sys.argv[1]):
+    cfg = hopper.CONFIGS[head_dim] if cfg == "shipped" else HopperConfig(*cfg)
+    for causal in ((False, True) if cfg == hopper.CONFIGS[head_dim] else (False,)):
         spec = KernelSpec(head_dim, causal, "bfloat16", "fwd")
-        out[spec.uri()] = hopper.compile_for_sm90(spec)
+        res = hopper.compile_for_sm90(spec, cfg)
+        out[f"{spec.uri()} {cfg.short()}"] = dict(res, model=cfg.shared_bytes(head_dim),
+                                                  spills=hopper.ptxas_spills(res["ptx"]))
 json.dump(out, sys.stdout)
 """
 
 
 @pytest.fixture(scope="module")
 def aot_results():
-    """Every shipped config compiled for sm_90, in a child process without TRITON_INTERPRET
+    """The AOT configs compiled for sm_90, in a child process without TRITON_INTERPRET
     (conftest sets it for this one, and Gluon's jit helpers imported under it cannot compile)."""
     import json
     import os
@@ -128,8 +142,9 @@ def aot_results():
 
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     done = subprocess.run(
-        [sys.executable, "-c", _AOT_SCRIPT], env=env, capture_output=True, text=True, timeout=600
-    )
+        [sys.executable, "-c", _AOT_SCRIPT, json.dumps(AOT_CONFIGS)],
+        env=env, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout)
 
@@ -145,20 +160,32 @@ def _gluon_aot_available() -> str | None:
 
 
 @pytest.mark.skipif(_gluon_aot_available() is not None, reason=str(_gluon_aot_available()))
-@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
-@pytest.mark.parametrize("head_dim", HEAD_DIMS, ids=lambda d: f"d{d}")
-def test_compiles_for_sm90_and_fits_the_shared_memory_model(head_dim, causal, aot_results):
-    spec = KernelSpec(head_dim, causal, "bfloat16", "fwd")
-    result = aot_results[spec.uri()]
-    ptx = result["ptx"]
-    # Warp specialisation really happened: registers move from the loader to the consumers.
-    assert re.search(r"setmaxnreg\.dec\.sync\.aligned\.u32\s+24;", ptx)
-    assert "wgmma.mma_async" in ptx and "cp.async.bulk.tensor" in ptx
-    real = result["shared"]
-    model = hopper.CONFIGS[head_dim].shared_bytes(head_dim)
-    # The compiler adds only alignment padding to the explicit allocations.
-    assert model <= real < model + 1024, (real, model)
-    assert real <= 232_448  # the H200's opt-in shared memory per block
+def test_compiles_for_sm90_and_fits_the_models(aot_results):
+    from flashgen.hardware.sram import KNOWN_GPUS
+
+    assert len(aot_results) == 2 * 2 + 3
+    for name, result in aot_results.items():
+        ptx = result["ptx"]
+        # Warp specialisation really happened: registers move from the loader to the consumers.
+        assert re.search(r"setmaxnreg\.dec\.sync\.aligned\.u32\s+24;", ptx), name
+        assert "wgmma.mma_async" in ptx and "cp.async.bulk.tensor" in ptx, name
+        real, model = result["shared"], result["model"]
+        # The compiler adds only alignment padding to the explicit allocations.
+        assert model <= real < model + 1024, (name, real, model)
+        assert real <= KNOWN_GPUS["nvidia-h200"].smem_optin_bytes
+        # Every config here passes the register model, and ptxas (where Triton ships it) agrees.
+        if result["spills"] is not None:
+            assert result["spills"] == 0, name
+
+
+def test_aot_configs_pass_the_fit_model():
+    from flashgen.core.hopper_config import HopperConfig
+    from flashgen.hardware.hopper_tiles import fit_reason
+    from flashgen.hardware.sram import KNOWN_GPUS
+
+    for head_dim, cfg in AOT_CONFIGS:
+        cfg = hopper.CONFIGS[head_dim] if cfg == "shipped" else HopperConfig(*cfg)
+        assert fit_reason(cfg, head_dim, KNOWN_GPUS["nvidia-h200"]) is None, cfg
 
 
 # ---- numerics on the GPU -----------------------------------------------------------------
@@ -212,6 +239,43 @@ def test_hopper_forward_matches_float64(case, monkeypatch):
     assert err <= atol, f"out err {err:.3e} > {atol:.3e} (sdpa {sdpa_err:.3e})"
     lse_err = (lse.double() - ref_lse).abs().max().item()
     assert lse_err <= 1e-4 + 1e-5 * ref_lse.abs().max().item(), lse_err
+
+
+# Launch layouts beyond the shipped ones, persistent grids with several work items per
+# program (4 x 16 heads x 8 query blocks = 512 items > 132 SMs), GQA, odd lengths.
+LAYOUT_CASES = [
+    # (head_dim, HopperConfig fields, causal, (B, Hq, Hkv, Sq, Sk))
+    (128, (128, 128, 2, 2, 4, 168, False, True), True, (4, 16, 4, 1000, 1000)),
+    (128, (128, 128, 2, 2, 4, 168, False, True), False, (3, 16, 16, 777, 801)),
+    (128, (128, 128, 2, 2, 4, 168, True, True), True, (4, 16, 16, 1000, 1000)),
+    (128, (128, 64, 3, 2, 4, 168, False, True), True, (2, 8, 8, 1500, 1500)),
+    (64, (192, 64, 3, 3, 4, 128, False, False), True, (2, 8, 2, 1000, 1000)),
+    (64, (192, 64, 3, 3, 4, 128, False, True), False, (4, 16, 16, 1000, 1000)),
+    (64, (64, 128, 3, 1, 4, 128, False, True), True, (4, 16, 4, 1000, 1000)),
+    (64, (128, 128, 2, 1, 8, 168, False, False), True, (1, 4, 4, 300, 129)),
+]
+
+
+@pytest.mark.gpu
+@needs_sm90
+@needs_gluon
+@pytest.mark.parametrize("case", LAYOUT_CASES, ids=lambda c: f"d{c[0]}-{c[1]}-{c[2]}-{c[3]}")
+def test_layouts_and_persistent_grid_match_float64(case):
+    from flashgen.core.hopper_config import HopperConfig
+
+    d, fields, causal, (b, hq, hkv, sq, sk) = case
+    cfg = HopperConfig(*fields)
+    q, k, v = _qkv(b, hq, hkv, sq, sk, d, torch.bfloat16, seed=2)
+    out = torch.empty_like(q)
+    lse = torch.empty(b, hq, sq, device=q.device, dtype=torch.float32)
+    spec = KernelSpec(d, causal, "bfloat16", "fwd")
+    hopper.forward(q, k, v, out, lse, scale=d**-0.5, spec=spec, config=cfg)
+    ref_out, ref_lse = attention_ref(q, k, v, causal=causal)
+    _, atol = tolerance(
+        torch.bfloat16, max_abs_err(sdpa_same_dtype(q, k, v, causal=causal), ref_out)
+    )
+    assert max_abs_err(out, ref_out) <= atol
+    assert (lse.double() - ref_lse).abs().max().item() <= 1e-4 + 1e-5 * ref_lse.abs().max().item()
 
 
 @pytest.mark.gpu

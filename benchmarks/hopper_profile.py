@@ -1,0 +1,131 @@
+"""Launch the Hopper Gluon forward (and, for comparison, SDPA's cuDNN kernel) once per named
+case, for Nsight Compute to profile; also print the compiled kernels' registers and spills.
+
+Why: the family stops short of cuDNN on short/causal shapes and of 650 TFLOP/s at hd128 16k;
+the profile says whether issue rate, stalls, registers or spills limit it. Each case launches
+its kernel exactly once after the inputs exist, so `ncu -k regex:'attn_fwd_ws|sdpa|fmha|cudnn'`
+catches one launch per case (cuDNN's may come with helper kernels; the regex names them).
+
+Usage (RESULTS.md, "Hopper forward: profile"):
+  ncu --clock-control none --set full -k regex:'attn_fwd_ws|sdpa|fmha|cudnn' -c 8 -o REPORT \
+      python3 benchmarks/hopper_profile.py run d128_16k d128_1k_causal cudnn_d128_16k
+  python3 benchmarks/hopper_profile.py regs > regs.json   # n_regs / n_spills / shared per config
+Case names: [cudnn_]d{64,128}_{1k,4k,16k}[_causal][_gqa]; add `_persistent` for the
+persistent-grid variant where the family has it (flashgen.kernels.hopper).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import re
+import sys
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+
+# batch, q heads, kv heads for a sequence length: the grid of RESULTS.md (batch x heads fill the GPU).
+_BATCH = {1024: 16, 4096: 4, 16384: 1}
+_CASE = re.compile(r"^(cudnn_)?d(64|128)_(1k|4k|16k)(_causal)?(_gqa)?(_persistent)?$")
+
+
+def parse_case(name: str) -> dict:
+    """Case name -> shape; raises ValueError naming the case for anything else."""
+    m = _CASE.match(name)
+    if not m:
+        raise ValueError(f"unknown case {name!r} (expected e.g. d128_16k or cudnn_d64_1k_causal)")
+    vendor, dim, n, causal, gqa, persistent = m.groups()
+    seq = {"1k": 1024, "4k": 4096, "16k": 16384}[n]
+    heads = 16 if dim == "128" else 32
+    if gqa:
+        heads, kv_heads = 32, 8
+    else:
+        kv_heads = heads
+    return dict(vendor=bool(vendor), head_dim=int(dim), seq=seq, batch=_BATCH[seq], heads=heads,
+                kv_heads=kv_heads, causal=bool(causal), persistent=bool(persistent))  # fmt: skip
+
+
+def run_case(name: str) -> None:
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    from flashgen.core.spec import KernelSpec
+    from flashgen.kernels import hopper
+
+    c = parse_case(name)
+    torch.manual_seed(0)
+    shape_q = (c["batch"], c["heads"], c["seq"], c["head_dim"])
+    shape_kv = (c["batch"], c["kv_heads"], c["seq"], c["head_dim"])
+    q = torch.randn(shape_q, device="cuda", dtype=torch.bfloat16)
+    k = torch.randn(shape_kv, device="cuda", dtype=torch.bfloat16)
+    v = torch.randn(shape_kv, device="cuda", dtype=torch.bfloat16)
+    if c["vendor"]:
+        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+            F.scaled_dot_product_attention(q, k, v, is_causal=c["causal"],
+                                           enable_gqa=c["kv_heads"] != c["heads"])  # fmt: skip
+    else:
+        spec = KernelSpec(c["head_dim"], c["causal"], "bfloat16", "fwd")
+        out = torch.empty_like(q)
+        lse = torch.empty(shape_q[:3], device="cuda", dtype=torch.float32)
+        cfg = hopper.CONFIGS[c["head_dim"]]
+        if c["persistent"]:
+            cfg = hopper.persistent_variant(cfg)
+        hopper.forward(q, k, v, out, lse, scale=c["head_dim"] ** -0.5, spec=spec, config=cfg)
+    torch.cuda.synchronize()
+    print(f"{name}: launched {c}", flush=True)
+
+
+def regs() -> None:
+    """Registers, spills and shared bytes of each shipped config as compiled on this GPU."""
+    import torch
+
+    from flashgen.core.spec import KernelSpec
+    from flashgen.kernels import hopper
+    from flashgen.kernels.codegen import load_family
+
+    rows, seen = [], set()
+    for dim, cfg0 in hopper.CONFIGS.items():
+        variants = [cfg0]
+        if hasattr(hopper, "persistent_variant"):
+            variants.append(hopper.persistent_variant(cfg0))
+        for causal in (False, True):
+            for cfg in variants:
+                spec = KernelSpec(dim, causal, "bfloat16", "fwd")
+                q = torch.randn(1, 1, 256, dim, device="cuda", dtype=torch.bfloat16)
+                out, lse = torch.empty_like(q), torch.empty(1, 1, 256, device="cuda")
+                hopper.forward(q, q, q, out, lse, scale=dim**-0.5, spec=spec, config=cfg)
+                torch.cuda.synchronize()
+                fn = load_family(spec, "hopper").attn_fwd_ws
+                for key, kernels in fn.device_caches[0][0].items():
+                    if (spec, key) in seen:
+                        continue
+                    seen.add((spec, key))
+                    kernels._init_handles()
+                    rows.append(dict(head_dim=dim, causal=causal, cfg=repr(cfg),
+                                     n_regs=kernels.n_regs, n_spills=kernels.n_spills,
+                                     shared=kernels.metadata.shared,
+                                     model_shared=cfg.shared_bytes(dim)))  # fmt: skip
+    print(json.dumps(rows, indent=1), flush=True)
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run", help="launch each named case once (for ncu)")
+    r.add_argument("cases", nargs="+")
+    sub.add_parser("regs", help="print registers/spills/shared bytes of the shipped configs")
+    args = ap.parse_args(argv)
+    if args.cmd == "run":
+        for name in args.cases:
+            parse_case(name)  # every name checked before the first launch
+        for name in args.cases:
+            run_case(name)
+    else:
+        regs()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,99 @@
+"""`HopperConfig`: the launch parameters of the Hopper (Gluon, warp-specialised) forward family.
+
+A value type like `TileConfig`, for the other family: its knobs reach the template as constexprs
+and the launch (grid, maxnreg), so every field is validated here on construction (ints and
+bools in fixed ranges, nothing else). The byte and thread counts are what the kernel allocates
+(templates/attn_fwd_hopper.py.jinja); `flashgen.hardware.hopper_tiles` decides what fits a GPU.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+
+from .config import FieldError
+
+CONSUMERS = (1, 2, 3)
+# Rows of one consumer: a warpgroup owns 64 (wgmma's M per warpgroup); one consumer of 8 warps
+# (two warpgroups in one partition) owns 128.
+CONSUMER_WARPS = (4, 8)
+BLOCK_N = (64, 128)
+NUM_BUF = (2, 3, 4)
+# Registers a thread: setmaxnreg moves them in steps of 8, and a thread holds at most 255.
+MIN_REGS, MAX_REGS = 24, 248
+REGS_PER_SM = 65_536
+BARRIER_BYTES = 8
+
+
+@dataclass(frozen=True, order=True)
+class HopperConfig:
+    """block_m rows per work item, split over `consumers` partitions of num_warps warps each
+    (num_warps 8 only with one consumer); block_n keys per tile; num_buf K/V ring slots;
+    maxnreg the per-thread register cap the launch declares (threads() * maxnreg must fit the
+    SM's 65,536 registers; the loader's warpgroup then gives its registers to the consumers
+    through setmaxnreg); pingpong orders the two consumers' GEMMs; persistent launches one
+    program per resident slot (each walks several work items, longest first when causal)
+    instead of one per item."""
+
+    block_m: int
+    block_n: int
+    num_buf: int
+    consumers: int
+    num_warps: int
+    maxnreg: int
+    pingpong: bool
+    persistent: bool = False
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            want_bool = f.name in ("pingpong", "persistent")
+            if want_bool != isinstance(value, bool) or not isinstance(value, int):
+                kind = "a bool" if want_bool else "an int"
+                raise FieldError(f.name, f"HopperConfig.{f.name} must be {kind}, got {value!r}")
+        checks = (
+            ("consumers", self.consumers in CONSUMERS, f"one of {CONSUMERS}"),
+            ("num_warps", self.num_warps in CONSUMER_WARPS and
+             (self.num_warps == 4 or self.consumers == 1), "4, or 8 with one consumer"),
+            ("block_m", self.block_m == self.consumers * 16 * self.num_warps,
+             "consumers * 16 * num_warps (each warp owns 16 rows of a wgmma tile)"),
+            ("block_n", self.block_n in BLOCK_N, f"one of {BLOCK_N}"),
+            ("num_buf", self.num_buf in NUM_BUF, f"one of {NUM_BUF}"),
+            ("maxnreg", MIN_REGS <= self.maxnreg <= MAX_REGS and self.maxnreg % 8 == 0,
+             f"a multiple of 8 in [{MIN_REGS}, {MAX_REGS}]"),
+            ("maxnreg", self.threads() * self.maxnreg <= REGS_PER_SM,
+             f"at most {REGS_PER_SM} // {self.threads()} threads"),
+            ("pingpong", not self.pingpong or self.consumers == 2, "only with two consumers"),
+        )  # fmt: skip
+        for name, ok, rule in checks:
+            if not ok:
+                raise FieldError(name, f"HopperConfig.{name} must be {rule}: got {self}")
+
+    @property
+    def rows_per_consumer(self) -> int:
+        return self.block_m // self.consumers
+
+    def shared_bytes(self, head_dim: int, elem_bytes: int = 2) -> int:
+        """Shared memory of the kernel's allocations: each consumer's Q and O staging tiles,
+        the K and V rings, the mbarriers. On sm_90 the compiler adds alignment padding only
+        (tests/kernels/test_hopper.py compiles configs and compares)."""
+        tiles = (2 * self.block_m + 2 * self.num_buf * self.block_n) * head_dim * elem_bytes
+        return tiles + BARRIER_BYTES * (2 * self.consumers + 4 * self.num_buf + 2)
+
+    def threads(self) -> int:
+        """Threads of one program: the consumers' warps and the loader's warp, the loader
+        rounded up to a warpgroup (setmaxnreg works per warpgroup)."""
+        return 32 * (self.consumers * self.num_warps + 4)
+
+    def short(self) -> str:
+        flags = ("pp" if self.pingpong else "") + ("P" if self.persistent else "")
+        return (f"(hopper {self.block_m}x{self.block_n} c{self.consumers}w{self.num_warps} "
+                f"b{self.num_buf} r{self.maxnreg}{' ' + flags if flags else ''})")  # fmt: skip
+
+    def with_persistent(self, persistent: bool = True) -> HopperConfig:
+        return replace(self, persistent=persistent)
+
+
+def max_regs(consumers: int, num_warps: int) -> int:
+    """The largest launch register cap for this many threads (a multiple of 8)."""
+    threads = 32 * (consumers * num_warps + 4)
+    return min(MAX_REGS, REGS_PER_SM // threads // 8 * 8)

@@ -1,0 +1,49 @@
+"""HopperConfig validates every field (its values reach a template and a launch)."""
+
+from __future__ import annotations
+
+import pytest
+
+from flashgen.core.config import FieldError
+from flashgen.core.hopper_config import HopperConfig, max_regs
+
+SHIPPED_128 = HopperConfig(128, 128, 2, 2, 4, 168, False)
+
+
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [
+        (dict(block_m=96), "block_m"),  # not consumers * 16 * warps
+        (dict(block_n=256), "block_n"),
+        (dict(num_buf=1), "num_buf"),
+        (dict(consumers=4, block_m=256), "consumers"),
+        (dict(num_warps=8), "num_warps"),  # 8 warps only with one consumer
+        (dict(maxnreg=170), "maxnreg"),  # not a multiple of 8
+        (dict(maxnreg=176), "maxnreg"),  # 384 threads x 176 > 65,536
+        (dict(pingpong=1), "pingpong"),  # an int is not a bool
+        (dict(block_n=128.0), "block_n"),
+        (dict(persistent="yes"), "persistent"),
+    ],
+    ids=lambda x: str(x),
+)
+def test_rejects(kwargs, field):
+    values = {**SHIPPED_128.__dict__, **kwargs}
+    with pytest.raises(FieldError) as err:
+        HopperConfig(**values)
+    assert err.value.field == field
+
+
+def test_pingpong_needs_two_consumers():
+    with pytest.raises(FieldError, match="two consumers"):
+        HopperConfig(64, 128, 3, 1, 4, 128, True)
+
+
+def test_counts():
+    # Q and O staging (2 x 128 rows), 2 slots each of K and V (128 rows), hd128, 2 bytes;
+    # 2 q_ready/q_empty per consumer, 4 per slot, 2 turn barriers.
+    assert SHIPPED_128.shared_bytes(128) == (256 + 512) * 128 * 2 + 8 * (4 + 8 + 2)
+    assert SHIPPED_128.threads() == 384
+    assert HopperConfig(192, 64, 3, 3, 4, 128, False).threads() == 512
+    assert max_regs(2, 4) == 168 and max_regs(3, 4) == 128 and max_regs(1, 4) == 248
+    assert SHIPPED_128.with_persistent().persistent and not SHIPPED_128.persistent
+    assert "c2w4" in SHIPPED_128.short()
