@@ -32,9 +32,11 @@ log = logging.getLogger("flashgen")
 # (sm_90: 228 KiB per SM, 1 KiB reserved per block).
 SMEM_PER_SM = 233_472
 SMEM_RESERVED_PER_PROGRAM = 1024
-# Registers a consumer thread gets after setmaxnreg (the template's worker_num_regs), by the
-# number of consumer warpgroups; one consumer keeps the launch cap.
-CONSUMER_REGS = {2: 240, 3: 160}
+# Registers the least-served consumer thread gets after setmaxnreg, by the number of consumer
+# warpgroups: the template gives the worker consumers 240 (two) or 160 (three) and the loader
+# 40; the default partition (consumer 0) gets what is left, 224 or 152 (read off the PTX).
+CONSUMER_REGS = {2: 224, 3: 152}
+LOADER_REGS = 40
 # Registers a consumer thread needs beyond its S, P and O tiles (indices, m/l, addresses), as
 # read off ptxas -v for compiled configs: 3 consumers at 160 registers spilled 16 bytes with
 # 112 tile registers (hd128, 64-key tiles) and 52 with 128 (hd64, 128-key tiles); 2 consumers
@@ -45,10 +47,10 @@ OVERHEAD_REGS = 48
 def consumer_regs(cfg: HopperConfig) -> int:
     """Registers a consumer thread works with. Several consumers: the template's setmaxnreg
     figure. One consumer: what the program's share of the register file leaves after the
-    loader's warpgroup dropped to 24 (a multiple of 8, at most 248)."""
+    loader's warpgroup dropped to LOADER_REGS (a multiple of 8, at most 248)."""
     if cfg.consumers in CONSUMER_REGS:
         return CONSUMER_REGS[cfg.consumers]
-    program = cfg.threads() * cfg.maxnreg - 128 * 24
+    program = cfg.threads() * cfg.maxnreg - 128 * LOADER_REGS
     return min(248, program // (32 * cfg.num_warps) // 8 * 8)
 
 

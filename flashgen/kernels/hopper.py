@@ -1,7 +1,7 @@
 """The Hopper forward family: a warp-specialised Gluon kernel (templates/attn_fwd_hopper.py.jinja).
 
 Why a second family: a `tl.dot` kernel on sm_90 cannot overlap the softmax with the tensor-core
-work. This one splits a program into a TMA producer warp and two consumer warpgroups in separate
+work. This one splits a program into a TMA producer warp and consumer warpgroups in separate
 partitions (`gl.warp_specialize`), each overlapping the next QK^T with its softmax, P kept in
 registers for PV, the producer's registers handed to the consumers (setmaxnreg).
 
@@ -15,8 +15,13 @@ this family is TMA-only), and the reason is logged once per spec. FLASHGEN_FWD_F
 forces the portable family; =hopper takes this one wherever it can run (head dim 64 included),
 logging why where it cannot.
 
-Tile configuration is fixed per head dim (`CONFIGS`), not yet tuned: the tuner's search space
-and the database cover the portable family only. An explicit portable `config` passed to
+Configuration (`config_for`): the measured config for the head dim, mask and query-length
+bucket from a Hopper configs file (FLASHGEN_HOPPER_CONFIGS or tuning_db/hopper/<gpu>.json, see
+`flashgen.hardware.hopper_tiles.tuned_config`; benchmarks/hopper_tune.py writes one with the
+Optuna search of `flashgen.tune.hopper_space`), else `CONFIGS` per head dim. The knobs
+(`flashgen.core.hopper_config.HopperConfig`): tile sizes, ring slots, one to three consumer
+warpgroups and the launch register cap, ping-pong, persistent grid. The portable family's
+tuning database does not hold them. An explicit portable `config` passed to
 `flashgen.kernels.fwd.forward` (tuner, benchmarks) always takes the portable family.
 """
 
