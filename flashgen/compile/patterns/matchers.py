@@ -48,7 +48,7 @@ def _leads_to_product(n: Any) -> bool:
     return False
 
 
-def _is_softmax(n: Any) -> bool:
+def is_softmax(n: Any) -> bool:
     return is_fn(n, SOFTMAX_FNS, ("softmax",))
 
 
@@ -64,7 +64,7 @@ def _is_float32_cast(n: Any) -> bool:
     return src.shape == dst.shape and src.device == dst.device and dst.is_floating_point()
 
 
-def _softmax_dim_ok(n: Any) -> bool:
+def softmax_dim_ok(n: Any) -> bool:
     dim = node_arg(n, 1, "dim")
     nd = example_value(n).dim()
     return isinstance(dim, int) and dim % nd == nd - 1

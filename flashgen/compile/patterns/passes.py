@@ -32,7 +32,7 @@ from .core import (
     split_scores_product,
 )
 from .mask_values import Values
-from .matchers import _is_softmax, _softmax_dim_ok, match_sdpa, match_softmax
+from .matchers import is_softmax, match_sdpa, match_softmax, softmax_dim_ok
 from .mha import check_mha, match_mha, rewrite_mha
 
 
@@ -164,7 +164,7 @@ def attention_pass(
             else "mha"
             if is_fn(n, {F.multi_head_attention_forward})
             else "softmax"
-            if _is_softmax(n)
+            if is_softmax(n)
             else None
         )
         if kind is None:
@@ -175,7 +175,7 @@ def attention_pass(
             elif kind == "mha":
                 m = match_mha(n, values)
             else:
-                if not _softmax_dim_ok(n):
+                if not softmax_dim_ok(n):
                     continue
                 got = match_softmax(n, values)
                 if got is None:
