@@ -34,6 +34,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ..core.spec import cdiv
 from .sram import ELEM_BYTES
 
 # Dense 16-bit tensor-core TFLOP/s (fp32 accumulate) and HBM GB/s of the known planning targets.
@@ -166,25 +167,25 @@ def _visible_cols(row_end: int, seq_k: int, causal: bool) -> int:
 
 def _forward_programs(spec, cfg, shape: Shape) -> list[tuple[int, int]]:
     """(inner steps, count) per distinct program of the forward grid."""
-    m_blocks = -(-shape.seq_q // cfg.block_m)
+    m_blocks = cdiv(shape.seq_q, cfg.block_m)
     per_head = shape.batch * shape.heads
     steps: dict[int, int] = {}
     for m in range(m_blocks):
         cols = _visible_cols(min((m + 1) * cfg.block_m, shape.seq_q), shape.seq_k, spec.causal)
-        n = -(-cols // cfg.block_n) if cols > 0 else 0
+        n = cdiv(cols, cfg.block_n) if cols > 0 else 0
         steps[n] = steps.get(n, 0) + per_head
     return sorted(steps.items())
 
 
 def _dkdv_programs(spec, cfg, shape: Shape) -> list[tuple[int, int]]:
     """(inner steps over query blocks, count) per distinct key-block program of the backward."""
-    n_blocks = -(-shape.seq_k // cfg.block_n)
+    n_blocks = cdiv(shape.seq_k, cfg.block_n)
     per_head = shape.batch * shape.heads
     steps: dict[int, int] = {}
     for n in range(n_blocks):
         first_row = n * cfg.block_n if spec.causal else 0
         rows = max(shape.seq_q - first_row, 0)
-        count = -(-rows // cfg.block_m) if rows > 0 else 0
+        count = cdiv(rows, cfg.block_m) if rows > 0 else 0
         steps[count] = steps.get(count, 0) + per_head
     return sorted(steps.items())
 
@@ -199,7 +200,7 @@ def _grid_time(
     if n_programs == 0:
         return 0.0
     mean_steps = total_steps / n_programs
-    waves = -(-n_programs // slots)
+    waves = cdiv(n_programs, slots)
     longest = max(n for n, _ in programs)
     steps = max(waves * mean_steps, longest, total_steps / slots)
     return steps * step_s + waves * per_program_s

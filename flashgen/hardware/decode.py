@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..core.config import ALLOWED_WARPS, MAX_BLOCK, MIN_BLOCK, FieldError, _is_pow2
-from ..core.spec import next_pow2
+from ..core.spec import cdiv, next_pow2
 from .sram import ELEM_BYTES, DeviceLimits, current_device, device_slug
 
 log = logging.getLogger(__name__)
@@ -135,7 +135,7 @@ def candidates(
 def _splits(programs: int, seq_k: int, sm_count: int) -> int:
     """Splits that bring `programs` (batch x kv heads x row blocks) up to PROGRAMS_PER_SM per
     SM, without splits shorter than MIN_KEYS_PER_SPLIT; a power of two."""
-    want = -(-PROGRAMS_PER_SM * sm_count // max(programs, 1))
+    want = cdiv(PROGRAMS_PER_SM * sm_count, max(programs, 1))
     most = max(1, seq_k // MIN_KEYS_PER_SPLIT)
     return max(1, min(next_pow2(want), 1 << (most.bit_length() - 1), MAX_SPLITS))
 
@@ -160,7 +160,7 @@ def default_config(
         return tuned
     batch, seq_k = decode_bucket(batch, seq_k)
     block_m = row_block(group, seq_q)
-    programs = batch * hkv * -(-group * seq_q // block_m)
+    programs = batch * hkv * cdiv(group * seq_q, block_m)
     splits = _splits(programs, seq_k, device.sm_count)
     big = next_pow2(head_dim) > 128 or ELEM_BYTES[dtype] == 4
     for cfg in (
