@@ -23,7 +23,7 @@ class FieldError(ValueError):
         self.field = field
 
 
-def _is_pow2(x: int) -> bool:
+def is_pow2(x: int) -> bool:
     return x > 0 and (x & (x - 1)) == 0
 
 
@@ -43,7 +43,7 @@ class TileConfig:
                 raise FieldError(name, f"TileConfig.{name} must be an int, got {value!r}")
         for name in ("block_m", "block_n"):
             value = getattr(self, name)
-            if not (_is_pow2(value) and MIN_BLOCK <= value <= MAX_BLOCK):
+            if not (is_pow2(value) and MIN_BLOCK <= value <= MAX_BLOCK):
                 raise FieldError(
                     name,
                     f"TileConfig.{name} must be a power of two in [{MIN_BLOCK}, {MAX_BLOCK}], "

@@ -34,7 +34,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..core.config import ALLOWED_WARPS, MAX_BLOCK, MIN_BLOCK, FieldError, _is_pow2
+from ..core.config import ALLOWED_WARPS, MAX_BLOCK, MIN_BLOCK, FieldError, is_pow2
 from ..core.spec import cdiv, next_pow2
 from .sram import ELEM_BYTES, DeviceLimits, current_device, device_slug
 
@@ -69,7 +69,7 @@ class DecodeConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int):
                 raise FieldError(name, f"DecodeConfig.{name} must be an int, got {value!r}")
-        if not (_is_pow2(self.block_n) and MIN_BLOCK <= self.block_n <= MAX_BLOCK):
+        if not (is_pow2(self.block_n) and MIN_BLOCK <= self.block_n <= MAX_BLOCK):
             raise FieldError(
                 "block_n",
                 f"DecodeConfig.block_n must be a power of two in [{MIN_BLOCK}, {MAX_BLOCK}], "
