@@ -28,7 +28,13 @@ Which callable a graph rewrite should insert: `torch.ops.flashgen.attention.defa
 arguments `(q, k, v, causal, scale)` (scale a Python float or None), plus `window` (a list
 [left, right] of ints, `flashgen.kernels.validate.normalize_window`) for a sliding window. In the
 two primitives `window` is that normalised pair (query i sees keys i - left <= j <= i + right).
-`softcap`: the scaled scores s become softcap * tanh(s / softcap) before the softmax. The Python
+`softcap`: the scaled scores s become softcap * tanh(s / softcap) before the softmax.
+`seq_bounds` and `attn_mask` (the last arguments of all three ops): None, or contiguous int32
+[B, 4] on q's device, each batch entry's valid query rows and keys as (q_start, len_q, k_start,
+len_k) (`flashgen.kernels.padding.bounds` builds it from lengths and a padding side; the public
+function's key_lengths=/query_lengths=/padding= do, so a compiled graph records plain torch
+ops), and a boolean or additive mask tensor broadcastable to [B, Hq, Sq, Sk] (the public
+function's attn_mask=). The Python
 function `flashgen.ops.attention(q, k, v, *, causal=False, scale=None, window=None,
 softcap=None)` is the same thing for users
 (eager, and inside functions given to `torch.compile(fullgraph=True)`, where it becomes that op).
@@ -53,7 +59,15 @@ from .kernels import aligned, bwd, decode, fwd
 from .kernels.aligned import check_align
 from .kernels.plans import clear_all as _clear_plans
 from .kernels.tma import env_reader
-from .kernels.validate import check_inputs, check_kernel_device, check_softcap, normalize_window
+from .kernels.padding import bounds as padding_bounds
+from .kernels.padding import check_bounds, check_padding
+from .kernels.validate import (
+    check_inputs,
+    check_kernel_device,
+    check_softcap,
+    expand_mask,
+    normalize_window,
+)
 from .runtime.dispatch import on_clear, plan_config
 from .runtime.vendor import needs_backward, route
 
@@ -71,20 +85,21 @@ _LIB = torch.library.Library("flashgen", "FRAGMENT")
 _TAGS = (torch.Tag.pt2_compliant_tag,)
 _LIB.define(
     "attention_fwd(Tensor q, Tensor k, Tensor v, bool causal, float scale, int[]? window=None, "
-    "float? softcap=None, str causal_align='top_left') -> (Tensor, Tensor)",
+    "float? softcap=None, str causal_align='top_left', Tensor? seq_bounds=None, "
+    "Tensor? attn_mask=None) -> (Tensor, Tensor)",
     tags=_TAGS,
 )
 _LIB.define(
     "attention_bwd(Tensor do, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, bool causal, "
     "float scale, bool need_dq, bool need_dk, bool need_dv, int[]? window=None, "
-    "float? softcap=None, str causal_align='top_left', bool? deterministic=None) "
-    "-> (Tensor, Tensor, Tensor)",
+    "float? softcap=None, str causal_align='top_left', bool? deterministic=None, "
+    "Tensor? seq_bounds=None, Tensor? attn_mask=None) -> (Tensor, Tensor, Tensor)",
     tags=_TAGS,
 )
 _LIB.define(
     "attention(Tensor q, Tensor k, Tensor v, bool causal=False, float? scale=None, "
     "int[]? window=None, float? softcap=None, str causal_align='top_left', "
-    "bool? deterministic=None) -> Tensor",
+    "bool? deterministic=None, Tensor? seq_bounds=None, Tensor? attn_mask=None) -> Tensor",
     tags=_TAGS,
 )
 
@@ -102,8 +117,18 @@ def _window(window):
     return (int(window[0]), int(window[1]))
 
 
-def _attention_fwd(q, k, v, causal, scale, window=None, softcap=None, causal_align="top_left"):
+def _attention_fwd(
+    q, k, v, causal, scale, window=None, softcap=None, causal_align="top_left", seq_bounds=None,
+    attn_mask=None,
+):  # fmt: skip
     bottom_right = check_align(causal, causal_align)
+    if seq_bounds is not None or attn_mask is not None:
+        _check_extras(q, seq_bounds, attn_mask, bottom_right)
+        return fwd.forward(
+            q, k, v, causal=causal, scale=scale, config=plan_config, window=_window(window),
+            softcap=check_softcap(softcap), bounds=seq_bounds,
+            mask=None if attn_mask is None else expand_mask(attn_mask, q, k),
+        )  # fmt: skip
     if not _decode_off() and decode.applies(q, k, window, softcap):
         off = None  # no mask
         if causal:  # query i sees keys j <= i + off
@@ -117,7 +142,22 @@ def _attention_fwd(q, k, v, causal, scale, window=None, softcap=None, causal_ali
     )  # fmt: skip
 
 
-def _attention_fwd_fake(q, k, v, causal, scale, window=None, softcap=None, causal_align="top_left"):
+def _check_extras(q, seq_bounds, attn_mask, bottom_right) -> None:
+    """What the primitives check about seq_bounds and attn_mask (they can be called raw)."""
+    if seq_bounds is not None:
+        check_bounds(seq_bounds, q.shape[0], q.device)
+    if seq_bounds is not None and attn_mask is not None:
+        raise ValueError("attn_mask together with key_lengths/query_lengths is not supported")
+    if bottom_right:
+        raise ValueError(
+            "causal_align='bottom_right' takes no key_lengths/query_lengths or attn_mask yet"
+        )
+
+
+def _attention_fwd_fake(
+    q, k, v, causal, scale, window=None, softcap=None, causal_align="top_left", seq_bounds=None,
+    attn_mask=None,
+):  # fmt: skip
     batch, heads, seq_q, head_dim = q.shape
     out = q.new_empty((batch, heads, seq_q, head_dim))
     lse = q.new_empty((batch, heads, seq_q), dtype=torch.float32)
@@ -126,10 +166,13 @@ def _attention_fwd_fake(q, k, v, causal, scale, window=None, softcap=None, causa
 
 def _attention_bwd(
     do, q, k, v, out, lse, causal, scale, need_dq, need_dk, need_dv, window=None, softcap=None,
-    causal_align="top_left", deterministic=None,
+    causal_align="top_left", deterministic=None, seq_bounds=None, attn_mask=None,
 ):  # fmt: skip
     needs = (need_dq, need_dk, need_dv)
-    if check_align(causal, causal_align):
+    bottom_right = check_align(causal, causal_align)
+    if seq_bounds is not None or attn_mask is not None:
+        _check_extras(q, seq_bounds, attn_mask, bottom_right)
+    if bottom_right:
         if window is not None or softcap is not None:
             raise ValueError("causal_align='bottom_right' takes no window or softcap")
         grads = aligned.backward(
@@ -150,6 +193,8 @@ def _attention_bwd(
             window=_window(window),
             softcap=check_softcap(softcap),
             deterministic=deterministic,
+            bounds=seq_bounds,
+            mask=None if attn_mask is None else expand_mask(attn_mask, q, k),
         )
     return tuple(
         g if g is not None else t.new_empty((0,)) for g, t in zip(grads, (q, k, v), strict=True)
@@ -158,7 +203,7 @@ def _attention_bwd(
 
 def _attention_bwd_fake(
     do, q, k, v, out, lse, causal, scale, need_dq, need_dk, need_dv, window=None, softcap=None,
-    causal_align="top_left", deterministic=None,
+    causal_align="top_left", deterministic=None, seq_bounds=None, attn_mask=None,
 ):  # fmt: skip
     return tuple(
         t.new_empty(t.shape) if need else t.new_empty((0,))
@@ -184,9 +229,17 @@ class _Attention(torch.autograd.Function):
     `attention_bwd` (only those autograd asks for)."""
 
     @staticmethod
-    def forward(ctx, q, k, v, causal, scale, window, softcap, causal_align, deterministic):
-        out, lse = _fwd_op(q, k, v, causal, scale, window, softcap, causal_align)
-        ctx.save_for_backward(q, k, v, out, lse)
+    def forward(
+        ctx, q, k, v, causal, scale, window, softcap, causal_align, deterministic, seq_bounds,
+        attn_mask,
+    ):  # fmt: skip
+        out, lse = _fwd_op(
+            q, k, v, causal, scale, window, softcap, causal_align, seq_bounds, attn_mask
+        )
+        # optional tensors saved only when given (a None saved under AOTAutograd is no tensor)
+        ctx.extras = (seq_bounds is not None, attn_mask is not None)
+        extras = [t for t in (seq_bounds, attn_mask) if t is not None]
+        ctx.save_for_backward(q, k, v, out, lse, *extras)
         ctx.causal = causal
         ctx.scale = scale
         ctx.window = window
@@ -200,7 +253,9 @@ class _Attention(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, dout):
-        q, k, v, out, lse = ctx.saved_tensors
+        q, k, v, out, lse, *rest = ctx.saved_tensors
+        seq_bounds = rest.pop(0) if ctx.extras[0] else None
+        attn_mask = rest.pop(0) if ctx.extras[1] else None
         need_dq, need_dk, need_dv = ctx.needs_input_grad[:3]
         dq, dk, dv = _bwd_op(
             dout,
@@ -218,6 +273,8 @@ class _Attention(torch.autograd.Function):
             ctx.softcap,
             ctx.causal_align,
             ctx.deterministic,
+            seq_bounds,
+            attn_mask,
         )
         return (
             dq if need_dq else None,
@@ -229,12 +286,14 @@ class _Attention(torch.autograd.Function):
             None,
             None,
             None,
+            None,
+            None,
         )
 
 
 def _attention(
     q, k, v, causal=False, scale=None, window=None, softcap=None, causal_align="top_left",
-    deterministic=None, impl=None,
+    deterministic=None, seq_bounds=None, attn_mask=None, impl=None,
 ):  # fmt: skip
     """The body shared by the eager function and the composite op: check, let the run-time
     choice send the call to an SDPA backend (`flashgen.runtime.vendor.route`), else flashgen's forward
@@ -249,6 +308,21 @@ def _attention(
     bottom_right = check_align(causal, causal_align)
     if bottom_right and window is not None:
         raise ValueError("causal_align='bottom_right' does not take a window yet")
+    if seq_bounds is not None or attn_mask is not None:
+        if attn_mask is not None:
+            expand_mask(attn_mask, q, k)  # the checks, naming attn_mask
+            if attn_mask.requires_grad and torch.is_grad_enabled():
+                raise ValueError(
+                    "attn_mask requires grad: the gradient of an additive bias is not supported "
+                    "yet (detach it, or leave this call to SDPA)"
+                )
+        _check_extras(q, seq_bounds, attn_mask, bottom_right)
+        if impl is not None and check_impl(impl) != FLASHGEN:
+            raise ValueError(
+                f"impl={impl!r}: key_lengths/query_lengths and attn_mask run flashgen's kernels "
+                "only; use impl='flashgen' or None"
+            )
+        impl = FLASHGEN
     if bottom_right and _same_as_sdpa(q, k):
         # One query row sees every key; equal lengths are top-left causal: SDPA's own masks.
         causal, causal_align, bottom_right = q.shape[2] == k.shape[2], "top_left", False
@@ -268,9 +342,10 @@ def _attention(
     check_kernel_device(q.device)
     if backward:
         return _Attention.apply(
-            q, k, v, causal, scale, window, softcap, causal_align, deterministic
-        )
-    return _fwd_op(q, k, v, causal, scale, window, softcap, causal_align)[0]
+            q, k, v, causal, scale, window, softcap, causal_align, deterministic, seq_bounds,
+            attn_mask,
+        )  # fmt: skip
+    return _fwd_op(q, k, v, causal, scale, window, softcap, causal_align, seq_bounds, attn_mask)[0]
 
 
 def check_deterministic(value):
@@ -305,6 +380,10 @@ def attention(
     softcap: float | None = None,
     causal_align: str = "top_left",
     deterministic: bool | None = None,
+    key_lengths=None,
+    query_lengths=None,
+    padding: str = "right",
+    attn_mask: Tensor | None = None,
     impl: str | None = None,
 ):
     """FlashAttention with SDPA semantics: q [B, Hq, Sq, D], k/v [B, Hkv, Sk, D] -> [B, Hq, Sq, D].
@@ -336,6 +415,24 @@ def attention(
     choice below: bottom-right calls always run flashgen's kernels, except one query row or
     equal lengths, which are SDPA's no-mask and is_causal cases.
 
+    `key_lengths` / `query_lengths` (an integer tensor [B] or a list of ints; None: all valid)
+    give each batch entry's valid keys / query rows, padded on the `padding` side ("right":
+    valid first; "left": padding first), without an N x N mask: key blocks outside are skipped,
+    padded query rows are not computed and come back as zeros (their gradients too), a row that
+    sees no key gives zeros, never NaN. The causal mask and a window count positions from the
+    start of each valid range (FlashAttention's varlen convention), so queries and keys padded
+    alike (a decoder batch: same lengths, same side) get exactly the padded batch's causal mask;
+    causal=True with padding="left" therefore needs query_lengths. Lengths of a CUDA tensor are
+    not read on the host (no sync): values past the sequence are clamped to it. Flashgen's
+    kernels only (never an SDPA backend, never the decode kernels).
+
+    `attn_mask` (SDPA's): a tensor broadcastable to [B, Hq, Sq, Sk], boolean (True: the key
+    is visible) or floating (added to the scaled scores, after a softcap), read by the kernels
+    tile by tile with stride 0 along broadcast dims (a [B, 1, 1, Sk] padding mask is B * Sk
+    values); combines with causal and window, not with key_lengths. A row that sees no key
+    gets zeros. No gradient for the mask: a floating mask that requires grad is a ValueError.
+    Flashgen's kernels only.
+
     `deterministic`: True gives bit-identical gradients run to run (flashgen's two-kernel
     backward); False allows the faster one-pass backward, whose fp32 dQ atomics add in a
     varying order; None (the default) follows `torch.are_deterministic_algorithms_enabled()`
@@ -346,6 +443,19 @@ def attention(
     PyTorch's SDPA backends, by the tuning records and defaults (`flashgen.runtime.vendor`); a name from
     `flashgen.core.impls.IMPLS` ("flashgen", "sdpa_cudnn", ...) forces that one.
     """
+    seq_bounds = None
+    if key_lengths is not None or query_lengths is not None:
+        if causal and padding == "left" and query_lengths is None:
+            raise ValueError(
+                "query_lengths: causal=True with padding='left' needs the query rows' lengths "
+                "too (the causal mask counts positions from each valid range's start; pass "
+                "query_lengths=key_lengths for a decoder batch padded alike)"
+            )
+        seq_bounds = padding_bounds(
+            q.shape[0], q.shape[2], k.shape[2], key_lengths, query_lengths, padding, q.device
+        )
+    else:
+        check_padding(padding)
     if impl is None and torch.compiler.is_compiling():
         # Dynamo records the composite op (one node; AOTAutograd decomposes it and makes the
         # implementation choice there, `flashgen.runtime.vendor.route`) instead of tracing the check
@@ -354,6 +464,9 @@ def attention(
             window = list(normalize_window(window, causal))
         return _composite_op(
             q, k, v, causal, scale, window, check_softcap(softcap), causal_align,
-            check_deterministic(deterministic),
+            check_deterministic(deterministic), seq_bounds, attn_mask,
         )  # fmt: skip
-    return _attention(q, k, v, causal, scale, window, softcap, causal_align, deterministic, impl)
+    return _attention(
+        q, k, v, causal, scale, window, softcap, causal_align, deterministic, seq_bounds,
+        attn_mask, impl,
+    )  # fmt: skip

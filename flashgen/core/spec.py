@@ -1,7 +1,8 @@
 """What a generated kernel is specialised on, and the one name for it.
 
 A `KernelSpec` holds exactly the values that change the generated source: head dim, causal
-masking, whether the kernel takes a sliding window or a logit softcap, dtype and direction. Everything else (batch,
+masking, whether the kernel takes a sliding window, a logit softcap or per-sequence valid
+ranges (key padding), dtype and direction. Everything else (batch,
 heads, sequence lengths, GQA group size, strides, the window's sizes, the cap) is a run-time argument, so
 one compiled kernel serves every shape. `uri()` is the
 single name used for kernel files, database keys and log lines, so they can never disagree.
@@ -24,7 +25,10 @@ _MASKS = {
     (False, True): "win",
     (True, True): "causalwin",
 }
-_CAP = "cap"  # appended to the mask part for a softcapped kernel
+_LEN = "len"  # appended to the mask part for a kernel with per-sequence valid ranges
+_CAP = "cap"  # appended (last) to the mask part for a softcapped kernel
+# attn_mask kind -> what is appended to the mask part (after `len`, before `cap`)
+ATTN_MASKS = {"": "", "bool": "bmask", "add": "bias"}
 
 
 def next_pow2(n: int) -> int:
@@ -50,6 +54,14 @@ class KernelSpec:
       arguments, so one compiled kernel serves every window; tiles outside the band are skipped.
     softcap: the scaled scores s go through cap * tanh(s / cap) before the softmax (Gemma-2);
       the cap is a run-time float.
+    lengths: the kernel reads each batch entry's valid query and key rows from a small int32
+      tensor [B, 4] (query start, query length, key start, key length): key padding on either
+      side without an N^2 mask. Rows and keys outside are never read as such; the causal mask
+      and the window apply within the valid part (local positions), as in FlashAttention's
+      varlen API; a query row outside its range, or one that sees no key, gets zeros.
+    attn_mask: "" (none), "bool" or "add": the kernel reads a mask tensor broadcastable to
+      [B, Hq, Sq, Sk] (strides are run-time arguments, 0 along broadcast dims), boolean (True:
+      visible) or an additive bias on the scaled scores, as SDPA's attn_mask.
     """
 
     head_dim: int
@@ -58,6 +70,8 @@ class KernelSpec:
     direction: str = "fwd"
     window: bool = False
     softcap: bool = False
+    lengths: bool = False
+    attn_mask: str = ""
 
     def __post_init__(self) -> None:
         if isinstance(self.head_dim, bool) or not isinstance(self.head_dim, int):
@@ -76,6 +90,10 @@ class KernelSpec:
             raise ValueError(f"window must be a bool, got {self.window!r}")
         if not isinstance(self.softcap, bool):
             raise ValueError(f"softcap must be a bool, got {self.softcap!r}")
+        if not isinstance(self.lengths, bool):
+            raise ValueError(f"lengths must be a bool, got {self.lengths!r}")
+        if self.attn_mask not in ATTN_MASKS:
+            raise ValueError(f"attn_mask must be '', 'bool' or 'add', got {self.attn_mask!r}")
 
     @property
     def block_d(self) -> int:
@@ -85,14 +103,18 @@ class KernelSpec:
     def uri(self) -> str:
         """Stable name: e.g. `attn_fwd_d128_causal_bf16`; a windowed kernel's mask part is
         `causalwin` or `win` (`attn_fwd_d128_causalwin_bf16`), with `cap` appended for a
-        softcapped one (`attn_fwd_d256_causalwincap_bf16`)."""
-        mask = _MASKS[(self.causal, self.window)] + (_CAP if self.softcap else "")
+        softcapped one (`attn_fwd_d256_causalwincap_bf16`), and `len` before that for one with
+        per-sequence valid ranges (`attn_bwd_d64_fulllen_f16`, `attn_fwd_d64_causallencap_bf16`)."""
+        mask = _MASKS[(self.causal, self.window)]
+        mask += (_LEN if self.lengths else "") + ATTN_MASKS[self.attn_mask]
+        mask += _CAP if self.softcap else ""
         return f"attn_{self.direction}_d{self.head_dim}_{mask}_{_DTYPE_SHORT[self.dtype]}"
 
     def with_direction(self, direction: str) -> KernelSpec:
         return KernelSpec(
-            self.head_dim, self.causal, self.dtype, direction, self.window, self.softcap
-        )
+            self.head_dim, self.causal, self.dtype, direction, self.window, self.softcap,
+            self.lengths, self.attn_mask,
+        )  # fmt: skip
 
     def sibling(self) -> KernelSpec | None:
         """The same kernel in the other 16-bit dtype (float16 <-> bfloat16), None for float32.
@@ -107,8 +129,9 @@ class KernelSpec:
             None
             if other is None
             else KernelSpec(
-                self.head_dim, self.causal, other, self.direction, self.window, self.softcap
-            )
+                self.head_dim, self.causal, other, self.direction, self.window, self.softcap,
+                self.lengths, self.attn_mask,
+            )  # fmt: skip
         )
 
     @classmethod
@@ -119,14 +142,23 @@ class KernelSpec:
             raise ValueError(f"not a kernel uri: {uri!r}")
         short_to_dtype = {v: k for k, v in _DTYPE_SHORT.items()}
         softcap = parts[3].endswith(_CAP)
-        mask = {v: k for k, v in _MASKS.items()}.get(parts[3].removesuffix(_CAP))
+        rest = parts[3].removesuffix(_CAP)
+        attn_mask = ""
+        for kind, suffix in ATTN_MASKS.items():
+            if suffix and rest.endswith(suffix):
+                attn_mask, rest = kind, rest.removesuffix(suffix)
+        lengths = rest.endswith(_LEN)
+        mask = {v: k for k, v in _MASKS.items()}.get(rest.removesuffix(_LEN))
         if mask is None or parts[4] not in short_to_dtype:
             raise ValueError(f"not a kernel uri: {uri!r}")
         try:
             head_dim = int(parts[2][1:])
         except ValueError as exc:
             raise ValueError(f"not a kernel uri: {uri!r}") from exc
-        return cls(head_dim, mask[0], short_to_dtype[parts[4]], parts[1], mask[1], softcap)
+        return cls(
+            head_dim, mask[0], short_to_dtype[parts[4]], parts[1], mask[1], softcap, lengths,
+            attn_mask,
+        )  # fmt: skip
 
 
 def dtype_name(dtype) -> str:
@@ -142,9 +174,14 @@ def spec_for(
     direction: str,
     window: bool = False,
     softcap: bool = False,
+    lengths: bool = False,
+    attn_mask: str = "",
 ) -> KernelSpec:
     """The KernelSpec of one launch, built and validated once: the launchers ask on every call."""
-    return KernelSpec(int(head_dim), bool(causal), dtype, direction, bool(window), bool(softcap))
+    return KernelSpec(
+        int(head_dim), bool(causal), dtype, direction, bool(window), bool(softcap), bool(lengths),
+        attn_mask,
+    )  # fmt: skip
 
 
 MIN_BUCKET = 16

@@ -53,6 +53,7 @@ from ..hardware.tiles import config_for_kind
 from . import tma as _tma
 from .codegen import load, load_family
 from .launch import Launch, direct_device
+from .fwd import mask_kind as _mask_kind
 from .plans import Chooser, PlanCache, plan_config
 
 _ENV = "FLASHGEN_BWD_TMA"
@@ -89,16 +90,23 @@ class _Plan:
     """One call signature's backward: up to three kernel launches and their fixed arguments
     (no device memory: see `flashgen.kernels.fwd._Plan`)."""
 
-    __slots__ = ("pre", "pre_tail", "dkdv", "dq", "strides", "ints", "keep", "onepass", "convert")
+    __slots__ = (
+        "pre", "pre_tail", "dkdv", "dq", "strides", "ints", "keep", "onepass", "convert",
+        "bounded",
+    )  # fmt: skip
 
     def __init__(
         self, q, k, v, do, out, causal, config, needs, use_descriptors, aligned, windowed, capped,
-        kind="split",
+        kind="split", bounded=False, mask_kind="",
     ):  # fmt: skip
         batch, heads_q, seq_q, dim = q.shape
         heads_kv, seq_k = k.shape[1], k.shape[2]
-        spec = spec_for(dim, causal, dtype_name(q.dtype), "bwd", windowed, capped)
+        spec = spec_for(
+            dim, causal, dtype_name(q.dtype), "bwd", windowed, capped, bounded, mask_kind
+        )
+        use_descriptors = use_descriptors and not bounded  # no TMA builds with lengths
         self.keep = True
+        self.bounded = bounded
         if not isinstance(config, TileConfig):
             config, self.keep = plan_config(config, spec, seq_q, seq_k, q)
             if kind != "split":  # records and defaults are the split kind's configs
@@ -175,7 +183,10 @@ class _Plan:
             device,
         )
 
-    def launch(self, do, q, k, v, out, lse, scale: float, window=None, softcap=None):
+    def launch(
+        self, do, q, k, v, out, lse, scale: float, window=None, softcap=None, bounds=None,
+        mask=None,
+    ):  # fmt: skip
         delta = torch.empty_like(lse)  # lse is contiguous float32 [B, Hq, Sq]
         self.pre(out, do, delta, *self.pre_tail)
         if self.onepass is not None:
@@ -183,13 +194,19 @@ class _Plan:
         ints = (*self.ints, float(scale), *(() if window is None else window))
         if softcap is not None:
             ints = (*ints, softcap / scale)  # the kernels cap raw scores: cap / scale
+        # with lengths the kernels store only the valid rows: the padded ones stay zero
+        new = torch.zeros_like if self.bounded else torch.empty_like
+        if bounds is not None:
+            ints = (*ints, bounds)
+        if mask is not None:
+            ints = (*ints, mask, *mask.stride())
         dq = dk = dv = None
         if self.dkdv is not None:
-            dk = torch.empty_like(k, memory_format=torch.contiguous_format)
-            dv = torch.empty_like(v, memory_format=torch.contiguous_format)
+            dk = new(k, memory_format=torch.contiguous_format)
+            dv = new(v, memory_format=torch.contiguous_format)
             self.dkdv(q, k, v, do, lse, delta, dk, dv, *self.strides, *ints)
         if self.dq is not None:
-            dq = torch.empty_like(q, memory_format=torch.contiguous_format)
+            dq = new(q, memory_format=torch.contiguous_format)
             self.dq(q, k, v, do, lse, delta, dq, *self.strides, *ints)
         return dq, dk, dv
 
@@ -278,6 +295,8 @@ def backward(
     softcap: float | None = None,
     deterministic: bool | None = None,
     kind: str | None = None,
+    bounds=None,
+    mask=None,
 ):
     """Gradients of `out = attention(q, k, v)` given `do = dL/d out`.
 
@@ -286,9 +305,11 @@ def backward(
     in the input's dtype shaped like its input, or None where `needs` says it is not wanted.
     `tma` picks the kernel build (None: `_use_tma` decides); benchmarks use it to compare.
     Launch plans are cached per call signature as in `flashgen.kernels.fwd`. `window` as in
-    `flashgen.kernels.fwd.forward` (the same pair the forward was given), `softcap` likewise.
+    `flashgen.kernels.fwd.forward` (the same pair the forward was given), `softcap`,
+    `bounds` (per-sequence valid ranges; pointer builds only) and `mask` (the expanded
+    [B, Hq, Sq, Sk] boolean or additive mask; no gradient for it) likewise.
     `deterministic` (None: `torch.are_deterministic_algorithms_enabled()`) and `kind` pick the
-    backward kind (`resolve_kind`, module docstring).
+    backward kind (`resolve_kind`, module docstring); lengths and masks run the split kind.
     """
     if window is not None and causal:
         window = (window[0], 0)
@@ -312,11 +333,14 @@ def backward(
         q.shape[-1], causal, dtype_name(q.dtype), "bwd", window is not None, softcap is not None
     )
     kind = resolve_kind(deterministic, kind, spec)
-    if not need_dq:
-        kind = "split"  # dK/dV alone: the split kind runs just its dK/dV kernel, no atomics
+    if not need_dq or bounds is not None or mask is not None:
+        # dK/dV alone: the split kind runs just its dK/dV kernel, no atomics; lengths and mask
+        # tensors exist in the split kind's kernels only
+        kind = "split"
     key = (q.shape, k.shape, q.stride(), k.stride(), v.stride(), do.stride(), out.stride(),
            q.dtype, q.device, causal, config, needs, forced, aligned, window is not None,
-           softcap is not None, kind, kind == "onepass" and _dq_tma())  # fmt: skip
+           softcap is not None, kind, kind == "onepass" and _dq_tma(), bounds is not None,
+           _mask_kind(mask), None if mask is None else mask.stride())  # fmt: skip
     plan = _plans.get(key)
     if plan is None:
         descriptors = tma if tma is not None else _use_tma(q, k, v, do, forced=forced)
@@ -334,7 +358,9 @@ def backward(
             window is not None,
             softcap is not None,
             kind,
+            bounds is not None,
+            _mask_kind(mask),
         )
         _plans.store(key, plan, q)
-    dq, dk, dv = plan.launch(do, q, k, v, out, lse, scale, window, softcap)
+    dq, dk, dv = plan.launch(do, q, k, v, out, lse, scale, window, softcap, bounds, mask)
     return dq, (dk if need_dk else None), (dv if need_dv else None)

@@ -35,6 +35,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "decode kernels for queries of 1-16 rows (forward; --causal: a causal offset argument), "
         "or the one-pass backward (--direction bwd; the non-deterministic backward kind)",
     )
+    parser.add_argument(
+        "--lengths", action="store_true", help="the kernel with per-sequence lengths (padding)"
+    )
     parser.add_argument("--path", action="store_true", help="print the cached file's path instead")
 
 
@@ -44,10 +47,15 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         spec = KernelSpec(
-            args.head_dim, args.causal, args.dtype, args.direction, args.window, args.softcap
-        )
+            args.head_dim, args.causal, args.dtype, args.direction, args.window, args.softcap,
+            args.lengths,
+        )  # fmt: skip
     except ValueError as exc:
         print(f"flashgen kernel: {exc}", file=sys.stderr)
+        return 2
+    if args.family == "decode" and (args.window or args.softcap or args.lengths):
+        print("flashgen kernel: the decode family has no window, softcap or lengths",
+              file=sys.stderr)  # fmt: skip
         return 2
     if args.family == "hopper":
         from .hopper import spec_reason

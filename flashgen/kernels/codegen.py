@@ -48,6 +48,8 @@ def template_context(spec: KernelSpec) -> dict:
         "causal": spec.causal,
         "window": spec.window,
         "softcap": spec.softcap,
+        "lengths": spec.lengths,
+        "attn_mask": spec.attn_mask,
         "dtype": spec.dtype,
         "tl_dtype": _TL_DTYPE[spec.dtype],
         "is_fp32": spec.dtype == "float32",

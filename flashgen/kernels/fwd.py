@@ -68,11 +68,13 @@ class _Plan:
 
     def __init__(
         self, q, k, v, out, causal: bool, config, aligned: bool, forced, windowed=False,
-        capped=False,
+        capped=False, bounded=False, mask_kind="",
     ):  # fmt: skip
         batch, hq, sq, dim = q.shape
         hkv, sk = k.shape[1], k.shape[2]
-        spec = spec_for(dim, causal, dtype_name(q.dtype), "fwd", windowed, capped)
+        spec = spec_for(
+            dim, causal, dtype_name(q.dtype), "fwd", windowed, capped, bounded, mask_kind
+        )
         self.keep = True
         self.scale = 1.0 / math.sqrt(dim)
         self.hopper = None
@@ -84,7 +86,7 @@ class _Plan:
         module = load(spec)
         bm, bn = config.block_m, config.block_n
         self.tail = (hq, hq // hkv, sq, sk)
-        if tma.use_tma(_ENV, (q, k, v, out), forced=forced):
+        if not bounded and tma.use_tma(_ENV, (q, k, v, out), forced=forced):
             kernel = module.attn_fwd_tma
             pairs = ((q, bm), (k, bn), (v, bn), (out, bm))
             descs = tuple(
@@ -105,7 +107,9 @@ class _Plan:
             descs,
         )
 
-    def launch(self, q, k, v, out, lse, scale, window=None, softcap=None) -> None:
+    def launch(
+        self, q, k, v, out, lse, scale, window=None, softcap=None, bounds=None, mask=None
+    ) -> None:
         scale = float(self.scale if scale is None else scale)
         if self.hopper is not None:
             spec, cfg = self.hopper
@@ -115,6 +119,10 @@ class _Plan:
         win = () if window is None else window
         if softcap is not None:
             win = (*win, softcap / scale)  # the kernel caps raw scores: cap / scale
+        if bounds is not None:
+            win = (*win, bounds)
+        if mask is not None:
+            win = (*win, mask, *mask.stride())
         if self.strides is None:  # q, k, v, out travel as TMA descriptors
             self.run(q, k, v, out, lse, *self.tail, qk_scale, *win)
         else:
@@ -123,7 +131,7 @@ class _Plan:
 
 def forward(
     q, k, v, *, causal: bool, scale: float | None, config: TileConfig | Chooser | None = None,
-    window=None, softcap=None,
+    window=None, softcap=None, bounds=None, mask=None,
 ):  # fmt: skip
     """Attention forward: returns (out, lse).
 
@@ -136,23 +144,44 @@ def forward(
     j <= i when causal; `flashgen.kernels.validate.normalize_window` makes the pair); the
     windowed kernel takes the sizes as run-time arguments. `softcap` (a positive float): the
     scaled scores s become softcap * tanh(s / softcap) before the softmax (Gemma-2), in a kernel
-    with the cap as a run-time argument.
+    with the cap as a run-time argument. `bounds` (int32 [B, 4], contiguous, on q's device;
+    `flashgen.kernels.padding.bounds`): batch entry b's valid query rows are
+    [bounds[b, 0], + bounds[b, 1]) and its valid keys [bounds[b, 2], + bounds[b, 3]); causal
+    mask and window count positions from those starts; rows outside get zeros and lse = +inf.
+    `mask`: a boolean (True: visible) or floating (added to the scaled scores) tensor of shape
+    [B, Hq, Sq, Sk], any strides (an expanded view: 0 along broadcast dims;
+    `flashgen.kernels.validate.expand_mask`); not together with `bounds`.
     """
     if window is not None and causal:
         window = (window[0], 0)
-    out = torch.empty_like(q, memory_format=torch.contiguous_format)
+    if bounds is None:
+        out = torch.empty_like(q, memory_format=torch.contiguous_format)
+    else:  # the kernel stores only the valid rows
+        out = torch.zeros_like(q, memory_format=torch.contiguous_format)
     if out.numel() == 0:  # nothing to launch: no config lookup, no pending record either
         return out, q.new_empty(q.shape[:3], dtype=torch.float32)
     aligned = not ((q.data_ptr() | k.data_ptr() | v.data_ptr() | out.data_ptr()) & 15)
     forced = _env()
     key = (q.shape, k.shape, q.stride(), k.stride(), v.stride(), q.dtype, q.device, causal, config,
-           aligned, forced, _family(), window is not None, softcap is not None)  # fmt: skip
+           aligned, forced, _family(), window is not None, softcap is not None,
+           bounds is not None, mask_kind(mask), None if mask is None else mask.stride())  # fmt: skip
     plan = _plans.get(key)
     if plan is None:
         plan = _Plan(
-            q, k, v, out, causal, config, aligned, forced, window is not None, softcap is not None
-        )
+            q, k, v, out, causal, config, aligned, forced, window is not None,
+            softcap is not None, bounds is not None, mask_kind(mask),
+        )  # fmt: skip
         _plans.store(key, plan, q)
-    lse = q.new_empty(q.shape[:3], dtype=torch.float32)
-    plan.launch(q, k, v, out, lse, scale, window, softcap)
+    if bounds is None:
+        lse = q.new_empty(q.shape[:3], dtype=torch.float32)
+    else:
+        lse = q.new_full(q.shape[:3], float("inf"), dtype=torch.float32)
+    plan.launch(q, k, v, out, lse, scale, window, softcap, bounds, mask)
     return out, lse
+
+
+def mask_kind(mask) -> str:
+    """The KernelSpec.attn_mask kind of a mask tensor: "" (none), "bool" or "add"."""
+    if mask is None:
+        return ""
+    return "bool" if mask.dtype == torch.bool else "add"

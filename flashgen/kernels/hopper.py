@@ -129,6 +129,10 @@ def spec_reason(spec, *, forced: bool = False) -> str | None:
         return "sliding windows are in the portable family only"
     if spec.softcap:
         return "logit softcapping is in the portable family only"
+    if spec.lengths:
+        return "per-sequence lengths (key padding) are in the portable family only"
+    if spec.attn_mask:
+        return "attention-mask tensors are in the portable family only"
     if spec.dtype not in _GL_DTYPE:
         return f"dtype {spec.dtype} (the Hopper family is fp16/bf16 only)"
     if spec.head_dim not in RENDERABLE_HEAD_DIMS:

@@ -183,3 +183,30 @@ def check_kernel_device(device) -> None:
         "TRITON_INTERPRET=1 in the environment before triton is imported (Triton's interpreter: "
         "correct but slow)"
     )
+
+
+def expand_mask(attn_mask, q, k):
+    """`attn_mask` as the kernels take it: a [B, Hq, Sq, Sk] view (stride 0 along broadcast
+    dims, nothing copied) of a boolean (True: visible) or floating (added to the scaled scores)
+    tensor broadcastable to that shape, as SDPA's attn_mask; ValueError naming the argument
+    for anything else."""
+    if not isinstance(attn_mask, torch.Tensor):
+        raise ValueError(f"attn_mask must be a tensor or None, got {type(attn_mask).__name__}")
+    if not (attn_mask.dtype == torch.bool or attn_mask.is_floating_point()):
+        raise ValueError(
+            f"attn_mask must be boolean (True: attend) or floating (added to the scores), got "
+            f"{dtype_name(attn_mask.dtype)}"
+        )
+    if attn_mask.device != q.device:
+        raise ValueError(f"attn_mask must be on q's device {q.device}, got {attn_mask.device}")
+    batch, heads, seq_q = q.shape[:3]
+    full = (batch, heads, seq_q, k.shape[2])
+    if attn_mask.dim() > 4:
+        raise ValueError(f"attn_mask must have at most 4 dims, got shape {tuple(attn_mask.shape)}")
+    shape = (1,) * (4 - attn_mask.dim()) + tuple(attn_mask.shape)
+    if any(n not in (1, f) for n, f in zip(shape, full, strict=True)):
+        raise ValueError(
+            f"attn_mask of shape {tuple(attn_mask.shape)} does not broadcast to [batch, heads, "
+            f"seq_q, seq_k] = {list(full)}"
+        )
+    return attn_mask.view(shape).expand(full)

@@ -136,10 +136,25 @@ def bench_softcap(spec: KernelSpec) -> float | None:
     return BENCH_SOFTCAP if spec.softcap else None
 
 
+def bench_bounds(spec: KernelSpec, q, k):
+    """The per-sequence ranges a spec with lengths is timed and checked with: every row and key
+    valid (the ranges are run-time data, so the tuned config serves every padding; all tiles
+    walked, the slowest case, and the unpadded reference holds)."""
+    if not spec.lengths:
+        return None
+    from ..kernels.padding import bounds
+
+    return bounds(q.shape[0], q.shape[2], k.shape[2], None, None, "right", q.device)
+
+
 def _mask_kwargs(spec: KernelSpec, q, k) -> dict:
-    """The window/softcap keywords of a launch for `spec`: none at all for a plain spec, so the
-    plain launchers are called exactly as before."""
-    kwargs = {"window": bench_window(spec, q, k), "softcap": bench_softcap(spec)}
+    """The window/softcap/bounds keywords of a launch for `spec`: none at all for a plain spec,
+    so the plain launchers are called exactly as before."""
+    kwargs = {
+        "window": bench_window(spec, q, k),
+        "softcap": bench_softcap(spec),
+        "bounds": bench_bounds(spec, q, k),
+    }
     return {name: value for name, value in kwargs.items() if value is not None}
 
 

@@ -107,6 +107,9 @@ def check_options(args: argparse.Namespace) -> None:
                 ("--seq-len", args.seq_len),
                 ("--seq-k", args.seq_k),
                 ("--direction", args.direction),
+                ("--window", args.window or None),
+                ("--softcap", args.softcap or None),
+                ("--lengths", args.lengths or None),
             )  # fmt: skip
             if value is not None
         ]
@@ -141,6 +144,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="key lengths: one for all, or one per --seq-len (default: equal to the query length)",
     )  # fmt: skip
     what.add_argument("--direction", metavar="fwd,bwd", help="fwd, bwd or both (default fwd,bwd)")
+    what.add_argument(
+        "--window", action="store_true",
+        help="tune the sliding-window kernels (flashgen.attention(window=); timed with a band "
+        "covering every key, so the config serves every window size)",
+    )  # fmt: skip
+    what.add_argument(
+        "--softcap", action="store_true",
+        help="tune the logit-softcapping kernels (flashgen.attention(softcap=))",
+    )  # fmt: skip
+    what.add_argument(
+        "--lengths", action="store_true",
+        help="tune the kernels with per-sequence lengths (key_lengths=/query_lengths=; timed "
+        "with every row valid). The three flags combine into one kernel kind",
+    )  # fmt: skip
     what.add_argument(
         "--pending", action="store_true",
         help="tune exactly the shapes compiled models met without a tuned record "
@@ -193,6 +210,8 @@ def resolve_options(args: argparse.Namespace, gpu: bool) -> dict:
         value = getattr(args, key)
         out[key] = defaults[key] if value is None else value
     out["causal"] = args.causal or defaults["causal"]
+    for key in ("window", "softcap", "lengths"):
+        out[key] = bool(getattr(args, key, False))
     return out
 
 
@@ -219,6 +238,9 @@ def build_tasks(opts: dict, seq_k: str | None):
         for dtype in dtypes:
             for head_dim in head_dims:
                 for causal in causals:
-                    spec = KernelSpec(head_dim, causal, dtype, direction)
+                    spec = KernelSpec(
+                        head_dim, causal, dtype, direction, opts.get("window", False),
+                        opts.get("softcap", False), opts.get("lengths", False),
+                    )  # fmt: skip
                     tasks.extend(Task(spec, bucket) for bucket in buckets)
     return tasks

@@ -1,0 +1,240 @@
+"""Masked attention on the GPU (issue 16): bf16 against float64, then speed.
+
+    python benchmarks/masks.py [--out FILE.csv] [--budget SECONDS] [--only NAME,...]
+
+1. Correctness: every mask kind the kernels take (sliding window causal and two-sided, softcap,
+   and key/query padding when this checkout has it), forward and backward in bf16 through
+   `flashgen.attention`, against a float64 reference built with a dense mask; rows that see no
+   key must be zeros (never NaN). Max abs errors relative to the reference's largest entry
+   printed; tolerance 2e-2 (bf16).
+2. Speed (triton.testing.do_bench, median, L2 flushed): forward and forward+backward of each
+   masked variant next to (a) the unmasked kernel of the same causality on the same shape and
+   (b) SDPA given the equivalent dense boolean `attn_mask` (the backend PyTorch picks). TFLOP/s
+   are counted on the work the mask leaves (visible query-key pairs: 4*D per pair forward,
+   10*D forward+backward), so a masked kernel that skips the masked tiles well has about the
+   unmasked kernel's TFLOP/s. `ratio_vs_plain` = masked TFLOP/s / unmasked TFLOP/s (bar >= 0.9);
+   `speedup_vs_sdpa` = SDPA time / flashgen time (bar >= 1.5).
+
+Rows are printed and appended to the CSV as they are measured (a run stopped by its time limit
+keeps what it measured). Kernels run with their default configs (no tuning database).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import os
+import time
+
+import torch
+import triton
+from torch.nn.functional import scaled_dot_product_attention as sdpa
+
+import flashgen
+from flashgen.kernels.validate import normalize_window
+
+FIELDS = [
+    "name", "b", "hq", "hkv", "n", "d", "causal", "mask", "pairs_frac", "dir",
+    "flashgen_ms", "plain_ms", "sdpa_ms", "tflops", "plain_tflops", "ratio_vs_plain",
+    "speedup_vs_sdpa",
+]  # fmt: skip
+
+
+def visible(sq, sk, *, causal, window=None, lengths=None, device="cuda"):
+    """Dense boolean mask [B or 1, 1, Sq, Sk] equal to what the kernel computes."""
+    i = torch.arange(sq, device=device)[:, None]
+    j = torch.arange(sk, device=device)[None, :]
+    m = torch.ones(sq, sk, dtype=torch.bool, device=device)
+    if causal:
+        m &= j <= i
+    if window is not None:
+        left, right = normalize_window(window, causal)
+        m &= (j >= i - left) & (j <= i + right)
+    m = m[None, None]
+    if lengths is not None:
+        (ql, qh), (kl, kh) = lengths  # [B] tensors each: valid ranges [lo, hi)
+        qv = (i[None] >= ql[:, None, None]) & (i[None] < qh[:, None, None])
+        kv = (j[None] >= kl[:, None, None]) & (j[None] < kh[:, None, None])
+        m = m & (qv & kv)[:, None]
+    return m
+
+
+def reference(q, k, v, mask, *, softcap=None):
+    """float64 attention under a dense mask; a row that sees nothing gives zeros."""
+    q, k, v = (t.double() for t in (q, k, v))
+    g = q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(g, 1), v.repeat_interleave(g, 1)
+    s = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
+    if softcap is not None:
+        s = softcap * torch.tanh(s / softcap)
+    p = torch.softmax(s.masked_fill(~mask, float("-inf")), -1).nan_to_num(0.0)
+    return p @ v
+
+
+def variants(b, n):
+    """(name, causal, flashgen kwargs, dense-mask kwargs, softcap)."""
+    out = [
+        ("window_causal_1024", True, {"window": 1024}, {"window": 1024}, None),
+        ("window_causal_256", True, {"window": 256}, {"window": 256}, None),
+        ("window_2sided_512", False, {"window": (512, 512)}, {"window": (512, 512)}, None),
+        ("softcap_causal", True, {"softcap": 50.0}, {}, 50.0),
+    ]
+    try:
+        from flashgen.kernels.padding import bounds  # noqa: F401
+    except ImportError:  # a checkout without key padding
+        return out
+    gen = torch.Generator().manual_seed(0)
+    lens = torch.randint(n // 4, n + 1, (b,), generator=gen)
+    lens[0] = n
+    for side in ("right", "left"):
+        for causal in (False, True):
+            kw = {"key_lengths": lens.cuda(), "padding": side}
+            if causal:  # a decoder batch: queries padded like the keys
+                kw["query_lengths"] = lens.cuda()
+            out.append((f"pad_{side}_{'causal' if causal else 'full'}", causal, kw, {"pad": kw}, None))
+    return out
+
+
+def dense_kwargs(mk, b, sq, sk):
+    pad = mk.pop("pad", None)
+    if pad is not None:
+        from flashgen.kernels.padding import bounds
+
+        qs, ql, ks, kl = bounds(
+            b, sq, sk, pad["key_lengths"], pad.get("query_lengths"), pad["padding"], "cuda"
+        ).unbind(1)
+        mk["lengths"] = ((qs, qs + ql), (ks, ks + kl))
+    return mk
+
+
+def check(name, causal, kw, mk, cap, args):
+    b, hq, hkv, n, d = 2, 8, 2, 1003, 128
+    gen = torch.Generator(device="cuda").manual_seed(1)
+    q = torch.randn(b, hq, n, d, device="cuda", generator=gen, dtype=torch.bfloat16)
+    k = torch.randn(b, hkv, n, d, device="cuda", generator=gen, dtype=torch.bfloat16)
+    v = torch.randn(b, hkv, n, d, device="cuda", generator=gen, dtype=torch.bfloat16)
+    kw = dict(kw)
+    if "key_lengths" in kw:
+        lens = torch.tensor([n, 517], device="cuda")
+        kw["key_lengths"] = lens
+        if "query_lengths" in kw:
+            kw["query_lengths"] = lens
+    mk = {"pad": kw} if "pad" in mk else dict(mk)
+    mask = visible(n, n, causal=causal, **dense_kwargs(mk, b, n, n))
+    for t in (q, k, v):
+        t.requires_grad_()
+    out = flashgen.attention(q, k, v, causal=causal, impl="flashgen", **kw)
+    do = torch.randn_like(out)
+    grads = torch.autograd.grad(out, (q, k, v), do)
+    qd, kd, vd = (t.detach().double().requires_grad_() for t in (q, k, v))
+    ref = reference(qd, kd, vd, mask, softcap=cap)
+    want = torch.autograd.grad(ref, (qd, kd, vd), do.double())
+    # max abs error relative to the reference's largest entry (bf16 keeps ~3 digits)
+    pairs = zip((out, *grads), (ref, *want), strict=True)
+    errs = [((g.double() - w).abs().max() / w.abs().max().clamp_min(1e-6)).item() for g, w in pairs]
+    nan = any(torch.isnan(t).any().item() for t in (out, *grads))
+    ok = not nan and max(errs) < 2e-2
+    print(f"check {name}: out {errs[0]:.2e} dq {errs[1]:.2e} dk {errs[2]:.2e} dv {errs[3]:.2e}"
+          f" nan={nan} {'ok' if ok else 'FAIL'}", flush=True)  # fmt: skip
+    return ok
+
+
+def bench(fn):
+    return triton.testing.do_bench(fn, warmup=10, rep=40, return_mode="median")
+
+
+def fwd_bwd(fn, q, k, v, do):
+    def run():
+        out = fn()
+        torch.autograd.grad(out, (q, k, v), do)
+
+    return run
+
+
+def speed(name, causal, kw, mk, cap, shape, writer):
+    b, hq, hkv, n, d = shape
+    gen = torch.Generator(device="cuda").manual_seed(2)
+    q, k, v = (
+        torch.randn(b, h, n, d, device="cuda", generator=gen, dtype=torch.bfloat16).requires_grad_()
+        for h in (hq, hkv, hkv)
+    )
+    mask = visible(n, n, causal=causal, **dense_kwargs(dict(mk), b, n, n))
+    pairs = mask.expand(b, 1, n, n).sum().item() * hq  # visible pairs, all heads
+    plain_pairs = (n * (n + 1) // 2 if causal else n * n) * b * hq
+    do = torch.randn(b, hq, n, d, device="cuda", dtype=torch.bfloat16)
+    kr, vr = k.repeat_interleave(hq // hkv, 1), v.repeat_interleave(hq // hkv, 1)
+
+    def ours():
+        return flashgen.attention(q, k, v, causal=causal, impl="flashgen", **kw)
+
+    def plain():
+        return flashgen.attention(q, k, v, causal=causal, impl="flashgen")
+
+    def theirs():  # SDPA needs the dense mask (and expanded kv heads for a mask + GQA)
+        if cap is not None:
+            return None
+        return sdpa(q, kr, vr, attn_mask=mask)
+
+    for direction, flops_per_pair in (("fwd", 4 * d), ("fwd+bwd", 10 * d)):
+        grad = direction != "fwd"
+        with torch.set_grad_enabled(grad):
+            t_ours = bench(fwd_bwd(ours, q, k, v, do) if grad else ours)
+            t_plain = bench(fwd_bwd(plain, q, k, v, do) if grad else plain)
+            t_sdpa = float("nan")
+            if cap is None:
+                t_sdpa = bench(fwd_bwd(theirs, q, k, v, do) if grad else theirs)
+        tf = pairs * flops_per_pair / t_ours / 1e9
+        tf_plain = plain_pairs * flops_per_pair / t_plain / 1e9
+        row = dict(
+            name=name, b=b, hq=hq, hkv=hkv, n=n, d=d, causal=causal, mask=str(kw),
+            pairs_frac=round(pairs / plain_pairs, 4), dir=direction,
+            flashgen_ms=round(t_ours, 4), plain_ms=round(t_plain, 4),
+            sdpa_ms=round(t_sdpa, 4), tflops=round(tf, 1), plain_tflops=round(tf_plain, 1),
+            ratio_vs_plain=round(tf / tf_plain, 3), speedup_vs_sdpa=round(t_sdpa / t_ours, 2),
+        )  # fmt: skip
+        print(" ".join(f"{k}={v}" for k, v in row.items() if k != "mask"), flush=True)
+        writer(row)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "masks.csv"))
+    ap.add_argument("--budget", type=float, default=50.0, help="seconds; stop starting new rows")
+    ap.add_argument("--only", default="", help="comma-separated variant names")
+    ap.add_argument("--shape", default="4,16,4,4096,128", help="b,hq,hkv,n,d for the timings")
+    args = ap.parse_args()
+    start = time.monotonic()
+    shape = tuple(int(x) for x in args.shape.split(","))
+    chosen = [v for v in variants(shape[0], shape[3]) if not args.only or v[0] in args.only.split(",")]
+    print(f"{torch.cuda.get_device_name()} torch {torch.__version__} triton {triton.__version__} "
+          f"commit {os.environ.get('FLASHGEN_COMMIT', '?')}", flush=True)  # fmt: skip
+    failed = 0
+    for name, causal, kw, mk, cap in chosen:
+        if time.monotonic() - start > args.budget / 2:
+            print(f"budget: check of {name} and later skipped", flush=True)
+            break
+        try:
+            failed += not check(name, causal, kw, mk, cap, args)
+        except Exception as exc:  # a failing variant is reported, the run goes on
+            failed += 1
+            print(f"check {name}: ERROR {type(exc).__name__}: {exc}", flush=True)
+    new = not os.path.exists(args.out)
+    with open(args.out, "a", newline="") as fh:
+        w = csv.DictWriter(fh, FIELDS)
+        if new:
+            w.writeheader()
+        for name, causal, kw, mk, cap in chosen:
+            if time.monotonic() - start > args.budget:
+                print(f"budget spent: {name} and later not timed", flush=True)
+                break
+            try:
+                speed(name, causal, kw, mk, cap, shape, lambda r: (w.writerow(r), fh.flush()))
+            except Exception as exc:
+                print(f"speed {name}: ERROR {type(exc).__name__}: {exc}", flush=True)
+    print(f"checks failed: {failed}", flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
