@@ -36,13 +36,13 @@ from flashgen.kernels.validate import normalize_window
 
 FIELDS = [
     "name", "b", "hq", "hkv", "n", "d", "causal", "mask", "pairs_frac", "dir",
-    "flashgen_ms", "plain_ms", "sdpa_ms", "tflops", "plain_tflops", "ratio_vs_plain",
+    "flashgen_ms", "plain_ms", "portable_ms", "sdpa_ms", "tflops", "plain_tflops", "ratio_vs_plain",
     "speedup_vs_sdpa",
 ]  # fmt: skip
 
 
-def visible(sq, sk, *, causal, window=None, lengths=None, device="cuda"):
-    """Dense boolean mask [B or 1, 1, Sq, Sk] equal to what the kernel computes."""
+def visible(sq, sk, *, causal, window=None, lengths=None, tensor=None, device="cuda"):
+    """Dense boolean mask [B or 1, 1 or H, Sq, Sk] equal to what the kernel computes."""
     i = torch.arange(sq, device=device)[:, None]
     j = torch.arange(sk, device=device)[None, :]
     m = torch.ones(sq, sk, dtype=torch.bool, device=device)
@@ -57,17 +57,22 @@ def visible(sq, sk, *, causal, window=None, lengths=None, device="cuda"):
         qv = (i[None] >= ql[:, None, None]) & (i[None] < qh[:, None, None])
         kv = (j[None] >= kl[:, None, None]) & (j[None] < kh[:, None, None])
         m = m & (qv & kv)[:, None]
+    if tensor is not None and tensor.dtype == torch.bool:
+        m = m & tensor
     return m
 
 
-def reference(q, k, v, mask, *, softcap=None):
-    """float64 attention under a dense mask; a row that sees nothing gives zeros."""
+def reference(q, k, v, mask, *, softcap=None, bias=None):
+    """float64 attention under a dense mask (and an additive bias); a row that sees nothing
+    gives zeros."""
     q, k, v = (t.double() for t in (q, k, v))
     g = q.shape[1] // k.shape[1]
     k, v = k.repeat_interleave(g, 1), v.repeat_interleave(g, 1)
     s = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
     if softcap is not None:
         s = softcap * torch.tanh(s / softcap)
+    if bias is not None:
+        s = s + bias.double()
     p = torch.softmax(s.masked_fill(~mask, float("-inf")), -1).nan_to_num(0.0)
     return p @ v
 
@@ -87,6 +92,11 @@ def variants(b, n):
     gen = torch.Generator().manual_seed(0)
     lens = torch.randint(n // 4, n + 1, (b,), generator=gen)
     lens[0] = n
+    keep = torch.arange(n)[None, :] < lens[:, None]  # the same padding as an attn_mask tensor
+    bmask = keep[:, None, None, :].cuda()
+    out.append(("attn_mask_bool_pad", False, {"attn_mask": bmask}, {"tensor": bmask}, None))
+    bias = torch.randn(1, 16, n, n, generator=gen).to("cuda", torch.bfloat16)
+    out.append(("attn_mask_bias_causal", True, {"attn_mask": bias}, {"tensor": bias}, None))
     for side in ("right", "left"):
         for causal in (False, True):
             kw = {"key_lengths": lens.cuda(), "padding": side}
@@ -115,6 +125,14 @@ def check(name, causal, kw, mk, cap, args):
     k = torch.randn(b, hkv, n, d, device="cuda", generator=gen, dtype=torch.bfloat16)
     v = torch.randn(b, hkv, n, d, device="cuda", generator=gen, dtype=torch.bfloat16)
     kw = dict(kw)
+    if "attn_mask" in kw:
+        t = kw["attn_mask"]
+        if t.dtype == torch.bool:
+            t = (torch.arange(n, device="cuda")[None, :] < torch.tensor([[n], [517]], device="cuda"))[:, None, None, :]
+        else:
+            t = torch.randn(1, hq, n, n, device="cuda", dtype=torch.bfloat16)
+        kw["attn_mask"] = t
+        mk = {"tensor": t}
     if "key_lengths" in kw:
         lens = torch.tensor([n, 517], device="cuda")
         kw["key_lengths"] = lens
@@ -128,7 +146,9 @@ def check(name, causal, kw, mk, cap, args):
     do = torch.randn_like(out)
     grads = torch.autograd.grad(out, (q, k, v), do)
     qd, kd, vd = (t.detach().double().requires_grad_() for t in (q, k, v))
-    ref = reference(qd, kd, vd, mask, softcap=cap)
+    tensor = kw.get("attn_mask")
+    bias = tensor if tensor is not None and tensor.dtype != torch.bool else None
+    ref = reference(qd, kd, vd, mask, softcap=cap, bias=bias)
     want = torch.autograd.grad(ref, (qd, kd, vd), do.double())
     # max abs error relative to the reference's largest entry (bf16 keeps ~3 digits)
     pairs = zip((out, *grads), (ref, *want), strict=True)
@@ -171,16 +191,29 @@ def speed(name, causal, kw, mk, cap, shape, writer):
     def plain():
         return flashgen.attention(q, k, v, causal=causal, impl="flashgen")
 
+    tensor = mk.get("tensor")
+    given = mask if tensor is None or tensor.dtype == torch.bool else tensor
+    if tensor is not None and tensor.dtype != torch.bool and causal:  # bias + causal for SDPA
+        given = tensor.masked_fill(~mask, float("-inf"))
+
     def theirs():  # SDPA needs the dense mask (and expanded kv heads for a mask + GQA)
         if cap is not None:
             return None
-        return sdpa(q, kr, vr, attn_mask=mask)
+        return sdpa(q, kr, vr, attn_mask=given)
+
+    def portable():  # the unmasked kernel of the masked kernels' own (portable) family
+        os.environ["FLASHGEN_FWD_FAMILY"] = "portable"
+        try:
+            return plain()
+        finally:
+            del os.environ["FLASHGEN_FWD_FAMILY"]
 
     for direction, flops_per_pair in (("fwd", 4 * d), ("fwd+bwd", 10 * d)):
         grad = direction != "fwd"
         with torch.set_grad_enabled(grad):
             t_ours = bench(fwd_bwd(ours, q, k, v, do) if grad else ours)
             t_plain = bench(fwd_bwd(plain, q, k, v, do) if grad else plain)
+            t_port = bench(fwd_bwd(portable, q, k, v, do) if grad else portable)
             t_sdpa = float("nan")
             if cap is None:
                 t_sdpa = bench(fwd_bwd(theirs, q, k, v, do) if grad else theirs)
@@ -190,6 +223,7 @@ def speed(name, causal, kw, mk, cap, shape, writer):
             name=name, b=b, hq=hq, hkv=hkv, n=n, d=d, causal=causal, mask=str(kw),
             pairs_frac=round(pairs / plain_pairs, 4), dir=direction,
             flashgen_ms=round(t_ours, 4), plain_ms=round(t_plain, 4),
+            portable_ms=round(t_port, 4),
             sdpa_ms=round(t_sdpa, 4), tflops=round(tf, 1), plain_tflops=round(tf_plain, 1),
             ratio_vs_plain=round(tf / tf_plain, 3), speedup_vs_sdpa=round(t_sdpa / t_ours, 2),
         )  # fmt: skip

@@ -235,6 +235,8 @@ def _causal_column(s: Any) -> str:
         return ""
     if s.window:
         return f"window {s.window}"
+    if s.mask:
+        return f"{s.causal} + {s.mask} mask"
     return "bottom-right" if s.causal and s.align == "bottom_right" else str(s.causal)
 
 
@@ -284,6 +286,8 @@ def _impl_summary(site: Any) -> str:
 
     if site.window is not None:
         return "flashgen (sliding window: SDPA has none)"
+    if site.mask:
+        return f"flashgen (attn_mask tensor, {site.mask})"
     parts = []
     for direction in ("fwd", "bwd"):
         spec = KernelSpec(

@@ -53,10 +53,6 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"flashgen kernel: {exc}", file=sys.stderr)
         return 2
-    if args.family == "decode" and (args.window or args.softcap or args.lengths):
-        print("flashgen kernel: the decode family has no window, softcap or lengths",
-              file=sys.stderr)  # fmt: skip
-        return 2
     if args.family == "hopper":
         from .hopper import spec_reason
 
@@ -64,10 +60,12 @@ def run(args: argparse.Namespace) -> int:
         if reason is not None:
             print(f"flashgen kernel: no Hopper kernel for {spec.uri()}: {reason}", file=sys.stderr)
             return 2
-    if args.family == "decode" and (args.direction != "fwd" or args.window or args.softcap):
+    if args.family == "decode" and (
+        args.direction != "fwd" or args.window or args.softcap or args.lengths
+    ):
         print(
             "flashgen kernel: the decode family has forward kernels only, without window or "
-            "softcap",
+            "softcap (or lengths)",
             file=sys.stderr,
         )
         return 2

@@ -26,8 +26,8 @@ def capped_ref(q, k, v, *, cap, causal=False, window=None, scale=None):
     k, v = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
     s = (q @ k.transpose(-1, -2)) * (scale or 1.0 / math.sqrt(q.shape[-1]))
     s = cap * torch.tanh(s / cap)
-    i = torch.arange(q.shape[2])[:, None]
-    j = torch.arange(k.shape[2])[None, :]
+    i = torch.arange(q.shape[2], device=q.device)[:, None]
+    j = torch.arange(k.shape[2], device=q.device)[None, :]
     visible = torch.ones(q.shape[2], k.shape[2], dtype=torch.bool)
     if causal:
         visible &= j <= i

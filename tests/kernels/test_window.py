@@ -34,8 +34,8 @@ def band_ref(q, k, v, *, causal, window, scale=None):
     group = q.shape[1] // k.shape[1]
     k, v = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
     s = (q @ k.transpose(-1, -2)) * (scale or 1.0 / math.sqrt(q.shape[-1]))
-    i = torch.arange(q.shape[2])[:, None]
-    j = torch.arange(k.shape[2])[None, :]
+    i = torch.arange(q.shape[2], device=q.device)[:, None]
+    j = torch.arange(k.shape[2], device=q.device)[None, :]
     visible = (j >= i - left) & (j <= i + right)
     if causal:
         visible &= j <= i

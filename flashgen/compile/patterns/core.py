@@ -49,6 +49,7 @@ class Site:
     causal: bool | None = None
     window: int | None = None  # a causal sliding window of this many keys (None: no window)
     align: str = "top_left"  # where the causal diagonal lies when Sq != Sk ("bottom_right")
+    mask: str = ""  # an attention-mask tensor the kernel reads: "bool" or "add" ("": none)
     scale: float | None = None
     gqa_group: int = 1
     shape: str = ""
@@ -81,6 +82,7 @@ class Match:
     mha: dict[str, Any] | None = None  # nn.MultiheadAttention: projections to rebuild
     window: int | None = None  # causal sliding window (w keys ending at the query), if proven
     align: str = "top_left"  # proven causal alignment (`flashgen.ops.attention`'s causal_align)
+    attn_mask: fx.Node | None = None  # a mask tensor handed to the kernel as it is (attn_mask)
 
 
 # ----------------------------------------------------------------------------- node helpers

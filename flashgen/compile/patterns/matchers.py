@@ -267,6 +267,7 @@ def match_sdpa(n: Any, values: Values) -> Match:
         )
     window = None
     align = "top_left"
+    tensor_mask = None
     if mask is not None:
         if is_causal:
             raise Skip("attn_mask together with is_causal=True is not supported")
@@ -275,16 +276,33 @@ def match_sdpa(n: Any, values: Values) -> Match:
                 mask, values, example_value(q).shape[-2], example_value(k).shape[-2], keep=True, allow_window=True,
                 allow_bottom_right=True,
             )  # fmt: skip
-        except Skip as e:
-            kind = "boolean" if example_value(mask).dtype == torch.bool else "additive"
-            raise Skip(
-                f"{kind} attn_mask is not supported: only a causal mask is (pass is_causal=True); "
-                f"left to Inductor ({e})"
-            ) from e
-        is_causal = True
+            is_causal = True
+        except Skip:
+            # Not a causal mask: the kernel reads the tensor itself (exact by construction, at
+            # every shape the graph accepts).
+            tensor_mask = _tensor_mask(mask)
     terms: list[Any] = [None] if scale is None else [(scale, 1)]
     m = Match(site, q, k, v, n, is_causal, terms, interior=[n], window=window, align=align)
+    m.attn_mask = tensor_mask
     m.three_d = example_value(q).dim() == 3
     if not enable_gqa and not known_eq(example_value(q).shape[-3], example_value(k).shape[-3]):
         raise Skip("query and key head counts differ without enable_gqa=True")
     return m
+
+
+def _tensor_mask(mask: Any) -> Any:
+    """An SDPA attn_mask the kernels can read as a tensor (`flashgen.ops.attention(attn_mask=)`):
+    a boolean or floating tensor of at most 4 dims that needs no gradient; Skip otherwise."""
+    me = example_value(mask)
+    if not isinstance(mask, fx.Node) or not isinstance(me, torch.Tensor):
+        raise Skip("attn_mask is not a tensor")
+    if not (me.dtype == torch.bool or me.is_floating_point()):
+        raise Skip(f"attn_mask of dtype {me.dtype} (boolean or floating are read by the kernels)")
+    if me.dim() > 4:
+        raise Skip(f"attn_mask with {me.dim()} dims")
+    if me.requires_grad:
+        raise Skip(
+            "additive attn_mask that requires grad (a learned bias): its gradient is not "
+            "supported yet; left to Inductor"
+        )
+    return mask

@@ -42,7 +42,7 @@ def match_mha(n: Any, values: Values) -> Match:
             "nn.MultiheadAttention returns attention weights (need_weights=True, the default); "
             "call it with need_weights=False"
         )
-    for name in ("key_padding_mask", "bias_k", "bias_v", "static_k", "static_v"):
+    for name in ("bias_k", "bias_v", "static_k", "static_v"):
         if p[name] is not None:
             raise Skip(f"nn.MultiheadAttention with {name} is not supported")
     if p["add_zero_attn"] is not False:
@@ -73,6 +73,14 @@ def match_mha(n: Any, values: Values) -> Match:
         causal = True
     elif p["is_causal"]:
         raise Skip("is_causal=True without attn_mask")
+    kpm = p["key_padding_mask"]
+    if kpm is not None:
+        # [B, S]: True (or -inf) hides a key; the kernels read it as a [B, 1, 1, S] mask tensor
+        km = example_value(kpm)
+        if not isinstance(km, torch.Tensor) or km.dim() != 2:
+            raise Skip("key_padding_mask is not a 2-D [batch, seq] tensor")
+        if not (km.dtype == torch.bool or km.is_floating_point()) or km.requires_grad:
+            raise Skip("key_padding_mask must be boolean, or floating without grad")
     users = list(n.users)
     if not all(u.op == "call_function" and u.target is operator.getitem for u in users):
         raise Skip("the (output, weights) result of nn.MultiheadAttention is used whole")
@@ -153,7 +161,15 @@ def rewrite_mha(gm: fx.GraphModule, m: Match, op: Any) -> None:
             y = call(F.linear, x, piece(w, which), piece(b, which))
             y = call("unflatten", y, -1, (heads, d))
             heads_in.append(call("contiguous", call("permute", y, 1, 2, 0, 3)))
-        o = call(op, *heads_in, m.causal, m.scale)
+        kpm = p["key_padding_mask"]
+        if kpm is None:
+            o = call(op, *heads_in, m.causal, m.scale)
+        else:  # MHA's True hides a key; attn_mask's True shows it
+            mask = call(torch.logical_not, kpm) if example_value(kpm).dtype == torch.bool else kpm
+            mask = call(operator.getitem, mask, (slice(None), None, None, slice(None)))
+            # window, softcap, causal_align, deterministic, seq_bounds, attn_mask
+            o = call(op, *heads_in, m.causal, m.scale, None, None, "top_left", None, None, mask)
+            m.site.mask = "bool" if example_value(kpm).dtype == torch.bool else "add"
         o = call("flatten", call("permute", o, 2, 0, 1, 3), -2)
         out = call(F.linear, o, p["out_proj_weight"], p["out_proj_bias"])
     set_example_values(fm, added)

@@ -104,6 +104,15 @@ def check_match(m: Match) -> None:
     m.site.causal = m.causal
     m.site.window = m.window
     m.site.align = m.align
+    if m.attn_mask is not None:
+        mask = example_value(m.attn_mask)
+        if m.three_d:
+            raise Skip("attn_mask with 3-D q/k/v")
+        shape = (1,) * (4 - mask.dim()) + tuple(mask.shape)
+        full = (*q.shape[:3], k.shape[2])
+        if not all(known_eq(a, 1) or known_eq(a, b) for a, b in zip(shape, full, strict=True)):
+            raise Skip(f"attn_mask of shape {tuple(mask.shape)} does not broadcast to {full}")
+        m.site.mask = "bool" if mask.dtype == torch.bool else "add"
     m.site.gqa_group = group
     shape = "x".join(str(s) for s in q.shape)
     m.site.shape = f"q[{shape}] {str(q.dtype).replace('torch.', '')}"
@@ -132,6 +141,9 @@ def rewrite(gm: fx.GraphModule, m: Match, op: Any) -> None:
         window = () if m.window is None else ([m.window - 1, 0],)
         if m.align != "top_left":  # window and softcap None, then causal_align
             window = (None, None, m.align)
+        if m.attn_mask is not None:
+            # window, softcap, causal_align, deterministic, seq_bounds, then attn_mask
+            window = (*window, *(None, None, m.align, None, None)[len(window) :], m.attn_mask)
         new = g.call_function(op, (*args, m.causal, m.scale, *window))
         result = g.call_method("squeeze", (new, 0)) if m.three_d else new
     set_example_values(fm, [*added, new, result])
