@@ -102,7 +102,9 @@ def variants(b, n):
             kw = {"key_lengths": lens.cuda(), "padding": side}
             if causal:  # a decoder batch: queries padded like the keys
                 kw["query_lengths"] = lens.cuda()
-            out.append((f"pad_{side}_{'causal' if causal else 'full'}", causal, kw, {"pad": kw}, None))
+            out.append(
+                (f"pad_{side}_{'causal' if causal else 'full'}", causal, kw, {"pad": kw}, None)
+            )
     return out
 
 
@@ -128,7 +130,9 @@ def check(name, causal, kw, mk, cap, args):
     if "attn_mask" in kw:
         t = kw["attn_mask"]
         if t.dtype == torch.bool:
-            t = (torch.arange(n, device="cuda")[None, :] < torch.tensor([[n], [517]], device="cuda"))[:, None, None, :]
+            t = (
+                torch.arange(n, device="cuda")[None, :] < torch.tensor([[n], [517]], device="cuda")
+            )[:, None, None, :]
         else:
             t = torch.randn(1, hq, n, n, device="cuda", dtype=torch.bfloat16)
         kw["attn_mask"] = t
@@ -240,7 +244,9 @@ def main():
     args = ap.parse_args()
     start = time.monotonic()
     shape = tuple(int(x) for x in args.shape.split(","))
-    chosen = [v for v in variants(shape[0], shape[3]) if not args.only or v[0] in args.only.split(",")]
+    chosen = [
+        v for v in variants(shape[0], shape[3]) if not args.only or v[0] in args.only.split(",")
+    ]
     print(f"{torch.cuda.get_device_name()} torch {torch.__version__} triton {triton.__version__} "
           f"commit {os.environ.get('FLASHGEN_COMMIT', '?')}", flush=True)  # fmt: skip
     failed = 0

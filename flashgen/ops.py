@@ -57,10 +57,10 @@ from torch import Tensor
 from .core.impls import FLASHGEN, check_impl
 from .kernels import aligned, bwd, decode, fwd
 from .kernels.aligned import check_align
-from .kernels.plans import clear_all as _clear_plans
-from .kernels.tma import env_reader
 from .kernels.padding import bounds as padding_bounds
 from .kernels.padding import check_bounds, check_padding
+from .kernels.plans import clear_all as _clear_plans
+from .kernels.tma import env_reader
 from .kernels.validate import (
     check_inputs,
     check_kernel_device,

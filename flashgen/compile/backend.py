@@ -230,7 +230,7 @@ class ExplainReport:
 
 
 def _causal_column(s: Any) -> str:
-    """"True", "False", "window W", or "bottom-right" (a KV cache's causal alignment)."""
+    """ "True", "False", "window W", or "bottom-right" (a KV cache's causal alignment)."""
     if s.causal is None:
         return ""
     if s.window:

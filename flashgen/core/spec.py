@@ -129,8 +129,14 @@ class KernelSpec:
             None
             if other is None
             else KernelSpec(
-                self.head_dim, self.causal, other, self.direction, self.window, self.softcap,
-                self.lengths, self.attn_mask,
+                self.head_dim,
+                self.causal,
+                other,
+                self.direction,
+                self.window,
+                self.softcap,
+                self.lengths,
+                self.attn_mask,
             )  # fmt: skip
         )
 

@@ -52,8 +52,8 @@ from ..hardware.sram import current_device
 from ..hardware.tiles import config_for_kind
 from . import tma as _tma
 from .codegen import load, load_family
-from .launch import Launch, direct_device
 from .fwd import mask_kind as _mask_kind
+from .launch import Launch, direct_device
 from .plans import Chooser, PlanCache, plan_config
 
 _ENV = "FLASHGEN_BWD_TMA"

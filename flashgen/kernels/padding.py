@@ -49,9 +49,9 @@ def check_lengths(name: str, lengths, batch: int, device) -> torch.Tensor | None
         raise ValueError(f"{name} must have an integer dtype, got {lengths.dtype}")
     if lengths.dim() != 1 or lengths.shape[0] != batch:
         raise ValueError(f"{name} must have shape [batch] = [{batch}], got {tuple(lengths.shape)}")
-    if lengths.device.type == "cpu" and not torch.compiler.is_compiling():
-        if lengths.numel() and bool((lengths < 0).any()):
-            raise ValueError(f"{name} must be >= 0, got {lengths.tolist()}")
+    host = lengths.device.type == "cpu" and not torch.compiler.is_compiling()
+    if host and lengths.numel() and bool((lengths < 0).any()):
+        raise ValueError(f"{name} must be >= 0, got {lengths.tolist()}")
     return lengths.to(device=device, dtype=torch.int32, non_blocking=True)
 
 

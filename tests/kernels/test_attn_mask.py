@@ -36,10 +36,7 @@ def ref(q, k, v, mask, *, causal=False, window=None, softcap=None):
     s = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
     if softcap is not None:
         s = softcap * torch.tanh(s / softcap)
-    if mask.dtype == torch.bool:
-        s = s.masked_fill(~mask, float("-inf"))
-    else:
-        s = s + mask.double()
+    s = s.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else s + mask.double()
     i = torch.arange(q.shape[2])[:, None]
     j = torch.arange(k.shape[2])[None, :]
     hide = torch.zeros_like(i == j)
