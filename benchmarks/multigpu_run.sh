@@ -15,13 +15,15 @@ NGPU=$(nvidia-smi -L 2>/dev/null | wc -l)
 TUNE_SET=${TUNE_SET:-"--head-dim 64,128 --causal both --seq-len 1024,4096 --direction fwd --dtype bfloat16"}
 TUNE_TRIALS=${TUNE_TRIALS:-10}
 TRAIN=${TRAIN:-"--steps 12 --warmup 4 --batch 8 --seq 1024 --dim 1024 --heads 8 --layers 4 --fallback aot_eager"}
-LIMIT=${LIMIT:-600}   # seconds per command; SIGINT first, so `flashgen tune` stops its workers
-run() { timeout -s INT -k 10 "$LIMIT" "$@"; }
+# Seconds per command (LIMIT, or LIMIT_MANY/LIMIT_ONE/LIMIT_SINGLE/LIMIT_DIST for one of them);
+# SIGINT first, so that `flashgen tune` stops its workers and keeps what they finished.
+LIMIT=${LIMIT:-600}
+run() { local limit=$1; shift; timeout -s INT -k 5 "$limit" "$@"; }
 now() { date +%s.%N; }
 since() { python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.2f}')" "$1" "$(now)"; }
 
 # Cold caches per run: the second run must not find the first one's compiled kernels.
-fresh() { rm -rf "/tmp/mg-$1"; mkdir -p "/tmp/mg-$1"
+fresh() { rm -rf "/tmp/mg-$1" "/tmp/mg-$1".sqlite3*; mkdir -p "/tmp/mg-$1"
           export FLASHGEN_CACHE_DIR="/tmp/mg-$1" TRITON_CACHE_DIR="/tmp/mg-$1/triton"; }
 
 for step in "$@"; do
@@ -31,16 +33,16 @@ for step in "$@"; do
     smoke)
         fresh smoke
         t=$(now)
-        run python3 -m flashgen.cli tune --gpus all --db sqlite:////tmp/mg-smoke.sqlite3 --head-dim 64 \
+        run "$LIMIT" python3 -m flashgen.cli tune --gpus all --db sqlite:////tmp/mg-smoke.sqlite3 --head-dim 64 \
             --causal false --seq-len 1024 --direction fwd --dtype bfloat16 --trials 6 --patience 0 \
             --quiet > "$OUT/smoke.txt" 2> "$OUT/smoke.err"
         echo "   rc=$? wall_s=$(since "$t")"; cat "$OUT/smoke.txt"; tail -5 "$OUT/smoke.err" ;;
     train)
         fresh train
-        run python3 examples/distributed_train.py --mode single $TRAIN --out "$OUT/train.jsonl" \
+        run "${LIMIT_SINGLE:-$LIMIT}" python3 examples/distributed_train.py --mode single $TRAIN --out "$OUT/train.jsonl" \
             2> "$OUT/train_single.err" | cut -c1-400; echo "   single rc=${PIPESTATUS[0]}"
         if [ "$NGPU" -ge 2 ]; then
-            run python3 -m torch.distributed.run --nproc-per-node 2 --standalone examples/distributed_train.py --mode ddp,fsdp \
+            run "${LIMIT_DIST:-$LIMIT}" python3 -m torch.distributed.run --nproc-per-node 2 --standalone examples/distributed_train.py --mode ddp,fsdp \
                 --check $TRAIN --out "$OUT/train.jsonl" 2> "$OUT/train_dist.err" | cut -c1-400
             echo "   torchrun rc=${PIPESTATUS[0]}"
         fi
@@ -48,12 +50,12 @@ for step in "$@"; do
     tune)
         fresh many
         t=$(now)
-        run python3 -m flashgen.cli tune --gpus all --db sqlite:////tmp/mg-many.sqlite3 $TUNE_SET \
+        run "${LIMIT_MANY:-$LIMIT}" python3 -m flashgen.cli tune --gpus all --db sqlite:////tmp/mg-many.sqlite3 $TUNE_SET \
             --trials "$TUNE_TRIALS" --patience 0 --quiet > "$OUT/tune_many.txt" 2> "$OUT/tune_many.err"
         rc=$?; wall_many=$(since "$t"); echo "   --gpus all rc=$rc wall_s=$wall_many"
         fresh one
         t=$(now)
-        run python3 -m flashgen.cli tune --db sqlite:////tmp/mg-one.sqlite3 $TUNE_SET \
+        run "${LIMIT_ONE:-$LIMIT}" python3 -m flashgen.cli tune --db sqlite:////tmp/mg-one.sqlite3 $TUNE_SET \
             --trials "$TUNE_TRIALS" --patience 0 --quiet > "$OUT/tune_one.txt" 2> "$OUT/tune_one.err"
         rc=$?; wall_one=$(since "$t"); echo "   one GPU rc=$rc wall_s=$wall_one"
         cat "$OUT/tune_one.txt" "$OUT/tune_many.txt"
