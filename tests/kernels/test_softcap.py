@@ -28,7 +28,7 @@ def capped_ref(q, k, v, *, cap, causal=False, window=None, scale=None):
     s = cap * torch.tanh(s / cap)
     i = torch.arange(q.shape[2], device=q.device)[:, None]
     j = torch.arange(k.shape[2], device=q.device)[None, :]
-    visible = torch.ones(q.shape[2], k.shape[2], dtype=torch.bool)
+    visible = torch.ones(q.shape[2], k.shape[2], dtype=torch.bool, device=q.device)
     if causal:
         visible &= j <= i
     if window is not None:
