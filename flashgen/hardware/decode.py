@@ -30,13 +30,12 @@ import functools
 import itertools
 import json
 import logging
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..core.config import ALLOWED_WARPS, MAX_BLOCK, MIN_BLOCK, FieldError, is_pow2
 from ..core.spec import cdiv, next_pow2
-from .sram import ELEM_BYTES, DeviceLimits, current_device, device_slug
+from .sram import ELEM_BYTES, DeviceLimits, configs_file, current_device
 
 log = logging.getLogger(__name__)
 CONFIGS_ENV = "FLASHGEN_DECODE_CONFIGS"
@@ -174,15 +173,7 @@ def default_config(
 
 
 def _configs_path(device: DeviceLimits) -> Path | None:
-    explicit = os.environ.get(CONFIGS_ENV)
-    if explicit:
-        return Path(explicit).expanduser()
-    package = Path(__file__).resolve().parent.parent
-    for base in (package / "tuning_db", package.parent / "tuning_db"):
-        path = base / "decode" / f"{device_slug(device)}.json"
-        if path.is_file():
-            return path
-    return None
+    return configs_file(CONFIGS_ENV, "decode", device)
 
 
 @functools.lru_cache(maxsize=8)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import functools
 import json
 import logging
-import os
 from pathlib import Path
 
 from ..core.hopper_config import (
@@ -24,7 +23,7 @@ from ..core.hopper_config import (
     HopperConfig,
     max_regs,
 )
-from .sram import DeviceLimits, device_slug
+from .sram import DeviceLimits, configs_file
 
 log = logging.getLogger("flashgen")
 
@@ -126,15 +125,7 @@ def seq_bucket(seq_q: int) -> int:
 
 
 def _configs_path(device: DeviceLimits) -> Path | None:
-    explicit = os.environ.get(CONFIGS_ENV)
-    if explicit:
-        return Path(explicit).expanduser()
-    package = Path(__file__).resolve().parent.parent
-    for base in (package / "tuning_db", package.parent / "tuning_db"):
-        path = base / "hopper" / f"{device_slug(device)}.json"
-        if path.is_file():
-            return path
-    return None
+    return configs_file(CONFIGS_ENV, "hopper", device)
 
 
 @functools.lru_cache(maxsize=8)
