@@ -191,6 +191,20 @@ def _warm_one(job):
     return cfg
 
 
+def _warm_library(job):
+    """Compile the library path's kernels (flashgen.kernels.fwd.forward under each family the
+    bench times) for some shapes: a worker process."""
+    from flashgen.kernels.fwd import forward
+
+    family, shapes = job
+    for B, H, HK, N, D, causal in shapes:
+        q = torch.randn(B, H, N, D, device="cuda", dtype=torch.bfloat16)
+        k = torch.randn(B, HK, N, D, device="cuda", dtype=torch.bfloat16)
+        _forward_as(family, forward, q, k, k, causal)
+    torch.cuda.synchronize()
+    return family, len(shapes)
+
+
 def warm():
     """Fill Triton's on-disk cache for every (config, shape) of `bench` with parallel worker
     processes: compiling is most of a cold bench's time, and the device has 16 cores."""
@@ -205,17 +219,37 @@ def warm():
                 continue  # the persistent launch compiles the same kernel
             for causal in (False, True):
                 jobs.append((cfg, [s for s in shapes if s[5] == causal]))
+    lib_jobs = [(family, [s]) for s in bench_shapes() for family in _families()]
     workers = int(os.environ.get("PROBE_WORKERS", "8"))
     with cf.ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as pool:
-        for done in pool.map(_warm_one, jobs):
-            print("warm", done, flush=True)
+        done = [pool.submit(_warm_one, j) for j in jobs]
+        done += [pool.submit(_warm_library, j) for j in lib_jobs]
+        for f in cf.as_completed(done):
+            print("warm", f.result(), flush=True)
+
+
+def _families():
+    """FLASHGEN_FWD_FAMILY values of the library columns ("" = the library's own choice)."""
+    return ["hopper", ""] + (["portable"] if os.environ.get("PROBE_PORTABLE") else [])
+
+
+def _forward_as(family, forward, q, k, v, causal):
+    """forward() with FLASHGEN_FWD_FAMILY=family ("" = unset: the library's own choice)."""
+    saved = os.environ.pop("FLASHGEN_FWD_FAMILY", None)
+    if family:
+        os.environ["FLASHGEN_FWD_FAMILY"] = family
+    try:
+        return forward(q, k, v, causal=causal, scale=None)
+    finally:
+        os.environ.pop("FLASHGEN_FWD_FAMILY", None)
+        if saved is not None:
+            os.environ["FLASHGEN_FWD_FAMILY"] = saved
 
 
 def bench():
     from flashgen.bench import harness
     from flashgen.kernels.fwd import forward
 
-    os.environ["FLASHGEN_FWD_FAMILY"] = "hopper"
     shapes = bench_shapes()
     rounds = int(os.environ.get("PROBE_ROUNDS", "3"))
     if QUICK:  # a first look: three hd128 shapes, one round
@@ -237,11 +271,15 @@ def bench():
         for cfg in CFGS[D]:
             launch, out, lse = prepare(q, k, v, causal, cfg)
             fns["ws" + str(cfg)] = launch
-        # The integrated path: flashgen.kernels.fwd.forward with the Hopper family forced (host
-        # descriptor building and the family choice included).
-        fns["flashgen_fwd_hopper"] = lambda qkv=(q, k, v), causal=causal: forward(
-            *qkv, causal=causal, scale=None
-        )
+        # The integrated path, flashgen.kernels.fwd.forward (host descriptor building, the
+        # config lookup and the family choice included): the Hopper family forced, the family
+        # the library chooses by itself ("auto"), and with PROBE_PORTABLE=1 the portable one.
+        for family in _families():
+            fns[f"flashgen_fwd_{family or 'auto'}"] = (
+                lambda qkv=(q, k, v), causal=causal, family=family: _forward_as(
+                    family, forward, *qkv, causal=causal
+                )
+            )
         res = {}
         for _round in range(rounds):
             for name, f in fns.items():
@@ -277,10 +315,21 @@ def bench():
             flush=True,
         )
         (OUT / "bench.json").write_text(json.dumps(rows, indent=1))
-    rs = [r["ratio_cudnn"] for r in rows if r["ratio_cudnn"]]
-    print(
-        "geomean vs cudnn", math.exp(sum(map(math.log, rs)) / len(rs)), "min", min(rs), flush=True
-    )
+    summary(rows)
+
+
+def summary(rows):
+    """Geomean and min over the shapes of (best probed config, each library column) / cuDNN."""
+    columns = {"best probed": lambda r: r["tflops"].get(r["best"]) if r["best"] else None}
+    for name in rows[0]["tflops"] if rows else ():
+        if name.startswith("flashgen_fwd_"):
+            columns[name] = lambda r, name=name: r["tflops"].get(name)
+    for name, get in columns.items():
+        rs = [get(r) / r["tflops"]["cudnn"] for r in rows if get(r) and r["tflops"].get("cudnn")]
+        if rs:
+            geo = math.exp(sum(map(math.log, rs)) / len(rs))
+            print(f"{name}: geomean vs cudnn {geo:.3f} min {min(rs):.3f} over {len(rs)} shapes",
+                  flush=True)  # fmt: skip
 
 
 def regs():
