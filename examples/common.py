@@ -32,6 +32,44 @@ def base_parser(doc: str) -> argparse.ArgumentParser:
     return parser
 
 
+def add_gpu_lock(parser: argparse.ArgumentParser) -> None:
+    """--gpu-lock, for the examples that time training steps (`compare_training`)."""
+    parser.add_argument(
+        "--gpu-lock", metavar="FILE",
+        help="share one GPU with other runs given the same FILE: each compiles and warms up "
+        "alongside the others but times its steps alone (no timing overlaps another's GPU "
+        "work), so runs with one backend each (--backends) cost one compile wait, not three",
+    )  # fmt: skip
+
+
+class GpuLock:
+    """A readers-writer lock on a file (flock) for processes sharing one GPU: untimed GPU work
+    (building, compiling, warm-up steps) holds it shared, so any number run at once; timed
+    steps hold it exclusively, so they run only when no other process is using the GPU. A
+    process waiting to time does not start its next compile meanwhile: give each process one
+    backend when the point is to overlap compiles. Without a path every call does nothing."""
+
+    def __init__(self, path: str | None) -> None:
+        self._handle = open(path, "a") if path else None  # noqa: SIM115 - held for the run
+
+    def _flock(self, how: str) -> None:
+        if self._handle is not None:
+            import fcntl
+
+            fcntl.flock(self._handle, getattr(fcntl, how))
+
+    def shared(self) -> None:
+        self._flock("LOCK_SH")
+
+    def exclusive(self) -> None:
+        """Wait until no other holder is left (a shared hold of this process is given up
+        first: flock converts a lock by releasing it, so two converters cannot deadlock)."""
+        self._flock("LOCK_EX")
+
+    def release(self) -> None:
+        self._flock("LOCK_UN")
+
+
 def setup(args) -> str:
     """The device to run on; without CUDA only --smoke runs (in the interpreter), else exit 2."""
     import torch
@@ -82,7 +120,6 @@ def compiled(model, backend: str, *, smoke: bool = False, regions=None, **kwargs
     for region in regions:
         region.compile(backend=chosen, **kwargs)
     return model
-    raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
 
 
 def replaced_sites() -> int:
@@ -99,15 +136,19 @@ def sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def train(step_fn, batches, *, warmup: int, steps: int, tokens_per_step: int, device: str):
+def train(step_fn, batches, *, warmup: int, steps: int, tokens_per_step: int, device: str,
+          lock: GpuLock | None = None):  # fmt: skip
     """Run `step_fn(batch) -> loss tensor` for warmup + steps steps (cycling over `batches`).
 
     Returns {losses, tokens_per_s, step_ms, peak_mem_gb, first_step_s}: losses of every step
     (read once at the end, so no step waits for the host), throughput and peak memory over the
     timed steps only (the warmup steps include compilation: first_step_s shows its cost).
+    `lock`: held shared during the warm-up, exclusively during the timed steps (`GpuLock`).
     """
     import torch
 
+    lock = lock or GpuLock(None)
+    lock.shared()
     losses = []
     start = time.perf_counter()
     for i in range(warmup):
@@ -118,13 +159,17 @@ def train(step_fn, batches, *, warmup: int, steps: int, tokens_per_step: int, de
     if warmup == 0:
         first = 0.0
     sync(device)
-    if device == "cuda":
-        torch.cuda.reset_peak_memory_stats()
-    start = time.perf_counter()
-    for i in range(warmup, warmup + steps):
-        losses.append(step_fn(batches[i % len(batches)]).detach())
-    sync(device)
-    elapsed = time.perf_counter() - start
+    lock.exclusive()
+    try:
+        if device == "cuda":
+            torch.cuda.reset_peak_memory_stats()
+        start = time.perf_counter()
+        for i in range(warmup, warmup + steps):
+            losses.append(step_fn(batches[i % len(batches)]).detach())
+        sync(device)
+        elapsed = time.perf_counter() - start
+    finally:
+        lock.release()
     peak = torch.cuda.max_memory_allocated() / 2**30 if device == "cuda" else None
     return {
         "losses": [float(x) for x in losses],
@@ -149,7 +194,7 @@ def reset(device: str) -> None:
 
 def compare_training(build, batches, loss_of, *, backends, warmup, steps, tokens_per_step,
                      device, smoke, label, loss_tol, lr=3e-4, on_row=None,
-                     regions=None):  # fmt: skip
+                     regions=None, gpu_lock=None):  # fmt: skip
     """Train a fresh `build()` model under each backend on the same batches; rows in order.
 
     `loss_of(model, batch) -> loss`. Every backend starts from the same seeded weights (build
@@ -159,12 +204,15 @@ def compare_training(build, batches, loss_of, *, backends, warmup, steps, tokens
     reported as a disagreement) and `speedup_vs_best_other` (tokens/s over the best of the
     other backends). Out of memory is a row with a note, not a crash. `regions(model)`, when
     given, names the submodules to compile instead of the whole model (see `compiled`).
+    `gpu_lock`: a file path, shared with other processes on this GPU (`GpuLock`).
     """
     import torch
 
+    lock = GpuLock(gpu_lock)
     rows = []
     for backend in backends:
         reset(device)  # the previous run's model and graphs are gone: free their memory
+        lock.shared()  # building the model is GPU work too
         model = build()
         net = compiled(model, backend, smoke=smoke, regions=regions(model) if regions else None)
         opt = torch.optim.AdamW(model.parameters(), lr=lr, fused=device == "cuda")
@@ -179,7 +227,7 @@ def compare_training(build, batches, loss_of, *, backends, warmup, steps, tokens
         before = replaced_sites()
         try:
             result = train(step, batches, warmup=warmup, steps=steps,
-                           tokens_per_step=tokens_per_step, device=device)  # fmt: skip
+                           tokens_per_step=tokens_per_step, device=device, lock=lock)  # fmt: skip
         except torch.cuda.OutOfMemoryError:
             result = {"losses": [], "note": "out of memory"}
         del model, net, opt, step

@@ -11,9 +11,9 @@ of the floating-point reductions. `--check` makes rank 0 also train that single-
 reference (its own unwrapped, compiled copy of the model, on the whole global batch) and fail
 (exit 1) when any step's loss differs by more than `--tol` (relative).
 
-The attention is written by hand (nanoGPT's tril mask, masked_fill, softmax): the flashgen
-backend proves the mask causal and swaps the subgraph for flashgen's kernels, forward and
-backward; the rest of the graph goes to `--fallback` (Inductor by default). Without a GPU the
+The model is nanoGPT's (examples/nanogpt.py, head not tied to the embedding), whose attention is
+written by hand (a tril mask, masked_fill, softmax): the flashgen backend proves the mask causal
+and swaps the subgraph for flashgen's kernels, forward and backward; the rest of the graph goes to `--fallback` (Inductor by default). Without a GPU the
 kernels run in Triton's CPU interpreter and ranks talk over gloo (slow: use tiny sizes).
 
 Rank 0 prints one JSON line per mode: the losses, tokens per second per rank over the steps after
@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 import time
@@ -36,55 +35,11 @@ import torch.nn.functional as F
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")  # before anything imports Triton
 
+if os.path.dirname(os.path.abspath(__file__)) not in sys.path:  # loaded by path (the tests)
+    sys.path.append(os.path.dirname(os.path.abspath(__file__)))
+from nanogpt import GPT  # noqa: E402  (examples/nanogpt.py: the model train_nanogpt.py trains)
+
 MODES = ("single", "ddp", "fsdp")
-
-
-class Attention(nn.Module):
-    def __init__(self, dim: int, heads: int, max_len: int) -> None:
-        super().__init__()
-        self.heads = heads
-        self.qkv = nn.Linear(dim, 3 * dim)
-        self.proj = nn.Linear(dim, dim)
-        self.register_buffer(
-            "tril", torch.tril(torch.ones(max_len, max_len)).view(1, 1, max_len, max_len)
-        )
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        b, t, c = x.shape
-        q, k, v = self.qkv(x).split(c, dim=2)
-        q, k, v = (z.view(b, t, self.heads, c // self.heads).transpose(1, 2) for z in (q, k, v))
-        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
-        att = att.masked_fill(self.tril[:, :, :t, :t] == 0, float("-inf"))
-        y = F.softmax(att, dim=-1) @ v
-        return self.proj(y.transpose(1, 2).contiguous().view(b, t, c))
-
-
-class Block(nn.Module):
-    def __init__(self, dim: int, heads: int, max_len: int) -> None:
-        super().__init__()
-        self.ln1, self.ln2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
-        self.attn = Attention(dim, heads, max_len)
-        self.mlp = nn.Sequential(nn.Linear(dim, 4 * dim), nn.GELU(), nn.Linear(4 * dim, dim))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = x + self.attn(self.ln1(x))
-        return x + self.mlp(self.ln2(x))
-
-
-class GPT(nn.Module):
-    def __init__(self, vocab: int, dim: int, heads: int, layers: int, max_len: int) -> None:
-        super().__init__()
-        self.tok = nn.Embedding(vocab, dim)
-        self.pos = nn.Embedding(max_len, dim)
-        self.blocks = nn.ModuleList(Block(dim, heads, max_len) for _ in range(layers))
-        self.ln = nn.LayerNorm(dim)
-        self.head = nn.Linear(dim, vocab, bias=False)
-
-    def forward(self, idx: torch.Tensor) -> torch.Tensor:
-        x = self.tok(idx) + self.pos(torch.arange(idx.shape[1], device=idx.device))
-        for block in self.blocks:
-            x = block(x)
-        return self.head(self.ln(x))
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -144,7 +99,8 @@ def global_batch(step: int, rows: int, args) -> torch.Tensor:
 
 def build(args, device: torch.device) -> GPT:
     torch.manual_seed(0)  # the same weights on every rank and in the reference
-    return GPT(args.vocab, args.dim, args.heads, args.layers, args.seq).to(device)
+    model = GPT(args.vocab, args.dim, args.heads, args.layers, args.seq, tie_weights=False)
+    return model.to(device)
 
 
 def wrap(model: GPT, mode: str, device: torch.device) -> nn.Module:
@@ -156,7 +112,7 @@ def wrap(model: GPT, mode: str, device: torch.device) -> nn.Module:
     if mode == "fsdp":
         from torch.distributed.fsdp import fully_shard
 
-        for block in model.blocks:
+        for block in model.h:
             fully_shard(block)
         fully_shard(model)
     return model

@@ -34,6 +34,7 @@ import common
 
 def parse(argv=None):
     p = common.base_parser(__doc__)
+    common.add_gpu_lock(p)
     p.add_argument("--shapes", default="2x4096,1x16384", help="BxT items (default 2x4096,1x16384)")
     p.add_argument("--backends", default="eager,inductor,flashgen")
     p.add_argument("--attn", default="sdpa", choices=("sdpa", "eager"))
@@ -102,6 +103,7 @@ def main(argv=None) -> int:
             tokens_per_step=batch * seq, device=device, smoke=args.smoke,
             label=f"{batch}x{seq}", loss_tol=args.loss_tol, on_row=save,
             regions=(lambda m: m.model.layers) if args.compile_scope == "layers" else None,
+            gpu_lock=args.gpu_lock,
         )  # fmt: skip
     return common.finish(rows, args.json, extra)
 

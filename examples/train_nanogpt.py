@@ -17,13 +17,12 @@ flashgen replaces (such sites are left to Inductor, and explain says so).
 
 from __future__ import annotations
 
-import math
-
 import common
 
 
 def parse(argv=None):
     p = common.base_parser(__doc__)
+    common.add_gpu_lock(p)
     p.add_argument("--layers", type=int, default=12)
     p.add_argument("--heads", type=int, default=12)
     p.add_argument("--width", type=int, default=768, help="n_embd (head dim = width / heads)")
@@ -49,81 +48,29 @@ def parse(argv=None):
 
 
 def gpt(args):
-    """nanoGPT's model (model.py), trimmed to what training needs."""
-    import torch
-    import torch.nn as nn
-    import torch.nn.functional as F
+    """nanoGPT's model at the flags' sizes (examples/nanogpt.py)."""
+    import nanogpt
 
-    class CausalSelfAttention(nn.Module):
-        def __init__(self):
-            super().__init__()
-            c, t = args.width, args.block_size
-            self.n_head = args.heads
-            self.c_attn, self.c_proj = nn.Linear(c, 3 * c), nn.Linear(c, c)
-            self.attn_dropout = nn.Dropout(0.0)
-            self.register_buffer("bias", torch.tril(torch.ones(t, t)).view(1, 1, t, t))
-
-        def forward(self, x):
-            b, t, c = x.size()
-            q, k, v = self.c_attn(x).split(c, dim=2)
-            q, k, v = (z.view(b, t, self.n_head, c // self.n_head).transpose(1, 2)
-                       for z in (q, k, v))  # fmt: skip
-            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
-            att = att.masked_fill(self.bias[:, :, :t, :t] == 0, float("-inf"))
-            att = self.attn_dropout(F.softmax(att, dim=-1))
-            y = (att @ v).transpose(1, 2).contiguous().view(b, t, c)
-            return self.c_proj(y)
-
-    class Block(nn.Module):
-        def __init__(self):
-            super().__init__()
-            c = args.width
-            self.ln_1, self.ln_2 = nn.LayerNorm(c), nn.LayerNorm(c)
-            self.attn = CausalSelfAttention()
-            self.mlp = nn.Sequential(nn.Linear(c, 4 * c), nn.GELU(), nn.Linear(4 * c, c))
-
-        def forward(self, x):
-            x = x + self.attn(self.ln_1(x))
-            return x + self.mlp(self.ln_2(x))
-
-    class GPT(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.wte = nn.Embedding(args.vocab, args.width)
-            self.wpe = nn.Embedding(args.block_size, args.width)
-            self.h = nn.ModuleList(Block() for _ in range(args.layers))
-            self.ln_f = nn.LayerNorm(args.width)
-            self.lm_head = nn.Linear(args.width, args.vocab, bias=False)
-            self.wte.weight = self.lm_head.weight  # weight tying, as nanoGPT
-
-        def forward(self, idx, targets):
-            pos = torch.arange(idx.shape[1], device=idx.device)
-            x = self.wte(idx) + self.wpe(pos)
-            for block in self.h:
-                x = block(x)
-            logits = self.lm_head(self.ln_f(x))
-            return F.cross_entropy(logits.view(-1, logits.size(-1)).float(), targets.reshape(-1))
-
-    return GPT(), Block
+    return nanogpt.GPT(args.vocab, args.width, args.heads, args.layers, args.block_size)
 
 
 def main(argv=None) -> int:
     args = parse(argv)
     device = common.setup(args)
+    import nanogpt
     import torch
 
     import flashgen
 
     dtype = torch.float32 if device == "cpu" else torch.bfloat16
     torch.manual_seed(0)
-    _, block_cls = gpt(args)
-    block = block_cls().to(device, dtype)
+    block = nanogpt.Block(args.width, args.heads, args.block_size).to(device, dtype)
     x = torch.randn(1, min(args.block_size, 100), args.width, device=device, dtype=dtype)
     print(flashgen.explain(block, x))
 
     def build():
         torch.manual_seed(0)
-        return gpt(args)[0].to(device, dtype).train()
+        return gpt(args).to(device, dtype).train()
 
     gen = torch.Generator().manual_seed(1)
     batches = []
@@ -137,6 +84,7 @@ def main(argv=None) -> int:
         smoke=args.smoke, label=f"{args.batch}x{args.block_size}", loss_tol=args.loss_tol,
         lr=1e-3,
         regions=(lambda m: m.h) if args.compile_scope == "layers" else None,
+        gpu_lock=args.gpu_lock,
     )  # fmt: skip
     return common.finish(rows, args.json, {"args": vars(args)})
 

@@ -20,6 +20,7 @@ import common
 
 def parse(argv=None):
     p = common.base_parser(__doc__)
+    common.add_gpu_lock(p)
     p.add_argument("--image", type=int, default=224, help="image side in pixels (default 224)")
     p.add_argument("--patch", type=int, default=16)
     p.add_argument("--layers", type=int, default=12)
@@ -120,6 +121,7 @@ def main(argv=None) -> int:
         steps=args.steps, tokens_per_step=args.batch * tokens, device=device, smoke=args.smoke,
         label=f"{args.batch}x{tokens}", loss_tol=args.loss_tol, lr=1e-4,
         regions=(lambda m: m.blocks) if args.compile_scope == "layers" else None,
+        gpu_lock=args.gpu_lock,
     )  # fmt: skip
     for r in rows:
         r["images_per_s"] = r["tokens_per_s"] / tokens if r.get("tokens_per_s") else None
