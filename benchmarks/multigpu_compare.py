@@ -51,9 +51,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tol", type=float, default=0.03, help="allowed slowdown (default 0.03)")
     p.add_argument("--out", help="also write the rows and the verdicts as JSON")
     args = p.parse_args(argv)
-    from flashgen.db import connect
+    from flashgen.db import DatabaseError, connect
 
-    rows = compare(connect(args.one), connect(args.many))
+    try:  # readonly: a run that wrote no database is an error here, not an empty table
+        rows = compare(connect(args.one, readonly=True), connect(args.many, readonly=True))
+    except DatabaseError as exc:
+        print(f"multigpu_compare: {exc}", file=sys.stderr)
+        return 2
     for r in rows:
         ratio = f"{r['ratio']:.3f}" if r["ratio"] is not None else "missing"
         print(f"{r['spec']:28} {r['bucket']:>10}  one {r['one_config']:>16} {r['one_ms']:.4g} ms"

@@ -46,7 +46,22 @@ for step in "$@"; do
                 --check $TRAIN --out "$OUT/train.jsonl" 2> "$OUT/train_dist.err" | cut -c1-400
             echo "   torchrun rc=${PIPESTATUS[0]}"
         fi
-        tail -3 "$OUT/train_dist.err" 2>/dev/null ;;
+        tail -3 "$OUT/train_dist.err" 2>/dev/null
+        # The bar: each distributed mode's tokens/s per GPU over the one-GPU run's.
+        python3 - "$OUT/train.jsonl" <<'PY'
+import json, sys
+try:
+    lines = [json.loads(x) for x in open(sys.argv[1]) if x.strip()]
+except OSError:
+    sys.exit("   no train.jsonl: no run finished")
+single = next((x for x in lines if x["mode"] == "single"), None)
+for x in lines:
+    ratio = x["tokens_per_s_per_rank"] / single["tokens_per_s_per_rank"] if single else None
+    print(f"   {x['mode']:6} world {x['world']} {x['tokens_per_s_per_rank']:>10.0f} tok/s per GPU"
+          + (f"  {ratio:.3f}x one GPU" if ratio else "")
+          + (f"  losses match: {x['match']} (max rel diff {x['max_rel_diff']:.2e})" if "match" in x else ""))
+PY
+        ;;
     tune)
         fresh many
         t=$(now)
