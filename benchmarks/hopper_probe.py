@@ -363,7 +363,33 @@ def regs():
     (OUT / "regs.json").write_text(json.dumps(info, indent=1))
 
 
+def table():
+    """`table BENCH_JSON`: a bench's rows as the markdown table RESULTS.md records (TFLOP/s),
+    then the summary. Columns: the library path (Hopper forced; the library's own choice),
+    the best probed config, cuDNN, FA2, and the library path over cuDNN."""
+    rows = json.loads(pathlib.Path(sys.argv[2]).read_text())
+    print("| shape | causal | library (auto) | library (Hopper) | best probed | cuDNN | FA2 "
+          "| auto / cuDNN |\n|---|---|---|---|---|---|---|---|")  # fmt: skip
+    for r in rows:
+        b, h, hk, n, d, causal = r["shape"]
+        t = r["tflops"]
+        heads = f"H{h}" if h == hk else f"H{h}/{hk}"
+
+        def f(x):
+            return f"{x:.1f}" if x else "-"
+
+        auto, cudnn = t.get("flashgen_fwd_auto"), t.get("cudnn")
+        print(f"| B{b} {heads} {n // 1024}k d{d} | {'yes' if causal else 'no'} | {f(auto)} "
+              f"| {f(t.get('flashgen_fwd_hopper'))} | {f(t.get(r['best']) if r['best'] else None)} "
+              f"| {f(cudnn)} | {f(t.get('fa2'))} | {auto / cudnn:.3f} |" if auto and cudnn else
+              f"| B{b} {heads} {n // 1024}k d{d} | {causal} | (missing) |")  # fmt: skip
+    summary(rows)
+
+
 if __name__ == "__main__":
+    if sys.argv[1] == "table":
+        table()
+        sys.exit(0)
     OUT.mkdir(parents=True, exist_ok=True)
     if "shipped" in sys.argv[2:]:  # only flashgen.kernels.hopper.CONFIGS, the configs that ship
         from flashgen.kernels.hopper import CONFIGS
