@@ -3,7 +3,11 @@ query-length bucket), the fastest probed config (MHA shapes; GQA rows are report
 This is how the shipped tuning_db/hopper/nvidia-h200.json was made from a grid of hand-picked
 configs; benchmarks/hopper_tune.py does the same with an Optuna search instead.
 
-Usage: python3 benchmarks/hopper_pick.py bench.json tuning_db/hopper/nvidia-h200.json
+Usage: python3 benchmarks/hopper_pick.py bench.json OUT.json [--current CONFIGS.json]
+
+With --current (the configs file the bench's library path ran), a shape's library-path column
+(`flashgen_fwd_auto`, else `flashgen_fwd_hopper`) competes too, as that file's config for the
+shape's head dim, mask and length: a re-pick keeps the shipped config where it stayed fastest.
 """
 
 from __future__ import annotations
@@ -26,30 +30,45 @@ def config_of(name: str) -> HopperConfig:
     return HopperConfig(bm, bn, nb, nc, w, regs, pp, bool(t[7]) if len(t) > 7 else False)
 
 
-def pick(rows: list[dict]) -> list[dict]:
+def pick(rows: list[dict], current: dict | None = None) -> list[dict]:
+    """The fastest config per MHA shape; `current`: {(head_dim, causal, bucket): HopperConfig}
+    of the file the library path ran, whose column then competes as that config."""
     records = []
     for row in rows:
         b, h, hk, n, d, causal = row["shape"]
         if hk != h:
             continue
-        probed = {k: v for k, v in row["tflops"].items() if k.startswith("ws") and v}
+        key = (d, bool(causal), seq_bucket(n))
+        probed = {config_of(k): v for k, v in row["tflops"].items() if k.startswith("ws") and v}
+        lib = row["tflops"].get("flashgen_fwd_auto") or row["tflops"].get("flashgen_fwd_hopper")
+        if current and key in current and lib and lib > probed.get(current[key], 0):
+            probed[current[key]] = lib
         if not probed:
             continue
         best = max(probed, key=probed.get)
-        records.append(dict(head_dim=d, causal=bool(causal), seq_bucket=seq_bucket(n),
-                            config=config_of(best).__dict__, tflops=round(probed[best], 1),
+        records.append(dict(head_dim=d, causal=bool(causal), seq_bucket=key[2],
+                            config=best.__dict__, tflops=round(probed[best], 1),
                             cudnn_tflops=row["tflops"].get("cudnn")))  # fmt: skip
     return records
 
 
+def read_current(path: str) -> dict:
+    doc = json.loads(pathlib.Path(path).read_text())
+    return {(r["head_dim"], r["causal"], r["seq_bucket"]): HopperConfig(**r["config"])
+            for r in doc["records"]}  # fmt: skip
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 2:
+    current = None
+    if len(argv) == 4 and argv[2] == "--current":
+        current = read_current(argv[3])
+    elif len(argv) != 2:
         print(__doc__, file=sys.stderr)
         return 2
     rows = json.loads(pathlib.Path(argv[0]).read_text())
-    doc = {"format": CONFIGS_FORMAT, "source": f"benchmarks/hopper_pick.py {argv[0]}",
-           "records": pick(rows)}  # fmt: skip
+    doc = {"format": CONFIGS_FORMAT, "source": f"benchmarks/hopper_pick.py {' '.join(argv)}",
+           "records": pick(rows, current)}  # fmt: skip
     pathlib.Path(argv[1]).parent.mkdir(parents=True, exist_ok=True)
     pathlib.Path(argv[1]).write_text(json.dumps(doc, indent=1) + "\n")
     for r in doc["records"]:

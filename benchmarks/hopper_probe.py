@@ -229,8 +229,12 @@ def warm():
 
 
 def _families():
-    """FLASHGEN_FWD_FAMILY values of the library columns ("" = the library's own choice)."""
-    return ["hopper", ""] + (["portable"] if os.environ.get("PROBE_PORTABLE") else [])
+    """FLASHGEN_FWD_FAMILY values of the library columns ("" = the library's own choice):
+    PROBE_FAMILIES (comma-separated, "auto" for the library's choice), default hopper,auto;
+    PROBE_PORTABLE=1 adds the portable family."""
+    names = os.environ.get("PROBE_FAMILIES", "hopper,auto").split(",")
+    names = ["" if n == "auto" else n for n in names if n]
+    return names + (["portable"] if os.environ.get("PROBE_PORTABLE") else [])
 
 
 def _forward_as(family, forward, q, k, v, causal):

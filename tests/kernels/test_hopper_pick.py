@@ -42,3 +42,30 @@ def test_pick_writes_the_fastest_probed_config(tmp_path, monkeypatch):
     assert ht.tuned_config(128, False, 16384, h200) == HopperConfig(
         128, 64, 3, 2, 4, 168, False, True
     )
+
+
+def test_pick_keeps_the_current_config_where_the_library_path_was_fastest(tmp_path):
+    """--current: the library-path column competes as the current file's config."""
+    current = tmp_path / "current.json"
+    shipped = dict(block_m=128, block_n=128, num_buf=2, consumers=2, num_warps=4, maxnreg=168,
+                   pingpong=False, persistent=False)  # fmt: skip
+    current.write_text(json.dumps({"format": ht.CONFIGS_FORMAT, "records": [
+        dict(head_dim=128, causal=False, seq_bucket=16384, config=shipped),
+        dict(head_dim=128, causal=True, seq_bucket=1024, config=shipped)]}))  # fmt: skip
+    rows = [
+        {"shape": [1, 16, 16, 16384, 128, False],  # the library path (shipped) wins
+         "tflops": {"cudnn": 590.0, "flashgen_fwd_auto": 640.0,
+                    "ws(128, 128, 2, 4, 168, 2, True, True)": 620.0}},
+        {"shape": [16, 16, 16, 1024, 128, True],  # a probed config wins
+         "tflops": {"cudnn": 430.0, "flashgen_fwd_auto": 380.0,
+                    "ws(128, 128, 2, 4, 168, 2, True, True)": 400.0}},
+    ]  # fmt: skip
+    bench, out = tmp_path / "bench.json", tmp_path / "new.json"
+    bench.write_text(json.dumps(rows))
+    done = subprocess.run([sys.executable, str(SCRIPT), str(bench), str(out), "--current",
+                           str(current)], capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    got = {(r["head_dim"], r["causal"], r["seq_bucket"]): (HopperConfig(**r["config"]), r["tflops"])
+           for r in json.loads(out.read_text())["records"]}  # fmt: skip
+    assert got[128, False, 16384] == (HopperConfig(**shipped), 640.0)
+    assert got[128, True, 1024] == (HopperConfig(128, 128, 2, 2, 4, 168, True, True), 400.0)
