@@ -124,6 +124,13 @@ def _attention_fwd(
     bottom_right = check_align(causal, causal_align)
     if seq_bounds is not None or attn_mask is not None:
         _check_extras(q, seq_bounds, attn_mask, bottom_right)
+        if seq_bounds is None and not _decode_off() and decode.applies(q, k, window, softcap):
+            # A short query with SDPA's attn_mask (HF generate()'s KV-cache masks): the split-KV
+            # kernels read the mask tensor, so what runs is that mask, exactly.
+            return decode.decode_forward(
+                q, k, v, causal_offset=0 if causal else None, scale=scale,
+                mask=expand_mask(attn_mask, q, k),
+            )  # fmt: skip
         return fwd.forward(
             q, k, v, causal=causal, scale=scale, config=plan_config, window=_window(window),
             softcap=check_softcap(softcap), bounds=seq_bounds,

@@ -12,7 +12,11 @@ skipped.
 `flashgen.kernels.fwd.forward` (lse: natural log, +inf for a row that sees no key), so the
 backward (`flashgen.kernels.bwd`) works from it unchanged. `causal_offset` None: no mask;
 an int c: query i sees keys j <= i + c (0: SDPA's top-left is_causal; seq_k - seq_q: the
-bottom-right alignment of a KV cache).
+bottom-right alignment of a KV cache). `mask`: SDPA's attn_mask as a [B, Hq, Sq, Sk] view
+(`flashgen.kernels.validate.expand_mask`: stride 0 along broadcast dims), boolean (True: visible)
+or additive; the kernel reads it key block by key block, together with the causal offset. That
+is how HF's `generate()` masks (a KV cache's causal part and its padding, whatever they are)
+reach these kernels exactly.
 
 Per call the host does: a dict lookup of the launch plan, four allocations and one or two
 direct launches (`flashgen.kernels.launch`). A plan is keyed by everything that changes the
@@ -70,7 +74,8 @@ class _Plan:
     __slots__ = ("split", "combine", "cfg", "final", "fixed", "scale")
 
     def __init__(
-        self, q, k, v, causal: bool, cfg: hw.DecodeConfig | None, aligned: bool, ints, use_tma
+        self, q, k, v, causal: bool, cfg: hw.DecodeConfig | None, aligned: bool, ints, use_tma,
+        mask_kind: str = "",
     ):  # fmt: skip
         batch, hq, sq, dim = q.shape
         hkv, sk = k.shape[1], k.shape[2]
@@ -82,7 +87,8 @@ class _Plan:
         self.final = cfg.num_splits == 1
         self.scale = 1.0 / math.sqrt(dim)
         block_m = hw.row_block(group, sq)
-        module = load_family(spec_for(dim, causal, dtype, "fwd"), "decode")
+        spec = spec_for(dim, causal, dtype, "fwd", attn_mask=mask_kind)
+        module = load_family(spec, "decode")
         device = direct_device(q, aligned)
         rows = cdiv(group * sq, block_m)
         descs = ()
@@ -125,12 +131,15 @@ def _use_tma(k, v) -> bool:
     return TMA_DEFAULT and tma.use_tma(_ENV, (k, v))
 
 
-def decode_forward(q, k, v, *, causal_offset: int | None, scale: float | None, config=None):
+def decode_forward(
+    q, k, v, *, causal_offset: int | None, scale: float | None, config=None, mask=None
+):  # fmt: skip
     """Attention for a short query against a long key sequence: returns (out, lse).
 
     q [B, Hq, Sq, D] with 1 <= Sq <= 16, k/v [B, Hkv, Sk, D] (inputs that passed
     `flashgen.kernels.validate.check_inputs`). `config` (a `DecodeConfig`) overrides the
-    default for the bucket (tuning, benchmarks)."""
+    default for the bucket (tuning, benchmarks). `mask`: None, or a [B, Hq, Sq, Sk] boolean
+    or floating view (`validate.expand_mask`) applied with the causal offset."""
     batch, hq, sq, dim = q.shape
     sk = k.shape[2]
     out = torch.empty((batch, hq, sq, dim), dtype=q.dtype, device=q.device)
@@ -138,23 +147,31 @@ def decode_forward(q, k, v, *, causal_offset: int | None, scale: float | None, c
     if out.numel() == 0:
         return out, lse
     causal = causal_offset is not None
-    aligned = not ((q.data_ptr() | k.data_ptr() | v.data_ptr() | out.data_ptr()) & 15)
+    ptrs = q.data_ptr() | k.data_ptr() | v.data_ptr() | out.data_ptr()
+    kind = ""
+    if mask is not None:
+        kind = "bool" if mask.dtype == torch.bool else "add"
+        ptrs |= mask.data_ptr()
+    aligned = not (ptrs & 15)
     use_tma = _use_tma(k, v)
     # A descriptor fixes K/V's shape and strides: with TMA the plan is per exact K/V layout.
     layout = (k.shape, k.stride(), v.stride()) if use_tma else None
     base = (q.shape, k.shape[:2], dim, q.dtype, q.device, causal, config, aligned,
-            hw.decode_bucket(batch, sk), layout)  # fmt: skip
+            hw.decode_bucket(batch, sk), layout, kind, None if mask is None else mask.dtype)  # fmt: skip
     plan = _plans.get(base)
     cfg = plan.cfg if plan is not None else (config or _default(q, k))
     sl = split_len(sk, cfg)
     ints = _ints(q, k, v, sl, cfg.num_splits, use_tma)
-    # The offset is an int argument too: its bits belong in the key (it changes every token).
-    bits = _spec_bits(ints if causal_offset is None else (*ints, causal_offset))
+    tail_ints = () if causal_offset is None else (int(causal_offset),)
+    mask_args = () if mask is None else (mask, *mask.stride())
+    # The offset is an int argument too: its bits belong in the key (it changes every token);
+    # so are the mask's strides.
+    bits = _spec_bits((*ints, *tail_ints, *mask_args[1:]))
     if plan is None or plan.fixed != bits:
         key = (*base, bits)
         plan = _plans.get(key)
         if plan is None:
-            plan = _Plan(q, k, v, causal, cfg, aligned, bits, use_tma)
+            plan = _Plan(q, k, v, causal, cfg, aligned, bits, use_tma, kind)
             if not capturing(q):
                 if len(_plans) >= _MAX_PLANS:
                     _plans.clear()
@@ -163,7 +180,7 @@ def decode_forward(q, k, v, *, causal_offset: int | None, scale: float | None, c
         else:
             _plans[base] = plan
     qk_scale = float(plan.scale if scale is None else scale) * LOG2E
-    tail = (qk_scale,) if causal_offset is None else (qk_scale, int(causal_offset))
+    tail = (qk_scale, *tail_ints, *mask_args)
     if plan.final:
         plan.split(q, k, v, out, lse, *ints, *tail)  # (K, V become descriptors with TMA)
         return out, lse

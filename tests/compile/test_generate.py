@@ -53,12 +53,29 @@ def generate_both(model, ids, cache: str, new_tokens: int):
 
 
 @pytest.mark.parametrize("cache", ["dynamic", "static"])
-def test_generate_compiled_matches_eager(cache):
+def test_generate_compiled_matches_eager(cache, monkeypatch):
+    """Every decoding step's attention runs flashgen's split-KV decode kernels with HF's mask
+    (its causal part and generate()'s padding mask, read as a tensor: exact whatever it holds),
+    and the tokens are eager's, with a left-padded batch too."""
+    from flashgen.kernels import decode
+
+    steps = []
+    real = decode.decode_forward
+
+    def spy(q, k, v, **kw):
+        steps.append((q.shape[2], kw.get("mask") is not None))
+        return real(q, k, v, **kw)
+
+    monkeypatch.setattr(decode, "decode_forward", spy)
     model = tiny_llama("sdpa")
-    ids = torch.randint(0, 128, (2, 7), generator=torch.Generator().manual_seed(1))
+    ids = torch.randint(1, 128, (2, 7), generator=torch.Generator().manual_seed(1))
+    ids[1, :3] = 0  # left padding (pad_token_id 0): generate() passes a padding mask
     eager, compiled, graphs = generate_both(model, ids, cache, new_tokens=6)
     assert torch.equal(eager, compiled)
     assert graphs <= MAX_GRAPHS[cache]
+    # The prefill (7 rows: short enough for the decode kernels too), then 5 decoding steps
+    # (the prefill gives the 1st token), 2 layers each, every one with HF's mask.
+    assert steps == [(7, True)] * 2 + [(1, True)] * 10, steps
 
 
 @pytest.mark.gpu
