@@ -256,10 +256,7 @@ def _masked_ref(q, k, v, mask, offset=None):
     group = q.shape[1] // k.shape[1]
     k, v = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
     s = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
-    if mask.dtype == torch.bool:
-        s = s.masked_fill(~mask, float("-inf"))
-    else:
-        s = s + mask.double()
+    s = s.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else s + mask.double()
     if offset is not None:
         i = torch.arange(q.shape[2])[:, None]
         j = torch.arange(k.shape[2])[None, :]

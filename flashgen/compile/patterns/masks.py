@@ -126,7 +126,9 @@ def prove_causal_aligned(
     if not additive and me.dtype != torch.bool:
         raise Skip(f"a {me.dtype} mask is neither boolean nor additive")
     differ = "query and key lengths may differ (a mask for lengths that may differ is proven"
-    differ += " only as a KV cache's bottom-right causal mask: query positions arange(Sq) + Sk - Sq)"
+    differ += (
+        " only as a KV cache's bottom-right causal mask: query positions arange(Sq) + Sk - Sq)"
+    )
     try:
         pattern = diagonal_pattern(mask, values, None if equal else expr(tk) - expr(tq))
     except Skip as e:
