@@ -102,22 +102,32 @@ def _sdpa_on(backend, q, k, v, gqa):
 
 def check() -> None:
     """bf16 on the GPU against float64: causal offsets (top-left, bottom-right), query lengths
-    1 and 16, GQA and MHA, an odd head dim, more splits than needed (empty splits)."""
+    1 and 16, GQA and MHA, an odd head dim, more splits than needed (empty splits), and HF
+    generate()'s mask read as a tensor (a static cache's empty slots and a left-padded entry)."""
     for batch, hq, hkv, sq, kv, d, off, cfg in (
         (2, 32, 8, 1, 4099, 128, "br", None),
         (1, 16, 16, 16, 3001, 64, "br", None),
         (1, 8, 2, 5, 777, 80, "top", hw.DecodeConfig(64, 4, 3, 64)),
         (3, 8, 1, 1, 20000, 128, None, None),
+        (2, 16, 4, 1, 4096, 128, "hf", None),
     ):
         gen = torch.Generator(device="cuda").manual_seed(kv)
         q, k, v = (
             torch.randn(batch, h, s, d, device="cuda", generator=gen).to(torch.bfloat16)
             for h, s in ((hq, sq), (hkv, kv), (hkv, kv))
         )
-        c = {None: None, "top": 0, "br": kv - sq}[off]
-        out, lse = decode_forward(q, k, v, causal_offset=c, scale=None, config=cfg)
+        c = {None: None, "top": 0, "br": kv - sq, "hf": None}[off]
+        mask = None
+        if off == "hf":  # position 3000 of a 4096-slot static cache; entry 1 left-padded by 17
+            j = torch.arange(kv, device="cuda")
+            mask = (j <= 3000)[None, :] & (j[None, :] >= torch.tensor([[0], [17]], device="cuda"))
+            mask = mask[:, None, None, :]
+        full = None if mask is None else mask.expand(batch, hq, sq, kv)
+        out, lse = decode_forward(q, k, v, causal_offset=c, scale=None, config=cfg, mask=full)
         qd, kd, vd = (t.double().repeat_interleave(hq // t.shape[1], 1) for t in (q, k, v))
         s = qd @ kd.transpose(-1, -2) / d**0.5
+        if mask is not None:
+            s = s.masked_fill(~mask, float("-inf"))
         if c is not None:
             i = torch.arange(sq, device="cuda")[:, None]
             j = torch.arange(kv, device="cuda")[None, :]

@@ -1,13 +1,17 @@
 """Greedy `generate()` of a Llama-style model (random weights, no download) on the GPU: tokens/s
-with the forward compiled by the flashgen backend against Inductor alone.
+with the forward compiled by the flashgen backend against Inductor alone, and eager.
 
     python benchmarks/generate.py [--cache static|dynamic] [--layers 4] [--new 128] [--out F.csv]
+        [--variants eager,flashgen,inductor] [--budget SECONDS]
 
-bf16, batch 1 (and --batch), a prompt of --prompt tokens, --new tokens greedily. Each variant
-runs generate() twice untimed (compiling), then --reps timed runs (torch.cuda.synchronize around
-each; the median is reported). The tokens of every variant are compared with eager's. The
-flashgen backend's log line per graph says which attention sites it replaced and why the others
-were left to Inductor.
+bf16, batch 1 (and --batch), a prompt of --prompt tokens, --new tokens greedily. Each compiled
+variant runs generate() twice untimed (compiling), then --reps timed runs (torch.cuda.synchronize
+around each; the median is reported); eager runs once untimed (its tokens are the reference),
+then --reps timed runs. The tokens of every variant are compared with eager's, and the graphs
+each compiled variant compiled are counted (prefill and decoding step: more means recompiles).
+The flashgen backend's log line per graph says which attention sites it replaced and why the
+others were left to Inductor. The backend is passed as an object (`flashgen.backend()`), so the
+script needs no installed entry point (a copied tree on PYTHONPATH works).
 """
 
 from __future__ import annotations
@@ -54,6 +58,19 @@ def run(model, ids, args):
     return out, time.perf_counter() - t
 
 
+def _counting(backend, graphs: list):
+    """`backend` (a name or a callable) wrapped to count the graphs it compiles."""
+    from torch._dynamo.backends.registry import lookup_backend
+
+    inner = lookup_backend(backend) if isinstance(backend, str) else backend
+
+    def compile_graph(gm, example_inputs):
+        graphs.append(len(gm.graph.nodes))
+        return inner(gm, example_inputs)
+
+    return compile_graph
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--cache", choices=["static", "dynamic"], default="static")
@@ -66,7 +83,8 @@ def main() -> None:
     p.add_argument("--prompt", type=int, default=128)
     p.add_argument("--new", type=int, default=128)
     p.add_argument("--reps", type=int, default=3)
-    p.add_argument("--variants", default="flashgen,inductor")
+    p.add_argument("--variants", default="eager,flashgen,inductor")
+    p.add_argument("--budget", type=float, default=1e9, help="skip variants after this many s")
     p.add_argument("--out", default="generate.csv")
     p.add_argument("--device", default="cuda", help="cpu: a smoke test (float32)")
     args = p.parse_args()
@@ -75,17 +93,28 @@ def main() -> None:
     model = build(args)
     gen = torch.Generator(device=args.device).manual_seed(1)
     ids = torch.randint(0, 32000, (args.batch, args.prompt), device=args.device, generator=gen)
+    end = time.perf_counter() + args.budget
     eager, _ = run(model, ids, args)
     model.generation_config.disable_compile = True  # our compile, not generate()'s own
     plain_forward = model.forward
     rows = []
     for variant in args.variants.split(","):
+        if time.perf_counter() > end:
+            print(f"{variant}: skipped (budget spent)", flush=True)
+            continue
         torch._dynamo.reset()
-        backend = "flashgen" if variant == "flashgen" else "inductor"
-        model.forward = torch.compile(plain_forward, backend=backend)
+        graphs: list[int] = []
         t0 = time.perf_counter()
-        for _ in range(2):
+        if variant == "eager":
+            model.forward = plain_forward
             out, _ = run(model, ids, args)
+        else:
+            import flashgen
+
+            backend = flashgen.backend() if variant == "flashgen" else "inductor"
+            model.forward = torch.compile(plain_forward, backend=_counting(backend, graphs))
+            for _ in range(2):
+                out, _ = run(model, ids, args)
         warm = time.perf_counter() - t0
         times = [run(model, ids, args)[1] for _ in range(args.reps)]
         med = statistics.median(times)
@@ -93,17 +122,20 @@ def main() -> None:
         tps = args.batch * args.new / med
         rows.append({"variant": variant, "tokens_per_s": round(tps, 1), "median_s": round(med, 4),
                      "same_as_eager": round(same, 4), "warmup_s": round(warm, 1),
+                     "graphs": len(graphs),
                      "cache": args.cache, "attn": args.attn, "layers": args.layers,
                      "hidden": args.hidden, "heads": f"{args.heads}/{args.kv_heads}",
                      "batch": args.batch, "prompt": args.prompt, "new": args.new,
                      "gpu": torch.cuda.get_device_name() if args.device == "cuda" else "cpu", "torch": torch.__version__,
                      "commit": os.environ.get("FLASHGEN_COMMIT", "?")})  # fmt: skip
         print(f"{variant}: {tps:.1f} tokens/s (median of {args.reps}: {med * 1e3:.1f} ms for "
-              f"{args.new} tokens), same tokens as eager: {same:.3f}, warm-up {warm:.1f} s",
-              flush=True)  # fmt: skip
-    if len(rows) == 2:
-        print(f"ratio {rows[0]['variant']}/{rows[1]['variant']}: "
-              f"{rows[0]['tokens_per_s'] / rows[1]['tokens_per_s']:.3f}")  # fmt: skip
+              f"{args.new} tokens), same tokens as eager: {same:.3f}, warm-up {warm:.1f} s, "
+              f"graphs {len(graphs)}", flush=True)  # fmt: skip
+    by = {r["variant"]: r["tokens_per_s"] for r in rows}
+    if "flashgen" in by and "inductor" in by:
+        print(f"ratio flashgen/inductor: {by['flashgen'] / by['inductor']:.3f}", flush=True)
+    if not rows:
+        return
     new = not os.path.exists(args.out)
     with open(args.out, "a", newline="") as f:
         w = csv.DictWriter(f, list(rows[0]))

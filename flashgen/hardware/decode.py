@@ -14,6 +14,8 @@ Public interface:
     row_block(group, seq_q)               BLOCK_M for GROUP x SEQ_Q packed rows
     smem_bytes(head_dim, dtype, cfg, block_m) / fits(...)
     candidates(head_dim, dtype, block_m, seq_k, device)
+    near_default(head_dim, dtype, batch, hkv, group, seq_q, seq_k, device)   a short list to time
+    programs_per_sm(head_dim, dtype, cfg, block_m, device)                   resident programs
     default_config(head_dim, dtype, batch, hkv, group, seq_q, seq_k, device)
     tuned_config(...)                     a measured config from a decode configs file, or None
 
@@ -139,6 +141,69 @@ def _splits(programs: int, seq_k: int, sm_count: int) -> int:
     return max(1, min(next_pow2(want), 1 << (most.bit_length() - 1), MAX_SPLITS))
 
 
+# Registers per thread the split kernel was seen to need (ptxas, d <= 128, 4 warps): a
+# residency estimate, not a limit the compiler is held to.
+_REGS_PER_THREAD = 128
+
+
+def programs_per_sm(
+    head_dim: int, dtype: str, cfg: DecodeConfig, block_m: int, device: DeviceLimits
+) -> int:
+    """How many split-kernel programs one SM holds at once: the smaller of what its shared
+    memory and its registers allow (at least 1)."""
+    by_smem = device.smem_optin_bytes // max(smem_bytes(head_dim, dtype, cfg, block_m), 1)
+    by_regs = device.regs_per_sm // (_REGS_PER_THREAD * 32 * cfg.num_warps)
+    return max(1, min(by_smem, by_regs))
+
+
+def _whole_waves(programs: int, seq_k: int, slots: int) -> list[int]:
+    """Split counts that make programs x splits fill the GPU's `slots` (SMs x programs per
+    SM) in one or two whole waves: a memory-bound grid of 1.3 waves leaves most SMs idle in
+    its last one (the B1 decode grid's weak shapes all had 512 programs on 396 slots)."""
+    most = min(max(1, seq_k // MIN_KEYS_PER_SPLIT), MAX_SPLITS)
+    out = set()
+    for waves in (1, 2):
+        x = (waves * slots) // max(programs, 1)
+        if 1 <= x <= most:
+            out.add(x)
+    return sorted(out)
+
+
+def near_default(
+    head_dim: int,
+    dtype: str,
+    batch: int,
+    hkv: int,
+    group: int,
+    seq_q: int,
+    seq_k: int,
+    device: DeviceLimits | None = None,
+) -> list[DecodeConfig]:
+    """The short list a tuner times when GPU time is scarce (`flashgen.tune.decode --space
+    near`): BLOCK_N 64/128 (32 too above head dim 128) with 2-4 stages and 4 warps, each with
+    the heuristic's split count, half and double it, and the counts that fill whole waves of
+    resident programs. Never empty: the heuristic default is always in it."""
+    device = device or current_device()
+    base = heuristic_config(head_dim, dtype, batch, hkv, group, seq_q, seq_k, device)
+    batch, seq_k = decode_bucket(batch, seq_k)
+    block_m = row_block(group, seq_q)
+    programs = batch * hkv * cdiv(group * seq_q, block_m)
+    most = min(max(1, seq_k // MIN_KEYS_PER_SPLIT), MAX_SPLITS)
+    tiles = [(64, 4, 2), (64, 4, 3), (64, 4, 4), (128, 4, 2), (128, 4, 3)]
+    if next_pow2(head_dim) > 128 or ELEM_BYTES[dtype] == 4:
+        tiles = [(32, 4, 2), (32, 4, 3), (64, 4, 2)]
+    out = {base}
+    for bn, w, st in tiles:
+        tile = DecodeConfig(bn, w, st, 1)
+        if not fits(head_dim, dtype, tile, block_m, device):
+            continue
+        slots = device.sm_count * programs_per_sm(head_dim, dtype, tile, block_m, device)
+        splits = {base.num_splits, max(1, base.num_splits // 2), min(most, base.num_splits * 2)}
+        splits |= set(_whole_waves(programs, seq_k, slots))
+        out |= {DecodeConfig(bn, w, st, x) for x in splits if 1 <= x <= most}
+    return sorted(out)
+
+
 @functools.lru_cache(maxsize=1024)
 def default_config(
     head_dim: int,
@@ -157,6 +222,22 @@ def default_config(
     tuned = tuned_config(head_dim, dtype, batch, hkv, group, seq_q, seq_k, device)
     if tuned is not None:
         return tuned
+    return heuristic_config(head_dim, dtype, batch, hkv, group, seq_q, seq_k, device)
+
+
+@functools.lru_cache(maxsize=1024)
+def heuristic_config(
+    head_dim: int,
+    dtype: str,
+    batch: int,
+    hkv: int,
+    group: int,
+    seq_q: int,
+    seq_k: int,
+    device: DeviceLimits | None = None,
+) -> DecodeConfig:
+    """`default_config` without a decode configs file (what a tuner starts from)."""
+    device = device or current_device()
     batch, seq_k = decode_bucket(batch, seq_k)
     block_m = row_block(group, seq_q)
     programs = batch * hkv * cdiv(group * seq_q, block_m)

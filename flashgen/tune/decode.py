@@ -1,7 +1,7 @@
 """Tune the split-KV decode kernels: time every `DecodeConfig` candidate per decode bucket.
 
     python -m flashgen.tune.decode --batch 1,8,64 --kv 2048,8192,65536 --heads 32/8 \\
-        --head-dim 128 --dtype bfloat16 --out decode-configs.json
+        --head-dim 128 --dtype bfloat16 --out decode-configs.json [--space near] [--workers 14]
 
 Why its own tuner: a decode config is a tile plus a split count, and a decode bucket is
 (batch, key length) with one query row (flashgen.hardware.decode), which the forward tuner's
@@ -10,6 +10,13 @@ SDPA's math in float32 before it is timed (median, L2 flushed: `triton.testing.d
 candidate that fails or is wrong costs inf, never the run. The output is the decode configs file
 that `flashgen.hardware.decode` reads (FLASHGEN_DECODE_CONFIGS, or the shipped
 tuning_db/decode-<gpu>.json): plain integers, validated again (DecodeConfig) when read.
+
+`--space near` times a short list per bucket (`flashgen.hardware.decode.near_default`: the
+heuristic's tiles and split counts, their neighbours and the split counts that fill whole waves)
+instead of every candidate; `--workers N` first compiles every candidate's kernels in N processes
+(each launches it once on a small copy with the same specialisation, filling Triton's cache), so
+the timing process spends its budget timing, not compiling: one compile costs about as much as
+timing ten candidates.
 
 Needs a CUDA GPU. Not yet stored in the tuning database (its records hold TileConfigs).
 """
@@ -27,10 +34,63 @@ FORMAT = "flashgen-decode-configs"
 def _time(fn) -> float:
     import triton
 
-    return triton.testing.do_bench(fn, warmup=5, rep=20, return_mode="median")
+    return triton.testing.do_bench(fn, warmup=3, rep=12, return_mode="median")
 
 
-def tune_bucket(batch, hq, hkv, seq_k, head_dim, dtype, budget_s=30.0) -> dict | None:
+def bucket_candidates(batch, hq, hkv, seq_k, head_dim, dtype, space="all") -> list:
+    """The DecodeConfigs to time for one bucket: every candidate, or the short list ("near")."""
+    from ..hardware import decode as hw
+
+    if space == "near":
+        return hw.near_default(head_dim, dtype, batch, hkv, hq // hkv, 1, seq_k)
+    return hw.candidates(head_dim, dtype, hw.row_block(hq // hkv, 1), seq_k)
+
+
+def _compile_key(task) -> tuple:
+    """What decides the compiled kernels of a candidate (not the batch, and the key length only
+    through what Triton specialises on): tasks with equal keys compile the same kernels."""
+    batch, hq, hkv, seq_k, head_dim, dtype, cfg = task
+    return (hq, hkv, head_dim, dtype, cfg, seq_k % 16 == 0, cfg.num_splits % 16 == 0)
+
+
+def _compile_one(task) -> str:
+    """Launch one candidate once on a small copy (batch 1, at most 4096 + the key length's
+    remainder mod 16 keys): the same specialisations, so the same compiled kernels."""
+    import torch
+
+    from ..kernels.decode import decode_forward
+
+    batch, hq, hkv, seq_k, head_dim, dtype, cfg = task
+    small = seq_k if seq_k <= 4096 else 4096 + seq_k % 16
+    tdtype = getattr(torch, dtype)
+    q = torch.randn(1, hq, 1, head_dim, device="cuda", dtype=tdtype)
+    k = torch.randn(1, hkv, small, head_dim, device="cuda", dtype=tdtype)
+    try:
+        decode_forward(q, k, k, causal_offset=None, scale=None, config=cfg)
+        torch.cuda.synchronize()
+    except Exception as exc:  # the timing process meets the failure again and skips it
+        return f"{cfg.short()}: {type(exc).__name__}"
+    return ""
+
+
+def precompile(tasks: list, workers: int) -> None:
+    """Compile every distinct candidate of `tasks` in `workers` spawned processes (Triton's
+    on-disk cache then serves the timing process)."""
+    import multiprocessing
+
+    unique = list({_compile_key(t): t for t in tasks}.values())
+    if workers < 2 or len(unique) < 2:
+        return
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(min(workers, len(unique))) as pool:
+        for msg in pool.imap_unordered(_compile_one, unique):
+            if msg:
+                print(f"precompile: {msg}", flush=True)
+
+
+def tune_bucket(
+    batch, hq, hkv, seq_k, head_dim, dtype, budget_s=30.0, space="all"
+) -> dict | None:  # fmt: skip
     """The fastest correct candidate for one bucket (inputs at the bucket's upper corner), as a
     record dict, or None when no candidate ran."""
     import torch
@@ -49,7 +109,8 @@ def tune_bucket(batch, hq, hkv, seq_k, head_dim, dtype, budget_s=30.0) -> dict |
     tol = 1e-4 if dtype == "float32" else 2e-2
     best: tuple[float, hw.DecodeConfig] | None = None
     end = time.monotonic() + budget_s
-    for cfg in hw.candidates(head_dim, dtype, hw.row_block(hq // hkv, 1), seq_k):
+    timed = []
+    for cfg in bucket_candidates(batch, hq, hkv, seq_k, head_dim, dtype, space):
         if time.monotonic() > end:
             break
         try:
@@ -61,19 +122,27 @@ def tune_bucket(batch, hq, hkv, seq_k, head_dim, dtype, budget_s=30.0) -> dict |
             )
         except Exception:  # a failing candidate costs inf, never the run
             continue
+        timed.append((ms, cfg))
         if best is None or ms < best[0]:
             best = (ms, cfg)
     if best is None:
         return None
     ms, cfg = best
     nbytes = 2 * k.numel() * k.element_size()
+    heuristic = hw.heuristic_config(head_dim, dtype, batch, hkv, hq // hkv, 1, seq_k)
+    base_ms = next((t for t, c in timed if c == heuristic), None)
     return {
         "head_dim": head_dim, "dtype": dtype, "hkv": hkv, "group": hq // hkv,
         "bucket": list(hw.decode_bucket(batch, seq_k)),
         "config": {"block_n": cfg.block_n, "num_warps": cfg.num_warps,
                    "num_stages": cfg.num_stages, "num_splits": cfg.num_splits},
-        "time_ms": ms, "tbs": nbytes / ms / 1e9,
+        "time_ms": ms, "tbs": nbytes / ms / 1e9, "timed": len(timed),
+        "heuristic": heuristic.short(), "heuristic_ms": base_ms,
     }  # fmt: skip
+
+
+def _us(ms) -> str:
+    return "not timed" if ms is None else f"{ms * 1e3:.1f} us"
 
 
 def _ints(text: str, what: str) -> list[int]:
@@ -86,6 +155,19 @@ def _ints(text: str, what: str) -> list[int]:
     return values
 
 
+def _heads(text: str) -> list[tuple[int, int]]:
+    out = []
+    for item in text.split(","):
+        try:
+            hq, hkv = (int(x) for x in item.split("/"))
+        except ValueError:
+            raise SystemExit(f"--heads must look like 32/8 or 32/8,32/32, got {text!r}") from None
+        if hkv < 1 or hq % hkv:
+            raise SystemExit(f"--heads: query heads must be a multiple of kv heads, got {item}")
+        out.append((hq, hkv))
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="python -m flashgen.tune.decode",
@@ -94,48 +176,72 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--batch", default="1,8,64", help="batch sizes (comma-separated)")
     p.add_argument("--kv", default="2048,8192,32768,65536", help="key lengths (comma-separated)")
-    p.add_argument("--heads", default="32/8", help="query heads / kv heads, e.g. 32/8 or 32/32")
-    p.add_argument("--head-dim", type=int, default=128)
+    p.add_argument(
+        "--heads", default="32/8", help="query heads / kv heads, e.g. 32/8 or 32/8,32/32"
+    )  # fmt: skip
+    p.add_argument("--head-dim", default="128", help="head dims (comma-separated)")
     p.add_argument("--dtype", choices=["float16", "bfloat16", "float32"], default="bfloat16")
     p.add_argument("--budget", type=float, default=30.0, help="seconds per bucket at most")
+    p.add_argument(
+        "--total", type=float, default=float("inf"),
+        help="stop starting new buckets after this many seconds (the file keeps what is done)",
+    )  # fmt: skip
+    p.add_argument(
+        "--space", choices=["all", "near"], default="all",
+        help="all: every candidate; near: the short list near the heuristic default",
+    )  # fmt: skip
+    p.add_argument(
+        "--workers", type=int, default=0,
+        help="compile every candidate first in this many processes (0: compile while timing)",
+    )  # fmt: skip
     p.add_argument("--out", required=True, help="JSON file to write (merged if it exists)")
     args = p.parse_args(argv)
-    try:
-        hq, hkv = (int(x) for x in args.heads.split("/"))
-    except ValueError:
-        raise SystemExit(f"--heads must look like 32/8, got {args.heads!r}") from None
-    if hkv < 1 or hq % hkv:
-        raise SystemExit(f"--heads: query heads must be a multiple of kv heads, got {args.heads}")
+    heads = _heads(args.heads)
+    dims = _ints(args.head_dim, "--head-dim")
     batches, kvs = _ints(args.batch, "--batch"), _ints(args.kv, "--kv")
     import torch
 
     if not torch.cuda.is_available():
         print("flashgen.tune.decode needs a CUDA GPU", file=sys.stderr)
         return 2
+    end = time.monotonic() + args.total
     try:
         with open(args.out) as f:
             doc = json.load(f)
     except FileNotFoundError:
         doc = {"format": FORMAT, "version": 1, "gpu": torch.cuda.get_device_name(), "records": []}
-    for batch in batches:
-        for kv in kvs:
-            rec = tune_bucket(batch, hq, hkv, kv, args.head_dim, args.dtype, args.budget)
-            if rec is None:
-                print(f"b{batch} kv{kv}: no candidate ran", flush=True)
-                continue
-            key = {k: rec[k] for k in ("head_dim", "dtype", "hkv", "group", "bucket")}
-            doc["records"] = [r for r in doc["records"] if {k: r.get(k) for k in key} != key] + [
-                rec
-            ]
-            cfg = rec["config"]
-            print(
-                f"b{batch} kv{kv} {hq}/{hkv} d{args.head_dim}: n{cfg['block_n']} "
-                f"w{cfg['num_warps']} s{cfg['num_stages']} x{cfg['num_splits']} "
-                f"{rec['time_ms'] * 1e3:.1f} us {rec['tbs']:.2f} TB/s",
-                flush=True,
-            )
-            with open(args.out, "w") as f:
-                json.dump(doc, f, indent=1)
+    buckets = [
+        (d, hq, hkv, b, kv) for d in dims for hq, hkv in heads for b in batches for kv in kvs
+    ]
+    if args.workers > 1:
+        t0 = time.monotonic()
+        tasks = [
+            (b, hq, hkv, kv, d, args.dtype, cfg)
+            for d, hq, hkv, b, kv in buckets
+            for cfg in bucket_candidates(b, hq, hkv, kv, d, args.dtype, args.space)
+        ]
+        precompile(tasks, args.workers)
+        print(f"precompiled {len(tasks)} candidates in {time.monotonic() - t0:.1f} s", flush=True)
+    for d, hq, hkv, batch, kv in buckets:
+        if time.monotonic() > end:
+            print("--total spent: stopping", flush=True)
+            break
+        rec = tune_bucket(batch, hq, hkv, kv, d, args.dtype, args.budget, args.space)
+        if rec is None:
+            print(f"b{batch} kv{kv} {hq}/{hkv} d{d}: no candidate ran", flush=True)
+            continue
+        key = {k: rec[k] for k in ("head_dim", "dtype", "hkv", "group", "bucket")}
+        doc["records"] = [r for r in doc["records"] if {k: r.get(k) for k in key} != key] + [rec]
+        cfg = rec["config"]
+        print(
+            f"b{batch} kv{kv} {hq}/{hkv} d{d}: n{cfg['block_n']} "
+            f"w{cfg['num_warps']} s{cfg['num_stages']} x{cfg['num_splits']} "
+            f"{rec['time_ms'] * 1e3:.1f} us {rec['tbs']:.2f} TB/s ({rec['timed']} timed; "
+            f"heuristic {rec['heuristic']} {_us(rec['heuristic_ms'])})",
+            flush=True,
+        )
+        with open(args.out, "w") as f:
+            json.dump(doc, f, indent=1)
     return 0
 
 

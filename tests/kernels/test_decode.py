@@ -142,12 +142,13 @@ def test_attention_routes_short_queries_to_decode(monkeypatch):
 
 
 def test_defaults_fill_the_gpu_and_fit():
+    """The heuristic (what runs without a measured config for the bucket)."""
     device = KNOWN_GPUS["nvidia-h200"]
-    one = hw.default_config(128, "bfloat16", 1, 8, 4, 1, 65536, device)
+    one = hw.heuristic_config(128, "bfloat16", 1, 8, 4, 1, 65536, device)
     assert one.num_splits * 8 >= device.sm_count  # batch 1: the keys are split
-    many = hw.default_config(128, "bfloat16", 64, 8, 4, 1, 2048, device)
+    many = hw.heuristic_config(128, "bfloat16", 64, 8, 4, 1, 2048, device)
     assert many.num_splits == 1  # enough programs already: no merge
-    short = hw.default_config(64, "float16", 1, 8, 4, 1, 250, device)  # bucket 256
+    short = hw.heuristic_config(64, "float16", 1, 8, 4, 1, 250, device)  # bucket 256
     assert short.num_splits == 1  # splits never shorter than MIN_KEYS_PER_SPLIT
     for cfg in (one, many, short):
         assert hw.fits(128, "bfloat16", cfg, 16, device)
@@ -340,3 +341,29 @@ def test_decode_attn_mask_gpu_bf16():
     out = attention(q, k, v, attn_mask=mask.cuda())
     want, _ = _masked_ref(q.cpu(), k.cpu(), v.cpu(), mask)
     torch.testing.assert_close(out.cpu().double(), want, atol=2e-2, rtol=2e-2)
+
+
+def test_near_default_short_list():
+    """The tuner's short list: holds the heuristic, only configs that fit, splits never shorter
+    than MIN_KEYS_PER_SPLIT, and split counts that fill whole waves of resident programs."""
+    device = KNOWN_GPUS["nvidia-h200"]
+    got = hw.near_default(128, "bfloat16", 64, 8, 4, 1, 8192, device)
+    assert hw.heuristic_config(128, "bfloat16", 64, 8, 4, 1, 8192, device) in got
+    assert all(hw.fits(128, "bfloat16", c, 16, device) for c in got)
+    assert all(c.num_splits <= 8192 // hw.MIN_KEYS_PER_SPLIT for c in got)
+    # 512 programs (64 x 8 kv heads) on 132 SMs x 3 resident (n64, 3 stages): 396 slots; two
+    # whole waves are 792 = 512 x 1.55: no integer split count, so 1 (the heuristic) stays.
+    tile = hw.DecodeConfig(64, 4, 3, 1)
+    assert hw.programs_per_sm(128, "bfloat16", tile, 16, device) == 3
+    one = hw.near_default(128, "bfloat16", 1, 8, 4, 1, 65536, device)
+    # batch 1: 8 programs; 396 slots: 49 splits fill one wave, 99 two.
+    assert {hw.DecodeConfig(64, 4, 3, 49), hw.DecodeConfig(64, 4, 3, 99)} <= set(one)
+    assert hw.near_default(256, "float32", 1, 1, 1, 1, 100, device)  # never empty
+
+
+def test_decode_non_power_of_two_splits():
+    """Split counts that fill whole waves are not powers of two: the merge masks the rest."""
+    q, k, v = _inputs(1, 4, 2, 1, 500, 64, seed=5)
+    out, lse = decode_forward(q, k, v, causal_offset=None, scale=None,
+                              config=hw.DecodeConfig(16, 4, 2, 7))  # fmt: skip
+    _check(out, lse, *ref(q, k, v), 2e-5)
