@@ -63,9 +63,9 @@ def _compile_one(task) -> str:
     batch, hq, hkv, seq_k, head_dim, dtype, cfg = task
     small = seq_k if seq_k <= 4096 else 4096 + seq_k % 16
     tdtype = getattr(torch, dtype)
-    q = torch.randn(1, hq, 1, head_dim, device="cuda", dtype=tdtype)
-    k = torch.randn(1, hkv, small, head_dim, device="cuda", dtype=tdtype)
     try:
+        q = torch.randn(1, hq, 1, head_dim, device="cuda", dtype=tdtype)
+        k = torch.randn(1, hkv, small, head_dim, device="cuda", dtype=tdtype)
         decode_forward(q, k, k, causal_offset=None, scale=None, config=cfg)
         torch.cuda.synchronize()
     except Exception as exc:  # the timing process meets the failure again and skips it
@@ -81,9 +81,13 @@ def precompile(tasks: list, workers: int) -> None:
     unique = list({_compile_key(t): t for t in tasks}.values())
     if workers < 2 or len(unique) < 2:
         return
+    # By its import name: run as `python -m flashgen.tune.decode` this module is __main__, whose
+    # functions a spawned process cannot always find.
+    from . import decode as by_name
+
     ctx = multiprocessing.get_context("spawn")
     with ctx.Pool(min(workers, len(unique))) as pool:
-        for msg in pool.imap_unordered(_compile_one, unique):
+        for msg in pool.imap_unordered(by_name._compile_one, unique):
             if msg:
                 print(f"precompile: {msg}", flush=True)
 
