@@ -105,11 +105,11 @@ def check() -> None:
     1 and 16, GQA and MHA, an odd head dim, more splits than needed (empty splits), and HF
     generate()'s mask read as a tensor (a static cache's empty slots and a left-padded entry)."""
     for batch, hq, hkv, sq, kv, d, off, cfg in (
+        (2, 16, 4, 1, 4096, 128, "hf", None),
         (2, 32, 8, 1, 4099, 128, "br", None),
         (1, 16, 16, 16, 3001, 64, "br", None),
         (1, 8, 2, 5, 777, 80, "top", hw.DecodeConfig(64, 4, 3, 64)),
         (3, 8, 1, 1, 20000, 128, None, None),
-        (2, 16, 4, 1, 4096, 128, "hf", None),
     ):
         gen = torch.Generator(device="cuda").manual_seed(kv)
         q, k, v = (

@@ -188,7 +188,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--budget", type=float, default=30.0, help="seconds per bucket at most")
     p.add_argument(
         "--total", type=float, default=float("inf"),
-        help="stop starting new buckets after this many seconds (the file keeps what is done)",
+        help="stop starting new buckets after this many seconds of timing (the file keeps "
+        "what is done)",
     )  # fmt: skip
     p.add_argument(
         "--space", choices=["all", "near"], default="all",
@@ -208,12 +209,14 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("flashgen.tune.decode needs a CUDA GPU", file=sys.stderr)
         return 2
-    end = time.monotonic() + args.total
     try:
         with open(args.out) as f:
             doc = json.load(f)
     except FileNotFoundError:
         doc = {"format": FORMAT, "version": 1, "gpu": torch.cuda.get_device_name(), "records": []}
+    import triton
+
+    doc["measured_with"] = {"torch": torch.__version__, "triton": triton.__version__}
     buckets = [
         (d, hq, hkv, b, kv) for d in dims for hq, hkv in heads for b in batches for kv in kvs
     ]
@@ -226,6 +229,7 @@ def main(argv: list[str] | None = None) -> int:
         ]
         precompile(tasks, args.workers)
         print(f"precompiled {len(tasks)} candidates in {time.monotonic() - t0:.1f} s", flush=True)
+    end = time.monotonic() + args.total  # after the compiles: the timing's own budget
     for d, hq, hkv, batch, kv in buckets:
         if time.monotonic() > end:
             print("--total spent: stopping", flush=True)
