@@ -52,8 +52,13 @@ STAGE_CHOICES = (2, 3, 4)
 SPLIT_CHOICES = (1, 2, 4, 8, 16, 32, 64, 128)
 # A split shorter than this spends more on its prologue, epilogue and the combine than on keys.
 MIN_KEYS_PER_SPLIT = 256
-# Programs per SM the default aims for: enough loads in flight to cover HBM latency.
-PROGRAMS_PER_SM = 2
+# Programs per SM the default aims for (the split count is then rounded up to a power of two,
+# so 1-2 per SM). With two (2-4 per SM), the fastest config of 8 of the 18 head-dim-128
+# buckets tuned on the H200 was the default's own tile with half its splits, 1-12% faster
+# (batch B2, benchmarks/raw/h200_decode2/); in the rest another tile won or the default had
+# one split already. Fewer, longer splits keep each program's loads streaming and shrink the
+# merge.
+PROGRAMS_PER_SM = 1
 
 
 @dataclass(frozen=True, order=True)
