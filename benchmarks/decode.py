@@ -44,7 +44,7 @@ FIELDS = [
 
 
 def ms(fn) -> float:
-    return triton.testing.do_bench(fn, warmup=5, rep=25, return_mode="median")
+    return triton.testing.do_bench(fn, warmup=3, rep=15, return_mode="median")
 
 
 def commit() -> str:
@@ -197,6 +197,11 @@ def main() -> None:
     parser.add_argument("--batches", default="1,8,64")
     parser.add_argument("--kvs", default="2048,8192,32768,65536")
     parser.add_argument("--dims", default="128,64")
+    parser.add_argument(
+        "--workers", type=int, default=0,
+        help="compile each grid case's kernels first in this many processes",
+    )  # fmt: skip
+    parser.add_argument("--no-check", action="store_true", help="skip the float64 checks")
     args = parser.parse_args()
     end = time.time() + args.budget
     version = {
@@ -205,7 +210,8 @@ def main() -> None:
         "triton": triton.__version__,
         "commit": commit(),
     }
-    check()
+    if not args.no_check:
+        check()
     for shape in filter(None, args.sweep.split(",")):
         for use_tma in (False, True) if args.sweep_tma else (False,):
             os.environ["FLASHGEN_DECODE_TMA"] = "1" if use_tma else "0"
@@ -213,15 +219,26 @@ def main() -> None:
         os.environ.pop("FLASHGEN_DECODE_TMA", None)
     if not args.grid:
         return
+    dims, batches, kvs = (list(map(int, x.split(","))) for x in (args.dims, args.batches, args.kvs))
+    if args.workers > 1:
+        from flashgen.tune.decode import precompile
+
+        t0 = time.time()
+        tasks = [
+            (b, hq, hkv, kv, d, "bfloat16", hw.default_config(d, "bfloat16", b, hkv, hq // hkv, 1, kv))
+            for d in dims for hq, hkv in ((32, 8), (32, 32)) for b in batches for kv in kvs
+        ]  # fmt: skip
+        precompile(tasks, args.workers)
+        print(f"precompiled {len(tasks)} grid cases in {time.time() - t0:.1f} s", flush=True)
     new = not os.path.exists(args.out)
     with open(args.out, "a", newline="") as f:
         writer = csv.DictWriter(f, FIELDS)
         if new:
             writer.writeheader()
-        for d in map(int, args.dims.split(",")):
+        for d in dims:
             for hq, hkv in ((32, 8), (32, 32)):
-                for batch in map(int, args.batches.split(",")):
-                    for kv in map(int, args.kvs.split(",")):
+                for batch in batches:
+                    for kv in kvs:
                         if time.time() > end:
                             print("budget spent: stopping", flush=True)
                             return
