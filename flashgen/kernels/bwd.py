@@ -34,6 +34,12 @@ Two kinds of backward (`KINDS`):
   per tile pair instead of 7); `attn_bwd_dq_convert` scales and casts the buffer to dQ. The
   order of those fp32 adds varies run to run, so dQ is not bit-identical.
 
+- "hopper" (templates/attn_bwd_hopper.py.jinja, `flashgen.kernels.hopper_bwd`): the one-pass
+  idea as a warp-specialised Gluon kernel for sm_90 (TMA producer warp, wgmma consumer
+  warpgroups), fp16/bf16, head dim 64 or 128; not deterministic either. Opt-in only
+  (kind="hopper" or FLASHGEN_BWD_KIND=hopper); where it cannot run (another GPU, unaligned
+  tensors, no Gluon) a call falls back to "split" and logs why once.
+
 `backward(deterministic=None)` follows `torch.are_deterministic_algorithms_enabled()`:
 deterministic means "split". Otherwise `kind` (or FLASHGEN_BWD_KIND) picks, defaulting to
 `DEFAULT_KIND`; specs with window or softcap or a head dim above 128 always run "split", and
@@ -43,6 +49,9 @@ kernel, else `flashgen.hardware.tiles.config_for_kind`.
 """
 
 from __future__ import annotations
+
+import functools
+import logging
 
 import torch
 
@@ -56,11 +65,12 @@ from .fwd import mask_kind as _mask_kind
 from .launch import Launch, direct_device
 from .plans import Chooser, PlanCache, plan_config
 
+log = logging.getLogger("flashgen")
 _ENV = "FLASHGEN_BWD_TMA"
 _env = _tma.env_reader(_ENV)
 _KIND_ENV = "FLASHGEN_BWD_KIND"
 _kind_env = _tma.env_reader(_KIND_ENV)
-KINDS = ("split", "onepass")
+KINDS = ("split", "onepass", "hopper")
 # "split": on the H200 (triton 3.6, bf16) the one-pass kind measured slower in every case tried
 # (benchmarks/RESULTS.md, one-pass backward), e.g. hd128 4k causal 2.44 ms vs 1.76 ms.
 DEFAULT_KIND = "split"
@@ -226,6 +236,25 @@ class _Plan:
         return dq, dk, dv
 
 
+def _hopper(do, q, k, v, out, lse, causal, scale, config):
+    """The "hopper" kind's gradients, or None (logged once per reason) where it cannot run
+    these tensors. A portable `config` (TileConfig or chooser) does not apply to it."""
+    from . import hopper_bwd
+
+    spec = spec_for(q.shape[-1], causal, dtype_name(q.dtype), "bwd")
+    reason = hopper_bwd.usable(spec, q, k, v, do)
+    if reason is not None:
+        _log_fallback(spec, reason)
+        return None
+    cfg = config if isinstance(config, hopper_bwd.HopperBwdConfig) else None
+    return hopper_bwd.backward(do, q, k, v, out, lse, scale=float(scale), spec=spec, config=cfg)
+
+
+@functools.cache
+def _log_fallback(spec, reason: str) -> None:
+    log.info("flashgen: %s runs the split backward, not the hopper kind: %s", spec.uri(), reason)
+
+
 _dq_tma_env = _tma.env_reader("FLASHGEN_BWD_DQ_TMA")
 
 
@@ -246,10 +275,12 @@ def onepass_supported(spec) -> bool:
 
 def resolve_kind(deterministic: bool | None, kind: str | None, spec) -> str:
     """The backward kind a call of `spec` runs (see the module docstring): "split" when
-    determinism is asked for or the one-pass kind has no kernel for `spec`, else `kind`,
+    determinism is asked for or the chosen kind has no kernel for `spec`, else `kind`,
     FLASHGEN_BWD_KIND or DEFAULT_KIND. Raises ValueError for an unknown kind, and for
-    kind="onepass" given as an argument with deterministic=True or for a spec it cannot run
-    (FLASHGEN_BWD_KIND=onepass is a preference: those calls run "split")."""
+    kind="onepass" or "hopper" given as an argument with deterministic=True or for a spec it
+    cannot run (FLASHGEN_BWD_KIND=onepass/hopper is a preference: those calls run "split").
+    "hopper" is resolved from the spec alone; `backward` still falls back to "split" where the
+    GPU or the tensors cannot run it."""
     if kind is None:
         raw = _kind_env()
         kind = raw.decode() if isinstance(raw, bytes) else raw
@@ -262,12 +293,21 @@ def resolve_kind(deterministic: bool | None, kind: str | None, spec) -> str:
     if deterministic is None:
         deterministic = torch.are_deterministic_algorithms_enabled()
     if deterministic:
-        if kind == "onepass" and not from_env:
+        if kind in ("onepass", "hopper") and not from_env:
             raise ValueError(
-                "kind='onepass' is not deterministic (fp32 atomics); use kind='split' or "
+                f"kind={kind!r} is not deterministic (fp32 atomics); use kind='split' or "
                 "deterministic=False"
             )
         return "split"
+    if kind == "hopper":
+        from .hopper_bwd import spec_reason
+
+        reason = spec_reason(spec)
+        if reason is not None:
+            if not from_env:
+                raise ValueError(f"kind='hopper' has no kernel for {spec.uri()}: {reason}")
+            return "split"
+        return kind
     if not onepass_supported(spec):
         if kind == "onepass" and not from_env:
             raise ValueError(
@@ -336,6 +376,11 @@ def backward(
     if not need_dq or bounds is not None or mask is not None:
         # dK/dV alone: the split kind runs just its dK/dV kernel, no atomics; lengths and mask
         # tensors exist in the split kind's kernels only
+        kind = "split"
+    if kind == "hopper":
+        grads = _hopper(do, q, k, v, out, lse, causal, scale, config)
+        if grads is not None:
+            return tuple(g if n else None for g, n in zip(grads, needs, strict=True))
         kind = "split"
     key = (q.shape, k.shape, q.stride(), k.stride(), v.stride(), do.stride(), out.stride(),
            q.dtype, q.device, causal, config, needs, forced, aligned, window is not None,

@@ -65,12 +65,15 @@ def family_uri(spec: KernelSpec, family: str = "portable") -> str:
         return "attn_decode_" + spec.uri().removeprefix(f"attn_{spec.direction}_")
     if family == "onepass":
         return "attn_bwd_onepass_" + spec.uri().removeprefix("attn_bwd_")
+    if family == "hopper_bwd":
+        return "attn_bwd_hopper_" + spec.uri().removeprefix("attn_bwd_")
     return spec.uri()
 
 
 def render(spec: KernelSpec, family: str = "portable") -> str:
     """The generated source for `spec` (what `flashgen kernel` prints): the portable Triton
-    family, the Hopper Gluon family (`flashgen.kernels.hopper`, forward only), the split-KV
+    family, the Hopper Gluon family (`flashgen.kernels.hopper`, forward; `hopper_bwd`,
+    backward: `flashgen.kernels.hopper_bwd`), the split-KV
     decode family (`flashgen.kernels.decode`, forward without window or softcap) or the
     one-pass backward (`flashgen.kernels.bwd`, kind "onepass"; backward without window or
     softcap)."""
@@ -89,6 +92,11 @@ def render(spec: KernelSpec, family: str = "portable") -> str:
 
         template = _environment().get_template(hopper.TEMPLATE)
         return template.render(**hopper.template_context(spec))
+    if family == "hopper_bwd":
+        from . import hopper_bwd
+
+        template = _environment().get_template(hopper_bwd.TEMPLATE)
+        return template.render(**hopper_bwd.template_context(spec))
     if family != "portable":
         raise ValueError(f"unknown kernel family {family!r}")
     template = _environment().get_template(TEMPLATE_FOR_DIRECTION[spec.direction])
@@ -121,5 +129,6 @@ def load(spec: KernelSpec) -> ModuleType:
 
 
 def load_family(spec: KernelSpec, family: str) -> ModuleType:
-    """`load` for a named kernel family ("portable", "hopper", "decode" or "onepass")."""
+    """`load` for a named kernel family ("portable", "hopper", "decode", "onepass" or
+    "hopper_bwd")."""
     return _load(spec, interpret_mode(), family)

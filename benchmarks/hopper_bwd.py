@@ -1,0 +1,282 @@
+"""The Hopper (Gluon) backward on an H100/H200: correctness against float64 and speed next to the
+split backward and SDPA's cuDNN, in one run.
+
+Run on the GPU machine from the checkout (torch, triton with Gluon, jinja2; no database is
+read: every launch gets an explicit or built-in config):
+
+    PYTHONPATH=. python3 benchmarks/hopper_bwd.py [--out DIR] [--budget S] [--grid anchors|probe]
+        [--configs D:C,B,S,R ...] [--rep MS] [--workers N] [--check-timeout S]
+
+1. Correctness (bf16 and fp16, in worker processes, which also compiles every kernel the
+   timing needs): dQ/dK/dV of the Hopper backward for each config, head dim and causal mode on
+   a ragged GQA shape (odd lengths, more queries than keys and the reverse) against float64
+   autograd; bound 3x PyTorch's own same-dtype error plus 8e-3 of the gradient's size (as
+   benchmarks/bwd_kinds.py and tests/kernels/test_backward.py).
+2. Speed (bf16, median of triton.testing.do_bench, L2 flushed): backward alone for the split
+   kind (its H200 default config) and each Hopper config; forward+backward = flashgen's
+   default forward (the Hopper Gluon forward at head dim 128) + that backward, against cuDNN
+   forward+backward (SDPA backend, autograd). TFLOP/s: forward 4*B*Hq*N^2*D, backward 2.5x
+   that, halved when causal.
+
+Results go to <out>/hopper_bwd.json, rewritten after every shape; timing stops once --budget
+seconds have passed. Exit status 1 if a correctness check failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+GRIDS = {
+    # (B, Hq, Hkv, N, D): as benchmarks/bwd_kinds.py (the issue's grid and GQA 32/8)
+    "anchors": [
+        (16, 16, 16, 1024, 128),
+        (4, 16, 16, 4096, 128),
+        (1, 16, 16, 16384, 128),
+        (16, 32, 32, 1024, 64),
+        (4, 32, 32, 4096, 64),
+        (1, 32, 32, 16384, 64),
+        (16, 32, 8, 1024, 128),
+        (4, 32, 8, 4096, 128),
+        (1, 32, 8, 16384, 128),
+    ],
+    "probe": [(4, 16, 16, 4096, 128), (4, 32, 32, 4096, 64), (4, 32, 8, 4096, 128)],
+}
+# Split-kind configs: the H200 defaults table's winners (as benchmarks/bwd_kinds.py).
+SPLIT_CFG = {(64, False): (64, 64, 4, 3), (64, True): (64, 64, 4, 2)}
+SPLIT_CFG.update({(128, False): (128, 128, 8, 2), (128, True): (64, 64, 4, 2)})
+# Correctness shapes: (B, Hq, Hkv, Sq, Sk)
+CHECKS = [(2, 8, 2, 777, 777), (1, 4, 4, 300, 129), (1, 4, 1, 129, 517)]
+
+
+def _inputs(b, hq, hkv, sq, sk, d, seed=0, dtype=None):
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    dtype = dtype or torch.bfloat16
+    shapes = ((b, hq, sq, d), (b, hkv, sk, d), (b, hkv, sk, d), (b, hq, sq, d))
+    return [torch.randn(*s, generator=gen).cuda().to(dtype) for s in shapes]
+
+
+def _spec(d, causal, dtype="bfloat16"):
+    from flashgen.core.spec import KernelSpec
+
+    return KernelSpec(d, causal, dtype, "bwd")
+
+
+def _hopper(do, q, k, v, out, lse, causal, cfg):
+    from flashgen.kernels import hopper_bwd
+
+    spec = _spec(q.shape[-1], causal, str(q.dtype).removeprefix("torch."))
+    config = hopper_bwd.HopperBwdConfig(*cfg)
+    return hopper_bwd.backward(do, q, k, v, out, lse, scale=q.shape[-1] ** -0.5, spec=spec,
+                               config=config)  # fmt: skip
+
+
+def _split(do, q, k, v, out, lse, causal):
+    from flashgen.core.config import TileConfig
+    from flashgen.kernels.bwd import backward
+
+    cfg = TileConfig(*SPLIT_CFG[(q.shape[-1], causal)])
+    return backward(do, q, k, v, out, lse, causal=causal, scale=q.shape[-1] ** -0.5, config=cfg,
+                    deterministic=True)  # fmt: skip
+
+
+def _forward(q, k, v, causal):
+    from flashgen.kernels.fwd import forward
+
+    return forward(q, k, v, causal=causal, scale=None)
+
+
+def check(job):
+    """In a worker: every CHECKS shape for one (head dim, causal, config), both 16-bit dtypes;
+    then one run of the timed specialisation (seq 1024) of the split kind and the forward."""
+    import torch
+
+    from flashgen.kernels.reference import attention_ref, sdpa_same_dtype
+
+    d, causal, cfg = job
+    results = []
+    for dtype in (torch.bfloat16, torch.float16):
+        for b, hq, hkv, sq, sk in CHECKS:
+            case = dict(d=d, causal=causal, cfg=cfg, dtype=str(dtype), shape=[b, hq, hkv, sq, sk])
+            q, k, v, do = _inputs(b, hq, hkv, sq, sk, d, seed=1, dtype=dtype)
+            try:
+                out, lse = _forward(q, k, v, causal)
+                got = _hopper(do, q, k, v, out, lse, causal, cfg)
+                torch.cuda.synchronize()
+            except Exception as exc:
+                results.append(dict(case, ok=False, error=f"{type(exc).__name__}: {exc}"[:600]))
+                continue
+            leaves = [t.detach().double().requires_grad_() for t in (q, k, v)]
+            attention_ref(*leaves, causal=causal)[0].backward(do.double())
+            half = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+            sdpa_same_dtype(*half, causal=causal).backward(do)
+            ok, errs = True, {}
+            for i, name in enumerate(("dq", "dk", "dv")):
+                ref = leaves[i].grad
+                err = (got[i].double() - ref).abs().max().item()
+                bound = 3.0 * (half[i].grad.double() - ref).abs().max().item()
+                bound += 8e-3 * max(1.0, ref.abs().max().item())
+                errs[name] = [round(err, 5), round(bound, 5)]
+                ok = ok and bool(torch.isfinite(got[i]).all()) and err <= bound
+            results.append(dict(case, ok=ok, errors=errs))
+    try:  # compile what the timing needs (the split kind, the forward) at its specialisation
+        for hq, hkv in ((16, 16), (32, 8)):
+            q, k, v, do = _inputs(1, hq, hkv, 1024, 1024, d)
+            out, lse = _forward(q, k, v, causal)
+            _split(do, q, k, v, out, lse, causal)
+        torch.cuda.synchronize()
+    except Exception as exc:
+        results.append(dict(d=d, causal=causal, warm_error=f"{type(exc).__name__}: {exc}"[:300]))
+    return results
+
+
+def tflops(b, hq, n, d, causal, factor):
+    flops = 4.0 * b * hq * n * n * d * factor * (0.5 if causal else 1.0)
+    return lambda ms: flops / (ms * 1e-3) / 1e12
+
+
+def time_shape(shape, causal, cfgs, rep):
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from triton.testing import do_bench
+
+    b, hq, hkv, n, d = shape
+    q, k, v, do = _inputs(b, hq, hkv, n, n, d, seed=2)
+    out, lse = _forward(q, k, v, causal)
+    bench = lambda fn: do_bench(fn, warmup=5, rep=rep, return_mode="median")  # noqa: E731
+    fwd_ms = bench(lambda: _forward(q, k, v, causal))
+    bwd_tf = tflops(b, hq, n, d, causal, 2.5)
+    row = dict(shape=list(shape), causal=causal, flashgen_fwd_ms=round(fwd_ms, 4), bwd={})
+    runs = {"split": lambda: _split(do, q, k, v, out, lse, causal)}
+    for cfg in cfgs:
+        runs[f"hopper{tuple(cfg)}"] = lambda cfg=cfg: _hopper(do, q, k, v, out, lse, causal, cfg)
+    for name, fn in runs.items():
+        try:
+            ms = bench(fn)
+        except Exception as exc:
+            row["bwd"][name] = f"{type(exc).__name__}: {exc}"[:200]
+            continue
+        row["bwd"][name] = dict(ms=round(ms, 4), tflops=round(bwd_tf(ms), 1))
+    leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+
+    def cudnn(leaves=leaves):
+        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+            o = F.scaled_dot_product_attention(*leaves, is_causal=causal, enable_gqa=hq != hkv)
+        o.backward(do)
+
+    try:
+        row["cudnn_fwdbwd_ms"] = round(bench(cudnn), 4)
+    except Exception as exc:
+        row["cudnn_fwdbwd_ms"] = f"{type(exc).__name__}: {exc}"[:200]
+    if isinstance(row["cudnn_fwdbwd_ms"], float):
+        row["vs_cudnn"] = {
+            name: round(row["cudnn_fwdbwd_ms"] / (fwd_ms + r["ms"]), 3)
+            for name, r in row["bwd"].items()
+            if isinstance(r, dict)
+        }
+    del leaves
+    torch.cuda.empty_cache()
+    return row
+
+
+def summarise(rows):
+    """Geomean and min of forward+backward vs cuDNN per backward variant."""
+    ratios: dict[str, list[float]] = {}
+    for row in rows:
+        for name, r in row.get("vs_cudnn", {}).items():
+            ratios.setdefault(name, []).append(r)
+    return {
+        name: dict(geomean=round(math.exp(sum(map(math.log, rs)) / len(rs)), 3),
+                   min=round(min(rs), 3), n=len(rs))
+        for name, rs in ratios.items()
+    }  # fmt: skip
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", default=os.environ.get("OUT", "."), help="result directory")
+    parser.add_argument("--budget", type=float, default=60.0, help="seconds for the whole run")
+    parser.add_argument("--grid", choices=sorted(GRIDS), default="anchors")
+    parser.add_argument(
+        "--configs",
+        nargs="*",
+        default=None,
+        help="Hopper configs as head_dim:consumers,num_buf,dq_split,maxnreg "
+        "(default: flashgen.kernels.hopper_bwd.CONFIGS per head dim)",
+    )
+    parser.add_argument("--check-timeout", type=float, default=60.0,
+                        help="seconds for the correctness phase (a hung kernel ends the run)")  # fmt: skip
+    parser.add_argument("--rep", type=int, default=40, help="do_bench rep (ms)")
+    parser.add_argument("--workers", type=int, default=8)
+    args = parser.parse_args(argv)
+    start = time.time()
+    from flashgen.kernels import hopper_bwd
+
+    def cfgs_for(d):
+        given = [c.split(":") for c in args.configs or ()]
+        mine = [tuple(int(x) for x in c.split(",")) for dim, c in given if int(dim) == d]
+        if mine:
+            return mine
+        c = hopper_bwd.CONFIGS[d]
+        return [(c.consumers, c.num_buf, c.dq_split, c.maxnreg)]
+
+    shapes = GRIDS[args.grid]
+    dims = sorted({s[-1] for s in shapes})
+    jobs = [(d, causal, cfg) for d in dims for causal in (False, True) for cfg in cfgs_for(d)]
+    os.makedirs(args.out, exist_ok=True)
+    path = os.path.join(args.out, "hopper_bwd.json")
+    report = dict(checks=[], rows=[])
+
+    def save():
+        report["summary"] = summarise(report["rows"])
+        with open(path, "w") as f:
+            json.dump(report, f, indent=1)
+
+    import multiprocessing as mp
+
+    pool = ProcessPoolExecutor(min(args.workers, len(jobs)), mp.get_context("spawn"))
+    futures = [pool.submit(check, job) for job in jobs]
+    for job, future in zip(jobs, futures, strict=True):
+        left = max(1.0, args.check_timeout - (time.time() - start))
+        try:
+            report["checks"].extend(future.result(timeout=left))
+        except Exception as exc:  # a hung or crashed kernel: report, give up on timing
+            report["checks"].append(dict(job=repr(job), ok=False, error=repr(exc)[:300]))
+            print(f"check {job} did not finish: {exc!r}")
+            save()
+            os._exit(1)
+    pool.shutdown()
+    bad = [r for r in report["checks"] if not r.get("ok", "warm_error" not in r)]
+    ok = sum(1 for r in report["checks"] if r.get("ok"))
+    print(f"[{time.time() - start:.0f}s] checks: {ok} ok, {len(bad)} failed")
+    for r in bad:
+        print("  FAILED", json.dumps(r))
+    save()
+    for shape in shapes:
+        for causal in (False, True):
+            if time.time() - start > args.budget:
+                print(f"budget reached before {shape} causal={causal}")
+                save()
+                return 1 if bad else 0
+            row = time_shape(shape, causal, cfgs_for(shape[-1]), args.rep)
+            report["rows"].append(row)
+            save()
+            print(f"[{time.time() - start:.0f}s] {tuple(shape)} causal={causal} vs cuDNN "
+                  f"{json.dumps(row.get('vs_cudnn'))} bwd {json.dumps(row['bwd'])}")  # fmt: skip
+    save()
+    print("summary:", json.dumps(report["summary"]))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

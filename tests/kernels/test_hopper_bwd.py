@@ -1,0 +1,211 @@
+"""The Hopper backward kind (flashgen.kernels.hopper_bwd, templates/attn_bwd_hopper.py.jinja).
+
+Gluon kernels do not run in Triton's CPU interpreter, so on the CPU this renders the template,
+checks how the kind is chosen and compiles the kernel ahead of time for sm_90 (layouts, types,
+shared memory against the model, register spills reported by ptxas); numerics are checked on an
+sm_90 GPU (`gpu`) against float64: GQA, causal both ways, odd lengths, fp16 and bf16.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from flashgen.core.config import FieldError
+from flashgen.core.spec import KernelSpec
+from flashgen.kernels import bwd, hopper, hopper_bwd
+from flashgen.kernels.bwd import resolve_kind
+from flashgen.kernels.codegen import render
+from flashgen.kernels.reference import attention_ref, max_abs_err, sdpa_same_dtype
+
+API, API_REASON = hopper.gluon_api()
+needs_gluon = pytest.mark.skipif(API is None, reason=f"no usable Gluon: {API_REASON}")
+ON_SM90 = torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)
+needs_sm90 = pytest.mark.skipif(not ON_SM90, reason="needs an sm_90 GPU (H100/H200)")
+
+
+@needs_gluon
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("head_dim", hopper_bwd.RENDERABLE_HEAD_DIMS, ids=lambda d: f"d{d}")
+def test_render(head_dim, dtype, causal):
+    spec = KernelSpec(head_dim, causal, dtype, "bwd")
+    source = render(spec, hopper_bwd.FAMILY)
+    assert f"# Kernel: {hopper_bwd.family_uri(spec)}\n" in source
+    assert f"HEAD_DIM = gl.constexpr({head_dim})" in source
+    assert f"dtype: gl.constexpr = gl.{dtype}" in source
+    # The causal mask and the longest-first block order exist only in the causal rendering.
+    assert ("offs_m[None, :] >= offs_n[:, None]" in source) == causal
+    assert ("pid_n = r // heads_here" in source) == causal
+    compile(source, spec.uri(), "exec")
+
+
+@pytest.mark.parametrize(
+    "spec, fragment",
+    [
+        (KernelSpec(96, False, "bfloat16", "bwd"), "head dim 96"),
+        (KernelSpec(128, False, "float32", "bwd"), "dtype float32"),
+        (KernelSpec(128, False, "float16", "fwd"), "backward specs"),
+        (KernelSpec(64, True, "float16", "bwd", window=True), "split backward only"),
+        (KernelSpec(64, False, "float16", "bwd", softcap=True), "split backward only"),
+    ],
+)
+def test_specs_without_a_kernel(spec, fragment):
+    assert fragment in hopper_bwd.spec_reason(spec)
+    with pytest.raises((ValueError, RuntimeError)):
+        render(spec, hopper_bwd.FAMILY)
+
+
+def test_kind_is_opt_in_and_never_deterministic(monkeypatch):
+    monkeypatch.delenv("FLASHGEN_BWD_KIND", raising=False)
+    plain = KernelSpec(128, True, "bfloat16", "bwd")
+    assert resolve_kind(False, None, plain) == bwd.DEFAULT_KIND != "hopper"
+    assert resolve_kind(False, "hopper", plain) == "hopper"
+    with pytest.raises(ValueError, match="not deterministic"):
+        resolve_kind(True, "hopper", plain)
+    with pytest.raises(ValueError, match="no kernel for"):
+        resolve_kind(False, "hopper", KernelSpec(96, True, "bfloat16", "bwd"))
+    monkeypatch.setenv("FLASHGEN_BWD_KIND", "hopper")
+    assert resolve_kind(False, None, plain) == "hopper"
+    assert resolve_kind(True, None, plain) == "split"  # the env var is a preference only
+    assert resolve_kind(False, None, KernelSpec(96, True, "bfloat16", "bwd")) == "split"
+
+
+def test_cpu_tensors_fall_back_to_split(monkeypatch):
+    """kind="hopper" on tensors it cannot run (here: CPU, the interpreter) gives the split
+    kind's gradients, not an error."""
+    gen = torch.Generator().manual_seed(0)
+    q, k, v, do = (torch.randn(1, 2, 33, 64, generator=gen) for _ in range(4))
+    spec = KernelSpec(64, False, "float32", "bwd")
+    assert hopper_bwd.spec_reason(spec) is not None
+    spec16 = KernelSpec(64, False, "float16", "bwd")
+    assert hopper_bwd.usable(spec16, q.half(), k.half(), v.half(), do.half()) is not None
+    from flashgen.kernels.fwd import forward
+
+    q16, k16, v16, do16 = (t.half() for t in (q, k, v, do))
+    out, lse = forward(q16, k16, v16, causal=False, scale=None)
+    got = bwd.backward(do16, q16, k16, v16, out, lse, causal=False, scale=0.125, kind="hopper")
+    want = bwd.backward(do16, q16, k16, v16, out, lse, causal=False, scale=0.125, kind="split")
+    for a, b in zip(got, want, strict=True):
+        assert torch.equal(a, b)
+
+
+def test_config_validation():
+    assert hopper_bwd.HopperBwdConfig(2, 2, 2, 168).block_n == 128
+    for fields in ((3, 2, 1, 168), (2, 5, 1, 168), (2, 2, 3, 168), (2, 2, 1, 248), (1, 2, 1, 20)):
+        with pytest.raises(FieldError):
+            hopper_bwd.HopperBwdConfig(*fields)
+    with pytest.raises(FieldError):
+        hopper_bwd.HopperBwdConfig(2, 2, True, 168)
+
+
+# ---- ahead-of-time compilation for sm_90 (CPU) -------------------------------------------
+
+AOT_CASES = [
+    (128, False, "shipped"),
+    (128, True, "shipped"),
+    (64, True, "shipped"),
+    (128, True, (1, 3, 2, 248)),
+]
+
+_AOT_SCRIPT = """
+import json, sys
+from flashgen.core.spec import KernelSpec
+from flashgen.kernels import hopper, hopper_bwd
+out = {}
+for d, causal, cfg in json.loads(sys.argv[1]):
+    cfg = hopper_bwd.CONFIGS[d] if cfg == "shipped" else hopper_bwd.HopperBwdConfig(*cfg)
+    res = hopper_bwd.compile_for_sm90(KernelSpec(d, causal, "bfloat16", "bwd"), cfg)
+    out[f"d{d} {causal} {cfg.short()}"] = dict(shared=res["shared"], model=cfg.shared_bytes(d),
+                                               ptx=res["ptx"])
+json.dump(out, sys.stdout)
+"""
+
+
+def _gluon_aot_available() -> str | None:
+    if API is None:
+        return API_REASON
+    try:
+        from triton.experimental.gluon._runtime import GluonASTSource  # noqa: F401
+    except ImportError as exc:
+        return f"this Triton cannot compile Gluon ahead of time ({exc})"
+    return None
+
+
+@pytest.mark.skipif(_gluon_aot_available() is not None, reason=str(_gluon_aot_available()))
+def test_compiles_for_sm90_and_fits_the_model():
+    """In a child process without TRITON_INTERPRET (Gluon's jit helpers imported under it
+    cannot compile)."""
+    import json
+    import os
+    import re
+    import subprocess
+    import sys
+
+    from flashgen.hardware.sram import KNOWN_GPUS
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    done = subprocess.run(
+        [sys.executable, "-c", _AOT_SCRIPT, json.dumps(AOT_CASES)],
+        env=env, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads(done.stdout)
+    assert len(results) == len(AOT_CASES)
+    for name, result in results.items():
+        ptx = result["ptx"]
+        assert re.search(r"setmaxnreg\.dec\.sync\.aligned\.u32\s+(24|40);", ptx), name
+        assert "wgmma.mma_async" in ptx and "cp.async.bulk.tensor" in ptx, name
+        assert re.search(r"(atom|red)\.global\.gpu\.relaxed\.add", ptx), name  # dQ partials
+        real, model = result["shared"], result["model"]
+        assert model <= real < model + 1024, (name, real, model)
+        assert real <= KNOWN_GPUS["nvidia-h200"].smem_optin_bytes
+
+
+# ---- numerics on the GPU -----------------------------------------------------------------
+
+GPU_CASES = [
+    # (B, Hq, Hkv, Sq, Sk, D, dtype, causal)
+    (2, 4, 4, 1000, 1000, 128, torch.bfloat16, False),
+    (2, 4, 4, 1000, 1000, 128, torch.bfloat16, True),
+    (1, 8, 2, 777, 777, 128, torch.float16, True),  # GQA 4, odd length
+    (1, 4, 4, 129, 300, 128, torch.bfloat16, False),  # more keys than queries
+    (1, 4, 4, 300, 129, 128, torch.bfloat16, True),  # causal, fewer keys
+    (1, 2, 2, 1, 1, 64, torch.float16, True),
+    (2, 4, 2, 1000, 1000, 64, torch.bfloat16, True),
+    (1, 4, 1, 257, 1031, 64, torch.float16, False),
+]
+
+
+@pytest.mark.gpu
+@needs_sm90
+@needs_gluon
+@pytest.mark.parametrize("config", [None, (1, 3, 2, 248)], ids=["shipped", "c1"])
+@pytest.mark.parametrize(
+    "case", GPU_CASES, ids=lambda c: "-".join(map(str, c)).replace("torch.", "")
+)
+def test_matches_float64(case, config):
+    from flashgen.kernels.fwd import forward
+
+    b, hq, hkv, sq, sk, d, dtype, causal = case
+    gen = torch.Generator().manual_seed(3)
+    q = torch.randn(b, hq, sq, d, generator=gen).to(dtype).cuda()
+    k, v = (torch.randn(b, hkv, sk, d, generator=gen).to(dtype).cuda() for _ in range(2))
+    do = torch.randn(b, hq, sq, d, generator=gen).to(dtype).cuda()
+    out, lse = forward(q, k, v, causal=causal, scale=None)
+    spec = KernelSpec(d, causal, str(dtype).removeprefix("torch."), "bwd")
+    assert hopper_bwd.usable(spec, q, k, v, do) is None  # must not silently run another kind
+    cfg = None if config is None else hopper_bwd.HopperBwdConfig(*config)
+    got = bwd.backward(do, q, k, v, out, lse, causal=causal, scale=d**-0.5, kind="hopper",
+                       config=cfg)  # fmt: skip
+    ref = [t.detach().double().requires_grad_() for t in (q, k, v)]
+    attention_ref(*ref, causal=causal)[0].backward(do.double())
+    eager = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+    sdpa_same_dtype(*eager, causal=causal).backward(do)
+    for name, g, want, same in zip("qkv", got, ref, eager, strict=True):
+        assert g.shape == want.shape and g.dtype == dtype and torch.isfinite(g).all()
+        err = max_abs_err(g, want.grad)
+        bound = 3.0 * max_abs_err(same.grad, want.grad) + 8e-3 * max(
+            1.0, want.grad.abs().max().item()
+        )
+        assert err <= bound, f"d{name}: {err:.3e} > {bound:.3e}"
