@@ -5,7 +5,7 @@ Run on the GPU machine from the checkout (torch, triton with Gluon, jinja2; no d
 read: every launch gets an explicit or built-in config):
 
     PYTHONPATH=. python3 benchmarks/hopper_bwd.py [--out DIR] [--budget S] [--grid anchors|probe]
-        [--configs D:C,B,S,R ...] [--rep MS] [--workers N] [--check-timeout S]
+        [--configs D:C,B,S,R[,SHARE] ...] [--rep MS] [--workers N] [--check-timeout S]
 
 1. Correctness (bf16 and fp16, in worker processes, which also compiles every kernel the
    timing needs): dQ/dK/dV of the Hopper backward for each config, head dim and causal mode on
@@ -75,7 +75,7 @@ def _hopper(do, q, k, v, out, lse, causal, cfg):
     from flashgen.kernels import hopper_bwd
 
     spec = _spec(q.shape[-1], causal, str(q.dtype).removeprefix("torch."))
-    config = hopper_bwd.HopperBwdConfig(*cfg)
+    config = hopper_bwd.HopperBwdConfig(*cfg[:4], *(bool(x) for x in cfg[4:]))
     return hopper_bwd.backward(do, q, k, v, out, lse, scale=q.shape[-1] ** -0.5, spec=spec,
                                config=config)  # fmt: skip
 
@@ -102,7 +102,7 @@ def check(job):
 
     from flashgen.kernels.reference import attention_ref, sdpa_same_dtype
 
-    d, causal, cfg = job
+    d, causal, cfg, warm = job
     results = []
     for dtype in (torch.bfloat16, torch.float16):
         for b, hq, hkv, sq, sk in CHECKS:
@@ -129,7 +129,7 @@ def check(job):
                 ok = ok and bool(torch.isfinite(got[i]).all()) and err <= bound
             results.append(dict(case, ok=ok, errors=errs))
     try:  # compile what the timing needs (the split kind, the forward) at its specialisation
-        for hq, hkv in ((16, 16), (32, 8)):
+        for hq, hkv in ((16, 16), (32, 8)) if warm else ():
             q, k, v, do = _inputs(1, hq, hkv, 1024, 1024, d)
             out, lse = _forward(q, k, v, causal)
             _split(do, q, k, v, out, lse, causal)
@@ -211,7 +211,7 @@ def main(argv=None) -> int:
         "--configs",
         nargs="*",
         default=None,
-        help="Hopper configs as head_dim:consumers,num_buf,dq_split,maxnreg "
+        help="Hopper configs as head_dim:consumers,num_buf,dq_split,maxnreg[,share_ds 0/1] "
         "(default: flashgen.kernels.hopper_bwd.CONFIGS per head dim)",
     )
     parser.add_argument("--check-timeout", type=float, default=60.0,
@@ -228,11 +228,16 @@ def main(argv=None) -> int:
         if mine:
             return mine
         c = hopper_bwd.CONFIGS[d]
-        return [(c.consumers, c.num_buf, c.dq_split, c.maxnreg)]
+        return [(c.consumers, c.num_buf, c.dq_split, c.maxnreg, int(c.share_ds))]
 
     shapes = GRIDS[args.grid]
     dims = sorted({s[-1] for s in shapes})
-    jobs = [(d, causal, cfg) for d in dims for causal in (False, True) for cfg in cfgs_for(d)]
+    jobs = [
+        (d, causal, cfg, i == 0)
+        for d in dims
+        for causal in (False, True)
+        for i, cfg in enumerate(cfgs_for(d))
+    ]
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, "hopper_bwd.json")
     report = dict(checks=[], rows=[])

@@ -39,25 +39,32 @@ BARRIER_BYTES = 8
 @dataclass(frozen=True)
 class HopperBwdConfig:
     """block_m query rows per step (64); consumers warpgroups of 64 keys each (block_n = 64 *
-    consumers); num_buf Q/dO ring slots; dq_split column chunks of dQ's partial (fewer live
-    registers); maxnreg the launch's per-thread register cap."""
+    consumers); num_buf Q/dO ring slots; dq_split column chunks of a consumer's dQ partial
+    (fewer live registers); maxnreg the launch's per-thread register cap; share_ds (two
+    consumers): the consumers exchange dS through shared memory and each adds half of dQ's
+    columns over all block_n keys (half the atomics of each adding all columns over its own
+    64 keys, at the price of meeting once per step)."""
 
     consumers: int
     num_buf: int
     dq_split: int
     maxnreg: int
+    share_ds: bool = False
     block_m: int = 64
 
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise FieldError(f.name, f"HopperBwdConfig.{f.name} must be an int, got {value!r}")
+            want_bool = f.name == "share_ds"
+            if want_bool != isinstance(value, bool) or not isinstance(value, int):
+                kind = "a bool" if want_bool else "an int"
+                raise FieldError(f.name, f"HopperBwdConfig.{f.name} must be {kind}, got {value!r}")
         checks = (
             ("consumers", self.consumers in (1, 2), "1 or 2"),
             ("num_buf", self.num_buf in (2, 3, 4), "2, 3 or 4"),
             ("dq_split", self.dq_split in (1, 2), "1 or 2"),
             ("block_m", self.block_m == 64, "64"),
+            ("share_ds", not self.share_ds or self.consumers == 2, "False with one consumer"),
             ("maxnreg", 24 <= self.maxnreg <= 248 and self.maxnreg % 8 == 0
              and self.threads() * self.maxnreg <= REGS_PER_SM,
              f"a multiple of 8 in [24, 248], at most {REGS_PER_SM} // threads"),
@@ -75,20 +82,29 @@ class HopperBwdConfig:
         return 128 * (self.consumers + 1)
 
     def shared_bytes(self, head_dim: int, elem_bytes: int = 2) -> int:
-        """Bytes the kernel allocates: the Q/dO ring, K and V per consumer, dS per consumer,
-        the mbarriers."""
+        """Bytes the kernel allocates: the Q/dO ring, the K and V blocks, dS, the mbarriers."""
         tiles = (2 * self.num_buf * self.block_m + 2 * self.block_n) * head_dim * elem_bytes
-        ds = self.consumers * self.block_m * 64 * elem_bytes
-        return tiles + ds + BARRIER_BYTES * (self.consumers + 2 * self.num_buf)
+        ds = self.block_m * self.block_n * elem_bytes
+        return tiles + ds + BARRIER_BYTES * (3 + 2 * self.num_buf)
+
+    def head_dim_reason(self, head_dim: int) -> str | None:
+        """Why this config cannot run head dim `head_dim` (dQ's column chunks must be whole
+        64-column swizzle atoms); None if it can."""
+        cols = max(64, head_dim // self.consumers) if self.share_ds else head_dim
+        if cols % (64 * self.dq_split):
+            return f"dq_split {self.dq_split} cuts {cols} dQ columns below 64-column chunks"
+        return None
 
     def short(self) -> str:
-        return f"(hopper-bwd c{self.consumers} b{self.num_buf} s{self.dq_split} r{self.maxnreg})"
+        share = " share" if self.share_ds else ""
+        return (f"(hopper-bwd c{self.consumers} b{self.num_buf} s{self.dq_split} "
+                f"r{self.maxnreg}{share})")  # fmt: skip
 
 
-# First guesses (not yet tuned on the GPU): two consumers of 64 keys, two ring slots.
+# First guesses (not yet tuned on the GPU): two consumers of 64 keys sharing dS, two slots.
 CONFIGS = {
-    64: HopperBwdConfig(2, 2, 1, 168),
-    128: HopperBwdConfig(2, 2, 2, 168),
+    64: HopperBwdConfig(2, 2, 1, 168, True),
+    128: HopperBwdConfig(2, 2, 1, 168, True),
 }
 
 
@@ -109,7 +125,19 @@ def template_context(spec) -> dict:
         "dtype": spec.dtype,
         "gl_dtype": _GL_DTYPE[spec.dtype],
         "tma_load": api["tma_load"],
+        "cta_barrier": _cta_barrier_name(),
     }
+
+
+def _cta_barrier_name() -> str:
+    """Gluon's barrier among a partition's threads: `thread_barrier` in Triton 3.6, `barrier`
+    in 3.9."""
+    from triton.experimental.gluon import language as gl
+
+    for name in ("thread_barrier", "barrier"):
+        if hasattr(gl, name):
+            return name
+    raise RuntimeError("Gluon has neither thread_barrier nor barrier")
 
 
 def family_uri(spec) -> str:
@@ -164,6 +192,9 @@ def backward(do, q, k, v, out, lse, *, scale: float, spec, config: HopperBwdConf
     from .codegen import load, load_family
 
     cfg = config or CONFIGS[spec.head_dim]
+    why = cfg.head_dim_reason(spec.head_dim)
+    if why is not None:
+        raise ValueError(f"{cfg.short()} cannot run head dim {spec.head_dim}: {why}")
     batch, hq, sq, dim = q.shape
     hkv, sk = k.shape[1], k.shape[2]
     gl_dtype = getattr(gl, spec.dtype)
@@ -180,12 +211,14 @@ def backward(do, q, k, v, out, lse, *, scale: float, spec, config: HopperBwdConf
     acc = torch.zeros((batch, hq, sq, dim), dtype=torch.float32, device=q.device)
     dk = torch.empty((batch, hkv, sk, dim), dtype=k.dtype, device=k.device)
     dv = torch.empty_like(dk)
-    descs = (desc(q, cfg.block_m), desc(k, 64), desc(v, 64), desc(do, cfg.block_m))
+    descs = (desc(q, cfg.block_m), desc(k, cfg.block_n), desc(v, cfg.block_n),
+             desc(do, cfg.block_m))  # fmt: skip
     grid = (cdiv(sk, cfg.block_n) * batch * hkv,)
     load_family(spec, FAMILY).attn_bwd_ws[grid](
         *descs, lse, delta, dk, dv, acc, batch, hq, hkv, sq, sk, float(scale),
         BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, NUM_BUF=cfg.num_buf,
-        NUM_CONSUMERS=cfg.consumers, DQ_SPLIT=cfg.dq_split, num_warps=4, maxnreg=cfg.maxnreg,
+        NUM_CONSUMERS=cfg.consumers, DQ_SPLIT=cfg.dq_split, SHARE_DS=cfg.share_ds,
+        num_warps=4, maxnreg=cfg.maxnreg,
     )  # fmt: skip
     dq = torch.empty((batch, hq, sq, dim), dtype=q.dtype, device=q.device)
     onepass = load_family(KernelSpec(dim, spec.causal, spec.dtype, "bwd"), "onepass")
@@ -213,16 +246,17 @@ def compile_for_sm90(spec, cfg: HopperBwdConfig | None = None) -> dict:
         return f"tensordesc<{short}{block},{layout!r}>"
 
     signature = {
-        "desc_q": desc(cfg.block_m), "desc_k": desc(64), "desc_v": desc(64),
+        "desc_q": desc(cfg.block_m), "desc_k": desc(cfg.block_n), "desc_v": desc(cfg.block_n),
         "desc_do": desc(cfg.block_m), "Lse": "*fp32", "Delta": "*fp32", "DK": f"*{short}",
         "DV": f"*{short}", "DQAcc": "*fp32", "BATCH": "i32", "H": "i32", "H_KV": "i32",
         "SEQ_Q": "i32", "SEQ_K": "i32", "sm_scale": "fp32", "BLOCK_M": "constexpr",
         "BLOCK_N": "constexpr", "NUM_BUF": "constexpr", "NUM_CONSUMERS": "constexpr",
-        "DQ_SPLIT": "constexpr", "num_warps": "constexpr",
+        "DQ_SPLIT": "constexpr", "SHARE_DS": "constexpr", "num_warps": "constexpr",
     }  # fmt: skip
     constexprs = {
         "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "NUM_BUF": cfg.num_buf,
-        "NUM_CONSUMERS": cfg.consumers, "DQ_SPLIT": cfg.dq_split, "num_warps": 4,
+        "NUM_CONSUMERS": cfg.consumers, "DQ_SPLIT": cfg.dq_split, "SHARE_DS": cfg.share_ds,
+        "num_warps": 4,
     }  # fmt: skip
     source = GluonASTSource(
         fn=load_family(spec, FAMILY).attn_bwd_ws,

@@ -92,7 +92,17 @@ def test_cpu_tensors_fall_back_to_split(monkeypatch):
 
 def test_config_validation():
     assert hopper_bwd.HopperBwdConfig(2, 2, 2, 168).block_n == 128
-    for fields in ((3, 2, 1, 168), (2, 5, 1, 168), (2, 2, 3, 168), (2, 2, 1, 248), (1, 2, 1, 20)):
+    assert hopper_bwd.HopperBwdConfig(2, 2, 2, 168, True).head_dim_reason(128) is not None
+    assert hopper_bwd.HopperBwdConfig(2, 2, 1, 168, True).head_dim_reason(64) is None
+    bad = (
+        (3, 2, 1, 168),
+        (2, 5, 1, 168),
+        (2, 2, 3, 168),
+        (2, 2, 1, 248),
+        (1, 2, 1, 20),
+        (1, 2, 1, 248, True),
+    )
+    for fields in bad:
         with pytest.raises(FieldError):
             hopper_bwd.HopperBwdConfig(*fields)
     with pytest.raises(FieldError):
@@ -106,6 +116,7 @@ AOT_CASES = [
     (128, True, "shipped"),
     (64, True, "shipped"),
     (128, True, (1, 3, 2, 248)),
+    (128, False, (2, 2, 2, 168, False)),
 ]
 
 _AOT_SCRIPT = """
@@ -180,7 +191,9 @@ GPU_CASES = [
 @pytest.mark.gpu
 @needs_sm90
 @needs_gluon
-@pytest.mark.parametrize("config", [None, (1, 3, 2, 248)], ids=["shipped", "c1"])
+@pytest.mark.parametrize(
+    "config", [None, (1, 3, 2, 248), (2, 2, 1, 168, False)], ids=["shipped", "c1", "c2-own-dq"]
+)
 @pytest.mark.parametrize(
     "case", GPU_CASES, ids=lambda c: "-".join(map(str, c)).replace("torch.", "")
 )
