@@ -5,7 +5,7 @@ Run on the GPU machine from the checkout (torch, triton with Gluon, jinja2; no d
 read: every launch gets an explicit or built-in config):
 
     PYTHONPATH=. python3 benchmarks/hopper_bwd.py [--out DIR] [--budget S] [--grid anchors|probe]
-        [--configs D:C,B,S,R[,SHARE] ...] [--rep MS] [--workers N] [--check-timeout S]
+        [--configs D:C,B,S,R[,SHARE,STATS] ...] [--rep MS] [--workers N] [--check-timeout S]
 
 1. Correctness (bf16 and fp16, in worker processes, which also compiles every kernel the
    timing needs): dQ/dK/dV of the Hopper backward for each config, head dim and causal mode on
@@ -211,7 +211,7 @@ def main(argv=None) -> int:
         "--configs",
         nargs="*",
         default=None,
-        help="Hopper configs as head_dim:consumers,num_buf,dq_split,maxnreg[,share_ds 0/1] "
+        help="Hopper configs as head_dim:consumers,num_buf,dq_split,maxnreg[,share_ds,stats_tma 0/1] "
         "(default: flashgen.kernels.hopper_bwd.CONFIGS per head dim)",
     )
     parser.add_argument("--check-timeout", type=float, default=60.0,
@@ -228,7 +228,7 @@ def main(argv=None) -> int:
         if mine:
             return mine
         c = hopper_bwd.CONFIGS[d]
-        return [(c.consumers, c.num_buf, c.dq_split, c.maxnreg, int(c.share_ds))]
+        return [(c.consumers, c.num_buf, c.dq_split, c.maxnreg, int(c.share_ds), int(c.stats_tma))]
 
     shapes = GRIDS[args.grid]
     dims = sorted({s[-1] for s in shapes})

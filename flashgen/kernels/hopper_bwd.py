@@ -43,19 +43,22 @@ class HopperBwdConfig:
     (fewer live registers); maxnreg the launch's per-thread register cap; share_ds (two
     consumers): the consumers exchange dS through shared memory and each adds half of dQ's
     columns over all block_n keys (half the atomics of each adding all columns over its own
-    64 keys, at the price of meeting once per step)."""
+    64 keys, at the price of meeting once per step); stats_tma: the producer brings each
+    step's logsumexp and delta rows into shared memory by TMA, read only where used (fewer
+    live registers than loading them into registers ahead)."""
 
     consumers: int
     num_buf: int
     dq_split: int
     maxnreg: int
     share_ds: bool = False
+    stats_tma: bool = False
     block_m: int = 64
 
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
-            want_bool = f.name == "share_ds"
+            want_bool = f.name in ("share_ds", "stats_tma")
             if want_bool != isinstance(value, bool) or not isinstance(value, int):
                 kind = "a bool" if want_bool else "an int"
                 raise FieldError(f.name, f"HopperBwdConfig.{f.name} must be {kind}, got {value!r}")
@@ -85,7 +88,8 @@ class HopperBwdConfig:
         """Bytes the kernel allocates: the Q/dO ring, the K and V blocks, dS, the mbarriers."""
         tiles = (2 * self.num_buf * self.block_m + 2 * self.block_n) * head_dim * elem_bytes
         ds = self.block_m * self.block_n * elem_bytes
-        return tiles + ds + BARRIER_BYTES * (3 + 2 * self.num_buf)
+        stats = 2 * self.num_buf * self.block_m * 4 if self.stats_tma else 0
+        return tiles + ds + stats + BARRIER_BYTES * (3 + 2 * self.num_buf)
 
     def head_dim_reason(self, head_dim: int) -> str | None:
         """Why this config cannot run head dim `head_dim` (dQ's column chunks must be whole
@@ -96,15 +100,17 @@ class HopperBwdConfig:
         return None
 
     def short(self) -> str:
-        share = " share" if self.share_ds else ""
+        flags = " share" * self.share_ds + " stats" * self.stats_tma
         return (f"(hopper-bwd c{self.consumers} b{self.num_buf} s{self.dq_split} "
-                f"r{self.maxnreg}{share})")  # fmt: skip
+                f"r{self.maxnreg}{flags})")  # fmt: skip
 
 
-# First guesses (not yet tuned on the GPU): two consumers of 64 keys sharing dS, two slots.
+# First guesses (not yet measured on the GPU): two consumers of 64 keys sharing dS, two ring
+# slots, statistics by TMA (at head dim 128 ptxas then spills 180 bytes a thread, against 840
+# with the statistics loaded into registers ahead).
 CONFIGS = {
-    64: HopperBwdConfig(2, 2, 1, 168, True),
-    128: HopperBwdConfig(2, 2, 1, 168, True),
+    64: HopperBwdConfig(2, 2, 1, 168, True, True),
+    128: HopperBwdConfig(2, 2, 1, 168, True, True),
 }
 
 
@@ -213,12 +219,14 @@ def backward(do, q, k, v, out, lse, *, scale: float, spec, config: HopperBwdConf
     dv = torch.empty_like(dk)
     descs = (desc(q, cfg.block_m), desc(k, cfg.block_n), desc(v, cfg.block_n),
              desc(do, cfg.block_m))  # fmt: skip
+    flat = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=32, rank=1)
+    stats = tuple(TensorDescriptor(t, [t.numel()], [1], [cfg.block_m], flat) for t in (lse, delta))
     grid = (cdiv(sk, cfg.block_n) * batch * hkv,)
     load_family(spec, FAMILY).attn_bwd_ws[grid](
-        *descs, lse, delta, dk, dv, acc, batch, hq, hkv, sq, sk, float(scale),
+        *descs, *stats, lse, delta, dk, dv, acc, batch, hq, hkv, sq, sk, float(scale),
         BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, NUM_BUF=cfg.num_buf,
         NUM_CONSUMERS=cfg.consumers, DQ_SPLIT=cfg.dq_split, SHARE_DS=cfg.share_ds,
-        num_warps=4, maxnreg=cfg.maxnreg,
+        STATS_TMA=cfg.stats_tma, num_warps=4, maxnreg=cfg.maxnreg,
     )  # fmt: skip
     dq = torch.empty((batch, hq, sq, dim), dtype=q.dtype, device=q.device)
     onepass = load_family(KernelSpec(dim, spec.causal, spec.dtype, "bwd"), "onepass")
@@ -245,17 +253,22 @@ def compile_for_sm90(spec, cfg: HopperBwdConfig | None = None) -> dict:
         layout = gl.NVMMASharedLayout.get_default_for(block, getattr(gl, spec.dtype))
         return f"tensordesc<{short}{block},{layout!r}>"
 
+    stats_layout = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=32, rank=1)
+    flat = f"tensordesc<fp32[{cfg.block_m}],{stats_layout!r}>"
+
     signature = {
         "desc_q": desc(cfg.block_m), "desc_k": desc(cfg.block_n), "desc_v": desc(cfg.block_n),
-        "desc_do": desc(cfg.block_m), "Lse": "*fp32", "Delta": "*fp32", "DK": f"*{short}",
+        "desc_do": desc(cfg.block_m), "desc_lse": flat, "desc_delta": flat, "Lse": "*fp32", "Delta": "*fp32", "DK": f"*{short}",
         "DV": f"*{short}", "DQAcc": "*fp32", "BATCH": "i32", "H": "i32", "H_KV": "i32",
         "SEQ_Q": "i32", "SEQ_K": "i32", "sm_scale": "fp32", "BLOCK_M": "constexpr",
         "BLOCK_N": "constexpr", "NUM_BUF": "constexpr", "NUM_CONSUMERS": "constexpr",
-        "DQ_SPLIT": "constexpr", "SHARE_DS": "constexpr", "num_warps": "constexpr",
+        "DQ_SPLIT": "constexpr", "SHARE_DS": "constexpr", "STATS_TMA": "constexpr",
+        "num_warps": "constexpr",
     }  # fmt: skip
     constexprs = {
         "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "NUM_BUF": cfg.num_buf,
         "NUM_CONSUMERS": cfg.consumers, "DQ_SPLIT": cfg.dq_split, "SHARE_DS": cfg.share_ds,
+        "STATS_TMA": cfg.stats_tma,
         "num_warps": 4,
     }  # fmt: skip
     source = GluonASTSource(
@@ -263,7 +276,7 @@ def compile_for_sm90(spec, cfg: HopperBwdConfig | None = None) -> dict:
         signature=signature,
         constexprs=constexprs,
         # the JIT's 16-byte specialisation of the pointers (Lse, Delta, DK, DV, DQAcc)
-        attrs={(i,): [["tt.divisibility", 16]] for i in range(4, 9)},
+        attrs={(i,): [["tt.divisibility", 16]] for i in range(6, 11)},
     )
     kernel = triton.compile(
         source,

@@ -117,6 +117,7 @@ AOT_CASES = [
     (64, True, "shipped"),
     (128, True, (1, 3, 2, 248)),
     (128, False, (2, 2, 2, 168, False)),
+    (64, False, (2, 3, 1, 168, False, True)),
 ]
 
 _AOT_SCRIPT = """
@@ -192,7 +193,9 @@ GPU_CASES = [
 @needs_sm90
 @needs_gluon
 @pytest.mark.parametrize(
-    "config", [None, (1, 3, 2, 248), (2, 2, 1, 168, False)], ids=["shipped", "c1", "c2-own-dq"]
+    "config",
+    [None, (1, 3, 2, 248), (2, 2, 1, 168, False), (2, 3, 1, 168, True, False)],
+    ids=["shipped", "c1", "c2-own-dq", "c2-stats-in-registers"],
 )
 @pytest.mark.parametrize(
     "case", GPU_CASES, ids=lambda c: "-".join(map(str, c)).replace("torch.", "")
