@@ -5,7 +5,7 @@ Run on the GPU machine from the checkout (torch, triton with Gluon, jinja2; no d
 read: every launch gets an explicit or built-in config):
 
     PYTHONPATH=. python3 benchmarks/hopper_bwd.py [--out DIR] [--budget S] [--grid anchors|probe]
-        [--configs D:C,B,S,R[,SHARE,STATS] ...] [--rep MS] [--workers N] [--check-timeout S]
+        [--configs D:C,B,S,R[,SHARE,STATS,PERSISTENT] ...] [--rep MS] [--workers N] [--check-timeout S]
 
 1. Correctness (bf16 and fp16, in worker processes, which also compiles every kernel the
    timing needs): dQ/dK/dV of the Hopper backward for each config, head dim and causal mode on
@@ -53,7 +53,8 @@ GRIDS = {
 SPLIT_CFG = {(64, False): (64, 64, 4, 3), (64, True): (64, 64, 4, 2)}
 SPLIT_CFG.update({(128, False): (128, 128, 8, 2), (128, True): (64, 64, 4, 2)})
 # Correctness shapes: (B, Hq, Hkv, Sq, Sk)
-CHECKS = [(2, 8, 2, 777, 777), (1, 4, 4, 300, 129), (1, 4, 1, 129, 517)]
+# (the last has 256 work items: more than an H200's 132 SMs, so persistent programs take several)
+CHECKS = [(2, 8, 2, 777, 777), (1, 4, 4, 300, 129), (1, 4, 1, 129, 517), (4, 16, 8, 1000, 1000)]
 
 
 def _inputs(b, hq, hkv, sq, sk, d, seed=0, dtype=None):
@@ -211,7 +212,7 @@ def main(argv=None) -> int:
         "--configs",
         nargs="*",
         default=None,
-        help="Hopper configs as head_dim:consumers,num_buf,dq_split,maxnreg[,share_ds,stats_tma 0/1] "
+        help="Hopper configs as head_dim:consumers,num_buf,dq_split,maxnreg[,share_ds,stats_tma,persistent 0/1] "
         "(default: flashgen.kernels.hopper_bwd.CONFIGS per head dim)",
     )
     parser.add_argument("--check-timeout", type=float, default=60.0,
@@ -228,7 +229,8 @@ def main(argv=None) -> int:
         if mine:
             return mine
         c = hopper_bwd.CONFIGS[d]
-        return [(c.consumers, c.num_buf, c.dq_split, c.maxnreg, int(c.share_ds), int(c.stats_tma))]
+        flags = (c.share_ds, c.stats_tma, c.persistent)
+        return [(c.consumers, c.num_buf, c.dq_split, c.maxnreg, *map(int, flags))]
 
     shapes = GRIDS[args.grid]
     dims = sorted({s[-1] for s in shapes})

@@ -28,12 +28,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--family",
-        choices=("portable", "hopper", "decode", "onepass"),
+        choices=("portable", "hopper", "decode", "onepass", "hopper_bwd"),
         default="portable",
         help="kernel family: the portable Triton kernels, the Hopper (sm_90) warp-specialised "
         "Gluon forward (head dim 64/128, fp16/bf16; needs a Triton with Gluon), the split-KV "
         "decode kernels for queries of 1-16 rows (forward; --causal: a causal offset argument), "
-        "or the one-pass backward (--direction bwd; the non-deterministic backward kind)",
+        "the one-pass backward (--direction bwd; the non-deterministic backward kind), or the "
+        "Hopper warp-specialised Gluon backward (--direction bwd, head dim 64/128, fp16/bf16; "
+        "the 'hopper' backward kind)",
     )
     parser.add_argument(
         "--lengths", action="store_true", help="the kernel with per-sequence lengths (padding)"
@@ -59,6 +61,14 @@ def run(args: argparse.Namespace) -> int:
         reason = spec_reason(spec, forced=True)
         if reason is not None:
             print(f"flashgen kernel: no Hopper kernel for {spec.uri()}: {reason}", file=sys.stderr)
+            return 2
+    if args.family == "hopper_bwd":
+        from .hopper_bwd import spec_reason as bwd_reason
+
+        reason = bwd_reason(spec)
+        if reason is not None:
+            print(f"flashgen kernel: no Hopper backward for {spec.uri()}: {reason}",
+                  file=sys.stderr)  # fmt: skip
             return 2
     if args.family == "decode" and (
         args.direction != "fwd" or args.window or args.softcap or args.lengths

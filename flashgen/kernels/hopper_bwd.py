@@ -45,7 +45,9 @@ class HopperBwdConfig:
     columns over all block_n keys (half the atomics of each adding all columns over its own
     64 keys, at the price of meeting once per step); stats_tma: the producer brings each
     step's logsumexp and delta rows into shared memory by TMA, read only where used (fewer
-    live registers than loading them into registers ahead)."""
+    live registers than loading them into registers ahead); persistent: one program per SM
+    walking work items p, p + grid, ... (the next item's K/V and first Q/dO load while this
+    one stores dK/dV) instead of one program per item."""
 
     consumers: int
     num_buf: int
@@ -53,12 +55,13 @@ class HopperBwdConfig:
     maxnreg: int
     share_ds: bool = False
     stats_tma: bool = False
+    persistent: bool = False
     block_m: int = 64
 
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
-            want_bool = f.name in ("share_ds", "stats_tma")
+            want_bool = f.name in ("share_ds", "stats_tma", "persistent")
             if want_bool != isinstance(value, bool) or not isinstance(value, int):
                 kind = "a bool" if want_bool else "an int"
                 raise FieldError(f.name, f"HopperBwdConfig.{f.name} must be {kind}, got {value!r}")
@@ -89,7 +92,7 @@ class HopperBwdConfig:
         tiles = (2 * self.num_buf * self.block_m + 2 * self.block_n) * head_dim * elem_bytes
         ds = self.block_m * self.block_n * elem_bytes
         stats = 2 * self.num_buf * self.block_m * 4 if self.stats_tma else 0
-        return tiles + ds + stats + BARRIER_BYTES * (3 + 2 * self.num_buf)
+        return tiles + ds + stats + BARRIER_BYTES * (4 + 2 * self.num_buf)
 
     def head_dim_reason(self, head_dim: int) -> str | None:
         """Why this config cannot run head dim `head_dim` (dQ's column chunks must be whole
@@ -100,7 +103,7 @@ class HopperBwdConfig:
         return None
 
     def short(self) -> str:
-        flags = " share" * self.share_ds + " stats" * self.stats_tma
+        flags = " share" * self.share_ds + " stats" * self.stats_tma + " P" * self.persistent
         return (f"(hopper-bwd c{self.consumers} b{self.num_buf} s{self.dq_split} "
                 f"r{self.maxnreg}{flags})")  # fmt: skip
 
@@ -221,7 +224,9 @@ def backward(do, q, k, v, out, lse, *, scale: float, spec, config: HopperBwdConf
              desc(do, cfg.block_m))  # fmt: skip
     flat = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=32, rank=1)
     stats = tuple(TensorDescriptor(t, [t.numel()], [1], [cfg.block_m], flat) for t in (lse, delta))
-    grid = (cdiv(sk, cfg.block_n) * batch * hkv,)
+    items = cdiv(sk, cfg.block_n) * batch * hkv
+    # One program per SM at most (the shared memory of two does not fit).
+    grid = (min(items, _sm_count(q.device.index or 0)) if cfg.persistent else items,)
     load_family(spec, FAMILY).attn_bwd_ws[grid](
         *descs, *stats, lse, delta, dk, dv, acc, batch, hq, hkv, sq, sk, float(scale),
         BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, NUM_BUF=cfg.num_buf,
@@ -232,6 +237,13 @@ def backward(do, q, k, v, out, lse, *, scale: float, spec, config: HopperBwdConf
     onepass = load_family(KernelSpec(dim, spec.causal, spec.dtype, "bwd"), "onepass")
     onepass.attn_bwd_dq_convert[(cdiv(sq, 64), batch * hq)](acc, dq, sq, float(scale), BLOCK_M=64)
     return dq, dk, dv
+
+
+@functools.cache
+def _sm_count(index: int) -> int:
+    import torch
+
+    return torch.cuda.get_device_properties(index).multi_processor_count
 
 
 def compile_for_sm90(spec, cfg: HopperBwdConfig | None = None) -> dict:

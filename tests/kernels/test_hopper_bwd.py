@@ -90,6 +90,21 @@ def test_cpu_tensors_fall_back_to_split(monkeypatch):
         assert torch.equal(a, b)
 
 
+def test_kernel_cli_prints_the_source(capsys):
+    import argparse
+
+    from flashgen.kernels import cli as kernel_cli
+
+    parser = argparse.ArgumentParser()
+    kernel_cli.add_arguments(parser)
+    rc = kernel_cli.run(parser.parse_args(["--head-dim", "128", "--family", "hopper_bwd"]))
+    assert rc == 2 and "backward specs" in capsys.readouterr().err
+    if API is not None:
+        args = ["--head-dim", "64", "--direction", "bwd", "--causal", "--family", "hopper_bwd"]
+        assert kernel_cli.run(parser.parse_args(args)) == 0
+        assert "def attn_bwd_ws(" in capsys.readouterr().out
+
+
 def test_config_validation():
     assert hopper_bwd.HopperBwdConfig(2, 2, 2, 168).block_n == 128
     assert hopper_bwd.HopperBwdConfig(2, 2, 2, 168, True).head_dim_reason(128) is not None
@@ -185,6 +200,7 @@ GPU_CASES = [
     (1, 4, 4, 300, 129, 128, torch.bfloat16, True),  # causal, fewer keys
     (1, 2, 2, 1, 1, 64, torch.float16, True),
     (2, 4, 2, 1000, 1000, 64, torch.bfloat16, True),
+    (4, 16, 8, 1000, 1000, 128, torch.bfloat16, True),  # 256 work items: several per program
     (1, 4, 1, 257, 1031, 64, torch.float16, False),
 ]
 
@@ -194,8 +210,14 @@ GPU_CASES = [
 @needs_gluon
 @pytest.mark.parametrize(
     "config",
-    [None, (1, 3, 2, 248), (2, 2, 1, 168, False), (2, 3, 1, 168, True, False)],
-    ids=["shipped", "c1", "c2-own-dq", "c2-stats-in-registers"],
+    [
+        None,
+        (1, 3, 2, 248),
+        (2, 2, 1, 168, False),
+        (2, 3, 1, 168, True, False),
+        (2, 2, 1, 168, True, True, True),
+    ],
+    ids=["shipped", "c1", "c2-own-dq", "c2-stats-in-registers", "persistent"],
 )
 @pytest.mark.parametrize(
     "case", GPU_CASES, ids=lambda c: "-".join(map(str, c)).replace("torch.", "")
