@@ -5,7 +5,7 @@ Run on the GPU machine from the checkout (torch, triton with Gluon, jinja2; no d
 read: every launch gets an explicit or built-in config):
 
     PYTHONPATH=. python3 benchmarks/hopper_bwd.py [--out DIR] [--budget S] [--grid anchors|probe]
-        [--configs D:C,B,S,R[,SHARE,STATS,PERSISTENT] ...] [--rep MS] [--workers N] [--check-timeout S]
+        [--configs D:C,B,S,R[,SHARE,STATS,PERSISTENT[,KV_BUFS]] ...] [--rep MS] [--workers N] [--check-timeout S]
 
 1. Correctness (bf16 and fp16, in worker processes, which also compiles every kernel the
    timing needs): dQ/dK/dV of the Hopper backward for each config, head dim and causal mode on
@@ -76,7 +76,7 @@ def _hopper(do, q, k, v, out, lse, causal, cfg):
     from flashgen.kernels import hopper_bwd
 
     spec = _spec(q.shape[-1], causal, str(q.dtype).removeprefix("torch."))
-    config = hopper_bwd.HopperBwdConfig(*cfg[:4], *(bool(x) for x in cfg[4:]))
+    config = hopper_bwd.HopperBwdConfig(*cfg[:4], *(bool(x) for x in cfg[4:7]), *cfg[7:])
     return hopper_bwd.backward(do, q, k, v, out, lse, scale=q.shape[-1] ** -0.5, spec=spec,
                                config=config)  # fmt: skip
 
@@ -214,7 +214,7 @@ def main(argv=None) -> int:
         "--configs",
         nargs="*",
         default=None,
-        help="Hopper configs as head_dim:consumers,num_buf,dq_split,maxnreg[,share_ds,stats_tma,persistent 0/1] "
+        help="Hopper configs as head_dim:consumers,num_buf,dq_split,maxnreg[,share_ds,stats_tma,persistent 0/1[,kv_bufs]] "
         "(default: flashgen.kernels.hopper_bwd.CONFIGS per head dim)",
     )
     parser.add_argument("--check-timeout", type=float, default=60.0,
@@ -232,7 +232,7 @@ def main(argv=None) -> int:
             return mine
         c = hopper_bwd.CONFIGS[d]
         flags = (c.share_ds, c.stats_tma, c.persistent)
-        return [(c.consumers, c.num_buf, c.dq_split, c.maxnreg, *map(int, flags))]
+        return [(c.consumers, c.num_buf, c.dq_split, c.maxnreg, *map(int, flags), c.kv_bufs)]
 
     shapes = GRIDS[args.grid]
     dims = sorted({s[-1] for s in shapes})

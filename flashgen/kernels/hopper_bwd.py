@@ -47,7 +47,8 @@ class HopperBwdConfig:
     step's logsumexp and delta rows into shared memory by TMA, read only where used (fewer
     live registers than loading them into registers ahead); persistent: one program per SM
     walking work items p, p + grid, ... (the next item's K/V and first Q/dO load while this
-    one stores dK/dV) instead of one program per item."""
+    one stores dK/dV) instead of one program per item; kv_bufs 2 (with persistent): the next
+    item's K and V load during this one's last steps."""
 
     consumers: int
     num_buf: int
@@ -56,6 +57,7 @@ class HopperBwdConfig:
     share_ds: bool = False
     stats_tma: bool = False
     persistent: bool = False
+    kv_bufs: int = 1
     block_m: int = 64
 
     def __post_init__(self) -> None:
@@ -70,6 +72,7 @@ class HopperBwdConfig:
             ("num_buf", self.num_buf in (2, 3, 4), "2, 3 or 4"),
             ("dq_split", self.dq_split in (1, 2), "1 or 2"),
             ("block_m", self.block_m == 64, "64"),
+            ("kv_bufs", self.kv_bufs in (1, 2), "1 or 2"),
             ("share_ds", not self.share_ds or self.consumers == 2, "False with one consumer"),
             ("maxnreg", 24 <= self.maxnreg <= 248 and self.maxnreg % 8 == 0
              and self.threads() * self.maxnreg <= REGS_PER_SM,
@@ -89,10 +92,11 @@ class HopperBwdConfig:
 
     def shared_bytes(self, head_dim: int, elem_bytes: int = 2) -> int:
         """Bytes the kernel allocates: the Q/dO ring, the K and V blocks, dS, the mbarriers."""
-        tiles = (2 * self.num_buf * self.block_m + 2 * self.block_n) * head_dim * elem_bytes
+        rows = 2 * self.num_buf * self.block_m + 2 * self.kv_bufs * self.block_n
+        tiles = rows * head_dim * elem_bytes
         ds = self.block_m * self.block_n * elem_bytes
         stats = 2 * self.num_buf * self.block_m * 4 if self.stats_tma else 0
-        return tiles + ds + stats + BARRIER_BYTES * (4 + 2 * self.num_buf)
+        return tiles + ds + stats + BARRIER_BYTES * (2 + 2 * self.kv_bufs + 2 * self.num_buf)
 
     def head_dim_reason(self, head_dim: int) -> str | None:
         """Why this config cannot run head dim `head_dim` (dQ's column chunks must be whole
@@ -104,6 +108,7 @@ class HopperBwdConfig:
 
     def short(self) -> str:
         flags = " share" * self.share_ds + " stats" * self.stats_tma + " P" * self.persistent
+        flags += " kv2" * (self.kv_bufs == 2)
         return (f"(hopper-bwd c{self.consumers} b{self.num_buf} s{self.dq_split} "
                 f"r{self.maxnreg}{flags})")  # fmt: skip
 
@@ -231,7 +236,7 @@ def backward(do, q, k, v, out, lse, *, scale: float, spec, config: HopperBwdConf
         *descs, *stats, lse, delta, dk, dv, acc, batch, hq, hkv, sq, sk, float(scale),
         BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, NUM_BUF=cfg.num_buf,
         NUM_CONSUMERS=cfg.consumers, DQ_SPLIT=cfg.dq_split, SHARE_DS=cfg.share_ds,
-        STATS_TMA=cfg.stats_tma, num_warps=4, maxnreg=cfg.maxnreg,
+        STATS_TMA=cfg.stats_tma, KV_BUFS=cfg.kv_bufs, num_warps=4, maxnreg=cfg.maxnreg,
     )  # fmt: skip
     dq = torch.empty((batch, hq, sq, dim), dtype=q.dtype, device=q.device)
     onepass = load_family(KernelSpec(dim, spec.causal, spec.dtype, "bwd"), "onepass")
@@ -275,12 +280,13 @@ def compile_for_sm90(spec, cfg: HopperBwdConfig | None = None) -> dict:
         "SEQ_Q": "i32", "SEQ_K": "i32", "sm_scale": "fp32", "BLOCK_M": "constexpr",
         "BLOCK_N": "constexpr", "NUM_BUF": "constexpr", "NUM_CONSUMERS": "constexpr",
         "DQ_SPLIT": "constexpr", "SHARE_DS": "constexpr", "STATS_TMA": "constexpr",
+        "KV_BUFS": "constexpr",
         "num_warps": "constexpr",
     }  # fmt: skip
     constexprs = {
         "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "NUM_BUF": cfg.num_buf,
         "NUM_CONSUMERS": cfg.consumers, "DQ_SPLIT": cfg.dq_split, "SHARE_DS": cfg.share_ds,
-        "STATS_TMA": cfg.stats_tma,
+        "STATS_TMA": cfg.stats_tma, "KV_BUFS": cfg.kv_bufs,
         "num_warps": 4,
     }  # fmt: skip
     source = GluonASTSource(

@@ -133,6 +133,7 @@ AOT_CASES = [
     (128, True, (1, 3, 2, 248)),
     (128, False, (2, 2, 2, 168, False)),
     (64, False, (2, 3, 1, 168, False, True)),
+    (128, True, (2, 2, 1, 168, True, True, True, 2)),
 ]
 
 _AOT_SCRIPT = """
@@ -216,8 +217,9 @@ GPU_CASES = [
         (2, 2, 1, 168, False),
         (2, 3, 1, 168, True, False),
         (2, 2, 1, 168, True, True, True),
+        (2, 2, 1, 168, True, True, True, 2),
     ],
-    ids=["shipped", "c1", "c2-own-dq", "c2-stats-in-registers", "persistent"],
+    ids=["shipped", "c1", "c2-own-dq", "c2-stats-in-registers", "persistent", "persistent-kv2"],
 )
 @pytest.mark.parametrize(
     "case", GPU_CASES, ids=lambda c: "-".join(map(str, c)).replace("torch.", "")
