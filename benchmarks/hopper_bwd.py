@@ -5,7 +5,8 @@ Run on the GPU machine from the checkout (torch, triton with Gluon, jinja2; no d
 read: every launch gets an explicit or built-in config):
 
     PYTHONPATH=. python3 benchmarks/hopper_bwd.py [--out DIR] [--budget S] [--grid anchors|probe]
-        [--configs D:C,B,S,R[,SHARE,STATS,PERSISTENT[,KV_BUFS]] ...] [--rep MS] [--workers N] [--check-timeout S]
+        [--configs D:C,B,S,R[,SHARE,STATS,PERSISTENT[,KV_BUFS]] ...] [--checks D:CAUSAL:CFG ...]
+        [--rep MS] [--check-timeout S]
 
 1. Correctness (bf16 and fp16, in worker processes, which also compiles every kernel the
    timing needs): dQ/dK/dV of the Hopper backward for each config, head dim and causal mode on
@@ -97,27 +98,33 @@ def _forward(q, k, v, causal):
 
 
 def check(job):
-    """In a worker: every CHECKS shape for one (head dim, causal, config) in bf16 (and fp16 when
-    `warm`); then, when `warm`, one run of the timed specialisation (seq 1024) of the split kind
-    and the forward."""
+    """In a worker of its own (CUDA_LAUNCH_BLOCKING=1, so a fault names its launch): the CHECKS
+    shapes for one (head dim, causal, config) in bf16 (the last, with more work items than
+    SMs, only for persistent configs), one in fp16 when `warm`; the first fault ends the job
+    (the CUDA context is lost). Then, when `warm`, one run of the timed specialisation of the
+    split kind and the forward, so the timing finds them compiled."""
+    os.environ["CUDA_LAUNCH_BLOCKING"] = "1"
+    if len(job) > 4:  # spread over the machine's GPUs (set before torch initialises CUDA)
+        os.environ["CUDA_VISIBLE_DEVICES"] = str(job[4])
+    import traceback
+
     import torch
 
     from flashgen.kernels.reference import attention_ref, sdpa_same_dtype
 
-    d, causal, cfg, warm = job
+    d, causal, cfg, warm = job[:4]
+    persistent = len(cfg) > 6 and cfg[6]
+    cases = [(torch.bfloat16, shape) for shape in CHECKS[: 4 if persistent else 3]]
+    cases += [(torch.float16, CHECKS[0])] if warm else []
     results = []
-    # fp16 with the first config of each (head dim, causal) only: fewer compiles per run
-    for dtype in (torch.bfloat16, torch.float16) if warm else (torch.bfloat16,):
-        for b, hq, hkv, sq, sk in CHECKS:
-            case = dict(d=d, causal=causal, cfg=cfg, dtype=str(dtype), shape=[b, hq, hkv, sq, sk])
+    for dtype, (b, hq, hkv, sq, sk) in cases:
+        case = dict(d=d, causal=causal, cfg=list(cfg), dtype=str(dtype), shape=[b, hq, hkv, sq, sk])
+        try:
             q, k, v, do = _inputs(b, hq, hkv, sq, sk, d, seed=1, dtype=dtype)
-            try:
-                out, lse = _forward(q, k, v, causal)
-                got = _hopper(do, q, k, v, out, lse, causal, cfg)
-                torch.cuda.synchronize()
-            except Exception as exc:
-                results.append(dict(case, ok=False, error=f"{type(exc).__name__}: {exc}"[:600]))
-                continue
+            out, lse = _forward(q, k, v, causal)
+            torch.cuda.synchronize()
+            got = _hopper(do, q, k, v, out, lse, causal, cfg)
+            torch.cuda.synchronize()
             leaves = [t.detach().double().requires_grad_() for t in (q, k, v)]
             attention_ref(*leaves, causal=causal)[0].backward(do.double())
             half = [t.detach().clone().requires_grad_() for t in (q, k, v)]
@@ -131,7 +138,12 @@ def check(job):
                 errs[name] = [round(err, 5), round(bound, 5)]
                 ok = ok and bool(torch.isfinite(got[i]).all()) and err <= bound
             results.append(dict(case, ok=ok, errors=errs))
-    try:  # compile what the timing needs (the split kind, the forward) at its specialisation
+        except Exception as exc:
+            tb = traceback.format_exc()
+            results.append(dict(case, ok=False, error=f"{type(exc).__name__}: {exc}"[:300],
+                                where=tb[-1200:]))  # fmt: skip
+            return results
+    try:
         for hq, hkv in ((16, 16), (32, 8)) if warm else ():
             q, k, v, do = _inputs(1, hq, hkv, 1024, 1024, d)
             out, lse = _forward(q, k, v, causal)
@@ -140,6 +152,18 @@ def check(job):
     except Exception as exc:
         results.append(dict(d=d, causal=causal, warm_error=f"{type(exc).__name__}: {exc}"[:300]))
     return results
+
+
+def _gpu_count() -> int:
+    """GPUs of this machine, without initialising CUDA in this process (the workers are
+    spawned and pick theirs through CUDA_VISIBLE_DEVICES)."""
+    import subprocess
+
+    try:
+        done = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return 1
+    return max(1, sum(line.startswith("GPU ") for line in done.stdout.splitlines()))
 
 
 def tflops(b, hq, n, d, causal, factor):
@@ -217,31 +241,43 @@ def main(argv=None) -> int:
         help="Hopper configs as head_dim:consumers,num_buf,dq_split,maxnreg[,share_ds,stats_tma,persistent 0/1[,kv_bufs]] "
         "(default: flashgen.kernels.hopper_bwd.CONFIGS per head dim)",
     )
+    parser.add_argument(
+        "--checks",
+        nargs="*",
+        default=None,
+        help="correctness jobs as head_dim:causal 0/1:config (default: every "
+        "timed config, both causal modes); only configs that passed are "
+        "timed",
+    )
     parser.add_argument("--check-timeout", type=float, default=60.0,
                         help="seconds for the correctness phase (a hung kernel ends the run)")  # fmt: skip
     parser.add_argument("--rep", type=int, default=40, help="do_bench rep (ms)")
-    parser.add_argument("--workers", type=int, default=8)
     args = parser.parse_args(argv)
     start = time.time()
     from flashgen.kernels import hopper_bwd
 
-    def cfgs_for(d):
-        given = [c.split(":") for c in args.configs or ()]
-        mine = [tuple(int(x) for x in c.split(",")) for dim, c in given if int(dim) == d]
-        if mine:
-            return mine
+    def parse(text):
+        return tuple(int(x) for x in text.split(","))
+
+    def default_cfg(d):
         c = hopper_bwd.CONFIGS[d]
         flags = (c.share_ds, c.stats_tma, c.persistent)
-        return [(c.consumers, c.num_buf, c.dq_split, c.maxnreg, *map(int, flags), c.kv_bufs)]
+        return (c.consumers, c.num_buf, c.dq_split, c.maxnreg, *map(int, flags), c.kv_bufs)
 
     shapes = GRIDS[args.grid]
     dims = sorted({s[-1] for s in shapes})
-    jobs = [
-        (d, causal, cfg, i == 0)
-        for d in dims
-        for causal in (False, True)
-        for i, cfg in enumerate(cfgs_for(d))
-    ]
+    timed = {d: [parse(c.split(":")[1]) for c in args.configs or () if int(c.split(":")[0]) == d]
+             or [default_cfg(d)] for d in dims}  # fmt: skip
+    if args.checks:
+        jobs = [(int(d), bool(int(c)), parse(cfg)) for d, c, cfg in
+                (j.split(":") for j in args.checks)]  # fmt: skip
+    else:
+        jobs = [(d, causal, cfg) for d in dims for causal in (False, True) for cfg in timed[d]]
+    firsts = {}
+    jobs = [(d, c, cfg, firsts.setdefault((d, c), cfg) == cfg) for d, c, cfg in jobs]
+    gpus = _gpu_count()
+    if gpus > 1:
+        jobs = [(*job, i % gpus) for i, job in enumerate(jobs)]
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, "hopper_bwd.json")
     report = dict(checks=[], rows=[])
@@ -253,23 +289,39 @@ def main(argv=None) -> int:
 
     import multiprocessing as mp
 
-    pool = ProcessPoolExecutor(min(args.workers, len(jobs)), mp.get_context("spawn"))
+    # One process per job: a fault (lost CUDA context) or a hang stays in its job.
+    pool = ProcessPoolExecutor(len(jobs), mp.get_context("spawn"), max_tasks_per_child=1)
     futures = [pool.submit(check, job) for job in jobs]
+    hung = False
     for job, future in zip(jobs, futures, strict=True):
         left = max(1.0, args.check_timeout - (time.time() - start))
         try:
             report["checks"].extend(future.result(timeout=left))
-        except Exception as exc:  # a hung or crashed kernel: report, give up on timing
-            report["checks"].append(dict(job=repr(job), ok=False, error=repr(exc)[:300]))
-            print(f"check {job} did not finish: {exc!r}")
-            save()
-            os._exit(1)
-    pool.shutdown()
+        except Exception as exc:
+            hung = True
+            report["checks"].append(dict(job=repr(job[:3]), ok=False, error=repr(exc)[:300]))
+    if hung:  # a hung kernel keeps its worker: end them all
+        for proc in list(getattr(pool, "_processes", {}).values()):
+            proc.kill()
+    pool.shutdown(wait=not hung, cancel_futures=True)
+    passed = {
+        (d, c, tuple(cfg))
+        for d, c, cfg, *_ in jobs
+        if all(r.get("ok") for r in report["checks"]
+               if r.get("d") == d and r.get("causal") == c and tuple(r.get("cfg", ())) == cfg)
+        and any(r.get("d") == d and r.get("causal") == c and tuple(r.get("cfg", ())) == cfg
+                for r in report["checks"])
+    }  # fmt: skip
     bad = [r for r in report["checks"] if not r.get("ok", "warm_error" not in r)]
     ok = sum(1 for r in report["checks"] if r.get("ok"))
     print(f"[{time.time() - start:.0f}s] checks: {ok} ok, {len(bad)} failed")
-    for r in bad:
-        print("  FAILED", json.dumps(r))
+    for r in report["checks"]:
+        if not r.get("ok"):
+            print("  FAILED", json.dumps({k: v for k, v in r.items() if k != "where"}))
+            if "where" in r:
+                print("   ", r["where"].strip().splitlines()[-6:])
+    report["passed"] = sorted(map(repr, passed))
+    print("passed:", report["passed"])
     save()
     for shape in shapes:
         for causal in (False, True):
@@ -277,7 +329,9 @@ def main(argv=None) -> int:
                 print(f"budget reached before {shape} causal={causal}")
                 save()
                 return 1 if bad else 0
-            row = time_shape(shape, causal, cfgs_for(shape[-1]), args.rep)
+            d = shape[-1]
+            cfgs = [cfg for cfg in timed[d] if (d, causal, cfg) in passed]
+            row = time_shape(shape, causal, cfgs, args.rep)
             report["rows"].append(row)
             save()
             print(f"[{time.time() - start:.0f}s] {tuple(shape)} causal={causal} vs cuDNN "
