@@ -59,6 +59,7 @@ from ..core.config import TileConfig
 from ..core.spec import cdiv, dtype_name, spec_for
 from ..hardware.sram import current_device
 from ..hardware.tiles import config_for_kind
+from . import hopper_bwd
 from . import tma as _tma
 from .codegen import load, load_family
 from .fwd import mask_kind as _mask_kind
@@ -236,11 +237,20 @@ class _Plan:
         return dq, dk, dv
 
 
+def _auto_hopper(deterministic, chosen, spec, seq_k: int) -> bool:
+    """Whether a call that left the kind to flashgen (no kind argument, no FLASHGEN_BWD_KIND,
+    determinism not asked for) runs the hopper kind: where it measured faster
+    (`flashgen.kernels.hopper_bwd.AUTO`)."""
+    if not hopper_bwd.AUTO or chosen is not None or _kind_env():
+        return False
+    if deterministic or (deterministic is None and torch.are_deterministic_algorithms_enabled()):
+        return False
+    return hopper_bwd.auto_choice(spec, seq_k)
+
+
 def _hopper(do, q, k, v, out, lse, causal, scale, config):
     """The "hopper" kind's gradients, or None (logged once per reason) where it cannot run
     these tensors. A portable `config` (TileConfig or chooser) does not apply to it."""
-    from . import hopper_bwd
-
     spec = spec_for(q.shape[-1], causal, dtype_name(q.dtype), "bwd")
     reason = hopper_bwd.usable(spec, q, k, v, do)
     if reason is not None:
@@ -372,7 +382,10 @@ def backward(
     spec = spec_for(
         q.shape[-1], causal, dtype_name(q.dtype), "bwd", window is not None, softcap is not None
     )
+    chosen = kind
     kind = resolve_kind(deterministic, kind, spec)
+    if kind == DEFAULT_KIND and _auto_hopper(deterministic, chosen, spec, k.shape[2]):
+        kind = "hopper"
     if not need_dq or bounds is not None or mask is not None:
         # dK/dV alone: the split kind runs just its dK/dV kernel, no atomics; lengths and mask
         # tensors exist in the split kind's kernels only

@@ -122,6 +122,19 @@ CONFIGS = {
 }
 
 
+# Where this kind measured faster than the split kind on the H200 (benchmarks/RESULTS.md,
+# "Hopper backward"): (head dim, causal) -> the shortest key length measured faster. A call
+# that does not choose a kind (no kind argument, no FLASHGEN_BWD_KIND, determinism not asked
+# for) runs this kind there; everywhere else the split kind stays the default.
+AUTO: dict[tuple[int, bool], int] = {}
+
+
+def auto_choice(spec, seq_k: int) -> bool:
+    """Whether a call that leaves the kind to flashgen runs this kind for `spec` (`AUTO`)."""
+    least = AUTO.get((spec.head_dim, spec.causal))
+    return least is not None and seq_k >= least and spec_reason(spec) is None
+
+
 def template_context(spec) -> dict:
     """What the template may use: ints, bools and fixed names only."""
     from .hopper import gluon_api

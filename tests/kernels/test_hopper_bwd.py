@@ -71,6 +71,30 @@ def test_kind_is_opt_in_and_never_deterministic(monkeypatch):
     assert resolve_kind(False, None, KernelSpec(96, True, "bfloat16", "bwd")) == "split"
 
 
+def test_auto_choice_only_where_listed(monkeypatch):
+    """A call that leaves the kind open takes the hopper kind only for the (head dim, causal,
+    key length) `AUTO` lists, never under determinism or an explicit kind."""
+    monkeypatch.setattr(hopper_bwd, "AUTO", {(128, False): 2048})
+    assert hopper_bwd.auto_choice(KernelSpec(128, False, "bfloat16", "bwd"), 4096)
+    assert not hopper_bwd.auto_choice(KernelSpec(128, False, "bfloat16", "bwd"), 1024)
+    assert not hopper_bwd.auto_choice(KernelSpec(128, True, "bfloat16", "bwd"), 4096)
+    assert not hopper_bwd.auto_choice(KernelSpec(128, False, "float32", "bwd"), 4096)
+    ran = []
+    real = bwd._hopper
+    monkeypatch.setattr(bwd, "_hopper", lambda *a: ran.append(a) or real(*a))
+    monkeypatch.setattr(hopper_bwd, "AUTO", {(64, False): 1})
+    monkeypatch.delenv("FLASHGEN_BWD_KIND", raising=False)
+    q, k, v, do = (torch.randn(1, 2, 33, 64).half() for _ in range(4))
+    from flashgen.kernels.fwd import forward
+
+    out, lse = forward(q, k, v, causal=False, scale=None)
+    bwd.backward(do, q, k, v, out, lse, causal=False, scale=0.125)
+    assert len(ran) == 1  # tried (and on CPU tensors fell back to split)
+    bwd.backward(do, q, k, v, out, lse, causal=False, scale=0.125, deterministic=True)
+    bwd.backward(do, q, k, v, out, lse, causal=False, scale=0.125, kind="split")
+    assert len(ran) == 1
+
+
 def test_cpu_tensors_fall_back_to_split(monkeypatch):
     """kind="hopper" on tensors it cannot run (here: CPU, the interpreter) gives the split
     kind's gradients, not an error."""
