@@ -16,7 +16,6 @@ from flashgen.core.spec import KernelSpec
 from flashgen.kernels import bwd, hopper, hopper_bwd
 from flashgen.kernels.bwd import resolve_kind
 from flashgen.kernels.codegen import render
-from flashgen.kernels.reference import attention_ref, max_abs_err, sdpa_same_dtype
 
 API, API_REASON = hopper.gluon_api()
 needs_gluon = pytest.mark.skipif(API is None, reason=f"no usable Gluon: {API_REASON}")
@@ -218,16 +217,53 @@ def test_compiles_for_sm90_and_fits_the_model():
 
 GPU_CASES = [
     # (B, Hq, Hkv, Sq, Sk, D, dtype, causal)
-    (2, 4, 4, 1000, 1000, 128, torch.bfloat16, False),
-    (2, 4, 4, 1000, 1000, 128, torch.bfloat16, True),
-    (1, 8, 2, 777, 777, 128, torch.float16, True),  # GQA 4, odd length
-    (1, 4, 4, 129, 300, 128, torch.bfloat16, False),  # more keys than queries
-    (1, 4, 4, 300, 129, 128, torch.bfloat16, True),  # causal, fewer keys
-    (1, 2, 2, 1, 1, 64, torch.float16, True),
-    (2, 4, 2, 1000, 1000, 64, torch.bfloat16, True),
-    (4, 16, 8, 1000, 1000, 128, torch.bfloat16, True),  # 256 work items: several per program
-    (1, 4, 1, 257, 1031, 64, torch.float16, False),
+    (2, 4, 4, 1000, 1000, 128, "bfloat16", False),
+    (2, 4, 4, 1000, 1000, 128, "bfloat16", True),
+    (1, 8, 2, 777, 777, 128, "float16", True),  # GQA 4, odd length
+    (1, 4, 4, 129, 300, 128, "bfloat16", False),  # more keys than queries
+    (1, 4, 4, 300, 129, 128, "bfloat16", True),  # causal, fewer keys
+    (1, 2, 2, 1, 1, 64, "float16", True),
+    (2, 4, 2, 1000, 1000, 64, "bfloat16", True),
+    (4, 16, 8, 1000, 1000, 128, "bfloat16", True),  # 256 work items: several per program
+    (1, 4, 1, 257, 1031, 64, "float16", False),
 ]
+
+# Runs every GPU case for one config in a child process: a kernel fault (a lost CUDA context)
+# then fails this test only, not every GPU test after it in the session.
+_GPU_SCRIPT = """
+import json, sys
+import torch
+from flashgen.core.spec import KernelSpec
+from flashgen.kernels import bwd, hopper_bwd
+from flashgen.kernels.fwd import forward
+from flashgen.kernels.reference import attention_ref, max_abs_err, sdpa_same_dtype
+config, cases = json.loads(sys.argv[1])
+cfg = None if config is None else hopper_bwd.HopperBwdConfig(*config)
+for b, hq, hkv, sq, sk, d, dtype, causal in cases:
+    name = f"{b}x{hq}/{hkv}x{sq}x{sk} d{d} {dtype} causal={causal}"
+    dtype = getattr(torch, dtype)
+    gen = torch.Generator().manual_seed(3)
+    q = torch.randn(b, hq, sq, d, generator=gen).to(dtype).cuda()
+    k, v = (torch.randn(b, hkv, sk, d, generator=gen).to(dtype).cuda() for _ in range(2))
+    do = torch.randn(b, hq, sq, d, generator=gen).to(dtype).cuda()
+    out, lse = forward(q, k, v, causal=causal, scale=None)
+    spec = KernelSpec(d, causal, str(dtype).removeprefix("torch."), "bwd")
+    assert hopper_bwd.usable(spec, q, k, v, do) is None, name  # no silent fallback
+    got = bwd.backward(do, q, k, v, out, lse, causal=causal, scale=d**-0.5, kind="hopper",
+                       config=cfg)
+    ref = [t.detach().double().requires_grad_() for t in (q, k, v)]
+    attention_ref(*ref, causal=causal)[0].backward(do.double())
+    eager = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+    sdpa_same_dtype(*eager, causal=causal).backward(do)
+    for grad, g, want, same in zip("qkv", got, ref, eager):
+        assert g.shape == want.shape and g.dtype == dtype, name
+        assert bool(torch.isfinite(g).all()), f"{name}: d{grad} not finite"
+        err = max_abs_err(g, want.grad)
+        bound = 3.0 * max_abs_err(same.grad, want.grad) + 8e-3 * max(
+            1.0, want.grad.abs().max().item())
+        assert err <= bound, f"{name}: d{grad} {err:.3e} > {bound:.3e}"
+print("ok", len(cases))
+"""
 
 
 @pytest.mark.gpu
@@ -235,41 +271,20 @@ GPU_CASES = [
 @needs_gluon
 @pytest.mark.parametrize(
     "config",
-    [
-        None,
-        (1, 3, 2, 248),
-        (2, 2, 1, 168, False),
-        (2, 3, 1, 168, True, False),
-        (2, 2, 1, 168, True, True, True),
-        (2, 2, 1, 168, True, True, True, 2),
-    ],
-    ids=["shipped", "c1", "c2-own-dq", "c2-stats-in-registers", "persistent", "persistent-kv2"],
+    [None, (2, 2, 1, 168, True, True, True, 2)],
+    ids=["shipped", "persistent-kv2"],  # other configs: benchmarks/hopper_bwd.py checks them
 )
-@pytest.mark.parametrize(
-    "case", GPU_CASES, ids=lambda c: "-".join(map(str, c)).replace("torch.", "")
-)
-def test_matches_float64(case, config):
-    from flashgen.kernels.fwd import forward
+def test_matches_float64(config):
+    """dQ/dK/dV against float64 autograd within 3x PyTorch's own same-dtype error plus 8e-3 of
+    the gradient's size, over GPU_CASES (GQA, causal both ways, odd lengths, fp16 and bf16)."""
+    import json
+    import os
+    import subprocess
+    import sys
 
-    b, hq, hkv, sq, sk, d, dtype, causal = case
-    gen = torch.Generator().manual_seed(3)
-    q = torch.randn(b, hq, sq, d, generator=gen).to(dtype).cuda()
-    k, v = (torch.randn(b, hkv, sk, d, generator=gen).to(dtype).cuda() for _ in range(2))
-    do = torch.randn(b, hq, sq, d, generator=gen).to(dtype).cuda()
-    out, lse = forward(q, k, v, causal=causal, scale=None)
-    spec = KernelSpec(d, causal, str(dtype).removeprefix("torch."), "bwd")
-    assert hopper_bwd.usable(spec, q, k, v, do) is None  # must not silently run another kind
-    cfg = None if config is None else hopper_bwd.HopperBwdConfig(*config)
-    got = bwd.backward(do, q, k, v, out, lse, causal=causal, scale=d**-0.5, kind="hopper",
-                       config=cfg)  # fmt: skip
-    ref = [t.detach().double().requires_grad_() for t in (q, k, v)]
-    attention_ref(*ref, causal=causal)[0].backward(do.double())
-    eager = [t.detach().clone().requires_grad_() for t in (q, k, v)]
-    sdpa_same_dtype(*eager, causal=causal).backward(do)
-    for name, g, want, same in zip("qkv", got, ref, eager, strict=True):
-        assert g.shape == want.shape and g.dtype == dtype and torch.isfinite(g).all()
-        err = max_abs_err(g, want.grad)
-        bound = 3.0 * max_abs_err(same.grad, want.grad) + 8e-3 * max(
-            1.0, want.grad.abs().max().item()
-        )
-        assert err <= bound, f"d{name}: {err:.3e} > {bound:.3e}"
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    done = subprocess.run(
+        [sys.executable, "-c", _GPU_SCRIPT, json.dumps([config, GPU_CASES])],
+        env=env, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
