@@ -1,6 +1,7 @@
 """Masked attention on the GPU (issue 16): bf16 against float64, then speed.
 
     python benchmarks/masks.py [--out FILE.csv] [--budget SECONDS] [--only NAME,...]
+                               [--dirs fwd,fwd+bwd] [--no-check] [--warm]
 
 1. Correctness: every mask kind the kernels take (sliding window causal and two-sided, softcap,
    and key/query padding when this checkout has it), forward and backward in bf16 through
@@ -17,6 +18,8 @@
 
 Rows are printed and appended to the CSV as they are measured (a run stopped by its time limit
 keeps what it measured). Kernels run with their default configs (no tuning database).
+`--warm` runs every timed function once and times nothing: started in a parallel process it
+fills Triton's cache, so a later timing run does not spend its time limit compiling.
 """
 
 from __future__ import annotations
@@ -164,7 +167,14 @@ def check(name, causal, kw, mk, cap, args):
     return ok
 
 
+WARM_ONLY = False
+
+
 def bench(fn):
+    if WARM_ONLY:
+        fn()
+        torch.cuda.synchronize()
+        return float("nan")
     return triton.testing.do_bench(fn, warmup=10, rep=40, return_mode="median")
 
 
@@ -176,7 +186,7 @@ def fwd_bwd(fn, q, k, v, do):
     return run
 
 
-def speed(name, causal, kw, mk, cap, shape, writer):
+def speed(name, causal, kw, mk, cap, shape, writer, dirs=("fwd", "fwd+bwd")):
     b, hq, hkv, n, d = shape
     gen = torch.Generator(device="cuda").manual_seed(2)
     q, k, v = (
@@ -213,6 +223,8 @@ def speed(name, causal, kw, mk, cap, shape, writer):
             del os.environ["FLASHGEN_FWD_FAMILY"]
 
     for direction, flops_per_pair in (("fwd", 4 * d), ("fwd+bwd", 10 * d)):
+        if direction not in dirs:
+            continue
         grad = direction != "fwd"
         with torch.set_grad_enabled(grad):
             t_ours = bench(fwd_bwd(ours, q, k, v, do) if grad else ours)
@@ -241,7 +253,13 @@ def main():
     ap.add_argument("--budget", type=float, default=50.0, help="seconds; stop starting new rows")
     ap.add_argument("--only", default="", help="comma-separated variant names")
     ap.add_argument("--shape", default="4,16,4,4096,128", help="b,hq,hkv,n,d for the timings")
+    ap.add_argument("--dirs", default="fwd,fwd+bwd", help="which of fwd, fwd+bwd to time")
+    ap.add_argument("--no-check", action="store_true", help="skip the float64 checks")
+    ap.add_argument("--warm", action="store_true", help="run each timed function once, no timing")
     args = ap.parse_args()
+    global WARM_ONLY
+    WARM_ONLY = args.warm
+    dirs = tuple(args.dirs.split(","))
     start = time.monotonic()
     shape = tuple(int(x) for x in args.shape.split(","))
     chosen = [
@@ -250,7 +268,7 @@ def main():
     print(f"{torch.cuda.get_device_name()} torch {torch.__version__} triton {triton.__version__} "
           f"commit {os.environ.get('FLASHGEN_COMMIT', '?')}", flush=True)  # fmt: skip
     failed = 0
-    for name, causal, kw, mk, cap in chosen:
+    for name, causal, kw, mk, cap in [] if args.no_check else chosen:
         if time.monotonic() - start > args.budget / 2:
             print(f"budget: check of {name} and later skipped", flush=True)
             break
@@ -269,7 +287,9 @@ def main():
                 print(f"budget spent: {name} and later not timed", flush=True)
                 break
             try:
-                speed(name, causal, kw, mk, cap, shape, lambda r: (w.writerow(r), fh.flush()))
+                speed(name, causal, kw, mk, cap, shape,
+                      (lambda r: None) if args.warm else (lambda r: (w.writerow(r), fh.flush())),
+                      dirs)  # fmt: skip
             except Exception as exc:
                 print(f"speed {name}: ERROR {type(exc).__name__}: {exc}", flush=True)
     print(f"checks failed: {failed}", flush=True)

@@ -113,7 +113,10 @@ class _Plan:
         scale = float(self.scale if scale is None else scale)
         if self.hopper is not None:
             spec, cfg = self.hopper
-            hopper.forward(q, k, v, out, lse, scale=scale, spec=spec, config=cfg)
+            hopper.forward(
+                q, k, v, out, lse, scale=scale, spec=spec, config=cfg, window=window,
+                softcap=softcap, bounds=bounds,
+            )  # fmt: skip
             return
         qk_scale = scale * LOG2E
         win = () if window is None else window

@@ -108,12 +108,16 @@ def template_context(spec) -> dict:
         spec.direction != "fwd"
         or spec.head_dim not in RENDERABLE_HEAD_DIMS
         or (spec.dtype not in _GL_DTYPE)
+        or spec.attn_mask
     ):
         raise ValueError(f"the Hopper family has no kernel for {spec.uri()}")
     return {
         "uri": spec.uri(),
         "head_dim": spec.head_dim,
         "causal": spec.causal,
+        "window": spec.window,
+        "softcap": spec.softcap,
+        "lengths": spec.lengths,
         "dtype": spec.dtype,
         "gl_dtype": _GL_DTYPE[spec.dtype],
         "tma_load": api["tma_load"],
@@ -125,12 +129,6 @@ def spec_reason(spec, *, forced: bool = False) -> str | None:
     """Why `spec` cannot (or, unless forced, should not) take the Hopper family; None if it can."""
     if spec.direction != "fwd":
         return "the Hopper family is forward only"
-    if spec.window:
-        return "sliding windows are in the portable family only"
-    if spec.softcap:
-        return "logit softcapping is in the portable family only"
-    if spec.lengths:
-        return "per-sequence lengths (key padding) are in the portable family only"
     if spec.attn_mask:
         return "attention-mask tensors are in the portable family only"
     if spec.dtype not in _GL_DTYPE:
@@ -189,19 +187,41 @@ def config_for(spec, seq_q: int) -> HopperConfig:
     from ..hardware.sram import current_device
 
     found = tuned_config(spec.head_dim, spec.causal, seq_q, current_device())
-    return found or CONFIGS[spec.head_dim]
+    return for_spec(found or CONFIGS[spec.head_dim], spec)
 
 
-def forward(q, k, v, out, lse, *, scale: float, spec, config: HopperConfig | None = None) -> None:
+def banded(spec) -> bool:
+    """Whether the rendering walks a per-consumer band of key tiles (window or lengths)."""
+    return spec.window or spec.lengths
+
+
+def for_spec(cfg: HopperConfig, spec) -> HopperConfig:
+    """`cfg` as the spec's kernel can run it: a banded kernel (window, lengths) has no
+    ping-pong (its consumers walk different tile ranges, the turn order assumes equal ones)."""
+    if banded(spec) and cfg.pingpong:
+        return HopperConfig(
+            cfg.block_m, cfg.block_n, cfg.num_buf, cfg.consumers, cfg.num_warps, cfg.maxnreg,
+            False, cfg.persistent,
+        )  # fmt: skip
+    return cfg
+
+
+def forward(
+    q, k, v, out, lse, *, scale: float, spec, config: HopperConfig | None = None, window=None,
+    softcap=None, bounds=None,
+) -> None:  # fmt: skip
     """Launch the Hopper kernel, writing `out` (contiguous, q's dtype) and `lse` (float32
-    [B, Hq, Sq], natural log: what flashgen's backward reads)."""
+    [B, Hq, Sq], natural log: what flashgen's backward reads). The masks as in
+    `flashgen.kernels.fwd.forward` (window (left, right) with right = 0 when causal, softcap,
+    bounds int32 [B, 4]; with bounds, `out` must hold zeros and `lse` +inf beforehand), each
+    given exactly when `spec` has it."""
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
     from .codegen import load_family
 
     batch, hq, sq, dim = q.shape
-    cfg = config or config_for(spec, sq)
+    cfg = for_spec(config or config_for(spec, sq), spec)
     hkv, sk = k.shape[1], k.shape[2]
     gl_dtype = getattr(gl, spec.dtype)
     rows_q = cfg.block_m // cfg.consumers
@@ -216,12 +236,34 @@ def forward(q, k, v, out, lse, *, scale: float, spec, config: HopperConfig | Non
         from ..hardware.hopper_tiles import programs_per_sm
 
         items = min(items, programs_per_sm(cfg, dim) * _sm_count(q.device.index or 0))
+    if window is not None:  # sizes past both lengths cover everything; keep int32 sums exact
+        window = (min(window[0], sq + sk), min(window[1], sq + sk))
+    masks = mask_args(spec, scale, window, softcap, bounds)
     load_family(spec, "hopper").attn_fwd_ws[(items,)](
-        *descs, lse, batch, hq, hq // hkv, sq, sk, float(scale) * LOG2E,
+        *descs, lse, batch, hq, hq // hkv, sq, sk, float(scale) * LOG2E, *masks,
         BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, NUM_BUF=cfg.num_buf,
         NUM_CONSUMERS=cfg.consumers, PINGPONG=cfg.pingpong,
         num_warps=cfg.num_warps, maxnreg=cfg.maxnreg,
     )  # fmt: skip
+
+
+def mask_args(spec, scale: float, window, softcap, bounds) -> tuple:
+    """The kernel's mask arguments after qk_scale, in the template's order; a mask the spec
+    has must be given and one it lacks must not (a mismatch would launch the wrong kernel)."""
+    given = {"window": window, "softcap": softcap, "lengths": bounds}
+    for name, value in given.items():
+        if getattr(spec, name) != (value is not None):
+            raise ValueError(
+                f"{spec.uri()}: {name} {'missing' if value is None else 'not expected'}"
+            )
+    args: tuple = ()
+    if window is not None:
+        args += (int(window[0]), int(window[1]))
+    if softcap is not None:
+        args += (float(softcap) / float(scale),)  # the kernel caps raw scores
+    if bounds is not None:
+        args += (bounds,)
+    return args
 
 
 @functools.cache
@@ -243,7 +285,7 @@ def compile_for_sm90(spec, cfg: HopperConfig | None = None) -> dict:
 
     from .codegen import load_family
 
-    cfg = cfg or CONFIGS[spec.head_dim]
+    cfg = for_spec(cfg or CONFIGS[spec.head_dim], spec)
     short = {"bfloat16": "bf16", "float16": "fp16"}[spec.dtype]
 
     def desc(rows):
@@ -255,10 +297,17 @@ def compile_for_sm90(spec, cfg: HopperConfig | None = None) -> dict:
     signature = {
         "desc_q": desc(rows_q), "desc_k": desc(cfg.block_n), "desc_v": desc(cfg.block_n),
         "desc_o": desc(rows_q), "Lse": "*fp32", "BATCH": "i32", "H": "i32", "GROUP": "i32", "SEQ_Q": "i32",
-        "SEQ_K": "i32", "qk_scale": "fp32", "BLOCK_M": "constexpr", "BLOCK_N": "constexpr",
-        "NUM_BUF": "constexpr", "NUM_CONSUMERS": "constexpr", "PINGPONG": "constexpr",
-        "num_warps": "constexpr",
+        "SEQ_K": "i32", "qk_scale": "fp32",
     }  # fmt: skip
+    if spec.window:
+        signature.update(WIN_LEFT="i32", WIN_RIGHT="i32")
+    if spec.softcap:
+        signature["softcap_raw"] = "fp32"
+    if spec.lengths:
+        signature["SeqBounds"] = "*i32"
+    signature.update(BLOCK_M="constexpr", BLOCK_N="constexpr", NUM_BUF="constexpr",
+                     NUM_CONSUMERS="constexpr", PINGPONG="constexpr", num_warps="constexpr")  # fmt: skip
+    pointers = [i for i, name in enumerate(signature) if name in ("Lse", "SeqBounds")]
     constexprs = {
         "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "NUM_BUF": cfg.num_buf,
         "NUM_CONSUMERS": cfg.consumers, "PINGPONG": cfg.pingpong, "num_warps": cfg.num_warps,
@@ -267,7 +316,8 @@ def compile_for_sm90(spec, cfg: HopperConfig | None = None) -> dict:
         fn=load_family(spec, "hopper").attn_fwd_ws,
         signature=signature,
         constexprs=constexprs,
-        attrs={(4,): [["tt.divisibility", 16]]},  # Lse: the JIT's 16-byte pointer specialisation
+        # Lse (and SeqBounds): the JIT's 16-byte pointer specialisation
+        attrs={(i,): [["tt.divisibility", 16]] for i in pointers},
     )
     kernel = triton.compile(
         source,

@@ -323,3 +323,209 @@ def test_auto_choice_on_sm90(monkeypatch):
     assert not hopper.choose(d128, odd, odd, odd, 256)
     monkeypatch.setenv("FLASHGEN_FWD_TMA", "0")
     assert not hopper.choose(d128, q, q, q, 256)
+
+
+# ---- masks in the Hopper family: windows, softcap, per-sequence lengths --------------------
+
+
+MASK_SPECS = [
+    KernelSpec(128, True, "bfloat16", "fwd", window=True),
+    KernelSpec(128, False, "float16", "fwd", window=True),
+    KernelSpec(128, True, "bfloat16", "fwd", softcap=True),
+    KernelSpec(128, False, "bfloat16", "fwd", lengths=True),
+    KernelSpec(128, True, "bfloat16", "fwd", window=True, softcap=True, lengths=True),
+]
+
+
+@needs_gluon
+@pytest.mark.parametrize("spec", MASK_SPECS, ids=lambda s: s.uri())
+def test_render_masks(spec):
+    """Each mask is a separate block of the template: the window's band, the softcap's tanh,
+    the lengths' offsets appear exactly in the renderings that have them, and a banded kernel
+    (window or lengths) guards rows that have seen no key yet."""
+    source = render(spec, "hopper")
+    assert ("WIN_LEFT, WIN_RIGHT," in source) == spec.window
+    assert ("def _tanh(x):" in source) == spec.softcap
+    assert ("SeqBounds," in source) == spec.lengths
+    assert ("m_use = gl.where(m_new ==" in source) == (spec.window or spec.lengths)
+    assert ("k_start + lo * BLOCK_N" in source) == spec.lengths
+    compile(source, spec.uri(), "exec")
+    assert hasattr(load_family(spec, "hopper"), "attn_fwd_ws")
+
+
+def test_masks_take_the_hopper_family_but_mask_tensors_do_not():
+    for spec in MASK_SPECS:
+        assert hopper.spec_reason(spec) == API_REASON
+    tensor = KernelSpec(128, False, "bfloat16", "fwd", attn_mask="bool")
+    assert "attention-mask tensors" in hopper.spec_reason(tensor, forced=True)
+
+
+def test_banded_kernels_run_without_pingpong():
+    from flashgen.core.hopper_config import HopperConfig
+
+    cfg = HopperConfig(128, 128, 2, 2, 4, 168, True, True)
+    assert hopper.for_spec(cfg, MASK_SPECS[0]) == HopperConfig(128, 128, 2, 2, 4, 168, False, True)
+    assert hopper.for_spec(cfg, MASK_SPECS[2]) == cfg  # softcap alone keeps the tile ranges
+
+
+def test_mask_arguments_follow_the_spec():
+    spec = MASK_SPECS[-1]
+    seq_bounds = torch.zeros(2, 4, dtype=torch.int32)
+    args = hopper.mask_args(spec, 0.5, (7, 0), 30.0, seq_bounds)
+    assert args[:3] == (7, 0, 60.0) and args[3] is seq_bounds  # the cap on raw scores: cap/scale
+    with pytest.raises(ValueError, match="softcap missing"):
+        hopper.mask_args(spec, 0.5, (7, 0), None, seq_bounds)
+    with pytest.raises(ValueError, match="window not expected"):
+        hopper.mask_args(MASK_SPECS[2], 0.5, (7, 0), 30.0, None)
+
+
+_AOT_MASKS = """
+import json, sys
+from flashgen.kernels import hopper
+from flashgen.core.spec import KernelSpec
+out = {}
+for uri in sys.argv[1:]:
+    res = hopper.compile_for_sm90(KernelSpec.from_uri(uri))
+    out[uri] = dict(shared=res["shared"], wgmma="wgmma.mma_async" in res["ptx"],
+                    tanh="tanh.approx.f32" in res["ptx"])
+json.dump(out, sys.stdout)
+"""
+
+
+@pytest.mark.skipif(_gluon_aot_available() is not None, reason=str(_gluon_aot_available()))
+def test_masked_kernels_compile_for_sm90():
+    """The masked renderings compile for sm_90 with the shipped config and allocate the same
+    shared memory as the unmasked kernel (the masks add registers, not buffers)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    uris = [s.uri() for s in (MASK_SPECS[1], MASK_SPECS[2], MASK_SPECS[4])]
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    done = subprocess.run(
+        [sys.executable, "-c", _AOT_MASKS, *uris], env=env, capture_output=True, text=True,
+        timeout=900,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads(done.stdout)
+    model = hopper.CONFIGS[128].shared_bytes(128)
+    for uri in uris:
+        assert results[uri]["wgmma"], uri
+        assert model <= results[uri]["shared"] < model + 1024, (uri, results[uri])
+        assert results[uri]["tanh"] == ("cap" in uri), uri
+
+
+# (B, Hq, Hkv, Sq, Sk, dtype, causal, window, softcap, (padding, key lengths, query lengths))
+MASK_CASES = [
+    (2, 4, 2, 1000, 1000, torch.bfloat16, True, (255, 0), None, None),
+    (1, 4, 4, 777, 901, torch.float16, False, (100, 37), None, None),
+    (1, 4, 4, 600, 300, torch.float16, False, (64, 64), None, None),  # rows that see no key
+    (2, 4, 2, 1000, 1000, torch.bfloat16, True, None, 30.0, None),
+    (3, 4, 2, 517, 700, torch.bfloat16, False, None, None, ("right", [700, 333, 0], None)),
+    (3, 4, 2, 600, 600, torch.bfloat16, True, None, None, ("left", [600, 257, 1], [600, 257, 1])),
+    (2, 4, 4, 800, 800, torch.bfloat16, True, (200, 0), 20.0, ("left", [800, 411], [800, 411])),
+]
+
+
+def _mask_id(case):
+    b, hq, hkv, sq, sk, dtype, causal, window, cap, pad = case
+    parts = [f"b{b}", f"{sq}x{sk}", "causal" if causal else "full"]
+    parts += [f"win{window[0]}-{window[1]}"] if window else []
+    parts += [f"cap{cap:g}"] if cap else []
+    parts += [f"pad{pad[0]}"] if pad else []
+    return "-".join(parts + [str(dtype).removeprefix("torch.")])
+
+
+def _masked_case(case, seed=3):
+    from flashgen.kernels.padding import bounds, dense_mask
+
+    b, hq, hkv, sq, sk, dtype, causal, window, cap, pad = case
+    q, k, v = _qkv(b, hq, hkv, sq, sk, 128, dtype, seed=seed)
+    seq_bounds = None
+    if pad is not None:
+        seq_bounds = bounds(b, sq, sk, pad[1], pad[2], pad[0], "cuda")
+        mask = dense_mask(seq_bounds, sq, sk, causal=causal, window=window)
+    else:
+        i = torch.arange(sq, device="cuda")[:, None]
+        j = torch.arange(sk, device="cuda")[None, :]
+        mask = torch.ones(sq, sk, dtype=torch.bool, device="cuda")
+        if causal:
+            mask &= j <= i
+        if window is not None:
+            mask &= (j >= i - window[0]) & (j <= i + window[1])
+        mask = mask[None, None]
+    return q, k, v, seq_bounds, mask
+
+
+def _masked_ref(q, k, v, mask, cap):
+    """float64 attention and its natural-log LSE under a boolean mask; a row that sees no key
+    gives zeros and lse = +inf."""
+    qd, kd, vd = (t.double() for t in (q, k, v))
+    g = q.shape[1] // k.shape[1]
+    kd, vd = kd.repeat_interleave(g, 1), vd.repeat_interleave(g, 1)
+    s = (qd @ kd.transpose(-1, -2)) / q.shape[-1] ** 0.5
+    if cap is not None:
+        s = cap * torch.tanh(s / cap)
+    s = s.masked_fill(~mask, float("-inf"))
+    lse = torch.logsumexp(s, -1)
+    p = torch.softmax(s, -1).nan_to_num(0.0)
+    return p @ vd, lse.masked_fill(~mask.any(-1).expand_as(lse), float("inf"))
+
+
+@pytest.mark.gpu
+@needs_sm90
+@needs_gluon
+@pytest.mark.parametrize("persistent", [False, True], ids=["grid", "persistent"])
+@pytest.mark.parametrize("case", MASK_CASES, ids=_mask_id)
+def test_hopper_masks_match_float64(case, persistent, monkeypatch):
+    from flashgen.kernels.fwd import forward
+
+    b, hq, hkv, sq, sk, dtype, causal, window, cap, pad = case
+    monkeypatch.setenv(hopper.FAMILY_ENV, "hopper")
+    if persistent:  # several work items per program: the ring and barriers run on across items
+        cfg = hopper.CONFIGS[128].with_persistent(True)
+        monkeypatch.setattr(hopper, "config_for", lambda spec, sq: cfg)
+    from flashgen.kernels import fwd
+
+    fwd._plans.clear()
+    q, k, v, seq_bounds, mask = _masked_case(case)
+    spec = KernelSpec(128, causal, str(dtype).removeprefix("torch."), "fwd", window=bool(window),
+                      softcap=cap is not None, lengths=pad is not None)  # fmt: skip
+    assert hopper.choose(spec, q, k, v, sq)  # must not silently run the portable family
+    out, lse = forward(q, k, v, causal=causal, scale=None, window=window, softcap=cap,
+                       bounds=seq_bounds)  # fmt: skip
+    ref, ref_lse = _masked_ref(q, k, v, mask, cap)
+    assert torch.isfinite(out).all()
+    empty = ~mask.any(-1).expand(b, hq, sq)
+    assert (out[empty] == 0).all() and (lse[empty] == float("inf")).all()
+    tol = 2e-2 if dtype == torch.bfloat16 else 4e-3
+    err = max_abs_err(out, ref)
+    assert err <= tol * max(1.0, ref.abs().max().item()), err
+    seen = ~empty
+    lse_err = (lse[seen].double() - ref_lse[seen]).abs().max().item()
+    assert lse_err <= 1e-3 * max(1.0, ref_lse[seen].abs().max().item()), lse_err
+
+
+@pytest.mark.gpu
+@needs_sm90
+@needs_gluon
+def test_backward_consumes_the_masked_hopper_forward(monkeypatch):
+    """Autograd through the public op, a left-padded decoder batch with a causal window: the
+    portable backward reads the Hopper forward's out and LSE (+inf on empty rows)."""
+    from flashgen.ops import attention
+
+    monkeypatch.setenv(hopper.FAMILY_ENV, "hopper")
+    case = MASK_CASES[-1]
+    q, k, v, seq_bounds, mask = _masked_case(case, seed=5)
+    lens = torch.tensor(case[-1][1], device="cuda")
+    do = torch.randn_like(q)
+    leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+    kw = dict(causal=True, window=(200, 0), softcap=20.0, key_lengths=lens, query_lengths=lens,
+              padding="left")  # fmt: skip
+    attention(*leaves, **kw).backward(do)
+    ref = [t.detach().double().requires_grad_() for t in (q, k, v)]
+    _masked_ref(*ref, mask, 20.0)[0].backward(do.double())
+    for name, got, want in zip("qkv", leaves, ref, strict=True):
+        err = max_abs_err(got.grad, want.grad)
+        assert err <= 3e-2 * max(1.0, want.grad.abs().max().item()), f"d{name}: {err:.3e}"
