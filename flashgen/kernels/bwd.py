@@ -115,7 +115,6 @@ class _Plan:
         spec = spec_for(
             dim, causal, dtype_name(q.dtype), "bwd", windowed, capped, bounded, mask_kind
         )
-        use_descriptors = use_descriptors and not bounded  # no TMA builds with lengths
         self.keep = True
         self.bounded = bounded
         if not isinstance(config, TileConfig):
@@ -356,7 +355,7 @@ def backward(
     `tma` picks the kernel build (None: `_use_tma` decides); benchmarks use it to compare.
     Launch plans are cached per call signature as in `flashgen.kernels.fwd`. `window` as in
     `flashgen.kernels.fwd.forward` (the same pair the forward was given), `softcap`,
-    `bounds` (per-sequence valid ranges; pointer builds only) and `mask` (the expanded
+    `bounds` (per-sequence valid ranges, either build) and `mask` (the expanded
     [B, Hq, Sq, Sk] boolean or additive mask; no gradient for it) likewise.
     `deterministic` (None: `torch.are_deterministic_algorithms_enabled()`) and `kind` pick the
     backward kind (`resolve_kind`, module docstring); lengths and masks run the split kind.

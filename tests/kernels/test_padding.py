@@ -60,8 +60,11 @@ def _ids(case):
     return f"b{case[0]}-{case[3]}x{case[4]}-{'causal' if case[6] else 'full'}-{case[7]}"
 
 
+@pytest.mark.parametrize("bwd_tma", [False, True], ids=["bwd-pointers", "bwd-tma"])
 @pytest.mark.parametrize("case", CASES, ids=_ids)
-def test_forward_backward_match_float64(case):
+def test_forward_backward_match_float64(case, bwd_tma):
+    """bwd_tma: the backward's descriptor build, which loads tiles at rows q_start + m and
+    k_start + n and so reads the padding of the sequence (masked like ragged rows)."""
     b, hq, hkv, sq, sk, d, causal, side, klen, qlen = case
     q, k, v = _inputs(b, hq, hkv, sq, sk, d)
     seq_bounds = bounds(b, sq, sk, klen, qlen, side, "cpu")
@@ -76,7 +79,7 @@ def test_forward_backward_match_float64(case):
 
     do = torch.randn_like(out)
     grads = backward(do, q, k, v, out, lse, causal=causal, scale=1 / math.sqrt(d), config=TILES,
-                     bounds=seq_bounds)  # fmt: skip
+                     bounds=seq_bounds, tma=bwd_tma)  # fmt: skip
     qd, kd, vd = (t.double().requires_grad_() for t in (q, k, v))
     want = torch.autograd.grad(masked_ref(qd, kd, vd, mask), (qd, kd, vd), do.double())
     for name, got, exp in zip(("dq", "dk", "dv"), grads, want, strict=True):
