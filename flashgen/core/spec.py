@@ -26,7 +26,8 @@ _MASKS = {
     (True, True): "causalwin",
 }
 _LEN = "len"  # appended to the mask part for a kernel with per-sequence valid ranges
-_CAP = "cap"  # appended (last) to the mask part for a softcapped kernel
+_CAP = "cap"  # appended to the mask part for a softcapped kernel
+_DROP = "drop"  # appended (last) to the mask part for a kernel with attention dropout
 # attn_mask kind -> what is appended to the mask part (after `len`, before `cap`)
 ATTN_MASKS = {"": "", "bool": "bmask", "add": "bias"}
 
@@ -62,6 +63,10 @@ class KernelSpec:
     attn_mask: "" (none), "bool" or "add": the kernel reads a mask tensor broadcastable to
       [B, Hq, Sq, Sk] (strides are run-time arguments, 0 along broadcast dims), boolean (True:
       visible) or an additive bias on the scaled scores, as SDPA's attn_mask.
+    dropout: attention dropout (training): the kernel takes a drop probability and a Philox
+      seed as run-time arguments and drops probabilities by a counter-based mask it can
+      regenerate (the backward draws the same mask from the same seed); p = 0 is the plain
+      kernel.
     """
 
     head_dim: int
@@ -72,6 +77,7 @@ class KernelSpec:
     softcap: bool = False
     lengths: bool = False
     attn_mask: str = ""
+    dropout: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.head_dim, bool) or not isinstance(self.head_dim, int):
@@ -94,6 +100,8 @@ class KernelSpec:
             raise ValueError(f"lengths must be a bool, got {self.lengths!r}")
         if self.attn_mask not in ATTN_MASKS:
             raise ValueError(f"attn_mask must be '', 'bool' or 'add', got {self.attn_mask!r}")
+        if not isinstance(self.dropout, bool):
+            raise ValueError(f"dropout must be a bool, got {self.dropout!r}")
 
     @property
     def block_d(self) -> int:
@@ -104,16 +112,18 @@ class KernelSpec:
         """Stable name: e.g. `attn_fwd_d128_causal_bf16`; a windowed kernel's mask part is
         `causalwin` or `win` (`attn_fwd_d128_causalwin_bf16`), with `cap` appended for a
         softcapped one (`attn_fwd_d256_causalwincap_bf16`), and `len` before that for one with
-        per-sequence valid ranges (`attn_bwd_d64_fulllen_f16`, `attn_fwd_d64_causallencap_bf16`)."""
+        per-sequence valid ranges (`attn_bwd_d64_fulllen_f16`, `attn_fwd_d64_causallencap_bf16`),
+        and `drop` last for one with dropout (`attn_fwd_d64_causaldrop_bf16`)."""
         mask = _MASKS[(self.causal, self.window)]
         mask += (_LEN if self.lengths else "") + ATTN_MASKS[self.attn_mask]
         mask += _CAP if self.softcap else ""
+        mask += _DROP if self.dropout else ""
         return f"attn_{self.direction}_d{self.head_dim}_{mask}_{_DTYPE_SHORT[self.dtype]}"
 
     def with_direction(self, direction: str) -> KernelSpec:
         return KernelSpec(
             self.head_dim, self.causal, self.dtype, direction, self.window, self.softcap,
-            self.lengths, self.attn_mask,
+            self.lengths, self.attn_mask, self.dropout,
         )  # fmt: skip
 
     def sibling(self) -> KernelSpec | None:
@@ -137,6 +147,7 @@ class KernelSpec:
                 self.softcap,
                 self.lengths,
                 self.attn_mask,
+                self.dropout,
             )  # fmt: skip
         )
 
@@ -147,8 +158,10 @@ class KernelSpec:
         if len(parts) != 5 or parts[0] != "attn" or not parts[2].startswith("d"):
             raise ValueError(f"not a kernel uri: {uri!r}")
         short_to_dtype = {v: k for k, v in _DTYPE_SHORT.items()}
-        softcap = parts[3].endswith(_CAP)
-        rest = parts[3].removesuffix(_CAP)
+        dropout = parts[3].endswith(_DROP)
+        rest = parts[3].removesuffix(_DROP)
+        softcap = rest.endswith(_CAP)
+        rest = rest.removesuffix(_CAP)
         attn_mask = ""
         for kind, suffix in ATTN_MASKS.items():
             if suffix and rest.endswith(suffix):
@@ -163,7 +176,7 @@ class KernelSpec:
             raise ValueError(f"not a kernel uri: {uri!r}") from exc
         return cls(
             head_dim, mask[0], short_to_dtype[parts[4]], parts[1], mask[1], softcap, lengths,
-            attn_mask,
+            attn_mask, dropout,
         )  # fmt: skip
 
 
@@ -182,11 +195,12 @@ def spec_for(
     softcap: bool = False,
     lengths: bool = False,
     attn_mask: str = "",
+    dropout: bool = False,
 ) -> KernelSpec:
     """The KernelSpec of one launch, built and validated once: the launchers ask on every call."""
     return KernelSpec(
         int(head_dim), bool(causal), dtype, direction, bool(window), bool(softcap), bool(lengths),
-        attn_mask,
+        attn_mask, bool(dropout),
     )  # fmt: skip
 
 

@@ -108,12 +108,12 @@ class _Plan:
 
     def __init__(
         self, q, k, v, do, out, causal, config, needs, use_descriptors, aligned, windowed, capped,
-        kind="split", bounded=False, mask_kind="",
+        kind="split", bounded=False, mask_kind="", dropped=False,
     ):  # fmt: skip
         batch, heads_q, seq_q, dim = q.shape
         heads_kv, seq_k = k.shape[1], k.shape[2]
         spec = spec_for(
-            dim, causal, dtype_name(q.dtype), "bwd", windowed, capped, bounded, mask_kind
+            dim, causal, dtype_name(q.dtype), "bwd", windowed, capped, bounded, mask_kind, dropped
         )
         self.keep = True
         self.bounded = bounded
@@ -195,7 +195,7 @@ class _Plan:
 
     def launch(
         self, do, q, k, v, out, lse, scale: float, window=None, softcap=None, bounds=None,
-        mask=None,
+        mask=None, dropout=None,
     ):  # fmt: skip
         delta = torch.empty_like(lse)  # lse is contiguous float32 [B, Hq, Sq]
         self.pre(out, do, delta, *self.pre_tail)
@@ -210,6 +210,8 @@ class _Plan:
             ints = (*ints, bounds)
         if mask is not None:
             ints = (*ints, mask, *mask.stride())
+        if dropout is not None:
+            ints = (*ints, float(dropout[0]), int(dropout[1]))
         dq = dk = dv = None
         if self.dkdv is not None:
             dk = new(k, memory_format=torch.contiguous_format)
@@ -279,7 +281,7 @@ ONEPASS_MAX_HEAD_DIM = 128  # wider tiles spill and were never measured
 def onepass_supported(spec) -> bool:
     """Whether the one-pass kind has a kernel for `spec` (a bwd KernelSpec): no window, no
     softcap, head dim <= ONEPASS_MAX_HEAD_DIM."""
-    return not (spec.window or spec.softcap) and spec.head_dim <= ONEPASS_MAX_HEAD_DIM
+    return not (spec.window or spec.softcap or spec.dropout) and spec.head_dim <= ONEPASS_MAX_HEAD_DIM
 
 
 def resolve_kind(deterministic: bool | None, kind: str | None, spec) -> str:
@@ -346,6 +348,7 @@ def backward(
     kind: str | None = None,
     bounds=None,
     mask=None,
+    dropout=None,
 ):
     """Gradients of `out = attention(q, k, v)` given `do = dL/d out`.
 
@@ -356,7 +359,8 @@ def backward(
     Launch plans are cached per call signature as in `flashgen.kernels.fwd`. `window` as in
     `flashgen.kernels.fwd.forward` (the same pair the forward was given), `softcap`,
     `bounds` (per-sequence valid ranges, either build) and `mask` (the expanded
-    [B, Hq, Sq, Sk] boolean or additive mask; no gradient for it) likewise.
+    [B, Hq, Sq, Sk] boolean or additive mask; no gradient for it) and `dropout` ((p, seed),
+    the forward's) likewise.
     `deterministic` (None: `torch.are_deterministic_algorithms_enabled()`) and `kind` pick the
     backward kind (`resolve_kind`, module docstring); lengths and masks run the split kind.
     """
@@ -379,13 +383,14 @@ def backward(
     )  # fmt: skip
     forced = _env() if tma is None else tma
     spec = spec_for(
-        q.shape[-1], causal, dtype_name(q.dtype), "bwd", window is not None, softcap is not None
-    )
+        q.shape[-1], causal, dtype_name(q.dtype), "bwd", window is not None, softcap is not None,
+        dropout=dropout is not None,
+    )  # fmt: skip
     chosen = kind
     kind = resolve_kind(deterministic, kind, spec)
     if kind == DEFAULT_KIND and _auto_hopper(deterministic, chosen, spec, k.shape[2]):
         kind = "hopper"
-    if not need_dq or bounds is not None or mask is not None:
+    if not need_dq or bounds is not None or mask is not None or dropout is not None:
         # dK/dV alone: the split kind runs just its dK/dV kernel, no atomics; lengths and mask
         # tensors exist in the split kind's kernels only
         kind = "split"
@@ -397,7 +402,7 @@ def backward(
     key = (q.shape, k.shape, q.stride(), k.stride(), v.stride(), do.stride(), out.stride(),
            q.dtype, q.device, causal, config, needs, forced, aligned, window is not None,
            softcap is not None, kind, kind == "onepass" and _dq_tma(), bounds is not None,
-           _mask_kind(mask), None if mask is None else mask.stride())  # fmt: skip
+           _mask_kind(mask), None if mask is None else mask.stride(), dropout is not None)  # fmt: skip
     plan = _plans.get(key)
     if plan is None:
         descriptors = tma if tma is not None else _use_tma(q, k, v, do, forced=forced)
@@ -417,7 +422,8 @@ def backward(
             kind,
             bounds is not None,
             _mask_kind(mask),
+            dropout is not None,
         )
         _plans.store(key, plan, q)
-    dq, dk, dv = plan.launch(do, q, k, v, out, lse, scale, window, softcap, bounds, mask)
+    dq, dk, dv = plan.launch(do, q, k, v, out, lse, scale, window, softcap, bounds, mask, dropout)
     return dq, (dk if need_dk else None), (dv if need_dv else None)

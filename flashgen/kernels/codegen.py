@@ -50,6 +50,7 @@ def template_context(spec: KernelSpec) -> dict:
         "softcap": spec.softcap,
         "lengths": spec.lengths,
         "attn_mask": spec.attn_mask,
+        "dropout": spec.dropout,
         "dtype": spec.dtype,
         "tl_dtype": _TL_DTYPE[spec.dtype],
         "is_fp32": spec.dtype == "float32",

@@ -68,12 +68,12 @@ class _Plan:
 
     def __init__(
         self, q, k, v, out, causal: bool, config, aligned: bool, forced, windowed=False,
-        capped=False, bounded=False, mask_kind="",
+        capped=False, bounded=False, mask_kind="", dropped=False,
     ):  # fmt: skip
         batch, hq, sq, dim = q.shape
         hkv, sk = k.shape[1], k.shape[2]
         spec = spec_for(
-            dim, causal, dtype_name(q.dtype), "fwd", windowed, capped, bounded, mask_kind
+            dim, causal, dtype_name(q.dtype), "fwd", windowed, capped, bounded, mask_kind, dropped
         )
         self.keep = True
         self.scale = 1.0 / math.sqrt(dim)
@@ -108,8 +108,9 @@ class _Plan:
         )
 
     def launch(
-        self, q, k, v, out, lse, scale, window=None, softcap=None, bounds=None, mask=None
-    ) -> None:
+        self, q, k, v, out, lse, scale, window=None, softcap=None, bounds=None, mask=None,
+        dropout=None,
+    ) -> None:  # fmt: skip
         scale = float(self.scale if scale is None else scale)
         if self.hopper is not None:
             spec, cfg = self.hopper
@@ -126,6 +127,8 @@ class _Plan:
             win = (*win, bounds)
         if mask is not None:
             win = (*win, mask, *mask.stride())
+        if dropout is not None:
+            win = (*win, float(dropout[0]), int(dropout[1]))
         if self.strides is None:  # q, k, v, out travel as TMA descriptors
             self.run(q, k, v, out, lse, *self.tail, qk_scale, *win)
         else:
@@ -134,7 +137,7 @@ class _Plan:
 
 def forward(
     q, k, v, *, causal: bool, scale: float | None, config: TileConfig | Chooser | None = None,
-    window=None, softcap=None, bounds=None, mask=None,
+    window=None, softcap=None, bounds=None, mask=None, dropout=None,
 ):  # fmt: skip
     """Attention forward: returns (out, lse).
 
@@ -154,6 +157,9 @@ def forward(
     `mask`: a boolean (True: visible) or floating (added to the scaled scores) tensor of shape
     [B, Hq, Sq, Sk], any strides (an expanded view: 0 along broadcast dims;
     `flashgen.kernels.validate.expand_mask`); not together with `bounds`.
+    `dropout`: None or (p, seed), 0 < p < 1 and an int seed (`flashgen.kernels.dropout`): the
+    probabilities are dropped with probability p by the mask `dropout.keep_mask` gives for
+    that seed, the kept ones scaled by 1 / (1 - p); lse is that of the undropped ones.
     """
     if window is not None and causal:
         window = (window[0], 0)
@@ -167,19 +173,20 @@ def forward(
     forced = _env()
     key = (q.shape, k.shape, q.stride(), k.stride(), v.stride(), q.dtype, q.device, causal, config,
            aligned, forced, _family(), window is not None, softcap is not None,
-           bounds is not None, mask_kind(mask), None if mask is None else mask.stride())  # fmt: skip
+           bounds is not None, mask_kind(mask), None if mask is None else mask.stride(),
+           dropout is not None)  # fmt: skip
     plan = _plans.get(key)
     if plan is None:
         plan = _Plan(
             q, k, v, out, causal, config, aligned, forced, window is not None,
-            softcap is not None, bounds is not None, mask_kind(mask),
+            softcap is not None, bounds is not None, mask_kind(mask), dropout is not None,
         )  # fmt: skip
         _plans.store(key, plan, q)
     if bounds is None:
         lse = q.new_empty(q.shape[:3], dtype=torch.float32)
     else:
         lse = q.new_full(q.shape[:3], float("inf"), dtype=torch.float32)
-    plan.launch(q, k, v, out, lse, scale, window, softcap, bounds, mask)
+    plan.launch(q, k, v, out, lse, scale, window, softcap, bounds, mask, dropout)
     return out, lse
 
 

@@ -109,6 +109,7 @@ def template_context(spec) -> dict:
         or spec.head_dim not in RENDERABLE_HEAD_DIMS
         or (spec.dtype not in _GL_DTYPE)
         or spec.attn_mask
+        or spec.dropout
     ):
         raise ValueError(f"the Hopper family has no kernel for {spec.uri()}")
     return {
@@ -131,6 +132,8 @@ def spec_reason(spec, *, forced: bool = False) -> str | None:
         return "the Hopper family is forward only"
     if spec.attn_mask:
         return "attention-mask tensors are in the portable family only"
+    if spec.dropout:
+        return "dropout is in the portable family only"
     if spec.dtype not in _GL_DTYPE:
         return f"dtype {spec.dtype} (the Hopper family is fp16/bf16 only)"
     if spec.head_dim not in RENDERABLE_HEAD_DIMS:
