@@ -29,7 +29,10 @@ arguments `(q, k, v, causal, scale)` (scale a Python float or None), plus `windo
 [left, right] of ints, `flashgen.kernels.validate.normalize_window`) for a sliding window. In the
 two primitives `window` is that normalised pair (query i sees keys i - left <= j <= i + right).
 `softcap`: the scaled scores s become softcap * tanh(s / softcap) before the softmax.
-`seq_bounds` and `attn_mask` (the last arguments of all three ops): None, or contiguous int32
+`dropout_p` and `dropout_seed` (after those, in all three ops): the dropout probability and an
+int64 CPU tensor of one element, the Philox seed (`flashgen.kernels.dropout`; the composite op
+draws one from PyTorch's generator when it is None, and the backward gets the forward's).
+`seq_bounds` and `attn_mask` (before those): None, or contiguous int32
 [B, 4] on q's device, each batch entry's valid query rows and keys as (q_start, len_q, k_start,
 len_k) (`flashgen.kernels.padding.bounds` builds it from lengths and a padding side; the public
 function's key_lengths=/query_lengths=/padding= do, so a compiled graph records plain torch
@@ -55,7 +58,7 @@ import torch
 from torch import Tensor
 
 from .core.impls import FLASHGEN, check_impl
-from .kernels import aligned, bwd, decode, fwd
+from .kernels import aligned, bwd, decode, dropout, fwd
 from .kernels.aligned import check_align
 from .kernels.padding import bounds as padding_bounds
 from .kernels.padding import check_bounds, check_padding
@@ -86,20 +89,22 @@ _TAGS = (torch.Tag.pt2_compliant_tag,)
 _LIB.define(
     "attention_fwd(Tensor q, Tensor k, Tensor v, bool causal, float scale, int[]? window=None, "
     "float? softcap=None, str causal_align='top_left', Tensor? seq_bounds=None, "
-    "Tensor? attn_mask=None) -> (Tensor, Tensor)",
+    "Tensor? attn_mask=None, float dropout_p=0.0, Tensor? dropout_seed=None) -> (Tensor, Tensor)",
     tags=_TAGS,
 )
 _LIB.define(
     "attention_bwd(Tensor do, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, bool causal, "
     "float scale, bool need_dq, bool need_dk, bool need_dv, int[]? window=None, "
     "float? softcap=None, str causal_align='top_left', bool? deterministic=None, "
-    "Tensor? seq_bounds=None, Tensor? attn_mask=None) -> (Tensor, Tensor, Tensor)",
+    "Tensor? seq_bounds=None, Tensor? attn_mask=None, float dropout_p=0.0, "
+    "Tensor? dropout_seed=None) -> (Tensor, Tensor, Tensor)",
     tags=_TAGS,
 )
 _LIB.define(
     "attention(Tensor q, Tensor k, Tensor v, bool causal=False, float? scale=None, "
     "int[]? window=None, float? softcap=None, str causal_align='top_left', "
-    "bool? deterministic=None, Tensor? seq_bounds=None, Tensor? attn_mask=None) -> Tensor",
+    "bool? deterministic=None, Tensor? seq_bounds=None, Tensor? attn_mask=None, "
+    "float dropout_p=0.0, Tensor? dropout_seed=None) -> Tensor",
     tags=_TAGS,
 )
 
@@ -119,10 +124,11 @@ def _window(window):
 
 def _attention_fwd(
     q, k, v, causal, scale, window=None, softcap=None, causal_align="top_left", seq_bounds=None,
-    attn_mask=None,
+    attn_mask=None, dropout_p=0.0, dropout_seed=None,
 ):  # fmt: skip
     bottom_right = check_align(causal, causal_align)
-    if seq_bounds is not None or attn_mask is not None:
+    drop = dropout.launch_args(dropout.check_dropout(dropout_p), dropout_seed)
+    if seq_bounds is not None or attn_mask is not None or drop is not None:
         _check_extras(q, seq_bounds, attn_mask, bottom_right)
         if seq_bounds is None and not _decode_off() and decode.applies(q, k, window, softcap):
             # A short query with SDPA's attn_mask (HF generate()'s KV-cache masks): the split-KV
@@ -134,7 +140,7 @@ def _attention_fwd(
         return fwd.forward(
             q, k, v, causal=causal, scale=scale, config=plan_config, window=_window(window),
             softcap=check_softcap(softcap), bounds=seq_bounds,
-            mask=None if attn_mask is None else expand_mask(attn_mask, q, k),
+            mask=None if attn_mask is None else expand_mask(attn_mask, q, k), dropout=drop,
         )  # fmt: skip
     if not _decode_off() and decode.applies(q, k, window, softcap):
         off = None  # no mask
@@ -150,20 +156,22 @@ def _attention_fwd(
 
 
 def _check_extras(q, seq_bounds, attn_mask, bottom_right) -> None:
-    """What the primitives check about seq_bounds and attn_mask (they can be called raw)."""
+    """What the primitives check about seq_bounds, attn_mask and dropout (they can be called
+    raw)."""
     if seq_bounds is not None:
         check_bounds(seq_bounds, q.shape[0], q.device)
     if seq_bounds is not None and attn_mask is not None:
         raise ValueError("attn_mask together with key_lengths/query_lengths is not supported")
     if bottom_right:
         raise ValueError(
-            "causal_align='bottom_right' takes no key_lengths/query_lengths or attn_mask yet"
+            "causal_align='bottom_right' takes no key_lengths/query_lengths, attn_mask or "
+            "dropout_p yet"
         )
 
 
 def _attention_fwd_fake(
     q, k, v, causal, scale, window=None, softcap=None, causal_align="top_left", seq_bounds=None,
-    attn_mask=None,
+    attn_mask=None, dropout_p=0.0, dropout_seed=None,
 ):  # fmt: skip
     batch, heads, seq_q, head_dim = q.shape
     out = q.new_empty((batch, heads, seq_q, head_dim))
@@ -173,11 +181,13 @@ def _attention_fwd_fake(
 
 def _attention_bwd(
     do, q, k, v, out, lse, causal, scale, need_dq, need_dk, need_dv, window=None, softcap=None,
-    causal_align="top_left", deterministic=None, seq_bounds=None, attn_mask=None,
+    causal_align="top_left", deterministic=None, seq_bounds=None, attn_mask=None, dropout_p=0.0,
+    dropout_seed=None,
 ):  # fmt: skip
     needs = (need_dq, need_dk, need_dv)
     bottom_right = check_align(causal, causal_align)
-    if seq_bounds is not None or attn_mask is not None:
+    drop = dropout.launch_args(dropout.check_dropout(dropout_p), dropout_seed)
+    if seq_bounds is not None or attn_mask is not None or drop is not None:
         _check_extras(q, seq_bounds, attn_mask, bottom_right)
     if bottom_right:
         if window is not None or softcap is not None:
@@ -202,6 +212,7 @@ def _attention_bwd(
             deterministic=deterministic,
             bounds=seq_bounds,
             mask=None if attn_mask is None else expand_mask(attn_mask, q, k),
+            dropout=drop,
         )
     return tuple(
         g if g is not None else t.new_empty((0,)) for g, t in zip(grads, (q, k, v), strict=True)
@@ -210,7 +221,8 @@ def _attention_bwd(
 
 def _attention_bwd_fake(
     do, q, k, v, out, lse, causal, scale, need_dq, need_dk, need_dv, window=None, softcap=None,
-    causal_align="top_left", deterministic=None, seq_bounds=None, attn_mask=None,
+    causal_align="top_left", deterministic=None, seq_bounds=None, attn_mask=None, dropout_p=0.0,
+    dropout_seed=None,
 ):  # fmt: skip
     return tuple(
         t.new_empty(t.shape) if need else t.new_empty((0,))
@@ -238,14 +250,16 @@ class _Attention(torch.autograd.Function):
     @staticmethod
     def forward(
         ctx, q, k, v, causal, scale, window, softcap, causal_align, deterministic, seq_bounds,
-        attn_mask,
+        attn_mask, dropout_p, dropout_seed,
     ):  # fmt: skip
         out, lse = _fwd_op(
-            q, k, v, causal, scale, window, softcap, causal_align, seq_bounds, attn_mask
-        )
+            q, k, v, causal, scale, window, softcap, causal_align, seq_bounds, attn_mask,
+            dropout_p, dropout_seed,
+        )  # fmt: skip
         # optional tensors saved only when given (a None saved under AOTAutograd is no tensor)
-        ctx.extras = (seq_bounds is not None, attn_mask is not None)
-        extras = [t for t in (seq_bounds, attn_mask) if t is not None]
+        ctx.extras = (seq_bounds is not None, attn_mask is not None, dropout_seed is not None)
+        ctx.dropout_p = dropout_p
+        extras = [t for t in (seq_bounds, attn_mask, dropout_seed) if t is not None]
         ctx.save_for_backward(q, k, v, out, lse, *extras)
         ctx.causal = causal
         ctx.scale = scale
@@ -263,6 +277,7 @@ class _Attention(torch.autograd.Function):
         q, k, v, out, lse, *rest = ctx.saved_tensors
         seq_bounds = rest.pop(0) if ctx.extras[0] else None
         attn_mask = rest.pop(0) if ctx.extras[1] else None
+        dropout_seed = rest.pop(0) if ctx.extras[2] else None
         need_dq, need_dk, need_dv = ctx.needs_input_grad[:3]
         dq, dk, dv = _bwd_op(
             dout,
@@ -282,6 +297,8 @@ class _Attention(torch.autograd.Function):
             ctx.deterministic,
             seq_bounds,
             attn_mask,
+            ctx.dropout_p,
+            dropout_seed,
         )
         return (
             dq if need_dq else None,
@@ -295,12 +312,15 @@ class _Attention(torch.autograd.Function):
             None,
             None,
             None,
+            None,
+            None,
         )
 
 
 def _attention(
     q, k, v, causal=False, scale=None, window=None, softcap=None, causal_align="top_left",
-    deterministic=None, seq_bounds=None, attn_mask=None, impl=None,
+    deterministic=None, seq_bounds=None, attn_mask=None, dropout_p=0.0, dropout_seed=None,
+    impl=None,
 ):  # fmt: skip
     """The body shared by the eager function and the composite op: check, let the run-time
     choice send the call to an SDPA backend (`flashgen.runtime.vendor.route`), else flashgen's forward
@@ -315,7 +335,11 @@ def _attention(
     bottom_right = check_align(causal, causal_align)
     if bottom_right and window is not None:
         raise ValueError("causal_align='bottom_right' does not take a window yet")
-    if seq_bounds is not None or attn_mask is not None:
+    dropout_p = dropout.check_dropout(dropout_p)
+    if dropout_p > 0.0 and dropout_seed is None:
+        dropout_seed = dropout.new_seed()  # PyTorch's generator: manual_seed reproduces it
+    # (the seed is not read here: under tracing it is a value of the graph)
+    if seq_bounds is not None or attn_mask is not None or dropout_p > 0.0:
         if attn_mask is not None:
             expand_mask(attn_mask, q, k)  # the checks, naming attn_mask
             if attn_mask.requires_grad and torch.is_grad_enabled():
@@ -326,8 +350,8 @@ def _attention(
         _check_extras(q, seq_bounds, attn_mask, bottom_right)
         if impl is not None and check_impl(impl) != FLASHGEN:
             raise ValueError(
-                f"impl={impl!r}: key_lengths/query_lengths and attn_mask run flashgen's kernels "
-                "only; use impl='flashgen' or None"
+                f"impl={impl!r}: key_lengths/query_lengths, attn_mask and dropout_p run "
+                "flashgen's kernels only; use impl='flashgen' or None"
             )
         impl = FLASHGEN
     if bottom_right and _same_as_sdpa(q, k):
@@ -350,9 +374,12 @@ def _attention(
     if backward:
         return _Attention.apply(
             q, k, v, causal, scale, window, softcap, causal_align, deterministic, seq_bounds,
-            attn_mask,
+            attn_mask, dropout_p, dropout_seed,
         )  # fmt: skip
-    return _fwd_op(q, k, v, causal, scale, window, softcap, causal_align, seq_bounds, attn_mask)[0]
+    return _fwd_op(
+        q, k, v, causal, scale, window, softcap, causal_align, seq_bounds, attn_mask, dropout_p,
+        dropout_seed,
+    )[0]  # fmt: skip
 
 
 def check_deterministic(value):
@@ -391,6 +418,7 @@ def attention(
     query_lengths=None,
     padding: str = "right",
     attn_mask: Tensor | None = None,
+    dropout_p: float = 0.0,
     impl: str | None = None,
 ):
     """FlashAttention with SDPA semantics: q [B, Hq, Sq, D], k/v [B, Hkv, Sk, D] -> [B, Hq, Sq, D].
@@ -440,6 +468,12 @@ def attention(
     gets zeros. No gradient for the mask: a floating mask that requires grad is a ValueError.
     Flashgen's kernels only.
 
+    `dropout_p` (SDPA's): attention dropout with this probability, for training (pass 0.0 in
+    eval mode, as `F.scaled_dot_product_attention` callers do). The kernels draw the mask from
+    a seed taken from PyTorch's default generator at each call (`torch.manual_seed`
+    reproduces a run) and the backward draws the same mask again; kept probabilities are
+    scaled by 1 / (1 - dropout_p). Flashgen's kernels only (not the decode kernels).
+
     `deterministic`: True gives bit-identical gradients run to run (flashgen's two-kernel
     backward); False allows the faster one-pass backward, whose fp32 dQ atomics add in a
     varying order; None (the default) follows `torch.are_deterministic_algorithms_enabled()`
@@ -472,8 +506,9 @@ def attention(
         return _composite_op(
             q, k, v, causal, scale, window, check_softcap(softcap), causal_align,
             check_deterministic(deterministic), seq_bounds, attn_mask,
+            dropout.check_dropout(dropout_p),
         )  # fmt: skip
     return _attention(
         q, k, v, causal, scale, window, softcap, causal_align, deterministic, seq_bounds,
-        attn_mask, impl,
+        attn_mask, dropout_p, None, impl,
     )  # fmt: skip

@@ -281,7 +281,9 @@ ONEPASS_MAX_HEAD_DIM = 128  # wider tiles spill and were never measured
 def onepass_supported(spec) -> bool:
     """Whether the one-pass kind has a kernel for `spec` (a bwd KernelSpec): no window, no
     softcap, head dim <= ONEPASS_MAX_HEAD_DIM."""
-    return not (spec.window or spec.softcap or spec.dropout) and spec.head_dim <= ONEPASS_MAX_HEAD_DIM
+    return (
+        not (spec.window or spec.softcap or spec.dropout) and spec.head_dim <= ONEPASS_MAX_HEAD_DIM
+    )
 
 
 def resolve_kind(deterministic: bool | None, kind: str | None, spec) -> str:

@@ -42,7 +42,9 @@ def check_seed(seed) -> torch.Tensor:
     if not isinstance(seed, torch.Tensor) or seed.dtype != torch.int64 or seed.numel() != 1:
         raise ValueError(f"dropout_seed must be an int64 tensor of one element, got {seed!r}")
     if seed.device.type != "cpu":
-        raise ValueError(f"dropout_seed must be on the CPU (read without a sync), got {seed.device}")
+        raise ValueError(
+            f"dropout_seed must be on the CPU (read without a sync), got {seed.device}"
+        )
     return seed
 
 

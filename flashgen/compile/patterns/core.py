@@ -50,6 +50,7 @@ class Site:
     window: int | None = None  # a causal sliding window of this many keys (None: no window)
     align: str = "top_left"  # where the causal diagonal lies when Sq != Sk ("bottom_right")
     mask: str = ""  # an attention-mask tensor the kernel reads: "bool" or "add" ("": none)
+    dropout: float = 0.0  # attention dropout probability in training mode (0: none)
     scale: float | None = None
     gqa_group: int = 1
     shape: str = ""
@@ -83,6 +84,7 @@ class Match:
     window: int | None = None  # causal sliding window (w keys ending at the query), if proven
     align: str = "top_left"  # proven causal alignment (`flashgen.ops.attention`'s causal_align)
     attn_mask: fx.Node | None = None  # a mask tensor handed to the kernel as it is (attn_mask)
+    dropout_p: float = 0.0  # attention dropout in training mode (the op's dropout_p)
 
 
 # ----------------------------------------------------------------------------- node helpers
@@ -94,6 +96,19 @@ def is_fn(n: Any, fns: set, methods: tuple[str, ...] = ()) -> bool:
     if n.op == "call_function":
         return n.target in fns
     return n.op == "call_method" and n.target in methods
+
+
+def dropout_prob(p: Any, training: Any, where: str) -> float:
+    """The dropout probability a site applies: 0.0 outside training, else `p`, which must be
+    a Python constant in [0, 1) (a traced graph fixes module.training and p; Skip otherwise)."""
+    if training is False or (isinstance(p, (int, float)) and p == 0):
+        return 0.0
+    if training is not True:
+        raise Skip(f"{where}: the training flag is not a Python constant")
+    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 < p < 1:
+        shown = "a run-time value" if isinstance(p, fx.Node) else repr(p)
+        raise Skip(f"{where}: dropout p={shown} (a constant in [0, 1) is supported)")
+    return float(p)
 
 
 def node_arg(n: Any, i: int, name: str, default: Any = None) -> Any:

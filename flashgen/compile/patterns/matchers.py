@@ -21,6 +21,7 @@ from .core import (
     Site,
     Skip,
     _transpose_base,
+    dropout_prob,
     example_value,
     is_fn,
     is_tensor_node,
@@ -125,6 +126,7 @@ def match_softmax(sm: Any, values: Values) -> Match | None:
     # Down: optional cast back, dropout, then P @ V.
     p = sm
     v = None
+    drop_p = 0.0
     while v is None:
         users = list(p.users)
         products = [(u, split_value_product(u, p)) for u in users]
@@ -143,16 +145,13 @@ def match_softmax(sm: Any, values: Values) -> Match | None:
         if _is_float32_cast(u):
             pass
         elif is_fn(u, DROPOUT_FNS, ("dropout",)):
-            drop_p = node_arg(u, 1, "p", 0.5)
             training = node_arg(
                 u, 2, "training" if u.target is not torch.dropout else "train", True
             )
-            if training is not False and drop_p != 0:
-                shown = "a run-time value" if isinstance(drop_p, fx.Node) else drop_p
-                problems.append(
-                    f"dropout p={shown} in training mode: flashgen kernels have no dropout; "
-                    "call model.eval() or set the attention dropout to 0"
-                )
+            try:
+                drop_p = dropout_prob(node_arg(u, 1, "p", 0.5), training, "attention dropout")
+            except Skip as e:
+                problems.append(str(e))
         else:
             return None
         interior.append(u)
@@ -195,6 +194,7 @@ def match_softmax(sm: Any, values: Values) -> Match | None:
         except Skip as e:
             problems.append(str(e))
     m = Match(site, q, k, v, out, causal, terms, interior=interior, window=window, align=align)
+    m.dropout_p = drop_p
     m.three_d = kind == "bmm" or example_value(q).dim() == 3
     if problems:
         raise Skip(problems[0])
@@ -248,7 +248,8 @@ def _check_causal(
 
 
 def match_sdpa(n: Any, values: Values) -> Match:
-    """F.scaled_dot_product_attention: accepted with is_causal/scale/enable_gqa, no mask/dropout."""
+    """F.scaled_dot_product_attention: accepted with is_causal/scale/enable_gqa, a causal or
+    tensor attn_mask, and a constant dropout_p (the kernels' dropout)."""
     q, k, v = (node_arg(n, i, name) for i, name in enumerate(("query", "key", "value")))
     mask = node_arg(n, 3, "attn_mask")
     dropout_p = node_arg(n, 4, "dropout_p", 0.0)
@@ -260,11 +261,8 @@ def match_sdpa(n: Any, values: Values) -> Match:
         raise Skip("is_causal is not a Python constant")
     if not isinstance(enable_gqa, bool):
         raise Skip("enable_gqa is not a Python constant")
-    if dropout_p != 0:
-        raise Skip(
-            f"dropout_p={dropout_p} (nonzero, or not a constant): flashgen kernels have no "
-            "dropout; pass dropout_p=0 outside training (model.eval())"
-        )
+    # SDPA's dropout_p applies whatever the module's mode: the graph's constant is the rate.
+    dropout_p = dropout_prob(dropout_p, True, "SDPA")
     window = None
     align = "top_left"
     tensor_mask = None
@@ -284,6 +282,7 @@ def match_sdpa(n: Any, values: Values) -> Match:
     terms: list[Any] = [None] if scale is None else [(scale, 1)]
     m = Match(site, q, k, v, n, is_causal, terms, interior=[n], window=window, align=align)
     m.attn_mask = tensor_mask
+    m.dropout_p = dropout_p
     m.three_d = example_value(q).dim() == 3
     if not enable_gqa and not known_eq(example_value(q).shape[-3], example_value(k).shape[-3]):
         raise Skip("query and key head counts differ without enable_gqa=True")

@@ -15,6 +15,7 @@ from .core import (
     Match,
     Site,
     Skip,
+    dropout_prob,
     erase_dead,
     example_value,
     fake_mode,
@@ -47,11 +48,7 @@ def match_mha(n: Any, values: Values) -> Match:
             raise Skip(f"nn.MultiheadAttention with {name} is not supported")
     if p["add_zero_attn"] is not False:
         raise Skip("nn.MultiheadAttention with add_zero_attn=True is not supported")
-    if p["training"] is not False and p["dropout_p"] != 0:
-        raise Skip(
-            f"dropout p={p['dropout_p']} in training mode: flashgen kernels have no dropout; "
-            "call model.eval() or set dropout=0"
-        )
+    drop_p = dropout_prob(p["dropout_p"], p["training"], "nn.MultiheadAttention")
     if not isinstance(p["num_heads"], int) or not isinstance(p["is_causal"], bool):
         raise Skip("num_heads / is_causal are not Python constants")
     q, k, v = p["query"], p["key"], p["value"]
@@ -90,6 +87,7 @@ def match_mha(n: Any, values: Values) -> Match:
     site = Site(kind="mha", location=location(n))
     m = Match(site, q, k, v, outs[0], causal, [None], interior=[n])
     m.mha = p
+    m.dropout_p = drop_p
     return m
 
 
@@ -162,13 +160,17 @@ def rewrite_mha(gm: fx.GraphModule, m: Match, op: Any) -> None:
             y = call("unflatten", y, -1, (heads, d))
             heads_in.append(call("contiguous", call("permute", y, 1, 2, 0, 3)))
         kpm = p["key_padding_mask"]
+        # window, softcap, causal_align, deterministic, seq_bounds, attn_mask, dropout_p
+        drop = (m.dropout_p,) if m.dropout_p else ()
         if kpm is None:
-            o = call(op, *heads_in, m.causal, m.scale)
+            tail = (None, None, "top_left", None, None, None, *drop) if drop else ()
+            o = call(op, *heads_in, m.causal, m.scale, *tail)
         else:  # MHA's True hides a key; attn_mask's True shows it
             mask = call(torch.logical_not, kpm) if example_value(kpm).dtype == torch.bool else kpm
             mask = call(operator.getitem, mask, (slice(None), None, None, slice(None)))
-            # window, softcap, causal_align, deterministic, seq_bounds, attn_mask
-            o = call(op, *heads_in, m.causal, m.scale, None, None, "top_left", None, None, mask)
+            o = call(
+                op, *heads_in, m.causal, m.scale, None, None, "top_left", None, None, mask, *drop
+            )
             m.site.mask = "bool" if example_value(kpm).dtype == torch.bool else "add"
         o = call("flatten", call("permute", o, 2, 0, 1, 3), -2)
         out = call(F.linear, o, p["out_proj_weight"], p["out_proj_bias"])

@@ -108,6 +108,7 @@ def check_match(m: Match) -> None:
     m.site.causal = m.causal
     m.site.window = m.window
     m.site.align = m.align
+    m.site.dropout = m.dropout_p
     if m.attn_mask is not None:
         mask = example_value(m.attn_mask)
         if m.three_d:
@@ -148,7 +149,8 @@ def rewrite(gm: fx.GraphModule, m: Match, op: Any) -> None:
         if m.attn_mask is not None:
             # window, softcap, causal_align, deterministic, seq_bounds, then attn_mask
             window = (*window, *(None, None, m.align, None, None)[len(window) :], m.attn_mask)
-        new = g.call_function(op, (*args, m.causal, m.scale, *window))
+        extra = {"dropout_p": m.dropout_p} if m.dropout_p else {}
+        new = g.call_function(op, (*args, m.causal, m.scale, *window), extra)
         result = g.call_method("squeeze", (new, 0)) if m.three_d else new
     set_example_values(fm, [*added, new, result])
     new.meta["stack_trace"] = m.out.meta.get("stack_trace")

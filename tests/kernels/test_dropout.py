@@ -1,0 +1,154 @@
+"""Attention dropout in the kernels (flashgen.kernels.dropout): forward and backward against a
+float64 reference that applies the keep mask `dropout.keep_mask` draws for the same seed.
+
+The mask is a pure function of (seed, position), so the reference can be exact: out =
+(P o Z) V / (1 - p) with P the undropped softmax, and the gradients of that expression."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+import flashgen
+from flashgen.core.config import TileConfig
+from flashgen.core.spec import KernelSpec
+from flashgen.kernels import dropout
+from flashgen.kernels.bwd import backward
+from flashgen.kernels.fwd import forward
+from flashgen.kernels.padding import bounds, dense_mask
+
+TILES = TileConfig(16, 16, 4, 1)
+SEED = 2**40 + 12_345
+
+
+def _inputs(b, hq, hkv, sq, sk, d, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    return [torch.randn(b, h, s, d, generator=gen) for h, s in ((hq, sq), (hkv, sk), (hkv, sk))]
+
+
+def dropped_ref(q, k, v, visible, keep, p, softcap=None):
+    """float64 (P o keep) V / (1 - p) under a boolean visibility mask; empty rows give 0."""
+    q, k, v = (t.double() for t in (q, k, v))
+    g = q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(g, 1), v.repeat_interleave(g, 1)
+    s = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
+    if softcap is not None:
+        s = softcap * torch.tanh(s / softcap)
+    probs = torch.softmax(s.masked_fill(~visible, float("-inf")), -1).nan_to_num(0.0)
+    return (probs * keep / (1 - p)) @ v
+
+
+CASES = [
+    # b, hq, hkv, sq, sk, d, causal, p, window, softcap, lengths (padding, key, query)
+    (2, 4, 2, 37, 45, 32, False, 0.3, None, None, None),
+    (2, 2, 2, 53, 53, 16, True, 0.1, None, None, None),
+    (1, 4, 1, 61, 61, 40, True, 0.5, (9, 0), 5.0, None),
+    (3, 2, 1, 37, 45, 32, False, 0.2, None, None, ("left", [45, 20, 0], [37, 11, 5])),
+    (3, 4, 2, 53, 53, 16, True, 0.25, (12, 0), None, ("right", [53, 30, 17], [53, 30, 17])),
+]
+
+
+def _id(c):
+    parts = [f"{c[3]}x{c[4]}", "causal" if c[6] else "full", f"p{c[7]}"]
+    parts += ["win"] if c[8] else []
+    parts += ["cap"] if c[9] else []
+    parts += [f"pad{c[10][0]}"] if c[10] else []
+    return "-".join(parts)
+
+
+@pytest.mark.parametrize("tma", [False, True], ids=["pointers", "tma"])
+@pytest.mark.parametrize("case", CASES, ids=_id)
+def test_forward_backward_match_float64(case, tma, monkeypatch):
+    b, hq, hkv, sq, sk, d, causal, p, window, cap, pad = case
+    if tma and pad is None:
+        monkeypatch.setenv("FLASHGEN_FWD_TMA", "1")
+    q, k, v = _inputs(b, hq, hkv, sq, sk, d)
+    seq_bounds = None
+    if pad is not None:
+        seq_bounds = bounds(b, sq, sk, pad[1], pad[2], pad[0], "cpu")
+        visible = dense_mask(seq_bounds, sq, sk, causal=causal, window=window)
+    else:
+        i, j = torch.arange(sq)[:, None], torch.arange(sk)[None, :]
+        visible = torch.ones(sq, sk, dtype=torch.bool)
+        if causal:
+            visible &= j <= i
+        if window is not None:
+            visible &= (j >= i - window[0]) & (j <= i + window[1])
+    keep = dropout.keep_mask(SEED, p, b, hq, sq, sk, "cpu")
+    # roughly the asked fraction is dropped (thousands of draws)
+    assert abs((1 - keep.float().mean().item()) - p) < 0.05
+    kw = dict(causal=causal, config=TILES, window=window, softcap=cap, bounds=seq_bounds,
+              dropout=(p, SEED))  # fmt: skip
+    out, lse = forward(q, k, v, scale=None, **kw)
+    ref = dropped_ref(q, k, v, visible, keep, p, cap)
+    torch.testing.assert_close(out.double(), ref, atol=2e-5, rtol=1e-4)
+    do = torch.randn_like(out)
+    grads = backward(do, q, k, v, out, lse, scale=1 / math.sqrt(d), tma=tma, **kw)
+    qd, kd, vd = (t.double().requires_grad_() for t in (q, k, v))
+    want = torch.autograd.grad(dropped_ref(qd, kd, vd, visible, keep, p, cap), (qd, kd, vd),
+                               do.double())  # fmt: skip
+    for name, got, exp in zip(("dq", "dk", "dv"), grads, want, strict=True):
+        torch.testing.assert_close(got.double(), exp, atol=5e-5, rtol=1e-4, msg=name)
+
+
+def test_the_mask_depends_on_the_seed_and_position_only():
+    a = dropout.keep_mask(SEED, 0.5, 2, 3, 17, 19, "cpu")
+    assert torch.equal(a, dropout.keep_mask(SEED, 0.5, 2, 3, 17, 19, "cpu"))
+    assert not torch.equal(a, dropout.keep_mask(SEED + 1, 0.5, 2, 3, 17, 19, "cpu"))
+    # a lower rate keeps a superset (the same uniform draws against a lower threshold)
+    assert (dropout.keep_mask(SEED, 0.2, 2, 3, 17, 19, "cpu") >= a).all()
+
+
+def test_public_function_reproduces_under_manual_seed_and_matches_the_reference():
+    q, k, v = (t.requires_grad_() for t in _inputs(2, 4, 2, 29, 29, 16, seed=3))
+    torch.manual_seed(11)
+    out = flashgen.attention(q, k, v, causal=True, dropout_p=0.2)
+    torch.manual_seed(11)
+    seed = int(dropout.new_seed().item())  # the draw the call made
+    torch.manual_seed(11)
+    again = flashgen.attention(q, k, v, causal=True, dropout_p=0.2)
+    assert torch.equal(out, again)
+    assert not torch.equal(out, flashgen.attention(q, k, v, causal=True, dropout_p=0.2))
+    visible = torch.ones(29, 29, dtype=torch.bool).tril()
+    keep = dropout.keep_mask(seed, 0.2, 2, 4, 29, 29, "cpu")
+    qd, kd, vd = (t.detach().double().requires_grad_() for t in (q, k, v))
+    ref = dropped_ref(qd, kd, vd, visible, keep, 0.2)
+    torch.testing.assert_close(out.double(), ref, atol=2e-5, rtol=1e-4)
+    do = torch.randn_like(out)
+    got = torch.autograd.grad(out, (q, k, v), do)
+    want = torch.autograd.grad(ref, (qd, kd, vd), do.double())
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g.double(), w, atol=5e-5, rtol=1e-4)
+
+
+def test_zero_probability_is_the_plain_kernel():
+    q, k, v = _inputs(1, 2, 2, 20, 20, 16)
+    plain = flashgen.attention(q, k, v, causal=True)
+    assert torch.equal(flashgen.attention(q, k, v, causal=True, dropout_p=0.0), plain)
+
+
+@pytest.mark.parametrize("bad", [1.0, -0.1, float("nan"), True, "0.1"])
+def test_bad_probability_names_the_argument(bad):
+    q, k, v = _inputs(1, 2, 2, 8, 8, 16)
+    with pytest.raises(ValueError, match="dropout_p"):
+        flashgen.attention(q, k, v, dropout_p=bad)
+
+
+def test_spec_uri_round_trip_and_kinds():
+    from flashgen.kernels import bwd, hopper
+
+    spec = KernelSpec(64, True, "bfloat16", "fwd", window=True, dropout=True)
+    assert spec.uri() == "attn_fwd_d64_causalwindrop_bf16"
+    assert KernelSpec.from_uri(spec.uri()) == spec
+    assert "dropout" in hopper.spec_reason(spec, forced=True)
+    assert not bwd.onepass_supported(spec.with_direction("bwd"))
+
+
+def test_the_seed_is_checked():
+    with pytest.raises(ValueError, match="dropout_seed"):
+        dropout.launch_args(0.1, None)
+    with pytest.raises(ValueError, match="dropout_seed"):
+        dropout.launch_args(0.1, torch.tensor([1], dtype=torch.int32))
+    assert dropout.launch_args(0.0, None) is None
