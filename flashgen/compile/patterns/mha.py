@@ -87,7 +87,7 @@ def match_mha(n: Any, values: Values) -> Match:
     site = Site(kind="mha", location=location(n))
     m = Match(site, q, k, v, outs[0], causal, [None], interior=[n])
     m.mha = p
-    m.dropout_p = drop_p
+    m.dropout_p = site.dropout = drop_p
     return m
 
 

@@ -1,0 +1,114 @@
+"""Attention dropout in compiled graphs: hand-written F.dropout in training mode, SDPA's
+dropout_p and nn.MultiheadAttention's dropout are replaced by the flashgen op with the kernels'
+dropout, and the compiled result is exact against float64 given the mask the kernels drew.
+
+How the mask is recovered from a compiled call: with head dim = key length and V the identity,
+out[i, j] = P[i, j] * keep[i, j] / (1 - p), and P (the undropped softmax) is computed in
+float64, so keep = out > 0. Forward and backward of one call share that mask, so the gradients
+are checked against the float64 expression with it. A fresh seed is drawn from PyTorch's
+generator at every call: `torch.manual_seed` reproduces a compiled run.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import flashgen
+from flashgen.compile import patterns
+from flashgen.compile.backend import backend
+
+B, H, T = 2, 2, 16  # head dim = T: V = identity shows the mask
+P = 0.25
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def handwritten(q, k, v):
+    att = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.size(-1)), dim=-1)
+    return F.dropout(att, p=P, training=True) @ v
+
+
+class SdpaDropout(nn.Module):
+    """The HF/nanoGPT spelling: dropout_p=self.p if self.training else 0.0."""
+
+    def forward(self, q, k, v):
+        p = P if self.training else 0.0
+        return F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)
+
+
+def _inputs(seed=0):
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(B, H, T, T, generator=g).to(DEVICE)
+    k = torch.randn(B, H, T, T, generator=g).to(DEVICE)
+    v = torch.eye(T).expand(B, H, T, T).contiguous().to(DEVICE)
+    return [x.requires_grad_() for x in (q, k, v)]
+
+
+def _probs(q, k, causal):
+    s = (q.double() @ k.double().transpose(-2, -1)) / math.sqrt(q.shape[-1])
+    if causal:
+        s = s.masked_fill(torch.ones(T, T, dtype=torch.bool, device=s.device).triu(1), -math.inf)
+    return torch.softmax(s, -1)
+
+
+def _check(model, causal):
+    qkv = _inputs()
+    before = sum(v for k, v in patterns.counters.items() if k.endswith(".replaced"))
+    torch._dynamo.reset()
+    compiled = torch.compile(model, backend=backend(fallback="aot_eager"))
+    torch.manual_seed(5)
+    out = compiled(*qkv)
+    after = sum(v for k, v in patterns.counters.items() if k.endswith(".replaced"))
+    assert after - before == 1, "the site was not replaced by flashgen::attention"
+    probs = _probs(qkv[0].detach(), qkv[1].detach(), causal)
+    keep = out.detach().double() > 0
+    # the kept entries are exactly P / (1 - p), the dropped ones exactly 0
+    torch.testing.assert_close(out.double(), probs * keep / (1 - P), atol=1e-5, rtol=1e-4)
+    visible = probs > 0
+    dropped = 1 - keep[visible].double().mean().item()
+    assert 0.1 < dropped < 0.4, dropped  # ~P of the visible entries
+    do = torch.randn_like(out)
+    got = torch.autograd.grad(out, qkv, do)
+    ref_in = [x.detach().double().requires_grad_() for x in qkv]
+    ref = (_probs(ref_in[0], ref_in[1], causal) * keep / (1 - P)) @ ref_in[2]
+    want = torch.autograd.grad(ref, ref_in, do.double())
+    for name, g, w in zip("qkv", got, want, strict=True):
+        torch.testing.assert_close(g.double(), w, atol=5e-5, rtol=1e-4, msg=f"d{name}")
+    torch.manual_seed(5)
+    assert torch.equal(compiled(*qkv), out)  # same seed, same mask
+    return compiled
+
+
+def test_handwritten_dropout_in_training_is_replaced_and_exact():
+    _check(handwritten, causal=False)
+
+
+def test_sdpa_dropout_is_replaced_and_exact_and_eval_is_plain():
+    model = SdpaDropout().to(DEVICE)
+    _check(model, causal=True)
+    model.eval()
+    torch._dynamo.reset()
+    q, k, v = _inputs()
+    compiled = torch.compile(model, backend=backend(fallback="aot_eager"))
+    torch.testing.assert_close(
+        compiled(q, k, v), F.scaled_dot_product_attention(q, k, v, is_causal=True),
+        atol=1e-5, rtol=1e-5,
+    )  # fmt: skip
+
+
+def test_explain_reports_the_dropout():
+    report = flashgen.explain(handwritten, *_inputs())
+    (site,) = report.sites
+    assert site.replaced and site.dropout == pytest.approx(P)
+
+
+def test_multihead_attention_dropout_in_training_is_replaced():
+    mha = nn.MultiheadAttention(32, 2, dropout=0.1, batch_first=True).to(DEVICE)
+    x = torch.randn(B, T, 32, device=DEVICE)
+    report = flashgen.explain(lambda x: mha(x, x, x, need_weights=False)[0], x)
+    assert (report.found, report.replaced) == (1, 1), str(report)
+    assert report.sites[0].dropout == pytest.approx(0.1)
