@@ -136,6 +136,16 @@ def bench_softcap(spec: KernelSpec) -> float | None:
     return BENCH_SOFTCAP if spec.softcap else None
 
 
+# What a dropout spec is timed and checked with: p = 0 keeps every probability (the uniform
+# draws are >= 0), so the kernel draws the whole mask (and pays for it) while the undropped
+# reference holds; the seed is fixed so the timing does not depend on a generator.
+BENCH_DROPOUT = (0.0, 2**40 + 1)
+
+
+def bench_dropout(spec: KernelSpec):
+    return BENCH_DROPOUT if spec.dropout else None
+
+
 def bench_bounds(spec: KernelSpec, q, k):
     """The per-sequence ranges a spec with lengths is timed and checked with: every row and key
     valid (the ranges are run-time data, so the tuned config serves every padding; all tiles
@@ -154,6 +164,7 @@ def _mask_kwargs(spec: KernelSpec, q, k) -> dict:
         "window": bench_window(spec, q, k),
         "softcap": bench_softcap(spec),
         "bounds": bench_bounds(spec, q, k),
+        "dropout": bench_dropout(spec),
     }
     return {name: value for name, value in kwargs.items() if value is not None}
 

@@ -110,6 +110,7 @@ def check_options(args: argparse.Namespace) -> None:
                 ("--window", args.window or None),
                 ("--softcap", args.softcap or None),
                 ("--lengths", args.lengths or None),
+                ("--dropout", getattr(args, "dropout", False) or None),
             )  # fmt: skip
             if value is not None
         ]
@@ -156,7 +157,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     what.add_argument(
         "--lengths", action="store_true",
         help="tune the kernels with per-sequence lengths (key_lengths=/query_lengths=; timed "
-        "with every row valid). The three flags combine into one kernel kind",
+        "with every row valid)",
+    )  # fmt: skip
+    what.add_argument(
+        "--dropout", action="store_true",
+        help="tune the attention-dropout kernels (flashgen.attention(dropout_p=); timed drawing "
+        "the mask with p = 0, so the config serves every p). The four flags combine into one "
+        "kernel kind",
     )  # fmt: skip
     what.add_argument(
         "--pending", action="store_true",
@@ -210,7 +217,7 @@ def resolve_options(args: argparse.Namespace, gpu: bool) -> dict:
         value = getattr(args, key)
         out[key] = defaults[key] if value is None else value
     out["causal"] = args.causal or defaults["causal"]
-    for key in ("window", "softcap", "lengths"):
+    for key in ("window", "softcap", "lengths", "dropout"):
         out[key] = bool(getattr(args, key, False))
     return out
 
@@ -241,6 +248,7 @@ def build_tasks(opts: dict, seq_k: str | None):
                     spec = KernelSpec(
                         head_dim, causal, dtype, direction, opts.get("window", False),
                         opts.get("softcap", False), opts.get("lengths", False),
+                        dropout=opts.get("dropout", False),
                     )  # fmt: skip
                     tasks.extend(Task(spec, bucket) for bucket in buckets)
     return tasks

@@ -111,7 +111,7 @@ def worker_main(
         gpu = prepare_backend()
         if report is not None:
             report.send(current_fingerprint(current_device()).as_dict())
-        tasks = [Task(KernelSpec(*spec), tuple(bucket)) for spec, bucket in task_data]
+        tasks = [Task(KernelSpec.from_uri(uri), tuple(bucket)) for uri, bucket in task_data]
         db = connect(args.db)
         tune_all(args, opts, tasks, db, gpu, worker=index, ready=lambda: _arrive(start))
     except KeyboardInterrupt:
@@ -169,8 +169,8 @@ def run_workers(args, opts: dict, tasks: list, db, worker_pins: list[str | None]
     import shutil
     import tempfile
 
-    task_data = [((t.spec.head_dim, t.spec.causal, t.spec.dtype, t.spec.direction, t.spec.window,
-                  t.spec.softcap), t.bucket) for t in tasks]  # fmt: skip
+    # the spec by its uri: every field (lengths, mask kind, dropout too) crosses the process
+    task_data = [(t.spec.uri(), t.bucket) for t in tasks]
     argv = {k: v for k, v in vars(args).items() if not k.startswith("_")}
     argv["db"] = db.engine.url.render_as_string(hide_password=False)
     argv["workers"] = len(worker_pins)

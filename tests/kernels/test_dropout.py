@@ -152,3 +152,15 @@ def test_the_seed_is_checked():
     with pytest.raises(ValueError, match="dropout_seed"):
         dropout.launch_args(0.1, torch.tensor([1], dtype=torch.int32))
     assert dropout.launch_args(0.0, None) is None
+
+
+@pytest.mark.parametrize("direction", ["fwd", "bwd"])
+def test_tuner_checks_a_candidate_with_dropout(direction):
+    """`flashgen tune --dropout` times and checks the dropout kernel with p = 0 (every draw is
+    kept, so the undropped reference holds while the kernel pays for the mask)."""
+    from flashgen.hardware.costmodel import Shape
+    from flashgen.tune.bench import bench_dropout, check
+
+    spec = KernelSpec(32, True, "float32", direction, dropout=True)
+    assert bench_dropout(spec)[0] == 0.0 and bench_dropout(spec.with_direction("fwd")) is not None
+    assert check(spec, TILES, Shape(2, 2, 1, 45, 45), "cpu").status == "ok"
