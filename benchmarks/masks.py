@@ -65,9 +65,9 @@ def visible(sq, sk, *, causal, window=None, lengths=None, tensor=None, device="c
     return m
 
 
-def reference(q, k, v, mask, *, softcap=None, bias=None):
-    """float64 attention under a dense mask (and an additive bias); a row that sees nothing
-    gives zeros."""
+def reference(q, k, v, mask, *, softcap=None, bias=None, keep=None, p=0.0):
+    """float64 attention under a dense mask (and an additive bias, and a dropout keep mask of
+    rate p); a row that sees nothing gives zeros."""
     q, k, v = (t.double() for t in (q, k, v))
     g = q.shape[1] // k.shape[1]
     k, v = k.repeat_interleave(g, 1), v.repeat_interleave(g, 1)
@@ -76,8 +76,10 @@ def reference(q, k, v, mask, *, softcap=None, bias=None):
         s = softcap * torch.tanh(s / softcap)
     if bias is not None:
         s = s + bias.double()
-    p = torch.softmax(s.masked_fill(~mask, float("-inf")), -1).nan_to_num(0.0)
-    return p @ v
+    probs = torch.softmax(s.masked_fill(~mask, float("-inf")), -1).nan_to_num(0.0)
+    if keep is not None:
+        probs = probs * keep / (1 - p)
+    return probs @ v
 
 
 def variants(b, n):
@@ -87,6 +89,7 @@ def variants(b, n):
         ("window_causal_256", True, {"window": 256}, {"window": 256}, None),
         ("window_2sided_512", False, {"window": (512, 512)}, {"window": (512, 512)}, None),
         ("softcap_causal", True, {"softcap": 50.0}, {}, 50.0),
+        ("dropout_causal", True, {"dropout_p": 0.1}, {}, None),
     ]
     try:
         from flashgen.kernels.padding import bounds  # noqa: F401
@@ -149,13 +152,21 @@ def check(name, causal, kw, mk, cap, args):
     mask = visible(n, n, causal=causal, **dense_kwargs(mk, b, n, n))
     for t in (q, k, v):
         t.requires_grad_()
+    torch.manual_seed(123)  # the dropout seed the call draws (redrawn below for the reference)
     out = flashgen.attention(q, k, v, causal=causal, impl="flashgen", **kw)
+    keep, rate = None, kw.get("dropout_p", 0.0)
+    if rate:
+        from flashgen.kernels import dropout
+
+        torch.manual_seed(123)
+        seed = int(dropout.new_seed().item())
+        keep = dropout.keep_mask(seed, rate, b, hq, n, n, "cuda")
     do = torch.randn_like(out)
     grads = torch.autograd.grad(out, (q, k, v), do)
     qd, kd, vd = (t.detach().double().requires_grad_() for t in (q, k, v))
     tensor = kw.get("attn_mask")
     bias = tensor if tensor is not None and tensor.dtype != torch.bool else None
-    ref = reference(qd, kd, vd, mask, softcap=cap, bias=bias)
+    ref = reference(qd, kd, vd, mask, softcap=cap, bias=bias, keep=keep, p=rate)
     want = torch.autograd.grad(ref, (qd, kd, vd), do.double())
     # max abs error relative to the reference's largest entry (bf16 keeps ~3 digits)
     pairs = zip((out, *grads), (ref, *want), strict=True)
@@ -213,7 +224,7 @@ def speed(name, causal, kw, mk, cap, shape, writer, dirs=("fwd", "fwd+bwd")):
     def theirs():  # SDPA needs the dense mask (and expanded kv heads for a mask + GQA)
         if cap is not None:
             return None
-        return sdpa(q, kr, vr, attn_mask=given)
+        return sdpa(q, kr, vr, attn_mask=given, dropout_p=kw.get("dropout_p", 0.0))
 
     def portable():  # the unmasked kernel of the masked kernels' own (portable) family
         os.environ["FLASHGEN_FWD_FAMILY"] = "portable"

@@ -164,3 +164,29 @@ def test_tuner_checks_a_candidate_with_dropout(direction):
     spec = KernelSpec(32, True, "float32", direction, dropout=True)
     assert bench_dropout(spec)[0] == 0.0 and bench_dropout(spec.with_direction("fwd")) is not None
     assert check(spec, TILES, Shape(2, 2, 1, 45, 45), "cpu").status == "ok"
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_bf16_on_gpu(causal):
+    """bf16 forward and backward on the GPU through the public op against float64 with the
+    mask the call drew (the seed redrawn from the same generator state)."""
+    b, hq, hkv, n, d = 2, 8, 2, 1003, 128
+    q, k, v = (t.cuda().to(torch.bfloat16).requires_grad_() for t in _inputs(b, hq, hkv, n, n, d))
+    torch.manual_seed(3)
+    out = flashgen.attention(q, k, v, causal=causal, dropout_p=0.1)
+    torch.manual_seed(3)
+    keep = dropout.keep_mask(int(dropout.new_seed().item()), 0.1, b, hq, n, n, "cuda")
+    visible = torch.ones(n, n, dtype=torch.bool, device="cuda")
+    if causal:
+        visible = visible.tril()
+    leaves = [t.detach().double().requires_grad_() for t in (q, k, v)]
+    ref = dropped_ref(*leaves, visible, keep, 0.1)
+    assert (out.double() - ref).abs().max().item() <= 2e-2 * max(1.0, ref.abs().max().item())
+    do = torch.randn_like(out)
+    got = torch.autograd.grad(out, (q, k, v), do)
+    want = torch.autograd.grad(ref, leaves, do.double())
+    for name, g, w in zip(("dq", "dk", "dv"), got, want, strict=True):
+        err = (g.double() - w).abs().max().item()
+        assert err <= 3e-2 * max(1.0, w.abs().max().item()), f"{name}: {err:.3e}"
