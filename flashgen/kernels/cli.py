@@ -40,6 +40,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--lengths", action="store_true", help="the kernel with per-sequence lengths (padding)"
     )
+    parser.add_argument(
+        "--dropout", action="store_true",
+        help="the attention-dropout kernel (p and the seed are run-time arguments)",
+    )  # fmt: skip
     parser.add_argument("--path", action="store_true", help="print the cached file's path instead")
 
 
@@ -50,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         spec = KernelSpec(
             args.head_dim, args.causal, args.dtype, args.direction, args.window, args.softcap,
-            args.lengths,
+            args.lengths, dropout=getattr(args, "dropout", False),
         )  # fmt: skip
     except ValueError as exc:
         print(f"flashgen kernel: {exc}", file=sys.stderr)
@@ -71,11 +75,11 @@ def run(args: argparse.Namespace) -> int:
                   file=sys.stderr)  # fmt: skip
             return 2
     if args.family == "decode" and (
-        args.direction != "fwd" or args.window or args.softcap or args.lengths
+        args.direction != "fwd" or args.window or args.softcap or args.lengths or spec.dropout
     ):
         print(
             "flashgen kernel: the decode family has forward kernels only, without window or "
-            "softcap (or lengths)",
+            "softcap (or lengths, dropout)",
             file=sys.stderr,
         )
         return 2
