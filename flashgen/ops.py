@@ -503,10 +503,11 @@ def attention(
         # cache and the autograd.Function.
         if window is not None:
             window = list(normalize_window(window, causal))
+        # dropout_p only when given: the plain call's graph stays exactly what it was
+        drop = () if dropout_p == 0.0 else (dropout.check_dropout(dropout_p),)
         return _composite_op(
             q, k, v, causal, scale, window, check_softcap(softcap), causal_align,
-            check_deterministic(deterministic), seq_bounds, attn_mask,
-            dropout.check_dropout(dropout_p),
+            check_deterministic(deterministic), seq_bounds, attn_mask, *drop,
         )  # fmt: skip
     return _attention(
         q, k, v, causal, scale, window, softcap, causal_align, deterministic, seq_bounds,
