@@ -181,6 +181,17 @@ def check(name, causal, kw, mk, cap, args):
 WARM_ONLY = False
 
 
+def describe(kw) -> str:
+    """The flashgen keywords of a variant for the CSV (tensors by shape and dtype, not values)."""
+
+    def one(v):
+        if isinstance(v, torch.Tensor):
+            return f"tensor{list(v.shape)}:{str(v.dtype).removeprefix('torch.')}"
+        return repr(v)
+
+    return " ".join(f"{k}={one(v)}" for k, v in kw.items())
+
+
 def bench(fn):
     if WARM_ONLY:
         fn()
@@ -247,7 +258,7 @@ def speed(name, causal, kw, mk, cap, shape, writer, dirs=("fwd", "fwd+bwd")):
         tf = pairs * flops_per_pair / t_ours / 1e9
         tf_plain = plain_pairs * flops_per_pair / t_plain / 1e9
         row = dict(
-            name=name, b=b, hq=hq, hkv=hkv, n=n, d=d, causal=causal, mask=str(kw),
+            name=name, b=b, hq=hq, hkv=hkv, n=n, d=d, causal=causal, mask=describe(kw),
             pairs_frac=round(pairs / plain_pairs, 4), dir=direction,
             flashgen_ms=round(t_ours, 4), plain_ms=round(t_plain, 4),
             portable_ms=round(t_port, 4),
