@@ -355,7 +355,11 @@ def test_render_masks(spec):
 
 def test_masks_take_the_hopper_family_but_mask_tensors_do_not():
     for spec in MASK_SPECS:
-        assert hopper.spec_reason(spec) == API_REASON
+        assert hopper.spec_reason(spec, forced=True) == API_REASON
+        if hopper.AUTO_MASKS:
+            assert hopper.spec_reason(spec) == API_REASON
+        else:
+            assert "only when forced" in hopper.spec_reason(spec)
     tensor = KernelSpec(128, False, "bfloat16", "fwd", attn_mask="bool")
     assert "attention-mask tensors" in hopper.spec_reason(tensor, forced=True)
 
