@@ -297,7 +297,7 @@ def test_unsupported_site_is_skipped_with_reason(entry):
     assert reason in report.skipped[0].reason, str(report)
     assert reason in str(report)
     if name == "dropout_all":
-        return  # random: training-mode dropout is tested in tests/compile/test_dropout.py
+        return  # random: training-mode dropout is tested in tests/compile/test_patterns_dropout.py
     torch._dynamo.reset()
     compiled = torch.compile(model, backend=backend(fallback="aot_eager"))
     got, want = compiled(q, k, v, mask), model(q, k, v, mask)
