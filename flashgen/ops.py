@@ -130,7 +130,8 @@ def _attention_fwd(
     drop = dropout.launch_args(dropout.check_dropout(dropout_p), dropout_seed)
     if seq_bounds is not None or attn_mask is not None or drop is not None:
         _check_extras(q, seq_bounds, attn_mask, bottom_right)
-        if seq_bounds is None and not _decode_off() and decode.applies(q, k, window, softcap):
+        decodable = seq_bounds is None and drop is None and attn_mask is not None
+        if decodable and not _decode_off() and decode.applies(q, k, window, softcap):
             # A short query with SDPA's attn_mask (HF generate()'s KV-cache masks): the split-KV
             # kernels read the mask tensor, so what runs is that mask, exactly.
             return decode.decode_forward(

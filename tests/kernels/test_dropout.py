@@ -190,3 +190,12 @@ def test_bf16_on_gpu(causal):
     for name, g, w in zip(("dq", "dk", "dv"), got, want, strict=True):
         err = (g.double() - w).abs().max().item()
         assert err <= 3e-2 * max(1.0, w.abs().max().item()), f"{name}: {err:.3e}"
+
+
+def test_a_short_query_with_dropout_runs_the_forward_kernels():
+    """Queries of <= 16 rows go to the decode kernels, which have no dropout: with dropout_p
+    they take the forward kernels (and drop)."""
+    q, k, v = _inputs(1, 2, 2, 4, 40, 16, seed=5)
+    out = flashgen.attention(q, k, v, dropout_p=0.5)
+    plain = flashgen.attention(q, k, v)
+    assert out.shape == plain.shape and not torch.allclose(out, plain)
