@@ -237,12 +237,16 @@ def speed(name, causal, kw, mk, cap, shape, writer, dirs=("fwd", "fwd+bwd")):
             return None
         return sdpa(q, kr, vr, attn_mask=given, dropout_p=kw.get("dropout_p", 0.0))
 
-    def portable():  # the unmasked kernel of the masked kernels' own (portable) family
+    def portable():  # the unmasked kernel of the portable family
+        before = os.environ.get("FLASHGEN_FWD_FAMILY")
         os.environ["FLASHGEN_FWD_FAMILY"] = "portable"
         try:
             return plain()
-        finally:
-            del os.environ["FLASHGEN_FWD_FAMILY"]
+        finally:  # back to what the run was started with (FLASHGEN_FWD_FAMILY=hopper, say)
+            if before is None:
+                del os.environ["FLASHGEN_FWD_FAMILY"]
+            else:
+                os.environ["FLASHGEN_FWD_FAMILY"] = before
 
     for direction, flops_per_pair in (("fwd", 4 * d), ("fwd+bwd", 10 * d)):
         if direction not in dirs:
@@ -288,7 +292,8 @@ def main():
         v for v in variants(shape[0], shape[3]) if not args.only or v[0] in args.only.split(",")
     ]
     print(f"{torch.cuda.get_device_name()} torch {torch.__version__} triton {triton.__version__} "
-          f"commit {os.environ.get('FLASHGEN_COMMIT', '?')}", flush=True)  # fmt: skip
+          f"commit {os.environ.get('FLASHGEN_COMMIT', '?')} "
+          f"FLASHGEN_FWD_FAMILY={os.environ.get('FLASHGEN_FWD_FAMILY', '')}", flush=True)  # fmt: skip
     failed = 0
     for name, causal, kw, mk, cap in [] if args.no_check else chosen:
         if time.monotonic() - start > args.budget / 2:
