@@ -116,7 +116,7 @@ class _Plan:
             spec, cfg = self.hopper
             hopper.forward(
                 q, k, v, out, lse, scale=scale, spec=spec, config=cfg, window=window,
-                softcap=softcap, bounds=bounds,
+                softcap=softcap, bounds=bounds, mask=mask,
             )  # fmt: skip
             return
         qk_scale = scale * LOG2E

@@ -111,7 +111,6 @@ def template_context(spec) -> dict:
         spec.direction != "fwd"
         or spec.head_dim not in RENDERABLE_HEAD_DIMS
         or (spec.dtype not in _GL_DTYPE)
-        or spec.attn_mask
         or spec.dropout
     ):
         raise ValueError(f"the Hopper family has no kernel for {spec.uri()}")
@@ -122,6 +121,7 @@ def template_context(spec) -> dict:
         "window": spec.window,
         "softcap": spec.softcap,
         "lengths": spec.lengths,
+        "attn_mask": spec.attn_mask,
         "dtype": spec.dtype,
         "gl_dtype": _GL_DTYPE[spec.dtype],
         "tma_load": api["tma_load"],
@@ -133,8 +133,6 @@ def spec_reason(spec, *, forced: bool = False) -> str | None:
     """Why `spec` cannot (or, unless forced, should not) take the Hopper family; None if it can."""
     if spec.direction != "fwd":
         return "the Hopper family is forward only"
-    if spec.attn_mask:
-        return "attention-mask tensors are in the portable family only"
     if spec.dropout:
         return "dropout is in the portable family only"
     if spec.dtype not in _GL_DTYPE:
@@ -143,7 +141,11 @@ def spec_reason(spec, *, forced: bool = False) -> str | None:
         return f"head dim {spec.head_dim} (the Hopper family has tiles for {RENDERABLE_HEAD_DIMS})"
     if not forced and spec.head_dim not in AUTO_HEAD_DIMS:
         return f"head dim {spec.head_dim}: measured slower than the portable family on the H200"
-    if not forced and not AUTO_MASKS and (spec.window or spec.softcap or spec.lengths):
+    if (
+        not forced
+        and not AUTO_MASKS
+        and (spec.window or spec.softcap or spec.lengths or spec.attn_mask)
+    ):
         return "masks in the Hopper family are taken only when forced until checked on the GPU"
     return gluon_api()[1]
 
@@ -199,8 +201,9 @@ def config_for(spec, seq_q: int) -> HopperConfig:
 
 
 def banded(spec) -> bool:
-    """Whether the rendering walks a per-consumer band of key tiles (window or lengths)."""
-    return spec.window or spec.lengths
+    """Whether the rendering walks a per-consumer band of key tiles (window or lengths) or masks
+    every tile (a mask tensor)."""
+    return bool(spec.window or spec.lengths or spec.attn_mask)
 
 
 def for_spec(cfg: HopperConfig, spec) -> HopperConfig:
@@ -216,7 +219,7 @@ def for_spec(cfg: HopperConfig, spec) -> HopperConfig:
 
 def forward(
     q, k, v, out, lse, *, scale: float, spec, config: HopperConfig | None = None, window=None,
-    softcap=None, bounds=None,
+    softcap=None, bounds=None, mask=None,
 ) -> None:  # fmt: skip
     """Launch the Hopper kernel, writing `out` (contiguous, q's dtype) and `lse` (float32
     [B, Hq, Sq], natural log: what flashgen's backward reads). The masks as in
@@ -246,7 +249,7 @@ def forward(
         items = min(items, programs_per_sm(cfg, dim) * _sm_count(q.device.index or 0))
     if window is not None:  # sizes past both lengths cover everything; keep int32 sums exact
         window = (min(window[0], sq + sk), min(window[1], sq + sk))
-    masks = mask_args(spec, scale, window, softcap, bounds)
+    masks = mask_args(spec, scale, window, softcap, bounds, mask)
     load_family(spec, "hopper").attn_fwd_ws[(items,)](
         *descs, lse, batch, hq, hq // hkv, sq, sk, float(scale) * LOG2E, *masks,
         BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, NUM_BUF=cfg.num_buf,
@@ -255,12 +258,12 @@ def forward(
     )  # fmt: skip
 
 
-def mask_args(spec, scale: float, window, softcap, bounds) -> tuple:
+def mask_args(spec, scale: float, window, softcap, bounds, mask=None) -> tuple:
     """The kernel's mask arguments after qk_scale, in the template's order; a mask the spec
     has must be given and one it lacks must not (a mismatch would launch the wrong kernel)."""
-    given = {"window": window, "softcap": softcap, "lengths": bounds}
+    given = {"window": window, "softcap": softcap, "lengths": bounds, "attn_mask": mask}
     for name, value in given.items():
-        if getattr(spec, name) != (value is not None):
+        if bool(getattr(spec, name)) != (value is not None):
             raise ValueError(
                 f"{spec.uri()}: {name} {'missing' if value is None else 'not expected'}"
             )
@@ -271,6 +274,8 @@ def mask_args(spec, scale: float, window, softcap, bounds) -> tuple:
         args += (float(softcap) / float(scale),)  # the kernel caps raw scores
     if bounds is not None:
         args += (bounds,)
+    if mask is not None:  # the expanded [B, Hq, Sq, Sk] view: 0 strides along broadcast dims
+        args += (mask, *mask.stride())
     return args
 
 
@@ -313,9 +318,12 @@ def compile_for_sm90(spec, cfg: HopperConfig | None = None) -> dict:
         signature["softcap_raw"] = "fp32"
     if spec.lengths:
         signature["SeqBounds"] = "*i32"
+    if spec.attn_mask:
+        signature["Mask"] = "*i1" if spec.attn_mask == "bool" else f"*{short}"
+        signature.update(stride_mb="i32", stride_mh="i32", stride_mm="i32", stride_mn="i32")
     signature.update(BLOCK_M="constexpr", BLOCK_N="constexpr", NUM_BUF="constexpr",
                      NUM_CONSUMERS="constexpr", PINGPONG="constexpr", num_warps="constexpr")  # fmt: skip
-    pointers = [i for i, name in enumerate(signature) if name in ("Lse", "SeqBounds")]
+    pointers = [i for i, name in enumerate(signature) if name in ("Lse", "SeqBounds", "Mask")]
     constexprs = {
         "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "NUM_BUF": cfg.num_buf,
         "NUM_CONSUMERS": cfg.consumers, "PINGPONG": cfg.pingpong, "num_warps": cfg.num_warps,

@@ -334,6 +334,8 @@ MASK_SPECS = [
     KernelSpec(128, True, "bfloat16", "fwd", softcap=True),
     KernelSpec(128, False, "bfloat16", "fwd", lengths=True),
     KernelSpec(128, True, "bfloat16", "fwd", window=True, softcap=True, lengths=True),
+    KernelSpec(128, False, "bfloat16", "fwd", attn_mask="bool"),
+    KernelSpec(128, True, "float16", "fwd", attn_mask="add"),
 ]
 
 
@@ -347,21 +349,24 @@ def test_render_masks(spec):
     assert ("WIN_LEFT, WIN_RIGHT," in source) == spec.window
     assert ("def _tanh(x):" in source) == spec.softcap
     assert ("SeqBounds," in source) == spec.lengths
-    assert ("m_use = gl.where(m_new ==" in source) == (spec.window or spec.lengths)
+    assert ("m_use = gl.where(m_new ==" in source) == bool(
+        spec.window or spec.lengths or spec.attn_mask
+    )
+    assert ("tm_ptrs = mask_base" in source) == bool(spec.attn_mask)
     assert ("k_start + lo * BLOCK_N" in source) == spec.lengths
     compile(source, spec.uri(), "exec")
     assert hasattr(load_family(spec, "hopper"), "attn_fwd_ws")
 
 
-def test_masks_take_the_hopper_family_but_mask_tensors_do_not():
+def test_masks_take_the_hopper_family_but_dropout_does_not():
     for spec in MASK_SPECS:
         assert hopper.spec_reason(spec, forced=True) == API_REASON
         if hopper.AUTO_MASKS:
             assert hopper.spec_reason(spec) == API_REASON
         else:
             assert "only when forced" in hopper.spec_reason(spec)
-    tensor = KernelSpec(128, False, "bfloat16", "fwd", attn_mask="bool")
-    assert "attention-mask tensors" in hopper.spec_reason(tensor, forced=True)
+    dropped = KernelSpec(128, False, "bfloat16", "fwd", dropout=True)
+    assert "dropout" in hopper.spec_reason(dropped, forced=True)
 
 
 def test_banded_kernels_run_without_pingpong():
@@ -370,10 +375,11 @@ def test_banded_kernels_run_without_pingpong():
     cfg = HopperConfig(128, 128, 2, 2, 4, 168, True, True)
     assert hopper.for_spec(cfg, MASK_SPECS[0]) == HopperConfig(128, 128, 2, 2, 4, 168, False, True)
     assert hopper.for_spec(cfg, MASK_SPECS[2]) == cfg  # softcap alone keeps the tile ranges
+    assert not hopper.for_spec(cfg, MASK_SPECS[5]).pingpong  # a mask tensor: banded too
 
 
 def test_mask_arguments_follow_the_spec():
-    spec = MASK_SPECS[-1]
+    spec = MASK_SPECS[4]
     seq_bounds = torch.zeros(2, 4, dtype=torch.int32)
     args = hopper.mask_args(spec, 0.5, (7, 0), 30.0, seq_bounds)
     assert args[:3] == (7, 0, 60.0) and args[3] is seq_bounds  # the cap on raw scores: cap/scale
@@ -405,7 +411,7 @@ def test_masked_kernels_compile_for_sm90():
     import subprocess
     import sys
 
-    uris = [s.uri() for s in (MASK_SPECS[1], MASK_SPECS[2], MASK_SPECS[4])]
+    uris = [s.uri() for s in (MASK_SPECS[1], MASK_SPECS[2], MASK_SPECS[4], MASK_SPECS[6])]
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     done = subprocess.run(
         [sys.executable, "-c", _AOT_MASKS, *uris], env=env, capture_output=True, text=True,
@@ -533,3 +539,44 @@ def test_backward_consumes_the_masked_hopper_forward(monkeypatch):
     for name, got, want in zip("qkv", leaves, ref, strict=True):
         err = max_abs_err(got.grad, want.grad)
         assert err <= 3e-2 * max(1.0, want.grad.abs().max().item()), f"d{name}: {err:.3e}"
+
+
+@pytest.mark.gpu
+@needs_sm90
+@needs_gluon
+@pytest.mark.parametrize("kind", ["bool_padding", "bias_causal"])
+def test_hopper_mask_tensors_match_float64(kind, monkeypatch):
+    """attn_mask in the Hopper forward (forced): a [B, 1, 1, Sk] boolean key-padding mask with
+    an entry that hides every key, and a [1, Hq, Sq, Sk] additive bias with causal."""
+    from flashgen.kernels import fwd
+    from flashgen.kernels.validate import expand_mask
+
+    monkeypatch.setenv(hopper.FAMILY_ENV, "hopper")
+    fwd._plans.clear()
+    b, hq, hkv, n = 3, 4, 2, 777
+    q, k, v = _qkv(b, hq, hkv, n, n, 128, torch.bfloat16, seed=4)
+    causal = kind == "bias_causal"
+    j = torch.arange(n, device="cuda")
+    if kind == "bool_padding":
+        mask = (j[None, :] < torch.tensor([[n], [300], [0]], device="cuda"))[:, None, None, :]
+        visible, bias = mask, None
+    else:
+        mask = torch.randn(1, hq, n, n, device="cuda").to(torch.bfloat16)
+        visible, bias = torch.ones(n, n, dtype=torch.bool, device="cuda").tril()[None, None], mask
+    spec = KernelSpec(128, causal, "bfloat16", "fwd", attn_mask="bool" if bias is None else "add")
+    assert hopper.choose(spec, q, k, v, n)
+    out, lse = fwd.forward(q, k, v, causal=causal, scale=None, mask=expand_mask(mask, q, k))
+    qd, kd, vd = (t.double() for t in (q, k, v))
+    kd, vd = kd.repeat_interleave(2, 1), vd.repeat_interleave(2, 1)
+    s = (qd @ kd.transpose(-1, -2)) / 128**0.5
+    if bias is not None:
+        s = s + bias.double()
+    s = s.masked_fill(~visible, float("-inf"))
+    ref = torch.softmax(s, -1).nan_to_num(0.0) @ vd
+    assert torch.isfinite(out).all()
+    err = max_abs_err(out, ref)
+    assert err <= 2e-2 * max(1.0, ref.abs().max().item()), err
+    seen = visible.expand(b, hq, n, n).any(-1)
+    assert (out[~seen] == 0).all() and (lse[~seen] == float("inf")).all()
+    ref_lse = torch.logsumexp(s, -1)
+    assert (lse[seen].double() - ref_lse[seen]).abs().max().item() <= 1e-2
