@@ -46,9 +46,19 @@ RENDERABLE_HEAD_DIMS = (64, 128)
 # Where it measured faster than the portable family (RESULTS.md); others need FLASHGEN_FWD_FAMILY.
 AUTO_HEAD_DIMS = (128,)
 AUTO_MIN_CAUSAL_SEQ_Q = 2048
-# Windows, softcap and lengths render and compile for sm_90 (tests/kernels/test_hopper.py) but
-# their GPU check has not run yet: until it has, only FLASHGEN_FWD_FAMILY=hopper takes them.
-AUTO_MASKS = False
+# The mask kinds the Hopper family takes without being forced: each renders and compiles for
+# sm_90 (tests/kernels/test_hopper.py), and is listed here once its GPU check passed and it
+# measured faster than the portable family (benchmarks/RESULTS.md, "Masks (issue 16)");
+# FLASHGEN_FWD_FAMILY=hopper takes every kind.
+AUTO_MASKS: frozenset[str] = frozenset()
+MASK_KINDS = ("window", "softcap", "lengths", "attn_mask")
+
+
+def mask_kinds(spec) -> set[str]:
+    """The mask kinds of `spec` the Hopper family has (window, softcap, lengths, attn_mask)."""
+    return {kind for kind in MASK_KINDS if getattr(spec, kind)}
+
+
 _GL_DTYPE = {"float16": "gl.float16", "bfloat16": "gl.bfloat16"}
 
 
@@ -141,12 +151,9 @@ def spec_reason(spec, *, forced: bool = False) -> str | None:
         return f"head dim {spec.head_dim} (the Hopper family has tiles for {RENDERABLE_HEAD_DIMS})"
     if not forced and spec.head_dim not in AUTO_HEAD_DIMS:
         return f"head dim {spec.head_dim}: measured slower than the portable family on the H200"
-    if (
-        not forced
-        and not AUTO_MASKS
-        and (spec.window or spec.softcap or spec.lengths or spec.attn_mask)
-    ):
-        return "masks in the Hopper family are taken only when forced until checked on the GPU"
+    if not forced and not mask_kinds(spec) <= AUTO_MASKS:
+        kinds = ", ".join(sorted(mask_kinds(spec) - AUTO_MASKS))
+        return f"{kinds} in the Hopper family: taken only when forced (AUTO_MASKS)"
     return gluon_api()[1]
 
 
