@@ -78,6 +78,12 @@ DEFAULT_KIND = "split"
 _plans = PlanCache()  # `flashgen.ops` clears it with the run-time choice's cache
 
 
+def dq_config_for(config: TileConfig) -> TileConfig:
+    """The dQ kernel's config when the caller gives only the backward's `config` (a record,
+    a default, the tuner's trial): the same blocks, warps and stages."""
+    return config
+
+
 def _last_dim_contiguous(t):
     """The kernels take every stride but the last, which must be 1 (e.g. an expanded dO from
     `out.sum().backward()` has stride 0 everywhere)."""
@@ -108,7 +114,7 @@ class _Plan:
 
     def __init__(
         self, q, k, v, do, out, causal, config, needs, use_descriptors, aligned, windowed, capped,
-        kind="split", bounded=False, mask_kind="", dropped=False,
+        kind="split", bounded=False, mask_kind="", dropped=False, dq_config=None,
     ):  # fmt: skip
         batch, heads_q, seq_q, dim = q.shape
         heads_kv, seq_k = k.shape[1], k.shape[2]
@@ -155,11 +161,22 @@ class _Plan:
             dkdv, dq = module.attn_bwd_dkdv, module.attn_bwd_dq
         need_dq, need_dk, need_dv = needs
         dkdv_grid = (cdiv(seq_k, block_n), batch * heads_kv)
-        dq_grid = (cdiv(seq_q, block_m), batch * heads_q)
         self.dkdv = (
             Launch(dkdv, dkdv_grid, blocks, options, device, descs) if need_dk or need_dv else None
         )
-        self.dq = Launch(dq, dq_grid, blocks, options, device, descs) if need_dq else None
+        self.dq = None
+        if need_dq:
+            dqc = dq_config if dq_config is not None else dq_config_for(config)
+            dq_blocks = {"BLOCK_M": dqc.block_m, "BLOCK_N": dqc.block_n}
+            dq_options = {"num_warps": dqc.num_warps, "num_stages": dqc.num_stages}
+            if use_descriptors:
+                pairs = ((q, dqc.block_m), (k, dqc.block_n), (v, dqc.block_n), (do, dqc.block_m))
+                descs = tuple(
+                    (i, _tma.descriptor_template(t, rows, spec.block_d))
+                    for i, (t, rows) in enumerate(pairs)
+                )
+            dq_grid = (cdiv(seq_q, dqc.block_m), batch * heads_q)
+            self.dq = Launch(dq, dq_grid, dq_blocks, dq_options, device, descs)
 
     def _onepass(self, q, k, v, do, spec, blocks, options, device, use_descriptors):
         """The "onepass" kind's two launches: the one-pass kernel (all three gradients; dK/dV
@@ -351,6 +368,7 @@ def backward(
     bounds=None,
     mask=None,
     dropout=None,
+    dq_config: TileConfig | None = None,
 ):
     """Gradients of `out = attention(q, k, v)` given `do = dL/d out`.
 
@@ -365,6 +383,8 @@ def backward(
     the forward's) likewise.
     `deterministic` (None: `torch.are_deterministic_algorithms_enabled()`) and `kind` pick the
     backward kind (`resolve_kind`, module docstring); lengths and masks run the split kind.
+    `dq_config`: the split kind's dQ kernel's own config (blocks, warps, stages), which may
+    differ from the dK/dV kernel's `config`; None: `dq_config_for(config)`.
     """
     if window is not None and causal:
         window = (window[0], 0)
@@ -404,7 +424,8 @@ def backward(
     key = (q.shape, k.shape, q.stride(), k.stride(), v.stride(), do.stride(), out.stride(),
            q.dtype, q.device, causal, config, needs, forced, aligned, window is not None,
            softcap is not None, kind, kind == "onepass" and _dq_tma(), bounds is not None,
-           _mask_kind(mask), None if mask is None else mask.stride(), dropout is not None)  # fmt: skip
+           _mask_kind(mask), None if mask is None else mask.stride(), dropout is not None,
+           dq_config)  # fmt: skip
     plan = _plans.get(key)
     if plan is None:
         descriptors = tma if tma is not None else _use_tma(q, k, v, do, forced=forced)
@@ -425,6 +446,7 @@ def backward(
             bounds is not None,
             _mask_kind(mask),
             dropout is not None,
+            dq_config,
         )
         _plans.store(key, plan, q)
     dq, dk, dv = plan.launch(do, q, k, v, out, lse, scale, window, softcap, bounds, mask, dropout)

@@ -13,11 +13,13 @@ float64) plus a floor, so the bound follows what the dtype can achieve.
 from __future__ import annotations
 
 import math
+from dataclasses import astuple
 
 import pytest
 import torch
 
 from flashgen.core.config import TileConfig
+from flashgen.kernels import bwd as bwd_module
 from flashgen.kernels.bwd import backward
 from flashgen.kernels.reference import attention_ref, sdpa_same_dtype
 from flashgen.ops import attention
@@ -151,6 +153,41 @@ def test_backward_block_shapes_causal(cfg, sq, sk):
     q, k, v, do = make_inputs(1, 2, 1, sq, sk, 32, F32, seed=1)
     got = kernel_grads(q, k, v, do, causal=True, config=cfg)
     assert_grads_close(got, q, k, v, do, causal=True)
+
+
+@pytest.mark.parametrize("tma", [False, True], ids=["pointers", "tma"])
+@pytest.mark.parametrize(
+    "cfg,dq_cfg",
+    [
+        (TileConfig(16, 64, 4, 2), TileConfig(64, 16, 4, 2)),
+        (TileConfig(32, 16, 4, 1), TileConfig(16, 32, 2, 3)),
+    ],
+    ids=lambda c: c.short(),
+)
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_backward_separate_dq_config(cfg, dq_cfg, causal, tma):
+    """The dQ kernel on its own tiles, warps and stages (`dq_config`), unlike the dK/dV
+    kernel's: diagonal splits and ragged ends of both kernels still right (GQA, Sq != Sk),
+    and the plan cache tells the two configs apart (a second call with dQ on the dK/dV
+    config gives the same dK/dV and a dQ that also matches)."""
+    q, k, v, do = make_inputs(1, 4, 2, 53, 70, 32, F16, seed=5)
+    scale = 1.0 / math.sqrt(32)
+    _, out, lse = reference_grads(q, k, v, do, causal=causal, scale=scale)
+    args = (do, q, k, v, out.to(q.dtype), lse.float())
+    got = backward(*args, causal=causal, scale=scale, config=cfg, tma=tma, dq_config=dq_cfg)
+    assert_grads_close(got, q, k, v, do, causal=causal, scale=scale)
+    same = backward(*args, causal=causal, scale=scale, config=cfg, tma=tma)
+    assert torch.equal(same[1], got[1]) and torch.equal(same[2], got[2])
+    assert_grads_close(same, q, k, v, do, causal=causal, scale=scale)
+    # the launches the two plans hold: dQ's blocks/warps/stages from dq_config or from config
+    launched = {
+        (key[-1], plan.dq.constexprs["BLOCK_M"], plan.dq.constexprs["BLOCK_N"],
+         plan.dq.options["num_warps"], plan.dq.options["num_stages"],
+         plan.dkdv.constexprs["BLOCK_M"], plan.dkdv.constexprs["BLOCK_N"])
+        for key, plan in bwd_module._plans.items() if key[0] == q.shape and key[9] == causal
+    }  # fmt: skip
+    assert (dq_cfg, *astuple(dq_cfg), cfg.block_m, cfg.block_n) in launched
+    assert (None, *astuple(cfg), cfg.block_m, cfg.block_n) in launched
 
 
 TMA_CASES = [
