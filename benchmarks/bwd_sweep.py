@@ -89,8 +89,10 @@ def _run(kernel, cfg, do, q, k, v, out, lse, causal):
     from flashgen.kernels.bwd import backward
 
     scale = 1.0 / math.sqrt(q.shape[-1])
-    return backward(do, q, k, v, out, lse, causal=causal, scale=scale, config=TileConfig(*cfg),
-                    needs=NEEDS[kernel], deterministic=True)  # fmt: skip
+    config = TileConfig(*cfg)
+    return backward(do, q, k, v, out, lse, causal=causal, scale=scale, config=config,
+                    needs=NEEDS[kernel], deterministic=True,
+                    dq_config=config if kernel == "dq" else None)  # fmt: skip
 
 
 def warm(job):
