@@ -163,6 +163,22 @@ def _flops(b, hq, n, d, causal):
     return 4.0 * b * hq * n * n * d * (0.5 if causal else 1.0)
 
 
+def _env(torch, triton) -> dict:
+    """What a tuning record's env fingerprint needs (flashgen.db.records.EnvFingerprint)."""
+    from flashgen.core.env import flashgen_version, template_hash
+
+    env = dict(torch=torch.__version__, triton=triton.__version__,
+               flashgen_version=flashgen_version(), template_hash=template_hash())  # fmt: skip
+    if torch.cuda.is_available():
+        props = torch.cuda.get_device_properties(0)
+        env.update(gpu=props.name, capability=f"{props.major}.{props.minor}",
+                   sm_count=props.multi_processor_count,
+                   smem_optin=props.shared_memory_per_block_optin)  # fmt: skip
+    else:
+        env["gpu"] = "cpu"
+    return env
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default=os.environ.get("OUT", "."))
@@ -183,9 +199,7 @@ def main(argv=None) -> int:
     path = os.path.join(args.out, "bwd_sweep.json")
     result = dict(
         started=time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
-        env=dict(gpu=torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
-                 torch=torch.__version__,
-                 triton=triton.__version__),  # fmt: skip
+        env=_env(torch, triton),
         dkdv=DKDV, dq=DQ, rows=[], checks=[],
     )  # fmt: skip
 
