@@ -47,7 +47,7 @@ DKDV = {
          (128, 128, 8, 2), (64, 128, 4, 3), (32, 64, 4, 3)],
 }  # fmt: skip
 DQ = {d: [(c[1], c[0], c[2], c[3]) for c in cfgs] for d, cfgs in DKDV.items()}
-NEEDS = {"dkdv": (False, True, True), "dq": (True, False, False)}
+NEEDS = {"dkdv": (False, True, True), "dq": (True, False, False), "all": (True, True, True)}
 FWD_CFG = {(128, False): (128, 64, 4, 2), (128, True): (64, 64, 4, 3)}
 FWD_CFG.update({(64, False): (128, 64, 8, 3), (64, True): (64, 64, 4, 3)})
 RECORD_CFG = {(64, False): (64, 64, 4, 3), (64, True): (64, 64, 4, 2)}
@@ -163,6 +163,43 @@ def _flops(b, hq, n, d, causal):
     return 4.0 * b * hq * n * n * d * (0.5 if causal else 1.0)
 
 
+def _swap(key: str) -> str:
+    """The dQ config the shared-config rule (core.config.backward_dq_config) gives a config."""
+    bm, bn, w, st = key.split(",")
+    return ",".join((bn, bm, w, st))
+
+
+def _full_and_vendor(row, d, causal, tensors, rep) -> dict:
+    """Whole backwards (delta, dK/dV, dQ in one call) of the best config under the shared
+    rule and of the current records' config, and the SDPA backends' backward alone (autograd
+    on a graph built once, as flashgen.tune.sdpa times them): ms by name."""
+    import torch
+
+    shared = {c: row["dkdv"][c] + row["dq"][_swap(c)] for c in row["dkdv"] if _swap(c) in row["dq"]}
+    picks = {"rule_best": min(shared, key=shared.get)} if shared else {}
+    picks["record"] = ",".join(map(str, RECORD_CFG.get((d, causal), (32, 32, 4, 1))))
+    out = {}
+    for name, key in picks.items():
+        cfg = tuple(int(x) for x in key.split(","))
+        fn = lambda cfg=cfg, t=tensors, c=causal: _run("all", cfg, *t, c)  # noqa: E731
+        out[name] = dict(config=key, ms=round(_bench(fn, rep), 4))
+    if SMOKE:
+        return out
+    from flashgen.runtime.vendor import sdpa
+
+    do, q, k, v = tensors[:4]
+    for impl in ("sdpa_cudnn", "sdpa_flash"):
+        try:
+            leaves = [t.detach().requires_grad_(True) for t in (q, k, v)]
+            o = sdpa(*leaves, causal=causal, scale=d**-0.5, impl=impl)
+            fn = lambda o=o, leaves=leaves: torch.autograd.grad(o, leaves, do, retain_graph=True)  # noqa: E731
+            out[impl] = dict(ms=round(_bench(fn, rep), 4))
+            del o, leaves
+        except Exception as exc:
+            out[impl] = dict(error=f"{type(exc).__name__}: {exc}"[:200])
+    return out
+
+
 def _env(torch, triton) -> dict:
     """What a tuning record's env fingerprint needs (flashgen.db.records.EnvFingerprint)."""
     from flashgen.core.env import flashgen_version, template_hash
@@ -242,6 +279,7 @@ def main(argv=None) -> int:
                     row[kernel][",".join(map(str, cfg))] = round(ms, 4)
             best = {kn: min(row[kn], key=row[kn].get) for kn in ("dkdv", "dq") if row[kn]}
             row["best"] = best
+            row["full"] = _full_and_vendor(row, d, causal, tensors, args.rep)
             rec = ",".join(map(str, RECORD_CFG[(d, causal)]))
             both = row["dkdv"].get(rec, math.nan) + row["dq"].get(rec, math.nan)
             pair = sum(row[kn][best[kn]] for kn in best)
@@ -251,7 +289,8 @@ def main(argv=None) -> int:
                 f"[{time.time() - start:.0f}s] {(b, hq, hkv, n, d)} causal={causal} "
                 f"best dkdv {best.get('dkdv')} {row['dkdv'].get(best.get('dkdv'))} ms, "
                 f"dq {best.get('dq')} {row['dq'].get(best.get('dq'))} ms; sum {pair:.3f} ms "
-                f"({flops / pair / 1e9:.0f} TFLOP/s) vs record cfg {both:.3f} ms",
+                f"({flops / pair / 1e9:.0f} TFLOP/s) vs record cfg {both:.3f} ms; whole: "
+                f"{json.dumps(row['full'])}",
                 flush=True,
             )
             result["rows"].append(row)
