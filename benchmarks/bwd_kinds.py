@@ -2,7 +2,9 @@
 SDPA's cuDNN and FA2 backends.
 
 Run on the GPU machine from the checkout (torch, triton, jinja2; no database is read: every
-flashgen launch gets an explicit config):
+flashgen launch gets an explicit config, except "split_rec", which takes the shipped records'
+config (tuning_db/), and "product", which runs forward+backward through `flashgen.attention`
+with flashgen's kernels forced, the forward family and configs chosen as for any call):
 
     PYTHONPATH=. python3 benchmarks/bwd_kinds.py [--out DIR] [--budget S] [--grid anchors|probe]
         [--configs BM,BN,W,S ...] [--rep MS]
@@ -64,9 +66,11 @@ ONEPASS_CFGS = {
     128: [(64, 128, 8, 2), (128, 64, 8, 2), (64, 128, 8, 3)],
 }
 DQTMA_CFGS = {64: [(64, 64, 4, 2)], 128: [(64, 128, 8, 2)]}
-# variant name -> (kind, tma build, dQ by TMA reduce)
+# variant name -> (kind, tma build, dQ by TMA reduce). "split_rec": the split kind on the
+# shipped records' config for the shape's spec and bucket (tuning_db/, what a call gets).
 VARIANTS = {
     "split": ("split", None, False),
+    "split_rec": ("split", None, False),
     "onepass": ("onepass", None, False),
     "onepass_ptr": ("onepass", False, False),
     "onepass_dqtma": ("onepass", True, True),
@@ -109,6 +113,30 @@ def _backward(variant, do, q, k, v, out, lse, causal, cfg):
     )  # fmt: skip
 
 
+def record_config(d, causal, n):
+    """The shipped H200 record's config for the bf16 backward of (d, causal) at length n, or
+    the SPLIT_CFG table's when there is none."""
+    from flashgen.core.spec import KernelSpec, shape_bucket
+    from flashgen.db.shipped import shipped_records
+
+    spec = KernelSpec(d, causal, "bfloat16", "bwd")
+    for rec in shipped_records():
+        if rec.spec == spec and rec.bucket == shape_bucket(n, n) and "H200" in rec.env.gpu_name:
+            c = rec.config
+            return (c.block_m, c.block_n, c.num_warps, c.num_stages)
+    return SPLIT_CFG[(d, causal)]
+
+
+def _product(q, k, v, do, causal):
+    """Forward and backward through the public op, flashgen's kernels forced (FLASHGEN_IMPL):
+    the forward family and both configs as a user's call picks them."""
+    from flashgen import attention
+
+    os.environ["FLASHGEN_IMPL"] = "flashgen"
+    leaves = [t.detach().requires_grad_(True) for t in (q, k, v)]
+    attention(*leaves, causal=causal).backward(do)
+
+
 def _forward(q, k, v, causal):
     from flashgen.core.config import TileConfig
     from flashgen.kernels.fwd import forward
@@ -148,9 +176,15 @@ def check(case):
 
 def warm(job):
     """Compile one (variant, spec, config) in a worker by running it once on a small shape with
-    the same integer specialisation as the timed shapes (lengths and heads as given)."""
+    the same integer specialisation as the timed shapes (lengths and heads as given); the
+    "product" variant at the timed length (its configs depend on the length bucket)."""
     variant, hq, hkv, d, causal, cfg = job
     try:
+        if variant == "product":
+            q, k, v, do = _inputs(1, hq, hkv, cfg, cfg, d)
+            _product(q, k, v, do, causal)
+            _sync()
+            return None
         q, k, v, do = _inputs(1, hq, hkv, 1024, 1024, d)
         out, lse = _forward(q, k, v, causal)
         _backward(variant, do, q, k, v, out, lse, causal, cfg)
@@ -207,6 +241,8 @@ def time_shape(shape, causal, configs, rep):
     row["flashgen_fwd_ms"] = fwd_ms
     bwd_tf = tflops(b, hq, n, d, causal, 2.5)
     for variant, cfg in configs:
+        if variant == "product":
+            continue
         name = f"{variant}{tuple(cfg)}"
         try:
             ms = do_bench(
@@ -241,6 +277,13 @@ def time_shape(shape, causal, configs, rep):
     for name, value in row["bwd"].items():
         if isinstance(value, dict):
             row["fwdbwd"]["flashgen " + name] = round(fwd_ms + value["ms"], 4)
+    if any(variant == "product" for variant, _ in configs):
+        try:
+            ms = do_bench(lambda: _product(q, k, v, do, causal), warmup=5, rep=rep,
+                          return_mode="median")  # fmt: skip
+            row["fwdbwd"]["flashgen product"] = round(ms, 4)
+        except Exception as exc:
+            row["fwdbwd"]["flashgen product"] = f"{type(exc).__name__}: {exc}"[:200]
     cudnn = row["fwdbwd"].get("cudnn")
     if isinstance(cudnn, float):
         row["vs_cudnn"] = {
@@ -271,12 +314,16 @@ def main(argv=None) -> int:
     causals = {"both": (False, True), "yes": (True,), "no": (False,)}[args.causal]
     shapes = GRIDS[args.grid]
 
-    def timed(d, causal):
-        """(variant, config) pairs timed for head dim d."""
+    def timed(d, causal, n):
+        """(variant, config) pairs timed for head dim d and length n ("product": the length)."""
         out = []
         for variant in variants:
             if variant == "split":
                 out.append((variant, SPLIT_CFG[(d, causal)]))
+            elif variant == "split_rec":
+                out.append((variant, record_config(d, causal, n)))
+            elif variant == "product":
+                out.append((variant, n))
             elif variant == "onepass_dqtma":
                 out += [(variant, cfg) for cfg in given or DQTMA_CFGS[d]]
             else:
@@ -292,16 +339,23 @@ def main(argv=None) -> int:
     checks = []
     if not args.no_check:
         for variant in ("split", "onepass", "onepass_ptr", "onepass_dqtma"):
+            if variant.split("_")[0] not in {v.split("_")[0] for v in variants}:
+                continue
             for causal in (False, True):
                 for d in (64, 128):
                     checks.append((variant, (2, 8, 2, 333, 301, d), causal, (64, 64, 4, 2)))
-        checks.append(("onepass", (1, 4, 4, 501, 501, 64), True, (128, 128, 8, 2)))
-    heads = sorted({(s[1], s[2], s[4]) for s in shapes})
+        if "onepass" in variants:
+            checks.append(("onepass", (1, 4, 4, 501, 501, 64), True, (128, 128, 8, 2)))
+        if "split_rec" in variants:  # every record config on a ragged GQA shape
+            recs = {(d, c, record_config(d, c, n)) for _, _, _, n, d in shapes for c in causals}
+            checks += [("split_rec", (2, 8, 2, 333, 301, d), c, cfg) for d, c, cfg in sorted(recs)]
+    heads = sorted({(s[1], s[2], s[4], s[3]) for s in shapes})
     jobs = []
-    for hq, hkv, d in heads:
+    for hq, hkv, d, n in heads:
         for causal in causals:
-            for variant, cfg in timed(d, causal):
+            for variant, cfg in timed(d, causal, n):
                 jobs.append((variant, hq, hkv, d, causal, cfg))
+    jobs = list(dict.fromkeys(jobs))  # a config shared by lengths compiles once
     ctx = __import__("multiprocessing").get_context("spawn")
     failed = 0
     with ProcessPoolExecutor(args.workers, mp_context=ctx) as pool:
@@ -324,7 +378,7 @@ def main(argv=None) -> int:
             if time.time() - start > args.budget:
                 print("budget reached: remaining shapes skipped")
                 break
-            row = time_shape(shape, causal, timed(shape[4], causal), args.rep)
+            row = time_shape(shape, causal, timed(shape[4], causal, shape[3]), args.rep)
             result["rows"].append(row)
             print(f"[{time.time() - start:.0f}s] {shape} causal={causal} fwd+bwd vs cuDNN:",
                   json.dumps(row.get("vs_cudnn")), "bwd:", json.dumps(row["bwd"]))  # fmt: skip
