@@ -18,7 +18,7 @@ from dataclasses import astuple
 import pytest
 import torch
 
-from flashgen.core.config import TileConfig, backward_dq_config
+from flashgen.core.config import TileConfig
 from flashgen.kernels import bwd as bwd_module
 from flashgen.kernels.bwd import backward
 from flashgen.kernels.reference import attention_ref, sdpa_same_dtype
@@ -168,8 +168,8 @@ def test_backward_block_shapes_causal(cfg, sq, sk):
 def test_backward_separate_dq_config(cfg, dq_cfg, causal, tma):
     """The dQ kernel on its own tiles, warps and stages (`dq_config`), unlike the dK/dV
     kernel's: diagonal splits and ragged ends of both kernels still right (GQA, Sq != Sk),
-    and the plan cache tells the two apart (a second call without dq_config, the dQ kernel on
-    `backward_dq_config(cfg)`, gives the same dK/dV and a dQ that also matches)."""
+    and the plan cache tells the two configs apart (a second call with dQ on the dK/dV
+    config gives the same dK/dV and a dQ that also matches)."""
     q, k, v, do = make_inputs(1, 4, 2, 53, 70, 32, F16, seed=5)
     scale = 1.0 / math.sqrt(32)
     _, out, lse = reference_grads(q, k, v, do, causal=causal, scale=scale)
@@ -187,8 +187,7 @@ def test_backward_separate_dq_config(cfg, dq_cfg, causal, tma):
         for key, plan in bwd_module._plans.items() if key[0] == q.shape and key[9] == causal
     }  # fmt: skip
     assert (dq_cfg, *astuple(dq_cfg), cfg.block_m, cfg.block_n) in launched
-    rule = backward_dq_config(cfg)  # without dq_config: the blocks swapped
-    assert (None, *astuple(rule), cfg.block_m, cfg.block_n) in launched
+    assert (None, *astuple(cfg), cfg.block_m, cfg.block_n) in launched
 
 
 TMA_CASES = [
