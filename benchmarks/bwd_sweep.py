@@ -89,10 +89,8 @@ def _run(kernel, cfg, do, q, k, v, out, lse, causal):
     from flashgen.kernels.bwd import backward
 
     scale = 1.0 / math.sqrt(q.shape[-1])
-    config = TileConfig(*cfg)
-    return backward(do, q, k, v, out, lse, causal=causal, scale=scale, config=config,
-                    needs=NEEDS[kernel], deterministic=True,
-                    dq_config=config if kernel == "dq" else None)  # fmt: skip
+    return backward(do, q, k, v, out, lse, causal=causal, scale=scale, config=TileConfig(*cfg),
+                    needs=NEEDS[kernel], deterministic=True)  # fmt: skip
 
 
 def warm(job):

@@ -44,7 +44,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from flashgen.core.config import TileConfig, backward_dq_config  # noqa: E402
+from flashgen.core.config import TileConfig  # noqa: E402
 from flashgen.core.paths import templates_dir  # noqa: E402
 from flashgen.core.spec import KernelSpec  # noqa: E402
 from flashgen.hardware import sram
@@ -139,14 +139,11 @@ def compile_kernel(spec: KernelSpec, kernel_name: str, cfg: TileConfig, cap: int
     family = "onepass" if kernel_name.startswith("attn_bwd_onepass") else "portable"
     fn = getattr(load_family(spec, family), kernel_name)
     signature, attrs = {}, {}
-    blocks = backward_dq_config(cfg) if kernel_name.startswith("attn_bwd_dq") else cfg
     for i, name in enumerate(fn.arg_names):
-        kind = _arg_kind(name, spec.dtype, blocks, spec.block_d)
+        kind = _arg_kind(name, spec.dtype, cfg, spec.block_d)
         signature[name] = kind
         if kind.startswith("*") or kind == "i32":
             attrs[(i,)] = [["tt.divisibility", 16]]
-    if kernel_name.startswith("attn_bwd_dq"):  # the dQ kernel runs the blocks swapped
-        cfg = backward_dq_config(cfg)
     constexprs = {"BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n}
     if "DQ_TMA" in fn.arg_names:
         constexprs["DQ_TMA"] = False  # element atomics: the default build
@@ -191,8 +188,6 @@ def compile_job(job: tuple) -> tuple[tuple, dict]:
         names = _kernel_names(spec, cap, direction)
         per = {name: compile_kernel(spec, name, cfg, cap) for name in names}
         result = {"per_kernel": per, "secs": round(time.time() - t0, 2)}
-        if direction == "bwd":
-            result["dq_swapped"] = True  # dQ compiled on backward_dq_config's blocks
     except Exception as exc:  # a compile failure is a result to record, not a crash
         error = f"{type(exc).__name__}: {str(exc)[:300]}"
         result = {"error": error, "secs": round(time.time() - t0, 2)}
@@ -293,18 +288,9 @@ def _cached(cache: dict, version: str, job: tuple) -> bool:
     wanted = set(_kernel_names(spec, job[2], direction))
     for digest in (template_hash(direction), _full_file_hash(direction)):
         result = cache.get(cache_key(version, job[2], spec, cfg, digest, direction))
-        if result and _retired(direction, cfg, result):
-            continue
         if result and ("error" in result or set(result["per_kernel"]) == wanted):
             return True
     return False
-
-
-def _retired(direction: str, cfg: TileConfig, result: dict) -> bool:
-    """A split-backward result of a non-square config compiled before the dQ kernel ran the
-    blocks swapped (`backward_dq_config`): its dQ bytes are another kernel's, so it is neither
-    reused nor compared with the model."""
-    return direction == "bwd" and cfg.block_m != cfg.block_n and not result.get("dq_swapped")
 
 
 def run_sweep(args, version: str) -> None:
@@ -362,13 +348,11 @@ def analyse(cache: dict) -> list[dict]:
         if direction == "onepass" and spec.head_dim > ONEPASS_MAX_D:
             continue  # compiled before the kind was limited to head dims <= 128
         cap = int(target[2:])
-        cfg = TileConfig(*(int(x.lstrip("ws")) for x in short.strip("()").split(",")))
-        if _retired(direction, cfg, result):
-            continue
         revision = "current" if thash in hashes[direction] else "earlier"
         names = set(_kernel_names(spec, cap, direction))
         if "per_kernel" in result and set(result["per_kernel"]) != names:
             revision = "earlier"  # compiled before the template grew its TMA kernels
+        cfg = TileConfig(*(int(x.lstrip("ws")) for x in short.strip("()").split(",")))
         device = sram.KNOWN_GPUS[TARGET_DEVICE[cap]]
         cell = cells.setdefault(
             (version, cap, direction, revision),

@@ -65,17 +65,3 @@ class TileConfig:
 
     def short(self) -> str:
         return f"({self.block_m},{self.block_n},w{self.num_warps},s{self.num_stages})"
-
-
-def backward_dq_config(cfg: TileConfig) -> TileConfig:
-    """The split backward's dQ-kernel config for a backward `TileConfig` (a record, a default,
-    a tuning trial).
-
-    A backward config names the dK/dV kernel's tiles: `block_n` keys stay resident while
-    `block_m` query rows stream through each step. The dQ kernel keeps query rows resident and
-    streams keys, so it runs with the two blocks swapped (`block_n` resident query rows,
-    `block_m` streamed keys) and the same warps and stages: both kernels then hold the larger
-    tile and stream the smaller, as FlashAttention-2's Triton backward does (dK/dV 32x128, dQ
-    128x32). A square config runs both kernels on the same tiles, as before this rule.
-    """
-    return TileConfig(cfg.block_n, cfg.block_m, cfg.num_warps, cfg.num_stages)

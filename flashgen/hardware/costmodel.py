@@ -34,7 +34,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..core.config import backward_dq_config
 from ..core.spec import cdiv
 from .sram import ELEM_BYTES
 
@@ -255,10 +254,9 @@ def estimate_ms(spec, cfg, shape: Shape, device) -> float:
             spec, cfg, device, rates, _dkdv_programs(spec, cfg, shape),
             cfg.block_n, cfg.block_m, products=4, loads=2,
         )  # fmt: skip
-        dqc = backward_dq_config(cfg)  # the dQ kernel runs the blocks swapped
         dq = _kernel_time(
-            spec, cfg, device, rates, _forward_programs(spec, dqc, shape),
-            dqc.block_m, dqc.block_n, products=3, loads=2,
+            spec, cfg, device, rates, _forward_programs(spec, cfg, shape),
+            cfg.block_m, cfg.block_n, products=3, loads=2,
         )  # fmt: skip
         kernel = dkdv + dq
         unique = (heads_total * 6 * shape.seq_q + kv_total * 4 * shape.seq_k) * d * esize

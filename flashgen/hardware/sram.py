@@ -237,19 +237,17 @@ def _kernels(
         # the scratch term.
         return (pointer, _LoopKernel("attn_fwd_tma", bm, bn, 1, 2, 1, 0))
     # dK/dV keeps K, V ([block_n, D]) and walks Q, dO (+ lse, delta) per query block;
-    # dQ keeps Q, dO and walks K, V, on the blocks swapped (core.config.backward_dq_config):
-    # block_n query rows resident, block_m keys per step. One config serves both: fits()
-    # budgets the larger.
+    # dQ keeps Q, dO and walks K, V. One config serves both: fits() budgets the larger.
     kernels = (
         _LoopKernel("attn_bwd_dkdv", bn, bm, 2, 2, 2, 2, True),
-        _LoopKernel("attn_bwd_dq", bn, bm, 2, 2, 2, 0),
+        _LoopKernel("attn_bwd_dq", bm, bn, 2, 2, 2, 0),
     )
     if capability[0] < _TMA_MAJOR or spec.dtype == "float32":
         return kernels
     # Hopper, 16-bit: flashgen.kernels.bwd runs the TMA builds when the tensors allow it.
     return kernels + (
         _LoopKernel("attn_bwd_dkdv_tma", bn, bm, 2, 2, 2, 2, True),
-        _LoopKernel("attn_bwd_dq_tma", bn, bm, 2, 2, 2, 0),
+        _LoopKernel("attn_bwd_dq_tma", bm, bn, 2, 2, 2, 0),
     )
 
 
@@ -348,10 +346,10 @@ def reg_estimate(spec: KernelSpec, cfg: TileConfig) -> int:
     if spec.direction == "fwd":
         fp32_values = cfg.block_m * d + cfg.block_m * cfg.block_n
     else:
-        # dK/dV kernel: dK and dV accumulators plus the scores and their gradient; the dQ
-        # kernel (blocks swapped, core.config.backward_dq_config): one accumulator of block_n
-        # rows plus the same scores.
-        fp32_values = 2 * cfg.block_n * d + 2 * cfg.block_n * cfg.block_m
+        # dK/dV kernel: dK and dV accumulators plus the scores and their gradient.
+        dkdv = 2 * cfg.block_n * d + 2 * cfg.block_n * cfg.block_m
+        dq = cfg.block_m * d + 2 * cfg.block_m * cfg.block_n
+        fp32_values = max(dkdv, dq)
     return fp32_values // threads + 32
 
 

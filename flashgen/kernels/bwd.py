@@ -4,8 +4,6 @@ Three launches: `attn_bwd_preprocess` (delta = rowsum(dO * O)), `attn_bwd_dkdv` 
 key block and kv head, summing over the query heads of its GQA group, so dK/dV are written once:
 deterministic, no atomics) and `attn_bwd_dq` (one program per query block and head). The N x N
 probability matrix is never stored; both kernels recompute it from the forward's logsumexp.
-The dQ kernel runs `flashgen.core.config.backward_dq_config(config)` (the dK/dV kernel's blocks
-swapped: each kernel keeps the larger tile resident) unless `dq_config` gives its own.
 Gradients nobody asked for are not computed: `needs=(dq, dk, dv)` skips the dQ kernel, or the
 dK/dV kernel when neither dK nor dV is wanted.
 
@@ -57,7 +55,7 @@ import logging
 
 import torch
 
-from ..core.config import TileConfig, backward_dq_config
+from ..core.config import TileConfig
 from ..core.spec import cdiv, dtype_name, spec_for
 from ..hardware.sram import current_device
 from ..hardware.tiles import config_for_kind
@@ -78,6 +76,12 @@ KINDS = ("split", "onepass", "hopper")
 # (benchmarks/RESULTS.md, one-pass backward), e.g. hd128 4k causal 2.44 ms vs 1.76 ms.
 DEFAULT_KIND = "split"
 _plans = PlanCache()  # `flashgen.ops` clears it with the run-time choice's cache
+
+
+def dq_config_for(config: TileConfig) -> TileConfig:
+    """The dQ kernel's config when the caller gives only the backward's `config` (a record,
+    a default, the tuner's trial): the same blocks, warps and stages."""
+    return config
 
 
 def _last_dim_contiguous(t):
@@ -162,7 +166,7 @@ class _Plan:
         )
         self.dq = None
         if need_dq:
-            dqc = dq_config if dq_config is not None else backward_dq_config(config)
+            dqc = dq_config if dq_config is not None else dq_config_for(config)
             dq_blocks = {"BLOCK_M": dqc.block_m, "BLOCK_N": dqc.block_n}
             dq_options = {"num_warps": dqc.num_warps, "num_stages": dqc.num_stages}
             if use_descriptors:
@@ -380,7 +384,7 @@ def backward(
     `deterministic` (None: `torch.are_deterministic_algorithms_enabled()`) and `kind` pick the
     backward kind (`resolve_kind`, module docstring); lengths and masks run the split kind.
     `dq_config`: the split kind's dQ kernel's own config (blocks, warps, stages), which may
-    differ from the dK/dV kernel's `config`; None: `backward_dq_config(config)`.
+    differ from the dK/dV kernel's `config`; None: `dq_config_for(config)`.
     """
     if window is not None and causal:
         window = (window[0], 0)
