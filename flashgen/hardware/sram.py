@@ -40,6 +40,7 @@ from pathlib import Path
 
 from ..core.config import TileConfig
 from ..core.spec import KernelSpec
+from .dq_tiles import dq_config
 
 # Hopper-family capabilities whose compiler path uses wgmma (mma v3).
 _MMA_V3_MAJOR = 9
@@ -215,6 +216,7 @@ class _LoopKernel:
     loop_vectors: int
     single_stage_scratch: bool = False
     dq_partial: bool = False  # the one-pass backward: an fp32 [rows of Q, D] dQ tile per step
+    dq_cfg: TileConfig | None = None  # the split dQ kernel's own warps/stages, when it has them
 
 
 def _kernels(
@@ -237,17 +239,21 @@ def _kernels(
         # the scratch term.
         return (pointer, _LoopKernel("attn_fwd_tma", bm, bn, 1, 2, 1, 0))
     # dK/dV keeps K, V ([block_n, D]) and walks Q, dO (+ lse, delta) per query block;
-    # dQ keeps Q, dO and walks K, V. One config serves both: fits() budgets the larger.
+    # dQ keeps Q, dO and walks K, V, on its own config where one was measured
+    # (flashgen.hardware.dq_tiles, as flashgen.kernels.bwd runs it for records and defaults).
+    # fits() budgets the larger.
+    dq = dq_config(spec, cfg, capability)
+    qm, qn = dq.block_m, dq.block_n
     kernels = (
         _LoopKernel("attn_bwd_dkdv", bn, bm, 2, 2, 2, 2, True),
-        _LoopKernel("attn_bwd_dq", bm, bn, 2, 2, 2, 0),
+        _LoopKernel("attn_bwd_dq", qm, qn, 2, 2, 2, 0, dq_cfg=dq),
     )
     if capability[0] < _TMA_MAJOR or spec.dtype == "float32":
         return kernels
     # Hopper, 16-bit: flashgen.kernels.bwd runs the TMA builds when the tensors allow it.
     return kernels + (
         _LoopKernel("attn_bwd_dkdv_tma", bn, bm, 2, 2, 2, 2, True),
-        _LoopKernel("attn_bwd_dq_tma", bm, bn, 2, 2, 2, 0),
+        _LoopKernel("attn_bwd_dq_tma", qm, qn, 2, 2, 2, 0, dq_cfg=dq),
     )
 
 
@@ -312,7 +318,7 @@ def kernel_bytes(
     dQ kernels; "onepass": the one-pass kernel, flashgen.kernels.bwd)."""
     elem = ELEM_BYTES[spec.dtype]
     return {
-        k.name: _loop_kernel_bytes(k, capability, spec.block_d, elem, cfg)
+        k.name: _loop_kernel_bytes(k, capability, spec.block_d, elem, k.dq_cfg or cfg)
         for k in _kernels(spec, cfg, capability, kind)
     }
 

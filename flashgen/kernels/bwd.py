@@ -1,5 +1,10 @@
 """Host side of the FlashAttention backward: launch the generated kernels with a config.
 
+A config names the dK/dV kernel's tiles. The dQ kernel runs `dq_config` when given, else, for
+a config chosen at run time (records, defaults: `config` None or a chooser), its own measured
+config (`flashgen.hardware.dq_tiles`, via `dq_config_for`; the tuner times the same), else (an
+explicit TileConfig, as tests and benchmarks pass) the same config as the dK/dV kernel.
+
 Three launches: `attn_bwd_preprocess` (delta = rowsum(dO * O)), `attn_bwd_dkdv` (one program per
 key block and kv head, summing over the query heads of its GQA group, so dK/dV are written once:
 deterministic, no atomics) and `attn_bwd_dq` (one program per query block and head). The N x N
@@ -57,6 +62,7 @@ import torch
 
 from ..core.config import TileConfig
 from ..core.spec import cdiv, dtype_name, spec_for
+from ..hardware.dq_tiles import dq_config as _dq_config
 from ..hardware.sram import current_device
 from ..hardware.tiles import config_for_kind
 from . import hopper_bwd
@@ -78,10 +84,10 @@ DEFAULT_KIND = "split"
 _plans = PlanCache()  # `flashgen.ops` clears it with the run-time choice's cache
 
 
-def dq_config_for(config: TileConfig) -> TileConfig:
-    """The dQ kernel's config when the caller gives only the backward's `config` (a record,
-    a default, the tuner's trial): the same blocks, warps and stages."""
-    return config
+def dq_config_for(spec, config: TileConfig) -> TileConfig:
+    """The dQ kernel's config when the backward's `config` was chosen at run time (records,
+    defaults) or by the tuner: `flashgen.hardware.dq_tiles.dq_config` on the current device."""
+    return _dq_config(spec, config, current_device().capability)
 
 
 def _last_dim_contiguous(t):
@@ -125,6 +131,8 @@ class _Plan:
         self.bounded = bounded
         if not isinstance(config, TileConfig):
             config, self.keep = plan_config(config, spec, seq_q, seq_k, q)
+            if dq_config is None:  # a config chosen at run time: the dQ kernel's own for it
+                dq_config = dq_config_for(spec, config)
             if kind != "split":  # records and defaults are the split kind's configs
                 config = config_for_kind(spec, config, current_device(), kind)
         module = load(spec)
@@ -166,7 +174,7 @@ class _Plan:
         )
         self.dq = None
         if need_dq:
-            dqc = dq_config if dq_config is not None else dq_config_for(config)
+            dqc = dq_config if dq_config is not None else config
             dq_blocks = {"BLOCK_M": dqc.block_m, "BLOCK_N": dqc.block_n}
             dq_options = {"num_warps": dqc.num_warps, "num_stages": dqc.num_stages}
             if use_descriptors:
@@ -384,7 +392,7 @@ def backward(
     `deterministic` (None: `torch.are_deterministic_algorithms_enabled()`) and `kind` pick the
     backward kind (`resolve_kind`, module docstring); lengths and masks run the split kind.
     `dq_config`: the split kind's dQ kernel's own config (blocks, warps, stages), which may
-    differ from the dK/dV kernel's `config`; None: `dq_config_for(config)`.
+    differ from the dK/dV kernel's `config`; None: see the module docstring.
     """
     if window is not None and causal:
         window = (window[0], 0)

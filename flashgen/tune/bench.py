@@ -195,19 +195,21 @@ def launcher(spec: KernelSpec, cfg: TileConfig, q, k, v, do=None, out=None, lse=
     from ..kernels.bwd import backward
 
     scale = 1.0 / math.sqrt(spec.head_dim)
-    extra = {**_mask_kwargs(spec, q, k), **_kind_kwargs(spec)}
+    extra = {**_mask_kwargs(spec, q, k), **_kind_kwargs(spec, cfg)}
     return lambda: backward(
         do, q, k, v, out, lse, causal=spec.causal, scale=scale, config=cfg, **extra
     )
 
 
-def _kind_kwargs(spec: KernelSpec) -> dict:
+def _kind_kwargs(spec: KernelSpec, cfg: TileConfig) -> dict:
     """The backward kind a tuning trial times and checks: the default (fast-mode) one, whatever
-    torch's deterministic flag says in the tuning process (`flashgen.tune.space.Space.fits`)."""
+    torch's deterministic flag says in the tuning process (`flashgen.tune.space.Space.fits`);
+    and the dQ kernel's config the run time will pair with `cfg` (flashgen.hardware.dq_tiles)."""
+    from ..kernels.bwd import dq_config_for
     from .space import tuned_backward_kind
 
     kind = tuned_backward_kind(spec)
-    return {"kind": kind, "deterministic": kind == "split"}
+    return {"kind": kind, "deterministic": kind == "split", "dq_config": dq_config_for(spec, cfg)}
 
 
 def normalised_err(ours, ref) -> float:
@@ -304,7 +306,7 @@ def _check(spec: KernelSpec, cfg: TileConfig, shape: Shape, device: str, seed: i
         scale=scale,
         config=cfg,
         **_mask_kwargs(spec, q, k),
-        **_kind_kwargs(spec),
+        **_kind_kwargs(spec, cfg),
     )
     tol = GRAD_TOL[spec.dtype]
     for name, ours, ref in zip(("dq", "dk", "dv"), grads, case["ref_grads"], strict=True):

@@ -75,10 +75,15 @@ def test_hand_computed_budgets(spec, cfg, cap, expected):
 
 
 def test_backward_dq_kernel_budget():
-    # dQ kernel at (128, 64): rows = 128 (wgmma), Q and dO resident 2 x 32768, K/V 2 stages.
+    # dQ kernel at (128, 64): rows = 128 (wgmma), Q and dO resident 2 x 32768, K/V 3 stages of
+    # 2 x 16384: on sm_90 a 16-bit head-dim-128 dQ kernel runs its own measured config
+    # (flashgen.hardware.dq_tiles: (128, 64, 8, 3)), whatever the backward config's stages.
     spec = KernelSpec(128, False, "float16", "bwd")
     per = sram.kernel_bytes(spec, TileConfig(128, 64, 4, 2), SM90)
-    assert per["attn_bwd_dq"] == 2 * 32768 + 2 * 32768 + scratch(128, 64)
+    assert per["attn_bwd_dq"] == 2 * 32768 + 3 * 32768 + scratch(128, 64)
+    assert per == sram.kernel_bytes(spec, TileConfig(128, 64, 8, 3), SM90) | {
+        "attn_bwd_dkdv": per["attn_bwd_dkdv"], "attn_bwd_dkdv_tma": per["attn_bwd_dkdv_tma"]
+    }  # fmt: skip
     assert set(per) == {"attn_bwd_dkdv", "attn_bwd_dq", "attn_bwd_dkdv_tma", "attn_bwd_dq_tma"}
     assert per["attn_bwd_dq_tma"] == per["attn_bwd_dq"]
     fp32 = KernelSpec(128, False, "float32", "bwd")  # no TMA build for fp32
@@ -157,11 +162,34 @@ def test_h200_known_outcomes():
 
 
 def test_fp32_never_smaller_than_16_bit():
+    """Kernel by kernel on one config. (Not a spec's total on sm_90: there the 16-bit dQ kernel
+    runs its own measured config, flashgen.hardware.dq_tiles, fp32 the backward config.)"""
     for cfg in (TileConfig(64, 64, 4, 2), TileConfig(16, 32, 2, 1), TileConfig(128, 32, 8, 5)):
         for direction in ("fwd", "bwd"):
-            half = smem_bytes(KernelSpec(64, True, "bfloat16", direction), cfg)
-            full = smem_bytes(KernelSpec(64, True, "float32", direction), cfg)
-            assert full > half
+            for cap in ((8, 0), SM90):
+                half = sram.kernel_bytes(KernelSpec(64, True, "bfloat16", direction), cfg, cap)
+                full = sram.kernel_bytes(KernelSpec(64, True, "float32", direction), cfg, cap)
+                own_dq = cap == SM90 and direction == "bwd"
+                for name, value in full.items():
+                    if not (own_dq and name.startswith("attn_bwd_dq")):
+                        assert value > half[name], (cfg, direction, cap, name)
+
+
+def test_dq_kernel_config_table():
+    """The dQ kernel's own config: sm_90, plain 16-bit specs of head dim 64/128 only."""
+    from flashgen.hardware.dq_tiles import SM90_DQ, dq_config
+
+    cfg = TileConfig(32, 32, 4, 1)
+    for d in (64, 128):
+        for dtype in ("float16", "bfloat16"):
+            assert dq_config(KernelSpec(d, True, dtype, "bwd"), cfg, SM90) == SM90_DQ[d]
+        assert dq_config(KernelSpec(d, True, "float32", "bwd"), cfg, SM90) == cfg
+        assert dq_config(KernelSpec(d, True, "bfloat16", "bwd"), cfg, (8, 0)) == cfg
+        assert dq_config(KernelSpec(d, True, "bfloat16", "bwd"), cfg, (10, 0)) == cfg
+        assert dq_config(KernelSpec(d, True, "bfloat16", "bwd"), cfg, None) == cfg
+        for extra in ({"window": True}, {"softcap": True}, {"lengths": True}, {"attn_mask": "add"}):
+            assert dq_config(KernelSpec(d, False, "bfloat16", "bwd", **extra), cfg, SM90) == cfg
+    assert dq_config(KernelSpec(96, True, "bfloat16", "bwd"), cfg, SM90) == cfg
 
 
 def test_known_gpu_table():

@@ -190,6 +190,28 @@ def test_backward_separate_dq_config(cfg, dq_cfg, causal, tma):
     assert (None, *astuple(cfg), cfg.block_m, cfg.block_n) in launched
 
 
+def test_run_time_config_runs_the_dq_kernels_own():
+    """A config chosen at run time (config=None: the defaults) runs the dQ kernel on
+    `dq_config_for` (flashgen.hardware.dq_tiles for the current device; the CPU plans for the
+    H200, so the measured table applies here), an explicit one on itself; both right."""
+    from flashgen.core.spec import KernelSpec
+    from flashgen.hardware.tiles import default_config
+    from flashgen.kernels.bwd import dq_config_for
+
+    q, k, v, do = make_inputs(1, 2, 1, 70, 53, 64, F16, seed=7)
+    got = kernel_grads(q, k, v, do, causal=True, config=None)
+    assert_grads_close(got, q, k, v, do, causal=True)
+    spec = KernelSpec(64, True, "float16", "bwd")
+    base = default_config(spec)
+    want = dq_config_for(spec, base)
+    plans = [p for key, p in bwd_module._plans.items() if key[0] == q.shape and key[10] is None]
+    assert len(plans) == 1 and plans[0].dq is not None
+    dq = plans[0].dq
+    assert (dq.constexprs["BLOCK_M"], dq.constexprs["BLOCK_N"], dq.options["num_warps"],
+            dq.options["num_stages"]) == astuple(want)  # fmt: skip
+    assert plans[0].dkdv.constexprs == {"BLOCK_M": base.block_m, "BLOCK_N": base.block_n}
+
+
 TMA_CASES = [
     pytest.param(F16, 64, 37, 53, True, 4, 2, id="f16-d64-37x53-causal-gqa2"),
     pytest.param(F16, 80, 70, 37, False, 2, 1, id="f16-d80-70x37-full-gqa2"),
