@@ -107,9 +107,16 @@ def _backward(variant, do, q, k, v, out, lse, causal, cfg):
     kind, tma, dq_tma = VARIANTS[variant]
     os.environ["FLASHGEN_BWD_DQ_TMA"] = "1" if dq_tma else "0"
     scale = 1.0 / math.sqrt(q.shape[-1])
+    config, dq_config = TileConfig(*cfg), None
+    if variant == "split_rec":  # as a call with this record runs it: the dQ kernel's own config
+        from flashgen.core.spec import KernelSpec
+        from flashgen.kernels.bwd import dq_config_for
+
+        spec = KernelSpec(q.shape[-1], causal, "bfloat16", "bwd")
+        dq_config = dq_config_for(spec, config)
     return backward(
-        do, q, k, v, out, lse, causal=causal, scale=scale, config=TileConfig(*cfg),
-        tma=tma, deterministic=(kind == "split"), kind=kind,
+        do, q, k, v, out, lse, causal=causal, scale=scale, config=config,
+        tma=tma, deterministic=(kind == "split"), kind=kind, dq_config=dq_config,
     )  # fmt: skip
 
 

@@ -1,10 +1,12 @@
 """Turn a `bwd_sweep.py` result into the shipped backward records of a GPU's tuning file.
 
-Per MHA shape of the sweep (one per head dim, causal, length bucket; bf16), the config whose
-dK/dV time plus the dQ time of its swapped blocks (`flashgen.core.config.backward_dq_config`,
-what a record's config runs) is least becomes the record of that spec and bucket. time_ms is
-the sweep's whole-backward time of that config where it was timed (delta, dK/dV and dQ in one
-call), else the sum of the two kernel times; impl/impl_ratio come from the SDPA backends'
+A record's config names the dK/dV kernel's tiles; the dQ kernel then runs
+`flashgen.hardware.dq_tiles.dq_config` of it (on sm_90 a measured config of its own, else the
+same config). Per MHA shape of the sweep (one per head dim, causal, length bucket; bf16), the
+config whose dK/dV time plus its dQ kernel's time is least becomes the record of that spec and
+bucket. time_ms is the sweep's whole-backward time where that exact pairing was timed as a
+whole (delta, dK/dV and dQ in one call), else the sum of the two kernels timed alone (each
+with the delta preprocessing, so counted twice); impl/impl_ratio come from the SDPA backends'
 backward timed in the same run (`flashgen.tune.sdpa.pick_impl`), as the tuner records them.
 Records of other specs and buckets in the file are kept; the file is validated as a whole
 (flashgen.db.portable) before it is rewritten.
@@ -22,29 +24,36 @@ import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
-from flashgen.core.config import TileConfig, backward_dq_config  # noqa: E402
+from flashgen.core.config import TileConfig  # noqa: E402
 from flashgen.core.spec import KernelSpec, shape_bucket  # noqa: E402
 from flashgen.db import portable  # noqa: E402
 from flashgen.db.records import EnvFingerprint, TuningRecord  # noqa: E402
 from flashgen.hardware.costmodel import Shape, attention_flops  # noqa: E402
+from flashgen.hardware.dq_tiles import dq_config  # noqa: E402
 
 
 def _key(cfg: TileConfig) -> str:
     return f"{cfg.block_m},{cfg.block_n},{cfg.num_warps},{cfg.num_stages}"
 
 
-def best_shared(row: dict) -> tuple[TileConfig, float, int] | None:
-    """(config, dK/dV ms + its dQ ms, how many configs had both timed) or None."""
+def best_pair(row: dict, spec: KernelSpec, capability) -> tuple[TileConfig, str, float, int] | None:
+    """(config, its dQ kernel's config key, dK/dV ms + dQ ms, how many configs had both timed)
+    or None."""
     sums = {}
     for key, ms in row["dkdv"].items():
         cfg = TileConfig(*(int(x) for x in key.split(",")))
-        dq = row["dq"].get(_key(backward_dq_config(cfg)))
-        if dq is not None:
-            sums[cfg] = ms + dq
+        dq_key = _key(dq_config(spec, cfg, capability))
+        if dq_key in row["dq"]:
+            sums[cfg] = (ms + row["dq"][dq_key], dq_key)
     if not sums:
         return None
-    best = min(sums, key=lambda c: (sums[c], c))
-    return best, sums[best], len(sums)
+    best = min(sums, key=lambda c: (sums[c][0], c))
+    return best, sums[best][1], sums[best][0], len(sums)
+
+
+def _swap(key: str) -> str:
+    bm, bn, w, st = key.split(",")
+    return ",".join((bn, bm, w, st))
 
 
 def records_from(sweep: dict, host: str) -> list[TuningRecord]:
@@ -58,16 +67,19 @@ def records_from(sweep: dict, host: str) -> list[TuningRecord]:
     )  # fmt: skip
     created = _dt.datetime.strptime(sweep["started"], "%Y-%m-%d %H:%M:%S UTC")
     created = created.replace(tzinfo=_dt.timezone.utc)
+    capability = tuple(int(x) for x in env["capability"].split("."))
     out = []
     for row in sweep["rows"]:
         b, hq, hkv, n, d = row["shape"]
-        picked = best_shared(row)
+        spec = KernelSpec(d, bool(row["causal"]), "bfloat16", "bwd")
+        picked = best_pair(row, spec, capability)
         if hq != hkv or picked is None:
             continue
-        cfg, summed, n_trials = picked
+        cfg, dq_key, summed, n_trials = picked
+        # bwd_sweep's "rule_best" whole backward paired each config with its blocks swapped
         full = row.get("full", {}).get("rule_best", {})
-        ms = full["ms"] if full.get("config") == _key(cfg) else summed
-        spec = KernelSpec(d, bool(row["causal"]), "bfloat16", "bwd")
+        same = full.get("config") == _key(cfg) and dq_key == _swap(_key(cfg))
+        ms = full["ms"] if same else summed
         flops = attention_flops(spec, Shape(b, hq, hkv, n, n))
         times = {"flashgen": ms}
         for impl in ("sdpa_cudnn", "sdpa_flash"):

@@ -23,20 +23,26 @@ def _row(shape, causal, dkdv, dq, full):
     return {"shape": shape, "causal": causal, "dkdv": dkdv, "dq": dq, "full": full}
 
 
-def test_pick_writes_the_least_sum_under_the_swap_rule(tmp_path):
+def test_pick_writes_the_least_sum_with_the_dq_kernels_own_config(tmp_path):
+    """On the H200 (capability 9.0) the dQ kernel's time is that of its own config
+    (flashgen.hardware.dq_tiles), whatever the dK/dV config."""
     rows = [
-        # (32,128): dK/dV 1.0 + dQ at (128,32) 0.9 = 1.9 beats (128,128): 1.2 + 0.8 = 2.0;
-        # (64,128)'s dQ (128,64) was not timed, so it cannot be picked despite dK/dV 0.5
+        # d128: dQ runs (128,64,8,3) (1.3 ms; the faster (128,128,8,2) is not what runs), so the
+        # fastest dK/dV config wins; bwd_sweep timed that very pairing whole ("rule_best":
+        # (64,128,8,3) with dQ on its blocks swapped): its whole time is the record's
         _row([4, 16, 16, 4096, 128], False,
-             {"32,128,8,2": 1.0, "128,128,8,2": 1.2, "64,128,8,2": 0.5},
-             {"128,32,8,2": 0.9, "128,128,8,2": 0.8, "64,128,8,2": 0.1},
-             {"rule_best": {"config": "32,128,8,2", "ms": 1.85},
-              "sdpa_cudnn": {"ms": 1.5}, "sdpa_flash": {"error": "RuntimeError: no"}}),
-        # flashgen faster than cuDNN; no whole-backward timing: the sum is the time
-        _row([16, 32, 32, 1024, 64], True, {"64,64,4,2": 0.3}, {"64,64,4,2": 0.2},
-             {"sdpa_cudnn": {"ms": 0.6}}),
+             {"64,128,8,3": 2.0, "32,64,4,3": 2.1, "128,128,8,2": 2.2},
+             {"128,64,8,3": 1.3, "128,128,8,2": 1.0, "64,64,4,2": 0.9},
+             {"rule_best": {"config": "64,128,8,3", "ms": 3.6},
+              "sdpa_cudnn": {"ms": 2.4}, "sdpa_flash": {"error": "RuntimeError: no"}}),
+        # d64: dQ runs (128,64,4,3); no whole timing of the pairing: the sum is the time;
+        # flashgen faster than cuDNN here
+        _row([16, 32, 32, 1024, 64], True, {"64,64,4,2": 0.3, "32,64,4,3": 0.35},
+             {"128,64,4,3": 0.2, "64,64,4,2": 0.1}, {"sdpa_cudnn": {"ms": 0.6}}),
+        # the dQ kernel's config was not timed: no record (the shipped one stays)
+        _row([1, 16, 16, 16384, 128], True, {"64,64,4,2": 3.0}, {"64,64,4,2": 2.0}, {}),
         # GQA rows are not keyed
-        _row([4, 32, 8, 4096, 128], False, {"64,64,4,2": 0.1}, {"64,64,4,2": 0.1}, {}),
+        _row([4, 32, 8, 4096, 128], False, {"64,64,4,2": 0.1}, {"128,64,8,3": 0.1}, {}),
     ]  # fmt: skip
     sweep = tmp_path / "bwd_sweep.json"
     sweep.write_text(json.dumps({"started": "2026-12-01 00:30:00 UTC", "env": ENV, "rows": rows}))
@@ -54,13 +60,17 @@ def test_pick_writes_the_least_sum_under_the_swap_rule(tmp_path):
     new = portable.load(records)
     by_key = {(r.spec.uri(), r.bucket): r for r in new}
     full = by_key[("attn_bwd_d128_full_bf16", (4096, 4096))]
-    assert full.config == TileConfig(32, 128, 8, 2)
-    assert full.time_ms == 1.85 and full.n_trials == 2 and full.measured
-    assert full.impl == "sdpa_cudnn" and abs(full.impl_ratio - 1.85 / 1.5) < 1e-9
+    assert full.config == TileConfig(64, 128, 8, 3)
+    assert full.time_ms == 3.6 and full.n_trials == 3 and full.measured
+    assert full.impl == "sdpa_cudnn" and abs(full.impl_ratio - 3.6 / 2.4) < 1e-9
     causal = by_key[("attn_bwd_d64_causal_bf16", (1024, 1024))]
     assert causal.config == TileConfig(64, 64, 4, 2) and abs(causal.time_ms - 0.5) < 1e-9
     assert causal.impl == "flashgen" and abs(causal.impl_ratio - 0.6 / 0.5) < 1e-9
     assert causal.env.template_hash == "0123456789abcdef"
+    kept = by_key[("attn_bwd_d128_causal_bf16", (16384, 16384))]
+    assert kept == next(
+        r for r in old if (r.spec.uri(), r.bucket) == (kept.spec.uri(), kept.bucket)
+    )
     # everything else of the file is still there, once
     assert len(new) == len(old)  # both keys were shipped already: replaced, not added
     assert sum(r.spec == keep for r in new) == sum(r.spec == keep for r in old)
