@@ -89,9 +89,11 @@ def _gpu_class(device: DeviceLimits) -> str:
 # (gpu class, direction, causal, block_d) -> preferred configs, best first, for 16-bit dtypes.
 # sm90 rows are the winners of the H200 grids measured with these templates (benchmarks/RESULTS.md,
 # runs 3 and 4): forward hd128 (128,64,4,2) non-causal, (64,64,4,3) causal; forward hd64
-# (64,128,4,2) both; backward hd128 (128,128,8,2) non-causal, (64,64,4,2) causal; backward hd64
-# (64,64,4,3) non-causal, (64,64,4,2) causal. The rest are conservative picks that the model fits
-# with margin; a later entry is used when an earlier one does not fit (fp32).
+# (64,128,4,2) both. Backward rows name the dK/dV kernel's config (on sm_90 the dQ kernel runs its
+# own, flashgen.hardware.dq_tiles); the dK/dV kernel timed alone (B2 sweep, 1k/4k/16k): hd128
+# (64,128,8,3) non-causal, (64,64,4,2) causal; hd64 (64,64,4,3) both (at 1k (32,64,4,3) by 3-4%).
+# The rest are conservative picks that the model fits with margin; a later entry is used when an
+# earlier one does not fit (fp32).
 _T = TileConfig
 _DEFAULTS: dict[tuple[str, str, bool, int], tuple[TileConfig, ...]] = {}
 
@@ -112,13 +114,22 @@ for _bd in (16, 32, 64):
     _set("sm86", "bwd", None, _bd, _T(64, 64, 4, 2), _T(32, 64, 4, 2))
     _set("sm75", "bwd", None, _bd, _T(32, 32, 4, 2), _T(32, 32, 4, 1))
 _set("sm90", "fwd", None, 64, _T(64, 128, 4, 2), _T(64, 64, 4, 3))
-_set("sm90", "bwd", True, 64, _T(64, 64, 4, 2), _T(32, 64, 4, 2))
+_set("sm90", "bwd", True, 64, _T(64, 64, 4, 3), _T(64, 64, 4, 2), _T(32, 64, 4, 2))
 _set("sm90", "fwd", False, 128, _T(128, 64, 4, 2), _T(64, 64, 4, 2))
 _set("sm90", "fwd", True, 128, _T(64, 64, 4, 3), _T(64, 64, 4, 2))
 _set("sm80", "fwd", None, 128, _T(128, 64, 4, 3), _T(64, 64, 4, 2))
 _set("sm86", "fwd", None, 128, _T(64, 64, 4, 2), _T(64, 32, 4, 2))
 _set("sm75", "fwd", None, 128, _T(64, 32, 4, 2), _T(32, 32, 4, 1))
-_set("sm90", "bwd", False, 128, _T(128, 128, 8, 2), _T(64, 64, 4, 2), _T(32, 64, 4, 2))
+_set(
+    "sm90",
+    "bwd",
+    False,
+    128,
+    _T(64, 128, 8, 3),
+    _T(128, 128, 8, 2),
+    _T(64, 64, 4, 2),
+    _T(32, 64, 4, 2),
+)
 _set("sm90", "bwd", True, 128, _T(64, 64, 4, 2), _T(32, 64, 4, 2))
 _set("sm80", "bwd", None, 128, _T(64, 64, 4, 2), _T(32, 64, 4, 2))
 _set("sm86", "bwd", None, 128, _T(32, 64, 4, 2), _T(32, 32, 4, 2))
