@@ -187,7 +187,13 @@ def test_dq_kernel_config_table():
         assert dq_config(KernelSpec(d, True, "bfloat16", "bwd"), cfg, (8, 0)) == cfg
         assert dq_config(KernelSpec(d, True, "bfloat16", "bwd"), cfg, (10, 0)) == cfg
         assert dq_config(KernelSpec(d, True, "bfloat16", "bwd"), cfg, None) == cfg
-        for extra in ({"window": True}, {"softcap": True}, {"lengths": True}, {"attn_mask": "add"}):
+        for extra in (
+            {"window": True},
+            {"softcap": True},
+            {"lengths": True},
+            {"attn_mask": "add"},
+            {"dropout": True},
+        ):
             assert dq_config(KernelSpec(d, False, "bfloat16", "bwd", **extra), cfg, SM90) == cfg
     assert dq_config(KernelSpec(96, True, "bfloat16", "bwd"), cfg, SM90) == cfg
 
