@@ -72,6 +72,7 @@ from .kernels.validate import (
     normalize_window,
 )
 from .runtime.dispatch import on_clear, plan_config
+from .runtime.eager import direct
 from .runtime.vendor import needs_backward, route
 
 __all__ = ["attention"]
@@ -240,8 +241,10 @@ for _name, _kernel in (("attention_fwd", _attention_fwd), ("attention_bwd", _att
     _LIB.impl(_name, torch.library.fallthrough_kernel, "Autograd")
 torch.library.register_fake("flashgen::attention_fwd", _attention_fwd_fake, lib=_LIB)
 torch.library.register_fake("flashgen::attention_bwd", _attention_bwd_fake, lib=_LIB)
-_fwd_op = torch.ops.flashgen.attention_fwd.default
-_bwd_op = torch.ops.flashgen.attention_bwd.default
+# In a plain eager call the primitives' Python kernels are called without the dispatcher hop
+# (flashgen.runtime.eager); anything traced, fake or under a dispatch mode goes through the ops.
+_fwd_op = direct(torch.ops.flashgen.attention_fwd.default, _attention_fwd)
+_bwd_op = direct(torch.ops.flashgen.attention_bwd.default, _attention_bwd)
 
 
 class _Attention(torch.autograd.Function):

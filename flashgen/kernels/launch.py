@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import operator
 import os
 from typing import Any
 
@@ -45,6 +46,8 @@ log = logging.getLogger(__name__)
 _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
 _UNSET = object()
 _MAX_ENCODED = 8192
+MAX_PREFIXES = 256
+_data_ptr = operator.methodcaller("data_ptr")
 _encoded: dict[tuple[int, int], list] = {}  # (slot id, base address) -> descriptor arguments
 _slot_ids = itertools.count()
 
@@ -232,9 +235,14 @@ def raw_parts(compiled: Any):
 
 
 class RawLaunch:
-    """Triton 3.6's C launch function called directly, descriptors encoded once per address."""
+    """Triton 3.6's C launch function called directly, descriptors encoded once per address.
 
-    __slots__ = ("_raw", "_head", "_constexprs", "_slots")
+    When the descriptor arguments come first (the forward's and the split backward's q, k, v,
+    out/do), the whole expanded prefix is remembered per tuple of their base addresses
+    (`MAX_PREFIXES` per launch), so a repeated call costs one dict lookup there instead of one
+    per descriptor and the list splicing around them."""
+
+    __slots__ = ("_raw", "_grid", "_rest", "_constexprs", "_slots", "_count", "_prefixes")
 
     def __init__(self, compiled, parts, grid: tuple, constexprs: tuple, descs: _Descriptors):
         raw, launcher, metas, self_make = parts
@@ -242,20 +250,41 @@ class RawLaunch:
             # (without metadata Triton passes the tensor itself along: nothing to remember)
             raise ValueError("the kernel's descriptor arguments are not the plan's")
         self._raw = raw
-        gx, gy, gz = _grid3(grid)
+        self._grid = _grid3(grid)
         coop, pdl = launcher.launch_cooperative_grid, launcher.launch_pdl
         function, metadata = compiled.function, compiled.packed_metadata
-        # stream goes between the grid and the function: kept apart, filled in per call
-        self._head = ((gx, gy, gz), (function, coop, pdl, None, None, metadata, None, None, None))
+        # the stream goes between the grid and the function: filled in per call
+        self._rest = (function, coop, pdl, None, None, metadata, None, None, None)
         self._constexprs = constexprs
         self._slots = tuple(
             (pos, next(_slot_ids), template, metas[pos], self_make)
             for pos, template in zip(descs.positions, descs.templates, strict=True)
         )
+        leading = descs.positions == tuple(range(len(descs.positions)))
+        self._count = len(descs.positions) if leading else 0
+        self._prefixes: dict[tuple, tuple] = {}
 
     def __call__(self, stream: int, args: tuple) -> None:
-        grid, rest = self._head
-        expanded = []
+        gx, gy, gz = self._grid
+        count = self._count
+        if count:
+            key = tuple(map(_data_ptr, args[:count]))
+            prefix = self._prefixes.get(key)
+            if prefix is None:
+                prefix = self._expand(args[:count])
+                if len(self._prefixes) >= MAX_PREFIXES:
+                    self._prefixes.clear()
+                self._prefixes[key] = prefix
+            self._raw(gx, gy, gz, stream, *self._rest, *prefix, *args[count:], *self._constexprs)
+            return
+        if not self._slots:
+            self._raw(gx, gy, gz, stream, *self._rest, *args, *self._constexprs)
+            return
+        self._raw(gx, gy, gz, stream, *self._rest, *self._expand(args), *self._constexprs)
+
+    def _expand(self, args: tuple) -> tuple:
+        """`args` with each descriptor argument expanded (encoded once per slot and address)."""
+        expanded: list = []
         start = 0
         for pos, slot, template, meta, make_arg in self._slots:
             expanded += args[start:pos]
@@ -267,7 +296,7 @@ class RawLaunch:
             expanded += encoded
             start = pos + 1
         expanded += args[start:]
-        self._raw(*grid, stream, *rest, *expanded, *self._constexprs)
+        return tuple(expanded)
 
 
 def _encode(base, template, meta, make_arg, key) -> list:

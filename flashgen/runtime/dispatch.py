@@ -97,18 +97,24 @@ def choose_config(spec: KernelSpec, seq_q: int, seq_k: int, *, query_db: bool = 
     return config
 
 
-def choose_impl(spec: KernelSpec, seq_q: int, seq_k: int, cuda: bool) -> str:
-    """Which implementation runs this call (`cuda`: whether the tensors are on a CUDA GPU)."""
+def choose_impl(spec: KernelSpec, seq_q: int, seq_k: int, cuda: bool, *, query_db=True) -> str:
+    """Which implementation runs this call (`cuda`: whether the tensors are on a CUDA GPU).
+    `query_db`: False while a CUDA graph is captured (`impl_choice`), or a callable returning
+    that, asked on a cache miss only (the hot path stays one dict lookup)."""
     choice = _impls.get((spec, shape_bucket(seq_q, seq_k), cuda))
     if choice is None:
-        choice = impl_choice(spec, seq_q, seq_k, cuda)
+        if callable(query_db):
+            query_db = query_db()
+        choice = impl_choice(spec, seq_q, seq_k, cuda, query_db=query_db)
     return choice[0]
 
 
-def impl_choice(spec: KernelSpec, seq_q: int, seq_k: int, cuda: bool):
+def impl_choice(spec: KernelSpec, seq_q: int, seq_k: int, cuda: bool, *, query_db: bool = True):
     """(impl, ratio to the runner-up or None, source) for this call; source is "forced", the
     lookup source of a record that compared implementations ("exact", "nearest", ...), or
-    "default". Cached like the config."""
+    "default". Cached like the config. `query_db=False` (a CUDA graph is being captured): a
+    miss is answered from what is cached and the defaults, without the database, and is not
+    cached (the next ordinary call asks the database)."""
     key = (spec, shape_bucket(seq_q, seq_k), cuda)
     choice = _impls.get(key)
     if choice is not None:
@@ -119,6 +125,11 @@ def impl_choice(spec: KernelSpec, seq_q: int, seq_k: int, cuda: bool):
     forced = _state["impl"] or forced_impl()
     if forced is not None:
         choice = (forced, None, "forced")
+    elif not query_db:
+        rec = _records.get(key[:2])
+        if rec is not None and decisive(rec):
+            return (rec.impl, rec.impl_ratio, _sources.get(key[:2], "exact"))
+        return (default_impl(_gpu_name() if cuda else None, spec.dtype), None, "default")
     else:
         choose_config(spec, seq_q, seq_k)  # the lookup that finds the record, if any
         rec = _records.get(key[:2])

@@ -29,6 +29,7 @@ import torch
 
 from ..core.impls import FLASHGEN, check_impl, sdpa_backend
 from ..core.spec import dtype_name, shape_bucket, spec_for
+from ..kernels.launch import capturing as _capturing
 from .dispatch import choose_impl
 
 _refused: set[tuple] = set()
@@ -67,7 +68,8 @@ def winner(q, k, v, causal: bool, backward: bool | None = None) -> str:
         backward = needs_backward(q, k, v)
     direction = "bwd" if backward else "fwd"
     spec = spec_for(_hint(q.shape[3]), causal, dtype_name(q.dtype), direction)
-    return choose_impl(spec, seq_q, seq_k, q.is_cuda)
+    # no database query inside a CUDA graph capture (a miss then takes the defaults)
+    return choose_impl(spec, seq_q, seq_k, q.is_cuda, query_db=lambda: not _capturing(q))
 
 
 def route(

@@ -304,3 +304,39 @@ def test_plans_on_unsettled_configs_are_not_kept(monkeypatch):
     monkeypatch.undo()
     fwd.forward(q, k, v, causal=False, scale=None, config=dispatch.plan_config)
     assert fwd._plans  # with no database fault the choice is cached, so is the plan
+
+
+def test_raw_launch_remembers_a_leading_descriptor_prefix_per_addresses(monkeypatch):
+    """Descriptors at the leading positions (the forward's q, k, v, out): the expanded prefix is
+    remembered per tuple of base addresses and the rest of the arguments follow it as given."""
+    compiled = _Compiled()
+    raw_calls, encoded = [], []
+
+    def make_arg(desc, meta):
+        encoded.append(desc.base.address)
+        return [f"map{desc.base.address}", *desc.shape]
+
+    class _Launcher:
+        launch_cooperative_grid, launch_pdl = False, False
+
+    template = ([1, 2], [2, 1], [1, 2])
+    descs = launch._Descriptors(((0, template), (1, template)))
+    parts = (lambda *a: raw_calls.append(a), _Launcher(), {0: "m", 1: "m"}, make_arg)
+    monkeypatch.setattr(launch, "MAX_PREFIXES", 2)
+    raw = launch.RawLaunch(compiled, parts, (3, 2), (16,), descs)
+    a, b, c = _Tensor(4096), _Tensor(8192), _Tensor(12288)
+    raw(9, (a, b, "lse", 5))
+    raw(9, (a, b, "lse2", 6))  # same addresses: nothing encoded again
+    raw(9, (a, c, "lse", 7))
+    raw(9, (c, a, "lse", 8))  # a third prefix: the remembered ones start over
+    head = (3, 2, 1, 9, "function-handle", False, False, None, None, "packed-metadata", None,
+            None, None)  # fmt: skip
+    assert raw_calls == [
+        (*head, "map4096", 1, 2, "map8192", 1, 2, "lse", 5, 16),
+        (*head, "map4096", 1, 2, "map8192", 1, 2, "lse2", 6, 16),
+        (*head, "map4096", 1, 2, "map12288", 1, 2, "lse", 7, 16),
+        (*head, "map12288", 1, 2, "map4096", 1, 2, "lse", 8, 16),
+    ]  # fmt: skip
+    # per-address encodings are still shared across prefixes (slot 0 saw 4096 then 12288)
+    assert encoded == [4096, 8192, 12288, 12288, 4096]
+    assert len(raw._prefixes) == 1
