@@ -17,6 +17,7 @@ import math
 
 import torch
 
+from ..core.paths import interpret_mode
 from ..core.spec import DTYPES, MAX_HEAD_DIM, MIN_HEAD_DIM, dtype_name
 
 _passed: dict[tuple, float] = {}
@@ -172,8 +173,6 @@ def check_kernel_device(device) -> None:
     backend forced with `impl=` may still take CPU tensors), and by the compile backend, which
     then leaves the site to Inductor.
     """
-    from ..core.paths import interpret_mode
-
     kind = getattr(device, "type", str(device))
     if kind == "cuda" or interpret_mode():
         return
