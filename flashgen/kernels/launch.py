@@ -240,9 +240,18 @@ class RawLaunch:
     When the descriptor arguments come first (the forward's and the split backward's q, k, v,
     out/do), the whole expanded prefix is remembered per tuple of their base addresses
     (`MAX_PREFIXES` per launch), so a repeated call costs one dict lookup there instead of one
-    per descriptor and the list splicing around them."""
+    per descriptor and the list splicing around them.
 
-    __slots__ = ("_raw", "_grid", "_rest", "_constexprs", "_slots", "_count", "_prefixes")
+    Tensors among the other arguments are passed as their addresses (ints). Given a tensor, the
+    C function calls its `data_ptr` method and then `cuPointerGetAttribute` to check that the
+    device can reach it; given an int it takes the address as it is. A plan launches directly
+    only tensors on the current CUDA device (`direct_device`), which that check would accept.
+    Which positions hold tensors is fixed by the plan (its key decides the argument list), so
+    it is read from the first call."""
+
+    __slots__ = (
+        "_raw", "_grid", "_rest", "_constexprs", "_slots", "_count", "_prefixes", "_ptrs",
+    )  # fmt: skip
 
     def __init__(self, compiled, parts, grid: tuple, constexprs: tuple, descs: _Descriptors):
         raw, launcher, metas, self_make = parts
@@ -263,11 +272,25 @@ class RawLaunch:
         leading = descs.positions == tuple(range(len(descs.positions)))
         self._count = len(descs.positions) if leading else 0
         self._prefixes: dict[tuple, tuple] = {}
+        self._ptrs: tuple[int, ...] | None = None  # tensor positions after the prefix
 
     def __call__(self, stream: int, args: tuple) -> None:
         gx, gy, gz = self._grid
         count = self._count
-        if count:
+        if count or not self._slots:
+            tail = args[count:] if count else args
+            ptrs = self._ptrs
+            if ptrs is None:
+                ptrs = self._ptrs = tuple(
+                    i for i, a in enumerate(tail) if isinstance(a, torch.Tensor)
+                )
+            if ptrs:
+                tail = list(tail)
+                for i in ptrs:
+                    tail[i] = tail[i].data_ptr()
+            if not count:
+                self._raw(gx, gy, gz, stream, *self._rest, *tail, *self._constexprs)
+                return
             key = tuple(map(_data_ptr, args[:count]))
             prefix = self._prefixes.get(key)
             if prefix is None:
@@ -275,10 +298,7 @@ class RawLaunch:
                 if len(self._prefixes) >= MAX_PREFIXES:
                     self._prefixes.clear()
                 self._prefixes[key] = prefix
-            self._raw(gx, gy, gz, stream, *self._rest, *prefix, *args[count:], *self._constexprs)
-            return
-        if not self._slots:
-            self._raw(gx, gy, gz, stream, *self._rest, *args, *self._constexprs)
+            self._raw(gx, gy, gz, stream, *self._rest, *prefix, *tail, *self._constexprs)
             return
         self._raw(gx, gy, gz, stream, *self._rest, *self._expand(args), *self._constexprs)
 

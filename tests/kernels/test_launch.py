@@ -340,3 +340,55 @@ def test_raw_launch_remembers_a_leading_descriptor_prefix_per_addresses(monkeypa
     # per-address encodings are still shared across prefixes (slot 0 saw 4096 then 12288)
     assert encoded == [4096, 8192, 12288, 12288, 4096]
     assert len(raw._prefixes) == 1
+
+
+@pytest.mark.impl_choice
+def test_capture_time_implementation_choice_skips_the_database(monkeypatch):
+    """impl_choice(query_db=False): no query, the defaults' answer, nothing cached; a callable
+    query_db is asked only on a miss."""
+    from flashgen.core.impls import default_impl
+
+    spec = spec_for(64, True, "float16", "bwd")
+    dispatch.clear_cache()
+
+    def no_query(key):
+        raise AssertionError("the database was asked during capture")
+
+    monkeypatch.setattr(dispatch, "_miss", no_query)
+    impl, ratio, source = dispatch.impl_choice(spec, 300, 300, False, query_db=False)
+    assert (impl, ratio, source) == (default_impl(None, "float16"), None, "default")
+    assert not dispatch._impls  # not cached: the next ordinary call asks the database
+    asked = []
+    assert dispatch.choose_impl(spec, 300, 300, False, query_db=lambda: asked.append(1) or False)
+    assert asked == [1]
+    dispatch.clear_cache()
+
+
+def test_raw_launch_passes_other_tensors_as_addresses():
+    """Tensors after the descriptor prefix (and in a launch without descriptors) reach the C
+    function as their addresses; positions are read from the first call."""
+    compiled = _Compiled()
+    raw_calls = []
+
+    class _Launcher:
+        launch_cooperative_grid, launch_pdl = False, False
+
+    lse, delta = torch.zeros(3), torch.zeros(5)
+    parts = (lambda *a: raw_calls.append(a), _Launcher(), {}, None)
+    plain = launch.RawLaunch(compiled, parts, (2,), (), launch._Descriptors(()))
+    plain(1, (lse, 7, delta, 0.5))
+    plain(1, (delta, 8, lse, 0.25))
+    tails = [call[13:] for call in raw_calls]
+    assert tails == [
+        (lse.data_ptr(), 7, delta.data_ptr(), 0.5),
+        (delta.data_ptr(), 8, lse.data_ptr(), 0.25),
+    ]
+
+    def make_arg(desc, meta):
+        return [f"map{desc.base.address}"]
+
+    template = ([1, 2], [2, 1], [1, 2])
+    parts = (lambda *a: raw_calls.append(a), _Launcher(), {0: "m"}, make_arg)
+    lead = launch.RawLaunch(compiled, parts, (2,), (16,), launch._Descriptors(((0, template),)))
+    lead(1, (_Tensor(4096), lse, 3))
+    assert raw_calls[-1][13:] == ("map4096", lse.data_ptr(), 3, 16)

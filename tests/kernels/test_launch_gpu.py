@@ -201,3 +201,25 @@ def test_compiled_with_cudagraphs_matches_compiled_without():
     assert replaced - before == 2  # one site in each compiled model
     assert counters["inductor"]["cudagraph_skips"] == 0
     torch._dynamo.reset()
+
+
+@pytest.mark.impl_choice
+def test_routing_during_capture_skips_the_database(monkeypatch):
+    """flashgen.attention with the run-time implementation choice (impl=None), first called
+    inside a capture: neither the implementation nor the config asks the database."""
+    q, k, v = qkv(50)
+    with torch.no_grad():
+        want = attention(q, k, v, causal=True)  # compiles whatever the choice runs
+    dispatch.clear_cache()
+    plans.clear_all()
+
+    def no_query(key):
+        raise AssertionError("the tuning database was asked during capture")
+
+    monkeypatch.setattr(dispatch, "_miss", no_query)
+    graph = torch.cuda.CUDAGraph()
+    with torch.no_grad(), torch.cuda.graph(graph):
+        out = attention(q, k, v, causal=True)
+    graph.replay()
+    torch.testing.assert_close(out, want)
+    assert not dispatch._impls  # the capture-time choice was not kept
