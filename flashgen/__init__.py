@@ -11,6 +11,15 @@ __all__ = ["attention", "backend", "explain", "KernelSpec", "TileConfig", "__ver
 
 
 def __getattr__(name: str):
+    """Import a public name on first use, then keep it as a module global: `__getattr__` runs
+    only for names the module lacks, and an import statement costs microseconds, which every
+    `flashgen.attention(...)` call would otherwise pay (benchmarks/RESULTS.md, host time)."""
+    value = _lazy(name)
+    globals()[name] = value
+    return value
+
+
+def _lazy(name: str):
     if name == "attention":
         from .ops import attention
 

@@ -42,6 +42,7 @@ from .launch import Launch, direct_device
 from .plans import Chooser, PlanCache, plan_config
 
 LOG2E = 1.4426950408889634
+_F32 = torch.float32
 _ENV = "FLASHGEN_FWD_TMA"
 _env = tma.env_reader(_ENV)
 _family = tma.env_reader(
@@ -64,7 +65,7 @@ class _Plan:
     A plan holds no device memory (a plan made while a CUDA graph is recorded must not keep
     anything allocated from the graph's pool alive)."""
 
-    __slots__ = ("run", "tail", "strides", "scale", "keep", "hopper")
+    __slots__ = ("run", "tail", "strides", "scale", "keep", "hopper", "lse_shape", "device")
 
     def __init__(
         self, q, k, v, out, causal: bool, config, aligned: bool, forced, windowed=False,
@@ -78,6 +79,10 @@ class _Plan:
         self.keep = True
         self.scale = 1.0 / math.sqrt(dim)
         self.hopper = None
+        # lse is allocated with torch.empty from these: `q.new_empty(shape, dtype=...)` measured
+        # several times slower on the host (its argument parsing), on every call
+        self.lse_shape = (batch, hq, sq)
+        self.device = q.device
         if not isinstance(config, TileConfig) and hopper.choose(spec, q, k, v, sq):
             # The Gluon family launches itself (through its JIT), with its config for this length.
             self.hopper = (spec, hopper.config_for(spec, sq))
@@ -183,7 +188,7 @@ def forward(
         )  # fmt: skip
         _plans.store(key, plan, q)
     if bounds is None:
-        lse = q.new_empty(q.shape[:3], dtype=torch.float32)
+        lse = torch.empty(plan.lse_shape, dtype=_F32, device=plan.device)
     else:
         lse = q.new_full(q.shape[:3], float("inf"), dtype=torch.float32)
     plan.launch(q, k, v, out, lse, scale, window, softcap, bounds, mask, dropout)
