@@ -72,7 +72,7 @@ from .kernels.validate import (
     normalize_window,
 )
 from .runtime.dispatch import on_clear, plan_config
-from .runtime.eager import direct
+from .runtime.eager import direct, function_apply
 from .runtime.vendor import needs_backward, route
 
 __all__ = ["attention"]
@@ -321,6 +321,10 @@ class _Attention(torch.autograd.Function):
         )
 
 
+# `_Attention.apply` without Function.apply's Python layer (flashgen.runtime.eager).
+_attention_apply = function_apply(_Attention, (0, 1, 2, 9, 10))
+
+
 def _attention(
     q, k, v, causal=False, scale=None, window=None, softcap=None, causal_align="top_left",
     deterministic=None, seq_bounds=None, attn_mask=None, dropout_p=0.0, dropout_seed=None,
@@ -376,7 +380,7 @@ def _attention(
             return out
     check_kernel_device(q.device)
     if backward:
-        return _Attention.apply(
+        return _attention_apply(
             q, k, v, causal, scale, window, softcap, causal_align, deterministic, seq_bounds,
             attn_mask, dropout_p, dropout_seed,
         )  # fmt: skip

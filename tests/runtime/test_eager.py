@@ -116,3 +116,72 @@ def test_direct_and_dispatched_calls_agree(causal, monkeypatch):
     dispatched = run()
     for a, b in zip(direct, dispatched, strict=True):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+class _Scale(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, factor, bias):
+        ctx.factor = factor
+        return x * factor + (0 if bias is None else bias)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * ctx.factor, None, grad
+
+
+def test_function_apply_is_the_functions_apply():
+    """Same output, same node type, same gradients as `Function.apply`."""
+    apply = eager.function_apply(_Scale, (0, 2))
+    assert apply is not _Scale.apply
+    x = torch.randn(5, requires_grad=True)
+    b = torch.randn(5, requires_grad=True)
+    out = apply(x, 3.0, b)
+    assert type(out.grad_fn) is type(_Scale.apply(x, 3.0, b).grad_fn)
+    gx, gb = torch.autograd.grad(out.sum(), (x, b))
+    torch.testing.assert_close(gx, torch.full((5,), 3.0))
+    torch.testing.assert_close(gb, torch.ones(5))
+    torch.testing.assert_close(out, x * 3.0 + b)
+
+
+def test_function_apply_leaves_functorch_and_setup_context_to_function_apply():
+    class _WithSetup(torch.autograd.Function):
+        @staticmethod
+        def forward(x):
+            return x * 2
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            pass
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad * 2
+
+    assert eager.function_apply(_WithSetup, (0,)) == _WithSetup.apply
+    apply = eager.function_apply(_Scale, (0, 2))
+    # under a transform the class's own apply runs: it refuses a Function without
+    # setup_context, exactly as `_Scale.apply` would
+    with pytest.raises(RuntimeError, match="setup_context"):
+        torch.func.grad(lambda x: apply(x, 2.0, None).sum())(torch.randn(3))
+
+
+def test_compiled_attention_with_grad_still_traces(monkeypatch):
+    """Dynamo traces flashgen.attention(impl='flashgen') with inputs that require grad (it
+    must see Function.apply, not the shortcut): fullgraph, right gradients."""
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    torch.manual_seed(1)
+    q, k, v = (torch.randn(1, 2, 33, 16, requires_grad=True) for _ in range(3))
+
+    def fn(a, b, c):
+        return flashgen.attention(a, b, c, causal=True, impl="flashgen")
+
+    torch._dynamo.reset()
+    compiled = torch.compile(fn, fullgraph=True, backend="aot_eager")
+    out = compiled(q, k, v)
+    grads = torch.autograd.grad(out.sum(), (q, k, v))
+    want = fn(q, k, v)
+    want_grads = torch.autograd.grad(want.sum(), (q, k, v))
+    torch.testing.assert_close(out, want)
+    for g, w in zip(grads, want_grads, strict=True):
+        torch.testing.assert_close(g, w)
+    torch._dynamo.reset()
