@@ -233,11 +233,12 @@ def _causal_column(s: Any) -> str:
     """ "True", "False", "window W", or "bottom-right" (a KV cache's causal alignment)."""
     if s.causal is None:
         return ""
+    drop = f" + dropout {s.dropout:g}" if getattr(s, "dropout", 0.0) else ""
     if s.window:
-        return f"window {s.window}"
+        return f"window {s.window}{drop}"
     if s.mask:
-        return f"{s.causal} + {s.mask} mask"
-    return "bottom-right" if s.causal and s.align == "bottom_right" else str(s.causal)
+        return f"{s.causal} + {s.mask} mask{drop}"
+    return ("bottom-right" if s.causal and s.align == "bottom_right" else str(s.causal)) + drop
 
 
 def explain(model: Any, *args: Any, **kwargs: Any) -> ExplainReport:
@@ -288,6 +289,8 @@ def _impl_summary(site: Any) -> str:
         return "flashgen (sliding window: SDPA has none)"
     if site.mask:
         return f"flashgen (attn_mask tensor, {site.mask})"
+    if site.dropout:
+        return "flashgen (dropout: its mask is the kernels' own)"
     parts = []
     for direction in ("fwd", "bwd"):
         spec = KernelSpec(

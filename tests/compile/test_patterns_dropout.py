@@ -104,6 +104,7 @@ def test_explain_reports_the_dropout():
     report = flashgen.explain(handwritten, *_inputs())
     (site,) = report.sites
     assert site.replaced and site.dropout == pytest.approx(P)
+    assert "dropout 0.25" in str(report)
 
 
 def test_multihead_attention_dropout_in_training_is_replaced():
