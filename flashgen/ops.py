@@ -322,7 +322,7 @@ class _Attention(torch.autograd.Function):
 
 
 # `_Attention.apply` without Function.apply's Python layer (flashgen.runtime.eager).
-_attention_apply = function_apply(_Attention, (0, 1, 2, 9, 10))
+_attention_apply = function_apply(_Attention, (0, 1, 2, 9, 10, 12))
 
 
 def _attention(
