@@ -7,6 +7,8 @@
 #                                        # on 2 GPUs (--check: losses vs one process), tokens/s per GPU
 #   benchmarks/multigpu_run.sh tune      # one task set tuned by `flashgen tune` on one GPU and by
 #                                        # `--gpus all`, each from a cold cache; wall times, winners
+#                                        # (= the steps tune_many, tune_one, compare, in that order:
+#                                        # separately, something can run on GPU 1 during tune_one)
 # Sizes come from the environment (defaults below), so a short slot can shrink them.
 set -uo pipefail
 : "${OUT:?set OUT}"
@@ -25,6 +27,30 @@ since() { python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1
 # Cold caches per run: the second run must not find the first one's compiled kernels.
 fresh() { rm -rf "/tmp/mg-$1" "/tmp/mg-$1".sqlite3*; mkdir -p "/tmp/mg-$1"
           export FLASHGEN_CACHE_DIR="/tmp/mg-$1" TRITON_CACHE_DIR="/tmp/mg-$1/triton"; }
+
+# The tune steps. Wall times go to $OUT/wall_<run>.txt for `compare`.
+tune_many() {
+    fresh many
+    local t; t=$(now)
+    run "${LIMIT_MANY:-$LIMIT}" python3 -m flashgen.cli tune --gpus all --db sqlite:////tmp/mg-many.sqlite3 $TUNE_SET \
+        --trials "$TUNE_TRIALS" --patience 0 --quiet > "$OUT/tune_many.txt" 2> "$OUT/tune_many.err"
+    local rc=$?; since "$t" > "$OUT/wall_many.txt"
+    echo "   --gpus all rc=$rc wall_s=$(cat "$OUT/wall_many.txt")"; tail -3 "$OUT/tune_many.err"
+}
+tune_one() {  # on GPU 0 alone (CUDA_VISIBLE_DEVICES=0): the other GPU stays free
+    fresh one
+    local t; t=$(now)
+    CUDA_VISIBLE_DEVICES=0 run "${LIMIT_ONE:-$LIMIT}" python3 -m flashgen.cli tune --db sqlite:////tmp/mg-one.sqlite3 $TUNE_SET \
+        --trials "$TUNE_TRIALS" --patience 0 --quiet > "$OUT/tune_one.txt" 2> "$OUT/tune_one.err"
+    local rc=$?; since "$t" > "$OUT/wall_one.txt"
+    echo "   one GPU rc=$rc wall_s=$(cat "$OUT/wall_one.txt")"; tail -3 "$OUT/tune_one.err"
+}
+compare() {
+    cat "$OUT/tune_one.txt" "$OUT/tune_many.txt"
+    python3 benchmarks/multigpu_compare.py /tmp/mg-one.sqlite3 /tmp/mg-many.sqlite3 \
+        --wall-one "$(cat "$OUT/wall_one.txt")" --wall-many "$(cat "$OUT/wall_many.txt")" --out "$OUT/tune_compare.json"
+    cp /tmp/mg-one.sqlite3 /tmp/mg-many.sqlite3 "$OUT/"
+}
 
 for step in "$@"; do
     echo "== $step $(date -u +%H:%M:%S) ($NGPU GPU(s))"
@@ -62,21 +88,10 @@ for x in lines:
           + (f"  losses match: {x['match']} (max rel diff {x['max_rel_diff']:.2e})" if "match" in x else ""))
 PY
         ;;
-    tune)
-        fresh many
-        t=$(now)
-        run "${LIMIT_MANY:-$LIMIT}" python3 -m flashgen.cli tune --gpus all --db sqlite:////tmp/mg-many.sqlite3 $TUNE_SET \
-            --trials "$TUNE_TRIALS" --patience 0 --quiet > "$OUT/tune_many.txt" 2> "$OUT/tune_many.err"
-        rc=$?; wall_many=$(since "$t"); echo "   --gpus all rc=$rc wall_s=$wall_many"
-        fresh one
-        t=$(now)
-        run "${LIMIT_ONE:-$LIMIT}" python3 -m flashgen.cli tune --db sqlite:////tmp/mg-one.sqlite3 $TUNE_SET \
-            --trials "$TUNE_TRIALS" --patience 0 --quiet > "$OUT/tune_one.txt" 2> "$OUT/tune_one.err"
-        rc=$?; wall_one=$(since "$t"); echo "   one GPU rc=$rc wall_s=$wall_one"
-        cat "$OUT/tune_one.txt" "$OUT/tune_many.txt"
-        python3 benchmarks/multigpu_compare.py /tmp/mg-one.sqlite3 /tmp/mg-many.sqlite3 \
-            --wall-one "$wall_one" --wall-many "$wall_many" --out "$OUT/tune_compare.json"
-        cp /tmp/mg-one.sqlite3 /tmp/mg-many.sqlite3 "$OUT/" ;;
+    tune) tune_many; tune_one; compare ;;
+    tune_many) tune_many ;;
+    tune_one) tune_one ;;
+    compare) compare ;;
     *) echo "unknown step $step" ;;
     esac
 done
