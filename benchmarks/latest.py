@@ -122,7 +122,8 @@ def _plot_training(lines: list[dict], path: str) -> None:
     ax.set_xticks([x + 0.4 - width / 2 for x in range(len(groups))])
     ax.set_xticklabels([f"{n}\n{b} x {s}" for n, b, s in groups], fontsize=8)
     ax.set_ylabel("thousand tokens/s (training)")
-    ax.set_title(f"{lines[0]['gpu']}, commit {lines[0]['commit']}", fontsize=9)
+    commits = ", ".join(dict.fromkeys(r["commit"] for r in lines))  # the groups may differ
+    ax.set_title(f"{lines[0]['gpu']}, commit {commits}", fontsize=9)
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
