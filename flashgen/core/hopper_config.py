@@ -73,11 +73,12 @@ class HopperConfig:
         return self.block_m // self.consumers
 
     def shared_bytes(self, head_dim: int, elem_bytes: int = 2) -> int:
-        """Shared memory of the kernel's allocations: each consumer's Q and O staging tiles,
-        the K and V rings, the mbarriers. On sm_90 the compiler adds alignment padding only
+        """Shared memory of the kernel's allocations: each consumer's two Q tiles (the next
+        item's Q loads while the current one is in use) and O staging tile, the K and V
+        rings, the mbarriers. On sm_90 the compiler adds alignment padding only
         (tests/kernels/test_hopper.py compiles configs and compares)."""
-        tiles = (2 * self.block_m + 2 * self.num_buf * self.block_n) * head_dim * elem_bytes
-        return tiles + BARRIER_BYTES * (2 * self.consumers + 4 * self.num_buf + 2)
+        tiles = (3 * self.block_m + 2 * self.num_buf * self.block_n) * head_dim * elem_bytes
+        return tiles + BARRIER_BYTES * (4 * self.consumers + 4 * self.num_buf + 2)
 
     def threads(self) -> int:
         """Threads of one program: the consumers' warps and the loader's warp, the loader

@@ -39,9 +39,9 @@ def test_pingpong_needs_two_consumers():
 
 
 def test_counts():
-    # Q and O staging (2 x 128 rows), 2 slots each of K and V (128 rows), hd128, 2 bytes;
-    # 2 q_ready/q_empty per consumer, 4 per slot, 2 turn barriers.
-    assert SHIPPED_128.shared_bytes(128) == (256 + 512) * 128 * 2 + 8 * (4 + 8 + 2)
+    # Two Q tiles and one O staging tile (3 x 128 rows), 2 slots each of K and V (128 rows),
+    # hd128, 2 bytes; q_ready/q_empty for each of 2 Q buffers per consumer, 4 per slot, 2 turn.
+    assert SHIPPED_128.shared_bytes(128) == (384 + 512) * 128 * 2 + 8 * (8 + 8 + 2)
     assert SHIPPED_128.threads() == 384
     assert HopperConfig(192, 64, 3, 3, 4, 128, False).threads() == 512
     assert max_regs(2, 4) == 168 and max_regs(3, 4) == 128 and max_regs(1, 4) == 248

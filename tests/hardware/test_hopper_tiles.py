@@ -21,19 +21,22 @@ def test_space_holds_the_shipped_configs():
 
 
 def test_fit_reasons():
-    big = HopperConfig(128, 128, 4, 2, 4, 168, False)  # 4 slots of 128 x 128 K and V: 294 KB
+    big = HopperConfig(128, 128, 4, 2, 4, 168, False)  # 4 slots of 128 x 128 K and V: 327 KB
     assert "shared memory" in ht.fit_reason(big, 128, H200)
-    # Three consumers at 160 registers cannot hold a 64 x 128 score tile and a 64 x 128 O tile.
+    # Three consumers at 160 registers cannot hold a 64 x 128 score tile, its P and a 64 x 64
+    # O tile (head dim 64: 139 KB of shared memory, which fits).
     crowded = HopperConfig(192, 128, 2, 3, 4, 128, False)
-    assert "registers" in ht.fit_reason(crowded, 128, H200)
+    assert "registers" in ht.fit_reason(crowded, 64, H200)
     a100 = replace(H200, capability=(8, 0))
     assert "sm_90" in ht.fit_reason(HopperConfig(128, 128, 2, 2, 4, 168, False), 128, a100)
 
 
 def test_programs_per_sm():
     assert ht.programs_per_sm(HopperConfig(128, 128, 2, 2, 4, 168, False), 128) == 1
-    # One 4-warp consumer capped at 128 registers, 115 KB: two programs an SM.
-    assert ht.programs_per_sm(HopperConfig(64, 128, 3, 1, 4, 128, False), 64) == 2
+    # One 4-warp consumer capped at 128 registers, 90 KB: two programs an SM; with a third
+    # ring slot (123 KB) only one fits.
+    assert ht.programs_per_sm(HopperConfig(64, 128, 2, 1, 4, 128, False), 64) == 2
+    assert ht.programs_per_sm(HopperConfig(64, 128, 3, 1, 4, 128, False), 64) == 1
     assert ht.programs_per_sm(HopperConfig(64, 64, 2, 1, 4, 128, False), 64) == 2  # registers bind
 
 

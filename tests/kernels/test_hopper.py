@@ -106,12 +106,14 @@ def test_kernel_cli_prints_the_hopper_source(capsys):
 
 # Configs compiled ahead of time: the shipped ones (both causal modes) and one of each other
 # consumer layout the fit model admits (hd128 64-key tiles with 3 slots; hd64 three consumers,
-# one 8-warp consumer), so the byte model and the register model are checked across the space.
+# one 8-warp consumer, one 4-warp consumer), so the byte model and the register model are
+# checked across the space.
 AOT_CONFIGS = [
     (64, "shipped"), (128, "shipped"),
     (128, (128, 64, 3, 2, 4, 168, False)),
     (64, (192, 64, 3, 3, 4, 128, False)),
     (64, (128, 128, 2, 1, 8, 168, False)),
+    (64, (64, 128, 2, 1, 4, 128, False)),
 ]  # fmt: skip
 
 _AOT_SCRIPT = """
@@ -163,12 +165,16 @@ def _gluon_aot_available() -> str | None:
 def test_compiles_for_sm90_and_fits_the_models(aot_results):
     from flashgen.hardware.sram import KNOWN_GPUS
 
-    assert len(aot_results) == 2 * 2 + 3
+    assert len(aot_results) == 2 * 2 + 4
     for name, result in aot_results.items():
         ptx = result["ptx"]
         # Warp specialisation really happened: registers move from the loader to the consumers.
         assert re.search(r"setmaxnreg\.(inc|dec)\.sync\.aligned\.u32\s+40;", ptx), name
         assert "wgmma.mma_async" in ptx and "cp.async.bulk.tensor" in ptx, name
+        # Consumers release buffers with a zero-byte arrive.expect_tx (the template's _release),
+        # never Gluon's plain arrive, which costs a partition-wide bar.sync before it.
+        assert re.search(r"mbarrier\.arrive\.expect_tx\.shared(::cta)?\.b64 _, \[%r\d+\], 0;", ptx)
+        assert "mbarrier.arrive.shared" not in ptx, name
         real, model = result["shared"], result["model"]
         # The compiler adds only alignment padding to the explicit allocations.
         assert model <= real < model + 1024, (name, real, model)
