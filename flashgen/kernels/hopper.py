@@ -7,13 +7,14 @@ registers for PV, the producer's registers handed to the consumers (setmaxnreg).
 
 When it runs (`choose`): an sm_90 GPU, a Triton whose Gluon offers what the template uses
 (`gluon_api`: names moved between 3.6 and 3.9, so they are detected, not assumed), fp16/bf16,
-head dim 128, 16-byte aligned q/k/v (TMA), and not causal below 2048 query rows. Head dim 64
-renders and is correct but measured slower than the portable family on the H200, as did
-causal at 1k query rows (benchmarks/RESULTS.md, "Hopper Gluon forward"): those keep the
-portable kernel. Every other case keeps the portable family too (FLASHGEN_FWD_TMA=0 as well:
-this family is TMA-only), and the reason is logged once per spec. FLASHGEN_FWD_FAMILY=portable
-forces the portable family; =hopper takes this one wherever it can run (head dim 64 included),
-logging why where it cannot.
+head dim 64 or 128, 16-byte aligned q/k/v (TMA), and at least `AUTO_MIN_SEQ_Q` query rows
+for the head dim and mask: where it measured faster than the portable family on the H200
+(B2: geomean 0.99x cuDNN over the grid and GQA, 1k to 16k rows, with this family; 0.94x with
+head dim 64 and causal 1k left to the portable one; benchmarks/RESULTS.md, "Hopper forward:
+B2"); shorter causal or head-dim-64 calls were not measured and keep the portable kernel.
+Every other case keeps the portable family (FLASHGEN_FWD_TMA=0 as well: this family is
+TMA-only), and the reason is logged once per spec. FLASHGEN_FWD_FAMILY=portable forces the portable family;
+=hopper takes this one wherever it can run, logging why where it cannot.
 
 Configuration (`config_for`): the measured config for the head dim, mask and query-length
 bucket from a Hopper configs file (FLASHGEN_HOPPER_CONFIGS or tuning_db/hopper/<gpu>.json, see
@@ -43,9 +44,11 @@ TEMPLATE = "attn_fwd_hopper.py.jinja"
 LOG2E = 1.4426950408889634
 # Exact wgmma/TMA tiles: the template does not pad the head dim.
 RENDERABLE_HEAD_DIMS = (64, 128)
-# Where it measured faster than the portable family (RESULTS.md); others need FLASHGEN_FWD_FAMILY.
-AUTO_HEAD_DIMS = (128,)
-AUTO_MIN_CAUSAL_SEQ_Q = 2048
+# Where it measured faster than the portable family (RESULTS.md): the head dims, and the fewest
+# query rows per (head dim, causal) at which the family is chosen unforced (shorter: not
+# measured); others need FLASHGEN_FWD_FAMILY=hopper.
+AUTO_HEAD_DIMS = (64, 128)
+AUTO_MIN_SEQ_Q = {(64, False): 1024, (64, True): 1024, (128, False): 0, (128, True): 1024}
 # The mask kinds the Hopper family takes without being forced: each renders and compiles for
 # sm_90 (tests/kernels/test_hopper.py), and is listed here once its GPU check passed and it
 # measured faster than the portable family (benchmarks/RESULTS.md, "Masks (issue 16)");
@@ -140,7 +143,8 @@ def template_context(spec) -> dict:
 
 
 def spec_reason(spec, *, forced: bool = False) -> str | None:
-    """Why `spec` cannot (or, unless forced, should not) take the Hopper family; None if it can."""
+    """Why `spec` cannot (or, unless forced, should not) take the Hopper family; None if it can.
+    The length policy (`AUTO_MIN_SEQ_Q`) is applied by `choose`, which knows the length."""
     if spec.direction != "fwd":
         return "the Hopper family is forward only"
     if spec.dropout:
@@ -150,7 +154,7 @@ def spec_reason(spec, *, forced: bool = False) -> str | None:
     if spec.head_dim not in RENDERABLE_HEAD_DIMS:
         return f"head dim {spec.head_dim} (the Hopper family has tiles for {RENDERABLE_HEAD_DIMS})"
     if not forced and spec.head_dim not in AUTO_HEAD_DIMS:
-        return f"head dim {spec.head_dim}: measured slower than the portable family on the H200"
+        return f"head dim {spec.head_dim}: not measured faster than the portable family"
     if not forced and not mask_kinds(spec) <= AUTO_MASKS:
         kinds = ", ".join(sorted(mask_kinds(spec) - AUTO_MASKS))
         return f"{kinds} in the Hopper family: taken only when forced (AUTO_MASKS)"
@@ -178,8 +182,8 @@ def choose(spec, q, k, v, seq_q: int) -> bool:
         reason = "FLASHGEN_FWD_TMA=0 forces pointer loads (this family is TMA-only)"
     if reason is None and not _device_is_sm90(q.device.index or 0):
         reason = "not an sm_90 GPU"
-    if reason is None and not forced and spec.causal and seq_q < AUTO_MIN_CAUSAL_SEQ_Q:
-        return False  # measured slower there; a per-length choice, not worth a log line
+    if reason is None and not forced and seq_q < AUTO_MIN_SEQ_Q[spec.head_dim, spec.causal]:
+        return False  # not measured that short; a per-length choice, not worth a log line
     if reason is None:
         from .tma import tma_compatible
 

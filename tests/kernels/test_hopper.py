@@ -62,12 +62,13 @@ def test_specs_without_a_hopper_kernel(spec, fragment):
 
 
 def test_auto_choice_is_where_it_measured_faster():
-    """Head dim 64 renders but is not chosen unless forced (slower than portable, RESULTS.md)."""
-    d64 = KernelSpec(64, False, "bfloat16", "fwd")
-    d128 = KernelSpec(128, True, "float16", "fwd")
-    assert "measured slower" in hopper.spec_reason(d64)
-    assert hopper.spec_reason(d64, forced=True) == API_REASON
-    assert hopper.spec_reason(d128) == API_REASON
+    """Both renderable head dims, causal or not, take the family unforced from 1k query rows
+    (faster than portable, RESULTS.md); only the installed Triton's Gluon can stand in the way."""
+    assert hopper.AUTO_HEAD_DIMS == hopper.RENDERABLE_HEAD_DIMS
+    for d in hopper.RENDERABLE_HEAD_DIMS:
+        for causal in (False, True):
+            assert hopper.spec_reason(KernelSpec(d, causal, "bfloat16", "fwd")) == API_REASON
+            assert hopper.AUTO_MIN_SEQ_Q[d, causal] <= 1024
 
 
 def test_not_chosen_for_cpu_tensors_or_when_forced_portable(monkeypatch):
@@ -217,7 +218,7 @@ GPU_CASES = [
     (1, 4, 4, 300, 129, 128, torch.bfloat16, True, "bhsd"),  # causal, fewer keys
     (2, 4, 4, 513, 513, 128, torch.bfloat16, True, "bshd"),  # strided heads
     (1, 2, 2, 1, 1, 128, torch.float16, True, "bhsd"),
-    (2, 4, 2, 1000, 1000, 64, torch.bfloat16, True, "bhsd"),  # d64 (forced only)
+    (2, 4, 2, 1000, 1000, 64, torch.bfloat16, True, "bhsd"),  # d64
     (1, 4, 4, 257, 1031, 64, torch.float16, False, "bhsd"),
 ]
 
@@ -314,16 +315,19 @@ def test_backward_consumes_the_hopper_forward(causal, monkeypatch):
 @needs_sm90
 @needs_gluon
 def test_auto_choice_on_sm90(monkeypatch):
-    """Without FLASHGEN_FWD_FAMILY, head dim 128 takes the Hopper kernel except short causal;
-    head dim 64 and misaligned tensors keep the portable one."""
+    """Without FLASHGEN_FWD_FAMILY, head dims 64 and 128 take the Hopper kernel from 1k query
+    rows, causal or not, and head dim 128 non-causal at any length; shorter causal or head
+    dim 64 calls (not measured), misaligned tensors and FLASHGEN_FWD_TMA=0 keep the portable one."""
     monkeypatch.delenv(hopper.FAMILY_ENV, raising=False)
     d128 = KernelSpec(128, False, "bfloat16", "fwd")
     q = torch.zeros(1, 2, 256, 128, dtype=torch.bfloat16, device="cuda")
     assert hopper.choose(d128, q, q, q, 256)
     assert not hopper.choose(KernelSpec(128, True, "bfloat16", "fwd"), q, q, q, 256)
-    assert hopper.choose(KernelSpec(128, True, "bfloat16", "fwd"), q, q, q, 4096)
+    assert hopper.choose(KernelSpec(128, True, "bfloat16", "fwd"), q, q, q, 1024)
     q64 = torch.zeros(1, 2, 256, 64, dtype=torch.bfloat16, device="cuda")
-    assert not hopper.choose(KernelSpec(64, False, "bfloat16", "fwd"), q64, q64, q64, 256)
+    for causal in (False, True):
+        assert not hopper.choose(KernelSpec(64, causal, "bfloat16", "fwd"), q64, q64, q64, 256)
+        assert hopper.choose(KernelSpec(64, causal, "bfloat16", "fwd"), q64, q64, q64, 1024)
     odd = torch.zeros(1 * 2 * 256 * 128 + 1, dtype=torch.bfloat16, device="cuda")[1:]
     odd = odd.view(1, 2, 256, 128)
     assert not hopper.choose(d128, odd, odd, odd, 256)
