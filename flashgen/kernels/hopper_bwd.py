@@ -45,7 +45,8 @@ class HopperBwdConfig:
     columns over all block_n keys (half the atomics of each adding all columns over its own
     64 keys, at the price of meeting once per step); stats_tma: the producer brings each
     step's logsumexp and delta rows into shared memory by TMA, read only where used (fewer
-    live registers than loading them into registers ahead); persistent: one program per SM
+    live registers than loading them into registers ahead; compiles, but faulted at run time
+    on the H200, so `backward` refuses it); persistent: one program per SM
     walking work items p, p + grid, ... (the next item's K/V and first Q/dO load while this
     one stores dK/dV) instead of one program per item; kv_bufs 2 (with persistent): the next
     item's K and V load during this one's last steps."""
@@ -113,12 +114,13 @@ class HopperBwdConfig:
                 f"r{self.maxnreg}{flags})")  # fmt: skip
 
 
-# First guesses (not yet measured on the GPU): two consumers of 64 keys sharing dS, two ring
-# slots, statistics by TMA (at head dim 128 ptxas then spills 180 bytes a thread, against 840
-# with the statistics loaded into registers ahead).
+# Checked on the H200 (B3, benchmarks/RESULTS.md "Hopper backward in Gluon"): head dim 128 two
+# consumers sharing dS; head dim 64 two consumers each adding all of dQ. Every config with
+# stats_tma faulted there ("illegal instruction"), so none is used. Slower than the split kind
+# everywhere measured: AUTO (below) stays empty and the kind is opt-in.
 CONFIGS = {
-    64: HopperBwdConfig(2, 2, 1, 168, True, True),
-    128: HopperBwdConfig(2, 2, 1, 168, True, True),
+    64: HopperBwdConfig(2, 2, 1, 168, False, False),
+    128: HopperBwdConfig(2, 2, 1, 168, True, False),
 }
 
 
@@ -219,6 +221,11 @@ def backward(do, q, k, v, out, lse, *, scale: float, spec, config: HopperBwdConf
     from .codegen import load, load_family
 
     cfg = config or CONFIGS[spec.head_dim]
+    if cfg.stats_tma:
+        raise ValueError(
+            f"{cfg.short()}: stats_tma faults on the H200 (illegal instruction, "
+            "benchmarks/RESULTS.md); use stats_tma=False"
+        )
     why = cfg.head_dim_reason(spec.head_dim)
     if why is not None:
         raise ValueError(f"{cfg.short()} cannot run head dim {spec.head_dim}: {why}")
