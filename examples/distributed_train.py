@@ -133,6 +133,12 @@ def train(args, mode: str, device, rank: int, world: int, dtype) -> tuple[list[f
     impl = None if args.impl == "auto" else args.impl
     backend = flashgen.backend(fallback=counting, impl=impl)
     torch._dynamo.reset()
+    # Dynamo's DDP optimizer splits the graph at DDP's gradient buckets (25 MB) before any
+    # backend sees it; with the pieces, flashgen's pass replaced no attention (seen on two H200s
+    # and on the CPU with width 1024; why is not diagnosed yet). One whole graph keeps every
+    # attention site replaceable; the cost is that the all-reduce no longer overlaps the
+    # compiled backward.
+    torch._dynamo.config.optimize_ddp = mode != "ddp"
     model = wrap(build(args, device), mode, device)
     compiled = torch.compile(model, backend=backend)
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr)

@@ -64,3 +64,19 @@ def test_ranks_slice_one_global_batch():
     assert whole.shape == (4, 8)
     assert example.global_batch(3, 4, args).equal(whole)  # every rank draws the same
     assert not example.global_batch(4, 4, args).equal(whole)
+
+
+def test_ddp_replaces_attention_when_buckets_split_the_model(tmp_path):
+    """Width 1024: the model outgrows one 25 MB DDP bucket, so Dynamo's DDP optimizer would split
+    the graph; the example turns that off under DDP and flashgen still replaces the attention
+    (the H200 run failed here with the splitting on: no site replaced)."""
+    out = tmp_path / "lines.jsonl"
+    env = dict(os.environ, TRITON_INTERPRET="1", OMP_NUM_THREADS="1")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--standalone",
+           str(EXAMPLE), "--mode", "ddp", "--fallback", "aot_eager", "--out", str(out),
+           "--steps", "2", "--warmup", "1", "--batch", "1", "--seq", "16", "--dim", "1024",
+           "--heads", "8", "--layers", "2", "--vocab", "64"]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    (line,) = [json.loads(x) for x in out.read_text().splitlines()]
+    assert line["mode"] == "ddp" and line["world"] == 2 and len(line["losses"]) == 2
