@@ -217,6 +217,16 @@ class _LoopKernel:
     single_stage_scratch: bool = False
     dq_partial: bool = False  # the one-pass backward: an fp32 [rows of Q, D] dQ tile per step
     dq_cfg: TileConfig | None = None  # the split dQ kernel's own warps/stages, when it has them
+    # Bytes per element of an attention-mask tensor's [rows, loop_rows] tile read each step
+    # (0: none). The split backward loads it with tl.load, which the compiler pipelines like
+    # the loop's tiles: seen on the H200 (triton 3.6), a bool mask at d128 (64, 128, 8, 3)
+    # took 246,784 B where the tiles alone model 231,168 B, so launch failed with the
+    # estimate inside the limit. A bool mask is 1 byte; an additive one is counted at 4 (an
+    # fp32 bias is allowed with 16-bit inputs; the spec does not carry the mask's dtype).
+    mask_elem: int = 0
+
+
+_MASK_ELEM = {"bool": 1, "add": 4}
 
 
 def _kernels(
@@ -244,16 +254,17 @@ def _kernels(
     # fits() budgets the larger.
     dq = dq_config(spec, cfg, capability)
     qm, qn = dq.block_m, dq.block_n
+    me = _MASK_ELEM.get(spec.attn_mask, 0)
     kernels = (
-        _LoopKernel("attn_bwd_dkdv", bn, bm, 2, 2, 2, 2, True),
-        _LoopKernel("attn_bwd_dq", qm, qn, 2, 2, 2, 0, dq_cfg=dq),
+        _LoopKernel("attn_bwd_dkdv", bn, bm, 2, 2, 2, 2, True, mask_elem=me),
+        _LoopKernel("attn_bwd_dq", qm, qn, 2, 2, 2, 0, dq_cfg=dq, mask_elem=me),
     )
     if capability[0] < _TMA_MAJOR or spec.dtype == "float32":
         return kernels
     # Hopper, 16-bit: flashgen.kernels.bwd runs the TMA builds when the tensors allow it.
     return kernels + (
-        _LoopKernel("attn_bwd_dkdv_tma", bn, bm, 2, 2, 2, 2, True),
-        _LoopKernel("attn_bwd_dq_tma", qm, qn, 2, 2, 2, 0, dq_cfg=dq),
+        _LoopKernel("attn_bwd_dkdv_tma", bn, bm, 2, 2, 2, 2, True, mask_elem=me),
+        _LoopKernel("attn_bwd_dq_tma", qm, qn, 2, 2, 2, 0, dq_cfg=dq, mask_elem=me),
     )
 
 
@@ -271,6 +282,8 @@ def _loop_kernel_bytes(
     # per stage (seen 128 B to 8 KB: the dK/dV TMA build at block_m 256, 4 stages).
     vectors = k.loop_vectors * k.loop_rows * 4 * cfg.num_stages
     resident = k.resident * k.rows * block_d * elem
+    mask_tile = k.rows * k.loop_rows * k.mask_elem
+    loop += _pipelined(mask_tile, mask_tile, cfg.num_stages, v3)
     staged_p = 0 if v3 or k.rows >= block_d else k.rows * k.loop_rows * elem
     if k.single_stage_scratch and cfg.num_stages <= 1 and not v3:
         # dK/dV without pipelining, mma v2: its loop tiles convert through a buffer of

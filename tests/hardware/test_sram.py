@@ -332,3 +332,28 @@ def test_model_never_underestimates_the_compiler():
             assert actual <= model[name] <= actual + 8192, (spec.uri(), cfg, name)
         compiler_fits = max(result["per_kernel"].values()) <= device.smem_optin_bytes
         assert fits(spec, cfg, device, kind) == compiler_fits, (spec.uri(), cfg)
+
+
+def test_mask_tensor_tile_is_counted_in_the_backward():
+    """Seen on the H200 (triton 3.6): the split backward with a bool mask tensor at head dim 128,
+    (64, 128, 8, 3), needed 246,784 B of shared memory (limit 232,448) and failed to launch
+    while the model, without the mask's pipelined tile, said 231,168 B. The mask tile is
+    counted now, so that config no longer fits and a smaller one is chosen."""
+    from flashgen.core.config import TileConfig
+    from flashgen.core.spec import KernelSpec
+    from flashgen.hardware import sram
+
+    cfg = TileConfig(64, 128, 8, 3)
+    plain = KernelSpec(128, False, "bfloat16", "bwd")
+    assert sram.smem_bytes(plain, cfg, (9, 0)) <= 232448
+    for kind in ("bool", "add"):
+        masked = KernelSpec(128, False, "bfloat16", "bwd", attn_mask=kind)
+        assert sram.smem_bytes(masked, cfg, (9, 0)) >= 246784
+    # per element: the additive mask is counted at 4 bytes, the boolean at 1
+    b = sram.smem_bytes(
+        KernelSpec(64, True, "bfloat16", "bwd", attn_mask="bool"), TileConfig(64, 64, 4, 2), (9, 0)
+    )
+    a = sram.smem_bytes(
+        KernelSpec(64, True, "bfloat16", "bwd", attn_mask="add"), TileConfig(64, 64, 4, 2), (9, 0)
+    )
+    assert a > b
