@@ -161,7 +161,9 @@ def forward(
     mask and window count positions from those starts; rows outside get zeros and lse = +inf.
     `mask`: a boolean (True: visible) or floating (added to the scaled scores) tensor of shape
     [B, Hq, Sq, Sk], any strides (an expanded view: 0 along broadcast dims;
-    `flashgen.kernels.validate.expand_mask`); not together with `bounds`.
+    `flashgen.kernels.validate.expand_mask`); not together with `bounds`. A floating mask hides
+    a key only with -inf: a row whose visible keys all carry a huge finite bias (HF's finfo.min)
+    gets their values' mean, as PyTorch's softmax gives, and lse = +inf (no gradient).
     `dropout`: None or (p, seed), 0 < p < 1 and an int seed (`flashgen.kernels.dropout`): the
     probabilities are dropped with probability p by the mask `dropout.keep_mask` gives for
     that seed, the kept ones scaled by 1 / (1 - p); lse is that of the undropped ones.

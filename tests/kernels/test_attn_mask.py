@@ -36,7 +36,11 @@ def ref(q, k, v, mask, *, causal=False, window=None, softcap=None):
     s = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
     if softcap is not None:
         s = softcap * torch.tanh(s / softcap)
-    s = s.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else s + mask.double()
+    if mask.dtype == torch.bool:
+        s = s.masked_fill(~mask, float("-inf"))
+    else:  # -inf hides a key; masked_fill keeps NaN out of the gradient of an all -inf row
+        neg_inf = mask == float("-inf")
+        s = (s + mask.double().masked_fill(neg_inf, 0.0)).masked_fill(neg_inf, float("-inf"))
     i = torch.arange(q.shape[2])[:, None]
     j = torch.arange(k.shape[2])[None, :]
     hide = torch.zeros_like(i == j)
@@ -204,3 +208,59 @@ def test_bf16_on_gpu(kind):
     out = attention(q, k, v, causal=True, attn_mask=mask)
     want = ref(q.cpu(), k.cpu(), v.cpu(), mask.cpu(), causal=True).cuda()
     torch.testing.assert_close(out.double(), want, atol=2e-2, rtol=2e-2)
+
+
+def _hiding_mask(sq, sk, dtype):
+    """An HF-style additive mask [2, 1, Sq, Sk] in `dtype` whose rows 3..8 of batch 1 carry
+    finfo(dtype).min on every key (a padded query row: finite, so not a hidden row for
+    PyTorch), row 5 of batch 0 -inf on every key (hidden), and -inf/finfo.min/0 elsewhere."""
+    gen = torch.Generator().manual_seed(11)
+    low = torch.finfo(dtype).min
+    m = torch.zeros(2, 1, sq, sk).masked_fill(torch.rand(2, 1, sq, sk, generator=gen) > 0.7, low)
+    m = m.masked_fill(torch.rand(2, 1, sq, sk, generator=gen) > 0.9, float("-inf"))
+    m[1, :, 3:9] = low
+    m[1, :, 4, ::3] = float("-inf")  # -inf keys among the finite ones: those stay hidden
+    m[0, :, 5] = float("-inf")
+    return m.to(dtype)
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["f32mask", "bf16mask"])
+def test_finite_bias_rows_average_like_pytorch(causal, dtype):
+    """A row whose visible keys all carry HF's finfo.min (finite) is no hidden row for PyTorch:
+    its softmax is uniform over those keys, so the output is their values' mean (float64 and
+    SDPA agree); the kernel used to overflow finfo.min * log2(e) to -inf and return zeros.
+    An all -inf row still gives zeros. The backward gives such rows no gradient (their lse
+    cannot hold log(l) beside a max of -3e38): with no upstream gradient on them, as a padded
+    row has, dq/dk/dv equal float64's; with one, everything stays finite."""
+    b, hq, hkv, sq, sk, d = 2, 2, 1, 37, 45, 24
+    q, k, v = _inputs(b, hq, hkv, sq, sk, d, seed=12)
+    mask = _hiding_mask(sq, sk, dtype)
+    full = expand_mask(mask, q, k)
+    out, lse = forward(q, k, v, causal=causal, scale=None, config=TILES, mask=full)
+    want = ref(q, k, v, mask, causal=causal)
+    assert not torch.isnan(out).any()
+    torch.testing.assert_close(out.double(), want, atol=2e-5, rtol=1e-4)
+    # the finite rows really are averages (not zeros), the -inf row really is zeros
+    assert out[1, :, 6].abs().sum() > 0 and out[0, :, 5].abs().sum() == 0
+    above = torch.ones(sq, sk, dtype=torch.bool).tril().logical_not() & causal
+    sdpa_mask = mask.float().masked_fill(above, float("-inf"))
+    kv = (t.repeat_interleave(hq // hkv, 1) for t in (k, v))
+    sdpa = F.scaled_dot_product_attention(q, *kv, attn_mask=sdpa_mask)
+    rows = torch.arange(sq) != 5  # SDPA gives NaN on the all -inf row
+    torch.testing.assert_close(out[:, :, rows], sdpa[:, :, rows], atol=2e-5, rtol=1e-4)
+    # rows where no visible key carries a bias above -1e30 (1 3..8 by construction; causal adds
+    # rows whose few keys all carry finfo.min)
+    causal_ok = torch.ones(sq, sk, dtype=torch.bool).tril() | (not causal)
+    hidden = ~((mask.float() > -1e30) & causal_ok).any(-1, keepdim=True)
+    assert hidden[1, :, 3:9].all()
+    do = torch.randn_like(out).masked_fill(hidden, 0.0)
+    grads = backward(do, q, k, v, out, lse, causal=causal, scale=1 / math.sqrt(d), config=TILES,
+                     mask=full)  # fmt: skip
+    qd, kd, vd = (t.double().requires_grad_() for t in (q, k, v))
+    exp = torch.autograd.grad(ref(qd, kd, vd, mask, causal=causal), (qd, kd, vd), do.double())
+    for name, got, e in zip(("dq", "dk", "dv"), grads, exp, strict=True):
+        torch.testing.assert_close(got.double(), e, atol=5e-5, rtol=1e-4, msg=name)
+    grads = backward(torch.randn_like(out), q, k, v, out, lse, causal=causal,
+                     scale=1 / math.sqrt(d), config=TILES, mask=full)  # fmt: skip
+    assert all(torch.isfinite(g).all() for g in grads)
