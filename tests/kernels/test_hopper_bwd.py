@@ -137,6 +137,19 @@ def test_stats_tma_is_refused():
         hopper_bwd.backward(q, q, q, q, q, q[..., 0].float(), scale=1.0, spec=spec, config=cfg)
 
 
+def test_config_refused_for_a_head_dim_it_cannot_split():
+    """c2-own-dq (two consumers, each adding all of dQ in two column chunks) needs 128 dQ
+    columns: at head dim 64 the launcher refuses it with the reason instead of launching (S6B1
+    ran it there through the GPU test, which now runs each config on the head dims it takes)."""
+    cfg = hopper_bwd.HopperBwdConfig(2, 2, 2, 168, False, False)
+    assert cfg.head_dim_reason(128) is None
+    assert "64-column chunks" in cfg.head_dim_reason(64)
+    q = torch.zeros(1, 1, 64, 64, dtype=torch.bfloat16)
+    spec = KernelSpec(64, False, "bfloat16", "bwd")
+    with pytest.raises(ValueError, match="cannot run head dim 64: dq_split 2"):
+        hopper_bwd.backward(q, q, q, q, q, q[..., 0].float(), scale=1.0, spec=spec, config=cfg)
+
+
 def test_config_validation():
     assert hopper_bwd.HopperBwdConfig(2, 2, 2, 168).block_n == 128
     assert hopper_bwd.HopperBwdConfig(2, 2, 2, 168, True).head_dim_reason(128) is not None
@@ -285,15 +298,21 @@ print("ok", len(cases))
 )
 def test_matches_float64(config):
     """dQ/dK/dV against float64 autograd within 3x PyTorch's own same-dtype error plus 8e-3 of
-    the gradient's size, over GPU_CASES (GQA, causal both ways, odd lengths, fp16 and bf16)."""
+    the gradient's size, over GPU_CASES (GQA, causal both ways, odd lengths, fp16 and bf16):
+    the cases of the head dims the config can run (a refused head dim is
+    test_config_refused_for_a_head_dim_it_cannot_split's)."""
     import json
     import os
     import subprocess
     import sys
 
+    cfg = None if config is None else hopper_bwd.HopperBwdConfig(*config)
+    cases = [c for c in GPU_CASES if cfg is None or cfg.head_dim_reason(c[5]) is None]
+    assert len({c[5] for c in cases}) >= 1 and len(cases) >= 5
+
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     done = subprocess.run(
-        [sys.executable, "-c", _GPU_SCRIPT, json.dumps([config, GPU_CASES])],
+        [sys.executable, "-c", _GPU_SCRIPT, json.dumps([config, cases])],
         env=env, capture_output=True, text=True, timeout=900,
     )  # fmt: skip
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
