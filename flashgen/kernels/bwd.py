@@ -81,7 +81,7 @@ KINDS = ("split", "onepass", "hopper")
 # "split": on the H200 (triton 3.6, bf16) the one-pass kind measured slower in every case tried
 # (benchmarks/RESULTS.md, one-pass backward), e.g. hd128 4k causal 2.44 ms vs 1.76 ms.
 DEFAULT_KIND = "split"
-_plans = PlanCache()  # `flashgen.ops` clears it with the run-time choice's cache
+_plans = PlanCache()  # `flashgen.runtime.primitives` clears it with the run-time choice's cache
 
 
 def dq_config_for(spec, config: TileConfig) -> TileConfig:

@@ -48,7 +48,7 @@ _env = tma.env_reader(_ENV)
 _family = tma.env_reader(
     hopper.FAMILY_ENV
 )  # which forward family (`flashgen.kernels.hopper.choose`)
-_plans = PlanCache()  # `flashgen.ops` clears it with the run-time choice's cache
+_plans = PlanCache()  # `flashgen.runtime.primitives` clears it with the run-time choice's cache
 
 
 def use_tma(q, k, v, out=None) -> bool:
@@ -149,7 +149,7 @@ def forward(
     q [B, Hq, Sq, D], k/v [B, Hkv, Sk, D] (Hq % Hkv == 0, last dim contiguous, any other
     strides). out is a new contiguous tensor in q's dtype; lse is float32 [B, Hq, Sq], the
     natural log of the softmax denominator over the keys each row sees (what the backward needs).
-    `config`: a TileConfig (tuning, benchmarks), the caller's chooser (`flashgen.ops` passes the
+    `config`: a TileConfig (tuning, benchmarks), the caller's chooser (`flashgen.runtime.primitives` passes the
     run-time choice) or None (the hardware default); see `flashgen.kernels.plans`.
     `window` (left, right), both >= 0: query i sees only keys i - left <= j <= i + right (and
     j <= i when causal; `flashgen.kernels.validate.normalize_window` makes the pair); the

@@ -5,7 +5,7 @@ The launchers take a config; they never look one up. `config` is either
 
 - a `TileConfig`: used as given (the tuner, benchmarks, tests);
 - a chooser, a callable `(spec, seq_q, seq_k, *, capturing) -> (config, settled)`: how the
-  caller's run-time choice (`flashgen.ops` passes `flashgen.runtime.dispatch.plan_config`) is
+  caller's run-time choice (`flashgen.runtime.primitives` passes `flashgen.runtime.dispatch.plan_config`) is
   asked, once per new call signature, for the spec the launcher derives from the tensors. A
   plan is kept only when the chooser says the choice is settled, and never while a CUDA graph
   is being captured (the chooser then answers without asking the tuning database);
@@ -59,7 +59,7 @@ class PlanCache(dict):
 
 
 def clear_all() -> None:
-    """Drop every launcher's plans (`flashgen.ops` calls it when the run-time choice's cache is
+    """Drop every launcher's plans (`flashgen.runtime.primitives` calls it when the run-time choice's cache is
     dropped: `flashgen.runtime.dispatch.on_clear`)."""
     PlanCache._all[:] = [ref for ref in PlanCache._all if ref() is not None]
     for ref in PlanCache._all:

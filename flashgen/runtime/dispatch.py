@@ -171,7 +171,7 @@ def set_impl(impl: str | None) -> None:
 def plan_config(
     spec: KernelSpec, seq_q: int, seq_k: int, *, capturing: bool
 ) -> tuple[TileConfig, bool]:
-    """The chooser `flashgen.ops` hands the launchers (`flashgen.kernels.plans`): the config a
+    """The chooser `flashgen.runtime.primitives` hands the launchers (`flashgen.kernels.plans`): the config a
     new launch plan runs with (without asking the database while a CUDA graph is captured),
     and whether it is settled (only then is the plan kept)."""
     config = choose_config(spec, seq_q, seq_k, query_db=not capturing)

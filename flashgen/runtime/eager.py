@@ -1,6 +1,6 @@
 """Call a library op's Python kernel directly when the dispatcher would do nothing else.
 
-`flashgen.ops` registers its primitives (`flashgen::attention_fwd`, `flashgen::attention_bwd`)
+`flashgen.runtime.primitives` registers its primitives (`flashgen::attention_fwd`, `flashgen::attention_bwd`)
 as `torch.library` ops so that torch.compile, fake tensors, opcheck and dispatch modes see one
 opaque node. In a plain eager call none of that is active, and the dispatcher hop only boxes the
 arguments and calls back into the same Python function: measured on the H200 it was about 4 µs of

@@ -7,8 +7,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import flashgen
-from flashgen import ops
-from flashgen.runtime import eager
+from flashgen.runtime import autograd, composite, eager
 
 
 class _Recorder:
@@ -111,8 +110,10 @@ def test_direct_and_dispatched_calls_agree(causal, monkeypatch):
         return (out.detach(), *torch.autograd.grad(out, (q, k, v), do))
 
     direct = run()
-    monkeypatch.setattr(ops, "_fwd_op", torch.ops.flashgen.attention_fwd.default)
-    monkeypatch.setattr(ops, "_bwd_op", torch.ops.flashgen.attention_bwd.default)
+    # every module that calls the primitives through `direct` gets the plain ops instead
+    for module in (autograd, composite):
+        monkeypatch.setattr(module, "_fwd_op", torch.ops.flashgen.attention_fwd.default)
+    monkeypatch.setattr(autograd, "_bwd_op", torch.ops.flashgen.attention_bwd.default)
     dispatched = run()
     for a, b in zip(direct, dispatched, strict=True):
         torch.testing.assert_close(a, b, rtol=0, atol=0)

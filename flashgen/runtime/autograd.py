@@ -1,0 +1,111 @@
+"""The autograd of flashgen's attention: one `torch.autograd.Function` whose forward is the
+`attention_fwd` op and whose backward is `attention_bwd` (`flashgen.runtime.primitives`), so the
+two primitives stay opaque to autograd and an eager call without a gradient pays for no node.
+`_attention_apply` is its `apply` without `Function.apply`'s Python layer
+(`flashgen.runtime.eager.function_apply`)."""
+
+from __future__ import annotations
+
+import inspect
+
+import torch
+
+from .eager import function_apply
+from .primitives import _bwd_op, _fwd_op
+
+
+class _Attention(torch.autograd.Function):
+    """out = attention(q, k, v): forward through `attention_fwd`, gradients through
+    `attention_bwd` (only those autograd asks for)."""
+
+    @staticmethod
+    def forward(
+        ctx, q, k, v, causal, scale, window, softcap, causal_align, deterministic, seq_bounds,
+        attn_mask, dropout_p, dropout_seed,
+    ):  # fmt: skip
+        out, lse = _fwd_op(
+            q, k, v, causal, scale, window, softcap, causal_align, seq_bounds, attn_mask,
+            dropout_p, dropout_seed,
+        )  # fmt: skip
+        # optional tensors saved only when given (a None saved under AOTAutograd is no tensor)
+        ctx.extras = (seq_bounds is not None, attn_mask is not None, dropout_seed is not None)
+        ctx.dropout_p = dropout_p
+        extras = [t for t in (seq_bounds, attn_mask, dropout_seed) if t is not None]
+        ctx.save_for_backward(q, k, v, out, lse, *extras)
+        ctx.causal = causal
+        ctx.scale = scale
+        ctx.window = window
+        ctx.softcap = softcap
+        ctx.causal_align = causal_align
+        # resolved now: torch's flag at backward time may differ from the caller's
+        ctx.deterministic = (
+            torch.are_deterministic_algorithms_enabled() if deterministic is None else deterministic
+        )
+        return out
+
+    @staticmethod
+    def backward(ctx, dout):
+        q, k, v, out, lse, *rest = ctx.saved_tensors
+        seq_bounds = rest.pop(0) if ctx.extras[0] else None
+        attn_mask = rest.pop(0) if ctx.extras[1] else None
+        dropout_seed = rest.pop(0) if ctx.extras[2] else None
+        need_dq, need_dk, need_dv = ctx.needs_input_grad[:3]
+        dq, dk, dv = _bwd_op(
+            dout,
+            q,
+            k,
+            v,
+            out,
+            lse,
+            ctx.causal,
+            ctx.scale,
+            need_dq,
+            need_dk,
+            need_dv,
+            ctx.window,
+            ctx.softcap,
+            ctx.causal_align,
+            ctx.deterministic,
+            seq_bounds,
+            attn_mask,
+            ctx.dropout_p,
+            dropout_seed,
+        )
+        return (
+            dq if need_dq else None,
+            dk if need_dk else None,
+            dv if need_dv else None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+        )
+
+
+def tensor_positions(schema: torch.FunctionSchema, forward) -> tuple[int, ...]:
+    """The positions of `forward`'s arguments (after ctx) that can be tensors, read from the op
+    `schema` whose arguments `forward` takes in the same order. Raises RuntimeError when the two
+    argument lists differ, so a new argument added to one and not the other fails at import
+    instead of leaving a tensor unseen by `function_apply`."""
+    names = [a.name for a in schema.arguments]
+    params = list(inspect.signature(forward).parameters)[1:]
+    if params != names:
+        raise RuntimeError(
+            f"{forward.__qualname__} takes {params}, but the op {schema.name} takes {names}"
+        )
+    tensor = torch._C.OptionalType.ofTensor()
+    return tuple(i for i, a in enumerate(schema.arguments) if a.type.isSubtypeOf(tensor))
+
+
+# `_Attention.apply` without Function.apply's Python layer (flashgen.runtime.eager); its
+# arguments are the composite op's, in the op's order.
+_attention_apply = function_apply(
+    _Attention,
+    tensor_positions(torch.ops.flashgen.attention.default._schema, _Attention.forward),
+)

@@ -1,0 +1,167 @@
+"""The two primitive ops' bodies (schemas: `flashgen.runtime.library`): which kernels run a call
+and with which config. `attention_fwd` sends a short query to the split-KV decode kernels, a
+bottom-right causal call to `flashgen.kernels.aligned`, the rest (lengths, masks, dropout,
+windows, softcap) to the forward launcher; `attention_bwd` likewise to the backward launchers.
+The config is the run-time choice (`flashgen.runtime.dispatch.plan_config`). Their fake impls
+(shapes only) are registered too. Not differentiable by themselves: the Autograd key falls
+through, and `flashgen.runtime.autograd` is their autograd. `_fwd_op` / `_bwd_op` are how the
+layers above call them (`flashgen.runtime.eager.direct`).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..kernels import aligned, bwd, decode, dropout, fwd
+from ..kernels.aligned import check_align
+from ..kernels.padding import check_bounds
+from ..kernels.plans import clear_all as _clear_plans
+from ..kernels.tma import env_reader
+from ..kernels.validate import check_softcap, expand_mask
+from .dispatch import on_clear, plan_config
+from .eager import direct
+from .library import _LIB
+
+_decode_env = env_reader("FLASHGEN_DECODE")
+
+
+def _decode_off() -> bool:
+    """FLASHGEN_DECODE=0: short queries take the forward kernels (and the SDPA routing)."""
+    return _decode_env() in (b"0", "0")
+
+
+# The launchers' plans hold configs the run-time choice made: drop them when it drops its cache.
+on_clear(_clear_plans)
+
+
+def _window(window):
+    """The op's int[]? as the launchers' (left, right) pair (checked: ops can be called raw)."""
+    if window is None:
+        return None
+    if len(window) != 2 or min(window) < 0:
+        raise ValueError(f"window must be [left, right] with both >= 0, got {list(window)}")
+    return (int(window[0]), int(window[1]))
+
+
+def _attention_fwd(
+    q, k, v, causal, scale, window=None, softcap=None, causal_align="top_left", seq_bounds=None,
+    attn_mask=None, dropout_p=0.0, dropout_seed=None,
+):  # fmt: skip
+    bottom_right = check_align(causal, causal_align)
+    drop = dropout.launch_args(dropout.check_dropout(dropout_p), dropout_seed)
+    if seq_bounds is not None or attn_mask is not None or drop is not None:
+        _check_extras(q, seq_bounds, attn_mask, bottom_right)
+        decodable = seq_bounds is None and drop is None and attn_mask is not None
+        if decodable and not _decode_off() and decode.applies(q, k, window, softcap):
+            # A short query with SDPA's attn_mask (HF generate()'s KV-cache masks): the split-KV
+            # kernels read the mask tensor, so what runs is that mask, exactly.
+            return decode.decode_forward(
+                q, k, v, causal_offset=0 if causal else None, scale=scale,
+                mask=expand_mask(attn_mask, q, k),
+            )  # fmt: skip
+        return fwd.forward(
+            q, k, v, causal=causal, scale=scale, config=plan_config, window=_window(window),
+            softcap=check_softcap(softcap), bounds=seq_bounds,
+            mask=None if attn_mask is None else expand_mask(attn_mask, q, k), dropout=drop,
+        )  # fmt: skip
+    if not _decode_off() and decode.applies(q, k, window, softcap):
+        off = None  # no mask
+        if causal:  # query i sees keys j <= i + off
+            off = aligned.offset(q.shape[2], k.shape[2]) if bottom_right else 0
+        return decode.decode_forward(q, k, v, causal_offset=off, scale=scale)
+    if bottom_right:
+        return aligned.forward(q, k, v, scale=scale, config=plan_config)
+    return fwd.forward(
+        q, k, v, causal=causal, scale=scale, config=plan_config, window=_window(window),
+        softcap=check_softcap(softcap),
+    )  # fmt: skip
+
+
+def _check_extras(q, seq_bounds, attn_mask, bottom_right) -> None:
+    """What the primitives check about seq_bounds, attn_mask and dropout (they can be called
+    raw)."""
+    if seq_bounds is not None:
+        check_bounds(seq_bounds, q.shape[0], q.device)
+    if seq_bounds is not None and attn_mask is not None:
+        raise ValueError("attn_mask together with key_lengths/query_lengths is not supported")
+    if bottom_right:
+        raise ValueError(
+            "causal_align='bottom_right' takes no key_lengths/query_lengths, attn_mask or "
+            "dropout_p yet"
+        )
+
+
+def _attention_fwd_fake(
+    q, k, v, causal, scale, window=None, softcap=None, causal_align="top_left", seq_bounds=None,
+    attn_mask=None, dropout_p=0.0, dropout_seed=None,
+):  # fmt: skip
+    batch, heads, seq_q, head_dim = q.shape
+    out = q.new_empty((batch, heads, seq_q, head_dim))
+    lse = q.new_empty((batch, heads, seq_q), dtype=torch.float32)
+    return out, lse
+
+
+def _attention_bwd(
+    do, q, k, v, out, lse, causal, scale, need_dq, need_dk, need_dv, window=None, softcap=None,
+    causal_align="top_left", deterministic=None, seq_bounds=None, attn_mask=None, dropout_p=0.0,
+    dropout_seed=None,
+):  # fmt: skip
+    needs = (need_dq, need_dk, need_dv)
+    bottom_right = check_align(causal, causal_align)
+    drop = dropout.launch_args(dropout.check_dropout(dropout_p), dropout_seed)
+    if seq_bounds is not None or attn_mask is not None or drop is not None:
+        _check_extras(q, seq_bounds, attn_mask, bottom_right)
+    if bottom_right:
+        if window is not None or softcap is not None:
+            raise ValueError("causal_align='bottom_right' takes no window or softcap")
+        grads = aligned.backward(
+            do, q, k, v, out, lse, scale=scale, needs=needs, config=plan_config
+        )
+    else:
+        grads = bwd.backward(
+            do,
+            q,
+            k,
+            v,
+            out,
+            lse,
+            causal=causal,
+            scale=scale,
+            config=plan_config,
+            needs=needs,
+            window=_window(window),
+            softcap=check_softcap(softcap),
+            deterministic=deterministic,
+            bounds=seq_bounds,
+            mask=None if attn_mask is None else expand_mask(attn_mask, q, k),
+            dropout=drop,
+        )
+    return tuple(
+        g if g is not None else t.new_empty((0,)) for g, t in zip(grads, (q, k, v), strict=True)
+    )
+
+
+def _attention_bwd_fake(
+    do, q, k, v, out, lse, causal, scale, need_dq, need_dk, need_dv, window=None, softcap=None,
+    causal_align="top_left", deterministic=None, seq_bounds=None, attn_mask=None, dropout_p=0.0,
+    dropout_seed=None,
+):  # fmt: skip
+    return tuple(
+        t.new_empty(t.shape) if need else t.new_empty((0,))
+        for t, need in zip((q, k, v), (need_dq, need_dk, need_dv), strict=True)
+    )
+
+
+# Backend keys, not CompositeExplicitAutograd: a backend kernel is the shortest dispatch. The
+# two primitives are not differentiable by themselves (`_Attention` is their autograd): the
+# Autograd key falls through, so their outputs never carry a grad_fn of their own.
+for _name, _kernel in (("attention_fwd", _attention_fwd), ("attention_bwd", _attention_bwd)):
+    for _key in ("CPU", "CUDA"):
+        _LIB.impl(_name, _kernel, _key)
+    _LIB.impl(_name, torch.library.fallthrough_kernel, "Autograd")
+torch.library.register_fake("flashgen::attention_fwd", _attention_fwd_fake, lib=_LIB)
+torch.library.register_fake("flashgen::attention_bwd", _attention_bwd_fake, lib=_LIB)
+# In a plain eager call the primitives' Python kernels are called without the dispatcher hop
+# (flashgen.runtime.eager); anything traced, fake or under a dispatch mode goes through the ops.
+_fwd_op = direct(torch.ops.flashgen.attention_fwd.default, _attention_fwd)
+_bwd_op = direct(torch.ops.flashgen.attention_bwd.default, _attention_bwd)
