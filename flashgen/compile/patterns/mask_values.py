@@ -20,7 +20,13 @@ from .core import Skip
 
 
 class Values:
-    """Real tensors for module state (buffers, tensor attributes): what a mask may read."""
+    """Real tensors for module state (buffers, tensor attributes): what a mask may read.
+
+    A graph's example inputs are usually the real tensors, but not always: under DDP, Dynamo's
+    DDP optimizer splits the graph at gradient-bucket boundaries and compiles each piece with
+    fake example inputs. A buffer lifted into a piece's inputs still carries Dynamo's record of
+    where it came from (`grapharg`), whose example is the module's real buffer; that is the
+    value the mask is read from then (`_real_state`). Anything else fake stays unproven."""
 
     def __init__(self, gm: fx.GraphModule, example_inputs: list[Any]) -> None:
         self.gm = gm
@@ -39,8 +45,31 @@ class Values:
         if not isinstance(obj, torch.Tensor):
             raise Skip(f"{n.name} is not a tensor")
         if isinstance(obj, torch._subclasses.FakeTensor):
-            raise Skip(f"{n.name} has no real value at compile time")
+            real = _real_state(n, obj)
+            if real is None:
+                raise Skip(f"{n.name} has no real value at compile time")
+            obj = real
         return obj
+
+
+def _real_state(n: Any, fake: torch.Tensor) -> torch.Tensor | None:
+    """The real tensor behind placeholder `n` whose example is `fake`, when `n` is module state
+    (`is_buffer_placeholder`) and Dynamo's record of it still holds a real tensor of the same
+    shape and dtype; else None. Used for the pieces of a DDP-split graph (see `Values`)."""
+    if n.op != "placeholder" or not is_buffer_placeholder(n):
+        return None
+    try:
+        real = n.meta["grapharg"].example
+    except (KeyError, AttributeError, AssertionError):  # no record, or the tensor is gone
+        return None
+    if (
+        not isinstance(real, torch.Tensor)
+        or isinstance(real, torch._subclasses.FakeTensor)
+        or real.shape != fake.shape
+        or real.dtype != fake.dtype
+    ):
+        return None
+    return real
 
 
 def is_buffer_placeholder(n: Any) -> bool:
