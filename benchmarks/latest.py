@@ -79,24 +79,51 @@ def add(paths: list[str]) -> int:
     return 0
 
 
+def runs(lines: list[dict]) -> str:
+    """'commit abc (date), commit def (date)': every run the lines come from, oldest first."""
+    seen = dict.fromkeys((r["date"], r["commit"]) for r in lines)
+    return ", ".join(f"commit {c} ({d})" for d, c in sorted(seen))
+
+
+def machine(lines: list[dict]) -> str:
+    """The GPU and versions of the lines, each value once ('a / b' where runs differ)."""
+    parts = []
+    for field, label in (("gpu", ""), ("torch", "torch "), ("triton", "triton ")):
+        values = " / ".join(dict.fromkeys(r[field] for r in lines))
+        parts.append(label + values)
+    return ", ".join(parts)
+
+
+def attention_titles(lines: list[dict]) -> tuple[str, dict]:
+    """The plot's title and, per panel (`report.panel_key`), the run(s) it was measured in:
+    a panel's figures may come from another run than its neighbours', so each says which."""
+    from flashgen.bench.report import panel_key
+
+    panels: dict = {}
+    for r in lines:
+        panels.setdefault(panel_key(_row(r)), []).append(r)
+    notes = {key: runs(group) for key, group in panels.items()}
+    return f"{machine(lines)}; latest figure of each (benchmarks/latest.csv)", notes
+
+
+def _row(r: dict):
+    from flashgen.bench.harness import Case, Row
+
+    case = Case(int(r["batch"]), int(r["hq"]), int(r["hkv"]), int(r["seq"]), int(r["head_dim"]),
+                r["causal"] == "True", r["dtype"])  # fmt: skip
+    return Row(case, r["mode"], r["impl"], 1.0, float(r["value"]), True)
+
+
 def plot() -> int:
     sys.path.insert(0, os.path.dirname(HERE))
-    from flashgen.bench.harness import Case, Row
     from flashgen.bench.report import plot as plot_attention
 
     lines = read()
     attention = [r for r in lines if r["kind"] == "attention"]
     if attention:
-        rows = [
-            Row(Case(int(r["batch"]), int(r["hq"]), int(r["hkv"]), int(r["seq"]),
-                     int(r["head_dim"]), r["causal"] == "True", r["dtype"]),
-                r["mode"], r["impl"], 1.0, float(r["value"]), True)
-            for r in attention
-        ]  # fmt: skip
-        title = (
-            f"{attention[0]['gpu']}, torch {attention[0]['torch']}, commit {attention[0]['commit']}"
-        )
-        plot_attention(os.path.join(DOCS, "bench_h200.png"), rows, title=title)
+        title, notes = attention_titles(attention)
+        rows = [_row(r) for r in attention]
+        plot_attention(os.path.join(DOCS, "bench_h200.png"), rows, title=title, notes=notes)
     training = [r for r in lines if r["kind"] == "training" and r["metric"] == "tokens_per_s"]
     if training:
         _plot_training(training, os.path.join(DOCS, "train_h200.png"))
@@ -111,7 +138,7 @@ def _plot_training(lines: list[dict], path: str) -> None:
 
     groups = list(dict.fromkeys((r["name"], r["batch"], r["seq"]) for r in lines))
     impls = list(dict.fromkeys(r["impl"] for r in lines))
-    fig, ax = plt.subplots(figsize=(2.2 + 1.8 * len(groups), 3.6))
+    fig, ax = plt.subplots(figsize=(2.2 + 1.8 * len(groups), 3.9))
     width = 0.8 / len(impls)
     for i, impl in enumerate(impls):
         values = [next((float(r["value"]) / 1e3 for r in lines
@@ -120,14 +147,21 @@ def _plot_training(lines: list[dict], path: str) -> None:
         bars = ax.bar([x + i * width for x in range(len(groups))], values, width, label=impl)
         ax.bar_label(bars, fmt="%.0fk", fontsize=7)
     ax.set_xticks([x + 0.4 - width / 2 for x in range(len(groups))])
-    ax.set_xticklabels([f"{n}\n{b} x {s}" for n, b, s in groups], fontsize=8)
+    ax.set_xticklabels([training_label(lines, g) for g in groups], fontsize=7)
     ax.set_ylabel("thousand tokens/s (training)")
-    commits = ", ".join(dict.fromkeys(r["commit"] for r in lines))  # the groups may differ
-    ax.set_title(f"{lines[0]['gpu']}, commit {commits}", fontsize=9)
+    ax.set_title(machine(lines), fontsize=9)
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def training_label(lines: list[dict], group: tuple) -> str:
+    """A bar group's label: example, shape and the commit(s) its figures were measured on."""
+    name, batch, seq = group
+    commits = ", ".join(dict.fromkeys(r["commit"] for r in lines
+                                      if (r["name"], r["batch"], r["seq"]) == group))  # fmt: skip
+    return f"{name}\n{batch} x {seq}\n{commits}"
 
 
 def main(argv=None) -> int:

@@ -95,8 +95,17 @@ def _bool(value):
     return value if isinstance(value, bool) else value == "True"
 
 
-def plot(path: str, rows: list[Row], title: str = "") -> None:
-    """TFLOP/s against sequence length, one line per implementation (see module docstring)."""
+def panel_key(row: Row) -> tuple:
+    """The panel a row is drawn in: (head dim, causal, dtype, query heads, kv heads, mode)."""
+    c = row.case
+    return (c.head_dim, c.causal, c.dtype, c.hq, c.hkv, row.mode)
+
+
+def plot(path: str, rows: list[Row], title: str = "", notes: dict | None = None) -> None:
+    """TFLOP/s against sequence length, one line per implementation (see module docstring).
+
+    `notes` maps a `panel_key` to text added under that panel's title: a plot drawn from
+    several runs (benchmarks/latest.py) names there the commit each panel was measured on."""
     try:
         import matplotlib
     except ImportError:
@@ -106,19 +115,13 @@ def plot(path: str, rows: list[Row], title: str = "") -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    panels = []
-    for r in rows:
-        key = (r.case.head_dim, r.case.causal, r.case.dtype, r.case.hq, r.case.hkv, r.mode)
-        if key not in panels:
-            panels.append(key)
+    panels = list(dict.fromkeys(panel_key(r) for r in rows))
     cols = min(3, len(panels)) or 1
     nrows = (len(panels) + cols - 1) // cols or 1
     fig, axes = plt.subplots(nrows, cols, figsize=(5 * cols, 3.6 * nrows), squeeze=False)
     for ax, key in zip(axes.flat, panels, strict=False):
         d, causal, dtype, hq, hkv, mode = key
-        sel = [r for r in rows
-               if (r.case.head_dim, r.case.causal, r.case.dtype, r.case.hq, r.case.hkv, r.mode)
-               == key and r.tflops is not None]  # fmt: skip
+        sel = [r for r in rows if panel_key(r) == key and r.tflops is not None]
         impls = list(dict.fromkeys(r.impl for r in sel))
         for impl in impls:
             pts = sorted((r.case.seq, r.tflops) for r in sel if r.impl == impl)
@@ -128,7 +131,9 @@ def plot(path: str, rows: list[Row], title: str = "") -> None:
         ax.set_xlabel("sequence length")
         ax.set_ylabel("TFLOP/s")
         heads = f"H{hq}" if hq == hkv else f"H{hq}/{hkv}"
-        ax.set_title(f"{mode} D{d} {heads} {'causal' if causal else 'full'} {dtype}", fontsize=9)
+        name = f"{mode} D{d} {heads} {'causal' if causal else 'full'} {dtype}"
+        note = (notes or {}).get(key)
+        ax.set_title(f"{name}\n{note}" if note else name, fontsize=9)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
     for ax in list(axes.flat)[len(panels) :]:

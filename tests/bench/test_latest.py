@@ -51,3 +51,37 @@ def test_add_keeps_the_latest_figure_per_key_and_plots(latest, tmp_path):
     latest.plot()
     for name in ("bench_h200.png", "train_h200.png"):
         assert (tmp_path / name).read_bytes()[:4] == b"\x89PNG"
+
+
+def _bench_rows(path, hkv, commit, date):
+    rows = [Row(Case(4, 16, hkv, 4096, 128, True), mode, "flashgen", 1.0, 500.0, True)
+            for mode in ("fwd", "fwd_bwd")]  # fmt: skip
+    meta = {"gpu": "NVIDIA H200", "torch": "2.11", "triton": "3.6", "commit": commit, "date": date}
+    report.write_json(str(path), rows, meta)
+
+
+def test_each_panel_names_the_run_it_was_measured_in(latest, tmp_path):
+    """The plot once named only the CSV's first line's commit, though its panels came from two
+    runs: each panel now names its own run, and the title no single commit."""
+    _bench_rows(tmp_path / "old.json", 16, "aaa1111", "2026-11-30 21:22 UTC")
+    _bench_rows(tmp_path / "new.json", 4, "bbb2222", "2026-12-01 04:10 UTC")
+    latest.add([str(tmp_path / "old.json"), str(tmp_path / "new.json")])
+    title, notes = latest.attention_titles(latest.read())
+    assert "NVIDIA H200" in title and "aaa1111" not in title and "bbb2222" not in title
+    by_heads = {(key[3], key[4], key[5]): note for key, note in notes.items()}
+    assert by_heads == {
+        (16, 16, "fwd"): "commit aaa1111 (2026-11-30 21:22 UTC)",
+        (16, 16, "fwd_bwd"): "commit aaa1111 (2026-11-30 21:22 UTC)",
+        (16, 4, "fwd"): "commit bbb2222 (2026-12-01 04:10 UTC)",
+        (16, 4, "fwd_bwd"): "commit bbb2222 (2026-12-01 04:10 UTC)",
+    }
+
+
+def test_training_bars_name_their_commit(latest):
+    lines = [
+        {"name": "train_hf_llama_model", "batch": "2", "seq": "4096", "commit": "aaa1111"},
+        {"name": "train_hf_llama_model", "batch": "1", "seq": "16384", "commit": "bbb2222"},
+    ]
+    assert latest.training_label(lines, ("train_hf_llama_model", "1", "16384")).endswith(
+        "1 x 16384\nbbb2222"
+    )

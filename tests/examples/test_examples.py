@@ -47,6 +47,20 @@ def test_smoke(name, tmp_path):
         assert r.get("loss_agrees", True) is True, r
 
 
+# Examples with their own CPU tests elsewhere: distributed_train runs under torchrun with two gloo
+# ranks (tests/compile/test_distributed.py, which also checks its --help and flags).
+ELSEWHERE = {"distributed_train": "tests/compile/test_distributed.py"}
+
+
+def test_every_example_has_a_cpu_test():
+    """A new example (a script with a __main__ block) fails this until CI runs it on the CPU."""
+    scripts = {p.stem for p in EXAMPLES.glob("*.py") if '__name__ == "__main__"' in p.read_text()}
+    covered = {*SMOKE, "cluster_tuning", *ELSEWHERE}
+    assert scripts == covered, f"untested: {scripts - covered}, gone: {covered - scripts}"
+    for name, test in ELSEWHERE.items():
+        assert f"{name}.py" in (EXAMPLES.parent / test).read_text(), (name, test)
+
+
 def test_without_gpu_and_without_smoke_says_so():
     import torch
 
