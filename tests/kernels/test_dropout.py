@@ -137,13 +137,13 @@ def test_bad_probability_names_the_argument(bad):
 
 
 def test_spec_uri_round_trip_and_kinds():
-    from flashgen.kernels import bwd, hopper
+    from flashgen.kernels import bwd_kind, hopper
 
     spec = KernelSpec(64, True, "bfloat16", "fwd", window=True, dropout=True)
     assert spec.uri() == "attn_fwd_d64_causalwindrop_bf16"
     assert KernelSpec.from_uri(spec.uri()) == spec
     assert "dropout" in hopper.spec_reason(spec, forced=True)
-    assert not bwd.onepass_supported(spec.with_direction("bwd"))
+    assert not bwd_kind.onepass_supported(spec.with_direction("bwd"))
 
 
 def test_the_seed_is_checked():

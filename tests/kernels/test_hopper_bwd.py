@@ -14,7 +14,7 @@ import torch
 from flashgen.core.config import FieldError
 from flashgen.core.spec import KernelSpec
 from flashgen.kernels import bwd, hopper, hopper_bwd
-from flashgen.kernels.bwd import resolve_kind
+from flashgen.kernels.bwd_kind import DEFAULT_KIND, resolve_kind
 from flashgen.kernels.codegen import render
 
 API, API_REASON = hopper.gluon_api()
@@ -58,7 +58,7 @@ def test_specs_without_a_kernel(spec, fragment):
 def test_kind_is_opt_in_and_never_deterministic(monkeypatch):
     monkeypatch.delenv("FLASHGEN_BWD_KIND", raising=False)
     plain = KernelSpec(128, True, "bfloat16", "bwd")
-    assert resolve_kind(False, None, plain) == bwd.DEFAULT_KIND != "hopper"
+    assert resolve_kind(False, None, plain) == DEFAULT_KIND != "hopper"
     assert resolve_kind(False, "hopper", plain) == "hopper"
     with pytest.raises(ValueError, match="not deterministic"):
         resolve_kind(True, "hopper", plain)
