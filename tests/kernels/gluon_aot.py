@@ -9,10 +9,8 @@ set up the compiler the same way.
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import subprocess
-import sys
+
+import aot_compile
 
 
 def aot_reason(api_reason: str | None) -> str | None:
@@ -29,15 +27,10 @@ def aot_reason(api_reason: str | None) -> str | None:
 
 def compile_in_child(script: str, cases) -> dict:
     """Run `script` (python source reading the JSON of `cases` from argv[1] and printing one
-    JSON object) in a child process without TRITON_INTERPRET: conftest sets it for this
-    process, and Gluon's jit helpers imported under it cannot compile."""
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    done = subprocess.run(
-        [sys.executable, "-c", script, json.dumps(cases)],
-        env=env, capture_output=True, text=True, timeout=900,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout)
+    JSON object) in a child process without TRITON_INTERPRET
+    (`aot_compile.run_without_interpreter`): Gluon's jit helpers imported under the
+    interpreter cannot compile."""
+    return aot_compile.run_without_interpreter(script, cases)
 
 
 def kernel_cli(args: list[str]) -> int:
