@@ -39,20 +39,12 @@ from concurrent.futures import ProcessPoolExecutor
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
+from flashgen.bench.harness import ANCHOR_SHAPES, PROBE_SHAPES  # noqa: E402
+
 GRIDS = {
-    # (B, Hq, Hkv, N, D): the issue's grid (head dims 64/128, N 1k/4k/16k) and GQA 32/8
-    "anchors": [
-        (16, 16, 16, 1024, 128),
-        (4, 16, 16, 4096, 128),
-        (1, 16, 16, 16384, 128),
-        (16, 32, 32, 1024, 64),
-        (4, 32, 32, 4096, 64),
-        (1, 32, 32, 16384, 64),
-        (16, 32, 8, 1024, 128),
-        (4, 32, 8, 4096, 128),
-        (1, 32, 8, 16384, 128),
-    ],
-    "probe": [(4, 16, 16, 4096, 128), (4, 32, 32, 4096, 64), (4, 32, 8, 4096, 128)],
+    # (B, Hq, Hkv, N, D): the issue's grid and GQA 32/8, shared with the other GPU scripts
+    "anchors": list(ANCHOR_SHAPES),
+    "probe": list(PROBE_SHAPES),
 }
 # Forward configs (plain Triton forward), the best of earlier runs (benchmarks/gpu_check_bwd.py).
 FWD_CFG = {(128, False): (128, 64, 4, 2), (128, True): (64, 64, 4, 3)}
@@ -154,9 +146,7 @@ def _forward(q, k, v, causal):
 
 def check(case):
     """One correctness case in a worker: errors against float64 and the verdict."""
-    import torch
-
-    from flashgen.kernels.reference import attention_ref, sdpa_same_dtype
+    from flashgen.bench.checks import grad_check
 
     variant, (b, hq, hkv, sq, sk, d), causal, cfg = case
     q, k, v, do = _inputs(b, hq, hkv, sq, sk, d, seed=1)
@@ -166,18 +156,7 @@ def check(case):
         _sync()
     except Exception as exc:
         return dict(case=repr(case), ok=False, error=f"{type(exc).__name__}: {exc}"[:400])
-    leaves = [t.detach().double().requires_grad_() for t in (q, k, v)]
-    attention_ref(*leaves, causal=causal)[0].backward(do.double())
-    half = [t.detach().clone().requires_grad_() for t in (q, k, v)]
-    sdpa_same_dtype(*half, causal=causal).backward(do)
-    ok, errs = True, {}
-    for i, name in enumerate(("dq", "dk", "dv")):
-        ref = leaves[i].grad
-        err = (got[i].double() - ref).abs().max().item()
-        bound = 3.0 * (half[i].grad.double() - ref).abs().max().item()
-        bound += 8e-3 * max(1.0, ref.abs().max().item())
-        errs[name] = [round(err, 5), round(bound, 5)]
-        ok = ok and bool(torch.isfinite(got[i]).all()) and err <= bound
+    ok, errs = grad_check(got, q, k, v, do, causal=causal)
     return dict(case=repr(case), ok=ok, errors=errs)
 
 

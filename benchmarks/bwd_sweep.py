@@ -96,9 +96,7 @@ def _run(kernel, cfg, do, q, k, v, out, lse, causal):
 def warm(job):
     """Compile one kernel for one spec/config (heads as timed) and check it on a small shape
     against float64 autograd: bound 3x PyTorch's own bf16 error + 8e-3 of the gradient's size."""
-    import torch
-
-    from flashgen.kernels.reference import attention_ref, sdpa_same_dtype
+    from flashgen.bench.checks import grad_check
 
     kernel, hq, hkv, d, causal, cfg = job
     t0 = time.time()
@@ -111,20 +109,7 @@ def warm(job):
         return job, dict(ok=False, error=f"{type(exc).__name__}: {exc}"[:300])
     secs = round(time.time() - t0, 1)
     res = dict(secs=secs, **_resources(kernel, d, causal))
-    leaves = [t.detach().double().requires_grad_() for t in (q, k, v)]
-    attention_ref(*leaves, causal=causal)[0].backward(do.double())
-    half = [t.detach().clone().requires_grad_() for t in (q, k, v)]
-    sdpa_same_dtype(*half, causal=causal).backward(do)
-    ok, errs = True, {}
-    for i, name in enumerate(("dq", "dk", "dv")):
-        if got[i] is None:
-            continue
-        ref = leaves[i].grad
-        err = (got[i].double() - ref).abs().max().item()
-        bound = 3.0 * (half[i].grad.double() - ref).abs().max().item()
-        bound += 8e-3 * max(1.0, ref.abs().max().item())
-        errs[name] = [round(err, 5), round(bound, 5)]
-        ok = ok and bool(torch.isfinite(got[i]).all()) and err <= bound
+    ok, errs = grad_check(got, q, k, v, do, causal=causal)
     return job, dict(ok=ok, errors=errs, **res)
 
 

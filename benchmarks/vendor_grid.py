@@ -22,18 +22,10 @@ import sys
 
 import torch
 
-# (batch, q heads, kv heads, seq, head dim): the anchors' 12 shapes (x causal) and GQA 32/8.
-GRID = [
-    (16, 16, 16, 1024, 128),
-    (4, 16, 16, 4096, 128),
-    (1, 16, 16, 16384, 128),
-    (16, 32, 32, 1024, 64),
-    (4, 32, 32, 4096, 64),
-    (1, 32, 32, 16384, 64),
-    (16, 32, 8, 1024, 128),
-    (4, 32, 8, 4096, 128),
-    (1, 32, 8, 16384, 128),
-]
+from flashgen.bench.harness import ANCHOR_SHAPES
+
+# (batch, q heads, kv heads, seq, head dim): the anchors' shapes (x causal) and GQA 32/8.
+GRID = list(ANCHOR_SHAPES)
 SDPA = ("sdpa_cudnn", "sdpa_flash", "sdpa_efficient")
 IMPLS = ("op", "flashgen", *SDPA)
 

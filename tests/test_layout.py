@@ -5,6 +5,7 @@ imports inside functions count too), and `core` imports neither torch nor a data
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -99,3 +100,23 @@ def test_core_imports_no_heavy_package_at_import_time():
                 names = [node.module or ""]
             heavy += [f"{rel}: {n}" for n in names if n.split(".")[0] in HEAVY]
     assert not heavy, heavy
+
+
+def test_readme_layout_table_names_every_module():
+    """A newcomer reads the rooms' contents from README's layout table: every module of a room
+    is named (as `name.py`) in that room's row, the top-level ones in the row of
+    `flashgen/__init__.py`, so a module added without a line there fails here."""
+    readme = (PACKAGE.parent / "README.md").read_text()
+    rows = {}
+    for line in readme.splitlines():
+        if line.startswith("| `flashgen/"):
+            head = line.split("`")[1]  # "flashgen/kernels/" or "flashgen/__init__.py"
+            rows["top" if head.endswith(".py") else head.split("/")[1]] = line
+    unnamed = []
+    for rel, _ in _modules():
+        room = rel.parts[0] if len(rel.parts) > 1 else "top"
+        if rel.name == "__init__.py" and room != "top":
+            continue
+        if not re.search(rf"[`/]{re.escape(rel.name)}`", rows.get(room, "")):
+            unnamed.append(f"flashgen/{rel.as_posix()}")
+    assert not unnamed, f"modules README's layout table does not name: {unnamed}"

@@ -127,6 +127,17 @@ class Row:
         return out
 
 
+# The GPU scripts' grid (benchmarks/vendor_grid.py, bwd_kinds.py, hopper_bwd.py), as (batch,
+# q heads, kv heads, seq, head dim): head dims 128 and 64 at 1k/4k/16k tokens a sequence with
+# 16k tokens a batch, and GQA 32/8; `PROBE_SHAPES` is its 4k row, for short GPU slots.
+ANCHOR_SHAPES = tuple(
+    (16384 // n, hq, hkv, n, d)
+    for hq, hkv, d in ((16, 16, 128), (32, 32, 64), (32, 8, 128))
+    for n in (1024, 4096, 16384)
+)
+PROBE_SHAPES = tuple(s for s in ANCHOR_SHAPES if s[3] == 4096)
+
+
 def case_grid(*, head_dims, seqs, causal, dtypes, heads, batch_tokens: int) -> list[Case]:
     """The cross product of the flags; batch = max(1, batch_tokens // seq) so every length
     does about the same work (the usual way attention benchmarks keep short lengths busy)."""

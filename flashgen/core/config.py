@@ -23,6 +23,16 @@ class FieldError(ValueError):
         self.field = field
 
 
+def check_ints(obj, names) -> None:
+    """FieldError naming the first of `names` whose value on `obj` is not an int (a bool is not
+    one): the first check of every tile config type, so that a config read back from a file or
+    the database puts nothing but integers into a template."""
+    for name in names:
+        value = getattr(obj, name)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise FieldError(name, f"{type(obj).__name__}.{name} must be an int, got {value!r}")
+
+
 def is_pow2(x: int) -> bool:
     return x > 0 and (x & (x - 1)) == 0
 
@@ -37,10 +47,7 @@ class TileConfig:
     num_stages: int
 
     def __post_init__(self) -> None:
-        for name in ("block_m", "block_n", "num_warps", "num_stages"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise FieldError(name, f"TileConfig.{name} must be an int, got {value!r}")
+        check_ints(self, ("block_m", "block_n", "num_warps", "num_stages"))
         for name in ("block_m", "block_n"):
             value = getattr(self, name)
             if not (is_pow2(value) and MIN_BLOCK <= value <= MAX_BLOCK):

@@ -161,6 +161,13 @@ def _progress(total: int, what: str):
         bar.close()
 
 
+def _write(db, records, what: str) -> int:
+    """Keep-best upsert of `records` into `db` with a progress bar named `what` (import and
+    merge write the same way); returns how many were written."""
+    with _progress(len(records), what) as step:
+        return db.upsert_many(records, progress=step)
+
+
 def run(args: argparse.Namespace) -> int:
     from . import connect
     from .portable import FormatError, dump, load
@@ -186,8 +193,7 @@ def run(args: argparse.Namespace) -> int:
                 print(f"exported {count} record(s) from {db.url_safe} to {args.file}")
                 return 0
             if args.db_command == "import":
-                with _progress(len(records), "import") as step:
-                    wins = db.upsert_many(records, progress=step)
+                wins = _write(db, records, "import")
                 print(
                     f"imported {args.file} into {db.url_safe}: {len(records)} record(s), "
                     f"{wins} written, {len(records) - wins} kept (stored one as good or better)"
@@ -198,8 +204,7 @@ def run(args: argparse.Namespace) -> int:
                 records = source.records()
             finally:
                 source.close()
-            with _progress(len(records), "merge") as step:
-                wins = db.upsert_many(records, progress=step)
+            wins = _write(db, records, "merge")
             print(
                 f"merged {source.url_safe} into {db.url_safe}: {len(records)} record(s), "
                 f"{wins} written, {len(records) - wins} kept"

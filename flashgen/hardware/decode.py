@@ -30,16 +30,14 @@ from __future__ import annotations
 
 import functools
 import itertools
-import json
-import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..core.config import ALLOWED_WARPS, MAX_BLOCK, MIN_BLOCK, FieldError, is_pow2
+from ..core.config import ALLOWED_WARPS, MAX_BLOCK, MIN_BLOCK, FieldError, check_ints, is_pow2
 from ..core.spec import cdiv, next_pow2
-from .sram import ELEM_BYTES, DeviceLimits, configs_file, current_device
+from .configs_files import configs_file, read_configs
+from .sram import ELEM_BYTES, DeviceLimits, current_device
 
-log = logging.getLogger(__name__)
 CONFIGS_ENV = "FLASHGEN_DECODE_CONFIGS"
 CONFIGS_FORMAT = "flashgen-decode-configs"
 
@@ -71,10 +69,7 @@ class DecodeConfig:
     num_splits: int
 
     def __post_init__(self) -> None:
-        for name in ("block_n", "num_warps", "num_stages", "num_splits"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise FieldError(name, f"DecodeConfig.{name} must be an int, got {value!r}")
+        check_ints(self, ("block_n", "num_warps", "num_stages", "num_splits"))
         if not (is_pow2(self.block_n) and MIN_BLOCK <= self.block_n <= MAX_BLOCK):
             raise FieldError(
                 "block_n",
@@ -266,24 +261,17 @@ def _configs_path(device: DeviceLimits) -> Path | None:
 def _table(path: str) -> dict[tuple, DecodeConfig]:
     """{(head_dim, dtype, hkv, group, batch bucket, kv bucket): config} from a decode configs
     file; {} (logged) when it cannot be read or is not one."""
-    try:
-        with open(path) as f:
-            doc = json.load(f)
-        if doc.get("format") != CONFIGS_FORMAT:
-            raise ValueError(f"format is not {CONFIGS_FORMAT!r}")
-        table = {}
-        for rec in doc["records"]:
-            c = rec["config"]
-            cfg = DecodeConfig(c["block_n"], c["num_warps"], c["num_stages"], c["num_splits"])
-            b, kv = rec["bucket"]
-            key = (rec["head_dim"], rec["dtype"], rec["hkv"], rec["group"], b, kv)
-            if not all(isinstance(x, int) and not isinstance(x, bool) for x in (*key[2:], key[0])):
-                raise ValueError(f"a record's key is not integers: {key!r}")
-            table[key] = cfg
-        return table
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        log.warning("flashgen: ignoring decode configs file %s: %s", path, exc)
-        return {}
+    return read_configs(path, CONFIGS_FORMAT, "decode", _entry)
+
+
+def _entry(rec: dict) -> tuple[tuple, DecodeConfig]:
+    c = rec["config"]
+    cfg = DecodeConfig(c["block_n"], c["num_warps"], c["num_stages"], c["num_splits"])
+    b, kv = rec["bucket"]
+    key = (rec["head_dim"], rec["dtype"], rec["hkv"], rec["group"], b, kv)
+    if not all(isinstance(x, int) and not isinstance(x, bool) for x in (*key[2:], key[0])):
+        raise ValueError(f"a record's key is not integers: {key!r}")
+    return key, cfg
 
 
 def tuned_config(

@@ -13,8 +13,6 @@ estimates that, and the ahead-of-time test checks ptxas's spill count for the co
 from __future__ import annotations
 
 import functools
-import json
-import logging
 from pathlib import Path
 
 from ..core.hopper_config import (
@@ -23,9 +21,8 @@ from ..core.hopper_config import (
     HopperConfig,
     max_regs,
 )
-from .sram import DeviceLimits, configs_file
-
-log = logging.getLogger("flashgen")
+from .configs_files import configs_file, read_configs
+from .sram import DeviceLimits
 
 # Shared memory an SM has for all resident programs, and what the runtime reserves per program
 # (sm_90: 228 KiB per SM, 1 KiB reserved per block).
@@ -133,21 +130,14 @@ def _table(path: str) -> dict[tuple[int, bool, int], HopperConfig]:
     """{(head_dim, causal, seq bucket): config} from a Hopper configs file (what
     benchmarks/hopper_tune.py writes); {} with a warning when it cannot be read or is not one.
     Every config goes through HopperConfig's validation: only ints and bools reach a kernel."""
-    try:
-        with open(path) as f:
-            doc = json.load(f)
-        if doc.get("format") != CONFIGS_FORMAT:
-            raise ValueError(f"format is not {CONFIGS_FORMAT!r}")
-        table = {}
-        for rec in doc["records"]:
-            key = (rec["head_dim"], rec["causal"], rec["seq_bucket"])
-            if not (type(key[0]) is int and type(key[1]) is bool and type(key[2]) is int):
-                raise ValueError(f"a record's key is not (int, bool, int): {key!r}")
-            table[key] = HopperConfig(**rec["config"])
-        return table
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        log.warning("flashgen: ignoring Hopper configs file %s: %s", path, exc)
-        return {}
+    return read_configs(path, CONFIGS_FORMAT, "Hopper", _entry)
+
+
+def _entry(rec: dict) -> tuple[tuple[int, bool, int], HopperConfig]:
+    key = (rec["head_dim"], rec["causal"], rec["seq_bucket"])
+    if not (type(key[0]) is int and type(key[1]) is bool and type(key[2]) is int):
+        raise ValueError(f"a record's key is not (int, bool, int): {key!r}")
+    return key, HopperConfig(**rec["config"])
 
 
 def tuned_config(

@@ -36,7 +36,6 @@ import functools
 import os
 import re
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 from ..core.config import TileConfig
 from ..core.spec import KernelSpec
@@ -119,22 +118,6 @@ def device_slug(device: DeviceLimits) -> str:
         if slug is not None:
             return slug
     return _slugify(device.name)
-
-
-def configs_file(env_name: str, family: str, device: DeviceLimits) -> Path | None:
-    """The measured-configs JSON of one kernel family for `device`: the file the environment
-    variable `env_name` names, else tuning_db/<family>/<gpu>.json shipped in the package or
-    beside it in a checkout; None when there is none. One place, so the decode and Hopper
-    families find their files the same way."""
-    explicit = os.environ.get(env_name)
-    if explicit:
-        return Path(explicit).expanduser()
-    package = Path(__file__).resolve().parent.parent
-    for base in (package / "tuning_db", package.parent / "tuning_db"):
-        path = base / family / f"{device_slug(device)}.json"
-        if path.is_file():
-            return path
-    return None
 
 
 @functools.lru_cache(maxsize=1)

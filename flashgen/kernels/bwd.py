@@ -30,26 +30,9 @@ per-call binding. The same CUDA-graph rules hold (no sync; alignment in the key;
 needed during capture skips the database and is not kept). `config` as in `flashgen.kernels.fwd`
 (`flashgen.kernels.plans`).
 
-Two kinds of backward (`KINDS`):
-
-- "split" (above): deterministic, bit-identical run to run; also the only kind with window or
-  softcap kernels.
-- "onepass" (templates/attn_bwd_onepass.py.jinja): one program per key block and kv head
-  computes dK, dV and adds its share of dQ into an fp32 buffer with atomics (5 matrix products
-  per tile pair instead of 7); `attn_bwd_dq_convert` scales and casts the buffer to dQ. The
-  order of those fp32 adds varies run to run, so dQ is not bit-identical.
-
-- "hopper" (templates/attn_bwd_hopper.py.jinja, `flashgen.kernels.hopper_bwd`): the one-pass
-  idea as a warp-specialised Gluon kernel for sm_90 (TMA producer warp, wgmma consumer
-  warpgroups), fp16/bf16, head dim 64 or 128; not deterministic either. Opt-in only
-  (kind="hopper" or FLASHGEN_BWD_KIND=hopper); where it cannot run (another GPU, unaligned
-  tensors, no Gluon) a call falls back to "split" and logs why once.
-
-`backward(deterministic=None)` follows `torch.are_deterministic_algorithms_enabled()`:
-deterministic means "split". Otherwise `kind` (or FLASHGEN_BWD_KIND) picks, defaulting to
-`DEFAULT_KIND`; specs with window or softcap or a head dim above 128 always run "split", and
-so does a call that wants no dQ (the split kind's dK/dV kernel alone). A one-pass plan takes
-the split kind's record or default when the shared-memory model says it fits the one-pass
+Which kind of backward runs ("split" above, "onepass", "hopper") is decided in
+`flashgen.kernels.bwd_kind`; this module builds and runs that kind's launches. A one-pass plan
+takes the split kind's record or default when the shared-memory model says it fits the one-pass
 kernel, else `flashgen.hardware.tiles.config_for_kind`.
 """
 
@@ -65,7 +48,7 @@ from ..core.spec import cdiv, dtype_name, spec_for
 from ..hardware.dq_tiles import dq_config as _dq_config
 from ..hardware.sram import current_device
 from ..hardware.tiles import config_for_kind
-from . import hopper_bwd
+from . import bwd_kind, hopper_bwd
 from . import tma as _tma
 from .codegen import load, load_family
 from .fwd import mask_kind as _mask_kind
@@ -75,12 +58,6 @@ from .plans import Chooser, PlanCache, plan_config
 log = logging.getLogger("flashgen")
 _ENV = "FLASHGEN_BWD_TMA"
 _env = _tma.env_reader(_ENV)
-_KIND_ENV = "FLASHGEN_BWD_KIND"
-_kind_env = _tma.env_reader(_KIND_ENV)
-KINDS = ("split", "onepass", "hopper")
-# "split": on the H200 (triton 3.6, bf16) the one-pass kind measured slower in every case tried
-# (benchmarks/RESULTS.md, one-pass backward), e.g. hd128 4k causal 2.44 ms vs 1.76 ms.
-DEFAULT_KIND = "split"
 _plans = PlanCache()  # `flashgen.runtime.primitives` clears it with the run-time choice's cache
 
 
@@ -263,17 +240,6 @@ class _Plan:
         return dq, dk, dv
 
 
-def _auto_hopper(deterministic, chosen, spec, seq_k: int) -> bool:
-    """Whether a call that left the kind to flashgen (no kind argument, no FLASHGEN_BWD_KIND,
-    determinism not asked for) runs the hopper kind: where it measured faster
-    (`flashgen.kernels.hopper_bwd.AUTO`)."""
-    if not hopper_bwd.AUTO or chosen is not None or _kind_env():
-        return False
-    if deterministic or (deterministic is None and torch.are_deterministic_algorithms_enabled()):
-        return False
-    return hopper_bwd.auto_choice(spec, seq_k)
-
-
 def _hopper(do, q, k, v, out, lse, causal, scale, config):
     """The "hopper" kind's gradients, or None (logged once per reason) where it cannot run
     these tensors. A portable `config` (TileConfig or chooser) does not apply to it."""
@@ -298,62 +264,6 @@ def _dq_tma() -> bool:
     """Whether the one-pass TMA build adds dQ partials by TMA reduce (FLASHGEN_BWD_DQ_TMA=1)
     rather than element atomics; the interpreter has no TMA reduce."""
     return _dq_tma_env() in ("1", b"1")
-
-
-ONEPASS_MAX_HEAD_DIM = 128  # wider tiles spill and were never measured
-
-
-def onepass_supported(spec) -> bool:
-    """Whether the one-pass kind has a kernel for `spec` (a bwd KernelSpec): no window, no
-    softcap, head dim <= ONEPASS_MAX_HEAD_DIM."""
-    return (
-        not (spec.window or spec.softcap or spec.dropout) and spec.head_dim <= ONEPASS_MAX_HEAD_DIM
-    )
-
-
-def resolve_kind(deterministic: bool | None, kind: str | None, spec) -> str:
-    """The backward kind a call of `spec` runs (see the module docstring): "split" when
-    determinism is asked for or the chosen kind has no kernel for `spec`, else `kind`,
-    FLASHGEN_BWD_KIND or DEFAULT_KIND. Raises ValueError for an unknown kind, and for
-    kind="onepass" or "hopper" given as an argument with deterministic=True or for a spec it
-    cannot run (FLASHGEN_BWD_KIND=onepass/hopper is a preference: those calls run "split").
-    "hopper" is resolved from the spec alone; `backward` still falls back to "split" where the
-    GPU or the tensors cannot run it."""
-    if kind is None:
-        raw = _kind_env()
-        kind = raw.decode() if isinstance(raw, bytes) else raw
-        from_env = bool(kind)
-    else:
-        from_env = False
-    if kind and kind not in KINDS:
-        where = _KIND_ENV if from_env else "kind"
-        raise ValueError(f"{where} must be one of {', '.join(KINDS)}, got {kind!r}")
-    if deterministic is None:
-        deterministic = torch.are_deterministic_algorithms_enabled()
-    if deterministic:
-        if kind in ("onepass", "hopper") and not from_env:
-            raise ValueError(
-                f"kind={kind!r} is not deterministic (fp32 atomics); use kind='split' or "
-                "deterministic=False"
-            )
-        return "split"
-    if kind == "hopper":
-        from .hopper_bwd import spec_reason
-
-        reason = spec_reason(spec)
-        if reason is not None:
-            if not from_env:
-                raise ValueError(f"kind='hopper' has no kernel for {spec.uri()}: {reason}")
-            return "split"
-        return kind
-    if not onepass_supported(spec):
-        if kind == "onepass" and not from_env:
-            raise ValueError(
-                f"kind='onepass' has no kernel for {spec.uri()} (window, softcap or head dim "
-                f"> {ONEPASS_MAX_HEAD_DIM}); use kind='split' or None"
-            )
-        return "split"
-    return kind or DEFAULT_KIND
 
 
 def backward(
@@ -390,7 +300,7 @@ def backward(
     [B, Hq, Sq, Sk] boolean or additive mask; no gradient for it) and `dropout` ((p, seed),
     the forward's) likewise.
     `deterministic` (None: `torch.are_deterministic_algorithms_enabled()`) and `kind` pick the
-    backward kind (`resolve_kind`, module docstring); lengths and masks run the split kind.
+    backward kind (`flashgen.kernels.bwd_kind`); lengths and masks run the split kind.
     `dq_config`: the split kind's dQ kernel's own config (blocks, warps, stages), which may
     differ from the dK/dV kernel's `config`; None: see the module docstring.
     """
@@ -416,14 +326,8 @@ def backward(
         q.shape[-1], causal, dtype_name(q.dtype), "bwd", window is not None, softcap is not None,
         dropout=dropout is not None,
     )  # fmt: skip
-    chosen = kind
-    kind = resolve_kind(deterministic, kind, spec)
-    if kind == DEFAULT_KIND and _auto_hopper(deterministic, chosen, spec, k.shape[2]):
-        kind = "hopper"
-    if not need_dq or bounds is not None or mask is not None or dropout is not None:
-        # dK/dV alone: the split kind runs just its dK/dV kernel, no atomics; lengths and mask
-        # tensors exist in the split kind's kernels only
-        kind = "split"
+    split_only = not need_dq or bounds is not None or mask is not None or dropout is not None
+    kind = bwd_kind.for_call(deterministic, kind, spec, k.shape[2], split_only=split_only)
     if kind == "hopper":
         grads = _hopper(do, q, k, v, out, lse, causal, scale, config)
         if grads is not None:

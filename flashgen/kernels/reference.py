@@ -44,6 +44,30 @@ def attention_ref(q, k, v, *, causal: bool, scale: float | None = None):
     return out, lse
 
 
+def scores_ref(q, k, *, scale: float | None = None, softcap: float | None = None):
+    """float64 scaled scores [B, Hq, Sq, Sk], kv heads expanded (GQA), capped as
+    cap * tanh(s / cap) with `softcap`. The first half of every masked reference the tests
+    write (boolean masks, biases, windows, lengths, dropout, decode offsets): they hide keys
+    with -inf or add a bias, then `rows_ref` finishes."""
+    import torch
+
+    dim = q.shape[-1]
+    scale = 1.0 / math.sqrt(dim) if scale is None else scale
+    scores = (q.double() @ expand_kv(k.double(), q.shape[1]).transpose(-1, -2)) * scale
+    return scores if softcap is None else softcap * torch.tanh(scores / softcap)
+
+
+def rows_ref(scores, v):
+    """(out, lse) in float64 from `scores_ref`'s scores with hidden keys at -inf: softmax over
+    the keys times v (kv heads expanded); a row that sees no key gives zeros and lse +inf, as
+    flashgen's kernels do."""
+    import torch
+
+    lse = torch.logsumexp(scores, -1)
+    out = torch.softmax(scores, -1).nan_to_num(0.0) @ expand_kv(v.double(), scores.shape[1])
+    return out, torch.where(lse.isinf(), math.inf, lse)
+
+
 def sdpa_same_dtype(q, k, v, *, causal: bool, scale: float | None = None):
     """PyTorch's own result in the inputs' dtype: the yardstick for half-precision tolerance."""
     import torch.nn.functional as F

@@ -112,12 +112,7 @@ def _check(q, k, v, *, causal, scale) -> float:
         raise ValueError(f"causal must be a bool, got {causal!r}")
     if scale is None:
         return 1.0 / math.sqrt(dim)
-    if isinstance(scale, bool) or not isinstance(scale, (int, float)):
-        raise ValueError(f"scale must be a positive float or None, got {scale!r}")
-    scale = float(scale)
-    if not (math.isfinite(scale) and scale > 0.0):
-        raise ValueError(f"scale must be a positive finite float, got {scale!r}")
-    return scale
+    return _positive_float("scale", scale)
 
 
 def normalize_window(window, causal: bool) -> tuple[int, int] | None:
@@ -155,14 +150,18 @@ def normalize_window(window, causal: bool) -> tuple[int, int] | None:
 
 def check_softcap(softcap) -> float | None:
     """`softcap` as the kernels take it: None, or a positive finite float (Gemma-2 uses 50.0)."""
-    if softcap is None:
-        return None
-    if isinstance(softcap, bool) or not isinstance(softcap, (int, float)):
-        raise ValueError(f"softcap must be a positive float or None, got {softcap!r}")
-    softcap = float(softcap)
-    if not (math.isfinite(softcap) and softcap > 0.0):
-        raise ValueError(f"softcap must be a positive finite float, got {softcap!r}")
-    return softcap
+    return None if softcap is None else _positive_float("softcap", softcap)
+
+
+def _positive_float(name: str, value) -> float:
+    """`value` (an int or float, not a bool) as a positive finite float; ValueError naming
+    `name` otherwise. The rule `scale` and `softcap` share."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{name} must be a positive float or None, got {value!r}")
+    value = float(value)
+    if not (math.isfinite(value) and value > 0.0):
+        raise ValueError(f"{name} must be a positive finite float, got {value!r}")
+    return value
 
 
 def check_kernel_device(device) -> None:

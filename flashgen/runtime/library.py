@@ -12,7 +12,7 @@ Ops (namespace `flashgen`):
   int[]? window=None, float? softcap=None, str causal_align='top_left',
   bool? deterministic=None) -> (Tensor dq, Tensor dk, Tensor dv)`: a gradient that is not
   needed is not computed and comes back as an empty tensor of shape (0,) (ops cannot return
-  None). `deterministic` picks the backward kind (`flashgen.kernels.bwd.resolve_kind`; None:
+  None). `deterministic` picks the backward kind (`flashgen.kernels.bwd_kind.resolve_kind`; None:
   torch's deterministic-algorithms flag).
 - `torch.ops.flashgen.attention(Tensor q, Tensor k, Tensor v, bool causal=False,
   float? scale=None, int[]? window=None, float? softcap=None, str causal_align='top_left',

@@ -36,7 +36,7 @@ class Space:
     def fits(self, cfg: TileConfig) -> bool:
         """In the candidates and within the device's shared memory. A backward config must fit
         both backward kinds: the tuner times the kind that runs by default
-        (`flashgen.kernels.bwd.DEFAULT_KIND`, see `flashgen.tune.bench.launcher`) and the
+        (`flashgen.kernels.bwd_kind.DEFAULT_KIND`, see `flashgen.tune.bench.launcher`) and the
         deterministic mode runs the split kind with the same record."""
         from ..hardware.sram import fits
 
@@ -70,8 +70,8 @@ class Space:
 
 def tuned_backward_kind(spec: KernelSpec) -> str:
     """The backward kind the tuner times for a bwd spec: the one a call runs when determinism
-    is not asked for (`flashgen.kernels.bwd.resolve_kind` with deterministic=False)."""
-    from ..kernels.bwd import resolve_kind
+    is not asked for (`flashgen.kernels.bwd_kind.resolve_kind` with deterministic=False)."""
+    from ..kernels.bwd_kind import resolve_kind
 
     return resolve_kind(False, None, spec)
 

@@ -7,8 +7,9 @@ import pytest
 import torch
 
 from flashgen.bench import harness
+from flashgen.bench.checks import grad_check
 from flashgen.bench.harness import Case
-from flashgen.kernels.reference import attention_ref
+from flashgen.kernels.reference import attention_ref, sdpa_same_dtype
 
 
 def test_case_validates_and_counts_flops():
@@ -58,6 +59,41 @@ def test_check_catches_a_wrong_output_and_gradient():
     bad[2][0, 0, 5] += 0.1  # one key row of dK off
     ok, errors = harness.check(case, bad, ref)
     assert not ok and errors["dk"] > 1e-2
+
+
+def test_the_scripts_grid_is_the_issue_grid():
+    """16k tokens a batch at 1k/4k/16k, head dims 128 and 64, GQA 32/8; the probe is its 4k row."""
+    shapes = harness.ANCHOR_SHAPES
+    assert len(set(shapes)) == 9 and all(b * n == 16384 for b, _, _, n, _ in shapes)
+    assert {(hq, hkv, d) for _, hq, hkv, _, d in shapes} == {
+        (16, 16, 128),
+        (32, 32, 64),
+        (32, 8, 128),
+    }
+    assert harness.PROBE_SHAPES == (
+        (4, 16, 16, 4096, 128),
+        (4, 32, 32, 4096, 64),
+        (4, 32, 8, 4096, 128),
+    )
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_grad_check_passes_sdpa_and_catches_a_wrong_gradient(causal):
+    """The GPU scripts' whole-tensor gradient check: PyTorch's own float16 gradients pass, the
+    same with one dV row off fail, and a gradient not computed (None) is skipped."""
+    gen = torch.Generator().manual_seed(5)
+    q, k, v, do = (torch.randn(1, 4, 37, 16, generator=gen).half() for _ in range(4))
+    k, v = k[:, :2], v[:, :2]  # GQA 4/2
+    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    sdpa_same_dtype(*leaves, causal=causal).backward(do)
+    got = [t.grad for t in leaves]
+    ok, errors = grad_check(got, q, k, v, do, causal=causal)
+    assert ok and set(errors) == {"dq", "dk", "dv"}
+    assert all(err <= bound for err, bound in errors.values())
+    wrong = [got[0], None, got[2].clone()]
+    wrong[2][0, 1, 3] += 0.5
+    ok, errors = grad_check(wrong, q, k, v, do, causal=causal)
+    assert not ok and set(errors) == {"dq", "dv"} and errors["dv"][0] > errors["dv"][1]
 
 
 def test_bench_case_times_checks_and_skips(monkeypatch):

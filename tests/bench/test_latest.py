@@ -3,23 +3,19 @@
 from __future__ import annotations
 
 import csv
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
+import repo_scripts
 
 from flashgen.bench import report
 from flashgen.bench.harness import Case, Row
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "latest.py"
-
 
 @pytest.fixture
 def latest(tmp_path, monkeypatch):
-    spec = importlib.util.spec_from_file_location("latest", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = repo_scripts.load("benchmarks/latest.py")
     monkeypatch.setattr(module, "CSV", str(tmp_path / "latest.csv"))
     monkeypatch.setattr(module, "DOCS", str(tmp_path))
     return module

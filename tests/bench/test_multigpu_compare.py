@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
+import repo_scripts
 
 from flashgen.core.config import TileConfig
 from flashgen.core.spec import KernelSpec
 from flashgen.db import connect
 from flashgen.db.records import EnvFingerprint, TuningRecord
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "multigpu_compare.py"
 H200 = EnvFingerprint("NVIDIA H200", "9.0", 132, 232448, "3.6.0", "2.11.0", "0.1.0", "abc123")
 FWD = KernelSpec(64, False, "bfloat16")
 CAUSAL = KernelSpec(128, True, "bfloat16")
@@ -21,10 +19,7 @@ CAUSAL = KernelSpec(128, True, "bfloat16")
 
 @pytest.fixture(scope="module")
 def compare():
-    spec = importlib.util.spec_from_file_location("multigpu_compare", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return repo_scripts.load("benchmarks/multigpu_compare.py")
 
 
 def _db(path, times, measured=True):

@@ -2,21 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
-
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "train_merge.py"
+import repo_scripts
 
 
 @pytest.fixture(scope="module")
 def merge():
-    spec = importlib.util.spec_from_file_location("train_merge", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return repo_scripts.load("benchmarks/train_merge.py")
 
 
 def _row(backend, tps, losses, **extra):
@@ -68,9 +62,7 @@ def test_disagreeing_losses_missing_runs_and_no_replacement_fail(merge, tmp_path
 
 
 def test_latest_csv_takes_the_merged_file(merge, tmp_path, monkeypatch):
-    spec = importlib.util.spec_from_file_location("latest", SCRIPT.parent / "latest.py")
-    latest = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(latest)
+    latest = repo_scripts.load("benchmarks/latest.py")
     files = [
         _write(tmp_path / "e.json", [_row("eager", 100.0, [1.0])], "e"),
         _write(tmp_path / "f.json", [_row("flashgen", 120.0, [1.0], replaced=2)], "f"),

@@ -4,7 +4,6 @@ interpreter), checking itself against the one-process reference on the same glob
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -12,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import repo_scripts
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "distributed_train.py"
 TINY = ["--steps", "2", "--warmup", "1", "--batch", "2", "--seq", "16", "--dim", "32",
@@ -19,10 +19,7 @@ TINY = ["--steps", "2", "--warmup", "1", "--batch", "2", "--seq", "16", "--dim",
 
 
 def _example():
-    spec = importlib.util.spec_from_file_location("distributed_train", EXAMPLE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return repo_scripts.load("examples/distributed_train.py")
 
 
 def test_ddp_and_fsdp2_match_one_process_on_two_gloo_ranks(tmp_path):

@@ -38,45 +38,9 @@ def _compiled_matches_eager(model, inputs, loss, *, atol=2e-5):
     return want, got, want_grads, {n: p.grad for n, p in model.named_parameters()}
 
 
-def test_bert_padded_batch_replaced_and_matches_eager():
-    torch.manual_seed(0)
-    cfg = transformers.BertConfig(
-        vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-        intermediate_size=64, max_position_embeddings=64, attn_implementation="sdpa",
-        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
-    )  # fmt: skip
-    model = transformers.BertModel(cfg)
-    ids = torch.randint(1, 64, (3, 13), generator=torch.Generator().manual_seed(1))
-    mask = torch.ones(3, 13, dtype=torch.long)
-    mask[1, 9:] = 0  # right padding
-    mask[2, 4:] = 0
-    inputs = {"input_ids": ids, "attention_mask": mask}
-    replaced, skipped = _replaced(model, **inputs)
-    assert len(replaced) == 2 and not skipped, skipped
-    assert all(s.mask for s in replaced)
-    valid = mask.bool()[..., None]
-
-    def loss(out):  # padded positions are not used downstream
-        return (out.last_hidden_state * valid).square().sum()
-
-    want, got, want_grads, grads = _compiled_matches_eager(model, inputs, loss)
-    torch.testing.assert_close(got.last_hidden_state * valid, want.last_hidden_state * valid,
-                               atol=2e-5, rtol=1e-4)  # fmt: skip
-    for name, g in want_grads.items():
-        torch.testing.assert_close(grads[name], g, atol=1e-4, rtol=1e-3, msg=name)
-
-
-def test_left_padded_llama_replaced_and_matches_eager():
-    torch.manual_seed(0)
-    cfg = transformers.LlamaConfig(
-        vocab_size=64, hidden_size=64, intermediate_size=64, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
-        attn_implementation="sdpa",
-    )  # fmt: skip
-    model = transformers.LlamaModel(cfg)
-    ids = torch.randint(1, 64, (2, 11), generator=torch.Generator().manual_seed(2))
-    mask = torch.ones(2, 11, dtype=torch.long)
-    mask[1, :4] = 0  # left padding
+def _padded_batch_matches_eager(model, ids, mask):
+    """Both layers' attention replaced, and the compiled model's output and gradients at the
+    unpadded positions (padded ones are not used downstream) equal eager's; the replaced sites."""
     inputs = {"input_ids": ids, "attention_mask": mask}
     replaced, skipped = _replaced(model, **inputs)
     assert len(replaced) == 2 and not skipped, skipped
@@ -90,6 +54,37 @@ def test_left_padded_llama_replaced_and_matches_eager():
                                atol=2e-5, rtol=1e-4)  # fmt: skip
     for name, g in want_grads.items():
         torch.testing.assert_close(grads[name], g, atol=1e-4, rtol=1e-3, msg=name)
+    return replaced
+
+
+def test_bert_padded_batch_replaced_and_matches_eager():
+    torch.manual_seed(0)
+    cfg = transformers.BertConfig(
+        vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+        intermediate_size=64, max_position_embeddings=64, attn_implementation="sdpa",
+        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+    )  # fmt: skip
+    model = transformers.BertModel(cfg)
+    ids = torch.randint(1, 64, (3, 13), generator=torch.Generator().manual_seed(1))
+    mask = torch.ones(3, 13, dtype=torch.long)
+    mask[1, 9:] = 0  # right padding
+    mask[2, 4:] = 0
+    replaced = _padded_batch_matches_eager(model, ids, mask)
+    assert all(s.mask for s in replaced)
+
+
+def test_left_padded_llama_replaced_and_matches_eager():
+    torch.manual_seed(0)
+    cfg = transformers.LlamaConfig(
+        vocab_size=64, hidden_size=64, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+        attn_implementation="sdpa",
+    )  # fmt: skip
+    model = transformers.LlamaModel(cfg)
+    ids = torch.randint(1, 64, (2, 11), generator=torch.Generator().manual_seed(2))
+    mask = torch.ones(2, 11, dtype=torch.long)
+    mask[1, :4] = 0  # left padding
+    _padded_batch_matches_eager(model, ids, mask)
 
 
 class _MaskedSDPA(torch.nn.Module):

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+import repo_scripts
 import torch
 
 COMMON = Path(__file__).resolve().parents[2] / "examples" / "common.py"
@@ -17,10 +18,7 @@ COMMON = Path(__file__).resolve().parents[2] / "examples" / "common.py"
 
 @pytest.fixture(scope="module")
 def common():
-    spec = importlib.util.spec_from_file_location("examples_common", COMMON)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return repo_scripts.load("examples/common.py", "examples_common")
 
 
 def _can(handle, how) -> bool:

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from flashgen.hardware import decode as hw
-from flashgen.hardware.sram import KNOWN_GPUS, configs_file
+from flashgen.hardware.configs_files import configs_file
+from flashgen.hardware.sram import KNOWN_GPUS
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ROOT / "tuning_db" / "decode" / "nvidia-h200.json"

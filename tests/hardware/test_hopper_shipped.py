@@ -18,7 +18,8 @@ import torch
 from flashgen.core.hopper_config import HopperConfig
 from flashgen.core.spec import KernelSpec
 from flashgen.hardware import hopper_tiles as ht
-from flashgen.hardware.sram import KNOWN_GPUS, configs_file
+from flashgen.hardware.configs_files import configs_file
+from flashgen.hardware.sram import KNOWN_GPUS
 from flashgen.kernels import hopper
 
 ROOT = Path(__file__).resolve().parents[2]

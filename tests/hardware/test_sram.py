@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import aot_compile
 import pytest
 
 from flashgen.core.config import TileConfig
@@ -290,36 +291,11 @@ print(json.dumps([compile_job(tuple(j))[1] for j in json.loads(sys.argv[1])]))
 """
 
 
-def _aot_possible() -> bool:
-    try:
-        import triton.backends
-        from triton.backends.compiler import GPUTarget  # noqa: F401
-    except ImportError:
-        return False
-    return "nvidia" in getattr(triton.backends, "backends", {})
-
-
-@pytest.mark.skipif(not _aot_possible(), reason="Triton's CUDA backend is not installed")
+@pytest.mark.skipif(
+    not aot_compile.cuda_backend_available(), reason="Triton's CUDA backend is not installed"
+)
 def test_model_never_underestimates_the_compiler():
-    import json
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    root = Path(__file__).resolve().parents[2]
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["PYTHONPATH"] = str(root) + os.pathsep + env.get("PYTHONPATH", "")
-    proc = subprocess.run(
-        [sys.executable, "-c", _AOT_SCRIPT, json.dumps(AOT_JOBS)],
-        cwd=root,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    results = json.loads(proc.stdout.strip().splitlines()[-1])
+    results = aot_compile.run_without_interpreter(_AOT_SCRIPT, AOT_JOBS)
     limits = {90: H200, 80: A100}
     for (spec_t, cfg_t, cap), result in zip(AOT_JOBS, results, strict=True):
         assert "error" not in result, result

@@ -21,6 +21,7 @@ from flashgen.core.config import TileConfig
 from flashgen.core.spec import KernelSpec
 from flashgen.kernels.bwd import backward
 from flashgen.kernels.fwd import forward
+from flashgen.kernels.reference import rows_ref, scores_ref
 from flashgen.kernels.validate import expand_mask
 from flashgen.ops import attention
 
@@ -30,12 +31,7 @@ TILES = TileConfig(16, 16, 4, 1)
 def ref(q, k, v, mask, *, causal=False, window=None, softcap=None):
     """float64 attention with a boolean or additive mask (broadcast as SDPA does); rows that
     see nothing give zeros."""
-    q, k, v = (t.double() for t in (q, k, v))
-    group = q.shape[1] // k.shape[1]
-    k, v = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
-    s = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
-    if softcap is not None:
-        s = softcap * torch.tanh(s / softcap)
+    s = scores_ref(q, k, softcap=softcap)
     if mask.dtype == torch.bool:
         s = s.masked_fill(~mask, float("-inf"))
     else:  # -inf hides a key; masked_fill keeps NaN out of the gradient of an all -inf row
@@ -48,8 +44,7 @@ def ref(q, k, v, mask, *, causal=False, window=None, softcap=None):
         hide |= j > i
     if window is not None:
         hide |= (j < i - window[0]) | (j > i + window[1])
-    s = s.masked_fill(hide, float("-inf"))
-    return torch.softmax(s, -1).nan_to_num(0.0) @ v
+    return rows_ref(s.masked_fill(hide, float("-inf")), v)[0]
 
 
 def _inputs(b, hq, hkv, sq, sk, d, dtype=torch.float32, seed=0):

@@ -26,7 +26,8 @@ import flashgen
 from flashgen.core.config import TileConfig
 from flashgen.core.spec import KernelSpec
 from flashgen.kernels import bwd
-from flashgen.kernels.bwd import backward, resolve_kind
+from flashgen.kernels.bwd import backward
+from flashgen.kernels.bwd_kind import DEFAULT_KIND, resolve_kind
 from flashgen.kernels.plans import PlanCache
 
 HAS_CUDA = torch.cuda.is_available()
@@ -118,12 +119,12 @@ def no_kind_env(monkeypatch):
 
 
 def test_kind_follows_torch_deterministic_flag(no_kind_env):
-    assert resolve_kind(None, None, PLAIN) == bwd.DEFAULT_KIND
+    assert resolve_kind(None, None, PLAIN) == DEFAULT_KIND
     before = torch.are_deterministic_algorithms_enabled()
     torch.use_deterministic_algorithms(True)
     try:
         assert resolve_kind(None, None, PLAIN) == "split"
-        assert resolve_kind(False, None, PLAIN) == bwd.DEFAULT_KIND  # explicit wins
+        assert resolve_kind(False, None, PLAIN) == DEFAULT_KIND  # explicit wins
     finally:
         torch.use_deterministic_algorithms(before)
 

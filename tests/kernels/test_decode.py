@@ -11,7 +11,6 @@ the routing of `flashgen.attention` to it. Real bf16 and speed are on the GPU
 from __future__ import annotations
 
 import json
-import math
 
 import pytest
 import torch
@@ -20,22 +19,23 @@ from flashgen.hardware import decode as hw
 from flashgen.hardware.sram import KNOWN_GPUS
 from flashgen.kernels import decode
 from flashgen.kernels.decode import decode_forward, split_len
+from flashgen.kernels.reference import rows_ref, scores_ref
 from flashgen.ops import attention
 
 
 def ref(q, k, v, offset=None, scale=None):
     """float64 attention, query i seeing keys j <= i + offset (all keys when offset is None);
     a row that sees nothing gives zeros and lse +inf."""
-    q, k, v = (t.double() for t in (q, k, v))
-    group = q.shape[1] // k.shape[1]
-    k, v = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
-    s = (q @ k.transpose(-1, -2)) * (scale or 1.0 / math.sqrt(q.shape[-1]))
-    if offset is not None:
-        i = torch.arange(q.shape[2])[:, None]
-        j = torch.arange(k.shape[2])[None, :]
-        s = s.masked_fill(j > i + offset, float("-inf"))
-    lse = torch.logsumexp(s, -1)
-    return torch.softmax(s, -1).nan_to_num(0.0) @ v, torch.where(lse.isinf(), math.inf, lse)
+    return rows_ref(_offset(scores_ref(q, k, scale=scale), offset), v)
+
+
+def _offset(s, offset):
+    """Scores with keys j > i + offset hidden (none when offset is None)."""
+    if offset is None:
+        return s
+    i = torch.arange(s.shape[2])[:, None]
+    j = torch.arange(s.shape[3])[None, :]
+    return s.masked_fill(j > i + offset, float("-inf"))
 
 
 def _inputs(b, hq, hkv, sq, sk, d, dtype=torch.float32, seed=0):
@@ -253,17 +253,9 @@ def test_decode_tma_build_matches_float64(b, hq, hkv, sq, sk, d, mask, cfg, monk
 def _masked_ref(q, k, v, mask, offset=None):
     """float64 attention with SDPA's attn_mask (bool: True visible; float: added to the scaled
     scores) and the causal offset; rows that see no key give zeros and lse +inf."""
-    q, k, v = (t.double() for t in (q, k, v))
-    group = q.shape[1] // k.shape[1]
-    k, v = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
-    s = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
+    s = scores_ref(q, k)
     s = s.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else s + mask.double()
-    if offset is not None:
-        i = torch.arange(q.shape[2])[:, None]
-        j = torch.arange(k.shape[2])[None, :]
-        s = s.masked_fill(j > i + offset, float("-inf"))
-    lse = torch.logsumexp(s, -1)
-    return torch.softmax(s, -1).nan_to_num(0.0) @ v, torch.where(lse.isinf(), math.inf, lse)
+    return rows_ref(_offset(s, offset), v)
 
 
 def _hf_cache_mask(b, sq, sk, pos, pad_left):

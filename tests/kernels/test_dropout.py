@@ -18,6 +18,7 @@ from flashgen.kernels import dropout
 from flashgen.kernels.bwd import backward
 from flashgen.kernels.fwd import forward
 from flashgen.kernels.padding import bounds, dense_mask
+from flashgen.kernels.reference import expand_kv, scores_ref
 
 TILES = TileConfig(16, 16, 4, 1)
 SEED = 2**40 + 12_345
@@ -30,14 +31,9 @@ def _inputs(b, hq, hkv, sq, sk, d, seed=0):
 
 def dropped_ref(q, k, v, visible, keep, p, softcap=None):
     """float64 (P o keep) V / (1 - p) under a boolean visibility mask; empty rows give 0."""
-    q, k, v = (t.double() for t in (q, k, v))
-    g = q.shape[1] // k.shape[1]
-    k, v = k.repeat_interleave(g, 1), v.repeat_interleave(g, 1)
-    s = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
-    if softcap is not None:
-        s = softcap * torch.tanh(s / softcap)
+    s = scores_ref(q, k, softcap=softcap)
     probs = torch.softmax(s.masked_fill(~visible, float("-inf")), -1).nan_to_num(0.0)
-    return (probs * keep / (1 - p)) @ v
+    return (probs * keep / (1 - p)) @ expand_kv(v.double(), q.shape[1])
 
 
 CASES = [
@@ -137,13 +133,13 @@ def test_bad_probability_names_the_argument(bad):
 
 
 def test_spec_uri_round_trip_and_kinds():
-    from flashgen.kernels import bwd, hopper
+    from flashgen.kernels import bwd_kind, hopper
 
     spec = KernelSpec(64, True, "bfloat16", "fwd", window=True, dropout=True)
     assert spec.uri() == "attn_fwd_d64_causalwindrop_bf16"
     assert KernelSpec.from_uri(spec.uri()) == spec
     assert "dropout" in hopper.spec_reason(spec, forced=True)
-    assert not bwd.onepass_supported(spec.with_direction("bwd"))
+    assert not bwd_kind.onepass_supported(spec.with_direction("bwd"))
 
 
 def test_the_seed_is_checked():

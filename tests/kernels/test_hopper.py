@@ -12,6 +12,7 @@ import re
 
 import pytest
 import torch
+from gluon_aot import aot_reason, compile_in_child, kernel_cli
 
 from flashgen.core.spec import KernelSpec
 from flashgen.kernels import hopper
@@ -20,6 +21,7 @@ from flashgen.kernels.reference import attention_ref, max_abs_err, sdpa_same_dty
 
 API, API_REASON = hopper.gluon_api()
 needs_gluon = pytest.mark.skipif(API is None, reason=f"no usable Gluon: {API_REASON}")
+AOT_REASON = aot_reason(API_REASON)
 ON_SM90 = torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)
 needs_sm90 = pytest.mark.skipif(not ON_SM90, reason="needs an sm_90 GPU (H100/H200)")
 HEAD_DIMS = hopper.RENDERABLE_HEAD_DIMS
@@ -88,17 +90,11 @@ def test_unknown_family_name_is_refused():
 
 
 def test_kernel_cli_prints_the_hopper_source(capsys):
-    import argparse
-
-    from flashgen.kernels import cli as kernel_cli
-
-    parser = argparse.ArgumentParser()
-    kernel_cli.add_arguments(parser)
-    rc = kernel_cli.run(parser.parse_args(["--head-dim", "96", "--family", "hopper"]))
-    assert rc == 2 and "no Hopper kernel" in capsys.readouterr().err
+    assert kernel_cli(["--head-dim", "96", "--family", "hopper"]) == 2
+    assert "no Hopper kernel" in capsys.readouterr().err
     if API is not None:
         args = ["--head-dim", "128", "--dtype", "bfloat16", "--causal", "--family", "hopper"]
-        assert kernel_cli.run(parser.parse_args(args)) == 0
+        assert kernel_cli(args) == 0
         assert "def attn_fwd_ws(" in capsys.readouterr().out
 
 
@@ -136,33 +132,11 @@ json.dump(out, sys.stdout)
 
 @pytest.fixture(scope="module")
 def aot_results():
-    """The AOT configs compiled for sm_90, in a child process without TRITON_INTERPRET
-    (conftest sets it for this one, and Gluon's jit helpers imported under it cannot compile)."""
-    import json
-    import os
-    import subprocess
-    import sys
-
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    done = subprocess.run(
-        [sys.executable, "-c", _AOT_SCRIPT, json.dumps(AOT_CONFIGS)],
-        env=env, capture_output=True, text=True, timeout=900,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout)
+    """The AOT configs compiled for sm_90 (in a child process: `gluon_aot.compile_in_child`)."""
+    return compile_in_child(_AOT_SCRIPT, AOT_CONFIGS)
 
 
-def _gluon_aot_available() -> str | None:
-    if API is None:
-        return API_REASON
-    try:
-        from triton.experimental.gluon._runtime import GluonASTSource  # noqa: F401
-    except ImportError as exc:
-        return f"this Triton cannot compile Gluon ahead of time ({exc})"
-    return None
-
-
-@pytest.mark.skipif(_gluon_aot_available() is not None, reason=str(_gluon_aot_available()))
+@pytest.mark.skipif(AOT_REASON is not None, reason=str(AOT_REASON))
 def test_compiles_for_sm90_and_fits_the_models(aot_results):
     from flashgen.hardware.sram import KNOWN_GPUS
 
@@ -412,7 +386,7 @@ json.dump(out, sys.stdout)
 """
 
 
-@pytest.mark.skipif(_gluon_aot_available() is not None, reason=str(_gluon_aot_available()))
+@pytest.mark.skipif(AOT_REASON is not None, reason=str(AOT_REASON))
 def test_masked_kernels_compile_for_sm90():
     """The masked renderings compile for sm_90 with the shipped config and allocate the same
     shared memory as the unmasked kernel (the masks add registers, not buffers)."""

@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import pytest
 import torch
+from gluon_aot import aot_reason, compile_in_child, kernel_cli
 
 from flashgen.core.config import FieldError
 from flashgen.core.spec import KernelSpec
 from flashgen.kernels import bwd, hopper, hopper_bwd
-from flashgen.kernels.bwd import resolve_kind
+from flashgen.kernels.bwd_kind import DEFAULT_KIND, resolve_kind
 from flashgen.kernels.codegen import render
 
 API, API_REASON = hopper.gluon_api()
+AOT_REASON = aot_reason(API_REASON)
 needs_gluon = pytest.mark.skipif(API is None, reason=f"no usable Gluon: {API_REASON}")
 ON_SM90 = torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)
 needs_sm90 = pytest.mark.skipif(not ON_SM90, reason="needs an sm_90 GPU (H100/H200)")
@@ -58,7 +60,7 @@ def test_specs_without_a_kernel(spec, fragment):
 def test_kind_is_opt_in_and_never_deterministic(monkeypatch):
     monkeypatch.delenv("FLASHGEN_BWD_KIND", raising=False)
     plain = KernelSpec(128, True, "bfloat16", "bwd")
-    assert resolve_kind(False, None, plain) == bwd.DEFAULT_KIND != "hopper"
+    assert resolve_kind(False, None, plain) == DEFAULT_KIND != "hopper"
     assert resolve_kind(False, "hopper", plain) == "hopper"
     with pytest.raises(ValueError, match="not deterministic"):
         resolve_kind(True, "hopper", plain)
@@ -114,17 +116,11 @@ def test_cpu_tensors_fall_back_to_split(monkeypatch):
 
 
 def test_kernel_cli_prints_the_source(capsys):
-    import argparse
-
-    from flashgen.kernels import cli as kernel_cli
-
-    parser = argparse.ArgumentParser()
-    kernel_cli.add_arguments(parser)
-    rc = kernel_cli.run(parser.parse_args(["--head-dim", "128", "--family", "hopper_bwd"]))
-    assert rc == 2 and "backward specs" in capsys.readouterr().err
+    assert kernel_cli(["--head-dim", "128", "--family", "hopper_bwd"]) == 2
+    assert "backward specs" in capsys.readouterr().err
     if API is not None:
         args = ["--head-dim", "64", "--direction", "bwd", "--causal", "--family", "hopper_bwd"]
-        assert kernel_cli.run(parser.parse_args(args)) == 0
+        assert kernel_cli(args) == 0
         assert "def attn_bwd_ws(" in capsys.readouterr().out
 
 
@@ -195,35 +191,14 @@ json.dump(out, sys.stdout)
 """
 
 
-def _gluon_aot_available() -> str | None:
-    if API is None:
-        return API_REASON
-    try:
-        from triton.experimental.gluon._runtime import GluonASTSource  # noqa: F401
-    except ImportError as exc:
-        return f"this Triton cannot compile Gluon ahead of time ({exc})"
-    return None
-
-
-@pytest.mark.skipif(_gluon_aot_available() is not None, reason=str(_gluon_aot_available()))
+@pytest.mark.skipif(AOT_REASON is not None, reason=str(AOT_REASON))
 def test_compiles_for_sm90_and_fits_the_model():
-    """In a child process without TRITON_INTERPRET (Gluon's jit helpers imported under it
-    cannot compile)."""
-    import json
-    import os
+    """In a child process (`gluon_aot.compile_in_child`)."""
     import re
-    import subprocess
-    import sys
 
     from flashgen.hardware.sram import KNOWN_GPUS
 
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    done = subprocess.run(
-        [sys.executable, "-c", _AOT_SCRIPT, json.dumps(AOT_CASES)],
-        env=env, capture_output=True, text=True, timeout=900,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
-    results = json.loads(done.stdout)
+    results = compile_in_child(_AOT_SCRIPT, AOT_CASES)
     assert len(results) == len(AOT_CASES)
     for name, result in results.items():
         ptx = result["ptx"]

@@ -21,6 +21,7 @@ from flashgen.core.spec import KernelSpec
 from flashgen.kernels.bwd import backward
 from flashgen.kernels.fwd import forward
 from flashgen.kernels.padding import bounds, dense_mask
+from flashgen.kernels.reference import rows_ref, scores_ref
 from flashgen.ops import attention
 
 TILES = TileConfig(16, 16, 4, 1)
@@ -28,14 +29,8 @@ TILES = TileConfig(16, 16, 4, 1)
 
 def masked_ref(q, k, v, mask, *, scale=None, softcap=None):
     """float64 attention under a boolean mask [B or 1, 1, Sq, Sk]; rows that see nothing: 0."""
-    q, k, v = (t.double() for t in (q, k, v))
-    group = q.shape[1] // k.shape[1]
-    k, v = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
-    s = (q @ k.transpose(-1, -2)) * (scale or 1.0 / math.sqrt(q.shape[-1]))
-    if softcap is not None:
-        s = softcap * torch.tanh(s / softcap)
-    p = torch.softmax(s.masked_fill(~mask, float("-inf")), -1).nan_to_num(0.0)
-    return p @ v
+    s = scores_ref(q, k, scale=scale, softcap=softcap)
+    return rows_ref(s.masked_fill(~mask, float("-inf")), v)[0]
 
 
 def _inputs(b, hq, hkv, sq, sk, d, dtype=torch.float32, seed=0):
