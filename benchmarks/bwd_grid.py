@@ -7,6 +7,7 @@ Run on the GPU machine from the checkout (the shipped records in tuning_db/ choo
 as for a user's call; flashgen's kernels forced with FLASHGEN_IMPL=flashgen):
 
     PYTHONPATH=. python3 benchmarks/bwd_grid.py [--out DIR] [--budget S] [--rep MS]
+    python3 benchmarks/bwd_grid.py --table DIR/bwd_grid.json     # the markdown table, no GPU
 
 1. Correctness, in worker processes (which also compile every timed shape's kernels first):
    each mode's dQ/dK/dV on a ragged GQA shape (2 x 8/2 heads x 333 x 301), head dims 64/128,
@@ -213,13 +214,42 @@ def summarise(rows):
     return out
 
 
+def table(path) -> str:
+    """A finished run's rows as the markdown table of benchmarks/RESULTS.md."""
+    with open(path) as fh:
+        result = json.load(fh)
+    lines = [
+        "| shape (bf16) | causal | cuDNN fwd+bwd ms | fast | det | overlap (dQ first) | "
+        "overlap2 (dK/dV first) | fwd alone | bwd alone (by difference), fast |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in result["rows"]:
+        b, hq, hkv, n, d = row["shape"]
+        r = row["vs_cudnn"]
+        cudnn = sum(row["ms"]["cudnn"]) / len(row["ms"]["cudnn"])
+        lines.append(
+            f"| B{b} H{hq}/{hkv} N{n} D{d} | {'yes' if row['causal'] else 'no'} | {cudnn:.3f} | "
+            f"{r['fast']:.3f}x | {r['det']:.3f}x | {r['overlap']:.3f}x | {r['overlap2']:.3f}x | "
+            f"{r['fwd']:.3f}x | {row['bwd_vs_cudnn_by_difference']['fast']:.3f}x |"
+        )
+    summary = summarise(result["rows"])
+    lines.append("")
+    for mode, s in summary.items():
+        lines.append(f"- {mode}: geomean {s['geomean']}x, min {s['min']}x over {s['n']} shapes")
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default=os.environ.get("OUT", "."), help="result directory")
     parser.add_argument("--budget", type=float, default=90.0, help="seconds for the whole run")
     parser.add_argument("--rep", type=int, default=60, help="do_bench rep (ms)")
     parser.add_argument("--workers", type=int, default=15)
+    parser.add_argument("--table", help="print the table of this bwd_grid.json and exit")
     args = parser.parse_args(argv)
+    if args.table:
+        print(table(args.table))
+        return 0
     start = time.time()
     os.environ["FLASHGEN_IMPL"] = "flashgen"
     os.makedirs(args.out, exist_ok=True)
