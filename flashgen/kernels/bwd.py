@@ -54,6 +54,7 @@ from .codegen import load, load_family
 from .fwd import mask_kind as _mask_kind
 from .launch import Launch, direct_device
 from .plans import Chooser, PlanCache, plan_config
+from .streams import side_first, side_stream
 
 log = logging.getLogger("flashgen")
 _ENV = "FLASHGEN_BWD_TMA"
@@ -215,12 +216,26 @@ class _Plan:
         if dropout is not None:
             ints = (*ints, float(dropout[0]), int(dropout[1]))
         dq = dk = dv = None
+        if self.dq is not None:
+            dq = new(q, memory_format=torch.contiguous_format)
+        side = side_stream(q) if self.dkdv is not None and dq is not None else None
+        if side is not None:  # the dQ kernel beside the dK/dV kernel (`flashgen.kernels.streams`)
+            main = torch.cuda.current_stream(q.device)
+            side.wait_stream(main)
+            dq_first = side_first()
+            if dq_first:
+                with torch.cuda.stream(side):
+                    self.dq(q, k, v, do, lse, delta, dq, *self.strides, *ints)
         if self.dkdv is not None:
             dk = new(k, memory_format=torch.contiguous_format)
             dv = new(v, memory_format=torch.contiguous_format)
             self.dkdv(q, k, v, do, lse, delta, dk, dv, *self.strides, *ints)
-        if self.dq is not None:
-            dq = new(q, memory_format=torch.contiguous_format)
+        if side is not None:
+            if not dq_first:
+                with torch.cuda.stream(side):
+                    self.dq(q, k, v, do, lse, delta, dq, *self.strides, *ints)
+            main.wait_stream(side)
+        elif dq is not None:
             self.dq(q, k, v, do, lse, delta, dq, *self.strides, *ints)
         return dq, dk, dv
 

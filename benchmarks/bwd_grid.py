@@ -1,0 +1,299 @@
+"""Forward+backward through `flashgen.attention` against cuDNN on the issue-14 grid, per backward
+mode: "fast" (the default call), "det" (under torch.use_deterministic_algorithms(True)) and
+"overlap"/"overlap2" (FLASHGEN_BWD_OVERLAP=1/2: the split kind's dQ kernel on a side stream,
+launched before/after the dK/dV kernel).
+
+Run on the GPU machine from the checkout (the shipped records in tuning_db/ choose every config,
+as for a user's call; flashgen's kernels forced with FLASHGEN_IMPL=flashgen):
+
+    PYTHONPATH=. python3 benchmarks/bwd_grid.py [--out DIR] [--budget S] [--rep MS]
+    python3 benchmarks/bwd_grid.py --table DIR/bwd_grid.json     # the markdown table, no GPU
+
+1. Correctness, in worker processes (which also compile every timed shape's kernels first):
+   each mode's dQ/dK/dV on a ragged GQA shape (2 x 8/2 heads x 333 x 301), head dims 64/128,
+   causal both, against float64 autograd (bound: 3x PyTorch's own bf16 error + 8e-3 of the
+   gradient's size, as tests/kernels/test_backward.py); bit equality of two "det" runs and of
+   "det" against both overlaps (all run the split kind: disjoint outputs, no atomics).
+2. Speed, in the main process, per shape: cuDNN's and flashgen's forward alone, then cuDNN and
+   each flashgen mode forward+backward, the series run twice (second time in reverse order);
+   the mean of the two do_bench medians (triton.testing, L2 flushed). Each mode's
+   gradients on the timed shape are compared with cuDNN's (largest difference relative to the
+   gradient's size; a float64 reference does not fit at these sizes).
+
+Results go to <out>/bwd_grid.json, rewritten after every shape; shapes stop once --budget
+seconds have passed. Exit status 1 if a correctness check failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+# (B, Hq, Hkv, N, D): the 12-shape grid (with causal both ways) and GQA 32/8 at head dim 128
+GRID = [
+    (16, 16, 16, 1024, 128),
+    (4, 16, 16, 4096, 128),
+    (1, 16, 16, 16384, 128),
+    (16, 32, 32, 1024, 64),
+    (4, 32, 32, 4096, 64),
+    (1, 32, 32, 16384, 64),
+    (16, 32, 8, 1024, 128),
+    (4, 32, 8, 4096, 128),
+    (1, 32, 8, 16384, 128),
+]
+MODES = ("fast", "det", "overlap", "overlap2")
+
+
+def _inputs(b, hq, hkv, sq, sk, d, seed=0):
+    import torch
+
+    gen = torch.Generator(device="cuda").manual_seed(seed)  # no CPU pass over 1 GB at 16k
+    shapes = ((b, hq, sq, d), (b, hkv, sk, d), (b, hkv, sk, d), (b, hq, sq, d))
+    return [torch.randn(*s, generator=gen, device="cuda").to(torch.bfloat16) for s in shapes]
+
+
+def _grads(mode, q, k, v, do, causal, grads=True):
+    """Forward+backward through the public op in `mode`; the gradients (or None)."""
+    import torch
+
+    from flashgen import attention
+
+    os.environ["FLASHGEN_BWD_OVERLAP"] = {"overlap": "1", "overlap2": "2"}.get(mode, "0")
+    leaves = [t.detach().requires_grad_(True) for t in (q, k, v)]
+    torch.use_deterministic_algorithms(mode == "det")
+    try:
+        attention(*leaves, causal=causal).backward(do)
+    finally:
+        torch.use_deterministic_algorithms(False)
+    return [t.grad for t in leaves] if grads else None
+
+
+def _cudnn(q, k, v, do, causal, backward=True):
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    leaves = [t.detach().requires_grad_(backward) for t in (q, k, v)]
+    with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+        out = F.scaled_dot_product_attention(
+            *leaves, is_causal=causal, enable_gqa=q.shape[1] != k.shape[1]
+        )
+    if not backward:
+        return out
+    out.backward(do)
+    return [t.grad for t in leaves]
+
+
+def _flashgen_fwd(q, k, v, causal):
+    from flashgen import attention
+
+    return attention(q, k, v, causal=causal)
+
+
+def check(case):
+    """One correctness case in a worker: every mode against float64, and bit equality."""
+    import torch
+
+    from flashgen.kernels.reference import attention_ref, sdpa_same_dtype
+
+    d, causal = case
+    os.environ["FLASHGEN_IMPL"] = "flashgen"
+    q, k, v, do = _inputs(2, 8, 2, 333, 301, d, seed=1)
+    leaves = [t.detach().double().requires_grad_() for t in (q, k, v)]
+    attention_ref(*leaves, causal=causal)[0].backward(do.double())
+    half = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+    sdpa_same_dtype(*half, causal=causal).backward(do)
+    result = dict(case=f"d{d} causal={causal}", ok=True, errors={})
+    got = {}
+    for mode in (*MODES, "det"):
+        try:
+            grads = _grads(mode, q, k, v, do, causal)
+            torch.cuda.synchronize()
+        except Exception as exc:
+            result.update(ok=False, error=f"{mode}: {type(exc).__name__}: {exc}"[:400])
+            return result
+        if mode in got:  # the second "det" run
+            result["det_bits_equal"] = all(map(torch.equal, got[mode], grads))
+            continue
+        got[mode] = grads
+        for i, name in enumerate(("dq", "dk", "dv")):
+            ref = leaves[i].grad
+            err = (grads[i].double() - ref).abs().max().item()
+            bound = 3.0 * (half[i].grad.double() - ref).abs().max().item()
+            bound += 8e-3 * max(1.0, ref.abs().max().item())
+            result["errors"][f"{mode} {name}"] = [round(err, 5), round(bound, 5)]
+            ok = bool(torch.isfinite(grads[i]).all()) and err <= bound
+            result["ok"] = result["ok"] and ok
+    result["overlap_bits_equal_det"] = all(
+        all(map(torch.equal, got["det"], got[m])) for m in ("overlap", "overlap2")
+    )
+    result["fast_bits_equal_det"] = all(map(torch.equal, got["det"], got["fast"]))
+    result["ok"] = result["ok"] and result["det_bits_equal"] and result["overlap_bits_equal_det"]
+    return result
+
+
+def warm(job):
+    """Compile one timed shape's kernels in a worker: one call per mode at batch 1, the timed
+    heads and length (configs depend on the length bucket, specialisation on the heads)."""
+    hq, hkv, n, d, causal = job
+    os.environ["FLASHGEN_IMPL"] = "flashgen"
+    try:
+        import torch
+
+        q, k, v, do = _inputs(1, hq, hkv, n, n, d)
+        for mode in MODES:
+            _grads(mode, q, k, v, do, causal, grads=False)
+        _flashgen_fwd(q, k, v, causal)
+        torch.cuda.synchronize()
+        return None
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"[:300]
+
+
+def _rel_diff(got, ref) -> float:
+    """Largest |got - ref| over the largest |ref|, across dQ, dK, dV."""
+    worst = 0.0
+    for g, r in zip(got, ref, strict=True):
+        worst = max(worst, ((g.float() - r.float()).abs().max() / r.float().abs().max()).item())
+    return round(worst, 5)
+
+
+def time_shape(shape, causal, rep, modes=MODES):
+    import torch
+    from triton.testing import do_bench
+
+    b, hq, hkv, n, d = shape
+    q, k, v, do = _inputs(b, hq, hkv, n, n, d, seed=2)
+    fwd_flops = 4.0 * b * hq * n * n * d * (0.5 if causal else 1.0)
+    row = dict(shape=list(shape), causal=causal, ms={}, vs_cudnn={}, rel_diff_vs_cudnn={})
+    ref = _cudnn(q, k, v, do, causal)
+    for mode in modes:
+        row["rel_diff_vs_cudnn"][mode] = _rel_diff(_grads(mode, q, k, v, do, causal), ref)
+    del ref
+    fns = {
+        "cudnn fwd": lambda: _cudnn(q, k, v, do, causal, backward=False),
+        "flashgen fwd": lambda: _flashgen_fwd(q, k, v, causal),
+        "cudnn": lambda: _cudnn(q, k, v, do, causal),
+    }
+    for mode in modes:
+        fns[mode] = lambda mode=mode: _grads(mode, q, k, v, do, causal, grads=False)
+    runs: dict[str, list[float]] = {name: [] for name in fns}
+    for order in (list(fns), list(fns)[::-1]):
+        for name in order:
+            runs[name].append(do_bench(fns[name], warmup=5, rep=rep, return_mode="median"))
+    for name, values in runs.items():
+        row["ms"][name] = [round(x, 4) for x in values]
+    med = {name: sum(values) / len(values) for name, values in runs.items()}  # 2 series: mean
+    for mode in modes:
+        row["vs_cudnn"][mode] = round(med["cudnn"] / med[mode], 3)
+    row["vs_cudnn"]["fwd"] = round(med["cudnn fwd"] / med["flashgen fwd"], 3)
+    bwd = {name: med[name] - med[f"{name.split()[0]} fwd" if name == "cudnn" else "flashgen fwd"]
+           for name in ("cudnn", *modes)}  # fmt: skip
+    row["bwd_ms_by_difference"] = {name: round(ms, 4) for name, ms in bwd.items()}
+    row["bwd_vs_cudnn_by_difference"] = {m: round(bwd["cudnn"] / bwd[m], 3) for m in modes}
+    row["fwdbwd_tflops"] = {
+        name: round(3.5 * fwd_flops / (med[name] * 1e-3) / 1e12, 1) for name in ("cudnn", *modes)
+    }
+    torch.cuda.empty_cache()
+    return row
+
+
+def summarise(rows):
+    out = {}
+    for mode in (*MODES, "fwd"):
+        ratios = [row["vs_cudnn"][mode] for row in rows if mode in row["vs_cudnn"]]
+        if ratios:
+            geo = math.exp(sum(map(math.log, ratios)) / len(ratios))
+            out[mode] = dict(geomean=round(geo, 3), min=min(ratios), n=len(ratios))
+    return out
+
+
+def table(path) -> str:
+    """A finished run's rows as the markdown table of benchmarks/RESULTS.md."""
+    with open(path) as fh:
+        result = json.load(fh)
+    lines = [
+        "| shape (bf16) | causal | cuDNN fwd+bwd ms | fast | det | overlap (dQ first) | "
+        "overlap2 (dK/dV first) | fwd alone | bwd alone (by difference), fast |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in result["rows"]:
+        b, hq, hkv, n, d = row["shape"]
+        r = row["vs_cudnn"]
+        cudnn = sum(row["ms"]["cudnn"]) / len(row["ms"]["cudnn"])
+        lines.append(
+            f"| B{b} H{hq}/{hkv} N{n} D{d} | {'yes' if row['causal'] else 'no'} | {cudnn:.3f} | "
+            + " | ".join(f"{r[m]:.3f}x" if m in r else "-" for m in MODES)
+            + f" | {r['fwd']:.3f}x | {row['bwd_vs_cudnn_by_difference']['fast']:.3f}x |"
+        )
+    summary = summarise(result["rows"])
+    lines.append("")
+    for mode, s in summary.items():
+        lines.append(f"- {mode}: geomean {s['geomean']}x, min {s['min']}x over {s['n']} shapes")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", default=os.environ.get("OUT", "."), help="result directory")
+    parser.add_argument("--budget", type=float, default=90.0, help="seconds for the whole run")
+    parser.add_argument("--rep", type=int, default=60, help="do_bench rep (ms)")
+    parser.add_argument("--workers", type=int, default=15)
+    parser.add_argument("--modes", default=",".join(MODES), help="modes timed (all checked)")
+    parser.add_argument("--table", help="print the table of this bwd_grid.json and exit")
+    args = parser.parse_args(argv)
+    if args.table:
+        print(table(args.table))
+        return 0
+    start = time.time()
+    os.environ["FLASHGEN_IMPL"] = "flashgen"
+    os.makedirs(args.out, exist_ok=True)
+    path = os.path.join(args.out, "bwd_grid.json")
+    import torch
+    import triton
+
+    result = dict(
+        started=time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+        env=dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__,
+                 triton=triton.__version__),
+        rows=[],
+    )  # fmt: skip
+    cases = [(d, c) for d in (64, 128) for c in (False, True)]
+    jobs = [(hq, hkv, n, d, c) for _, hq, hkv, n, d in GRID for c in (False, True)]
+    ctx = __import__("multiprocessing").get_context("spawn")
+    with ProcessPoolExecutor(args.workers, mp_context=ctx) as pool:
+        warm_futs = [(job, pool.submit(warm, job)) for job in jobs]
+        check_futs = [pool.submit(check, c) for c in cases]
+        result["checks"] = [f.result() for f in check_futs]
+        result["warm_errors"] = {repr(j): e for j, f in warm_futs if (e := f.result())}
+    failed = sum(not c["ok"] for c in result["checks"])
+    print(f"[{time.time() - start:.0f}s] checks: {len(cases) - failed}/{len(cases)} ok")
+    for c in result["checks"]:
+        print("  ", json.dumps(c))
+    for j, e in result["warm_errors"].items():
+        print("   compile/launch failed:", j, e)
+    for shape in GRID:
+        for causal in (False, True):
+            if time.time() - start > args.budget:
+                print("budget reached: remaining shapes skipped")
+                break
+            row = time_shape(shape, causal, args.rep, tuple(args.modes.split(",")))
+            result["rows"].append(row)
+            print(f"[{time.time() - start:.0f}s] {shape} causal={causal}", json.dumps(row))
+            with open(path, "w") as fh:
+                json.dump(result, fh, indent=1)
+    result["summary"] = summarise(result["rows"])
+    with open(path, "w") as fh:
+        json.dump(result, fh, indent=1)
+    print("summary:", json.dumps(result["summary"]))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
