@@ -7,7 +7,15 @@ from __future__ import annotations
 
 from .core.version import VERSION as __version__
 
-__all__ = ["attention", "backend", "explain", "KernelSpec", "TileConfig", "__version__"]
+__all__ = [
+    "attention",
+    "attention_varlen",
+    "backend",
+    "explain",
+    "KernelSpec",
+    "TileConfig",
+    "__version__",
+]
 
 
 def __getattr__(name: str):
@@ -24,6 +32,10 @@ def _lazy(name: str):
         from .ops import attention
 
         return attention
+    if name == "attention_varlen":
+        from .ops import attention_varlen
+
+        return attention_varlen
     if name == "backend":
         from .compile.backend import backend
 

@@ -21,7 +21,7 @@ from .kernels.padding import check_padding
 from .kernels.validate import check_softcap, normalize_window
 from .runtime.composite import _attention, _composite_op, check_deterministic
 
-__all__ = ["attention"]
+__all__ = ["attention", "attention_varlen"]
 
 
 def attention(
@@ -136,3 +136,66 @@ def attention(
         q, k, v, causal, scale, window, softcap, causal_align, deterministic, seq_bounds,
         attn_mask, dropout_p, None, impl,
     )  # fmt: skip
+
+
+@torch.compiler.disable
+def attention_varlen(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    cu_seqlens_q: Tensor,
+    cu_seqlens_k: Tensor,
+    max_seqlen_q: int | None = None,
+    max_seqlen_k: int | None = None,
+    *,
+    causal: bool = False,
+    scale: float | None = None,
+    window: int | tuple[int, int] | None = None,
+    softcap: float | None = None,
+) -> Tensor:
+    """Attention over packed variable-length sequences (FlashAttention's varlen layout).
+
+    q [Tq, Hq, D], k/v [Tk, Hkv, D] hold N sequences one after another: sequence b's queries
+    are rows cu_seqlens_q[b]:cu_seqlens_q[b + 1], its keys cu_seqlens_k[b]:cu_seqlens_k[b + 1]
+    (integer tensors [N + 1] starting at 0), and each attends only within itself, so a packed
+    training batch runs without padding or an N x N mask. Returns [Tq, Hq, D] (a transposed
+    view of a contiguous [Hq, Tq, D] buffer: `.reshape` it, not `.view`). Differentiable in q, k
+    and v (deterministic: no atomics).
+
+    `causal` (each sequence top-left aligned from its own start), `scale`, `window` and
+    `softcap` as in `attention`, counted within each sequence; GQA when Hq is a multiple of
+    Hkv. `max_seqlen_q`/`max_seqlen_k`: the longest query / key sequence (None: read from the
+    offsets, one host sync). Query rows past cu_seqlens_q[-1] get zeros. Flashgen's portable
+    kernels only (no SDPA backend, no Hopper family; no dropout, no attn_mask); eager only:
+    under torch.compile the call is a graph break.
+    """
+    from .kernels import varlen as _varlen
+    from .kernels.validate import check_inputs, check_kernel_device
+    from .runtime.varlen import packed_attention
+
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, Tensor) or t.dim() != 3:
+            shape = tuple(t.shape) if isinstance(t, Tensor) else type(t).__name__
+            raise ValueError(f"{name} must be a 3-D tensor [total, heads, head_dim], got {shape}")
+    # the kernels' 4-D views [1, heads, total, D]; check_inputs applies every other rule
+    q4, k4, v4 = (t.transpose(0, 1).unsqueeze(0) for t in (q, k, v))
+    scale = check_inputs(q4, k4, v4, causal=causal, scale=scale)
+    check_kernel_device(q.device)
+    cu_q = _varlen.check_cu_seqlens("cu_seqlens_q", cu_seqlens_q, q.shape[0], q.device)
+    cu_k = _varlen.check_cu_seqlens("cu_seqlens_k", cu_seqlens_k, k.shape[0], q.device)
+    bounds = _varlen.packed_bounds(cu_q, cu_k)
+    max_q = _max_len("max_seqlen_q", max_seqlen_q, cu_q)
+    max_k = _max_len("max_seqlen_k", max_seqlen_k, cu_k)
+    out = packed_attention(
+        q4, k4, v4, bounds, max_q, max_k, causal, scale, normalize_window(window, causal),
+        check_softcap(softcap),
+    )  # fmt: skip
+    return out[0].transpose(0, 1)
+
+
+def _max_len(name: str, given, cu: Tensor) -> int:
+    if given is None:
+        return int((cu[1:] - cu[:-1]).max()) if cu.numel() > 1 else 0
+    if isinstance(given, bool) or not isinstance(given, int) or given < 0:
+        raise ValueError(f"{name} must be an int >= 0 or None, got {given!r}")
+    return given

@@ -26,6 +26,7 @@ _MASKS = {
     (True, True): "causalwin",
 }
 _LEN = "len"  # appended to the mask part for a kernel with per-sequence valid ranges
+_PACK = "pack"  # in place of `len` for one over packed sequences (cumulative offsets)
 _CAP = "cap"  # appended to the mask part for a softcapped kernel
 _DROP = "drop"  # appended (last) to the mask part for a kernel with attention dropout
 # attn_mask kind -> what is appended to the mask part (after `len`, before `cap`)
@@ -63,6 +64,11 @@ class KernelSpec:
     attn_mask: "" (none), "bool" or "add": the kernel reads a mask tensor broadcastable to
       [B, Hq, Sq, Sk] (strides are run-time arguments, 0 along broadcast dims), boolean (True:
       visible) or an additive bias on the scaled scores, as SDPA's attn_mask.
+    packed: (with lengths) the sequences lie one after another along one sequence dim of
+      [1, H, T, D] tensors (FlashAttention's varlen layout): SeqBounds rows hold each sequence's
+      offsets into it (cumulative lengths), the kernels read the inputs with batch stride 0 and
+      store out/lse (and the gradients) in the packed layout, where the padded kernel stores
+      per batch entry. Portable family only; no dropout.
     dropout: attention dropout (training): the kernel takes a drop probability and a Philox
       seed as run-time arguments and drops probabilities by a counter-based mask it can
       regenerate (the backward draws the same mask from the same seed); p = 0 is the plain
@@ -78,6 +84,7 @@ class KernelSpec:
     lengths: bool = False
     attn_mask: str = ""
     dropout: bool = False
+    packed: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.head_dim, bool) or not isinstance(self.head_dim, int):
@@ -102,6 +109,10 @@ class KernelSpec:
             raise ValueError(f"attn_mask must be '', 'bool' or 'add', got {self.attn_mask!r}")
         if not isinstance(self.dropout, bool):
             raise ValueError(f"dropout must be a bool, got {self.dropout!r}")
+        if not isinstance(self.packed, bool):
+            raise ValueError(f"packed must be a bool, got {self.packed!r}")
+        if self.packed and (not self.lengths or self.dropout or self.attn_mask):
+            raise ValueError("packed needs lengths and takes neither dropout nor attn_mask")
 
     @property
     def block_d(self) -> int:
@@ -113,9 +124,11 @@ class KernelSpec:
         `causalwin` or `win` (`attn_fwd_d128_causalwin_bf16`), with `cap` appended for a
         softcapped one (`attn_fwd_d256_causalwincap_bf16`), and `len` before that for one with
         per-sequence valid ranges (`attn_bwd_d64_fulllen_f16`, `attn_fwd_d64_causallencap_bf16`),
-        and `drop` last for one with dropout (`attn_fwd_d64_causaldrop_bf16`)."""
+        and `drop` last for one with dropout (`attn_fwd_d64_causaldrop_bf16`); `pack` in place of
+        `len` for packed sequences (`attn_fwd_d128_causalpack_bf16`)."""
         mask = _MASKS[(self.causal, self.window)]
-        mask += (_LEN if self.lengths else "") + ATTN_MASKS[self.attn_mask]
+        mask += _PACK if self.packed else _LEN if self.lengths else ""
+        mask += ATTN_MASKS[self.attn_mask]
         mask += _CAP if self.softcap else ""
         mask += _DROP if self.dropout else ""
         return f"attn_{self.direction}_d{self.head_dim}_{mask}_{_DTYPE_SHORT[self.dtype]}"
@@ -123,7 +136,7 @@ class KernelSpec:
     def with_direction(self, direction: str) -> KernelSpec:
         return KernelSpec(
             self.head_dim, self.causal, self.dtype, direction, self.window, self.softcap,
-            self.lengths, self.attn_mask, self.dropout,
+            self.lengths, self.attn_mask, self.dropout, self.packed,
         )  # fmt: skip
 
     def sibling(self) -> KernelSpec | None:
@@ -148,6 +161,7 @@ class KernelSpec:
                 self.lengths,
                 self.attn_mask,
                 self.dropout,
+                self.packed,
             )  # fmt: skip
         )
 
@@ -166,7 +180,9 @@ class KernelSpec:
         for kind, suffix in ATTN_MASKS.items():
             if suffix and rest.endswith(suffix):
                 attn_mask, rest = kind, rest.removesuffix(suffix)
-        lengths = rest.endswith(_LEN)
+        packed = rest.endswith(_PACK)
+        rest = rest.removesuffix(_PACK)
+        lengths = packed or rest.endswith(_LEN)
         mask = {v: k for k, v in _MASKS.items()}.get(rest.removesuffix(_LEN))
         if mask is None or parts[4] not in short_to_dtype:
             raise ValueError(f"not a kernel uri: {uri!r}")
@@ -176,7 +192,7 @@ class KernelSpec:
             raise ValueError(f"not a kernel uri: {uri!r}") from exc
         return cls(
             head_dim, mask[0], short_to_dtype[parts[4]], parts[1], mask[1], softcap, lengths,
-            attn_mask, dropout,
+            attn_mask, dropout, packed,
         )  # fmt: skip
 
 
@@ -196,11 +212,12 @@ def spec_for(
     lengths: bool = False,
     attn_mask: str = "",
     dropout: bool = False,
+    packed: bool = False,
 ) -> KernelSpec:
     """The KernelSpec of one launch, built and validated once: the launchers ask on every call."""
     return KernelSpec(
         int(head_dim), bool(causal), dtype, direction, bool(window), bool(softcap), bool(lengths),
-        attn_mask, bool(dropout),
+        attn_mask, bool(dropout), bool(packed),
     )  # fmt: skip
 
 

@@ -49,6 +49,7 @@ def template_context(spec: KernelSpec) -> dict:
         "window": spec.window,
         "softcap": spec.softcap,
         "lengths": spec.lengths,
+        "packed": spec.packed,
         "attn_mask": spec.attn_mask,
         "dropout": spec.dropout,
         "dtype": spec.dtype,

@@ -1,0 +1,191 @@
+"""Packed variable-length sequences (issue 16): `flashgen.attention_varlen` on the CPU
+interpreter against float64, one sequence at a time.
+
+Each case packs sequences of odd and unequal lengths (one of length 1, one without keys or
+without queries where the case says so) along one dim, as FlashAttention's varlen API takes
+them; the reference runs plain float64 attention on each sequence's slices and leaves rows of
+no sequence at zero. Forward and gradients of q, k and v; causal, sliding windows, softcap and
+GQA; small tiles so sequences start and end inside blocks and the grid has blocks past a
+sequence's end. Bf16 numerics need the GPU (the `gpu` test).
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+import flashgen
+from flashgen.core.config import TileConfig
+from flashgen.core.spec import KernelSpec
+from flashgen.kernels import varlen
+
+TILES = TileConfig(16, 16, 4, 1)
+
+
+def ref_varlen(q, k, v, cu_q, cu_k, *, causal, window=None, softcap=None, scale=None):
+    """float64 [Tq, Hq, D]: attention within each packed sequence; rows of none, and rows that
+    see no key, are 0. `window` (left, right) as the kernels take it, in local positions."""
+    q, k, v = (t.double() for t in (q, k, v))
+    group = q.shape[1] // k.shape[1]
+    out = torch.zeros_like(q)
+    scale = scale or 1.0 / math.sqrt(q.shape[-1])
+    for b in range(len(cu_q) - 1):
+        qs, qe, ks, ke = int(cu_q[b]), int(cu_q[b + 1]), int(cu_k[b]), int(cu_k[b + 1])
+        if qe == qs:
+            continue
+        qb = q[qs:qe].transpose(0, 1)
+        kb = k[ks:ke].transpose(0, 1).repeat_interleave(group, 0)
+        vb = v[ks:ke].transpose(0, 1).repeat_interleave(group, 0)
+        s = (qb @ kb.transpose(-1, -2)) * scale
+        if softcap is not None:
+            s = softcap * torch.tanh(s / softcap)
+        i = torch.arange(qe - qs)[:, None]
+        j = torch.arange(ke - ks)[None, :]
+        seen = torch.ones(qe - qs, ke - ks, dtype=torch.bool)
+        if causal:
+            seen &= j <= i
+        if window is not None:
+            seen &= (j >= i - window[0]) & (j <= i + window[1])
+        p = torch.softmax(s.masked_fill(~seen, float("-inf")), -1).nan_to_num(0.0)
+        out[qs:qe] = (p @ vb).transpose(0, 1)
+    return out
+
+
+def _packed(lens_q, lens_k, hq, hkv, d, dtype=torch.float32, extra_q=0, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    cu_q = torch.tensor([0, *torch.tensor(lens_q).cumsum(0).tolist()], dtype=torch.int32)
+    cu_k = torch.tensor([0, *torch.tensor(lens_k).cumsum(0).tolist()], dtype=torch.int32)
+    tq, tk = int(cu_q[-1]) + extra_q, int(cu_k[-1])
+    q = torch.randn(tq, hq, d, generator=gen).to(dtype)
+    k = torch.randn(tk, hkv, d, generator=gen).to(dtype)
+    v = torch.randn(tk, hkv, d, generator=gen).to(dtype)
+    return q, k, v, cu_q, cu_k
+
+
+CASES = [
+    # name, query lengths, key lengths, hq, hkv, d, causal, window, softcap, rows of no sequence
+    ("self-causal-gqa", [37, 1, 53, 16], [37, 1, 53, 16], 4, 2, 32, True, None, None, 0),
+    ("self-full", [20, 45, 3], [20, 45, 3], 2, 2, 16, False, None, None, 0),
+    ("cross-nokeys-tail", [17, 9, 30], [40, 0, 23], 2, 1, 40, False, None, None, 5),
+    ("causal-window", [50, 33], [50, 33], 2, 1, 32, True, 9, None, 0),
+    ("two-sided-softcap", [41, 19], [41, 19], 2, 2, 32, False, (7, 4), 20.0, 0),
+    ("noqueries", [0, 29, 0], [12, 29, 5], 2, 1, 16, True, None, None, 0),
+]
+
+
+def _id(case):
+    return case[0]
+
+
+@pytest.mark.parametrize("case", CASES, ids=_id)
+def test_varlen_forward_backward_match_float64(case, monkeypatch):
+    _, lq, lk, hq, hkv, d, causal, window, softcap, extra = case
+    monkeypatch.setattr(varlen, "_config", lambda config, spec: TILES)
+    q, k, v, cu_q, cu_k = _packed(lq, lk, hq, hkv, d, extra_q=extra)
+    for t in (q, k, v):
+        t.requires_grad_(True)
+    out = flashgen.attention_varlen(
+        q, k, v, cu_q, cu_k, causal=causal, window=window, softcap=softcap
+    )
+    kernel_window = flashgen.kernels.validate.normalize_window(window, causal)
+    ref_in = [t.detach().double().requires_grad_(True) for t in (q, k, v)]
+    ref = ref_varlen(*ref_in, cu_q, cu_k, causal=causal, window=kernel_window, softcap=softcap)
+    assert out.shape == q.shape and not torch.isnan(out).any()
+    torch.testing.assert_close(out.double(), ref, atol=2e-5, rtol=1e-4)
+    if extra:
+        assert (out[-extra:] == 0).all()
+    do = torch.randn_like(out)
+    out.backward(do)
+    ref.backward(do.double())
+    for name, got, want in zip("qkv", (q.grad, k.grad, v.grad), ref_in, strict=True):
+        assert not torch.isnan(got).any(), name
+        torch.testing.assert_close(got.double(), want.grad, atol=5e-5, rtol=1e-4, msg=name)
+
+
+def test_varlen_fp16_matches_float64(monkeypatch):
+    monkeypatch.setattr(varlen, "_config", lambda config, spec: TILES)
+    q, k, v, cu_q, cu_k = _packed([29, 40], [29, 40], 2, 1, 32, dtype=torch.float16)
+    out = flashgen.attention_varlen(q, k, v, cu_q, cu_k, 40, 40, causal=True)
+    ref = ref_varlen(q, k, v, cu_q, cu_k, causal=True)
+    assert out.dtype == torch.float16
+    torch.testing.assert_close(out.double(), ref, atol=2e-3, rtol=0)
+
+
+def test_packed_equals_padded_batch(monkeypatch):
+    """The same sequences through the padded-batch kernels (key_lengths) give the same rows:
+    packing changes where rows live, not what they see."""
+    monkeypatch.setattr(varlen, "_config", lambda config, spec: TILES)
+    lens = [23, 40, 7]
+    q, k, v, cu_q, cu_k = _packed(lens, lens, 2, 2, 16)
+    out = flashgen.attention_varlen(q, k, v, cu_q, cu_k, causal=True)
+    pad = torch.zeros(3, 2, 40, 16), torch.zeros(3, 2, 40, 16), torch.zeros(3, 2, 40, 16)
+    for b, n in enumerate(lens):
+        s = slice(int(cu_q[b]), int(cu_q[b + 1]))
+        for dst, src in zip(pad, (q, k, v), strict=True):
+            dst[b, :, :n] = src[s].transpose(0, 1)
+    padded = flashgen.attention(*pad, causal=True, key_lengths=lens, query_lengths=lens)
+    for b, n in enumerate(lens):
+        s = slice(int(cu_q[b]), int(cu_q[b + 1]))
+        torch.testing.assert_close(out[s], padded[b, :, :n].transpose(0, 1), atol=1e-5, rtol=1e-5)
+
+
+def test_spec_uri_round_trip_and_rules():
+    spec = KernelSpec(128, True, "bfloat16", "fwd", lengths=True, packed=True)
+    assert spec.uri() == "attn_fwd_d128_causalpack_bf16"
+    assert KernelSpec.from_uri(spec.uri()) == spec
+    assert spec.with_direction("bwd").packed and spec.sibling().packed
+    win = KernelSpec(64, False, "float16", "bwd", window=True, softcap=True, lengths=True,
+                     packed=True)  # fmt: skip
+    assert KernelSpec.from_uri(win.uri()) == win
+    with pytest.raises(ValueError, match="packed needs lengths"):
+        KernelSpec(64, False, "float16", packed=True)
+    with pytest.raises(ValueError, match="packed needs lengths"):
+        KernelSpec(64, False, "float16", lengths=True, dropout=True, packed=True)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"cu_seqlens_q": torch.tensor([0, 5, 3])}, "cu_seqlens_q must start at 0, never decrease"),
+        ({"cu_seqlens_k": torch.tensor([0, 4, 99])}, "cu_seqlens_k must .* end at most at 10"),
+        ({"cu_seqlens_q": torch.tensor([0.0, 5.0, 8.0])}, "cu_seqlens_q must have an integer"),
+        ({"cu_seqlens_k": torch.tensor([0, 10])}, "the same shape"),
+        ({"max_seqlen_q": -1}, "max_seqlen_q must be an int >= 0"),
+        ({"q": torch.randn(1, 8, 2, 16)}, "q must be a 3-D tensor"),
+        ({"window": 3}, "needs causal=True"),
+    ],
+    ids=["decreasing", "past-end", "float", "shapes", "max", "4d", "window"],
+)
+def test_varlen_errors_name_the_argument(kwargs, match):
+    args = {
+        "q": torch.randn(8, 2, 16),
+        "k": torch.randn(10, 1, 16),
+        "v": torch.randn(10, 1, 16),
+        "cu_seqlens_q": torch.tensor([0, 5, 8]),
+        "cu_seqlens_k": torch.tensor([0, 4, 10]),
+    }
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=match):
+        flashgen.attention_varlen(**args)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_varlen_bf16_on_gpu(causal):
+    torch.manual_seed(0)
+    lens = [1000, 1, 517, 2048, 35]
+    q, k, v, cu_q, cu_k = _packed(lens, lens, 8, 2, 128, dtype=torch.bfloat16)
+    q, k, v = (t.cuda().requires_grad_(True) for t in (q, k, v))
+    out = flashgen.attention_varlen(q, k, v, cu_q.cuda(), cu_k.cuda(), causal=causal)
+    ref_in = [t.detach().double().cpu().requires_grad_(True) for t in (q, k, v)]
+    ref = ref_varlen(*ref_in, cu_q, cu_k, causal=causal)
+    do = torch.randn_like(out)
+    out.backward(do)
+    ref.backward(do.double().cpu())
+    scale = ref.abs().max().item()
+    assert (out.double().cpu() - ref).abs().max().item() <= 2e-2 * scale
+    for got, want in zip((q.grad, k.grad, v.grad), ref_in, strict=True):
+        g = want.grad
+        assert (got.double().cpu() - g).abs().max().item() <= 2e-2 * g.abs().max().item()
