@@ -173,7 +173,12 @@ def main():
     args = ap.parse_args()
     deadline = time.time() + args.budget
     torch.manual_seed(0)
-    print(torch.cuda.get_device_name() if DEVICE == "cuda" else DEVICE, torch.__version__, triton.__version__, flush=True)
+    print(
+        torch.cuda.get_device_name() if DEVICE == "cuda" else DEVICE,
+        torch.__version__,
+        triton.__version__,
+        flush=True,
+    )
     if args.warm:
         lens = {"even8x2048": DOCS_EVEN, "ragged10": DOCS_RAGGED}[args.warm]
         speed(args.warm, lens, None, deadline, warm=True)

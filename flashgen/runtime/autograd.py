@@ -11,12 +11,13 @@ import inspect
 import torch
 
 from .eager import function_apply
-from .primitives import _bwd_op, _fwd_op
+from .primitives import _bias_op, _bwd_op, _fwd_op
 
 
 class _Attention(torch.autograd.Function):
     """out = attention(q, k, v): forward through `attention_fwd`, gradients through
-    `attention_bwd` (only those autograd asks for)."""
+    `attention_bwd` (only those autograd asks for); an additive attn_mask that requires grad
+    gets its gradient, with dq, from `attention_bwd_bias`."""
 
     @staticmethod
     def forward(
@@ -50,29 +51,23 @@ class _Attention(torch.autograd.Function):
         attn_mask = rest.pop(0) if ctx.extras[1] else None
         dropout_seed = rest.pop(0) if ctx.extras[2] else None
         need_dq, need_dk, need_dv = ctx.needs_input_grad[:3]
-        dq, dk, dv = _bwd_op(
-            dout,
-            q,
-            k,
-            v,
-            out,
-            lse,
-            ctx.causal,
-            ctx.scale,
-            need_dq,
-            need_dk,
-            need_dv,
-            ctx.window,
-            ctx.softcap,
-            ctx.causal_align,
-            ctx.deterministic,
-            seq_bounds,
-            attn_mask,
-            ctx.dropout_p,
-            dropout_seed,
-        )
+        dq = dk = dv = dbias = None
+        if attn_mask is not None and ctx.needs_input_grad[10]:
+            # a learned additive bias: dq comes with its gradient (one walk of the dQ kernel)
+            dq, dbias = _bias_op(
+                dout, q, k, v, out, lse, attn_mask, ctx.causal, ctx.scale, ctx.window,
+                ctx.softcap, ctx.dropout_p, dropout_seed,
+            )  # fmt: skip
+            dq, need_dq = (dq if need_dq else None), False
+        if need_dq or need_dk or need_dv:
+            dq_, dk, dv = _bwd_op(
+                dout, q, k, v, out, lse, ctx.causal, ctx.scale, need_dq, need_dk, need_dv,
+                ctx.window, ctx.softcap, ctx.causal_align, ctx.deterministic, seq_bounds,
+                attn_mask, ctx.dropout_p, dropout_seed,
+            )  # fmt: skip
+            dq = dq_ if need_dq else dq
         return (
-            dq if need_dq else None,
+            dq,
             dk if need_dk else None,
             dv if need_dv else None,
             None,
@@ -82,7 +77,7 @@ class _Attention(torch.autograd.Function):
             None,
             None,
             None,
-            None,
+            dbias,
             None,
             None,
         )

@@ -49,11 +49,6 @@ def _attention(
     if seq_bounds is not None or attn_mask is not None or dropout_p > 0.0:
         if attn_mask is not None:
             expand_mask(attn_mask, q, k)  # the checks, naming attn_mask
-            if attn_mask.requires_grad and torch.is_grad_enabled():
-                raise ValueError(
-                    "attn_mask requires grad: the gradient of an additive bias is not supported "
-                    "yet (detach it, or leave this call to SDPA)"
-                )
         _check_extras(q, seq_bounds, attn_mask, bottom_right)
         if impl is not None and check_impl(impl) != FLASHGEN:
             raise ValueError(
@@ -65,6 +60,8 @@ def _attention(
         # One query row sees every key; equal lengths are top-left causal: SDPA's own masks.
         causal, causal_align, bottom_right = q.shape[2] == k.shape[2], "top_left", False
     backward = needs_backward(q, k, v)  # asked once: for the routing and for autograd
+    if attn_mask is not None and attn_mask.requires_grad and torch.is_grad_enabled():
+        backward = True  # a learned additive bias: its gradient (flashgen's kernels only)
     if impl != "flashgen":
         # SDPA's is_causal is top-left only. Whatever reaches flashgen's forward with a short
         # query runs the split-KV decode kernels there (`_attention_fwd`).

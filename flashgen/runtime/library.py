@@ -23,6 +23,13 @@ Ops (namespace `flashgen`):
   `attention_fwd` and whose backward calls `attention_bwd`), so Dynamo and AOTAutograd
   decompose it into `attention_fwd` (+ `attention_bwd` in the backward graph) or SDPA's op.
 
+- `torch.ops.flashgen.attention_bwd_bias(Tensor do, Tensor q, Tensor k, Tensor v, Tensor out,
+  Tensor lse, Tensor attn_mask, bool causal, float scale, int[]? window=None,
+  float? softcap=None, float dropout_p=0.0, Tensor? dropout_seed=None) -> (Tensor dq,
+  Tensor dbias)`: the gradients of q and of an additive `attn_mask` that requires grad (`dbias`
+  in the mask's own shape and dtype, summed over the dims it was broadcast along;
+  `flashgen.kernels.bias_grad`). The autograd runs `attention_bwd` for dk/dv beside it.
+
 Which callable a graph rewrite should insert: `torch.ops.flashgen.attention.default` with
 arguments `(q, k, v, causal, scale)` (scale a Python float or None), plus `window` (a list
 [left, right] of ints, `flashgen.kernels.validate.normalize_window`) for a sliding window. In the
@@ -69,6 +76,12 @@ _LIB.define(
     "float? softcap=None, str causal_align='top_left', bool? deterministic=None, "
     "Tensor? seq_bounds=None, Tensor? attn_mask=None, float dropout_p=0.0, "
     "Tensor? dropout_seed=None) -> (Tensor, Tensor, Tensor)",
+    tags=_TAGS,
+)
+_LIB.define(
+    "attention_bwd_bias(Tensor do, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, "
+    "Tensor attn_mask, bool causal, float scale, int[]? window=None, float? softcap=None, "
+    "float dropout_p=0.0, Tensor? dropout_seed=None) -> (Tensor, Tensor)",
     tags=_TAGS,
 )
 _LIB.define(

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from ..kernels import aligned, bwd, decode, dropout, fwd
+from ..kernels import aligned, bias_grad, bwd, decode, dropout, fwd
 from ..kernels.aligned import check_align
 from ..kernels.padding import check_bounds
 from ..kernels.plans import clear_all as _clear_plans
@@ -141,6 +141,27 @@ def _attention_bwd(
     )
 
 
+def _attention_bwd_bias(
+    do, q, k, v, out, lse, attn_mask, causal, scale, window=None, softcap=None, dropout_p=0.0,
+    dropout_seed=None,
+):  # fmt: skip
+    if not attn_mask.is_floating_point():
+        raise ValueError("attn_mask: only an additive (floating) mask has a gradient")
+    drop = dropout.launch_args(dropout.check_dropout(dropout_p), dropout_seed)
+    dq, dbias = bias_grad.dq_dbias(
+        do, q, k, v, out, lse, expand_mask(attn_mask, q, k), causal=causal, scale=scale,
+        window=_window(window), softcap=check_softcap(softcap), dropout=drop, config=plan_config,
+    )  # fmt: skip
+    return dq, bias_grad.reduce_to(dbias, attn_mask)
+
+
+def _attention_bwd_bias_fake(
+    do, q, k, v, out, lse, attn_mask, causal, scale, window=None, softcap=None, dropout_p=0.0,
+    dropout_seed=None,
+):  # fmt: skip
+    return q.new_empty(q.shape), attn_mask.new_empty(attn_mask.shape)
+
+
 def _attention_bwd_fake(
     do, q, k, v, out, lse, causal, scale, need_dq, need_dk, need_dv, window=None, softcap=None,
     causal_align="top_left", deterministic=None, seq_bounds=None, attn_mask=None, dropout_p=0.0,
@@ -155,13 +176,19 @@ def _attention_bwd_fake(
 # Backend keys, not CompositeExplicitAutograd: a backend kernel is the shortest dispatch. The
 # two primitives are not differentiable by themselves (`_Attention` is their autograd): the
 # Autograd key falls through, so their outputs never carry a grad_fn of their own.
-for _name, _kernel in (("attention_fwd", _attention_fwd), ("attention_bwd", _attention_bwd)):
+for _name, _kernel in (
+    ("attention_fwd", _attention_fwd),
+    ("attention_bwd", _attention_bwd),
+    ("attention_bwd_bias", _attention_bwd_bias),
+):
     for _key in ("CPU", "CUDA"):
         _LIB.impl(_name, _kernel, _key)
     _LIB.impl(_name, torch.library.fallthrough_kernel, "Autograd")
 torch.library.register_fake("flashgen::attention_fwd", _attention_fwd_fake, lib=_LIB)
 torch.library.register_fake("flashgen::attention_bwd", _attention_bwd_fake, lib=_LIB)
+torch.library.register_fake("flashgen::attention_bwd_bias", _attention_bwd_bias_fake, lib=_LIB)
 # In a plain eager call the primitives' Python kernels are called without the dispatcher hop
 # (flashgen.runtime.eager); anything traced, fake or under a dispatch mode goes through the ops.
 _fwd_op = direct(torch.ops.flashgen.attention_fwd.default, _attention_fwd)
 _bwd_op = direct(torch.ops.flashgen.attention_bwd.default, _attention_bwd)
+_bias_op = direct(torch.ops.flashgen.attention_bwd_bias.default, _attention_bwd_bias)

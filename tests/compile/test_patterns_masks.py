@@ -5,7 +5,7 @@ attention_mask input, an arbitrary boolean or additive mask) is handed to the ke
 tensor (`flashgen.attention(attn_mask=)`): exact by construction at every shape the graph
 accepts. Tested on HF BERT and a left-padded HF Llama built from configs (no download) with
 padded batches, and a hand-written SDPA model: the sites are replaced, forward and gradients
-match eager. A mask that requires grad (a learned bias) stays with Inductor.
+match eager, a mask that requires grad (a learned bias) with its gradient.
 """
 
 from __future__ import annotations
@@ -118,10 +118,26 @@ def test_padding_mask_from_an_input_under_dynamic_shapes(dynamic):
     assert len(replaced) == 1 and replaced[0].mask == "bool"
 
 
-def test_learned_bias_stays_with_inductor():
+def test_learned_bias_replaced_and_its_gradient_matches_eager():
+    """An additive mask that is a parameter (a learned bias): replaced; the output and the
+    gradients of q, k, v and of the bias equal eager's."""
+    model = _MaskedSDPA(learned_bias=True)
+    gen = torch.Generator().manual_seed(4)
+    with torch.no_grad():
+        model.bias.normal_(generator=gen)
     q, k, v = (torch.randn(1, 2, 9, 16) for _ in range(3))
-    replaced, skipped = _replaced(_MaskedSDPA(learned_bias=True), q, k, v, None)
-    assert not replaced and "requires grad" in skipped[0].reason
+    replaced, skipped = _replaced(model, q, k, v, None)
+    assert len(replaced) == 1 and not skipped and replaced[0].mask == "add"
+    torch._dynamo.reset()
+    compiled = torch.compile(model, backend="flashgen")
+    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    got = compiled(*leaves, None)
+    got_grads = torch.autograd.grad(got.square().sum(), (*leaves, model.bias))
+    want = model(*leaves, None)
+    want_grads = torch.autograd.grad(want.square().sum(), (*leaves, model.bias))
+    torch.testing.assert_close(got, want, atol=2e-5, rtol=1e-4)
+    for name, g, w in zip(("dq", "dk", "dv", "dbias"), got_grads, want_grads, strict=True):
+        torch.testing.assert_close(g, w, atol=5e-5, rtol=1e-4, msg=name)
 
 
 def test_arbitrary_additive_and_boolean_masks_from_inputs():

@@ -291,7 +291,8 @@ def match_sdpa(n: Any, values: Values) -> Match:
 
 def _tensor_mask(mask: Any) -> Any:
     """An SDPA attn_mask the kernels can read as a tensor (`flashgen.ops.attention(attn_mask=)`):
-    a boolean or floating tensor of at most 4 dims that needs no gradient; Skip otherwise."""
+    a boolean or floating tensor of at most 4 dims (a floating one that requires grad, a learned
+    bias, gets its gradient: `flashgen.kernels.bias_grad`); Skip otherwise."""
     me = example_value(mask)
     if not isinstance(mask, fx.Node) or not isinstance(me, torch.Tensor):
         raise Skip("attn_mask is not a tensor")
@@ -299,9 +300,4 @@ def _tensor_mask(mask: Any) -> Any:
         raise Skip(f"attn_mask of dtype {me.dtype} (boolean or floating are read by the kernels)")
     if me.dim() > 4:
         raise Skip(f"attn_mask with {me.dim()} dims")
-    if me.requires_grad:
-        raise Skip(
-            "additive attn_mask that requires grad (a learned bias): its gradient is not "
-            "supported yet; left to Inductor"
-        )
     return mask
