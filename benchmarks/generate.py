@@ -2,13 +2,14 @@
 with the forward compiled by the flashgen backend against Inductor alone, and eager.
 
     python benchmarks/generate.py [--cache static|dynamic] [--layers 4] [--new 128] [--out F.csv]
-        [--variants eager,flashgen,inductor] [--budget SECONDS]
+        [--variants eager,flashgen,inductor,flashgen-cg,inductor-cg] [--budget SECONDS]
 
 bf16, batch 1 (and --batch), a prompt of --prompt tokens, --new tokens greedily. Each compiled
 variant runs generate() twice untimed (compiling), then --reps timed runs (torch.cuda.synchronize
 around each; the median is reported); eager runs once untimed (its tokens are the reference),
-then --reps timed runs. The tokens of every variant are compared with eager's, and the graphs
-each compiled variant compiled are counted (prefill and decoding step: more means recompiles).
+then --reps timed runs. Variants ending in "-cg" run each compiled graph as a CUDA graph
+(`_backend`). The tokens of every variant are compared with eager's, and the graphs each
+compiled variant compiled are counted (prefill and decoding step: more means recompiles).
 The flashgen backend's log line per graph says which attention sites it replaced and why the
 others were left to Inductor. The backend is passed as an object (`flashgen.backend()`), so the
 script needs no installed entry point (a copied tree on PYTHONPATH works).
@@ -71,6 +72,25 @@ def _counting(backend, graphs: list):
     return compile_graph
 
 
+def _backend(variant: str):
+    """The backend of a compiled variant. "-cg": each graph run as a CUDA graph (Inductor's
+    `triton.cudagraphs`, what mode="reduce-overhead" sets; the flashgen backend's
+    `cudagraphs=True`), so a decoding step's host time is one graph replay."""
+    from torch._inductor.compile_fx import compile_fx
+
+    import flashgen
+
+    def inductor_cg(gm, example_inputs):
+        return compile_fx(gm, example_inputs, config_patches={"triton.cudagraphs": True})
+
+    return {
+        "flashgen": flashgen.backend(),
+        "inductor": "inductor",
+        "flashgen-cg": flashgen.backend(cudagraphs=True),
+        "inductor-cg": inductor_cg,
+    }[variant]
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--cache", choices=["static", "dynamic"], default="static")
@@ -109,10 +129,9 @@ def main() -> None:
             model.forward = plain_forward
             out, _ = run(model, ids, args)
         else:
-            import flashgen
-
-            backend = flashgen.backend() if variant == "flashgen" else "inductor"
-            model.forward = torch.compile(plain_forward, backend=_counting(backend, graphs))
+            model.forward = torch.compile(
+                plain_forward, backend=_counting(_backend(variant), graphs)
+            )
             for _ in range(2):
                 out, _ = run(model, ids, args)
         warm = time.perf_counter() - t0

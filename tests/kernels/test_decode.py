@@ -367,3 +367,31 @@ def test_decode_non_power_of_two_splits():
     out, lse = decode_forward(q, k, v, causal_offset=None, scale=None,
                               config=hw.DecodeConfig(16, 4, 2, 7))  # fmt: skip
     _check(out, lse, *ref(q, k, v), 2e-5)
+
+
+def test_repeated_signature_skips_prepare_and_reads_new_values(monkeypatch):
+    """A static cache's decoding steps repeat one call signature: the second call takes the
+    cached `_Call` (no `_prepare`), yet computes from its own tensors (new values, a new mask
+    at a new address); an un-expanded [B, 1, 1, Sk] mask is read with stride 0 over heads."""
+    prepared = []
+    real = decode._prepare
+
+    def spy(*args, **kwargs):
+        prepared.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(decode, "_prepare", spy)
+    cfg = hw.DecodeConfig(16, 4, 2, 4)
+    for seed in (11, 12):
+        q, k, v = _inputs(2, 4, 2, 1, 90, 32, seed=seed)
+        mask = _hf_cache_mask(2, 1, 90, 60 + seed, [0, seed - 8])
+        out, lse = decode_forward(q, k, v, causal_offset=None, scale=None, config=cfg, mask=mask)
+        _check(out, lse, *_masked_ref(q, k, v, mask), 2e-5)
+    assert len(prepared) == 1
+
+
+def test_decode_mask_checked_once_per_signature():
+    """The raw mask is checked (`expand_mask`): a mask that does not broadcast is refused."""
+    q, k, v = _inputs(1, 4, 2, 1, 40, 32)
+    with pytest.raises(ValueError, match="does not broadcast"):
+        decode_forward(q, k, v, causal_offset=None, scale=None, mask=torch.ones(1, 3, 1, 40) > 0)
