@@ -111,6 +111,7 @@ def main(argv=None):
     p.add_argument("--rounds", type=int, default=10)
     p.add_argument("--warmup", type=int, default=20)
     p.add_argument("--profile", type=int, default=2000, help="op calls under cProfile (0: none)")
+    p.add_argument("--variants", default="inductor,flashgen,inductor_cg,flashgen_cg")
     p.add_argument("--out", default=None)
     p.add_argument("--device", default="cuda", help="cpu: a smoke test of the script")
     args = p.parse_args(argv)
@@ -126,6 +127,7 @@ def main(argv=None):
     ref = reference(q, k, v, mask)
     fns, report = {}, {"shape": list(shape), "checks": {}}
     variants = compiled_variants(group)
+    variants = {n: variants[n] for n in args.variants.split(",")}
     if dev != "cuda":
         variants = {n: f for n, f in variants.items() if not n.endswith("_cg")}
     with torch.no_grad():

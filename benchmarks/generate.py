@@ -138,29 +138,37 @@ def main() -> None:
         times = [run(model, ids, args)[1] for _ in range(args.reps)]
         med = statistics.median(times)
         same = (out == eager).float().mean().item()
+        diff = (out != eager).any(0).nonzero()
+        first_diff = int(diff[0]) - args.prompt if len(diff) else -1
         tps = args.batch * args.new / med
         rows.append({"variant": variant, "tokens_per_s": round(tps, 1), "median_s": round(med, 4),
-                     "same_as_eager": round(same, 4), "warmup_s": round(warm, 1),
+                     "same_as_eager": round(same, 4), "first_diff": first_diff,
+                     "warmup_s": round(warm, 1),
                      "graphs": len(graphs),
                      "cache": args.cache, "attn": args.attn, "layers": args.layers,
                      "hidden": args.hidden, "heads": f"{args.heads}/{args.kv_heads}",
                      "batch": args.batch, "prompt": args.prompt, "new": args.new,
                      "gpu": torch.cuda.get_device_name() if args.device == "cuda" else "cpu", "torch": torch.__version__,
                      "commit": os.environ.get("FLASHGEN_COMMIT", "?")})  # fmt: skip
+        _append(args.out, rows[-1])  # row by row: a run cut off by a time limit keeps its rows
         print(f"{variant}: {tps:.1f} tokens/s (median of {args.reps}: {med * 1e3:.1f} ms for "
-              f"{args.new} tokens), same tokens as eager: {same:.3f}, warm-up {warm:.1f} s, "
+              f"{args.new} tokens), same tokens as eager: {same:.3f} (first difference at new "
+              f"token {first_diff}), warm-up {warm:.1f} s, "
               f"graphs {len(graphs)}", flush=True)  # fmt: skip
     by = {r["variant"]: r["tokens_per_s"] for r in rows}
-    if "flashgen" in by and "inductor" in by:
-        print(f"ratio flashgen/inductor: {by['flashgen'] / by['inductor']:.3f}", flush=True)
-    if not rows:
-        return
-    new = not os.path.exists(args.out)
-    with open(args.out, "a", newline="") as f:
-        w = csv.DictWriter(f, list(rows[0]))
+    for suffix in ("", "-cg"):
+        ours, theirs = by.get("flashgen" + suffix), by.get("inductor" + suffix)
+        if ours and theirs:
+            print(f"ratio flashgen{suffix}/inductor{suffix}: {ours / theirs:.3f}", flush=True)
+
+
+def _append(path: str, row: dict) -> None:
+    new = not os.path.exists(path)
+    with open(path, "a", newline="") as f:
+        w = csv.DictWriter(f, list(row))
         if new:
             w.writeheader()
-        w.writerows(rows)
+        w.writerow(row)
 
 
 if __name__ == "__main__":
