@@ -104,6 +104,40 @@ def time_rounds(fns, calls, rounds, warmup, sync):
     }
 
 
+def _gpu_times(q, k, v, mask, scale, ref, sdpa_eager, report, args, sync):
+    """GPU time (do_bench median, 3 series) of the launcher with its default config, with one
+    split (no merge kernel: two allocations and one launch less), and of eager SDPA; then the
+    two launchers' host times."""
+    from triton.testing import do_bench
+
+    from flashgen.hardware import decode as hw
+    from flashgen.kernels import decode
+
+    one = hw.DecodeConfig(64, 4, 3, 1)
+    fns = {
+        "launcher_default": lambda: decode.decode_forward(
+            q, k, v, causal_offset=None, scale=scale, mask=mask
+        ),
+        "launcher_one_split": lambda: decode.decode_forward(
+            q, k, v, causal_offset=None, scale=scale, mask=mask, config=one
+        ),
+    }
+    err = (fns["launcher_one_split"]()[0].double() - ref).abs().max().item()
+    print(f"check launcher_one_split: max abs error vs float64 {err:.2e}", flush=True)
+    timed = {**fns, "sdpa_eager": sdpa_eager}
+    report["gpu_us"] = {
+        n: [round(do_bench(f, warmup=25, rep=100, return_mode="median") * 1e3, 2) for _ in range(3)]
+        for n, f in timed.items()
+    }
+    print("GPU µs (do_bench median, 3 series):", report["gpu_us"], flush=True)
+    host = time_rounds(fns, args.calls, args.rounds, args.warmup, sync)
+    report["host_us"].update({f"{n}_2": t for n, t in host.items()})
+    for name, t in host.items():
+        print(
+            f"  host {name:<20} {t['host'][0]:8.2f} {t['host'][1]:8.2f}   wall {t['wall'][0]:8.2f}"
+        )
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--shape", default="1,16,4,1152,128", help="B,Hq,Hkv,Sk,D")
@@ -116,7 +150,6 @@ def main(argv=None):
     p.add_argument("--device", default="cuda", help="cpu: a smoke test of the script")
     args = p.parse_args(argv)
     from flashgen.kernels import decode
-    from flashgen.kernels.validate import expand_mask
 
     dev = args.device
     sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
@@ -140,11 +173,10 @@ def main(argv=None):
             if not err < 2e-2:
                 raise SystemExit(f"{name} is wrong (max error {err})")
             fns[name] = lambda fn=fn: fn(q, k, v, mask)
-        m4 = expand_mask(mask, q, k)
         op = torch.ops.flashgen.attention_fwd.default
         fns["layer_op"] = lambda: op(q, k, v, False, scale, None, None, "top_left", None, mask)
         fns["layer_launcher"] = lambda: decode.decode_forward(
-            q, k, v, causal_offset=None, scale=scale, mask=m4
+            q, k, v, causal_offset=None, scale=scale, mask=mask
         )
         kr, vr = repeat_kv(k, group), repeat_kv(v, group)
         fns["layer_sdpa_eager"] = lambda: F.scaled_dot_product_attention(q, kr, vr, attn_mask=mask)
@@ -166,6 +198,8 @@ def main(argv=None):
             pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(25)
             report["profile"] = buf.getvalue()
             print(buf.getvalue())
+        if dev == "cuda":  # GPU time of the launcher's default config and of one split
+            _gpu_times(q, k, v, mask, scale, ref, fns["layer_sdpa_eager"], report, args, sync)
     if args.out:
         with open(args.out, "w") as f:
             json.dump(report, f, indent=1)
