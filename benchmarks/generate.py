@@ -2,13 +2,14 @@
 with the forward compiled by the flashgen backend against Inductor alone, and eager.
 
     python benchmarks/generate.py [--cache static|dynamic] [--layers 4] [--new 128] [--out F.csv]
-        [--variants eager,flashgen,inductor] [--budget SECONDS]
+        [--variants eager,flashgen,inductor,flashgen-cg,inductor-cg] [--budget SECONDS]
 
 bf16, batch 1 (and --batch), a prompt of --prompt tokens, --new tokens greedily. Each compiled
 variant runs generate() twice untimed (compiling), then --reps timed runs (torch.cuda.synchronize
 around each; the median is reported); eager runs once untimed (its tokens are the reference),
-then --reps timed runs. The tokens of every variant are compared with eager's, and the graphs
-each compiled variant compiled are counted (prefill and decoding step: more means recompiles).
+then --reps timed runs. Variants ending in "-cg" run each compiled graph as a CUDA graph
+(`_backend`). The tokens of every variant are compared with eager's, and the graphs each
+compiled variant compiled are counted (prefill and decoding step: more means recompiles).
 The flashgen backend's log line per graph says which attention sites it replaced and why the
 others were left to Inductor. The backend is passed as an object (`flashgen.backend()`), so the
 script needs no installed entry point (a copied tree on PYTHONPATH works).
@@ -71,6 +72,25 @@ def _counting(backend, graphs: list):
     return compile_graph
 
 
+def _backend(variant: str):
+    """The backend of a compiled variant. "-cg": each graph run as a CUDA graph (Inductor's
+    `triton.cudagraphs`, what mode="reduce-overhead" sets; the flashgen backend's
+    `cudagraphs=True`), so a decoding step's host time is one graph replay."""
+    from torch._inductor.compile_fx import compile_fx
+
+    import flashgen
+
+    def inductor_cg(gm, example_inputs):
+        return compile_fx(gm, example_inputs, config_patches={"triton.cudagraphs": True})
+
+    return {
+        "flashgen": flashgen.backend(),
+        "inductor": "inductor",
+        "flashgen-cg": flashgen.backend(cudagraphs=True),
+        "inductor-cg": inductor_cg,
+    }[variant]
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--cache", choices=["static", "dynamic"], default="static")
@@ -109,39 +129,46 @@ def main() -> None:
             model.forward = plain_forward
             out, _ = run(model, ids, args)
         else:
-            import flashgen
-
-            backend = flashgen.backend() if variant == "flashgen" else "inductor"
-            model.forward = torch.compile(plain_forward, backend=_counting(backend, graphs))
+            model.forward = torch.compile(
+                plain_forward, backend=_counting(_backend(variant), graphs)
+            )
             for _ in range(2):
                 out, _ = run(model, ids, args)
         warm = time.perf_counter() - t0
         times = [run(model, ids, args)[1] for _ in range(args.reps)]
         med = statistics.median(times)
         same = (out == eager).float().mean().item()
+        diff = (out != eager).any(0).nonzero()
+        first_diff = int(diff[0]) - args.prompt if len(diff) else -1
         tps = args.batch * args.new / med
         rows.append({"variant": variant, "tokens_per_s": round(tps, 1), "median_s": round(med, 4),
-                     "same_as_eager": round(same, 4), "warmup_s": round(warm, 1),
+                     "same_as_eager": round(same, 4), "first_diff": first_diff,
+                     "warmup_s": round(warm, 1),
                      "graphs": len(graphs),
                      "cache": args.cache, "attn": args.attn, "layers": args.layers,
                      "hidden": args.hidden, "heads": f"{args.heads}/{args.kv_heads}",
                      "batch": args.batch, "prompt": args.prompt, "new": args.new,
                      "gpu": torch.cuda.get_device_name() if args.device == "cuda" else "cpu", "torch": torch.__version__,
                      "commit": os.environ.get("FLASHGEN_COMMIT", "?")})  # fmt: skip
+        _append(args.out, rows[-1])  # row by row: a run cut off by a time limit keeps its rows
         print(f"{variant}: {tps:.1f} tokens/s (median of {args.reps}: {med * 1e3:.1f} ms for "
-              f"{args.new} tokens), same tokens as eager: {same:.3f}, warm-up {warm:.1f} s, "
+              f"{args.new} tokens), same tokens as eager: {same:.3f} (first difference at new "
+              f"token {first_diff}), warm-up {warm:.1f} s, "
               f"graphs {len(graphs)}", flush=True)  # fmt: skip
     by = {r["variant"]: r["tokens_per_s"] for r in rows}
-    if "flashgen" in by and "inductor" in by:
-        print(f"ratio flashgen/inductor: {by['flashgen'] / by['inductor']:.3f}", flush=True)
-    if not rows:
-        return
-    new = not os.path.exists(args.out)
-    with open(args.out, "a", newline="") as f:
-        w = csv.DictWriter(f, list(rows[0]))
+    for suffix in ("", "-cg"):
+        ours, theirs = by.get("flashgen" + suffix), by.get("inductor" + suffix)
+        if ours and theirs:
+            print(f"ratio flashgen{suffix}/inductor{suffix}: {ours / theirs:.3f}", flush=True)
+
+
+def _append(path: str, row: dict) -> None:
+    new = not os.path.exists(path)
+    with open(path, "a", newline="") as f:
+        w = csv.DictWriter(f, list(row))
         if new:
             w.writeheader()
-        w.writerows(rows)
+        w.writerow(row)
 
 
 if __name__ == "__main__":

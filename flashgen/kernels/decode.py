@@ -12,19 +12,24 @@ skipped.
 `flashgen.kernels.fwd.forward` (lse: natural log, +inf for a row that sees no key), so the
 backward (`flashgen.kernels.bwd`) works from it unchanged. `causal_offset` None: no mask;
 an int c: query i sees keys j <= i + c (0: SDPA's top-left is_causal; seq_k - seq_q: the
-bottom-right alignment of a KV cache). `mask`: SDPA's attn_mask as a [B, Hq, Sq, Sk] view
-(`flashgen.kernels.validate.expand_mask`: stride 0 along broadcast dims), boolean (True: visible)
-or additive; the kernel reads it key block by key block, together with the causal offset. That
-is how HF's `generate()` masks (a KV cache's causal part and its padding, whatever they are)
+bottom-right alignment of a KV cache). `mask`: SDPA's attn_mask, broadcastable to
+[B, Hq, Sq, Sk], boolean (True: visible) or additive, checked by
+`flashgen.kernels.validate.expand_mask`; the kernel reads it with stride 0 along broadcast dims
+(nothing is copied), key block by key block, together with the causal offset. That is how HF's `generate()` masks (a KV cache's causal part and its padding, whatever they are)
 reach these kernels exactly.
 
-Per call the host does: a dict lookup of the launch plan, four allocations and one or two
-direct launches (`flashgen.kernels.launch`). A plan is keyed by everything that changes the
-compiled kernel or the grid, but NOT by the key length itself: a generation step with a
-growing cache (one more key each token) reuses the plan of its bucket. The split length is a
-run-time argument computed per call; Triton specialises integer arguments on divisibility by
-16 and on being 1, so the plan key carries those bits of every integer argument (a direct
-launch must pass exactly what the compiled kernel was specialised for).
+Per call the host does: one dict lookup of everything the call signature fixes (`_Call`: the
+launch plan, the integer arguments, the mask's strides), two or four allocations and one or two
+direct launches (`flashgen.kernels.launch`). Why so little: a compiled `generate()` is
+host-bound (a small model's decoding step is a few hundred µs of GPU work and milliseconds of
+host work), so every microsecond of an attention call is a microsecond per token. A static
+cache's steps repeat one signature exactly. A new signature (a dynamic cache's longer key
+sequence) goes through `_prepare`, which reuses the launch plan of its bucket: a plan is keyed
+by everything that changes the compiled kernel or the grid, but NOT by the key length itself.
+The split length is a run-time argument computed per signature; Triton specialises integer
+arguments on divisibility by 16 and on being 1, so the plan key carries those bits of every
+integer argument (a direct launch must pass exactly what the compiled kernel was specialised
+for).
 """
 
 from __future__ import annotations
@@ -38,6 +43,8 @@ from ..hardware import decode as hw
 from . import tma
 from .codegen import load_family
 from .launch import Launch, capturing, direct_device
+from .plans import PlanCache
+from .validate import expand_mask
 
 LOG2E = 1.4426950408889634
 # K/V through TMA descriptors (`attn_decode_split_tma`): FLASHGEN_DECODE_TMA=1 / 0 forces it
@@ -48,6 +55,8 @@ _ENV = "FLASHGEN_DECODE_TMA"
 _env = tma.env_reader(_ENV)
 _MAX_PLANS = 4096
 _plans: dict[tuple, _Plan] = {}
+# Call signature -> `_Call` (a PlanCache: `flashgen.kernels.plans.clear_all` empties it too).
+_calls: dict[tuple, _Call] = PlanCache()
 
 
 def applies(q, k, window=None, softcap=None) -> bool:
@@ -138,21 +147,74 @@ def decode_forward(
 
     q [B, Hq, Sq, D] with 1 <= Sq <= 16, k/v [B, Hkv, Sk, D] (inputs that passed
     `flashgen.kernels.validate.check_inputs`). `config` (a `DecodeConfig`) overrides the
-    default for the bucket (tuning, benchmarks). `mask`: None, or a [B, Hq, Sq, Sk] boolean
-    or floating view (`validate.expand_mask`) applied with the causal offset."""
+    default for the bucket (tuning, benchmarks). `mask`: None, or a boolean or floating tensor
+    broadcastable to [B, Hq, Sq, Sk] (SDPA's attn_mask, checked by `validate.expand_mask`; an
+    expanded view is fine too), applied with the causal offset.
+
+    A repeated call (a static cache's decoding steps: the same shapes, strides and offset every
+    token) costs one dict lookup (`_calls`) besides the allocations and launches; a new
+    signature goes through `_prepare`."""
+    ptrs = q.data_ptr() | k.data_ptr() | v.data_ptr()
+    mask_key = None
+    if mask is not None:
+        ptrs |= mask.data_ptr()
+        mask_key = (mask.shape, mask.stride(), mask.dtype, mask.get_device())
+    # Everything `_prepare` derives its result from, except the output buffers (fresh from the
+    # allocator: 16-byte aligned) and the data pointers beyond their alignment.
+    key = (q.shape, q.stride(), k.shape, k.stride(), v.stride(), q.dtype, q.get_device(),
+           causal_offset, scale, config, not (ptrs & 15), mask_key, _env())  # fmt: skip
+    call = _calls.get(key)
+    if call is None:
+        call = _prepare(q, k, v, causal_offset, scale, config, mask, not (ptrs & 15))
+        if not capturing(q):
+            if len(_calls) >= _MAX_PLANS:
+                _calls.clear()
+            _calls[key] = call
+    out = torch.empty(call.out_shape, dtype=q.dtype, device=q.device)
+    lse = torch.empty(call.out_shape[:3], dtype=torch.float32, device=q.device)
+    if call.plan is None:  # nothing to compute
+        return out, lse
+    tail = call.tail if mask is None else (*call.tail, mask, *call.mask_strides)
+    plan = call.plan
+    if plan.final:
+        plan.split(q, k, v, out, lse, *call.ints, *tail)  # (K, V become descriptors with TMA)
+        return out, lse
+    part = torch.empty(call.part_shape, dtype=torch.float32, device=q.device)
+    part_lse = torch.empty(call.part_shape[:2], dtype=torch.float32, device=q.device)
+    plan.split(q, k, v, part, part_lse, *call.ints, *tail)
+    plan.combine(part, part_lse, out, lse, plan.cfg.num_splits)
+    return out, lse
+
+
+class _Call:
+    """What a call signature launches with: its plan (None: an empty output), the integer
+    arguments, the scale (and causal offset) after them, the mask's element strides over
+    [B, Hq, Sq, Sk] (0 along broadcast dims), the output and partials' shapes."""
+
+    __slots__ = ("plan", "ints", "tail", "mask_strides", "out_shape", "part_shape")
+
+    def __init__(self, plan, ints, tail, mask_strides, out_shape, part_shape):
+        self.plan = plan
+        self.ints = ints
+        self.tail = tail
+        self.mask_strides = mask_strides
+        self.out_shape = out_shape
+        self.part_shape = part_shape
+
+
+def _prepare(q, k, v, causal_offset, scale, config, mask, aligned: bool) -> _Call:
+    """The `_Call` of a new signature: checks the mask, finds (or builds) the launch plan."""
     batch, hq, sq, dim = q.shape
     sk = k.shape[2]
-    out = torch.empty((batch, hq, sq, dim), dtype=q.dtype, device=q.device)
-    lse = torch.empty((batch, hq, sq), dtype=torch.float32, device=q.device)
-    if out.numel() == 0:
-        return out, lse
-    causal = causal_offset is not None
-    ptrs = q.data_ptr() | k.data_ptr() | v.data_ptr() | out.data_ptr()
+    mask_strides = ()
     kind = ""
     if mask is not None:
+        mask_strides = tuple(expand_mask(mask, q, k).stride())
         kind = "bool" if mask.dtype == torch.bool else "add"
-        ptrs |= mask.data_ptr()
-    aligned = not (ptrs & 15)
+    out_shape = (batch, hq, sq, dim)
+    if math.prod(out_shape) == 0:
+        return _Call(None, (), (), mask_strides, out_shape, ())
+    causal = causal_offset is not None
     use_tma = _use_tma(k, v)
     # A descriptor fixes K/V's shape and strides: with TMA the plan is per exact K/V layout.
     layout = (k.shape, k.stride(), v.stride()) if use_tma else None
@@ -163,10 +225,9 @@ def decode_forward(
     sl = split_len(sk, cfg)
     ints = _ints(q, k, v, sl, cfg.num_splits, use_tma)
     tail_ints = () if causal_offset is None else (int(causal_offset),)
-    mask_args = () if mask is None else (mask, *mask.stride())
     # The offset is an int argument too: its bits belong in the key (it changes every token);
     # so are the mask's strides.
-    bits = _spec_bits((*ints, *tail_ints, *mask_args[1:]))
+    bits = _spec_bits((*ints, *tail_ints, *mask_strides))
     if plan is None or plan.fixed != bits:
         key = (*base, bits)
         plan = _plans.get(key)
@@ -180,16 +241,8 @@ def decode_forward(
         else:
             _plans[base] = plan
     qk_scale = float(plan.scale if scale is None else scale) * LOG2E
-    tail = (qk_scale, *tail_ints, *mask_args)
-    if plan.final:
-        plan.split(q, k, v, out, lse, *ints, *tail)  # (K, V become descriptors with TMA)
-        return out, lse
-    rows = batch * hq * sq
-    part = torch.empty((rows, cfg.num_splits, next_pow2(dim)), dtype=torch.float32, device=q.device)
-    part_lse = torch.empty((rows, cfg.num_splits), dtype=torch.float32, device=q.device)
-    plan.split(q, k, v, part, part_lse, *ints, *tail)
-    plan.combine(part, part_lse, out, lse, cfg.num_splits)
-    return out, lse
+    part_shape = (batch * hq * sq, cfg.num_splits, next_pow2(dim))
+    return _Call(plan, ints, (qk_scale, *tail_ints), mask_strides, out_shape, part_shape)
 
 
 def _default(q, k) -> hw.DecodeConfig:

@@ -55,10 +55,10 @@ def _attention_fwd(
         if decodable and not _decode_off() and decode.applies(q, k, window, softcap):
             # A short query with SDPA's attn_mask (HF generate()'s KV-cache masks): the split-KV
             # kernels read the mask tensor, so what runs is that mask, exactly.
+            # decode_forward checks the mask once per call signature (`expand_mask`).
             return decode.decode_forward(
-                q, k, v, causal_offset=0 if causal else None, scale=scale,
-                mask=expand_mask(attn_mask, q, k),
-            )  # fmt: skip
+                q, k, v, causal_offset=0 if causal else None, scale=scale, mask=attn_mask
+            )
         return fwd.forward(
             q, k, v, causal=causal, scale=scale, config=plan_config, window=_window(window),
             softcap=check_softcap(softcap), bounds=seq_bounds,

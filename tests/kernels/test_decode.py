@@ -359,3 +359,74 @@ def test_decode_non_power_of_two_splits():
     out, lse = decode_forward(q, k, v, causal_offset=None, scale=None,
                               config=hw.DecodeConfig(16, 4, 2, 7))  # fmt: skip
     _check(out, lse, *ref(q, k, v), 2e-5)
+
+
+def test_repeated_signature_skips_prepare_and_reads_new_values(monkeypatch):
+    """A static cache's decoding steps repeat one call signature: the second call takes the
+    cached `_Call` (no `_prepare`), yet computes from its own tensors (new values, a new mask
+    at a new address); an un-expanded [B, 1, 1, Sk] mask is read with stride 0 over heads."""
+    prepared = []
+    real = decode._prepare
+
+    def spy(*args, **kwargs):
+        prepared.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(decode, "_prepare", spy)
+    cfg = hw.DecodeConfig(16, 4, 2, 4)
+    for seed in (11, 12):
+        q, k, v = _inputs(2, 4, 2, 1, 90, 32, seed=seed)
+        mask = _hf_cache_mask(2, 1, 90, 60 + seed, [0, seed - 8])
+        out, lse = decode_forward(q, k, v, causal_offset=None, scale=None, config=cfg, mask=mask)
+        _check(out, lse, *_masked_ref(q, k, v, mask), 2e-5)
+    assert len(prepared) == 1
+
+
+def test_decode_mask_checked_once_per_signature():
+    """The raw mask is checked (`expand_mask`): a mask that does not broadcast is refused."""
+    q, k, v = _inputs(1, 4, 2, 1, 40, 32)
+    with pytest.raises(ValueError, match="does not broadcast"):
+        decode_forward(q, k, v, causal_offset=None, scale=None, mask=torch.ones(1, 3, 1, 40) > 0)
+
+
+def _finite_min_mask(b, sq, sk, dtype):
+    """HF-style additive mask [b, 1, sq, sk]: 0 / finfo(dtype).min at random, some -inf; batch 1
+    carries finfo.min on every key (rows PyTorch averages over), -inf among them on row 0 (those
+    keys stay hidden), and batch 0's row 1 (if any) is -inf everywhere (zeros)."""
+    gen = torch.Generator().manual_seed(5)
+    low = torch.finfo(dtype).min
+    m = torch.zeros(b, 1, sq, sk).masked_fill(torch.rand(b, 1, sq, sk, generator=gen) > 0.6, low)
+    m = m.masked_fill(torch.rand(b, 1, sq, sk, generator=gen) > 0.9, float("-inf"))
+    m[1] = low
+    m[1, :, 0, 1::4] = float("-inf")
+    if sq > 1:
+        m[0, :, 1] = float("-inf")
+    return m.to(dtype)
+
+
+@pytest.mark.parametrize(
+    "sq,cfg", [(1, hw.DecodeConfig(16, 4, 2, 4)), (3, hw.DecodeConfig(16, 4, 2, 1)),
+               (3, hw.DecodeConfig(16, 4, 2, 7))],
+    ids=["splits4", "final", "splits7"],
+)  # fmt: skip
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["f32mask", "bf16mask"])
+@pytest.mark.parametrize("causal", [False, True], ids=["nocausal", "causal"])
+def test_decode_finite_min_bias_rows_average(sq, cfg, dtype, causal):
+    """HF's finfo.min additive mask: a row whose visible keys all carry it averages their values
+    as PyTorch's softmax does (the kernel used to overflow finfo.min * log2(e) to -inf and
+    return zeros); with several splits of unequal key counts (150 keys in splits of 48) the
+    merge weighs them by count, so the result is the mean over all the row's keys. Such rows get
+    lse = +inf (as the forward kernel gives them); an all -inf row gives zeros."""
+    b, sk = 2, 150
+    q, k, v = _inputs(b, 4, 2, sq, sk, 32, seed=3)
+    mask = _finite_min_mask(b, sq, sk, dtype)
+    offset = 0 if causal else None
+    out, lse = decode_forward(q, k, v, causal_offset=offset, scale=None, config=cfg, mask=mask)
+    want, want_lse = _masked_ref(q, k, v, mask, offset)
+    assert not out.isnan().any() and not lse.isnan().any()
+    torch.testing.assert_close(out.double(), want, atol=2e-5, rtol=1e-4)
+    assert out[1].abs().sum() > 0  # batch 1's rows are means, not zeros
+    hidden = want_lse < -1e30  # rows whose scores all sit near finfo.min
+    assert hidden[1].all()
+    assert torch.isinf(lse[hidden]).all() and (lse[hidden] > 0).all()
+    torch.testing.assert_close(lse.double()[~hidden], want_lse[~hidden], atol=2e-5, rtol=1e-4)
