@@ -96,7 +96,10 @@ def test_bottom_right_under_compile_dynamic_and_opcheck():
         ({"causal": False, "causal_align": "bottom_right"}, "needs causal=True"),
         ({"causal": True, "causal_align": "bottom-right"}, "causal_align must be one of"),
         ({"causal": True, "causal_align": "bottom_right", "window": 4}, "window"),
-        ({"causal": True, "causal_align": "bottom_right", "impl": "sdpa_efficient"}, "bottom-right"),
+        (
+            {"causal": True, "causal_align": "bottom_right", "impl": "sdpa_efficient"},
+            "bottom-right",
+        ),
     ],
 )
 def test_bad_alignment_arguments(kwargs, match):
