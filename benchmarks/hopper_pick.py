@@ -24,10 +24,12 @@ from flashgen.hardware.hopper_tiles import CONFIGS_FORMAT, seq_bucket  # noqa: E
 
 
 def config_of(name: str) -> HopperConfig:
-    """'ws(BLOCK_M, BLOCK_N, NUM_BUF, warps, maxnreg, consumers, pingpong[, persistent])'."""
+    """'ws(BLOCK_M, BLOCK_N, NUM_BUF, warps, maxnreg, consumers, pingpong[, persistent[,
+    dynamic]])'."""
     t = ast.literal_eval(name.removeprefix("ws"))
     bm, bn, nb, w, regs, nc, pp = t[:7]
-    return HopperConfig(bm, bn, nb, nc, w, regs, pp, bool(t[7]) if len(t) > 7 else False)
+    flags = [bool(x) for x in t[7:9]]
+    return HopperConfig(bm, bn, nb, nc, w, regs, pp, *flags)
 
 
 def pick(rows: list[dict], current: dict | None = None) -> list[dict]:
