@@ -7,7 +7,9 @@ Usage: python3 benchmarks/hopper_pick.py bench.json OUT.json [--current CONFIGS.
 
 With --current (the configs file the bench's library path ran), a shape's library-path column
 (`flashgen_fwd_auto`, else `flashgen_fwd_hopper`) competes too, as that file's config for the
-shape's head dim, mask and length: a re-pick keeps the shipped config where it stayed fastest.
+shape's head dim, mask and length: a re-pick keeps the shipped config where it stayed fastest,
+and keeps that file's records of the keys the bench did not time (a bench of a few shapes
+updates those and leaves the rest as they were).
 """
 
 from __future__ import annotations
@@ -69,13 +71,23 @@ def main(argv=None) -> int:
         print(__doc__, file=sys.stderr)
         return 2
     rows = json.loads(pathlib.Path(argv[0]).read_text())
-    doc = {"format": CONFIGS_FORMAT, "source": f"benchmarks/hopper_pick.py {' '.join(argv)}",
-           "records": pick(rows, current)}  # fmt: skip
+    records = pick(rows, current)
+    if current:
+        picked = {(r["head_dim"], r["causal"], r["seq_bucket"]) for r in records}
+        kept = [r for r in json.loads(pathlib.Path(argv[3]).read_text())["records"]
+                if (r["head_dim"], r["causal"], r["seq_bucket"]) not in picked]  # fmt: skip
+        records = sorted(records + kept, key=lambda r: (-r["head_dim"], r["seq_bucket"],
+                                                        r["causal"]))  # fmt: skip
+    doc = {
+        "format": CONFIGS_FORMAT,
+        "source": f"benchmarks/hopper_pick.py {' '.join(argv)}",
+        "records": records,
+    }
     pathlib.Path(argv[1]).parent.mkdir(parents=True, exist_ok=True)
     pathlib.Path(argv[1]).write_text(json.dumps(doc, indent=1) + "\n")
     for r in doc["records"]:
         print(r["head_dim"], r["causal"], r["seq_bucket"], HopperConfig(**r["config"]).short(),
-              r["tflops"], "cudnn", r["cudnn_tflops"])  # fmt: skip
+              r.get("tflops"), "cudnn", r.get("cudnn_tflops"))  # fmt: skip
     return 0
 
 
