@@ -12,7 +12,7 @@ python3 -c "import torch, triton; print(torch.__version__, triton.__version__, t
 export PROBE_CFGS='{"128": [[128,128,2,4,168,2,false,false], [128,128,2,4,168,2,false,true], [128,128,2,4,168,2,false,true,true], [128,128,2,4,168,2,true,true,true]], "64": [[128,128,3,4,168,2,false,true], [128,128,3,4,168,2,false,true,true]]}'
 export PROBE_SHAPES=128:1024:0:0,128:4096:0:0,128:1024:1:0,128:4096:1:0,128:16384:1:0,64:1024:1:0,64:4096:1:0,64:16384:1:0,128:1024:1:1,128:4096:1:1,128:16384:1:1
 PROBE_FAMILIES=auto PROBE_WORKERS=8 python3 benchmarks/hopper_probe.py warm > "$OUT/warm.txt" 2>&1 &
-python3 -m pytest -q -p no:cacheprovider -m gpu -n 6 tests/kernels/test_hopper.py > "$OUT/tests.txt" 2>&1 &
+timeout -k 2 60 python3 -m pytest -q -p no:cacheprovider -m gpu -n 6 tests/kernels/test_hopper.py > "$OUT/tests.txt" 2>&1 &
 wait
 echo "[$(( $(date +%s) - t0 )) s] warm + tests done"; tail -3 "$OUT/tests.txt"
 PROBE_FAMILIES=auto PROBE_ROUNDS=2 python3 benchmarks/hopper_probe.py bench

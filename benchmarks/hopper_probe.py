@@ -316,13 +316,16 @@ def bench():
             else None
             for n, v_ in res.items()
         }
-        # Each probed config's output at the timed shape against cuDNN's (both bf16): a config
-        # that skipped or repeated work items would show here.
+        # Each probed config's and library column's output at the timed shape against cuDNN's
+        # (both bf16): a config that skipped or repeated work items would show here.
         want = harness.sdpa("sdpa_cudnn", q, k, v, causal=causal).float()
         diff = {}
         for name, out in outs.items():
             fns[name]()
             diff[name] = (out.float() - want).abs().max().item()
+        for name in fns:
+            if name.startswith("flashgen_fwd_"):  # forward() returns (out, lse)
+                diff[name] = (fns[name]()[0].float() - want).abs().max().item()
         ws = {n: t for n, t in med.items() if n.startswith("ws") and t}
         best = max(ws, key=ws.get) if ws else None
         row = dict(
