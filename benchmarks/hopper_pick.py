@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import json
+import math
 import pathlib
 import sys
 
@@ -34,24 +35,39 @@ def config_of(name: str) -> HopperConfig:
     return HopperConfig(bm, bn, nb, nc, w, regs, pp, *flags)
 
 
+def score(row: dict, name: str) -> float | None:
+    """How fast column `name` of a bench row is. With the rounds' readings (`runs`) and cuDNN's,
+    the geometric mean over rounds of its reading over cuDNN's of the same round: the GPU's
+    clock state moves all columns of a round together (cuDNN read 548 and 611 TFLOP/s in two
+    rounds of one shape in B2), so per-round ratios rank configs more steadily than each
+    column's median. Otherwise its TFLOP/s."""
+    runs, base = row.get("runs", {}).get(name), row.get("runs", {}).get("cudnn")
+    if runs and base and len(runs) == len(base) and all(runs) and all(base):
+        return math.exp(sum(math.log(x / c) for x, c in zip(runs, base, strict=True)) / len(runs))
+    return row["tflops"].get(name) or None
+
+
 def pick(rows: list[dict], current: dict | None = None) -> list[dict]:
-    """The fastest config per MHA shape; `current`: {(head_dim, causal, bucket): HopperConfig}
-    of the file the library path ran, whose column then competes as that config."""
+    """The fastest config per MHA shape (by `score`); `current`: {(head_dim, causal, bucket):
+    HopperConfig} of the file the library path ran, whose column then competes as that config."""
     records = []
     for row in rows:
         b, h, hk, n, d, causal = row["shape"]
         if hk != h:
             continue
         key = (d, bool(causal), seq_bucket(n))
-        probed = {config_of(k): v for k, v in row["tflops"].items() if k.startswith("ws") and v}
-        lib = row["tflops"].get("flashgen_fwd_auto") or row["tflops"].get("flashgen_fwd_hopper")
-        if current and key in current and lib and lib > probed.get(current[key], 0):
-            probed[current[key]] = lib
-        if not probed:
+        names = {config_of(k): k for k in row["tflops"] if k.startswith("ws") and score(row, k)}
+        lib = next((k for k in ("flashgen_fwd_auto", "flashgen_fwd_hopper")
+                    if score(row, k)), None)  # fmt: skip
+        if current and key in current and lib:
+            mine = names.get(current[key])
+            if mine is None or score(row, lib) > score(row, mine):
+                names[current[key]] = lib
+        if not names:
             continue
-        best = max(probed, key=probed.get)
+        best = max(names, key=lambda c: score(row, names[c]))
         records.append(dict(head_dim=d, causal=bool(causal), seq_bucket=key[2],
-                            config=best.__dict__, tflops=round(probed[best], 1),
+                            config=best.__dict__, tflops=round(row["tflops"][names[best]], 1),
                             cudnn_tflops=row["tflops"].get("cudnn")))  # fmt: skip
     return records
 
