@@ -24,6 +24,7 @@ from flashgen.core.hopper_config import HopperConfig  # noqa: E402
 from flashgen.core.spec import KernelSpec, dtype_name  # noqa: E402
 from flashgen.hardware.hopper_tiles import programs_per_sm  # noqa: E402
 from flashgen.kernels.codegen import load_family  # noqa: E402
+from flashgen.kernels.hopper import sched_counter  # noqa: E402
 
 OUT = pathlib.Path(os.environ.get("OUT", "/tmp/out"))
 QUICK = "quick" in sys.argv[2:]
@@ -37,6 +38,7 @@ def module(head_dim, causal, dtype):
 def prepare(q, k, v, causal, cfg, scale=None):
     bm, bn, nb, w, maxnreg, nc, pp = cfg[:7]
     persistent = len(cfg) > 7 and cfg[7]
+    dynamic = len(cfg) > 8 and cfg[8]
     B, H, SQ, D = q.shape
     HK, SK = k.shape[1], k.shape[2]
     out = torch.empty((B, H, SQ, D), dtype=q.dtype, device=q.device)
@@ -52,7 +54,7 @@ def prepare(q, k, v, causal, cfg, scale=None):
     mod = module(D, causal, q.dtype)
     grid = (triton.cdiv(SQ, bm) * B * H,)
     if persistent:
-        hc = HopperConfig(bm, bn, nb, nc, w, maxnreg, pp, True)
+        hc = HopperConfig(bm, bn, nb, nc, w, maxnreg, pp, True, bool(dynamic))
         per_sm = programs_per_sm(hc, D)
         grid = (min(grid[0], per_sm * torch.cuda.get_device_properties(0).multi_processor_count),)
 
@@ -60,6 +62,7 @@ def prepare(q, k, v, causal, cfg, scale=None):
         return mod.attn_fwd_ws[grid](
             *descs,
             lse,
+            sched_counter(q.device),
             B,
             H,
             H // HK,
@@ -71,6 +74,7 @@ def prepare(q, k, v, causal, cfg, scale=None):
             NUM_BUF=nb,
             NUM_CONSUMERS=nc,
             PINGPONG=pp,
+            DYNAMIC=bool(dynamic),
             num_warps=w,
             maxnreg=maxnreg,
         )
@@ -91,7 +95,8 @@ def reference(q, k, v, causal):
     return torch.softmax(s, -1) @ vv, torch.logsumexp(s, -1)
 
 
-# (BLOCK_M, BLOCK_N, NUM_BUF, num_warps, maxnreg, NUM_CONSUMERS, PINGPONG[, persistent])
+# (BLOCK_M, BLOCK_N, NUM_BUF, num_warps, maxnreg, NUM_CONSUMERS, PINGPONG[, persistent[,
+# dynamic]])
 CFGS = {
     64: [
         (128, 128, 3, 4, 168, 2, False),
@@ -215,7 +220,12 @@ def warm():
     for D, cfgs in CFGS.items():
         shapes = [s for s in bench_shapes() if s[4] == D]
         for cfg in cfgs:
-            if len(cfg) > 7 and cfg[7] and cfg[:7] + (False,) in cfgs:
+            if (
+                len(cfg) > 7
+                and cfg[7]
+                and not (len(cfg) > 8 and cfg[8])
+                and (cfg[:7] + (False,) in cfgs)
+            ):
                 continue  # the persistent launch compiles the same kernel
             for causal in (False, True):
                 jobs.append((cfg, [s for s in shapes if s[5] == causal]))
@@ -272,9 +282,11 @@ def bench():
             fns[name] = lambda impl=impl, qkv=(q, k, v), causal=causal: harness.sdpa(
                 impl, *qkv, causal=causal
             )
+        outs = {}
         for cfg in CFGS[D]:
             launch, out, lse = prepare(q, k, v, causal, cfg)
             fns["ws" + str(cfg)] = launch
+            outs["ws" + str(cfg)] = out
         # The integrated path, flashgen.kernels.fwd.forward (host descriptor building, the
         # config lookup and the family choice included): the Hopper family forced, the family
         # the library chooses by itself ("auto"), and with PROBE_PORTABLE=1 the portable one.
@@ -304,12 +316,23 @@ def bench():
             else None
             for n, v_ in res.items()
         }
+        # Each probed config's and library column's output at the timed shape against cuDNN's
+        # (both bf16): a config that skipped or repeated work items would show here.
+        want = harness.sdpa("sdpa_cudnn", q, k, v, causal=causal).float()
+        diff = {}
+        for name, out in outs.items():
+            fns[name]()
+            diff[name] = (out.float() - want).abs().max().item()
+        for name in fns:
+            if name.startswith("flashgen_fwd_"):  # forward() returns (out, lse)
+                diff[name] = (fns[name]()[0].float() - want).abs().max().item()
         ws = {n: t for n, t in med.items() if n.startswith("ws") and t}
         best = max(ws, key=ws.get) if ws else None
         row = dict(
             shape=[B, H, HK, N, D, causal],
             tflops=med,
             runs=res,
+            diff_cudnn=diff,
             best=best,
             ratio_cudnn=(ws[best] / med["cudnn"]) if best and med.get("cudnn") else None,
         )
@@ -320,6 +343,7 @@ def bench():
                     shape=row["shape"],
                     med={k_: round(x, 1) if x else x for k_, x in med.items()},
                     ratio=row["ratio_cudnn"],
+                    diff=max(diff.values(), default=None),
                 )
             ),
             flush=True,

@@ -22,6 +22,7 @@ NUM_BUF = (2, 3, 4)
 MIN_REGS, MAX_REGS = 24, 248
 REGS_PER_SM = 65_536
 BARRIER_BYTES = 8
+ITEM_BYTES = 4
 
 
 @dataclass(frozen=True, order=True)
@@ -32,7 +33,9 @@ class HopperConfig:
     SM's 65,536 registers; the loader's warpgroup then gives its registers to the consumers
     through setmaxnreg); pingpong orders the two consumers' GEMMs; persistent launches one
     program per resident slot (each walks several work items, longest first when causal)
-    instead of one per item."""
+    instead of one per item; dynamic (persistent only) lets each program take the next untaken
+    item from a global counter instead of every grid-th one (items of unequal length, causal,
+    then end together)."""
 
     block_m: int
     block_n: int
@@ -42,11 +45,12 @@ class HopperConfig:
     maxnreg: int
     pingpong: bool
     persistent: bool = False
+    dynamic: bool = False
 
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
-            want_bool = f.name in ("pingpong", "persistent")
+            want_bool = f.name in ("pingpong", "persistent", "dynamic")
             if want_bool != isinstance(value, bool) or not isinstance(value, int):
                 kind = "a bool" if want_bool else "an int"
                 raise FieldError(f.name, f"HopperConfig.{f.name} must be {kind}, got {value!r}")
@@ -63,6 +67,7 @@ class HopperConfig:
             ("maxnreg", self.threads() * self.maxnreg <= REGS_PER_SM,
              f"at most {REGS_PER_SM} // {self.threads()} threads"),
             ("pingpong", not self.pingpong or self.consumers == 2, "only with two consumers"),
+            ("dynamic", not self.dynamic or self.persistent, "only with a persistent grid"),
         )  # fmt: skip
         for name, ok, rule in checks:
             if not ok:
@@ -75,10 +80,12 @@ class HopperConfig:
     def shared_bytes(self, head_dim: int, elem_bytes: int = 2) -> int:
         """Shared memory of the kernel's allocations: each consumer's two Q tiles (the next
         item's Q loads while the current one is in use) and O staging tile, the K and V
-        rings, the mbarriers. On sm_90 the compiler adds alignment padding only
-        (tests/kernels/test_hopper.py compiles configs and compares)."""
+        rings, the mbarriers, each Q buffer's work-item index (dynamic grids; a static one
+        leaves it unused and the compiler drops it). On sm_90 the compiler adds alignment
+        padding only (tests/kernels/test_hopper.py compiles configs and compares)."""
         tiles = (3 * self.block_m + 2 * self.num_buf * self.block_n) * head_dim * elem_bytes
-        return tiles + BARRIER_BYTES * (4 * self.consumers + 4 * self.num_buf + 2)
+        barriers = BARRIER_BYTES * (4 * self.consumers + 4 * self.num_buf + 2)
+        return tiles + barriers + ITEM_BYTES * 2 * self.consumers
 
     def threads(self) -> int:
         """Threads of one program: the consumers' warps and the loader's warp, the loader
@@ -86,12 +93,15 @@ class HopperConfig:
         return 32 * (self.consumers * self.num_warps + 4)
 
     def short(self) -> str:
-        flags = ("pp" if self.pingpong else "") + ("P" if self.persistent else "")
+        flags = "".join(
+            name for name, on in (("pp", self.pingpong), ("P", self.persistent),
+                                  ("D", self.dynamic)) if on
+        )  # fmt: skip
         return (f"(hopper {self.block_m}x{self.block_n} c{self.consumers}w{self.num_warps} "
                 f"b{self.num_buf} r{self.maxnreg}{' ' + flags if flags else ''})")  # fmt: skip
 
     def with_persistent(self, persistent: bool = True) -> HopperConfig:
-        return replace(self, persistent=persistent)
+        return replace(self, persistent=persistent, dynamic=self.dynamic and persistent)
 
 
 def max_regs(consumers: int, num_warps: int) -> int:

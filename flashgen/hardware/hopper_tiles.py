@@ -85,10 +85,15 @@ def fit_reason(cfg: HopperConfig, head_dim: int, device: DeviceLimits) -> str | 
     return None
 
 
+# (persistent, dynamic): the three grids a config can launch.
+GRIDS = ((False, False), (True, False), (True, True))
+
+
 @functools.cache
 def candidates(head_dim: int) -> tuple[HopperConfig, ...]:
     """Every config of the knob space for this head dim (tiles, ring slots, consumers, launch
-    register cap, ping-pong, persistent), before the device's fit test. The register cap is
+    register cap, ping-pong, grid: one program per item, persistent, persistent taking items
+    dynamically), before the device's fit test. The register cap is
     the largest the threads allow, and for one 4-warp consumer also 128 (two programs per SM)."""
     out = []
     for consumers, warps in ((1, 4), (1, 8), (2, 4), (3, 4)):
@@ -99,10 +104,10 @@ def candidates(head_dim: int) -> tuple[HopperConfig, ...]:
             for block_n in BLOCK_N:
                 for num_buf in NUM_BUF:
                     for pingpong in (False, True) if consumers == 2 else (False,):
-                        for persistent in (False, True):
+                        for persistent, dynamic in GRIDS:
                             out.append(HopperConfig(
                                 consumers * 16 * warps, block_n, num_buf, consumers, warps,
-                                maxnreg, pingpong, persistent))  # fmt: skip
+                                maxnreg, pingpong, persistent, dynamic))  # fmt: skip
     return tuple(out)
 
 

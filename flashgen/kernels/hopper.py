@@ -21,7 +21,8 @@ bucket from a Hopper configs file (FLASHGEN_HOPPER_CONFIGS or tuning_db/hopper/<
 `flashgen.hardware.hopper_tiles.tuned_config`; benchmarks/hopper_tune.py writes one with the
 Optuna search of `flashgen.tune.hopper_space`), else `CONFIGS` per head dim. The knobs
 (`flashgen.core.hopper_config.HopperConfig`): tile sizes, ring slots, one to three consumer
-warpgroups and the launch register cap, ping-pong, persistent grid. The portable family's
+warpgroups and the launch register cap, ping-pong, persistent grid, static or dynamic (programs
+take the next untaken work item from a per-stream counter, `sched_counter`). The portable family's
 tuning database does not hold them. An explicit portable `config` passed to
 `flashgen.kernels.fwd.forward` (tuner, benchmarks) always takes the portable family.
 """
@@ -225,7 +226,7 @@ def for_spec(cfg: HopperConfig, spec) -> HopperConfig:
     if banded(spec) and cfg.pingpong:
         return HopperConfig(
             cfg.block_m, cfg.block_n, cfg.num_buf, cfg.consumers, cfg.num_warps, cfg.maxnreg,
-            False, cfg.persistent,
+            False, cfg.persistent, cfg.dynamic,
         )  # fmt: skip
     return cfg
 
@@ -264,9 +265,10 @@ def forward(
         window = (min(window[0], sq + sk), min(window[1], sq + sk))
     masks = mask_args(spec, scale, window, softcap, bounds, mask)
     load_family(spec, "hopper").attn_fwd_ws[(items,)](
-        *descs, lse, batch, hq, hq // hkv, sq, sk, float(scale) * LOG2E, *masks,
+        *descs, lse, sched_counter(q.device), batch, hq, hq // hkv, sq, sk,
+        float(scale) * LOG2E, *masks,
         BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, NUM_BUF=cfg.num_buf,
-        NUM_CONSUMERS=cfg.consumers, PINGPONG=cfg.pingpong,
+        NUM_CONSUMERS=cfg.consumers, PINGPONG=cfg.pingpong, DYNAMIC=cfg.dynamic,
         num_warps=cfg.num_warps, maxnreg=cfg.maxnreg,
     )  # fmt: skip
 
@@ -290,6 +292,23 @@ def mask_args(spec, scale: float, window, softcap, bounds, mask=None) -> tuple:
     if mask is not None:  # the expanded [B, Hq, Sq, Sk] view: 0 strides along broadcast dims
         args += (mask, *mask.stride())
     return args
+
+
+def sched_counter(device):
+    """The int32 work-item counter of a dynamic persistent launch (the template's Sched) for
+    the current stream of `device`: zero between launches (the kernel resets it), so one per
+    stream serves every launch in that stream's order; two streams must not share one."""
+    import torch
+
+    stream = torch.cuda.current_stream(device)
+    key = (stream.device.index, stream.stream_id)
+    counter = _COUNTERS.get(key)
+    if counter is None:
+        counter = _COUNTERS[key] = torch.zeros(1, dtype=torch.int32, device=stream.device)
+    return counter
+
+
+_COUNTERS: dict = {}
 
 
 @functools.cache
@@ -322,7 +341,7 @@ def compile_for_sm90(spec, cfg: HopperConfig | None = None) -> dict:
     rows_q = cfg.block_m // cfg.consumers
     signature = {
         "desc_q": desc(rows_q), "desc_k": desc(cfg.block_n), "desc_v": desc(cfg.block_n),
-        "desc_o": desc(rows_q), "Lse": "*fp32", "BATCH": "i32", "H": "i32", "GROUP": "i32", "SEQ_Q": "i32",
+        "desc_o": desc(rows_q), "Lse": "*fp32", "Sched": "*i32", "BATCH": "i32", "H": "i32", "GROUP": "i32", "SEQ_Q": "i32",
         "SEQ_K": "i32", "qk_scale": "fp32",
     }  # fmt: skip
     if spec.window:
@@ -335,17 +354,20 @@ def compile_for_sm90(spec, cfg: HopperConfig | None = None) -> dict:
         signature["Mask"] = "*i1" if spec.attn_mask == "bool" else f"*{short}"
         signature.update(stride_mb="i32", stride_mh="i32", stride_mm="i32", stride_mn="i32")
     signature.update(BLOCK_M="constexpr", BLOCK_N="constexpr", NUM_BUF="constexpr",
-                     NUM_CONSUMERS="constexpr", PINGPONG="constexpr", num_warps="constexpr")  # fmt: skip
-    pointers = [i for i, name in enumerate(signature) if name in ("Lse", "SeqBounds", "Mask")]
+                     NUM_CONSUMERS="constexpr", PINGPONG="constexpr", DYNAMIC="constexpr",
+                     num_warps="constexpr")  # fmt: skip
+    pointers = [i for i, name in enumerate(signature)
+                if name in ("Lse", "Sched", "SeqBounds", "Mask")]  # fmt: skip
     constexprs = {
         "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "NUM_BUF": cfg.num_buf,
-        "NUM_CONSUMERS": cfg.consumers, "PINGPONG": cfg.pingpong, "num_warps": cfg.num_warps,
+        "NUM_CONSUMERS": cfg.consumers, "PINGPONG": cfg.pingpong, "DYNAMIC": cfg.dynamic,
+        "num_warps": cfg.num_warps,
     }  # fmt: skip
     source = GluonASTSource(
         fn=load_family(spec, "hopper").attn_fwd_ws,
         signature=signature,
         constexprs=constexprs,
-        # Lse (and SeqBounds): the JIT's 16-byte pointer specialisation
+        # Lse, Sched (and SeqBounds): the JIT's 16-byte pointer specialisation
         attrs={(i,): [["tt.divisibility", 16]] for i in pointers},
     )
     kernel = triton.compile(

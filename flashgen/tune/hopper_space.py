@@ -3,7 +3,7 @@
 Why apart from `space.Space`: the portable family's space is four integers stored in the
 tuning database (`TileConfig`); the Hopper family's config (`HopperConfig`) has other knobs:
 tile sizes, ring slots, consumer warpgroups with their register split (the launch register
-cap), ping-pong, persistent grid. `HopperSpace` maps them to categorical Optuna parameters
+cap), ping-pong, persistent grid (static or dynamic). `HopperSpace` maps them to categorical Optuna parameters
 and back, and prunes with `flashgen.hardware.hopper_tiles` (shared memory, registers) before
 anything is compiled, as `Space` does with the SRAM model. `search` runs a study over one
 shape with any `evaluate(cfg) -> ms` (the GPU timing in benchmarks/hopper_tune.py; a fake in
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from ..core.hopper_config import HopperConfig
 
-PARAMS = ("layout", "block_n", "num_buf", "pingpong", "persistent")
+PARAMS = ("layout", "block_n", "num_buf", "pingpong", "persistent", "dynamic")
 
 
 def layout_name(cfg: HopperConfig) -> str:
@@ -44,11 +44,13 @@ class HopperSpace:
             "num_buf": sorted({c.num_buf for c in self.candidates}),
             "pingpong": sorted({c.pingpong for c in self.candidates}),
             "persistent": sorted({c.persistent for c in self.candidates}),
+            "dynamic": sorted({c.dynamic for c in self.candidates}),
         }
 
     @staticmethod
     def _key(cfg: HopperConfig) -> tuple:
-        return (layout_name(cfg), cfg.block_n, cfg.num_buf, cfg.pingpong, cfg.persistent)
+        return (layout_name(cfg), cfg.block_n, cfg.num_buf, cfg.pingpong, cfg.persistent,
+                cfg.dynamic)  # fmt: skip
 
     def prune_reason(self, cfg: HopperConfig | None) -> str | None:
         from ..hardware.hopper_tiles import fit_reason
@@ -67,7 +69,7 @@ class HopperSpace:
 
     def suggest(self, trial) -> HopperConfig | None:
         """The config of the trial's choices; None for a combination that is no config
-        (ping-pong without two consumers)."""
+        (ping-pong without two consumers, a dynamic grid that is not persistent)."""
         key = tuple(trial.suggest_categorical(p, self.choices[p]) for p in PARAMS)
         return self._by_params.get(key)
 

@@ -23,6 +23,8 @@ SHIPPED_128 = HopperConfig(128, 128, 2, 2, 4, 168, False)
         (dict(pingpong=1), "pingpong"),  # an int is not a bool
         (dict(block_n=128.0), "block_n"),
         (dict(persistent="yes"), "persistent"),
+        (dict(dynamic=True), "dynamic"),  # a dynamic grid is a persistent one
+        (dict(persistent=True, dynamic=1), "dynamic"),
     ],
     ids=lambda x: str(x),
 )
@@ -40,10 +42,19 @@ def test_pingpong_needs_two_consumers():
 
 def test_counts():
     # Two Q tiles and one O staging tile (3 x 128 rows), 2 slots each of K and V (128 rows),
-    # hd128, 2 bytes; q_ready/q_empty for each of 2 Q buffers per consumer, 4 per slot, 2 turn.
-    assert SHIPPED_128.shared_bytes(128) == (384 + 512) * 128 * 2 + 8 * (8 + 8 + 2)
+    # hd128, 2 bytes; q_ready/q_empty for each of 2 Q buffers per consumer, 4 per slot, 2 turn;
+    # the work item index of each Q buffer (4 bytes).
+    assert SHIPPED_128.shared_bytes(128) == (384 + 512) * 128 * 2 + 8 * (8 + 8 + 2) + 4 * 4
     assert SHIPPED_128.threads() == 384
     assert HopperConfig(192, 64, 3, 3, 4, 128, False).threads() == 512
     assert max_regs(2, 4) == 168 and max_regs(3, 4) == 128 and max_regs(1, 4) == 248
     assert SHIPPED_128.with_persistent().persistent and not SHIPPED_128.persistent
     assert "c2w4" in SHIPPED_128.short()
+
+
+def test_dynamic_follows_the_grid():
+    dynamic = HopperConfig(128, 128, 2, 2, 4, 168, False, True, True)
+    assert dynamic.short().endswith(" PD)") and SHIPPED_128.short().endswith("r168)")
+    # a plain grid has no item counter: dropping persistence drops the dynamic choice
+    assert dynamic.with_persistent(False) == SHIPPED_128
+    assert dynamic.with_persistent(True) == dynamic

@@ -111,6 +111,7 @@ AOT_CONFIGS = [
     (64, (192, 64, 3, 3, 4, 128, False)),
     (64, (128, 128, 2, 1, 8, 168, False)),
     (64, (64, 128, 2, 1, 4, 128, False)),
+    (128, (128, 128, 2, 2, 4, 168, False, True, True)),  # dynamic persistent grid
 ]  # fmt: skip
 
 _AOT_SCRIPT = """
@@ -121,7 +122,7 @@ from flashgen.core.hopper_config import HopperConfig
 out = {}
 for head_dim, cfg in json.loads(sys.argv[1]):
     cfg = hopper.CONFIGS[head_dim] if cfg == "shipped" else HopperConfig(*cfg)
-    for causal in ((False, True) if cfg == hopper.CONFIGS[head_dim] else (False,)):
+    for causal in ((False, True) if cfg == hopper.CONFIGS[head_dim] else (cfg.dynamic,)):
         spec = KernelSpec(head_dim, causal, "bfloat16", "fwd")
         res = hopper.compile_for_sm90(spec, cfg)
         out[f"{spec.uri()} {cfg.short()}"] = dict(res, model=cfg.shared_bytes(head_dim),
@@ -140,7 +141,7 @@ def aot_results():
 def test_compiles_for_sm90_and_fits_the_models(aot_results):
     from flashgen.hardware.sram import KNOWN_GPUS
 
-    assert len(aot_results) == 2 * 2 + 4
+    assert len(aot_results) == 2 * 2 + 5
     for name, result in aot_results.items():
         ptx = result["ptx"]
         # Warp specialisation really happened: registers move from the loader to the consumers.
@@ -150,13 +151,18 @@ def test_compiles_for_sm90_and_fits_the_models(aot_results):
         # never Gluon's plain arrive, which costs a partition-wide bar.sync before it.
         assert re.search(r"mbarrier\.arrive\.expect_tx\.shared(::cta)?\.b64 _, \[%r\d+\], 0;", ptx)
         assert "mbarrier.arrive.shared" not in ptx, name
+        # Only a dynamic grid takes items from the global counter.
+        assert ("atom.global" in ptx) == (" PD)" in name), name
         real, model = result["shared"], result["model"]
         # The compiler adds only alignment padding to the explicit allocations.
         assert model <= real < model + 1024, (name, real, model)
         assert real <= KNOWN_GPUS["nvidia-h200"].smem_optin_bytes
-        # Every config here passes the register model, and ptxas (where Triton ships it) agrees.
+        # Every config here passes the register model, and ptxas (where Triton ships it) agrees:
+        # no spills, but for a dynamic grid's consumers, which keep 16 bytes of loop-carried
+        # values in local memory (stored and loaded once per work item, not per tile; seen with
+        # the ptxas of Triton 3.6 and 3.9 alike).
         if result["spills"] is not None:
-            assert result["spills"] == 0, name
+            assert result["spills"] <= (16 if " PD)" in name else 0), name
 
 
 def test_aot_configs_pass_the_fit_model():
@@ -257,6 +263,45 @@ def test_layouts_and_persistent_grid_match_float64(case):
     )
     assert max_abs_err(out, ref_out) <= atol
     assert (lse.double() - ref_lse).abs().max().item() <= 1e-4 + 1e-5 * ref_lse.abs().max().item()
+
+
+# Dynamic persistent grids: programs take items from a global counter, so which program runs
+# an item differs from run to run; every item must still be computed once, and the counter
+# must be back at 0 after each launch (the next launch starts from it).
+DYNAMIC_CASES = [
+    # (head_dim, HopperConfig fields, causal, (B, Hq, Hkv, Sq, Sk))
+    (128, (128, 128, 2, 2, 4, 168, False, True, True), True, (4, 16, 4, 1000, 1000)),
+    (128, (128, 128, 2, 2, 4, 168, True, True, True), True, (4, 16, 16, 1000, 1000)),
+    (128, (128, 128, 2, 2, 4, 168, False, True, True), False, (3, 16, 16, 777, 801)),
+    (64, (128, 128, 3, 2, 4, 168, False, True, True), True, (4, 16, 4, 1000, 1000)),
+    (64, (192, 64, 3, 3, 4, 128, False, True, True), True, (2, 8, 2, 300, 129)),
+]
+
+
+@pytest.mark.gpu
+@needs_sm90
+@needs_gluon
+@pytest.mark.parametrize("case", DYNAMIC_CASES, ids=lambda c: f"d{c[0]}-{c[1]}-{c[2]}-{c[3]}")
+def test_dynamic_grid_matches_float64_launch_after_launch(case):
+    from flashgen.core.hopper_config import HopperConfig
+
+    d, fields, causal, (b, hq, hkv, sq, sk) = case
+    cfg = HopperConfig(*fields)
+    q, k, v = _qkv(b, hq, hkv, sq, sk, d, torch.bfloat16, seed=3)
+    ref_out, ref_lse = attention_ref(q, k, v, causal=causal)
+    _, atol = tolerance(
+        torch.bfloat16, max_abs_err(sdpa_same_dtype(q, k, v, causal=causal), ref_out)
+    )
+    spec = KernelSpec(d, causal, "bfloat16", "fwd")
+    counter = hopper.sched_counter(q.device)
+    for _ in range(3):
+        out = torch.full_like(q, float("nan"))  # an item never computed stays NaN
+        lse = torch.full((b, hq, sq), float("nan"), device=q.device, dtype=torch.float32)
+        hopper.forward(q, k, v, out, lse, scale=d**-0.5, spec=spec, config=cfg)
+        assert counter.item() == 0
+        assert max_abs_err(out, ref_out) <= atol
+        lse_bound = 1e-4 + 1e-5 * ref_lse.abs().max().item()
+        assert (lse.double() - ref_lse).abs().max().item() <= lse_bound
 
 
 @pytest.mark.gpu

@@ -51,21 +51,46 @@ def test_pick_keeps_the_current_config_where_the_library_path_was_fastest(tmp_pa
                    pingpong=False, persistent=False)  # fmt: skip
     current.write_text(json.dumps({"format": ht.CONFIGS_FORMAT, "records": [
         dict(head_dim=128, causal=False, seq_bucket=16384, config=shipped),
-        dict(head_dim=128, causal=True, seq_bucket=1024, config=shipped)]}))  # fmt: skip
+        dict(head_dim=128, causal=True, seq_bucket=1024, config=shipped),
+        dict(head_dim=64, causal=True, seq_bucket=4096, config=shipped)]}))  # fmt: skip
     rows = [
         {"shape": [1, 16, 16, 16384, 128, False],  # the library path (shipped) wins
          "tflops": {"cudnn": 590.0, "flashgen_fwd_auto": 640.0,
                     "ws(128, 128, 2, 4, 168, 2, True, True)": 620.0}},
         {"shape": [16, 16, 16, 1024, 128, True],  # a probed config wins
          "tflops": {"cudnn": 430.0, "flashgen_fwd_auto": 380.0,
-                    "ws(128, 128, 2, 4, 168, 2, True, True)": 400.0}},
+                    "ws(128, 128, 2, 4, 168, 2, True, True)": 400.0,
+                    "ws(128, 128, 2, 4, 168, 2, False, True, True)": 410.0}},
     ]  # fmt: skip
     bench, out = tmp_path / "bench.json", tmp_path / "new.json"
     bench.write_text(json.dumps(rows))
     done = subprocess.run([sys.executable, str(SCRIPT), str(bench), str(out), "--current",
                            str(current)], capture_output=True, text=True)  # fmt: skip
     assert done.returncode == 0, done.stderr
-    got = {(r["head_dim"], r["causal"], r["seq_bucket"]): (HopperConfig(**r["config"]), r["tflops"])
+    got = {(r["head_dim"], r["causal"], r["seq_bucket"]): (HopperConfig(**r["config"]), r.get("tflops"))
            for r in json.loads(out.read_text())["records"]}  # fmt: skip
     assert got[128, False, 16384] == (HopperConfig(**shipped), 640.0)
-    assert got[128, True, 1024] == (HopperConfig(128, 128, 2, 2, 4, 168, True, True), 400.0)
+    # a dynamic persistent grid: the ninth field of the probe's config tuple
+    assert got[128, True, 1024] == (HopperConfig(128, 128, 2, 2, 4, 168, False, True, True), 410.0)
+    # a key the bench did not time keeps the current file's record
+    assert got[64, True, 4096][0] == HopperConfig(**shipped)
+
+
+def test_pick_ranks_by_the_rounds_ratios_to_cudnn(tmp_path):
+    """With per-round readings, a config that read fastest in one round but lost to cuDNN in
+    the other does not win over one level with cuDNN in both rounds."""
+    a, b = (
+        "ws(128, 128, 2, 4, 168, 2, False, True)",
+        "ws(128, 128, 2, 4, 168, 2, False, True, True)",
+    )
+    rows = [{"shape": [4, 16, 16, 4096, 128, True],
+             "tflops": {"cudnn": 600.0, a: 620.0, b: 590.0},
+             "runs": {"cudnn": [600.0, 500.0], a: [620.0, 420.0], b: [590.0, 510.0]}}]  # fmt: skip
+    bench, out = tmp_path / "bench.json", tmp_path / "new.json"
+    bench.write_text(json.dumps(rows))
+    done = subprocess.run([sys.executable, str(SCRIPT), str(bench), str(out)],
+                          capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    (rec,) = json.loads(out.read_text())["records"]
+    assert HopperConfig(**rec["config"]) == HopperConfig(128, 128, 2, 2, 4, 168, False, True, True)
+    assert rec["tflops"] == 590.0

@@ -29,6 +29,11 @@ def test_params_round_trip():
     for cfg in space.candidates:
         assert space.suggest(Trial(space.params(cfg))) == cfg
     assert set(space.choices["layout"]) >= {"c2w4r168", "c1w4r128", "c3w4r128"}
+    # a dynamic grid only with a persistent one
+    assert any(c.dynamic for c in space.candidates)
+    assert all(c.persistent for c in space.candidates if c.dynamic)
+    assert space.suggest(Trial({**space.params(space.candidates[0]), "dynamic": True,
+                                "persistent": False})) is None  # fmt: skip
 
 
 def test_search_finds_the_fake_optimum_and_never_times_a_misfit():
@@ -48,6 +53,7 @@ def test_search_finds_the_fake_optimum_and_never_times_a_misfit():
             + (layout_name(cfg) != "c2w4r168")
             + (not cfg.persistent)
             + 0.5 * cfg.pingpong
+            + 0.25 * cfg.dynamic
         )
 
     shipped = HopperConfig(128, 128, 2, 2, 4, 168, False)
