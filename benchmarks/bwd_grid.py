@@ -1,7 +1,7 @@
 """Forward+backward through `flashgen.attention` against cuDNN on the issue-14 grid, per backward
-mode: "fast" (the default call), "det" (under torch.use_deterministic_algorithms(True)) and
-"overlap"/"overlap2" (FLASHGEN_BWD_OVERLAP=1/2: the split kind's dQ kernel on a side stream,
-launched before/after the dK/dV kernel).
+mode: "fast" (the default call), "det" (under torch.use_deterministic_algorithms(True)), and
+FLASHGEN_BWD_OVERLAP forced: "seq" (0: dQ and dK/dV kernels one after the other), "overlap" (1:
+dQ on a side stream, launched first), "overlap2" (2: dQ on a side stream, launched second).
 
 Run on the GPU machine from the checkout (the shipped records in tuning_db/ choose every config,
 as for a user's call; flashgen's kernels forced with FLASHGEN_IMPL=flashgen):
@@ -13,7 +13,7 @@ as for a user's call; flashgen's kernels forced with FLASHGEN_IMPL=flashgen):
    each mode's dQ/dK/dV on a ragged GQA shape (2 x 8/2 heads x 333 x 301), head dims 64/128,
    causal both, against float64 autograd (bound: 3x PyTorch's own bf16 error + 8e-3 of the
    gradient's size, as tests/kernels/test_backward.py); bit equality of two "det" runs and of
-   "det" against both overlaps (all run the split kind: disjoint outputs, no atomics).
+   "det" against every other mode (all run the split kind: disjoint outputs, no atomics).
 2. Speed, in the main process, per shape: cuDNN's and flashgen's forward alone, then cuDNN and
    each flashgen mode forward+backward, the series run twice (second time in reverse order);
    the mean of the two do_bench medians (triton.testing, L2 flushed). Each mode's
@@ -48,7 +48,8 @@ GRID = [
     (4, 32, 8, 4096, 128),
     (1, 32, 8, 16384, 128),
 ]
-MODES = ("fast", "det", "overlap", "overlap2")
+MODES = ("fast", "det", "seq", "overlap", "overlap2")
+ENV = {"seq": "0", "overlap": "1", "overlap2": "2"}  # FLASHGEN_BWD_OVERLAP per mode (else unset)
 
 
 def _inputs(b, hq, hkv, sq, sk, d, seed=0):
@@ -65,7 +66,10 @@ def _grads(mode, q, k, v, do, causal, grads=True):
 
     from flashgen import attention
 
-    os.environ["FLASHGEN_BWD_OVERLAP"] = {"overlap": "1", "overlap2": "2"}.get(mode, "0")
+    if mode in ENV:
+        os.environ["FLASHGEN_BWD_OVERLAP"] = ENV[mode]
+    else:
+        os.environ.pop("FLASHGEN_BWD_OVERLAP", None)
     leaves = [t.detach().requires_grad_(True) for t in (q, k, v)]
     torch.use_deterministic_algorithms(mode == "det")
     try:
@@ -130,11 +134,8 @@ def check(case):
             result["errors"][f"{mode} {name}"] = [round(err, 5), round(bound, 5)]
             ok = bool(torch.isfinite(grads[i]).all()) and err <= bound
             result["ok"] = result["ok"] and ok
-    result["overlap_bits_equal_det"] = all(
-        all(map(torch.equal, got["det"], got[m])) for m in ("overlap", "overlap2")
-    )
-    result["fast_bits_equal_det"] = all(map(torch.equal, got["det"], got["fast"]))
-    result["ok"] = result["ok"] and result["det_bits_equal"] and result["overlap_bits_equal_det"]
+    result["modes_bits_equal_det"] = all(all(map(torch.equal, got["det"], got[m])) for m in MODES)
+    result["ok"] = result["ok"] and result["det_bits_equal"] and result["modes_bits_equal_det"]
     return result
 
 
@@ -164,7 +165,7 @@ def _rel_diff(got, ref) -> float:
     return round(worst, 5)
 
 
-def time_shape(shape, causal, rep, modes=MODES):
+def time_shape(shape, causal, rep, modes=MODES, fwd=True):
     import torch
     from triton.testing import do_bench
 
@@ -176,11 +177,10 @@ def time_shape(shape, causal, rep, modes=MODES):
     for mode in modes:
         row["rel_diff_vs_cudnn"][mode] = _rel_diff(_grads(mode, q, k, v, do, causal), ref)
     del ref
-    fns = {
-        "cudnn fwd": lambda: _cudnn(q, k, v, do, causal, backward=False),
-        "flashgen fwd": lambda: _flashgen_fwd(q, k, v, causal),
-        "cudnn": lambda: _cudnn(q, k, v, do, causal),
-    }
+    fns = {"cudnn": lambda: _cudnn(q, k, v, do, causal)}
+    if fwd:  # forwards alone: the backward's share by difference
+        fns["cudnn fwd"] = lambda: _cudnn(q, k, v, do, causal, backward=False)
+        fns["flashgen fwd"] = lambda: _flashgen_fwd(q, k, v, causal)
     for mode in modes:
         fns[mode] = lambda mode=mode: _grads(mode, q, k, v, do, causal, grads=False)
     runs: dict[str, list[float]] = {name: [] for name in fns}
@@ -192,11 +192,12 @@ def time_shape(shape, causal, rep, modes=MODES):
     med = {name: sum(values) / len(values) for name, values in runs.items()}  # 2 series: mean
     for mode in modes:
         row["vs_cudnn"][mode] = round(med["cudnn"] / med[mode], 3)
-    row["vs_cudnn"]["fwd"] = round(med["cudnn fwd"] / med["flashgen fwd"], 3)
-    bwd = {name: med[name] - med[f"{name.split()[0]} fwd" if name == "cudnn" else "flashgen fwd"]
-           for name in ("cudnn", *modes)}  # fmt: skip
-    row["bwd_ms_by_difference"] = {name: round(ms, 4) for name, ms in bwd.items()}
-    row["bwd_vs_cudnn_by_difference"] = {m: round(bwd["cudnn"] / bwd[m], 3) for m in modes}
+    if fwd:
+        row["vs_cudnn"]["fwd"] = round(med["cudnn fwd"] / med["flashgen fwd"], 3)
+        bwd = {name: med[name] - med["cudnn fwd" if name == "cudnn" else "flashgen fwd"]
+               for name in ("cudnn", *modes)}  # fmt: skip
+        row["bwd_ms_by_difference"] = {name: round(ms, 4) for name, ms in bwd.items()}
+        row["bwd_vs_cudnn_by_difference"] = {m: round(bwd["cudnn"] / bwd[m], 3) for m in modes}
     row["fwdbwd_tflops"] = {
         name: round(3.5 * fwd_flops / (med[name] * 1e-3) / 1e12, 1) for name in ("cudnn", *modes)
     }
@@ -219,19 +220,20 @@ def table(path) -> str:
     with open(path) as fh:
         result = json.load(fh)
     lines = [
-        "| shape (bf16) | causal | cuDNN fwd+bwd ms | fast | det | overlap (dQ first) | "
-        "overlap2 (dK/dV first) | fwd alone | bwd alone (by difference), fast |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| shape (bf16) | causal | cuDNN fwd+bwd ms | fast | det | seq (no overlap) | "
+        "overlap (dQ first) | overlap2 (dK/dV first) | fwd alone | bwd alone (by difference), "
+        "fast |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in result["rows"]:
         b, hq, hkv, n, d = row["shape"]
         r = row["vs_cudnn"]
         cudnn = sum(row["ms"]["cudnn"]) / len(row["ms"]["cudnn"])
-        lines.append(
-            f"| B{b} H{hq}/{hkv} N{n} D{d} | {'yes' if row['causal'] else 'no'} | {cudnn:.3f} | "
-            + " | ".join(f"{r[m]:.3f}x" if m in r else "-" for m in MODES)
-            + f" | {r['fwd']:.3f}x | {row['bwd_vs_cudnn_by_difference']['fast']:.3f}x |"
-        )
+        cells = [f"B{b} H{hq}/{hkv} N{n} D{d}", "yes" if row["causal"] else "no", f"{cudnn:.3f}"]
+        cells += [f"{r[m]:.3f}x" if m in r else "-" for m in (*MODES, "fwd")]
+        by_diff = row.get("bwd_vs_cudnn_by_difference", {}).get("fast")
+        cells.append("-" if by_diff is None else f"{by_diff:.3f}x")
+        lines.append("| " + " | ".join(cells) + " |")
     summary = summarise(result["rows"])
     lines.append("")
     for mode, s in summary.items():
@@ -246,6 +248,8 @@ def main(argv=None) -> int:
     parser.add_argument("--rep", type=int, default=60, help="do_bench rep (ms)")
     parser.add_argument("--workers", type=int, default=15)
     parser.add_argument("--modes", default=",".join(MODES), help="modes timed (all checked)")
+    parser.add_argument("--fwd", action=argparse.BooleanOptionalAction, default=True,
+                        help="also time both forwards alone")  # fmt: skip
     parser.add_argument("--table", help="print the table of this bwd_grid.json and exit")
     args = parser.parse_args(argv)
     if args.table:
@@ -283,7 +287,7 @@ def main(argv=None) -> int:
             if time.time() - start > args.budget:
                 print("budget reached: remaining shapes skipped")
                 break
-            row = time_shape(shape, causal, args.rep, tuple(args.modes.split(",")))
+            row = time_shape(shape, causal, args.rep, tuple(args.modes.split(",")), args.fwd)
             result["rows"].append(row)
             print(f"[{time.time() - start:.0f}s] {shape} causal={causal}", json.dumps(row))
             with open(path, "w") as fh:

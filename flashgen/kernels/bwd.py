@@ -50,6 +50,7 @@ from ..hardware.sram import current_device
 from ..hardware.tiles import config_for_kind
 from . import bwd_kind, hopper_bwd
 from . import tma as _tma
+from .buffers import pause_fill, resume_fill
 from .codegen import load, load_family
 from .fwd import mask_kind as _mask_kind
 from .launch import Launch, direct_device
@@ -200,24 +201,36 @@ class _Plan:
         self, do, q, k, v, out, lse, scale: float, window=None, softcap=None, bounds=None,
         mask=None, dropout=None,
     ):  # fmt: skip
-        delta = torch.empty_like(lse)  # lse is contiguous float32 [B, Hq, Sq]
-        self.pre(out, do, delta, *self.pre_tail)
         if self.onepass is not None:
+            delta = torch.empty_like(lse)  # lse is contiguous float32 [B, Hq, Sq]
+            self.pre(out, do, delta, *self.pre_tail)
             return self._launch_onepass(do, q, k, v, lse, delta, scale)
         ints = (*self.ints, float(scale), *(() if window is None else window))
         if softcap is not None:
             ints = (*ints, softcap / scale)  # the kernels cap raw scores: cap / scale
-        # with lengths the kernels store only the valid rows: the padded ones stay zero
-        new = torch.zeros_like if self.bounded else torch.empty_like
         if bounds is not None:
             ints = (*ints, bounds)
         if mask is not None:
             ints = (*ints, mask, *mask.stride())
         if dropout is not None:
             ints = (*ints, float(dropout[0]), int(dropout[1]))
-        dq = dk = dv = None
-        if self.dq is not None:
-            dq = new(q, memory_format=torch.contiguous_format)
+        # The kernels write every element of delta, dQ, dK and dV (key rows no query sees get
+        # zeros), except that with lengths they store only the valid rows: the padded ones must
+        # be zero. So no deterministic-mode fill (`flashgen.kernels.buffers`).
+        refill = pause_fill()
+        try:
+            delta = torch.empty_like(lse)  # lse is contiguous float32 [B, Hq, Sq]
+            new = torch.zeros_like if self.bounded else torch.empty_like
+            dq = dk = dv = None
+            if self.dq is not None:
+                dq = new(q, memory_format=torch.contiguous_format)
+            if self.dkdv is not None:
+                dk = new(k, memory_format=torch.contiguous_format)
+                dv = new(v, memory_format=torch.contiguous_format)
+        finally:
+            if refill:
+                resume_fill()
+        self.pre(out, do, delta, *self.pre_tail)
         side = side_stream(q) if self.dkdv is not None and dq is not None else None
         if side is not None:  # the dQ kernel beside the dK/dV kernel (`flashgen.kernels.streams`)
             main = torch.cuda.current_stream(q.device)
@@ -227,8 +240,6 @@ class _Plan:
                 with torch.cuda.stream(side):
                     self.dq(q, k, v, do, lse, delta, dq, *self.strides, *ints)
         if self.dkdv is not None:
-            dk = new(k, memory_format=torch.contiguous_format)
-            dv = new(v, memory_format=torch.contiguous_format)
             self.dkdv(q, k, v, do, lse, delta, dk, dv, *self.strides, *ints)
         if side is not None:
             if not dq_first:

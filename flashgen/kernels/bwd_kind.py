@@ -9,8 +9,9 @@ Three kinds (`KINDS`):
 
 - "split" (templates/attn_bwd.py.jinja): a dK/dV kernel per key block and a dQ kernel per query
   block; deterministic, bit-identical run to run; also the only kind with window, softcap,
-  lengths, mask-tensor or dropout kernels. FLASHGEN_BWD_OVERLAP=1 (or 2) runs its dQ kernel on a
-  second stream beside the dK/dV kernel (`flashgen.kernels.streams`; same bits).
+  lengths, mask-tensor or dropout kernels. On CUDA, for large enough calls, its dQ
+  kernel runs on a second stream beside the dK/dV kernel (`flashgen.kernels.streams`,
+  FLASHGEN_BWD_OVERLAP; same bits).
 - "onepass" (templates/attn_bwd_onepass.py.jinja): one program per key block and kv head
   computes dK, dV and adds its share of dQ into an fp32 buffer with atomics (5 matrix products
   per tile pair instead of 7); `attn_bwd_dq_convert` scales and casts the buffer to dQ. The

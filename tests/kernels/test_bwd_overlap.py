@@ -27,7 +27,49 @@ from flashgen.ops import attention
 
 def test_no_side_stream_for_cpu_tensors(monkeypatch):
     monkeypatch.setenv("FLASHGEN_BWD_OVERLAP", "1")
-    assert streams.side_stream(torch.empty(1)) is None
+    assert streams.side_stream(torch.empty(1, 1, 1, 8)) is None
+
+
+def test_overlap_default_rule(monkeypatch):
+    """Unset: on from DEFAULT_MIN_ROWS query rows x heads, dQ first; "0" off; "1"/"2" on."""
+    rows = streams.DEFAULT_MIN_ROWS
+    small, large = torch.empty(1, 1, rows - 1, 4), torch.empty(1, 2, rows // 2, 4)
+    monkeypatch.delenv("FLASHGEN_BWD_OVERLAP", raising=False)
+    assert not streams.wanted(small) and streams.wanted(large) and streams.side_first()
+    monkeypatch.setenv("FLASHGEN_BWD_OVERLAP", "0")
+    assert not streams.wanted(large)
+    monkeypatch.setenv("FLASHGEN_BWD_OVERLAP", "2")
+    assert streams.wanted(small) and not streams.side_first()
+    monkeypatch.setenv("FLASHGEN_BWD_OVERLAP", "1")
+    assert streams.wanted(small) and streams.side_first()
+
+
+def test_deterministic_mode_skips_the_fill_of_written_buffers(monkeypatch):
+    """Under torch.use_deterministic_algorithms(True) the split kind allocates delta, dQ, dK
+    and dV without PyTorch's NaN fill (its kernels write every element) and leaves the fill
+    switched on for everything else; the gradients are those of the normal mode."""
+    import torch.utils.deterministic as det
+
+    q, k, v, do = make_inputs(1, 4, 2, 45, 37, 64, F16, seed=25)
+    plain = kernel_grads(q, k, v, do, causal=True)
+    seen = []
+    real = torch.empty_like
+
+    def spy(*args, **kwargs):
+        seen.append(det.fill_uninitialized_memory)
+        return real(*args, **kwargs)
+
+    torch.use_deterministic_algorithms(True)
+    try:
+        monkeypatch.setattr(torch, "empty_like", spy)
+        got = kernel_grads(q, k, v, do, causal=True)
+        monkeypatch.setattr(torch, "empty_like", real)
+        assert det.fill_uninitialized_memory and torch.isnan(torch.empty(2)).all()
+    finally:
+        torch.use_deterministic_algorithms(False)
+    assert seen.count(False) == 4 and True not in seen  # delta, dq, dk, dv
+    for a, b in zip(plain, got, strict=True):
+        assert torch.equal(a, b)
 
 
 @pytest.mark.parametrize("order", ["1", "2"])
