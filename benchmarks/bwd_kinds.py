@@ -39,6 +39,7 @@ from concurrent.futures import ProcessPoolExecutor
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
+from flashgen.bench import harness  # noqa: E402
 from flashgen.bench.harness import ANCHOR_SHAPES, PROBE_SHAPES  # noqa: E402
 
 GRIDS = {
@@ -208,15 +209,8 @@ def determinism():
     return report
 
 
-def tflops(b, hq, n, d, causal, factor):
-    flops = 4.0 * b * hq * n * n * d * factor * (0.5 if causal else 1.0)
-    return lambda ms: flops / (ms * 1e-3) / 1e12
-
-
 def time_shape(shape, causal, configs, rep):
     import torch
-    import torch.nn.functional as F
-    from torch.nn.attention import SDPBackend, sdpa_kernel
     from triton.testing import do_bench
 
     b, hq, hkv, n, d = shape
@@ -225,7 +219,7 @@ def time_shape(shape, causal, configs, rep):
     row = dict(shape=list(shape), causal=causal, bwd={}, fwdbwd={})
     fwd_ms = do_bench(lambda: _forward(q, k, v, causal), warmup=5, rep=rep, return_mode="median")
     row["flashgen_fwd_ms"] = fwd_ms
-    bwd_tf = tflops(b, hq, n, d, causal, 2.5)
+    flops = harness.attention_flops(b, hq, n, n, d, causal, "bwd")
     for variant, cfg in configs:
         if variant == "product":
             continue
@@ -242,18 +236,12 @@ def time_shape(shape, causal, configs, rep):
         except Exception as exc:
             row["bwd"][name] = f"{type(exc).__name__}"
             continue
-        row["bwd"][name] = dict(ms=round(ms, 4), tflops=round(bwd_tf(ms), 1))
+        row["bwd"][name] = dict(ms=round(ms, 4), tflops=round(harness.tflops(flops, ms), 1))
     leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
-    gqa = hq != hkv
-    for label, backend in (
-        ("cudnn", SDPBackend.CUDNN_ATTENTION),
-        ("fa2", SDPBackend.FLASH_ATTENTION),
-    ):
+    for label, impl in (("cudnn", "sdpa_cudnn"), ("fa2", "sdpa_flash")):
 
-        def run(backend=backend, leaves=leaves):
-            with sdpa_kernel(backend):
-                o = F.scaled_dot_product_attention(*leaves, is_causal=causal, enable_gqa=gqa)
-            o.backward(do)
+        def run(impl=impl, leaves=leaves):
+            harness.sdpa(impl, *leaves, causal=causal).backward(do)
 
         try:
             ms = do_bench(run, warmup=5, rep=rep, return_mode="median")

@@ -35,6 +35,7 @@ from concurrent.futures import ProcessPoolExecutor
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
+from flashgen.bench import harness  # noqa: E402
 from flashgen.bench.harness import ANCHOR_SHAPES, PROBE_SHAPES  # noqa: E402
 
 GRIDS = {
@@ -147,15 +148,8 @@ def _gpu_count() -> int:
     return max(1, sum(line.startswith("GPU ") for line in done.stdout.splitlines()))
 
 
-def tflops(b, hq, n, d, causal, factor):
-    flops = 4.0 * b * hq * n * n * d * factor * (0.5 if causal else 1.0)
-    return lambda ms: flops / (ms * 1e-3) / 1e12
-
-
 def time_shape(shape, causal, cfgs, rep):
     import torch
-    import torch.nn.functional as F
-    from torch.nn.attention import SDPBackend, sdpa_kernel
     from triton.testing import do_bench
 
     b, hq, hkv, n, d = shape
@@ -163,7 +157,7 @@ def time_shape(shape, causal, cfgs, rep):
     out, lse = _forward(q, k, v, causal)
     bench = lambda fn: do_bench(fn, warmup=5, rep=rep, return_mode="median")  # noqa: E731
     fwd_ms = bench(lambda: _forward(q, k, v, causal))
-    bwd_tf = tflops(b, hq, n, d, causal, 2.5)
+    flops = harness.attention_flops(b, hq, n, n, d, causal, "bwd")
     row = dict(shape=list(shape), causal=causal, flashgen_fwd_ms=round(fwd_ms, 4), bwd={})
     runs = {"split": lambda: _split(do, q, k, v, out, lse, causal)}
     for cfg in cfgs:
@@ -174,13 +168,11 @@ def time_shape(shape, causal, cfgs, rep):
         except Exception as exc:
             row["bwd"][name] = f"{type(exc).__name__}: {exc}"[:200]
             continue
-        row["bwd"][name] = dict(ms=round(ms, 4), tflops=round(bwd_tf(ms), 1))
+        row["bwd"][name] = dict(ms=round(ms, 4), tflops=round(harness.tflops(flops, ms), 1))
     leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
 
     def cudnn(leaves=leaves):
-        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-            o = F.scaled_dot_product_attention(*leaves, is_causal=causal, enable_gqa=hq != hkv)
-        o.backward(do)
+        harness.sdpa("sdpa_cudnn", *leaves, causal=causal).backward(do)
 
     try:
         row["cudnn_fwdbwd_ms"] = round(bench(cudnn), 4)
