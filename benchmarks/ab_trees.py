@@ -15,9 +15,9 @@ thermal drift hit both trees alike and no two measurements overlap. Each time is
 `triton.testing.do_bench`; the reported figure is the median over repetitions.
 
 Correctness (each tree, before timing; both workers at once, which also compiles every kernel
-the timing runs): bf16 output (portable and Hopper) and dQ/dK/dV at B=1, H=2, N=4096, causal
-both, head dim 64/128, against flashgen.kernels.reference in float64, with SDPA's own bf16
-error as the scale; a tree passes within 3x SDPA's error plus 1e-3.
+the timing runs): bf16 output (portable and Hopper) and dQ/dK/dV at B=1, the timed heads
+and length, causal both, head dim 64/128, against flashgen.kernels.reference in float64, with
+SDPA's own bf16 error as the scale; a tree passes within 3x SDPA's error plus 1e-3.
 Configs come from each tree's own dispatch (the shipped records, else its defaults), or, with
 --fixed-configs, from `FIXED` in both trees: the same tiles, the split backward (the only kind
 older trees have) and the Hopper forward's non-persistent head-dim-128 config, so a difference
@@ -140,9 +140,10 @@ def worker() -> None:
 
         return sdpa_fb
 
-    def check(d, causal, n):
-        # The timed length, so the dispatch picks the timed configs and this compiles them.
-        b, h = 1, 2
+    def check(d, causal, n, h):
+        # The timed length and heads: the configs and the integer specialisation the timing
+        # runs, so this compiles exactly what is timed (both trees at once).
+        b = 1
         q, k, v, do = make(b, h, n, d, seed=1)
         scale = d**-0.5
         fwd_cfg, bwd_cfg, hop_cfg = configs(causal)
@@ -186,7 +187,7 @@ def worker() -> None:
         cmd = json.loads(line)
         try:
             if cmd["op"] == "check":
-                reply = check(cmd["d"], cmd["causal"], cmd["n"])
+                reply = check(cmd["d"], cmd["causal"], cmd["n"], cmd.get("h", 2))
             elif cmd["op"] == "meta":
                 reply = meta()
             else:
@@ -263,7 +264,8 @@ def main() -> int:
     for d in dims:
         for causal in (False, True):
             for name in trees:  # both workers compile and check at once
-                send(name, {"op": "check", "d": d, "causal": causal, "n": seq})
+                heads = next(s[1] for s in shapes if s[3] == d)
+                send(name, {"op": "check", "d": d, "causal": causal, "n": seq, "h": heads})
             for name in trees:
                 r = receive(name)
                 report["check"][f"{name} d{d} causal={causal}"] = r
