@@ -33,6 +33,19 @@ def check_ints(obj, names) -> None:
             raise FieldError(name, f"{type(obj).__name__}.{name} must be an int, got {value!r}")
 
 
+def check_blocks(obj, names) -> None:
+    """FieldError naming the first of `names` whose value on `obj` is not a power of two in
+    [MIN_BLOCK, MAX_BLOCK]: the tile sizes every kernel's `tl.arange` and `tl.dot` take."""
+    for name in names:
+        value = getattr(obj, name)
+        if not (is_pow2(value) and MIN_BLOCK <= value <= MAX_BLOCK):
+            raise FieldError(
+                name,
+                f"{type(obj).__name__}.{name} must be a power of two in [{MIN_BLOCK}, "
+                f"{MAX_BLOCK}], got {value}",
+            )
+
+
 def is_pow2(x: int) -> bool:
     return x > 0 and (x & (x - 1)) == 0
 
@@ -48,14 +61,7 @@ class TileConfig:
 
     def __post_init__(self) -> None:
         check_ints(self, ("block_m", "block_n", "num_warps", "num_stages"))
-        for name in ("block_m", "block_n"):
-            value = getattr(self, name)
-            if not (is_pow2(value) and MIN_BLOCK <= value <= MAX_BLOCK):
-                raise FieldError(
-                    name,
-                    f"TileConfig.{name} must be a power of two in [{MIN_BLOCK}, {MAX_BLOCK}], "
-                    f"got {value}",
-                )
+        check_blocks(self, ("block_m", "block_n"))
         if self.num_warps not in ALLOWED_WARPS:
             raise FieldError(
                 "num_warps",

@@ -33,7 +33,7 @@ import itertools
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..core.config import ALLOWED_WARPS, MAX_BLOCK, MIN_BLOCK, FieldError, check_ints, is_pow2
+from ..core.config import ALLOWED_WARPS, MIN_BLOCK, FieldError, check_blocks, check_ints
 from ..core.spec import cdiv, next_pow2
 from .configs_files import configs_file, read_configs
 from .sram import ELEM_BYTES, DeviceLimits, current_device
@@ -70,12 +70,7 @@ class DecodeConfig:
 
     def __post_init__(self) -> None:
         check_ints(self, ("block_n", "num_warps", "num_stages", "num_splits"))
-        if not (is_pow2(self.block_n) and MIN_BLOCK <= self.block_n <= MAX_BLOCK):
-            raise FieldError(
-                "block_n",
-                f"DecodeConfig.block_n must be a power of two in [{MIN_BLOCK}, {MAX_BLOCK}], "
-                f"got {self.block_n}",
-            )
+        check_blocks(self, ("block_n",))
         if self.num_warps not in ALLOWED_WARPS:
             raise FieldError("num_warps", f"DecodeConfig.num_warps must be one of {ALLOWED_WARPS}")
         if not 1 <= self.num_stages <= 8:
