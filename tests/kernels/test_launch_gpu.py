@@ -150,13 +150,9 @@ def test_graphed_forward_and_backward():
             assert torch.equal(g, w)
 
 
-def test_a_plan_first_needed_during_capture_skips_the_database(monkeypatch):
-    from flashgen.core.spec import spec_for
-    from flashgen.hardware.tiles import default_config
-
-    q, k, v = qkv(30)
-    config = default_config(spec_for(64, False, "bfloat16", "fwd"))
-    want, _ = fwd.forward(q, k, v, causal=False, scale=None, config=config)  # compiles it
+def _forbid_database(monkeypatch):
+    """From here on, a run-time choice starts from empty caches and fails the test if it asks
+    the tuning database (what a CUDA graph capture must never do)."""
     dispatch.clear_cache()
     plans.clear_all()
 
@@ -164,6 +160,16 @@ def test_a_plan_first_needed_during_capture_skips_the_database(monkeypatch):
         raise AssertionError("the tuning database was asked during capture")
 
     monkeypatch.setattr(dispatch, "_miss", no_query)
+
+
+def test_a_plan_first_needed_during_capture_skips_the_database(monkeypatch):
+    from flashgen.core.spec import spec_for
+    from flashgen.hardware.tiles import default_config
+
+    q, k, v = qkv(30)
+    config = default_config(spec_for(64, False, "bfloat16", "fwd"))
+    want, _ = fwd.forward(q, k, v, causal=False, scale=None, config=config)  # compiles it
+    _forbid_database(monkeypatch)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         out, _ = fwd.forward(q, k, v, causal=False, scale=None, config=dispatch.plan_config)
@@ -210,13 +216,7 @@ def test_routing_during_capture_skips_the_database(monkeypatch):
     q, k, v = qkv(50)
     with torch.no_grad():
         want = attention(q, k, v, causal=True)  # compiles whatever the choice runs
-    dispatch.clear_cache()
-    plans.clear_all()
-
-    def no_query(key):
-        raise AssertionError("the tuning database was asked during capture")
-
-    monkeypatch.setattr(dispatch, "_miss", no_query)
+    _forbid_database(monkeypatch)
     graph = torch.cuda.CUDAGraph()
     with torch.no_grad(), torch.cuda.graph(graph):
         out = attention(q, k, v, causal=True)
