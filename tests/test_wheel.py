@@ -61,7 +61,7 @@ def test_wheel_installs_and_renders_from_its_own_templates(tmp_path):
     assert venv.resolve() in package.parents, f"flashgen imported from {package}"
     assert templates == package / "templates"
     assert ROOT not in templates.parents
-    # The measured configs the run time reads from inside the package (flashgen.hardware.sram's
+    # The measured configs the run time reads from inside the package (flashgen.hardware.configs_files'
     # configs_file looks in <package>/tuning_db first): portable records, the Hopper family's and the decode kernels'.
     for shipped in ("nvidia-h200.json", "hopper/nvidia-h200.json", "decode/nvidia-h200.json"):
         assert (package / "tuning_db" / shipped).is_file(), shipped
