@@ -302,21 +302,14 @@ def host_overhead_us(calls: int = 500) -> dict:
     return result
 
 
-def out_path(argv: list[str]) -> str:
-    target = argv[1] if len(argv) > 1 else os.environ.get("OUT", ".")
-    if target.endswith(".json"):
-        os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
-        return target
-    os.makedirs(target, exist_ok=True)
-    return os.path.join(target, "gpu_check_fwd.json")
-
-
 def main(argv: list[str]) -> int:
     import torch
     import triton
 
     os.environ.pop("TRITON_INTERPRET", None)
-    path = out_path(argv)
+    from flashgen.bench.report import out_file
+
+    path = out_file(argv[1] if len(argv) > 1 else None, "gpu_check_fwd.json")
     t0 = time.time()
     report: dict = dict(
         device=torch.cuda.get_device_name(0),

@@ -374,15 +374,6 @@ def write_report(path: str, report: dict, t0: float) -> None:
         json.dump(report, handle, indent=1)
 
 
-def out_path(args: list[str]) -> str:
-    target = args[0] if args else os.environ.get("OUT", ".")
-    if target.endswith(".json"):
-        os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
-        return target
-    os.makedirs(target, exist_ok=True)
-    return os.path.join(target, "gpu_check_bwd.json")
-
-
 def main(argv: list[str]) -> int:
     SMOKE["on"] = "--smoke" in argv
     skip_checks = "--timing-only" in argv
@@ -396,7 +387,9 @@ def main(argv: list[str]) -> int:
     import torch
     import triton
 
-    path = out_path(args)
+    from flashgen.bench.report import out_file
+
+    path = out_file(args[0] if args else None, "gpu_check_bwd.json")
     t0 = time.time()
     report: dict = dict(
         device="cpu-interpreter" if SMOKE["on"] else torch.cuda.get_device_name(0),

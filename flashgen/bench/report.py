@@ -67,6 +67,20 @@ def write_json(path: str, rows: list[Row], meta: dict) -> None:
         json.dump({"meta": meta, "rows": [r.flat() for r in rows]}, handle, indent=1)
 
 
+def out_file(target: str | None, name: str) -> str:
+    """Where a GPU script writes its JSON: `target` itself when it names a .json file, else
+    `target`/`name`; `target` None: the folder in $OUT (what the GPU queue brings back), else
+    the current one. Creates the folder."""
+    import os
+
+    target = target or os.environ.get("OUT", ".")
+    if target.endswith(".json"):
+        os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
+        return target
+    os.makedirs(target, exist_ok=True)
+    return os.path.join(target, name)
+
+
 def read_rows(path: str) -> list[Row]:
     """Rows back from a JSON or CSV file written above (to re-draw a plot without a GPU)."""
     if path.endswith(".json"):

@@ -98,3 +98,14 @@ def test_plot_draws_a_png(tmp_path):
     path = tmp_path / "p.png"
     report.plot(str(path), _rows(), title="test")
     assert path.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_out_file_takes_a_json_path_a_folder_or_out(tmp_path, monkeypatch):
+    from flashgen.bench.report import out_file
+
+    assert out_file(str(tmp_path / "a" / "x.json"), "n.json") == str(tmp_path / "a" / "x.json")
+    assert (tmp_path / "a").is_dir()
+    assert out_file(str(tmp_path / "b"), "n.json") == str(tmp_path / "b" / "n.json")
+    monkeypatch.setenv("OUT", str(tmp_path / "out"))
+    assert out_file(None, "n.json") == str(tmp_path / "out" / "n.json")
+    assert (tmp_path / "out").is_dir()
