@@ -116,7 +116,7 @@ AOT_CONFIGS = [
 
 _AOT_SCRIPT = """
 import json, sys
-from flashgen.kernels import hopper
+from flashgen.kernels import hopper, hopper_aot
 from flashgen.core.spec import KernelSpec
 from flashgen.core.hopper_config import HopperConfig
 out = {}
@@ -124,9 +124,9 @@ for head_dim, cfg in json.loads(sys.argv[1]):
     cfg = hopper.CONFIGS[head_dim] if cfg == "shipped" else HopperConfig(*cfg)
     for causal in ((False, True) if cfg == hopper.CONFIGS[head_dim] else (cfg.dynamic,)):
         spec = KernelSpec(head_dim, causal, "bfloat16", "fwd")
-        res = hopper.compile_for_sm90(spec, cfg)
+        res = hopper_aot.compile_for_sm90(spec, cfg)
         out[f"{spec.uri()} {cfg.short()}"] = dict(res, model=cfg.shared_bytes(head_dim),
-                                                  spills=hopper.ptxas_spills(res["ptx"]))
+                                                  spills=hopper_aot.ptxas_spills(res["ptx"]))
 json.dump(out, sys.stdout)
 """
 
@@ -420,11 +420,11 @@ def test_mask_arguments_follow_the_spec():
 
 _AOT_MASKS = """
 import json, sys
-from flashgen.kernels import hopper
+from flashgen.kernels import hopper_aot
 from flashgen.core.spec import KernelSpec
 out = {}
 for uri in sys.argv[1:]:
-    res = hopper.compile_for_sm90(KernelSpec.from_uri(uri))
+    res = hopper_aot.compile_for_sm90(KernelSpec.from_uri(uri))
     out[uri] = dict(shared=res["shared"], wgmma="wgmma.mma_async" in res["ptx"],
                     tanh="tanh.approx.f32" in res["ptx"])
 json.dump(out, sys.stdout)
