@@ -57,6 +57,22 @@ def scores_ref(q, k, *, scale: float | None = None, softcap: float | None = None
     return scores if softcap is None else softcap * torch.tanh(scores / softcap)
 
 
+def hidden_ref(sq: int, sk: int, *, causal: bool = False, window=None):
+    """Boolean [sq, sk], True where query i must not see key j: j > i when causal, and outside
+    the band i - left <= j <= i + right of a `window` (left, right); what `scores_ref`'s users
+    fill with -inf."""
+    import torch
+
+    i = torch.arange(sq)[:, None]
+    j = torch.arange(sk)[None, :]
+    hide = torch.zeros_like(i == j)
+    if causal:
+        hide |= j > i
+    if window is not None:
+        hide |= (j < i - window[0]) | (j > i + window[1])
+    return hide
+
+
 def rows_ref(scores, v):
     """(out, lse) in float64 from `scores_ref`'s scores with hidden keys at -inf: softmax over
     the keys times v (kv heads expanded); a row that sees no key gives zeros and lse +inf, as

@@ -21,7 +21,7 @@ from flashgen.core.config import TileConfig
 from flashgen.core.spec import KernelSpec
 from flashgen.kernels.bwd import backward
 from flashgen.kernels.fwd import forward
-from flashgen.kernels.reference import rows_ref, scores_ref
+from flashgen.kernels.reference import hidden_ref, rows_ref, scores_ref
 from flashgen.kernels.validate import expand_mask
 from flashgen.ops import attention
 
@@ -37,13 +37,7 @@ def ref(q, k, v, mask, *, causal=False, window=None, softcap=None):
     else:  # -inf hides a key; masked_fill keeps NaN out of the gradient of an all -inf row
         neg_inf = mask == float("-inf")
         s = (s + mask.double().masked_fill(neg_inf, 0.0)).masked_fill(neg_inf, float("-inf"))
-    i = torch.arange(q.shape[2])[:, None]
-    j = torch.arange(k.shape[2])[None, :]
-    hide = torch.zeros_like(i == j)
-    if causal:
-        hide |= j > i
-    if window is not None:
-        hide |= (j < i - window[0]) | (j > i + window[1])
+    hide = hidden_ref(q.shape[2], k.shape[2], causal=causal, window=window)
     return rows_ref(s.masked_fill(hide, float("-inf")), v)[0]
 
 

@@ -11,13 +11,12 @@ walk has skipped, masked and whole blocks. Bf16 numerics need the GPU (the `gpu`
 
 from __future__ import annotations
 
-import math
-
 import pytest
 import torch
 
 from flashgen.core.config import TileConfig
 from flashgen.kernels import bias_grad
+from flashgen.kernels.reference import hidden_ref, rows_ref, scores_ref
 from flashgen.ops import attention
 
 TILES = TileConfig(16, 16, 4, 1)
@@ -25,20 +24,9 @@ TILES = TileConfig(16, 16, 4, 1)
 
 def ref(q, k, v, bias, *, causal=False, window=None, softcap=None):
     """float64 attention, scores + bias (-inf hides a key), rows that see nothing give 0."""
-    group = q.shape[1] // k.shape[1]
-    k, v = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
-    s = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
-    if softcap is not None:
-        s = softcap * torch.tanh(s / softcap)
-    s = s + bias
-    i = torch.arange(q.shape[2])[:, None]
-    j = torch.arange(k.shape[2])[None, :]
-    hide = torch.zeros_like(i == j)
-    if causal:
-        hide |= j > i
-    if window is not None:
-        hide |= (j < i - window[0]) | (j > i + window[1])
-    return torch.softmax(s.masked_fill(hide, float("-inf")), -1).nan_to_num(0.0) @ v
+    s = scores_ref(q, k, softcap=softcap) + bias
+    hide = hidden_ref(q.shape[2], k.shape[2], causal=causal, window=window)
+    return rows_ref(s.masked_fill(hide, float("-inf")), v)[0]
 
 
 CASES = [
