@@ -12,6 +12,6 @@ python3 -c "import torch, triton; print(torch.__version__, triton.__version__, t
 # candidate for the non-causal buckets still on plain or non-ping-pong grids (1k, 16k).
 export PROBE_CFGS=${PROBE_CFGS:-'{"128": [[128,128,2,4,168,2,true,true]], "64": []}'}
 PROBE_FAMILIES=auto PROBE_WORKERS=12 python3 benchmarks/hopper_probe.py warm > "$OUT/warm.txt" 2>&1
-echo "[$(( $(date +%s) - t0 )) s] warm rc=$?"
+rc=$?; echo "[$(( $(date +%s) - t0 )) s] warm rc=$rc"
 PROBE_FAMILIES=auto PROBE_ROUNDS=3 python3 benchmarks/hopper_probe.py bench
 echo "[$(( $(date +%s) - t0 )) s] done"
