@@ -8,8 +8,11 @@ set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 t0=$(date +%s)
 python3 -c "import torch, triton; print(torch.__version__, triton.__version__, torch.cuda.get_device_name())"
-export PROBE_CFGS=${PROBE_CFGS:-'{"128": [], "64": []}'}
+# One probed config per head dim beside the library path: hd128 ping-pong persistent (static), the
+# candidate for the non-causal buckets still on plain or non-ping-pong grids (1k, 16k); hd64
+# three consumers, dynamic (hd64 1k causal did not gain from the dynamic grid of 128-row items).
+export PROBE_CFGS=${PROBE_CFGS:-'{"128": [[128,128,2,4,168,2,true,true]], "64": [[192,64,3,4,128,3,false,true,true]]}'}
 PROBE_FAMILIES=auto PROBE_WORKERS=12 python3 benchmarks/hopper_probe.py warm > "$OUT/warm.txt" 2>&1
-echo "[$(( $(date +%s) - t0 )) s] warm rc=$?"
+rc=$?; echo "[$(( $(date +%s) - t0 )) s] warm rc=$rc"
 PROBE_FAMILIES=auto PROBE_ROUNDS=3 python3 benchmarks/hopper_probe.py bench
 echo "[$(( $(date +%s) - t0 )) s] done"
