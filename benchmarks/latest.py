@@ -5,8 +5,8 @@
 
 `add` reads what `flashgen bench --json` and the training examples (`examples/train_*.py
 --json`, `examples/vision_encoder.py --json`) write, and puts each figure into the CSV as one
-line (kind, name, shape, implementation, metric, value, unit, and the GPU, versions, commit and
-date of the run that measured it), replacing the line of an earlier run with the same key: the
+line (kind, name, shape, implementation, metric, value, unit, the run's own check of it, and
+the GPU, versions, commit and date of the run that measured it), replacing the line of an earlier run with the same key: the
 file holds the latest figure of each, and RESULTS.md keeps every run. `plot` draws
 `docs/bench_h200.png` (attention TFLOP/s against sequence length, `flashgen.bench.report.plot`)
 and `docs/train_h200.png` (training tokens/s per backend) from the CSV alone, so a plot always
@@ -25,10 +25,18 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 CSV = os.path.join(HERE, "latest.csv")
 DOCS = os.path.join(os.path.dirname(HERE), "docs")
 FIELDS = ("kind", "name", "batch", "hq", "hkv", "seq", "head_dim", "causal", "dtype", "mode",
-          "impl", "metric", "value", "unit", "gpu", "torch", "triton", "commit", "date")  # fmt: skip
+          "impl", "metric", "value", "unit", "check", "gpu", "torch", "triton", "commit",
+          "date")  # fmt: skip
 KEY = ("kind", "name", "batch", "hq", "hkv", "seq", "head_dim", "causal", "dtype", "mode", "impl",
        "metric")  # fmt: skip
 META = ("gpu", "torch", "triton", "commit", "date")
+
+
+def check_of(passed) -> str:
+    """The run's own check of a figure: "pass", "fail" (flashgen bench's float64 comparison,
+    a training run's loss curve against eager's), or "" where the run made none. A figure whose
+    check failed stays in the table (it is the latest measurement) but says so."""
+    return "" if passed is None else ("pass" if passed else "fail")
 
 
 def lines_of(path: str) -> list[dict]:
@@ -45,13 +53,14 @@ def lines_of(path: str) -> list[dict]:
             base = {k: r[k] for k in ("batch", "hq", "hkv", "seq", "head_dim", "causal", "dtype",
                                       "mode", "impl")}  # fmt: skip
             out.append({**base, "kind": "attention", "name": "flashgen_bench", "metric": "tflops",
-                        "value": round(r["tflops"], 1), "unit": "TFLOP/s", **meta})  # fmt: skip
+                        "value": round(r["tflops"], 1), "unit": "TFLOP/s",
+                        "check": check_of(r.get("ok")), **meta})  # fmt: skip
         return out
     name = os.path.basename(path).split(".")[0]
     for r in rows:  # a training example: case "BxT"
         batch, seq = (int(x) for x in r["case"].split("x"))
         base = {"kind": "training", "name": name, "batch": batch, "seq": seq, "mode": "train",
-                "impl": r["backend"], **meta}  # fmt: skip
+                "impl": r["backend"], "check": check_of(r.get("loss_agrees")), **meta}  # fmt: skip
         for metric, unit in (("tokens_per_s", "tokens/s"), ("peak_mem_gb", "GiB")):
             if r.get(metric) is not None:
                 out.append({**base, "metric": metric, "value": round(r[metric], 2), "unit": unit})
@@ -145,11 +154,19 @@ def _plot_training(lines: list[dict], path: str) -> None:
                         if (r["name"], r["batch"], r["seq"]) == g and r["impl"] == impl), 0.0)
                   for g in groups]  # fmt: skip
         bars = ax.bar([x + i * width for x in range(len(groups))], values, width, label=impl)
-        ax.bar_label(bars, fmt="%.0fk", fontsize=7)
+        failed = [any(r["impl"] == impl and (r["name"], r["batch"], r["seq"]) == g
+                      and r.get("check") == "fail" for r in lines) for g in groups]  # fmt: skip
+        labels = [f"{v:.0f}k" + ("!" if f else "") for v, f in zip(values, failed, strict=True)]
+        ax.bar_label(bars, labels, fontsize=7)
     ax.set_xticks([x + 0.4 - width / 2 for x in range(len(groups))])
     ax.set_xticklabels([training_label(lines, g) for g in groups], fontsize=7)
     ax.set_ylabel("thousand tokens/s (training)")
-    ax.set_title(machine(lines), fontsize=9)
+    note = (
+        "; '!' = the run's loss check failed"
+        if any(r.get("check") == "fail" for r in lines)
+        else ""
+    )
+    ax.set_title(machine(lines) + note, fontsize=9)
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)

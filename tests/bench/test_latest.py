@@ -81,3 +81,24 @@ def test_training_bars_name_their_commit(latest):
     assert latest.training_label(lines, ("train_hf_llama_model", "1", "16384")).endswith(
         "1 x 16384\nbbb2222"
     )
+
+
+def test_a_failed_check_is_recorded_with_its_figure(latest, tmp_path):
+    """A figure whose run's own check failed (a loss curve off eager's, an output off float64)
+    is still the latest measurement, but the table says so."""
+    rows = [Row(Case(1, 16, 4, 16384, 128, True), "fwd", impl, 1.0, 500.0, ok)
+            for impl, ok in (("flashgen", False), ("sdpa_cudnn", True))]  # fmt: skip
+    report.write_json(str(tmp_path / "bench.json"), rows, {"gpu": "NVIDIA H200", "commit": "c"})
+    train = {"meta": {"gpu": "NVIDIA H200", "commit": "c"},
+             "rows": [{"case": "1x16384", "backend": "eager", "tokens_per_s": 9e4},
+                      {"case": "1x16384", "backend": "flashgen", "tokens_per_s": 1.2e5,
+                       "loss_agrees": False},
+                      {"case": "1x16384", "backend": "inductor", "tokens_per_s": 6e4,
+                       "loss_agrees": True}]}  # fmt: skip
+    (tmp_path / "train_hf_llama_model.json").write_text(json.dumps(train))
+    latest.add([str(tmp_path / "bench.json"), str(tmp_path / "train_hf_llama_model.json")])
+    checks = {(r["kind"], r["impl"]): r["check"] for r in latest.read()}
+    assert checks == {
+        ("attention", "flashgen"): "fail", ("attention", "sdpa_cudnn"): "pass",
+        ("training", "eager"): "", ("training", "flashgen"): "fail", ("training", "inductor"): "pass",
+    }  # fmt: skip
