@@ -250,6 +250,7 @@ def main(argv=None) -> int:
     parser.add_argument("--modes", default=",".join(MODES), help="modes timed (all checked)")
     parser.add_argument("--fwd", action=argparse.BooleanOptionalAction, default=True,
                         help="also time both forwards alone")  # fmt: skip
+    parser.add_argument("--shapes", help="GRID indices to time, in this order (default: all)")
     parser.add_argument("--table", help="print the table of this bwd_grid.json and exit")
     args = parser.parse_args(argv)
     if args.table:
@@ -269,7 +270,8 @@ def main(argv=None) -> int:
         rows=[],
     )  # fmt: skip
     cases = [(d, c) for d in (64, 128) for c in (False, True)]
-    jobs = [(hq, hkv, n, d, c) for _, hq, hkv, n, d in GRID for c in (False, True)]
+    shapes = [GRID[int(i)] for i in args.shapes.split(",")] if args.shapes else GRID
+    jobs = [(hq, hkv, n, d, c) for _, hq, hkv, n, d in shapes for c in (False, True)]
     ctx = __import__("multiprocessing").get_context("spawn")
     with ProcessPoolExecutor(args.workers, mp_context=ctx) as pool:
         warm_futs = [(job, pool.submit(warm, job)) for job in jobs]
@@ -282,7 +284,7 @@ def main(argv=None) -> int:
         print("  ", json.dumps(c))
     for j, e in result["warm_errors"].items():
         print("   compile/launch failed:", j, e)
-    for shape in GRID:
+    for shape in shapes:
         for causal in (False, True):
             if time.time() - start > args.budget:
                 print("budget reached: remaining shapes skipped")
