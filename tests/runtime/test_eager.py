@@ -110,7 +110,9 @@ def test_direct_and_dispatched_calls_agree(causal, monkeypatch):
         return (out.detach(), *torch.autograd.grad(out, (q, k, v), do))
 
     direct = run()
-    # every module that calls the primitives through `direct` gets the plain ops instead
+    # every module that calls the primitives through `direct` gets the plain ops instead, and
+    # the extras-free path (`composite._plain_attention`) sees no plain eager call
+    monkeypatch.setattr(eager, "_CHECKS", None)
     for module in (autograd, composite):
         monkeypatch.setattr(module, "_fwd_op", torch.ops.flashgen.attention_fwd.default)
     monkeypatch.setattr(autograd, "_bwd_op", torch.ops.flashgen.attention_bwd.default)
