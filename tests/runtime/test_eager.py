@@ -85,6 +85,21 @@ def test_switched_off_by_the_environment(monkeypatch):
     assert eager.direct(rec.op, rec.kernel) == rec.op
 
 
+def test_the_environment_also_switches_off_plain_eager(monkeypatch):
+    """FLASHGEN_DIRECT_OP=0 (read at import) sends the extras-free path through the ops too."""
+    import importlib
+
+    t = torch.zeros(2)
+    monkeypatch.setenv(eager.ENV, "0")
+    try:
+        importlib.reload(eager)
+        assert not eager.plain_eager(t)
+    finally:
+        monkeypatch.delenv(eager.ENV)
+        importlib.reload(eager)
+    assert eager.plain_eager(t)
+
+
 def test_a_traced_call_records_the_op(monkeypatch):
     """make_fx (what AOTAutograd builds on) sees flashgen's op, not its Python body."""
     from torch.fx.experimental.proxy_tensor import make_fx
