@@ -28,6 +28,7 @@ from __future__ import annotations
 import functools
 
 import torch
+import torch.nn.functional as F
 
 from ..core.impls import FLASHGEN, check_impl, sdpa_backend
 from ..core.spec import dtype_name, shape_bucket, spec_for
@@ -46,15 +47,13 @@ def sdpa(q, k, v, *, causal: bool, scale: float, impl: str):
     themselves (`_only_backend`): the context manager's Python (a generator, backend lists and
     enum look-ups, twice) measured about 15 µs per call on the CPU against under 1 µs, and this
     is the path every default call on a GPU whose defaults name an SDPA backend takes."""
-    from torch.nn.functional import scaled_dot_product_attention
-
     gqa = q.shape[1] != k.shape[1]
     switches = _switches()
     if switches is None or torch.compiler.is_compiling():
         from torch.nn.attention import sdpa_kernel
 
         with sdpa_kernel([sdpa_backend(impl)]):
-            return scaled_dot_product_attention(
+            return F.scaled_dot_product_attention(
                 q, k, v, is_causal=causal, scale=scale, enable_gqa=gqa
             )
     gets, sets = switches
@@ -62,7 +61,9 @@ def sdpa(q, k, v, *, causal: bool, scale: float, impl: str):
     for put, on in zip(sets, _only_backend(impl), strict=True):
         put(on)
     try:
-        return scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale, enable_gqa=gqa)
+        return F.scaled_dot_product_attention(
+            q, k, v, is_causal=causal, scale=scale, enable_gqa=gqa
+        )
     finally:
         for put, on in zip(sets, before, strict=True):
             put(on)
