@@ -34,6 +34,7 @@ from ..core.impls import FLASHGEN, check_impl, sdpa_backend
 from ..core.spec import dtype_name, shape_bucket, spec_for
 from ..kernels.launch import capturing as _capturing
 from .dispatch import remember_impl, settled_impls
+from .eager import plain_eager
 
 _refused: set[tuple] = set()
 
@@ -153,6 +154,12 @@ def route(
         chosen = check_impl(impl)
     if chosen == FLASHGEN:
         return None
+    if impl is None and plain_eager(q) and launch_bound(q, k):
+        # The kernels' speeds cannot matter here, the host path can: PyTorch's own choice,
+        # without switching backends (see `launch_bound`).
+        return F.scaled_dot_product_attention(
+            q, k, v, is_causal=causal, scale=scale, enable_gqa=q.shape[1] != k.shape[1]
+        )
     if impl is None and _refused and _refusal_key(chosen, q, k, causal) in _refused:
         return None
     try:
@@ -165,6 +172,24 @@ def route(
             ) from exc
         _refused.add(_refusal_key(chosen, q, k, causal))
         return None
+
+
+# Multiply-adds of one QK^T (B * Hq * Sq * Sk * D) at or below which a CUDA call is launch-bound.
+LAUNCH_BOUND_WORK = 1 << 28
+
+
+def launch_bound(q, k) -> bool:
+    """Whether an eager CUDA call is so small that its host time is all that counts: at most
+    LAUNCH_BOUND_WORK multiply-adds per QK^T (1x16x512x512x64; its forward is about 1 GFLOP,
+    a few microseconds of an H200, less than any call's host time). There the record's SDPA
+    backend is not forced: on the H200 a 1x1x128x64 bf16 forward through cuDNN (the defaults'
+    choice) cost 30.0 µs of host time against 19.2 µs for SDPA's own choice, and the
+    implementation choice rests on timings of 1k-16k sequences (benchmarks/RESULTS.md, host
+    time, session 7). Not applied while tracing (a graph keeps its choice for every length)."""
+    if not q.is_cuda:
+        return False
+    batch, heads, seq_q, dim = q.shape
+    return batch * heads * seq_q * k.shape[2] * dim <= LAUNCH_BOUND_WORK
 
 
 def _refusal_key(impl: str, q, k, causal: bool) -> tuple:

@@ -117,3 +117,40 @@ def test_a_choice_not_cached_for_good_is_not_remembered(choice):
     assert dispatch.settled_impls == {}
     assert dispatch.remember_impl(key, spec, 37, 37, False) == "flashgen"
     assert dispatch.settled_impls == {key: "flashgen"}
+
+
+def test_launch_bound_is_small_cuda_work_only():
+    from types import SimpleNamespace as T
+
+    q = T(is_cuda=True, shape=(1, 16, 512, 64))
+    assert vendor.launch_bound(q, T(shape=(1, 4, 512, 64)))
+    assert not vendor.launch_bound(q, T(shape=(1, 4, 513, 64)))
+    assert not vendor.launch_bound(T(is_cuda=False, shape=(1, 1, 8, 8)), T(shape=(1, 1, 8, 8)))
+
+
+def test_a_launch_bound_call_runs_sdpas_own_choice(choice, monkeypatch):
+    """The choice names an SDPA backend, but the call is launch-bound: SDPA runs with the
+    user's flags untouched (no backend forced); a forced impl= is still forced."""
+    import flashgen
+
+    monkeypatch.setattr(vendor, "launch_bound", lambda q, k: True)
+    dispatch.set_impl("sdpa_flash")
+    seen, forced = [], []
+    real = F.scaled_dot_product_attention
+
+    def spy(*args, **kwargs):
+        seen.append(_flags())
+        return real(*args, **kwargs)
+
+    real_sdpa = vendor.sdpa
+    monkeypatch.setattr(F, "scaled_dot_product_attention", spy)
+    monkeypatch.setattr(
+        vendor, "sdpa", lambda *a, **kw: forced.append(kw["impl"]) or real_sdpa(*a, **kw)
+    )
+    q, k, v = _inputs()
+    user = _flags()
+    out = flashgen.attention(q, k, v, causal=True)
+    assert forced == [] and seen == [user]
+    torch.testing.assert_close(out, real(q, k, v, is_causal=True, enable_gqa=True))
+    flashgen.attention(q, k, v, causal=True, impl="sdpa_flash")
+    assert forced == ["sdpa_flash"]
