@@ -106,7 +106,7 @@ def _plain_attention(q, k, v, causal, scale, deterministic, impl):
             q, k, v, causal, scale, None, None, "top_left", deterministic, None, None, 0.0, None
         )  # fmt: skip
     if plain_eager(q):
-        return plain_forward(q, k, v, causal, scale)[0]
+        return plain_forward(q, k, v, causal, scale, keep_lse=False)[0]
     return _fwd_op(q, k, v, causal, scale, None, None, "top_left", None, None, 0.0, None)[0]
 
 

@@ -21,9 +21,9 @@ def taken(monkeypatch):
     seen = {"fwd": 0, "bwd": 0}
     real_fwd, real_bwd = primitives.plain_forward, primitives.plain_backward
 
-    def fwd(*args):
+    def fwd(*args, **kwargs):
         seen["fwd"] += 1
-        return real_fwd(*args)
+        return real_fwd(*args, **kwargs)
 
     def bwd(*args):
         seen["bwd"] += 1
@@ -141,3 +141,28 @@ def test_a_dispatch_mode_still_sees_the_ops(taken):
     assert "flashgen.attention_fwd.default" in mode.seen
     assert "flashgen.attention_bwd.default" in mode.seen
     assert taken == {"fwd": 0, "bwd": 0}
+
+
+def test_a_forward_without_backward_writes_lse_to_the_scratch_buffer(monkeypatch):
+    """keep_lse=False: the same output, no lse returned, one scratch buffer per device reused
+    call after call; a call with more rows than the buffer allocates its own."""
+    from flashgen.kernels import fwd
+    from flashgen.runtime.dispatch import plan_config
+
+    q, k, v = _qkv(37, grad=False)
+    want, lse = fwd.forward(q, k, v, causal=True, scale=0.25, config=plan_config)
+    assert lse is not None
+    got = [fwd.forward(q, k, v, causal=True, scale=0.25, config=plan_config, keep_lse=False)]
+    buf = fwd._scratch[q.device]
+    got.append(fwd.forward(q, k, v, causal=True, scale=0.25, config=plan_config, keep_lse=False))
+    assert fwd._scratch[q.device] is buf
+    for out, none in got:
+        assert none is None
+        torch.testing.assert_close(out, want, rtol=0, atol=0)
+    # what the kernel wrote there is this call's logsumexp (rows in [B, H, S] order)
+    torch.testing.assert_close(buf[: lse.numel()], lse.flatten(), rtol=0, atol=0)
+    monkeypatch.setattr(fwd, "SCRATCH_FLOATS", 8)
+    buf.zero_()
+    out, none = fwd.forward(q, k, v, causal=True, scale=0.25, config=plan_config, keep_lse=False)
+    torch.testing.assert_close(out, want, rtol=0, atol=0)
+    assert none is None and not buf.any()
