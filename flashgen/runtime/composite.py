@@ -94,13 +94,15 @@ def _plain_attention(q, k, v, causal, scale, deterministic, impl):
     gradient the forward op's body is called directly (`plain_forward`); anything traced,
     fake or under a dispatch mode goes through the op as in `_attention`."""
     scale = check_inputs(q, k, v, causal=causal, scale=scale)
-    deterministic = check_deterministic(deterministic)
+    if deterministic is not None:
+        check_deterministic(deterministic)
     backward = needs_backward(q, k, v)
     if impl != FLASHGEN:
         out = route(q, k, v, causal, scale, impl, None, None, backward)
         if out is not None:
             return out
-    check_kernel_device(q.device)
+    if not q.is_cuda:  # (CUDA tensors always pass; `is_cuda` is cheaper than `q.device`)
+        check_kernel_device(q.device)
     if backward:
         return _attention_apply(
             q, k, v, causal, scale, None, None, "top_left", deterministic, None, None, 0.0, None
