@@ -17,6 +17,8 @@ backend choice):
   fwd            forward, no gradient wanted (torch.no_grad)
   fwd_grad       forward of inputs that require grad (records the autograd node)
   fwd_bwd        forward + `torch.autograd.grad` of q, k, v (no .grad accumulation)
+  bwd            the backward alone: `torch.autograd.grad` of one forward's output, its graph
+                 kept (retain_graph), so only the autograd engine and the backward run
   auto_fwd       `fwd` with flashgen's own choice of implementation (no impl=: what a user's
   auto_fwd_bwd   call runs; on a GPU whose defaults name an SDPA backend, that backend), and
                  `fwd_bwd` likewise (trees without the choice run their kernels: as fwd)
@@ -24,6 +26,7 @@ and, for flashgen only, the layers under the public call (where the time goes):
   layer_check    `flashgen.kernels.validate.check_inputs` (cached per signature after this change)
   layer_launcher `flashgen.kernels.fwd.forward` (the launcher, no op dispatch)
   layer_op       `torch.ops.flashgen.attention_fwd` (op dispatch + launcher)
+  layer_bwd_launcher `flashgen.kernels.bwd.backward` (the backward launcher alone)
   layer_alloc    the launcher's two allocations alone (out like q, float32 lse)
   layer_route    `flashgen.runtime.vendor.sdpa` with the implementation the choice names for
                  the forward (trees that have it, when that is an SDPA backend)
@@ -102,6 +105,10 @@ def make_cases(shape, causal, dev):
 
         return run
 
+    def bwd_only(fn):
+        out = fn(qg, kg, vg)
+        return lambda: torch.autograd.grad(out, (qg, kg, vg), do, retain_graph=True)
+
     def fwd_bwd(fn):
         def run():
             out = fn(qg, kg, vg)
@@ -121,12 +128,14 @@ def make_cases(shape, causal, dev):
         "fwd": (no_grad(ours), no_grad(sdpa)),
         "fwd_grad": (lambda: ours(qg, kg, vg), lambda: sdpa(qg, kg, vg)),
         "fwd_bwd": (fwd_bwd(ours), fwd_bwd(sdpa)),
+        "bwd": (bwd_only(ours), bwd_only(sdpa)),
         "auto_fwd": (no_grad(auto), no_grad(sdpa)),
         "auto_fwd_bwd": (fwd_bwd(auto), fwd_bwd(sdpa)),
     }
     layers = {
         "layer_check": lambda: validate.check_inputs(q, k, v, causal=causal, scale=None),
         "layer_launcher": lambda: fwd.forward(q, k, v, causal=causal, scale=scale),
+        "layer_bwd_launcher": _bwd_layer(q, k, v, do, causal, scale),
         "layer_op": lambda: torch.ops.flashgen.attention_fwd(q, k, v, causal, scale),
         "layer_alloc": lambda: (
             torch.empty_like(q),
@@ -142,6 +151,14 @@ def make_cases(shape, causal, dev):
     if not err < 3e-2:
         raise SystemExit(f"flashgen and SDPA disagree on the timed input (max error {err})")
     return pairs, layers
+
+
+def _bwd_layer(q, k, v, do, causal, scale):
+    """`flashgen.kernels.bwd.backward` on one forward's out and lse (no autograd)."""
+    from flashgen.kernels import bwd, fwd
+
+    out, lse = fwd.forward(q, k, v, causal=causal, scale=scale)
+    return lambda: bwd.backward(do, q, k, v, out, lse, causal=causal, scale=scale)
 
 
 def _route_layer(q, k, v, causal, scale):
