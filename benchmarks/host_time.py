@@ -17,10 +17,19 @@ backend choice):
   fwd            forward, no gradient wanted (torch.no_grad)
   fwd_grad       forward of inputs that require grad (records the autograd node)
   fwd_bwd        forward + `torch.autograd.grad` of q, k, v (no .grad accumulation)
+  bwd            the backward alone: `torch.autograd.grad` of one forward's output, its graph
+                 kept (retain_graph), so only the autograd engine and the backward run
+  auto_fwd       `fwd` with flashgen's own choice of implementation (no impl=: what a user's
+  auto_fwd_bwd   call runs; on a GPU whose defaults name an SDPA backend, that backend), and
+                 `fwd_bwd` likewise (trees without the choice run their kernels: as fwd)
 and, for flashgen only, the layers under the public call (where the time goes):
   layer_check    `flashgen.kernels.validate.check_inputs` (cached per signature after this change)
   layer_launcher `flashgen.kernels.fwd.forward` (the launcher, no op dispatch)
   layer_op       `torch.ops.flashgen.attention_fwd` (op dispatch + launcher)
+  layer_bwd_launcher `flashgen.kernels.bwd.backward` (the backward launcher alone)
+  layer_alloc    the launcher's two allocations alone (out like q, float32 lse)
+  layer_route    `flashgen.runtime.vendor.sdpa` with the implementation the choice names for
+                 the forward (trees that have it, when that is an SDPA backend)
 
 The same script runs on older trees of this repository (it only uses those public names), so
 before/after figures come from one script: run it once per tree with `--label`. For that reason
@@ -96,6 +105,10 @@ def make_cases(shape, causal, dev):
 
         return run
 
+    def bwd_only(fn):
+        out = fn(qg, kg, vg)
+        return lambda: torch.autograd.grad(out, (qg, kg, vg), do, retain_graph=True)
+
     def fwd_bwd(fn):
         def run():
             out = fn(qg, kg, vg)
@@ -110,22 +123,62 @@ def make_cases(shape, causal, dev):
     )
     ours = lambda a, b_, c: flashgen.attention(a, b_, c, causal=causal, **force)  # noqa: E731
     sdpa = lambda a, b_, c: F.scaled_dot_product_attention(a, b_, c, is_causal=causal)  # noqa: E731
+    auto = lambda a, b_, c: flashgen.attention(a, b_, c, causal=causal)  # noqa: E731
     pairs = {
         "fwd": (no_grad(ours), no_grad(sdpa)),
         "fwd_grad": (lambda: ours(qg, kg, vg), lambda: sdpa(qg, kg, vg)),
         "fwd_bwd": (fwd_bwd(ours), fwd_bwd(sdpa)),
+        "bwd": (bwd_only(ours), bwd_only(sdpa)),
+        "auto_fwd": (no_grad(auto), no_grad(sdpa)),
+        "auto_fwd_bwd": (fwd_bwd(auto), fwd_bwd(sdpa)),
     }
     layers = {
         "layer_check": lambda: validate.check_inputs(q, k, v, causal=causal, scale=None),
         "layer_launcher": lambda: fwd.forward(q, k, v, causal=causal, scale=scale),
+        "layer_bwd_launcher": _bwd_layer(q, k, v, do, causal, scale),
         "layer_op": lambda: torch.ops.flashgen.attention_fwd(q, k, v, causal, scale),
+        "layer_alloc": lambda: (
+            torch.empty_like(q),
+            torch.empty(q.shape[:3], dtype=torch.float32, device=q.device),
+        ),
     }
+    route = _route_layer(q, k, v, causal, scale)
+    if route is not None:
+        layers["layer_route"] = route
     # Correctness guard: a fast launch that computed nothing would time well.
     with torch.no_grad():
         err = (ours(q, k, v).float() - sdpa(q, k, v).float()).abs().max().item()
     if not err < 3e-2:
         raise SystemExit(f"flashgen and SDPA disagree on the timed input (max error {err})")
     return pairs, layers
+
+
+def _bwd_layer(q, k, v, do, causal, scale):
+    """`flashgen.kernels.bwd.backward` on one forward's out and lse (no autograd)."""
+    from flashgen.kernels import bwd, fwd
+
+    out, lse = fwd.forward(q, k, v, causal=causal, scale=scale)
+    return lambda: bwd.backward(do, q, k, v, out, lse, causal=causal, scale=scale)
+
+
+def _route_layer(q, k, v, causal, scale):
+    """The SDPA call of the routed path alone, or None (an older tree, or flashgen chosen)."""
+    try:
+        from flashgen.runtime import vendor
+    except ImportError:
+        return None
+    if not hasattr(vendor, "winner") or not hasattr(vendor, "sdpa"):
+        return None
+    impl = vendor.winner(q, k, v, causal, False)
+    if impl == "flashgen":
+        return None
+    import torch
+
+    def run():
+        with torch.no_grad():
+            vendor.sdpa(q, k, v, causal=causal, scale=scale, impl=impl)
+
+    return run
 
 
 def time_rounds(fns: dict, calls: int, rounds: int, warmup: int, sync) -> dict:
@@ -156,6 +209,27 @@ def summarize(samples: dict) -> dict:
             "min_us": round(min(values), 2),
         }
         for kind, values in samples.items()
+    }
+
+
+def _auto_impl(shape, causal, dev):
+    """Which implementation the auto cases ran, forward and forward+backward (None: a tree
+    without the choice)."""
+    try:
+        from flashgen.core.spec import KernelSpec
+        from flashgen.runtime import dispatch
+    except ImportError:
+        return None
+    if not hasattr(dispatch, "impl_choice"):
+        return None
+    dtype = "bfloat16" if dev == "cuda" else "float32"
+    return {
+        direction: list(
+            dispatch.impl_choice(
+                KernelSpec(shape[3], causal, dtype, direction), shape[2], shape[2], dev == "cuda"
+            )
+        )
+        for direction in ("fwd", "bwd")
     }
 
 
@@ -194,16 +268,18 @@ def main(argv=None) -> int:
         report["cases"][case] = result
     samples = time_rounds(layers, args.calls, args.rounds, args.warmup, sync)
     report["layers"] = {name: summarize(s) for name, s in samples.items()}
+    report["auto_impl"] = _auto_impl(shape, args.causal, args.device)
 
     print(f"[{args.label}] host time per call (median µs over {args.rounds} rounds of "
           f"{args.calls}), shape {shape} {report['dtype']} causal={args.causal}")  # fmt: skip
     for case, result in report["cases"].items():
         ours, theirs = result["flashgen"], result["sdpa"]
-        print(f"  {case:<9} flashgen {ours['host']['median_us']:8.2f} (wall "
+        print(f"  {case:<12} flashgen {ours['host']['median_us']:8.2f} (wall "
               f"{ours['wall']['median_us']:.2f})   sdpa {theirs['host']['median_us']:8.2f} (wall "
               f"{theirs['wall']['median_us']:.2f})   ratio {result['host_ratio_flashgen_to_sdpa']}")  # fmt: skip
     for name, result in report["layers"].items():
         print(f"  {name:<15} {result['host']['median_us']:8.2f}")
+    print(f"  auto cases ran: {report['auto_impl']}")
     text = json.dumps(report, indent=2)
     if args.out:
         with open(args.out, "w") as handle:

@@ -36,11 +36,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rep", type=int, default=40, help="do_bench rep in ms (warmup: a quarter)")
     ap.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16"])
     ap.add_argument(
-        "--shapes", default=None, metavar="B,HQ,HKV,N,D[;...]",
-        help="shapes to time instead of the grid (e.g. '4,16,4,2048,64' for the Llama block's)",
+        "--shapes", default=None, metavar="B,HQ,HKV,N,D[,CAUSAL][;...]",
+        help="shapes to time instead of the grid (e.g. '4,16,4,2048,64' for the Llama block's); "
+        "a sixth field 0/1 times that shape with that causal setting only",
     )  # fmt: skip
-    ap.add_argument("--out", default=None)
+    ap.add_argument(
+        "--impls", default=",".join(IMPLS),
+        help="what to time: 'op' (flashgen.attention, its own choice), 'flashgen' (its kernels "
+        "forced: they compile first), SDPA backends; the bar needs op and the SDPA backends",
+    )  # fmt: skip
+    ap.add_argument(
+        "--causal", default="both", choices=["both", "true", "false"],
+        help="which causal settings of each shape to time",
+    )  # fmt: skip
+    ap.add_argument("--out", default=None, help="JSON, rewritten after every row")
     args = ap.parse_args(argv)
+    causals = {"both": (False, True), "true": (True,), "false": (False,)}[args.causal]
+    impls = tuple(args.impls.split(","))
+    if "op" not in impls or not set(impls) & set(SDPA) or not set(impls) <= set(IMPLS):
+        ap.error(f"--impls: 'op' and at least one SDPA backend, from {', '.join(IMPLS)}")
     grid = GRID
     if args.shapes:
         grid = [tuple(int(x) for x in shape.split(",")) for shape in args.shapes.split(";")]
@@ -53,10 +67,10 @@ def main(argv: list[str] | None = None) -> int:
 
     timer = harness.gpu_timer(args.rep)
     rows = []
-    for batch, hq, hkv, n, d in grid:
-        for causal in (False, True):
+    for batch, hq, hkv, n, d, *only in grid:
+        for causal in causals if not only else (bool(only[0]),):
             case = harness.Case(batch, hq, hkv, n, d, causal, args.dtype)
-            measured = harness.bench_case(case, ("fwd", "fwd_bwd"), IMPLS, device="cuda",
+            measured = harness.bench_case(case, ("fwd", "fwd_bwd"), impls, device="cuda",
                                           timer=timer, rounds=args.rounds)  # fmt: skip
             row: dict = {"batch": batch, "hq": hq, "hkv": hkv, "seq": n, "head_dim": d,
                          "causal": causal, "dtype": args.dtype}  # fmt: skip
@@ -71,7 +85,8 @@ def main(argv: list[str] | None = None) -> int:
                 sdpa_best = min((ms[s], s) for s in SDPA if s in ms)
                 row[f"{mode}_fastest_sdpa"] = sdpa_best[1]
                 row[f"{mode}_op_vs_fastest_sdpa"] = sdpa_best[0] / ms["op"]
-                row[f"{mode}_flashgen_vs_fastest_sdpa"] = sdpa_best[0] / ms["flashgen"]
+                if "flashgen" in ms:
+                    row[f"{mode}_flashgen_vs_fastest_sdpa"] = sdpa_best[0] / ms["flashgen"]
             failed = [f"{r.mode} {r.impl}" for r in measured if r.ok is False]
             row["checks_failed"] = failed
             rows.append(row)
@@ -79,20 +94,43 @@ def main(argv: list[str] | None = None) -> int:
                 f"B{batch} H{hq}/{hkv} N{n} D{d} causal={causal!s:5} "
                 f"choice {row['choice_fwd'][0]}/{row['choice_bwd'][0]}  "
                 f"op vs fastest SDPA: fwd {row['fwd_op_vs_fastest_sdpa']:.3f}x "
-                f"({row['fwd_fastest_sdpa']}), fwd+bwd {row['fwd_bwd_op_vs_fastest_sdpa']:.3f}x "
-                f"({row['fwd_bwd_fastest_sdpa']}); flashgen kernels "
-                f"{row['fwd_flashgen_vs_fastest_sdpa']:.3f}x / "
-                f"{row['fwd_bwd_flashgen_vs_fastest_sdpa']:.3f}x"
+                f"({row['fwd_fastest_sdpa']} {_ms(row, 'fwd')}), fwd+bwd "
+                f"{row['fwd_bwd_op_vs_fastest_sdpa']:.3f}x ({row['fwd_bwd_fastest_sdpa']} "
+                f"{_ms(row, 'fwd_bwd')})"
+                + _kernels(row)
                 + (f"  CHECK FAILED: {failed}" if failed else ""),
                 flush=True,
             )
-    worst = {m: min(r[f"{m}_op_vs_fastest_sdpa"] for r in rows) for m in ("fwd", "fwd_bwd")}
+            if args.out:  # a run cut short keeps the rows it finished
+                _write(args.out, harness.run_meta("cuda"), rows)
+    worst = _worst(rows)
     print(f"worst op vs fastest SDPA: fwd {worst['fwd']:.3f}x, fwd+bwd {worst['fwd_bwd']:.3f}x")
-    if args.out:
-        with open(args.out, "w") as f:
-            meta = harness.run_meta("cuda")
-            json.dump({"meta": meta, "rows": rows, "worst": worst}, f, indent=1)
     return 1 if any(r["checks_failed"] for r in rows) else 0
+
+
+def _worst(rows: list[dict]) -> dict:
+    return {m: min(r[f"{m}_op_vs_fastest_sdpa"] for r in rows) for m in ("fwd", "fwd_bwd")}
+
+
+def _write(path: str, meta: dict, rows: list[dict]) -> None:
+    with open(path, "w") as f:
+        json.dump({"meta": meta, "rows": rows, "worst": _worst(rows)}, f, indent=1)
+
+
+def _ms(row: dict, mode: str) -> str:
+    """ "op/fastest ms" of one mode."""
+    ms = row[f"{mode}_ms"]
+    return f"{ms['op']:.4f}/{ms[row[f'{mode}_fastest_sdpa']]:.4f} ms"
+
+
+def _kernels(row: dict) -> str:
+    """The forced flashgen kernels' ratios, when they were timed."""
+    if "fwd_flashgen_vs_fastest_sdpa" not in row:
+        return ""
+    return (
+        f"; flashgen kernels {row['fwd_flashgen_vs_fastest_sdpa']:.3f}x / "
+        f"{row.get('fwd_bwd_flashgen_vs_fastest_sdpa', float('nan')):.3f}x"
+    )
 
 
 if __name__ == "__main__":

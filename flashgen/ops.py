@@ -19,7 +19,12 @@ from .kernels import dropout
 from .kernels.padding import bounds as padding_bounds
 from .kernels.padding import check_padding
 from .kernels.validate import check_softcap, normalize_window
-from .runtime.composite import _attention, _composite_op, check_deterministic
+from .runtime.composite import (
+    _attention,
+    _composite_op,
+    _plain_attention,
+    check_deterministic,
+)
 
 __all__ = ["attention", "attention_varlen"]
 
@@ -108,6 +113,20 @@ def attention(
     PyTorch's SDPA backends, by the tuning records and defaults (`flashgen.runtime.vendor`); a name from
     `flashgen.core.impls.IMPLS` ("flashgen", "sdpa_cudnn", ...) forces that one.
     """
+    if (
+        window is None
+        and softcap is None
+        and attn_mask is None
+        and key_lengths is None
+        and query_lengths is None
+        and type(dropout_p) is float
+        and dropout_p == 0.0
+        and causal_align == "top_left"
+        and padding == "right"
+        and not torch.compiler.is_compiling()
+    ):
+        # The common eager call: none of the extras' checks and branches (host time).
+        return _plain_attention(q, k, v, causal, scale, deterministic, impl)
     seq_bounds = None
     if key_lengths is not None or query_lengths is not None:
         if causal and padding == "left" and query_lengths is None:

@@ -38,7 +38,7 @@ from ..core.config import TileConfig
 from ..core.spec import cdiv, dtype_name, spec_for
 from . import hopper, tma
 from .codegen import load
-from .launch import Launch, direct_device
+from .launch import Launch, capturing, direct_device
 from .plans import Chooser, PlanCache, plan_config
 
 LOG2E = 1.4426950408889634
@@ -65,7 +65,9 @@ class _Plan:
     A plan holds no device memory (a plan made while a CUDA graph is recorded must not keep
     anything allocated from the graph's pool alive)."""
 
-    __slots__ = ("run", "tail", "strides", "scale", "keep", "hopper", "lse_shape", "device")
+    __slots__ = (
+        "run", "tail", "strides", "scale", "keep", "hopper", "lse_shape", "lse_numel", "device",
+    )  # fmt: skip
 
     def __init__(
         self, q, k, v, out, causal: bool, config, aligned: bool, forced, windowed=False,
@@ -82,6 +84,7 @@ class _Plan:
         # lse is allocated with torch.empty from these: `q.new_empty(shape, dtype=...)` measured
         # several times slower on the host (its argument parsing), on every call
         self.lse_shape = (batch, hq, sq)
+        self.lse_numel = batch * hq * sq
         self.device = q.device
         if not isinstance(config, TileConfig) and hopper.choose(spec, q, k, v, sq):
             # The Gluon family launches itself (through its JIT), with its config for this length.
@@ -142,7 +145,7 @@ class _Plan:
 
 def forward(
     q, k, v, *, causal: bool, scale: float | None, config: TileConfig | Chooser | None = None,
-    window=None, softcap=None, bounds=None, mask=None, dropout=None,
+    window=None, softcap=None, bounds=None, mask=None, dropout=None, keep_lse: bool = True,
 ):  # fmt: skip
     """Attention forward: returns (out, lse).
 
@@ -167,6 +170,8 @@ def forward(
     `dropout`: None or (p, seed), 0 < p < 1 and an int seed (`flashgen.kernels.dropout`): the
     probabilities are dropped with probability p by the mask `dropout.keep_mask` gives for
     that seed, the kept ones scaled by 1 / (1 - p); lse is that of the undropped ones.
+    `keep_lse` False (a forward no backward will follow): returns (out, None); the kernel's
+    logsumexp goes to a scratch buffer where it fits (`_scratch_lse`), saving an allocation.
     """
     if window is not None and causal:
         window = (window[0], 0)
@@ -189,12 +194,39 @@ def forward(
             softcap is not None, bounds is not None, mask_kind(mask), dropout is not None,
         )  # fmt: skip
         _plans.store(key, plan, q)
-    if bounds is None:
-        lse = torch.empty(plan.lse_shape, dtype=_F32, device=plan.device)
-    else:
+    if bounds is not None:
         lse = q.new_full(q.shape[:3], float("inf"), dtype=torch.float32)
+    else:
+        lse = None if keep_lse else _scratch_lse(plan, q)
+        if lse is None:
+            lse = torch.empty(plan.lse_shape, dtype=_F32, device=plan.device)
     plan.launch(q, k, v, out, lse, scale, window, softcap, bounds, mask, dropout)
-    return out, lse
+    return out, (lse if keep_lse else None)
+
+
+SCRATCH_FLOATS = 1 << 18
+_scratch: dict = {}  # device -> float32 [SCRATCH_FLOATS], kept for the life of the process
+
+
+def _scratch_lse(plan: _Plan, q):
+    """Where a forward whose logsumexp nobody reads writes it, or None (allocate as usual).
+
+    On the H200 the launcher's two allocations were 10.4 µs of a 23.6 µs forward call
+    (benchmarks/RESULTS.md, host time, session 7), so a no-grad call writes lse into one
+    buffer per device instead. Its values are never read, so calls on several streams may
+    overwrite each other's. It is never freed, so no kernel still writing into it (another
+    stream, a replayed CUDA graph that captured its address) can hit memory handed out again;
+    it is 1 MiB, so only calls with at most SCRATCH_FLOATS rows use it (larger ones are not
+    launch-bound), and it is not created during a capture (it would come from the graph's
+    pool). The Gluon family's launcher takes lse as a shaped tensor: not for those plans."""
+    if plan.lse_numel > SCRATCH_FLOATS or plan.hopper is not None:
+        return None
+    buf = _scratch.get(plan.device)
+    if buf is None:
+        if capturing(q):
+            return None
+        buf = _scratch[plan.device] = torch.empty(SCRATCH_FLOATS, dtype=_F32, device=plan.device)
+    return buf
 
 
 def mask_kind(mask) -> str:

@@ -10,8 +10,8 @@ import inspect
 
 import torch
 
-from .eager import function_apply
-from .primitives import _bias_op, _bwd_op, _fwd_op
+from .eager import function_apply, plain_eager
+from .primitives import _bias_op, _bwd_op, _fwd_op, plain_backward, plain_forward
 
 
 class _Attention(torch.autograd.Function):
@@ -24,10 +24,15 @@ class _Attention(torch.autograd.Function):
         ctx, q, k, v, causal, scale, window, softcap, causal_align, deterministic, seq_bounds,
         attn_mask, dropout_p, dropout_seed,
     ):  # fmt: skip
-        out, lse = _fwd_op(
-            q, k, v, causal, scale, window, softcap, causal_align, seq_bounds, attn_mask,
-            dropout_p, dropout_seed,
-        )  # fmt: skip
+        plain = _plain(window, softcap, causal_align, seq_bounds, attn_mask, dropout_p)
+        if plain and plain_eager(q):
+            out, lse = plain_forward(q, k, v, causal, scale)
+        else:
+            out, lse = _fwd_op(
+                q, k, v, causal, scale, window, softcap, causal_align, seq_bounds, attn_mask,
+                dropout_p, dropout_seed,
+            )  # fmt: skip
+        ctx.plain = plain
         # optional tensors saved only when given (a None saved under AOTAutograd is no tensor)
         ctx.extras = (seq_bounds is not None, attn_mask is not None, dropout_seed is not None)
         ctx.dropout_p = dropout_p
@@ -50,7 +55,12 @@ class _Attention(torch.autograd.Function):
         seq_bounds = rest.pop(0) if ctx.extras[0] else None
         attn_mask = rest.pop(0) if ctx.extras[1] else None
         dropout_seed = rest.pop(0) if ctx.extras[2] else None
-        need_dq, need_dk, need_dv = ctx.needs_input_grad[:3]
+        need_dq, need_dk, need_dv = needs = ctx.needs_input_grad[:3]
+        if ctx.plain and plain_eager(dout):  # (no attn_mask: no bias gradient either)
+            dq, dk, dv = plain_backward(
+                dout, q, k, v, out, lse, ctx.causal, ctx.scale, needs, ctx.deterministic
+            )
+            return (dq, dk, dv, None, None, None, None, None, None, None, None, None, None)
         dq = dk = dv = dbias = None
         if attn_mask is not None and ctx.needs_input_grad[10]:
             # a learned additive bias: dq comes with its gradient (one walk of the dQ kernel)
@@ -81,6 +91,18 @@ class _Attention(torch.autograd.Function):
             None,
             None,
         )
+
+
+def _plain(window, softcap, causal_align, seq_bounds, attn_mask, dropout_p) -> bool:
+    """Whether a call has none of the extras (`flashgen.runtime.primitives.plain_forward`)."""
+    return (
+        window is None
+        and softcap is None
+        and causal_align == "top_left"
+        and seq_bounds is None
+        and attn_mask is None
+        and dropout_p == 0.0
+    )
 
 
 def tensor_positions(schema: torch.FunctionSchema, forward) -> tuple[int, ...]:

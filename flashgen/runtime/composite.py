@@ -19,8 +19,9 @@ from ..kernels.validate import (
     normalize_window,
 )
 from .autograd import _attention_apply
+from .eager import plain_eager
 from .library import _LIB
-from .primitives import _check_extras, _fwd_op
+from .primitives import _check_extras, _fwd_op, plain_forward
 from .vendor import needs_backward, route
 
 
@@ -84,6 +85,31 @@ def _attention(
         q, k, v, causal, scale, window, softcap, causal_align, seq_bounds, attn_mask, dropout_p,
         dropout_seed,
     )[0]  # fmt: skip
+
+
+def _plain_attention(q, k, v, causal, scale, deterministic, impl):
+    """`_attention` of a call without extras (no window, softcap, lengths, mask or dropout;
+    top-left causal), the public function's eager path for them: the same checks, choice and
+    kernels without the branches only the extras need. In a plain eager call without a
+    gradient the forward op's body is called directly (`plain_forward`); anything traced,
+    fake or under a dispatch mode goes through the op as in `_attention`."""
+    scale = check_inputs(q, k, v, causal=causal, scale=scale)
+    if deterministic is not None:
+        check_deterministic(deterministic)
+    backward = needs_backward(q, k, v)
+    if impl != FLASHGEN:
+        out = route(q, k, v, causal, scale, impl, None, None, backward)
+        if out is not None:
+            return out
+    if not q.is_cuda:  # (CUDA tensors always pass; `is_cuda` is cheaper than `q.device`)
+        check_kernel_device(q.device)
+    if backward:
+        return _attention_apply(
+            q, k, v, causal, scale, None, None, "top_left", deterministic, None, None, 0.0, None
+        )  # fmt: skip
+    if plain_eager(q):
+        return plain_forward(q, k, v, causal, scale, keep_lse=False)[0]
+    return _fwd_op(q, k, v, causal, scale, None, None, "top_left", None, None, 0.0, None)[0]
 
 
 def check_deterministic(value):

@@ -74,6 +74,10 @@ ImplChoice = tuple[str, float | None, str]
 _impls: dict[ImplKey, ImplChoice] = {}
 # Choices made while the config key is degraded: (choice, when to ask again, as `_degraded`).
 _impls_degraded: dict[ImplKey, tuple[ImplChoice, float]] = {}
+# What `remember_impl` keeps: a caller's own key (exact sizes, no spec or bucket to build) ->
+# impl, for choices cached for good in `_impls`; emptied with it.
+settled_impls: dict[tuple, str] = {}
+MAX_SETTLED = 4096
 _lock = threading.Lock()
 # retry_at: when opening the database may be tried again (0: now; inf: never, no SQLAlchemy);
 # open_failures: consecutive failures to open it; warned: databases already warned about, by
@@ -107,6 +111,21 @@ def choose_impl(spec: KernelSpec, seq_q: int, seq_k: int, cuda: bool, *, query_d
             query_db = query_db()
         choice = impl_choice(spec, seq_q, seq_k, cuda, query_db=query_db)
     return choice[0]
+
+
+def remember_impl(
+    key: tuple, spec: KernelSpec, seq_q: int, seq_k: int, cuda: bool, *, query_db=True
+):
+    """`choose_impl`, and when its answer is cached for good (not a fallback held during a
+    database fault, not a capture-time default) also under `key` in `settled_impls`, so the
+    caller's next call with that key is one dict lookup (`flashgen.runtime.vendor.winner`:
+    building the spec and the shape bucket cost microseconds on every call)."""
+    impl = choose_impl(spec, seq_q, seq_k, cuda, query_db=query_db)
+    if (spec, shape_bucket(seq_q, seq_k), cuda) in _impls:
+        if len(settled_impls) >= MAX_SETTLED:
+            settled_impls.clear()
+        settled_impls[key] = impl
+    return impl
 
 
 def impl_choice(spec: KernelSpec, seq_q: int, seq_k: int, cuda: bool, *, query_db: bool = True):
@@ -165,6 +184,7 @@ def set_impl(impl: str | None) -> None:
     with _lock:
         _state["impl"] = impl
         _impls.clear()
+        settled_impls.clear()
         _impls_degraded.clear()
 
 
@@ -215,6 +235,7 @@ def _clear() -> None:
     _sources.clear()
     _records.clear()
     _impls.clear()
+    settled_impls.clear()
     _impls_degraded.clear()
     _degraded.clear()
     _pending_sent.clear()

@@ -77,6 +77,27 @@ def _attention_fwd(
     )  # fmt: skip
 
 
+def plain_forward(q, k, v, causal, scale, keep_lse=True):
+    """`_attention_fwd` of a call without extras (no window, softcap, lengths, mask or
+    dropout; top-left causal), called directly by the layers above in plain eager calls
+    (`flashgen.runtime.eager.plain_eager`): the same kernels, without the branches and
+    argument checks that only the extras need (a few microseconds of every short call,
+    benchmarks/RESULTS.md, host time). `keep_lse` False: a forward no backward follows; lse
+    may then be None (`flashgen.kernels.fwd.forward`)."""
+    if decode.applies(q, k) and not _decode_off():
+        return decode.decode_forward(q, k, v, causal_offset=0 if causal else None, scale=scale)
+    return fwd.forward(q, k, v, causal=causal, scale=scale, config=plan_config, keep_lse=keep_lse)
+
+
+def plain_backward(do, q, k, v, out, lse, causal, scale, needs, deterministic):
+    """`_attention_bwd` of a call without extras (as `plain_forward`), in plain eager calls:
+    (dq, dk, dv) with None where `needs` says a gradient is not wanted."""
+    return bwd.backward(
+        do, q, k, v, out, lse, causal=causal, scale=scale, config=plan_config, needs=needs,
+        deterministic=deterministic,
+    )  # fmt: skip
+
+
 def _check_extras(q, seq_bounds, attn_mask, bottom_right) -> None:
     """What the primitives check about seq_bounds, attn_mask and dropout (they can be called
     raw)."""

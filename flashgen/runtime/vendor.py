@@ -25,26 +25,76 @@ length's bucket).
 
 from __future__ import annotations
 
+import functools
+
 import torch
+import torch.nn.functional as F
 
 from ..core.impls import FLASHGEN, check_impl, sdpa_backend
 from ..core.spec import dtype_name, shape_bucket, spec_for
 from ..kernels.launch import capturing as _capturing
-from .dispatch import choose_impl
+from .dispatch import remember_impl, settled_impls
+from .eager import plain_eager
 
 _refused: set[tuple] = set()
 
 
 def sdpa(q, k, v, *, causal: bool, scale: float, impl: str):
     """`F.scaled_dot_product_attention` on exactly the backend `impl` names (RuntimeError when
-    that backend does not accept the input). GQA through SDPA's `enable_gqa`."""
-    from torch.nn.attention import sdpa_kernel
-    from torch.nn.functional import scaled_dot_product_attention
+    that backend does not accept the input). GQA through SDPA's `enable_gqa`.
 
-    with sdpa_kernel([sdpa_backend(impl)]):
-        return scaled_dot_product_attention(
-            q, k, v, is_causal=causal, scale=scale, enable_gqa=q.shape[1] != k.shape[1]
+    The backend is chosen by setting SDPA's global backend flags around the call, as
+    `torch.nn.attention.sdpa_kernel([backend])` does, but through the flag functions
+    themselves (`_only_backend`): the context manager's Python (a generator, backend lists and
+    enum look-ups, twice) measured about 15 µs per call on the CPU against under 1 µs, and this
+    is the path every default call on a GPU whose defaults name an SDPA backend takes."""
+    gqa = q.shape[1] != k.shape[1]
+    switches = _switches()
+    if switches is None or torch.compiler.is_compiling():
+        from torch.nn.attention import sdpa_kernel
+
+        with sdpa_kernel([sdpa_backend(impl)]):
+            return F.scaled_dot_product_attention(
+                q, k, v, is_causal=causal, scale=scale, enable_gqa=gqa
+            )
+    gets, sets = switches
+    before = [get() for get in gets]
+    for put, on in zip(sets, _only_backend(impl), strict=True):
+        put(on)
+    try:
+        return F.scaled_dot_product_attention(
+            q, k, v, is_causal=causal, scale=scale, enable_gqa=gqa
         )
+    finally:
+        for put, on in zip(sets, before, strict=True):
+            put(on)
+
+
+@functools.cache
+def _switches():
+    """(getters, setters) of every SDPA backend flag `sdpa_kernel` sets, in one order, or
+    None when this torch lacks one of them (then `sdpa_kernel` itself is used)."""
+    try:
+        from torch.nn import attention
+
+        names = tuple(attention._backend_names)
+        gets = tuple(getattr(torch._C, f"_get_{name}_sdp_enabled") for name in names)
+        sets = tuple(getattr(torch._C, f"_set_sdp_use_{name}") for name in names)
+    except (AttributeError, ImportError, TypeError):
+        return None
+    return gets, sets
+
+
+@functools.cache
+def _only_backend(impl: str) -> tuple[bool, ...]:
+    """The flag values, in `_switches`' order, that enable `impl`'s backend and no other."""
+    from torch.nn import attention
+
+    wanted = sdpa_backend(impl)
+    return tuple(
+        getattr(attention.SDPBackend, member) == wanted
+        for member in attention._backend_names.values()
+    )
 
 
 def _hint(n) -> int | None:
@@ -66,10 +116,14 @@ def winner(q, k, v, causal: bool, backward: bool | None = None) -> str:
         return FLASHGEN
     if backward is None:
         backward = needs_backward(q, k, v)
-    direction = "bwd" if backward else "fwd"
-    spec = spec_for(_hint(q.shape[3]), causal, dtype_name(q.dtype), direction)
+    head_dim = _hint(q.shape[3])
+    key = (seq_q, seq_k, head_dim, causal, q.dtype, backward, q.is_cuda)
+    found = settled_impls.get(key)
+    if found is not None:
+        return found
+    spec = spec_for(head_dim, causal, dtype_name(q.dtype), "bwd" if backward else "fwd")
     # no database query inside a CUDA graph capture (a miss then takes the defaults)
-    return choose_impl(spec, seq_q, seq_k, q.is_cuda, query_db=lambda: not _capturing(q))
+    return remember_impl(key, spec, seq_q, seq_k, q.is_cuda, query_db=lambda: not _capturing(q))
 
 
 def route(
@@ -100,6 +154,12 @@ def route(
         chosen = check_impl(impl)
     if chosen == FLASHGEN:
         return None
+    if impl is None and plain_eager(q) and launch_bound(q, k):
+        # The kernels' speeds cannot matter here, the host path can: PyTorch's own choice,
+        # without switching backends (see `launch_bound`).
+        return F.scaled_dot_product_attention(
+            q, k, v, is_causal=causal, scale=scale, enable_gqa=q.shape[1] != k.shape[1]
+        )
     if impl is None and _refused and _refusal_key(chosen, q, k, causal) in _refused:
         return None
     try:
@@ -112,6 +172,24 @@ def route(
             ) from exc
         _refused.add(_refusal_key(chosen, q, k, causal))
         return None
+
+
+# Multiply-adds of one QK^T (B * Hq * Sq * Sk * D) at or below which a CUDA call is launch-bound.
+LAUNCH_BOUND_WORK = 1 << 28
+
+
+def launch_bound(q, k) -> bool:
+    """Whether an eager CUDA call is so small that its host time is all that counts: at most
+    LAUNCH_BOUND_WORK multiply-adds per QK^T (1x16x512x512x64; its forward is about 1 GFLOP,
+    a few microseconds of an H200, less than any call's host time). There the record's SDPA
+    backend is not forced: on the H200 a 1x1x128x64 bf16 forward through cuDNN (the defaults'
+    choice) cost 30.0 µs of host time against 19.2 µs for SDPA's own choice, and the
+    implementation choice rests on timings of 1k-16k sequences (benchmarks/RESULTS.md, host
+    time, session 7). Not applied while tracing (a graph keeps its choice for every length)."""
+    if not q.is_cuda:
+        return False
+    batch, heads, seq_q, dim = q.shape
+    return batch * heads * seq_q * k.shape[2] * dim <= LAUNCH_BOUND_WORK
 
 
 def _refusal_key(impl: str, q, k, causal: bool) -> tuple:

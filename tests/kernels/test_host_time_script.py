@@ -20,9 +20,19 @@ def test_host_time_smoke(tmp_path):
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     report = json.loads(out.read_text())
     assert report["label"] == "smoke" and report["commit"] == "abc1234"
-    assert sorted(report["cases"]) == ["fwd", "fwd_bwd", "fwd_grad"]
+    assert sorted(report["cases"]) == [
+        "auto_fwd",
+        "auto_fwd_bwd",
+        "bwd",
+        "fwd",
+        "fwd_bwd",
+        "fwd_grad",
+    ]
     for case in report["cases"].values():
         for impl in ("flashgen", "sdpa"):
             assert case[impl]["host"]["median_us"] > 0
             assert case[impl]["wall"]["median_us"] >= case[impl]["host"]["median_us"]
-    assert sorted(report["layers"]) == ["layer_check", "layer_launcher", "layer_op"]
+    # (no layer_route: on the CPU the choice is flashgen's kernels, as auto_impl records)
+    layers = ["layer_alloc", "layer_bwd_launcher", "layer_check", "layer_launcher", "layer_op"]
+    assert sorted(report["layers"]) == layers
+    assert report["auto_impl"]["fwd"][0] == "flashgen"

@@ -85,6 +85,21 @@ def test_switched_off_by_the_environment(monkeypatch):
     assert eager.direct(rec.op, rec.kernel) == rec.op
 
 
+def test_the_environment_also_switches_off_plain_eager(monkeypatch):
+    """FLASHGEN_DIRECT_OP=0 (read at import) sends the extras-free path through the ops too."""
+    import importlib
+
+    t = torch.zeros(2)
+    monkeypatch.setenv(eager.ENV, "0")
+    try:
+        importlib.reload(eager)
+        assert not eager.plain_eager(t)
+    finally:
+        monkeypatch.delenv(eager.ENV)
+        importlib.reload(eager)
+    assert eager.plain_eager(t)
+
+
 def test_a_traced_call_records_the_op(monkeypatch):
     """make_fx (what AOTAutograd builds on) sees flashgen's op, not its Python body."""
     from torch.fx.experimental.proxy_tensor import make_fx
@@ -110,7 +125,9 @@ def test_direct_and_dispatched_calls_agree(causal, monkeypatch):
         return (out.detach(), *torch.autograd.grad(out, (q, k, v), do))
 
     direct = run()
-    # every module that calls the primitives through `direct` gets the plain ops instead
+    # every module that calls the primitives through `direct` gets the plain ops instead, and
+    # the extras-free path (`composite._plain_attention`) sees no plain eager call
+    monkeypatch.setattr(eager, "_CHECKS", None)
     for module in (autograd, composite):
         monkeypatch.setattr(module, "_fwd_op", torch.ops.flashgen.attention_fwd.default)
     monkeypatch.setattr(autograd, "_bwd_op", torch.ops.flashgen.attention_bwd.default)
