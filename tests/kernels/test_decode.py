@@ -430,3 +430,19 @@ def test_decode_finite_min_bias_rows_average(sq, cfg, dtype, causal):
     assert hidden[1].all()
     assert torch.isinf(lse[hidden]).all() and (lse[hidden] > 0).all()
     torch.testing.assert_close(lse.double()[~hidden], want_lse[~hidden], atol=2e-5, rtol=1e-4)
+
+
+@pytest.mark.gpu
+def test_decode_finite_min_bias_gpu_bf16():
+    """The finfo.min rows on the GPU (bf16 inputs, a float32 HF mask, 8 splits of unequal key
+    counts): means where PyTorch averages, zeros where every key is -inf, no NaN."""
+    q, k, v = _inputs(2, 32, 8, 1, 1030, 128, torch.bfloat16, seed=9)
+    mask = _finite_min_mask(2, 1, 1030, torch.float32)
+    cfg = hw.DecodeConfig(64, 4, 3, 8)
+    out, lse = decode_forward(
+        q.cuda(), k.cuda(), v.cuda(), causal_offset=None, scale=None, config=cfg, mask=mask.cuda()
+    )
+    want, _ = _masked_ref(q, k, v, mask)
+    assert not out.isnan().any()
+    torch.testing.assert_close(out.cpu().double(), want, atol=2e-2, rtol=2e-2)
+    assert torch.isinf(lse[1].cpu()).all()
