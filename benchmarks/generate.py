@@ -5,8 +5,8 @@ with the forward compiled by the flashgen backend against Inductor alone, and ea
         [--variants eager,flashgen,inductor,flashgen-cg,inductor-cg] [--budget SECONDS]
 
 bf16, batch 1 (and --batch), a prompt of --prompt tokens, --new tokens greedily. Each compiled
-variant runs generate() once untimed (compiling; a "-cg" variant twice), then --reps timed runs (torch.cuda.synchronize
-around each; the median is reported); eager runs once untimed (its tokens are the reference),
+variant runs generate() once untimed (compiling; a "-cg" variant twice), then --reps timed runs
+(torch.cuda.synchronize around each; the median is reported); eager runs once untimed (its tokens are the reference),
 then --reps timed runs. Variants ending in "-cg" run each compiled graph as a CUDA graph
 (`_backend`). The tokens of every variant are compared with eager's, and the graphs each
 compiled variant compiled are counted (prefill and decoding step: more means recompiles).
