@@ -118,6 +118,7 @@ def main() -> None:
     model.generation_config.disable_compile = True  # our compile, not generate()'s own
     plain_forward = model.forward
     rows = []
+    first = None
     for variant in args.variants.split(","):
         if time.perf_counter() > end:
             print(f"{variant}: skipped (budget spent)", flush=True)
@@ -141,9 +142,14 @@ def main() -> None:
         same = (out == eager).float().mean().item()
         diff = (out != eager).any(0).nonzero()
         first_diff = int(diff[0]) - args.prompt if len(diff) else -1
+        # Against the first variant run: compiled variants that drift from eager at a bf16
+        # near-tie (eager does not repeat itself either) may still agree with each other.
+        first = first or (variant, out)
+        same_first = (out == first[1]).float().mean().item()
         tps = args.batch * args.new / med
         rows.append({"variant": variant, "tokens_per_s": round(tps, 1), "median_s": round(med, 4),
                      "same_as_eager": round(same, 4), "first_diff": first_diff,
+                     "same_as_first": round(same_first, 4), "first_variant": first[0],
                      "warmup_s": round(warm, 1),
                      "graphs": len(graphs),
                      "cache": args.cache, "attn": args.attn, "layers": args.layers,
@@ -154,7 +160,7 @@ def main() -> None:
         _append(args.out, rows[-1])  # row by row: a run cut off by a time limit keeps its rows
         print(f"{variant}: {tps:.1f} tokens/s (median of {args.reps}: {med * 1e3:.1f} ms for "
               f"{args.new} tokens), same tokens as eager: {same:.3f} (first difference at new "
-              f"token {first_diff}), warm-up {warm:.1f} s, "
+              f"token {first_diff}), same as {first[0]}: {same_first:.3f}, warm-up {warm:.1f} s, "
               f"graphs {len(graphs)}", flush=True)  # fmt: skip
     by = {r["variant"]: r["tokens_per_s"] for r in rows}
     for suffix in ("", "-cg"):
