@@ -27,29 +27,21 @@ def __getattr__(name: str):
     return value
 
 
+# Public name -> the module (relative to this package) that defines it.
+_HOMES = {
+    "attention": ".ops",
+    "attention_varlen": ".ops",
+    "backend": ".compile.backend",
+    "explain": ".compile.backend",
+    "KernelSpec": ".core.spec",
+    "TileConfig": ".core.config",
+}
+
+
 def _lazy(name: str):
-    if name == "attention":
-        from .ops import attention
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'flashgen' has no attribute {name!r}")
+    from importlib import import_module
 
-        return attention
-    if name == "attention_varlen":
-        from .ops import attention_varlen
-
-        return attention_varlen
-    if name == "backend":
-        from .compile.backend import backend
-
-        return backend
-    if name == "explain":
-        from .compile.backend import explain
-
-        return explain
-    if name == "KernelSpec":
-        from .core.spec import KernelSpec
-
-        return KernelSpec
-    if name == "TileConfig":
-        from .core.config import TileConfig
-
-        return TileConfig
-    raise AttributeError(f"module 'flashgen' has no attribute {name!r}")
+    return getattr(import_module(home, __name__), name)

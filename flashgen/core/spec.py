@@ -99,18 +99,13 @@ class KernelSpec:
             raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
         if self.direction not in DIRECTIONS:
             raise ValueError(f"direction must be one of {DIRECTIONS}, got {self.direction!r}")
-        if not isinstance(self.window, bool):
-            raise ValueError(f"window must be a bool, got {self.window!r}")
-        if not isinstance(self.softcap, bool):
-            raise ValueError(f"softcap must be a bool, got {self.softcap!r}")
-        if not isinstance(self.lengths, bool):
-            raise ValueError(f"lengths must be a bool, got {self.lengths!r}")
-        if self.attn_mask not in ATTN_MASKS:
-            raise ValueError(f"attn_mask must be '', 'bool' or 'add', got {self.attn_mask!r}")
-        if not isinstance(self.dropout, bool):
-            raise ValueError(f"dropout must be a bool, got {self.dropout!r}")
-        if not isinstance(self.packed, bool):
-            raise ValueError(f"packed must be a bool, got {self.packed!r}")
+        for name in ("window", "softcap", "lengths", "attn_mask", "dropout", "packed"):
+            value = getattr(self, name)
+            if name == "attn_mask":
+                if value not in ATTN_MASKS:
+                    raise ValueError(f"attn_mask must be '', 'bool' or 'add', got {value!r}")
+            elif not isinstance(value, bool):
+                raise ValueError(f"{name} must be a bool, got {value!r}")
         if self.packed and (not self.lengths or self.dropout or self.attn_mask):
             raise ValueError("packed needs lengths and takes neither dropout nor attn_mask")
 

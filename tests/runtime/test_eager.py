@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
+from see_ops import SeeOps
 
 import flashgen
 from flashgen.runtime import autograd, composite, eager
@@ -25,16 +25,6 @@ class _Recorder:
         return args
 
 
-class _SeeOps(TorchDispatchMode):
-    def __init__(self):
-        super().__init__()
-        self.seen = []
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.seen.append(str(func))
-        return func(*args, **(kwargs or {}))
-
-
 def test_plain_eager_calls_the_kernel_itself():
     rec = _Recorder()
     call = eager.direct(rec.op, rec.kernel)
@@ -47,7 +37,7 @@ def test_plain_eager_calls_the_kernel_itself():
 def test_a_dispatch_mode_sees_the_op():
     rec = _Recorder()
     call = eager.direct(rec.op, rec.kernel)
-    with _SeeOps():
+    with SeeOps():
         assert not eager.plain_eager(torch.zeros(2))
         call(torch.zeros(2))
     assert rec.ran == ["op"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
+from see_ops import SeeOps
 
 import flashgen
 from flashgen.runtime import autograd, composite, primitives
@@ -123,19 +123,9 @@ def test_bad_arguments_are_still_refused():
         flashgen.attention(q[..., :4], k[..., :4], v[..., :4])
 
 
-class _SeeOps(TorchDispatchMode):
-    def __init__(self):
-        super().__init__()
-        self.seen = []
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.seen.append(str(func))
-        return func(*args, **(kwargs or {}))
-
-
 def test_a_dispatch_mode_still_sees_the_ops(taken):
     q, k, v = _qkv(37, grad=True)
-    with _SeeOps() as mode:
+    with SeeOps() as mode:
         out = flashgen.attention(q, k, v, impl="flashgen")
         out.sum().backward()
     assert "flashgen.attention_fwd.default" in mode.seen
