@@ -252,3 +252,21 @@ def test_finite_bias_rows_average_like_pytorch(causal, dtype):
     grads = backward(torch.randn_like(out), q, k, v, out, lse, causal=causal,
                      scale=1 / math.sqrt(d), config=TILES, mask=full)  # fmt: skip
     assert all(torch.isfinite(g).all() for g in grads)
+
+
+def test_key_padding_mask_is_read_as_one_vector_per_tile():
+    """A mask constant along query rows ([B, 1, 1, Sk], stride 0 there) launches the forward
+    with MASK_PER_KEY (one vector load of keys per tile), a [B, 1, Sq, Sk] one without; both
+    equal float64."""
+    from flashgen.kernels import fwd
+
+    q, k, v = _inputs(2, 2, 1, 23, 35, 16, seed=9)
+    keep = torch.rand(2, 1, 1, 35, generator=torch.Generator().manual_seed(9)) > 0.3
+    for mask, per_key in ((keep, True), (keep.expand(2, 1, 23, 35).clone(), False)):
+        fwd._plans.clear()
+        out, _ = forward(q, k, v, causal=True, scale=None, config=TILES,
+                         mask=expand_mask(mask, q, k))  # fmt: skip
+        (plan,) = fwd._plans.values()
+        assert plan.run.constexprs["MASK_PER_KEY"] is per_key
+        torch.testing.assert_close(out.double(), ref(q, k, v, mask, causal=True), atol=2e-5,
+                                   rtol=1e-4)  # fmt: skip
