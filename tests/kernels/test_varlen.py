@@ -79,9 +79,16 @@ def _id(case):
     return case[0]
 
 
-@pytest.mark.parametrize("case", CASES, ids=_id)
-def test_varlen_forward_backward_match_float64(case, monkeypatch):
+@pytest.mark.parametrize(
+    ("case", "bwd_tma"),
+    [*((c, "0") for c in CASES), (CASES[0], "1"), (CASES[2], "1"), (CASES[4], "1")],
+    ids=lambda x: x[0] if isinstance(x, tuple) else {"0": "pointers", "1": "tma"}[x],
+)
+def test_varlen_forward_backward_match_float64(case, bwd_tma, monkeypatch):
+    """bwd_tma "1": the backward's descriptor build, loading at batch coordinate 0 of the
+    packed tensors (it reads rows of the neighbouring sequences, masked like ragged rows)."""
     _, lq, lk, hq, hkv, d, causal, window, softcap, extra = case
+    monkeypatch.setenv("FLASHGEN_BWD_TMA", bwd_tma)
     monkeypatch.setattr(varlen, "_config", lambda config, spec: TILES)
     q, k, v, cu_q, cu_k = _packed(lq, lk, hq, hkv, d, extra_q=extra)
     for t in (q, k, v):
