@@ -14,10 +14,12 @@ the real tokens, never that of the longest sequence times N.
 Tensors here are the kernels' 4-D views: q [1, Hq, Tq, D] (any strides, last dim contiguous;
 `flashgen.ops.attention_varlen` passes a transposed view of the user's [Tq, Hq, D]), k/v
 [1, Hkv, Tk, D]. Launches go through Triton's JIT (no launch plans: packed batches are training
-shapes, where the kernel, not the host, costs). The Hopper families take no packed spec. The
-backward takes the split kernels' TMA builds where `flashgen.kernels.bwd` would (16-bit, head
-dim <= 128, TMA-compatible tensors; FLASHGEN_BWD_TMA=0/1 forces): on the H200 (B2) the pointer
-build took 1.73 ms where the padded batch's TMA build took 1.11 ms for the same sequences.
+shapes, where the kernel, not the host, costs). The Hopper families take no packed spec.
+TMA: the forward loads Q/K/V through descriptors where `flashgen.kernels.fwd` would
+(FLASHGEN_FWD_TMA=0/1 forces; out goes through pointers), the backward takes the split
+kernels' TMA builds where `flashgen.kernels.bwd` would (16-bit, head dim <= 128;
+FLASHGEN_BWD_TMA=0/1 forces). On the H200 (B2, pointer builds) the packed forward took 0.44 ms
+and the backward 1.73 ms where the same sequences padded took 0.31 and 1.11 ms.
 """
 
 from __future__ import annotations
@@ -121,13 +123,28 @@ def forward(
     if out.numel() == 0 or n_seq == 0 or max_q <= 0:
         return out, lse
     grid = (cdiv(max_q, cfg.block_m) * n_seq * heads_q,)
-    load(spec).attn_fwd[grid](
-        q, k, v, out, lse, *_strides(q), *_strides(k), *_strides(v),
+    module = load(spec)
+    ints = (
         heads_q, heads_q // heads_kv, max_q, max(max_k, 1), scale * LOG2E,
         *_extras(window, softcap, scale), bounds, total_q,
-        BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, num_warps=cfg.num_warps,
-        num_stages=cfg.num_stages,
     )  # fmt: skip
+    options = {
+        "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "num_warps": cfg.num_warps,
+        "num_stages": cfg.num_stages,
+    }  # fmt: skip
+    if tma.use_tma("FLASHGEN_FWD_TMA", (q, k, v)):
+        # Q/K/V through descriptors at batch coordinate 0; out through pointers (a TMA store
+        # of a block would write past its sequence's end)
+        rows = (cfg.block_m, cfg.block_n, cfg.block_n)
+        make = tma.descriptor_factory()
+        descs = [
+            make(t, *tma.descriptor_template(t, n, spec.block_d))
+            for t, n in zip((q, k, v), rows, strict=True)
+        ]
+        module.attn_fwd_tma[grid](*descs, out, lse, *ints, **options)
+    else:
+        strides = (*_strides(q), *_strides(k), *_strides(v))
+        module.attn_fwd[grid](q, k, v, out, lse, *strides, *ints, **options)
     return out, lse
 
 

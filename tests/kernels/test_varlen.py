@@ -80,15 +80,17 @@ def _id(case):
 
 
 @pytest.mark.parametrize(
-    ("case", "bwd_tma"),
+    ("case", "tma_build"),
     [*((c, "0") for c in CASES), (CASES[0], "1"), (CASES[2], "1"), (CASES[4], "1")],
     ids=lambda x: x[0] if isinstance(x, tuple) else {"0": "pointers", "1": "tma"}[x],
 )
-def test_varlen_forward_backward_match_float64(case, bwd_tma, monkeypatch):
-    """bwd_tma "1": the backward's descriptor build, loading at batch coordinate 0 of the
-    packed tensors (it reads rows of the neighbouring sequences, masked like ragged rows)."""
+def test_varlen_forward_backward_match_float64(case, tma_build, monkeypatch):
+    """tma_build "1": the descriptor builds of the forward (pointer stores) and the backward,
+    loading at batch coordinate 0 of the packed tensors (they read rows of the neighbouring
+    sequences, masked like ragged rows)."""
     _, lq, lk, hq, hkv, d, causal, window, softcap, extra = case
-    monkeypatch.setenv("FLASHGEN_BWD_TMA", bwd_tma)
+    monkeypatch.setenv("FLASHGEN_FWD_TMA", tma_build)
+    monkeypatch.setenv("FLASHGEN_BWD_TMA", tma_build)
     monkeypatch.setattr(varlen, "_config", lambda config, spec: TILES)
     q, k, v, cu_q, cu_k = _packed(lq, lk, hq, hkv, d, extra_q=extra)
     for t in (q, k, v):
