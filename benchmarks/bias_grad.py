@@ -11,8 +11,7 @@
    (with -inf above the diagonal; the backend PyTorch picks) and of flashgen without a mask;
    forward+backward of SDPA and flashgen with the bias requiring grad, and of flashgen with it
    detached (no dbias). TFLOP/s counted on the visible pairs (4*D a pair forward, 10*D
-   forward+backward). `--old-order`: the forward with the batch-outer program order the
-   portable kernels had before (templates/attn_fwd.py.jinja, `batch_inner`), for the A/B.
+   forward+backward).
 
 Rows are printed and written to DIR/bias_grad.csv as they are measured. `--warm`: run each
 timed call once, time nothing (compiles in a parallel process).
@@ -62,7 +61,7 @@ def check():
     print(f"check worst {worst:.2e} (bar 2e-2): {'PASS' if worst <= 2e-2 else 'FAIL'}", flush=True)
 
 
-def speed(writer, deadline, warm=False, old_order=False, b=4, h=16, n=4096, d=128):
+def speed(writer, deadline, warm=False, b=4, h=16, n=4096, d=128):
     q, k, v = (torch.randn(b, h, n, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
     bias = torch.randn(1, h, n, n, device="cuda", dtype=torch.bfloat16)
     for t in (q, k, v):
@@ -86,8 +85,6 @@ def speed(writer, deadline, warm=False, old_order=False, b=4, h=16, n=4096, d=12
     plan = [("sdpa-bias", "fwd"), ("flashgen-bias-fixed", "fwd"), ("flashgen-plain", "fwd"),
             ("sdpa-bias", "fwd+bwd"), ("flashgen-bias-grad", "fwd+bwd"),
             ("flashgen-bias-fixed", "fwd+bwd")]  # fmt: skip
-    if old_order:  # the A/B of the forward's program order: only what it changes
-        plan = [("flashgen-bias-fixed", "fwd")]
     pairs = b * h * n * (n + 1) // 2
     sdpa_ms = {}
     for what, direction in plan:
@@ -112,7 +109,7 @@ def speed(writer, deadline, warm=False, old_order=False, b=4, h=16, n=4096, d=12
             sdpa_ms[direction] = ms
         per_pair = 4 if direction == "fwd" else 10
         ref_ms = sdpa_ms.get(direction)
-        row = {"what": what + ("-old-order" if old_order else ""), "dir": direction,
+        row = {"what": what, "dir": direction,
                "ms": f"{ms:.3f}", "tflops": f"{pairs * per_pair * d / ms / 1e9:.0f}",
                "vs_sdpa": "" if ref_ms is None else f"{ref_ms / ms:.2f}"}  # fmt: skip
         if writer is not None:
@@ -133,30 +130,21 @@ def main():
     ap.add_argument("--no-check", action="store_true")
     ap.add_argument("--no-speed", action="store_true")
     ap.add_argument("--warm", action="store_true")
-    ap.add_argument(
-        "--old-order", action="store_true", help="forward with the batch-outer program order"
-    )
     args = ap.parse_args()
     deadline = time.time() + args.budget
-    if args.old_order:
-        from flashgen.kernels import codegen
-
-        context = codegen.template_context
-        codegen.template_context = lambda spec: {**context(spec), "mask_batch_inner": False}
     print(torch.cuda.get_device_name(), torch.__version__, triton.__version__, flush=True)
     if args.warm:
-        speed(None, deadline, warm=True, old_order=args.old_order)
+        speed(None, deadline, warm=True)
         print("warmed", flush=True)
         return
     if not args.no_check:
         check()
     if args.no_speed:
         return
-    name = "bias_grad_old_order.csv" if args.old_order else "bias_grad.csv"
-    with open(os.path.join(args.out, name), "w", newline="") as f:
+    with open(os.path.join(args.out, "bias_grad.csv"), "w", newline="") as f:
         writer = csv.DictWriter(f, FIELDS)
         writer.writeheader()
-        speed(writer, deadline, old_order=args.old_order)
+        speed(writer, deadline)
 
 
 if __name__ == "__main__":
