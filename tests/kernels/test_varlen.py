@@ -237,3 +237,13 @@ def test_varlen_under_compile_dynamic_matches_eager(monkeypatch):
         for g, w in zip(got_grads, want_grads, strict=True):
             torch.testing.assert_close(g, w)
     assert counter.frame_count == 1
+
+
+def test_kernel_cli_prints_the_packed_kernel(capsys):
+    from flashgen.cli import main
+
+    assert main(["kernel", "--head-dim", "64", "--causal", "--packed", "--direction", "bwd"]) == 0
+    source = capsys.readouterr().out
+    assert "# Kernel: attn_bwd_d64_causalpack_" in source and "TOTAL_Q, TOTAL_K" in source
+    assert main(["kernel", "--head-dim", "64", "--packed", "--family", "hopper"]) == 2
+    assert "portable kernels only" in capsys.readouterr().err
