@@ -6,10 +6,12 @@
    [1, H, N, N] requiring grad, causal, bf16, B=2, H=8, N=1003, d=128: out, dq, dk, dv and
    dbias against float64 autograd; max abs error relative to the reference's largest entry,
    bar 2e-2.
-2. Speed (triton.testing.do_bench, median, L2 flushed), forward+backward at B=4, H=16, N=4096,
-   d=128, bf16, causal, bias [1, H, N, N]: flashgen with the bias requiring grad; flashgen with
-   the bias detached (no dbias); SDPA given the same bias requiring grad (the backend PyTorch
-   picks); flashgen without any mask. TFLOP/s counted on the visible pairs (10*D a pair).
+2. Speed (triton.testing.do_bench, median, L2 flushed) at B=4, H=16, N=4096, d=128, bf16,
+   causal, bias [1, H, N, N]: forward of flashgen with the bias, of SDPA given the same bias
+   (with -inf above the diagonal; the backend PyTorch picks) and of flashgen without a mask;
+   forward+backward of SDPA and flashgen with the bias requiring grad, and of flashgen with it
+   detached (no dbias). TFLOP/s counted on the visible pairs (4*D a pair forward, 10*D
+   forward+backward).
 
 Rows are printed and written to DIR/bias_grad.csv as they are measured. `--warm`: run each
 timed call once, time nothing (compiles in a parallel process).
@@ -69,34 +71,49 @@ def speed(writer, deadline, warm=False, b=4, h=16, n=4096, d=128):
     bias.requires_grad_()
     grad = torch.randn_like(q)
     cases = {
-        "sdpa-bias-grad": (lambda: sdpa(q, k, v, attn_mask=masked)),
-        "flashgen-bias-grad": (lambda: flashgen.attention(q, k, v, attn_mask=bias, causal=True)),
-        "flashgen-bias-fixed": (lambda: flashgen.attention(q, k, v, attn_mask=fixed, causal=True)),
-        "flashgen-plain": (lambda: flashgen.attention(q, k, v, causal=True)),
+        "sdpa-bias": (lambda: sdpa(q, k, v, attn_mask=masked), (q, k, v, masked)),
+        "flashgen-bias-fixed": (
+            lambda: flashgen.attention(q, k, v, attn_mask=fixed, causal=True),
+            (q, k, v),
+        ),
+        "flashgen-bias-grad": (
+            lambda: flashgen.attention(q, k, v, attn_mask=bias, causal=True),
+            (q, k, v, bias),
+        ),
+        "flashgen-plain": (lambda: flashgen.attention(q, k, v, causal=True), (q, k, v)),
     }
+    plan = [("sdpa-bias", "fwd"), ("flashgen-bias-fixed", "fwd"), ("flashgen-plain", "fwd"),
+            ("sdpa-bias", "fwd+bwd"), ("flashgen-bias-grad", "fwd+bwd"),
+            ("flashgen-bias-fixed", "fwd+bwd")]  # fmt: skip
     pairs = b * h * n * (n + 1) // 2
-    sdpa_ms = None
-    for what, fn in cases.items():
+    sdpa_ms = {}
+    for what, direction in plan:
         if time.time() > deadline:
-            print(f"budget reached before {what}", flush=True)
+            print(f"budget reached before {what} {direction}", flush=True)
             return
-        inputs = {"flashgen-bias-grad": (q, k, v, bias), "sdpa-bias-grad": (q, k, v, masked)}
-        inputs = inputs.get(what, (q, k, v))
+        fn, inputs = cases[what]
 
         def run(fn=fn, inputs=inputs):
             for t in inputs:
                 t.grad = None
             fn().backward(grad)
 
+        if direction == "fwd":
+            with torch.no_grad():
+                ms = fn() if warm else triton.testing.do_bench(fn, 10, 40, return_mode="median")
+        else:
+            ms = run() if warm else triton.testing.do_bench(run, 10, 40, return_mode="median")
         if warm:
-            run()
             continue
-        ms = triton.testing.do_bench(run, warmup=10, rep=40, return_mode="median")
-        sdpa_ms = ms if what.startswith("sdpa") else sdpa_ms
-        row = {"what": what, "dir": "fwd+bwd", "ms": f"{ms:.3f}",
-               "tflops": f"{pairs * 10 * d / ms / 1e9:.0f}",
-               "vs_sdpa": "" if sdpa_ms is None else f"{sdpa_ms / ms:.2f}"}  # fmt: skip
-        writer.writerow(row)
+        if what.startswith("sdpa"):
+            sdpa_ms[direction] = ms
+        per_pair = 4 if direction == "fwd" else 10
+        ref_ms = sdpa_ms.get(direction)
+        row = {"what": what, "dir": direction,
+               "ms": f"{ms:.3f}", "tflops": f"{pairs * per_pair * d / ms / 1e9:.0f}",
+               "vs_sdpa": "" if ref_ms is None else f"{ref_ms / ms:.2f}"}  # fmt: skip
+        if writer is not None:
+            writer.writerow(row)
         print(row, flush=True)
 
 

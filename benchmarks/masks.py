@@ -273,6 +273,24 @@ def speed(name, causal, kw, mk, cap, shape, writer, dirs=("fwd", "fwd+bwd")):
         writer(row)
 
 
+def _per_key_off():
+    """Launch plans built with per_key=False: mask tiles gathered as before MASK_PER_KEY."""
+    import inspect
+
+    from flashgen.kernels import bwd, fwd
+
+    for mod in (fwd, bwd):
+        init = mod._Plan.__init__
+        sig = inspect.signature(init)
+
+        def patched(self, *a, _init=init, _sig=sig, **kw):
+            bound = _sig.bind(self, *a, **kw)
+            bound.arguments["per_key"] = False
+            _init(*bound.args, **bound.kwargs)
+
+        mod._Plan.__init__ = patched
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "masks.csv"))
@@ -282,7 +300,13 @@ def main():
     ap.add_argument("--dirs", default="fwd,fwd+bwd", help="which of fwd, fwd+bwd to time")
     ap.add_argument("--no-check", action="store_true", help="skip the float64 checks")
     ap.add_argument("--warm", action="store_true", help="run each timed function once, no timing")
+    ap.add_argument(
+        "--no-per-key", action="store_true",
+        help="read key-padding masks as full tiles (MASK_PER_KEY off): the A/B of the vector load",
+    )  # fmt: skip
     args = ap.parse_args()
+    if args.no_per_key:
+        _per_key_off()
     global WARM_ONLY
     WARM_ONLY = args.warm
     dirs = tuple(args.dirs.split(","))

@@ -109,6 +109,19 @@ def speed(case, lens, writer, deadline, hq=16, hkv=4, d=128, warm=False):
     n_max, t = max(lens), sum(lens)
     pairs = pairs_of(lens) * hq
     fns = {"packed": lambda: flashgen.attention_varlen(q, k, v, cu, cu, n_max, n_max, causal=True)}
+    # the same tensors stored head-major ([H, T, D] memory, a [T, H, D] view): is the
+    # [T, H, D] layout's row stride what the packed kernels pay for?
+    hq_, hk_, hv_ = (x.transpose(0, 1).contiguous() for x in (q, k, v))  # leaves [H, T, D]
+    fns["packed-headmajor"] = lambda: flashgen.attention_varlen(
+        hq_.transpose(0, 1),
+        hk_.transpose(0, 1),
+        hv_.transpose(0, 1),
+        cu,
+        cu,
+        n_max,
+        n_max,
+        causal=True,
+    )
     # the same sequences right-padded to the longest
     pq, pk, pv = (torch.zeros(len(lens), x.shape[1], n_max, d, device=DEVICE,
                               dtype=torch.bfloat16) for x in (q, k, v))  # fmt: skip
@@ -141,7 +154,8 @@ def speed(case, lens, writer, deadline, hq=16, hkv=4, d=128, warm=False):
                     print(f"budget reached before {case} {what} {direction}", flush=True)
                     return
                 os.environ["FLASHGEN_FWD_FAMILY"] = family
-                inputs = {"packed": (q, k, v), "padded-lengths": (pq, pk, pv),
+                inputs = {"packed": (q, k, v), "packed-headmajor": (hq_, hk_, hv_),
+                          "padded-lengths": (pq, pk, pv),
                           "sdpa-mask": (sq, sk, sv), "plain-causal-mean": (eq, ek, ev)}[what]  # fmt: skip
                 if direction == "fwd":
                     with torch.no_grad():

@@ -158,7 +158,6 @@ def attention(
     )  # fmt: skip
 
 
-@torch.compiler.disable
 def attention_varlen(
     q: Tensor,
     k: Tensor,
@@ -185,9 +184,10 @@ def attention_varlen(
     `causal` (each sequence top-left aligned from its own start), `scale`, `window` and
     `softcap` as in `attention`, counted within each sequence; GQA when Hq is a multiple of
     Hkv. `max_seqlen_q`/`max_seqlen_k`: the longest query / key sequence (None: read from the
-    offsets, one host sync). Query rows past cu_seqlens_q[-1] get zeros. Flashgen's portable
-    kernels only (no SDPA backend, no Hopper family; no dropout, no attn_mask); eager only:
-    under torch.compile the call is a graph break.
+    offsets, one host sync; under torch.compile pass them, or that read breaks the graph).
+    Query rows past cu_seqlens_q[-1] get zeros. Flashgen's portable kernels only (no SDPA
+    backend, no Hopper family; no dropout, no attn_mask). Under torch.compile the call is two
+    opaque ops, forward and backward (`flashgen.runtime.varlen`).
     """
     from .kernels import varlen as _varlen
     from .kernels.validate import check_inputs, check_kernel_device
@@ -216,6 +216,6 @@ def attention_varlen(
 def _max_len(name: str, given, cu: Tensor) -> int:
     if given is None:
         return int((cu[1:] - cu[:-1]).max()) if cu.numel() > 1 else 0
-    if isinstance(given, bool) or not isinstance(given, int) or given < 0:
+    if isinstance(given, bool) or not isinstance(given, (int, torch.SymInt)) or given < 0:
         raise ValueError(f"{name} must be an int >= 0 or None, got {given!r}")
     return given

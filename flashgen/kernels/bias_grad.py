@@ -64,8 +64,8 @@ def dq_dbias(
     module.attn_bwd_dq_dbias[(cdiv(seq_q, cfg.block_m), batch * heads_q)](
         q, k, v, do, lse, delta, dq, *_strides3(q), *_strides3(k), *_strides3(v),
         *_strides3(do), heads_q, heads_kv, seq_q, seq_k, float(scale), *extra,
-        BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, num_warps=cfg.num_warps,
-        num_stages=cfg.num_stages,
+        BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, MASK_PER_KEY=mask.stride(2) == 0,
+        num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )  # fmt: skip
     return dq, dbias
 

@@ -99,7 +99,7 @@ class _Plan:
 
     def __init__(
         self, q, k, v, do, out, causal, config, needs, use_descriptors, aligned, windowed, capped,
-        kind="split", bounded=False, mask_kind="", dropped=False, dq_config=None,
+        kind="split", bounded=False, mask_kind="", dropped=False, dq_config=None, per_key=False,
     ):  # fmt: skip
         batch, heads_q, seq_q, dim = q.shape
         heads_kv, seq_k = k.shape[1], k.shape[2]
@@ -118,6 +118,8 @@ class _Plan:
         block_m, block_n = config.block_m, config.block_n
         device = direct_device(q, aligned)
         blocks = {"BLOCK_M": block_m, "BLOCK_N": block_n}
+        # a mask constant along query rows (key padding) is read as one vector per tile
+        per_key_arg = {"MASK_PER_KEY": per_key} if mask_kind else {}
         options = {"num_warps": config.num_warps, "num_stages": config.num_stages}
         self.pre = Launch(
             module.attn_bwd_preprocess,
@@ -149,12 +151,14 @@ class _Plan:
         need_dq, need_dk, need_dv = needs
         dkdv_grid = (cdiv(seq_k, block_n), batch * heads_kv)
         self.dkdv = (
-            Launch(dkdv, dkdv_grid, blocks, options, device, descs) if need_dk or need_dv else None
+            Launch(dkdv, dkdv_grid, {**blocks, **per_key_arg}, options, device, descs)
+            if need_dk or need_dv
+            else None
         )
         self.dq = None
         if need_dq:
             dqc = dq_config if dq_config is not None else config
-            dq_blocks = {"BLOCK_M": dqc.block_m, "BLOCK_N": dqc.block_n}
+            dq_blocks = {"BLOCK_M": dqc.block_m, "BLOCK_N": dqc.block_n, **per_key_arg}
             dq_options = {"num_warps": dqc.num_warps, "num_stages": dqc.num_stages}
             if use_descriptors:
                 pairs = ((q, dqc.block_m), (k, dqc.block_n), (v, dqc.block_n), (do, dqc.block_m))
@@ -385,6 +389,7 @@ def backward(
             _mask_kind(mask),
             dropout is not None,
             dq_config,
+            mask is not None and mask.stride(2) == 0,
         )
         _plans.store(key, plan, q)
     dq, dk, dv = plan.launch(do, q, k, v, out, lse, scale, window, softcap, bounds, mask, dropout)

@@ -41,6 +41,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--lengths", action="store_true", help="the kernel with per-sequence lengths (padding)"
     )
     parser.add_argument(
+        "--packed", action="store_true",
+        help="the kernel over packed variable-length sequences (implies --lengths; portable "
+        "family; flashgen.attention_varlen)",
+    )  # fmt: skip
+    parser.add_argument(
         "--dropout", action="store_true",
         help="the attention-dropout kernel (p and the seed are run-time arguments)",
     )  # fmt: skip
@@ -54,10 +59,14 @@ def run(args: argparse.Namespace) -> int:
     try:
         spec = KernelSpec(
             args.head_dim, args.causal, args.dtype, args.direction, args.window, args.softcap,
-            args.lengths, dropout=getattr(args, "dropout", False),
+            args.lengths or getattr(args, "packed", False), dropout=getattr(args, "dropout", False),
+            packed=getattr(args, "packed", False),
         )  # fmt: skip
     except ValueError as exc:
         print(f"flashgen kernel: {exc}", file=sys.stderr)
+        return 2
+    if spec.packed and args.family != "portable":
+        print("flashgen kernel: packed sequences have portable kernels only", file=sys.stderr)
         return 2
     if args.family == "hopper":
         from .hopper import spec_reason

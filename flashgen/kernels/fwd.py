@@ -71,7 +71,7 @@ class _Plan:
 
     def __init__(
         self, q, k, v, out, causal: bool, config, aligned: bool, forced, windowed=False,
-        capped=False, bounded=False, mask_kind="", dropped=False,
+        capped=False, bounded=False, mask_kind="", dropped=False, per_key=False,
     ):  # fmt: skip
         batch, hq, sq, dim = q.shape
         hkv, sk = k.shape[1], k.shape[2]
@@ -109,7 +109,8 @@ class _Plan:
         self.run = Launch(
             kernel,
             (cdiv(sq, bm) * batch * hq,),
-            {"BLOCK_M": bm, "BLOCK_N": bn},
+            # MASK_PER_KEY: a mask constant along query rows is read as one vector per tile
+            {"BLOCK_M": bm, "BLOCK_N": bn, **({"MASK_PER_KEY": per_key} if mask_kind else {})},
             {"num_warps": config.num_warps, "num_stages": config.num_stages},
             direct_device(q, aligned),
             descs,
@@ -192,6 +193,7 @@ def forward(
         plan = _Plan(
             q, k, v, out, causal, config, aligned, forced, window is not None,
             softcap is not None, bounds is not None, mask_kind(mask), dropout is not None,
+            mask is not None and mask.stride(2) == 0,
         )  # fmt: skip
         _plans.store(key, plan, q)
     if bounds is not None:

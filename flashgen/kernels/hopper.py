@@ -152,6 +152,8 @@ def spec_reason(spec, *, forced: bool = False) -> str | None:
         return "the Hopper family is forward only"
     if spec.dropout:
         return "dropout is in the portable family only"
+    if spec.packed:
+        return "packed sequences are in the portable family only"
     if spec.dtype not in _GL_DTYPE:
         return f"dtype {spec.dtype} (the Hopper family is fp16/bf16 only)"
     if spec.head_dim not in RENDERABLE_HEAD_DIMS:

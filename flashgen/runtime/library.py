@@ -30,6 +30,13 @@ Ops (namespace `flashgen`):
   in the mask's own shape and dtype, summed over the dims it was broadcast along;
   `flashgen.kernels.bias_grad`). The autograd runs `attention_bwd` for dk/dv beside it.
 
+- `torch.ops.flashgen.attention_varlen_fwd(q, k, v, seq_bounds, max_q, max_k, causal, scale,
+  window=None, softcap=None) -> (out, lse)` and `attention_varlen_bwd(do, q, k, v, out, lse,
+  seq_bounds, max_q, max_k, causal, scale, window=None, softcap=None) -> (dq, dk, dv)`: packed
+  variable-length sequences (`flashgen.kernels.varlen`) on the 4-D views [1, heads, T, D];
+  seq_bounds int32 [N, 4] of offsets and lengths; `flashgen.runtime.varlen` is their autograd
+  and `flashgen.ops.attention_varlen` the public function.
+
 Which callable a graph rewrite should insert: `torch.ops.flashgen.attention.default` with
 arguments `(q, k, v, causal, scale)` (scale a Python float or None), plus `window` (a list
 [left, right] of ints, `flashgen.kernels.validate.normalize_window`) for a sliding window. In the
@@ -82,6 +89,18 @@ _LIB.define(
     "attention_bwd_bias(Tensor do, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, "
     "Tensor attn_mask, bool causal, float scale, int[]? window=None, float? softcap=None, "
     "float dropout_p=0.0, Tensor? dropout_seed=None) -> (Tensor, Tensor)",
+    tags=_TAGS,
+)
+_LIB.define(
+    "attention_varlen_fwd(Tensor q, Tensor k, Tensor v, Tensor seq_bounds, SymInt max_q, "
+    "SymInt max_k, bool causal, float scale, int[]? window=None, float? softcap=None) "
+    "-> (Tensor, Tensor)",
+    tags=_TAGS,
+)
+_LIB.define(
+    "attention_varlen_bwd(Tensor do, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, "
+    "Tensor seq_bounds, SymInt max_q, SymInt max_k, bool causal, float scale, int[]? window=None, "
+    "float? softcap=None) -> (Tensor, Tensor, Tensor)",
     tags=_TAGS,
 )
 _LIB.define(

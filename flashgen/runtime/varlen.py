@@ -1,15 +1,62 @@
-"""The autograd of packed variable-length attention (`flashgen.ops.attention_varlen`): the
-forward and backward launchers of `flashgen.kernels.varlen` as one `torch.autograd.Function`.
+"""Packed variable-length attention (`flashgen.ops.attention_varlen`) as two library ops and
+their autograd: `flashgen::attention_varlen_fwd` / `_bwd` (schemas in `flashgen.runtime.library`)
+run the launchers of `flashgen.kernels.varlen`, and `_VarlenAttention` ties them together.
 
-Not a library op yet: the maximum sequence lengths are host ints the grids need, and the call
-runs eagerly (`flashgen.ops.attention_varlen` is excluded from Dynamo's tracing, so a compiled
-model breaks its graph there instead of tracing the launchers)."""
+Why ops: under `torch.compile` the call is one opaque node per direction (fake impls give the
+shapes), so a compiled model with packed sequences keeps its graph and its backward; eagerly
+the ops' bodies run directly (`flashgen.runtime.eager.direct`)."""
 
 from __future__ import annotations
 
 import torch
 
 from ..kernels import varlen
+from .eager import direct
+from .library import _LIB
+
+
+def _window(window):
+    return None if window is None else (int(window[0]), int(window[1]))
+
+
+def _varlen_fwd(q, k, v, seq_bounds, max_q, max_k, causal, scale, window=None, softcap=None):
+    return varlen.forward(
+        q, k, v, seq_bounds, max_q, max_k, causal=causal, scale=scale, window=_window(window),
+        softcap=softcap,
+    )  # fmt: skip
+
+
+def _varlen_fwd_fake(q, k, v, seq_bounds, max_q, max_k, causal, scale, window=None, softcap=None):
+    out = q.new_empty(q.shape)
+    return out, q.new_empty(q.shape[:3], dtype=torch.float32)
+
+
+def _varlen_bwd(
+    do, q, k, v, out, lse, seq_bounds, max_q, max_k, causal, scale, window=None, softcap=None
+):
+    return varlen.backward(
+        do, q, k, v, out, lse, seq_bounds, max_q, max_k, causal=causal, scale=scale,
+        window=_window(window), softcap=softcap,
+    )  # fmt: skip
+
+
+def _varlen_bwd_fake(
+    do, q, k, v, out, lse, seq_bounds, max_q, max_k, causal, scale, window=None, softcap=None
+):
+    return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
+
+
+for _name, _kernel in (
+    ("attention_varlen_fwd", _varlen_fwd),
+    ("attention_varlen_bwd", _varlen_bwd),
+):
+    for _key in ("CPU", "CUDA"):
+        _LIB.impl(_name, _kernel, _key)
+    _LIB.impl(_name, torch.library.fallthrough_kernel, "Autograd")
+torch.library.register_fake("flashgen::attention_varlen_fwd", _varlen_fwd_fake, lib=_LIB)
+torch.library.register_fake("flashgen::attention_varlen_bwd", _varlen_bwd_fake, lib=_LIB)
+_fwd_op = direct(torch.ops.flashgen.attention_varlen_fwd.default, _varlen_fwd)
+_bwd_op = direct(torch.ops.flashgen.attention_varlen_bwd.default, _varlen_bwd)
 
 
 class _VarlenAttention(torch.autograd.Function):
@@ -17,10 +64,7 @@ class _VarlenAttention(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, q, k, v, bounds, max_q, max_k, causal, scale, window, softcap):
-        out, lse = varlen.forward(
-            q, k, v, bounds, max_q, max_k, causal=causal, scale=scale, window=window,
-            softcap=softcap,
-        )  # fmt: skip
+        out, lse = _fwd_op(q, k, v, bounds, max_q, max_k, causal, scale, window, softcap)
         ctx.save_for_backward(q, k, v, out, lse, bounds)
         ctx.args = (max_q, max_k, causal, scale, window, softcap)
         return out
@@ -28,19 +72,14 @@ class _VarlenAttention(torch.autograd.Function):
     @staticmethod
     def backward(ctx, dout):
         q, k, v, out, lse, bounds = ctx.saved_tensors
-        max_q, max_k, causal, scale, window, softcap = ctx.args
-        dq, dk, dv = varlen.backward(
-            dout, q, k, v, out, lse, bounds, max_q, max_k, causal=causal, scale=scale,
-            window=window, softcap=softcap,
-        )  # fmt: skip
+        dq, dk, dv = _bwd_op(dout, q, k, v, out, lse, bounds, *ctx.args)
         return dq, dk, dv, None, None, None, None, None, None, None
 
 
 def packed_attention(q, k, v, bounds, max_q, max_k, causal, scale, window, softcap):
-    """`_VarlenAttention.apply` when a gradient is wanted, else the forward launcher alone."""
+    """`_VarlenAttention.apply` when a gradient is wanted, else the forward op alone.
+    `window`: None or the kernels' (left, right) pair."""
+    window = None if window is None else list(window)
     if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
         return _VarlenAttention.apply(q, k, v, bounds, max_q, max_k, causal, scale, window, softcap)
-    out, _ = varlen.forward(
-        q, k, v, bounds, max_q, max_k, causal=causal, scale=scale, window=window, softcap=softcap
-    )
-    return out
+    return _fwd_op(q, k, v, bounds, max_q, max_k, causal, scale, window, softcap)[0]

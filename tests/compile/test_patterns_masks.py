@@ -87,6 +87,25 @@ def test_left_padded_llama_replaced_and_matches_eager():
     _padded_batch_matches_eager(model, ids, mask)
 
 
+def test_t5_relative_bias_replaced_and_its_gradient_matches_eager():
+    """HF T5 passes its relative position bias (a learned embedding, plus the padding mask) to
+    SDPA as an additive attn_mask that requires grad: both encoder layers' sites are replaced,
+    and the output and every gradient, the bias embedding's included, equal eager's."""
+    torch.manual_seed(0)
+    cfg = transformers.T5Config(
+        vocab_size=64, d_model=32, d_kv=16, d_ff=64, num_layers=2, num_heads=2,
+        relative_attention_num_buckets=8, dropout_rate=0.0,
+    )  # fmt: skip
+    model = transformers.T5EncoderModel(cfg)
+    ids = torch.randint(1, 64, (2, 11), generator=torch.Generator().manual_seed(3))
+    mask = torch.ones(2, 11, dtype=torch.long)
+    mask[1, 7:] = 0
+    replaced = _padded_batch_matches_eager(model, ids, mask)
+    assert all(s.mask == "add" for s in replaced)
+    bias = "encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight"
+    assert model.get_parameter(bias).grad.abs().sum() > 0  # the bias got its gradient
+
+
 class _MaskedSDPA(torch.nn.Module):
     def __init__(self, learned_bias: bool = False):
         super().__init__()

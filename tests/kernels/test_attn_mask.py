@@ -252,3 +252,32 @@ def test_finite_bias_rows_average_like_pytorch(causal, dtype):
     grads = backward(torch.randn_like(out), q, k, v, out, lse, causal=causal,
                      scale=1 / math.sqrt(d), config=TILES, mask=full)  # fmt: skip
     assert all(torch.isfinite(g).all() for g in grads)
+
+
+def test_key_padding_mask_is_read_as_one_vector_per_tile():
+    """A mask constant along query rows ([B, 1, 1, Sk], stride 0 there) launches the forward
+    and both backward kernels with MASK_PER_KEY (one vector load of keys per tile), a
+    [B, 1, Sq, Sk] one without; both equal float64, forward and gradients."""
+    from flashgen.kernels import bwd, fwd
+
+    q, k, v = _inputs(2, 2, 1, 23, 35, 16, seed=9)
+    keep = torch.rand(2, 1, 1, 35, generator=torch.Generator().manual_seed(9)) > 0.3
+    do = torch.randn(2, 2, 23, 16, generator=torch.Generator().manual_seed(10))
+    for mask, per_key in ((keep, True), (keep.expand(2, 1, 23, 35).clone(), False)):
+        fwd._plans.clear()
+        bwd._plans.clear()
+        full = expand_mask(mask, q, k)
+        out, lse = forward(q, k, v, causal=True, scale=0.25, config=TILES, mask=full)
+        grads = backward(do, q, k, v, out, lse, causal=True, scale=0.25, config=TILES,
+                         needs=(True, True, True), mask=full)  # fmt: skip
+        (plan,) = fwd._plans.values()
+        assert plan.run.constexprs["MASK_PER_KEY"] is per_key
+        (bplan,) = bwd._plans.values()
+        assert bplan.dkdv.constexprs["MASK_PER_KEY"] is per_key
+        assert bplan.dq.constexprs["MASK_PER_KEY"] is per_key
+        leaves = [t.double().requires_grad_() for t in (q, k, v)]
+        want = ref(*leaves, mask, causal=True)
+        torch.testing.assert_close(out.double(), want, atol=2e-5, rtol=1e-4)
+        exp = torch.autograd.grad(want, leaves, do.double())
+        for g, e in zip(grads, exp, strict=True):
+            torch.testing.assert_close(g.double(), e, atol=5e-5, rtol=1e-4)

@@ -20,6 +20,7 @@ import flashgen
 from flashgen.core.config import TileConfig
 from flashgen.core.spec import KernelSpec
 from flashgen.kernels import varlen
+from flashgen.runtime import varlen as _ops  # noqa: F401  (registers the varlen ops)
 
 TILES = TileConfig(16, 16, 4, 1)
 
@@ -66,7 +67,7 @@ def _packed(lens_q, lens_k, hq, hkv, d, dtype=torch.float32, extra_q=0, seed=0):
 
 CASES = [
     # name, query lengths, key lengths, hq, hkv, d, causal, window, softcap, rows of no sequence
-    ("self-causal-gqa", [37, 1, 53, 16], [37, 1, 53, 16], 4, 2, 32, True, None, None, 0),
+    ("self-causal-gqa", [37, 1, 45], [37, 1, 45], 2, 1, 32, True, None, None, 0),
     ("self-full", [20, 45, 3], [20, 45, 3], 2, 2, 16, False, None, None, 0),
     ("cross-nokeys-tail", [17, 9, 30], [40, 0, 23], 2, 1, 40, False, None, None, 5),
     ("causal-window", [50, 33], [50, 33], 2, 1, 32, True, 9, None, 0),
@@ -79,9 +80,18 @@ def _id(case):
     return case[0]
 
 
-@pytest.mark.parametrize("case", CASES, ids=_id)
-def test_varlen_forward_backward_match_float64(case, monkeypatch):
+@pytest.mark.parametrize(
+    ("case", "tma_build"),
+    [*((c, "0") for c in CASES), (CASES[2], "1"), (CASES[4], "1")],
+    ids=lambda x: x[0] if isinstance(x, tuple) else {"0": "pointers", "1": "tma"}[x],
+)
+def test_varlen_forward_backward_match_float64(case, tma_build, monkeypatch):
+    """tma_build "1": the descriptor builds of the forward (pointer stores) and the backward,
+    loading at batch coordinate 0 of the packed tensors (they read rows of the neighbouring
+    sequences, masked like ragged rows)."""
     _, lq, lk, hq, hkv, d, causal, window, softcap, extra = case
+    monkeypatch.setenv("FLASHGEN_FWD_TMA", tma_build)
+    monkeypatch.setenv("FLASHGEN_BWD_TMA", tma_build)
     monkeypatch.setattr(varlen, "_config", lambda config, spec: TILES)
     q, k, v, cu_q, cu_k = _packed(lq, lk, hq, hkv, d, extra_q=extra)
     for t in (q, k, v):
@@ -189,3 +199,51 @@ def test_varlen_bf16_on_gpu(causal):
     for got, want in zip((q.grad, k.grad, v.grad), ref_in, strict=True):
         g = want.grad
         assert (got.double().cpu() - g).abs().max().item() <= 2e-2 * g.abs().max().item()
+
+
+def test_varlen_ops_opcheck(monkeypatch):
+    monkeypatch.setattr(varlen, "_config", lambda config, spec: TILES)
+    q, k, v, cu_q, cu_k = _packed([9, 14], [9, 14], 2, 1, 16)
+    q4, k4, v4 = (t.transpose(0, 1).unsqueeze(0) for t in (q, k, v))
+    bounds = varlen.packed_bounds(cu_q, cu_k)
+    args = (q4, k4, v4, bounds, 14, 14, True, 0.25)
+    torch.library.opcheck(torch.ops.flashgen.attention_varlen_fwd.default, args)
+    out, lse = torch.ops.flashgen.attention_varlen_fwd(*args)
+    bargs = (torch.randn_like(out), q4, k4, v4, out, lse, bounds, 14, 14, True, 0.25, [3, 0])
+    torch.library.opcheck(torch.ops.flashgen.attention_varlen_bwd.default, bargs)
+
+
+def test_varlen_under_compile_dynamic_matches_eager(monkeypatch):
+    """Compiled (dynamic): two packed batches of other lengths run in one graph (no recompile
+    per length), forward and gradients equal to the eager call's."""
+    from torch._dynamo.testing import CompileCounterWithBackend
+
+    monkeypatch.setattr(varlen, "_config", lambda config, spec: TILES)
+    torch._dynamo.reset()
+    counter = CompileCounterWithBackend("aot_eager")
+
+    def f(q, k, v, cu, n):
+        return flashgen.attention_varlen(q, k, v, cu, cu, n, n, causal=True).square().sum()
+
+    compiled = torch.compile(f, backend=counter, dynamic=True, fullgraph=True)
+    for lens in ([11, 20], [17, 2, 9]):
+        q, k, v, cu, _ = _packed(lens, lens, 2, 1, 16, seed=len(lens))
+        leaves = [t.requires_grad_() for t in (q, k, v)]
+        got = compiled(q, k, v, cu, max(lens))
+        got_grads = torch.autograd.grad(got, leaves)
+        want = f(q, k, v, cu, max(lens))
+        want_grads = torch.autograd.grad(want, leaves)
+        torch.testing.assert_close(got, want)
+        for g, w in zip(got_grads, want_grads, strict=True):
+            torch.testing.assert_close(g, w)
+    assert counter.frame_count == 1
+
+
+def test_kernel_cli_prints_the_packed_kernel(capsys):
+    from flashgen.cli import main
+
+    assert main(["kernel", "--head-dim", "64", "--causal", "--packed", "--direction", "bwd"]) == 0
+    source = capsys.readouterr().out
+    assert "# Kernel: attn_bwd_d64_causalpack_" in source and "TOTAL_Q, TOTAL_K" in source
+    assert main(["kernel", "--head-dim", "64", "--packed", "--family", "hopper"]) == 2
+    assert "portable kernels only" in capsys.readouterr().err
