@@ -111,8 +111,8 @@ def test_bias_gradient_bf16_on_gpu():
     out = attention(q, k, v, attn_mask=bias, causal=True)
     do = torch.randn_like(out)
     got = torch.autograd.grad(out, leaves, do)
-    leaves64 = [t.detach().double().requires_grad_() for t in leaves]
-    want = ref(*(t.cpu() for t in leaves64), causal=True)
+    leaves64 = [t.detach().double().cpu().requires_grad_() for t in leaves]  # CPU leaves
+    want = ref(*leaves64, causal=True)
     exp = torch.autograd.grad(want, leaves64, do.double().cpu())
     assert (out.double().cpu() - want).abs().max() <= 2e-2 * want.abs().max()
     for g, e in zip(got, exp, strict=True):
