@@ -36,18 +36,10 @@ from concurrent.futures import ProcessPoolExecutor
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
+from flashgen.bench.harness import ANCHOR_SHAPES  # noqa: E402
+
 # (B, Hq, Hkv, N, D): the 12-shape grid (with causal both ways) and GQA 32/8 at head dim 128
-GRID = [
-    (16, 16, 16, 1024, 128),
-    (4, 16, 16, 4096, 128),
-    (1, 16, 16, 16384, 128),
-    (16, 32, 32, 1024, 64),
-    (4, 32, 32, 4096, 64),
-    (1, 32, 32, 16384, 64),
-    (16, 32, 8, 1024, 128),
-    (4, 32, 8, 4096, 128),
-    (1, 32, 8, 16384, 128),
-]
+GRID = list(ANCHOR_SHAPES)
 MODES = ("fast", "det", "seq", "overlap", "overlap2")
 ENV = {"seq": "0", "overlap": "1", "overlap2": "2"}  # FLASHGEN_BWD_OVERLAP per mode (else unset)
 

@@ -31,7 +31,6 @@ import io
 import json
 import pstats
 import statistics
-import time
 
 import torch
 import torch.nn.functional as F
@@ -82,22 +81,11 @@ def compiled_variants(group):
 
 
 def time_rounds(fns, calls, rounds, warmup, sync):
-    for fn in fns.values():
-        for _ in range(warmup):
-            fn()
-    sync()
-    samples = {name: {"host": [], "wall": []} for name in fns}
-    for _ in range(rounds):
-        for name, fn in fns.items():
-            sync()
-            start = time.perf_counter()
-            for _ in range(calls):
-                fn()
-            issued = time.perf_counter()
-            sync()
-            done = time.perf_counter()
-            samples[name]["host"].append((issued - start) / calls * 1e6)
-            samples[name]["wall"].append((done - start) / calls * 1e6)
+    """{name: {"host"|"wall": (median, min) µs per call}} over interleaved rounds: the sampling
+    of benchmarks/host_time.py (imported from beside this script), summarised."""
+    from host_time import time_rounds as samples_of
+
+    samples = samples_of(fns, calls, rounds, warmup, sync)
     return {
         name: {kind: (round(statistics.median(v), 2), round(min(v), 2)) for kind, v in s.items()}
         for name, s in samples.items()
