@@ -88,10 +88,10 @@ def add(paths: list[str]) -> int:
     return 0
 
 
-def runs(lines: list[dict]) -> str:
+def runs(lines: list[dict], sep: str = ", ") -> str:
     """'commit abc (date), commit def (date)': every run the lines come from, oldest first."""
     seen = dict.fromkeys((r["date"], r["commit"]) for r in lines)
-    return ", ".join(f"commit {c} ({d})" for d, c in sorted(seen))
+    return sep.join(f"commit {c} ({d})" for d, c in sorted(seen))
 
 
 def machine(lines: list[dict]) -> str:
@@ -111,7 +111,7 @@ def attention_titles(lines: list[dict]) -> tuple[str, dict]:
     panels: dict = {}
     for r in lines:
         panels.setdefault(panel_key(_row(r)), []).append(r)
-    notes = {key: runs(group) for key, group in panels.items()}
+    notes = {key: runs(group, sep="\n") for key, group in panels.items()}  # one run a line
     return f"{machine(lines)}; latest figure of each (benchmarks/latest.csv)", notes
 
 
