@@ -154,6 +154,8 @@ def spec_reason(spec, *, forced: bool = False) -> str | None:
         return "dropout is in the portable family only"
     if spec.packed:
         return "packed sequences are in the portable family only"
+    if spec.lengths and spec.attn_mask:
+        return "lengths with a mask tensor (a key-padding mask's range) are in the portable family"
     if spec.dtype not in _GL_DTYPE:
         return f"dtype {spec.dtype} (the Hopper family is fp16/bf16 only)"
     if spec.head_dim not in RENDERABLE_HEAD_DIMS:

@@ -14,7 +14,7 @@ import torch
 
 from ..kernels import aligned, bias_grad, bwd, decode, dropout, fwd
 from ..kernels.aligned import check_align
-from ..kernels.padding import check_bounds
+from ..kernels.padding import check_bounds, key_hull
 from ..kernels.plans import clear_all as _clear_plans
 from ..kernels.tma import env_reader
 from ..kernels.validate import check_softcap, expand_mask
@@ -59,10 +59,11 @@ def _attention_fwd(
             return decode.decode_forward(
                 q, k, v, causal_offset=0 if causal else None, scale=scale, mask=attn_mask
             )
+        mask = None if attn_mask is None else expand_mask(attn_mask, q, k)
         return fwd.forward(
             q, k, v, causal=causal, scale=scale, config=plan_config, window=_window(window),
-            softcap=check_softcap(softcap), bounds=seq_bounds,
-            mask=None if attn_mask is None else expand_mask(attn_mask, q, k), dropout=drop,
+            softcap=check_softcap(softcap), bounds=_bounds(seq_bounds, mask), mask=mask,
+            dropout=drop,
         )  # fmt: skip
     if not _decode_off() and decode.applies(q, k, window, softcap):
         off = None  # no mask
@@ -96,6 +97,14 @@ def plain_backward(do, q, k, v, out, lse, causal, scale, needs, deterministic):
         do, q, k, v, out, lse, causal=causal, scale=scale, config=plan_config, needs=needs,
         deterministic=deterministic,
     )  # fmt: skip
+
+
+def _bounds(seq_bounds, mask):
+    """The launchers' bounds: the caller's, or for a boolean key-padding mask the range of keys
+    it leaves visible (`padding.key_hull`: the key tiles past it are skipped, not read)."""
+    if seq_bounds is not None or mask is None:
+        return seq_bounds
+    return key_hull(mask)
 
 
 def _check_extras(q, seq_bounds, attn_mask, bottom_right) -> None:
@@ -139,6 +148,7 @@ def _attention_bwd(
             do, q, k, v, out, lse, scale=scale, needs=needs, config=plan_config
         )
     else:
+        mask = None if attn_mask is None else expand_mask(attn_mask, q, k)
         grads = bwd.backward(
             do,
             q,
@@ -153,8 +163,8 @@ def _attention_bwd(
             window=_window(window),
             softcap=check_softcap(softcap),
             deterministic=deterministic,
-            bounds=seq_bounds,
-            mask=None if attn_mask is None else expand_mask(attn_mask, q, k),
+            bounds=_bounds(seq_bounds, mask),
+            mask=mask,
             dropout=drop,
         )
     return tuple(

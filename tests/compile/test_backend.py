@@ -152,7 +152,7 @@ class LlamaBlock(nn.Module):
 
 
 class AlibiAttention(GPTAttention):
-    """An additive position bias (ALiBi-like): not causal-only, so it must be left alone."""
+    """An additive position bias (ALiBi-like): not causal, read by the kernels as a tensor."""
 
     def __init__(self):
         super().__init__()
@@ -245,14 +245,13 @@ def test_torch_transformer_encoder_layer_matches_eager():
     _compare(model, _x(t=21), compile_backend=backend(fallback="aot_eager"))
 
 
-def test_additive_bias_is_skipped_and_still_correct():
+def test_additive_bias_is_read_as_a_mask_tensor_and_correct():
     torch.manual_seed(0)
     model = GPTBlock(AlibiAttention()).to(DEVICE)
     report = flashgen.explain(model, _x())
-    assert (report.found, report.replaced) == (1, 0), str(report)
-    assert "additive attn_mask is not supported" in report.skipped[0].reason
-    assert "test_backend.py" in report.skipped[0].location
-    _compare(model, _x(), expect_replaced=0)
+    assert (report.found, report.replaced) == (1, 1), str(report)
+    assert report.sites[0].mask == "add" and "test_backend.py" in report.sites[0].location
+    _compare(model, _x(), expect_replaced=1)
 
 
 def test_two_layer_training_losses_match_eager():

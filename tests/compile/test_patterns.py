@@ -246,6 +246,11 @@ def additive_mask_input(q, k, v, mask):
     return s.softmax(-1) @ v
 
 
+def bias_before_scale(q, k, v, mask):
+    s = (q @ k.transpose(-2, -1) + mask) * SCALE  # the bias is scaled too: not the kernels'
+    return s.softmax(-1) @ v
+
+
 def returns_weights(q, k, v, mask):
     p = torch.softmax(q @ k.transpose(-2, -1) * SCALE, dim=-1)
     return p @ v, p
@@ -277,7 +282,7 @@ class MaskFromInput(nn.Module):
 
 
 SKIPPED = [
-    ("additive_mask_input", additive_mask_input, "additive attn_mask is not supported"),
+    ("bias_before_scale", bias_before_scale, "additive attn_mask is not supported"),
     ("returns_weights", returns_weights, "also used outside the attention"),
     ("dropout_all", dropout_all, "dropout p=1.0 (a constant in [0, 1) is supported)"),
     ("not_causal_buffer", NotCausalBuffer(), "not causal"),
@@ -302,6 +307,27 @@ def test_unsupported_site_is_skipped_with_reason(entry):
     compiled = torch.compile(model, backend=backend(fallback="aot_eager"))
     got, want = compiled(q, k, v, mask), model(q, k, v, mask)
     torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+
+
+def test_hand_written_additive_bias_is_replaced_and_matches_eager():
+    """`q @ k^T * scale + bias` from a forward() input: the kernels read the bias as an
+    additive attn_mask (exact at every shape); output and gradients, the bias's too, equal
+    eager's in float64."""
+    q, k, v = (t.requires_grad_() for t in _qkv())
+    bias = torch.randn(T, T, device=DEVICE, requires_grad=True)
+    report = flashgen.explain(additive_mask_input, q, k, v, bias)
+    assert report.replaced == 1 and report.sites[0].mask == "add", str(report)
+    torch._dynamo.reset()
+    compiled = torch.compile(additive_mask_input, backend=backend(fallback="aot_eager"))
+    got = compiled(q, k, v, bias)
+    leaves = (q, k, v, bias)
+    got_grads = torch.autograd.grad(got.square().sum(), leaves)
+    ref_in = [t.detach().double().requires_grad_() for t in leaves]
+    want = additive_mask_input(*ref_in)
+    want_grads = torch.autograd.grad(want.square().sum(), ref_in)
+    torch.testing.assert_close(got.double(), want, atol=1e-4, rtol=1e-4)
+    for g, w in zip(got_grads, want_grads, strict=True):
+        torch.testing.assert_close(g.double(), w, atol=1e-4, rtol=1e-4)
 
 
 def test_multihead_attention_needs_need_weights_false():

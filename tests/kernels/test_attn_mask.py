@@ -281,3 +281,37 @@ def test_key_padding_mask_is_read_as_one_vector_per_tile():
         exp = torch.autograd.grad(want, leaves, do.double())
         for g, e in zip(grads, exp, strict=True):
             torch.testing.assert_close(g.double(), e, atol=5e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_key_padding_mask_skips_the_tiles_past_its_last_key(causal, monkeypatch):
+    """A boolean [B, 1, 1, Sk] mask through `flashgen.attention`: the launchers get the range
+    of keys up to each entry's last visible one (`padding.key_hull`) and skip the tiles past
+    it; right padding, a gap inside the range, an entry without any key: forward and
+    gradients equal float64."""
+    from flashgen.kernels.padding import key_hull
+
+    q, k, v = _inputs(3, 2, 1, 29, 45, 16, seed=11)
+    keep = torch.zeros(3, 1, 1, 45, dtype=torch.bool)
+    keep[0, ..., :45] = True
+    keep[1, ..., :13] = True
+    keep[1, ..., 5] = False  # a gap: the mask is still read inside the range
+    hull = key_hull(expand_mask(keep, q, k))
+    assert hull.tolist() == [[0, 29, 0, 45], [0, 29, 0, 13], [0, 29, 0, 0]]
+    assert key_hull(expand_mask(keep.expand(3, 1, 29, 45).clone(), q, k)) is None
+    from flashgen.runtime import primitives
+
+    hulls = []
+    monkeypatch.setattr(primitives, "key_hull", lambda m: hulls.append(key_hull(m)) or hulls[-1])
+    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    out = attention(*leaves, causal=causal, attn_mask=keep)
+    do = torch.randn_like(out)
+    got = torch.autograd.grad(out, leaves, do)
+    ref_in = [t.double().requires_grad_() for t in (q, k, v)]
+    want = ref(*ref_in, keep, causal=causal)
+    torch.testing.assert_close(out.double(), want, atol=2e-5, rtol=1e-4)
+    assert (out[2] == 0).all()
+    exp = torch.autograd.grad(want, ref_in, do.double())
+    for g, e in zip(got, exp, strict=True):
+        torch.testing.assert_close(g.double(), e, atol=5e-5, rtol=1e-4)
+    assert len(hulls) == 2 and all(h is not None for h in hulls)  # forward and backward

@@ -77,6 +77,7 @@ def match_softmax(sm: Any, values: Values) -> Match | None:
     interior: list[fx.Node] = [sm]
     terms: list[Any] = []
     masks: list[tuple[str, Any, Any]] = []
+    terms_at_add = None  # scale factors met walking up before the additive mask, if any
     x = sm.args[0] if sm.args else sm.kwargs.get("input")
     # Up: casts, masked_fill, scale and (refused) additive masks, in any order.
     while isinstance(x, fx.Node):
@@ -101,6 +102,7 @@ def match_softmax(sm: Any, values: Values) -> Match | None:
                 return None
             nxt = tensors[1] if _leads_to_product(tensors[1]) else tensors[0]
             masks.append(("add", tensors[0] if nxt is tensors[1] else tensors[1], None))
+            terms_at_add = len(terms)
         elif is_fn(x, {torch.where}, ("where",)) and len(x.args) == 3 and not x.kwargs:
             cond, a, b = x.args
             if _leads_to_product(a) and not is_tensor_node(b):
@@ -185,6 +187,7 @@ def match_softmax(sm: Any, values: Values) -> Match | None:
     causal = False
     window = None
     align = "top_left"
+    tensor_mask = None
     if len(masks) > 1:
         problems.append("more than one mask is applied to the scores; only one causal mask is")
     elif masks:
@@ -192,13 +195,33 @@ def match_softmax(sm: Any, values: Values) -> Match | None:
             window, align = _check_causal(masks[0], x, values)
             causal = True
         except Skip as e:
-            problems.append(str(e))
+            try:  # an additive bias (ALiBi, T5's): the kernel reads the tensor as it is
+                tensor_mask = _additive_bias(masks[0], terms_at_add)
+            except Skip:
+                problems.append(str(e))
     m = Match(site, q, k, v, out, causal, terms, interior=interior, window=window, align=align)
+    m.attn_mask = tensor_mask
     m.dropout_p = drop_p
     m.three_d = kind == "bmm" or example_value(q).dim() == 3
     if problems:
         raise Skip(problems[0])
     return m
+
+
+def _additive_bias(mask: tuple[str, Any, Any], terms_at_add: int | None) -> Any:
+    """The tensor of `scores (* scale) + bias` as the kernels' additive attn_mask: a floating
+    tensor added after every scale factor (`terms_at_add`: the scale factors met walking up
+    from the softmax before the add, i.e. applied after it: a bias they scale is not the
+    kernels' bias); Skip otherwise."""
+    how, node, _ = mask
+    if how != "add":
+        raise Skip("not an additive mask")
+    if terms_at_add is None or terms_at_add > 0:
+        raise Skip("the additive mask is added before the scores are scaled")
+    bias = _tensor_mask(node)
+    if example_value(bias).dtype == torch.bool:
+        raise Skip("a boolean tensor added to the scores")
+    return bias
 
 
 def _check_causal(
