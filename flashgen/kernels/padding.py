@@ -98,17 +98,20 @@ def check_bounds(seq_bounds, batch: int, device) -> None:
 
 
 def key_hull(mask) -> torch.Tensor | None:
-    """SeqBounds that let the kernels skip the key tiles a boolean key-padding mask hides at
-    the end: for an expanded [B, Hq, Sq, Sk] view constant along heads and query rows (a
-    `[B, 1, 1, Sk]` mask, HF's and `key_padding_mask`'s), each entry's keys [0, last visible
-    key + 1), every query row valid; None for any other mask. The starts stay 0, so positions
+    """SeqBounds that let the kernels skip the key tiles a key-padding mask hides at the end:
+    for an expanded [B, Hq, Sq, Sk] view constant along heads and query rows (a `[B, 1, 1, Sk]`
+    mask, HF's and `key_padding_mask`'s), boolean or additive (a key is hidden only by False or
+    -inf; HF's finite finfo.min still counts, as in PyTorch), each entry's keys [0, last
+    visible key + 1), every query row valid; None for any other mask. The starts stay 0, so positions
     (the causal mask, windows, dropout counters) are unchanged and the kernels still read the
     mask inside the range: exact for any mask, faster for a right-padded one. Plain torch ops
     on the mask's device (no host sync)."""
-    if mask.dtype != torch.bool or mask.stride(1) != 0 or mask.stride(2) != 0:
+    if mask.stride(1) != 0 or mask.stride(2) != 0:
         return None
     batch, _, seq_q, seq_k = mask.shape
     keys = mask[:, 0, 0, :]
+    if keys.dtype != torch.bool:
+        keys = keys != float("-inf")
     position = torch.arange(1, seq_k + 1, device=mask.device, dtype=torch.int32)
     k_end = (keys.to(torch.int32) * position).amax(-1)  # last visible key + 1, 0 if none
     zeros = torch.zeros_like(k_end)

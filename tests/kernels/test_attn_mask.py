@@ -283,9 +283,14 @@ def test_key_padding_mask_is_read_as_one_vector_per_tile():
             torch.testing.assert_close(g.double(), e, atol=5e-5, rtol=1e-4)
 
 
-@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
-def test_key_padding_mask_skips_the_tiles_past_its_last_key(causal, monkeypatch):
-    """A boolean [B, 1, 1, Sk] mask through `flashgen.attention`: the launchers get the range
+@pytest.mark.parametrize(
+    ("causal", "additive"),
+    [(False, False), (True, False), (False, True)],
+    ids=["full", "causal", "additive"],
+)
+def test_key_padding_mask_skips_the_tiles_past_its_last_key(causal, additive, monkeypatch):
+    """A [B, 1, 1, Sk] key-padding mask (boolean, or additive with -inf) through
+    `flashgen.attention`: the launchers get the range
     of keys up to each entry's last visible one (`padding.key_hull`) and skip the tiles past
     it; right padding, a gap inside the range, an entry without any key: forward and
     gradients equal float64."""
@@ -299,6 +304,9 @@ def test_key_padding_mask_skips_the_tiles_past_its_last_key(causal, monkeypatch)
     hull = key_hull(expand_mask(keep, q, k))
     assert hull.tolist() == [[0, 29, 0, 45], [0, 29, 0, 13], [0, 29, 0, 0]]
     assert key_hull(expand_mask(keep.expand(3, 1, 29, 45).clone(), q, k)) is None
+    if additive:  # -inf hides a key; a finite bias (here 0.5) does not
+        keep = torch.zeros(keep.shape).masked_fill(~keep, float("-inf")) + 0.5 * keep
+        assert key_hull(expand_mask(keep, q, k)).equal(hull)
     from flashgen.runtime import primitives
 
     hulls = []
