@@ -110,3 +110,14 @@ _LIB.define(
     "float dropout_p=0.0, Tensor? dropout_seed=None) -> Tensor",
     tags=_TAGS,
 )
+
+
+def register_primitive(name: str, kernel, fake) -> None:
+    """Register one `flashgen::` primitive: `kernel` for the CPU and CUDA backend keys (a backend
+    kernel, not CompositeExplicitAutograd: the shortest dispatch), the Autograd key falling
+    through (the primitives are not differentiable by themselves; an autograd.Function is their
+    autograd, so their outputs never carry a grad_fn of their own), and `fake` for tracing."""
+    for key in ("CPU", "CUDA"):
+        _LIB.impl(name, kernel, key)
+    _LIB.impl(name, torch.library.fallthrough_kernel, "Autograd")
+    torch.library.register_fake(f"flashgen::{name}", fake, lib=_LIB)

@@ -20,7 +20,7 @@ from ..kernels.tma import env_reader
 from ..kernels.validate import check_softcap, expand_mask
 from .dispatch import on_clear, plan_config
 from .eager import direct
-from .library import _LIB
+from .library import register_primitive
 
 _decode_env = env_reader("FLASHGEN_DECODE")
 
@@ -204,20 +204,10 @@ def _attention_bwd_fake(
     )
 
 
-# Backend keys, not CompositeExplicitAutograd: a backend kernel is the shortest dispatch. The
-# two primitives are not differentiable by themselves (`_Attention` is their autograd): the
-# Autograd key falls through, so their outputs never carry a grad_fn of their own.
-for _name, _kernel in (
-    ("attention_fwd", _attention_fwd),
-    ("attention_bwd", _attention_bwd),
-    ("attention_bwd_bias", _attention_bwd_bias),
-):
-    for _key in ("CPU", "CUDA"):
-        _LIB.impl(_name, _kernel, _key)
-    _LIB.impl(_name, torch.library.fallthrough_kernel, "Autograd")
-torch.library.register_fake("flashgen::attention_fwd", _attention_fwd_fake, lib=_LIB)
-torch.library.register_fake("flashgen::attention_bwd", _attention_bwd_fake, lib=_LIB)
-torch.library.register_fake("flashgen::attention_bwd_bias", _attention_bwd_bias_fake, lib=_LIB)
+# The primitives' registration (why backend keys and a falling-through Autograd key: there).
+register_primitive("attention_fwd", _attention_fwd, _attention_fwd_fake)
+register_primitive("attention_bwd", _attention_bwd, _attention_bwd_fake)
+register_primitive("attention_bwd_bias", _attention_bwd_bias, _attention_bwd_bias_fake)
 # In a plain eager call the primitives' Python kernels are called without the dispatcher hop
 # (flashgen.runtime.eager); anything traced, fake or under a dispatch mode goes through the ops.
 _fwd_op = direct(torch.ops.flashgen.attention_fwd.default, _attention_fwd)

@@ -12,7 +12,7 @@ import torch
 
 from ..kernels import varlen
 from .eager import direct
-from .library import _LIB
+from .library import register_primitive
 
 
 def _window(window):
@@ -46,15 +46,8 @@ def _varlen_bwd_fake(
     return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
 
 
-for _name, _kernel in (
-    ("attention_varlen_fwd", _varlen_fwd),
-    ("attention_varlen_bwd", _varlen_bwd),
-):
-    for _key in ("CPU", "CUDA"):
-        _LIB.impl(_name, _kernel, _key)
-    _LIB.impl(_name, torch.library.fallthrough_kernel, "Autograd")
-torch.library.register_fake("flashgen::attention_varlen_fwd", _varlen_fwd_fake, lib=_LIB)
-torch.library.register_fake("flashgen::attention_varlen_bwd", _varlen_bwd_fake, lib=_LIB)
+register_primitive("attention_varlen_fwd", _varlen_fwd, _varlen_fwd_fake)
+register_primitive("attention_varlen_bwd", _varlen_bwd, _varlen_bwd_fake)
 _fwd_op = direct(torch.ops.flashgen.attention_varlen_fwd.default, _varlen_fwd)
 _bwd_op = direct(torch.ops.flashgen.attention_varlen_bwd.default, _varlen_bwd)
 
