@@ -42,11 +42,14 @@ class CountingBackend:
 
     def __init__(self):
         self.compiles = 0
+        self.lengths = []  # the sequence length of each compilation's example q
 
     def __call__(self, gm, example_inputs):
         from torch._inductor.compile_fx import compile_fx
 
         self.compiles += 1
+        tensors = [t for t in example_inputs if isinstance(t, torch.Tensor) and t.dim() == 4]
+        self.lengths.append(int(tensors[0].shape[2]) if tensors else None)
         return compile_fx(gm, example_inputs)
 
 
@@ -143,7 +146,9 @@ def test_compile_dynamic_does_not_recompile_per_length(fn):
         torch.testing.assert_close(got_out, want_out, rtol=1e-5, atol=1e-6)
         for got, want in zip(got_grads, want_grads, strict=True):
             torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
-    assert backend.compiles == 1
+    # Dynamo may restart its first analysis (a float default turned into a graph input) and
+    # call the backend twice for the first length; no length after the first may compile.
+    assert backend.compiles >= 1 and set(backend.lengths) == {17}, backend.lengths
 
 
 def test_compiled_backward_skips_grads_not_needed():
