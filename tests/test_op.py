@@ -148,7 +148,7 @@ def test_compile_dynamic_does_not_recompile_per_length(fn):
             torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
     # Dynamo may restart its first analysis (a float default turned into a graph input) and
     # call the backend twice for the first length; no length after the first may compile.
-    assert backend.compiles >= 1 and set(backend.lengths) == {17}, backend.lengths
+    assert set(backend.lengths) == {17}, backend.lengths
 
 
 def test_compiled_backward_skips_grads_not_needed():
