@@ -18,8 +18,10 @@ descriptors (also in the CPU interpreter, which is how the tests cover that path
 
 On an sm_90 GPU a second family, the warp-specialised Gluon kernel of `flashgen.kernels.hopper`, takes
 the specs where it measured faster (`hopper.choose` says which, and logs why not); an explicit
-`config` always means the portable family. That family launches through its own JIT at every
-call (no direct launch: it runs where sequences are long and the kernel, not the host, costs).
+`config` always means the portable family. Its plan is a `Launch` as well (`hopper.plan`):
+through Gluon's JIT the first time, then directly. Through the JIT, building its four
+descriptors alone cost ~40 µs each on the host (benchmarks/RESULTS.md, "why the 1k shapes read
+unsteadily"), more than a 1k causal kernel's GPU time.
 
 CUDA graphs: nothing here synchronises, and the only allocation-dependent input (whether all
 four pointers are 16-byte aligned) is part of the plan key, so a captured call replays exactly
@@ -38,7 +40,7 @@ from ..core.config import TileConfig
 from ..core.spec import cdiv, dtype_name, spec_for
 from . import hopper, tma
 from .codegen import load
-from .launch import Launch, capturing, direct_device
+from .launch import Launch, capturing, direct_device, value_classes
 from .plans import Chooser, PlanCache, plan_config
 
 LOG2E = 1.4426950408889634
@@ -87,8 +89,10 @@ class _Plan:
         self.lse_numel = batch * hq * sq
         self.device = q.device
         if not isinstance(config, TileConfig) and hopper.choose(spec, q, k, v, sq):
-            # The Gluon family launches itself (through its JIT), with its config for this length.
-            self.hopper = (spec, hopper.config_for(spec, sq))
+            # The Gluon family, with its own config for this length; launched directly too.
+            self.hopper = spec
+            cfg = hopper.config_for(spec, sq)
+            self.run = hopper.plan(spec, cfg, q, k, v, out, direct_device(q, aligned))
             return
         config, self.keep = plan_config(config, spec, sq, sk, q)
         module = load(spec)
@@ -122,11 +126,9 @@ class _Plan:
     ) -> None:  # fmt: skip
         scale = float(self.scale if scale is None else scale)
         if self.hopper is not None:
-            spec, cfg = self.hopper
-            hopper.forward(
-                q, k, v, out, lse, scale=scale, spec=spec, config=cfg, window=window,
-                softcap=softcap, bounds=bounds, mask=mask,
-            )  # fmt: skip
+            args = hopper.call_args(self.hopper, q, k, v, out, lse, scale, window, softcap,
+                                    bounds, mask)  # fmt: skip
+            self.run(*args)
             return
         qk_scale = scale * LOG2E
         win = () if window is None else window
@@ -174,8 +176,11 @@ def forward(
     `keep_lse` False (a forward no backward will follow): returns (out, None); the kernel's
     logsumexp goes to a scratch buffer where it fits (`_scratch_lse`), saving an allocation.
     """
-    if window is not None and causal:
-        window = (window[0], 0)
+    if window is not None:
+        # past both lengths a size covers everything: clamped, int32 sums stay exact and the
+        # plan key's specialisation classes (`value_classes`) are those of what is launched
+        reach = q.shape[2] + k.shape[2]
+        window = (min(window[0], reach), 0 if causal else min(window[1], reach))
     if bounds is None:
         out = torch.empty_like(q, memory_format=torch.contiguous_format)
     else:  # the kernel stores only the valid rows
@@ -187,7 +192,7 @@ def forward(
     key = (q.shape, k.shape, q.stride(), k.stride(), v.stride(), q.dtype, q.device, causal, config,
            aligned, forced, _family(), window is not None, softcap is not None,
            bounds is not None, mask_kind(mask), None if mask is None else mask.stride(),
-           dropout is not None)  # fmt: skip
+           dropout is not None, value_classes(window, bounds, mask))  # fmt: skip
     plan = _plans.get(key)
     if plan is None:
         plan = _Plan(

@@ -239,41 +239,62 @@ def forward(
     q, k, v, out, lse, *, scale: float, spec, config: HopperConfig | None = None, window=None,
     softcap=None, bounds=None, mask=None,
 ) -> None:  # fmt: skip
-    """Launch the Hopper kernel, writing `out` (contiguous, q's dtype) and `lse` (float32
-    [B, Hq, Sq], natural log: what flashgen's backward reads). The masks as in
+    """Launch the Hopper kernel through Gluon's JIT, writing `out` (contiguous, q's dtype) and
+    `lse` (float32 [B, Hq, Sq], natural log: what flashgen's backward reads). The masks as in
     `flashgen.kernels.fwd.forward` (window (left, right) with right = 0 when causal, softcap,
     bounds int32 [B, 4]; with bounds, `out` must hold zeros and `lse` +inf beforehand), each
-    given exactly when `spec` has it."""
+    given exactly when `spec` has it. For the tuner and benchmarks: `flashgen.kernels.fwd`
+    keeps a `plan` per call signature instead, launched directly after its first call."""
+    cfg = for_spec(config or config_for(spec, q.shape[2]), spec)
+    run = plan(spec, cfg, q, k, v, out, None)
+    run(*call_args(spec, q, k, v, out, lse, scale, window, softcap, bounds, mask))
+
+
+def plan(spec, cfg: HopperConfig, q, k, v, out, device):
+    """The `flashgen.kernels.launch.Launch` of the Hopper kernel for one call signature (the
+    shapes and strides of q, k, v and out, the config): grid, constexprs and the four descriptor templates
+    (q, k, v, out with their shared layouts), fixed once. `device`: as `Launch` takes it
+    (`direct_device`; None launches through the JIT every time). Called with `call_args`."""
     from triton.experimental.gluon import language as gl
-    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
     from .codegen import load_family
+    from .launch import Launch
 
     batch, hq, sq, dim = q.shape
-    cfg = for_spec(config or config_for(spec, sq), spec)
-    hkv, sk = k.shape[1], k.shape[2]
-    gl_dtype = getattr(gl, spec.dtype)
+    cfg = for_spec(cfg, spec)
     rows_q = cfg.block_m // cfg.consumers
-
-    def desc(t, rows):
-        layout = gl.NVMMASharedLayout.get_default_for([1, 1, rows, dim], gl_dtype)
-        return TensorDescriptor(t, list(t.shape), list(t.stride()), [1, 1, rows, dim], layout)
-
-    descs = (desc(q, rows_q), desc(k, cfg.block_n), desc(v, cfg.block_n), desc(out, rows_q))
     items = cdiv(sq, cfg.block_m) * batch * hq
     if cfg.persistent:
         from ..hardware.hopper_tiles import programs_per_sm
 
         items = min(items, programs_per_sm(cfg, dim) * _sm_count(q.device.index or 0))
+    gl_dtype = getattr(gl, spec.dtype)
+
+    def template(t, rows):
+        layout = gl.NVMMASharedLayout.get_default_for([1, 1, rows, dim], gl_dtype)
+        return list(t.shape), list(t.stride()), [1, 1, rows, dim], layout
+
+    descs = ((0, template(q, rows_q)), (1, template(k, cfg.block_n)),
+             (2, template(v, cfg.block_n)), (3, template(out, rows_q)))  # fmt: skip
+    constexprs = {
+        "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "NUM_BUF": cfg.num_buf,
+        "NUM_CONSUMERS": cfg.consumers, "PINGPONG": cfg.pingpong, "DYNAMIC": cfg.dynamic,
+        "num_warps": cfg.num_warps,
+    }  # fmt: skip
+    kernel = load_family(spec, "hopper").attn_fwd_ws
+    return Launch(kernel, (items,), constexprs, {"maxnreg": cfg.maxnreg}, device, descs)
+
+
+def call_args(spec, q, k, v, out, lse, scale, window, softcap, bounds, mask) -> tuple:
+    """The positional arguments of a `plan`'s launch, in the template's order (q, k, v and out
+    as tensors: the launch makes their descriptors)."""
+    batch, hq, sq, _ = q.shape
+    hkv, sk = k.shape[1], k.shape[2]
     if window is not None:  # sizes past both lengths cover everything; keep int32 sums exact
         window = (min(window[0], sq + sk), min(window[1], sq + sk))
-    masks = mask_args(spec, scale, window, softcap, bounds, mask)
-    load_family(spec, "hopper").attn_fwd_ws[(items,)](
-        *descs, lse, sched_counter(q.device), batch, hq, hq // hkv, sq, sk,
-        float(scale) * LOG2E, *masks,
-        BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, NUM_BUF=cfg.num_buf,
-        NUM_CONSUMERS=cfg.consumers, PINGPONG=cfg.pingpong, DYNAMIC=cfg.dynamic,
-        num_warps=cfg.num_warps, maxnreg=cfg.maxnreg,
+    return (
+        q, k, v, out, lse, sched_counter(q.device), batch, hq, hq // hkv, sq, sk,
+        float(scale) * LOG2E, *mask_args(spec, scale, window, softcap, bounds, mask),
     )  # fmt: skip
 
 
@@ -301,14 +322,16 @@ def mask_args(spec, scale: float, window, softcap, bounds, mask=None) -> tuple:
 def sched_counter(device):
     """The int32 work-item counter of a dynamic persistent launch (the template's Sched) for
     the current stream of `device`: zero between launches (the kernel resets it), so one per
-    stream serves every launch in that stream's order; two streams must not share one."""
+    stream serves every launch in that stream's order; two streams must not share one. Keyed
+    by the raw stream handle (what the launch itself reads; cheaper than a Stream object): a
+    handle reused after its stream is gone may share a counter, never concurrently."""
     import torch
 
-    stream = torch.cuda.current_stream(device)
-    key = (stream.device.index, stream.stream_id)
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    key = (index, torch._C._cuda_getCurrentRawStream(index))
     counter = _COUNTERS.get(key)
     if counter is None:
-        counter = _COUNTERS[key] = torch.zeros(1, dtype=torch.int32, device=stream.device)
+        counter = _COUNTERS[key] = torch.zeros(1, dtype=torch.int32, device=device)
     return counter
 
 

@@ -37,7 +37,7 @@ from typing import Any
 
 import torch
 
-from .tma import descriptor_factory
+from .tma import descriptor_factory, gluon_descriptor_factory
 
 log = logging.getLogger(__name__)
 
@@ -94,8 +94,39 @@ def direct_device(t, aligned: bool):
     return t.device.index
 
 
+def value_classes(*values) -> tuple:
+    """What Triton specialises a compiled kernel on, for arguments a launch plan's key does not
+    fix otherwise: per int, (== 1, % 16 == 0) (an int equal to 1 is compiled in as a
+    constant, a multiple of 16 gets a divisibility hint); per tensor, whether its address is
+    16-byte aligned; tuples are walked; None (an absent argument) stays None.
+
+    A plan launches the kernel the JIT compiled for its first call, directly, for every later
+    call with that key; the kernel is right only for arguments of the classes it was compiled
+    for (a window of 1 key on the first call would otherwise stay 1 for every later window
+    size, and a mask view at an odd address would be read with aligned vector loads). So
+    launchers put these classes of their run-time ints and extra tensors into the key."""
+    out = []
+    for value in values:
+        if value is None:
+            out.append(None)
+        elif isinstance(value, tuple | list):
+            out.append(value_classes(*value))
+        elif isinstance(value, torch.Tensor):
+            out.append(not value.data_ptr() & 15)
+        elif isinstance(value, int):
+            out.append((value == 1, value % 16 == 0))
+        else:
+            raise TypeError(f"no specialisation class for {type(value).__name__}")
+    return tuple(out)
+
+
 class _Descriptors:
-    """Which arguments of a launch travel as TMA descriptors, and their fixed layout."""
+    """Which arguments of a launch travel as TMA descriptors, and their fixed layout.
+
+    A template is (shape, strides, block shape) for a Triton kernel, or (shape, strides, block
+    shape, shared layout) for a Gluon kernel, whose descriptors carry their NVMMA layout (the
+    first launch through the JIT needs that type; the encoded form the direct launchers pass
+    depends only on the address, shape, strides and the compiled kernel's metadata)."""
 
     __slots__ = ("positions", "templates")
 
@@ -107,10 +138,12 @@ class _Descriptors:
         """`args` with the tensors at descriptor positions replaced by host descriptors."""
         if not self.positions:
             return args
-        make = descriptor_factory()
         out = list(args)
-        for pos, (shape, strides, block) in zip(self.positions, self.templates, strict=True):
-            out[pos] = make(args[pos], shape, strides, block)
+        for pos, template in zip(self.positions, self.templates, strict=True):
+            if len(template) == 4:
+                out[pos] = gluon_descriptor_factory()(args[pos], *template)
+            else:
+                out[pos] = descriptor_factory()(args[pos], *template)
         return tuple(out)
 
 
@@ -320,7 +353,7 @@ class RawLaunch:
 
 
 def _encode(base, template, meta, make_arg, key) -> list:
-    shape, strides, block = template
+    shape, strides, block = template[:3]  # a Gluon template's layout is in `meta` already
     encoded = make_arg(descriptor_factory()(base, shape, strides, block), meta)
     if len(_encoded) >= _MAX_ENCODED:
         _encoded.clear()

@@ -72,6 +72,36 @@ def descriptor_template(t, rows: int, block_d: int) -> tuple[list, list, list]:
     return list(t.shape), list(t.stride()), [1, 1, rows, block_d]
 
 
+def _unchecked(cls, given: tuple):
+    """A constructor of dataclass `cls` from the `given` fields in order, without its
+    `__post_init__` checks, other fields at their defaults; `cls` itself (checked) if a field
+    outside `given` has no plain default."""
+    import dataclasses
+
+    if not dataclasses.is_dataclass(cls) or "__slots__" in vars(cls):
+        return cls
+    defaults = {f.name: f.default for f in dataclasses.fields(cls) if f.name not in given}
+    if any(value is dataclasses.MISSING for value in defaults.values()):
+        return cls
+
+    def make(*values):
+        desc = cls.__new__(cls)
+        desc.__dict__.update(defaults, **dict(zip(given, values, strict=True)))
+        return desc
+
+    return make
+
+
+@functools.cache
+def gluon_descriptor_factory():
+    """`descriptor_factory` for Gluon's Hopper TensorDescriptor: (base, shape, strides, block
+    shape, NVMMA shared layout). Its checks (alignment, strides, the layout against the block)
+    repeat what the Hopper family's `choose` and a launch plan fixed once."""
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    return _unchecked(TensorDescriptor, ("base", "shape", "strides", "block_shape", "layout"))
+
+
 @functools.cache
 def descriptor_factory():
     """A constructor for host TMA descriptors without TensorDescriptor's own checks.
@@ -81,22 +111,6 @@ def descriptor_factory():
     attention call takes. Fields the dataclass may grow in later Triton versions get their
     defaults; if one has no plain default, the checked constructor is used instead.
     """
-    import dataclasses
-
     from triton.tools.tensor_descriptor import TensorDescriptor
 
-    given = ("base", "shape", "strides", "block_shape")
-    defaults = {
-        f.name: f.default for f in dataclasses.fields(TensorDescriptor) if f.name not in given
-    }
-    if any(value is dataclasses.MISSING for value in defaults.values()):
-        return TensorDescriptor
-
-    def make(base, shape, strides, block_shape):
-        desc = TensorDescriptor.__new__(TensorDescriptor)
-        desc.__dict__.update(
-            defaults, base=base, shape=shape, strides=strides, block_shape=block_shape
-        )
-        return desc
-
-    return make
+    return _unchecked(TensorDescriptor, ("base", "shape", "strides", "block_shape"))
