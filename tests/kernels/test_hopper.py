@@ -418,6 +418,63 @@ def test_mask_arguments_follow_the_spec():
         hopper.mask_args(MASK_SPECS[2], 0.5, (7, 0), 30.0, None)
 
 
+@needs_gluon
+@pytest.mark.parametrize("spec", [KernelSpec(128, True, "bfloat16", "fwd"), *MASK_SPECS[:5]],
+                         ids=lambda s: s.uri())  # fmt: skip
+def test_plan_matches_the_kernel_signature(spec, monkeypatch):
+    """What a plan fixes must line up with the rendered kernel, or its first launch finds no
+    direct launcher (`launch._first` checks that the constexprs are the parameters after the
+    positional arguments) or launches with the wrong descriptors: one template per q, k, v,
+    out from each tensor's own strides, the rows each reads, and Gluon's default layout."""
+    from triton.experimental.gluon import language as gl
+
+    from flashgen.core.hopper_config import HopperConfig
+
+    monkeypatch.setattr(hopper, "sched_counter", lambda device: torch.zeros(1, dtype=torch.int32))
+    monkeypatch.setattr(hopper, "_sm_count", lambda index: 132)  # the H200's
+    d = spec.head_dim
+    q = torch.zeros(2, 4, 300, d, dtype=torch.bfloat16)
+    kv = torch.zeros(2, 300, 2, d, dtype=torch.bfloat16)
+    k = kv.transpose(1, 2)  # strides unlike q's and v's
+    v = torch.zeros(2, 2, 300, d, dtype=torch.bfloat16)
+    out = torch.empty_like(q)
+    cfg = HopperConfig(128, 64, 2, 2, 4, 168, False, True)
+    run = hopper.plan(spec, cfg, q, k, v, out, None)
+    window = (7, 0) if spec.window else None
+    softcap = 30.0 if spec.softcap else None
+    bounds = torch.zeros(2, 4, dtype=torch.int32) if spec.lengths else None
+    mask = torch.zeros(2, 4, 300, 300, dtype=torch.bool) if spec.attn_mask else None
+    lse = torch.empty(2, 4, 300)
+    args = hopper.call_args(spec, q, k, v, out, lse, 0.1, window, softcap, bounds, mask)
+    names = run.kernel.arg_names
+    assert list(names[len(args):]) == list(run.constexprs)
+    assert run.constexprs["num_warps"] == cfg.num_warps and run.options == {"maxnreg": 168}
+    assert run.descs.positions == (0, 1, 2, 3)
+    rows = {0: 64, 1: 64, 2: 64, 3: 64}  # block_m / consumers for q and out, block_n for k, v
+    for pos, t in enumerate((q, k, v, out)):
+        shape, strides, block, layout = run.descs.templates[pos]
+        assert (shape, strides) == (list(t.shape), list(t.stride()))
+        assert block == [1, 1, rows[pos], d]
+        assert layout == gl.NVMMASharedLayout.get_default_for(block, gl.bfloat16)
+    assert run.grid == (3 * 2 * 4,)  # cdiv(300, 128) query blocks per (batch, head): < 132
+    assert len(args) == 12 + len(hopper.mask_args(spec, 0.1, window, softcap, bounds, mask))
+
+
+@needs_gluon
+def test_unchecked_gluon_descriptor_equals_the_checked_one():
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    from flashgen.kernels import tma
+
+    t = torch.zeros(2, 3, 64, 128, dtype=torch.float16)
+    block = [1, 1, 64, 128]
+    layout = gl.NVMMASharedLayout.get_default_for(block, gl.float16)
+    fields = (t, list(t.shape), list(t.stride()), block, layout)
+    made = tma.gluon_descriptor_factory()(*fields)
+    assert type(made) is TensorDescriptor and vars(made) == vars(TensorDescriptor(*fields))
+
+
 _AOT_MASKS = """
 import json, sys
 from flashgen.kernels import hopper_aot

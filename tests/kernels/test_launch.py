@@ -392,3 +392,23 @@ def test_raw_launch_passes_other_tensors_as_addresses():
     lead = launch.RawLaunch(compiled, parts, (2,), (16,), launch._Descriptors(((0, template),)))
     lead(1, (_Tensor(4096), lse, 3))
     assert raw_calls[-1][13:] == ("map4096", lse.data_ptr(), 3, 16)
+
+
+def test_value_classes_are_what_triton_specialises_on():
+    t = torch.zeros(8, dtype=torch.float16)
+    assert launch.value_classes(1, 5, 32, None) == ((True, False), (False, False), (False, True), None)
+    assert launch.value_classes((1, 0), t, t[1:]) == (((True, False), (False, True)), True, False)
+    with pytest.raises(TypeError):
+        launch.value_classes(0.5)  # floats are not specialised: a caller passing one is wrong
+
+
+def test_forward_plans_split_on_the_window_sizes_classes():
+    """A window of 1 key gets a plan of its own (Triton compiles the 1 in), sizes of one class
+    share one, and a size past both lengths is clamped before it is classed."""
+    plans.clear_all()
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 2, 40, 16, generator=gen) for _ in range(3))
+    for left in (1, 5, 3, 1, 10_000, 80, 32):
+        fwd.forward(q, k, v, causal=True, scale=None, config=SMALL, window=(left, 0))
+    # (1) | (5, 3) | 10_000 -> 80 and 80 (multiples of 16) and 32
+    assert len(fwd._plans) == 3

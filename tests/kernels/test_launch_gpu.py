@@ -16,6 +16,7 @@ import pytest
 import torch
 import triton
 from attention_blocks import GroupedSdpa
+from test_window import band_ref
 
 from flashgen.compile import patterns
 from flashgen.core.config import TileConfig
@@ -105,6 +106,55 @@ def test_unaligned_inputs_stay_on_the_jit_and_are_right():
     assert plan.run.fast is None and plan.strides is not None
     ref, _ = attention_ref(q, k, v, causal=True)
     assert (out.double() - ref).abs().max().item() < 2e-2
+
+
+@pytest.mark.skipif(
+    torch.cuda.get_device_capability() != (9, 0) if torch.cuda.is_available() else True,
+    reason="the Hopper family needs an sm_90 GPU",
+)
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_hopper_plan_launches_directly_and_equals_the_jit(causal, monkeypatch):
+    """The Gluon forward's plan: after its first call through the JIT, the direct launcher,
+    with new tensors (new descriptor addresses) and a new scale, bit for bit the JIT's result."""
+    monkeypatch.setenv("FLASHGEN_FWD_FAMILY", "hopper")
+    plans.clear_all()
+    shape = dict(b=2, hq=8, hkv=2, sq=1000, sk=1000, d=128)
+    fwd.forward(*qkv(20, **shape), causal=causal, scale=None)  # first call: the JIT
+    for seed in (21, 22):
+        q, k, v = qkv(seed, **shape)
+        out, lse = fwd.forward(q, k, v, causal=causal, scale=0.07)
+        ref, ref_lse = attention_ref(q, k, v, causal=causal, scale=0.07)
+        assert (out.double() - ref).abs().max().item() < 2e-2
+        assert (lse.double() - ref_lse).abs().max().item() < 1e-3
+    (plan,) = fwd._plans.values()
+    assert plan.hopper is not None
+    kind = launch.RawLaunch if triton.__version__.startswith("3.6") else (launch.RawLaunch, FastLaunch)
+    assert isinstance(plan.run.fast, kind)
+    _through_the_jit(monkeypatch)
+    jit_out, jit_lse = fwd.forward(q, k, v, causal=causal, scale=0.07)
+    assert torch.equal(out, jit_out) and torch.equal(lse, jit_lse)
+
+
+@pytest.mark.parametrize("path", ["0", "1"], ids=["pointers", "tma"])
+def test_window_sizes_of_one_signature_each_get_their_kernel(path, monkeypatch):
+    """Triton compiles an int argument equal to 1 in as a constant: a plan first launched with a
+    one-key window must not serve a later window size (`launch.value_classes` in the key)."""
+    monkeypatch.setenv("FLASHGEN_FWD_TMA", path)
+    monkeypatch.setenv("FLASHGEN_BWD_TMA", path)
+    plans.clear_all()
+    q, k, v = qkv(30, sq=200, sk=200)
+    do = rand(*q.shape, seed=31)
+    for left in (1, 5, 16, 1, 37):
+        out, lse = fwd.forward(q, k, v, causal=True, scale=None, config=CFG, window=(left, 0))
+        ref = band_ref(q, k, v, causal=True, window=(left, 0))
+        assert (out.double() - ref).abs().max().item() < 2e-2, left
+        dq, dk, dv = bwd.backward(
+            do, q, k, v, out, lse, causal=True, scale=None, config=CFG, window=(left, 0)
+        )
+        qd, kd, vd = (t.detach().double().requires_grad_() for t in (q, k, v))
+        band_ref(qd, kd, vd, causal=True, window=(left, 0)).backward(do.double())
+        for got, want in ((dq, qd.grad), (dk, kd.grad), (dv, vd.grad)):
+            assert (got.double() - want).abs().max().item() < 5e-2, left
 
 
 def _warm_up(fn, *args):
