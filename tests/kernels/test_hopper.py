@@ -12,18 +12,22 @@ import re
 
 import pytest
 import torch
-from gluon_aot import aot_reason, compile_in_child, kernel_cli
+from gluon_aot import (
+    AOT_REASON,
+    API,
+    API_REASON,
+    ON_SM90,
+    check_kernel_cli,
+    compile_in_child,
+    needs_gluon,
+    on_sm90,
+)
 
 from flashgen.core.spec import KernelSpec
 from flashgen.kernels import hopper
 from flashgen.kernels.codegen import load_family, render
 from flashgen.kernels.reference import attention_ref, max_abs_err, sdpa_same_dtype, tolerance
 
-API, API_REASON = hopper.gluon_api()
-needs_gluon = pytest.mark.skipif(API is None, reason=f"no usable Gluon: {API_REASON}")
-AOT_REASON = aot_reason(API_REASON)
-ON_SM90 = torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)
-needs_sm90 = pytest.mark.skipif(not ON_SM90, reason="needs an sm_90 GPU (H100/H200)")
 HEAD_DIMS = hopper.RENDERABLE_HEAD_DIMS
 
 
@@ -90,12 +94,9 @@ def test_unknown_family_name_is_refused():
 
 
 def test_kernel_cli_prints_the_hopper_source(capsys):
-    assert kernel_cli(["--head-dim", "96", "--family", "hopper"]) == 2
-    assert "no Hopper kernel" in capsys.readouterr().err
-    if API is not None:
-        args = ["--head-dim", "128", "--dtype", "bfloat16", "--causal", "--family", "hopper"]
-        assert kernel_cli(args) == 0
-        assert "def attn_fwd_ws(" in capsys.readouterr().out
+    refused = ["--head-dim", "96", "--family", "hopper"]
+    printed = ["--head-dim", "128", "--dtype", "bfloat16", "--causal", "--family", "hopper"]
+    check_kernel_cli(capsys, refused, "no Hopper kernel", printed, "attn_fwd_ws")
 
 
 # ---- ahead-of-time compilation for sm_90 (CPU) -------------------------------------------
@@ -203,9 +204,7 @@ GPU_CASES = [
 ]
 
 
-@pytest.mark.gpu
-@needs_sm90
-@needs_gluon
+@on_sm90
 @pytest.mark.parametrize(
     "case", GPU_CASES, ids=lambda c: "-".join(map(str, c)).replace("torch.", "")
 )
@@ -243,26 +242,52 @@ LAYOUT_CASES = [
 ]
 
 
-@pytest.mark.gpu
-@needs_sm90
-@needs_gluon
-@pytest.mark.parametrize("case", LAYOUT_CASES, ids=lambda c: f"d{c[0]}-{c[1]}-{c[2]}-{c[3]}")
-def test_layouts_and_persistent_grid_match_float64(case):
-    from flashgen.core.hopper_config import HopperConfig
+def _layout_case_id(case) -> str:
+    return f"d{case[0]}-{case[1]}-{case[2]}-{case[3]}"
 
-    d, fields, causal, (b, hq, hkv, sq, sk) = case
-    cfg = HopperConfig(*fields)
-    q, k, v = _qkv(b, hq, hkv, sq, sk, d, torch.bfloat16, seed=2)
-    out = torch.empty_like(q)
-    lse = torch.empty(b, hq, sq, device=q.device, dtype=torch.float32)
-    spec = KernelSpec(d, causal, "bfloat16", "fwd")
-    hopper.forward(q, k, v, out, lse, scale=d**-0.5, spec=spec, config=cfg)
-    ref_out, ref_lse = attention_ref(q, k, v, causal=causal)
-    _, atol = tolerance(
-        torch.bfloat16, max_abs_err(sdpa_same_dtype(q, k, v, causal=causal), ref_out)
-    )
-    assert max_abs_err(out, ref_out) <= atol
-    assert (lse.double() - ref_lse).abs().max().item() <= 1e-4 + 1e-5 * ref_lse.abs().max().item()
+
+class _LayoutCase:
+    """A LAYOUT_CASES / DYNAMIC_CASES row made ready to launch: its HopperConfig and spec, bf16
+    inputs, the float64 reference (out, lse) and the output tolerance (from SDPA's own bf16
+    error on the same inputs)."""
+
+    def __init__(self, case, seed: int):
+        from flashgen.core.hopper_config import HopperConfig
+
+        d, fields, causal, (b, hq, hkv, sq, sk) = case
+        self.cfg, self.d, self.lse_shape = HopperConfig(*fields), d, (b, hq, sq)
+        self.q, self.k, self.v = _qkv(b, hq, hkv, sq, sk, d, torch.bfloat16, seed=seed)
+        self.ref_out, self.ref_lse = attention_ref(self.q, self.k, self.v, causal=causal)
+        _, self.atol = tolerance(
+            torch.bfloat16,
+            max_abs_err(sdpa_same_dtype(self.q, self.k, self.v, causal=causal), self.ref_out),
+        )
+        self.spec = KernelSpec(d, causal, "bfloat16", "fwd")
+
+    def launch(self, fill: float | None = None):
+        """(out, lse) of one `hopper.forward` into fresh buffers: uninitialised, or all `fill`."""
+        if fill is None:
+            out = torch.empty_like(self.q)
+            lse = torch.empty(self.lse_shape, device=self.q.device, dtype=torch.float32)
+        else:
+            out = torch.full_like(self.q, fill)
+            lse = torch.full(self.lse_shape, fill, device=self.q.device, dtype=torch.float32)
+        hopper.forward(
+            self.q, self.k, self.v, out, lse, scale=self.d**-0.5, spec=self.spec, config=self.cfg
+        )
+        return out, lse
+
+    def check(self, out, lse):
+        assert max_abs_err(out, self.ref_out) <= self.atol
+        lse_bound = 1e-4 + 1e-5 * self.ref_lse.abs().max().item()
+        assert (lse.double() - self.ref_lse).abs().max().item() <= lse_bound
+
+
+@on_sm90
+@pytest.mark.parametrize("case", LAYOUT_CASES, ids=_layout_case_id)
+def test_layouts_and_persistent_grid_match_float64(case):
+    c = _LayoutCase(case, seed=2)
+    c.check(*c.launch())
 
 
 # Dynamic persistent grids: programs take items from a global counter, so which program runs
@@ -278,35 +303,18 @@ DYNAMIC_CASES = [
 ]
 
 
-@pytest.mark.gpu
-@needs_sm90
-@needs_gluon
-@pytest.mark.parametrize("case", DYNAMIC_CASES, ids=lambda c: f"d{c[0]}-{c[1]}-{c[2]}-{c[3]}")
+@on_sm90
+@pytest.mark.parametrize("case", DYNAMIC_CASES, ids=_layout_case_id)
 def test_dynamic_grid_matches_float64_launch_after_launch(case):
-    from flashgen.core.hopper_config import HopperConfig
-
-    d, fields, causal, (b, hq, hkv, sq, sk) = case
-    cfg = HopperConfig(*fields)
-    q, k, v = _qkv(b, hq, hkv, sq, sk, d, torch.bfloat16, seed=3)
-    ref_out, ref_lse = attention_ref(q, k, v, causal=causal)
-    _, atol = tolerance(
-        torch.bfloat16, max_abs_err(sdpa_same_dtype(q, k, v, causal=causal), ref_out)
-    )
-    spec = KernelSpec(d, causal, "bfloat16", "fwd")
-    counter = hopper.sched_counter(q.device)
+    c = _LayoutCase(case, seed=3)
+    counter = hopper.sched_counter(c.q.device)
     for _ in range(3):
-        out = torch.full_like(q, float("nan"))  # an item never computed stays NaN
-        lse = torch.full((b, hq, sq), float("nan"), device=q.device, dtype=torch.float32)
-        hopper.forward(q, k, v, out, lse, scale=d**-0.5, spec=spec, config=cfg)
+        out, lse = c.launch(fill=float("nan"))  # an item never computed stays NaN
         assert counter.item() == 0
-        assert max_abs_err(out, ref_out) <= atol
-        lse_bound = 1e-4 + 1e-5 * ref_lse.abs().max().item()
-        assert (lse.double() - ref_lse).abs().max().item() <= lse_bound
+        c.check(out, lse)
 
 
-@pytest.mark.gpu
-@needs_sm90
-@needs_gluon
+@on_sm90
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 def test_backward_consumes_the_hopper_forward(causal, monkeypatch):
     """Autograd through the public op with the Hopper forward: the portable backward reads its
@@ -330,9 +338,7 @@ def test_backward_consumes_the_hopper_forward(causal, monkeypatch):
         assert err <= bound, f"d{name}: {err:.3e} > {bound:.3e}"
 
 
-@pytest.mark.gpu
-@needs_sm90
-@needs_gluon
+@on_sm90
 def test_auto_choice_on_sm90(monkeypatch):
     """Without FLASHGEN_FWD_FAMILY, head dims 64 and 128 take the Hopper kernel from 1k query
     rows, causal or not, and head dim 128 non-causal at any length; shorter causal or head
@@ -569,9 +575,7 @@ def _masked_ref(q, k, v, mask, cap):
     return p @ vd, lse.masked_fill(~mask.any(-1).expand_as(lse), float("inf"))
 
 
-@pytest.mark.gpu
-@needs_sm90
-@needs_gluon
+@on_sm90
 @pytest.mark.parametrize("persistent", [False, True], ids=["grid", "persistent"])
 @pytest.mark.parametrize("case", MASK_CASES, ids=_mask_id)
 def test_hopper_masks_match_float64(case, persistent, monkeypatch):
@@ -603,9 +607,7 @@ def test_hopper_masks_match_float64(case, persistent, monkeypatch):
     assert lse_err <= 1e-3 * max(1.0, ref_lse[seen].abs().max().item()), lse_err
 
 
-@pytest.mark.gpu
-@needs_sm90
-@needs_gluon
+@on_sm90
 def test_backward_consumes_the_masked_hopper_forward(monkeypatch):
     """Autograd through the public op, a left-padded decoder batch with a causal window: the
     portable backward reads the Hopper forward's out and LSE (+inf on empty rows)."""
@@ -627,9 +629,7 @@ def test_backward_consumes_the_masked_hopper_forward(monkeypatch):
         assert err <= 3e-2 * max(1.0, want.grad.abs().max().item()), f"d{name}: {err:.3e}"
 
 
-@pytest.mark.gpu
-@needs_sm90
-@needs_gluon
+@on_sm90
 @pytest.mark.parametrize("kind", ["bool_padding", "bias_causal"])
 def test_hopper_mask_tensors_match_float64(kind, monkeypatch):
     """attn_mask in the Hopper forward (forced): a [B, 1, 1, Sk] boolean key-padding mask with
