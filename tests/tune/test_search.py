@@ -75,6 +75,21 @@ def _tune(db, *, device=H200, settings=None, evaluator=None, task=TASK, on_event
     )
 
 
+def _tune_on_this_gpu(url, spec, seq, settings, *, compile_workers):
+    """`_tune` of the task (spec, (seq, seq)) into a new database at `url`, measured on this
+    machine's GPU (MeasuredEvaluator, warmup 5, rep 20, closed afterwards) for the GPU tests:
+    (db, device, evaluator, result)."""
+    device = current_device()
+    db = connect(url)
+    task = tasks.Task(spec, (seq, seq))
+    evaluator = evaluate.MeasuredEvaluator(compile_workers=compile_workers, warmup=5, rep=20)
+    try:
+        result = _tune(db, device=device, task=task, evaluator=evaluator, settings=settings)
+    finally:
+        evaluator.close()
+    return db, device, evaluator, result
+
+
 def _study(db, task=TASK, device=H200):
     import optuna
 
@@ -403,21 +418,11 @@ def test_stale_trial_of_a_dead_worker_is_retried(pg_url):
 def test_gpu_measured_tuning_with_compile_pool(sqlite_url):
     """On the GPU: candidates compile in worker processes, are checked and timed; the record is
     measured and the compile workers really ran (warm_stats)."""
-    device = current_device()
     spec = KernelSpec(64, True, "float16", "fwd")
-    task = tasks.Task(spec, (256, 256))
-    db = connect(sqlite_url)
-    evaluator = evaluate.MeasuredEvaluator(compile_workers=2, warmup=5, rep=20)
-    try:
-        result = _tune(
-            db,
-            device=device,
-            task=task,
-            evaluator=evaluator,
-            settings=tasks.Settings(trials=4, patience=None, lookahead=2),
-        )
-    finally:
-        evaluator.close()
+    settings = tasks.Settings(trials=4, patience=None, lookahead=2)
+    db, device, evaluator, result = _tune_on_this_gpu(
+        sqlite_url, spec, 256, settings, compile_workers=2
+    )
     assert result.measured and result.evaluated == 4
     assert evaluator.warm_stats["ok"] >= 3, evaluator.warm_stats
     rec = db.get(spec, (256, 256), current_fingerprint(device))
@@ -622,16 +627,9 @@ def test_the_record_names_the_winner_and_keeps_flashgens_config(sqlite_url, time
 def test_gpu_tuning_compares_with_sdpa_backends(sqlite_url):
     """On the GPU the end of a task times the SDPA backends against flashgen's best and the
     record names the winner with a ratio >= 1; cuDNN or flash accepts a bf16 hd64 case."""
-    device = current_device()
     spec = KernelSpec(64, True, "bfloat16", "bwd")
-    task = tasks.Task(spec, (512, 512))
-    db = connect(sqlite_url)
-    evaluator = evaluate.MeasuredEvaluator(compile_workers=0, warmup=5, rep=20)
-    try:
-        result = _tune(db, device=device, task=task, evaluator=evaluator,
-                       settings=tasks.Settings(trials=2, patience=None))  # fmt: skip
-    finally:
-        evaluator.close()
+    settings = tasks.Settings(trials=2, patience=None)
+    db, device, _, result = _tune_on_this_gpu(sqlite_url, spec, 512, settings, compile_workers=0)
     rec = db.get(spec, (512, 512), current_fingerprint(device))
     assert rec.compared and rec.impl_ratio >= 1.0 and rec.impl == result.impl
     assert math.isfinite(result.impl_times["flashgen"])
