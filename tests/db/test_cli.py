@@ -14,34 +14,24 @@ from flashgen.db.records import EnvFingerprint, TuningRecord
 
 ENV = EnvFingerprint("NVIDIA H200", "9.0", 132, 232448, "3.6.0", "2.11.0", "0.1.0", "abc123")
 OLD = dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=3, hours=1)
+
+
+def _n1_record(spec, bucket, config, **fields):
+    """A record of ENV tuned on host n1 three days ago (`show` prints its age)."""
+    return TuningRecord(spec, bucket, ENV, config, host="n1", created_at=OLD, **fields)
+
+
 RECORDS = [
-    TuningRecord(
-        KernelSpec(64, True, "float16"),
-        (1024, 1024),
-        ENV,
-        TileConfig(64, 64, 4, 2),
-        time_ms=0.25,
-        tflops=123.4,
-        n_trials=30,
-        measured=True,
-        host="n1",
-        created_at=OLD,
-        impl="sdpa_cudnn",
-        impl_ratio=1.18,
+    _n1_record(
+        KernelSpec(64, True, "float16"), (1024, 1024), TileConfig(64, 64, 4, 2),
+        time_ms=0.25, tflops=123.4, n_trials=30, measured=True,
+        impl="sdpa_cudnn", impl_ratio=1.18,
     ),
-    TuningRecord(
-        KernelSpec(128, False, "bfloat16", "bwd"),
-        (16, 512),
-        ENV,
-        TileConfig(32, 128, 8, 3),
-        time_ms=1.5,
-        tflops=7.0,
-        n_trials=0,
-        measured=False,
-        host="n1",
-        created_at=OLD,
+    _n1_record(
+        KernelSpec(128, False, "bfloat16", "bwd"), (16, 512), TileConfig(32, 128, 8, 3),
+        time_ms=1.5, tflops=7.0, n_trials=0, measured=False,
     ),
-]
+]  # fmt: skip
 
 
 @pytest.fixture
