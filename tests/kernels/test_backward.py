@@ -110,23 +110,41 @@ def autograd_grads(q, k, v, do, *, causal, scale=None):
     return [t.grad for t in leaves]
 
 
+def _case(dtype, d, sq, sk, causal, hq, hkv):
+    """A case (dtype, head dim, Sq, Sk, causal, Hq, Hkv) with its id spelled from the values:
+    dtype, head dim, lengths, causal or full, and the GQA group where Hq != Hkv."""
+    dtype_id = {F32: "f32", F16: "f16", BF16: BF16_ID}[dtype]
+    mask = "causal" if causal else "full"
+    gqa = f"-gqa{hq // hkv}" if hq != hkv else ""
+    name = f"{dtype_id}-d{d}-{sq}x{sk}-{mask}{gqa}"
+    return pytest.param(dtype, d, sq, sk, causal, hq, hkv, id=name)
+
+
 # (dtype, head dim, Sq, Sk, causal, Hq, Hkv): representative, not a full cross-product.
 CASES = [
-    pytest.param(F32, 64, 37, 37, False, 2, 2, id="f32-d64-37x37-full"),
-    pytest.param(F32, 64, 37, 37, True, 2, 2, id="f32-d64-37x37-causal"),
-    pytest.param(F32, 80, 37, 70, True, 2, 1, id="f32-d80-37x70-causal-gqa2"),
-    pytest.param(F32, 80, 70, 37, True, 2, 1, id="f32-d80-70x37-causal-gqa2"),
-    pytest.param(F32, 16, 1, 1, True, 1, 1, id="f32-d16-1x1-causal"),
-    pytest.param(F32, 16, 1, 37, False, 1, 1, id="f32-d16-1x37-full"),
-    pytest.param(F32, 128, 127, 33, False, 1, 1, id="f32-d128-127x33-full"),
-    pytest.param(F32, 256, 37, 20, True, 1, 1, id="f32-d256-37x20-causal"),
-    pytest.param(F32, 48, 128, 64, True, 1, 1, id="f32-d48-128x64-causal"),
-    pytest.param(F16, 64, 64, 128, True, 2, 1, id="f16-d64-64x128-causal-gqa2"),
-    pytest.param(F16, 64, 37, 53, True, 4, 2, id="f16-d64-37x53-causal-gqa2"),
-    pytest.param(F16, 96, 127, 127, False, 2, 1, id="f16-d96-127x127-full-gqa2"),
-    pytest.param(F16, 256, 20, 37, False, 1, 1, id="f16-d256-20x37-full"),
-    pytest.param(BF16, 64, 37, 53, True, 2, 1, id=f"{BF16_ID}-d64-37x53-causal-gqa2"),
-    pytest.param(BF16, 128, 53, 37, False, 2, 2, id=f"{BF16_ID}-d128-53x37-full"),
+    _case(F32, 64, 37, 37, False, 2, 2),
+    _case(F32, 64, 37, 37, True, 2, 2),
+    _case(F32, 80, 37, 70, True, 2, 1),
+    _case(F32, 80, 70, 37, True, 2, 1),
+    _case(F32, 16, 1, 1, True, 1, 1),
+    _case(F32, 16, 1, 37, False, 1, 1),
+    _case(F32, 128, 127, 33, False, 1, 1),
+    _case(F32, 256, 37, 20, True, 1, 1),
+    _case(F32, 48, 128, 64, True, 1, 1),
+    _case(F16, 64, 64, 128, True, 2, 1),
+    _case(F16, 64, 37, 53, True, 4, 2),
+    _case(F16, 96, 127, 127, False, 2, 1),
+    _case(F16, 256, 20, 37, False, 1, 1),
+    _case(BF16, 64, 37, 53, True, 2, 1),
+    _case(BF16, 128, 53, 37, False, 2, 2),
+]
+
+# The same kind of cases for the descriptor (TMA) build: test_tma_build_matches_float64.
+TMA_CASES = [
+    _case(F16, 64, 37, 53, True, 4, 2),
+    _case(F16, 80, 70, 37, False, 2, 1),
+    _case(F32, 64, 64, 128, True, 2, 2),
+    _case(BF16, 128, 53, 37, True, 2, 1),
 ]
 
 
@@ -210,14 +228,6 @@ def test_run_time_config_runs_the_dq_kernels_own():
     assert (dq.constexprs["BLOCK_M"], dq.constexprs["BLOCK_N"], dq.options["num_warps"],
             dq.options["num_stages"]) == astuple(want)  # fmt: skip
     assert plans[0].dkdv.constexprs == {"BLOCK_M": base.block_m, "BLOCK_N": base.block_n}
-
-
-TMA_CASES = [
-    pytest.param(F16, 64, 37, 53, True, 4, 2, id="f16-d64-37x53-causal-gqa2"),
-    pytest.param(F16, 80, 70, 37, False, 2, 1, id="f16-d80-70x37-full-gqa2"),
-    pytest.param(F32, 64, 64, 128, True, 2, 2, id="f32-d64-64x128-causal"),
-    pytest.param(BF16, 128, 53, 37, True, 2, 1, id=f"{BF16_ID}-d128-53x37-causal-gqa2"),
-]
 
 
 @pytest.mark.parametrize("dtype,d,sq,sk,causal,hq,hkv", TMA_CASES)
