@@ -29,13 +29,16 @@ directory in $OUT, else the current directory. Exit status 1 when any correctnes
 
 from __future__ import annotations
 
-import json
 import multiprocessing
 import os
 import statistics
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from flashgen.bench import scripts  # noqa: E402
 
 ANCHORS = [  # (B, H, N, D)
     (16, 16, 1024, 128),
@@ -123,25 +126,25 @@ def run_check(case: dict) -> dict:
     if case.get("path", "auto") != "auto":
         os.environ["FLASHGEN_FWD_TMA"] = "1" if case["path"] == "tma" else "0"
     dtype = getattr(torch, case["dtype"])
-    gen = torch.Generator(device="cuda").manual_seed(0)
     b, hq, hkv, sq, sk, d = (case[k] for k in ("b", "hq", "hkv", "sq", "sk", "d"))
-
-    def rand(*shape):
-        return torch.randn(*shape, generator=gen, device="cuda").to(dtype)
-
     if case.get("strided"):
+        gen = torch.Generator(device="cuda").manual_seed(0)
+
+        def rand(*shape):
+            return torch.randn(*shape, generator=gen, device="cuda").to(dtype)
+
         q = rand(b, sq, hq, d).transpose(1, 2)
         k = rand(b, hkv, sk, d + 32)[..., :d]
         v = rand(b, sk, hkv, d).transpose(1, 2)
     else:
-        q, k, v = rand(b, hq, sq, d), rand(b, hkv, sk, d), rand(b, hkv, sk, d)
+        q, k, v = scripts.inputs(b, hq, hkv, sq, sk, d, dtype=case["dtype"], count=3)
     cfg = TileConfig(*case.get("cfg", default_cfg(d)))
     result = dict(case, cfg=list(cfg.as_dict().values()))
     try:
         out, lse = forward(q, k, v, causal=case["causal"], scale=None, config=cfg)
         torch.cuda.synchronize()
     except Exception as exc:  # a compile or launch failure is a failed check
-        return dict(result, ok=False, error=f"{type(exc).__name__}: {exc}"[:500])
+        return dict(result, ok=False, error=scripts.error_text(exc, 500))
     ref_out, ref_lse = attention_ref(q, k, v, causal=case["causal"])
     sdpa_err = None
     if dtype != torch.float32:
@@ -186,9 +189,7 @@ def _worker_init() -> None:
 
 
 def bench_ms(fn, rep: int = 40) -> float:
-    from flashgen.bench.harness import gpu_timer
-
-    return gpu_timer(rep, warmup_ms=10)(fn)
+    return scripts.timer("cuda", rep, warmup_ms=10)(fn)
 
 
 def time_shape(shape, causal: bool, usable: list) -> dict:
@@ -204,8 +205,7 @@ def time_shape(shape, causal: bool, usable: list) -> dict:
     q, k, v = (torch.randn(b, h, n, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
 
     def tflops(ms):
-        value = harness.tflops(flops, ms)
-        return None if value is None else round(value, 1)
+        return scripts.tflops(flops, ms)
 
     rows = []
     for cfg in usable:
@@ -214,7 +214,7 @@ def time_shape(shape, causal: bool, usable: list) -> dict:
             ms = bench_ms(lambda c=config: forward(q, k, v, causal=causal, scale=None, config=c))
             rows.append(dict(cfg=cfg, ms=ms, tflops=tflops(ms)))
         except Exception as exc:
-            rows.append(dict(cfg=cfg, error=f"{type(exc).__name__}: {exc}"[:300]))
+            rows.append(dict(cfg=cfg, error=scripts.error_text(exc)))
     timed = [r for r in rows if "ms" in r]
     best = min(timed, key=lambda r: r["ms"]) if timed else None
     result = dict(shape=dict(B=b, H=h, N=n, D=d), causal=causal, configs=rows)
@@ -237,17 +237,12 @@ def time_shape(shape, causal: bool, usable: list) -> dict:
             ms = statistics.median(reps)
             result["best_pointer_kernel"] = dict(cfg=best["cfg"], ms=ms, tflops=tflops(ms))
         except Exception as exc:
-            result["best_pointer_kernel"] = dict(error=f"{type(exc).__name__}: {exc}"[:300])
+            result["best_pointer_kernel"] = dict(error=scripts.error_text(exc))
         finally:
             os.environ.pop("FLASHGEN_FWD_TMA", None)
-    for name in ("sdpa_cudnn", "sdpa_flash"):
-        try:
-            ms = harness.gpu_timer(100, repeats=3, warmup_ms=10)(
-                lambda name=name: harness.sdpa(name, q, k, v, causal=causal)
-            )
-            result[name] = dict(ms=ms, tflops=tflops(ms))
-        except Exception as exc:
-            result[name] = dict(error=f"{type(exc).__name__}: {exc}"[:300])
+    sdpa_timer = scripts.timer("cuda", 100, repeats=3, warmup_ms=10)
+    for name, ms in scripts.sdpa_baselines(q, k, v, causal=causal, time_fn=sdpa_timer).items():
+        result[name] = dict(error=ms) if isinstance(ms, str) else dict(ms=ms, tflops=tflops(ms))
     return result
 
 
@@ -259,7 +254,7 @@ HEADER = (
 
 def format_row(r: dict) -> str:
     """One table line: TFLOP/s of our best config, cuDNN and FLASH, ours/cuDNN."""
-    shape = "B{B} H{H} N{N} D{D}".format(**r["shape"])
+    shape = scripts.shape_label(*r["shape"].values())
     best = r.get("best", {})
     ours, cudnn, flash = (
         best.get("tflops"),
@@ -302,20 +297,20 @@ def host_overhead_us(calls: int = 500) -> dict:
     return result
 
 
+def parse_args(argv: list[str]):
+    ap = scripts.parser(__doc__)
+    ap.add_argument("out_path", nargs="?", default=None, metavar="OUT_PATH",
+                    help="a .json file or a directory (default: $OUT, else .)")  # fmt: skip
+    return ap.parse_args(argv)
+
+
 def main(argv: list[str]) -> int:
-    import torch
-    import triton
-
+    args = parse_args(argv[1:])
     os.environ.pop("TRITON_INTERPRET", None)
-    from flashgen.bench.report import out_file
-
-    path = out_file(argv[1] if len(argv) > 1 else None, "gpu_check_fwd.json")
+    path = scripts.out_path(args.out_path, "gpu_check_fwd.json")
     t0 = time.time()
-    report: dict = dict(
-        device=torch.cuda.get_device_name(0),
-        torch=torch.__version__,
-        triton=triton.__version__,
-    )
+    meta = scripts.run_meta("cuda")
+    report: dict = dict(device=meta["gpu"], torch=meta["torch"], triton=meta["triton"], meta=meta)
     cases = correctness_cases()
     warm_tasks = [(d, causal, cfg) for d in (64, 128) for causal in (False, True) for cfg in GRID]
     workers = max(1, min(12, (os.cpu_count() or 2) - 2))
@@ -355,8 +350,7 @@ def main(argv: list[str]) -> int:
     report["host_overhead_us"] = host_overhead_us()
     print(f"per-call time on a tiny input (us): {report['host_overhead_us']}")
     report["total_s"] = round(time.time() - t0, 1)
-    with open(path, "w") as handle:
-        json.dump(report, handle, indent=1)
+    scripts.save_json(path, report)
     print(f"wrote {path} ({report['total_s']} s)")
     return 1 if failed or wrong else 0
 

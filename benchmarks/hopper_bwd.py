@@ -35,7 +35,7 @@ from concurrent.futures import ProcessPoolExecutor
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from flashgen.bench import harness  # noqa: E402
+from flashgen.bench import harness, scripts  # noqa: E402
 from flashgen.bench.harness import ANCHOR_SHAPES, PROBE_SHAPES  # noqa: E402
 
 GRIDS = {
@@ -52,12 +52,7 @@ CHECKS = [(2, 8, 2, 777, 777), (1, 4, 4, 300, 129), (1, 4, 1, 129, 517), (4, 16,
 
 
 def _inputs(b, hq, hkv, sq, sk, d, seed=0, dtype=None):
-    import torch
-
-    gen = torch.Generator().manual_seed(seed)
-    dtype = dtype or torch.bfloat16
-    shapes = ((b, hq, sq, d), (b, hkv, sk, d), (b, hkv, sk, d), (b, hq, sq, d))
-    return [torch.randn(*s, generator=gen).cuda().to(dtype) for s in shapes]
+    return scripts.inputs(b, hq, hkv, sq, sk, d, dtype=dtype or "bfloat16", seed=seed, draw="cpu")
 
 
 def _spec(d, causal, dtype="bfloat16"):
@@ -122,7 +117,7 @@ def check(job):
             results.append(dict(case, ok=ok, errors=errs))
         except Exception as exc:
             tb = traceback.format_exc()
-            results.append(dict(case, ok=False, error=f"{type(exc).__name__}: {exc}"[:300],
+            results.append(dict(case, ok=False, error=scripts.error_text(exc),
                                 where=tb[-1200:]))  # fmt: skip
             return results
     try:
@@ -132,7 +127,7 @@ def check(job):
             _split(do, q, k, v, out, lse, causal)
         torch.cuda.synchronize()
     except Exception as exc:
-        results.append(dict(d=d, causal=causal, warm_error=f"{type(exc).__name__}: {exc}"[:300]))
+        results.append(dict(d=d, causal=causal, warm_error=scripts.error_text(exc)))
     return results
 
 
@@ -150,12 +145,11 @@ def _gpu_count() -> int:
 
 def time_shape(shape, causal, cfgs, rep):
     import torch
-    from triton.testing import do_bench
 
     b, hq, hkv, n, d = shape
     q, k, v, do = _inputs(b, hq, hkv, n, n, d, seed=2)
     out, lse = _forward(q, k, v, causal)
-    bench = lambda fn: do_bench(fn, warmup=5, rep=rep, return_mode="median")  # noqa: E731
+    bench = scripts.timer("cuda", rep, warmup_ms=5)
     fwd_ms = bench(lambda: _forward(q, k, v, causal))
     flops = harness.attention_flops(b, hq, n, n, d, causal, "bwd")
     row = dict(shape=list(shape), causal=causal, flashgen_fwd_ms=round(fwd_ms, 4), bwd={})
@@ -163,28 +157,22 @@ def time_shape(shape, causal, cfgs, rep):
     for cfg in cfgs:
         runs[f"hopper{tuple(cfg)}"] = lambda cfg=cfg: _hopper(do, q, k, v, out, lse, causal, cfg)
     for name, fn in runs.items():
-        try:
-            ms = bench(fn)
-        except Exception as exc:
-            row["bwd"][name] = f"{type(exc).__name__}: {exc}"[:200]
+        ms, err = scripts.attempt(bench, fn)
+        if err is not None:
+            row["bwd"][name] = err[:200]
             continue
-        row["bwd"][name] = dict(ms=round(ms, 4), tflops=round(harness.tflops(flops, ms), 1))
-    leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
-
-    def cudnn(leaves=leaves):
-        harness.sdpa("sdpa_cudnn", *leaves, causal=causal).backward(do)
-
-    try:
-        row["cudnn_fwdbwd_ms"] = round(bench(cudnn), 4)
-    except Exception as exc:
-        row["cudnn_fwdbwd_ms"] = f"{type(exc).__name__}: {exc}"[:200]
+        row["bwd"][name] = dict(ms=round(ms, 4), tflops=scripts.tflops(flops, ms))
+    sdpa = scripts.sdpa_baselines(
+        q, k, v, causal=causal, time_fn=bench, do=do, impls=["sdpa_cudnn"]
+    )
+    cudnn = sdpa["sdpa_cudnn"]
+    row["cudnn_fwdbwd_ms"] = cudnn[:200] if isinstance(cudnn, str) else round(cudnn, 4)
     if isinstance(row["cudnn_fwdbwd_ms"], float):
         row["vs_cudnn"] = {
             name: round(row["cudnn_fwdbwd_ms"] / (fwd_ms + r["ms"]), 3)
             for name, r in row["bwd"].items()
             if isinstance(r, dict)
         }
-    del leaves
     torch.cuda.empty_cache()
     return row
 
@@ -257,8 +245,7 @@ def main(argv=None) -> int:
 
     def save():
         report["summary"] = summarise(report["rows"])
-        with open(path, "w") as f:
-            json.dump(report, f, indent=1)
+        scripts.save_json(path, report)
 
     import multiprocessing as mp
 
@@ -277,6 +264,7 @@ def main(argv=None) -> int:
         for proc in list(getattr(pool, "_processes", {}).values()):
             proc.kill()
     pool.shutdown(wait=not hung, cancel_futures=True)
+    report["meta"] = scripts.run_meta("cuda")  # after the checks: CUDA starts here only now
     passed = {
         (d, c, tuple(cfg))
         for d, c, cfg, *_ in jobs
