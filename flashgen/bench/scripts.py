@@ -81,6 +81,24 @@ def attempt(time_fn, fn, **kwargs) -> tuple[float | None, str | None]:
         return None, error_text(exc)
 
 
+def fwd_bwd(fn, leaves, grad=None):
+    """A callable running `fn()` and its backward with `grad` (default: random, shaped like
+    fn's output, drawn once here), first resetting the .grad of `leaves` so that nothing
+    accumulates from one timed run to the next."""
+    import torch
+
+    if grad is None:
+        with torch.no_grad():
+            grad = torch.randn_like(fn())
+
+    def run():
+        for t in leaves:
+            t.grad = None
+        fn().backward(grad)
+
+    return run
+
+
 def tflops(flops: float, ms: float | None, ndigits: int = 1) -> float | None:
     """TFLOP/s of `flops` done in `ms`, rounded; None when there is no time."""
     value = harness.tflops(flops, ms)
@@ -120,6 +138,11 @@ def sdpa_baselines(q, k, v, *, causal: bool, time_fn, impls=("sdpa_cudnn", "sdpa
             del leaves
         out[impl] = ms if err is None else err
     return out
+
+
+def banner(meta: dict) -> str:
+    """One line naming the GPU, torch and triton of `run_meta`, printed as a log's first line."""
+    return f"{meta['gpu']} torch {meta['torch']} triton {meta['triton']} commit {meta['commit']}"
 
 
 def shape_label(b, h, n, d) -> str:
@@ -185,7 +208,8 @@ def meta_path(path: str) -> str:
 class RowWriter:
     """Rows of one table, written as they come: CSV (header once; `append` keeps an existing
     file's rows) or JSON lines, each flushed, so a cut run keeps its rows. The run's metadata
-    goes beside a CSV (`meta_path`), a JSON lines file's first line is {"meta": ...}."""
+    goes beside a CSV (`meta_path`: {"runs": [meta, ...]}, one entry per run that wrote rows
+    into the file, in order), or as a {"meta": ...} line before a JSON lines file's rows."""
 
     def __init__(self, path: str, fields, *, meta: dict | None = None, append: bool = False):
         self.path, self.fields = path, list(fields)
@@ -201,7 +225,11 @@ class RowWriter:
             if self.jsonl:
                 self._fh.write(json.dumps({"meta": meta}, default=str) + "\n")
             else:
-                save_json(meta_path(path), meta)
+                runs = []
+                if existed and os.path.exists(meta_path(path)):
+                    with open(meta_path(path)) as fh:
+                        runs = json.load(fh).get("runs", [])
+                save_json(meta_path(path), {"runs": [*runs, meta]})
         self._fh.flush()
 
     def write(self, row: dict) -> dict:
