@@ -121,11 +121,7 @@ def _causal_bias(bias, n):
 
 
 def main(argv=None):
-    ap = scripts.parser(__doc__)
-    ap.add_argument("--out", default=".")
-    ap.add_argument("--budget", type=float, default=20.0)
-    ap.add_argument("--no-check", action="store_true")
-    ap.add_argument("--no-speed", action="store_true")
+    ap = scripts.parser(__doc__, out=".", budget=20.0, checks=True, speed=True)
     ap.add_argument("--warm", action="store_true")
     args = ap.parse_args(argv)
     deadline = time.time() + args.budget

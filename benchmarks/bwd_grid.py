@@ -32,7 +32,6 @@ import math
 import os
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
@@ -247,12 +246,9 @@ def main(argv=None) -> int:
     cases = [(d, c) for d in (64, 128) for c in (False, True)]
     shapes = [GRID[int(i)] for i in args.shapes.split(",")] if args.shapes else GRID
     jobs = [(hq, hkv, n, d, c) for _, hq, hkv, n, d in shapes for c in (False, True)]
-    ctx = __import__("multiprocessing").get_context("spawn")
-    with ProcessPoolExecutor(args.workers, mp_context=ctx) as pool:
-        warm_futs = [(job, pool.submit(warm, job)) for job in jobs]
-        check_futs = [pool.submit(check, c) for c in cases]
-        result["checks"] = [f.result() for f in check_futs]
-        result["warm_errors"] = {repr(j): e for j, f in warm_futs if (e := f.result())}
+    result["warm_errors"], result["checks"] = scripts.warm_and_check(
+        args.workers, warm, jobs, check, cases
+    )
     failed = sum(not c["ok"] for c in result["checks"])
     print(f"[{time.time() - start:.0f}s] checks: {len(cases) - failed}/{len(cases)} ok")
     for c in result["checks"]:

@@ -35,18 +35,12 @@ import math
 import os
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from flashgen.bench import harness, scripts  # noqa: E402
-from flashgen.bench.harness import ANCHOR_SHAPES, PROBE_SHAPES  # noqa: E402
+from flashgen.bench.scripts import GRIDS  # noqa: E402  (B, Hq, Hkv, N, D) grids, as the other GPU scripts
 
-GRIDS = {
-    # (B, Hq, Hkv, N, D): the grid and GQA 32/8, shared with the other GPU scripts
-    "anchors": list(ANCHOR_SHAPES),
-    "probe": list(PROBE_SHAPES),
-}
 # Forward configs (plain Triton forward), the best of earlier runs (benchmarks/gpu_check_bwd.py).
 FWD_CFG = {(128, False): (128, 64, 4, 2), (128, True): (64, 64, 4, 3)}
 FWD_CFG.update({(64, False): (128, 64, 8, 3), (64, True): (64, 64, 4, 3)})
@@ -304,13 +298,9 @@ def main(argv=None) -> int:
             for variant, cfg in timed(d, causal, n):
                 jobs.append((variant, hq, hkv, d, causal, cfg))
     jobs = list(dict.fromkeys(jobs))  # a config shared by lengths compiles once
-    ctx = __import__("multiprocessing").get_context("spawn")
-    failed = 0
-    with ProcessPoolExecutor(args.workers, mp_context=ctx) as pool:
-        warm_futs = [(job, pool.submit(warm, job)) for job in jobs]
-        check_futs = [pool.submit(check, c) for c in checks]
-        result["checks"] = [f.result() for f in check_futs]
-        result["warm_errors"] = {repr(j): e for j, f in warm_futs if (e := f.result())}
+    result["warm_errors"], result["checks"] = scripts.warm_and_check(
+        args.workers, warm, jobs, check, checks
+    )
     failed = sum(not c["ok"] for c in result["checks"])
     print(f"[{time.time() - start:.0f}s] checks: {len(checks) - failed}/{len(checks)} ok")
     for c in result["checks"]:

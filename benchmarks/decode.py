@@ -151,9 +151,7 @@ def sweep(shape: str, budget_end: float) -> None:
 
 
 def main(argv=None) -> None:
-    parser = scripts.parser(__doc__)
-    parser.add_argument("--out", default="decode.csv", help="CSV file the rows are appended to")
-    parser.add_argument("--budget", type=float, default=600, help="stop after this many seconds")
+    parser = scripts.parser(__doc__, out="decode.csv", budget=600, checks=True)
     parser.add_argument(
         "--sweep",
         default="",
@@ -174,7 +172,6 @@ def main(argv=None) -> None:
         "--workers", type=int, default=0,
         help="compile each grid case's kernels first in this many processes",
     )  # fmt: skip
-    parser.add_argument("--no-check", action="store_true", help="skip the float64 checks")
     args = parser.parse_args(argv)
     end = time.time() + args.budget
     meta = scripts.run_meta("cuda")

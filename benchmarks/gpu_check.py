@@ -29,25 +29,16 @@ directory in $OUT, else the current directory. Exit status 1 when any correctnes
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import statistics
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from flashgen.bench import scripts  # noqa: E402
 
-ANCHORS = [  # (B, H, N, D)
-    (16, 16, 1024, 128),
-    (4, 16, 4096, 128),
-    (1, 16, 16384, 128),
-    (16, 32, 1024, 64),
-    (4, 32, 4096, 64),
-    (1, 32, 16384, 64),
-]
+ANCHORS = list(scripts.MHA_ANCHORS)  # (B, H, N, D): 1k/4k/16k at head dims 128 (H16) and 64 (H32)
 GRID = [
     (bm, bn, w, s) for bm in (64, 128) for bn in (32, 64, 128) for w in (4, 8) for s in (2, 3, 4)
 ]
@@ -242,32 +233,18 @@ def time_shape(shape, causal: bool, usable: list) -> dict:
             os.environ.pop("FLASHGEN_FWD_TMA", None)
     sdpa_timer = scripts.timer("cuda", 100, repeats=3, warmup_ms=10)
     for name, ms in scripts.sdpa_baselines(q, k, v, causal=causal, time_fn=sdpa_timer).items():
-        result[name] = dict(error=ms) if isinstance(ms, str) else dict(ms=ms, tflops=tflops(ms))
+        result[name] = scripts.entry(ms, flops)
     return result
 
 
-HEADER = (
-    f"{'shape':<22}{'causal':<8}{'flashgen':>9}{'config':>20}{'ptr':>7}"
-    f"{'cuDNN':>8}{'FLASH':>8}{'ratio':>7}"
-)
+HEADER = scripts.grid_header("config", f"{'ptr':>7}")
 
 
 def format_row(r: dict) -> str:
-    """One table line: TFLOP/s of our best config, cuDNN and FLASH, ours/cuDNN."""
-    shape = scripts.shape_label(*r["shape"].values())
-    best = r.get("best", {})
-    ours, cudnn, flash = (
-        best.get("tflops"),
-        r["sdpa_cudnn"].get("tflops"),
-        r["sdpa_flash"].get("tflops"),
-    )
-    ratio = f"{ours / cudnn:.2f}" if ours and cudnn else "-"
-    cfg = str(tuple(best.get("cfg", ())))
+    """One table line: TFLOP/s of our best config (and through the pointer kernel), cuDNN and
+    FLASH, ours/cuDNN."""
     ptr = r.get("best_pointer_kernel", {}).get("tflops")
-    return (
-        f"{shape:<22}{r['causal']!s:<8}{ours or '-':>9}{cfg:>20}{ptr or '-':>7}"
-        f"{cudnn or '-':>8}{flash or '-':>8}{ratio:>7}"
-    )
+    return scripts.grid_line(r, "tflops", f"{ptr or '-':>7}")
 
 
 def host_overhead_us(calls: int = 500) -> dict:
@@ -313,32 +290,14 @@ def main(argv: list[str]) -> int:
     report: dict = dict(device=meta["gpu"], torch=meta["torch"], triton=meta["triton"], meta=meta)
     cases = correctness_cases()
     warm_tasks = [(d, causal, cfg) for d in (64, 128) for causal in (False, True) for cfg in GRID]
-    workers = max(1, min(12, (os.cpu_count() or 2) - 2))
-    ctx = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_worker_init) as pool:
-        warm = list(pool.map(warm_config, warm_tasks))
-        checks = list(pool.map(run_check, cases))
+    with scripts.pool(initializer=_worker_init) as workers:
+        warm = list(workers.map(warm_config, warm_tasks))
+        checks = list(workers.map(run_check, cases))
     report["compile_and_check_s"] = round(time.time() - t0, 1)
-    failed = [c for c in checks if not c["ok"]]
-    wrong = [w for w in warm if w["status"] in ("wrong", "error")]
-    report.update(checks=checks, checks_failed=len(failed), configs=warm, configs_wrong=len(wrong))
-    ok = sum(w["status"] == "ok" for w in warm)
-    oor = sum(w["status"] == "oor" for w in warm)
-    print(f"correctness: {len(checks) - len(failed)}/{len(checks)} cases ok")
-    print(f"configs: {ok} ok, {oor} out of resources, {len(wrong)} wrong or failing")
-    print(f"compile + checks: {report['compile_and_check_s']} s")
-    for c in failed[:20]:
-        where = {k: c.get(k) for k in ("d", "dtype", "causal", "sq", "sk", "hkv", "cfg", "path")}
-        print(
-            "  FAILED", where, c.get("error") or f"max_err {c['max_err']:.3e} sdpa {c['sdpa_err']}"
-        )
-    for w in wrong[:20]:
-        print("  CONFIG", w["d"], w["causal"], w["cfg"], w["status"], w.get("error", ""))
-
-    usable: dict = {}
-    for w in warm:
-        if w["status"] == "ok":
-            usable.setdefault((w["d"], w["causal"]), []).append(w["cfg"])
+    failed, wrong, usable = scripts.config_verdict(
+        report, checks, warm, ("d", "dtype", "causal", "sq", "sk", "hkv", "cfg", "path"),
+        lambda c: c.get("error") or f"max_err {c['max_err']:.3e} sdpa {c['sdpa_err']}",
+    )  # fmt: skip
     timing = []
     print(HEADER)
     for shape in ANCHORS:

@@ -32,25 +32,16 @@ shapes are skipped once BUDGET_S (510 s) has passed, so a run stays inside a 600
 from __future__ import annotations
 
 import math
-import multiprocessing
 import os
 import statistics
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from flashgen.bench import scripts  # noqa: E402
 
-ANCHORS = [  # (B, H, N, D)
-    (16, 16, 1024, 128),
-    (4, 16, 4096, 128),
-    (1, 16, 16384, 128),
-    (16, 32, 1024, 64),
-    (4, 32, 4096, 64),
-    (1, 32, 16384, 64),
-]
+ANCHORS = list(scripts.MHA_ANCHORS)  # (B, H, N, D): 1k/4k/16k at head dims 128 (H16) and 64 (H32)
 GRID = [
     (bm, bn, w, s)
     for bm in (32, 64, 128)
@@ -332,35 +323,22 @@ def time_shape(shape, causal: bool, usable: list) -> dict:
 
     sdpa = scripts.sdpa_baselines(q, k, v, causal=causal, time_fn=sdpa_timer, do=do)
     for name, ms in sdpa.items():
-        result[name] = (
-            dict(error=ms)
-            if isinstance(ms, str)
-            else dict(fwd_bwd_ms=ms, fwd_bwd_tflops=tflops(ms))
-        )
+        result[name] = scripts.entry(ms, 3.5 * fwd_flops, "fwd_bwd_")
     return result
 
 
-HEADER = (
-    f"{'shape':<22}{'causal':<8}{'flashgen':>9}{'bwd config':>20}{'cuDNN':>8}{'FLASH':>8}"
-    f"{'ratio':>7}   (fwd+bwd TFLOP/s)  bwd-only default/pointer build"
+HEADER = scripts.grid_header(
+    "bwd config", tail="   (fwd+bwd TFLOP/s)  bwd-only default/pointer build"
 )
 
 
 def format_row(r: dict) -> str:
-    shape = scripts.shape_label(*r["shape"].values())
-    best = r.get("best", {})
-    ours = best.get("fwd_bwd_tflops")
-    cudnn = r["sdpa_cudnn"].get("fwd_bwd_tflops")
-    flash = r["sdpa_flash"].get("fwd_bwd_tflops")
-    ratio = f"{ours / cudnn:.2f}" if ours and cudnn else "-"
-    cfg = str(tuple(best.get("cfg", ())))
-    bwd = best.get("bwd_ms")
+    """One table line: fwd+bwd TFLOP/s of our best backward config, cuDNN and FLASH, ours/cuDNN,
+    then the backward alone (ms) of the default and the pointer build."""
+    bwd = r.get("best", {}).get("bwd_ms")
     ptr = r.get("best_pointer_build", {}).get("bwd_ms")
     both = f"{bwd:.3f}/{ptr:.3f} ms" if bwd and ptr else "-"
-    return (
-        f"{shape:<22}{r['causal']!s:<8}{ours or '-':>9}{cfg:>20}{cudnn or '-':>8}"
-        f"{flash or '-':>8}{ratio:>7}   {both}"
-    )
+    return scripts.grid_line(r, "fwd_bwd_tflops", tail=f"   {both}")
 
 
 def write_report(path: str, report: dict, t0: float) -> None:
@@ -399,35 +377,18 @@ def main(argv: list[str]) -> int:
     cases = [] if skip_checks else correctness_cases()
     dims = sorted({shape[3] for shape in ANCHORS})
     warm_tasks = [(d, causal, cfg) for d in dims for causal in (False, True) for cfg in GRID]
-    workers = 1 if SMOKE["on"] else max(1, min(12, (os.cpu_count() or 2) - 2))
-    ctx = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(
-        workers, mp_context=ctx, initializer=_worker_init, initargs=(SMOKE["on"],)
-    ) as pool:
+    workers = 1 if SMOKE["on"] else None
+    with scripts.pool(workers, initializer=_worker_init, initargs=(SMOKE["on"],)) as pool:
         checks = list(pool.map(run_check, cases))
         warm = list(pool.map(warm_config, warm_tasks))
     report["compile_and_check_s"] = round(time.time() - t0, 1)
     report["determinism"] = [determinism_check(None), determinism_check(False)]
-    failed = [c for c in checks if not c["ok"]]
-    wrong = [w for w in warm if w["status"] in ("wrong", "error")]
-    report.update(checks=checks, checks_failed=len(failed), configs=warm, configs_wrong=len(wrong))
-    write_report(path, report, t0)
-    n_ok = sum(w["status"] == "ok" for w in warm)
-    n_oor = sum(w["status"] == "oor" for w in warm)
-    print(f"correctness: {len(checks) - len(failed)}/{len(checks)} cases ok")
     print("determinism: identical bits =", [d["identical"] for d in report["determinism"]])
-    print(f"configs: {n_ok} ok, {n_oor} out of resources, {len(wrong)} wrong or failing")
-    print(f"compile + checks: {report['compile_and_check_s']} s", flush=True)
-    for c in failed[:20]:
-        where = {k: c.get(k) for k in ("d", "dtype", "causal", "sq", "sk", "hkv", "cfg", "tma")}
-        print("  FAILED", where, c.get("error") or c.get("errors"))
-    for w in wrong[:20]:
-        print("  CONFIG", w["d"], w["causal"], w["cfg"], w["status"], w.get("error", ""))
-
-    usable: dict = {}
-    for w in warm:
-        if w["status"] == "ok":
-            usable.setdefault((w["d"], w["causal"]), []).append(w["cfg"])
+    failed, wrong, usable = scripts.config_verdict(
+        report, checks, warm, ("d", "dtype", "causal", "sq", "sk", "hkv", "cfg", "tma"),
+        lambda c: c.get("error") or c.get("errors"),
+    )  # fmt: skip
+    write_report(path, report, t0)
     timing: list = []
     report["timing"] = timing
     print(HEADER)

@@ -36,13 +36,8 @@ from concurrent.futures import ProcessPoolExecutor
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from flashgen.bench import harness, scripts  # noqa: E402
-from flashgen.bench.harness import ANCHOR_SHAPES, PROBE_SHAPES  # noqa: E402
+from flashgen.bench.scripts import GRIDS  # noqa: E402  (B, Hq, Hkv, N, D) grids, as the other GPU scripts
 
-GRIDS = {
-    # (B, Hq, Hkv, N, D): the grid and GQA 32/8, shared with the other GPU scripts
-    "anchors": list(ANCHOR_SHAPES),
-    "probe": list(PROBE_SHAPES),
-}
 # Split-kind configs: the H200 defaults table's winners (as benchmarks/bwd_kinds.py).
 SPLIT_CFG = {(64, False): (64, 64, 4, 3), (64, True): (64, 64, 4, 2)}
 SPLIT_CFG.update({(128, False): (128, 128, 8, 2), (128, True): (64, 64, 4, 2)})

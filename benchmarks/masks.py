@@ -293,13 +293,11 @@ def _per_key_off():
 
 
 def main(argv=None):
-    ap = scripts.parser(__doc__)
-    ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "masks.csv"))
-    ap.add_argument("--budget", type=float, default=50.0, help="seconds; stop starting new rows")
+    out = os.path.join(os.environ.get("OUT", "."), "masks.csv")
+    ap = scripts.parser(__doc__, out=out, budget=50.0, checks=True)
     ap.add_argument("--only", default="", help="comma-separated variant names")
     ap.add_argument("--shape", default="4,16,4,4096,128", help="b,hq,hkv,n,d for the timings")
     ap.add_argument("--dirs", default="fwd,fwd+bwd", help="which of fwd, fwd+bwd to time")
-    ap.add_argument("--no-check", action="store_true", help="skip the float64 checks")
     ap.add_argument("--warm", action="store_true", help="run each timed function once, no timing")
     ap.add_argument(
         "--no-per-key", action="store_true",

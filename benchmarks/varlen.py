@@ -171,11 +171,7 @@ def speed(case, lens, writer, deadline, hq=16, hkv=4, d=128, warm=False):
 
 
 def main(argv=None):
-    ap = scripts.parser(__doc__)
-    ap.add_argument("--out", default=".")
-    ap.add_argument("--budget", type=float, default=40.0)
-    ap.add_argument("--no-check", action="store_true")
-    ap.add_argument("--no-speed", action="store_true")
+    ap = scripts.parser(__doc__, out=".", budget=40.0, checks=True, speed=True)
     ap.add_argument("--check-causal", default="1,0", help="which causal settings to check")
     ap.add_argument("--warm", default="", help="run each timed call of this case once, no timing")
     args = ap.parse_args(argv)

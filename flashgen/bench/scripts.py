@@ -31,6 +31,11 @@ import time
 from . import harness
 
 SDPA_IMPLS = ("sdpa_cudnn", "sdpa_flash", "sdpa_efficient", "sdpa_math")
+# The shape grids a script's --grid picks, as (B, Hq, Hkv, N, D): the issue's anchors with GQA
+# 32/8 (harness.ANCHOR_SHAPES) and their 4k row for short GPU slots.
+GRIDS = {"anchors": list(harness.ANCHOR_SHAPES), "probe": list(harness.PROBE_SHAPES)}
+# The anchors without GQA as (B, H, N, D): the shapes of the config-grid scripts (gpu_check*.py).
+MHA_ANCHORS = tuple((b, hq, n, d) for b, hq, hkv, n, d in harness.ANCHOR_SHAPES if hq == hkv)
 
 
 def error_text(exc: BaseException, limit: int = 300) -> str:
@@ -145,6 +150,36 @@ def banner(meta: dict) -> str:
     return f"{meta['gpu']} torch {meta['torch']} triton {meta['triton']} commit {meta['commit']}"
 
 
+def entry(ms, flops: float, prefix: str = "") -> dict:
+    """A timing as a result entry: {prefix+"ms", prefix+"tflops"}, or {"error"} when `ms` is the
+    error text of a case that failed (as `sdpa_baselines` and `attempt` give them)."""
+    if isinstance(ms, str):
+        return {"error": ms}
+    return {f"{prefix}ms": ms, f"{prefix}tflops": tflops(flops, ms)}
+
+
+def ratio_text(ours, theirs) -> str:
+    """ours / theirs to two decimals for a table, "-" when either is missing."""
+    return f"{ours / theirs:.2f}" if ours and theirs else "-"
+
+
+def grid_header(config: str, middle: str = "", tail: str = "") -> str:
+    """The config-grid scripts' table header (see `grid_line`)."""
+    head = f"{'shape':<22}{'causal':<8}{'flashgen':>9}{config:>20}"
+    return f"{head}{middle}{'cuDNN':>8}{'FLASH':>8}{'ratio':>7}{tail}"
+
+
+def grid_line(r: dict, key: str, middle: str = "", tail: str = "") -> str:
+    """One line of the config-grid scripts' table (gpu_check*.py): shape, causal, the best
+    config's `key` figure and the config, `middle`, cuDNN's and FLASH's, ours/cuDNN, `tail`."""
+    best = r.get("best", {})
+    ours = best.get(key)
+    cudnn, flash = (r[name].get(key) for name in ("sdpa_cudnn", "sdpa_flash"))
+    head = f"{shape_label(*r['shape'].values()):<22}{r['causal']!s:<8}{ours or '-':>9}"
+    sdpa = f"{cudnn or '-':>8}{flash or '-':>8}{ratio_text(ours, cudnn):>7}"
+    return f"{head}{str(tuple(best.get('cfg', ()))):>20}{middle}{sdpa}{tail}"
+
+
 def shape_label(b, h, n, d) -> str:
     return f"B{b} H{h} N{n} D{d}"
 
@@ -154,13 +189,78 @@ def within(start: float, budget_s: float) -> bool:
     return time.time() - start <= budget_s
 
 
+# -- compile pools: kernels compile in spawned workers, the main process times them -------------
+
+
+def pool(workers: int | None = None, **kwargs):
+    """A ProcessPoolExecutor of `workers` spawned processes (default: the cores less two, at
+    most 12), so that compiling and checking run in parallel and a broken CUDA context stays in
+    its worker; the main process then times from Triton's on-disk cache."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    workers = workers or max(1, min(12, (os.cpu_count() or 2) - 2))
+    return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), **kwargs)
+
+
+def warm_and_check(workers: int, warm, jobs, check, cases) -> tuple[dict, list]:
+    """Compile `jobs` (warm(job) -> error text, or None when it compiled and launched) and run the
+    correctness `cases` (check(case) -> result dict) in one pool, side by side:
+    ({repr(job): error text}, [check results in the order of `cases`])."""
+    with pool(workers) as workers_pool:
+        warm_futs = [(job, workers_pool.submit(warm, job)) for job in jobs]
+        check_futs = [workers_pool.submit(check, case) for case in cases]
+        checks = [f.result() for f in check_futs]
+        errors = {repr(job): err for job, f in warm_futs if (err := f.result())}
+    return errors, checks
+
+
+def config_verdict(
+    report: dict, checks: list, warm: list, where, detail
+) -> tuple[list, list, dict]:
+    """What the config-grid scripts (gpu_check.py, gpu_check_bwd.py) make of their checks and
+    per-config warm-ups (dicts with d, causal, cfg, status ok|oor|wrong|error): stored in
+    `report`, counted and the first 20 failures printed (`where` keys name a case, detail(case)
+    says what failed); returns (failed checks, wrong configs, {(d, causal): [usable cfg, ...]})."""
+    failed = [c for c in checks if not c["ok"]]
+    wrong = [w for w in warm if w["status"] in ("wrong", "error")]
+    report.update(checks=checks, checks_failed=len(failed), configs=warm, configs_wrong=len(wrong))
+    n_ok = sum(w["status"] == "ok" for w in warm)
+    n_oor = sum(w["status"] == "oor" for w in warm)
+    print(f"correctness: {len(checks) - len(failed)}/{len(checks)} cases ok")
+    print(f"configs: {n_ok} ok, {n_oor} out of resources, {len(wrong)} wrong or failing")
+    print(f"compile + checks: {report.get('compile_and_check_s')} s", flush=True)
+    for c in failed[:20]:
+        print("  FAILED", {k: c.get(k) for k in where}, detail(c))
+    for w in wrong[:20]:
+        print("  CONFIG", w["d"], w["causal"], w["cfg"], w["status"], w.get("error", ""))
+    usable: dict = {}
+    for w in warm:
+        if w["status"] == "ok":
+            usable.setdefault((w["d"], w["causal"]), []).append(w["cfg"])
+    return failed, wrong, usable
+
+
 # -- command line -----------------------------------------------------------------------------
 
 
-def parser(doc: str | None, **kwargs) -> argparse.ArgumentParser:
-    """An ArgumentParser whose --help prints the script's docstring as written."""
+def parser(doc: str | None, *, out: str | None = None, budget: float | None = None,
+           checks: bool = False, speed: bool = False, **kwargs) -> argparse.ArgumentParser:  # fmt: skip
+    """An ArgumentParser whose --help prints the script's docstring as written, with the flags
+    the GPU scripts share when asked for: --out (default `out`), --budget SECONDS (default
+    `budget`), --no-check, --no-speed."""
     kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
-    return argparse.ArgumentParser(description=doc, **kwargs)
+    ap = argparse.ArgumentParser(description=doc, **kwargs)
+    if out is not None:
+        ap.add_argument("--out", default=out, help=f"where the results go (default: {out})")
+    if budget is not None:
+        ap.add_argument("--budget", type=float, default=budget,
+                        help="seconds for the whole run: no new case starts after them")  # fmt: skip
+    if checks:
+        ap.add_argument("--no-check", action="store_true", help="skip the correctness checks")
+    if speed:
+        ap.add_argument("--no-speed", action="store_true", help="skip the timings")
+    return ap
 
 
 def out_path(given: str | None, name: str) -> str:
