@@ -224,9 +224,7 @@ def table(path) -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", default=os.environ.get("OUT", "."), help="result directory")
-    parser.add_argument("--budget", type=float, default=90.0, help="seconds for the whole run")
+    parser = scripts.parser(__doc__, out=os.environ.get("OUT", "."), budget=90.0)
     parser.add_argument("--rep", type=int, default=60, help="do_bench rep (ms)")
     parser.add_argument("--workers", type=int, default=15)
     parser.add_argument("--modes", default=",".join(MODES), help="modes timed (all checked)")

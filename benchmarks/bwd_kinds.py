@@ -29,7 +29,6 @@ stop once --budget seconds have passed. Exit status 1 if a correctness check fai
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -240,9 +239,7 @@ def time_shape(shape, causal, configs, rep):
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", default=os.environ.get("OUT", "."), help="result directory")
-    parser.add_argument("--budget", type=float, default=50.0, help="seconds for the whole run")
+    parser = scripts.parser(__doc__, out=os.environ.get("OUT", "."), budget=50.0)
     parser.add_argument("--grid", choices=sorted(GRIDS), default="probe")
     parser.add_argument("--causal", choices=("both", "yes", "no"), default="both")
     parser.add_argument("--variants", default="split,onepass,onepass_dqtma")

@@ -18,7 +18,6 @@ Exit status 1 if a correctness check failed.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -189,9 +188,7 @@ def _env(torch, triton) -> dict:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", default=os.environ.get("OUT", "."))
-    parser.add_argument("--budget", type=float, default=55.0, help="seconds for the whole run")
+    parser = scripts.parser(__doc__, out=os.environ.get("OUT", "."), budget=55.0)
     parser.add_argument("--workers", type=int, default=15)
     parser.add_argument("--rep", type=int, default=15, help="do_bench rep (ms)")
     args = parser.parse_args(argv)

@@ -25,7 +25,6 @@ seconds have passed. Exit status 1 if a correctness check failed.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -186,9 +185,7 @@ def summarise(rows):
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", default=os.environ.get("OUT", "."), help="result directory")
-    parser.add_argument("--budget", type=float, default=60.0, help="seconds for the whole run")
+    parser = scripts.parser(__doc__, out=os.environ.get("OUT", "."), budget=60.0)
     parser.add_argument("--grid", choices=sorted(GRIDS), default="anchors")
     parser.add_argument(
         "--configs",
