@@ -215,6 +215,9 @@ PARSE_CASES = [
     ("hopper_profile", ["run", "d128_16k"], dict(cmd="run", cases=["d128_16k"])),
     ("latest", ["add", "a.json"], dict(cmd="add", files=["a.json"])),
     ("hopper_probe", ["bench", "quick", "shipped"], dict(cmd="bench", words=["quick", "shipped"])),
+    ("hopper_tune", ["--out", "c.json", "--trials", "3"], dict(out="c.json", trials=3, budget=60.0)),
+    ("decode_host", ["--shape", "1,8,2,64,64", "--device", "cpu"],
+     dict(shape="1,8,2,64,64", device="cpu", calls=200)),
     ("tuner_vs_grid", ["--cpu-smoke", "--case-set", "heldout", "--cases", "2"],
      dict(cpu_smoke=True, case_set="heldout", cases=2)),
 ]  # fmt: skip
