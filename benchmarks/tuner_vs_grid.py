@@ -283,8 +283,14 @@ def child(args) -> int:
     return 0
 
 
+def child_path(out: Path, method: str) -> Path:
+    """A method's own JSON, named by benchmarks/raw/README.md's scheme (lower case, underscores):
+    tuner_vs_grid_grid.json, tuner_vs_grid_search.json, tuner_vs_grid_search_cold.json."""
+    return out / f"tuner_vs_grid_{method.replace('-', '_')}.json"
+
+
 def _spawn(method: str, args, out: Path, time_left: float, search_jsons: list[Path]) -> dict:
-    child_json = out / f"tuner_vs_grid_{method}.json"
+    child_json = child_path(out, method)
     cache = tempfile.mkdtemp(prefix=f"triton-cache-{method}-")
     env = dict(os.environ, TRITON_CACHE_DIR=cache)
     cmd = [sys.executable, __file__, "--child", method, "--child-json", str(child_json)]
@@ -446,7 +452,7 @@ def main(argv=None) -> int:
     for method in variants:
         found[method] = _spawn(method, args, out, args.budget_s * 0.2, [])
     left = args.budget_s - (time.perf_counter() - start)
-    jsons = [out / f"tuner_vs_grid_{m}.json" for m in variants]
+    jsons = [child_path(out, m) for m in variants]
     grid = _spawn("grid", args, out, max(left - 10, 30), [p for p in jsons if p.exists()])
     rows = {m: summarise(found[m], grid) for m in variants}
     meta = {

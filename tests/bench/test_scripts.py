@@ -261,6 +261,13 @@ def test_tuner_vs_grid_case_sets():
             assert sum(c[3] == length and c[2] == "fwd" for c in cases) == 2
 
 
+def test_tuner_vs_grid_files_follow_the_raw_naming_scheme(tmp_path):
+    module = repo_scripts.load("benchmarks/tuner_vs_grid.py", "bench_tuner_vs_grid")
+    names = [module.child_path(tmp_path, m).name for m in ("grid", "search", "search-cold")]
+    assert names == ["tuner_vs_grid_grid.json", "tuner_vs_grid_search.json",
+                     "tuner_vs_grid_search_cold.json"]  # fmt: skip
+
+
 def test_grids_and_anchors():
     assert scripts.GRIDS["anchors"] == list(harness.ANCHOR_SHAPES)
     assert all(s[3] == 4096 for s in scripts.GRIDS["probe"])
