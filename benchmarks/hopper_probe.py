@@ -61,26 +61,12 @@ def prepare(q, k, v, causal, cfg, scale=None):
         per_sm = programs_per_sm(hc, D)
         grid = (min(grid[0], per_sm * torch.cuda.get_device_properties(0).multi_processor_count),)
 
-    def launch():
-        return mod.attn_fwd_ws[grid](
-            *descs,
-            lse,
-            sched_counter(q.device),
-            B,
-            H,
-            H // HK,
-            SQ,
-            SK,
-            scale * LOG2E,
-            BLOCK_M=bm,
-            BLOCK_N=bn,
-            NUM_BUF=nb,
-            NUM_CONSUMERS=nc,
-            PINGPONG=pp,
-            DYNAMIC=bool(dynamic),
-            num_warps=w,
-            maxnreg=maxnreg,
-        )
+    meta = dict(BLOCK_M=bm, BLOCK_N=bn, NUM_BUF=nb, NUM_CONSUMERS=nc, PINGPONG=pp)
+    meta.update(DYNAMIC=bool(dynamic), num_warps=w, maxnreg=maxnreg)
+    sizes = (B, H, H // HK, SQ, SK, scale * LOG2E)
+
+    def launch():  # the work-item counter of the stream current at launch
+        return mod.attn_fwd_ws[grid](*descs, lse, sched_counter(q.device), *sizes, **meta)
 
     return launch, out, lse
 

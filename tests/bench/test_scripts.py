@@ -273,3 +273,49 @@ def test_grids_and_anchors():
     assert all(s[3] == 4096 for s in scripts.GRIDS["probe"])
     assert scripts.MHA_ANCHORS == ((16, 16, 1024, 128), (4, 16, 4096, 128), (1, 16, 16384, 128),
                                    (16, 32, 1024, 64), (4, 32, 4096, 64), (1, 32, 16384, 64))  # fmt: skip
+
+
+def _job_calls(tmp_path, **params) -> list[str]:
+    """The commands benchmarks/llama_bench_job.sh starts with `params`, python3 and timeout
+    stubbed (each logs its arguments), in a copy of the tree's layout."""
+    import shutil
+    import subprocess
+
+    tree, stubs, out = tmp_path / "tree", tmp_path / "stubs", tmp_path / "out"
+    for folder in (tree / "examples", tree / "benchmarks", stubs, out):
+        folder.mkdir(parents=True)
+    shutil.copy(repo_scripts.ROOT / "benchmarks" / "llama_bench_job.sh", tree / "benchmarks")
+    for name in ("python3", "timeout"):
+        (stubs / name).write_text(f'#!/bin/bash\necho "{name} $*" >> "$CALLS"\n')
+        (stubs / name).chmod(0o755)
+    env = dict(PATH=f"{stubs}:/usr/bin:/bin", OUT=str(out), CALLS=str(tmp_path / "calls"))
+    env.update({k: str(v) for k, v in params.items()})
+    subprocess.run(["bash", "benchmarks/llama_bench_job.sh"], cwd=tree, env=env, check=True,
+                   capture_output=True, timeout=30)  # fmt: skip
+    lines = (tmp_path / "calls").read_text().splitlines()
+    return sorted(line.replace(str(out), "OUT") for line in lines)
+
+
+def test_llama_bench_job_two_shapes_with_lock_and_merge(tmp_path):
+    calls = _job_calls(tmp_path, SHAPES="1x16384:16k 2x4096:4k", BACKENDS="eager flashgen")
+    train = [c for c in calls if "train_hf_llama.py" in c]
+    assert len(train) == 4 and all("--gpu-lock /tmp/bench-gpu-lock-" in c for c in train)
+    assert any("--shapes 2x4096 --steps 8" in c and "OUT/llama_model_4k_flashgen.json" in c
+               for c in train)  # fmt: skip
+    merge = [c for c in calls if "train_merge.py" in c]
+    assert merge == ["python3 ../benchmarks/train_merge.py OUT/llama_model_16k_eager.json "
+                     "OUT/llama_model_16k_flashgen.json OUT/llama_model_4k_eager.json "
+                     "OUT/llama_model_4k_flashgen.json --json OUT/train_hf_llama_model.json"]  # fmt: skip
+    bench = [c for c in calls if "flashgen.cli bench" in c]
+    assert len(bench) == 1 and "--seq-len 4096,16384,1024" in bench[0]
+
+
+def test_llama_bench_job_repeated_runs_without_lock(tmp_path):
+    calls = _job_calls(tmp_path, BACKENDS="eager", RUNS="a b", LOCK=0, MERGE=0, COMPARE=1,
+                       END=0, LIMIT=40)  # fmt: skip
+    train = [c for c in calls if "train_hf_llama.py" in c]
+    assert [c.split("--json ")[1] for c in train] == ["OUT/llama_model_16k_eager_a.json",
+                                                     "OUT/llama_model_16k_eager_b.json"]  # fmt: skip
+    assert all(c.startswith("timeout -s INT -k 3 40 ") and "--gpu-lock" not in c for c in train)
+    assert "python3 - OUT/llama_model_16k_eager_a.json OUT/llama_model_16k_eager_b.json" in calls
+    assert not any("train_merge" in c or "flashgen.cli bench" in c for c in calls)  # no time left
