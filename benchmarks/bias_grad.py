@@ -19,16 +19,17 @@ timed call once, time nothing (compiles in a parallel process).
 
 from __future__ import annotations
 
-import argparse
-import csv
 import os
+import sys
 import time
 
 import torch
-import triton
 from torch.nn.functional import scaled_dot_product_attention as sdpa
 
-import flashgen
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+import flashgen  # noqa: E402
+from flashgen.bench import scripts  # noqa: E402
 
 FIELDS = ["what", "dir", "ms", "tflops", "vs_sdpa"]
 
@@ -86,23 +87,19 @@ def speed(writer, deadline, warm=False, b=4, h=16, n=4096, d=128):
             ("sdpa-bias", "fwd+bwd"), ("flashgen-bias-grad", "fwd+bwd"),
             ("flashgen-bias-fixed", "fwd+bwd")]  # fmt: skip
     pairs = b * h * n * (n + 1) // 2
+    bench = scripts.timer("cuda", 40, warmup_ms=10)
     sdpa_ms = {}
     for what, direction in plan:
         if time.time() > deadline:
             print(f"budget reached before {what} {direction}", flush=True)
             return
         fn, inputs = cases[what]
-
-        def run(fn=fn, inputs=inputs):
-            for t in inputs:
-                t.grad = None
-            fn().backward(grad)
-
+        run = scripts.fwd_bwd(fn, inputs, grad)
         if direction == "fwd":
             with torch.no_grad():
-                ms = fn() if warm else triton.testing.do_bench(fn, 10, 40, return_mode="median")
+                ms = fn() if warm else bench(fn)
         else:
-            ms = run() if warm else triton.testing.do_bench(run, 10, 40, return_mode="median")
+            ms = run() if warm else bench(run)
         if warm:
             continue
         if what.startswith("sdpa"):
@@ -113,7 +110,7 @@ def speed(writer, deadline, warm=False, b=4, h=16, n=4096, d=128):
                "ms": f"{ms:.3f}", "tflops": f"{pairs * per_pair * d / ms / 1e9:.0f}",
                "vs_sdpa": "" if ref_ms is None else f"{ref_ms / ms:.2f}"}  # fmt: skip
         if writer is not None:
-            writer.writerow(row)
+            writer.write(row)
         print(row, flush=True)
 
 
@@ -123,16 +120,13 @@ def _causal_bias(bias, n):
     return bias.masked_fill(hide, float("-inf"))
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default=".")
-    ap.add_argument("--budget", type=float, default=20.0)
-    ap.add_argument("--no-check", action="store_true")
-    ap.add_argument("--no-speed", action="store_true")
+def main(argv=None):
+    ap = scripts.parser(__doc__, out=".", budget=20.0, checks=True, speed=True)
     ap.add_argument("--warm", action="store_true")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     deadline = time.time() + args.budget
-    print(torch.cuda.get_device_name(), torch.__version__, triton.__version__, flush=True)
+    meta = scripts.run_meta("cuda")
+    print(scripts.banner(meta), flush=True)
     if args.warm:
         speed(None, deadline, warm=True)
         print("warmed", flush=True)
@@ -141,9 +135,7 @@ def main():
         check()
     if args.no_speed:
         return
-    with open(os.path.join(args.out, "bias_grad.csv"), "w", newline="") as f:
-        writer = csv.DictWriter(f, FIELDS)
-        writer.writeheader()
+    with scripts.RowWriter(os.path.join(args.out, "bias_grad.csv"), FIELDS, meta=meta) as writer:
         speed(writer, deadline)
 
 

@@ -32,10 +32,10 @@ import math
 import os
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
+from flashgen.bench import harness, scripts  # noqa: E402
 from flashgen.bench.harness import ANCHOR_SHAPES  # noqa: E402
 
 # (B, Hq, Hkv, N, D): the 12-shape grid (with causal both ways) and GQA 32/8 at head dim 128
@@ -45,11 +45,7 @@ ENV = {"seq": "0", "overlap": "1", "overlap2": "2"}  # FLASHGEN_BWD_OVERLAP per 
 
 
 def _inputs(b, hq, hkv, sq, sk, d, seed=0):
-    import torch
-
-    gen = torch.Generator(device="cuda").manual_seed(seed)  # no CPU pass over 1 GB at 16k
-    shapes = ((b, hq, sq, d), (b, hkv, sk, d), (b, hkv, sk, d), (b, hq, sq, d))
-    return [torch.randn(*s, generator=gen, device="cuda").to(torch.bfloat16) for s in shapes]
+    return scripts.inputs(b, hq, hkv, sq, sk, d, seed=seed)  # drawn on the GPU: 1 GB at 16k
 
 
 def _grads(mode, q, k, v, do, causal, grads=True):
@@ -72,14 +68,8 @@ def _grads(mode, q, k, v, do, causal, grads=True):
 
 
 def _cudnn(q, k, v, do, causal, backward=True):
-    import torch.nn.functional as F
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
     leaves = [t.detach().requires_grad_(backward) for t in (q, k, v)]
-    with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-        out = F.scaled_dot_product_attention(
-            *leaves, is_causal=causal, enable_gqa=q.shape[1] != k.shape[1]
-        )
+    out = harness.sdpa("sdpa_cudnn", *leaves, causal=causal)
     if not backward:
         return out
     out.backward(do)
@@ -146,7 +136,7 @@ def warm(job):
         torch.cuda.synchronize()
         return None
     except Exception as exc:
-        return f"{type(exc).__name__}: {exc}"[:300]
+        return scripts.error_text(exc)
 
 
 def _rel_diff(got, ref) -> float:
@@ -159,11 +149,11 @@ def _rel_diff(got, ref) -> float:
 
 def time_shape(shape, causal, rep, modes=MODES, fwd=True):
     import torch
-    from triton.testing import do_bench
 
     b, hq, hkv, n, d = shape
     q, k, v, do = _inputs(b, hq, hkv, n, n, d, seed=2)
-    fwd_flops = 4.0 * b * hq * n * n * d * (0.5 if causal else 1.0)
+    fwd_flops = harness.attention_flops(b, hq, n, n, d, causal)
+    bench = scripts.timer("cuda", rep, warmup_ms=5)
     row = dict(shape=list(shape), causal=causal, ms={}, vs_cudnn={}, rel_diff_vs_cudnn={})
     ref = _cudnn(q, k, v, do, causal)
     for mode in modes:
@@ -178,7 +168,7 @@ def time_shape(shape, causal, rep, modes=MODES, fwd=True):
     runs: dict[str, list[float]] = {name: [] for name in fns}
     for order in (list(fns), list(fns)[::-1]):
         for name in order:
-            runs[name].append(do_bench(fns[name], warmup=5, rep=rep, return_mode="median"))
+            runs[name].append(bench(fns[name]))
     for name, values in runs.items():
         row["ms"][name] = [round(x, 4) for x in values]
     med = {name: sum(values) / len(values) for name, values in runs.items()}  # 2 series: mean
@@ -191,7 +181,7 @@ def time_shape(shape, causal, rep, modes=MODES, fwd=True):
         row["bwd_ms_by_difference"] = {name: round(ms, 4) for name, ms in bwd.items()}
         row["bwd_vs_cudnn_by_difference"] = {m: round(bwd["cudnn"] / bwd[m], 3) for m in modes}
     row["fwdbwd_tflops"] = {
-        name: round(3.5 * fwd_flops / (med[name] * 1e-3) / 1e12, 1) for name in ("cudnn", *modes)
+        name: scripts.tflops(3.5 * fwd_flops, med[name]) for name in ("cudnn", *modes)
     }
     torch.cuda.empty_cache()
     return row
@@ -234,9 +224,7 @@ def table(path) -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", default=os.environ.get("OUT", "."), help="result directory")
-    parser.add_argument("--budget", type=float, default=90.0, help="seconds for the whole run")
+    parser = scripts.parser(__doc__, out=os.environ.get("OUT", "."), budget=90.0)
     parser.add_argument("--rep", type=int, default=60, help="do_bench rep (ms)")
     parser.add_argument("--workers", type=int, default=15)
     parser.add_argument("--modes", default=",".join(MODES), help="modes timed (all checked)")
@@ -252,24 +240,13 @@ def main(argv=None) -> int:
     os.environ["FLASHGEN_IMPL"] = "flashgen"
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, "bwd_grid.json")
-    import torch
-    import triton
-
-    result = dict(
-        started=time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
-        env=dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__,
-                 triton=triton.__version__),
-        rows=[],
-    )  # fmt: skip
+    result = scripts.result_doc(rows=[])
     cases = [(d, c) for d in (64, 128) for c in (False, True)]
     shapes = [GRID[int(i)] for i in args.shapes.split(",")] if args.shapes else GRID
     jobs = [(hq, hkv, n, d, c) for _, hq, hkv, n, d in shapes for c in (False, True)]
-    ctx = __import__("multiprocessing").get_context("spawn")
-    with ProcessPoolExecutor(args.workers, mp_context=ctx) as pool:
-        warm_futs = [(job, pool.submit(warm, job)) for job in jobs]
-        check_futs = [pool.submit(check, c) for c in cases]
-        result["checks"] = [f.result() for f in check_futs]
-        result["warm_errors"] = {repr(j): e for j, f in warm_futs if (e := f.result())}
+    result["warm_errors"], result["checks"] = scripts.warm_and_check(
+        args.workers, warm, jobs, check, cases
+    )
     failed = sum(not c["ok"] for c in result["checks"])
     print(f"[{time.time() - start:.0f}s] checks: {len(cases) - failed}/{len(cases)} ok")
     for c in result["checks"]:
@@ -284,11 +261,9 @@ def main(argv=None) -> int:
             row = time_shape(shape, causal, args.rep, tuple(args.modes.split(",")), args.fwd)
             result["rows"].append(row)
             print(f"[{time.time() - start:.0f}s] {shape} causal={causal}", json.dumps(row))
-            with open(path, "w") as fh:
-                json.dump(result, fh, indent=1)
+            scripts.save_json(path, result)
     result["summary"] = summarise(result["rows"])
-    with open(path, "w") as fh:
-        json.dump(result, fh, indent=1)
+    scripts.save_json(path, result)
     print("summary:", json.dumps(result["summary"]))
     return 1 if failed else 0
 

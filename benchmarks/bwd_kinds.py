@@ -29,24 +29,17 @@ stop once --budget seconds have passed. Exit status 1 if a correctness check fai
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from flashgen.bench import harness  # noqa: E402
-from flashgen.bench.harness import ANCHOR_SHAPES, PROBE_SHAPES  # noqa: E402
+from flashgen.bench import harness, scripts  # noqa: E402
+from flashgen.bench.scripts import GRIDS  # noqa: E402  (B, Hq, Hkv, N, D) grids, as the other GPU scripts
 
-GRIDS = {
-    # (B, Hq, Hkv, N, D): the grid and GQA 32/8, shared with the other GPU scripts
-    "anchors": list(ANCHOR_SHAPES),
-    "probe": list(PROBE_SHAPES),
-}
 # Forward configs (plain Triton forward), the best of earlier runs (benchmarks/gpu_check_bwd.py).
 FWD_CFG = {(128, False): (128, 64, 4, 2), (128, True): (64, 64, 4, 3)}
 FWD_CFG.update({(64, False): (128, 64, 8, 3), (64, True): (64, 64, 4, 3)})
@@ -84,13 +77,7 @@ def _sync():
 
 
 def _inputs(b, hq, hkv, sq, sk, d, seed=0):
-    import torch
-
-    device = _device()
-
-    gen = torch.Generator().manual_seed(seed)
-    shapes = ((b, hq, sq, d), (b, hkv, sk, d), (b, hkv, sk, d), (b, hq, sq, d))
-    return [torch.randn(*s, generator=gen).to(device).to(torch.bfloat16) for s in shapes]
+    return scripts.inputs(b, hq, hkv, sq, sk, d, device=_device(), seed=seed, draw="cpu")
 
 
 def _backward(variant, do, q, k, v, out, lse, causal, cfg):
@@ -178,7 +165,7 @@ def warm(job):
         _sync()
         return None
     except Exception as exc:
-        return f"{type(exc).__name__}: {exc}"[:300]
+        return scripts.error_text(exc)
 
 
 def determinism():
@@ -211,67 +198,48 @@ def determinism():
 
 def time_shape(shape, causal, configs, rep):
     import torch
-    from triton.testing import do_bench
 
     b, hq, hkv, n, d = shape
     q, k, v, do = _inputs(b, hq, hkv, n, n, d, seed=2)
     out, lse = _forward(q, k, v, causal)
     row = dict(shape=list(shape), causal=causal, bwd={}, fwdbwd={})
-    fwd_ms = do_bench(lambda: _forward(q, k, v, causal), warmup=5, rep=rep, return_mode="median")
+    bench = scripts.timer("cuda", rep, warmup_ms=5)
+    fwd_ms = bench(lambda: _forward(q, k, v, causal))
     row["flashgen_fwd_ms"] = fwd_ms
     flops = harness.attention_flops(b, hq, n, n, d, causal, "bwd")
     for variant, cfg in configs:
         if variant == "product":
             continue
         name = f"{variant}{tuple(cfg)}"
-        try:
-            ms = do_bench(
-                lambda variant=variant, cfg=cfg: _backward(
-                    variant, do, q, k, v, out, lse, causal, cfg
-                ),
-                warmup=5,
-                rep=rep,
-                return_mode="median",
-            )
-        except Exception as exc:
-            row["bwd"][name] = f"{type(exc).__name__}"
+        ms, err = scripts.attempt(
+            bench,
+            lambda variant=variant, cfg=cfg: _backward(variant, do, q, k, v, out, lse, causal, cfg),
+        )
+        if err is not None:
+            row["bwd"][name] = err.split(":")[0]
             continue
-        row["bwd"][name] = dict(ms=round(ms, 4), tflops=round(harness.tflops(flops, ms), 1))
-    leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+        row["bwd"][name] = dict(ms=round(ms, 4), tflops=scripts.tflops(flops, ms))
+    sdpa = scripts.sdpa_baselines(q, k, v, causal=causal, time_fn=bench, do=do)
     for label, impl in (("cudnn", "sdpa_cudnn"), ("fa2", "sdpa_flash")):
-
-        def run(impl=impl, leaves=leaves):
-            harness.sdpa(impl, *leaves, causal=causal).backward(do)
-
-        try:
-            ms = do_bench(run, warmup=5, rep=rep, return_mode="median")
-            row["fwdbwd"][label] = round(ms, 4)
-        except Exception as exc:
-            row["fwdbwd"][label] = f"{type(exc).__name__}: {exc}"[:200]
+        ms = sdpa[impl]
+        row["fwdbwd"][label] = ms[:200] if isinstance(ms, str) else round(ms, 4)
     for name, value in row["bwd"].items():
         if isinstance(value, dict):
             row["fwdbwd"]["flashgen " + name] = round(fwd_ms + value["ms"], 4)
     if any(variant == "product" for variant, _ in configs):
-        try:
-            ms = do_bench(lambda: _product(q, k, v, do, causal), warmup=5, rep=rep,
-                          return_mode="median")  # fmt: skip
-            row["fwdbwd"]["flashgen product"] = round(ms, 4)
-        except Exception as exc:
-            row["fwdbwd"]["flashgen product"] = f"{type(exc).__name__}: {exc}"[:200]
+        ms, err = scripts.attempt(bench, lambda: _product(q, k, v, do, causal))
+        row["fwdbwd"]["flashgen product"] = err[:200] if err else round(ms, 4)
     cudnn = row["fwdbwd"].get("cudnn")
     if isinstance(cudnn, float):
         row["vs_cudnn"] = {
             key: round(cudnn / ms, 3) for key, ms in row["fwdbwd"].items() if isinstance(ms, float)
         }
-    del leaves
     torch.cuda.empty_cache()
     return row
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", default=os.environ.get("OUT", "."), help="result directory")
-    parser.add_argument("--budget", type=float, default=50.0, help="seconds for the whole run")
+    parser = scripts.parser(__doc__, out=os.environ.get("OUT", "."), budget=50.0)
     parser.add_argument("--grid", choices=sorted(GRIDS), default="probe")
     parser.add_argument("--causal", choices=("both", "yes", "no"), default="both")
     parser.add_argument("--variants", default="split,onepass,onepass_dqtma")
@@ -306,12 +274,7 @@ def main(argv=None) -> int:
                 out += [(variant, cfg) for cfg in given or ONEPASS_CFGS[d]]
         return out
 
-    result = dict(started=time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), rows=[])
-    import torch
-    import triton
-
-    result["env"] = dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__,
-                         triton=triton.__version__)  # fmt: skip
+    result = scripts.result_doc(rows=[])
     checks = []
     if not args.no_check:
         for variant in ("split", "onepass", "onepass_ptr", "onepass_dqtma"):
@@ -332,13 +295,9 @@ def main(argv=None) -> int:
             for variant, cfg in timed(d, causal, n):
                 jobs.append((variant, hq, hkv, d, causal, cfg))
     jobs = list(dict.fromkeys(jobs))  # a config shared by lengths compiles once
-    ctx = __import__("multiprocessing").get_context("spawn")
-    failed = 0
-    with ProcessPoolExecutor(args.workers, mp_context=ctx) as pool:
-        warm_futs = [(job, pool.submit(warm, job)) for job in jobs]
-        check_futs = [pool.submit(check, c) for c in checks]
-        result["checks"] = [f.result() for f in check_futs]
-        result["warm_errors"] = {repr(j): e for j, f in warm_futs if (e := f.result())}
+    result["warm_errors"], result["checks"] = scripts.warm_and_check(
+        args.workers, warm, jobs, check, checks
+    )
     failed = sum(not c["ok"] for c in result["checks"])
     print(f"[{time.time() - start:.0f}s] checks: {len(checks) - failed}/{len(checks)} ok")
     for c in result["checks"]:
@@ -348,8 +307,7 @@ def main(argv=None) -> int:
     if not args.no_determinism:
         result["determinism"] = determinism()
         print("determinism (bit-identical reruns):", result["determinism"])
-    with open(path, "w") as fh:
-        json.dump(result, fh, indent=1)
+    scripts.save_json(path, result)
     for shape in shapes:
         for causal in causals:
             if time.time() - start > args.budget:
@@ -359,12 +317,10 @@ def main(argv=None) -> int:
             result["rows"].append(row)
             print(f"[{time.time() - start:.0f}s] {shape} causal={causal} fwd+bwd vs cuDNN:",
                   json.dumps(row.get("vs_cudnn")), "bwd:", json.dumps(row["bwd"]))  # fmt: skip
-            with open(path, "w") as fh:
-                json.dump(result, fh, indent=1)
+            scripts.save_json(path, result)
     summary = summarise(result["rows"])
     result["summary"] = summary
-    with open(path, "w") as fh:
-        json.dump(result, fh, indent=1)
+    scripts.save_json(path, result)
     print("summary:", json.dumps(summary))
     return 1 if failed else 0
 

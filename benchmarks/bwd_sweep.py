@@ -18,7 +18,6 @@ Exit status 1 if a correctness check failed.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -27,6 +26,8 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from flashgen.bench import harness, scripts  # noqa: E402
 
 # (B, Hq, Hkv, N, D): one shape per shape bucket of the records (N 1k/4k/16k, head dims 64/128)
 SHAPES = [
@@ -58,15 +59,8 @@ SMOKE = os.environ.get("BWD_SWEEP_SMOKE") == "1"  # CPU interpreter, fp16, tiny:
 
 
 def _inputs(b, hq, hkv, n, d, seed=0):
-    import torch
-
-    device = "cpu" if SMOKE else "cuda"
-    dtype = torch.float16 if SMOKE else torch.bfloat16
-    gen = torch.Generator(device=device).manual_seed(seed)
-    shapes = ((b, hq, n, d), (b, hkv, n, d), (b, hkv, n, d), (b, hq, n, d))
-    return [
-        torch.randn(*s, generator=gen, device=device, dtype=torch.float32).to(dtype) for s in shapes
-    ]
+    dtype, device = ("float16", "cpu") if SMOKE else ("bfloat16", "cuda")
+    return scripts.inputs(b, hq, hkv, n, n, d, dtype=dtype, device=device, seed=seed)
 
 
 def _sync():
@@ -106,7 +100,7 @@ def warm(job):
         got = _run(kernel, cfg, do, q, k, v, out, lse, causal)
         _sync()
     except Exception as exc:
-        return job, dict(ok=False, error=f"{type(exc).__name__}: {exc}"[:300])
+        return job, dict(ok=False, error=scripts.error_text(exc))
     secs = round(time.time() - t0, 1)
     res = dict(secs=secs, **_resources(kernel, d, causal))
     ok, errs = grad_check(got, q, k, v, do, causal=causal)
@@ -133,17 +127,11 @@ def _resources(kernel, d, causal):
 
 
 def _bench(fn, rep):
-    if SMOKE:
-        t0 = time.perf_counter()
-        fn()
-        return (time.perf_counter() - t0) * 1e3
-    from triton.testing import do_bench
-
-    return do_bench(fn, warmup=3, rep=rep, return_mode="median")
+    return scripts.timer("cpu" if SMOKE else "cuda", rep, warmup_ms=3)(fn)
 
 
 def _flops(b, hq, n, d, causal):
-    return 4.0 * b * hq * n * n * d * (0.5 if causal else 1.0)
+    return harness.attention_flops(b, hq, n, n, d, causal)
 
 
 def _swap(key: str) -> str:
@@ -179,7 +167,7 @@ def _full_and_vendor(row, d, causal, tensors, rep) -> dict:
             out[impl] = dict(ms=round(_bench(fn, rep), 4))
             del o, leaves
         except Exception as exc:
-            out[impl] = dict(error=f"{type(exc).__name__}: {exc}"[:200])
+            out[impl] = dict(error=scripts.error_text(exc, 200))
     return out
 
 
@@ -200,9 +188,7 @@ def _env(torch, triton) -> dict:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", default=os.environ.get("OUT", "."))
-    parser.add_argument("--budget", type=float, default=55.0, help="seconds for the whole run")
+    parser = scripts.parser(__doc__, out=os.environ.get("OUT", "."), budget=55.0)
     parser.add_argument("--workers", type=int, default=15)
     parser.add_argument("--rep", type=int, default=15, help="do_bench rep (ms)")
     args = parser.parse_args(argv)
@@ -219,13 +205,12 @@ def main(argv=None) -> int:
     path = os.path.join(args.out, "bwd_sweep.json")
     result = dict(
         started=time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
-        env=_env(torch, triton),
+        env=_env(torch, triton), meta=scripts.run_meta("cpu" if SMOKE else "cuda"),
         dkdv=DKDV, dq=DQ, rows=[], checks=[],
     )  # fmt: skip
 
     def save():
-        with open(path, "w") as fh:
-            json.dump(result, fh, indent=1)
+        scripts.save_json(path, result)
 
     heads = sorted({(s[1], s[2], s[4]) for s in SHAPES})
     jobs = [(kernel, hq, hkv, d, causal, cfg)

@@ -17,25 +17,21 @@ they are measured, so a run stopped by its time limit keeps what it measured.
 from __future__ import annotations
 
 import argparse
-import csv
 import os
-import subprocess
+import sys
 import time
 
 import torch
-import triton
-from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.nn.functional import scaled_dot_product_attention as sdpa
 
-import flashgen
-from flashgen.hardware import decode as hw
-from flashgen.kernels.decode import decode_forward
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-BACKENDS = {
-    "cudnn": SDPBackend.CUDNN_ATTENTION,
-    "flash": SDPBackend.FLASH_ATTENTION,
-    "efficient": SDPBackend.EFFICIENT_ATTENTION,
-}
+import flashgen  # noqa: E402
+from flashgen.bench import scripts  # noqa: E402
+from flashgen.hardware import decode as hw  # noqa: E402
+from flashgen.kernels.decode import decode_forward  # noqa: E402
+
+BACKENDS = ("sdpa_cudnn", "sdpa_flash", "sdpa_efficient")  # "sdpa_best" names them without "sdpa_"
 FIELDS = [
     "batch", "hq", "hkv", "kv", "d", "err", "flashgen_us", "flashgen_api_us", "sdpa_us",
     "sdpa_best", "flashgen_tbs", "sdpa_tbs", "ratio", "config", "gpu", "torch", "triton",
@@ -44,20 +40,7 @@ FIELDS = [
 
 
 def ms(fn) -> float:
-    return triton.testing.do_bench(fn, warmup=3, rep=15, return_mode="median")
-
-
-def commit() -> str:
-    """FLASHGEN_COMMIT when set (a copied tree inside another checkout), else git's HEAD."""
-    if os.environ.get("FLASHGEN_COMMIT"):
-        return os.environ["FLASHGEN_COMMIT"]
-    try:
-        here = os.path.dirname(os.path.abspath(__file__))
-        return subprocess.run(
-            ["git", "-C", here, "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-        ).stdout.strip() or os.environ.get("FLASHGEN_COMMIT", "?")
-    except OSError:
-        return os.environ.get("FLASHGEN_COMMIT", "?")
+    return scripts.timer("cuda", 15, warmup_ms=3)(fn)
 
 
 def case(batch, hq, hkv, kv, d, version):
@@ -74,14 +57,10 @@ def case(batch, hq, hkv, kv, d, version):
     nbytes = 2 * k.numel() * 2 + 2 * q.numel() * 2
     ours = ms(lambda: decode_forward(q, k, v, causal_offset=None, scale=None))
     api = ms(lambda: flashgen.attention(q, k, v))
-    times = {}
-    for name, backend in BACKENDS.items():
-        try:
-            with sdpa_kernel([backend]):
-                sdpa(q, k, v, enable_gqa=gqa)
-                times[name] = ms(lambda b=backend: _sdpa_on(b, q, k, v, gqa))
-        except RuntimeError:
-            continue
+    sdpa_times = scripts.sdpa_baselines(q, k, v, causal=False, time_fn=ms, impls=BACKENDS)
+    times = {  # the backends that accept the case
+        impl.removeprefix("sdpa_"): t for impl, t in sdpa_times.items() if not isinstance(t, str)
+    }
     best = min(times, key=times.get) if times else "none"
     theirs = times.get(best, float("nan"))
     cfg = hw.default_config(d, "bfloat16", batch, hkv, hq // hkv, 1, kv)
@@ -93,11 +72,6 @@ def case(batch, hq, hkv, kv, d, version):
         "sdpa_tbs": round(nbytes / theirs / 1e9, 3), "ratio": round(theirs / ours, 3),
         "config": cfg.short(), **version,
     }  # fmt: skip
-
-
-def _sdpa_on(backend, q, k, v, gqa):
-    with sdpa_kernel([backend]):
-        return sdpa(q, k, v, enable_gqa=gqa)
 
 
 def check() -> None:
@@ -162,10 +136,9 @@ def sweep(shape: str, budget_end: float) -> None:
         if time.time() > budget_end:
             break
         try:
-            t = triton.testing.do_bench(
-                lambda c=cfg: decode_forward(q, k, v, causal_offset=None, scale=None, config=c),
-                warmup=3, rep=10, return_mode="median",
-            )  # fmt: skip
+            t = scripts.timer("cuda", 10, warmup_ms=3)(
+                lambda c=cfg: decode_forward(q, k, v, causal_offset=None, scale=None, config=c)
+            )
         except Exception as exc:  # a config that fails costs inf, never the run
             print("sweep", cfg.short(), "failed", type(exc).__name__, flush=True)
             continue
@@ -177,10 +150,8 @@ def sweep(shape: str, budget_end: float) -> None:
         print(f"sweep {shape} {how} {cfg.short()} {t * 1e3:.1f} us {tbs:.2f} TB/s", flush=True)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default="decode.csv", help="CSV file the rows are appended to")
-    parser.add_argument("--budget", type=float, default=600, help="stop after this many seconds")
+def main(argv=None) -> None:
+    parser = scripts.parser(__doc__, out="decode.csv", budget=600, checks=True)
     parser.add_argument(
         "--sweep",
         default="",
@@ -201,15 +172,10 @@ def main() -> None:
         "--workers", type=int, default=0,
         help="compile each grid case's kernels first in this many processes",
     )  # fmt: skip
-    parser.add_argument("--no-check", action="store_true", help="skip the float64 checks")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     end = time.time() + args.budget
-    version = {
-        "gpu": torch.cuda.get_device_name(),
-        "torch": torch.__version__,
-        "triton": triton.__version__,
-        "commit": commit(),
-    }
+    meta = scripts.run_meta("cuda")
+    version = {key: meta[key] for key in ("gpu", "torch", "triton", "commit")}
     if not args.no_check:
         check()
     for shape in filter(None, args.sweep.split(",")):
@@ -230,11 +196,7 @@ def main() -> None:
         ]  # fmt: skip
         precompile(tasks, args.workers)
         print(f"precompiled {len(tasks)} grid cases in {time.time() - t0:.1f} s", flush=True)
-    new = not os.path.exists(args.out)
-    with open(args.out, "a", newline="") as f:
-        writer = csv.DictWriter(f, FIELDS)
-        if new:
-            writer.writeheader()
+    with scripts.RowWriter(args.out, FIELDS, meta=meta, append=True) as writer:
         for d in dims:
             for hq, hkv in ((32, 8), (32, 32)):
                 for batch in batches:
@@ -243,8 +205,7 @@ def main() -> None:
                             print("budget spent: stopping", flush=True)
                             return
                         row = case(batch, hq, hkv, kv, d, version)
-                        writer.writerow(row)
-                        f.flush()
+                        writer.write(row)
                         print(
                             f"b{batch} {hq}/{hkv} kv{kv} d{d}: flashgen {row['flashgen_us']} us "
                             f"({row['flashgen_tbs']} TB/s, api {row['flashgen_api_us']} us) "

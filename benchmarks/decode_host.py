@@ -25,7 +25,6 @@ functions by own time) to say where the flashgen call's host time goes.
 
 from __future__ import annotations
 
-import argparse
 import cProfile
 import io
 import json
@@ -96,8 +95,7 @@ def _gpu_times(q, k, v, mask, scale, ref, sdpa_eager, report, args, sync):
     """GPU time (do_bench median, 3 series) of the launcher with its default config, with one
     split (no merge kernel: two allocations and one launch less), and of eager SDPA; then the
     two launchers' host times."""
-    from triton.testing import do_bench
-
+    from flashgen.bench import scripts
     from flashgen.hardware import decode as hw
     from flashgen.kernels import decode
 
@@ -113,10 +111,8 @@ def _gpu_times(q, k, v, mask, scale, ref, sdpa_eager, report, args, sync):
     err = (fns["launcher_one_split"]()[0].double() - ref).abs().max().item()
     print(f"check launcher_one_split: max abs error vs float64 {err:.2e}", flush=True)
     timed = {**fns, "sdpa_eager": sdpa_eager}
-    report["gpu_us"] = {
-        n: [round(do_bench(f, warmup=25, rep=100, return_mode="median") * 1e3, 2) for _ in range(3)]
-        for n, f in timed.items()
-    }
+    timer = scripts.timer("cuda", 100, warmup_ms=25)
+    report["gpu_us"] = {n: [round(timer(f) * 1e3, 2) for _ in range(3)] for n, f in timed.items()}
     print("GPU µs (do_bench median, 3 series):", report["gpu_us"], flush=True)
     host = time_rounds(fns, args.calls, args.rounds, args.warmup, sync)
     report["host_us"].update({f"{n}_2": t for n, t in host.items()})
@@ -127,7 +123,9 @@ def _gpu_times(q, k, v, mask, scale, ref, sdpa_eager, report, args, sync):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    from flashgen.bench.scripts import parser
+
+    p = parser(__doc__)
     p.add_argument("--shape", default="1,16,4,1152,128", help="B,Hq,Hkv,Sk,D")
     p.add_argument("--calls", type=int, default=200)
     p.add_argument("--rounds", type=int, default=10)

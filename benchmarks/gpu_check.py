@@ -29,22 +29,16 @@ directory in $OUT, else the current directory. Exit status 1 when any correctnes
 
 from __future__ import annotations
 
-import json
-import multiprocessing
 import os
 import statistics
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
 
-ANCHORS = [  # (B, H, N, D)
-    (16, 16, 1024, 128),
-    (4, 16, 4096, 128),
-    (1, 16, 16384, 128),
-    (16, 32, 1024, 64),
-    (4, 32, 4096, 64),
-    (1, 32, 16384, 64),
-]
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from flashgen.bench import scripts  # noqa: E402
+
+ANCHORS = list(scripts.MHA_ANCHORS)  # (B, H, N, D): 1k/4k/16k at head dims 128 (H16) and 64 (H32)
 GRID = [
     (bm, bn, w, s) for bm in (64, 128) for bn in (32, 64, 128) for w in (4, 8) for s in (2, 3, 4)
 ]
@@ -123,25 +117,25 @@ def run_check(case: dict) -> dict:
     if case.get("path", "auto") != "auto":
         os.environ["FLASHGEN_FWD_TMA"] = "1" if case["path"] == "tma" else "0"
     dtype = getattr(torch, case["dtype"])
-    gen = torch.Generator(device="cuda").manual_seed(0)
     b, hq, hkv, sq, sk, d = (case[k] for k in ("b", "hq", "hkv", "sq", "sk", "d"))
-
-    def rand(*shape):
-        return torch.randn(*shape, generator=gen, device="cuda").to(dtype)
-
     if case.get("strided"):
+        gen = torch.Generator(device="cuda").manual_seed(0)
+
+        def rand(*shape):
+            return torch.randn(*shape, generator=gen, device="cuda").to(dtype)
+
         q = rand(b, sq, hq, d).transpose(1, 2)
         k = rand(b, hkv, sk, d + 32)[..., :d]
         v = rand(b, sk, hkv, d).transpose(1, 2)
     else:
-        q, k, v = rand(b, hq, sq, d), rand(b, hkv, sk, d), rand(b, hkv, sk, d)
+        q, k, v = scripts.inputs(b, hq, hkv, sq, sk, d, dtype=case["dtype"], count=3)
     cfg = TileConfig(*case.get("cfg", default_cfg(d)))
     result = dict(case, cfg=list(cfg.as_dict().values()))
     try:
         out, lse = forward(q, k, v, causal=case["causal"], scale=None, config=cfg)
         torch.cuda.synchronize()
     except Exception as exc:  # a compile or launch failure is a failed check
-        return dict(result, ok=False, error=f"{type(exc).__name__}: {exc}"[:500])
+        return dict(result, ok=False, error=scripts.error_text(exc, 500))
     ref_out, ref_lse = attention_ref(q, k, v, causal=case["causal"])
     sdpa_err = None
     if dtype != torch.float32:
@@ -186,9 +180,7 @@ def _worker_init() -> None:
 
 
 def bench_ms(fn, rep: int = 40) -> float:
-    from flashgen.bench.harness import gpu_timer
-
-    return gpu_timer(rep, warmup_ms=10)(fn)
+    return scripts.timer("cuda", rep, warmup_ms=10)(fn)
 
 
 def time_shape(shape, causal: bool, usable: list) -> dict:
@@ -204,8 +196,7 @@ def time_shape(shape, causal: bool, usable: list) -> dict:
     q, k, v = (torch.randn(b, h, n, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
 
     def tflops(ms):
-        value = harness.tflops(flops, ms)
-        return None if value is None else round(value, 1)
+        return scripts.tflops(flops, ms)
 
     rows = []
     for cfg in usable:
@@ -214,7 +205,7 @@ def time_shape(shape, causal: bool, usable: list) -> dict:
             ms = bench_ms(lambda c=config: forward(q, k, v, causal=causal, scale=None, config=c))
             rows.append(dict(cfg=cfg, ms=ms, tflops=tflops(ms)))
         except Exception as exc:
-            rows.append(dict(cfg=cfg, error=f"{type(exc).__name__}: {exc}"[:300]))
+            rows.append(dict(cfg=cfg, error=scripts.error_text(exc)))
     timed = [r for r in rows if "ms" in r]
     best = min(timed, key=lambda r: r["ms"]) if timed else None
     result = dict(shape=dict(B=b, H=h, N=n, D=d), causal=causal, configs=rows)
@@ -237,42 +228,23 @@ def time_shape(shape, causal: bool, usable: list) -> dict:
             ms = statistics.median(reps)
             result["best_pointer_kernel"] = dict(cfg=best["cfg"], ms=ms, tflops=tflops(ms))
         except Exception as exc:
-            result["best_pointer_kernel"] = dict(error=f"{type(exc).__name__}: {exc}"[:300])
+            result["best_pointer_kernel"] = dict(error=scripts.error_text(exc))
         finally:
             os.environ.pop("FLASHGEN_FWD_TMA", None)
-    for name in ("sdpa_cudnn", "sdpa_flash"):
-        try:
-            ms = harness.gpu_timer(100, repeats=3, warmup_ms=10)(
-                lambda name=name: harness.sdpa(name, q, k, v, causal=causal)
-            )
-            result[name] = dict(ms=ms, tflops=tflops(ms))
-        except Exception as exc:
-            result[name] = dict(error=f"{type(exc).__name__}: {exc}"[:300])
+    sdpa_timer = scripts.timer("cuda", 100, repeats=3, warmup_ms=10)
+    for name, ms in scripts.sdpa_baselines(q, k, v, causal=causal, time_fn=sdpa_timer).items():
+        result[name] = scripts.entry(ms, flops)
     return result
 
 
-HEADER = (
-    f"{'shape':<22}{'causal':<8}{'flashgen':>9}{'config':>20}{'ptr':>7}"
-    f"{'cuDNN':>8}{'FLASH':>8}{'ratio':>7}"
-)
+HEADER = scripts.grid_header("config", f"{'ptr':>7}")
 
 
 def format_row(r: dict) -> str:
-    """One table line: TFLOP/s of our best config, cuDNN and FLASH, ours/cuDNN."""
-    shape = "B{B} H{H} N{N} D{D}".format(**r["shape"])
-    best = r.get("best", {})
-    ours, cudnn, flash = (
-        best.get("tflops"),
-        r["sdpa_cudnn"].get("tflops"),
-        r["sdpa_flash"].get("tflops"),
-    )
-    ratio = f"{ours / cudnn:.2f}" if ours and cudnn else "-"
-    cfg = str(tuple(best.get("cfg", ())))
+    """One table line: TFLOP/s of our best config (and through the pointer kernel), cuDNN and
+    FLASH, ours/cuDNN."""
     ptr = r.get("best_pointer_kernel", {}).get("tflops")
-    return (
-        f"{shape:<22}{r['causal']!s:<8}{ours or '-':>9}{cfg:>20}{ptr or '-':>7}"
-        f"{cudnn or '-':>8}{flash or '-':>8}{ratio:>7}"
-    )
+    return scripts.grid_line(r, "tflops", f"{ptr or '-':>7}")
 
 
 def host_overhead_us(calls: int = 500) -> dict:
@@ -302,48 +274,30 @@ def host_overhead_us(calls: int = 500) -> dict:
     return result
 
 
+def parse_args(argv: list[str]):
+    ap = scripts.parser(__doc__)
+    ap.add_argument("out_path", nargs="?", default=None, metavar="OUT_PATH",
+                    help="a .json file or a directory (default: $OUT, else .)")  # fmt: skip
+    return ap.parse_args(argv)
+
+
 def main(argv: list[str]) -> int:
-    import torch
-    import triton
-
+    args = parse_args(argv[1:])
     os.environ.pop("TRITON_INTERPRET", None)
-    from flashgen.bench.report import out_file
-
-    path = out_file(argv[1] if len(argv) > 1 else None, "gpu_check_fwd.json")
+    path = scripts.out_path(args.out_path, "gpu_check_fwd.json")
     t0 = time.time()
-    report: dict = dict(
-        device=torch.cuda.get_device_name(0),
-        torch=torch.__version__,
-        triton=triton.__version__,
-    )
+    meta = scripts.run_meta("cuda")
+    report: dict = dict(device=meta["gpu"], torch=meta["torch"], triton=meta["triton"], meta=meta)
     cases = correctness_cases()
     warm_tasks = [(d, causal, cfg) for d in (64, 128) for causal in (False, True) for cfg in GRID]
-    workers = max(1, min(12, (os.cpu_count() or 2) - 2))
-    ctx = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_worker_init) as pool:
-        warm = list(pool.map(warm_config, warm_tasks))
-        checks = list(pool.map(run_check, cases))
+    with scripts.pool(initializer=_worker_init) as workers:
+        warm = list(workers.map(warm_config, warm_tasks))
+        checks = list(workers.map(run_check, cases))
     report["compile_and_check_s"] = round(time.time() - t0, 1)
-    failed = [c for c in checks if not c["ok"]]
-    wrong = [w for w in warm if w["status"] in ("wrong", "error")]
-    report.update(checks=checks, checks_failed=len(failed), configs=warm, configs_wrong=len(wrong))
-    ok = sum(w["status"] == "ok" for w in warm)
-    oor = sum(w["status"] == "oor" for w in warm)
-    print(f"correctness: {len(checks) - len(failed)}/{len(checks)} cases ok")
-    print(f"configs: {ok} ok, {oor} out of resources, {len(wrong)} wrong or failing")
-    print(f"compile + checks: {report['compile_and_check_s']} s")
-    for c in failed[:20]:
-        where = {k: c.get(k) for k in ("d", "dtype", "causal", "sq", "sk", "hkv", "cfg", "path")}
-        print(
-            "  FAILED", where, c.get("error") or f"max_err {c['max_err']:.3e} sdpa {c['sdpa_err']}"
-        )
-    for w in wrong[:20]:
-        print("  CONFIG", w["d"], w["causal"], w["cfg"], w["status"], w.get("error", ""))
-
-    usable: dict = {}
-    for w in warm:
-        if w["status"] == "ok":
-            usable.setdefault((w["d"], w["causal"]), []).append(w["cfg"])
+    failed, wrong, usable = scripts.config_verdict(
+        report, checks, warm, ("d", "dtype", "causal", "sq", "sk", "hkv", "cfg", "path"),
+        lambda c: c.get("error") or f"max_err {c['max_err']:.3e} sdpa {c['sdpa_err']}",
+    )  # fmt: skip
     timing = []
     print(HEADER)
     for shape in ANCHORS:
@@ -355,8 +309,7 @@ def main(argv: list[str]) -> int:
     report["host_overhead_us"] = host_overhead_us()
     print(f"per-call time on a tiny input (us): {report['host_overhead_us']}")
     report["total_s"] = round(time.time() - t0, 1)
-    with open(path, "w") as handle:
-        json.dump(report, handle, indent=1)
+    scripts.save_json(path, report)
     print(f"wrote {path} ({report['total_s']} s)")
     return 1 if failed or wrong else 0
 

@@ -31,23 +31,17 @@ shapes are skipped once BUDGET_S (510 s) has passed, so a run stays inside a 600
 
 from __future__ import annotations
 
-import json
 import math
-import multiprocessing
 import os
 import statistics
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
 
-ANCHORS = [  # (B, H, N, D)
-    (16, 16, 1024, 128),
-    (4, 16, 4096, 128),
-    (1, 16, 16384, 128),
-    (16, 32, 1024, 64),
-    (4, 32, 4096, 64),
-    (1, 32, 16384, 64),
-]
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from flashgen.bench import scripts  # noqa: E402
+
+ANCHORS = list(scripts.MHA_ANCHORS)  # (B, H, N, D): 1k/4k/16k at head dims 128 (H16) and 64 (H32)
 GRID = [
     (bm, bn, w, s)
     for bm in (32, 64, 128)
@@ -123,21 +117,20 @@ def correctness_cases() -> list[dict]:
 def make_inputs(case: dict, seed: int = 0):
     import torch
 
+    b, hq, hkv, sq, sk, d = (case[k] for k in ("b", "hq", "hkv", "sq", "sk", "d"))
+    if not case.get("strided"):
+        return tuple(scripts.inputs(b, hq, hkv, sq, sk, d, dtype=case["dtype"], device=device(),
+                                    seed=seed, draw="cpu"))  # fmt: skip
     dtype = getattr(torch, case["dtype"])
     gen = torch.Generator().manual_seed(seed)
-    b, hq, hkv, sq, sk, d = (case[k] for k in ("b", "hq", "hkv", "sq", "sk", "d"))
 
     def rand(*shape):
         return torch.randn(*shape, generator=gen).to(device()).to(dtype)
 
-    if case.get("strided"):
-        q = rand(b, sq, hq, d).transpose(1, 2)
-        k = rand(b, hkv, sk, d + 32)[..., :d]
-        v = rand(b, sk, hkv, d).transpose(1, 2)
-        do = rand(b, sq, hq, d).transpose(1, 2)
-    else:
-        q, k, v = rand(b, hq, sq, d), rand(b, hkv, sk, d), rand(b, hkv, sk, d)
-        do = rand(b, hq, sq, d)
+    q = rand(b, sq, hq, d).transpose(1, 2)
+    k = rand(b, hkv, sk, d + 32)[..., :d]
+    v = rand(b, sk, hkv, d).transpose(1, 2)
+    do = rand(b, sq, hq, d).transpose(1, 2)
     return q, k, v, do
 
 
@@ -172,7 +165,7 @@ def run_check(case: dict) -> dict:
         if device() == "cuda":
             torch.cuda.synchronize()
     except Exception as exc:  # a compile or launch failure is a failed check
-        return dict(result, ok=False, error=f"{type(exc).__name__}: {exc}"[:500])
+        return dict(result, ok=False, error=scripts.error_text(exc, 500))
 
     leaves = [t.detach().double().requires_grad_() for t in (q, k, v)]
     ref_out, _ = attention_ref(*leaves, causal=causal)
@@ -263,11 +256,7 @@ def _worker_init(smoke: bool) -> None:
 
 
 def bench_ms(fn, rep: int = 30, grad_to_none=None) -> float:
-    from flashgen.bench.harness import gpu_timer, wall_timer
-
-    if SMOKE["on"]:
-        return wall_timer(1)(fn)
-    return gpu_timer(rep, warmup_ms=5)(fn, grad_to_none=grad_to_none)
+    return scripts.timer(device(), rep, warmup_ms=5)(fn, grad_to_none=grad_to_none)
 
 
 def time_shape(shape, causal: bool, usable: list) -> dict:
@@ -287,7 +276,7 @@ def time_shape(shape, causal: bool, usable: list) -> dict:
     out, lse = forward(q, k, v, causal=causal, scale=None, config=fwd_cfg)
 
     def tflops(ms, factor=3.5):
-        return None if ms is None else round(factor * fwd_flops / (ms * 1e-3) / 1e12, 1)
+        return scripts.tflops(factor * fwd_flops, ms)
 
     def fwd_bwd(config):
         o, m = forward(q, k, v, causal=causal, scale=None, config=fwd_cfg)
@@ -304,7 +293,7 @@ def time_shape(shape, causal: bool, usable: list) -> dict:
             )
             rows.append(dict(cfg=cfg, bwd_ms=ms, bwd_tflops=tflops(ms, 2.5)))
         except Exception as exc:
-            rows.append(dict(cfg=cfg, error=f"{type(exc).__name__}: {exc}"[:300]))
+            rows.append(dict(cfg=cfg, error=scripts.error_text(exc)))
     timed = [r for r in rows if "bwd_ms" in r]
     result = dict(shape=dict(B=b, H=h, N=n, D=d), causal=causal, fwd_cfg=list(FWD_CFG[d, causal]))
     result["configs"] = rows
@@ -327,107 +316,79 @@ def time_shape(shape, causal: bool, usable: list) -> dict:
             )
             result["best_pointer_build"] = dict(bwd_ms=ms, bwd_tflops=tflops(ms, 2.5))
         except Exception as exc:
-            result["best_pointer_build"] = dict(error=f"{type(exc).__name__}: {exc}"[:300])
-    qg, kg, vg = (t.detach().clone().requires_grad_() for t in (q, k, v))
+            result["best_pointer_build"] = dict(error=scripts.error_text(exc))
 
-    for name in ("sdpa_cudnn", "sdpa_flash"):
+    def sdpa_timer(fn, grad_to_none=None):
+        return statistics.median(bench_ms(fn, 100, grad_to_none) for _ in range(3))
 
-        def sdpa_fwd_bwd(name=name):
-            harness.sdpa(name, qg, kg, vg, causal=causal).backward(do)
-
-        try:
-            ms = statistics.median(
-                bench_ms(sdpa_fwd_bwd, 100, grad_to_none=[qg, kg, vg]) for _ in range(3)
-            )
-            result[name] = dict(fwd_bwd_ms=ms, fwd_bwd_tflops=tflops(ms))
-        except Exception as exc:
-            result[name] = dict(error=f"{type(exc).__name__}: {exc}"[:300])
+    sdpa = scripts.sdpa_baselines(q, k, v, causal=causal, time_fn=sdpa_timer, do=do)
+    for name, ms in sdpa.items():
+        result[name] = scripts.entry(ms, 3.5 * fwd_flops, "fwd_bwd_")
     return result
 
 
-HEADER = (
-    f"{'shape':<22}{'causal':<8}{'flashgen':>9}{'bwd config':>20}{'cuDNN':>8}{'FLASH':>8}"
-    f"{'ratio':>7}   (fwd+bwd TFLOP/s)  bwd-only default/pointer build"
+HEADER = scripts.grid_header(
+    "bwd config", tail="   (fwd+bwd TFLOP/s)  bwd-only default/pointer build"
 )
 
 
 def format_row(r: dict) -> str:
-    shape = "B{B} H{H} N{N} D{D}".format(**r["shape"])
-    best = r.get("best", {})
-    ours = best.get("fwd_bwd_tflops")
-    cudnn = r["sdpa_cudnn"].get("fwd_bwd_tflops")
-    flash = r["sdpa_flash"].get("fwd_bwd_tflops")
-    ratio = f"{ours / cudnn:.2f}" if ours and cudnn else "-"
-    cfg = str(tuple(best.get("cfg", ())))
-    bwd = best.get("bwd_ms")
+    """One table line: fwd+bwd TFLOP/s of our best backward config, cuDNN and FLASH, ours/cuDNN,
+    then the backward alone (ms) of the default and the pointer build."""
+    bwd = r.get("best", {}).get("bwd_ms")
     ptr = r.get("best_pointer_build", {}).get("bwd_ms")
     both = f"{bwd:.3f}/{ptr:.3f} ms" if bwd and ptr else "-"
-    return (
-        f"{shape:<22}{r['causal']!s:<8}{ours or '-':>9}{cfg:>20}{cudnn or '-':>8}"
-        f"{flash or '-':>8}{ratio:>7}   {both}"
-    )
+    return scripts.grid_line(r, "fwd_bwd_tflops", tail=f"   {both}")
 
 
 def write_report(path: str, report: dict, t0: float) -> None:
     report["total_s"] = round(time.time() - t0, 1)
-    with open(path, "w") as handle:
-        json.dump(report, handle, indent=1)
+    scripts.save_json(path, report)
+
+
+def parse_args(argv: list[str]):
+    ap = scripts.parser(__doc__)
+    ap.add_argument("out_path", nargs="?", default=None, metavar="OUT_PATH",
+                    help="a .json file or a directory (default: $OUT, else .)")  # fmt: skip
+    ap.add_argument("--smoke", action="store_true", help="a tiny run in the CPU interpreter")
+    ap.add_argument("--timing-only", action="store_true", help="skip the correctness grid")
+    return ap.parse_args(argv)
 
 
 def main(argv: list[str]) -> int:
-    SMOKE["on"] = "--smoke" in argv
-    skip_checks = "--timing-only" in argv
-    args = [a for a in argv[1:] if not a.startswith("--")]
+    opts = parse_args(argv[1:])
+    SMOKE["on"] = opts.smoke
+    skip_checks = opts.timing_only
     if SMOKE["on"]:
         os.environ["TRITON_INTERPRET"] = "1"
         ANCHORS[:] = [(1, 16, 64, 64)]
         GRID[:] = [(32, 32, 4, 1), (16, 64, 4, 1)]
     else:
         os.environ.pop("TRITON_INTERPRET", None)
-    import torch
-    import triton
-
-    from flashgen.bench.report import out_file
-
-    path = out_file(args[0] if args else None, "gpu_check_bwd.json")
+    path = scripts.out_path(opts.out_path, "gpu_check_bwd.json")
     t0 = time.time()
+    meta = scripts.run_meta(device())
     report: dict = dict(
-        device="cpu-interpreter" if SMOKE["on"] else torch.cuda.get_device_name(0),
-        torch=torch.__version__,
-        triton=triton.__version__,
+        device="cpu-interpreter" if SMOKE["on"] else meta["gpu"],
+        torch=meta["torch"],
+        triton=meta["triton"],
+        meta=meta,
     )
     cases = [] if skip_checks else correctness_cases()
     dims = sorted({shape[3] for shape in ANCHORS})
     warm_tasks = [(d, causal, cfg) for d in dims for causal in (False, True) for cfg in GRID]
-    workers = 1 if SMOKE["on"] else max(1, min(12, (os.cpu_count() or 2) - 2))
-    ctx = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(
-        workers, mp_context=ctx, initializer=_worker_init, initargs=(SMOKE["on"],)
-    ) as pool:
+    workers = 1 if SMOKE["on"] else None
+    with scripts.pool(workers, initializer=_worker_init, initargs=(SMOKE["on"],)) as pool:
         checks = list(pool.map(run_check, cases))
         warm = list(pool.map(warm_config, warm_tasks))
     report["compile_and_check_s"] = round(time.time() - t0, 1)
     report["determinism"] = [determinism_check(None), determinism_check(False)]
-    failed = [c for c in checks if not c["ok"]]
-    wrong = [w for w in warm if w["status"] in ("wrong", "error")]
-    report.update(checks=checks, checks_failed=len(failed), configs=warm, configs_wrong=len(wrong))
-    write_report(path, report, t0)
-    n_ok = sum(w["status"] == "ok" for w in warm)
-    n_oor = sum(w["status"] == "oor" for w in warm)
-    print(f"correctness: {len(checks) - len(failed)}/{len(checks)} cases ok")
     print("determinism: identical bits =", [d["identical"] for d in report["determinism"]])
-    print(f"configs: {n_ok} ok, {n_oor} out of resources, {len(wrong)} wrong or failing")
-    print(f"compile + checks: {report['compile_and_check_s']} s", flush=True)
-    for c in failed[:20]:
-        where = {k: c.get(k) for k in ("d", "dtype", "causal", "sq", "sk", "hkv", "cfg", "tma")}
-        print("  FAILED", where, c.get("error") or c.get("errors"))
-    for w in wrong[:20]:
-        print("  CONFIG", w["d"], w["causal"], w["cfg"], w["status"], w.get("error", ""))
-
-    usable: dict = {}
-    for w in warm:
-        if w["status"] == "ok":
-            usable.setdefault((w["d"], w["causal"]), []).append(w["cfg"])
+    failed, wrong, usable = scripts.config_verdict(
+        report, checks, warm, ("d", "dtype", "causal", "sq", "sk", "hkv", "cfg", "tma"),
+        lambda c: c.get("error") or c.get("errors"),
+    )  # fmt: skip
+    write_report(path, report, t0)
     timing: list = []
     report["timing"] = timing
     print(HEADER)

@@ -25,7 +25,6 @@ seconds have passed. Exit status 1 if a correctness check failed.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -35,14 +34,9 @@ from concurrent.futures import ProcessPoolExecutor
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from flashgen.bench import harness  # noqa: E402
-from flashgen.bench.harness import ANCHOR_SHAPES, PROBE_SHAPES  # noqa: E402
+from flashgen.bench import harness, scripts  # noqa: E402
+from flashgen.bench.scripts import GRIDS  # noqa: E402  (B, Hq, Hkv, N, D) grids, as the other GPU scripts
 
-GRIDS = {
-    # (B, Hq, Hkv, N, D): the grid and GQA 32/8, shared with the other GPU scripts
-    "anchors": list(ANCHOR_SHAPES),
-    "probe": list(PROBE_SHAPES),
-}
 # Split-kind configs: the H200 defaults table's winners (as benchmarks/bwd_kinds.py).
 SPLIT_CFG = {(64, False): (64, 64, 4, 3), (64, True): (64, 64, 4, 2)}
 SPLIT_CFG.update({(128, False): (128, 128, 8, 2), (128, True): (64, 64, 4, 2)})
@@ -52,12 +46,7 @@ CHECKS = [(2, 8, 2, 777, 777), (1, 4, 4, 300, 129), (1, 4, 1, 129, 517), (4, 16,
 
 
 def _inputs(b, hq, hkv, sq, sk, d, seed=0, dtype=None):
-    import torch
-
-    gen = torch.Generator().manual_seed(seed)
-    dtype = dtype or torch.bfloat16
-    shapes = ((b, hq, sq, d), (b, hkv, sk, d), (b, hkv, sk, d), (b, hq, sq, d))
-    return [torch.randn(*s, generator=gen).cuda().to(dtype) for s in shapes]
+    return scripts.inputs(b, hq, hkv, sq, sk, d, dtype=dtype or "bfloat16", seed=seed, draw="cpu")
 
 
 def _spec(d, causal, dtype="bfloat16"):
@@ -122,7 +111,7 @@ def check(job):
             results.append(dict(case, ok=ok, errors=errs))
         except Exception as exc:
             tb = traceback.format_exc()
-            results.append(dict(case, ok=False, error=f"{type(exc).__name__}: {exc}"[:300],
+            results.append(dict(case, ok=False, error=scripts.error_text(exc),
                                 where=tb[-1200:]))  # fmt: skip
             return results
     try:
@@ -132,7 +121,7 @@ def check(job):
             _split(do, q, k, v, out, lse, causal)
         torch.cuda.synchronize()
     except Exception as exc:
-        results.append(dict(d=d, causal=causal, warm_error=f"{type(exc).__name__}: {exc}"[:300]))
+        results.append(dict(d=d, causal=causal, warm_error=scripts.error_text(exc)))
     return results
 
 
@@ -150,12 +139,11 @@ def _gpu_count() -> int:
 
 def time_shape(shape, causal, cfgs, rep):
     import torch
-    from triton.testing import do_bench
 
     b, hq, hkv, n, d = shape
     q, k, v, do = _inputs(b, hq, hkv, n, n, d, seed=2)
     out, lse = _forward(q, k, v, causal)
-    bench = lambda fn: do_bench(fn, warmup=5, rep=rep, return_mode="median")  # noqa: E731
+    bench = scripts.timer("cuda", rep, warmup_ms=5)
     fwd_ms = bench(lambda: _forward(q, k, v, causal))
     flops = harness.attention_flops(b, hq, n, n, d, causal, "bwd")
     row = dict(shape=list(shape), causal=causal, flashgen_fwd_ms=round(fwd_ms, 4), bwd={})
@@ -163,28 +151,22 @@ def time_shape(shape, causal, cfgs, rep):
     for cfg in cfgs:
         runs[f"hopper{tuple(cfg)}"] = lambda cfg=cfg: _hopper(do, q, k, v, out, lse, causal, cfg)
     for name, fn in runs.items():
-        try:
-            ms = bench(fn)
-        except Exception as exc:
-            row["bwd"][name] = f"{type(exc).__name__}: {exc}"[:200]
+        ms, err = scripts.attempt(bench, fn)
+        if err is not None:
+            row["bwd"][name] = err[:200]
             continue
-        row["bwd"][name] = dict(ms=round(ms, 4), tflops=round(harness.tflops(flops, ms), 1))
-    leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
-
-    def cudnn(leaves=leaves):
-        harness.sdpa("sdpa_cudnn", *leaves, causal=causal).backward(do)
-
-    try:
-        row["cudnn_fwdbwd_ms"] = round(bench(cudnn), 4)
-    except Exception as exc:
-        row["cudnn_fwdbwd_ms"] = f"{type(exc).__name__}: {exc}"[:200]
+        row["bwd"][name] = dict(ms=round(ms, 4), tflops=scripts.tflops(flops, ms))
+    sdpa = scripts.sdpa_baselines(
+        q, k, v, causal=causal, time_fn=bench, do=do, impls=["sdpa_cudnn"]
+    )
+    cudnn = sdpa["sdpa_cudnn"]
+    row["cudnn_fwdbwd_ms"] = cudnn[:200] if isinstance(cudnn, str) else round(cudnn, 4)
     if isinstance(row["cudnn_fwdbwd_ms"], float):
         row["vs_cudnn"] = {
             name: round(row["cudnn_fwdbwd_ms"] / (fwd_ms + r["ms"]), 3)
             for name, r in row["bwd"].items()
             if isinstance(r, dict)
         }
-    del leaves
     torch.cuda.empty_cache()
     return row
 
@@ -203,9 +185,7 @@ def summarise(rows):
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", default=os.environ.get("OUT", "."), help="result directory")
-    parser.add_argument("--budget", type=float, default=60.0, help="seconds for the whole run")
+    parser = scripts.parser(__doc__, out=os.environ.get("OUT", "."), budget=60.0)
     parser.add_argument("--grid", choices=sorted(GRIDS), default="anchors")
     parser.add_argument(
         "--configs",
@@ -257,8 +237,7 @@ def main(argv=None) -> int:
 
     def save():
         report["summary"] = summarise(report["rows"])
-        with open(path, "w") as f:
-            json.dump(report, f, indent=1)
+        scripts.save_json(path, report)
 
     import multiprocessing as mp
 
@@ -277,6 +256,7 @@ def main(argv=None) -> int:
         for proc in list(getattr(pool, "_processes", {}).values()):
             proc.kill()
     pool.shutdown(wait=not hung, cancel_futures=True)
+    report["meta"] = scripts.run_meta("cuda")  # after the checks: CUDA starts here only now
     passed = {
         (d, c, tuple(cfg))
         for d, c, cfg, *_ in jobs

@@ -5,7 +5,9 @@ ways, GQA, fp16/bf16, [B, S, H, D] strided inputs, Sq != Sk both ways). `regs`: 
 spills and shared bytes of each compiled config. `bench`: TFLOP/s of the configs side by side
 with SDPA's cuDNN and FLASH backends over the 12-shape grid plus GQA 32/8 (medians of 3 rounds
 of do_bench medians). JSON under $OUT. Usage: python3 benchmarks/hopper_probe.py check|regs|bench
-(RESULTS.md, "Hopper Gluon forward").
+(RESULTS.md, "Hopper Gluon forward"). Words after the command: `quick` (bench: three hd128
+shapes, one round), `shipped` (only the configs flashgen.kernels.hopper ships); `table
+BENCH_JSON` prints a bench's rows as RESULTS.md's table.
 """
 
 import json
@@ -20,6 +22,7 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+from flashgen.bench import harness, scripts  # noqa: E402
 from flashgen.core.hopper_config import HopperConfig  # noqa: E402
 from flashgen.core.spec import KernelSpec, dtype_name  # noqa: E402
 from flashgen.hardware.hopper_tiles import programs_per_sm  # noqa: E402
@@ -27,7 +30,7 @@ from flashgen.kernels.codegen import load_family  # noqa: E402
 from flashgen.kernels.hopper import sched_counter  # noqa: E402
 
 OUT = pathlib.Path(os.environ.get("OUT", "/tmp/out"))
-QUICK = "quick" in sys.argv[2:]
+QUICK = False  # set from the command line (main)
 LOG2E = 1.4426950408889634
 
 
@@ -58,26 +61,12 @@ def prepare(q, k, v, causal, cfg, scale=None):
         per_sm = programs_per_sm(hc, D)
         grid = (min(grid[0], per_sm * torch.cuda.get_device_properties(0).multi_processor_count),)
 
-    def launch():
-        return mod.attn_fwd_ws[grid](
-            *descs,
-            lse,
-            sched_counter(q.device),
-            B,
-            H,
-            H // HK,
-            SQ,
-            SK,
-            scale * LOG2E,
-            BLOCK_M=bm,
-            BLOCK_N=bn,
-            NUM_BUF=nb,
-            NUM_CONSUMERS=nc,
-            PINGPONG=pp,
-            DYNAMIC=bool(dynamic),
-            num_warps=w,
-            maxnreg=maxnreg,
-        )
+    meta = dict(BLOCK_M=bm, BLOCK_N=bn, NUM_BUF=nb, NUM_CONSUMERS=nc, PINGPONG=pp)
+    meta.update(DYNAMIC=bool(dynamic), num_warps=w, maxnreg=maxnreg)
+    sizes = (B, H, H // HK, SQ, SK, scale * LOG2E)
+
+    def launch():  # the work-item counter of the stream current at launch
+        return mod.attn_fwd_ws[grid](*descs, lse, sched_counter(q.device), *sizes, **meta)
 
     return launch, out, lse
 
@@ -261,7 +250,6 @@ def _forward_as(family, forward, q, k, v, causal):
 
 
 def bench():
-    from flashgen.bench import harness
     from flashgen.kernels.fwd import forward
 
     shapes = bench_shapes()
@@ -274,11 +262,9 @@ def bench():
     if os.environ.get("PROBE_SPIN_S"):
         spin(float(os.environ["PROBE_SPIN_S"]))
     for B, H, HK, N, D, causal in shapes:
-        q = torch.randn(B, H, N, D, device="cuda", dtype=torch.bfloat16)
-        k = torch.randn(B, HK, N, D, device="cuda", dtype=torch.bfloat16)
-        v = torch.randn(B, HK, N, D, device="cuda", dtype=torch.bfloat16)
+        q, k, v = scripts.inputs(B, H, HK, N, N, D, count=3)
         flops = harness.attention_flops(B, H, N, N, D, causal)
-        timer = harness.gpu_timer(100, warmup_ms=25)
+        timer = scripts.timer("cuda", 100, warmup_ms=25)
         fns = {}
         for name, impl in (("cudnn", "sdpa_cudnn"), ("fa2", "sdpa_flash")):
             fns[name] = lambda impl=impl, qkv=(q, k, v), causal=causal: harness.sdpa(
@@ -306,12 +292,10 @@ def bench():
             # power state of that position into every shape.
             shift = (len(rows) + rnd) % len(names)
             for name in names[shift:] + names[:shift]:
-                f = fns[name]
-                try:
-                    res.setdefault(name, []).append(harness.tflops(flops, timer(f)))
-                except Exception as e:
-                    res.setdefault(name, []).append(None)
-                    print(name, "FAIL", repr(e)[:300])
+                ms, err = scripts.attempt(timer, fns[name])
+                res.setdefault(name, []).append(harness.tflops(flops, ms))
+                if err:
+                    print(name, "FAIL", err)
         med = {
             n: sorted(x for x in v_ if x is not None)[len(v_) // 2]
             if all(x is not None for x in v_)
@@ -433,11 +417,11 @@ def regs():
     (OUT / "regs.json").write_text(json.dumps(info, indent=1))
 
 
-def table():
+def table(path):
     """`table BENCH_JSON`: a bench's rows as the markdown table RESULTS.md records (TFLOP/s),
     then the summary. Columns: the library path (Hopper forced; the library's own choice),
     the best probed config, cuDNN, FA2, and the library path over cuDNN."""
-    rows = json.loads(pathlib.Path(sys.argv[2]).read_text())
+    rows = json.loads(pathlib.Path(path).read_text())
     print("| shape | causal | library (auto) | library (Hopper) | best probed | cuDNN | FA2 "
           "| auto / cuDNN |\n|---|---|---|---|---|---|---|---|")  # fmt: skip
     for r in rows:
@@ -456,28 +440,40 @@ def table():
     summary(rows)
 
 
-if __name__ == "__main__":
-    if sys.argv[1] == "table":
-        table()
-        sys.exit(0)
-    OUT.mkdir(parents=True, exist_ok=True)
-    if "shipped" in sys.argv[2:]:  # only flashgen.kernels.hopper.CONFIGS, the configs that ship
-        from flashgen.kernels.hopper import CONFIGS
+def parse_args(argv=None):
+    ap = scripts.parser(__doc__)
+    ap.add_argument("cmd", choices=("check", "regs", "bench", "warm", "table"))
+    ap.add_argument("words", nargs="*", help="quick, shipped; for table: the bench JSON")
+    args = ap.parse_args(argv)
+    if args.cmd == "table" and len(args.words) != 1:
+        ap.error("table takes one bench JSON")
+    return args
 
-        CFGS = {
-            d: [
-                (
-                    c.block_m,
-                    c.block_n,
-                    c.num_buf,
-                    c.num_warps,
-                    c.maxnreg,
-                    c.consumers,
-                    c.pingpong,
-                    p,
-                )
-                for p in (False, True)
-            ]
-            for d, c in CONFIGS.items()
-        }
-    {"check": check, "bench": bench, "regs": regs, "warm": warm}[sys.argv[1]]()
+
+def shipped_cfgs() -> dict:
+    """flashgen.kernels.hopper.CONFIGS as CFGS rows, each plain and persistent."""
+    from flashgen.kernels.hopper import CONFIGS
+
+    return {
+        d: [(c.block_m, c.block_n, c.num_buf, c.num_warps, c.maxnreg, c.consumers, c.pingpong, p)
+            for p in (False, True)]
+        for d, c in CONFIGS.items()
+    }  # fmt: skip
+
+
+def main(argv=None) -> int:
+    global CFGS, QUICK
+    args = parse_args(argv)
+    if args.cmd == "table":
+        table(args.words[0])
+        return 0
+    QUICK = "quick" in args.words
+    OUT.mkdir(parents=True, exist_ok=True)
+    if "shipped" in args.words:  # only the configs that ship
+        CFGS = shipped_cfgs()
+    {"check": check, "bench": bench, "regs": regs, "warm": warm}[args.cmd]()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

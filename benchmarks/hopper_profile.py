@@ -16,13 +16,14 @@ persistent-grid variant where the family has it (flashgen.kernels.hopper).
 
 from __future__ import annotations
 
-import argparse
 import json
 import pathlib
 import re
 import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+
+from flashgen.bench import harness, scripts  # noqa: E402
 
 # batch, q heads, kv heads for a sequence length: the grid of RESULTS.md (batch x heads fill the GPU).
 _BATCH = {1024: 16, 4096: 4, 16384: 1}
@@ -47,23 +48,16 @@ def parse_case(name: str) -> dict:
 
 def run_case(name: str) -> None:
     import torch
-    import torch.nn.functional as F
-    from torch.nn.attention import SDPBackend, sdpa_kernel
 
     from flashgen.core.spec import KernelSpec
     from flashgen.kernels import hopper
 
     c = parse_case(name)
-    torch.manual_seed(0)
     shape_q = (c["batch"], c["heads"], c["seq"], c["head_dim"])
-    shape_kv = (c["batch"], c["kv_heads"], c["seq"], c["head_dim"])
-    q = torch.randn(shape_q, device="cuda", dtype=torch.bfloat16)
-    k = torch.randn(shape_kv, device="cuda", dtype=torch.bfloat16)
-    v = torch.randn(shape_kv, device="cuda", dtype=torch.bfloat16)
+    q, k, v = scripts.inputs(c["batch"], c["heads"], c["kv_heads"], c["seq"], c["seq"],
+                             c["head_dim"], count=3)  # fmt: skip
     if c["vendor"]:
-        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-            F.scaled_dot_product_attention(q, k, v, is_causal=c["causal"],
-                                           enable_gqa=c["kv_heads"] != c["heads"])  # fmt: skip
+        harness.sdpa("sdpa_cudnn", q, k, v, causal=c["causal"])
     else:
         spec = KernelSpec(c["head_dim"], c["causal"], "bfloat16", "fwd")
         out = torch.empty_like(q)
@@ -110,9 +104,7 @@ def regs() -> None:
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    ap = scripts.parser(__doc__)
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="launch each named case once (for ncu)")
     r.add_argument("cases", nargs="+")

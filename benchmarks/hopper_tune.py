@@ -11,7 +11,6 @@ Usage (RESULTS.md, "Hopper forward: tuning"):
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import pathlib
@@ -19,6 +18,8 @@ import sys
 import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+
+from flashgen.bench import harness, scripts  # noqa: E402
 
 _BATCH = {1024: 16, 2048: 8, 4096: 4, 8192: 2, 16384: 1}
 
@@ -31,7 +32,6 @@ def _shape(head_dim: int, seq: int) -> tuple[int, int, int]:
 def tune_shape(head_dim: int, causal: bool, seq: int, trials: int, budget_s: float) -> dict:
     import torch
     import torch.nn.functional as F
-    import triton
 
     from flashgen.core.spec import KernelSpec
     from flashgen.hardware.sram import current_device
@@ -39,14 +39,13 @@ def tune_shape(head_dim: int, causal: bool, seq: int, trials: int, budget_s: flo
     from flashgen.tune.hopper_space import HopperSpace, search
 
     b, h, n = _shape(head_dim, seq)
-    q, k, v = (
-        torch.randn(b, h, n, head_dim, device="cuda", dtype=torch.bfloat16) for _ in range(3)
-    )
+    q, k, v = scripts.inputs(b, h, h, n, n, head_dim, count=3)
     spec = KernelSpec(head_dim, causal, "bfloat16", "fwd")
     out = torch.empty_like(q)
     lse = torch.empty(b, h, n, device="cuda", dtype=torch.float32)
     ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
-    flops = 4 * b * h * n * n * head_dim / (2 if causal else 1)
+    flops = harness.attention_flops(b, h, n, n, head_dim, causal)
+    timer = scripts.timer("cuda", 40, warmup_ms=10)
     start = time.time()
 
     def evaluate(cfg) -> float:
@@ -57,7 +56,7 @@ def tune_shape(head_dim: int, causal: bool, seq: int, trials: int, budget_s: flo
         err = (out.float() - ref).abs().max().item()
         if not err < 2e-2:
             raise ValueError(f"max error {err:.3g}")
-        return triton.testing.do_bench(run, warmup=10, rep=40, return_mode="median")
+        return timer(run)
 
     space = HopperSpace(head_dim, current_device())
     res = search(space, evaluate, trials, seeds=[hopper.CONFIGS[head_dim]])
@@ -71,9 +70,7 @@ def tune_shape(head_dim: int, causal: bool, seq: int, trials: int, budget_s: flo
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    ap = scripts.parser(__doc__)
     ap.add_argument("--out", required=True, help="Hopper configs file to write (JSON)")
     ap.add_argument("--trials", type=int, default=10, help="Optuna trials per shape")
     ap.add_argument("--head-dims", default="64,128")
@@ -88,7 +85,7 @@ def main(argv=None) -> int:
                 records = [dict(head_dim=r["head_dim"], causal=r["causal"], seq_bucket=r["seq"],
                                 config=r["best"], ms=r["best_ms"]) for r in rows if r["best"]]  # fmt: skip
                 doc = {"format": "flashgen-hopper-configs-1", "records": records, "runs": rows}
-                pathlib.Path(args.out).write_text(json.dumps(doc, indent=1))
+                scripts.save_json(args.out, doc)
     return 0
 
 

@@ -15,7 +15,6 @@ shows exactly the table's figures.
 
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 import os
@@ -182,9 +181,10 @@ def training_label(lines: list[dict], group: tuple) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    sys.path.insert(0, os.path.dirname(HERE))
+    from flashgen.bench.scripts import parser
+
+    ap = parser(__doc__)
     sub = ap.add_subparsers(dest="cmd", required=True)
     a = sub.add_parser("add", help="put a result file's figures into latest.csv")
     a.add_argument("files", nargs="+")

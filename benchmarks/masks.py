@@ -24,18 +24,19 @@ fills Triton's cache, so a later timing run does not spend its time limit compil
 
 from __future__ import annotations
 
-import argparse
-import csv
 import math
 import os
+import sys
 import time
 
 import torch
-import triton
 from torch.nn.functional import scaled_dot_product_attention as sdpa
 
-import flashgen
-from flashgen.kernels.validate import normalize_window
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+import flashgen  # noqa: E402
+from flashgen.bench import scripts  # noqa: E402
+from flashgen.kernels.validate import normalize_window  # noqa: E402
 
 FIELDS = [
     "name", "b", "hq", "hkv", "n", "d", "causal", "mask", "pairs_frac", "dir",
@@ -197,7 +198,7 @@ def bench(fn):
         fn()
         torch.cuda.synchronize()
         return float("nan")
-    return triton.testing.do_bench(fn, warmup=10, rep=40, return_mode="median")
+    return scripts.timer("cuda", 40, warmup_ms=10)(fn)
 
 
 def fwd_bwd(fn, q, k, v, do):
@@ -291,20 +292,18 @@ def _per_key_off():
         mod._Plan.__init__ = patched
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "masks.csv"))
-    ap.add_argument("--budget", type=float, default=50.0, help="seconds; stop starting new rows")
+def main(argv=None):
+    out = os.path.join(os.environ.get("OUT", "."), "masks.csv")
+    ap = scripts.parser(__doc__, out=out, budget=50.0, checks=True)
     ap.add_argument("--only", default="", help="comma-separated variant names")
     ap.add_argument("--shape", default="4,16,4,4096,128", help="b,hq,hkv,n,d for the timings")
     ap.add_argument("--dirs", default="fwd,fwd+bwd", help="which of fwd, fwd+bwd to time")
-    ap.add_argument("--no-check", action="store_true", help="skip the float64 checks")
     ap.add_argument("--warm", action="store_true", help="run each timed function once, no timing")
     ap.add_argument(
         "--no-per-key", action="store_true",
         help="read key-padding masks as full tiles (MASK_PER_KEY off): the A/B of the vector load",
     )  # fmt: skip
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if args.no_per_key:
         _per_key_off()
     global WARM_ONLY
@@ -316,9 +315,8 @@ def main():
     if args.only:  # in the order given (a time budget times the first ones)
         by_name = {v[0]: v for v in chosen}
         chosen = [by_name[name] for name in args.only.split(",") if name in by_name]
-    print(f"{torch.cuda.get_device_name()} torch {torch.__version__} triton {triton.__version__} "
-          f"commit {os.environ.get('FLASHGEN_COMMIT', '?')} "
-          f"FLASHGEN_FWD_FAMILY={os.environ.get('FLASHGEN_FWD_FAMILY', '')}", flush=True)  # fmt: skip
+    meta = scripts.run_meta("cuda", fwd_family=os.environ.get("FLASHGEN_FWD_FAMILY", ""))
+    print(f"{scripts.banner(meta)} FLASHGEN_FWD_FAMILY={meta['fwd_family']}", flush=True)
     failed = 0
     for name, causal, kw, mk, cap in [] if args.no_check else chosen:
         if time.monotonic() - start > args.budget / 2:
@@ -329,18 +327,14 @@ def main():
         except Exception as exc:  # a failing variant is reported, the run goes on
             failed += 1
             print(f"check {name}: ERROR {type(exc).__name__}: {exc}", flush=True)
-    new = not os.path.exists(args.out)
-    with open(args.out, "a", newline="") as fh:
-        w = csv.DictWriter(fh, FIELDS)
-        if new:
-            w.writeheader()
+    with scripts.RowWriter(args.out, FIELDS, meta=meta, append=True) as w:
         for name, causal, kw, mk, cap in chosen:
             if time.monotonic() - start > args.budget:
                 print(f"budget spent: {name} and later not timed", flush=True)
                 break
             try:
                 speed(name, causal, kw, mk, cap, shape,
-                      (lambda r: None) if args.warm else (lambda r: (w.writerow(r), fh.flush())),
+                      (lambda r: None) if args.warm else w.write,
                       dirs)  # fmt: skip
             except Exception as exc:
                 print(f"speed {name}: ERROR {type(exc).__name__}: {exc}", flush=True)

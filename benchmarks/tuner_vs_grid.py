@@ -55,32 +55,27 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from flashgen.bench import scripts  # noqa: E402
+
 # (head_dim, causal, direction, seq, dtype): 8 distinct specs per set, so no case of a set reuses
-# another's kernels.
+# another's kernels. Both sets run the same 8 (head dim, causal, direction) specs; a set gives
+# each spec one of its two lengths (FIRST: the set's first length, else its second).
+SPECS = [(d, causal, direction) for direction in ("fwd", "bwd") for d in (128, 64)
+         for causal in (False, True)]  # fmt: skip
+FIRST = (True, False, False, True, False, True, True, False)
+
+
+def case_set(first: int, second: int, dtype: str) -> list[tuple]:
+    return [(d, causal, direction, first if f else second, dtype)
+            for (d, causal, direction), f in zip(SPECS, FIRST, strict=True)]  # fmt: skip
+
+
 CASE_SETS = {
     # The cases of runs 2-5. The H200 rows of the defaults table and the cost model's constants
     # were set from these grids, so a search seeded with the table starts at the answer here.
-    "tuned": [
-        (128, False, "fwd", 4096, "bfloat16"),
-        (128, True, "fwd", 1024, "bfloat16"),
-        (64, False, "fwd", 1024, "bfloat16"),
-        (64, True, "fwd", 4096, "bfloat16"),
-        (128, False, "bwd", 1024, "bfloat16"),
-        (128, True, "bwd", 4096, "bfloat16"),
-        (64, False, "bwd", 4096, "bfloat16"),
-        (64, True, "bwd", 1024, "bfloat16"),
-    ],
+    "tuned": case_set(4096, 1024, "bfloat16"),
     # Held out: another dtype and lengths that no table entry or model constant was set from.
-    "heldout": [
-        (128, False, "fwd", 2048, "float16"),
-        (128, True, "fwd", 8192, "float16"),
-        (64, False, "fwd", 8192, "float16"),
-        (64, True, "fwd", 2048, "float16"),
-        (128, False, "bwd", 8192, "float16"),
-        (128, True, "bwd", 2048, "float16"),
-        (64, False, "bwd", 2048, "float16"),
-        (64, True, "bwd", 8192, "float16"),
-    ],
+    "heldout": case_set(2048, 8192, "float16"),
 }
 
 
@@ -279,17 +274,23 @@ def child(args) -> int:
                 entry["phases_s"]["other"] = entry["wall_s"] - sum(entry["phases_s"].values())
             report["cases"].append(entry)
             # Written after every case: a child killed at its time limit still leaves results.
-            Path(args.child_json).write_text(json.dumps(report, indent=1, default=str))
+            scripts.save_json(args.child_json, report)
             print(f"[{args.child}] case {i} {task.label()}: {entry['wall_s']:.1f} s", flush=True)
     finally:
         evaluator.close()
     report["warm_stats"] = getattr(evaluator, "warm_stats", None)
-    Path(args.child_json).write_text(json.dumps(report, indent=1, default=str))
+    scripts.save_json(args.child_json, report)
     return 0
 
 
+def child_path(out: Path, method: str) -> Path:
+    """A method's own JSON, named by benchmarks/raw/README.md's scheme (lower case, underscores):
+    tuner_vs_grid_grid.json, tuner_vs_grid_search.json, tuner_vs_grid_search_cold.json."""
+    return out / f"tuner_vs_grid_{method.replace('-', '_')}.json"
+
+
 def _spawn(method: str, args, out: Path, time_left: float, search_jsons: list[Path]) -> dict:
-    child_json = out / f"tuner_vs_grid_{method}.json"
+    child_json = child_path(out, method)
     cache = tempfile.mkdtemp(prefix=f"triton-cache-{method}-")
     env = dict(os.environ, TRITON_CACHE_DIR=cache)
     cmd = [sys.executable, __file__, "--child", method, "--child-json", str(child_json)]
@@ -451,7 +452,7 @@ def main(argv=None) -> int:
     for method in variants:
         found[method] = _spawn(method, args, out, args.budget_s * 0.2, [])
     left = args.budget_s - (time.perf_counter() - start)
-    jsons = [out / f"tuner_vs_grid_{m}.json" for m in variants]
+    jsons = [child_path(out, m) for m in variants]
     grid = _spawn("grid", args, out, max(left - 10, 30), [p for p in jsons if p.exists()])
     rows = {m: summarise(found[m], grid) for m in variants}
     meta = {
@@ -468,8 +469,10 @@ def main(argv=None) -> int:
         f"lookahead {args.lookahead or args.compile_workers}, {args.compile_workers} compile "
         "workers (the grid uses the same pool)",
     }
-    (out / "tuner_vs_grid.json").write_text(
-        json.dumps({"meta": meta, "rows": rows, **found, "grid": grid}, indent=1, default=str)
+    # where and with what (the children hold the GPU: this process does not start CUDA)
+    meta["run"] = scripts.run_meta("cpu", gpu=meta["device"])
+    scripts.save_json(
+        out / "tuner_vs_grid.json", {"meta": meta, "rows": rows, **found, "grid": grid}
     )
     titles = {
         "search": "search, seeded as `flashgen tune` seeds it (defaults table first)",

@@ -18,17 +18,18 @@ Rows are printed and written to DIR/varlen.csv as they are measured.
 
 from __future__ import annotations
 
-import argparse
-import csv
 import math
 import os
+import sys
 import time
 
 import torch
-import triton
 from torch.nn.functional import scaled_dot_product_attention as sdpa
 
-import flashgen
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+import flashgen  # noqa: E402
+from flashgen.bench import scripts  # noqa: E402
 
 FIELDS = ["case", "what", "dir", "ms", "pairs", "tflops"]
 DOCS_RAGGED = [3001, 517, 1200, 4096, 2048, 35, 1, 1500, 2900, 1086]  # sums to 16384
@@ -85,18 +86,11 @@ def _rel(got, want):
 
 
 def bench(fn):
-    return triton.testing.do_bench(fn, warmup=10, rep=40, return_mode="median")
+    return scripts.timer(DEVICE, 40, warmup_ms=10)(fn)
 
 
 def fwd_bwd(fn, inputs):
-    def run():
-        for t in inputs:
-            t.grad = None
-        fn().backward(grad)
-
-    with torch.no_grad():
-        grad = torch.randn_like(fn())
-    return run
+    return scripts.fwd_bwd(fn, inputs)
 
 
 def pairs_of(lens, causal=True):
@@ -171,28 +165,20 @@ def speed(case, lens, writer, deadline, hq=16, hkv=4, d=128, warm=False):
                 row = {"case": case, "what": what + (f"-{family}" if family else ""),
                        "dir": direction, "ms": f"{ms:.3f}", "pairs": n_pairs,
                        "tflops": f"{flops / ms / 1e9:.0f}"}  # fmt: skip
-                writer.writerow(row)
+                writer.write(row)
                 print(row, flush=True)
     os.environ["FLASHGEN_FWD_FAMILY"] = ""
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default=".")
-    ap.add_argument("--budget", type=float, default=40.0)
-    ap.add_argument("--no-check", action="store_true")
-    ap.add_argument("--no-speed", action="store_true")
+def main(argv=None):
+    ap = scripts.parser(__doc__, out=".", budget=40.0, checks=True, speed=True)
     ap.add_argument("--check-causal", default="1,0", help="which causal settings to check")
     ap.add_argument("--warm", default="", help="run each timed call of this case once, no timing")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     deadline = time.time() + args.budget
     torch.manual_seed(0)
-    print(
-        torch.cuda.get_device_name() if DEVICE == "cuda" else DEVICE,
-        torch.__version__,
-        triton.__version__,
-        flush=True,
-    )
+    meta = scripts.run_meta(DEVICE)
+    print(scripts.banner(meta), flush=True)
     if args.warm:
         lens = {"even8x2048": DOCS_EVEN, "ragged10": DOCS_RAGGED}[args.warm]
         speed(args.warm, lens, None, deadline, warm=True)
@@ -202,12 +188,9 @@ def main():
         check([c == "1" for c in args.check_causal.split(",")])
     if args.no_speed:
         return
-    with open(os.path.join(args.out, "varlen.csv"), "w", newline="") as f:
-        writer = csv.DictWriter(f, FIELDS)
-        writer.writeheader()
+    with scripts.RowWriter(os.path.join(args.out, "varlen.csv"), FIELDS, meta=meta) as writer:
         for case, lens in (("even8x2048", DOCS_EVEN), ("ragged10", DOCS_RAGGED)):
             speed(case, lens, writer, deadline)
-            f.flush()
     print(f"done, {math.ceil(time.time() - deadline + args.budget)} s", flush=True)
     os.environ.pop("FLASHGEN_FWD_FAMILY", None)
 

@@ -4,29 +4,7 @@
 # missing figure), eager / Inductor / flashgen as three processes sharing the GPU through one lock
 # (compile together, time alone); then, with the seconds left, `flashgen bench` hd128 GQA 16/4
 # causal (JSON rewritten after every case, so a cut run keeps what it measured).
-set -u
-T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
-export FLASHGEN_COMMIT=64eaeeb
-LOCK=/tmp/bench-gpu-lock-$$
-cd examples
-for b in eager inductor flashgen; do
-  timeout -s INT -k 3 76 python3 train_hf_llama.py --compile-scope model --shapes 1x16384 \
-    --steps 5 --warmup 2 --backends $b --gpu-lock $LOCK \
-    --json $OUT/llama_model_16k_$b.json > $OUT/llama_model_16k_$b.log 2>&1 &
-done
-python3 -c "import transformers, torch; print('transformers', transformers.__version__, 'torch', torch.__version__)" &
-wait
-echo "llama done at $(el) s"
-tail -n 4 $OUT/llama_model_16k_*.log
-python3 ../benchmarks/train_merge.py $OUT/llama_model_16k_{eager,inductor,flashgen}.json \
-  --json $OUT/train_hf_llama_model.json
-echo "merge rc=$? at $(el) s"
-cd ..
-left=$(( 84 - $(el) ))
-echo "bench gets $left s"
-if [ $left -gt 12 ]; then
-  timeout -s INT -k 2 $left python3 -m flashgen.cli bench --head-dim 128 --heads 16/4 --causal true \
-    --seq-len 16384,4096,1024 --mode fwd,fwd_bwd --impl flashgen,op,sdpa_cudnn,sdpa_flash,flex \
-    --rounds 1 --rep 20 --quiet --json $OUT/bench.json --csv $OUT/bench.csv > $OUT/bench.txt 2> $OUT/bench.err
-  echo "bench rc=$? at $(el) s"; cat $OUT/bench.txt; tail -n 3 $OUT/bench.err
-fi
+# Its commands are benchmarks/llama_bench_job.sh's with these parameters (this file held the
+# same commands inline when the batch ran; `git log -p -- benchmarks/raw/h200_s7b2_bench/job.sh`).
+FLASHGEN_COMMIT=64eaeeb SHAPES=1x16384:16k STEPS=5 LIMIT=76 VERSIONS=1 TAIL=4 END=84 MIN_LEFT=12 \
+  SEQS=16384,4096,1024 bash benchmarks/llama_bench_job.sh

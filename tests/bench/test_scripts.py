@@ -1,0 +1,321 @@
+"""flashgen.bench.scripts, the harness the GPU scripts in benchmarks/ share, on the CPU: inputs,
+FLOP counting, the CPU timing path, SDPA baselines (accepted or not), the row writer and the
+scripts' command lines (each moved script parses its flags and prints --help without a GPU)."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import time
+
+import pytest
+import repo_scripts
+import torch
+
+from flashgen.bench import harness, scripts
+
+
+def test_inputs_shapes_gqa_dtype_and_seed():
+    q, k, v, do = scripts.inputs(2, 8, 2, 5, 7, 16, dtype="float16", device="cpu", seed=3)
+    assert q.shape == do.shape == (2, 8, 5, 16)
+    assert k.shape == v.shape == (2, 2, 7, 16)
+    assert {t.dtype for t in (q, k, v, do)} == {torch.float16}
+    again = scripts.inputs(2, 8, 2, 5, 7, 16, dtype=torch.float16, device="cpu", seed=3)
+    assert all(torch.equal(a, b) for a, b in zip((q, k, v, do), again, strict=True))
+    other = scripts.inputs(2, 8, 2, 5, 7, 16, dtype="float16", device="cpu", seed=4)
+    assert not torch.equal(q, other[0])
+    assert not torch.equal(k, v)  # each tensor its own draw
+    three = scripts.inputs(1, 2, 1, 3, 3, 8, device="cpu", count=3, draw="cpu")
+    assert len(three) == 3 and three[0].dtype == torch.bfloat16
+
+
+def test_flops_causal_halves_and_tflops():
+    full = harness.attention_flops(2, 4, 1024, 1024, 64, False)
+    assert full == 4.0 * 2 * 4 * 1024 * 1024 * 64
+    assert harness.attention_flops(2, 4, 1024, 1024, 64, True) == full / 2
+    assert harness.attention_flops(2, 4, 1024, 1024, 64, True, "fwd_bwd") == full / 2 * 3.5
+    # 1e12 FLOPs in 1000 ms is 1 TFLOP/s; rounded to one decimal by default
+    assert scripts.tflops(1e12, 1000.0) == 1.0
+    assert scripts.tflops(1.234e12, 1000.0, ndigits=2) == 1.23
+    assert scripts.tflops(1e12, None) is None
+    assert scripts.entry(500.0, 1e12) == {"ms": 500.0, "tflops": 2.0}
+    assert scripts.entry(250.0, 1e12, "fwd_bwd_") == {"fwd_bwd_ms": 250.0, "fwd_bwd_tflops": 4.0}
+    assert scripts.entry("RuntimeError: no kernel", 1e12) == {"error": "RuntimeError: no kernel"}
+
+
+def test_cpu_timer_measures_and_resets_grads():
+    leaf = torch.ones(3, requires_grad=True)
+    seen = []
+
+    def fn():
+        seen.append(leaf.grad)
+        (leaf * 2).sum().backward()
+        time.sleep(0.002)
+
+    ms = scripts.timer("cpu", repeats=3)(fn, grad_to_none=[leaf])
+    assert ms >= 2.0
+    assert len(seen) >= 4 and all(g is None for g in seen)  # warm-up call + 3 timed
+
+
+def test_attempt_and_error_text():
+    def boom():
+        raise ValueError("x" * 400)
+
+    ms, err = scripts.attempt(lambda fn: fn(), boom)
+    assert ms is None and err.startswith("ValueError: xxx") and len(err) == 300
+    assert scripts.attempt(lambda fn: fn(), lambda: 1.5) == (1.5, None)
+    assert scripts.error_text(KeyError("k"), 200) == "KeyError: 'k'"
+
+
+def test_sdpa_baselines_on_cpu_accepted_and_refused():
+    q, k, v, do = scripts.inputs(1, 4, 2, 16, 16, 32, dtype="float32", device="cpu")
+    cpu = scripts.timer("cpu")
+    fwd = scripts.sdpa_baselines(q, k, v, causal=True, time_fn=cpu,
+                                 impls=("sdpa_math", "sdpa_cudnn"))  # fmt: skip
+    assert isinstance(fwd["sdpa_math"], float) and fwd["sdpa_math"] > 0
+    assert isinstance(fwd["sdpa_cudnn"], str) and fwd["sdpa_cudnn"].startswith("RuntimeError")
+    both = scripts.sdpa_baselines(q, k, v, causal=False, time_fn=cpu, impls=["sdpa_math"], do=do)
+    assert isinstance(both["sdpa_math"], float)
+
+
+def test_fwd_bwd_does_not_accumulate_gradients():
+    x = torch.randn(4, 4, requires_grad=True)
+    grad = torch.ones(4, 4)
+    run = scripts.fwd_bwd(lambda: x * 3, [x], grad)
+    run()
+    run()
+    assert torch.equal(x.grad, torch.full((4, 4), 3.0))
+    drawn = scripts.fwd_bwd(lambda: x * 3, [x])  # a random dO of the output's shape
+    drawn()
+    assert x.grad.shape == (4, 4)
+
+
+def test_row_writer_csv_with_meta_and_append(tmp_path):
+    path = str(tmp_path / "rows.csv")
+    with scripts.RowWriter(path, ["a", "b"], meta={"run": 1}) as w:
+        w.write({"a": 1, "b": "x"})
+        with pytest.raises(ValueError, match="not in the table"):
+            w.write({"a": 2, "c": 3})
+    with scripts.RowWriter(path, ["a", "b"], meta={"run": 2}, append=True) as w:
+        w.write({"a": 2})
+    with open(path) as fh:
+        rows = list(csv.DictReader(fh))
+    assert rows == [{"a": "1", "b": "x"}, {"a": "2", "b": ""}]  # one header
+    meta = json.loads((tmp_path / "rows.meta.json").read_text())
+    assert meta == {"runs": [{"run": 1}, {"run": 2}]}
+    with scripts.RowWriter(path, ["a"], meta={"run": 3}) as w:  # not append: a new table
+        w.write({"a": 9})
+    assert json.loads((tmp_path / "rows.meta.json").read_text()) == {"runs": [{"run": 3}]}
+
+
+def test_row_writer_jsonl_and_save_json(tmp_path):
+    path = str(tmp_path / "rows.jsonl")
+    with scripts.RowWriter(path, ["a", "b"], meta={"gpu": "x"}) as w:
+        w.write({"a": 1})
+    lines = [json.loads(line) for line in (tmp_path / "rows.jsonl").read_text().splitlines()]
+    assert lines == [{"meta": {"gpu": "x"}}, {"a": 1, "b": None}]
+    out = tmp_path / "doc.json"
+    scripts.save_json(out, {"path": tmp_path, "n": 1})
+    assert json.loads(out.read_text()) == {"path": str(tmp_path), "n": 1}
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
+
+
+def test_run_meta_and_result_doc_on_cpu():
+    meta = scripts.run_meta("cpu", extra="yes")
+    for key in ("gpu", "torch", "triton", "commit", "date", "command", "flashgen"):
+        assert meta[key], key
+    assert meta["torch"] == torch.__version__ and meta["extra"] == "yes"
+    assert meta["commit"] in scripts.banner(meta) and meta["gpu"] in scripts.banner(meta)
+    doc = scripts.result_doc("cpu", rows=[])
+    assert doc["env"] == {k: meta[k] for k in ("gpu", "torch", "triton")}
+    assert doc["rows"] == [] and doc["started"].endswith("UTC")
+
+
+def test_config_verdict_and_grid_line(capsys):
+    warm = [
+        dict(d=64, causal=False, cfg=[64, 64, 4, 2], status="ok"),
+        dict(d=64, causal=False, cfg=[128, 64, 4, 2], status="oor"),
+        dict(d=64, causal=True, cfg=[64, 64, 4, 2], status="wrong"),
+        dict(d=128, causal=True, cfg=[64, 32, 4, 2], status="ok"),
+    ]
+    checks = [dict(d=64, ok=True), dict(d=80, ok=False, error="bad")]
+    report = {"compile_and_check_s": 1.0}
+    failed, wrong, usable = scripts.config_verdict(report, checks, warm, ("d",),
+                                                   lambda c: c["error"])  # fmt: skip
+    assert [c["d"] for c in failed] == [80] and [w["status"] for w in wrong] == ["wrong"]
+    assert usable == {(64, False): [[64, 64, 4, 2]], (128, True): [[64, 32, 4, 2]]}
+    assert report["checks_failed"] == 1 and report["configs_wrong"] == 1
+    out = capsys.readouterr().out
+    assert "correctness: 1/2 cases ok" in out and "configs: 2 ok, 1 out of resources" in out
+    row = dict(shape=dict(B=1, H=16, N=1024, D=128), causal=True,
+               best=dict(cfg=[128, 64, 4, 2], tflops=400.0),
+               sdpa_cudnn=dict(tflops=500.0), sdpa_flash=dict(error="no"))  # fmt: skip
+    header = scripts.grid_header("config", f"{'ptr':>7}")
+    line = scripts.grid_line(row, "tflops", f"{'-':>7}")
+    assert len(header) == len(line)
+    assert line.split() == ["B1", "H16", "N1024", "D128", "True", "400.0", "(128,", "64,", "4,",
+                            "2)", "-", "500.0", "-", "0.80"]  # fmt: skip
+
+
+def test_parser_shared_flags():
+    ap = scripts.parser("doc", out="x.csv", budget=5.0, checks=True, speed=True)
+    args = ap.parse_args([])
+    assert (args.out, args.budget, args.no_check, args.no_speed) == ("x.csv", 5.0, False, False)
+    args = ap.parse_args(["--out", "y", "--budget", "1", "--no-check", "--no-speed"])
+    assert (args.out, args.budget, args.no_check, args.no_speed) == ("y", 1.0, True, True)
+    assert not hasattr(scripts.parser("doc").parse_args([]), "out")
+
+
+class _Parsed(Exception):
+    """Raised in place of running a script once its command line is parsed."""
+
+
+@pytest.fixture
+def parsed(monkeypatch):
+    """parsed(script, argv) -> the argparse namespace script's main(argv) parsed (it runs no
+    further: nothing is measured, no GPU is needed)."""
+    real = argparse.ArgumentParser.parse_args
+
+    def stop(self, args=None, namespace=None):
+        raise _Parsed(real(self, args, namespace))
+
+    def run(script, argv):
+        module = repo_scripts.load(f"benchmarks/{script}.py", f"bench_{script}")
+        monkeypatch.setattr(argparse.ArgumentParser, "parse_args", stop)
+        try:
+            with pytest.raises(_Parsed) as got:
+                module.main(argv)
+        finally:
+            monkeypatch.setattr(argparse.ArgumentParser, "parse_args", real)
+        return got.value.args[0]
+
+    return run
+
+
+# (script, argv for main, expected attributes of what it parsed)
+PARSE_CASES = [
+    ("gpu_check", ["gpu_check.py", "out.json"], dict(out_path="out.json")),
+    ("gpu_check_bwd", ["x", "--smoke", "--timing-only", "d"],
+     dict(smoke=True, timing_only=True, out_path="d")),
+    ("bwd_grid", ["--budget", "5", "--no-fwd", "--shapes", "0,2"],
+     dict(budget=5.0, fwd=False, shapes="0,2", rep=60, workers=15)),
+    ("bwd_kinds", ["--grid", "anchors", "--no-check", "--configs", "64,64,4,2"],
+     dict(grid="anchors", no_check=True, configs=["64,64,4,2"], budget=50.0)),
+    ("hopper_bwd", ["--grid", "probe", "--rep", "7"], dict(grid="probe", rep=7, budget=60.0)),
+    ("bwd_sweep", ["--out", "o", "--rep", "3"], dict(out="o", rep=3, budget=55.0, workers=15)),
+    ("bias_grad", ["--no-speed", "--warm"],
+     dict(no_speed=True, warm=True, no_check=False, budget=20.0, out=".")),
+    ("varlen", ["--check-causal", "1", "--warm", "ragged10"],
+     dict(check_causal="1", warm="ragged10", budget=40.0, out=".")),
+    ("decode", ["--out", "d.csv", "--no-grid", "--sweep", "1x32x8x4096x128", "--no-check"],
+     dict(out="d.csv", grid=False, sweep="1x32x8x4096x128", no_check=True, budget=600)),
+    ("masks", ["--only", "window", "--dirs", "fwd", "--no-per-key"],
+     dict(only="window", dirs="fwd", no_per_key=True, budget=50.0, no_check=False)),
+    ("hopper_profile", ["run", "d128_16k"], dict(cmd="run", cases=["d128_16k"])),
+    ("latest", ["add", "a.json"], dict(cmd="add", files=["a.json"])),
+    ("hopper_probe", ["bench", "quick", "shipped"], dict(cmd="bench", words=["quick", "shipped"])),
+    ("hopper_tune", ["--out", "c.json", "--trials", "3"], dict(out="c.json", trials=3, budget=60.0)),
+    ("decode_host", ["--shape", "1,8,2,64,64", "--device", "cpu"],
+     dict(shape="1,8,2,64,64", device="cpu", calls=200)),
+    ("tuner_vs_grid", ["--cpu-smoke", "--case-set", "heldout", "--cases", "2"],
+     dict(cpu_smoke=True, case_set="heldout", cases=2)),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("script,argv,want", PARSE_CASES, ids=[c[0] for c in PARSE_CASES])
+def test_script_parses_its_flags(parsed, script, argv, want):
+    args = parsed(script, argv)
+    assert {key: getattr(args, key) for key in want} == want
+
+
+@pytest.mark.parametrize("script", [c[0] for c in PARSE_CASES])
+def test_script_help_without_gpu(script, capsys):
+    module = repo_scripts.load(f"benchmarks/{script}.py", f"bench_{script}")
+    argv = ["--help"]
+    if script in ("gpu_check", "gpu_check_bwd"):  # main takes sys.argv whole
+        argv = [script, "--help"]
+    with pytest.raises(SystemExit) as done:
+        module.main(argv)
+    assert done.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: ") and module.__doc__.splitlines()[0] in out
+
+
+def test_hopper_probe_table_needs_its_json(capsys):
+    module = repo_scripts.load("benchmarks/hopper_probe.py", "bench_hopper_probe")
+    with pytest.raises(SystemExit) as done:
+        module.parse_args(["table"])
+    assert done.value.code == 2 and "table takes one bench JSON" in capsys.readouterr().err
+
+
+def test_tuner_vs_grid_case_sets():
+    module = repo_scripts.load("benchmarks/tuner_vs_grid.py", "bench_tuner_vs_grid")
+    for name, lengths, dtype in (("tuned", {1024, 4096}, "bfloat16"),
+                                 ("heldout", {2048, 8192}, "float16")):  # fmt: skip
+        cases = module.CASE_SETS[name]
+        assert len({c[:3] for c in cases}) == 8  # 8 distinct (head dim, causal, direction)
+        assert {c[3] for c in cases} == lengths and {c[4] for c in cases} == {dtype}
+        for length in lengths:  # each length on half the specs, fwd and bwd alike
+            assert sum(c[3] == length for c in cases) == 4
+            assert sum(c[3] == length and c[2] == "fwd" for c in cases) == 2
+
+
+def test_tuner_vs_grid_files_follow_the_raw_naming_scheme(tmp_path):
+    module = repo_scripts.load("benchmarks/tuner_vs_grid.py", "bench_tuner_vs_grid")
+    names = [module.child_path(tmp_path, m).name for m in ("grid", "search", "search-cold")]
+    assert names == ["tuner_vs_grid_grid.json", "tuner_vs_grid_search.json",
+                     "tuner_vs_grid_search_cold.json"]  # fmt: skip
+
+
+def test_grids_and_anchors():
+    assert scripts.GRIDS["anchors"] == list(harness.ANCHOR_SHAPES)
+    assert all(s[3] == 4096 for s in scripts.GRIDS["probe"])
+    assert scripts.MHA_ANCHORS == ((16, 16, 1024, 128), (4, 16, 4096, 128), (1, 16, 16384, 128),
+                                   (16, 32, 1024, 64), (4, 32, 4096, 64), (1, 32, 16384, 64))  # fmt: skip
+
+
+def _job_calls(tmp_path, **params) -> list[str]:
+    """The commands benchmarks/llama_bench_job.sh starts with `params`, python3 and timeout
+    stubbed (each logs its arguments), in a copy of the tree's layout."""
+    import shutil
+    import subprocess
+
+    tree, stubs, out = tmp_path / "tree", tmp_path / "stubs", tmp_path / "out"
+    for folder in (tree / "examples", tree / "benchmarks", stubs, out):
+        folder.mkdir(parents=True)
+    shutil.copy(repo_scripts.ROOT / "benchmarks" / "llama_bench_job.sh", tree / "benchmarks")
+    for name in ("python3", "timeout"):
+        (stubs / name).write_text(f'#!/bin/bash\necho "{name} $*" >> "$CALLS"\n')
+        (stubs / name).chmod(0o755)
+    env = dict(PATH=f"{stubs}:/usr/bin:/bin", OUT=str(out), CALLS=str(tmp_path / "calls"))
+    env.update({k: str(v) for k, v in params.items()})
+    subprocess.run(["bash", "benchmarks/llama_bench_job.sh"], cwd=tree, env=env, check=True,
+                   capture_output=True, timeout=30)  # fmt: skip
+    lines = (tmp_path / "calls").read_text().splitlines()
+    return sorted(line.replace(str(out), "OUT") for line in lines)
+
+
+def test_llama_bench_job_two_shapes_with_lock_and_merge(tmp_path):
+    calls = _job_calls(tmp_path, SHAPES="1x16384:16k 2x4096:4k", BACKENDS="eager flashgen")
+    train = [c for c in calls if "train_hf_llama.py" in c]
+    assert len(train) == 4 and all("--gpu-lock /tmp/bench-gpu-lock-" in c for c in train)
+    assert any("--shapes 2x4096 --steps 8" in c and "OUT/llama_model_4k_flashgen.json" in c
+               for c in train)  # fmt: skip
+    merge = [c for c in calls if "train_merge.py" in c]
+    assert merge == ["python3 ../benchmarks/train_merge.py OUT/llama_model_16k_eager.json "
+                     "OUT/llama_model_16k_flashgen.json OUT/llama_model_4k_eager.json "
+                     "OUT/llama_model_4k_flashgen.json --json OUT/train_hf_llama_model.json"]  # fmt: skip
+    bench = [c for c in calls if "flashgen.cli bench" in c]
+    assert len(bench) == 1 and "--seq-len 4096,16384,1024" in bench[0]
+
+
+def test_llama_bench_job_repeated_runs_without_lock(tmp_path):
+    calls = _job_calls(tmp_path, BACKENDS="eager", RUNS="a b", LOCK=0, MERGE=0, COMPARE=1,
+                       END=0, LIMIT=40)  # fmt: skip
+    train = [c for c in calls if "train_hf_llama.py" in c]
+    assert [c.split("--json ")[1] for c in train] == ["OUT/llama_model_16k_eager_a.json",
+                                                     "OUT/llama_model_16k_eager_b.json"]  # fmt: skip
+    assert all(c.startswith("timeout -s INT -k 3 40 ") and "--gpu-lock" not in c for c in train)
+    assert "python3 - OUT/llama_model_16k_eager_a.json OUT/llama_model_16k_eager_b.json" in calls
+    assert not any("train_merge" in c or "flashgen.cli bench" in c for c in calls)  # no time left
