@@ -128,6 +128,14 @@ def candidates(
     return out or [DecodeConfig(32, 4, 2, 1)]
 
 
+def _grid(batch: int, hkv: int, group: int, seq_q: int, seq_k: int) -> tuple[int, int, int, int]:
+    """(batch bucket, key-length bucket, BLOCK_M, programs before splitting): what the
+    heuristic and the short list both size their split counts from, so they agree."""
+    batch, seq_k = decode_bucket(batch, seq_k)
+    block_m = row_block(group, seq_q)
+    return batch, seq_k, block_m, batch * hkv * cdiv(group * seq_q, block_m)
+
+
 def _splits(programs: int, seq_k: int, sm_count: int) -> int:
     """Splits that bring `programs` (batch x kv heads x row blocks) up to PROGRAMS_PER_SM per
     SM, without splits shorter than MIN_KEYS_PER_SPLIT; a power of two."""
@@ -165,24 +173,16 @@ def _whole_waves(programs: int, seq_k: int, slots: int) -> list[int]:
 
 
 def near_default(
-    head_dim: int,
-    dtype: str,
-    batch: int,
-    hkv: int,
-    group: int,
-    seq_q: int,
-    seq_k: int,
+    head_dim: int, dtype: str, batch: int, hkv: int, group: int, seq_q: int, seq_k: int,
     device: DeviceLimits | None = None,
-) -> list[DecodeConfig]:
+) -> list[DecodeConfig]:  # fmt: skip
     """The short list a tuner times when GPU time is scarce (`flashgen.tune.decode --space
     near`): BLOCK_N 64/128 (32 too above head dim 128) with 2-4 stages and 4 warps, each with
     the heuristic's split count, half and double it, and the counts that fill whole waves of
     resident programs. Never empty: the heuristic default is always in it."""
     device = device or current_device()
     base = heuristic_config(head_dim, dtype, batch, hkv, group, seq_q, seq_k, device)
-    batch, seq_k = decode_bucket(batch, seq_k)
-    block_m = row_block(group, seq_q)
-    programs = batch * hkv * cdiv(group * seq_q, block_m)
+    batch, seq_k, block_m, programs = _grid(batch, hkv, group, seq_q, seq_k)
     most = min(max(1, seq_k // MIN_KEYS_PER_SPLIT), MAX_SPLITS)
     tiles = [(64, 4, 2), (64, 4, 3), (64, 4, 4), (128, 4, 2), (128, 4, 3)]
     if next_pow2(head_dim) > 128 or ELEM_BYTES[dtype] == 4:
@@ -201,15 +201,9 @@ def near_default(
 
 @functools.lru_cache(maxsize=1024)
 def default_config(
-    head_dim: int,
-    dtype: str,
-    batch: int,
-    hkv: int,
-    group: int,
-    seq_q: int,
-    seq_k: int,
+    head_dim: int, dtype: str, batch: int, hkv: int, group: int, seq_q: int, seq_k: int,
     device: DeviceLimits | None = None,
-) -> DecodeConfig:
+) -> DecodeConfig:  # fmt: skip
     """The config used without a tuned one: BLOCK_N 64 with 3 stages (2 stages for head dims
     above 128, 4 bytes wide or where it does not fit), 4 warps, and enough splits to fill the
     GPU (`_splits`). Keyed by the bucket's upper corner so one bucket has one config."""
@@ -222,20 +216,12 @@ def default_config(
 
 @functools.lru_cache(maxsize=1024)
 def heuristic_config(
-    head_dim: int,
-    dtype: str,
-    batch: int,
-    hkv: int,
-    group: int,
-    seq_q: int,
-    seq_k: int,
+    head_dim: int, dtype: str, batch: int, hkv: int, group: int, seq_q: int, seq_k: int,
     device: DeviceLimits | None = None,
-) -> DecodeConfig:
+) -> DecodeConfig:  # fmt: skip
     """`default_config` without a decode configs file (what a tuner starts from)."""
     device = device or current_device()
-    batch, seq_k = decode_bucket(batch, seq_k)
-    block_m = row_block(group, seq_q)
-    programs = batch * hkv * cdiv(group * seq_q, block_m)
+    batch, seq_k, block_m, programs = _grid(batch, hkv, group, seq_q, seq_k)
     splits = _splits(programs, seq_k, device.sm_count)
     big = next_pow2(head_dim) > 128 or ELEM_BYTES[dtype] == 4
     for cfg in (
@@ -270,15 +256,9 @@ def _entry(rec: dict) -> tuple[tuple, DecodeConfig]:
 
 
 def tuned_config(
-    head_dim: int,
-    dtype: str,
-    batch: int,
-    hkv: int,
-    group: int,
-    seq_q: int,
-    seq_k: int,
+    head_dim: int, dtype: str, batch: int, hkv: int, group: int, seq_q: int, seq_k: int,
     device: DeviceLimits | None = None,
-) -> DecodeConfig | None:
+) -> DecodeConfig | None:  # fmt: skip
     """The measured config of this decode bucket, if a decode configs file has one that fits."""
     device = device or current_device()
     path = _configs_path(device)
