@@ -7,7 +7,7 @@ stages 1..8. Nothing else (no strings, no code) can travel inside a config.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 
 ALLOWED_WARPS = (1, 2, 4, 8, 16)
 MAX_BLOCK = 256
@@ -23,14 +23,26 @@ class FieldError(ValueError):
         self.field = field
 
 
-def check_ints(obj, names) -> None:
-    """FieldError naming the first of `names` whose value on `obj` is not an int (a bool is not
-    one): the first check of every tile config type, so that a config read back from a file or
-    the database puts nothing but integers into a template."""
-    for name in names:
-        value = getattr(obj, name)
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise FieldError(name, f"{type(obj).__name__}.{name} must be an int, got {value!r}")
+def check_kinds(obj, bools=()) -> None:
+    """FieldError naming the first dataclass field of `obj` that is not an int, or not a bool
+    when it is named in `bools` (a bool is not an int here): the first check of every launch
+    config type, so that one read back from a file or the database carries nothing else."""
+    for f in fields(obj):
+        value = getattr(obj, f.name)
+        want_bool = f.name in bools
+        if want_bool != isinstance(value, bool) or not isinstance(value, int):
+            kind = "a bool" if want_bool else "an int"
+            raise FieldError(f.name, f"{type(obj).__name__}.{f.name} must be {kind}, got {value!r}")
+
+
+def check_rules(obj, rules, show: bool = True) -> None:
+    """FieldError for the first (name, ok, rule) of `rules` whose `ok` is false: "<Type>.<name>
+    must be <rule>", followed by ": got <obj>" when `show` (the whole config, for rules that
+    tie several fields together)."""
+    for name, ok, rule in rules:
+        if not ok:
+            tail = f": got {obj}" if show else ""
+            raise FieldError(name, f"{type(obj).__name__}.{name} must be {rule}{tail}")
 
 
 def check_blocks(obj, names) -> None:
@@ -60,18 +72,14 @@ class TileConfig:
     num_stages: int
 
     def __post_init__(self) -> None:
-        check_ints(self, ("block_m", "block_n", "num_warps", "num_stages"))
+        check_kinds(self)
         check_blocks(self, ("block_m", "block_n"))
-        if self.num_warps not in ALLOWED_WARPS:
-            raise FieldError(
-                "num_warps",
-                f"TileConfig.num_warps must be one of {ALLOWED_WARPS}, got {self.num_warps}",
-            )
-        if not 1 <= self.num_stages <= MAX_STAGES:
-            raise FieldError(
-                "num_stages",
-                f"TileConfig.num_stages must be in [1, {MAX_STAGES}], got {self.num_stages}",
-            )
+        check_rules(self, (
+            ("num_warps", self.num_warps in ALLOWED_WARPS,
+             f"one of {ALLOWED_WARPS}, got {self.num_warps}"),
+            ("num_stages", 1 <= self.num_stages <= MAX_STAGES,
+             f"in [1, {MAX_STAGES}], got {self.num_stages}"),
+        ), show=False)  # fmt: skip
 
     def as_dict(self) -> dict[str, int]:
         return asdict(self)

@@ -8,9 +8,9 @@ bools in fixed ranges, nothing else). The byte and thread counts are what the ke
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 
-from .config import FieldError
+from .config import check_kinds, check_rules
 
 CONSUMERS = (1, 2, 3)
 # Rows of one consumer: a warpgroup owns 64 (wgmma's M per warpgroup); one consumer of 8 warps
@@ -48,12 +48,7 @@ class HopperConfig:
     dynamic: bool = False
 
     def __post_init__(self) -> None:
-        for f in fields(self):
-            value = getattr(self, f.name)
-            want_bool = f.name in ("pingpong", "persistent", "dynamic")
-            if want_bool != isinstance(value, bool) or not isinstance(value, int):
-                kind = "a bool" if want_bool else "an int"
-                raise FieldError(f.name, f"HopperConfig.{f.name} must be {kind}, got {value!r}")
+        check_kinds(self, bools=("pingpong", "persistent", "dynamic"))
         checks = (
             ("consumers", self.consumers in CONSUMERS, f"one of {CONSUMERS}"),
             ("num_warps", self.num_warps in CONSUMER_WARPS and
@@ -69,9 +64,7 @@ class HopperConfig:
             ("pingpong", not self.pingpong or self.consumers == 2, "only with two consumers"),
             ("dynamic", not self.dynamic or self.persistent, "only with a persistent grid"),
         )  # fmt: skip
-        for name, ok, rule in checks:
-            if not ok:
-                raise FieldError(name, f"HopperConfig.{name} must be {rule}: got {self}")
+        check_rules(self, checks)
 
     @property
     def rows_per_consumer(self) -> int:

@@ -33,7 +33,7 @@ import itertools
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..core.config import ALLOWED_WARPS, MIN_BLOCK, FieldError, check_blocks, check_ints
+from ..core.config import ALLOWED_WARPS, MIN_BLOCK, check_blocks, check_kinds, check_rules
 from ..core.spec import cdiv, next_pow2
 from .configs_files import configs_file, read_configs
 from .sram import ELEM_BYTES, DeviceLimits, current_device
@@ -69,14 +69,13 @@ class DecodeConfig:
     num_splits: int
 
     def __post_init__(self) -> None:
-        check_ints(self, ("block_n", "num_warps", "num_stages", "num_splits"))
+        check_kinds(self)
         check_blocks(self, ("block_n",))
-        if self.num_warps not in ALLOWED_WARPS:
-            raise FieldError("num_warps", f"DecodeConfig.num_warps must be one of {ALLOWED_WARPS}")
-        if not 1 <= self.num_stages <= 8:
-            raise FieldError("num_stages", "DecodeConfig.num_stages must be in [1, 8]")
-        if not 1 <= self.num_splits <= MAX_SPLITS:
-            raise FieldError("num_splits", f"DecodeConfig.num_splits must be in [1, {MAX_SPLITS}]")
+        check_rules(self, (
+            ("num_warps", self.num_warps in ALLOWED_WARPS, f"one of {ALLOWED_WARPS}"),
+            ("num_stages", 1 <= self.num_stages <= 8, "in [1, 8]"),
+            ("num_splits", 1 <= self.num_splits <= MAX_SPLITS, f"in [1, {MAX_SPLITS}]"),
+        ), show=False)  # fmt: skip
 
     def short(self) -> str:
         return f"(n{self.block_n},w{self.num_warps},s{self.num_stages},x{self.num_splits})"

@@ -23,9 +23,9 @@ chunks dQ's partial is computed in, and the launch register cap.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
-from ..core.config import FieldError
+from ..core.config import check_kinds, check_rules
 from ..core.spec import cdiv
 
 TEMPLATE = "attn_bwd_hopper.py.jinja"
@@ -62,12 +62,7 @@ class HopperBwdConfig:
     block_m: int = 64
 
     def __post_init__(self) -> None:
-        for f in fields(self):
-            value = getattr(self, f.name)
-            want_bool = f.name in ("share_ds", "stats_tma", "persistent")
-            if want_bool != isinstance(value, bool) or not isinstance(value, int):
-                kind = "a bool" if want_bool else "an int"
-                raise FieldError(f.name, f"HopperBwdConfig.{f.name} must be {kind}, got {value!r}")
+        check_kinds(self, bools=("share_ds", "stats_tma", "persistent"))
         checks = (
             ("consumers", self.consumers in (1, 2), "1 or 2"),
             ("num_buf", self.num_buf in (2, 3, 4), "2, 3 or 4"),
@@ -79,9 +74,7 @@ class HopperBwdConfig:
              and self.threads() * self.maxnreg <= REGS_PER_SM,
              f"a multiple of 8 in [24, 248], at most {REGS_PER_SM} // threads"),
         )  # fmt: skip
-        for name, ok, rule in checks:
-            if not ok:
-                raise FieldError(name, f"HopperBwdConfig.{name} must be {rule}: got {self}")
+        check_rules(self, checks)
 
     @property
     def block_n(self) -> int:
