@@ -135,12 +135,9 @@ def impl_choice(spec: KernelSpec, seq_q: int, seq_k: int, cuda: bool, *, query_d
     miss is answered from what is cached and the defaults, without the database, and is not
     cached (the next ordinary call asks the database)."""
     key = (spec, shape_bucket(seq_q, seq_k), cuda)
-    choice = _impls.get(key)
+    choice = _cached(key, _impls, _impls_degraded)
     if choice is not None:
         return choice
-    held = _impls_degraded.get(key)
-    if held is not None and _clock() < held[1]:
-        return held[0]
     forced = _state["impl"] or forced_impl()
     if forced is not None:
         choice = (forced, None, "forced")
@@ -313,15 +310,25 @@ def _warn_once(problem: str, effect: str) -> None:
     )
 
 
+def _cached(key, settled: dict, degraded: dict):
+    """What is cached for `key`: the settled answer, else the degraded one (held while the
+    database is at fault) until its time to ask again; None: ask. One rule for the configs and
+    the implementation choices, so both retry the database at the same time."""
+    found = settled.get(key)
+    if found is not None:
+        return found
+    held = degraded.get(key)
+    if held is not None and _clock() < held[1]:
+        return held[0]
+    return None
+
+
 def _miss(key: Key) -> TileConfig:
     spec, bucket = key
     with _lock:
-        config = _cache.get(key)
+        config = _cached(key, _cache, _degraded)
         if config is not None:
             return config
-        degraded = _degraded.get(key)
-        if degraded is not None and _clock() < degraded[1]:
-            return degraded[0]
         db = _database()
         if db is None and _state["retry_at"] == math.inf:  # no SQLAlchemy: final answer
             found = fallback(spec)
