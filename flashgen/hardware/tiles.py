@@ -16,8 +16,10 @@ Public interface (cross-room contract):
 
 from __future__ import annotations
 
+import csv
 import functools
 import itertools
+from pathlib import Path
 
 from ..core.config import TileConfig
 from ..core.spec import KernelSpec
@@ -93,55 +95,27 @@ def _gpu_class(device: DeviceLimits) -> str:
 # own, flashgen.hardware.dq_tiles); the dK/dV kernel timed alone (B2 sweep, 1k/4k/16k): hd128
 # (64,128,8,3) non-causal, (64,64,4,2) causal; hd64 (64,64,4,3) both (at 1k (32,64,4,3) by 3-4%).
 # The rest are conservative picks that the model fits with margin; a later entry is used when an
-# earlier one does not fit (fp32).
+# earlier one does not fit (fp32). The rows are data, kept in tile_defaults.csv beside this module
+# (shipped in the package); read once, at import.
 _T = TileConfig
-_DEFAULTS: dict[tuple[str, str, bool, int], tuple[TileConfig, ...]] = {}
+_CAUSAL = {"false": (False,), "true": (True,), "both": (False, True)}
 
 
-def _set(cls: str, direction: str, causal: bool | None, block_d: int, *cfgs: TileConfig) -> None:
-    for c in (False, True) if causal is None else (causal,):
-        _DEFAULTS[(cls, direction, c, block_d)] = cfgs
+def _read_defaults(path: Path) -> dict[tuple[str, str, bool, int], tuple[TileConfig, ...]]:
+    """{(gpu class, direction, causal, block_d): configs} from the defaults file (format in its
+    header; a later row replaces an earlier one's keys). A malformed row raises: the file ships
+    with the package, so an error in it is a packaging bug, not a run-time condition."""
+    lines = [line for line in path.read_text().splitlines() if not line.startswith("#")]
+    table = {}
+    for row in csv.DictReader(lines):
+        cfgs = tuple(_T(*map(int, c.split("x"))) for c in row["configs"].split())
+        for block_d in row["block_d"].split():
+            for causal in _CAUSAL[row["causal"]]:
+                table[(row["gpu_class"], row["direction"], causal, int(block_d))] = cfgs
+    return table
 
 
-for _bd in (16, 32, 64):
-    _set("sm90", "fwd", False, _bd, _T(128, 64, 8, 3), _T(64, 64, 4, 3))
-    _set("sm90", "fwd", True, _bd, _T(64, 64, 4, 3))
-    _set("sm80", "fwd", None, _bd, _T(128, 64, 4, 3), _T(64, 64, 4, 3))
-    _set("sm86", "fwd", None, _bd, _T(128, 64, 4, 2), _T(64, 64, 4, 2))
-    _set("sm75", "fwd", None, _bd, _T(64, 64, 4, 2), _T(64, 32, 4, 1))
-    _set("sm90", "bwd", None, _bd, _T(64, 64, 4, 3), _T(64, 64, 4, 2))
-    _set("sm80", "bwd", None, _bd, _T(64, 64, 4, 3), _T(64, 64, 4, 2))
-    _set("sm86", "bwd", None, _bd, _T(64, 64, 4, 2), _T(32, 64, 4, 2))
-    _set("sm75", "bwd", None, _bd, _T(32, 32, 4, 2), _T(32, 32, 4, 1))
-_set("sm90", "fwd", None, 64, _T(64, 128, 4, 2), _T(64, 64, 4, 3))
-_set("sm90", "bwd", True, 64, _T(64, 64, 4, 3), _T(64, 64, 4, 2), _T(32, 64, 4, 2))
-_set("sm90", "fwd", False, 128, _T(128, 64, 4, 2), _T(64, 64, 4, 2))
-_set("sm90", "fwd", True, 128, _T(64, 64, 4, 3), _T(64, 64, 4, 2))
-_set("sm80", "fwd", None, 128, _T(128, 64, 4, 3), _T(64, 64, 4, 2))
-_set("sm86", "fwd", None, 128, _T(64, 64, 4, 2), _T(64, 32, 4, 2))
-_set("sm75", "fwd", None, 128, _T(64, 32, 4, 2), _T(32, 32, 4, 1))
-_set(
-    "sm90",
-    "bwd",
-    False,
-    128,
-    _T(64, 128, 8, 3),
-    _T(128, 128, 8, 2),
-    _T(64, 64, 4, 2),
-    _T(32, 64, 4, 2),
-)
-_set("sm90", "bwd", True, 128, _T(64, 64, 4, 2), _T(32, 64, 4, 2))
-_set("sm80", "bwd", None, 128, _T(64, 64, 4, 2), _T(32, 64, 4, 2))
-_set("sm86", "bwd", None, 128, _T(32, 64, 4, 2), _T(32, 32, 4, 2))
-_set("sm75", "bwd", None, 128, _T(32, 32, 4, 1), _T(16, 32, 2, 1))
-_set("sm90", "fwd", None, 256, _T(64, 64, 4, 2), _T(64, 32, 4, 2))
-_set("sm80", "fwd", None, 256, _T(64, 64, 4, 2), _T(64, 32, 4, 2))
-_set("sm86", "fwd", None, 256, _T(64, 32, 4, 2), _T(32, 32, 4, 2))
-_set("sm75", "fwd", None, 256, _T(32, 32, 4, 1), _T(16, 32, 2, 1))
-_set("sm90", "bwd", None, 256, _T(64, 32, 4, 2), _T(32, 32, 4, 2))
-_set("sm80", "bwd", None, 256, _T(32, 64, 4, 2), _T(32, 32, 4, 2))
-_set("sm86", "bwd", None, 256, _T(32, 32, 4, 1), _T(16, 32, 4, 1))
-_set("sm75", "bwd", None, 256, _T(16, 32, 2, 1), _T(16, 16, 2, 1))
+_DEFAULTS = _read_defaults(Path(__file__).with_name("tile_defaults.csv"))
 
 # Tried in order by safe_config: the first that fits every known GPU (and the static rules).
 _SAFE_ORDER = (
