@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import argparse
 
+from ..core.flags import SWITCH, add_flags
+
 GPU_DEFAULTS = {
     "head_dim": "64,128",
     "dtype": "bfloat16",
@@ -120,94 +122,60 @@ def check_options(args: argparse.Namespace) -> None:
             )
 
 
+# The flags by --help group: (flag, argparse options, help) rows (`flashgen.core.flags`).
+_WHAT = (
+    ("--head-dim", {"metavar": "D[,D]"},
+     f"head dims (default {GPU_DEFAULTS['head_dim']} / {CPU_DEFAULTS['head_dim']})"),
+    ("--dtype", {"metavar": "T[,T]"},
+     f"float16, bfloat16, float32 (default {GPU_DEFAULTS['dtype']} / {CPU_DEFAULTS['dtype']})"),
+    ("--causal", {"choices": ("both", "true", "false"), "default": None}, "masking (default both)"),
+    ("--seq-len", {"metavar": "N[,N]"},
+     f"query lengths; each is tuned at its power-of-two bucket (default {GPU_DEFAULTS['seq_len']})"),
+    ("--seq-k", {"metavar": "N[,N]"},
+     "key lengths: one for all, or one per --seq-len (default: equal to the query length)"),
+    ("--direction", {"metavar": "fwd,bwd"}, "fwd, bwd or both (default fwd,bwd)"),
+    ("--window", SWITCH, "tune the sliding-window kernels (flashgen.attention(window=); timed "
+     "with a band covering every key, so the config serves every window size)"),
+    ("--softcap", SWITCH, "tune the logit-softcapping kernels (flashgen.attention(softcap=))"),
+    ("--lengths", SWITCH, "tune the kernels with per-sequence lengths "
+     "(key_lengths=/query_lengths=; timed with every row valid)"),
+    ("--dropout", SWITCH, "tune the attention-dropout kernels (flashgen.attention(dropout_p=); "
+     "timed drawing the mask with p = 0, so the config serves every p). The four flags combine "
+     "into one kernel kind"),
+    ("--pending", SWITCH, "tune exactly the shapes compiled models met without a tuned record "
+     "(`flashgen db pending`), then clear them"),
+)  # fmt: skip
+_HOW = (
+    ("--trials", {"type": int, "default": None},
+     f"evaluated candidates per spec and bucket (default {GPU_DEFAULTS['trials']} / "
+     f"{CPU_DEFAULTS['trials']}); pruned configs are free"),
+    ("--patience", {"type": int, "default": None},
+     "stop a study when its best has not improved for this many candidates "
+     f"(default {GPU_DEFAULTS['patience']} / {CPU_DEFAULTS['patience']}; 0: never)"),
+    ("--seed", {"type": int, "default": 0}, "sampler seed (default 0)"),
+    ("--no-sdpa", SWITCH, "do not time PyTorch's SDPA backends against the tuned kernel (GPU "
+     "only; records then name no winner and the run time uses its defaults)"),
+)  # fmt: skip
+_WHERE = (
+    ("--db", {"metavar": "URL"},
+     "tuning database (default FLASHGEN_DB_URL, else the SQLite file in the cache dir)"),
+    ("--gpus", {"metavar": "all|I,J"},
+     "one worker process per GPU of this host (all, or indices such as 0,1), each "
+     "pinned to its GPU and timing there only, all on the same studies and database"),
+    ("--workers", {"type": int, "default": 1},
+     "tuner processes cooperating on the same studies, not pinned to one GPU each (default 1)"),
+    ("--compile-workers", {"type": int, "default": None},
+     "processes compiling upcoming candidates while the GPU times the current one "
+     "(default: half the CPU cores, at most 8; none in interpreter mode)"),
+    ("--quiet", SWITCH, "no progress bar"),
+)  # fmt: skip
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    what = parser.add_argument_group("what to tune (defaults: GPU / CPU-only machine)")
-    what.add_argument(
-        "--head-dim", metavar="D[,D]",
-        help=f"head dims (default {GPU_DEFAULTS['head_dim']} / {CPU_DEFAULTS['head_dim']})",
-    )  # fmt: skip
-    what.add_argument(
-        "--dtype", metavar="T[,T]",
-        help="float16, bfloat16, float32 "
-        f"(default {GPU_DEFAULTS['dtype']} / {CPU_DEFAULTS['dtype']})",
-    )  # fmt: skip
-    what.add_argument(
-        "--causal", choices=("both", "true", "false"), default=None, help="masking (default both)"
-    )
-    what.add_argument(
-        "--seq-len", metavar="N[,N]",
-        help="query lengths; each is tuned at its power-of-two bucket (default "
-        f"{GPU_DEFAULTS['seq_len']})",
-    )  # fmt: skip
-    what.add_argument(
-        "--seq-k", metavar="N[,N]",
-        help="key lengths: one for all, or one per --seq-len (default: equal to the query length)",
-    )  # fmt: skip
-    what.add_argument("--direction", metavar="fwd,bwd", help="fwd, bwd or both (default fwd,bwd)")
-    what.add_argument(
-        "--window", action="store_true",
-        help="tune the sliding-window kernels (flashgen.attention(window=); timed with a band "
-        "covering every key, so the config serves every window size)",
-    )  # fmt: skip
-    what.add_argument(
-        "--softcap", action="store_true",
-        help="tune the logit-softcapping kernels (flashgen.attention(softcap=))",
-    )  # fmt: skip
-    what.add_argument(
-        "--lengths", action="store_true",
-        help="tune the kernels with per-sequence lengths (key_lengths=/query_lengths=; timed "
-        "with every row valid)",
-    )  # fmt: skip
-    what.add_argument(
-        "--dropout", action="store_true",
-        help="tune the attention-dropout kernels (flashgen.attention(dropout_p=); timed drawing "
-        "the mask with p = 0, so the config serves every p). The four flags combine into one "
-        "kernel kind",
-    )  # fmt: skip
-    what.add_argument(
-        "--pending", action="store_true",
-        help="tune exactly the shapes compiled models met without a tuned record "
-        "(`flashgen db pending`), then clear them",
-    )  # fmt: skip
-    how = parser.add_argument_group("how hard")
-    how.add_argument(
-        "--trials", type=int, default=None,
-        help=f"evaluated candidates per spec and bucket (default {GPU_DEFAULTS['trials']} / "
-        f"{CPU_DEFAULTS['trials']}); pruned configs are free",
-    )  # fmt: skip
-    how.add_argument(
-        "--patience", type=int, default=None,
-        help="stop a study when its best has not improved for this many candidates "
-        f"(default {GPU_DEFAULTS['patience']} / {CPU_DEFAULTS['patience']}; 0: never)",
-    )  # fmt: skip
-    how.add_argument("--seed", type=int, default=0, help="sampler seed (default 0)")
-    how.add_argument(
-        "--no-sdpa", action="store_true",
-        help="do not time PyTorch's SDPA backends against the tuned kernel (GPU only; records "
-        "then name no winner and the run time uses its defaults)",
-    )  # fmt: skip
-    where = parser.add_argument_group("where")
-    where.add_argument(
-        "--db", metavar="URL",
-        help="tuning database (default FLASHGEN_DB_URL, else the SQLite file in the cache dir)",
-    )  # fmt: skip
-    where.add_argument(
-        "--gpus", metavar="all|I,J",
-        help="one worker process per GPU of this host (all, or indices such as 0,1), each "
-        "pinned to its GPU and timing there only, all on the same studies and database",
-    )  # fmt: skip
-    where.add_argument(
-        "--workers", type=int, default=1,
-        help="tuner processes cooperating on the same studies, not pinned to one GPU each "
-        "(default 1)",
-    )  # fmt: skip
-    where.add_argument(
-        "--compile-workers", type=int, default=None,
-        help="processes compiling upcoming candidates while the GPU times the current one "
-        "(default: half the CPU cores, at most 8; none in interpreter mode)",
-    )  # fmt: skip
-    where.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_flags(parser.add_argument_group("what to tune (defaults: GPU / CPU-only machine)"), _WHAT)
+    add_flags(parser.add_argument_group("how hard"), _HOW)
+    add_flags(parser.add_argument_group("where"), _WHERE)
 
 
 def resolve_options(args: argparse.Namespace, gpu: bool) -> dict:
