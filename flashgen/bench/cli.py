@@ -31,6 +31,7 @@ from __future__ import annotations
 import os
 import sys
 
+from ..core.flags import SWITCH, add_flags
 from .harness import DEFAULT_IMPLS, DTYPES, IMPLS, MODES
 
 
@@ -74,50 +75,44 @@ def _causal(text: str) -> list[bool]:
     return table[text]
 
 
+# The flags by --help group: (flag, argparse options, help) rows (`flashgen.core.flags`).
+_GRID = (
+    ("--head-dim", {"default": "64,128"}, "head dims (default: 64,128)"),
+    ("--seq-len", {"default": "1024,4096,16384"}, "sequence lengths (default: 1024,4096,16384)"),
+    ("--causal", {"default": "both"}, "true, false or both (default: both)"),
+    ("--dtype", {"default": "bfloat16"}, f"among {', '.join(DTYPES)}"),
+    ("--heads", {"default": "16"}, "HQ or HQ/HKV (GQA) items, e.g. 16,32/8 (default: 16)"),
+    ("--batch-tokens", {"type": int, "default": 16384},
+     "batch = this // seq, at least 1 (default: 16384)"),
+)  # fmt: skip
+_WHAT = (
+    ("--mode", {"default": "fwd,fwd_bwd"},
+     "among fwd, bwd (backward alone), fwd_bwd (default: fwd,fwd_bwd)"),
+    ("--impl", {"default": ",".join(DEFAULT_IMPLS)},
+     f"implementations, the first is the one the ratio is for; among {', '.join(IMPLS)} "
+     f"(default: {','.join(DEFAULT_IMPLS)})"),
+    ("--rounds", {"type": int, "default": 2}, "interleaved rounds (default: 2)"),
+    ("--rep", {"type": int, "default": 40}, "do_bench's rep in ms per reading (default: 40)"),
+)  # fmt: skip
+_OUTPUT = (
+    ("--json", {"metavar": "FILE"}, "write the rows and the run's metadata"),
+    ("--csv", {"metavar": "FILE"}, "write the rows, one per line, with GPU/versions/commit"),
+    ("--plot", {"metavar": "FILE.png"}, "TFLOP/s against length (needs matplotlib)"),
+    ("--from", {"dest": "from_file", "metavar": "FILE"},
+     "read rows from a JSON/CSV file written before instead of timing (no GPU needed)"),
+    ("--quiet", SWITCH, "no progress bar (tqdm, on stderr)"),
+)  # fmt: skip
+_INTERPRET = (
+    ("--interpret", SWITCH,
+     "run in Triton's CPU interpreter at whatever (tiny) sizes are given: a smoke test"),
+)  # fmt: skip
+
+
 def add_arguments(parser) -> None:
-    grid = parser.add_argument_group("grid (comma-separated lists)")
-    grid.add_argument("--head-dim", default="64,128", help="head dims (default: 64,128)")
-    grid.add_argument(
-        "--seq-len", default="1024,4096,16384", help="sequence lengths (default: 1024,4096,16384)"
-    )
-    grid.add_argument("--causal", default="both", help="true, false or both (default: both)")
-    grid.add_argument("--dtype", default="bfloat16", help=f"among {', '.join(DTYPES)}")
-    grid.add_argument(
-        "--heads", default="16", help="HQ or HQ/HKV (GQA) items, e.g. 16,32/8 (default: 16)"
-    )
-    grid.add_argument(
-        "--batch-tokens", type=int, default=16384,
-        help="batch = this // seq, at least 1 (default: 16384)",
-    )  # fmt: skip
-    what = parser.add_argument_group("what to time")
-    what.add_argument(
-        "--mode", default="fwd,fwd_bwd",
-        help="among fwd, bwd (backward alone), fwd_bwd (default: fwd,fwd_bwd)",
-    )  # fmt: skip
-    what.add_argument(
-        "--impl", default=",".join(DEFAULT_IMPLS),
-        help=f"implementations, the first is the one the ratio is for; among {', '.join(IMPLS)} "
-        f"(default: {','.join(DEFAULT_IMPLS)})",
-    )  # fmt: skip
-    what.add_argument("--rounds", type=int, default=2, help="interleaved rounds (default: 2)")
-    what.add_argument(
-        "--rep", type=int, default=40, help="do_bench's rep in ms per reading (default: 40)"
-    )
-    out = parser.add_argument_group("output")
-    out.add_argument("--json", metavar="FILE", help="write the rows and the run's metadata")
-    out.add_argument(
-        "--csv", metavar="FILE", help="write the rows, one per line, with GPU/versions/commit"
-    )
-    out.add_argument("--plot", metavar="FILE.png", help="TFLOP/s against length (needs matplotlib)")
-    out.add_argument(
-        "--from", dest="from_file", metavar="FILE",
-        help="read rows from a JSON/CSV file written before instead of timing (no GPU needed)",
-    )  # fmt: skip
-    out.add_argument("--quiet", action="store_true", help="no progress bar (tqdm, on stderr)")
-    parser.add_argument(
-        "--interpret", action="store_true",
-        help="run in Triton's CPU interpreter at whatever (tiny) sizes are given: a smoke test",
-    )  # fmt: skip
+    add_flags(parser.add_argument_group("grid (comma-separated lists)"), _GRID)
+    add_flags(parser.add_argument_group("what to time"), _WHAT)
+    add_flags(parser.add_argument_group("output"), _OUTPUT)
+    add_flags(parser, _INTERPRET)
 
 
 def parse_grid(args):

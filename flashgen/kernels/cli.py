@@ -8,48 +8,35 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..core.flags import SWITCH, add_flags
 from ..core.spec import DIRECTIONS, DTYPES
+
+# (flag, argparse options, help) rows (`flashgen.core.flags`), in --help order.
+_FLAGS = (
+    ("--head-dim", {"type": int, "required": True}, "head dim, 16..256"),
+    ("--causal", SWITCH, "causal (SDPA is_causal) masking"),
+    ("--dtype", {"choices": DTYPES, "default": "float16"}, None),
+    ("--direction", {"choices": DIRECTIONS, "default": "fwd"}, None),
+    ("--window", SWITCH, "the sliding-window kernel (the band's sizes are run-time arguments)"),
+    ("--softcap", SWITCH, "the logit-softcapping kernel (the cap is a run-time argument)"),
+    ("--family", {"choices": ("portable", "hopper", "decode", "onepass", "hopper_bwd"),
+                  "default": "portable"},
+     "kernel family: the portable Triton kernels, the Hopper (sm_90) warp-specialised "
+     "Gluon forward (head dim 64/128, fp16/bf16; needs a Triton with Gluon), the split-KV "
+     "decode kernels for queries of 1-16 rows (forward; --causal: a causal offset argument), "
+     "the one-pass backward (--direction bwd; the non-deterministic backward kind), or the "
+     "Hopper warp-specialised Gluon backward (--direction bwd, head dim 64/128, fp16/bf16; "
+     "the 'hopper' backward kind)"),
+    ("--lengths", SWITCH, "the kernel with per-sequence lengths (padding)"),
+    ("--packed", SWITCH, "the kernel over packed variable-length sequences (implies --lengths; "
+     "portable family; flashgen.attention_varlen)"),
+    ("--dropout", SWITCH, "the attention-dropout kernel (p and the seed are run-time arguments)"),
+    ("--path", SWITCH, "print the cached file's path instead"),
+)  # fmt: skip
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--head-dim", type=int, required=True, help="head dim, 16..256")
-    parser.add_argument("--causal", action="store_true", help="causal (SDPA is_causal) masking")
-    parser.add_argument("--dtype", choices=DTYPES, default="float16")
-    parser.add_argument("--direction", choices=DIRECTIONS, default="fwd")
-    parser.add_argument(
-        "--window",
-        action="store_true",
-        help="the sliding-window kernel (the band's sizes are run-time arguments)",
-    )
-    parser.add_argument(
-        "--softcap",
-        action="store_true",
-        help="the logit-softcapping kernel (the cap is a run-time argument)",
-    )
-    parser.add_argument(
-        "--family",
-        choices=("portable", "hopper", "decode", "onepass", "hopper_bwd"),
-        default="portable",
-        help="kernel family: the portable Triton kernels, the Hopper (sm_90) warp-specialised "
-        "Gluon forward (head dim 64/128, fp16/bf16; needs a Triton with Gluon), the split-KV "
-        "decode kernels for queries of 1-16 rows (forward; --causal: a causal offset argument), "
-        "the one-pass backward (--direction bwd; the non-deterministic backward kind), or the "
-        "Hopper warp-specialised Gluon backward (--direction bwd, head dim 64/128, fp16/bf16; "
-        "the 'hopper' backward kind)",
-    )
-    parser.add_argument(
-        "--lengths", action="store_true", help="the kernel with per-sequence lengths (padding)"
-    )
-    parser.add_argument(
-        "--packed", action="store_true",
-        help="the kernel over packed variable-length sequences (implies --lengths; portable "
-        "family; flashgen.attention_varlen)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--dropout", action="store_true",
-        help="the attention-dropout kernel (p and the seed are run-time arguments)",
-    )  # fmt: skip
-    parser.add_argument("--path", action="store_true", help="print the cached file's path instead")
+    add_flags(parser, _FLAGS)
 
 
 def run(args: argparse.Namespace) -> int:

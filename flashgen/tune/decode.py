@@ -28,6 +28,8 @@ import json
 import sys
 import time
 
+from ..core.flags import add_flags
+
 FORMAT = "flashgen-decode-configs"
 
 
@@ -172,34 +174,31 @@ def _heads(text: str) -> list[tuple[int, int]]:
     return out
 
 
+# (flag, argparse options, help) rows (`flashgen.core.flags`), in --help order.
+_FLAGS = (
+    ("--batch", {"default": "1,8,64"}, "batch sizes (comma-separated)"),
+    ("--kv", {"default": "2048,8192,32768,65536"}, "key lengths (comma-separated)"),
+    ("--heads", {"default": "32/8"}, "query heads / kv heads, e.g. 32/8 or 32/8,32/32"),
+    ("--head-dim", {"default": "128"}, "head dims (comma-separated)"),
+    ("--dtype", {"choices": ["float16", "bfloat16", "float32"], "default": "bfloat16"}, None),
+    ("--budget", {"type": float, "default": 30.0}, "seconds per bucket at most"),
+    ("--total", {"type": float, "default": float("inf")},
+     "stop starting new buckets after this many seconds of timing (the file keeps what is done)"),
+    ("--space", {"choices": ["all", "near"], "default": "all"},
+     "all: every candidate; near: the short list near the heuristic default"),
+    ("--workers", {"type": int, "default": 0},
+     "compile every candidate first in this many processes (0: compile while timing)"),
+    ("--out", {"required": True}, "JSON file to write (merged if it exists)"),
+)  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="python -m flashgen.tune.decode",
         description="Time every split-KV decode config per (batch, key length) bucket on this "
         "GPU and write the fastest as a decode configs file (see flashgen.hardware.decode).",
     )
-    p.add_argument("--batch", default="1,8,64", help="batch sizes (comma-separated)")
-    p.add_argument("--kv", default="2048,8192,32768,65536", help="key lengths (comma-separated)")
-    p.add_argument(
-        "--heads", default="32/8", help="query heads / kv heads, e.g. 32/8 or 32/8,32/32"
-    )  # fmt: skip
-    p.add_argument("--head-dim", default="128", help="head dims (comma-separated)")
-    p.add_argument("--dtype", choices=["float16", "bfloat16", "float32"], default="bfloat16")
-    p.add_argument("--budget", type=float, default=30.0, help="seconds per bucket at most")
-    p.add_argument(
-        "--total", type=float, default=float("inf"),
-        help="stop starting new buckets after this many seconds of timing (the file keeps "
-        "what is done)",
-    )  # fmt: skip
-    p.add_argument(
-        "--space", choices=["all", "near"], default="all",
-        help="all: every candidate; near: the short list near the heuristic default",
-    )  # fmt: skip
-    p.add_argument(
-        "--workers", type=int, default=0,
-        help="compile every candidate first in this many processes (0: compile while timing)",
-    )  # fmt: skip
-    p.add_argument("--out", required=True, help="JSON file to write (merged if it exists)")
+    add_flags(p, _FLAGS)
     args = p.parse_args(argv)
     heads = _heads(args.heads)
     dims = _ints(args.head_dim, "--head-dim")
