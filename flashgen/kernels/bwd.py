@@ -54,7 +54,7 @@ from .buffers import pause_fill, resume_fill
 from .codegen import load, load_family
 from .fwd import mask_kind as _mask_kind
 from .launch import Launch, direct_device, value_classes
-from .plans import Chooser, PlanCache, plan_config
+from .plans import Chooser, PlanCache, plan_config, plan_spec, variant_args
 from .streams import side_first, side_stream
 
 log = logging.getLogger("flashgen")
@@ -103,9 +103,7 @@ class _Plan:
     ):  # fmt: skip
         batch, heads_q, seq_q, dim = q.shape
         heads_kv, seq_k = k.shape[1], k.shape[2]
-        spec = spec_for(
-            dim, causal, dtype_name(q.dtype), "bwd", windowed, capped, bounded, mask_kind, dropped
-        )
+        spec = plan_spec(q, "bwd", causal, windowed, capped, bounded, mask_kind, dropped)
         self.keep = True
         self.bounded = bounded
         if not isinstance(config, TileConfig):
@@ -209,15 +207,8 @@ class _Plan:
             delta = torch.empty_like(lse)  # lse is contiguous float32 [B, Hq, Sq]
             self.pre(out, do, delta, *self.pre_tail)
             return self._launch_onepass(do, q, k, v, lse, delta, scale)
-        ints = (*self.ints, float(scale), *(() if window is None else window))
-        if softcap is not None:
-            ints = (*ints, softcap / scale)  # the kernels cap raw scores: cap / scale
-        if bounds is not None:
-            ints = (*ints, bounds)
-        if mask is not None:
-            ints = (*ints, mask, *mask.stride())
-        if dropout is not None:
-            ints = (*ints, float(dropout[0]), int(dropout[1]))
+        tail = variant_args(scale, window, softcap, bounds, mask, dropout)
+        ints = (*self.ints, float(scale), *tail)
         # The kernels write every element of delta, dQ, dK and dV (key rows no query sees get
         # zeros), except that with lengths they store only the valid rows: the padded ones must
         # be zero. So no deterministic-mode fill (`flashgen.kernels.buffers`).

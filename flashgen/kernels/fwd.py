@@ -37,11 +37,11 @@ import math
 import torch
 
 from ..core.config import TileConfig
-from ..core.spec import cdiv, dtype_name, spec_for
+from ..core.spec import cdiv
 from . import hopper, tma
 from .codegen import load
 from .launch import Launch, capturing, direct_device, value_classes
-from .plans import Chooser, PlanCache, plan_config
+from .plans import Chooser, PlanCache, plan_config, plan_spec, variant_args
 
 LOG2E = 1.4426950408889634
 _F32 = torch.float32
@@ -77,9 +77,7 @@ class _Plan:
     ):  # fmt: skip
         batch, hq, sq, dim = q.shape
         hkv, sk = k.shape[1], k.shape[2]
-        spec = spec_for(
-            dim, causal, dtype_name(q.dtype), "fwd", windowed, capped, bounded, mask_kind, dropped
-        )
+        spec = plan_spec(q, "fwd", causal, windowed, capped, bounded, mask_kind, dropped)
         self.keep = True
         self.scale = 1.0 / math.sqrt(dim)
         self.hopper = None
@@ -131,15 +129,7 @@ class _Plan:
             self.run(*args)
             return
         qk_scale = scale * LOG2E
-        win = () if window is None else window
-        if softcap is not None:
-            win = (*win, softcap / scale)  # the kernel caps raw scores: cap / scale
-        if bounds is not None:
-            win = (*win, bounds)
-        if mask is not None:
-            win = (*win, mask, *mask.stride())
-        if dropout is not None:
-            win = (*win, float(dropout[0]), int(dropout[1]))
+        win = variant_args(scale, window, softcap, bounds, mask, dropout)
         if self.strides is None:  # q, k, v, out travel as TMA descriptors
             self.run(q, k, v, out, lse, *self.tail, qk_scale, *win)
         else:

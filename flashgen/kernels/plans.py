@@ -20,7 +20,7 @@ import weakref
 from collections.abc import Callable
 
 from ..core.config import TileConfig
-from ..core.spec import KernelSpec
+from ..core.spec import KernelSpec, dtype_name, spec_for
 from .launch import capturing
 
 Chooser = Callable[..., tuple[TileConfig, bool]]
@@ -37,6 +37,32 @@ def plan_config(config, spec: KernelSpec, seq_q: int, seq_k: int, q) -> tuple[Ti
 
         return default_config(spec), True
     return config(spec, seq_q, seq_k, capturing=capturing(q))
+
+
+def plan_spec(q, direction: str, causal, windowed, capped, bounded, mask_kind, dropped):
+    """The KernelSpec a forward or backward plan compiles: head dim and dtype from the query
+    tensor, the rest from the call's flags (cached by `spec_for`: asked once per new plan)."""
+    return spec_for(
+        q.shape[-1], causal, dtype_name(q.dtype), direction, windowed, capped, bounded, mask_kind,
+        dropped,
+    )  # fmt: skip
+
+
+def variant_args(scale: float, window, softcap, bounds, mask, dropout) -> tuple:
+    """The run-time arguments of a kernel's variants, in the templates' order (after the
+    scale): the window's two sizes, softcap / scale (the kernels cap raw scores), the lengths'
+    bounds, the mask and its strides, dropout's p and seed. Each is left out when None (the
+    spec compiled the kernel without it). The same for the forward and backward launches."""
+    args = () if window is None else (*window,)
+    if softcap is not None:
+        args = (*args, softcap / scale)
+    if bounds is not None:
+        args = (*args, bounds)
+    if mask is not None:
+        args = (*args, mask, *mask.stride())
+    if dropout is not None:
+        args = (*args, float(dropout[0]), int(dropout[1]))
+    return args
 
 
 class PlanCache(dict):
