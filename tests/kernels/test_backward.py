@@ -199,7 +199,7 @@ def test_backward_separate_dq_config(cfg, dq_cfg, causal, tma):
     assert_grads_close(same, q, k, v, do, causal=causal, scale=scale)
     # the launches the two plans hold: dQ's blocks/warps/stages from dq_config or from config
     launched = {
-        (key[-1], plan.dq.constexprs["BLOCK_M"], plan.dq.constexprs["BLOCK_N"],
+        (key[-2], plan.dq.constexprs["BLOCK_M"], plan.dq.constexprs["BLOCK_N"],
          plan.dq.options["num_warps"], plan.dq.options["num_stages"],
          plan.dkdv.constexprs["BLOCK_M"], plan.dkdv.constexprs["BLOCK_N"])
         for key, plan in bwd_module._plans.items() if key[0] == q.shape and key[9] == causal
