@@ -52,33 +52,37 @@ def _plan(seq_q: int, seq_k: int) -> tuple[int, tuple[int, int] | None]:
     return 0, (None if c == 0 else (seq_q + seq_k, c))
 
 
-def forward(q, k, v, *, scale, config=None):
+def forward(q, k, v, *, scale, softcap=None, config=None):
     """(out, lse) of bottom-right causal attention (`flashgen.kernels.fwd.forward`'s contract;
-    `config` as there: `flashgen.kernels.plans`)."""
+    `softcap` and `config` as there: `flashgen.kernels.plans`). Every path passes the cap on:
+    the cap applies to the scores before the mask, so it commutes with the band and the rows
+    this plan drops."""
     skip, band = _plan(q.shape[2], k.shape[2])
     if skip == 0:
         if band is None:
-            return fwd.forward(q, k, v, causal=True, scale=scale, config=config)
-        return fwd.forward(q, k, v, causal=False, scale=scale, window=band, config=config)
+            return fwd.forward(q, k, v, causal=True, scale=scale, softcap=softcap, config=config)
+        return fwd.forward(
+            q, k, v, causal=False, scale=scale, window=band, softcap=softcap, config=config
+        )
     out = torch.zeros(q.shape, dtype=q.dtype, device=q.device)
     lse = torch.full(q.shape[:3], float("inf"), dtype=torch.float32, device=q.device)
     if skip < q.shape[2]:
         rows_out, rows_lse = fwd.forward(
-            q[:, :, skip:], k, v, causal=True, scale=scale, config=config
+            q[:, :, skip:], k, v, causal=True, scale=scale, softcap=softcap, config=config
         )
         out[:, :, skip:] = rows_out
         lse[:, :, skip:] = rows_lse
     return out, lse
 
 
-def backward(do, q, k, v, out, lse, *, scale, needs, config=None):
+def backward(do, q, k, v, out, lse, *, scale, needs, softcap=None, config=None):
     """(dq, dk, dv) of bottom-right causal attention (`flashgen.kernels.bwd.backward`'s
-    contract: None where `needs` says a gradient is not wanted)."""
+    contract: None where `needs` says a gradient is not wanted; `softcap` as `forward`)."""
     skip, band = _plan(q.shape[2], k.shape[2])
     if skip == 0:
         return bwd.backward(
             do, q, k, v, out, lse, causal=band is None, scale=scale, needs=needs, window=band,
-            config=config,
+            softcap=softcap, config=config,
         )  # fmt: skip
     dq = torch.zeros(q.shape, dtype=q.dtype, device=q.device) if needs[0] else None
     dk = torch.zeros(k.shape, dtype=k.dtype, device=k.device) if needs[1] else None
@@ -88,7 +92,7 @@ def backward(do, q, k, v, out, lse, *, scale, needs, config=None):
     rows = slice(skip, None)
     gq, gk, gv = bwd.backward(
         do[:, :, rows], q[:, :, rows], k, v, out[:, :, rows], lse[:, :, rows],
-        causal=True, scale=scale, needs=needs, config=config,
+        causal=True, scale=scale, needs=needs, softcap=softcap, config=config,
     )  # fmt: skip
     if dq is not None:
         dq[:, :, rows] = gq

@@ -71,7 +71,11 @@ def _attention_fwd(
             off = aligned.offset(q.shape[2], k.shape[2]) if bottom_right else 0
         return decode.decode_forward(q, k, v, causal_offset=off, scale=scale)
     if bottom_right:
-        return aligned.forward(q, k, v, scale=scale, config=plan_config)
+        if window is not None:  # the op can be called raw: never drop the window silently
+            raise ValueError("causal_align='bottom_right' takes no window")
+        return aligned.forward(
+            q, k, v, scale=scale, softcap=check_softcap(softcap), config=plan_config
+        )
     return fwd.forward(
         q, k, v, causal=causal, scale=scale, config=plan_config, window=_window(window),
         softcap=check_softcap(softcap),
@@ -142,11 +146,12 @@ def _attention_bwd(
     if seq_bounds is not None or attn_mask is not None or drop is not None:
         _check_extras(q, seq_bounds, attn_mask, bottom_right)
     if bottom_right:
-        if window is not None or softcap is not None:
-            raise ValueError("causal_align='bottom_right' takes no window or softcap")
+        if window is not None:
+            raise ValueError("causal_align='bottom_right' takes no window")
         grads = aligned.backward(
-            do, q, k, v, out, lse, scale=scale, needs=needs, config=plan_config
-        )
+            do, q, k, v, out, lse, scale=scale, needs=needs, softcap=check_softcap(softcap),
+            config=plan_config,
+        )  # fmt: skip
     else:
         mask = None if attn_mask is None else expand_mask(attn_mask, q, k)
         grads = bwd.backward(

@@ -123,3 +123,25 @@ def test_bottom_right_bf16_on_gpu(sq, sk):
     ref(qd, kd, vd).sum().backward()
     for got, exp in ((q.grad, qd.grad), (k.grad, kd.grad), (v.grad, vd.grad)):
         torch.testing.assert_close(got.double(), exp, atol=5e-2, rtol=5e-2)
+
+
+@pytest.mark.parametrize("sq,sk", [(20, 37), (40, 23), (5, 37)], ids=lambda x: str(x))
+def test_bottom_right_keeps_softcap(sq, sk):
+    """Softcap with the bottom-right alignment and Sq != Sk (the band, the rows that see no key,
+    a short query): the cap is applied, forward and backward (it was silently dropped)."""
+    from flashgen.kernels.reference import rows_ref, scores_ref
+
+    cap = 0.7  # small against these scores, so a dropped cap is far outside the tolerance
+    q, k, v = _inputs(1, 4, 2, sq, sk, 32, seed=sq + sk)
+    out = attention(q, k, v, causal=True, causal_align="bottom_right", softcap=cap)
+    qd, kd, vd = (t.detach().double().requires_grad_() for t in (q, k, v))
+    i = torch.arange(sq)[:, None]
+    j = torch.arange(sk)[None, :]
+    s = scores_ref(qd, kd, softcap=cap).masked_fill(j > i + sk - sq, float("-inf"))
+    want = rows_ref(s, vd)[0]
+    torch.testing.assert_close(out.detach().double(), want.detach(), atol=2e-5, rtol=1e-4)
+    g = torch.randn(out.shape, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    out.backward(g.float())
+    want.backward(g)
+    for got, exp in ((q.grad, qd.grad), (k.grad, kd.grad), (v.grad, vd.grad)):
+        torch.testing.assert_close(got.double(), exp, atol=5e-5, rtol=1e-4)
