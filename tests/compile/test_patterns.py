@@ -330,6 +330,43 @@ def test_hand_written_additive_bias_is_replaced_and_matches_eager():
         torch.testing.assert_close(g.double(), w, atol=1e-4, rtol=1e-4)
 
 
+def subtracted_bias_input(q, k, v, mask):
+    s = q @ k.transpose(-2, -1) * SCALE - mask  # a penalty: the kernels must add -mask
+    return s.softmax(-1) @ v
+
+
+def bias_minus_scores(q, k, v, mask):
+    s = mask - q @ k.transpose(-2, -1) * SCALE  # negated scores: no kernel computes this
+    return s.softmax(-1) @ v
+
+
+def test_subtracted_bias_is_negated_and_matches_eager():
+    """`q @ k^T * scale - bias` is handed to the kernels as the additive mask -bias (it was
+    handed over as +bias): output and gradients, the bias's too, equal eager's in float64;
+    `bias - scores` (the scores negated) is left to Inductor."""
+    q, k, v = (t.requires_grad_() for t in _qkv())
+    bias = (3 * torch.randn(T, T, device=DEVICE)).requires_grad_()
+    report = flashgen.explain(subtracted_bias_input, q, k, v, bias)
+    assert report.replaced == 1 and report.sites[0].mask == "add", str(report)
+    torch._dynamo.reset()
+    compiled = torch.compile(subtracted_bias_input, backend=backend(fallback="aot_eager"))
+    got = compiled(q, k, v, bias)
+    leaves = (q, k, v, bias)
+    got_grads = torch.autograd.grad(got.square().sum(), leaves)
+    ref_in = [t.detach().double().requires_grad_() for t in leaves]
+    want = subtracted_bias_input(*ref_in)
+    want_grads = torch.autograd.grad(want.square().sum(), ref_in)
+    torch.testing.assert_close(got.double(), want, atol=1e-4, rtol=1e-4)
+    for g, w in zip(got_grads, want_grads, strict=True):
+        torch.testing.assert_close(g.double(), w, atol=1e-4, rtol=1e-4)
+    report = flashgen.explain(bias_minus_scores, q, k, v, bias)
+    assert (report.found, report.replaced) == (1, 0), str(report)
+    assert "subtracted from" in report.skipped[0].reason, str(report)
+    torch._dynamo.reset()
+    compiled = torch.compile(bias_minus_scores, backend=backend(fallback="aot_eager"))
+    torch.testing.assert_close(compiled(q, k, v, bias), bias_minus_scores(q, k, v, bias))
+
+
 def test_multihead_attention_needs_need_weights_false():
     mha = nn.MultiheadAttention(H * D, H, batch_first=True).to(DEVICE)
     x = torch.randn(B, T, H * D, device=DEVICE)

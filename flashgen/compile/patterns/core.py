@@ -25,7 +25,8 @@ _MATMUL_FNS = {torch.matmul, operator.matmul, torch.bmm, torch.Tensor.matmul, to
 _EINSUM_FNS = {torch.einsum, torch.functional.einsum}
 MUL_FNS = {operator.mul, torch.mul, torch.Tensor.mul, operator.imul}
 DIV_FNS = {operator.truediv, torch.div, torch.true_divide, torch.Tensor.div, operator.itruediv}
-ADD_FNS = {operator.add, torch.add, torch.Tensor.add, operator.iadd, operator.sub, torch.sub}
+SUB_FNS = {operator.sub, torch.sub, torch.Tensor.sub}
+ADD_FNS = {operator.add, torch.add, torch.Tensor.add, operator.iadd} | SUB_FNS
 MASKED_FILL_FNS = {torch.masked_fill, torch.Tensor.masked_fill}
 DROPOUT_FNS = {F.dropout, torch.dropout, torch.nn.functional.dropout}
 CAST_METHODS = {"float", "to", "type", "type_as", "half", "bfloat16", "double"}
@@ -84,6 +85,7 @@ class Match:
     window: int | None = None  # causal sliding window (w keys ending at the query), if proven
     align: str = "top_left"  # proven causal alignment (`flashgen.ops.attention`'s causal_align)
     attn_mask: fx.Node | None = None  # a mask tensor handed to the kernel as it is (attn_mask)
+    mask_negated: bool = False  # attn_mask was subtracted from the scores: the kernel gets -mask
     dropout_p: float = 0.0  # attention dropout in training mode (the op's dropout_p)
 
 

@@ -17,6 +17,7 @@ from .core import (
     MUL_FNS,
     NEAR_NEG_INF,
     SOFTMAX_FNS,
+    SUB_FNS,
     Match,
     Site,
     Skip,
@@ -96,12 +97,20 @@ def match_softmax(sm: Any, values: Values) -> Match | None:
             if got is None:
                 return None
             nxt = got
-        elif is_fn(x, ADD_FNS, ("add", "add_")) and len(x.args) == 2 and not x.kwargs:
+        elif is_fn(x, ADD_FNS, ("add", "add_", "sub")) and len(x.args) == 2 and not x.kwargs:
             tensors = [a for a in x.args[:2] if isinstance(a, fx.Node) and is_tensor_node(a)]
             if len(tensors) != 2:
                 return None
             nxt = tensors[1] if _leads_to_product(tensors[1]) else tensors[0]
-            masks.append(("add", tensors[0] if nxt is tensors[1] else tensors[1], None))
+            # The sign matters: `scores - bias` is the additive mask -bias; `bias - scores`
+            # negates the scores, which no kernel computes.
+            sub = is_fn(x, SUB_FNS, ("sub",))
+            if sub and nxt is tensors[1]:
+                problems.append(
+                    "the scores are subtracted from a tensor (negated scores); left to Inductor"
+                )
+            bias = tensors[0] if nxt is tensors[1] else tensors[1]
+            masks.append(("sub" if sub else "add", bias, None))
             terms_at_add = len(terms)
         elif is_fn(x, {torch.where}, ("where",)) and len(x.args) == 3 and not x.kwargs:
             cond, a, b = x.args
@@ -192,6 +201,8 @@ def match_softmax(sm: Any, values: Values) -> Match | None:
         problems.append("more than one mask is applied to the scores; only one causal mask is")
     elif masks:
         try:
+            if masks[0][0] == "sub":
+                raise Skip("a subtracted mask is not proven causal; it is read as a negated bias")
             window, align = _check_causal(masks[0], x, values)
             causal = True
         except Skip as e:
@@ -201,6 +212,7 @@ def match_softmax(sm: Any, values: Values) -> Match | None:
                 problems.append(str(e))
     m = Match(site, q, k, v, out, causal, terms, interior=interior, window=window, align=align)
     m.attn_mask = tensor_mask
+    m.mask_negated = tensor_mask is not None and masks[0][0] == "sub"
     m.dropout_p = drop_p
     m.three_d = kind == "bmm" or example_value(q).dim() == 3
     if problems:
@@ -209,12 +221,13 @@ def match_softmax(sm: Any, values: Values) -> Match | None:
 
 
 def _additive_bias(mask: tuple[str, Any, Any], terms_at_add: int | None) -> Any:
-    """The tensor of `scores (* scale) + bias` as the kernels' additive attn_mask: a floating
-    tensor added after every scale factor (`terms_at_add`: the scale factors met walking up
-    from the softmax before the add, i.e. applied after it: a bias they scale is not the
-    kernels' bias); Skip otherwise."""
+    """The tensor of `scores (* scale) + bias` (or `- bias`: the rewrite negates it,
+    `Match.mask_negated`) as the kernels' additive attn_mask: a floating tensor added after
+    every scale factor (`terms_at_add`: the scale factors met walking up from the softmax
+    before the add, i.e. applied after it: a bias they scale is not the kernels' bias); Skip
+    otherwise."""
     how, node, _ = mask
-    if how != "add":
+    if how not in ("add", "sub"):
         raise Skip("not an additive mask")
     if terms_at_add is None or terms_at_add > 0:
         raise Skip("the additive mask is added before the scores are scaled")

@@ -4,6 +4,7 @@ finds every site in a graph, rewrites the eligible ones and reports the rest."""
 from __future__ import annotations
 
 import math
+import operator
 from typing import Any
 
 import torch
@@ -147,8 +148,12 @@ def rewrite(gm: fx.GraphModule, m: Match, op: Any) -> None:
         if m.align != "top_left":  # window and softcap None, then causal_align
             window = (None, None, m.align)
         if m.attn_mask is not None:
+            mask = m.attn_mask
+            if m.mask_negated:  # `scores - bias`: the kernels add their mask
+                mask = g.call_function(operator.neg, (mask,))
+                added.append(mask)
             # window, softcap, causal_align, deterministic, seq_bounds, then attn_mask
-            window = (*window, *(None, None, m.align, None, None)[len(window) :], m.attn_mask)
+            window = (*window, *(None, None, m.align, None, None)[len(window) :], mask)
         extra = {"dropout_p": m.dropout_p} if m.dropout_p else {}
         new = g.call_function(op, (*args, m.causal, m.scale, *window), extra)
         result = g.call_method("squeeze", (new, 0)) if m.three_d else new
