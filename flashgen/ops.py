@@ -45,6 +45,7 @@ def attention(
     padding: str = "right",
     attn_mask: Tensor | None = None,
     dropout_p: float = 0.0,
+    alibi_slopes: Tensor | None = None,
     impl: str | None = None,
 ):
     """FlashAttention with SDPA semantics: q [B, Hq, Sq, D], k/v [B, Hkv, Sk, D] -> [B, Hq, Sq, D].
@@ -103,6 +104,16 @@ def attention(
     reproduces a run) and the backward draws the same mask again; kept probabilities are
     scaled by 1 / (1 - dropout_p). Flashgen's kernels only (not the decode kernels).
 
+    `alibi_slopes` (ALiBi: BLOOM, MPT): a float32 tensor [Hq] or [B, Hq], one slope per query
+    head (and batch entry); the kernels add slope * (j - i) to the scaled score of query i and
+    key j (key index minus query index, positions local to key_lengths' ranges; with
+    causal=True that is HF's -slope * (i - j)), after a softcap, computed from the positions
+    (no N x N tensor). The slopes are constants: no gradient, and one that requires grad is a
+    ValueError (pass `.detach()`). Combines with causal, window, softcap, GQA, attn_mask,
+    key_lengths and dropout; not with causal_align="bottom_right". Flashgen's portable kernels
+    only (never an SDPA backend, the decode, Hopper or one-pass kernels;
+    `flashgen.kernels.alibi`).
+
     `deterministic`: True gives bit-identical gradients run to run (flashgen's two-kernel
     backward); False allows the faster one-pass backward, whose fp32 dQ atomics add in a
     varying order; None (the default) follows `torch.are_deterministic_algorithms_enabled()`
@@ -121,6 +132,7 @@ def attention(
         and query_lengths is None
         and type(dropout_p) is float
         and dropout_p == 0.0
+        and alibi_slopes is None
         and causal_align == "top_left"
         and padding == "right"
         and not torch.compiler.is_compiling()
@@ -148,13 +160,15 @@ def attention(
             window = list(normalize_window(window, causal))
         # dropout_p only when given: the plain call's graph stays exactly what it was
         drop = () if dropout_p == 0.0 else (dropout.check_dropout(dropout_p),)
+        # alibi_slopes likewise only when given
+        slopes = {} if alibi_slopes is None else {"alibi_slopes": alibi_slopes}
         return _composite_op(
             q, k, v, causal, scale, window, check_softcap(softcap), causal_align,
-            check_deterministic(deterministic), seq_bounds, attn_mask, *drop,
+            check_deterministic(deterministic), seq_bounds, attn_mask, *drop, **slopes,
         )  # fmt: skip
     return _attention(
         q, k, v, causal, scale, window, softcap, causal_align, deterministic, seq_bounds,
-        attn_mask, dropout_p, None, impl,
+        attn_mask, dropout_p, None, alibi_slopes, impl,
     )  # fmt: skip
 
 

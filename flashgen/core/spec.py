@@ -1,15 +1,16 @@
 """What a generated kernel is specialised on, and the one name for it.
 
 A `KernelSpec` holds exactly the values that change the generated source: head dim, causal
-masking, whether the kernel takes a sliding window, a logit softcap or per-sequence valid
-ranges (key padding), dtype and direction. Everything else (batch,
-heads, sequence lengths, GQA group size, strides, the window's sizes, the cap) is a run-time argument, so
+masking, whether the kernel takes a sliding window, a logit softcap, per-sequence valid
+ranges (key padding) or ALiBi slopes, dtype and direction. Everything else (batch,
+heads, sequence lengths, GQA group size, strides, the window's sizes, the cap, the slopes) is a run-time argument, so
 one compiled kernel serves every shape. `uri()` is the
 single name used for kernel files, database keys and log lines, so they can never disagree.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 
@@ -27,6 +28,7 @@ _MASKS = {
 }
 _LEN = "len"  # appended to the mask part for a kernel with per-sequence valid ranges
 _PACK = "pack"  # in place of `len` for one over packed sequences (cumulative offsets)
+_ALIBI = "alibi"  # appended to the mask part for an ALiBi kernel (after the attn_mask kind)
 _CAP = "cap"  # appended to the mask part for a softcapped kernel
 _DROP = "drop"  # appended (last) to the mask part for a kernel with attention dropout
 # attn_mask kind -> what is appended to the mask part (after `len`, before `cap`)
@@ -73,6 +75,10 @@ class KernelSpec:
       seed as run-time arguments and drops probabilities by a counter-based mask it can
       regenerate (the backward draws the same mask from the same seed); p = 0 is the plain
       kernel.
+    alibi: the kernel takes one float32 slope per (batch entry, query head) and adds
+      slope * (j - i) to the scaled scores of query i and key j (ALiBi, computed in the kernel
+      from the positions: no N^2 tensor), after a softcap; positions are local with lengths.
+      Portable family only; not with packed sequences.
     """
 
     head_dim: int
@@ -85,6 +91,7 @@ class KernelSpec:
     attn_mask: str = ""
     dropout: bool = False
     packed: bool = False
+    alibi: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.head_dim, bool) or not isinstance(self.head_dim, int):
@@ -99,7 +106,7 @@ class KernelSpec:
             raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
         if self.direction not in DIRECTIONS:
             raise ValueError(f"direction must be one of {DIRECTIONS}, got {self.direction!r}")
-        for name in ("window", "softcap", "lengths", "attn_mask", "dropout", "packed"):
+        for name in ("window", "softcap", "lengths", "attn_mask", "dropout", "packed", "alibi"):
             value = getattr(self, name)
             if name == "attn_mask":
                 if value not in ATTN_MASKS:
@@ -108,6 +115,8 @@ class KernelSpec:
                 raise ValueError(f"{name} must be a bool, got {value!r}")
         if self.packed and (not self.lengths or self.dropout or self.attn_mask):
             raise ValueError("packed needs lengths and takes neither dropout nor attn_mask")
+        if self.packed and self.alibi:
+            raise ValueError("packed takes no alibi")
 
     @property
     def block_d(self) -> int:
@@ -120,19 +129,18 @@ class KernelSpec:
         softcapped one (`attn_fwd_d256_causalwincap_bf16`), and `len` before that for one with
         per-sequence valid ranges (`attn_bwd_d64_fulllen_f16`, `attn_fwd_d64_causallencap_bf16`),
         and `drop` last for one with dropout (`attn_fwd_d64_causaldrop_bf16`); `pack` in place of
-        `len` for packed sequences (`attn_fwd_d128_causalpack_bf16`)."""
+        `len` for packed sequences (`attn_fwd_d128_causalpack_bf16`); `alibi` after the mask
+        tensor's kind, before `cap` (`attn_fwd_d128_causalalibi_bf16`)."""
         mask = _MASKS[(self.causal, self.window)]
         mask += _PACK if self.packed else _LEN if self.lengths else ""
         mask += ATTN_MASKS[self.attn_mask]
+        mask += _ALIBI if self.alibi else ""
         mask += _CAP if self.softcap else ""
         mask += _DROP if self.dropout else ""
         return f"attn_{self.direction}_d{self.head_dim}_{mask}_{_DTYPE_SHORT[self.dtype]}"
 
     def with_direction(self, direction: str) -> KernelSpec:
-        return KernelSpec(
-            self.head_dim, self.causal, self.dtype, direction, self.window, self.softcap,
-            self.lengths, self.attn_mask, self.dropout, self.packed,
-        )  # fmt: skip
+        return dataclasses.replace(self, direction=direction)
 
     def sibling(self) -> KernelSpec | None:
         """The same kernel in the other 16-bit dtype (float16 <-> bfloat16), None for float32.
@@ -143,22 +151,7 @@ class KernelSpec:
         7% slower; benchmarks/RESULTS.md, runs 7-8). Lookups and the tuner's seeds use it as a
         prior, never over a record of the dtype itself."""
         other = {"float16": "bfloat16", "bfloat16": "float16"}.get(self.dtype)
-        return (
-            None
-            if other is None
-            else KernelSpec(
-                self.head_dim,
-                self.causal,
-                other,
-                self.direction,
-                self.window,
-                self.softcap,
-                self.lengths,
-                self.attn_mask,
-                self.dropout,
-                self.packed,
-            )  # fmt: skip
-        )
+        return None if other is None else dataclasses.replace(self, dtype=other)
 
     @classmethod
     def from_uri(cls, uri: str) -> KernelSpec:
@@ -171,6 +164,8 @@ class KernelSpec:
         rest = parts[3].removesuffix(_DROP)
         softcap = rest.endswith(_CAP)
         rest = rest.removesuffix(_CAP)
+        alibi = rest.endswith(_ALIBI)
+        rest = rest.removesuffix(_ALIBI)
         attn_mask = ""
         for kind, suffix in ATTN_MASKS.items():
             if suffix and rest.endswith(suffix):
@@ -187,7 +182,7 @@ class KernelSpec:
             raise ValueError(f"not a kernel uri: {uri!r}") from exc
         return cls(
             head_dim, mask[0], short_to_dtype[parts[4]], parts[1], mask[1], softcap, lengths,
-            attn_mask, dropout, packed,
+            attn_mask, dropout, packed, alibi,
         )  # fmt: skip
 
 
@@ -208,11 +203,12 @@ def spec_for(
     attn_mask: str = "",
     dropout: bool = False,
     packed: bool = False,
+    alibi: bool = False,
 ) -> KernelSpec:
     """The KernelSpec of one launch, built and validated once: the launchers ask on every call."""
     return KernelSpec(
         int(head_dim), bool(causal), dtype, direction, bool(window), bool(softcap), bool(lengths),
-        attn_mask, bool(dropout), bool(packed),
+        attn_mask, bool(dropout), bool(packed), bool(alibi),
     )  # fmt: skip
 
 

@@ -25,6 +25,6 @@ def dq_config(spec: KernelSpec, cfg: TileConfig, capability: tuple[int, int] | N
     (None: unknown, `cfg` itself)."""
     if capability is None or capability[0] != 9 or spec.dtype == "float32":
         return cfg
-    if spec.window or spec.softcap or spec.lengths or spec.attn_mask or spec.dropout:
+    if spec.window or spec.softcap or spec.lengths or spec.attn_mask or spec.dropout or spec.alibi:
         return cfg
     return SM90_DQ.get(spec.head_dim, cfg)

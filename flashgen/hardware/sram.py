@@ -238,6 +238,7 @@ def _kernels(
     dq = dq_config(spec, cfg, capability)
     qm, qn = dq.block_m, dq.block_n
     me = _MASK_ELEM.get(spec.attn_mask, 0)
+    # (ALiBi, spec.alibi, adds one slope and a register-tile add per score: no shared memory)
     kernels = (
         _LoopKernel("attn_bwd_dkdv", bn, bm, 2, 2, 2, 2, True, mask_elem=me),
         _LoopKernel("attn_bwd_dq", qm, qn, 2, 2, 2, 0, dq_cfg=dq, mask_elem=me),

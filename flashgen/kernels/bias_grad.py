@@ -30,19 +30,19 @@ def _strides3(t) -> tuple[int, int, int]:
 
 def dq_dbias(
     do, q, k, v, out, lse, mask, *, causal: bool, scale: float, window=None, softcap=None,
-    dropout=None, config=None,
+    dropout=None, config=None, alibi=None,
 ):  # fmt: skip
     """(dq like q, dbias float32 [B, Hq, Sq, Sk]) for the forward call with the additive
     `mask` (the expanded [B, Hq, Sq, Sk] view, `flashgen.kernels.validate.expand_mask`) and the
-    same causal / scale / window / softcap / dropout ((p, seed)) arguments; `config` as the
-    launchers take it (`flashgen.kernels.plans`)."""
+    same causal / scale / window / softcap / dropout ((p, seed)) / alibi (checked slopes)
+    arguments; `config` as the launchers take it (`flashgen.kernels.plans`)."""
     if window is not None and causal:
         window = (window[0], 0)
     batch, heads_q, seq_q, dim = q.shape
     heads_kv, seq_k = k.shape[1], k.shape[2]
     spec = spec_for(
         dim, causal, dtype_name(q.dtype), "bwd", window is not None, softcap is not None,
-        attn_mask="add", dropout=dropout is not None,
+        attn_mask="add", dropout=dropout is not None, alibi=alibi is not None,
     )  # fmt: skip
     cfg, _ = plan_config(config, spec, seq_q, seq_k, q)
     dq = torch.zeros(q.shape, dtype=q.dtype, device=q.device)
@@ -59,6 +59,8 @@ def dq_dbias(
     if softcap is not None:
         extra = (*extra, float(softcap) / scale)  # the kernels cap raw scores: cap / scale
     extra = (*extra, mask, *mask.stride(), dbias)
+    if alibi is not None:
+        extra = (*extra, alibi, alibi.stride(0))
     if dropout is not None:
         extra = (*extra, float(dropout[0]), int(dropout[1]))
     module.attn_bwd_dq_dbias[(cdiv(seq_q, cfg.block_m), batch * heads_q)](

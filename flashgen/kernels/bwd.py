@@ -100,10 +100,11 @@ class _Plan:
     def __init__(
         self, q, k, v, do, out, causal, config, needs, use_descriptors, aligned, windowed, capped,
         kind="split", bounded=False, mask_kind="", dropped=False, dq_config=None, per_key=False,
+        alibi=False,
     ):  # fmt: skip
         batch, heads_q, seq_q, dim = q.shape
         heads_kv, seq_k = k.shape[1], k.shape[2]
-        spec = plan_spec(q, "bwd", causal, windowed, capped, bounded, mask_kind, dropped)
+        spec = plan_spec(q, "bwd", causal, windowed, capped, bounded, mask_kind, dropped, alibi)
         self.keep = True
         self.bounded = bounded
         if not isinstance(config, TileConfig):
@@ -201,13 +202,13 @@ class _Plan:
 
     def launch(
         self, do, q, k, v, out, lse, scale: float, window=None, softcap=None, bounds=None,
-        mask=None, dropout=None,
+        mask=None, dropout=None, alibi=None,
     ):  # fmt: skip
         if self.onepass is not None:
             delta = torch.empty_like(lse)  # lse is contiguous float32 [B, Hq, Sq]
             self.pre(out, do, delta, *self.pre_tail)
             return self._launch_onepass(do, q, k, v, lse, delta, scale)
-        tail = variant_args(scale, window, softcap, bounds, mask, dropout)
+        tail = variant_args(scale, window, softcap, bounds, mask, dropout, alibi)
         ints = (*self.ints, float(scale), *tail)
         # The kernels write every element of delta, dQ, dK and dV (key rows no query sees get
         # zeros), except that with lengths they store only the valid rows: the padded ones must
@@ -308,6 +309,7 @@ def backward(
     mask=None,
     dropout=None,
     dq_config: TileConfig | None = None,
+    alibi=None,
 ):
     """Gradients of `out = attention(q, k, v)` given `do = dL/d out`.
 
@@ -321,7 +323,8 @@ def backward(
     [B, Hq, Sq, Sk] boolean or additive mask; no gradient for it) and `dropout` ((p, seed),
     the forward's) likewise.
     `deterministic` (None: `torch.are_deterministic_algorithms_enabled()`) and `kind` pick the
-    backward kind (`flashgen.kernels.bwd_kind`); lengths and masks run the split kind.
+    backward kind (`flashgen.kernels.bwd_kind`); lengths, masks and `alibi` (the forward's
+    slopes, no gradient for them) run the split kind.
     `dq_config`: the split kind's dQ kernel's own config (blocks, warps, stages), which may
     differ from the dK/dV kernel's `config`; None: see the module docstring.
     """
@@ -346,9 +349,12 @@ def backward(
     forced = _env() if tma is None else tma
     spec = spec_for(
         q.shape[-1], causal, dtype_name(q.dtype), "bwd", window is not None, softcap is not None,
-        dropout=dropout is not None,
+        dropout=dropout is not None, alibi=alibi is not None,
     )  # fmt: skip
-    split_only = not need_dq or bounds is not None or mask is not None or dropout is not None
+    split_only = (
+        not need_dq or bounds is not None or mask is not None or dropout is not None
+        or alibi is not None
+    )  # fmt: skip
     kind = bwd_kind.for_call(deterministic, kind, spec, k.shape[2], split_only=split_only)
     if kind == "hopper":
         grads = _hopper(do, q, k, v, out, lse, causal, scale, config)
@@ -359,7 +365,8 @@ def backward(
            q.dtype, q.device, causal, config, needs, forced, aligned, window is not None,
            softcap is not None, kind, kind == "onepass" and _dq_tma(), bounds is not None,
            _mask_kind(mask), None if mask is None else mask.stride(), dropout is not None,
-           dq_config, value_classes(window, bounds, mask))  # fmt: skip
+           dq_config, value_classes(
+               window, bounds, mask, alibi, None if alibi is None else alibi.stride(0)))  # fmt: skip
     plan = _plans.get(key)
     if plan is None:
         descriptors = tma if tma is not None else _use_tma(q, k, v, do, forced=forced)
@@ -382,7 +389,10 @@ def backward(
             dropout is not None,
             dq_config,
             mask is not None and mask.stride(2) == 0,
+            alibi is not None,
         )
         _plans.store(key, plan, q)
-    dq, dk, dv = plan.launch(do, q, k, v, out, lse, scale, window, softcap, bounds, mask, dropout)
+    dq, dk, dv = plan.launch(
+        do, q, k, v, out, lse, scale, window, softcap, bounds, mask, dropout, alibi
+    )
     return dq, (dk if need_dk else None), (dv if need_dv else None)

@@ -47,9 +47,10 @@ ONEPASS_MAX_HEAD_DIM = 128  # wider tiles spill and were never measured
 
 def onepass_supported(spec) -> bool:
     """Whether the one-pass kind has a kernel for `spec` (a bwd KernelSpec): no window, no
-    softcap, no dropout, head dim <= ONEPASS_MAX_HEAD_DIM."""
+    softcap, no dropout, no ALiBi, head dim <= ONEPASS_MAX_HEAD_DIM."""
     return (
-        not (spec.window or spec.softcap or spec.dropout) and spec.head_dim <= ONEPASS_MAX_HEAD_DIM
+        not (spec.window or spec.softcap or spec.dropout or spec.alibi)
+        and spec.head_dim <= ONEPASS_MAX_HEAD_DIM
     )
 
 
@@ -89,7 +90,7 @@ def resolve_kind(deterministic: bool | None, kind: str | None, spec) -> str:
     if not onepass_supported(spec):
         if kind == "onepass" and not from_env:
             raise ValueError(
-                f"kind='onepass' has no kernel for {spec.uri()} (window, softcap or head dim "
+                f"kind='onepass' has no kernel for {spec.uri()} (window, softcap, ALiBi or head dim "
                 f"> {ONEPASS_MAX_HEAD_DIM}); use kind='split' or None"
             )
         return "split"

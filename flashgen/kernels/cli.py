@@ -1,7 +1,8 @@
 """Print the generated source for one kernel spec, e.g.
 `flashgen kernel --head-dim 128 --causal --dtype bfloat16 [--direction bwd] [--family hopper]`
-(`--family decode`: the split-KV decode kernels of a forward spec; `--window`, `--softcap`: the
-sliding-window and softcapped variants). The names in it are explained in templates/README.md."""
+(`--family decode`: the split-KV decode kernels of a forward spec; `--window`, `--softcap`,
+`--alibi`: the sliding-window, softcapped and ALiBi variants). The names in it are explained
+in templates/README.md."""
 
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ _FLAGS = (
     ("--packed", SWITCH, "the kernel over packed variable-length sequences (implies --lengths; "
      "portable family; flashgen.attention_varlen)"),
     ("--dropout", SWITCH, "the attention-dropout kernel (p and the seed are run-time arguments)"),
+    ("--alibi", SWITCH, "the ALiBi kernel (slopes are run-time arguments; portable family only)"),
     ("--path", SWITCH, "print the cached file's path instead"),
 )  # fmt: skip
 
@@ -47,13 +49,14 @@ def run(args: argparse.Namespace) -> int:
         spec = KernelSpec(
             args.head_dim, args.causal, args.dtype, args.direction, args.window, args.softcap,
             args.lengths or getattr(args, "packed", False), dropout=getattr(args, "dropout", False),
-            packed=getattr(args, "packed", False),
+            packed=getattr(args, "packed", False), alibi=getattr(args, "alibi", False),
         )  # fmt: skip
     except ValueError as exc:
         print(f"flashgen kernel: {exc}", file=sys.stderr)
         return 2
-    if spec.packed and args.family != "portable":
-        print("flashgen kernel: packed sequences have portable kernels only", file=sys.stderr)
+    if (spec.packed or spec.alibi) and args.family != "portable":
+        what = "packed sequences have" if spec.packed else "ALiBi has"
+        print(f"flashgen kernel: {what} portable kernels only", file=sys.stderr)
         return 2
     if args.family == "hopper":
         from .hopper import spec_reason

@@ -52,6 +52,7 @@ def template_context(spec: KernelSpec) -> dict:
         "packed": spec.packed,
         "attn_mask": spec.attn_mask,
         "dropout": spec.dropout,
+        "alibi": spec.alibi,
         "dtype": spec.dtype,
         "tl_dtype": _TL_DTYPE[spec.dtype],
         "is_fp32": spec.dtype == "float32",
@@ -80,12 +81,12 @@ def render(spec: KernelSpec, family: str = "portable") -> str:
     one-pass backward (`flashgen.kernels.bwd`, kind "onepass"; backward without window or
     softcap)."""
     if family == "decode":
-        if spec.direction != "fwd" or spec.window or spec.softcap:
+        if spec.direction != "fwd" or spec.window or spec.softcap or spec.alibi:
             raise ValueError(f"the decode family has no kernel for {spec.uri()}")
         context = {**template_context(spec), "uri": family_uri(spec, family)}
         return _environment().get_template(DECODE_TEMPLATE).render(**context)
     if family == "onepass":
-        if spec.direction != "bwd" or spec.window or spec.softcap:
+        if spec.direction != "bwd" or spec.window or spec.softcap or spec.alibi:
             raise ValueError(f"the one-pass backward has no kernel for {spec.uri()}")
         context = {**template_context(spec), "uri": family_uri(spec, family)}
         return _environment().get_template(ONEPASS_TEMPLATE).render(**context)

@@ -73,11 +73,11 @@ class _Plan:
 
     def __init__(
         self, q, k, v, out, causal: bool, config, aligned: bool, forced, windowed=False,
-        capped=False, bounded=False, mask_kind="", dropped=False, per_key=False,
+        capped=False, bounded=False, mask_kind="", dropped=False, per_key=False, alibi=False,
     ):  # fmt: skip
         batch, hq, sq, dim = q.shape
         hkv, sk = k.shape[1], k.shape[2]
-        spec = plan_spec(q, "fwd", causal, windowed, capped, bounded, mask_kind, dropped)
+        spec = plan_spec(q, "fwd", causal, windowed, capped, bounded, mask_kind, dropped, alibi)
         self.keep = True
         self.scale = 1.0 / math.sqrt(dim)
         self.hopper = None
@@ -120,7 +120,7 @@ class _Plan:
 
     def launch(
         self, q, k, v, out, lse, scale, window=None, softcap=None, bounds=None, mask=None,
-        dropout=None,
+        dropout=None, alibi=None,
     ) -> None:  # fmt: skip
         scale = float(self.scale if scale is None else scale)
         if self.hopper is not None:
@@ -129,7 +129,7 @@ class _Plan:
             self.run(*args)
             return
         qk_scale = scale * LOG2E
-        win = variant_args(scale, window, softcap, bounds, mask, dropout)
+        win = variant_args(scale, window, softcap, bounds, mask, dropout, alibi)
         if self.strides is None:  # q, k, v, out travel as TMA descriptors
             self.run(q, k, v, out, lse, *self.tail, qk_scale, *win)
         else:
@@ -139,6 +139,7 @@ class _Plan:
 def forward(
     q, k, v, *, causal: bool, scale: float | None, config: TileConfig | Chooser | None = None,
     window=None, softcap=None, bounds=None, mask=None, dropout=None, keep_lse: bool = True,
+    alibi=None,
 ):  # fmt: skip
     """Attention forward: returns (out, lse).
 
@@ -163,6 +164,9 @@ def forward(
     `dropout`: None or (p, seed), 0 < p < 1 and an int seed (`flashgen.kernels.dropout`): the
     probabilities are dropped with probability p by the mask `dropout.keep_mask` gives for
     that seed, the kept ones scaled by 1 / (1 - p); lse is that of the undropped ones.
+    `alibi`: None or the ALiBi slopes, float32 [B, Hq] with the last stride 1 (an expanded
+    view of [Hq]: batch stride 0; `flashgen.kernels.alibi.check_slopes`): slope * (j - i)
+    is added to the scaled score of query i and key j (after a softcap).
     `keep_lse` False (a forward no backward will follow): returns (out, None); the kernel's
     logsumexp goes to a scratch buffer where it fits (`_scratch_lse`), saving an allocation.
     """
@@ -182,13 +186,14 @@ def forward(
     key = (q.shape, k.shape, q.stride(), k.stride(), v.stride(), q.dtype, q.device, causal, config,
            aligned, forced, _family(), window is not None, softcap is not None,
            bounds is not None, mask_kind(mask), None if mask is None else mask.stride(),
-           dropout is not None, value_classes(window, bounds, mask))  # fmt: skip
+           dropout is not None, value_classes(
+               window, bounds, mask, alibi, None if alibi is None else alibi.stride(0)))  # fmt: skip
     plan = _plans.get(key)
     if plan is None:
         plan = _Plan(
             q, k, v, out, causal, config, aligned, forced, window is not None,
             softcap is not None, bounds is not None, mask_kind(mask), dropout is not None,
-            mask is not None and mask.stride(2) == 0,
+            mask is not None and mask.stride(2) == 0, alibi is not None,
         )  # fmt: skip
         _plans.store(key, plan, q)
     if bounds is not None:
@@ -197,7 +202,7 @@ def forward(
         lse = None if keep_lse else _scratch_lse(plan, q)
         if lse is None:
             lse = torch.empty(plan.lse_shape, dtype=_F32, device=plan.device)
-    plan.launch(q, k, v, out, lse, scale, window, softcap, bounds, mask, dropout)
+    plan.launch(q, k, v, out, lse, scale, window, softcap, bounds, mask, dropout, alibi)
     return out, (lse if keep_lse else None)
 
 

@@ -128,6 +128,7 @@ def template_context(spec) -> dict:
         or spec.head_dim not in RENDERABLE_HEAD_DIMS
         or (spec.dtype not in _GL_DTYPE)
         or spec.dropout
+        or spec.alibi
     ):
         raise ValueError(f"the Hopper family has no kernel for {spec.uri()}")
     return {
@@ -152,6 +153,8 @@ def spec_reason(spec, *, forced: bool = False) -> str | None:
         return "the Hopper family is forward only"
     if spec.dropout:
         return "dropout is in the portable family only"
+    if spec.alibi:
+        return "ALiBi is in the portable family only"
     if spec.packed:
         return "packed sequences are in the portable family only"
     if spec.lengths and spec.attn_mask:

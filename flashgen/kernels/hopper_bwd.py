@@ -170,8 +170,8 @@ def spec_reason(spec) -> str | None:
     """Why `spec` has no Hopper backward kernel; None if it has one (Gluon aside)."""
     if spec.direction != "bwd":
         return "the Hopper backward is for backward specs"
-    if spec.window or spec.softcap or spec.lengths or spec.attn_mask:
-        return "windows, softcap, lengths and mask tensors are in the split backward only"
+    if spec.window or spec.softcap or spec.lengths or spec.attn_mask or spec.alibi:
+        return "windows, softcap, lengths, mask tensors and ALiBi are in the split backward only"
     if spec.dtype not in _GL_DTYPE:
         return f"dtype {spec.dtype} (fp16/bf16 only)"
     if spec.head_dim not in RENDERABLE_HEAD_DIMS:

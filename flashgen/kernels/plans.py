@@ -39,20 +39,23 @@ def plan_config(config, spec: KernelSpec, seq_q: int, seq_k: int, q) -> tuple[Ti
     return config(spec, seq_q, seq_k, capturing=capturing(q))
 
 
-def plan_spec(q, direction: str, causal, windowed, capped, bounded, mask_kind, dropped):
+def plan_spec(
+    q, direction: str, causal, windowed, capped, bounded, mask_kind, dropped, alibi=False
+):
     """The KernelSpec a forward or backward plan compiles: head dim and dtype from the query
     tensor, the rest from the call's flags (cached by `spec_for`: asked once per new plan)."""
     return spec_for(
         q.shape[-1], causal, dtype_name(q.dtype), direction, windowed, capped, bounded, mask_kind,
-        dropped,
+        dropped, alibi=alibi,
     )  # fmt: skip
 
 
-def variant_args(scale: float, window, softcap, bounds, mask, dropout) -> tuple:
+def variant_args(scale: float, window, softcap, bounds, mask, dropout, alibi=None) -> tuple:
     """The run-time arguments of a kernel's variants, in the templates' order (after the
     scale): the window's two sizes, softcap / scale (the kernels cap raw scores), the lengths'
-    bounds, the mask and its strides, dropout's p and seed. Each is left out when None (the
-    spec compiled the kernel without it). The same for the forward and backward launches."""
+    bounds, the mask and its strides, the ALiBi slopes and their batch stride, dropout's p and
+    seed. Each is left out when None (the spec compiled the kernel without it). The same for
+    the forward and backward launches."""
     args = () if window is None else (*window,)
     if softcap is not None:
         args = (*args, softcap / scale)
@@ -60,6 +63,8 @@ def variant_args(scale: float, window, softcap, bounds, mask, dropout) -> tuple:
         args = (*args, bounds)
     if mask is not None:
         args = (*args, mask, *mask.stride())
+    if alibi is not None:
+        args = (*args, alibi, alibi.stride(0))
     if dropout is not None:
         args = (*args, float(dropout[0]), int(dropout[1]))
     return args

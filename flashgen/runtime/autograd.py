@@ -22,21 +22,26 @@ class _Attention(torch.autograd.Function):
     @staticmethod
     def forward(
         ctx, q, k, v, causal, scale, window, softcap, causal_align, deterministic, seq_bounds,
-        attn_mask, dropout_p, dropout_seed,
+        attn_mask, dropout_p, dropout_seed, alibi_slopes,
     ):  # fmt: skip
-        plain = _plain(window, softcap, causal_align, seq_bounds, attn_mask, dropout_p)
+        plain = alibi_slopes is None and _plain(
+            window, softcap, causal_align, seq_bounds, attn_mask, dropout_p
+        )
         if plain and plain_eager(q):
             out, lse = plain_forward(q, k, v, causal, scale)
         else:
             out, lse = _fwd_op(
                 q, k, v, causal, scale, window, softcap, causal_align, seq_bounds, attn_mask,
-                dropout_p, dropout_seed,
+                dropout_p, dropout_seed, alibi_slopes,
             )  # fmt: skip
         ctx.plain = plain
         # optional tensors saved only when given (a None saved under AOTAutograd is no tensor)
-        ctx.extras = (seq_bounds is not None, attn_mask is not None, dropout_seed is not None)
+        ctx.extras = (
+            seq_bounds is not None, attn_mask is not None, dropout_seed is not None,
+            alibi_slopes is not None,
+        )  # fmt: skip
         ctx.dropout_p = dropout_p
-        extras = [t for t in (seq_bounds, attn_mask, dropout_seed) if t is not None]
+        extras = [t for t in (seq_bounds, attn_mask, dropout_seed, alibi_slopes) if t is not None]
         ctx.save_for_backward(q, k, v, out, lse, *extras)
         ctx.causal = causal
         ctx.scale = scale
@@ -55,25 +60,26 @@ class _Attention(torch.autograd.Function):
         seq_bounds = rest.pop(0) if ctx.extras[0] else None
         attn_mask = rest.pop(0) if ctx.extras[1] else None
         dropout_seed = rest.pop(0) if ctx.extras[2] else None
+        alibi_slopes = rest.pop(0) if ctx.extras[3] else None  # constants: no gradient
         need_dq, need_dk, need_dv = needs = ctx.needs_input_grad[:3]
         if ctx.plain and plain_eager(dout):  # (no attn_mask: no bias gradient either)
             dq, dk, dv = plain_backward(
                 dout, q, k, v, out, lse, ctx.causal, ctx.scale, needs, ctx.deterministic
             )
-            return (dq, dk, dv, None, None, None, None, None, None, None, None, None, None)
+            return (dq, dk, dv, None, None, None, None, None, None, None, None, None, None, None)
         dq = dk = dv = dbias = None
         if attn_mask is not None and ctx.needs_input_grad[10]:
             # a learned additive bias: dq comes with its gradient (one walk of the dQ kernel)
             dq, dbias = _bias_op(
                 dout, q, k, v, out, lse, attn_mask, ctx.causal, ctx.scale, ctx.window,
-                ctx.softcap, ctx.dropout_p, dropout_seed,
+                ctx.softcap, ctx.dropout_p, dropout_seed, alibi_slopes,
             )  # fmt: skip
             dq, need_dq = (dq if need_dq else None), False
         if need_dq or need_dk or need_dv:
             dq_, dk, dv = _bwd_op(
                 dout, q, k, v, out, lse, ctx.causal, ctx.scale, need_dq, need_dk, need_dv,
                 ctx.window, ctx.softcap, ctx.causal_align, ctx.deterministic, seq_bounds,
-                attn_mask, ctx.dropout_p, dropout_seed,
+                attn_mask, ctx.dropout_p, dropout_seed, alibi_slopes,
             )  # fmt: skip
             dq = dq_ if need_dq else dq
         return (
@@ -88,6 +94,7 @@ class _Attention(torch.autograd.Function):
             None,
             None,
             dbias,
+            None,
             None,
             None,
         )

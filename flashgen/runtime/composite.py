@@ -10,6 +10,7 @@ import torch
 
 from ..core.impls import FLASHGEN, check_impl
 from ..kernels import dropout
+from ..kernels.alibi import check_slopes
 from ..kernels.aligned import check_align
 from ..kernels.validate import (
     check_inputs,
@@ -28,7 +29,7 @@ from .vendor import needs_backward, route
 def _attention(
     q, k, v, causal=False, scale=None, window=None, softcap=None, causal_align="top_left",
     deterministic=None, seq_bounds=None, attn_mask=None, dropout_p=0.0, dropout_seed=None,
-    impl=None,
+    alibi_slopes=None, impl=None,
 ):  # fmt: skip
     """The body shared by the eager function and the composite op: check, let the run-time
     choice send the call to an SDPA backend (`flashgen.runtime.vendor.route`), else flashgen's forward
@@ -47,14 +48,17 @@ def _attention(
     if dropout_p > 0.0 and dropout_seed is None:
         dropout_seed = dropout.new_seed()  # PyTorch's generator: manual_seed reproduces it
     # (the seed is not read here: under tracing it is a value of the graph)
-    if seq_bounds is not None or attn_mask is not None or dropout_p > 0.0:
+    alibi = alibi_slopes is not None
+    if seq_bounds is not None or attn_mask is not None or dropout_p > 0.0 or alibi:
         if attn_mask is not None:
             expand_mask(attn_mask, q, k)  # the checks, naming attn_mask
+        if alibi:
+            check_slopes(alibi_slopes, q)  # the checks, naming alibi_slopes
         _check_extras(q, seq_bounds, attn_mask, bottom_right)
         if impl is not None and check_impl(impl) != FLASHGEN:
             raise ValueError(
-                f"impl={impl!r}: key_lengths/query_lengths, attn_mask and dropout_p run "
-                "flashgen's kernels only; use impl='flashgen' or None"
+                f"impl={impl!r}: key_lengths/query_lengths, attn_mask, dropout_p and "
+                "alibi_slopes run flashgen's kernels only; use impl='flashgen' or None"
             )
         impl = FLASHGEN
     if bottom_right and _same_as_sdpa(q, k):
@@ -79,11 +83,11 @@ def _attention(
     if backward:
         return _attention_apply(
             q, k, v, causal, scale, window, softcap, causal_align, deterministic, seq_bounds,
-            attn_mask, dropout_p, dropout_seed,
+            attn_mask, dropout_p, dropout_seed, alibi_slopes,
         )  # fmt: skip
     return _fwd_op(
         q, k, v, causal, scale, window, softcap, causal_align, seq_bounds, attn_mask, dropout_p,
-        dropout_seed,
+        dropout_seed, alibi_slopes,
     )[0]  # fmt: skip
 
 
@@ -105,7 +109,8 @@ def _plain_attention(q, k, v, causal, scale, deterministic, impl):
         check_kernel_device(q.device)
     if backward:
         return _attention_apply(
-            q, k, v, causal, scale, None, None, "top_left", deterministic, None, None, 0.0, None
+            q, k, v, causal, scale, None, None, "top_left", deterministic, None, None, 0.0, None,
+            None,
         )  # fmt: skip
     if plain_eager(q):
         return plain_forward(q, k, v, causal, scale, keep_lse=False)[0]

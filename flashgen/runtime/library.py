@@ -45,6 +45,9 @@ two primitives `window` is that normalised pair (query i sees keys i - left <= j
 `dropout_p` and `dropout_seed` (after those, in all three ops): the dropout probability and an
 int64 CPU tensor of one element, the Philox seed (`flashgen.kernels.dropout`; the composite op
 draws one from PyTorch's generator when it is None, and the backward gets the forward's).
+`alibi_slopes` (last, in all four attention ops): None or float32 ALiBi slopes, [Hq] or
+[B, Hq] (`flashgen.kernels.alibi.check_slopes`; the primitives take the checked [B, Hq] view):
+slope * (j - i) is added to the scaled scores in the kernels; constants, no gradient.
 `seq_bounds` and `attn_mask` (before those): None, or contiguous int32
 [B, 4] on q's device, each batch entry's valid query rows and keys as (q_start, len_q, k_start,
 len_k) (`flashgen.kernels.padding.bounds` builds it from lengths and a padding side; the public
@@ -74,7 +77,8 @@ _TAGS = (torch.Tag.pt2_compliant_tag,)
 _LIB.define(
     "attention_fwd(Tensor q, Tensor k, Tensor v, bool causal, float scale, int[]? window=None, "
     "float? softcap=None, str causal_align='top_left', Tensor? seq_bounds=None, "
-    "Tensor? attn_mask=None, float dropout_p=0.0, Tensor? dropout_seed=None) -> (Tensor, Tensor)",
+    "Tensor? attn_mask=None, float dropout_p=0.0, Tensor? dropout_seed=None, "
+    "Tensor? alibi_slopes=None) -> (Tensor, Tensor)",
     tags=_TAGS,
 )
 _LIB.define(
@@ -82,13 +86,14 @@ _LIB.define(
     "float scale, bool need_dq, bool need_dk, bool need_dv, int[]? window=None, "
     "float? softcap=None, str causal_align='top_left', bool? deterministic=None, "
     "Tensor? seq_bounds=None, Tensor? attn_mask=None, float dropout_p=0.0, "
-    "Tensor? dropout_seed=None) -> (Tensor, Tensor, Tensor)",
+    "Tensor? dropout_seed=None, Tensor? alibi_slopes=None) -> (Tensor, Tensor, Tensor)",
     tags=_TAGS,
 )
 _LIB.define(
     "attention_bwd_bias(Tensor do, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, "
     "Tensor attn_mask, bool causal, float scale, int[]? window=None, float? softcap=None, "
-    "float dropout_p=0.0, Tensor? dropout_seed=None) -> (Tensor, Tensor)",
+    "float dropout_p=0.0, Tensor? dropout_seed=None, Tensor? alibi_slopes=None) "
+    "-> (Tensor, Tensor)",
     tags=_TAGS,
 )
 _LIB.define(
@@ -107,7 +112,7 @@ _LIB.define(
     "attention(Tensor q, Tensor k, Tensor v, bool causal=False, float? scale=None, "
     "int[]? window=None, float? softcap=None, str causal_align='top_left', "
     "bool? deterministic=None, Tensor? seq_bounds=None, Tensor? attn_mask=None, "
-    "float dropout_p=0.0, Tensor? dropout_seed=None) -> Tensor",
+    "float dropout_p=0.0, Tensor? dropout_seed=None, Tensor? alibi_slopes=None) -> Tensor",
     tags=_TAGS,
 )
 

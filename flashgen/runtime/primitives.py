@@ -13,6 +13,7 @@ from __future__ import annotations
 import torch
 
 from ..kernels import aligned, bias_grad, bwd, decode, dropout, fwd
+from ..kernels.alibi import check_slopes
 from ..kernels.aligned import check_align
 from ..kernels.padding import check_bounds, key_hull
 from ..kernels.plans import clear_all as _clear_plans
@@ -45,10 +46,18 @@ def _window(window):
 
 def _attention_fwd(
     q, k, v, causal, scale, window=None, softcap=None, causal_align="top_left", seq_bounds=None,
-    attn_mask=None, dropout_p=0.0, dropout_seed=None,
+    attn_mask=None, dropout_p=0.0, dropout_seed=None, alibi_slopes=None,
 ):  # fmt: skip
     bottom_right = check_align(causal, causal_align)
     drop = dropout.launch_args(dropout.check_dropout(dropout_p), dropout_seed)
+    if alibi_slopes is not None:  # the portable kernels only (never decode, SDPA or Hopper)
+        _check_extras(q, seq_bounds, attn_mask, bottom_right)
+        mask = None if attn_mask is None else expand_mask(attn_mask, q, k)
+        return fwd.forward(
+            q, k, v, causal=causal, scale=scale, config=plan_config, window=_window(window),
+            softcap=check_softcap(softcap), bounds=_bounds(seq_bounds, mask), mask=mask,
+            dropout=drop, alibi=check_slopes(alibi_slopes, q),
+        )  # fmt: skip
     if seq_bounds is not None or attn_mask is not None or drop is not None:
         _check_extras(q, seq_bounds, attn_mask, bottom_right)
         decodable = seq_bounds is None and drop is None and attn_mask is not None
@@ -112,22 +121,22 @@ def _bounds(seq_bounds, mask):
 
 
 def _check_extras(q, seq_bounds, attn_mask, bottom_right) -> None:
-    """What the primitives check about seq_bounds, attn_mask and dropout (they can be called
-    raw)."""
+    """What the primitives check about seq_bounds, attn_mask, dropout and alibi_slopes (they
+    can be called raw)."""
     if seq_bounds is not None:
         check_bounds(seq_bounds, q.shape[0], q.device)
     if seq_bounds is not None and attn_mask is not None:
         raise ValueError("attn_mask together with key_lengths/query_lengths is not supported")
     if bottom_right:
         raise ValueError(
-            "causal_align='bottom_right' takes no key_lengths/query_lengths, attn_mask or "
-            "dropout_p yet"
+            "causal_align='bottom_right' takes no key_lengths/query_lengths, attn_mask, "
+            "dropout_p or alibi_slopes yet"
         )
 
 
 def _attention_fwd_fake(
     q, k, v, causal, scale, window=None, softcap=None, causal_align="top_left", seq_bounds=None,
-    attn_mask=None, dropout_p=0.0, dropout_seed=None,
+    attn_mask=None, dropout_p=0.0, dropout_seed=None, alibi_slopes=None,
 ):  # fmt: skip
     batch, heads, seq_q, head_dim = q.shape
     out = q.new_empty((batch, heads, seq_q, head_dim))
@@ -138,12 +147,13 @@ def _attention_fwd_fake(
 def _attention_bwd(
     do, q, k, v, out, lse, causal, scale, need_dq, need_dk, need_dv, window=None, softcap=None,
     causal_align="top_left", deterministic=None, seq_bounds=None, attn_mask=None, dropout_p=0.0,
-    dropout_seed=None,
+    dropout_seed=None, alibi_slopes=None,
 ):  # fmt: skip
     needs = (need_dq, need_dk, need_dv)
     bottom_right = check_align(causal, causal_align)
     drop = dropout.launch_args(dropout.check_dropout(dropout_p), dropout_seed)
-    if seq_bounds is not None or attn_mask is not None or drop is not None:
+    alibi = None if alibi_slopes is None else check_slopes(alibi_slopes, q)
+    if seq_bounds is not None or attn_mask is not None or drop is not None or alibi is not None:
         _check_extras(q, seq_bounds, attn_mask, bottom_right)
     if bottom_right:
         if window is not None:
@@ -171,6 +181,7 @@ def _attention_bwd(
             bounds=_bounds(seq_bounds, mask),
             mask=mask,
             dropout=drop,
+            alibi=alibi,
         )
     return tuple(
         g if g is not None else t.new_empty((0,)) for g, t in zip(grads, (q, k, v), strict=True)
@@ -179,21 +190,23 @@ def _attention_bwd(
 
 def _attention_bwd_bias(
     do, q, k, v, out, lse, attn_mask, causal, scale, window=None, softcap=None, dropout_p=0.0,
-    dropout_seed=None,
+    dropout_seed=None, alibi_slopes=None,
 ):  # fmt: skip
     if not attn_mask.is_floating_point():
         raise ValueError("attn_mask: only an additive (floating) mask has a gradient")
     drop = dropout.launch_args(dropout.check_dropout(dropout_p), dropout_seed)
+    alibi = None if alibi_slopes is None else check_slopes(alibi_slopes, q)
     dq, dbias = bias_grad.dq_dbias(
         do, q, k, v, out, lse, expand_mask(attn_mask, q, k), causal=causal, scale=scale,
         window=_window(window), softcap=check_softcap(softcap), dropout=drop, config=plan_config,
+        alibi=alibi,
     )  # fmt: skip
     return dq, bias_grad.reduce_to(dbias, attn_mask)
 
 
 def _attention_bwd_bias_fake(
     do, q, k, v, out, lse, attn_mask, causal, scale, window=None, softcap=None, dropout_p=0.0,
-    dropout_seed=None,
+    dropout_seed=None, alibi_slopes=None,
 ):  # fmt: skip
     return q.new_empty(q.shape), attn_mask.new_empty(attn_mask.shape)
 
@@ -201,7 +214,7 @@ def _attention_bwd_bias_fake(
 def _attention_bwd_fake(
     do, q, k, v, out, lse, causal, scale, need_dq, need_dk, need_dv, window=None, softcap=None,
     causal_align="top_left", deterministic=None, seq_bounds=None, attn_mask=None, dropout_p=0.0,
-    dropout_seed=None,
+    dropout_seed=None, alibi_slopes=None,
 ):  # fmt: skip
     return tuple(
         t.new_empty(t.shape) if need else t.new_empty((0,))

@@ -146,6 +146,17 @@ def bench_dropout(spec: KernelSpec):
     return BENCH_DROPOUT if spec.dropout else None
 
 
+def bench_alibi(spec: KernelSpec, q):
+    """The slopes an ALiBi spec is timed and checked with: zeros (run-time data, so the tuned
+    config serves every slope; the kernel computes and adds the bias, 0, so it pays for it while
+    the unbiased reference holds), as the kernels take them (float32 [B, Hq])."""
+    if not spec.alibi:
+        return None
+    import torch
+
+    return torch.zeros(q.shape[1], dtype=torch.float32, device=q.device).expand(q.shape[:2])
+
+
 def bench_bounds(spec: KernelSpec, q, k):
     """The per-sequence ranges a spec with lengths is timed and checked with: every row and key
     valid (the ranges are run-time data, so the tuned config serves every padding; all tiles
@@ -165,6 +176,7 @@ def _mask_kwargs(spec: KernelSpec, q, k) -> dict:
         "softcap": bench_softcap(spec),
         "bounds": bench_bounds(spec, q, k),
         "dropout": bench_dropout(spec),
+        "alibi": bench_alibi(spec, q),
     }
     return {name: value for name, value in kwargs.items() if value is not None}
 

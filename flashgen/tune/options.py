@@ -113,6 +113,7 @@ def check_options(args: argparse.Namespace) -> None:
                 ("--softcap", args.softcap or None),
                 ("--lengths", args.lengths or None),
                 ("--dropout", getattr(args, "dropout", False) or None),
+                ("--alibi", getattr(args, "alibi", False) or None),
             )  # fmt: skip
             if value is not None
         ]
@@ -140,8 +141,10 @@ _WHAT = (
     ("--lengths", SWITCH, "tune the kernels with per-sequence lengths "
      "(key_lengths=/query_lengths=; timed with every row valid)"),
     ("--dropout", SWITCH, "tune the attention-dropout kernels (flashgen.attention(dropout_p=); "
-     "timed drawing the mask with p = 0, so the config serves every p). The four flags combine "
-     "into one kernel kind"),
+     "timed drawing the mask with p = 0, so the config serves every p)"),
+    ("--alibi", SWITCH, "tune the ALiBi kernels (flashgen.attention(alibi_slopes=); timed with "
+     "zero slopes, so the config serves every slope). The five flags combine into one kernel "
+     "kind"),
     ("--pending", SWITCH, "tune exactly the shapes compiled models met without a tuned record "
      "(`flashgen db pending`), then clear them"),
 )  # fmt: skip
@@ -185,7 +188,7 @@ def resolve_options(args: argparse.Namespace, gpu: bool) -> dict:
         value = getattr(args, key)
         out[key] = defaults[key] if value is None else value
     out["causal"] = args.causal or defaults["causal"]
-    for key in ("window", "softcap", "lengths", "dropout"):
+    for key in ("window", "softcap", "lengths", "dropout", "alibi"):
         out[key] = bool(getattr(args, key, False))
     return out
 
@@ -216,7 +219,7 @@ def build_tasks(opts: dict, seq_k: str | None):
                     spec = KernelSpec(
                         head_dim, causal, dtype, direction, opts.get("window", False),
                         opts.get("softcap", False), opts.get("lengths", False),
-                        dropout=opts.get("dropout", False),
+                        dropout=opts.get("dropout", False), alibi=opts.get("alibi", False),
                     )  # fmt: skip
                     tasks.extend(Task(spec, bucket) for bucket in buckets)
     return tasks

@@ -23,6 +23,7 @@ def test_positions_are_the_schemas_tensor_arguments():
         "seq_bounds",
         "attn_mask",
         "dropout_seed",
+        "alibi_slopes",
     ]
 
 

@@ -110,7 +110,9 @@ def test_without_quiet_the_banner_goes_to_stderr(tmp_path, capsys):
     assert SPEC.uri() in out.out
 
 
-@pytest.mark.parametrize("flags", [["--window", "--lengths"], ["--softcap"], ["--dropout"]])
+@pytest.mark.parametrize(
+    "flags", [["--window", "--lengths"], ["--softcap"], ["--dropout"], ["--alibi"]]
+)
 def test_mask_kinds_are_tuned_as_their_own_specs(tmp_path, capsys, flags):
     """`flashgen tune --window/--softcap/--lengths` (issue 16) tunes and stores the kernel kind
     the flags name, not the plain one."""
@@ -118,7 +120,7 @@ def test_mask_kinds_are_tuned_as_their_own_specs(tmp_path, capsys, flags):
     assert main(["tune", *TINY, *flags, "--trials", "2", "--quiet", "--db", url]) == 0
     spec = KernelSpec(64, True, "float16", window="--window" in flags,
                       softcap="--softcap" in flags, lengths="--lengths" in flags,
-                      dropout="--dropout" in flags)  # fmt: skip
+                      dropout="--dropout" in flags, alibi="--alibi" in flags)  # fmt: skip
     assert spec.uri() in capsys.readouterr().out
     db = connect(url)
     assert len(db.records(spec)) == 1 and db.records(SPEC) == []

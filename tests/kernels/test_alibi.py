@@ -1,0 +1,194 @@
+"""ALiBi computed in the portable kernels (issue 16): `flashgen.attention(alibi_slopes=)` adds
+slope_h * (j - i) to the scaled scores, forward and backward, against a float64 reference:
+odd lengths (37 x 53), GQA, causal both ways, slopes [H] and [B, H], with a window, softcap,
+lengths and an additive mask beside it, both kernel builds; the spec flag and its uri, the
+tuner's check, the argument errors, the routing (never SDPA or the decode kernels) and the op
+under torch.compile. Bf16 numerics on the GPU (`gpu` tests)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from flashgen.core.config import TileConfig
+from flashgen.core.spec import KernelSpec
+from flashgen.kernels.alibi import bias_ref, standard_slopes
+from flashgen.kernels.reference import hidden_ref, rows_ref, scores_ref
+from flashgen.ops import attention
+
+
+def _inputs(b, hq, hkv, sq, sk, d, *, seed=0, dtype=torch.float32, device="cpu"):
+    gen = torch.Generator().manual_seed(seed)
+    return [
+        torch.randn(b, h, s, d, generator=gen).to(device, dtype).requires_grad_()
+        for h, s in ((hq, sq), (hkv, sk), (hkv, sk))
+    ]
+
+
+def _slopes(b, h, per_batch, device="cpu"):
+    slopes = standard_slopes(h).to(device)
+    if per_batch:  # a different set per batch entry, some negative
+        slopes = torch.stack([slopes * (1.0 - 0.7 * i) for i in range(b)])
+    return slopes
+
+
+def alibi_ref(q, k, v, slopes, *, causal=False, window=None, softcap=None, mask=None):
+    """float64 out of attention with the ALiBi bias slope * (j - i) (after a softcap)."""
+    s = scores_ref(q, k, softcap=softcap) + bias_ref(slopes.to(q.device), q.shape[2], k.shape[2])
+    if mask is not None:
+        s = s + mask.double()
+    hide = hidden_ref(q.shape[2], k.shape[2], causal=causal, window=window).to(q.device)
+    return rows_ref(s.masked_fill(hide, float("-inf")), v)[0]
+
+
+def _check(q, k, v, slopes, *, atol=2e-5, grad_atol=5e-5, **kw):
+    """Forward and the gradients of q, k, v against float64."""
+    ref_kw = {name: kw[name] for name in ("causal", "softcap", "mask") if name in kw}
+    if "window" in kw:  # Mistral's int window w: keys i - w < j <= i
+        ref_kw["window"] = (kw["window"] - 1, 0)
+    call_kw = {name: value for name, value in kw.items() if name != "mask"}
+    if "mask" in kw:
+        call_kw["attn_mask"] = kw["mask"]
+    out = attention(q, k, v, alibi_slopes=slopes, **call_kw)
+    leaves = [t.detach().double().requires_grad_() for t in (q, k, v)]
+    want = alibi_ref(*leaves, slopes, **ref_kw)
+    torch.testing.assert_close(out.detach().double(), want.detach(), atol=atol, rtol=1e-4)
+    g = torch.randn(out.shape, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+    got = torch.autograd.grad(out, (q, k, v), g.to(out.device, out.dtype))
+    exp = torch.autograd.grad(want, leaves, g.to(want.device))
+    for name, a, b in zip(("dq", "dk", "dv"), got, exp, strict=True):
+        torch.testing.assert_close(a.double(), b, atol=grad_atol, rtol=1e-4, msg=name)
+
+
+CASES = [
+    # b, hq, hkv, sq, sk, d, causal, per-batch slopes
+    (2, 4, 2, 37, 53, 16, False, False),  # GQA, odd lengths, Sq < Sk
+    (2, 4, 2, 37, 53, 16, True, True),
+    (1, 2, 2, 53, 37, 32, True, False),  # Sq > Sk, causal
+    (2, 2, 1, 40, 40, 24, False, True),  # padded head dim
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "x".join(map(str, c)))
+def test_forward_and_gradients_match_float64(case):
+    b, hq, hkv, sq, sk, d, causal, per_batch = case
+    q, k, v = _inputs(b, hq, hkv, sq, sk, d, seed=sq + sk)
+    _check(q, k, v, _slopes(b, hq, per_batch), causal=causal)
+
+
+@pytest.mark.parametrize("tma", ["0", "1"])
+def test_both_kernel_builds(tma, monkeypatch):
+    monkeypatch.setenv("FLASHGEN_FWD_TMA", tma)
+    monkeypatch.setenv("FLASHGEN_BWD_TMA", tma)
+    q, k, v = _inputs(1, 4, 2, 33, 47, 16, seed=3)
+    _check(q, k, v, _slopes(1, 4, True), causal=True)
+
+
+def test_with_window_softcap_and_an_additive_mask():
+    q, k, v = _inputs(2, 2, 1, 41, 41, 16, seed=7)
+    slopes = _slopes(2, 2, False)
+    _check(q, k, v, slopes, causal=True, window=9, softcap=2.0)
+    mask = torch.randn(41, 41, generator=torch.Generator().manual_seed(1))
+    _check(q, k, v, slopes, mask=mask)
+
+
+def test_with_key_lengths_positions_are_local():
+    """With key/query lengths the positions count from each valid range's start (as the causal
+    mask does): left padding shifts nothing."""
+    q, k, v = _inputs(2, 2, 2, 24, 24, 16, seed=11)
+    slopes = _slopes(2, 2, False)
+    lengths = [24, 17]
+    out = attention(q, k, v, causal=True, alibi_slopes=slopes, key_lengths=lengths,
+                    query_lengths=lengths, padding="left")  # fmt: skip
+    for b, n in enumerate(lengths):
+        rows = slice(24 - n, 24)
+        qb, kb, vb = (t[b : b + 1, :, rows].detach().double() for t in (q, k, v))
+        want = alibi_ref(qb, kb, vb, slopes, causal=True)
+        torch.testing.assert_close(out[b : b + 1, :, rows].detach().double(), want,
+                                   atol=2e-5, rtol=1e-4)  # fmt: skip
+
+
+def test_zero_slopes_equal_plain_attention_and_slopes_matter():
+    q, k, v = (t.detach() for t in _inputs(1, 2, 2, 37, 37, 16, seed=2))
+    plain = attention(q, k, v, causal=True)
+    zero = attention(q, k, v, causal=True, alibi_slopes=torch.zeros(2))
+    torch.testing.assert_close(zero, plain, atol=1e-6, rtol=1e-5)
+    biased = attention(q, k, v, causal=True, alibi_slopes=standard_slopes(2))
+    assert (biased - plain).abs().max() > 0.05
+
+
+def test_spec_flag_and_uri():
+    spec = KernelSpec(128, True, "bfloat16", "fwd", alibi=True)
+    assert spec.uri() == "attn_fwd_d128_causalalibi_bf16"
+    full = KernelSpec(64, False, "float16", "bwd", True, True, True, "add", True, alibi=True)
+    assert full.uri() == "attn_bwd_d64_winlenbiasalibicapdrop_f16"
+    for s in (spec, full, full.with_direction("fwd"), spec.sibling()):
+        assert KernelSpec.from_uri(s.uri()) == s and s.alibi
+    with pytest.raises(ValueError, match="alibi"):
+        KernelSpec(64, False, "float16", lengths=True, packed=True, alibi=True)
+
+
+@pytest.mark.parametrize("direction", ["fwd", "bwd"])
+def test_tuner_checks_an_alibi_candidate(direction):
+    from flashgen.hardware.costmodel import Shape
+    from flashgen.tune.bench import check
+
+    spec = KernelSpec(32, True, "float32", direction, alibi=True)
+    assert check(spec, TileConfig(16, 16, 4, 1), Shape(1, 2, 1, 40, 40), "cpu").status == "ok"
+
+
+@pytest.mark.parametrize(
+    "slopes,kwargs,match",
+    [
+        (torch.ones(3), {}, r"alibi_slopes must have shape \[heads\] = \[2\]"),
+        (torch.ones(2, dtype=torch.float64), {}, "alibi_slopes must be float32"),
+        ([0.5, 0.25], {}, "alibi_slopes must be a tensor"),
+        (torch.ones(2, requires_grad=True), {}, r"alibi_slopes requires grad.*detach"),
+        (torch.ones(2), {"causal": True, "causal_align": "bottom_right"}, "alibi_slopes"),
+        (torch.ones(2), {"impl": "sdpa_efficient"}, "alibi_slopes run flashgen's kernels only"),
+    ],
+)
+def test_argument_errors_name_alibi_slopes(slopes, kwargs, match):
+    q, k, v = (t.detach() for t in _inputs(1, 2, 2, 20, 30, 16))
+    with pytest.raises(ValueError, match=match):
+        attention(q, k, v, alibi_slopes=slopes, **kwargs)
+
+
+@pytest.mark.impl_choice
+def test_never_routed_to_sdpa_or_the_decode_kernels(monkeypatch):
+    """A short query (the decode kernels' case) and an SDPA-forcing environment still run the
+    portable kernels with the bias (SDPA has no ALiBi; the decode kernels neither)."""
+    monkeypatch.setenv("FLASHGEN_IMPL", "sdpa_efficient")
+    q, k, v = (t.detach() for t in _inputs(1, 4, 2, 3, 37, 16, seed=4))
+    slopes = standard_slopes(4)
+    out = attention(q, k, v, alibi_slopes=slopes)
+    torch.testing.assert_close(out.double(), alibi_ref(q, k, v, slopes), atol=2e-5, rtol=1e-4)
+
+
+def test_op_under_compile_dynamic():
+    def f(q, k, v, slopes):
+        return attention(q, k, v, causal=True, alibi_slopes=slopes) * 2
+
+    compiled = torch.compile(f, fullgraph=True, dynamic=True)
+    slopes = standard_slopes(2)
+    for sq in (19, 27):
+        q, k, v = _inputs(1, 2, 1, sq, sq, 16, seed=sq)
+        out = compiled(q, k, v, slopes)
+        want = 2 * alibi_ref(*(t.detach() for t in (q, k, v)), slopes, causal=True)
+        torch.testing.assert_close(out.detach().double(), want, atol=4e-5, rtol=1e-4)
+        out.sum().backward()
+        assert q.grad is not None and not q.grad.isnan().any()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("per_batch", [False, True])
+def test_bf16_on_gpu(causal, per_batch):
+    q, k, v = _inputs(2, 8, 2, 1001, 1537, 128, seed=9, dtype=torch.bfloat16, device="cuda")
+    _check(q, k, v, _slopes(2, 8, per_batch, "cuda"), causal=causal, atol=2e-2, grad_atol=5e-2)
+
+
+@pytest.mark.gpu
+def test_float32_gqa_odd_lengths_on_gpu():
+    q, k, v = _inputs(2, 4, 2, 37, 53, 64, seed=1, device="cuda")
+    _check(q, k, v, _slopes(2, 4, True, "cuda"), causal=True, atol=1e-4, grad_atol=2e-4)
