@@ -275,6 +275,11 @@ def _hopper(do, q, k, v, out, lse, causal, scale, config):
 
 
 @functools.cache
+def _log_portable(spec, reason: str) -> None:
+    log.info("flashgen: %s runs the split backward: %s", spec.uri(), reason)
+
+
+@functools.cache
 def _log_fallback(spec, reason: str) -> None:
     log.info("flashgen: %s runs the split backward, not the hopper kind: %s", spec.uri(), reason)
 
@@ -355,6 +360,10 @@ def backward(
         not need_dq or bounds is not None or mask is not None or dropout is not None
         or alibi is not None
     )  # fmt: skip
+    if alibi is not None and need_dq:
+        asked = bwd_kind.for_call(deterministic, kind, spec, k.shape[2], split_only=False)
+        if asked != "split":
+            _log_portable(spec, f"the {asked} backward kind has no ALiBi")
     kind = bwd_kind.for_call(deterministic, kind, spec, k.shape[2], split_only=split_only)
     if kind == "hopper":
         grads = _hopper(do, q, k, v, out, lse, causal, scale, config)

@@ -10,6 +10,9 @@ layers above call them (`flashgen.runtime.eager.direct`).
 
 from __future__ import annotations
 
+import functools
+import logging
+
 import torch
 
 from ..kernels import aligned, bias_grad, bwd, decode, dropout, fwd
@@ -24,6 +27,7 @@ from .eager import direct
 from .library import register_primitive
 
 _decode_env = env_reader("FLASHGEN_DECODE")
+log = logging.getLogger("flashgen")
 
 
 def _decode_off() -> bool:
@@ -52,6 +56,8 @@ def _attention_fwd(
     drop = dropout.launch_args(dropout.check_dropout(dropout_p), dropout_seed)
     if alibi_slopes is not None:  # the portable kernels only (never decode, SDPA or Hopper)
         _check_extras(q, seq_bounds, attn_mask, bottom_right)
+        if not _decode_off() and decode.applies(q, k, window, softcap):
+            _log_no_decode(q.shape[-1])
         mask = None if attn_mask is None else expand_mask(attn_mask, q, k)
         return fwd.forward(
             q, k, v, causal=causal, scale=scale, config=plan_config, window=_window(window),
@@ -88,6 +94,14 @@ def _attention_fwd(
     return fwd.forward(
         q, k, v, causal=causal, scale=scale, config=plan_config, window=_window(window),
         softcap=check_softcap(softcap),
+    )  # fmt: skip
+
+
+@functools.cache
+def _log_no_decode(head_dim: int) -> None:
+    log.info(
+        "flashgen: a short query with alibi_slopes (d%d) runs the portable forward: the decode "
+        "kernels have no ALiBi", head_dim,
     )  # fmt: skip
 
 

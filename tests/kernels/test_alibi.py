@@ -155,14 +155,19 @@ def test_argument_errors_name_alibi_slopes(slopes, kwargs, match):
 
 
 @pytest.mark.impl_choice
-def test_never_routed_to_sdpa_or_the_decode_kernels(monkeypatch):
+def test_never_routed_to_sdpa_or_the_decode_kernels(monkeypatch, caplog):
     """A short query (the decode kernels' case) and an SDPA-forcing environment still run the
-    portable kernels with the bias (SDPA has no ALiBi; the decode kernels neither)."""
+    portable kernels with the bias (SDPA has no ALiBi; the decode kernels neither), saying so."""
+    from flashgen.runtime import primitives
+
+    primitives._log_no_decode.cache_clear()
     monkeypatch.setenv("FLASHGEN_IMPL", "sdpa_efficient")
     q, k, v = (t.detach() for t in _inputs(1, 4, 2, 3, 37, 16, seed=4))
     slopes = standard_slopes(4)
-    out = attention(q, k, v, alibi_slopes=slopes)
+    with caplog.at_level("INFO", logger="flashgen"):
+        out = attention(q, k, v, alibi_slopes=slopes)
     torch.testing.assert_close(out.double(), alibi_ref(q, k, v, slopes), atol=2e-5, rtol=1e-4)
+    assert "the decode kernels have no ALiBi" in caplog.text
 
 
 def test_op_under_compile_dynamic():
