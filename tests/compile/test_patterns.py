@@ -313,21 +313,28 @@ def test_hand_written_additive_bias_is_replaced_and_matches_eager():
     """`q @ k^T * scale + bias` from a forward() input: the kernels read the bias as an
     additive attn_mask (exact at every shape); output and gradients, the bias's too, equal
     eager's in float64."""
+    _bias_site_matches_float64(additive_mask_input, torch.randn(T, T, device=DEVICE))
+
+
+def _bias_site_matches_float64(fn, bias):
+    """`fn(q, k, v, bias)` has one site, replaced with `bias` as an additive mask tensor; the
+    compiled output and gradients, the bias's too, equal eager's in float64."""
     q, k, v = (t.requires_grad_() for t in _qkv())
-    bias = torch.randn(T, T, device=DEVICE, requires_grad=True)
-    report = flashgen.explain(additive_mask_input, q, k, v, bias)
+    bias.requires_grad_()
+    report = flashgen.explain(fn, q, k, v, bias)
     assert report.replaced == 1 and report.sites[0].mask == "add", str(report)
     torch._dynamo.reset()
-    compiled = torch.compile(additive_mask_input, backend=backend(fallback="aot_eager"))
+    compiled = torch.compile(fn, backend=backend(fallback="aot_eager"))
     got = compiled(q, k, v, bias)
     leaves = (q, k, v, bias)
     got_grads = torch.autograd.grad(got.square().sum(), leaves)
     ref_in = [t.detach().double().requires_grad_() for t in leaves]
-    want = additive_mask_input(*ref_in)
+    want = fn(*ref_in)
     want_grads = torch.autograd.grad(want.square().sum(), ref_in)
     torch.testing.assert_close(got.double(), want, atol=1e-4, rtol=1e-4)
     for g, w in zip(got_grads, want_grads, strict=True):
         torch.testing.assert_close(g.double(), w, atol=1e-4, rtol=1e-4)
+    return q, k, v, bias
 
 
 def subtracted_bias_input(q, k, v, mask):
@@ -344,21 +351,8 @@ def test_subtracted_bias_is_negated_and_matches_eager():
     """`q @ k^T * scale - bias` is handed to the kernels as the additive mask -bias (it was
     handed over as +bias): output and gradients, the bias's too, equal eager's in float64;
     `bias - scores` (the scores negated) is left to Inductor."""
-    q, k, v = (t.requires_grad_() for t in _qkv())
-    bias = (3 * torch.randn(T, T, device=DEVICE)).requires_grad_()
-    report = flashgen.explain(subtracted_bias_input, q, k, v, bias)
-    assert report.replaced == 1 and report.sites[0].mask == "add", str(report)
-    torch._dynamo.reset()
-    compiled = torch.compile(subtracted_bias_input, backend=backend(fallback="aot_eager"))
-    got = compiled(q, k, v, bias)
-    leaves = (q, k, v, bias)
-    got_grads = torch.autograd.grad(got.square().sum(), leaves)
-    ref_in = [t.detach().double().requires_grad_() for t in leaves]
-    want = subtracted_bias_input(*ref_in)
-    want_grads = torch.autograd.grad(want.square().sum(), ref_in)
-    torch.testing.assert_close(got.double(), want, atol=1e-4, rtol=1e-4)
-    for g, w in zip(got_grads, want_grads, strict=True):
-        torch.testing.assert_close(g.double(), w, atol=1e-4, rtol=1e-4)
+    bias = 3 * torch.randn(T, T, device=DEVICE)
+    q, k, v, bias = _bias_site_matches_float64(subtracted_bias_input, bias)
     report = flashgen.explain(bias_minus_scores, q, k, v, bias)
     assert (report.found, report.replaced) == (1, 0), str(report)
     assert "subtracted from" in report.skipped[0].reason, str(report)
