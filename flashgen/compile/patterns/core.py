@@ -51,6 +51,7 @@ class Site:
     window: int | None = None  # a causal sliding window of this many keys (None: no window)
     align: str = "top_left"  # where the causal diagonal lies when Sq != Sk ("bottom_right")
     mask: str = ""  # an attention-mask tensor the kernel reads: "bool" or "add" ("": none)
+    alibi: bool = False  # an additive bias proven ALiBi: the kernels compute it from slopes
     dropout: float = 0.0  # attention dropout probability in training mode (0: none)
     scale: float | None = None
     gqa_group: int = 1
@@ -86,6 +87,9 @@ class Match:
     align: str = "top_left"  # proven causal alignment (`flashgen.ops.attention`'s causal_align)
     attn_mask: fx.Node | None = None  # a mask tensor handed to the kernel as it is (attn_mask)
     mask_negated: bool = False  # attn_mask was subtracted from the scores: the kernel gets -mask
+    # a bias proven ALiBi (`alibi.prove_alibi`): the slopes node and its factor c (the kernels
+    # get c * slopes as alibi_slopes)
+    alibi: tuple[fx.Node, float] | None = None
     dropout_p: float = 0.0  # attention dropout in training mode (the op's dropout_p)
 
 

@@ -8,6 +8,7 @@ from typing import Any
 import torch
 from torch import fx
 
+from .alibi import prove_alibi
 from .core import (
     ADD_FNS,
     CAST_METHODS,
@@ -197,6 +198,17 @@ def match_softmax(sm: Any, values: Values) -> Match | None:
     window = None
     align = "top_left"
     tensor_mask = None
+    alibi = None
+    if len(masks) == 2 or (len(masks) == 1 and masks[0][0] in ("add", "sub")):
+        # an ALiBi bias (beside a causal mask, or alone): the kernels compute it
+        for i, (how, node, _) in enumerate(masks):
+            if how in ("add", "sub") and terms_at_add == 0:
+                try:
+                    alibi = _alibi(how, node, x)
+                except Skip:
+                    continue
+                masks = masks[:i] + masks[i + 1 :]
+                break
     if len(masks) > 1:
         problems.append("more than one mask is applied to the scores; only one causal mask is")
     elif masks:
@@ -213,11 +225,20 @@ def match_softmax(sm: Any, values: Values) -> Match | None:
     m = Match(site, q, k, v, out, causal, terms, interior=interior, window=window, align=align)
     m.attn_mask = tensor_mask
     m.mask_negated = tensor_mask is not None and masks[0][0] == "sub"
+    m.alibi = alibi
     m.dropout_p = drop_p
     m.three_d = kind == "bmm" or example_value(q).dim() == 3
     if problems:
         raise Skip(problems[0])
     return m
+
+
+def _alibi(how: str, bias: Any, scores: Any) -> tuple[Any, float]:
+    """(slopes node, factor) of a bias added (or subtracted) after the scale that is ALiBi
+    (`alibi.prove_alibi`); Skip otherwise."""
+    se = example_value(scores)
+    slopes, c = prove_alibi(bias, se.shape[-1], se.dim())
+    return slopes, (-c if how == "sub" else c)
 
 
 def _additive_bias(mask: tuple[str, Any, Any], terms_at_add: int | None) -> Any:
@@ -302,9 +323,17 @@ def match_sdpa(n: Any, values: Values) -> Match:
     window = None
     align = "top_left"
     tensor_mask = None
+    alibi = None
+    if mask is not None and is_causal:
+        raise Skip("attn_mask together with is_causal=True is not supported")
+    me = example_value(mask)
+    if isinstance(me, torch.Tensor) and me.is_floating_point():
+        try:  # ALiBi: the kernels compute the bias from the slopes
+            alibi = prove_alibi(mask, example_value(k).shape[-2], 4)
+            mask = None
+        except Skip:
+            pass
     if mask is not None:
-        if is_causal:
-            raise Skip("attn_mask together with is_causal=True is not supported")
         try:
             window, align = prove_causal_aligned(
                 mask, values, example_value(q).shape[-2], example_value(k).shape[-2], keep=True, allow_window=True,
@@ -318,6 +347,7 @@ def match_sdpa(n: Any, values: Values) -> Match:
     terms: list[Any] = [None] if scale is None else [(scale, 1)]
     m = Match(site, q, k, v, n, is_causal, terms, interior=[n], window=window, align=align)
     m.attn_mask = tensor_mask
+    m.alibi = alibi
     m.dropout_p = dropout_p
     m.three_d = example_value(q).dim() == 3
     if not enable_gqa and not known_eq(example_value(q).shape[-3], example_value(k).shape[-3]):

@@ -119,6 +119,8 @@ def check_match(m: Match) -> None:
         if not all(known_eq(a, 1) or known_eq(a, b) for a, b in zip(shape, full, strict=True)):
             raise Skip(f"attn_mask of shape {tuple(mask.shape)} does not broadcast to {full}")
         m.site.mask = "bool" if mask.dtype == torch.bool else "add"
+    if m.alibi is not None:
+        _check_slopes(m, q)
     m.site.gqa_group = group
     shape = "x".join(str(s) for s in q.shape)
     m.site.shape = f"q[{shape}] {str(q.dtype).replace('torch.', '')}"
@@ -126,6 +128,37 @@ def check_match(m: Match) -> None:
     m.site.head_dim = hd
     m.site.seq_q, m.site.seq_k = size_hint(q.shape[-2]), size_hint(k.shape[-2])
     m.site.device = q.device.type
+
+
+def _check_slopes(m: Match, q: Any) -> None:
+    """The proven ALiBi slopes must give one slope per query head (and maybe batch entry):
+    shape [..., Hq, 1, 1] with a leading batch dim of 1 or B (`rewrite` flattens them to the
+    op's [Hq] or [B, Hq])."""
+    if m.three_d:
+        raise Skip("ALiBi with 3-D q/k/v")
+    s = example_value(m.alibi[0])
+    shape = (1,) * (4 - s.dim()) + tuple(s.shape)
+    if not known_eq(shape[1], q.shape[1]) or not (
+        known_eq(shape[0], 1) or known_eq(shape[0], q.shape[0])
+    ):
+        raise Skip(f"ALiBi slopes of shape {tuple(s.shape)}: one per query head is supported")
+    m.site.alibi = True
+
+
+def _slopes_arg(g: fx.Graph, m: Match, added: list) -> fx.Node:
+    """Nodes making the op's alibi_slopes from the proven slopes node: times the proven
+    factor, float32, flattened to [Hq] or [B, Hq] (see `_check_slopes`)."""
+    node, factor = m.alibi
+    s = example_value(node)
+    if factor != 1.0:
+        node = g.call_function(operator.mul, (node, factor))
+        added.append(node)
+    node = g.call_method("to", (node, torch.float32))
+    added.append(node)
+    batched = s.dim() == 4 and not known_eq(s.shape[0], 1)
+    node = g.call_method("flatten", (node, 1) if batched else (node,))
+    added.append(node)
+    return node
 
 
 def rewrite(gm: fx.GraphModule, m: Match, op: Any) -> None:
@@ -155,6 +188,8 @@ def rewrite(gm: fx.GraphModule, m: Match, op: Any) -> None:
             # window, softcap, causal_align, deterministic, seq_bounds, then attn_mask
             window = (*window, *(None, None, m.align, None, None)[len(window) :], mask)
         extra = {"dropout_p": m.dropout_p} if m.dropout_p else {}
+        if m.alibi is not None:
+            extra["alibi_slopes"] = _slopes_arg(g, m, added)
         new = g.call_function(op, (*args, m.causal, m.scale, *window), extra)
         result = g.call_method("squeeze", (new, 0)) if m.three_d else new
     set_example_values(fm, [*added, new, result])
