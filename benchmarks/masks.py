@@ -4,13 +4,14 @@
                                [--dirs fwd,fwd+bwd] [--no-check] [--warm]
 
 1. Correctness: every mask kind the kernels take (sliding window causal and two-sided, softcap,
-   and key/query padding when this checkout has it), forward and backward in bf16 through
+   ALiBi slopes, and key/query padding when this checkout has it), forward and backward in bf16 through
    `flashgen.attention`, against a float64 reference built with a dense mask; rows that see no
    key must be zeros (never NaN). Max abs errors relative to the reference's largest entry
    printed; tolerance 2e-2 (bf16).
 2. Speed (triton.testing.do_bench, median, L2 flushed): forward and forward+backward of each
    masked variant next to (a) the unmasked kernel of the same causality on the same shape and
-   (b) SDPA given the equivalent dense boolean `attn_mask` (the backend PyTorch picks). TFLOP/s
+   (b) SDPA given the equivalent dense boolean `attn_mask` (the backend PyTorch picks; for
+   ALiBi the dense bias slope * (j - i), -inf above the diagonal when causal). TFLOP/s
    are counted on the work the mask leaves (visible query-key pairs: 4*D per pair forward,
    10*D forward+backward), so a masked kernel that skips the masked tiles well has about the
    unmasked kernel's TFLOP/s. `ratio_vs_plain` = masked TFLOP/s / unmasked TFLOP/s (bar >= 0.9);
@@ -83,7 +84,7 @@ def reference(q, k, v, mask, *, softcap=None, bias=None, keep=None, p=0.0):
     return probs @ v
 
 
-def variants(b, n):
+def variants(b, n, hq=16):
     """(name, causal, flashgen kwargs, dense-mask kwargs, softcap)."""
     out = [
         ("window_causal_1024", True, {"window": 1024}, {"window": 1024}, None),
@@ -92,6 +93,7 @@ def variants(b, n):
         ("softcap_causal", True, {"softcap": 50.0}, {}, 50.0),
         ("dropout_causal", True, {"dropout_p": 0.1}, {}, None),
     ]
+    out += alibi_variants(n, hq)
     try:
         from flashgen.kernels.padding import bounds  # noqa: F401
     except ImportError:  # a checkout without key padding
@@ -113,6 +115,22 @@ def variants(b, n):
                 (f"pad_{side}_{'causal' if causal else 'full'}", causal, kw, {"pad": kw}, None)
             )
     return out
+
+
+def alibi_variants(n, hq=16):
+    """ALiBi rows (when this checkout has it): the kernels get the slopes, SDPA the dense bias
+    [1, Hq, n, n] in bf16 (as a model would hand it over)."""
+    try:
+        from flashgen.kernels.alibi import bias_ref, standard_slopes
+    except ImportError:
+        return []
+    slopes = standard_slopes(hq).cuda()
+    dense = bias_ref(slopes, n, n).to(torch.bfloat16)
+    return [
+        (f"alibi_{'causal' if causal else 'full'}", causal, {"alibi_slopes": slopes},
+         {"tensor": dense}, None)
+        for causal in (True, False)
+    ]  # fmt: skip
 
 
 def dense_kwargs(mk, b, sq, sk):
@@ -144,6 +162,13 @@ def check(name, causal, kw, mk, cap, args):
             t = torch.randn(1, hq, n, n, device="cuda", dtype=torch.bfloat16)
         kw["attn_mask"] = t
         mk = {"tensor": t}
+    alibi = None
+    if "alibi_slopes" in kw:  # the check's own head count; the reference adds the dense bias
+        from flashgen.kernels.alibi import bias_ref, standard_slopes
+
+        kw["alibi_slopes"] = standard_slopes(hq).cuda()
+        alibi = bias_ref(kw["alibi_slopes"], n, n)
+        mk = {}
     if "key_lengths" in kw:
         lens = torch.tensor([n, 517], device="cuda")
         kw["key_lengths"] = lens
@@ -166,7 +191,7 @@ def check(name, causal, kw, mk, cap, args):
     grads = torch.autograd.grad(out, (q, k, v), do)
     qd, kd, vd = (t.detach().double().requires_grad_() for t in (q, k, v))
     tensor = kw.get("attn_mask")
-    bias = tensor if tensor is not None and tensor.dtype != torch.bool else None
+    bias = tensor if tensor is not None and tensor.dtype != torch.bool else alibi
     ref = reference(qd, kd, vd, mask, softcap=cap, bias=bias, keep=keep, p=rate)
     want = torch.autograd.grad(ref, (qd, kd, vd), do.double())
     # max abs error relative to the reference's largest entry (bf16 keeps ~3 digits)
@@ -311,7 +336,7 @@ def main(argv=None):
     dirs = tuple(args.dirs.split(","))
     start = time.monotonic()
     shape = tuple(int(x) for x in args.shape.split(","))
-    chosen = variants(shape[0], shape[3])
+    chosen = variants(shape[0], shape[3], shape[1])
     if args.only:  # in the order given (a time budget times the first ones)
         by_name = {v[0]: v for v in chosen}
         chosen = [by_name[name] for name in args.only.split(",") if name in by_name]
