@@ -49,9 +49,9 @@ class Alibi(torch.nn.Module):
         return s.softmax(-1) @ v
 
 
-def _qkv(t, seed=0):
+def _qkv(t, seed=0, device="cpu"):
     gen = torch.Generator().manual_seed(seed)
-    return [torch.randn(B, H, t, D, generator=gen).requires_grad_() for _ in range(3)]
+    return [torch.randn(B, H, t, D, generator=gen).to(device).requires_grad_() for _ in range(3)]
 
 
 def _site(model, *args):
@@ -60,8 +60,8 @@ def _site(model, *args):
     return report.sites[0]
 
 
-def _matches_eager(model, compiled, t, seed=0):
-    q, k, v = _qkv(t, seed)
+def _matches_eager(model, compiled, t, seed=0, device="cpu"):
+    q, k, v = _qkv(t, seed, device)
     got = compiled(q, k, v)
     got_grads = torch.autograd.grad(got.square().sum(), (q, k, v))
     want = model(q, k, v)
@@ -91,14 +91,20 @@ def test_alibi_site_replaced_and_matches_eager(spelling, causal, sdpa):
     _matches_eager(model, torch.compile(model, backend=backend(fallback="aot_eager")), 37)
 
 
-def test_with_the_flashgen_backend_and_dynamic_lengths():
+def test_with_the_flashgen_backend_and_dynamic_lengths(monkeypatch):
     """backend="flashgen" (Inductor around the op), dynamic=True: the proof holds for every
-    length, so a new length reuses the graph and still matches eager."""
+    length, so a new length reuses the graph and still matches eager; the kernels got slopes."""
+    from flashgen.runtime import primitives
+
+    seen = []
+    checked = primitives.check_slopes
+    monkeypatch.setattr(primitives, "check_slopes", lambda s, q: seen.append(s) or checked(s, q))
     model = Alibi("j-i", causal=True)
     torch._dynamo.reset()
     compiled = torch.compile(model, backend="flashgen", dynamic=True)
     for t in (23, 41):
         _matches_eager(model, compiled, t, seed=t)
+    assert seen and all(tuple(s.shape) == (H,) for s in seen)
 
 
 class NotAlibi(Alibi):
@@ -128,3 +134,15 @@ def test_biases_that_are_not_alibi_stay_mask_tensors(kind):
     assert not site.alibi and site.mask == "add", site
     torch._dynamo.reset()
     _matches_eager(model, torch.compile(model, backend=backend(fallback="aot_eager")), 21)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("spelling,causal", [("bloom", True), ("j-i", False)])
+def test_on_gpu_with_the_flashgen_backend(spelling, causal):
+    """The same numerics on the GPU (float32: the proven bias is float32), backend="flashgen"."""
+    model = Alibi(spelling, causal).cuda()
+    site = _site(model, *_qkv(301, device="cuda"))
+    assert site.replaced and site.alibi, site
+    torch._dynamo.reset()
+    compiled = torch.compile(model, backend="flashgen")
+    _matches_eager(model, compiled, 301, device="cuda")
