@@ -130,19 +130,21 @@ class _Walk:
         return example_value(n)
 
     def _mul(self, n: fx.Node, name: str) -> Any:
-        a, b = self(n.args[0]), self(n.args[1] if len(n.args) > 1 else n.kwargs.get("other"))
+        rhs = n.args[1] if len(n.args) > 1 else n.kwargs.get("other")
+        a, b = self(n.args[0]), self(rhs)
+        positions = isinstance(a, (_Lin, _Scaled)) or isinstance(b, (_Lin, _Scaled))
+        if not positions:
+            return example_value(n)
         if name == "truediv":
             if not isinstance(b, float) or b == 0.0 or n.kwargs.get("rounding_mode"):
                 raise Skip("the bias divides positions by something other than a number")
             return _scale(a, 1.0 / b)
-        for x, other, node in ((a, b, n.args[1]), (b, a, n.args[0])):
+        for x, other, node in ((a, b, rhs), (b, a, n.args[0])):
             if isinstance(other, float):
                 return _scale(x, other)
             if isinstance(x, _Lin) and isinstance(other, torch.Tensor):
                 return _Scaled(_slopes_node(node, n), x)
-        if isinstance(a, (_Lin, _Scaled)) or isinstance(b, (_Lin, _Scaled)):
-            raise Skip("the bias multiplies positions by positions or scales them twice")
-        return example_value(n)
+        raise Skip("the bias multiplies positions by positions or scales them twice")
 
     def _view(self, n: fx.Node, name: str) -> Any:
         x = self(n.args[0])
@@ -187,14 +189,14 @@ def _lin(coefs: dict[int, float]) -> _Lin:
 
 
 def _scale(x: Any, factor: Any) -> Any:
-    if isinstance(factor, float) and math.isnan(factor):
+    if isinstance(x, (_Lin, _Scaled)) and isinstance(factor, float) and math.isnan(factor):
         raise Skip("the bias scales positions by a length (not a constant)")
     if isinstance(x, _Lin):
         return _lin({a: c * factor for a, c in x.coefs})
     if isinstance(x, _Scaled):
         return _Scaled(x.slopes, _scale(x.lin, factor))
     if isinstance(x, float):
-        return x * factor
+        return x * factor if isinstance(factor, float) else math.nan
     return x  # an opaque tensor scaled: still opaque
 
 
