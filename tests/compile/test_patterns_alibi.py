@@ -36,6 +36,8 @@ class Alibi(torch.nn.Module):
             return self.slopes.view(1, H, 1, 1) * pos.view(1, 1, 1, t).float()
         if self.spelling == "j-i":
             return self.slopes[:, None, None] * (pos[None, :] - pos[:, None])
+        if self.spelling == "sub-i-j":  # subtracted from the scores below
+            return (pos[:, None] - pos[None, :]) / 2 * (2 * self.slopes[:, None, None])
         return -self.slopes.unsqueeze(-1).unsqueeze(-1) * (pos[:, None] - pos[None, :])
 
     def forward(self, q, k, v):
@@ -43,7 +45,8 @@ class Alibi(torch.nn.Module):
         bias = self.bias(t, q.device)
         if self.sdpa:
             return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, is_causal=self.causal)
-        s = q @ k.transpose(-2, -1) * (1.0 / math.sqrt(q.shape[-1])) + bias
+        s = q @ k.transpose(-2, -1) * (1.0 / math.sqrt(q.shape[-1]))
+        s = s - bias if self.spelling == "sub-i-j" else s + bias
         if self.causal:
             s = s.masked_fill(~self.tril[:t, :t], float("-inf"))
         return s.softmax(-1) @ v
@@ -76,6 +79,7 @@ SPELLINGS = [
     ("j-i", False, False),
     ("neg-i-j", True, False),
     ("bloom", True, False),
+    ("sub-i-j", True, False),
     ("j-i", False, True),
     ("neg-i-j", False, True),
 ]
@@ -109,7 +113,8 @@ def test_with_the_flashgen_backend_and_dynamic_lengths(monkeypatch):
 
 class NotAlibi(Alibi):
     """A bias that looks like ALiBi and is not: |j - i| (a symmetric distance), a slope per row,
-    a learned slope; each stays an additive mask tensor (exact), never the kernels' ALiBi."""
+    a learned slope, one rounded to bf16; each stays an additive mask tensor (exact), never the
+    kernels' ALiBi."""
 
     def __init__(self, kind: str):
         super().__init__("j-i")
@@ -124,10 +129,12 @@ class NotAlibi(Alibi):
             return -self.slopes[:, None, None] * rel.abs()
         if self.kind == "per_row":
             return (pos[:, None] * 0.01) * rel
+        if self.kind == "bf16":  # rounded before the add: the kernels must add what eager adds
+            return (self.slopes[:, None, None] * rel).to(torch.bfloat16)
         return self.learned[:, None, None] * rel
 
 
-@pytest.mark.parametrize("kind", ["abs", "per_row", "learned"])
+@pytest.mark.parametrize("kind", ["abs", "per_row", "learned", "bf16"])
 def test_biases_that_are_not_alibi_stay_mask_tensors(kind):
     model = NotAlibi(kind)
     site = _site(model, *_qkv(21))
