@@ -94,18 +94,24 @@ def test_with_window_softcap_and_an_additive_mask():
 
 def test_with_key_lengths_positions_are_local():
     """With key/query lengths the positions count from each valid range's start (as the causal
-    mask does): left padding shifts nothing."""
+    mask does): left padding shifts nothing. Forward and gradients, entry by entry."""
     q, k, v = _inputs(2, 2, 2, 24, 24, 16, seed=11)
     slopes = _slopes(2, 2, False)
     lengths = [24, 17]
     out = attention(q, k, v, causal=True, alibi_slopes=slopes, key_lengths=lengths,
                     query_lengths=lengths, padding="left")  # fmt: skip
+    g = torch.randn(out.shape, generator=torch.Generator().manual_seed(2))
+    got = torch.autograd.grad(out, (q, k, v), g)
+    leaves = [t.detach().double().requires_grad_() for t in (q, k, v)]
     for b, n in enumerate(lengths):
         rows = slice(24 - n, 24)
-        qb, kb, vb = (t[b : b + 1, :, rows].detach().double() for t in (q, k, v))
+        qb, kb, vb = (t[b : b + 1, :, rows] for t in leaves)
         want = alibi_ref(qb, kb, vb, slopes, causal=True)
-        torch.testing.assert_close(out[b : b + 1, :, rows].detach().double(), want,
+        torch.testing.assert_close(out[b : b + 1, :, rows].detach().double(), want.detach(),
                                    atol=2e-5, rtol=1e-4)  # fmt: skip
+        want.backward(g[b : b + 1, :, rows].double())
+    for name, a, w in zip(("dq", "dk", "dv"), got, leaves, strict=True):
+        torch.testing.assert_close(a.double(), w.grad, atol=5e-5, rtol=1e-4, msg=name)
 
 
 def test_zero_slopes_equal_plain_attention_and_slopes_matter():
