@@ -92,6 +92,23 @@ def test_with_window_softcap_and_an_additive_mask():
     _check(q, k, v, slopes, mask=mask)
 
 
+def test_beside_a_learned_bias_with_its_gradient():
+    """An additive mask that requires grad (its gradient from the dQ kernel's walk) beside the
+    slopes: every gradient, the bias's too, against float64."""
+    q, k, v = _inputs(1, 2, 1, 29, 35, 16, seed=13)
+    slopes = _slopes(1, 2, True)
+    bias = torch.randn(1, 2, 29, 35, generator=torch.Generator().manual_seed(3)).requires_grad_()
+    out = attention(q, k, v, causal=True, alibi_slopes=slopes, attn_mask=bias)
+    g = torch.randn(out.shape, generator=torch.Generator().manual_seed(4))
+    got = torch.autograd.grad(out, (q, k, v, bias), g)
+    leaves = [t.detach().double().requires_grad_() for t in (q, k, v, bias)]
+    want = alibi_ref(*leaves[:3], slopes, causal=True, mask=leaves[3])
+    torch.testing.assert_close(out.detach().double(), want.detach(), atol=2e-5, rtol=1e-4)
+    exp = torch.autograd.grad(want, leaves, g.double())
+    for name, a, b in zip(("dq", "dk", "dv", "dbias"), got, exp, strict=True):
+        torch.testing.assert_close(a.double(), b, atol=5e-5, rtol=1e-4, msg=name)
+
+
 def test_with_key_lengths_positions_are_local():
     """With key/query lengths the positions count from each valid range's start (as the causal
     mask does): left padding shifts nothing. Forward and gradients, entry by entry."""
