@@ -206,6 +206,11 @@ def test_op_under_compile_dynamic():
         torch.testing.assert_close(out.detach().double(), want, atol=4e-5, rtol=1e-4)
         out.sum().backward()
         assert q.grad is not None and not q.grad.isnan().any()
+    q, k, v = (t.detach() for t in _inputs(1, 2, 1, 19, 30, 16))
+    torch.library.opcheck(
+        torch.ops.flashgen.attention_fwd.default,
+        (q, k, v, True, 0.25, None, None, "top_left", None, None, 0.0, None, slopes),
+    )
 
 
 @pytest.mark.gpu
