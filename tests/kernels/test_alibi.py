@@ -109,6 +109,30 @@ def test_beside_a_learned_bias_with_its_gradient():
         torch.testing.assert_close(a.double(), b, atol=5e-5, rtol=1e-4, msg=name)
 
 
+def test_with_dropout():
+    """Dropout beside the slopes: the keep mask the kernels draw for the call's seed
+    (`flashgen.kernels.dropout.keep_mask`) applied to the biased probabilities, forward and
+    gradients against float64."""
+    from flashgen.kernels import dropout
+
+    q, k, v = _inputs(1, 4, 2, 29, 29, 16, seed=17)
+    slopes = _slopes(1, 4, False)
+    torch.manual_seed(11)
+    out = attention(q, k, v, causal=True, dropout_p=0.2, alibi_slopes=slopes)
+    torch.manual_seed(11)
+    keep = dropout.keep_mask(int(dropout.new_seed().item()), 0.2, 1, 4, 29, 29, "cpu")
+    leaves = [t.detach().double().requires_grad_() for t in (q, k, v)]
+    s = scores_ref(leaves[0], leaves[1]) + bias_ref(slopes, 29, 29)
+    probs = torch.softmax(s.masked_fill(hidden_ref(29, 29, causal=True), float("-inf")), -1)
+    want = (probs * keep / 0.8) @ leaves[2].repeat_interleave(2, 1)
+    torch.testing.assert_close(out.detach().double(), want.detach(), atol=2e-5, rtol=1e-4)
+    g = torch.randn(out.shape, generator=torch.Generator().manual_seed(1))
+    got = torch.autograd.grad(out, (q, k, v), g)
+    exp = torch.autograd.grad(want, leaves, g.double())
+    for name, a, b in zip(("dq", "dk", "dv"), got, exp, strict=True):
+        torch.testing.assert_close(a.double(), b, atol=5e-5, rtol=1e-4, msg=name)
+
+
 def test_with_key_lengths_positions_are_local():
     """With key/query lengths the positions count from each valid range's start (as the causal
     mask does): left padding shifts nothing. Forward and gradients, entry by entry."""
