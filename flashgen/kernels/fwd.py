@@ -220,8 +220,8 @@ def _scratch_lse(plan: _Plan, q):
     stream, a replayed CUDA graph that captured its address) can hit memory handed out again;
     it is 1 MiB, so only calls with at most SCRATCH_FLOATS rows use it (larger ones are not
     launch-bound), and it is not created during a capture (it would come from the graph's
-    pool). The Gluon family's launcher takes lse as a shaped tensor: not for those plans."""
-    if plan.lse_numel > SCRATCH_FLOATS or plan.hopper is not None:
+    pool). Both families' kernels take lse as a pointer to contiguous [B, H, Sq] floats."""
+    if plan.lse_numel > SCRATCH_FLOATS:
         return None
     buf = _scratch.get(plan.device)
     if buf is None:

@@ -130,6 +130,9 @@ def test_hopper_plan_launches_directly_and_equals_the_jit(causal, monkeypatch):
     assert plan.hopper is not None
     kind = launch.RawLaunch if triton.__version__.startswith("3.6") else (launch.RawLaunch, FastLaunch)
     assert isinstance(plan.run.fast, kind)
+    # a forward no backward follows writes its lse into the per-device scratch buffer
+    no_lse, none = fwd.forward(q, k, v, causal=causal, scale=0.07, keep_lse=False)
+    assert none is None and torch.equal(no_lse, out)
     _through_the_jit(monkeypatch)
     jit_out, jit_lse = fwd.forward(q, k, v, causal=causal, scale=0.07)
     assert torch.equal(out, jit_out) and torch.equal(lse, jit_lse)
