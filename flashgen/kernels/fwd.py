@@ -125,7 +125,7 @@ class _Plan:
         scale = float(self.scale if scale is None else scale)
         if self.hopper is not None:
             args = hopper.call_args(self.hopper, q, k, v, out, lse, scale, window, softcap,
-                                    bounds, mask)  # fmt: skip
+                                    bounds, mask, alibi)  # fmt: skip
             self.run(*args)
             return
         qk_scale = scale * LOG2E

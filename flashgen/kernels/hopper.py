@@ -57,11 +57,12 @@ AUTO_MIN_SEQ_Q = {(64, False): 1024, (64, True): 1024, (128, False): 0, (128, Tr
 # B3 (H200, 4x16x4096, d128): float64 checks pass for all four; window, softcap and lengths
 # measured faster than the portable family, mask tensors not (an additive bias was slower).
 AUTO_MASKS: frozenset[str] = frozenset({"window", "softcap", "lengths"})
-MASK_KINDS = ("window", "softcap", "lengths", "attn_mask")
+MASK_KINDS = ("window", "softcap", "lengths", "attn_mask", "alibi")
 
 
 def mask_kinds(spec) -> set[str]:
-    """The mask kinds of `spec` the Hopper family has (window, softcap, lengths, attn_mask)."""
+    """The mask kinds of `spec` the Hopper family has (window, softcap, lengths, attn_mask,
+    alibi)."""
     return {kind for kind in MASK_KINDS if getattr(spec, kind)}
 
 
@@ -128,7 +129,7 @@ def template_context(spec) -> dict:
         or spec.head_dim not in RENDERABLE_HEAD_DIMS
         or (spec.dtype not in _GL_DTYPE)
         or spec.dropout
-        or spec.alibi
+        or (spec.alibi and spec.lengths)
     ):
         raise ValueError(f"the Hopper family has no kernel for {spec.uri()}")
     return {
@@ -139,6 +140,7 @@ def template_context(spec) -> dict:
         "softcap": spec.softcap,
         "lengths": spec.lengths,
         "attn_mask": spec.attn_mask,
+        "alibi": spec.alibi,
         "dtype": spec.dtype,
         "gl_dtype": _GL_DTYPE[spec.dtype],
         "tma_load": api["tma_load"],
@@ -153,8 +155,8 @@ def spec_reason(spec, *, forced: bool = False) -> str | None:
         return "the Hopper family is forward only"
     if spec.dropout:
         return "dropout is in the portable family only"
-    if spec.alibi:
-        return "ALiBi is in the portable family only"
+    if spec.alibi and spec.lengths:
+        return "ALiBi with lengths (positions local to each sequence) is in the portable family"
     if spec.packed:
         return "packed sequences are in the portable family only"
     if spec.lengths and spec.attn_mask:
@@ -240,7 +242,7 @@ def for_spec(cfg: HopperConfig, spec) -> HopperConfig:
 
 def forward(
     q, k, v, out, lse, *, scale: float, spec, config: HopperConfig | None = None, window=None,
-    softcap=None, bounds=None, mask=None,
+    softcap=None, bounds=None, mask=None, alibi=None,
 ) -> None:  # fmt: skip
     """Launch the Hopper kernel through Gluon's JIT, writing `out` (contiguous, q's dtype) and
     `lse` (float32 [B, Hq, Sq], natural log: what flashgen's backward reads). The masks as in
@@ -250,7 +252,7 @@ def forward(
     keeps a `plan` per call signature instead, launched directly after its first call."""
     cfg = for_spec(config or config_for(spec, q.shape[2]), spec)
     run = plan(spec, cfg, q, k, v, out, None)
-    run(*call_args(spec, q, k, v, out, lse, scale, window, softcap, bounds, mask))
+    run(*call_args(spec, q, k, v, out, lse, scale, window, softcap, bounds, mask, alibi))
 
 
 def plan(spec, cfg: HopperConfig, q, k, v, out, device):
@@ -288,7 +290,7 @@ def plan(spec, cfg: HopperConfig, q, k, v, out, device):
     return Launch(kernel, (items,), constexprs, {"maxnreg": cfg.maxnreg}, device, descs)
 
 
-def call_args(spec, q, k, v, out, lse, scale, window, softcap, bounds, mask) -> tuple:
+def call_args(spec, q, k, v, out, lse, scale, window, softcap, bounds, mask, alibi=None) -> tuple:
     """The positional arguments of a `plan`'s launch, in the template's order (q, k, v and out
     as tensors: the launch makes their descriptors)."""
     batch, hq, sq, _ = q.shape
@@ -297,14 +299,16 @@ def call_args(spec, q, k, v, out, lse, scale, window, softcap, bounds, mask) -> 
         window = (min(window[0], sq + sk), min(window[1], sq + sk))
     return (
         q, k, v, out, lse, sched_counter(q.device), batch, hq, hq // hkv, sq, sk,
-        float(scale) * LOG2E, *mask_args(spec, scale, window, softcap, bounds, mask),
+        float(scale) * LOG2E, *mask_args(spec, scale, window, softcap, bounds, mask, alibi),
     )  # fmt: skip
 
 
-def mask_args(spec, scale: float, window, softcap, bounds, mask=None) -> tuple:
+def mask_args(spec, scale: float, window, softcap, bounds, mask=None, alibi=None) -> tuple:
     """The kernel's mask arguments after qk_scale, in the template's order; a mask the spec
-    has must be given and one it lacks must not (a mismatch would launch the wrong kernel)."""
-    given = {"window": window, "softcap": softcap, "lengths": bounds, "attn_mask": mask}
+    has must be given and one it lacks must not (a mismatch would launch the wrong kernel).
+    `alibi`: the slopes, float32 [B, Hq] with the last stride 1 (batch stride 0 when shared)."""
+    given = {"window": window, "softcap": softcap, "lengths": bounds, "attn_mask": mask,
+             "alibi": alibi}  # fmt: skip
     for name, value in given.items():
         if bool(getattr(spec, name)) != (value is not None):
             raise ValueError(
@@ -319,6 +323,8 @@ def mask_args(spec, scale: float, window, softcap, bounds, mask=None) -> tuple:
         args += (bounds,)
     if mask is not None:  # the expanded [B, Hq, Sq, Sk] view: 0 strides along broadcast dims
         args += (mask, *mask.stride())
+    if alibi is not None:
+        args += (alibi, alibi.stride(0))
     return args
 
 

@@ -49,11 +49,13 @@ def compile_for_sm90(spec, cfg: HopperConfig | None = None) -> dict:
     if spec.attn_mask:
         signature["Mask"] = "*i1" if spec.attn_mask == "bool" else f"*{short}"
         signature.update(stride_mb="i32", stride_mh="i32", stride_mm="i32", stride_mn="i32")
+    if spec.alibi:
+        signature.update(Slopes="*fp32", stride_sb="i32")
     signature.update(BLOCK_M="constexpr", BLOCK_N="constexpr", NUM_BUF="constexpr",
                      NUM_CONSUMERS="constexpr", PINGPONG="constexpr", DYNAMIC="constexpr",
                      num_warps="constexpr")  # fmt: skip
     pointers = [i for i, name in enumerate(signature)
-                if name in ("Lse", "Sched", "SeqBounds", "Mask")]  # fmt: skip
+                if name in ("Lse", "Sched", "SeqBounds", "Mask", "Slopes")]  # fmt: skip
     constexprs = {
         "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "NUM_BUF": cfg.num_buf,
         "NUM_CONSUMERS": cfg.consumers, "PINGPONG": cfg.pingpong, "DYNAMIC": cfg.dynamic,

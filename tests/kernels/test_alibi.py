@@ -241,14 +241,38 @@ def test_op_under_compile_dynamic():
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("per_batch", [False, True])
 def test_bf16_on_gpu(causal, per_batch):
+    q, k, v = _inputs(2, 8, 2, 1001, 1537, 128, seed=9, dtype=torch.bfloat16, device="cuda")
+    _check_bf16(q, k, v, _slopes(2, 8, per_batch, "cuda"), causal)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(
+    not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
+    reason="the Hopper family needs an sm_90 GPU",
+)
+@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize("causal", [False, True])
+def test_hopper_forward_on_gpu(head_dim, causal, monkeypatch):
+    """The Hopper family's ALiBi (taken when forced): its forward, then the portable backward
+    from its out and lse, against float64 within twice SDPA's own bf16 error."""
+    from flashgen.core.spec import KernelSpec
+    from flashgen.kernels import hopper
+
+    monkeypatch.setenv(hopper.FAMILY_ENV, "hopper")
+    q, k, v = _inputs(2, 8, 2, 1100, 1100, head_dim, seed=4, dtype=torch.bfloat16, device="cuda")
+    spec = KernelSpec(head_dim, causal, "bfloat16", "fwd", alibi=True)
+    assert hopper.choose(spec, q, k, v, q.shape[2])  # must not silently run the portable one
+    _check_bf16(q, k, v, _slopes(2, 8, True, "cuda"), causal)
+
+
+def _check_bf16(q, k, v, slopes, causal):
     """bf16 against float64, each error bounded by twice what PyTorch's SDPA makes in bf16 on
     the same inputs given the dense bias (plus a small floor): with non-causal slopes up to 0.5
     over 1537 keys the bias reaches hundreds, the softmax piles onto the last keys and dK grows
     large, so a fixed absolute tolerance would measure bf16's rounding, not the kernel."""
     import torch.nn.functional as F
 
-    q, k, v = _inputs(2, 8, 2, 1001, 1537, 128, seed=9, dtype=torch.bfloat16, device="cuda")
-    slopes = _slopes(2, 8, per_batch, "cuda")
+    group = q.shape[1] // k.shape[1]
     g = torch.randn(q.shape, generator=torch.Generator().manual_seed(5)).to("cuda", q.dtype)
     out = attention(q, k, v, alibi_slopes=slopes, causal=causal)
     ours = (out, *torch.autograd.grad(out, (q, k, v), g))
@@ -258,10 +282,10 @@ def test_bf16_on_gpu(causal, per_batch):
     bias = bias_ref(slopes, q.shape[2], k.shape[2])
     if causal:
         bias = bias.masked_fill(torch.ones_like(bias[0, 0], dtype=torch.bool).triu(1), float("-inf"))
-    kx, vx = (t.repeat_interleave(4, 1) for t in (k, v))  # GQA 8/2, as SDPA's attn_mask path takes it
+    kx, vx = (t.repeat_interleave(group, 1) for t in (k, v))  # GQA, as SDPA's attn_mask path takes it
     theirs_out = F.scaled_dot_product_attention(q, kx, vx, attn_mask=bias.to(q.dtype))
     dq, dkx, dvx = torch.autograd.grad(theirs_out, (q, kx, vx), g)
-    fold = lambda t: t.unflatten(1, (2, 4)).sum(2)  # noqa: E731  (the group's gradient sum)
+    fold = lambda t: t.unflatten(1, (k.shape[1], group)).sum(2)  # noqa: E731  (the group's sum)
     theirs = (theirs_out, dq, fold(dkx.float()), fold(dvx.float()))
     for name, a, b, ref in zip(("out", "dq", "dk", "dv"), ours, theirs, exact, strict=True):
         err = (a.double() - ref).abs().max().item()

@@ -371,6 +371,8 @@ MASK_SPECS = [
     KernelSpec(128, True, "bfloat16", "fwd", window=True, softcap=True, lengths=True),
     KernelSpec(128, False, "bfloat16", "fwd", attn_mask="bool"),
     KernelSpec(128, True, "float16", "fwd", attn_mask="add"),
+    KernelSpec(128, True, "bfloat16", "fwd", alibi=True),
+    KernelSpec(64, False, "float16", "fwd", softcap=True, alibi=True),
 ]
 
 
@@ -389,6 +391,8 @@ def test_render_masks(spec):
     )
     assert ("tm_ptrs = mask_base" in source) == bool(spec.attn_mask)
     assert ("k_start + lo * BLOCK_N" in source) == spec.lengths
+    assert ("slope_raw * (key_n[None, :] - offs_m[:, None])" in source) == spec.alibi
+    assert ("Slopes, stride_sb," in source) == spec.alibi
     compile(source, spec.uri(), "exec")
     assert hasattr(load_family(spec, "hopper"), "attn_fwd_ws")
 
@@ -425,7 +429,8 @@ def test_mask_arguments_follow_the_spec():
 
 
 @needs_gluon
-@pytest.mark.parametrize("spec", [KernelSpec(128, True, "bfloat16", "fwd"), *MASK_SPECS[:5]],
+@pytest.mark.parametrize("spec", [KernelSpec(128, True, "bfloat16", "fwd"), *MASK_SPECS[:5],
+                                  *MASK_SPECS[7:]],
                          ids=lambda s: s.uri())  # fmt: skip
 def test_plan_matches_the_kernel_signature(spec, monkeypatch):
     """What a plan fixes must line up with the rendered kernel, or its first launch finds no
@@ -450,8 +455,9 @@ def test_plan_matches_the_kernel_signature(spec, monkeypatch):
     softcap = 30.0 if spec.softcap else None
     bounds = torch.zeros(2, 4, dtype=torch.int32) if spec.lengths else None
     mask = torch.zeros(2, 4, 300, 300, dtype=torch.bool) if spec.attn_mask else None
+    alibi = torch.zeros(4).expand(2, 4) if spec.alibi else None
     lse = torch.empty(2, 4, 300)
-    args = hopper.call_args(spec, q, k, v, out, lse, 0.1, window, softcap, bounds, mask)
+    args = hopper.call_args(spec, q, k, v, out, lse, 0.1, window, softcap, bounds, mask, alibi)
     names = run.kernel.arg_names
     assert list(names[len(args):]) == list(run.constexprs)
     assert run.constexprs["num_warps"] == cfg.num_warps and run.options == {"maxnreg": 168}
@@ -463,7 +469,9 @@ def test_plan_matches_the_kernel_signature(spec, monkeypatch):
         assert block == [1, 1, rows[pos], d]
         assert layout == gl.NVMMASharedLayout.get_default_for(block, gl.bfloat16)
     assert run.grid == (3 * 2 * 4,)  # cdiv(300, 128) query blocks per (batch, head): < 132
-    assert len(args) == 12 + len(hopper.mask_args(spec, 0.1, window, softcap, bounds, mask))
+    assert len(args) == 12 + len(hopper.mask_args(spec, 0.1, window, softcap, bounds, mask, alibi))
+    if alibi is not None:  # the slopes and their batch stride (0: shared) come last
+        assert args[-2] is alibi and args[-1] == 0
 
 
 @needs_gluon
@@ -503,7 +511,8 @@ def test_masked_kernels_compile_for_sm90():
     import subprocess
     import sys
 
-    uris = [s.uri() for s in (MASK_SPECS[1], MASK_SPECS[2], MASK_SPECS[4], MASK_SPECS[6])]
+    uris = [s.uri() for s in (MASK_SPECS[1], MASK_SPECS[2], MASK_SPECS[4], MASK_SPECS[6],
+                              MASK_SPECS[7])]  # fmt: skip
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     done = subprocess.run(
         [sys.executable, "-c", _AOT_MASKS, *uris], env=env, capture_output=True, text=True,
