@@ -110,9 +110,9 @@ def attention(
     causal=True that is HF's -slope * (i - j)), after a softcap, computed from the positions
     (no N x N tensor). The slopes are constants: no gradient, and one that requires grad is a
     ValueError (pass `.detach()`). Combines with causal, window, softcap, GQA, attn_mask,
-    key_lengths and dropout; not with causal_align="bottom_right". Flashgen's portable kernels
-    only (never an SDPA backend, the decode, Hopper or one-pass kernels;
-    `flashgen.kernels.alibi`).
+    key_lengths and dropout; not with causal_align="bottom_right". Flashgen's own kernels only
+    (never an SDPA backend, the decode or one-pass kernels; the Hopper forward family without
+    key_lengths; `flashgen.kernels.alibi`).
 
     `deterministic`: True gives bit-identical gradients run to run (flashgen's two-kernel
     backward); False allows the faster one-pass backward, whose fp32 dQ atomics add in a

@@ -32,7 +32,7 @@ _FLAGS = (
     ("--packed", SWITCH, "the kernel over packed variable-length sequences (implies --lengths; "
      "portable family; flashgen.attention_varlen)"),
     ("--dropout", SWITCH, "the attention-dropout kernel (p and the seed are run-time arguments)"),
-    ("--alibi", SWITCH, "the ALiBi kernel (slopes are run-time arguments; portable family only)"),
+    ("--alibi", SWITCH, "the ALiBi kernel (slopes are run-time arguments)"),
     ("--path", SWITCH, "print the cached file's path instead"),
 )  # fmt: skip
 

@@ -54,7 +54,7 @@ def _attention_fwd(
 ):  # fmt: skip
     bottom_right = check_align(causal, causal_align)
     drop = dropout.launch_args(dropout.check_dropout(dropout_p), dropout_seed)
-    if alibi_slopes is not None:  # the portable kernels only (never decode, SDPA or Hopper)
+    if alibi_slopes is not None:  # flashgen's kernels only (never decode or SDPA)
         _check_extras(q, seq_bounds, attn_mask, bottom_right)
         if not _decode_off() and decode.applies(q, k, window, softcap):
             _log_no_decode(q.shape[-1])
