@@ -400,7 +400,8 @@ def test_render_masks(spec):
 def test_masks_take_the_hopper_family_but_dropout_does_not():
     for spec in MASK_SPECS:
         assert hopper.spec_reason(spec, forced=True) == API_REASON
-        if hopper.mask_kinds(spec) <= hopper.AUTO_MASKS:
+        unchecked = spec.alibi and (spec.window or spec.softcap)  # not run on a GPU yet
+        if hopper.mask_kinds(spec) <= hopper.AUTO_MASKS and not unchecked:
             assert hopper.spec_reason(spec) == API_REASON
         else:
             assert "only when forced" in hopper.spec_reason(spec)
