@@ -105,7 +105,7 @@ class _Walk:
             if isinstance(x, (_Lin, _Scaled)) and not lossless:
                 raise Skip(f"the bias is rounded to {val.dtype} on the way")
             return x if isinstance(x, (_Lin, _Scaled)) else val
-        if name in ("unsqueeze", "getitem", "view", "reshape", "expand", "expand_as"):
+        if name in ("unsqueeze", "squeeze", "getitem", "view", "reshape", "expand", "expand_as"):
             return self._view(n, name)
         return val  # opaque: a tensor the proof knows nothing about (slopes, say)
 
@@ -151,8 +151,11 @@ class _Walk:
         src, out = example_value(n.args[0]), example_value(n)
         if isinstance(x, _Scaled):
             # slopes * positions keep their alignment from the end through leading unit dims
-            # and broadcasts only (the slopes node is read as it is)
-            if name in ("expand", "expand_as") or _same_tail(src, out):
+            # added or removed, broadcasts, and slices of the position axes only (the slopes
+            # node is read as it is)
+            if name == "getitem":
+                return _Scaled(x.slopes, _getitem_scaled(x.lin, n.args[1], src, out))
+            if name in ("expand", "expand_as") or _same_tail(src, out) or _same_tail(out, src):
                 return x
             raise Skip("the ALiBi bias is reshaped after the slopes were applied")
         if not isinstance(x, _Lin):
@@ -244,7 +247,9 @@ def _remap(x: _Lin, src: torch.Tensor, out: torch.Tensor, where: dict[int, int])
     return _lin(coefs)
 
 
-def _getitem(x: _Lin, index: Any, src: torch.Tensor, out: torch.Tensor) -> _Lin:
+def _index_map(index: Any, src: torch.Tensor, out: torch.Tensor) -> tuple[dict, list[int]]:
+    """For `src[index]`: where each sliced input axis goes in `out` (axes from the start) and
+    the input axes indexed by an integer; Skip for steps, tensors and symbols as indices."""
     items = list(index) if isinstance(index, tuple) else [index]
     if sum(i is Ellipsis for i in items) > 1:
         raise Skip("the bias indexes with two ellipses")
@@ -253,7 +258,7 @@ def _getitem(x: _Lin, index: Any, src: torch.Tensor, out: torch.Tensor) -> _Lin:
         used = sum(i is not None for i in items) - 1
         items[k : k + 1] = [slice(None)] * (src.dim() - used)
     items += [slice(None)] * (src.dim() - sum(i is not None for i in items))
-    where, p, q = {}, 0, 0
+    where, ints, p, q = {}, [], 0, 0
     for item in items:
         if item is None:
             q += 1
@@ -261,11 +266,33 @@ def _getitem(x: _Lin, index: Any, src: torch.Tensor, out: torch.Tensor) -> _Lin:
             where[p] = q  # a start shifts the positions by a constant
             p, q = p + 1, q + 1
         elif isinstance(item, int) and not isinstance(item, bool):
-            p += 1  # one index along this axis: constant there
+            ints.append(p)  # one index along this axis: constant there
+            p += 1
         else:
             raise Skip("the bias indexes positions with a step, a tensor or a symbol")
     if q != out.dim():
         raise Skip("unexpected indexing of the bias")
+    return where, ints
+
+
+def _getitem(x: _Lin, index: Any, src: torch.Tensor, out: torch.Tensor) -> _Lin:
+    return _remap(x, src, out, _index_map(index, src, out)[0])
+
+
+def _getitem_scaled(x: _Lin, index: Any, src: torch.Tensor, out: torch.Tensor) -> _Lin:
+    """Positions of `(slopes * x)[index]` (MPT slices its ALiBi, built for the longest length,
+    to the last keys): the slopes node stays valid when every axis keeps its place counted from
+    the end, integers index unit axes only, and only the last two (position) axes are cut; a
+    slice start there shifts the positions by a constant (a per-row constant on the rows)."""
+    where, ints = _index_map(index, src, out)
+    for p in ints:
+        if not known_eq(src.shape[p], 1):
+            raise Skip("the ALiBi bias is indexed along an axis of its slopes")
+    for p, q in where.items():
+        if p - src.dim() != q - out.dim():
+            raise Skip("the ALiBi bias's axes move after the slopes were applied")
+        if p - src.dim() < -2 and not known_eq(src.shape[p], out.shape[q]):
+            raise Skip("the ALiBi bias is sliced along an axis of its slopes")
     return _remap(x, src, out, where)
 
 
