@@ -225,8 +225,8 @@ class Interpreter:
         value = self(n.args[2] if len(n.args) > 2 else n.kwargs.get("value"))
         if any(isinstance(t, Index) for t in (x, mask, value)):
             raise Skip("the mask fills an arange")
-        for node in n.args[:2]:
-            _check_trailing(node, example_value(n))
+        for node, part in zip(n.args[:2], (x, mask), strict=True):
+            _check_trailing_diag(node, part, example_value(n))
         return self._cast(
             n,
             combine([_as_diag(x), _as_diag(mask), _as_diag(value)], lambda a, m, f: f if m else a),
@@ -238,14 +238,21 @@ class Interpreter:
         parts = [self(a) for a in n.args]
         if any(isinstance(t, Index) for t in parts):
             raise Skip("the mask selects from an arange")
-        for node in n.args:
-            if isinstance(node, fx.Node):
-                _check_trailing(node, example_value(n))
+        for node, part in zip(n.args, parts, strict=True):
+            _check_trailing_diag(node, part, example_value(n))
         return self._cast(n, combine([_as_diag(p) for p in parts], lambda c, a, b: a if c else b))
 
 
 def _as_diag(x: Any) -> Diag:
     return x if isinstance(x, Diag) else const(x)
+
+
+def _check_trailing_diag(node: Any, part: Any, out: torch.Tensor) -> None:
+    """`_check_trailing` for an operand whose pattern varies with d; a constant (a 0-d
+    `zeros(())` the mask selects, say) is the same wherever it is broadcast."""
+    if isinstance(part, Diag) and not part.cuts:
+        return
+    _check_trailing(node, out)
 
 
 def _check_trailing(node: Any, out: torch.Tensor) -> None:
