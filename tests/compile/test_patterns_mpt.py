@@ -1,0 +1,80 @@
+"""HF MPT (built from a config, no download): its attention adds an ALiBi bias built for
+max_seq_len, `slopes * arange(1 - L, 1)`, sliced to the last keys (slope * j plus a per-row
+constant), then masked_fill's HF's causal mask. The pattern pass proves both for every length
+the graph accepts and hands the op causal=True and the slopes; the compiled model's output and
+gradients equal eager's, at static and dynamic lengths.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import flashgen
+from flashgen.compile.backend import backend
+
+transformers = pytest.importorskip("transformers")
+
+
+def _mpt(max_seq_len: int = 64):
+    torch.manual_seed(0)
+    cfg = transformers.MptConfig(
+        d_model=64, n_heads=4, n_layers=2, vocab_size=100, max_seq_len=max_seq_len
+    )
+    return transformers.MptForCausalLM(cfg).eval()
+
+
+def _ids(t: int, seed: int = 1):
+    return torch.randint(0, 100, (2, t), generator=torch.Generator().manual_seed(seed))
+
+
+def _grads_match(model, compiled, ids):
+    """Logits and every parameter gradient of the compiled model equal eager's."""
+    model.zero_grad()
+    want = model(input_ids=ids).logits
+    want.square().mean().backward()
+    want_grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+    model.zero_grad()
+    got = compiled(input_ids=ids).logits
+    got.square().mean().backward()
+    torch.testing.assert_close(got, want, atol=2e-5, rtol=1e-4)
+    assert want_grads
+    for name, g in want_grads.items():
+        torch.testing.assert_close(model.get_parameter(name).grad, g, atol=1e-4, rtol=1e-3,
+                                   msg=name)  # fmt: skip
+
+
+def _slopes_seen(monkeypatch):
+    """The slopes the kernels were handed at run time (one per head)."""
+    from flashgen.runtime import primitives
+
+    seen: list = []
+    checked = primitives.check_slopes
+    monkeypatch.setattr(primitives, "check_slopes", lambda s, q: seen.append(s) or checked(s, q))
+    return seen
+
+
+def test_mpt_site_replaced_as_causal_alibi():
+    report = flashgen.explain(_mpt(), _ids(19))
+    assert report.found == 2, str(report)
+    for site in report.sites:
+        assert site.replaced and site.causal is True and site.alibi and not site.mask, site
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_mpt_matches_eager(monkeypatch, dynamic):
+    """Forward and gradients, and the kernels got one slope per head. With `dynamic`, the
+    second length recompiles with symbolic lengths (Dynamo's automatic dynamic: MPT's slice
+    starts become max(0, 64 - L)) and a third reuses that graph: the proofs hold for every
+    length it accepts. (dynamic=True would also make MPT's float softmax_scale a graph input,
+    which the pass refuses as a scale.)"""
+    seen = _slopes_seen(monkeypatch)
+    model = _mpt()
+    torch._dynamo.reset()
+    compiled = torch.compile(model, backend=backend(fallback="aot_eager"))
+    for i, t in enumerate((19, 33, 27) if dynamic else (19,)):
+        before = len(seen)
+        with torch._dynamo.config.patch(error_on_recompile=i == 2):
+            _grads_match(model, compiled, _ids(t, seed=t))
+        assert len(seen) > before  # this call ran the kernels with ALiBi
+    assert all(tuple(s.shape) == (4,) for s in seen)
