@@ -113,8 +113,8 @@ def test_with_the_flashgen_backend_and_dynamic_lengths(monkeypatch):
 
 class NotAlibi(Alibi):
     """A bias that looks like ALiBi and is not: |j - i| (a symmetric distance), a slope per row,
-    a learned slope, one rounded to bf16; each stays an additive mask tensor (exact), never the
-    kernels' ALiBi."""
+    a learned slope, one rounded to bf16, heads permuted after the slopes were applied (the
+    shape is unchanged); each stays an additive mask tensor (exact), never the kernels' ALiBi."""
 
     def __init__(self, kind: str):
         super().__init__("j-i")
@@ -131,10 +131,12 @@ class NotAlibi(Alibi):
             return (pos[:, None] * 0.01) * rel
         if self.kind == "bf16":  # rounded before the add: the kernels must add what eager adds
             return (self.slopes[:, None, None] * rel).to(torch.bfloat16)
+        if self.kind == "permuted":  # head h gets slope perm[h], not the slopes node's
+            return (self.slopes[:, None, None] * rel)[torch.tensor([1, 0, 3, 2], device=device)]
         return self.learned[:, None, None] * rel
 
 
-@pytest.mark.parametrize("kind", ["abs", "per_row", "learned", "bf16"])
+@pytest.mark.parametrize("kind", ["abs", "per_row", "learned", "bf16", "permuted"])
 def test_biases_that_are_not_alibi_stay_mask_tensors(kind):
     model = NotAlibi(kind)
     site = _site(model, *_qkv(21))
