@@ -114,7 +114,8 @@ def test_with_the_flashgen_backend_and_dynamic_lengths(monkeypatch):
 class NotAlibi(Alibi):
     """A bias that looks like ALiBi and is not: |j - i| (a symmetric distance), a slope per row,
     a learned slope, one rounded to bf16, heads permuted after the slopes were applied (the
-    shape is unchanged); each stays an additive mask tensor (exact), never the kernels' ALiBi."""
+    shape is unchanged), the head axis moved onto the rows by an index (at a length equal to
+    the head count); each stays an additive mask tensor (exact), never the kernels' ALiBi."""
 
     def __init__(self, kind: str):
         super().__init__("j-i")
@@ -133,16 +134,19 @@ class NotAlibi(Alibi):
             return (self.slopes[:, None, None] * rel).to(torch.bfloat16)
         if self.kind == "permuted":  # head h gets slope perm[h], not the slopes node's
             return (self.slopes[:, None, None] * rel)[torch.tensor([1, 0, 3, 2], device=device)]
+        if self.kind == "heads_as_rows":  # [H, 1, t][:, 0] is [H, t]: slope h on row h
+            return (self.slopes[:, None, None] * pos)[:, 0]
         return self.learned[:, None, None] * rel
 
 
-@pytest.mark.parametrize("kind", ["abs", "per_row", "learned", "bf16", "permuted"])
+@pytest.mark.parametrize("kind", ["abs", "per_row", "learned", "bf16", "permuted", "heads_as_rows"])
 def test_biases_that_are_not_alibi_stay_mask_tensors(kind):
     model = NotAlibi(kind)
-    site = _site(model, *_qkv(21))
+    t = H if kind == "heads_as_rows" else 21
+    site = _site(model, *_qkv(t))
     assert not site.alibi and site.mask == "add", site
     torch._dynamo.reset()
-    _matches_eager(model, torch.compile(model, backend=backend(fallback="aot_eager")), 21)
+    _matches_eager(model, torch.compile(model, backend=backend(fallback="aot_eager")), t)
 
 
 @pytest.mark.gpu

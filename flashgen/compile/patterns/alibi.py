@@ -11,11 +11,14 @@ with `slopes` a tensor that varies only along the batch and head dims.
 The proof walks the nodes that build the bias with abstract values: `_Lin` (an affine
 function of tensor indices, from `arange`: sum over axes of coef * index, plus a constant it
 never needs to know) and `_Scaled` (a slopes tensor times a `_Lin`). Axes are counted from the
-end, as broadcasting aligns them. Every rule holds for every length (the constants and row
-terms may be symbolic; only the key coefficient must be a number), so the rewrite is exact at
-every shape the compiled graph accepts. The kernels compute the bias in float32: a bias
-rounded to 16 bits before the add is left to the attn_mask tensor path, which adds exactly
-what the graph computed. Anything else raises Skip.
+end, as broadcasting aligns them; a `_Scaled` may lose or gain leading unit dims and be sliced
+along its last two (position) axes only, as MPT slices a bias built for its longest length to
+the last keys: a slice start shifts the positions by a constant. Every rule holds for every
+length (the constants and row terms may be symbolic, a slice start too; only the key
+coefficient must be a number), so the rewrite is exact at every shape the compiled graph
+accepts. The kernels compute the bias in float32: a bias rounded to 16 bits before the add is
+left to the attn_mask tensor path, which adds exactly what the graph computed (HF Falcon's
+ALiBi, `slopes.bfloat16() * positions`, is). Anything else raises Skip.
 """
 
 from __future__ import annotations
