@@ -53,8 +53,16 @@ from . import tma as _tma
 from .buffers import pause_fill, resume_fill
 from .codegen import load, load_family
 from .fwd import mask_kind as _mask_kind
-from .launch import Launch, direct_device, value_classes
-from .plans import Chooser, PlanCache, plan_config, plan_spec, variant_args
+from .launch import Launch, direct_device
+from .plans import (
+    Chooser,
+    PlanCache,
+    clamp_window,
+    extra_classes,
+    plan_config,
+    plan_spec,
+    variant_args,
+)
 from .streams import side_first, side_stream
 
 log = logging.getLogger("flashgen")
@@ -333,9 +341,7 @@ def backward(
     `dq_config`: the split kind's dQ kernel's own config (blocks, warps, stages), which may
     differ from the dK/dV kernel's `config`; None: see the module docstring.
     """
-    if window is not None:  # clamped as the forward clamps it (`flashgen.kernels.fwd.forward`)
-        reach = q.shape[2] + k.shape[2]
-        window = (min(window[0], reach), 0 if causal else min(window[1], reach))
+    window = clamp_window(window, causal, q.shape[2], k.shape[2])  # as the forward does
     need_dq, need_dk, need_dv = needs = (bool(needs[0]), bool(needs[1]), bool(needs[2]))
     if not (need_dq or need_dk or need_dv):
         return None, None, None
@@ -374,8 +380,7 @@ def backward(
            q.dtype, q.device, causal, config, needs, forced, aligned, window is not None,
            softcap is not None, kind, kind == "onepass" and _dq_tma(), bounds is not None,
            _mask_kind(mask), None if mask is None else mask.stride(), dropout is not None,
-           dq_config, value_classes(
-               window, bounds, mask, alibi, None if alibi is None else alibi.stride(0)))  # fmt: skip
+           dq_config, extra_classes(window, bounds, mask, alibi))  # fmt: skip
     plan = _plans.get(key)
     if plan is None:
         descriptors = tma if tma is not None else _use_tma(q, k, v, do, forced=forced)

@@ -40,8 +40,16 @@ from ..core.config import TileConfig
 from ..core.spec import cdiv
 from . import hopper, tma
 from .codegen import load
-from .launch import Launch, capturing, direct_device, value_classes
-from .plans import Chooser, PlanCache, plan_config, plan_spec, variant_args
+from .launch import Launch, capturing, direct_device
+from .plans import (
+    Chooser,
+    PlanCache,
+    clamp_window,
+    extra_classes,
+    plan_config,
+    plan_spec,
+    variant_args,
+)
 
 LOG2E = 1.4426950408889634
 _F32 = torch.float32
@@ -91,6 +99,7 @@ class _Plan:
             self.hopper = spec
             cfg = hopper.config_for(spec, sq)
             self.run = hopper.plan(spec, cfg, q, k, v, out, direct_device(q, aligned))
+            self.tail = hopper.sizes(q, k)
             return
         config, self.keep = plan_config(config, spec, sq, sk, q)
         module = load(spec)
@@ -123,14 +132,13 @@ class _Plan:
         dropout=None, alibi=None,
     ) -> None:  # fmt: skip
         scale = float(self.scale if scale is None else scale)
-        if self.hopper is not None:
-            args = hopper.call_args(self.hopper, q, k, v, out, lse, scale, window, softcap,
-                                    bounds, mask, alibi)  # fmt: skip
-            self.run(*args)
-            return
         qk_scale = scale * LOG2E
+        # (the key fixed which extras a call has, so the spec needs no check per call)
         win = variant_args(scale, window, softcap, bounds, mask, dropout, alibi)
-        if self.strides is None:  # q, k, v, out travel as TMA descriptors
+        if self.hopper is not None:  # the Gluon kernel: the work-item counter before the sizes
+            counter = hopper.sched_counter(self.device)
+            self.run(q, k, v, out, lse, counter, *self.tail, qk_scale, *win)
+        elif self.strides is None:  # q, k, v, out travel as TMA descriptors
             self.run(q, k, v, out, lse, *self.tail, qk_scale, *win)
         else:
             self.run(q, k, v, out, lse, *self.strides, *self.tail, qk_scale, *win)
@@ -170,11 +178,7 @@ def forward(
     `keep_lse` False (a forward no backward will follow): returns (out, None); the kernel's
     logsumexp goes to a scratch buffer where it fits (`_scratch_lse`), saving an allocation.
     """
-    if window is not None:
-        # past both lengths a size covers everything: clamped, int32 sums stay exact and the
-        # plan key's specialisation classes (`value_classes`) are those of what is launched
-        reach = q.shape[2] + k.shape[2]
-        window = (min(window[0], reach), 0 if causal else min(window[1], reach))
+    window = clamp_window(window, causal, q.shape[2], k.shape[2])
     if bounds is None:
         out = torch.empty_like(q, memory_format=torch.contiguous_format)
     else:  # the kernel stores only the valid rows
@@ -186,8 +190,7 @@ def forward(
     key = (q.shape, k.shape, q.stride(), k.stride(), v.stride(), q.dtype, q.device, causal, config,
            aligned, forced, _family(), window is not None, softcap is not None,
            bounds is not None, mask_kind(mask), None if mask is None else mask.stride(),
-           dropout is not None, value_classes(
-               window, bounds, mask, alibi, None if alibi is None else alibi.stride(0)))  # fmt: skip
+           dropout is not None, extra_classes(window, bounds, mask, alibi))  # fmt: skip
     plan = _plans.get(key)
     if plan is None:
         plan = _Plan(

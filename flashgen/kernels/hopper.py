@@ -36,6 +36,7 @@ import os
 
 from ..core.hopper_config import HopperConfig
 from ..core.spec import cdiv
+from .plans import clamp_window, variant_args
 
 log = logging.getLogger("flashgen")
 
@@ -258,6 +259,7 @@ def forward(
     keeps a `plan` per call signature instead, launched directly after its first call."""
     cfg = for_spec(config or config_for(spec, q.shape[2]), spec)
     run = plan(spec, cfg, q, k, v, out, None)
+    window = clamp_window(window, spec.causal, q.shape[2], k.shape[2])
     run(*call_args(spec, q, k, v, out, lse, scale, window, softcap, bounds, mask, alibi))
 
 
@@ -296,21 +298,26 @@ def plan(spec, cfg: HopperConfig, q, k, v, out, device):
     return Launch(kernel, (items,), constexprs, {"maxnreg": cfg.maxnreg}, device, descs)
 
 
+def sizes(q, k) -> tuple[int, int, int, int, int]:
+    """The kernel's BATCH, H, GROUP, SEQ_Q, SEQ_K for q [B, Hq, Sq, D] and k [B, Hkv, Sk, D]:
+    fixed by a plan's call signature (`flashgen.kernels.fwd` keeps them in the plan)."""
+    batch, hq, sq, _ = q.shape
+    return batch, hq, hq // k.shape[1], sq, k.shape[2]
+
+
 def call_args(spec, q, k, v, out, lse, scale, window, softcap, bounds, mask, alibi=None) -> tuple:
     """The positional arguments of a `plan`'s launch, in the template's order (q, k, v and out
-    as tensors: the launch makes their descriptors)."""
-    batch, hq, sq, _ = q.shape
-    hkv, sk = k.shape[1], k.shape[2]
-    if window is not None:  # sizes past both lengths cover everything; keep int32 sums exact
-        window = (min(window[0], sq + sk), min(window[1], sq + sk))
+    as tensors: the launch makes their descriptors), the masks checked against `spec`;
+    `window` as `flashgen.kernels.plans.clamp_window` gives it."""
     return (
-        q, k, v, out, lse, sched_counter(q.device), batch, hq, hq // hkv, sq, sk,
-        float(scale) * LOG2E, *mask_args(spec, scale, window, softcap, bounds, mask, alibi),
+        q, k, v, out, lse, sched_counter(q.device), *sizes(q, k), float(scale) * LOG2E,
+        *mask_args(spec, scale, window, softcap, bounds, mask, alibi),
     )  # fmt: skip
 
 
 def mask_args(spec, scale: float, window, softcap, bounds, mask=None, alibi=None) -> tuple:
-    """The kernel's mask arguments after qk_scale, in the template's order; a mask the spec
+    """The kernel's mask arguments after qk_scale, in the template's order (the portable
+    kernels', `flashgen.kernels.plans.variant_args`); a mask the spec
     has must be given and one it lacks must not (a mismatch would launch the wrong kernel).
     `alibi`: the slopes, float32 [B, Hq] with the last stride 1 (batch stride 0 when shared)."""
     given = {"window": window, "softcap": softcap, "lengths": bounds, "attn_mask": mask,
@@ -320,18 +327,7 @@ def mask_args(spec, scale: float, window, softcap, bounds, mask=None, alibi=None
             raise ValueError(
                 f"{spec.uri()}: {name} {'missing' if value is None else 'not expected'}"
             )
-    args: tuple = ()
-    if window is not None:
-        args += (int(window[0]), int(window[1]))
-    if softcap is not None:
-        args += (float(softcap) / float(scale),)  # the kernel caps raw scores
-    if bounds is not None:
-        args += (bounds,)
-    if mask is not None:  # the expanded [B, Hq, Sq, Sk] view: 0 strides along broadcast dims
-        args += (mask, *mask.stride())
-    if alibi is not None:
-        args += (alibi, alibi.stride(0))
-    return args
+    return variant_args(float(scale), window, softcap, bounds, mask, None, alibi)
 
 
 def sched_counter(device):

@@ -128,22 +128,24 @@ class _Descriptors:
     first launch through the JIT needs that type; the encoded form the direct launchers pass
     depends only on the address, shape, strides and the compiled kernel's metadata)."""
 
-    __slots__ = ("positions", "templates")
+    __slots__ = ("positions", "templates", "makers")
 
     def __init__(self, descs):
         self.positions = tuple(pos for pos, _ in descs)
         self.templates = tuple(template for _, template in descs)
+        # each slot's constructor, chosen once (FastLaunch builds descriptors at every call)
+        self.makers = tuple(
+            gluon_descriptor_factory() if len(t) == 4 else descriptor_factory()
+            for t in self.templates
+        )
 
     def objects(self, args: tuple) -> tuple:
         """`args` with the tensors at descriptor positions replaced by host descriptors."""
         if not self.positions:
             return args
         out = list(args)
-        for pos, template in zip(self.positions, self.templates, strict=True):
-            if len(template) == 4:
-                out[pos] = gluon_descriptor_factory()(args[pos], *template)
-            else:
-                out[pos] = descriptor_factory()(args[pos], *template)
+        for pos, template, make in zip(self.positions, self.templates, self.makers, strict=True):
+            out[pos] = make(args[pos], *template)
         return tuple(out)
 
 

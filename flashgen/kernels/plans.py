@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 from ..core.config import TileConfig
 from ..core.spec import KernelSpec, dtype_name, spec_for
-from .launch import capturing
+from .launch import capturing, value_classes
 
 Chooser = Callable[..., tuple[TileConfig, bool]]
 MAX_PLANS = 4096
@@ -48,6 +48,26 @@ def plan_spec(
         q.shape[-1], causal, dtype_name(q.dtype), direction, windowed, capped, bounded, mask_kind,
         dropped, alibi=alibi,
     )  # fmt: skip
+
+
+def clamp_window(window, causal: bool, seq_q: int, seq_k: int):
+    """The (left, right) window a launch passes: right = 0 when causal, and each size at most
+    Sq + Sk (past both lengths a size covers everything; int32 sums in the kernels stay exact,
+    and the plan key's specialisation classes, `launch.value_classes`, are those launched).
+    None stays None."""
+    if window is None:
+        return None
+    reach = seq_q + seq_k
+    return (min(window[0], reach), 0 if causal else min(window[1], reach))
+
+
+def extra_classes(window, bounds, mask, alibi):
+    """The plan-key part for a call's run-time extras: `launch.value_classes` of the window
+    sizes, bounds, mask, slopes and the slopes' batch stride; None for a plain call (nothing
+    to classify: the walk is skipped on the path most calls take)."""
+    if window is None and bounds is None and mask is None and alibi is None:
+        return None
+    return value_classes(window, bounds, mask, alibi, None if alibi is None else alibi.stride(0))
 
 
 def variant_args(scale: float, window, softcap, bounds, mask, dropout, alibi=None) -> tuple:

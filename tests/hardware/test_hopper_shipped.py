@@ -84,7 +84,7 @@ def test_forward_launches_the_shipped_record(on_h200, monkeypatch):
     monkeypatch.setattr(hopper, "choose", lambda spec, q, k, v, sq: True)
     # the plan records its config and launches nothing (no CUDA here)
     monkeypatch.setattr(hopper, "plan", lambda spec, cfg, *a: seen.append(cfg) or (lambda *a: None))
-    monkeypatch.setattr(hopper, "call_args", lambda *a: ())
+    monkeypatch.setattr(hopper, "sched_counter", lambda device: None)
     fwd._plans.clear()
     try:
         q = torch.zeros(1, 2, 1000, 128, dtype=torch.bfloat16)

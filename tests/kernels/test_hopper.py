@@ -676,3 +676,43 @@ def test_hopper_mask_tensors_match_float64(kind, monkeypatch):
     assert (out[~seen] == 0).all() and (lse[~seen] == float("inf")).all()
     ref_lse = torch.logsumexp(s, -1)
     assert (lse[seen].double() - ref_lse[seen]).abs().max().item() <= 1e-2
+
+
+@pytest.mark.parametrize("spec", [KernelSpec(128, True, "bfloat16", "fwd"), *MASK_SPECS[:5],
+                                  *MASK_SPECS[7:]], ids=lambda s: s.uri())  # fmt: skip
+def test_forward_plan_passes_what_call_args_checks(spec, monkeypatch):
+    """flashgen.kernels.fwd's Hopper plan builds its arguments itself (sizes kept in the plan,
+    no per-call spec check); they must be exactly `call_args`'s, which
+    test_plan_matches_the_kernel_signature ties to the kernel. The launch is recorded, not run."""
+    from flashgen.kernels import fwd, plans
+
+    seen = []
+    counter = object()
+    monkeypatch.setattr(hopper, "choose", lambda *a: True)
+    monkeypatch.setattr(hopper, "sched_counter", lambda device: counter)
+    monkeypatch.setattr(hopper, "plan", lambda *a: lambda *args: seen.append(args))
+    plans.clear_all()
+    d = spec.head_dim
+    gen = torch.Generator().manual_seed(0)
+    q = torch.randn(2, 4, 300, d, generator=gen).to(torch.bfloat16)
+    k, v = (torch.randn(2, 2, 280, d, generator=gen).to(torch.bfloat16) for _ in range(2))
+    kw = {}
+    if spec.window:
+        kw["window"] = (7, 5000)  # the right size past both lengths: clamped (or 0 if causal)
+    if spec.softcap:
+        kw["softcap"] = 30.0
+    if spec.lengths:
+        kw["bounds"] = torch.tensor([[0, 300, 0, 280], [0, 250, 10, 200]], dtype=torch.int32)
+    if spec.attn_mask:
+        kw["mask"] = torch.ones(2, 4, 300, 280, dtype=torch.bool)
+    if spec.alibi:
+        kw["alibi"] = torch.rand(4).expand(2, 4)
+    out, lse = fwd.forward(q, k, v, causal=spec.causal, scale=0.1, **kw)
+    plans.clear_all()
+    (got,) = seen
+    window = plans.clamp_window(kw.get("window"), spec.causal, 300, 280)
+    want = hopper.call_args(spec, q, k, v, out, lse, 0.1, window, kw.get("softcap"),
+                            kw.get("bounds"), kw.get("mask"), kw.get("alibi"))  # fmt: skip
+    assert len(got) == len(want)
+    for a, b in zip(got, want, strict=True):
+        assert a is b or a == b, (a, b)
