@@ -5,10 +5,8 @@
 # rounds, wall time per call), then host time per call for the portable (1x1x128x64) and the
 # Hopper (1x1x128x128) forward.
 set -u
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-t0=$(date +%s); stamp() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl
-export PYTHONPATH=/tmp/site:$PWD
+# (the lines benchmarks/device_env.sh holds stood here inline when the batch ran)
+. benchmarks/device_env.sh  # OUT, stamp, the wheels, PYTHONPATH
 python3 -c "import torch, triton; print(torch.__version__, triton.__version__, torch.cuda.get_device_name())"
 nvidia-smi --query-gpu=clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv
 timeout 170 python3 -m pytest -q -p no:cacheprovider -m gpu -n 8 -rfE \

@@ -2,10 +2,8 @@
 # Session 9, batch B2: issue 18's nanoGPT and ViT examples on the H200 (never measured there
 # before), and the two GPU tests fixed after B1.
 set -u
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-t0=$(date +%s); stamp() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl
-export PYTHONPATH=/tmp/site:$PWD
+# (the lines benchmarks/device_env.sh holds stood here inline when the batch ran)
+. benchmarks/device_env.sh  # OUT, stamp, the wheels, PYTHONPATH
 python3 -c "import torch, triton, transformers; print(torch.__version__, triton.__version__, transformers.__version__, torch.cuda.get_device_name())"
 timeout 90 python3 -m pytest -q -p no:cacheprovider -m gpu -rfE tests/kernels/test_launch_gpu.py \
   -k "window_sizes or routing_during_capture or hopper_plan" > "$OUT/gpu_tests.txt" 2>&1

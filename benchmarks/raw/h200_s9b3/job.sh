@@ -3,10 +3,10 @@
 # refactors, the Hopper launch plan), ALiBi's mask rows, the benchmark scripts moved onto
 # flashgen/bench/scripts.py run for real, and a cProfile of the forward's host path.
 set -u
-OUT=${OUT:-/tmp/out}; W=$OUT/w; mkdir -p "$W"
-t0=$(date +%s); stamp() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl
-export PYTHONPATH=/tmp/site:$PWD FLASHGEN_COMMIT=${FLASHGEN_COMMIT:-unknown}
+# (the lines benchmarks/device_env.sh holds stood here inline when the batch ran)
+. benchmarks/device_env.sh  # OUT, stamp, the wheels, PYTHONPATH
+W=$OUT/w; mkdir -p "$W"
+export FLASHGEN_COMMIT=${FLASHGEN_COMMIT:-unknown}
 python3 -c "import torch, triton; print(torch.__version__, triton.__version__, torch.cuda.get_device_name())"
 timeout 230 python3 -m pytest -m gpu -n 12 -q --no-header -p no:cacheprovider -rfE tests > "$OUT/pytest_gpu.txt" 2>&1
 stamp "gpu suite rc=$?"; tail -15 "$OUT/pytest_gpu.txt"

@@ -3,10 +3,8 @@
 # the ALiBi backend test), the launch tests with the Hopper forward's lse in the scratch
 # buffer, the Hopper tests, and host time at head dim 128 (Hopper family) after that change.
 set -u
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-t0=$(date +%s); stamp() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl
-export PYTHONPATH=/tmp/site:$PWD
+# (the lines benchmarks/device_env.sh holds stood here inline when the batch ran)
+. benchmarks/device_env.sh  # OUT, stamp, the wheels, PYTHONPATH
 timeout 150 python3 -m pytest -m gpu -n 12 -q --no-header -p no:cacheprovider -rfE \
   tests/kernels/test_alibi.py tests/compile/test_patterns_alibi.py tests/kernels/test_launch_gpu.py \
   tests/kernels/test_hopper.py > "$OUT/pytest_gpu.txt" 2>&1

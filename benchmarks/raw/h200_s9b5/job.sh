@@ -3,10 +3,8 @@
 # H200 (B3 cut gpu_check.py and gpu_check_bwd.py at 100 s / 60 s): forward and backward checks
 # with timings, and hopper_probe.py's quick bench.
 set -u
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-t0=$(date +%s); stamp() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl
-export PYTHONPATH=/tmp/site:$PWD
+# (the lines benchmarks/device_env.sh holds stood here inline when the batch ran)
+. benchmarks/device_env.sh  # OUT, stamp, the wheels, PYTHONPATH
 timeout 200 python3 benchmarks/gpu_check.py "$OUT/gpu_check_fwd.json" > "$OUT/gpu_check_fwd.txt" 2>&1
 stamp "gpu_check rc=$?"; grep -v "Warning\|warn\|run_backward" "$OUT/gpu_check_fwd.txt" | tail -12
 timeout 130 python3 benchmarks/gpu_check_bwd.py --timing-only "$OUT/gpu_check_bwd.json" > "$OUT/gpu_check_bwd.txt" 2>&1
