@@ -331,13 +331,34 @@ def _check(spec: KernelSpec, cfg: TileConfig, shape: Shape, device: str, seed: i
 
 
 def time_ms(
-    spec: KernelSpec, cfg: TileConfig, shape: Shape, *, warmup: int = 25, rep: int = 100
+    spec: KernelSpec, cfg: TileConfig, shape: Shape, *, warmup: int = 25, rep: int = 100,
+    as_run: bool = False,
 ) -> float:
-    """Median milliseconds of one launch on CUDA (L2 flushed between runs by do_bench)."""
+    """Median milliseconds of one launch on CUDA (L2 flushed between runs by do_bench).
+
+    `as_run`: time what the run time launches for this record (`runtime_launcher`), not the
+    candidate `cfg` of the portable family alone: the comparison with PyTorch's SDPA backends
+    decides which implementation the op calls, so it must time the kernel the op would run."""
     import triton.testing
 
-    fn = launcher(spec, cfg, *timing_inputs(spec, shape))
+    make = runtime_launcher if as_run else launcher
+    fn = make(spec, cfg, *timing_inputs(spec, shape))
     return float(triton.testing.do_bench(fn, warmup=warmup, rep=rep, return_mode="median"))
+
+
+def runtime_launcher(spec: KernelSpec, cfg: TileConfig, q, k, v, do=None, out=None, lse=None):
+    """`launcher`, except where the run time launches another kernel than the record's config:
+    a forward the Hopper (sm_90) family takes (`flashgen.kernels.hopper.choose`: its own
+    configs, `flashgen.hardware.hopper_tiles`; the record's portable config is not used) is
+    launched as the run time launches it, without a portable config."""
+    if spec.direction == "fwd":
+        from ..kernels import hopper
+        from ..kernels.fwd import forward
+
+        if hopper.choose(spec, q, k, v, q.shape[2]):
+            extra = _mask_kwargs(spec, q, k)
+            return lambda: forward(q, k, v, causal=spec.causal, scale=None, **extra)
+    return launcher(spec, cfg, q, k, v, do, out, lse)
 
 
 _TIMING_INPUTS: dict = {}

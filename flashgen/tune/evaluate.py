@@ -252,7 +252,8 @@ class MeasuredEvaluator:
     def compare(
         self, task, cfg: TileConfig, impls, rounds: int = 2
     ) -> tuple[dict[str, float], dict[str, str]]:
-        """flashgen's `cfg` against PyTorch's SDPA backends `impls` on this task: each backend is
+        """flashgen (`cfg`, or the Hopper forward where the run time launches that:
+        `bench.runtime_launcher`) against PyTorch's SDPA backends `impls` on this task: each backend is
         checked on the task's check case (float64 reference, the candidates' tolerances), then
         the ones that pass and `cfg` are timed back to back, interleaved (a b c a b c), median of
         the rounds, on the task's timing shape. Returns (implementation -> ms, inf where it did
@@ -273,7 +274,9 @@ class MeasuredEvaluator:
             for impl in runs:
                 try:
                     if impl == "flashgen":
-                        ms = bench.time_ms(task.spec, cfg, shape, warmup=self.warmup, rep=self.rep)
+                        ms = bench.time_ms(
+                            task.spec, cfg, shape, warmup=self.warmup, rep=self.rep, as_run=True
+                        )
                     else:
                         ms = sdpa.sdpa_time_ms(
                             task.spec, impl, shape, warmup=self.warmup, rep=self.rep

@@ -647,3 +647,29 @@ def test_both_evaluators_implement_the_protocol():
         assert isinstance(evaluator, evaluate.Evaluator)
         evaluator.close()
     assert not isinstance(object(), evaluate.Evaluator)
+
+
+def test_runtime_launcher_times_the_hopper_forward_where_the_run_time_takes_it(monkeypatch):
+    """The implementation comparison times what the op would launch: for a forward the Hopper
+    family takes, `fwd.forward` without the record's portable config (which that family does
+    not use); otherwise, and for every backward, the candidate launcher with the config."""
+    import torch
+
+    from flashgen.kernels import fwd, hopper
+    from flashgen.tune import bench
+
+    calls = []
+    monkeypatch.setattr(fwd, "forward", lambda *a, **kw: calls.append(kw) or "ran")
+    spec = KernelSpec(64, False, "float32", "fwd")
+    cfg = TileConfig(16, 16, 1, 1)
+    q = k = v = torch.zeros(1, 1, 16, 64)
+    for taken in (True, False):
+        monkeypatch.setattr(hopper, "choose", lambda *a, taken=taken: taken)
+        calls.clear()
+        assert bench.runtime_launcher(spec, cfg, q, k, v)() == "ran"
+        assert ("config" in calls[0]) is not taken
+        if not taken:
+            assert calls[0]["config"] == cfg
+    monkeypatch.setattr(hopper, "choose", lambda *a: pytest.fail("asked for a backward"))
+    back = bench.runtime_launcher(KernelSpec(64, False, "float32", "bwd"), cfg, q, k, v, q, q, q)
+    assert callable(back)
