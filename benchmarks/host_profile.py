@@ -25,17 +25,21 @@ def main(argv=None) -> None:
     p.add_argument("--top", type=int, default=30)
     p.add_argument("--impl", default="flashgen", help="impl= of flashgen.attention ('' = auto)")
     p.add_argument("--grad", action="store_true", help="inputs require grad (forward only)")
+    p.add_argument("--backward", action="store_true",
+                   help="profile forward + torch.autograd.grad of q, k, v (implies --grad)")
     args = p.parse_args(argv)
 
     import torch
 
     import flashgen
 
+    args.grad = args.grad or args.backward
     b, h, s, d = (int(x) for x in args.shape.split(","))
     q, k, v = (
         torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16, requires_grad=args.grad)
         for _ in range(3)
     )
+    do = torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16)
     kw = {"causal": args.causal}
     if args.impl:
         kw["impl"] = args.impl
@@ -43,7 +47,9 @@ def main(argv=None) -> None:
     def calls(n):
         with torch.set_grad_enabled(args.grad):
             for _ in range(n):
-                flashgen.attention(q, k, v, **kw)
+                out = flashgen.attention(q, k, v, **kw)
+                if args.backward:
+                    torch.autograd.grad(out, (q, k, v), do)
 
     calls(200)
     torch.cuda.synchronize()
@@ -55,7 +61,8 @@ def main(argv=None) -> None:
     for key in ("tottime", "cumtime"):
         buf = io.StringIO()
         pstats.Stats(prof, stream=buf).sort_stats(key).print_stats(args.top)
-        print(f"=== {args.shape} causal={args.causal} impl={args.impl!r} by {key}")
+        mode = "fwd+bwd" if args.backward else "fwd (grad)" if args.grad else "fwd"
+        print(f"=== {args.shape} causal={args.causal} impl={args.impl!r} {mode} by {key}")
         print(buf.getvalue())
 
 
