@@ -286,6 +286,7 @@ def _impl_summary(site: Any) -> str:
     from ..core.impls import impl_label
     from ..core.spec import KernelSpec
     from ..runtime.dispatch import impl_choice
+    from ..runtime.vendor import host_rule
 
     if site.window is not None:
         return "flashgen (sliding window: SDPA has none)"
@@ -300,7 +301,15 @@ def _impl_summary(site: Any) -> str:
         spec = KernelSpec(
             site.head_dim, bool(site.causal), site.dtype, direction, site.window is not None
         )
-        impl, ratio, source = impl_choice(spec, site.seq_q, site.seq_k, site.device == "cuda")
+        choice = impl_choice(spec, site.seq_q, site.seq_k, site.device == "cuda")
+        impl, ratio, source = choice
         label = impl if ratio is None else impl_label(impl, ratio)
-        parts.append(f"{label} ({source})")
+        work = (site.rows, 1, site.seq_q, site.seq_k, site.head_dim)
+        instead = None
+        if site.device == "cuda" and site.rows:
+            instead = host_rule(choice, spec, work, bool(site.causal), direction == "bwd")
+        if instead is not None:  # the record's margin saves less than the op's host time
+            parts.append(f"{instead} (default; {label} ({source}) saves < host time)")
+        else:
+            parts.append(f"{label} ({source})")
     return " / ".join(parts)

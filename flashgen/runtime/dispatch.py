@@ -162,6 +162,12 @@ def impl_choice(spec: KernelSpec, seq_q: int, seq_k: int, cuda: bool, *, query_d
     return choice
 
 
+def default_choice(spec: KernelSpec, cuda: bool) -> str:
+    """The implementation the defaults name for `spec` (no record): on a known GPU its fastest
+    SDPA backend, else flashgen's kernels (`flashgen.core.impls.default_impl`)."""
+    return default_impl(_gpu_name() if cuda else None, spec.dtype)
+
+
 def decisive(rec) -> bool:
     """Whether a record's winner overrides the defaults: it must come from a comparison, and
     flashgen must have won by at least FLASHGEN_MARGIN. A closer call is within the timing

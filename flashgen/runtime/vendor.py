@@ -33,7 +33,7 @@ import torch.nn.functional as F
 from ..core.impls import FLASHGEN, check_impl, sdpa_backend
 from ..core.spec import dtype_name, shape_bucket, spec_for
 from ..kernels.launch import capturing as _capturing
-from .dispatch import remember_impl, settled_impls
+from .dispatch import default_choice, impl_choice, remember_impl, settled_impls
 from .eager import plain_eager
 
 _refused: set[tuple] = set()
@@ -116,14 +116,64 @@ def winner(q, k, v, causal: bool, backward: bool | None = None) -> str:
         return FLASHGEN
     if backward is None:
         backward = needs_backward(q, k, v)
-    head_dim = _hint(q.shape[3])
-    key = (seq_q, seq_k, head_dim, causal, q.dtype, backward, q.is_cuda)
+    batch, heads, head_dim = _hint(q.shape[0]), _hint(q.shape[1]), _hint(q.shape[3])
+    key = (batch, heads, seq_q, seq_k, head_dim, causal, q.dtype, backward, q.is_cuda)
     found = settled_impls.get(key)
     if found is not None:
         return found
     spec = spec_for(head_dim, causal, dtype_name(q.dtype), "bwd" if backward else "fwd")
     # no database query inside a CUDA graph capture (a miss then takes the defaults)
-    return remember_impl(key, spec, seq_q, seq_k, q.is_cuda, query_db=lambda: not _capturing(q))
+    impl = remember_impl(key, spec, seq_q, seq_k, q.is_cuda, query_db=lambda: not _capturing(q))
+    if impl != FLASHGEN or not q.is_cuda or None in (batch, heads, head_dim):
+        return impl
+    choice = impl_choice(spec, seq_q, seq_k, True)  # cached by remember_impl's ask
+    vendor = host_rule(choice, spec, (batch, heads, seq_q, seq_k, head_dim), causal, backward)
+    if vendor is None:
+        return impl
+    if key in settled_impls:
+        settled_impls[key] = vendor
+    return vendor
+
+
+def host_rule(choice: tuple, spec, work: tuple, causal: bool, backward: bool) -> str | None:
+    """The SDPA backend to run instead of flashgen's kernel when a record's `choice` (impl,
+    ratio, source; see `flashgen.runtime.dispatch.impl_choice`) names flashgen but a CUDA call
+    of `work` (batch, query heads, query rows, key rows, head dim) would save less GPU time
+    than HOST_MARGIN_S; None to keep the choice (also for a forced one or one without a
+    comparison, and where the defaults name flashgen themselves)."""
+    impl, ratio, source = choice
+    if impl != FLASHGEN or source == "forced" or ratio is None:
+        return None
+    if gain_s(work, causal, backward, ratio) >= HOST_MARGIN_S:
+        return None
+    vendor = default_choice(spec, True)
+    return None if vendor == FLASHGEN else vendor
+
+
+# A record's winner is flashgen's kernel when it beat every SDPA backend by FLASHGEN_MARGIN at
+# the bucket's timing shape; a call only gains that margin of its own GPU time, and flashgen's
+# op costs more host time than an SDPA backend's (a Python op and launcher against ATen's C++
+# path). On the H200 the Llama block (4 x 16 heads x 2048, head dim 64, causal) ran its
+# compiled forward at 0.81x Inductor's when the op took flashgen's forward by its 1.06x record
+# (0.2501 against 0.2035 ms: ~47 µs more a call, benchmarks/RESULTS.md, session 10 B3), where
+# the kernel could save ~3 µs. So flashgen's kernel runs only where its expected saving is at
+# least HOST_MARGIN_S; elsewhere the GPU's default SDPA backend does.
+HOST_MARGIN_S = 50e-6
+# The GPU time a call is expected to take is its FLOPs at this rate: above what attention
+# reaches on the H200 (600-690 TFLOP/s at head dim 128), so the estimate errs short and the
+# rule toward the vendor kernel (never slower than PyTorch).
+ATTENTION_FLOPS_PER_S = 700e12
+
+
+def gain_s(work: tuple, causal: bool, backward: bool, ratio: float) -> float:
+    """The GPU seconds flashgen's kernel is expected to save on one call of `work` (batch, query
+    heads, query rows, key rows, head dim) when it is `ratio` times as fast as the runner-up:
+    the call's time estimated from its FLOPs (half under a causal mask; a backward adds ~2.5x
+    the forward's), times 1 - 1/ratio."""
+    batch, heads, seq_q, seq_k, head_dim = work
+    flops = 4.0 * batch * heads * seq_q * seq_k * head_dim
+    flops *= (0.5 if causal else 1.0) * (3.5 if backward else 1.0)
+    return flops / ATTENTION_FLOPS_PER_S * (1.0 - 1.0 / ratio)
 
 
 def route(

@@ -97,7 +97,7 @@ def test_the_choice_is_remembered_per_size_and_forgotten_with_the_cache(choice):
     q, k, v = _inputs()
     dispatch.set_impl("sdpa_flash")
     assert vendor.winner(q, k, v, False, False) == "sdpa_flash"
-    key = (37, 37, 32, False, torch.float32, False, False)
+    key = (1, 4, 37, 37, 32, False, torch.float32, False, False)
     assert dispatch.settled_impls == {key: "sdpa_flash"}
     dispatch.set_impl("flashgen")  # forcing another implementation forgets it
     assert dispatch.settled_impls == {}
@@ -154,3 +154,52 @@ def test_a_launch_bound_call_runs_sdpas_own_choice(choice, monkeypatch):
     torch.testing.assert_close(out, real(q, k, v, is_causal=True, enable_gqa=True))
     flashgen.attention(q, k, v, causal=True, impl="sdpa_flash")
     assert forced == ["sdpa_flash"]
+
+
+def test_gain_is_the_calls_estimated_time_times_the_margin():
+    """1x1x1024x1024, head dim 128: 2^29 FLOPs forward; half of it causal, 3.5x with a backward."""
+    work = (1, 1, 1024, 1024, 128)
+    full = 4 * 1024 * 1024 * 128 / vendor.ATTENTION_FLOPS_PER_S
+    assert vendor.gain_s(work, False, False, 2.0) == pytest.approx(full / 2)
+    assert vendor.gain_s(work, True, False, 2.0) == pytest.approx(full / 4)
+    assert vendor.gain_s(work, False, True, 1.25) == pytest.approx(full * 3.5 * 0.2)
+    assert vendor.gain_s(work, False, False, 1.0) == 0.0
+
+
+class _Cuda:
+    """Stands for a CUDA tensor in `vendor.winner` (only its sizes, dtype and is_cuda are read)."""
+
+    def __init__(self, *shape):
+        self.shape, self.dtype, self.is_cuda = shape, torch.bfloat16, True
+
+
+@pytest.mark.parametrize(
+    ("shape", "ratio", "source", "want"),
+    [
+        # the Llama block's attention: ~57 µs of GPU time, a 1.06x record saves ~3 µs
+        ((4, 16, 2048, 64), 1.06, "shipped", "sdpa_cudnn"),
+        # 1 x 16 x 16k, head dim 128: ~3 ms, 1.10x saves ~0.3 ms
+        ((1, 16, 16384, 128), 1.10, "shipped", "flashgen"),
+        # forced, or a choice without a comparison: never second-guessed
+        ((4, 16, 2048, 64), 1.06, "forced", "flashgen"),
+        ((4, 16, 2048, 64), None, "default", "flashgen"),
+    ],
+)
+def test_flashgen_wins_only_where_it_saves_more_than_its_host_time(
+    monkeypatch, shape, ratio, source, want
+):
+    monkeypatch.setattr(vendor, "remember_impl", lambda key, *a, **kw: "flashgen")
+    monkeypatch.setattr(vendor, "impl_choice", lambda *a: ("flashgen", ratio, source))
+    monkeypatch.setattr(vendor, "default_choice", lambda spec, cuda: "sdpa_cudnn")
+    q = _Cuda(*shape)
+    k = _Cuda(shape[0], shape[1] // 4, shape[2], shape[3])
+    assert vendor.winner(q, k, k, True, False) == want
+
+
+def test_a_vendor_default_is_kept_by_the_host_rule(monkeypatch):
+    """Where the defaults name flashgen (an unknown GPU), a small call keeps flashgen."""
+    monkeypatch.setattr(vendor, "remember_impl", lambda key, *a, **kw: "flashgen")
+    monkeypatch.setattr(vendor, "impl_choice", lambda *a: ("flashgen", 1.06, "exact"))
+    monkeypatch.setattr(vendor, "default_choice", lambda spec, cuda: "flashgen")
+    q = _Cuda(1, 1, 128, 64)
+    assert vendor.winner(q, q, q, False, False) == "flashgen"

@@ -63,6 +63,7 @@ class Site:
     head_dim: int = 0
     seq_q: int = 0
     seq_k: int = 0
+    rows: int = 0  # batch x query heads (the dims before the last two of q)
     device: str = ""
     impl: str = ""
 

@@ -127,6 +127,7 @@ def check_match(m: Match) -> None:
     m.site.dtype = str(q.dtype).replace("torch.", "")
     m.site.head_dim = hd
     m.site.seq_q, m.site.seq_k = size_hint(q.shape[-2]), size_hint(k.shape[-2])
+    m.site.rows = math.prod(size_hint(n) or 0 for n in q.shape[:-2])
     m.site.device = q.device.type
 
 
