@@ -25,8 +25,11 @@ def main(argv=None) -> None:
     p.add_argument("--top", type=int, default=30)
     p.add_argument("--impl", default="flashgen", help="impl= of flashgen.attention ('' = auto)")
     p.add_argument("--grad", action="store_true", help="inputs require grad (forward only)")
-    p.add_argument("--backward", action="store_true",
-                   help="profile forward + torch.autograd.grad of q, k, v (implies --grad)")
+    p.add_argument(
+        "--backward",
+        action="store_true",
+        help="profile forward + torch.autograd.grad of q, k, v (implies --grad)",
+    )
     args = p.parse_args(argv)
 
     import torch

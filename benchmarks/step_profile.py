@@ -47,7 +47,7 @@ def main(argv=None) -> None:
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
         run = common.compiled(model, name)
 
-        def step():
+        def step(run=run, opt=opt):
             loss = run(images, labels)
             loss.backward()
             opt.step()
@@ -65,10 +65,15 @@ def main(argv=None) -> None:
             for _ in range(args.steps):
                 step()
             torch.cuda.synchronize()
-        print(f"=== {name}: {vargs.batch}x{tokens}, {ms:.2f} ms/step unprofiled, "
-              f"{vargs.batch * tokens / ms * 1e3:,.0f} tokens/s")
-        print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=args.top,
-                                        max_name_column_width=70))
+        print(
+            f"=== {name}: {vargs.batch}x{tokens}, {ms:.2f} ms/step unprofiled, "
+            f"{vargs.batch * tokens / ms * 1e3:,.0f} tokens/s"
+        )
+        print(
+            prof.key_averages().table(
+                sort_by="cuda_time_total", row_limit=args.top, max_name_column_width=70
+            )
+        )
 
 
 if __name__ == "__main__":

@@ -331,7 +331,12 @@ def _check(spec: KernelSpec, cfg: TileConfig, shape: Shape, device: str, seed: i
 
 
 def time_ms(
-    spec: KernelSpec, cfg: TileConfig, shape: Shape, *, warmup: int = 25, rep: int = 100,
+    spec: KernelSpec,
+    cfg: TileConfig,
+    shape: Shape,
+    *,
+    warmup: int = 25,
+    rep: int = 100,
     as_run: bool = False,
 ) -> float:
     """Median milliseconds of one launch on CUDA (L2 flushed between runs by do_bench).

@@ -281,8 +281,12 @@ def _check_bf16(q, k, v, slopes, causal):
     exact = (want, *torch.autograd.grad(want, leaves, g.double()))
     bias = bias_ref(slopes, q.shape[2], k.shape[2])
     if causal:
-        bias = bias.masked_fill(torch.ones_like(bias[0, 0], dtype=torch.bool).triu(1), float("-inf"))
-    kx, vx = (t.repeat_interleave(group, 1) for t in (k, v))  # GQA, as SDPA's attn_mask path takes it
+        bias = bias.masked_fill(
+            torch.ones_like(bias[0, 0], dtype=torch.bool).triu(1), float("-inf")
+        )
+    kx, vx = (
+        t.repeat_interleave(group, 1) for t in (k, v)
+    )  # GQA, as SDPA's attn_mask path takes it
     theirs_out = F.scaled_dot_product_attention(q, kx, vx, attn_mask=bias.to(q.dtype))
     dq, dkx, dvx = torch.autograd.grad(theirs_out, (q, kx, vx), g)
     fold = lambda t: t.unflatten(1, (k.shape[1], group)).sum(2)  # noqa: E731  (the group's sum)

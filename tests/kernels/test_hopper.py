@@ -460,7 +460,7 @@ def test_plan_matches_the_kernel_signature(spec, monkeypatch):
     lse = torch.empty(2, 4, 300)
     args = hopper.call_args(spec, q, k, v, out, lse, 0.1, window, softcap, bounds, mask, alibi)
     names = run.kernel.arg_names
-    assert list(names[len(args):]) == list(run.constexprs)
+    assert list(names[len(args) :]) == list(run.constexprs)
     assert run.constexprs["num_warps"] == cfg.num_warps and run.options == {"maxnreg": 168}
     assert run.descs.positions == (0, 1, 2, 3)
     rows = {0: 64, 1: 64, 2: 64, 3: 64}  # block_m / consumers for q and out, block_n for k, v

@@ -396,7 +396,12 @@ def test_raw_launch_passes_other_tensors_as_addresses():
 
 def test_value_classes_are_what_triton_specialises_on():
     t = torch.zeros(8, dtype=torch.float16)
-    assert launch.value_classes(1, 5, 32, None) == ((True, False), (False, False), (False, True), None)
+    assert launch.value_classes(1, 5, 32, None) == (
+        (True, False),
+        (False, False),
+        (False, True),
+        None,
+    )
     assert launch.value_classes((1, 0), t, t[1:]) == (((True, False), (False, True)), True, False)
     with pytest.raises(TypeError):
         launch.value_classes(0.5)  # floats are not specialised: a caller passing one is wrong

@@ -128,7 +128,9 @@ def test_hopper_plan_launches_directly_and_equals_the_jit(causal, monkeypatch):
         assert (lse.double() - ref_lse).abs().max().item() < 1e-3
     (plan,) = fwd._plans.values()
     assert plan.hopper is not None
-    kind = launch.RawLaunch if triton.__version__.startswith("3.6") else (launch.RawLaunch, FastLaunch)
+    kind = (
+        launch.RawLaunch if triton.__version__.startswith("3.6") else (launch.RawLaunch, FastLaunch)
+    )
     assert isinstance(plan.run.fast, kind)
     # a forward no backward follows writes its lse into the per-device scratch buffer
     no_lse, none = fwd.forward(q, k, v, causal=causal, scale=0.07, keep_lse=False)
