@@ -301,3 +301,51 @@ def _check_bf16(q, k, v, slopes, causal):
 def test_float32_gqa_odd_lengths_on_gpu():
     q, k, v = _inputs(2, 4, 2, 37, 53, 64, seed=1, device="cuda")
     _check(q, k, v, _slopes(2, 4, True, "cuda"), causal=True, atol=1e-4, grad_atol=2e-4)
+
+
+LSE_CASES = [
+    # b, hq, hkv, sq, sk, causal, per-batch slopes
+    (2, 4, 2, 37, 53, False, True),  # GQA, odd lengths, Sq < Sk
+    (2, 4, 2, 53, 37, True, False),  # Sq > Sk, causal
+    (1, 2, 1, 41, 41, True, True),
+]
+
+
+@pytest.mark.parametrize("tma", ["0", "1"])
+@pytest.mark.parametrize("case", LSE_CASES, ids=lambda c: "x".join(map(str, c)))
+def test_forward_lse_is_the_biased_logsumexp(case, tma, monkeypatch):
+    """The forward adds only the bias's per-key part slope * (j - start_m) to each tile and
+    takes the per-row rest off the stored lse (issue 16): that lse must equal float64's
+    logsumexp of the fully biased scaled scores, row by row. 16-row query blocks, so rows sit
+    up to 15 below their block's first row (an uncorrected lse is off by slope * 15 there)."""
+    from flashgen.kernels import fwd
+
+    monkeypatch.setenv("FLASHGEN_FWD_TMA", tma)
+    b, hq, hkv, sq, sk, causal, per_batch = case
+    q, k, v = (t.detach() for t in _inputs(b, hq, hkv, sq, sk, 16, seed=sq * sk))
+    slopes = _slopes(b, hq, per_batch)
+    out, lse = fwd.forward(q, k, v, causal=causal, scale=None, config=TileConfig(16, 16, 4, 1),
+                           alibi=slopes.expand(b, hq))  # fmt: skip
+    s = scores_ref(q, k) + bias_ref(slopes, sq, sk)
+    s = s.masked_fill(hidden_ref(sq, sk, causal=causal), float("-inf"))
+    torch.testing.assert_close(lse.double(), torch.logsumexp(s, -1), atol=2e-5, rtol=1e-5)
+    torch.testing.assert_close(out.double(), rows_ref(s, v.double())[0], atol=2e-5, rtol=1e-4)
+
+
+def test_forward_lse_with_a_mask_hiding_whole_rows():
+    """An additive mask beside the slopes (a banded kernel: every tile masked): the lse of
+    every row against float64, and a row whose keys the mask hides all keeps lse = +inf and a
+    zero output (the lse correction must not move it)."""
+    from flashgen.kernels import fwd
+
+    q, k, v = (t.detach() for t in _inputs(1, 2, 1, 35, 45, 16, seed=21))
+    slopes = _slopes(1, 2, True)
+    mask = torch.randn(1, 2, 35, 45, generator=torch.Generator().manual_seed(6))
+    mask[:, :, 20] = float("-inf")
+    out, lse = fwd.forward(q, k, v, causal=False, scale=None, config=TileConfig(16, 16, 4, 1),
+                           mask=mask, alibi=slopes)  # fmt: skip
+    want = torch.logsumexp(scores_ref(q, k) + bias_ref(slopes, 35, 45) + mask.double(), -1)
+    assert torch.isinf(lse[:, :, 20]).all() and (lse[:, :, 20] > 0).all()
+    assert (out[:, :, 20] == 0).all()
+    keep = torch.arange(35) != 20
+    torch.testing.assert_close(lse[:, :, keep].double(), want[:, :, keep], atol=2e-5, rtol=1e-5)

@@ -391,7 +391,9 @@ def test_render_masks(spec):
     )
     assert ("tm_ptrs = mask_base" in source) == bool(spec.attn_mask)
     assert ("k_start + lo * BLOCK_N" in source) == spec.lengths
-    assert ("slope_raw * (key_n[None, :] - offs_m[:, None])" in source) == spec.alibi
+    # ALiBi: one per-key vector a tile, the per-row part taken off the lse at the end
+    assert ("qk = qk + alibi_col[None, :]" in source) == spec.alibi
+    assert ("m_i = m_i - (slope_raw * qk_scale) * gl.arange(0, M_C" in source) == spec.alibi
     assert ("Slopes, stride_sb," in source) == spec.alibi
     compile(source, spec.uri(), "exec")
     assert hasattr(load_family(spec, "hopper"), "attn_fwd_ws")
