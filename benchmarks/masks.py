@@ -328,9 +328,18 @@ def main(argv=None):
         "--no-per-key", action="store_true",
         help="read key-padding masks as full tiles (MASK_PER_KEY off): the A/B of the vector load",
     )  # fmt: skip
+    ap.add_argument(
+        "--no-hull", action="store_true",
+        help="do not turn a key-padding mask into key-range bounds (padding.key_hull): the A/B "
+        "of skipping the padded key tiles (bounds take the pointer-load kernels, not TMA)",
+    )  # fmt: skip
     args = ap.parse_args(argv)
     if args.no_per_key:
         _per_key_off()
+    if args.no_hull:
+        from flashgen.runtime import primitives
+
+        primitives._bounds = lambda seq_bounds, mask: seq_bounds
     global WARM_ONLY
     WARM_ONLY = args.warm
     dirs = tuple(args.dirs.split(","))
