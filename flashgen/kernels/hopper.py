@@ -62,9 +62,6 @@ AUTO_MIN_SEQ_Q = {(64, False): 1024, (64, True): 1024, (128, False): 0, (128, Tr
 # combined with a window or softcap it renders and compiles but was not checked on the GPU, so
 # those combinations are taken only when forced (`spec_reason`).
 AUTO_MASKS: frozenset[str] = frozenset({"window", "softcap", "lengths", "alibi"})
-# ALiBi: the kernel turns key offsets j - start_m to float exactly for |j - start_m| < 2^22
-# (the 1.5 * 2^23 mantissa trick in `_softmax_tile`): longer sequences take the portable family.
-ALIBI_MAX_SEQ = 1 << 22
 MASK_KINDS = ("window", "softcap", "lengths", "attn_mask", "alibi")
 
 
@@ -200,8 +197,6 @@ def choose(spec, q, k, v, seq_q: int) -> bool:
         _log_once(spec, f"{FAMILY_ENV}={family!r} is not one of {FAMILIES}; using portable")
         return False
     reason = spec_reason(spec, forced=forced)
-    if reason is None and spec.alibi and max(seq_q, k.shape[2]) > ALIBI_MAX_SEQ:
-        reason = f"ALiBi past {ALIBI_MAX_SEQ} positions (the kernel's exact key offsets)"
     if reason is None and os.environ.get("FLASHGEN_FWD_TMA") == "0":
         reason = "FLASHGEN_FWD_TMA=0 forces pointer loads (this family is TMA-only)"
     if reason is None and not _device_is_sm90(q.device.index or 0):
