@@ -323,3 +323,19 @@ def test_key_padding_mask_skips_the_tiles_past_its_last_key(causal, additive, mo
     for g, e in zip(got, exp, strict=True):
         torch.testing.assert_close(g.double(), e, atol=5e-5, rtol=1e-4)
     assert len(hulls) == 2 and all(h is not None for h in hulls)  # forward and backward
+
+
+def test_no_key_range_skip_on_a_gpu_with_tma(monkeypatch):
+    """Bounds take the pointer-load kernels, so where the TMA builds exist the key-padding mask
+    is read without the skip (measured faster on the H200); elsewhere the skip stands."""
+    from types import SimpleNamespace
+
+    from flashgen.runtime import primitives
+
+    mask = SimpleNamespace(is_cuda=True, device=SimpleNamespace(index=0))
+    monkeypatch.setattr(primitives, "key_hull", lambda m: "hull")
+    monkeypatch.setattr(primitives, "device_has_tma", lambda index: True)
+    assert primitives._bounds(None, mask) is None
+    monkeypatch.setattr(primitives, "device_has_tma", lambda index: False)
+    assert primitives._bounds(None, mask) == "hull"
+    assert primitives._bounds("given", mask) == "given"
