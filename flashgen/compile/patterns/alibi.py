@@ -13,7 +13,12 @@ function of tensor indices, from `arange`: sum over axes of coef * index, plus a
 never needs to know) and `_Scaled` (a slopes tensor times a `_Lin`). Axes are counted from the
 end, as broadcasting aligns them; a `_Scaled` may lose or gain leading unit dims and be sliced
 along its last two (position) axes only, as MPT slices a bias built for its longest length to
-the last keys: a slice start shifts the positions by a constant. Every rule holds for every
+the last keys: a slice start shifts the positions by a constant. HF BLOOM builds its bias as
+`(slopes[:, None, None] * arange(T)).repeat(B, 1, 1)`, [B * H, 1, T], for scores it flattened
+to [B * H, T, T] (`baddbmm`) and views as [B, H, T, T] afterwards: a `_Scaled` of per-head
+slopes [H, 1, 1] repeated along its first axis only is "tiled", accepted only by a caller that
+proves the flattened axis is B x H with this H (`prove_alibi(heads=H)`): row b * H + h of the
+tiled bias has slope h. Every rule holds for every
 length (the constants and row terms may be symbolic, a slice start too; only the key
 coefficient must be a number), so the rewrite is exact at every shape the compiled graph
 accepts. The kernels compute the bias in float32: a bias rounded to 16 bits before the add is
@@ -49,12 +54,15 @@ class _Scaled:
 
     slopes: fx.Node
     lin: _Lin
+    tiled: bool = False  # slopes [H, 1, 1] repeated B times along the first of three axes
 
 
-def prove_alibi(bias: Any, seq_k: Any, scores_dim: int) -> tuple[fx.Node, float]:
+def prove_alibi(bias: Any, seq_k: Any, scores_dim: int, heads: Any = None) -> tuple[fx.Node, float]:
     """(slopes node, c) when `bias`, added to scores of `scores_dim` dims whose last is the
     `seq_k` keys, is c * slopes * (j - i) up to per-row constants (see the module docstring);
-    Skip otherwise."""
+    Skip otherwise. `heads`: the scores are 3-D [B * H, Sq, Sk] with H = heads (BLOOM's
+    flattened layout): the bias must then be per-head slopes [H, 1, 1] tiled over the batch,
+    and the slopes node returned is that [H, 1, 1] tensor (one slope per head)."""
     if not isinstance(bias, fx.Node):
         raise Skip("the bias is not a tensor")
     be = example_value(bias)
@@ -65,6 +73,10 @@ def prove_alibi(bias: Any, seq_k: Any, scores_dim: int) -> tuple[fx.Node, float]
     got = _Walk()(bias)
     if not isinstance(got, _Scaled):
         raise Skip("the bias is not slopes times key positions")
+    if heads is not None:
+        _check_tiled(got, heads)
+    elif got.tiled:
+        raise Skip("the ALiBi bias repeats its slopes along an axis not proven [batch x heads]")
     c = dict(got.lin.coefs).get(-1, 0.0)
     if c == 0.0:
         raise Skip("the bias does not depend on the key position")
@@ -72,6 +84,17 @@ def prove_alibi(bias: Any, seq_k: Any, scores_dim: int) -> tuple[fx.Node, float]
     if slopes.dim() > 4 or slopes.requires_grad:
         raise Skip("the ALiBi slopes require grad or have more than 4 dims")
     return got.slopes, c
+
+
+def _check_tiled(got: _Scaled, heads: Any) -> None:
+    """A bias added to scores flattened to [B * H, Sq, Sk] is per head: per-head slopes of
+    shape [H, 1, 1] repeated along the flattened axis (`_Walk._repeat`)."""
+    s = example_value(got.slopes)
+    if not got.tiled:
+        raise Skip("the ALiBi bias on [batch x heads] scores is not per-head slopes repeated")
+    shape = (1,) * (3 - s.dim()) + tuple(s.shape)
+    if s.dim() > 3 or not known_eq(shape[0], heads):
+        raise Skip("the repeated ALiBi slopes are not one per head")
 
 
 class _Walk:
@@ -110,6 +133,8 @@ class _Walk:
             return x if isinstance(x, (_Lin, _Scaled)) else val
         if name in ("unsqueeze", "squeeze", "getitem", "view", "reshape", "expand", "expand_as"):
             return self._view(n, name)
+        if name == "repeat":
+            return self._repeat(n)
         return val  # opaque: a tensor the proof knows nothing about (slopes, say)
 
     def _add(self, n: fx.Node, name: str) -> Any:
@@ -149,9 +174,35 @@ class _Walk:
                 return _Scaled(_slopes_node(node, n), x)
         raise Skip("the bias multiplies positions by positions or scales them twice")
 
+    def _repeat(self, n: fx.Node) -> Any:
+        """BLOOM's `(slopes[:, None, None] * positions).repeat(B, 1, 1)`: a 3-D `_Scaled` whose
+        slopes are [H, 1, 1] (or fewer dims, aligned from the end) repeated along its first
+        axis only: the tiled bias (see the module docstring)."""
+        x = self(n.args[0])
+        if not isinstance(x, (_Lin, _Scaled)):
+            return example_value(n)
+        sizes = list(n.args[1:])
+        if len(sizes) == 1 and isinstance(sizes[0], (list, tuple)):
+            sizes = list(sizes[0])
+        src = example_value(n.args[0])
+        if (
+            not isinstance(x, _Scaled)
+            or x.tiled
+            or src.dim() != 3
+            or len(sizes) != 3
+            or any(not (isinstance(r, int) and r == 1) for r in sizes[1:])
+        ):
+            raise Skip("the bias repeats positions (only BLOOM's repeat of slopes is followed)")
+        slopes = example_value(x.slopes)
+        if not known_eq(slopes.shape[-3] if slopes.dim() >= 3 else 1, src.shape[0]):
+            raise Skip("the repeated ALiBi bias's first axis is not its slopes'")
+        return _Scaled(x.slopes, x.lin, tiled=True)
+
     def _view(self, n: fx.Node, name: str) -> Any:
         x = self(n.args[0])
         src, out = example_value(n.args[0]), example_value(n)
+        if isinstance(x, _Scaled) and x.tiled:
+            raise Skip("the repeated ALiBi bias is viewed or sliced after the repeat")
         if isinstance(x, _Scaled):
             # slopes * positions keep their alignment from the end through leading unit dims
             # added or removed, broadcasts, and slices of the position axes only (the slopes
@@ -200,7 +251,7 @@ def _scale(x: Any, factor: Any) -> Any:
     if isinstance(x, _Lin):
         return _lin({a: c * factor for a, c in x.coefs})
     if isinstance(x, _Scaled):
-        return _Scaled(x.slopes, _scale(x.lin, factor))
+        return _Scaled(x.slopes, _scale(x.lin, factor), x.tiled)
     if isinstance(x, float):
         return x * factor if isinstance(factor, float) else math.nan
     return x  # an opaque tensor scaled: still opaque

@@ -92,6 +92,9 @@ class Match:
     # get c * slopes as alibi_slopes)
     alibi: tuple[fx.Node, float] | None = None
     dropout_p: float = 0.0  # attention dropout in training mode (the op's dropout_p)
+    # HF BLOOM's layout: q/k/v are [B, H, T, D] tensors the graph flattened to [B * H, T, D]
+    # for bmm/baddbmm (the match holds the 4-D ones); the op's output is flattened back
+    flat_out: bool = False
 
 
 # ----------------------------------------------------------------------------- node helpers
@@ -314,6 +317,50 @@ def split_scores_product(s: Any) -> tuple[str, Any, Any, bool] | None:
         if b[-2] == c and o[-2:] == [i, b[-1]] and len({i, c, b[-1]}) == 3:
             return "einsum", x, y, True
     return None
+
+
+_BADDBMM_FNS = {torch.baddbmm, torch.Tensor.baddbmm}
+
+
+def split_baddbmm(s: Any) -> tuple[Any, Any, Any, Any, Any] | None:
+    """(bias, batch1, batch2, beta, alpha) for `bias.baddbmm(batch1, batch2, beta=, alpha=)`
+    (beta * bias + alpha * batch1 @ batch2: HF BLOOM's scores with their ALiBi), else None."""
+    if not is_fn(s, _BADDBMM_FNS, ("baddbmm",)):
+        return None
+    bias, b1, b2 = (node_arg(s, i, name) for i, name in enumerate(("input", "batch1", "batch2")))
+    known = {"input", "batch1", "batch2", "beta", "alpha"}
+    if any(x is None for x in (bias, b1, b2)) or set(s.kwargs) - known:
+        return None
+    return bias, b1, b2, s.kwargs.get("beta", 1), s.kwargs.get("alpha", 1)
+
+
+def _is_view(n: Any) -> bool:
+    return is_fn(n, {torch.reshape}, ("view", "reshape"))
+
+
+def unflatten_src(n: Any) -> Any:
+    """x if node n views 3-D x [B * H, S, T] as 4-D [B, H, S, T] (HF BLOOM's scores), else
+    None."""
+    if not _is_view(n) or not is_tensor_node(n.args[0]):
+        return None
+    src, out = example_value(n.args[0]), example_value(n)
+    if src.dim() != 3 or out.dim() != 4:
+        return None
+    same = known_eq(out.shape[2], src.shape[1]) and known_eq(out.shape[3], src.shape[2])
+    return n.args[0] if same and known_eq(out.shape[0] * out.shape[1], src.shape[0]) else None
+
+
+def flattens(n: Any, b: Any, h: Any) -> Any:
+    """x if node n views (or reshapes) 4-D x [b, h, S, T] as 3-D [b * h, S, T], else None."""
+    if not _is_view(n) or not is_tensor_node(n.args[0]):
+        return None
+    src, out = example_value(n.args[0]), example_value(n)
+    if src.dim() != 4 or out.dim() != 3:
+        return None
+    ok = known_eq(src.shape[0], b) and known_eq(src.shape[1], h)
+    ok = ok and known_eq(out.shape[0], b * h)
+    ok = ok and known_eq(out.shape[1], src.shape[2]) and known_eq(out.shape[2], src.shape[3])
+    return n.args[0] if ok else None
 
 
 def split_value_product(o: Any, p: Any) -> Any:

@@ -25,6 +25,7 @@ from .core import (
     _transpose_base,
     dropout_prob,
     example_value,
+    flattens,
     is_fn,
     is_tensor_node,
     known_eq,
@@ -32,8 +33,10 @@ from .core import (
     node_arg,
     peel_one_scale,
     peel_scale,
+    split_baddbmm,
     split_scores_product,
     split_value_product,
+    unflatten_src,
 )
 from .mask_values import Values
 from .masks import prove_causal_aligned
@@ -41,8 +44,11 @@ from .masks import prove_causal_aligned
 
 def _leads_to_product(n: Any) -> bool:
     while isinstance(n, fx.Node):
-        if split_scores_product(n) is not None:
+        if split_scores_product(n) is not None or split_baddbmm(n) is not None:
             return True
+        if unflatten_src(n) is not None:
+            n = n.args[0]
+            continue
         if _is_float32_cast(n) or is_fn(n, MUL_FNS | DIV_FNS, ("mul", "div")):
             ins = [a for a in n.args[:2] if isinstance(a, fx.Node) and is_tensor_node(a)]
             n = ins[0] if len(ins) == 1 else None
@@ -80,6 +86,10 @@ def match_softmax(sm: Any, values: Values) -> Match | None:
     terms: list[Any] = []
     masks: list[tuple[str, Any, Any]] = []
     terms_at_add = None  # scale factors met walking up before the additive mask, if any
+    # HF BLOOM: 3-D scores [B * H, Sq, Sk] viewed as [B, H, Sq, Sk] on the way to the softmax
+    # ((B, H), and how many masks were met above the view, in the 4-D space)
+    unflat: tuple[Any, Any] | None = None
+    masks_4d = 0
     x = sm.args[0] if sm.args else sm.kwargs.get("input")
     # Up: casts, masked_fill, scale and (refused) additive masks, in any order.
     while isinstance(x, fx.Node):
@@ -123,6 +133,10 @@ def match_softmax(sm: Any, values: Values) -> Match | None:
                 masks.append(("where_mask", cond, a))
             else:
                 return None
+        elif unflat is None and unflatten_src(x) is not None:
+            out = example_value(x)
+            unflat, masks_4d = (out.shape[0], out.shape[1]), len(masks)
+            nxt = x.args[0]
         else:
             break
         interior.append(x)
@@ -130,15 +144,34 @@ def match_softmax(sm: Any, values: Values) -> Match | None:
     if not isinstance(x, fx.Node):
         return None
     prod = split_scores_product(x)
-    if prod is None:
+    baddbmm = split_baddbmm(x) if prod is None else None
+    if baddbmm is not None:
+        # bias.baddbmm(q, k^T, beta=, alpha=): beta * bias + alpha * q @ k^T, the bias added
+        # after the scale alpha (HF BLOOM's ALiBi, unscaled, beside its scaled scores)
+        bias, q_side, k_side, beta, alpha = baddbmm
+        kind, transposed = "baddbmm", True
+        if isinstance(beta, bool) or not isinstance(beta, (int, float)):
+            problems.append("baddbmm's beta is not a Python number")
+        elif beta != 0:  # beta=0: the bias is ignored (PyTorch's rule)
+            if beta != 1:
+                problems.append(f"baddbmm scales its bias by beta={beta!r} (1 is supported)")
+            if not (isinstance(bias, fx.Node) and is_tensor_node(bias)):
+                problems.append("baddbmm's bias is not a tensor")
+            masks.append(("add", bias, None))
+            terms_at_add = len(terms)
+        if not (isinstance(alpha, (int, float)) and not isinstance(alpha, bool) and alpha == 1):
+            terms.append((alpha, 1))
+    elif prod is None:
         return None
-    kind, q_side, k_side, transposed = prod
+    else:
+        kind, q_side, k_side, transposed = prod
     interior.append(x)
 
     # Down: optional cast back, dropout, then P @ V.
     p = sm
     v = None
     drop_p = 0.0
+    merged = False  # BLOOM: the probabilities viewed back as [B * H, Sq, Sk] for bmm
     while v is None:
         users = list(p.users)
         products = [(u, split_value_product(u, p)) for u in users]
@@ -156,6 +189,8 @@ def match_softmax(sm: Any, values: Values) -> Match | None:
         (u,) = users
         if _is_float32_cast(u):
             pass
+        elif unflat is not None and not merged and flattens(u, *unflat) is not None:
+            merged = True
         elif is_fn(u, DROPOUT_FNS, ("dropout",)):
             training = node_arg(
                 u, 2, "training" if u.target is not torch.dropout else "train", True
@@ -193,24 +228,50 @@ def match_softmax(sm: Any, values: Values) -> Match | None:
         k = peel_scale(k, terms)
     else:
         k = peel_scale(k_side, terms)
+    if unflat is not None:
+        # The flattened q, k, v are [B, H, T, D] tensors viewed as [B * H, T, D]: the op gets
+        # those, and its output is flattened back (`Match.flat_out`).
+        if not merged:
+            problems.append(
+                "the scores are viewed as [batch, heads, ...] but the probabilities are not "
+                "viewed back for the value product"
+            )
+        else:
+            flat = [flattens(t, *unflat) for t in (q, k, v)]
+            if any(t is None for t in flat):
+                problems.append(
+                    "q, k or v of the flattened [batch x heads] product is not a view of a "
+                    "[batch, heads, seq, dim] tensor"
+                )
+            else:
+                q, k, v = flat
 
     causal = False
     window = None
     align = "top_left"
     tensor_mask = None
     alibi = None
+    not_alibi = ""
     if len(masks) == 2 or (len(masks) == 1 and masks[0][0] in ("add", "sub")):
         # an ALiBi bias (beside a causal mask, or alone): the kernels compute it
         for i, (how, node, _) in enumerate(masks):
             if how in ("add", "sub") and terms_at_add == 0:
+                in_3d = unflat is not None and i >= masks_4d  # added to the 3-D scores
                 try:
-                    alibi = _alibi(how, node, x)
-                except Skip:
+                    alibi = _alibi(
+                        how, node, x, 4 if unflat is not None and not in_3d else None,
+                        unflat[1] if unflat is not None and in_3d else None,
+                    )  # fmt: skip
+                except Skip as e:
+                    if baddbmm is not None and node is baddbmm[0]:
+                        not_alibi = f"; baddbmm's bias is not ALiBi ({e})"
                     continue
                 masks = masks[:i] + masks[i + 1 :]
                 break
     if len(masks) > 1:
-        problems.append("more than one mask is applied to the scores; only one causal mask is")
+        problems.append(
+            "more than one mask is applied to the scores; only one causal mask is" + not_alibi
+        )
     elif masks:
         try:
             if masks[0][0] == "sub":
@@ -219,25 +280,32 @@ def match_softmax(sm: Any, values: Values) -> Match | None:
             causal = True
         except Skip as e:
             try:  # an additive bias (ALiBi, T5's): the kernel reads the tensor as it is
-                tensor_mask = _additive_bias(masks[0], terms_at_add)
+                added = _additive_bias(masks[0], terms_at_add)
+                if unflat is not None:  # (a mask tensor in BLOOM's layout: not supported)
+                    raise Skip("an additive mask beside [batch x heads]-flattened scores")
+                tensor_mask = added
             except Skip:
-                problems.append(str(e))
+                problems.append(str(e) + not_alibi)
     m = Match(site, q, k, v, out, causal, terms, interior=interior, window=window, align=align)
     m.attn_mask = tensor_mask
     m.mask_negated = tensor_mask is not None and masks[0][0] == "sub"
     m.alibi = alibi
     m.dropout_p = drop_p
-    m.three_d = kind == "bmm" or example_value(q).dim() == 3
+    m.three_d = example_value(q).dim() == 3
+    m.flat_out = unflat is not None
     if problems:
         raise Skip(problems[0])
     return m
 
 
-def _alibi(how: str, bias: Any, scores: Any) -> tuple[Any, float]:
+def _alibi(
+    how: str, bias: Any, scores: Any, dim: int | None = None, heads: Any = None
+) -> tuple[Any, float]:
     """(slopes node, factor) of a bias added (or subtracted) after the scale that is ALiBi
-    (`alibi.prove_alibi`); Skip otherwise."""
+    (`alibi.prove_alibi`; `dim`: the scores' dims where the bias is added, when not those of
+    the product; `heads`: H of scores flattened to [B * H, Sq, Sk]); Skip otherwise."""
     se = example_value(scores)
-    slopes, c = prove_alibi(bias, se.shape[-1], se.dim())
+    slopes, c = prove_alibi(bias, se.shape[-1], dim or se.dim(), heads)
     return slopes, (-c if how == "sub" else c)
 
 

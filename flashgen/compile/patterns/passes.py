@@ -3,6 +3,7 @@ finds every site in a graph, rewrites the eligible ones and reports the rest."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 import operator
 from typing import Any
@@ -30,6 +31,7 @@ from .core import (
     repeat_base,
     set_example_values,
     size_hint,
+    split_baddbmm,
     split_scores_product,
 )
 from .mask_values import Values
@@ -42,6 +44,11 @@ def check_match(m: Match) -> None:
     q, k, v, o = example_value(m.q), example_value(m.k), example_value(m.v), example_value(m.out)
     if not all(isinstance(t, torch.Tensor) for t in (q, k, v, o)):
         raise Skip("an operand is not a tensor")
+    if m.flat_out:  # BLOOM: o is [B * H, Sq, D], the op's [B, H, Sq, D] flattened
+        if not (q.dim() == 4 and o.dim() == 3 and known_eq(o.shape[0], q.shape[0] * q.shape[1])):
+            raise Skip("the flattened output is not [batch x heads, seq, head_dim]")
+        with fake_mode(o) or contextlib.nullcontext():
+            o = o.unflatten(0, (q.shape[0], q.shape[1]))
     if not (q.dim() == k.dim() == v.dim() == o.dim() and q.dim() in (3, 4)):
         raise Skip(f"q/k/v must all be 4-D [batch, heads, seq, dim] (or 3-D); got {q.dim()}-D q")
     dtypes = {q.dtype, k.dtype, v.dtype, o.dtype}
@@ -119,6 +126,9 @@ def check_match(m: Match) -> None:
         if not all(known_eq(a, 1) or known_eq(a, b) for a, b in zip(shape, full, strict=True)):
             raise Skip(f"attn_mask of shape {tuple(mask.shape)} does not broadcast to {full}")
         m.site.mask = "bool" if mask.dtype == torch.bool else "add"
+    if m.align != "top_left" and (m.alibi is not None or m.dropout_p):
+        # (a KV cache's decode step: `flashgen.ops.attention` refuses these together)
+        raise Skip("ALiBi or dropout with a bottom-right causal mask (KV cache) is not supported")
     if m.alibi is not None:
         _check_slopes(m, q)
     m.site.gqa_group = group
@@ -193,7 +203,9 @@ def rewrite(gm: fx.GraphModule, m: Match, op: Any) -> None:
             extra["alibi_slopes"] = _slopes_arg(g, m, added)
         new = g.call_function(op, (*args, m.causal, m.scale, *window), extra)
         result = g.call_method("squeeze", (new, 0)) if m.three_d else new
-    set_example_values(fm, [*added, new, result])
+        if m.flat_out:  # BLOOM: the value product's [B * H, Sq, D]
+            result = g.call_method("flatten", (new, 0, 1))
+    set_example_values(fm, [*added, new, *([result] if result is not new else [])])
     new.meta["stack_trace"] = m.out.meta.get("stack_trace")
     dead = [*m.interior, m.out]
     m.out.replace_all_uses_with(result)
@@ -285,6 +297,8 @@ def _kind_of(n: Any, kind: str) -> str:
         prod = split_scores_product(x)
         if prod is not None:
             return prod[0]
+        if split_baddbmm(x) is not None:
+            return "baddbmm"
         ins = [a for a in x.all_input_nodes if is_tensor_node(a)]
         x = ins[0] if ins else None
     return "matmul"

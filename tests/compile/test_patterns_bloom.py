@@ -1,0 +1,234 @@
+"""HF BLOOM (built from a config, no download) and BLOOM's layout written by hand (issue 16).
+
+BLOOM computes its scores as `alibi.baddbmm(q, k^T, beta=1, alpha=1/sqrt(d))` on q/k/v
+flattened to [B * H, T, D], views them as [B, H, T, T], adds HF's causal mask, and its softmax
+and P @ V go back through [B * H, T, T]. Without an attention_mask its ALiBi is
+`(slopes[:, None, None] * arange(T)).repeat(B, 1, 1)`: slope_h * j, which differs from the
+kernels' slope_h * (j - i) by a constant per row (the softmax is the same), added unscaled to
+the scaled scores, as the kernels add theirs. The pass proves it for every length the graph
+accepts and hands the op causal=True and the slopes; output and gradients equal eager's.
+
+With an attention_mask the positions are `(cumsum(mask) - 1) * mask`, a function of the mask's
+values: not slope * position for every mask the graph accepts, so the site stays unreplaced
+(with a reason) and the compiled model still equals eager. A baddbmm whose bias is not ALiBi
+is never taken as ALiBi.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import pytest
+import torch
+
+import flashgen
+from flashgen.compile.backend import backend
+from flashgen.compile.patterns import counters
+from flashgen.kernels.alibi import standard_slopes
+
+transformers = pytest.importorskip("transformers")
+
+H = 4
+
+
+def _bloom(dtype=torch.float32):
+    torch.manual_seed(0)
+    cfg = transformers.BloomConfig(hidden_size=64, n_head=H, n_layer=2, vocab_size=100)
+    return transformers.BloomForCausalLM(cfg).to(dtype).eval()
+
+
+def _ids(t: int, seed: int = 1):
+    return torch.randint(0, 100, (2, t), generator=torch.Generator().manual_seed(seed))
+
+
+def _grads_match(model, compiled, **inputs):
+    """Logits and every parameter gradient of the compiled model equal eager's."""
+    model.zero_grad()
+    want = model(**inputs).logits
+    want.square().mean().backward()
+    want_grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+    model.zero_grad()
+    got = compiled(**inputs).logits
+    got.square().mean().backward()
+    torch.testing.assert_close(got, want, atol=2e-5, rtol=1e-4)
+    assert want_grads
+    for name, g in want_grads.items():
+        torch.testing.assert_close(model.get_parameter(name).grad, g, atol=1e-4, rtol=1e-3,
+                                   msg=name)  # fmt: skip
+
+
+def _slopes_seen(monkeypatch):
+    """The slopes the kernels were handed at run time."""
+    from flashgen.runtime import primitives
+
+    seen: list = []
+    checked = primitives.check_slopes
+    monkeypatch.setattr(primitives, "check_slopes", lambda s, q: seen.append(s) or checked(s, q))
+    return seen
+
+
+def test_bloom_sites_replaced_as_causal_alibi():
+    report = flashgen.explain(_bloom(), _ids(19))
+    assert report.found == 2, str(report)
+    for site in report.sites:
+        assert site.replaced and site.causal is True and site.alibi and not site.mask, site
+        assert site.kind == "baddbmm" and site.scale == pytest.approx(1 / math.sqrt(16)), site
+        assert site.shape.startswith("q[2x4x19x16]"), site  # the [B, H, T, D] q, not [B*H, ..]
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_bloom_matches_eager(monkeypatch, dynamic):
+    """Forward and gradients; the kernels got BLOOM's slopes (the paper's, one per head).
+    With `dynamic`, the second length recompiles with symbolic lengths and a third reuses that
+    graph: the proof holds for every length it accepts."""
+    seen = _slopes_seen(monkeypatch)
+    model = _bloom()
+    torch._dynamo.reset()
+    counters.clear()
+    compiled = torch.compile(model, backend=backend(fallback="eager"))
+    for i, t in enumerate((19, 33, 27) if dynamic else (19,)):
+        before = len(seen)
+        with torch._dynamo.config.patch(error_on_recompile=i == 2):
+            _grads_match(model, compiled, input_ids=_ids(t, seed=t))
+        assert len(seen) > before  # this call ran the kernels with ALiBi
+    assert counters["baddbmm.replaced"] == (4 if dynamic else 2), dict(counters)
+    assert counters["baddbmm.skipped"] == 0, dict(counters)
+    for s in seen:
+        torch.testing.assert_close(s.reshape(-1), standard_slopes(H))
+
+
+@pytest.mark.parametrize("padded", [False, True])
+def test_bloom_attention_mask_left_unreplaced(padded):
+    """An attention_mask (padded, or all ones: the same graph) makes BLOOM's ALiBi positions
+    depend on the mask's values: the site is skipped with the reason, and the compiled model
+    (Inductor's attention) equals eager."""
+    model = _bloom()
+    mask = torch.ones(2, 19, dtype=torch.long)
+    if padded:
+        mask[1, :5] = 0  # left padding
+    report = flashgen.explain(model, input_ids=_ids(19), attention_mask=mask)
+    assert report.found == 2 and report.replaced == 0, str(report)
+    for site in report.sites:
+        assert "baddbmm's bias is not ALiBi" in site.reason, site
+    torch._dynamo.reset()
+    counters.clear()
+    compiled = torch.compile(model, backend=backend(fallback="eager"))
+    _grads_match(model, compiled, input_ids=_ids(19), attention_mask=mask)
+    assert counters["baddbmm.replaced"] == 0 and counters["baddbmm.skipped"] == 2
+
+
+def test_bloom_kv_cache_decode_step():
+    """With a KV cache, the prefill is replaced (causal + ALiBi); a decode step's causal mask
+    is bottom-right, which the op does not take with ALiBi yet: skipped with the reason, and
+    both steps' logits equal eager's."""
+    model = _bloom()
+    ids = _ids(7)
+    torch._dynamo.reset()
+    counters.clear()
+    compiled = torch.compile(model, backend=backend(fallback="eager"))
+    with torch.no_grad():
+        got = compiled(input_ids=ids, use_cache=True)
+        want = model(input_ids=ids, use_cache=True)
+        torch.testing.assert_close(got.logits, want.logits, atol=2e-5, rtol=1e-4)
+        assert counters["baddbmm.replaced"] == 2, dict(counters)
+        step = want.logits[:, -1].argmax(-1, keepdim=True)
+        # (explain runs the step: a copy of the cache, which it would extend)
+        report = flashgen.explain(model, input_ids=step, cache=copy.deepcopy(want.cache))
+        assert report.found == 2 and report.replaced == 0, str(report)
+        assert all("bottom-right" in site.reason for site in report.sites), str(report)
+        got2 = compiled(input_ids=step, cache=got.cache).logits
+        want2 = model(input_ids=step, cache=want.cache).logits
+    torch.testing.assert_close(got2, want2, atol=2e-5, rtol=1e-4)
+
+
+def test_bloom_bfloat16_alibi_is_rounded():
+    """A bf16 model rounds its ALiBi to bf16 before the add: not what the kernels add (float32
+    slope * position), so the site is skipped with that reason."""
+    report = flashgen.explain(_bloom(torch.bfloat16), _ids(19))
+    assert report.found == 2 and report.replaced == 0, str(report)
+    for site in report.sites:
+        assert "proven in float32/float64 only" in site.reason, site
+
+
+class FlatAttention(torch.nn.Module):
+    """BLOOM's layout by hand: baddbmm on [B * H, T, D], a tril causal mask on [B, H, T, T],
+    bmm with V; `bias` picks what baddbmm adds."""
+
+    def __init__(self, bias: str, beta: float = 1.0):
+        super().__init__()
+        self.kind, self.beta = bias, beta
+        self.register_buffer("slopes", standard_slopes(H))
+        self.register_buffer("tril", torch.tril(torch.ones(64, 64, dtype=torch.bool)))
+        self.register_buffer("table", torch.randn(64, generator=torch.Generator().manual_seed(3)))
+
+    def bias(self, b: int, t: int, device) -> torch.Tensor:
+        pos = torch.arange(t, device=device)
+        per_head = self.slopes[:, None, None]
+        if self.kind == "alibi":  # BLOOM's: slope_h * j, tiled over the batch
+            return (per_head * pos).repeat(b, 1, 1)
+        if self.kind == "square":  # slope * j^2: not linear in the key position
+            return (per_head * (pos * pos)).repeat(b, 1, 1)
+        if self.kind == "interleave":  # row r gets slope r // b: not one slope per head
+            return (per_head * pos).repeat_interleave(b, dim=0)
+        if self.kind == "table":  # a learned-looking per-key bias, not slope * position
+            return (per_head * self.table[:t]).repeat(b, 1, 1)
+        raise AssertionError(self.kind)
+
+    def forward(self, q, k, v):
+        b, h, t, d = q.shape
+        bias = self.bias(b, t, q.device)
+        s = bias.baddbmm(
+            q.reshape(b * h, t, d), k.reshape(b * h, t, d).transpose(-1, -2),
+            beta=self.beta, alpha=1.0 / math.sqrt(d),
+        )  # fmt: skip
+        s = s.view(b, h, t, t).masked_fill(~self.tril[:t, :t], float("-inf"))
+        p = s.softmax(-1)
+        return torch.bmm(p.view(b * h, t, t), v.reshape(b * h, t, d)).view(b, h, t, d)
+
+
+def _qkv(t, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    return [torch.randn(2, H, t, 16, generator=gen).requires_grad_() for _ in range(3)]
+
+
+def _flat_matches_eager(model, t=21):
+    torch._dynamo.reset()
+    counters.clear()
+    compiled = torch.compile(model, backend=backend(fallback="eager"))
+    q, k, v = _qkv(t)
+    got = compiled(q, k, v)
+    got_grads = torch.autograd.grad(got.square().sum(), (q, k, v))
+    want = model(q, k, v)
+    want_grads = torch.autograd.grad(want.square().sum(), (q, k, v))
+    torch.testing.assert_close(got, want, atol=2e-5, rtol=1e-4)
+    for name, g, w in zip(("dq", "dk", "dv"), got_grads, want_grads, strict=True):
+        torch.testing.assert_close(g, w, atol=5e-5, rtol=1e-4, msg=name)
+
+
+def test_flat_alibi_replaced():
+    model = FlatAttention("alibi")
+    site = flashgen.explain(model, *_qkv(21)).sites[0]
+    assert site.replaced and site.causal is True and site.alibi, site
+    _flat_matches_eager(model)
+    assert counters["baddbmm.replaced"] == 1, dict(counters)
+
+
+@pytest.mark.parametrize(
+    "bias,beta,why",
+    [
+        ("square", 1.0, "multiplies positions by positions"),
+        ("interleave", 1.0, "not ALiBi"),
+        ("table", 1.0, "not slopes times key positions"),
+        ("alibi", 2.0, "beta=2.0"),
+    ],
+)
+def test_flat_non_alibi_not_taken(bias, beta, why):
+    """A baddbmm bias that is not per-head slope * key position (or one scaled by beta) is not
+    ALiBi: the site is skipped with the reason, and the compiled module equals eager."""
+    model = FlatAttention(bias, beta)
+    report = flashgen.explain(model, *_qkv(21))
+    assert report.found == 1 and report.replaced == 0, str(report)
+    assert why in report.sites[0].reason, report.sites[0].reason
+    _flat_matches_eager(model)
+    assert counters["baddbmm.replaced"] == 0, dict(counters)
