@@ -428,3 +428,42 @@ def test_non_attention_softmax_is_not_reported():
 
     report = flashgen.explain(classifier, torch.randn(3, 8), torch.randn(8, 5))
     assert report.found == 0
+
+
+def _fill_min_from_input(q, k, v, hidden):
+    att = (q @ k.transpose(-2, -1)) * SCALE
+    return att.masked_fill(hidden, torch.finfo(q.dtype).min).softmax(-1) @ v
+
+
+def _where_keep_min_from_input(q, k, v, hidden):
+    att = (q @ k.transpose(-2, -1)) * SCALE
+    return torch.where(~hidden, att, torch.finfo(torch.float32).min).softmax(-1) @ v
+
+
+@pytest.mark.parametrize("fn", [_fill_min_from_input, _where_keep_min_from_input])
+def test_hf_style_boolean_mask_from_input_is_read_as_tensor(fn):
+    """A boolean mask from a forward() input filled with finfo.min (HF's padded batch): the
+    kernels read it as attn_mask; rows it hides entirely get eager's uniform softmax (the mean
+    of v, with v's gradient). Output and q/k/v gradients equal eager's."""
+    hidden = torch.rand(B, 1, T, T, generator=torch.Generator().manual_seed(3)) < 0.5
+    hidden[0, 0, :5] = True  # fully masked rows
+    hidden = hidden.to(DEVICE)
+    q, k, v = _qkv()
+    report = flashgen.explain(fn, q, k, v, hidden)
+    assert report.replaced == 1 and report.sites[0].mask == "bool", str(report)
+    torch._dynamo.reset()
+    compiled = torch.compile(fn, backend=backend(fallback="eager"))
+    got, want = compiled(q, k, v, hidden), fn(q, k, v, hidden)
+    torch.testing.assert_close(got, want, atol=2e-5, rtol=1e-4)
+    g_got = torch.autograd.grad(got.square().sum(), (q, k, v))
+    g_want = torch.autograd.grad(want.square().sum(), (q, k, v))
+    for a, b in zip(g_got, g_want, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-3)
+
+
+def test_hf_style_mask_from_input_with_inf_fill_stays_skipped():
+    """With -inf a fully hidden row is NaN in eager: the mask is not read as a tensor."""
+    hidden = torch.zeros(B, 1, T, T, dtype=torch.bool, device=DEVICE)
+    report = flashgen.explain(MaskFromInput(), *_qkv(), hidden.float() - 1)
+    reason = report.skipped[0].reason
+    assert "forward() input" in reason and "attn_mask tensor it is refused" in reason, reason

@@ -78,3 +78,44 @@ def test_mpt_matches_eager(monkeypatch, dynamic):
             _grads_match(model, compiled, _ids(t, seed=t))
         assert len(seen) > before  # this call ran the kernels with ALiBi
     assert all(tuple(s.shape) == (4,) for s in seen)
+
+
+def _padding_mask(t: int, side: str):
+    """Batch entry 1 padded by 7 tokens on `side` (left padding with the causal mask hides
+    whole query rows: eager gives them the uniform softmax of equal finfo.min scores)."""
+    mask = torch.ones(2, t, dtype=torch.long)
+    if side == "right":
+        mask[1, t - 7 :] = 0
+    else:
+        mask[1, :7] = 0
+    return mask
+
+
+@pytest.mark.parametrize("side", ["right", "left"])
+def test_padded_mpt_replaced_with_mask_tensor_and_alibi(monkeypatch, side):
+    """A padded batch: HF's boolean mask (causal and key padding, from the attention_mask
+    input) is read by the kernels as a tensor beside the proven ALiBi; logits and every
+    parameter gradient equal eager's, the fully masked rows of left padding included."""
+    ids, mask = _ids(19), _padding_mask(19, side)
+    model = _mpt()
+    report = flashgen.explain(model, ids, attention_mask=mask)
+    assert (report.found, report.replaced) == (2, 2), str(report)
+    for site in report.sites:
+        assert site.causal is False and site.alibi and site.mask == "bool", site
+    seen = _slopes_seen(monkeypatch)
+    torch._dynamo.reset()
+    compiled = torch.compile(model, backend=backend(fallback="eager"))
+    model.zero_grad()
+    want = model(input_ids=ids, attention_mask=mask).logits
+    want.square().mean().backward()
+    want_grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+    model.zero_grad()
+    got = compiled(input_ids=ids, attention_mask=mask).logits
+    got.square().mean().backward()
+    assert seen and all(tuple(s.shape) == (4,) for s in seen)  # the kernels ran with ALiBi
+    assert torch.isfinite(want).all()
+    torch.testing.assert_close(got, want, atol=2e-5, rtol=1e-4)
+    assert want_grads
+    for name, g in want_grads.items():
+        torch.testing.assert_close(model.get_parameter(name).grad, g, atol=1e-4, rtol=1e-3,
+                                   msg=name)  # fmt: skip

@@ -88,6 +88,11 @@ class Match:
     align: str = "top_left"  # proven causal alignment (`flashgen.ops.attention`'s causal_align)
     attn_mask: fx.Node | None = None  # a mask tensor handed to the kernel as it is (attn_mask)
     mask_negated: bool = False  # attn_mask was subtracted from the scores: the kernel gets -mask
+    # a boolean attn_mask that marks hidden keys (masked_fill's): the kernel gets ~mask
+    mask_hides: bool = False
+    # v of a site whose boolean mask (with a finite fill) may hide whole rows: eager gives them
+    # a uniform softmax, the mean of v over the keys, which the rewrite puts on those rows
+    empty_rows: fx.Node | None = None
     # a bias proven ALiBi (`alibi.prove_alibi`): the slopes node and its factor c (the kernels
     # get c * slopes as alibi_slopes)
     alibi: tuple[fx.Node, float] | None = None

@@ -3,6 +3,7 @@ F.scaled_dot_product_attention. Each returns a Match or raises Skip with a reaso
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -250,6 +251,7 @@ def match_softmax(sm: Any, values: Values) -> Match | None:
     window = None
     align = "top_left"
     tensor_mask = None
+    hides = None  # a boolean mask read as a tensor: True where it hides a key (or keeps one)
     alibi = None
     not_alibi = ""
     if len(masks) == 2 or (len(masks) == 1 and masks[0][0] in ("add", "sub")):
@@ -285,9 +287,14 @@ def match_softmax(sm: Any, values: Values) -> Match | None:
                     raise Skip("an additive mask beside [batch x heads]-flattened scores")
                 tensor_mask = added
             except Skip:
-                problems.append(str(e) + not_alibi)
+                try:  # a boolean mask filled with finfo.min (HF's padded batch): read as it is
+                    tensor_mask, hides = _hiding_mask(masks[0], drop_p, unflat)
+                except Skip as e2:
+                    problems.append(str(e) + not_alibi + _refused_as_tensor(masks[0], e2))
     m = Match(site, q, k, v, out, causal, terms, interior=interior, window=window, align=align)
     m.attn_mask = tensor_mask
+    if hides is not None:
+        m.mask_hides, m.empty_rows = hides, v
     m.mask_negated = tensor_mask is not None and masks[0][0] == "sub"
     m.alibi = alibi
     m.dropout_p = drop_p
@@ -324,6 +331,45 @@ def _additive_bias(mask: tuple[str, Any, Any], terms_at_add: int | None) -> Any:
     if example_value(bias).dtype == torch.bool:
         raise Skip("a boolean tensor added to the scores")
     return bias
+
+
+def _hiding_mask(mask: tuple[str, Any, Any], drop_p: float, unflat: Any) -> tuple[Any, bool]:
+    """(mask node, hides) for a boolean mask that `masked_fill`/`torch.where` applies with a
+    finite fill at or below NEAR_NEG_INF (HF's finfo.min; `hides`: True marks a hidden key, as
+    in masked_fill): the kernels read it as an attn_mask tensor, data whatever it holds, so no
+    proof is needed (HF's padded batch: causal and key padding from the attention_mask input).
+    A key it hides gets the fill, whose exp underflows to 0 beside any visible key (the rule
+    every masked_fill mask follows here); a row it hides entirely gets the fill on every key
+    in eager, a uniform softmax: the mean of v over all the keys, which the rewrite puts on
+    those rows (`Match.empty_rows`; the kernels give them zeros and no gradient, and the mean
+    carries v's gradient as eager's uniform row does). Skip otherwise."""
+    how, node, fill = mask
+    if how not in ("masked_fill", "where_keep", "where_mask"):
+        raise Skip("not a boolean mask")
+    if not (isinstance(node, fx.Node) and example_value(node).dtype == torch.bool):
+        raise Skip("the mask is not a boolean tensor")
+    if (
+        isinstance(fill, bool)
+        or not isinstance(fill, (int, float))
+        or not math.isfinite(fill)
+        or fill > NEAR_NEG_INF
+    ):
+        raise Skip(
+            f"its fill {fill!r} is not a finite value at or below finfo(float16).min (with "
+            "-inf a fully masked row is NaN in eager, which the kernels do not give)"
+        )
+    if drop_p:
+        raise Skip("dropout on the rows it hides entirely is not reproduced")
+    if unflat is not None:
+        raise Skip("beside [batch x heads]-flattened scores")
+    return _tensor_mask(node), how != "where_keep"
+
+
+def _refused_as_tensor(mask: tuple[str, Any, Any], e: Skip) -> str:
+    """Why a boolean mask that is not proven causal is not read as a tensor either."""
+    if mask[0] not in ("masked_fill", "where_keep", "where_mask"):
+        return ""
+    return f"; as an attn_mask tensor it is refused: {e}"
 
 
 def _check_causal(

@@ -196,6 +196,9 @@ def rewrite(gm: fx.GraphModule, m: Match, op: Any) -> None:
             if m.mask_negated:  # `scores - bias`: the kernels add their mask
                 mask = g.call_function(operator.neg, (mask,))
                 added.append(mask)
+            if m.mask_hides:  # masked_fill's mask (True: hidden); the kernels' True: visible
+                mask = g.call_function(torch.logical_not, (mask,))
+                added.append(mask)
             # window, softcap, causal_align, deterministic, seq_bounds, then attn_mask
             window = (*window, *(None, None, m.align, None, None)[len(window) :], mask)
         extra = {"dropout_p": m.dropout_p} if m.dropout_p else {}
@@ -205,7 +208,17 @@ def rewrite(gm: fx.GraphModule, m: Match, op: Any) -> None:
         result = g.call_method("squeeze", (new, 0)) if m.three_d else new
         if m.flat_out:  # BLOOM: the value product's [B * H, Sq, D]
             result = g.call_method("flatten", (new, 0, 1))
-    set_example_values(fm, [*added, new, *([result] if result is not new else [])])
+        after = [] if result is new else [result]
+        if m.empty_rows is not None:  # rows the mask hides entirely: eager's uniform softmax
+            hidden = m.attn_mask
+            if not m.mask_hides:
+                hidden = g.call_function(torch.logical_not, (hidden,))
+                after.append(hidden)
+            empty = g.call_method("all", (hidden, -1, True))
+            mean = g.call_method("mean", (m.empty_rows, -2, True))
+            result = g.call_function(torch.where, (empty, mean, result))
+            after += [empty, mean, result]
+    set_example_values(fm, [*added, new, *after])
     new.meta["stack_trace"] = m.out.meta.get("stack_trace")
     dead = [*m.interior, m.out]
     m.out.replace_all_uses_with(result)
