@@ -467,3 +467,31 @@ def test_hf_style_mask_from_input_with_inf_fill_stays_skipped():
     report = flashgen.explain(MaskFromInput(), *_qkv(), hidden.float() - 1)
     reason = report.skipped[0].reason
     assert "forward() input" in reason and "attn_mask tensor it is refused" in reason, reason
+
+
+def _gqa_fill_min_from_input(q, k, v, hidden):
+    """GQA spelled as a copy of K/V (HF's repeat_kv) with the padded-batch mask."""
+    group = q.shape[1] // k.shape[1]
+    k, v = (t.repeat_interleave(group, dim=1) for t in (k, v))
+    att = (q @ k.transpose(-2, -1)) * SCALE
+    return att.masked_fill(hidden, torch.finfo(q.dtype).min).softmax(-1) @ v
+
+
+def test_gqa_mask_from_input_with_fully_hidden_rows_matches_eager():
+    """The fold of repeated K/V into GQA and the mean of v for fully hidden rows together: the
+    mean is taken over the repeated v (one per query head), so shapes and values match eager."""
+    hidden = torch.rand(B, 1, T, T, generator=torch.Generator().manual_seed(5)) < 0.4
+    hidden[1, 0, 3:9] = True  # fully masked rows
+    hidden = hidden.to(DEVICE)
+    q, k, v = _qkv(hkv=HKV)
+    report = flashgen.explain(_gqa_fill_min_from_input, q, k, v, hidden)
+    site = report.sites[0]
+    assert report.replaced == 1 and site.mask == "bool" and site.gqa_group == H // HKV, site
+    torch._dynamo.reset()
+    compiled = torch.compile(_gqa_fill_min_from_input, backend=backend(fallback="eager"))
+    got, want = compiled(q, k, v, hidden), _gqa_fill_min_from_input(q, k, v, hidden)
+    torch.testing.assert_close(got, want, atol=2e-5, rtol=1e-4)
+    g_got = torch.autograd.grad(got.square().sum(), (q, k, v))
+    g_want = torch.autograd.grad(want.square().sum(), (q, k, v))
+    for a, b in zip(g_got, g_want, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-3)
