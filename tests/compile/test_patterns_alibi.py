@@ -13,6 +13,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from model_checks import inputs_match_eager, slopes_seen
 
 import flashgen
 from flashgen.compile.backend import backend
@@ -64,14 +65,7 @@ def _site(model, *args):
 
 
 def _matches_eager(model, compiled, t, seed=0, device="cpu"):
-    q, k, v = _qkv(t, seed, device)
-    got = compiled(q, k, v)
-    got_grads = torch.autograd.grad(got.square().sum(), (q, k, v))
-    want = model(q, k, v)
-    want_grads = torch.autograd.grad(want.square().sum(), (q, k, v))
-    torch.testing.assert_close(got, want, atol=2e-5, rtol=1e-4)
-    for name, g, w in zip(("dq", "dk", "dv"), got_grads, want_grads, strict=True):
-        torch.testing.assert_close(g, w, atol=5e-5, rtol=1e-4, msg=name)
+    inputs_match_eager(model, compiled, *_qkv(t, seed, device))
 
 
 SPELLINGS = [
@@ -98,11 +92,7 @@ def test_alibi_site_replaced_and_matches_eager(spelling, causal, sdpa):
 def test_with_the_flashgen_backend_and_dynamic_lengths(monkeypatch):
     """backend="flashgen" (Inductor around the op), dynamic=True: the proof holds for every
     length, so a new length reuses the graph and still matches eager; the kernels got slopes."""
-    from flashgen.runtime import primitives
-
-    seen = []
-    checked = primitives.check_slopes
-    monkeypatch.setattr(primitives, "check_slopes", lambda s, q: seen.append(s) or checked(s, q))
+    seen = slopes_seen(monkeypatch)
     model = Alibi("j-i", causal=True)
     torch._dynamo.reset()
     compiled = torch.compile(model, backend="flashgen", dynamic=True)

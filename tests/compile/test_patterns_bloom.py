@@ -21,6 +21,13 @@ import math
 
 import pytest
 import torch
+from model_checks import (
+    inputs_match_eager,
+    lengths_match_eager,
+    params_match_eager,
+    slopes_seen,
+    token_ids,
+)
 
 import flashgen
 from flashgen.compile.backend import backend
@@ -38,38 +45,8 @@ def _bloom(dtype=torch.float32):
     return transformers.BloomForCausalLM(cfg).to(dtype).eval()
 
 
-def _ids(t: int, seed: int = 1):
-    return torch.randint(0, 100, (2, t), generator=torch.Generator().manual_seed(seed))
-
-
-def _grads_match(model, compiled, **inputs):
-    """Logits and every parameter gradient of the compiled model equal eager's."""
-    model.zero_grad()
-    want = model(**inputs).logits
-    want.square().mean().backward()
-    want_grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
-    model.zero_grad()
-    got = compiled(**inputs).logits
-    got.square().mean().backward()
-    torch.testing.assert_close(got, want, atol=2e-5, rtol=1e-4)
-    assert want_grads
-    for name, g in want_grads.items():
-        torch.testing.assert_close(model.get_parameter(name).grad, g, atol=1e-4, rtol=1e-3,
-                                   msg=name)  # fmt: skip
-
-
-def _slopes_seen(monkeypatch):
-    """The slopes the kernels were handed at run time."""
-    from flashgen.runtime import primitives
-
-    seen: list = []
-    checked = primitives.check_slopes
-    monkeypatch.setattr(primitives, "check_slopes", lambda s, q: seen.append(s) or checked(s, q))
-    return seen
-
-
 def test_bloom_sites_replaced_as_causal_alibi():
-    report = flashgen.explain(_bloom(), _ids(19))
+    report = flashgen.explain(_bloom(), token_ids(19))
     assert report.found == 2, str(report)
     for site in report.sites:
         assert site.replaced and site.causal is True and site.alibi and not site.mask, site
@@ -82,16 +59,12 @@ def test_bloom_matches_eager(monkeypatch, dynamic):
     """Forward and gradients; the kernels got BLOOM's slopes (the paper's, one per head).
     With `dynamic`, the second length recompiles with symbolic lengths and a third reuses that
     graph: the proof holds for every length it accepts."""
-    seen = _slopes_seen(monkeypatch)
+    seen = slopes_seen(monkeypatch)
     model = _bloom()
     torch._dynamo.reset()
     counters.clear()
     compiled = torch.compile(model, backend=backend(fallback="eager"))
-    for i, t in enumerate((19, 33, 27) if dynamic else (19,)):
-        before = len(seen)
-        with torch._dynamo.config.patch(error_on_recompile=i == 2):
-            _grads_match(model, compiled, input_ids=_ids(t, seed=t))
-        assert len(seen) > before  # this call ran the kernels with ALiBi
+    lengths_match_eager(model, compiled, seen, (19, 33, 27) if dynamic else (19,))
     assert counters["baddbmm.replaced"] == (4 if dynamic else 2), dict(counters)
     assert counters["baddbmm.skipped"] == 0, dict(counters)
     for s in seen:
@@ -107,14 +80,14 @@ def test_bloom_attention_mask_left_unreplaced(padded):
     mask = torch.ones(2, 19, dtype=torch.long)
     if padded:
         mask[1, :5] = 0  # left padding
-    report = flashgen.explain(model, input_ids=_ids(19), attention_mask=mask)
+    report = flashgen.explain(model, input_ids=token_ids(19), attention_mask=mask)
     assert report.found == 2 and report.replaced == 0, str(report)
     for site in report.sites:
         assert "baddbmm's bias is not ALiBi" in site.reason, site
     torch._dynamo.reset()
     counters.clear()
     compiled = torch.compile(model, backend=backend(fallback="eager"))
-    _grads_match(model, compiled, input_ids=_ids(19), attention_mask=mask)
+    params_match_eager(model, compiled, input_ids=token_ids(19), attention_mask=mask)
     assert counters["baddbmm.replaced"] == 0 and counters["baddbmm.skipped"] == 2
 
 
@@ -123,7 +96,7 @@ def test_bloom_kv_cache_decode_step():
     is bottom-right, which the op does not take with ALiBi yet: skipped with the reason, and
     both steps' logits equal eager's."""
     model = _bloom()
-    ids = _ids(7)
+    ids = token_ids(7)
     torch._dynamo.reset()
     counters.clear()
     compiled = torch.compile(model, backend=backend(fallback="eager"))
@@ -145,7 +118,7 @@ def test_bloom_kv_cache_decode_step():
 def test_bloom_bfloat16_alibi_is_rounded():
     """A bf16 model rounds its ALiBi to bf16 before the add: not what the kernels add (float32
     slope * position), so the site is skipped with that reason."""
-    report = flashgen.explain(_bloom(torch.bfloat16), _ids(19))
+    report = flashgen.explain(_bloom(torch.bfloat16), token_ids(19))
     assert report.found == 2 and report.replaced == 0, str(report)
     for site in report.sites:
         assert "proven in float32/float64 only" in site.reason, site
@@ -196,14 +169,7 @@ def _flat_matches_eager(model, t=21):
     torch._dynamo.reset()
     counters.clear()
     compiled = torch.compile(model, backend=backend(fallback="eager"))
-    q, k, v = _qkv(t)
-    got = compiled(q, k, v)
-    got_grads = torch.autograd.grad(got.square().sum(), (q, k, v))
-    want = model(q, k, v)
-    want_grads = torch.autograd.grad(want.square().sum(), (q, k, v))
-    torch.testing.assert_close(got, want, atol=2e-5, rtol=1e-4)
-    for name, g, w in zip(("dq", "dk", "dv"), got_grads, want_grads, strict=True):
-        torch.testing.assert_close(g, w, atol=5e-5, rtol=1e-4, msg=name)
+    inputs_match_eager(model, compiled, *_qkv(t))
 
 
 def test_flat_alibi_replaced():

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from model_checks import lengths_match_eager, params_match_eager, slopes_seen, token_ids
 
 import flashgen
 from flashgen.compile.backend import backend
@@ -24,38 +25,8 @@ def _mpt(max_seq_len: int = 64):
     return transformers.MptForCausalLM(cfg).eval()
 
 
-def _ids(t: int, seed: int = 1):
-    return torch.randint(0, 100, (2, t), generator=torch.Generator().manual_seed(seed))
-
-
-def _grads_match(model, compiled, ids):
-    """Logits and every parameter gradient of the compiled model equal eager's."""
-    model.zero_grad()
-    want = model(input_ids=ids).logits
-    want.square().mean().backward()
-    want_grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
-    model.zero_grad()
-    got = compiled(input_ids=ids).logits
-    got.square().mean().backward()
-    torch.testing.assert_close(got, want, atol=2e-5, rtol=1e-4)
-    assert want_grads
-    for name, g in want_grads.items():
-        torch.testing.assert_close(model.get_parameter(name).grad, g, atol=1e-4, rtol=1e-3,
-                                   msg=name)  # fmt: skip
-
-
-def _slopes_seen(monkeypatch):
-    """The slopes the kernels were handed at run time (one per head)."""
-    from flashgen.runtime import primitives
-
-    seen: list = []
-    checked = primitives.check_slopes
-    monkeypatch.setattr(primitives, "check_slopes", lambda s, q: seen.append(s) or checked(s, q))
-    return seen
-
-
 def test_mpt_site_replaced_as_causal_alibi():
-    report = flashgen.explain(_mpt(), _ids(19))
+    report = flashgen.explain(_mpt(), token_ids(19))
     assert report.found == 2, str(report)
     for site in report.sites:
         assert site.replaced and site.causal is True and site.alibi and not site.mask, site
@@ -68,15 +39,11 @@ def test_mpt_matches_eager(monkeypatch, dynamic):
     starts become max(0, 64 - L)) and a third reuses that graph: the proofs hold for every
     length it accepts. (dynamic=True would also make MPT's float softmax_scale a graph input,
     which the pass refuses as a scale.)"""
-    seen = _slopes_seen(monkeypatch)
+    seen = slopes_seen(monkeypatch)
     model = _mpt()
     torch._dynamo.reset()
     compiled = torch.compile(model, backend=backend(fallback="aot_eager"))
-    for i, t in enumerate((19, 33, 27) if dynamic else (19,)):
-        before = len(seen)
-        with torch._dynamo.config.patch(error_on_recompile=i == 2):
-            _grads_match(model, compiled, _ids(t, seed=t))
-        assert len(seen) > before  # this call ran the kernels with ALiBi
+    lengths_match_eager(model, compiled, seen, (19, 33, 27) if dynamic else (19,))
     assert all(tuple(s.shape) == (4,) for s in seen)
 
 
@@ -96,26 +63,14 @@ def test_padded_mpt_replaced_with_mask_tensor_and_alibi(monkeypatch, side):
     """A padded batch: HF's boolean mask (causal and key padding, from the attention_mask
     input) is read by the kernels as a tensor beside the proven ALiBi; logits and every
     parameter gradient equal eager's, the fully masked rows of left padding included."""
-    ids, mask = _ids(19), _padding_mask(19, side)
+    ids, mask = token_ids(19), _padding_mask(19, side)
     model = _mpt()
     report = flashgen.explain(model, ids, attention_mask=mask)
     assert (report.found, report.replaced) == (2, 2), str(report)
     for site in report.sites:
         assert site.causal is False and site.alibi and site.mask == "bool", site
-    seen = _slopes_seen(monkeypatch)
+    seen = slopes_seen(monkeypatch)
     torch._dynamo.reset()
     compiled = torch.compile(model, backend=backend(fallback="eager"))
-    model.zero_grad()
-    want = model(input_ids=ids, attention_mask=mask).logits
-    want.square().mean().backward()
-    want_grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
-    model.zero_grad()
-    got = compiled(input_ids=ids, attention_mask=mask).logits
-    got.square().mean().backward()
+    params_match_eager(model, compiled, input_ids=ids, attention_mask=mask)
     assert seen and all(tuple(s.shape) == (4,) for s in seen)  # the kernels ran with ALiBi
-    assert torch.isfinite(want).all()
-    torch.testing.assert_close(got, want, atol=2e-5, rtol=1e-4)
-    assert want_grads
-    for name, g in want_grads.items():
-        torch.testing.assert_close(model.get_parameter(name).grad, g, atol=1e-4, rtol=1e-3,
-                                   msg=name)  # fmt: skip
