@@ -69,7 +69,7 @@ AUTO_MASKS: frozenset[str] = frozenset({"window", "softcap", "lengths", "alibi"}
 # nn.MultiheadAttention's key-padding masks do not run the portable forward (0.55x the unmasked
 # kernel's TFLOP/s there). Rendered and compiled for sm_90 on the CPU; the GPU check and the
 # measurement against the portable family are pending (remove a kind here if it reads slower).
-AUTO_PER_KEY_MASKS: frozenset[str] = frozenset({"bool", "add"})
+AUTO_PER_KEY_MASKS: frozenset[str] = frozenset({"bool"})
 MASK_KINDS = ("window", "softcap", "lengths", "attn_mask", "alibi")
 
 

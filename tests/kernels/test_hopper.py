@@ -424,16 +424,22 @@ def test_masks_take_the_hopper_family_but_dropout_does_not():
 
 @pytest.mark.parametrize("kind", ["bool", "add"])
 def test_key_padding_masks_are_chosen_unforced_full_mask_tensors_only_forced(kind):
-    """Issue 16: a mask tensor constant along the query rows (per_key: a key-padding mask,
-    MASK_PER_KEY) takes the Hopper family unforced (`AUTO_PER_KEY_MASKS`), alone, with lengths
-    (its key range) or with a window/softcap; a mask that varies along the query rows only when
-    forced; what the family has no kernel for never (ALiBi with lengths, dropout)."""
-    assert kind in hopper.AUTO_PER_KEY_MASKS and "attn_mask" not in hopper.AUTO_MASKS
+    """Issue 16: a boolean mask tensor constant along the query rows (per_key: a key-padding
+    mask, MASK_PER_KEY) takes the Hopper family unforced (`AUTO_PER_KEY_MASKS`), alone, with
+    lengths (its key range) or with a window/softcap; an additive one, and a mask that varies
+    along the query rows, only when forced; what the family has no kernel for never (ALiBi with
+    lengths, dropout)."""
+    assert "attn_mask" not in hopper.AUTO_MASKS
+    assert (kind in hopper.AUTO_PER_KEY_MASKS) == (kind == "bool")
     for extra in ({}, {"lengths": True}, {"lengths": True, "window": True}, {"softcap": True},
                   {"alibi": True}):  # fmt: skip
         for causal in (False, True):
             spec = KernelSpec(128, causal, "bfloat16", "fwd", attn_mask=kind, **extra)
-            assert hopper.spec_reason(spec, per_key=True) == API_REASON, spec.uri()
+            per_key = hopper.spec_reason(spec, per_key=True)
+            if kind == "bool":
+                assert per_key == API_REASON, spec.uri()
+            else:
+                assert "only when forced" in per_key, spec.uri()
             assert hopper.spec_reason(spec, forced=True) == API_REASON, spec.uri()
             reason = hopper.spec_reason(spec)
             assert "attn_mask varying along query rows" in reason and "only when forced" in reason
@@ -880,14 +886,17 @@ def test_hopper_key_padding_masks_match_float64(head_dim, causal, kind, hull, mo
     from flashgen.kernels.validate import expand_mask
     from flashgen.runtime import primitives
 
-    monkeypatch.delenv(hopper.FAMILY_ENV, raising=False)
+    if kind == "bool":  # unforced (AUTO_PER_KEY_MASKS); an additive one only when forced
+        monkeypatch.delenv(hopper.FAMILY_ENV, raising=False)
+    else:
+        monkeypatch.setenv(hopper.FAMILY_ENV, "hopper")
     fwd._plans.clear()
     b, hq, hkv, n = (4 if kind == "bool" else 5), 4, 2, 1100  # 1100: ragged last tiles
     q, k, v = _qkv(b, hq, hkv, n, n, head_dim, torch.bfloat16, seed=7)
     mask = expand_mask(_key_padding(kind, b, n), q, k)
     bounds = key_hull(mask) if hull else None
     spec = KernelSpec(head_dim, causal, "bfloat16", "fwd", lengths=hull, attn_mask=kind)
-    assert hopper.choose(spec, q, k, v, n, per_key=True)  # unforced, not the portable family
+    assert hopper.choose(spec, q, k, v, n, per_key=True)  # not the portable family
     if hull:
         # right padding ends at 700 (additive: finfo.min counts as visible, as in PyTorch)
         assert bounds[:, 3].tolist() == [n, 700 if kind == "bool" else n, n, 0, n][:b]
@@ -897,7 +906,8 @@ def test_hopper_key_padding_masks_match_float64(head_dim, causal, kind, hull, mo
     ref, ref_lse, gone = _key_padding_ref(q, k, v, mask, causal)
     assert torch.isfinite(out).all()
     err = max_abs_err(out, ref)
-    assert err <= 2e-2 * max(1.0, ref.abs().max().item()), err
+    per_entry = [max_abs_err(out[i], ref[i]) for i in range(b)]
+    assert err <= 2e-2 * max(1.0, ref.abs().max().item()), per_entry
     assert (lse[gone] == float("inf")).all()
     assert (out[3] == 0).all()  # the entry without keys
     if causal:  # left padding: rows before the first visible key see none
@@ -946,7 +956,10 @@ def test_backward_consumes_the_key_padding_hopper_forward(kind, monkeypatch):
     from flashgen.kernels import fwd
     from flashgen.ops import attention
 
-    monkeypatch.delenv(hopper.FAMILY_ENV, raising=False)
+    if kind == "bool":  # unforced (AUTO_PER_KEY_MASKS); an additive one only when forced
+        monkeypatch.delenv(hopper.FAMILY_ENV, raising=False)
+    else:
+        monkeypatch.setenv(hopper.FAMILY_ENV, "hopper")
     fwd._plans.clear()
     asked = []
     real = hopper.takes_key_hull
