@@ -349,3 +349,78 @@ def test_forward_lse_with_a_mask_hiding_whole_rows():
     assert (out[:, :, 20] == 0).all()
     keep = torch.arange(35) != 20
     torch.testing.assert_close(lse[:, :, keep].double(), want[:, :, keep], atol=2e-5, rtol=1e-5)
+
+
+# Steep, negative, shallow and near-zero slopes: over a few hundred keys the first's bias
+# reaches ~170 (not causal, its rows' weight sits on a few keys at the far end), and so does
+# the lse: its fp32 rounding alone moves a row's probabilities by ~1e-5 relative, hence the
+# gradients' atol 1e-4 below (dv summed over a few hundred rows came to ~0.9 of 5e-5).
+LONG_SLOPES = torch.tensor([0.5, -0.3, 2**-4, 2**-8])
+LONG_CASES = [
+    # b, hq, hkv, sq, sk, causal
+    (1, 4, 2, 333, 333, False),  # GQA, six 64-key blocks, the last ragged
+    (1, 4, 2, 517, 517, True),
+    (1, 4, 2, 389, 301, True),  # Sq > Sk
+    (1, 4, 2, 301, 389, False),  # Sq < Sk
+]
+
+
+@pytest.mark.parametrize("case", LONG_CASES, ids=lambda c: "x".join(map(str, c)))
+def test_gradients_over_many_blocks_match_float64(case):
+    """The backward writes the bias against the middle of the key block in hand (issue 16:
+    the per-key vector on the scores, the per-query rest folded into the lse row), so the
+    offsets change from one key block to the next: forward and dq/dk/dv against float64 over
+    several query and key blocks, ragged at both ends."""
+    b, hq, hkv, sq, sk, causal = case
+    q, k, v = _inputs(b, hq, hkv, sq, sk, 16, seed=sq + sk)
+    _check(q, k, v, LONG_SLOPES, causal=causal, grad_atol=1e-4)
+
+
+@pytest.mark.parametrize("tma", [False, True])
+@pytest.mark.parametrize("tiles", [(32, 64), (64, 16)], ids=lambda t: "x".join(map(str, t)))
+@pytest.mark.parametrize("causal", [False, True])
+def test_backward_alone_with_unequal_tiles(causal, tiles, tma):
+    """The backward kernels alone, given float64's out and lse (rounded to fp32), with query
+    and key blocks of different sizes (the key block's middle is BLOCK_N // 2 from its start
+    in both kernels): dq/dk/dv against float64."""
+    from flashgen.kernels import bwd
+
+    sq, sk, d = 203, 181, 16
+    q, k, v = (t.detach() for t in _inputs(1, 4, 2, sq, sk, d, seed=31))
+    slopes = LONG_SLOPES.expand(1, 4)
+    leaves = [t.double().requires_grad_() for t in (q, k, v)]
+    s = scores_ref(leaves[0], leaves[1]) + bias_ref(slopes, sq, sk)
+    out, lse = rows_ref(s.masked_fill(hidden_ref(sq, sk, causal=causal), float("-inf")), leaves[2])
+    do = torch.randn(out.shape, generator=torch.Generator().manual_seed(8), dtype=torch.float64)
+    exp = torch.autograd.grad(out, leaves, do)
+    got = bwd.backward(do.float(), q, k, v, out.detach().float(), lse.detach().float(),
+                       causal=causal, scale=d**-0.5, config=TileConfig(*tiles, 4, 1), tma=tma,
+                       alibi=slopes)  # fmt: skip
+    for name, a, e in zip(("dq", "dk", "dv"), got, exp, strict=True):
+        torch.testing.assert_close(a.double(), e, atol=1e-4, rtol=1e-4, msg=name)
+
+
+def test_backward_with_a_mask_hiding_whole_rows():
+    """An additive mask beside the slopes hides every key of one row (lse +inf: the folded
+    per-query offset must leave it +inf): that row's dq is exactly 0 and adds nothing to dk/dv;
+    the other rows' gradients against float64, over several key blocks."""
+    sq, sk = 150, 170
+    q, k, v = _inputs(1, 2, 1, sq, sk, 16, seed=23)
+    slopes = _slopes(1, 2, True)
+    mask = torch.randn(1, 2, sq, sk, generator=torch.Generator().manual_seed(9))
+    mask[:, :, 70] = float("-inf")
+    out = attention(q, k, v, alibi_slopes=slopes, attn_mask=mask)
+    g = torch.randn(out.shape, generator=torch.Generator().manual_seed(10))
+    got = torch.autograd.grad(out, (q, k, v), g)
+    assert all(torch.isfinite(t).all() for t in got)
+    assert (got[0][:, :, 70] == 0).all() and (out[:, :, 70] == 0).all()
+    keep = torch.arange(sq) != 70
+    leaves = [t.detach().double().requires_grad_() for t in (q, k, v)]
+    s = scores_ref(*leaves[:2]) + bias_ref(slopes, sq, sk) + mask.double()
+    want = rows_ref(s[:, :, keep], leaves[2])[0]
+    exp = torch.autograd.grad(want, leaves, g[:, :, keep].double())
+    torch.testing.assert_close(
+        out[:, :, keep].detach().double(), want.detach(), atol=2e-5, rtol=1e-4
+    )
+    for name, a, e in zip(("dq", "dk", "dv"), got, exp, strict=True):
+        torch.testing.assert_close(a.double(), e, atol=5e-5, rtol=1e-4, msg=name)
