@@ -11,6 +11,17 @@ timeout 220 python3 -m pytest -q -p no:cacheprovider -m gpu -n 4 tests/kernels/t
   tests/kernels/test_attn_mask.py tests/kernels/test_padding.py tests/kernels/test_alibi.py tests/kernels/test_dropout.py \
   tests/compile/test_patterns_alibi.py > $W/pytest_gpu.txt 2>&1
 stamp "pytest rc=$?"; grep -E "passed|failed|FAILED|Error" $W/pytest_gpu.txt | cut -c1-300 | tail -25
+python3 - <<'PY' 2>&1 | grep -v Warn | tail -3
+import torch
+from flashgen.kernels import hopper
+from flashgen.kernels.validate import expand_mask
+q = torch.randn(4, 16, 4096, 128, device="cuda", dtype=torch.bfloat16)
+k = v = torch.randn(4, 4, 4096, 128, device="cuda", dtype=torch.bfloat16)
+keep = (torch.arange(4096, device="cuda")[None, :] < torch.tensor([[4096], [2000], [3000], [1500]], device="cuda"))
+for causal in (False, True):
+    print("bool key padding takes the Hopper forward with the hull, causal", causal, ":",
+          hopper.takes_key_hull(q, k, v, expand_mask(keep[:, None, None, :], q, k), causal=causal))
+PY
 for tree in new old; do
   if [ $tree = old ]; then PP=/tmp/site:$PWD/old_tree:$PWD; CHK=--no-check; else PP=$PYTHONPATH; CHK=; fi
   PYTHONPATH=$PP timeout 170 python3 benchmarks/masks.py $CHK --only attn_mask_bool_pad,alibi_causal,alibi_full --dirs fwd,fwd+bwd \
