@@ -367,10 +367,9 @@ LONG_CASES = [
 
 @pytest.mark.parametrize("case", LONG_CASES, ids=lambda c: "x".join(map(str, c)))
 def test_gradients_over_many_blocks_match_float64(case):
-    """The backward writes the bias against the middle of the key block in hand (issue 16:
-    the per-key vector on the scores, the per-query rest folded into the lse row), so the
-    offsets change from one key block to the next: forward and dq/dk/dv against float64 over
-    several query and key blocks, ragged at both ends."""
+    """Forward and dq/dk/dv against float64 over several query and key blocks, ragged at both
+    ends, GQA, Sq above and below Sk, with steep, negative, shallow and near-zero slopes (a
+    bias that grows over the blocks tests where each kernel puts j - i)."""
     b, hq, hkv, sq, sk, causal = case
     q, k, v = _inputs(b, hq, hkv, sq, sk, 16, seed=sq + sk)
     _check(q, k, v, LONG_SLOPES, causal=causal, grad_atol=1e-4)
@@ -381,8 +380,8 @@ def test_gradients_over_many_blocks_match_float64(case):
 @pytest.mark.parametrize("causal", [False, True])
 def test_backward_alone_with_unequal_tiles(causal, tiles, tma):
     """The backward kernels alone, given float64's out and lse (rounded to fp32), with query
-    and key blocks of different sizes (the key block's middle is BLOCK_N // 2 from its start
-    in both kernels): dq/dk/dv against float64."""
+    and key blocks of different sizes (a block-size mix-up in either kernel's positions shows
+    here): dq/dk/dv against float64."""
     from flashgen.kernels import bwd
 
     sq, sk, d = 203, 181, 16
@@ -401,9 +400,9 @@ def test_backward_alone_with_unequal_tiles(causal, tiles, tma):
 
 
 def test_backward_with_a_mask_hiding_whole_rows():
-    """An additive mask beside the slopes hides every key of one row (lse +inf: the folded
-    per-query offset must leave it +inf): that row's dq is exactly 0 and adds nothing to dk/dv;
-    the other rows' gradients against float64, over several key blocks."""
+    """An additive mask beside the slopes hides every key of one row (lse +inf): that row's
+    dq is exactly 0 and adds nothing to dk/dv; the other rows' gradients against float64, over
+    several key blocks."""
     sq, sk = 150, 170
     q, k, v = _inputs(1, 2, 1, sq, sk, 16, seed=23)
     slopes = _slopes(1, 2, True)
