@@ -282,7 +282,9 @@ def explain(model: Any, *args: Any, **kwargs: Any) -> ExplainReport:
 
 def _impl_summary(site: Any) -> str:
     """ "sdpa_cudnn 1.21x (default) / sdpa_cudnn 1.30x (exact)": the choice `flashgen.runtime.vendor`
-    makes for this site's traced shape, for the forward alone and for forward+backward."""
+    makes for this site's traced shape, for the forward alone and for forward+backward (where
+    the first names flashgen and the second cuDNN, a plain training call runs both: cuDNN's
+    backward on flashgen's forward, `flashgen.runtime.vendor.hybrid_backward`)."""
     from ..core.impls import impl_label
     from ..core.spec import KernelSpec
     from ..runtime.dispatch import impl_choice

@@ -2,7 +2,8 @@
 `attention_fwd` op and whose backward is `attention_bwd` (`flashgen.runtime.primitives`), so the
 two primitives stay opaque to autograd and an eager call without a gradient pays for no node.
 `_attention_apply` is its `apply` without `Function.apply`'s Python layer
-(`flashgen.runtime.eager.function_apply`)."""
+(`flashgen.runtime.eager.function_apply`). A plain call's backward may instead be an SDPA
+backend's, on this forward's out and logsumexp (`flashgen.runtime.vendor.hybrid_backward`)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import torch
 
 from .eager import function_apply, plain_eager
 from .primitives import _bias_op, _bwd_op, _fwd_op, plain_backward, plain_forward
+from .vendor import VENDOR_BACKWARD, sdpa_backward
 
 
 class _Attention(torch.autograd.Function):
@@ -52,6 +54,13 @@ class _Attention(torch.autograd.Function):
         ctx.deterministic = (
             torch.are_deterministic_algorithms_enabled() if deterministic is None else deterministic
         )
+        # an SDPA backend's backward on this forward, when the composite op chose one
+        # (`flashgen.runtime.vendor.hybrid_backward`: plain calls only). Dynamo cannot read a
+        # ContextVar; it traces this function only for a call that skipped the choice (`impl`
+        # forced), while AOTAutograd, which decomposes the op, runs it as Python.
+        ctx.vendor_bwd = None
+        if plain and not ctx.deterministic and not torch.compiler.is_dynamo_compiling():
+            ctx.vendor_bwd = VENDOR_BACKWARD.get()
         return out
 
     @staticmethod
@@ -62,6 +71,14 @@ class _Attention(torch.autograd.Function):
         dropout_seed = rest.pop(0) if ctx.extras[2] else None
         alibi_slopes = rest.pop(0) if ctx.extras[3] else None  # constants: no gradient
         need_dq, need_dk, need_dv = needs = ctx.needs_input_grad[:3]
+        if ctx.vendor_bwd is not None:
+            dq, dk, dv = sdpa_backward(
+                ctx.vendor_bwd, dout, q, k, v, out, lse, ctx.causal, ctx.scale
+            )  # fmt: skip
+            return (
+                dq if need_dq else None, dk if need_dk else None, dv if need_dv else None,
+                None, None, None, None, None, None, None, None, None, None, None,
+            )  # fmt: skip
         if ctx.plain and plain_eager(dout):  # (no attn_mask: no bias gradient either)
             dq, dk, dv = plain_backward(
                 dout, q, k, v, out, lse, ctx.causal, ctx.scale, needs, ctx.deterministic

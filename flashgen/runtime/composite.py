@@ -23,7 +23,7 @@ from .autograd import _attention_apply
 from .eager import plain_eager
 from .library import _LIB
 from .primitives import _check_extras, _fwd_op, plain_forward
-from .vendor import needs_backward, route
+from .vendor import VENDOR_BACKWARD, hybrid_backward, needs_backward, route
 
 
 def _attention(
@@ -81,7 +81,9 @@ def _attention(
             return out
     check_kernel_device(q.device)
     if backward:
-        return _attention_apply(
+        plain = impl is None and window is None and softcap is None and not bottom_right
+        return _apply_with(
+            plain and deterministic is not True and hybrid_backward(q, k, v, causal, True),
             q, k, v, causal, scale, window, softcap, causal_align, deterministic, seq_bounds,
             attn_mask, dropout_p, dropout_seed, alibi_slopes,
         )  # fmt: skip
@@ -108,13 +110,26 @@ def _plain_attention(q, k, v, causal, scale, deterministic, impl):
     if not q.is_cuda:  # (CUDA tensors always pass; `is_cuda` is cheaper than `q.device`)
         check_kernel_device(q.device)
     if backward:
-        return _attention_apply(
+        return _apply_with(
+            impl is None and deterministic is not True and hybrid_backward(q, k, v, causal, True),
             q, k, v, causal, scale, None, None, "top_left", deterministic, None, None, 0.0, None,
             None,
         )  # fmt: skip
     if plain_eager(q):
         return plain_forward(q, k, v, causal, scale, keep_lse=False)[0]
     return _fwd_op(q, k, v, causal, scale, None, None, "top_left", None, None, 0.0, None)[0]
+
+
+def _apply_with(vendor_backward, *args):
+    """`_attention_apply(*args)`, its backward run by the SDPA backend `vendor_backward` names
+    on flashgen's forward (`flashgen.runtime.vendor.hybrid_backward`; falsy: flashgen's own)."""
+    if not vendor_backward:
+        return _attention_apply(*args)
+    token = VENDOR_BACKWARD.set(vendor_backward)
+    try:
+        return _attention_apply(*args)
+    finally:
+        VENDOR_BACKWARD.reset(token)
 
 
 def check_deterministic(value):

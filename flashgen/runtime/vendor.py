@@ -11,6 +11,17 @@ backward's, which the benchmark grid never showed. Without a backward, the forwa
 winner. Either way the whole autograd of that call goes through the chosen implementation
 (`F.scaled_dot_product_attention` under `sdpa_kernel([backend])` is differentiable by itself).
 
+One mix is exact and is made: cuDNN's backward on flashgen's forward. cuDNN keeps the same
+per-row statistic as flashgen (the natural log of the softmax denominator of the scaled scores),
+so its backward op (`aten._scaled_dot_product_cudnn_attention_backward`) can take flashgen's out
+and logsumexp: on the H200 its gradients equal those of cuDNN's own forward + backward to the
+last digit of the float64 check (benchmarks/RESULTS.md, session 11 B2). Where the records name
+flashgen's forward and cuDNN's backward (the usual case on the H200: flashgen's forward is the
+faster one at most shapes, cuDNN's backward at all), a training call runs exactly that
+(`hybrid_backward`, `sdpa_backward`; the composite op passes the choice to the autograd
+function through `VENDOR_BACKWARD`). Not for a deterministic backward (flashgen's split kind
+is bit-reproducible) nor for a call forced to one implementation.
+
 Acceptance is checked by trying: a backend that refuses the input raises before it launches
 anything, and then flashgen runs; the refusal is remembered per (impl, spec, bucket, GQA), so
 it costs one exception, not one per call. A backend forced by the caller (`impl=` names it)
@@ -25,6 +36,7 @@ length's bucket).
 
 from __future__ import annotations
 
+import contextvars
 import functools
 
 import torch
@@ -206,6 +218,8 @@ def route(
         chosen = check_impl(impl)
     if chosen == FLASHGEN:
         return None
+    if impl is None and chosen == HYBRID_BACKEND and hybrid_backward(q, k, v, causal, backward):
+        return None  # flashgen's forward, cuDNN's backward on it (module docstring)
     if impl is None and plain_eager(q) and launch_bound(q, k):
         # The kernels' speeds cannot matter here, the host path can: PyTorch's own choice,
         # without switching backends (see `launch_bound`).
@@ -255,3 +269,48 @@ def _refusal_key(impl: str, q, k, causal: bool) -> tuple:
 def clear_refusals() -> None:
     """Forget which backends refused which inputs (tests; a changed torch setting)."""
     _refused.clear()
+
+
+# The SDPA backend whose backward can run on flashgen's forward (module docstring).
+HYBRID_BACKEND = "sdpa_cudnn"
+# The backend the composite op chose for the backward of the call it is applying
+# (`hybrid_backward`), read by `flashgen.runtime.autograd._Attention.forward`; None: flashgen's.
+VENDOR_BACKWARD: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "flashgen_vendor_backward", default=None
+)
+
+
+def hybrid_backward(q, k, v, causal: bool, backward: bool | None = None) -> str | None:
+    """HYBRID_BACKEND when this call (no window, softcap, mask, lengths, dropout or ALiBi;
+    top-left causal: the caller checks that) should run flashgen's forward and that backend's
+    backward on it: a gradient is wanted, the records (and defaults, host rule) name the
+    backend for the backward and flashgen for the forward, a CUDA 16-bit input, the backend's
+    backward op exists, and no deterministic backward is asked for. Else None."""
+    if backward is None:
+        backward = needs_backward(q, k, v)
+    if not backward or not q.is_cuda or q.dtype not in (torch.float16, torch.bfloat16):
+        return None
+    if torch.are_deterministic_algorithms_enabled() or not _has_cudnn_backward():
+        return None
+    if winner(q, k, v, causal, True) != HYBRID_BACKEND:
+        return None
+    return HYBRID_BACKEND if winner(q, k, v, causal, False) == FLASHGEN else None
+
+
+@functools.cache
+def _has_cudnn_backward() -> bool:
+    return hasattr(torch.ops.aten, "_scaled_dot_product_cudnn_attention_backward")
+
+
+def sdpa_backward(impl: str, do, q, k, v, out, lse, causal: bool, scale: float):
+    """(dq, dk, dv) of flashgen's forward (out, lse: float32 [B, H, Sq], natural log) by the
+    backward of SDPA backend `impl` (HYBRID_BACKEND only). dO takes out's layout (flashgen's
+    out is contiguous; a gradient arriving as a transposed view is copied)."""
+    if impl != HYBRID_BACKEND:
+        raise ValueError(f"no backward of {impl!r} runs on flashgen's forward")
+    if do.stride() != out.stride():
+        do = do.contiguous()
+    return torch.ops.aten._scaled_dot_product_cudnn_attention_backward(
+        do, q, k, v, out, lse.unsqueeze(-1), None, None, None, None, None, q.shape[2],
+        k.shape[2], 0.0, causal, scale=scale,
+    )  # fmt: skip
