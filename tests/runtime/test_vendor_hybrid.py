@@ -245,3 +245,44 @@ def test_the_mix_under_torch_compile_matches_eager(monkeypatch):
     got = torch.autograd.grad(compiled(q, k, v), (q, k, v), do)
     for a, b in zip(got, eager, strict=True):
         torch.testing.assert_close(a, b, atol=1e-2, rtol=1e-2)
+
+
+@pytest.mark.gpu
+@gpu
+def test_the_mix_under_inductor_matches_float64(monkeypatch):
+    """An HF-style block compiled by Inductor (q/k/v as transposed views of [B, N, H, D], the
+    output transposed back and projected, so dO reaches the backward in whatever layout
+    Inductor gives it): with the mix chosen at trace time, the gradients of q, k, v against
+    float64 within twice the error of SDPA's own cuDNN forward + backward (plus a floor)."""
+    monkeypatch.setattr(composite, "hybrid_backward", lambda *a, **kw: "sdpa_cudnn")
+    calls = []
+    real = vendor.sdpa_backward
+    monkeypatch.setattr(autograd, "sdpa_backward", lambda *a: calls.append(1) or real(*a))
+    b, n, hq, hkv, d = 2, 512, 8, 2, 128
+    q, k, v = _cuda_inputs("bshd", b, hq, hkv, n, d, seed=5)
+    w = torch.randn(hq * d, 64, device="cuda", dtype=q.dtype) / 32
+
+    def block(q, k, v, attend):
+        return (attend(q, k, v).transpose(1, 2).reshape(b, n, hq * d) @ w).float().square().sum()
+
+    def ours(q, k, v):
+        return flashgen.attention(q, k, v, causal=True)
+
+    def sdpa(q, k, v):
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True,
+                                                                enable_gqa=True)  # fmt: skip
+
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda q, k, v: block(q, k, v, ours), fullgraph=True)
+    got = torch.autograd.grad(compiled(q, k, v), (q, k, v))
+    torch._dynamo.reset()
+    assert calls, "the compiled backward did not run cuDNN's backward on flashgen's forward"
+    own = torch.autograd.grad(block(q, k, v, sdpa), (q, k, v))
+    leaves = [t.detach().double().requires_grad_() for t in (q, k, v)]
+    kk, vv = (t.repeat_interleave(hq // hkv, 1) for t in leaves[1:])
+    s = leaves[0] @ kk.transpose(-1, -2) / math.sqrt(d)
+    s = s.masked_fill(torch.ones(n, n, dtype=torch.bool, device="cuda").triu(1), -math.inf)
+    o = (s.softmax(-1) @ vv).transpose(1, 2).reshape(b, n, hq * d) @ w.double()
+    want = torch.autograd.grad(o.square().sum(), leaves)
+    for name, a, c, x in zip("qkv", got, own, want, strict=True):
+        assert _rel(a, x) <= 2 * _rel(c, x) + 2e-3, f"d{name}: {_rel(a, x)} vs SDPA {_rel(c, x)}"
