@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import os
 
 import torch
 import torch.nn.functional as F
@@ -273,6 +274,8 @@ def clear_refusals() -> None:
 
 # The SDPA backend whose backward can run on flashgen's forward (module docstring).
 HYBRID_BACKEND = "sdpa_cudnn"
+# MIX_ENV=0: never mix (the backward's winner runs the whole call, as before the mix).
+MIX_ENV = "FLASHGEN_VENDOR_BACKWARD"
 # The backend the composite op chose for the backward of the call it is applying
 # (`hybrid_backward`), read by `flashgen.runtime.autograd._Attention.forward`; None: flashgen's.
 VENDOR_BACKWARD: contextvars.ContextVar[str | None] = contextvars.ContextVar(
@@ -285,12 +288,15 @@ def hybrid_backward(q, k, v, causal: bool, backward: bool | None = None) -> str 
     top-left causal: the caller checks that) should run flashgen's forward and that backend's
     backward on it: a gradient is wanted, the records (and defaults, host rule) name the
     backend for the backward and flashgen for the forward, a CUDA 16-bit input, the backend's
-    backward op exists, and no deterministic backward is asked for. Else None."""
+    backward op exists, no deterministic backward is asked for, and FLASHGEN_VENDOR_BACKWARD is
+    not "0". Else None."""
     if backward is None:
         backward = needs_backward(q, k, v)
     if not backward or not q.is_cuda or q.dtype not in (torch.float16, torch.bfloat16):
         return None
     if torch.are_deterministic_algorithms_enabled() or not _has_cudnn_backward():
+        return None
+    if os.environ.get(MIX_ENV) == "0":
         return None
     if winner(q, k, v, causal, True) != HYBRID_BACKEND:
         return None

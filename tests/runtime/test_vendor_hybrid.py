@@ -51,6 +51,8 @@ def test_the_mix_needs_a_gradient_a_16_bit_cuda_input_and_no_determinism(monkeyp
         assert vendor.hybrid_backward(*[_fake()] * 3, False, True) is None
     finally:
         torch.use_deterministic_algorithms(False)
+    monkeypatch.setenv(vendor.MIX_ENV, "0")  # switched off
+    assert vendor.hybrid_backward(*[_fake()] * 3, False, True) is None
 
 
 def test_only_cudnn_backward_runs_on_flashgen_forward():
