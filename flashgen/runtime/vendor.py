@@ -219,14 +219,14 @@ def route(
         chosen = check_impl(impl)
     if chosen == FLASHGEN:
         return None
-    if impl is None and chosen == HYBRID_BACKEND and hybrid_backward(q, k, v, causal, backward):
-        return None  # flashgen's forward, cuDNN's backward on it (module docstring)
     if impl is None and plain_eager(q) and launch_bound(q, k):
         # The kernels' speeds cannot matter here, the host path can: PyTorch's own choice,
         # without switching backends (see `launch_bound`).
         return F.scaled_dot_product_attention(
             q, k, v, is_causal=causal, scale=scale, enable_gqa=q.shape[1] != k.shape[1]
         )
+    if impl is None and chosen == HYBRID_BACKEND and hybrid_backward(q, k, v, causal, backward):
+        return None  # flashgen's forward, cuDNN's backward on it (module docstring)
     if impl is None and _refused and _refusal_key(chosen, q, k, causal) in _refused:
         return None
     try:
