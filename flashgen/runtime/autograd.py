@@ -7,7 +7,9 @@ backend's, on this forward's out and logsumexp (`flashgen.runtime.vendor.hybrid_
 
 from __future__ import annotations
 
+import functools
 import inspect
+import logging
 
 import torch
 
@@ -72,13 +74,17 @@ class _Attention(torch.autograd.Function):
         alibi_slopes = rest.pop(0) if ctx.extras[3] else None  # constants: no gradient
         need_dq, need_dk, need_dv = needs = ctx.needs_input_grad[:3]
         if ctx.vendor_bwd is not None:
-            dq, dk, dv = sdpa_backward(
-                ctx.vendor_bwd, dout, q, k, v, out, lse, ctx.causal, ctx.scale
-            )  # fmt: skip
-            return (
-                dq if need_dq else None, dk if need_dk else None, dv if need_dv else None,
-                None, None, None, None, None, None, None, None, None, None, None,
-            )  # fmt: skip
+            try:
+                dq, dk, dv = sdpa_backward(
+                    ctx.vendor_bwd, dout, q, k, v, out, lse, ctx.causal, ctx.scale
+                )  # fmt: skip
+            except RuntimeError as exc:  # the backend refused this input: flashgen's own
+                _log_refused(ctx.vendor_bwd, str(exc).splitlines()[0] if str(exc) else "")
+            else:
+                return (
+                    dq if need_dq else None, dk if need_dk else None, dv if need_dv else None,
+                    None, None, None, None, None, None, None, None, None, None, None,
+                )  # fmt: skip
         if ctx.plain and plain_eager(dout):  # (no attn_mask: no bias gradient either)
             dq, dk, dv = plain_backward(
                 dout, q, k, v, out, lse, ctx.causal, ctx.scale, needs, ctx.deterministic
@@ -115,6 +121,14 @@ class _Attention(torch.autograd.Function):
             None,
             None,
         )
+
+
+@functools.cache
+def _log_refused(impl: str, why: str) -> None:
+    logging.getLogger("flashgen").warning(
+        "flashgen: %s's backward refused flashgen's forward (%s); flashgen's backward runs",
+        impl, why,
+    )  # fmt: skip
 
 
 def _plain(window, softcap, causal_align, seq_bounds, attn_mask, dropout_p) -> bool:

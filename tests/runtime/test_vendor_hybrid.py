@@ -108,6 +108,25 @@ def test_the_backward_gets_flashgen_out_and_lse_and_returns_its_gradients(spy, c
         assert torch.equal(got, t.detach() * 3)
 
 
+def test_a_refusing_backend_leaves_the_backward_to_flashgen(monkeypatch):
+    """cuDNN's backward raising for an input (a case its forward would also have refused):
+    flashgen's own backward runs on the same forward, with a warning, not an error."""
+    monkeypatch.setattr(composite, "hybrid_backward", lambda *a, **kw: "sdpa_cudnn")
+
+    def refuse(*a):
+        raise RuntimeError("No valid execution plans built.")
+
+    monkeypatch.setattr(autograd, "sdpa_backward", refuse)
+    q, k, v = _inputs(seed=5)
+    out = flashgen.attention(q, k, v, causal=True)
+    got = torch.autograd.grad(out, (q, k, v), torch.ones_like(out))
+    monkeypatch.setattr(composite, "hybrid_backward", lambda *a, **kw: None)
+    out2 = flashgen.attention(q, k, v, causal=True)
+    want = torch.autograd.grad(out2, (q, k, v), torch.ones_like(out2))
+    for a, b in zip(got, want, strict=True):
+        assert torch.equal(a, b)
+
+
 def test_only_the_asked_gradients_are_returned(spy):
     q, k, v = _inputs()
     k.requires_grad_(False)
