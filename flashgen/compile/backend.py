@@ -18,6 +18,7 @@ does not recompile the graph.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -285,10 +286,10 @@ def _impl_summary(site: Any) -> str:
     makes for this site's traced shape, for the forward alone and for forward+backward (where
     the first names flashgen and the second cuDNN, a plain training call runs both: cuDNN's
     backward on flashgen's forward, `flashgen.runtime.vendor.hybrid_backward`)."""
-    from ..core.impls import impl_label
+    from ..core.impls import FLASHGEN, impl_label
     from ..core.spec import KernelSpec
     from ..runtime.dispatch import impl_choice
-    from ..runtime.vendor import host_rule
+    from ..runtime.vendor import HYBRID_BACKEND, MIX_ENV, host_rule
 
     if site.window is not None:
         return "flashgen (sliding window: SDPA has none)"
@@ -298,7 +299,7 @@ def _impl_summary(site: Any) -> str:
         return f"flashgen (attn_mask tensor, {site.mask})"
     if site.dropout:
         return "flashgen (dropout: its mask is the kernels' own)"
-    parts = []
+    parts, impls = [], []
     for direction in ("fwd", "bwd"):
         spec = KernelSpec(
             site.head_dim, bool(site.causal), site.dtype, direction, site.window is not None
@@ -314,4 +315,8 @@ def _impl_summary(site: Any) -> str:
             parts.append(f"{instead} (default; {label} ({source}) saves < host time)")
         else:
             parts.append(f"{label} ({source})")
+        impls.append(instead or impl)
+    mix = site.device == "cuda" and os.environ.get(MIX_ENV) != "0"
+    if mix and impls == [FLASHGEN, HYBRID_BACKEND]:
+        parts[1] += ", on flashgen's forward"  # what a training call runs (the mix)
     return " / ".join(parts)
