@@ -2,8 +2,8 @@
 `attention_fwd` op and whose backward is `attention_bwd` (`flashgen.runtime.primitives`), so the
 two primitives stay opaque to autograd and an eager call without a gradient pays for no node.
 `_attention_apply` is its `apply` without `Function.apply`'s Python layer
-(`flashgen.runtime.eager.function_apply`). A plain call's backward may instead be an SDPA
-backend's, on this forward's out and logsumexp (`flashgen.runtime.vendor.hybrid_backward`)."""
+(`flashgen.runtime.eager.function_apply`). A plain call's backward may instead be cuDNN's,
+on this forward's out and logsumexp (`flashgen.runtime.vendor.hybrid_backward`)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import torch
 
 from .eager import function_apply, plain_eager
 from .primitives import _bias_op, _bwd_op, _fwd_op, plain_backward, plain_forward
-from .vendor import VENDOR_BACKWARD, sdpa_backward
+from .vendor import MIXED_BACKWARD, cudnn_backward
 
 
 class _Attention(torch.autograd.Function):
@@ -56,13 +56,15 @@ class _Attention(torch.autograd.Function):
         ctx.deterministic = (
             torch.are_deterministic_algorithms_enabled() if deterministic is None else deterministic
         )
-        # an SDPA backend's backward on this forward, when the composite op chose one
-        # (`flashgen.runtime.vendor.hybrid_backward`: plain calls only). Dynamo cannot read a
-        # ContextVar; it traces this function only for a call that skipped the choice (`impl`
-        # forced), while AOTAutograd, which decomposes the op, runs it as Python.
-        ctx.vendor_bwd = None
-        if plain and not ctx.deterministic and not torch.compiler.is_dynamo_compiling():
-            ctx.vendor_bwd = VENDOR_BACKWARD.get()
+        # cuDNN's backward on this forward, when the composite op chose the mix
+        # (`flashgen.runtime.vendor.hybrid_backward`: plain calls only), unless this call asks
+        # for a deterministic backward. Dynamo cannot read a ContextVar; it traces this function
+        # only for a call that skipped the choice (`impl` forced), while AOTAutograd, which
+        # decomposes the op, runs it as Python.
+        ctx.mixed = (
+            plain and not ctx.deterministic and not torch.compiler.is_dynamo_compiling()
+            and MIXED_BACKWARD.get()
+        )  # fmt: skip
         return out
 
     @staticmethod
@@ -73,13 +75,11 @@ class _Attention(torch.autograd.Function):
         dropout_seed = rest.pop(0) if ctx.extras[2] else None
         alibi_slopes = rest.pop(0) if ctx.extras[3] else None  # constants: no gradient
         need_dq, need_dk, need_dv = needs = ctx.needs_input_grad[:3]
-        if ctx.vendor_bwd is not None:
+        if ctx.mixed:
             try:
-                dq, dk, dv = sdpa_backward(
-                    ctx.vendor_bwd, dout, q, k, v, out, lse, ctx.causal, ctx.scale
-                )  # fmt: skip
-            except RuntimeError as exc:  # the backend refused this input: flashgen's own
-                _log_refused(ctx.vendor_bwd, str(exc).splitlines()[0] if str(exc) else "")
+                dq, dk, dv = cudnn_backward(dout, q, k, v, out, lse, ctx.causal, ctx.scale)
+            except RuntimeError as exc:  # cuDNN refused this input: flashgen's own backward
+                _log_refused(str(exc).splitlines()[0] if str(exc) else "")
             else:
                 return (
                     dq if need_dq else None, dk if need_dk else None, dv if need_dv else None,
@@ -124,11 +124,10 @@ class _Attention(torch.autograd.Function):
 
 
 @functools.cache
-def _log_refused(impl: str, why: str) -> None:
+def _log_refused(why: str) -> None:
     logging.getLogger("flashgen").warning(
-        "flashgen: %s's backward refused flashgen's forward (%s); flashgen's backward runs",
-        impl, why,
-    )  # fmt: skip
+        "flashgen: cuDNN's backward refused flashgen's forward (%s); flashgen's backward runs", why
+    )
 
 
 def _plain(window, softcap, causal_align, seq_bounds, attn_mask, dropout_p) -> bool:

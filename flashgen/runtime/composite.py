@@ -23,7 +23,7 @@ from .autograd import _attention_apply
 from .eager import plain_eager
 from .library import _LIB
 from .primitives import _check_extras, _fwd_op, plain_forward
-from .vendor import VENDOR_BACKWARD, hybrid_backward, needs_backward, route
+from .vendor import MIX, MIXED_BACKWARD, needs_backward, route
 
 
 def _attention(
@@ -65,6 +65,7 @@ def _attention(
         # One query row sees every key; equal lengths are top-left causal: SDPA's own masks.
         causal, causal_align, bottom_right = q.shape[2] == k.shape[2], "top_left", False
     backward = needs_backward(q, k, v)  # asked once: for the routing and for autograd
+    mix = False  # flashgen's forward with cuDNN's backward (`route` says MIX)
     if attn_mask is not None and attn_mask.requires_grad and torch.is_grad_enabled():
         backward = True  # a learned additive bias: its gradient (flashgen's kernels only)
     if impl != "flashgen":
@@ -77,14 +78,13 @@ def _attention(
                 "impl='flashgen' or None"
             )
         out = None if keep else route(q, k, v, causal, scale, impl, window, softcap, backward)
-        if out is not None:
+        if out is not None and out is not MIX:
             return out
+        mix = out is MIX
     check_kernel_device(q.device)
     if backward:
-        plain = impl is None and window is None and softcap is None and not bottom_right
         return _apply_with(
-            plain and deterministic is not True and hybrid_backward(q, k, v, causal, True),
-            q, k, v, causal, scale, window, softcap, causal_align, deterministic, seq_bounds,
+            mix, q, k, v, causal, scale, window, softcap, causal_align, deterministic, seq_bounds,
             attn_mask, dropout_p, dropout_seed, alibi_slopes,
         )  # fmt: skip
     return _fwd_op(
@@ -103,33 +103,34 @@ def _plain_attention(q, k, v, causal, scale, deterministic, impl):
     if deterministic is not None:
         check_deterministic(deterministic)
     backward = needs_backward(q, k, v)
+    mix = False  # flashgen's forward with cuDNN's backward (`route` says MIX)
     if impl != FLASHGEN:
         out = route(q, k, v, causal, scale, impl, None, None, backward)
-        if out is not None:
+        if out is not None and out is not MIX:
             return out
+        mix = out is MIX
     if not q.is_cuda:  # (CUDA tensors always pass; `is_cuda` is cheaper than `q.device`)
         check_kernel_device(q.device)
     if backward:
         return _apply_with(
-            impl is None and deterministic is not True and hybrid_backward(q, k, v, causal, True),
-            q, k, v, causal, scale, None, None, "top_left", deterministic, None, None, 0.0, None,
-            None,
+            mix, q, k, v, causal, scale, None, None, "top_left", deterministic, None, None, 0.0,
+            None, None,
         )  # fmt: skip
     if plain_eager(q):
         return plain_forward(q, k, v, causal, scale, keep_lse=False)[0]
     return _fwd_op(q, k, v, causal, scale, None, None, "top_left", None, None, 0.0, None)[0]
 
 
-def _apply_with(vendor_backward, *args):
-    """`_attention_apply(*args)`, its backward run by the SDPA backend `vendor_backward` names
-    on flashgen's forward (`flashgen.runtime.vendor.hybrid_backward`; falsy: flashgen's own)."""
-    if not vendor_backward:
+def _apply_with(mix: bool, *args):
+    """`_attention_apply(*args)`; `mix`: its backward is cuDNN's on flashgen's forward
+    (`flashgen.runtime.vendor.hybrid_backward`)."""
+    if not mix:
         return _attention_apply(*args)
-    token = VENDOR_BACKWARD.set(vendor_backward)
+    token = MIXED_BACKWARD.set(True)
     try:
         return _attention_apply(*args)
     finally:
-        VENDOR_BACKWARD.reset(token)
+        MIXED_BACKWARD.reset(token)
 
 
 def check_deterministic(value):

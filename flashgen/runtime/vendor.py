@@ -18,8 +18,8 @@ and logsumexp: on the H200 its gradients equal those of cuDNN's own forward + ba
 last digit of the float64 check (benchmarks/RESULTS.md, session 11 B2). Where the records name
 flashgen's forward and cuDNN's backward (the usual case on the H200: flashgen's forward is the
 faster one at most shapes, cuDNN's backward at all), a training call runs exactly that
-(`hybrid_backward`, `sdpa_backward`; the composite op passes the choice to the autograd
-function through `VENDOR_BACKWARD`). Not for a deterministic backward (flashgen's split kind
+(`route` answers MIX: `hybrid_backward`; the composite op passes that to the autograd function
+through `MIXED_BACKWARD`, whose backward calls `cudnn_backward`). Not for a deterministic backward (flashgen's split kind
 is bit-reproducible) nor for a call forced to one implementation.
 
 Acceptance is checked by trying: a backend that refuses the input raises before it launches
@@ -195,7 +195,8 @@ def route(
     q, k, v, causal: bool, scale: float, impl: str | None = None, window=None, softcap=None,
     backward: bool | None = None,
 ):  # fmt: skip
-    """SDPA's output when an SDPA backend runs this call, None when flashgen's kernels should.
+    """SDPA's output when an SDPA backend runs this call, None when flashgen's kernels should,
+    MIX when flashgen's forward should run with cuDNN's backward on it (`hybrid_backward`).
 
     `impl` None: the run-time choice (`winner`); a name forces that implementation (validated).
     Inputs must have passed `flashgen.kernels.validate.check_inputs`. A sliding `window` always
@@ -225,8 +226,12 @@ def route(
         return F.scaled_dot_product_attention(
             q, k, v, is_causal=causal, scale=scale, enable_gqa=q.shape[1] != k.shape[1]
         )
-    if impl is None and chosen == HYBRID_BACKEND and hybrid_backward(q, k, v, causal, backward):
-        return None  # flashgen's forward, cuDNN's backward on it (module docstring)
+    if (
+        impl is None
+        and chosen == HYBRID_BACKEND
+        and hybrid_backward(q, k, v, causal, backward, chosen)
+    ):
+        return MIX  # flashgen's forward, cuDNN's backward on it (module docstring)
     if impl is None and _refused and _refusal_key(chosen, q, k, causal) in _refused:
         return None
     try:
@@ -276,31 +281,36 @@ def clear_refusals() -> None:
 HYBRID_BACKEND = "sdpa_cudnn"
 # MIX_ENV=0: never mix (the backward's winner runs the whole call, as before the mix).
 MIX_ENV = "FLASHGEN_VENDOR_BACKWARD"
-# The backend the composite op chose for the backward of the call it is applying
-# (`hybrid_backward`), read by `flashgen.runtime.autograd._Attention.forward`; None: flashgen's.
-VENDOR_BACKWARD: contextvars.ContextVar[str | None] = contextvars.ContextVar(
-    "flashgen_vendor_backward", default=None
+# `route`'s answer for a call that runs flashgen's forward and cuDNN's backward on it.
+MIX = object()
+# Set by the composite op around the autograd function it applies for a MIX call, read by
+# `flashgen.runtime.autograd._Attention.forward` (which keeps it for its backward).
+MIXED_BACKWARD: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "flashgen_mixed_backward", default=False
 )
 
 
-def hybrid_backward(q, k, v, causal: bool, backward: bool | None = None) -> str | None:
-    """HYBRID_BACKEND when this call (no window, softcap, mask, lengths, dropout or ALiBi;
-    top-left causal: the caller checks that) should run flashgen's forward and that backend's
-    backward on it: a gradient is wanted, the records (and defaults, host rule) name the
-    backend for the backward and flashgen for the forward, a CUDA 16-bit input, the backend's
-    backward op exists, no deterministic backward is asked for, and FLASHGEN_VENDOR_BACKWARD is
-    not "0". Else None."""
+def hybrid_backward(
+    q, k, v, causal: bool, backward: bool | None = None, bwd_winner: str | None = None
+) -> bool:
+    """Whether this call (no window, softcap, mask, lengths, dropout or ALiBi; top-left causal:
+    `route` is not asked otherwise) should run flashgen's forward and cuDNN's backward on it: a
+    gradient is wanted, the records (and defaults, host rule) name cuDNN for the backward and
+    flashgen for the forward, a CUDA 16-bit input, the backward op exists, torch's
+    deterministic mode is off and FLASHGEN_VENDOR_BACKWARD is not "0". (A call asking for a
+    deterministic backward itself gets flashgen's: `_Attention.forward`.) `bwd_winner`: the
+    backward's `winner`, when the caller has it."""
     if backward is None:
         backward = needs_backward(q, k, v)
     if not backward or not q.is_cuda or q.dtype not in (torch.float16, torch.bfloat16):
-        return None
+        return False
     if torch.are_deterministic_algorithms_enabled() or not _has_cudnn_backward():
-        return None
+        return False
     if os.environ.get(MIX_ENV) == "0":
-        return None
-    if winner(q, k, v, causal, True) != HYBRID_BACKEND:
-        return None
-    return HYBRID_BACKEND if winner(q, k, v, causal, False) == FLASHGEN else None
+        return False
+    if (bwd_winner or winner(q, k, v, causal, True)) != HYBRID_BACKEND:
+        return False
+    return winner(q, k, v, causal, False) == FLASHGEN
 
 
 @functools.cache
@@ -308,12 +318,10 @@ def _has_cudnn_backward() -> bool:
     return hasattr(torch.ops.aten, "_scaled_dot_product_cudnn_attention_backward")
 
 
-def sdpa_backward(impl: str, do, q, k, v, out, lse, causal: bool, scale: float):
-    """(dq, dk, dv) of flashgen's forward (out, lse: float32 [B, H, Sq], natural log) by the
-    backward of SDPA backend `impl` (HYBRID_BACKEND only). dO takes out's layout (flashgen's
-    out is contiguous; a gradient arriving as a transposed view is copied)."""
-    if impl != HYBRID_BACKEND:
-        raise ValueError(f"no backward of {impl!r} runs on flashgen's forward")
+def cudnn_backward(do, q, k, v, out, lse, causal: bool, scale: float):
+    """(dq, dk, dv) of flashgen's forward (out, lse: float32 [B, H, Sq], natural log) by cuDNN's
+    SDPA backward. dO takes out's layout (flashgen's out is contiguous; a gradient arriving as
+    a transposed view is copied)."""
     if do.stride() != out.stride():
         do = do.contiguous()
     return torch.ops.aten._scaled_dot_product_cudnn_attention_backward(

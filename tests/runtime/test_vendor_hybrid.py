@@ -1,7 +1,8 @@
 """cuDNN's backward on flashgen's forward (`flashgen.runtime.vendor.hybrid_backward`): when it is
-chosen, that the autograd function hands flashgen's out and logsumexp to it and returns what it
-gives, and when it is not (forced, deterministic, extras); on the GPU, that its gradients match
-float64 for the layouts models pass, eagerly and under torch.compile."""
+chosen, that `route` answers MIX and the autograd function hands flashgen's out and logsumexp to
+cuDNN's backward and returns what it gives, and when it is not (forced, deterministic, extras);
+on the GPU, that its gradients match float64 for the layouts models pass, eagerly and under
+torch.compile."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import torch
 
 import flashgen
 from flashgen.core.impls import FLASHGEN
-from flashgen.runtime import autograd, composite, vendor
+from flashgen.runtime import autograd, vendor
 
 
 def _fake(shape=(1, 2, 8, 16), dtype=torch.bfloat16, cuda=True, grad=True):
@@ -24,10 +25,10 @@ def _fake(shape=(1, 2, 8, 16), dtype=torch.bfloat16, cuda=True, grad=True):
 @pytest.mark.parametrize(
     ("fwd", "bwd", "want"),
     [
-        (FLASHGEN, "sdpa_cudnn", "sdpa_cudnn"),  # the mix: flashgen's forward, cuDNN's backward
-        ("sdpa_cudnn", "sdpa_cudnn", None),  # cuDNN both ways: SDPA runs the whole call
-        (FLASHGEN, FLASHGEN, None),  # flashgen both ways
-        (FLASHGEN, "sdpa_flash", None),  # only cuDNN's backward takes flashgen's statistics
+        (FLASHGEN, "sdpa_cudnn", True),  # the mix: flashgen's forward, cuDNN's backward
+        ("sdpa_cudnn", "sdpa_cudnn", False),  # cuDNN both ways: SDPA runs the whole call
+        (FLASHGEN, FLASHGEN, False),  # flashgen both ways
+        (FLASHGEN, "sdpa_flash", False),  # only cuDNN's backward takes flashgen's statistics
     ],
 )
 def test_the_mix_needs_flashgen_forward_and_cudnn_backward(monkeypatch, fwd, bwd, want):
@@ -35,30 +36,36 @@ def test_the_mix_needs_flashgen_forward_and_cudnn_backward(monkeypatch, fwd, bwd
         vendor, "winner", lambda q, k, v, causal, backward: bwd if backward else fwd
     )
     q = _fake()
-    assert vendor.hybrid_backward(q, q, q, True, True) == want
+    assert vendor.hybrid_backward(q, q, q, True, True) is want
 
 
 def test_the_mix_needs_a_gradient_a_16_bit_cuda_input_and_no_determinism(monkeypatch):
     monkeypatch.setattr(
         vendor, "winner", lambda q, k, v, causal, backward: "sdpa_cudnn" if backward else FLASHGEN
     )
-    assert vendor.hybrid_backward(*[_fake()] * 3, False, True) == "sdpa_cudnn"
-    assert vendor.hybrid_backward(*[_fake()] * 3, False, False) is None  # no backward
-    assert vendor.hybrid_backward(*[_fake(cuda=False)] * 3, False, True) is None
-    assert vendor.hybrid_backward(*[_fake(dtype=torch.float32)] * 3, False, True) is None
+    assert vendor.hybrid_backward(*[_fake()] * 3, False, True) is True
+    assert vendor.hybrid_backward(*[_fake()] * 3, False, False) is False  # no backward
+    assert vendor.hybrid_backward(*[_fake(cuda=False)] * 3, False, True) is False
+    assert vendor.hybrid_backward(*[_fake(dtype=torch.float32)] * 3, False, True) is False
     torch.use_deterministic_algorithms(True)
     try:
-        assert vendor.hybrid_backward(*[_fake()] * 3, False, True) is None
+        assert vendor.hybrid_backward(*[_fake()] * 3, False, True) is False
     finally:
         torch.use_deterministic_algorithms(False)
     monkeypatch.setenv(vendor.MIX_ENV, "0")  # switched off
-    assert vendor.hybrid_backward(*[_fake()] * 3, False, True) is None
+    assert vendor.hybrid_backward(*[_fake()] * 3, False, True) is False
 
 
-def test_only_cudnn_backward_runs_on_flashgen_forward():
-    t = torch.zeros(1, 1, 4, 8)
-    with pytest.raises(ValueError, match="sdpa_flash"):
-        vendor.sdpa_backward("sdpa_flash", t, t, t, t, t, t[..., 0], False, 1.0)
+def _choose_mix(monkeypatch, *, cuda: bool):
+    """Records naming cuDNN for the backward and flashgen for the forward at every shape, and
+    no call launch-bound (`route` would hand a small eager call to SDPA). On the CPU the mix's
+    own conditions (CUDA, 16-bit) cannot hold: there `hybrid_backward` is taken as true too."""
+    monkeypatch.setattr(
+        vendor, "winner", lambda q, k, v, causal, backward: "sdpa_cudnn" if backward else FLASHGEN
+    )
+    monkeypatch.setattr(vendor, "launch_bound", lambda q, k: False)
+    if not cuda:
+        monkeypatch.setattr(vendor, "hybrid_backward", lambda *a, **kw: True)
 
 
 def _inputs(b=2, hq=4, hkv=2, n=37, d=16, seed=0):
@@ -75,17 +82,17 @@ class _Spy:
     def __init__(self):
         self.calls = []
 
-    def __call__(self, impl, do, q, k, v, out, lse, causal, scale):
-        self.calls.append((impl, out.detach().clone(), lse.detach().clone(), causal, scale))
+    def __call__(self, do, q, k, v, out, lse, causal, scale):
+        self.calls.append((out.detach().clone(), lse.detach().clone(), causal, scale))
         return q.detach() * 3, k.detach() * 3, v.detach() * 3
 
 
 @pytest.fixture
 def spy(monkeypatch):
-    """The mix chosen for every call (composite's decision), cuDNN's backward replaced."""
+    """The mix chosen for every plain call `route` is asked about, cuDNN's backward replaced."""
     s = _Spy()
-    monkeypatch.setattr(composite, "hybrid_backward", lambda *a, **kw: "sdpa_cudnn")
-    monkeypatch.setattr(autograd, "sdpa_backward", s)
+    _choose_mix(monkeypatch, cuda=False)
+    monkeypatch.setattr(autograd, "cudnn_backward", s)
     return s
 
 
@@ -95,8 +102,8 @@ def test_the_backward_gets_flashgen_out_and_lse_and_returns_its_gradients(spy, c
     out = flashgen.attention(q, k, v, causal=causal)
     gq, gk, gv = torch.autograd.grad(out, (q, k, v), torch.ones_like(out))
     assert len(spy.calls) == 1
-    impl, seen_out, lse, seen_causal, scale = spy.calls[0]
-    assert impl == "sdpa_cudnn" and seen_causal == causal and scale == pytest.approx(16**-0.5)
+    seen_out, lse, seen_causal, scale = spy.calls[0]
+    assert seen_causal == causal and scale == pytest.approx(16**-0.5)
     torch.testing.assert_close(seen_out, out.detach())
     # the forward's logsumexp: float32 [B, Hq, Sq], natural log of the softmax denominator
     qd, kd = q.detach().double(), k.detach().double().repeat_interleave(2, 1)
@@ -111,17 +118,19 @@ def test_the_backward_gets_flashgen_out_and_lse_and_returns_its_gradients(spy, c
 def test_a_refusing_backend_leaves_the_backward_to_flashgen(monkeypatch):
     """cuDNN's backward raising for an input (a case its forward would also have refused):
     flashgen's own backward runs on the same forward, with a warning, not an error."""
-    monkeypatch.setattr(composite, "hybrid_backward", lambda *a, **kw: "sdpa_cudnn")
+    _choose_mix(monkeypatch, cuda=False)
+    asked = []
 
     def refuse(*a):
+        asked.append(1)
         raise RuntimeError("No valid execution plans built.")
 
-    monkeypatch.setattr(autograd, "sdpa_backward", refuse)
+    monkeypatch.setattr(autograd, "cudnn_backward", refuse)
     q, k, v = _inputs(seed=5)
     out = flashgen.attention(q, k, v, causal=True)
     got = torch.autograd.grad(out, (q, k, v), torch.ones_like(out))
-    monkeypatch.setattr(composite, "hybrid_backward", lambda *a, **kw: None)
-    out2 = flashgen.attention(q, k, v, causal=True)
+    assert asked == [1]
+    out2 = flashgen.attention(q, k, v, causal=True, impl="flashgen")  # flashgen both ways
     want = torch.autograd.grad(out2, (q, k, v), torch.ones_like(out2))
     for a, b in zip(got, want, strict=True):
         assert torch.equal(a, b)
@@ -164,7 +173,7 @@ def test_a_compiled_graph_keeps_the_mix_chosen_when_it_was_traced(spy):
     out = torch.compile(f, backend="aot_eager", fullgraph=True)(q, k, v)
     got = torch.autograd.grad(out, (q, k, v), torch.ones_like(out))
     torch._dynamo.reset()
-    assert spy.calls and spy.calls[-1][0] == "sdpa_cudnn"
+    assert spy.calls
     for g, t in zip(got, (q, k, v), strict=True):
         assert torch.equal(g, t.detach() * 3)
 
@@ -228,9 +237,9 @@ def test_cudnn_backward_on_flashgen_forward_matches_float64(
     cuDNN's own forward + backward on the same inputs (plus a small floor), dO arriving as a
     transposed view (what `.transpose(1, 2)` after attention gives) or contiguous."""
     calls = []
-    real = vendor.sdpa_backward
-    monkeypatch.setattr(composite, "hybrid_backward", lambda *a, **kw: "sdpa_cudnn")
-    monkeypatch.setattr(autograd, "sdpa_backward", lambda *a: calls.append(1) or real(*a))
+    _choose_mix(monkeypatch, cuda=True)
+    monkeypatch.setattr(autograd, "cudnn_backward",
+                        lambda *a: calls.append(1) or vendor.cudnn_backward(*a))  # fmt: skip
     q, k, v = _cuda_inputs(layout, 2, hq, hkv, 333, d)
     do = torch.randn(2, 333, hq, d, device="cuda", dtype=q.dtype).transpose(1, 2)
     out = flashgen.attention(q, k, v, causal=causal)
@@ -253,7 +262,10 @@ def test_cudnn_backward_on_flashgen_forward_matches_float64(
 def test_the_mix_under_torch_compile_matches_eager(monkeypatch):
     """A compiled function's graph holds cuDNN's backward op on flashgen's forward when the mix
     is chosen at trace time; its gradients equal the eager call's."""
-    monkeypatch.setattr(composite, "hybrid_backward", lambda *a, **kw: "sdpa_cudnn")
+    calls = []
+    _choose_mix(monkeypatch, cuda=True)
+    monkeypatch.setattr(autograd, "cudnn_backward",
+                        lambda *a: calls.append(1) or vendor.cudnn_backward(*a))  # fmt: skip
     q, k, v = _cuda_inputs("bshd", 2, 8, 2, 256, 64, seed=3)
     do = torch.randn_like(q)
 
@@ -264,6 +276,7 @@ def test_the_mix_under_torch_compile_matches_eager(monkeypatch):
     torch._dynamo.reset()
     compiled = torch.compile(f, backend="aot_eager", fullgraph=True)
     got = torch.autograd.grad(compiled(q, k, v), (q, k, v), do)
+    assert len(calls) >= 2  # the eager call's backward and the compiled graph's
     for a, b in zip(got, eager, strict=True):
         torch.testing.assert_close(a, b, atol=1e-2, rtol=1e-2)
 
@@ -275,10 +288,10 @@ def test_the_mix_under_inductor_matches_float64(monkeypatch):
     output transposed back and projected, so dO reaches the backward in whatever layout
     Inductor gives it): with the mix chosen at trace time, the gradients of q, k, v against
     float64 within twice the error of SDPA's own cuDNN forward + backward (plus a floor)."""
-    monkeypatch.setattr(composite, "hybrid_backward", lambda *a, **kw: "sdpa_cudnn")
     calls = []
-    real = vendor.sdpa_backward
-    monkeypatch.setattr(autograd, "sdpa_backward", lambda *a: calls.append(1) or real(*a))
+    _choose_mix(monkeypatch, cuda=True)
+    monkeypatch.setattr(autograd, "cudnn_backward",
+                        lambda *a: calls.append(1) or vendor.cudnn_backward(*a))  # fmt: skip
     b, n, hq, hkv, d = 2, 512, 8, 2, 128
     q, k, v = _cuda_inputs("bshd", b, hq, hkv, n, d, seed=5)
     w = torch.randn(hq * d, 64, device="cuda", dtype=q.dtype) / 32
