@@ -52,6 +52,11 @@ def parse(argv=None):
     p.add_argument("--steps", type=int, default=6, help="timed steps (default 6)")
     p.add_argument("--warmup", type=int, default=3, help="untimed steps first (default 3)")
     p.add_argument("--loss-tol", type=float, default=0.05, help="max |loss - eager loss|")
+    p.add_argument(
+        "--dtype", default="bfloat16", choices=("bfloat16", "float32"),
+        help="model dtype on the GPU (default bfloat16; float32 gives a reference loss curve "
+        "that bf16 runs of every backend can be held against; the CPU always runs float32)",
+    )  # fmt: skip
     args = p.parse_args(argv)
     if args.smoke:
         args.shapes, args.layers, args.hidden, args.heads, args.kv_heads = "2x32", 2, 64, 4, 2
@@ -83,7 +88,7 @@ def main(argv=None) -> int:
     device = common.setup(args)
     import torch
 
-    dtype = torch.float32 if device == "cpu" else torch.bfloat16
+    dtype = torch.float32 if device == "cpu" else getattr(torch, args.dtype)
     max_len = max(s for _, s in args.shapes)
     rows: list[dict] = []
     extra = {"args": {k: v for k, v in vars(args).items()}}
