@@ -6,10 +6,12 @@ query rows, against K, V and two accumulators in dK/dV), and timed alone on the 
 config barely moves: (128, 64) with 3 stages (8 warps at head dim 128, 4 at 64) was the fastest
 or within 1-8% of the fastest at every length (1k/4k/16k) and causal mode, while the dK/dV
 kernel's best changes with head dim and causal mode (benchmarks/RESULTS.md, B2 sweep: the dQ
-kernel 5-15% faster than on the dK/dV kernel's config at 16k). So on sm_90, for the plain 16-bit
-specs of head dim 64 and 128, the dQ kernel runs that measured config; everywhere else (other
-GPUs, fp32, other head dims, window/softcap/lengths/mask/dropout variants, none measured with
-it) it runs the backward config itself, as before.
+kernel 5-15% faster than on the dK/dV kernel's config at 16k). So on sm_90, for the 16-bit specs
+of head dim 64 and 128, the dQ kernel runs that measured config; everywhere else (other GPUs,
+fp32, other head dims) it runs the backward config itself. The variants whose dQ kernel holds
+nothing more in shared memory than the plain one (window, softcap, lengths, ALiBi: run-time
+scalars, a [B, 4] bounds row, one slope) take it too; a mask tensor (a [BLOCK_M, BLOCK_N] tile
+per step, pipelined like K and V) and dropout (its counters) keep the backward config.
 """
 
 from __future__ import annotations
@@ -25,6 +27,6 @@ def dq_config(spec: KernelSpec, cfg: TileConfig, capability: tuple[int, int] | N
     (None: unknown, `cfg` itself)."""
     if capability is None or capability[0] != 9 or spec.dtype == "float32":
         return cfg
-    if spec.window or spec.softcap or spec.lengths or spec.attn_mask or spec.dropout or spec.alibi:
+    if spec.attn_mask or spec.dropout:
         return cfg
     return SM90_DQ.get(spec.head_dim, cfg)

@@ -177,7 +177,8 @@ def test_fp32_never_smaller_than_16_bit():
 
 
 def test_dq_kernel_config_table():
-    """The dQ kernel's own config: sm_90, plain 16-bit specs of head dim 64/128 only."""
+    """The dQ kernel's own config: sm_90, 16-bit specs of head dim 64/128, plain or with a
+    variant that adds no shared memory to the dQ kernel (not a mask tensor, not dropout)."""
     from flashgen.hardware.dq_tiles import SM90_DQ, dq_config
 
     cfg = TileConfig(32, 32, 4, 1)
@@ -188,13 +189,10 @@ def test_dq_kernel_config_table():
         assert dq_config(KernelSpec(d, True, "bfloat16", "bwd"), cfg, (8, 0)) == cfg
         assert dq_config(KernelSpec(d, True, "bfloat16", "bwd"), cfg, (10, 0)) == cfg
         assert dq_config(KernelSpec(d, True, "bfloat16", "bwd"), cfg, None) == cfg
-        for extra in (
-            {"window": True},
-            {"softcap": True},
-            {"lengths": True},
-            {"attn_mask": "add"},
-            {"dropout": True},
-        ):
+        for extra in ({"window": True}, {"softcap": True}, {"lengths": True}, {"alibi": True}):
+            spec = KernelSpec(d, False, "bfloat16", "bwd", **extra)
+            assert dq_config(spec, cfg, SM90) == SM90_DQ[d]
+        for extra in ({"attn_mask": "add"}, {"attn_mask": "bool"}, {"dropout": True}):
             assert dq_config(KernelSpec(d, False, "bfloat16", "bwd", **extra), cfg, SM90) == cfg
     assert dq_config(KernelSpec(96, True, "bfloat16", "bwd"), cfg, SM90) == cfg
 
