@@ -26,7 +26,8 @@ import time
 import torch
 from torch.nn.functional import scaled_dot_product_attention as sdpa
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+# appended: a tree on PYTHONPATH (an A/B's old tree) comes first
+sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 import flashgen  # noqa: E402
 from flashgen.bench import scripts  # noqa: E402

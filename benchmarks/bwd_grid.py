@@ -33,7 +33,8 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+# appended: a tree on PYTHONPATH (an A/B's old tree) comes first
+sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from flashgen.bench import harness, scripts  # noqa: E402
 from flashgen.bench.harness import ANCHOR_SHAPES  # noqa: E402

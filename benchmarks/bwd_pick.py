@@ -22,7 +22,8 @@ import json
 import pathlib
 import sys
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+# appended: a tree on PYTHONPATH (an A/B's old tree) comes first
+sys.path.append(str(pathlib.Path(__file__).resolve().parents[1]))
 
 from flashgen.core.config import TileConfig  # noqa: E402
 from flashgen.core.spec import KernelSpec, shape_bucket  # noqa: E402

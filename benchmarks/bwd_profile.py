@@ -27,7 +27,8 @@ import tempfile
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+# appended: a tree on PYTHONPATH (an A/B's old tree) comes first
+sys.path.append(str(Path(__file__).resolve().parent.parent))
 
 DEFAULT_CONFIGS = [
     c

@@ -25,7 +25,8 @@ import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+# appended: a tree on PYTHONPATH (an A/B's old tree) comes first
+sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from flashgen.bench import harness, scripts  # noqa: E402
 

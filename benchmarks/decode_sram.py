@@ -15,7 +15,8 @@ import itertools
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+# appended: a tree on PYTHONPATH (an A/B's old tree) comes first
+sys.path.append(str(Path(__file__).resolve().parent.parent))
 
 import triton  # noqa: E402
 from triton.backends.compiler import GPUTarget  # noqa: E402

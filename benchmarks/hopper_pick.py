@@ -20,7 +20,8 @@ import math
 import pathlib
 import sys
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+# appended: a tree on PYTHONPATH (an A/B's old tree) comes first
+sys.path.append(str(pathlib.Path(__file__).resolve().parents[1]))
 
 from flashgen.core.hopper_config import HopperConfig  # noqa: E402
 from flashgen.hardware.hopper_tiles import CONFIGS_FORMAT, seq_bucket  # noqa: E402

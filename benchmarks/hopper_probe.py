@@ -21,7 +21,8 @@ import triton
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+# appended: a tree on PYTHONPATH (an A/B's old tree) comes first
+sys.path.append(str(pathlib.Path(__file__).resolve().parents[1]))
 from flashgen.bench import harness, scripts  # noqa: E402
 from flashgen.core.hopper_config import HopperConfig  # noqa: E402
 from flashgen.core.spec import KernelSpec, dtype_name  # noqa: E402

@@ -21,7 +21,8 @@ import pathlib
 import re
 import sys
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+# appended: a tree on PYTHONPATH (an A/B's old tree) comes first
+sys.path.append(str(pathlib.Path(__file__).resolve().parents[1]))
 
 from flashgen.bench import harness, scripts  # noqa: E402
 

@@ -21,7 +21,8 @@ from collections import defaultdict
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+# appended: a tree on PYTHONPATH (an A/B's old tree) comes first
+sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 import masks  # noqa: E402  (the variants and their kwargs)
 
@@ -82,7 +83,9 @@ def main(argv=None) -> int:
             print(f"{name}: ERROR {type(exc).__name__}: {exc}", flush=True)
             continue
         total = sum(times.values())
-        print(f"{name} (causal={causal}): {total:.1f} µs of kernels per forward+backward", flush=True)
+        print(
+            f"{name} (causal={causal}): {total:.1f} µs of kernels per forward+backward", flush=True
+        )
         for kname, us in sorted(times.items(), key=lambda kv: -kv[1]):
             print(f"  {us:9.1f} µs {us / total:6.1%}  {kname[:110]}", flush=True)
     return 0

@@ -42,7 +42,8 @@ import zlib
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+# appended: a tree on PYTHONPATH (an A/B's old tree) comes first
+sys.path.append(str(Path(__file__).resolve().parent.parent))
 
 from flashgen.core.config import TileConfig  # noqa: E402
 from flashgen.core.paths import templates_dir  # noqa: E402

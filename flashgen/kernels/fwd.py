@@ -94,11 +94,14 @@ class _Plan:
         self.lse_shape = (batch, hq, sq)
         self.lse_numel = batch * hq * sq
         self.device = q.device
-        if not isinstance(config, TileConfig) and hopper.choose(spec, q, k, v, sq):
+        if not isinstance(config, TileConfig) and hopper.choose(spec, q, k, v, sq, per_key):
             # The Gluon family, with its own config for this length; launched directly too.
+            # MASK_PER_KEY (a mask constant along query rows) is a constexpr there as well.
             self.hopper = spec
             cfg = hopper.config_for(spec, sq)
-            self.run = hopper.plan(spec, cfg, q, k, v, out, direct_device(q, aligned))
+            self.run = hopper.plan(
+                spec, cfg, q, k, v, out, direct_device(q, aligned), per_key=per_key
+            )
             self.tail = hopper.sizes(q, k)
             return
         config, self.keep = plan_config(config, spec, sq, sk, q)
@@ -166,7 +169,11 @@ def forward(
     mask and window count positions from those starts; rows outside get zeros and lse = +inf.
     `mask`: a boolean (True: visible) or floating (added to the scaled scores) tensor of shape
     [B, Hq, Sq, Sk], any strides (an expanded view: 0 along broadcast dims;
-    `flashgen.kernels.validate.expand_mask`); not together with `bounds`. A floating mask hides
+    `flashgen.kernels.validate.expand_mask`); with `bounds` only as
+    `flashgen.runtime.primitives` passes them, a key-padding mask's key range
+    (`padding.key_hull`, starts 0: the Hopper kernel reads the mask at q_start + i,
+    k_start + j, the portable ones at i, j, the same there). Query-row stride 0 (a key-padding
+    mask): both families read one vector of keys a tile (MASK_PER_KEY). A floating mask hides
     a key only with -inf: a row whose visible keys all carry a huge finite bias (HF's finfo.min)
     gets their values' mean, as PyTorch's softmax gives, and lse = +inf (no gradient).
     `dropout`: None or (p, seed), 0 < p < 1 and an int seed (`flashgen.kernels.dropout`): the

@@ -36,7 +36,7 @@ import os
 
 from ..core.hopper_config import HopperConfig
 from ..core.spec import cdiv
-from .plans import clamp_window, variant_args
+from .plans import clamp_window, plan_spec, variant_args
 
 log = logging.getLogger("flashgen")
 
@@ -57,11 +57,19 @@ AUTO_MIN_SEQ_Q = {(64, False): 1024, (64, True): 1024, (128, False): 0, (128, Tr
 # FLASHGEN_FWD_FAMILY=hopper takes every kind.
 # B3 (H200, 4x16x4096, d128): float64 checks pass for all four; window, softcap and lengths
 # measured faster than the portable family, mask tensors not (an additive bias was slower).
+# A mask tensor is taken unforced only when it is constant along the query rows (a key-padding
+# mask, [B, 1, 1, Sk]: the kernel reads one vector of keys a tile, MASK_PER_KEY) and of a kind
+# in AUTO_PER_KEY_MASKS (`spec_reason`'s per_key); a full [Sq, Sk] tensor stays forced-only.
 # ALiBi (session 9, B6: float64 checks pass at head dims 64 and 128; 4x16/4x4096, d128 forward
 # 1.09x causal and 1.08x full against the portable family's ALiBi, "ALiBi in the Hopper family");
 # combined with a window or softcap it renders and compiles but was not checked on the GPU, so
 # those combinations are taken only when forced (`spec_reason`).
 AUTO_MASKS: frozenset[str] = frozenset({"window", "softcap", "lengths", "alibi"})
+# Issue 16: per-key masks (bool and additive) in the Hopper family unforced, so that HF's and
+# nn.MultiheadAttention's key-padding masks do not run the portable forward (0.55x the unmasked
+# kernel's TFLOP/s there). Rendered and compiled for sm_90 on the CPU; the GPU check and the
+# measurement against the portable family are pending (remove a kind here if it reads slower).
+AUTO_PER_KEY_MASKS: frozenset[str] = frozenset({"bool"})
 MASK_KINDS = ("window", "softcap", "lengths", "attn_mask", "alibi")
 
 
@@ -153,9 +161,12 @@ def template_context(spec) -> dict:
     }
 
 
-def spec_reason(spec, *, forced: bool = False) -> str | None:
+def spec_reason(spec, *, forced: bool = False, per_key: bool = False) -> str | None:
     """Why `spec` cannot (or, unless forced, should not) take the Hopper family; None if it can.
-    The length policy (`AUTO_MIN_SEQ_Q`) is applied by `choose`, which knows the length."""
+    The length policy (`AUTO_MIN_SEQ_Q`) is applied by `choose`, which knows the length.
+    `per_key`: the call's mask tensor is constant along the query rows (its stride 2 is 0: a
+    key-padding mask, read as one vector of keys a tile), which the family takes unforced for
+    the kinds in `AUTO_PER_KEY_MASKS`; other mask tensors only when forced."""
     if spec.direction != "fwd":
         return "the Hopper family is forward only"
     if spec.dropout:
@@ -164,8 +175,6 @@ def spec_reason(spec, *, forced: bool = False) -> str | None:
         return "ALiBi with lengths (positions local to each sequence) is in the portable family"
     if spec.packed:
         return "packed sequences are in the portable family only"
-    if spec.lengths and spec.attn_mask:
-        return "lengths with a mask tensor (a key-padding mask's range) are in the portable family"
     if spec.dtype not in _GL_DTYPE:
         return f"dtype {spec.dtype} (the Hopper family is fp16/bf16 only)"
     if spec.head_dim not in RENDERABLE_HEAD_DIMS:
@@ -174,9 +183,14 @@ def spec_reason(spec, *, forced: bool = False) -> str | None:
         return f"head dim {spec.head_dim}: not measured faster than the portable family"
     if not forced and spec.alibi and (spec.window or spec.softcap):
         return "ALiBi with a window or softcap in the Hopper family: taken only when forced"
-    if not forced and not mask_kinds(spec) <= AUTO_MASKS:
-        kinds = ", ".join(sorted(mask_kinds(spec) - AUTO_MASKS))
-        return f"{kinds} in the Hopper family: taken only when forced (AUTO_MASKS)"
+    kinds = mask_kinds(spec)
+    if per_key and spec.attn_mask in AUTO_PER_KEY_MASKS:
+        kinds.discard("attn_mask")  # a key-padding mask: AUTO_PER_KEY_MASKS takes it
+    if not forced and not kinds <= AUTO_MASKS:
+        names = ", ".join(sorted(kinds - AUTO_MASKS))
+        if spec.attn_mask and not per_key:
+            names = names.replace("attn_mask", "attn_mask varying along query rows")
+        return f"{names} in the Hopper family: taken only when forced (AUTO_MASKS)"
     return gluon_api()[1]
 
 
@@ -187,8 +201,9 @@ def _device_is_sm90(index: int) -> bool:
     return torch.cuda.get_device_capability(index) == (9, 0)
 
 
-def choose(spec, q, k, v, seq_q: int) -> bool:
-    """Whether `flashgen.kernels.fwd.forward` launches the Hopper kernel for these inputs."""
+def choose(spec, q, k, v, seq_q: int, per_key: bool = False) -> bool:
+    """Whether `flashgen.kernels.fwd.forward` launches the Hopper kernel for these inputs
+    (`per_key`: the mask tensor, if any, has query-row stride 0; see `spec_reason`)."""
     family = os.environ.get(FAMILY_ENV, "")
     if family == "portable" or not q.is_cuda:
         return False
@@ -196,7 +211,7 @@ def choose(spec, q, k, v, seq_q: int) -> bool:
     if family and not forced:
         _log_once(spec, f"{FAMILY_ENV}={family!r} is not one of {FAMILIES}; using portable")
         return False
-    reason = spec_reason(spec, forced=forced)
+    reason = spec_reason(spec, forced=forced, per_key=per_key)
     if reason is None and os.environ.get("FLASHGEN_FWD_TMA") == "0":
         reason = "FLASHGEN_FWD_TMA=0 forces pointer loads (this family is TMA-only)"
     if reason is None and not _device_is_sm90(q.device.index or 0):
@@ -212,6 +227,26 @@ def choose(spec, q, k, v, seq_q: int) -> bool:
         _log_once(spec, reason)
         return False
     return True
+
+
+def takes_key_hull(
+    q, k, v, mask, *, causal: bool, window: bool = False, softcap: bool = False,
+    dropout: bool = False, alibi: bool = False,
+) -> bool:  # fmt: skip
+    """Whether `flashgen.kernels.fwd.forward` would launch the Hopper kernel for this call with
+    the key range of its key-padding `mask` as lengths (`flashgen.kernels.padding.key_hull`:
+    the mask constant along heads and query rows), so that the key tiles past each entry's last
+    visible key are skipped (`flashgen.runtime.primitives._bounds`). False for any other mask:
+    on a TMA GPU, bounds with the portable family take its slower pointer-load kernels
+    (benchmarks/RESULTS.md, session 10 B5). The flags as `fwd.forward` gets them (window,
+    softcap, dropout, alibi given)."""
+    import torch
+
+    if mask.stride(1) != 0 or mask.stride(2) != 0:
+        return False
+    kind = "bool" if mask.dtype == torch.bool else "add"
+    spec = plan_spec(q, "fwd", causal, window, softcap, True, kind, dropout, alibi)
+    return choose(spec, q, k, v, q.shape[2], per_key=True)
 
 
 @functools.cache
@@ -258,16 +293,18 @@ def forward(
     given exactly when `spec` has it. For the tuner and benchmarks: `flashgen.kernels.fwd`
     keeps a `plan` per call signature instead, launched directly after its first call."""
     cfg = for_spec(config or config_for(spec, q.shape[2]), spec)
-    run = plan(spec, cfg, q, k, v, out, None)
+    run = plan(spec, cfg, q, k, v, out, None, per_key=mask is not None and mask.stride(2) == 0)
     window = clamp_window(window, spec.causal, q.shape[2], k.shape[2])
     run(*call_args(spec, q, k, v, out, lse, scale, window, softcap, bounds, mask, alibi))
 
 
-def plan(spec, cfg: HopperConfig, q, k, v, out, device):
+def plan(spec, cfg: HopperConfig, q, k, v, out, device, per_key: bool = False):
     """The `flashgen.kernels.launch.Launch` of the Hopper kernel for one call signature (the
     shapes and strides of q, k, v and out, the config): grid, constexprs and the four descriptor templates
     (q, k, v, out with their shared layouts), fixed once. `device`: as `Launch` takes it
-    (`direct_device`; None launches through the JIT every time). Called with `call_args`."""
+    (`direct_device`; None launches through the JIT every time). `per_key` (a spec with a mask
+    tensor): the mask's query-row stride is 0, passed as the constexpr MASK_PER_KEY (one vector
+    of keys a tile instead of a gathered tile). Called with `call_args`."""
     from triton.experimental.gluon import language as gl
 
     from .codegen import load_family
@@ -292,6 +329,7 @@ def plan(spec, cfg: HopperConfig, q, k, v, out, device):
     constexprs = {
         "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "NUM_BUF": cfg.num_buf,
         "NUM_CONSUMERS": cfg.consumers, "PINGPONG": cfg.pingpong, "DYNAMIC": cfg.dynamic,
+        **({"MASK_PER_KEY": bool(per_key)} if spec.attn_mask else {}),
         "num_warps": cfg.num_warps,
     }  # fmt: skip
     kernel = load_family(spec, "hopper").attn_fwd_ws

@@ -15,7 +15,7 @@ import logging
 
 import torch
 
-from ..kernels import aligned, bias_grad, bwd, decode, dropout, fwd
+from ..kernels import aligned, bias_grad, bwd, decode, dropout, fwd, hopper
 from ..kernels.alibi import check_slopes
 from ..kernels.aligned import check_align
 from ..kernels.padding import check_bounds, key_hull
@@ -59,10 +59,12 @@ def _attention_fwd(
         if not _decode_off() and decode.applies(q, k, window, softcap):
             _log_no_decode(q.shape[-1])
         mask = None if attn_mask is None else expand_mask(attn_mask, q, k)
+        alibi = check_slopes(alibi_slopes, q)
+        flags = (causal, window, softcap, drop, alibi)
         return fwd.forward(
             q, k, v, causal=causal, scale=scale, config=plan_config, window=_window(window),
-            softcap=check_softcap(softcap), bounds=_bounds(seq_bounds, mask), mask=mask,
-            dropout=drop, alibi=check_slopes(alibi_slopes, q),
+            softcap=check_softcap(softcap), mask=mask, dropout=drop, alibi=alibi,
+            bounds=_bounds(seq_bounds, mask, lambda: _forward_hull(q, k, v, mask, *flags)),
         )  # fmt: skip
     if seq_bounds is not None or attn_mask is not None or drop is not None:
         _check_extras(q, seq_bounds, attn_mask, bottom_right)
@@ -75,10 +77,11 @@ def _attention_fwd(
                 q, k, v, causal_offset=0 if causal else None, scale=scale, mask=attn_mask
             )
         mask = None if attn_mask is None else expand_mask(attn_mask, q, k)
+        flags = (causal, window, softcap, drop, None)
         return fwd.forward(
             q, k, v, causal=causal, scale=scale, config=plan_config, window=_window(window),
-            softcap=check_softcap(softcap), bounds=_bounds(seq_bounds, mask), mask=mask,
-            dropout=drop,
+            softcap=check_softcap(softcap), mask=mask, dropout=drop,
+            bounds=_bounds(seq_bounds, mask, lambda: _forward_hull(q, k, v, mask, *flags)),
         )  # fmt: skip
     if not _decode_off() and decode.applies(q, k, window, softcap):
         off = None  # no mask
@@ -126,18 +129,33 @@ def plain_backward(do, q, k, v, out, lse, causal, scale, needs, deterministic):
     )  # fmt: skip
 
 
-def _bounds(seq_bounds, mask):
-    """The launchers' bounds: the caller's, or for a boolean key-padding mask the range of keys
-    it leaves visible (`padding.key_hull`: the key tiles past it are skipped, not read) where
-    that is no loss. On a GPU with TMA it is: bounds take the pointer-load kernels instead of
-    the TMA builds, and on the H200 a right-padded mask (79% of the keys visible, B4 H16/4 4k
-    hd128) ran its forward 1.19x SDPA with the skip against 1.47x without, forward+backward
-    1.17x against 1.22x (benchmarks/RESULTS.md, session 10 B5, same batch)."""
+def _bounds(seq_bounds, mask, hopper_hull=None):
+    """The launchers' bounds: the caller's, or for a key-padding mask the range of keys it
+    leaves visible (`padding.key_hull`: the key tiles past it are skipped, not read) where
+    that is no loss. On a GPU with TMA it is for the portable kernels: bounds take their
+    pointer-load kernels instead of the TMA builds, and on the H200 a right-padded mask (79% of
+    the keys visible, B4 H16/4 4k hd128) ran its forward 1.19x SDPA with the skip against 1.47x
+    without, forward+backward 1.17x against 1.22x (benchmarks/RESULTS.md, session 10 B5, same
+    batch). So there the hull is taken only where the Hopper forward runs the call with it
+    (`hopper_hull`: the forward's callable, asked only there, `_forward_hull`; that kernel
+    loads through TMA at the bounds' starts); the backward (portable) passes None and reads
+    the whole mask, as before (the skip in the backward alone was not measured: issue 16)."""
     if seq_bounds is not None or mask is None:
         return seq_bounds
-    if mask.is_cuda and device_has_tma(mask.device.index or 0):
+    tma_gpu = mask.is_cuda and device_has_tma(mask.device.index or 0)
+    if tma_gpu and (hopper_hull is None or not hopper_hull()):
         return None
     return key_hull(mask)
+
+
+def _forward_hull(q, k, v, mask, causal, window, softcap, drop, alibi) -> bool:
+    """Whether the forward of this call runs in the Hopper family with its key-padding mask's
+    key range as lengths (`flashgen.kernels.hopper.takes_key_hull`), for `_bounds`, which asks
+    on a TMA GPU only (elsewhere it takes the hull anyway)."""
+    return hopper.takes_key_hull(
+        q, k, v, mask, causal=causal, window=window is not None, softcap=softcap is not None,
+        dropout=drop is not None, alibi=alibi is not None,
+    )  # fmt: skip
 
 
 def _check_extras(q, seq_bounds, attn_mask, bottom_right) -> None:

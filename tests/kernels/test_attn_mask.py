@@ -326,16 +326,60 @@ def test_key_padding_mask_skips_the_tiles_past_its_last_key(causal, additive, mo
 
 
 def test_no_key_range_skip_on_a_gpu_with_tma(monkeypatch):
-    """Bounds take the pointer-load kernels, so where the TMA builds exist the key-padding mask
-    is read without the skip (measured faster on the H200); elsewhere the skip stands."""
+    """Bounds take the portable family's pointer-load kernels, so where the TMA builds exist
+    the key-padding mask is read without the skip (measured faster on the H200), unless the
+    Hopper forward takes the call with the hull as lengths (the forward's `hopper_hull`, asked
+    only there; the backward passes none); elsewhere the skip stands."""
     from types import SimpleNamespace
 
     from flashgen.runtime import primitives
+
+    asked = []
+
+    def hopper_hull(answer):
+        return lambda: asked.append(answer) or answer
 
     mask = SimpleNamespace(is_cuda=True, device=SimpleNamespace(index=0))
     monkeypatch.setattr(primitives, "key_hull", lambda m: "hull")
     monkeypatch.setattr(primitives, "device_has_tma", lambda index: True)
     assert primitives._bounds(None, mask) is None
+    assert primitives._bounds(None, mask, hopper_hull(False)) is None
+    assert primitives._bounds(None, mask, hopper_hull(True)) == "hull"
+    assert asked == [False, True]
     monkeypatch.setattr(primitives, "device_has_tma", lambda index: False)
     assert primitives._bounds(None, mask) == "hull"
-    assert primitives._bounds("given", mask) == "given"
+    assert primitives._bounds(None, mask, hopper_hull(False)) == "hull"
+    assert asked == [False, True]  # not asked without TMA: the hull is taken anyway
+    assert primitives._bounds("given", mask, hopper_hull(True)) == "given"
+
+
+@pytest.mark.parametrize("alibi", [False, True], ids=["plain", "alibi"])
+def test_the_forward_asks_the_hopper_choice_for_the_key_hull(alibi, monkeypatch):
+    """The forward primitive hands `_bounds` a callable that asks `hopper.takes_key_hull` with
+    the call's flags (`_bounds` calls it only on a TMA GPU: test above); the backward hands
+    none. `_bounds` is replaced here by one that always asks and takes the hull on True."""
+    from flashgen.kernels import fwd, hopper
+    from flashgen.runtime import primitives
+
+    q, k, v = _inputs(2, 2, 1, 29, 45, 16, seed=3)
+    keep = torch.ones(2, 1, 1, 45, dtype=torch.bool)
+    keep[1, ..., 30:] = False
+    asked, launched, callables = [], [], []
+
+    def bounds(seq_bounds, mask, hopper_hull=None):
+        callables.append(hopper_hull)
+        return primitives.key_hull(mask) if hopper_hull is not None and hopper_hull() else None
+
+    monkeypatch.setattr(primitives, "_bounds", bounds)
+    monkeypatch.setattr(hopper, "takes_key_hull", lambda *a, **kw: asked.append(kw) or True)
+    monkeypatch.setattr(fwd, "forward", lambda *a, **kw: launched.append(kw) or (None, None))
+    slopes = torch.rand(2) if alibi else None
+    primitives._attention_fwd(q, k, v, True, None, [3, 0], 20.0, attn_mask=keep,
+                              alibi_slopes=slopes)  # fmt: skip
+    (kw,) = asked
+    assert kw == dict(causal=True, window=True, softcap=True, dropout=False, alibi=alibi)
+    assert launched[0]["bounds"].tolist() == [[0, 29, 0, 45], [0, 29, 0, 30]]
+    monkeypatch.setattr(primitives.bwd, "backward", lambda *a, **kw: (None, None, None))
+    primitives._attention_bwd(q, q, k, v, q, q[..., 0], True, None, True, True, True,
+                              attn_mask=keep)  # fmt: skip
+    assert callables[-1] is None  # the backward (portable) never takes the hull on a TMA GPU

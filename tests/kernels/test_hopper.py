@@ -373,6 +373,9 @@ MASK_SPECS = [
     KernelSpec(128, True, "float16", "fwd", attn_mask="add"),
     KernelSpec(128, True, "bfloat16", "fwd", alibi=True),
     KernelSpec(64, False, "float16", "fwd", softcap=True, alibi=True),
+    # lengths with a mask tensor (issue 16: a key-padding mask's key range as lengths)
+    KernelSpec(128, True, "bfloat16", "fwd", lengths=True, attn_mask="bool"),
+    KernelSpec(64, False, "float16", "fwd", lengths=True, attn_mask="add"),
 ]
 
 
@@ -389,7 +392,15 @@ def test_render_masks(spec):
     assert ("m_use = gl.where(m_new ==" in source) == bool(
         spec.window or spec.lengths or spec.attn_mask
     )
-    assert ("tm_ptrs = mask_base" in source) == bool(spec.attn_mask)
+    # a mask tensor: one vector of keys a tile (MASK_PER_KEY) or the gathered tile, both from
+    # clamped positions (no load mask), absolute with lengths (q_start + i, k_start + j)
+    assert ("MASK_PER_KEY: gl.constexpr" in source) == bool(spec.attn_mask)
+    assert ("tm = gl.load(mask_base + cols)" in source) == bool(spec.attn_mask)
+    assert ("mask_base + (mask_rows[:, None] + cols[None, :])" in source) == bool(spec.attn_mask)
+    both = spec.lengths and bool(spec.attn_mask)
+    assert ("cols = gl.minimum(k_start + offs_n, mask_last_n)" in source) == both
+    assert ("mask_rows = gl.minimum(q_start + offs_m, SEQ_Q - 1)" in source) == both
+    assert ("empty = empty | (m_i < HIDDEN_MAX)" in source) == (spec.attn_mask == "add")
     assert ("k_start + lo * BLOCK_N" in source) == spec.lengths
     # ALiBi: one per-key vector a tile, the per-row part taken off the lse at the end
     assert ("qk = qk + alibi_col[None, :]" in source) == spec.alibi
@@ -411,6 +422,81 @@ def test_masks_take_the_hopper_family_but_dropout_does_not():
     assert "dropout" in hopper.spec_reason(dropped, forced=True)
 
 
+@pytest.mark.parametrize("kind", ["bool", "add"])
+def test_key_padding_masks_are_chosen_unforced_full_mask_tensors_only_forced(kind):
+    """Issue 16: a boolean mask tensor constant along the query rows (per_key: a key-padding
+    mask, MASK_PER_KEY) takes the Hopper family unforced (`AUTO_PER_KEY_MASKS`), alone, with
+    lengths (its key range) or with a window/softcap; an additive one, and a mask that varies
+    along the query rows, only when forced; what the family has no kernel for never (ALiBi with
+    lengths, dropout)."""
+    assert "attn_mask" not in hopper.AUTO_MASKS
+    assert (kind in hopper.AUTO_PER_KEY_MASKS) == (kind == "bool")
+    for extra in ({}, {"lengths": True}, {"lengths": True, "window": True}, {"softcap": True},
+                  {"alibi": True}):  # fmt: skip
+        for causal in (False, True):
+            spec = KernelSpec(128, causal, "bfloat16", "fwd", attn_mask=kind, **extra)
+            per_key = hopper.spec_reason(spec, per_key=True)
+            if kind == "bool":
+                assert per_key == API_REASON, spec.uri()
+            else:
+                assert "only when forced" in per_key, spec.uri()
+            assert hopper.spec_reason(spec, forced=True) == API_REASON, spec.uri()
+            reason = hopper.spec_reason(spec)
+            assert "attn_mask varying along query rows" in reason and "only when forced" in reason
+    refused = {
+        "ALiBi with lengths": KernelSpec(128, False, "bfloat16", "fwd", attn_mask=kind,
+                                         lengths=True, alibi=True),
+        "dropout": KernelSpec(128, False, "bfloat16", "fwd", attn_mask=kind, lengths=True,
+                              dropout=True),
+        "head dim 96": KernelSpec(96, False, "bfloat16", "fwd", attn_mask=kind, lengths=True),
+        "float32": KernelSpec(128, False, "float32", "fwd", attn_mask=kind, lengths=True),
+    }  # fmt: skip
+    for fragment, spec in refused.items():
+        assert fragment in hopper.spec_reason(spec, forced=True, per_key=True), spec.uri()
+    # ALiBi with a window keeps its own rule, whatever the mask
+    spec = KernelSpec(128, False, "bfloat16", "fwd", attn_mask=kind, alibi=True, window=True)
+    assert "only when forced" in hopper.spec_reason(spec, per_key=True)
+
+
+def test_key_hull_is_asked_of_the_hopper_choice(monkeypatch):
+    """`hopper.takes_key_hull` (what `primitives._bounds` asks on a TMA GPU): the spec the
+    forward would compile with the hull as lengths and the mask's kind, per_key; a mask that is
+    not constant along heads and query rows (no `key_hull`) never asks."""
+    asked = []
+    answer = [True]
+    monkeypatch.setattr(
+        hopper, "choose", lambda spec, q, k, v, sq, per_key=False: asked.append(
+            (spec, sq, per_key)) or answer[0],
+    )  # fmt: skip
+    q = torch.zeros(2, 4, 300, 128, dtype=torch.bfloat16)
+    k = torch.zeros(2, 2, 280, 128, dtype=torch.bfloat16)
+    keys = torch.ones(2, 1, 1, 280, dtype=torch.bool)
+    mask = keys.expand(2, 4, 300, 280)
+    assert hopper.takes_key_hull(q, k, k, mask, causal=True, window=True)
+    want = KernelSpec(128, True, "bfloat16", "fwd", window=True, lengths=True, attn_mask="bool")
+    assert asked == [(want, 300, True)]
+    bias = torch.zeros(2, 1, 1, 280).expand(2, 4, 300, 280)
+    assert hopper.takes_key_hull(q, k, k, bias, causal=False, softcap=True, dropout=True)
+    want = KernelSpec(128, False, "bfloat16", "fwd", softcap=True, lengths=True, attn_mask="add",
+                      dropout=True)  # fmt: skip
+    assert asked[-1] == (want, 300, True)
+    answer[0] = False
+    assert not hopper.takes_key_hull(q, k, k, mask, causal=False)
+    asked.clear()
+    per_head = torch.ones(2, 4, 1, 280, dtype=torch.bool).expand(2, 4, 300, 280)
+    full = torch.ones(2, 1, 300, 280, dtype=torch.bool).expand(2, 4, 300, 280)
+    assert not hopper.takes_key_hull(q, k, k, per_head, causal=False)
+    assert not hopper.takes_key_hull(q, k, k, full, causal=False)
+    assert asked == []
+
+
+def test_key_hull_is_not_taken_on_cpu_tensors():
+    """Without a GPU the Hopper family takes nothing (and `_bounds` takes the hull anyway)."""
+    q = torch.zeros(1, 2, 2048, 128, dtype=torch.bfloat16)
+    mask = torch.ones(1, 1, 1, 2048, dtype=torch.bool).expand(1, 2, 2048, 2048)
+    assert not hopper.takes_key_hull(q, q, q, mask, causal=False)
+
+
 def test_banded_kernels_run_without_pingpong():
     from flashgen.core.hopper_config import HopperConfig
 
@@ -425,6 +511,12 @@ def test_mask_arguments_follow_the_spec():
     seq_bounds = torch.zeros(2, 4, dtype=torch.int32)
     args = hopper.mask_args(spec, 0.5, (7, 0), 30.0, seq_bounds)
     assert args[:3] == (7, 0, 60.0) and args[3] is seq_bounds  # the cap on raw scores: cap/scale
+    # lengths with a key-padding mask: SeqBounds, then the mask and its four strides
+    mask = torch.ones(2, 1, 1, 50, dtype=torch.bool).expand(2, 4, 40, 50)
+    args = hopper.mask_args(MASK_SPECS[9], 0.5, None, None, seq_bounds, mask)
+    assert args[0] is seq_bounds and args[1] is mask and args[2:] == (50, 0, 0, 1)
+    with pytest.raises(ValueError, match="attn_mask missing"):
+        hopper.mask_args(MASK_SPECS[9], 0.5, None, None, seq_bounds)
     with pytest.raises(ValueError, match="softcap missing"):
         hopper.mask_args(spec, 0.5, (7, 0), None, seq_bounds)
     with pytest.raises(ValueError, match="window not expected"):
@@ -432,10 +524,10 @@ def test_mask_arguments_follow_the_spec():
 
 
 @needs_gluon
-@pytest.mark.parametrize("spec", [KernelSpec(128, True, "bfloat16", "fwd"), *MASK_SPECS[:5],
-                                  *MASK_SPECS[7:]],
+@pytest.mark.parametrize("per_key", [False, True], ids=["tile", "per_key"])
+@pytest.mark.parametrize("spec", [KernelSpec(128, True, "bfloat16", "fwd"), *MASK_SPECS],
                          ids=lambda s: s.uri())  # fmt: skip
-def test_plan_matches_the_kernel_signature(spec, monkeypatch):
+def test_plan_matches_the_kernel_signature(spec, per_key, monkeypatch):
     """What a plan fixes must line up with the rendered kernel, or its first launch finds no
     direct launcher (`launch._first` checks that the constexprs are the parameters after the
     positional arguments) or launches with the wrong descriptors: one template per q, k, v,
@@ -453,7 +545,7 @@ def test_plan_matches_the_kernel_signature(spec, monkeypatch):
     v = torch.zeros(2, 2, 300, d, dtype=torch.bfloat16)
     out = torch.empty_like(q)
     cfg = HopperConfig(128, 64, 2, 2, 4, 168, False, True)
-    run = hopper.plan(spec, cfg, q, k, v, out, None)
+    run = hopper.plan(spec, cfg, q, k, v, out, None, per_key=per_key)
     window = (7, 0) if spec.window else None
     softcap = 30.0 if spec.softcap else None
     bounds = torch.zeros(2, 4, dtype=torch.int32) if spec.lengths else None
@@ -464,6 +556,8 @@ def test_plan_matches_the_kernel_signature(spec, monkeypatch):
     names = run.kernel.arg_names
     assert list(names[len(args) :]) == list(run.constexprs)
     assert run.constexprs["num_warps"] == cfg.num_warps and run.options == {"maxnreg": 168}
+    # MASK_PER_KEY: a constexpr of the renderings with a mask tensor only
+    assert run.constexprs.get("MASK_PER_KEY") == (per_key if spec.attn_mask else None)
     assert run.descs.positions == (0, 1, 2, 3)
     rows = {0: 64, 1: 64, 2: 64, 3: 64}  # block_m / consumers for q and out, block_n for k, v
     for pos, t in enumerate((q, k, v, out)):
@@ -497,10 +591,11 @@ import json, sys
 from flashgen.kernels import hopper_aot
 from flashgen.core.spec import KernelSpec
 out = {}
-for uri in sys.argv[1:]:
-    res = hopper_aot.compile_for_sm90(KernelSpec.from_uri(uri))
-    out[uri] = dict(shared=res["shared"], wgmma="wgmma.mma_async" in res["ptx"],
-                    tanh="tanh.approx.f32" in res["ptx"])
+for name in sys.argv[1:]:
+    uri, _, per_key = name.partition(":")
+    res = hopper_aot.compile_for_sm90(KernelSpec.from_uri(uri), per_key=per_key == "per_key")
+    out[name] = dict(shared=res["shared"], wgmma="wgmma.mma_async" in res["ptx"],
+                     tanh="tanh.approx.f32" in res["ptx"])
 json.dump(out, sys.stdout)
 """
 
@@ -508,7 +603,9 @@ json.dump(out, sys.stdout)
 @pytest.mark.skipif(AOT_REASON is not None, reason=str(AOT_REASON))
 def test_masked_kernels_compile_for_sm90():
     """The masked renderings compile for sm_90 with the shipped config and allocate the same
-    shared memory as the unmasked kernel (the masks add registers, not buffers)."""
+    shared memory as the unmasked kernel (the masks add registers, not buffers). Mask tensors
+    both ways (MASK_PER_KEY: one vector of keys a tile; a gathered tile), alone and with
+    lengths (a key-padding mask's key range), bool and additive, head dims 64 and 128."""
     import json
     import os
     import subprocess
@@ -516,6 +613,12 @@ def test_masked_kernels_compile_for_sm90():
 
     uris = [s.uri() for s in (MASK_SPECS[1], MASK_SPECS[2], MASK_SPECS[4], MASK_SPECS[6],
                               MASK_SPECS[7])]  # fmt: skip
+    uris += [f"{s.uri()}:per_key" for s in (MASK_SPECS[5], MASK_SPECS[6], MASK_SPECS[9],
+                                            MASK_SPECS[10])]  # fmt: skip
+    uris += [
+        f"{MASK_SPECS[9].uri()}:tile",
+        KernelSpec(128, False, "float16", "fwd", lengths=True, attn_mask="add").uri(),
+    ]
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     done = subprocess.run(
         [sys.executable, "-c", _AOT_MASKS, *uris], env=env, capture_output=True, text=True,
@@ -523,8 +626,9 @@ def test_masked_kernels_compile_for_sm90():
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     results = json.loads(done.stdout)
-    model = hopper.CONFIGS[128].shared_bytes(128)
     for uri in uris:
+        d = KernelSpec.from_uri(uri.partition(":")[0]).head_dim
+        model = hopper.CONFIGS[d].shared_bytes(d)
         assert results[uri]["wgmma"], uri
         assert model <= results[uri]["shared"] < model + 1024, (uri, results[uri])
         assert results[uri]["tanh"] == ("cap" in uri), uri
@@ -680,8 +784,8 @@ def test_hopper_mask_tensors_match_float64(kind, monkeypatch):
     assert (lse[seen].double() - ref_lse[seen]).abs().max().item() <= 1e-2
 
 
-@pytest.mark.parametrize("spec", [KernelSpec(128, True, "bfloat16", "fwd"), *MASK_SPECS[:5],
-                                  *MASK_SPECS[7:]], ids=lambda s: s.uri())  # fmt: skip
+@pytest.mark.parametrize("spec", [KernelSpec(128, True, "bfloat16", "fwd"), *MASK_SPECS],
+                         ids=lambda s: s.uri())  # fmt: skip
 def test_forward_plan_passes_what_call_args_checks(spec, monkeypatch):
     """flashgen.kernels.fwd's Hopper plan builds its arguments itself (sizes kept in the plan,
     no per-call spec check); they must be exactly `call_args`'s, which
@@ -690,9 +794,15 @@ def test_forward_plan_passes_what_call_args_checks(spec, monkeypatch):
 
     seen = []
     counter = object()
+    per_keys = []
     monkeypatch.setattr(hopper, "choose", lambda *a: True)
     monkeypatch.setattr(hopper, "sched_counter", lambda device: counter)
-    monkeypatch.setattr(hopper, "plan", lambda *a: lambda *args: seen.append(args))
+
+    def plan(*a, per_key=False):
+        per_keys.append(per_key)
+        return lambda *args: seen.append(args)
+
+    monkeypatch.setattr(hopper, "plan", plan)
     plans.clear_all()
     d = spec.head_dim
     gen = torch.Generator().manual_seed(0)
@@ -705,16 +815,168 @@ def test_forward_plan_passes_what_call_args_checks(spec, monkeypatch):
         kw["softcap"] = 30.0
     if spec.lengths:
         kw["bounds"] = torch.tensor([[0, 300, 0, 280], [0, 250, 10, 200]], dtype=torch.int32)
-    if spec.attn_mask:
-        kw["mask"] = torch.ones(2, 4, 300, 280, dtype=torch.bool)
+    if spec.attn_mask:  # a key-padding mask (query-row stride 0): MASK_PER_KEY
+        dtype = torch.bool if spec.attn_mask == "bool" else torch.float32
+        kw["mask"] = torch.ones(2, 1, 1, 280, dtype=dtype).expand(2, 4, 300, 280)
     if spec.alibi:
         kw["alibi"] = torch.rand(4).expand(2, 4)
     out, lse = fwd.forward(q, k, v, causal=spec.causal, scale=0.1, **kw)
     plans.clear_all()
     (got,) = seen
+    assert per_keys == [bool(spec.attn_mask)]
     window = plans.clamp_window(kw.get("window"), spec.causal, 300, 280)
     want = hopper.call_args(spec, q, k, v, out, lse, 0.1, window, kw.get("softcap"),
                             kw.get("bounds"), kw.get("mask"), kw.get("alibi"))  # fmt: skip
     assert len(got) == len(want)
     for a, b in zip(got, want, strict=True):
         assert a is b or a == b, (a, b)
+
+
+# ---- key-padding masks in the Hopper family (issue 16; GPU) -------------------------------
+
+
+def _key_padding(kind, b, n, seed=6):
+    """A [B, 1, 1, n] key-padding mask: entry 0 sees every key, 1 the first 700 (right
+    padding; additive: finite random biases there, HF's finfo.min on the padding), 2 keys
+    from 400 on (left padding, the hull is every key), 3 none (zeros, lse +inf); additive only,
+    entry 4 has every key at finfo.min (PyTorch's average of the values, lse +inf)."""
+    j = torch.arange(n, device="cuda")
+    keep = torch.stack([j >= 0, j < 700, j >= 400, j < 0, j >= 0][:b])[:, None, None, :]
+    if kind == "bool":
+        return keep
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    bias = torch.rand(b, 1, 1, n, device="cuda", generator=gen) * 4 - 2  # finite, in [-2, 2)
+    bias = bias.masked_fill(~keep, float("-inf"))
+    hf_min = torch.finfo(torch.float32).min
+    bias[1, ..., 700:] = hf_min
+    if b > 4:
+        bias[4] = hf_min
+    return bias
+
+
+def _key_padding_ref(q, k, v, mask, causal):
+    """float64 attention of a bool or additive mask; rows whose keys are all hidden (-inf,
+    False) or all under a huge finite bias are `gone` (lse +inf), the former with zeros."""
+    qd, kd, vd = (t.double() for t in (q, k, v))
+    g = q.shape[1] // k.shape[1]
+    kd, vd = kd.repeat_interleave(g, 1), vd.repeat_interleave(g, 1)
+    s = (qd @ kd.transpose(-1, -2)) / q.shape[-1] ** 0.5
+    s = s.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else s + mask.double()
+    if causal:
+        n = s.shape[-1]
+        s = s.masked_fill(torch.ones(n, n, dtype=torch.bool, device=s.device).triu(1),
+                          float("-inf"))  # fmt: skip
+    out = torch.softmax(s, -1).nan_to_num(0.0) @ vd
+    gone = s.amax(-1) < -1e30  # every key hidden, or under finfo.min
+    return out, torch.logsumexp(s, -1), gone
+
+
+@on_sm90
+@pytest.mark.parametrize("hull", [True, False], ids=["hull", "no_hull"])
+@pytest.mark.parametrize("kind", ["bool", "add"])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("head_dim", HEAD_DIMS, ids=lambda d: f"d{d}")
+def test_hopper_key_padding_masks_match_float64(head_dim, causal, kind, hull, monkeypatch):
+    """A [B, 1, 1, Sk] key-padding mask takes the Hopper family unforced (MASK_PER_KEY), with
+    its key range as lengths (`hull`: what `primitives._bounds` passes on the H200) or without;
+    right and left padding, an entry without keys (zeros, lse +inf), additive with -inf, finite
+    biases and HF's finfo.min (a row under it entirely: the values' average, lse +inf)."""
+    from flashgen.kernels import fwd
+    from flashgen.kernels.padding import key_hull
+    from flashgen.kernels.validate import expand_mask
+    from flashgen.runtime import primitives
+
+    if kind == "bool":  # unforced (AUTO_PER_KEY_MASKS); an additive one only when forced
+        monkeypatch.delenv(hopper.FAMILY_ENV, raising=False)
+    else:
+        monkeypatch.setenv(hopper.FAMILY_ENV, "hopper")
+    fwd._plans.clear()
+    b, hq, hkv, n = (4 if kind == "bool" else 5), 4, 2, 1100  # 1100: ragged last tiles
+    q, k, v = _qkv(b, hq, hkv, n, n, head_dim, torch.bfloat16, seed=7)
+    mask = expand_mask(_key_padding(kind, b, n), q, k)
+    bounds = key_hull(mask) if hull else None
+    spec = KernelSpec(head_dim, causal, "bfloat16", "fwd", lengths=hull, attn_mask=kind)
+    assert hopper.choose(spec, q, k, v, n, per_key=True)  # not the portable family
+    if hull:
+        # right padding ends at 700 (additive: finfo.min counts as visible, as in PyTorch)
+        assert bounds[:, 3].tolist() == [n, 700 if kind == "bool" else n, n, 0, n][:b]
+        assert hopper.takes_key_hull(q, k, v, mask, causal=causal)
+        assert primitives._bounds(None, mask, lambda: True).equal(bounds)
+    out, lse = fwd.forward(q, k, v, causal=causal, scale=None, mask=mask, bounds=bounds)
+    ref, ref_lse, gone = _key_padding_ref(q, k, v, mask, causal)
+    assert torch.isfinite(out).all()
+    err = max_abs_err(out, ref)
+    per_entry = [max_abs_err(out[i], ref[i]) for i in range(b)]
+    assert err <= 2e-2 * max(1.0, ref.abs().max().item()), per_entry
+    assert (lse[gone] == float("inf")).all()
+    assert (out[3] == 0).all()  # the entry without keys
+    if causal:  # left padding: rows before the first visible key see none
+        assert (out[2, :, :400] == 0).all()
+    lse_err = (lse[~gone].double() - ref_lse[~gone]).abs().max().item()
+    assert lse_err <= 1e-3 * max(1.0, ref_lse[~gone].abs().max().item()), lse_err
+
+
+@on_sm90
+@pytest.mark.parametrize("left", [False, True], ids=["right", "left"])
+def test_hopper_lengths_index_a_mask_tensor_at_absolute_positions(left, monkeypatch):
+    """Lengths with a full [B, 1, Sq, Sk] boolean mask (forced; not what the ops pass, which is
+    a key-padding mask's hull with starts 0): the mask is read at (q_start + i, k_start + j),
+    query blocks past len_q and an entry with no keys walk one fully masked tile."""
+    from flashgen.kernels import fwd
+    from flashgen.kernels.padding import bounds, dense_mask
+    from flashgen.kernels.validate import expand_mask
+
+    monkeypatch.setenv(hopper.FAMILY_ENV, "hopper")
+    fwd._plans.clear()
+    b, hq, hkv, sq, sk = 3, 4, 2, 600, 700
+    q, k, v = _qkv(b, hq, hkv, sq, sk, 128, torch.float16, seed=8)
+    seq_bounds = bounds(b, sq, sk, [700, 333, 0], [600, 257, 100], "left" if left else "right",
+                        "cuda")  # fmt: skip
+    gen = torch.Generator(device="cuda").manual_seed(9)
+    keep = torch.rand(b, 1, sq, sk, device="cuda", generator=gen) < 0.7
+    mask = expand_mask(keep, q, k)
+    out, lse = fwd.forward(q, k, v, causal=True, scale=None, mask=mask, bounds=seq_bounds)
+    visible = keep & dense_mask(seq_bounds, sq, sk, causal=True)
+    ref, ref_lse = _masked_ref(q, k, v, visible, None)
+    empty = ~visible.any(-1).expand(b, hq, sq)
+    assert torch.isfinite(out).all()
+    assert (out[empty] == 0).all() and (lse[empty] == float("inf")).all()
+    err = max_abs_err(out, ref)
+    assert err <= 4e-3 * max(1.0, ref.abs().max().item()), err
+    lse_err = (lse[~empty].double() - ref_lse[~empty]).abs().max().item()
+    assert lse_err <= 1e-3 * max(1.0, ref_lse[~empty].abs().max().item()), lse_err
+
+
+@on_sm90
+@pytest.mark.parametrize("kind", ["bool", "add"])
+def test_backward_consumes_the_key_padding_hopper_forward(kind, monkeypatch):
+    """Autograd through the public op with a key-padding mask: on the H200 the forward runs in
+    the Hopper family with the hull as lengths, the portable backward reads the whole mask and
+    that forward's out and lse (+inf where no key is seen); gradients equal float64."""
+    from flashgen.kernels import fwd
+    from flashgen.ops import attention
+
+    if kind == "bool":  # unforced (AUTO_PER_KEY_MASKS); an additive one only when forced
+        monkeypatch.delenv(hopper.FAMILY_ENV, raising=False)
+    else:
+        monkeypatch.setenv(hopper.FAMILY_ENV, "hopper")
+    fwd._plans.clear()
+    asked = []
+    real = hopper.takes_key_hull
+    monkeypatch.setattr(hopper, "takes_key_hull",
+                        lambda *a, **kw: asked.append(real(*a, **kw)) or asked[-1])  # fmt: skip
+    b, hq, hkv, n = 4, 4, 2, 1100
+    q, k, v = _qkv(b, hq, hkv, n, n, 128, torch.bfloat16, seed=10)
+    mask = _key_padding(kind, b, n)
+    do = torch.randn_like(q)
+    leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+    out = attention(*leaves, causal=True, attn_mask=mask)
+    out.backward(do)
+    assert asked == [True], asked  # the forward took the hull in the Hopper family
+    ref = [t.detach().double().requires_grad_() for t in (q, k, v)]
+    want, _, _ = _key_padding_ref(*ref, mask, True)
+    want.backward(do.double())
+    assert max_abs_err(out, want) <= 2e-2 * max(1.0, want.abs().max().item())
+    for name, got, exp in zip("qkv", leaves, ref, strict=True):
+        err = max_abs_err(got.grad, exp.grad)
+        assert err <= 3e-2 * max(1.0, exp.grad.abs().max().item()), f"d{name}: {err:.3e}"
