@@ -8,10 +8,13 @@ or within 1-8% of the fastest at every length (1k/4k/16k) and causal mode, while
 kernel's best changes with head dim and causal mode (benchmarks/RESULTS.md, B2 sweep: the dQ
 kernel 5-15% faster than on the dK/dV kernel's config at 16k). So on sm_90, for the 16-bit specs
 of head dim 64 and 128, the dQ kernel runs that measured config; everywhere else (other GPUs,
-fp32, other head dims) it runs the backward config itself. The variants whose dQ kernel holds
-nothing more in shared memory than the plain one (window, softcap, lengths, ALiBi: run-time
-scalars, a [B, 4] bounds row, one slope) take it too; a mask tensor (a [BLOCK_M, BLOCK_N] tile
-per step, pipelined like K and V) and dropout (its counters) keep the backward config.
+fp32, other head dims) it runs the backward config itself. Of the variants, those measured
+with it take it: window, lengths and ALiBi (H200, B4 H16/4 4k hd128, benchmarks/RESULTS.md
+session 12 B2: the non-causal dQ kernel 41-43% faster than on the dK/dV kernel's 64x128
+config, causal ones level) and boolean mask tensors (one byte a score: a [128, 64] tile per
+stage fits beside it). Softcap keeps the backward config (its causal dQ kernel was 12% slower
+on this one), as do additive masks (4 bytes a score: the pipelined bias tiles would not fit)
+and dropout (not measured with it).
 """
 
 from __future__ import annotations
@@ -27,6 +30,6 @@ def dq_config(spec: KernelSpec, cfg: TileConfig, capability: tuple[int, int] | N
     (None: unknown, `cfg` itself)."""
     if capability is None or capability[0] != 9 or spec.dtype == "float32":
         return cfg
-    if spec.attn_mask or spec.dropout:
+    if spec.softcap or spec.attn_mask == "add" or spec.dropout:
         return cfg
     return SM90_DQ.get(spec.head_dim, cfg)

@@ -166,7 +166,8 @@ def spec_reason(spec, *, forced: bool = False, per_key: bool = False) -> str | N
     The length policy (`AUTO_MIN_SEQ_Q`) is applied by `choose`, which knows the length.
     `per_key`: the call's mask tensor is constant along the query rows (its stride 2 is 0: a
     key-padding mask, read as one vector of keys a tile), which the family takes unforced for
-    the kinds in `AUTO_PER_KEY_MASKS`; other mask tensors only when forced."""
+    the kinds in `AUTO_PER_KEY_MASKS` (boolean), never when additive; other mask tensors only
+    when forced."""
     if spec.direction != "fwd":
         return "the Hopper family is forward only"
     if spec.dropout:
@@ -183,6 +184,10 @@ def spec_reason(spec, *, forced: bool = False, per_key: bool = False) -> str | N
         return f"head dim {spec.head_dim}: not measured faster than the portable family"
     if not forced and spec.alibi and (spec.window or spec.softcap):
         return "ALiBi with a window or softcap in the Hopper family: taken only when forced"
+    if per_key and spec.attn_mask == "add":
+        # The forward matched float64 on the H200, but the portable backward on its out and lse
+        # gave NaN in dQ (session 11 B5, session 12 B2; cause not found), so not even forced.
+        return "additive key-padding masks are in the portable family (forced or not)"
     kinds = mask_kinds(spec)
     if per_key and spec.attn_mask in AUTO_PER_KEY_MASKS:
         kinds.discard("attn_mask")  # a key-padding mask: AUTO_PER_KEY_MASKS takes it

@@ -138,13 +138,23 @@ def _bounds(seq_bounds, mask, hopper_hull=None):
     without, forward+backward 1.17x against 1.22x (benchmarks/RESULTS.md, session 10 B5, same
     batch). So there the hull is taken only where the Hopper forward runs the call with it
     (`hopper_hull`: the forward's callable, asked only there, `_forward_hull`; that kernel
-    loads through TMA at the bounds' starts); the backward (portable) passes None and reads
-    the whole mask, as before (the skip in the backward alone was not measured: issue 16)."""
+    loads through TMA at the bounds' starts). The backward takes `_backward_bounds`."""
     if seq_bounds is not None or mask is None:
         return seq_bounds
     tma_gpu = mask.is_cuda and device_has_tma(mask.device.index or 0)
     if tma_gpu and (hopper_hull is None or not hopper_hull()):
         return None
+    return key_hull(mask)
+
+
+def _backward_bounds(seq_bounds, mask):
+    """The backward launchers' bounds: the caller's, or a key-padding mask's key range
+    (`padding.key_hull`) on every GPU. Unlike the portable forward's, the split backward's TMA
+    builds take bounds, so the key tiles past each entry's last visible key are skipped, not
+    read, whichever family ran the forward (the hull hides only keys that the mask hides, so
+    the forward's lse, with or without it, is the same). None for any other mask."""
+    if seq_bounds is not None or mask is None:
+        return seq_bounds
     return key_hull(mask)
 
 
@@ -216,7 +226,7 @@ def _attention_bwd(
             window=_window(window),
             softcap=check_softcap(softcap),
             deterministic=deterministic,
-            bounds=_bounds(seq_bounds, mask),
+            bounds=_backward_bounds(seq_bounds, mask),
             mask=mask,
             dropout=drop,
             alibi=alibi,

@@ -81,9 +81,11 @@ def test_forward_launches_the_shipped_record(on_h200, monkeypatch):
     from flashgen.kernels import fwd
 
     seen = []
-    monkeypatch.setattr(hopper, "choose", lambda spec, q, k, v, sq: True)
+    monkeypatch.setattr(hopper, "choose", lambda spec, q, k, v, sq, per_key=False: True)
     # the plan records its config and launches nothing (no CUDA here)
-    monkeypatch.setattr(hopper, "plan", lambda spec, cfg, *a: seen.append(cfg) or (lambda *a: None))
+    monkeypatch.setattr(
+        hopper, "plan", lambda spec, cfg, *a, **kw: seen.append(cfg) or (lambda *a: None)
+    )
     monkeypatch.setattr(hopper, "sched_counter", lambda device: None)
     fwd._plans.clear()
     try:

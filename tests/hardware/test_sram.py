@@ -177,8 +177,8 @@ def test_fp32_never_smaller_than_16_bit():
 
 
 def test_dq_kernel_config_table():
-    """The dQ kernel's own config: sm_90, 16-bit specs of head dim 64/128, plain or with a
-    variant that adds no shared memory to the dQ kernel (not a mask tensor, not dropout)."""
+    """The dQ kernel's own config: sm_90, 16-bit specs of head dim 64/128, plain or with the
+    variants measured with it (window, lengths, ALiBi, boolean masks)."""
     from flashgen.hardware.dq_tiles import SM90_DQ, dq_config
 
     cfg = TileConfig(32, 32, 4, 1)
@@ -189,10 +189,10 @@ def test_dq_kernel_config_table():
         assert dq_config(KernelSpec(d, True, "bfloat16", "bwd"), cfg, (8, 0)) == cfg
         assert dq_config(KernelSpec(d, True, "bfloat16", "bwd"), cfg, (10, 0)) == cfg
         assert dq_config(KernelSpec(d, True, "bfloat16", "bwd"), cfg, None) == cfg
-        for extra in ({"window": True}, {"softcap": True}, {"lengths": True}, {"alibi": True}):
+        for extra in ({"window": True}, {"lengths": True}, {"alibi": True}, {"attn_mask": "bool"}):
             spec = KernelSpec(d, False, "bfloat16", "bwd", **extra)
             assert dq_config(spec, cfg, SM90) == SM90_DQ[d]
-        for extra in ({"attn_mask": "add"}, {"attn_mask": "bool"}, {"dropout": True}):
+        for extra in ({"attn_mask": "add"}, {"softcap": True}, {"dropout": True}):
             assert dq_config(KernelSpec(d, False, "bfloat16", "bwd", **extra), cfg, SM90) == cfg
     assert dq_config(KernelSpec(96, True, "bfloat16", "bwd"), cfg, SM90) == cfg
 
@@ -312,7 +312,10 @@ def test_mask_tensor_tile_is_counted_in_the_backward():
     """Seen on the H200 (triton 3.6): the split backward with a bool mask tensor at head dim 128,
     (64, 128, 8, 3), needed 246,784 B of shared memory (limit 232,448) and failed to launch
     while the model, without the mask's pipelined tile, said 231,168 B. The mask tile is
-    counted now, so that config no longer fits and a smaller one is chosen."""
+    counted now, so that config no longer fits and a smaller one is chosen. (That was its dQ
+    kernel, on the dK/dV kernel's config; a plain boolean mask's dQ kernel now runs its own
+    (128, 64, 8, 3), `flashgen.hardware.dq_tiles`, where the mask tile fits: softcap keeps the
+    old pairing.)"""
     from flashgen.core.config import TileConfig
     from flashgen.core.spec import KernelSpec
     from flashgen.hardware import sram
@@ -320,14 +323,19 @@ def test_mask_tensor_tile_is_counted_in_the_backward():
     cfg = TileConfig(64, 128, 8, 3)
     plain = KernelSpec(128, False, "bfloat16", "bwd")
     assert sram.smem_bytes(plain, cfg, (9, 0)) <= 232448
-    for kind in ("bool", "add"):
-        masked = KernelSpec(128, False, "bfloat16", "bwd", attn_mask=kind)
+    for extra in ({"attn_mask": "add"}, {"attn_mask": "bool", "softcap": True}):
+        masked = KernelSpec(128, False, "bfloat16", "bwd", **extra)
         assert sram.smem_bytes(masked, cfg, (9, 0)) >= 246784
-    # per element: the additive mask is counted at 4 bytes, the boolean at 1
-    b = sram.smem_bytes(
-        KernelSpec(64, True, "bfloat16", "bwd", attn_mask="bool"), TileConfig(64, 64, 4, 2), (9, 0)
-    )
-    a = sram.smem_bytes(
-        KernelSpec(64, True, "bfloat16", "bwd", attn_mask="add"), TileConfig(64, 64, 4, 2), (9, 0)
+    own_dq = KernelSpec(128, False, "bfloat16", "bwd", attn_mask="bool")
+    assert sram.smem_bytes(own_dq, cfg, (9, 0)) <= 232448
+    # per element: the additive mask is counted at 4 bytes, the boolean at 1 (softcap: both
+    # dQ kernels on the same config)
+    b, a = (
+        sram.smem_bytes(
+            KernelSpec(64, True, "bfloat16", "bwd", attn_mask=kind, softcap=True),
+            TileConfig(64, 64, 4, 2),
+            (9, 0),
+        )
+        for kind in ("bool", "add")
     )
     assert a > b

@@ -326,10 +326,11 @@ def test_key_padding_mask_skips_the_tiles_past_its_last_key(causal, additive, mo
 
 
 def test_no_key_range_skip_on_a_gpu_with_tma(monkeypatch):
-    """Bounds take the portable family's pointer-load kernels, so where the TMA builds exist
-    the key-padding mask is read without the skip (measured faster on the H200), unless the
-    Hopper forward takes the call with the hull as lengths (the forward's `hopper_hull`, asked
-    only there; the backward passes none); elsewhere the skip stands."""
+    """Bounds take the portable family's pointer-load forward, so where the TMA builds exist
+    the forward reads a key-padding mask without the skip (measured faster on the H200), unless
+    the Hopper forward takes the call with the hull as lengths (the forward's `hopper_hull`,
+    asked only there); elsewhere the skip stands. The backward's TMA builds take bounds: its
+    `_backward_bounds` takes the hull everywhere."""
     from types import SimpleNamespace
 
     from flashgen.runtime import primitives
@@ -351,13 +352,19 @@ def test_no_key_range_skip_on_a_gpu_with_tma(monkeypatch):
     assert primitives._bounds(None, mask, hopper_hull(False)) == "hull"
     assert asked == [False, True]  # not asked without TMA: the hull is taken anyway
     assert primitives._bounds("given", mask, hopper_hull(True)) == "given"
+    for tma in (True, False):
+        monkeypatch.setattr(primitives, "device_has_tma", lambda index, tma=tma: tma)
+        assert primitives._backward_bounds(None, mask) == "hull"
+        assert primitives._backward_bounds("given", mask) == "given"
+        assert primitives._backward_bounds(None, None) is None
 
 
 @pytest.mark.parametrize("alibi", [False, True], ids=["plain", "alibi"])
 def test_the_forward_asks_the_hopper_choice_for_the_key_hull(alibi, monkeypatch):
     """The forward primitive hands `_bounds` a callable that asks `hopper.takes_key_hull` with
     the call's flags (`_bounds` calls it only on a TMA GPU: test above); the backward hands
-    none. `_bounds` is replaced here by one that always asks and takes the hull on True."""
+    none (it takes `_backward_bounds`). `_bounds` is replaced here by one that always asks
+    and takes the hull on True."""
     from flashgen.kernels import fwd, hopper
     from flashgen.runtime import primitives
 
@@ -379,7 +386,10 @@ def test_the_forward_asks_the_hopper_choice_for_the_key_hull(alibi, monkeypatch)
     (kw,) = asked
     assert kw == dict(causal=True, window=True, softcap=True, dropout=False, alibi=alibi)
     assert launched[0]["bounds"].tolist() == [[0, 29, 0, 45], [0, 29, 0, 30]]
-    monkeypatch.setattr(primitives.bwd, "backward", lambda *a, **kw: (None, None, None))
+    given = []
+    monkeypatch.setattr(primitives.bwd, "backward",
+                        lambda *a, **kw: given.append(kw) or (None, None, None))  # fmt: skip
     primitives._attention_bwd(q, q, k, v, q, q[..., 0], True, None, True, True, True,
                               attn_mask=keep)  # fmt: skip
-    assert callables[-1] is None  # the backward (portable) never takes the hull on a TMA GPU
+    assert len(callables) == 1  # the backward does not ask the forward's choice
+    assert given[0]["bounds"].tolist() == [[0, 29, 0, 45], [0, 29, 0, 30]]  # its own hull
