@@ -863,7 +863,10 @@ def _key_padding_ref(q, k, v, mask, causal):
     g = q.shape[1] // k.shape[1]
     kd, vd = kd.repeat_interleave(g, 1), vd.repeat_interleave(g, 1)
     s = (qd @ kd.transpose(-1, -2)) / q.shape[-1] ** 0.5
-    s = s.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else s + mask.double()
+    if mask.dtype == torch.bool:
+        s = s.masked_fill(~mask, float("-inf"))
+    else:  # -inf refilled, not added: a row of -inf would send NaN gradients through the add
+        s = (s + mask.double()).masked_fill(mask == float("-inf"), float("-inf"))
     if causal:
         n = s.shape[-1]
         s = s.masked_fill(torch.ones(n, n, dtype=torch.bool, device=s.device).triu(1),
