@@ -1,11 +1,13 @@
 """Attention dropout: the probability, the seed, and the keep mask the kernels draw.
 
-Why counter-based (Philox, `tl.rand`): the backward must drop exactly what the forward dropped
+Why counter-based (Philox): the backward must drop exactly what the forward dropped
 without storing an N x N mask, so every probability's fate is a pure function of (seed, its
-position): the kernels of templates/attn_fwd.py.jinja and attn_bwd.py.jinja keep the
-probability of query row i and key j of flat head bh = b * H + h iff
-`tl.rand(seed, (bh * Sq + i) * Sk + j) >= p` (positions in the tensors, padding included), and
-scale kept ones by 1 / (1 - p). `keep_mask` draws the same numbers for references and tests.
+position): the kernels of templates/attn_fwd.py.jinja and attn_bwd.py.jinja decide it for query
+row i and key j of flat head bh = b * H + h with `flashgen.kernels.dropout_ref.keep_tile`
+(16 bits of the Philox block of counter (bh * Sq + i) * cdiv(Sk, 8) + j // 8; rows counted
+in the tensor, padding included, keys from the sequence's first key), dropping it with
+probability ceil(p * 2**16) / 2**16, and scale kept ones by 1 / (1 - p). `keep_mask` draws
+the same numbers for references and tests.
 
 The seed comes from PyTorch's default CPU generator (`new_seed`), so `torch.manual_seed`
 reproduces a run; drawn on the CPU, reading it costs no device sync, and under
@@ -55,8 +57,13 @@ def launch_args(dropout_p: float, seed: torch.Tensor | None):
     return (dropout_p, int(check_seed(seed).item()))
 
 
-def keep_mask(seed: int, p: float, batch: int, heads: int, seq_q: int, seq_k: int, device):
-    """The boolean keep mask [B, H, Sq, Sk] the kernels apply for (seed, p)."""
+def keep_mask(
+    seed: int, p: float, batch: int, heads: int, seq_q: int, seq_k: int, device, key_starts=None
+):
+    """The boolean keep mask [B, H, Sq, Sk] the kernels apply for (seed, p)
+    (`flashgen.kernels.dropout_ref.keep_tile`). Keys are counted from each sequence's first key:
+    `key_starts` (ints, one per batch entry; None: all 0) gives it for calls with key lengths,
+    whose kernels count from there; keys before it (never visible) are False."""
     import triton
 
     from .dropout_ref import keep_mask_kernel
@@ -67,4 +74,10 @@ def keep_mask(seed: int, p: float, batch: int, heads: int, seq_q: int, seq_k: in
     keep_mask_kernel[(triton.cdiv(rows, block), triton.cdiv(seq_k, block))](
         out, int(seed), float(p), rows, seq_k, BLOCK=block
     )
-    return out.view(batch, heads, seq_q, seq_k).bool()
+    keep = out.view(batch, heads, seq_q, seq_k).bool()
+    if key_starts is None:
+        return keep
+    shifted = torch.zeros_like(keep)
+    for b, start in enumerate(int(s) for s in key_starts):
+        shifted[b, :, :, start:] = keep[b, :, :, : seq_k - start]
+    return shifted

@@ -72,9 +72,10 @@ def test_forward_backward_match_float64(case, tma, monkeypatch):
             visible &= j <= i
         if window is not None:
             visible &= (j >= i - window[0]) & (j <= i + window[1])
-    keep = dropout.keep_mask(SEED, p, b, hq, sq, sk, "cpu")
+    starts = None if seq_bounds is None else seq_bounds[:, 2].tolist()  # keys count from there
+    keep = dropout.keep_mask(SEED, p, b, hq, sq, sk, "cpu", key_starts=starts)
     # roughly the asked fraction is dropped (thousands of draws)
-    assert abs((1 - keep.float().mean().item()) - p) < 0.05
+    assert abs((1 - keep[visible.expand_as(keep)].float().mean().item()) - p) < 0.05
     kw = dict(causal=causal, config=TILES, window=window, softcap=cap, bounds=seq_bounds,
               dropout=(p, SEED))  # fmt: skip
     out, lse = forward(q, k, v, scale=None, **kw)
@@ -95,6 +96,21 @@ def test_the_mask_depends_on_the_seed_and_position_only():
     assert not torch.equal(a, dropout.keep_mask(SEED + 1, 0.5, 2, 3, 17, 19, "cpu"))
     # a lower rate keeps a superset (the same uniform draws against a lower threshold)
     assert (dropout.keep_mask(SEED, 0.2, 2, 3, 17, 19, "cpu") >= a).all()
+
+
+def test_every_16_bit_draw_of_a_philox_block_is_used_independently():
+    """keep_tile splits each Philox block into eight 16-bit draws, one per key of a group of
+    eight: every key position within the group drops at the asked rate, neighbours do not
+    agree more than chance, and the rate resolves to 2**-16 (p just above a multiple)."""
+    keep = dropout.keep_mask(SEED, 0.5, 1, 1, 64, 1024, "cpu").view(64, 128, 8).float()
+    lanes = keep.mean((0, 1))
+    assert (lanes - 0.5).abs().max() < 0.03, lanes
+    agree = (keep[..., :-1] == keep[..., 1:]).float().mean((0, 1))
+    assert (agree - 0.5).abs().max() < 0.03, agree
+    # per group: the eight flags are not one flag repeated
+    assert (keep.sum(-1) % 8 != 0).float().mean() > 0.9
+    tiny = dropout.keep_mask(SEED, 1e-6, 1, 1, 64, 1024, "cpu")  # ceil(1e-6 * 2**16) = 1
+    assert tiny.float().mean() > 0.999
 
 
 def test_public_function_reproduces_under_manual_seed_and_matches_the_reference():
