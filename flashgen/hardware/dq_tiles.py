@@ -12,9 +12,10 @@ fp32, other head dims) it runs the backward config itself. Of the variants, thos
 with it take it: window, lengths and ALiBi (H200, B4 H16/4 4k hd128, benchmarks/RESULTS.md
 session 12 B2: the non-causal dQ kernel 41-43% faster than on the dK/dV kernel's 64x128
 config, causal ones level) and boolean mask tensors (one byte a score: a [128, 64] tile per
-stage fits beside it). Softcap keeps the backward config (its causal dQ kernel was 12% slower
-on this one), as do additive masks (4 bytes a score: the pipelined bias tiles would not fit)
-and dropout (not measured with it).
+stage fits beside it) and dropout (its keep tile's scratch fits beside it, where on the
+dK/dV kernel's (64, 128, 8, 3) at head dim 128 it does not: 238,592 B compiled). Softcap keeps
+the backward config (its causal dQ kernel was 12% slower on this one), as do additive masks
+(4 bytes a score: the pipelined bias tiles would not fit).
 """
 
 from __future__ import annotations
@@ -30,6 +31,6 @@ def dq_config(spec: KernelSpec, cfg: TileConfig, capability: tuple[int, int] | N
     (None: unknown, `cfg` itself)."""
     if capability is None or capability[0] != 9 or spec.dtype == "float32":
         return cfg
-    if spec.softcap or spec.attn_mask == "add" or spec.dropout:
+    if spec.softcap or spec.attn_mask == "add":
         return cfg
     return SM90_DQ.get(spec.head_dim, cfg)

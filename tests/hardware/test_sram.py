@@ -178,7 +178,7 @@ def test_fp32_never_smaller_than_16_bit():
 
 def test_dq_kernel_config_table():
     """The dQ kernel's own config: sm_90, 16-bit specs of head dim 64/128, plain or with the
-    variants measured with it (window, lengths, ALiBi, boolean masks)."""
+    variants measured with it (window, lengths, ALiBi, boolean masks) and dropout."""
     from flashgen.hardware.dq_tiles import SM90_DQ, dq_config
 
     cfg = TileConfig(32, 32, 4, 1)
@@ -189,10 +189,13 @@ def test_dq_kernel_config_table():
         assert dq_config(KernelSpec(d, True, "bfloat16", "bwd"), cfg, (8, 0)) == cfg
         assert dq_config(KernelSpec(d, True, "bfloat16", "bwd"), cfg, (10, 0)) == cfg
         assert dq_config(KernelSpec(d, True, "bfloat16", "bwd"), cfg, None) == cfg
-        for extra in ({"window": True}, {"lengths": True}, {"alibi": True}, {"attn_mask": "bool"}):
+        for extra in (
+            {"window": True}, {"lengths": True}, {"alibi": True}, {"attn_mask": "bool"},
+            {"dropout": True},
+        ):  # fmt: skip
             spec = KernelSpec(d, False, "bfloat16", "bwd", **extra)
             assert dq_config(spec, cfg, SM90) == SM90_DQ[d]
-        for extra in ({"attn_mask": "add"}, {"softcap": True}, {"dropout": True}):
+        for extra in ({"attn_mask": "add"}, {"softcap": True}):
             assert dq_config(KernelSpec(d, False, "bfloat16", "bwd", **extra), cfg, SM90) == cfg
     assert dq_config(KernelSpec(96, True, "bfloat16", "bwd"), cfg, SM90) == cfg
 
@@ -339,3 +342,30 @@ def test_mask_tensor_tile_is_counted_in_the_backward():
         for kind in ("bool", "add")
     )
     assert a > b
+
+
+def test_dropout_keep_tile_is_counted():
+    """Dropout's keep tile (eight 16-bit draws a Philox block, joined and reshaped through
+    shared memory) costs up to a byte a score: compiled ahead of time for sm_90 (triton 3.6,
+    d128 bf16) the dQ kernel at (64, 128, 8, 3) took 238,592 B (failed to launch on the H200)
+    and the forward at (128, 64, 4, 2) 106,528 B, where the model without the tile said
+    231,168 and 100,096. Each kernel of a dropout spec counts rows x loop rows bytes more, so
+    the model stays at or above the compiler there."""
+    from flashgen.core.config import TileConfig
+    from flashgen.core.spec import KernelSpec
+    from flashgen.hardware import sram
+
+    cfg = TileConfig(64, 128, 8, 3)
+    for causal in (False, True):
+        for direction in ("fwd", "bwd"):
+            plain = sram.kernel_bytes(KernelSpec(128, causal, "bfloat16", direction), cfg, (9, 0))
+            spec = KernelSpec(128, causal, "bfloat16", direction, dropout=True)
+            dropped = sram.kernel_bytes(spec, cfg, (9, 0))
+            assert set(plain) == set(dropped)
+            for name, bytes_ in plain.items():
+                if name.startswith("attn_bwd_dq"):  # both on the dQ kernel's own config
+                    assert dropped[name] == bytes_ + 128 * 64, name
+                else:
+                    assert dropped[name] == bytes_ + 64 * 128, name
+    fwd = KernelSpec(128, False, "bfloat16", "fwd", dropout=True)
+    assert sram.kernel_bytes(fwd, TileConfig(128, 64, 4, 2), (9, 0))["attn_fwd_tma"] >= 106_528
