@@ -9,12 +9,14 @@ flashgen and one eager run says little on its own; the question is whether flash
 sits further from the reference than eager's own bf16 curves do (two eager runs also differ,
 their kernels not being deterministic). Prints every step's loss per run, and per run the
 largest and the mean |loss - reference loss| over the steps, per case (the rows' "case").
+Exit status 1 when the reference has no losses (a run that did not finish).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 
 def load(arg: str) -> tuple[str, dict]:
@@ -37,6 +39,9 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     runs = [load(a) for a in args.runs]
     ref_label, ref = runs[0]
+    if not ref:  # e.g. a run that ran out of memory: its rows carry no losses
+        print(f"{ref_label}: the reference has no losses", file=sys.stderr)
+        return 1
     for case, ref_row in ref.items():
         print(f"case {case}: reference {ref_label}")
         width = max(len(label) for label, _ in runs)

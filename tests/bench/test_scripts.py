@@ -220,6 +220,9 @@ PARSE_CASES = [
      dict(shape="1,8,2,64,64", device="cpu", calls=200)),
     ("tuner_vs_grid", ["--cpu-smoke", "--case-set", "heldout", "--cases", "2"],
      dict(cpu_smoke=True, case_set="heldout", cases=2)),
+    ("mask_kernels", ["--only", "alibi_full", "--iters", "2"],
+     dict(only="alibi_full", iters=2, shape="4,16,4,4096,128")),
+    ("loss_spread", ["ref.json=fp32", "a.json"], dict(runs=["ref.json=fp32", "a.json"])),
 ]  # fmt: skip
 
 
@@ -319,3 +322,34 @@ def test_llama_bench_job_repeated_runs_without_lock(tmp_path):
     assert all(c.startswith("timeout -s INT -k 3 40 ") and "--gpu-lock" not in c for c in train)
     assert "python3 - OUT/llama_model_16k_eager_a.json OUT/llama_model_16k_eager_b.json" in calls
     assert not any("train_merge" in c or "flashgen.cli bench" in c for c in calls)  # no time left
+
+
+def test_loss_spread_reports_each_runs_gap_to_the_reference(tmp_path, capsys):
+    """benchmarks/loss_spread.py: per case, every run's losses and its largest and mean
+    |loss - reference loss|; a run without the case says so."""
+    module = repo_scripts.load("benchmarks/loss_spread.py", "bench_loss_spread")
+
+    def write(name, backend, losses, case="1x8"):
+        path = tmp_path / name
+        rows = [{"case": case, "backend": backend, "losses": losses}] if losses else []
+        path.write_text(json.dumps({"rows": rows}))
+        return str(path)
+
+    ref = write("ref.json", "eager", [1.0, 2.0, 3.0])
+    near = write("near.json", "flashgen", [1.0, 2.5, 2.9])
+    empty = write("oom.json", "eager", [])
+    assert module.main([f"{ref}=ref", f"{near}=fg", f"{empty}=oom"]) == 0
+    out = capsys.readouterr().out
+    assert "case 1x8: reference ref" in out
+    line = next(ln for ln in out.splitlines() if ln.strip().startswith("fg"))
+    assert "max 0.5000 mean 0.2000" in line
+    assert "oom" in out and "(no losses)" in out
+    assert module.spread([1.0, 2.0], [1.5, 2.0]) == (0.5, 0.25)
+    assert module.main([empty, ref]) == 1  # no reference curve: nothing to compare with
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU exit")
+def test_mask_kernels_says_it_needs_a_gpu(capsys):
+    module = repo_scripts.load("benchmarks/mask_kernels.py", "bench_mask_kernels")
+    assert module.main(["--only", "alibi_full"]) == 2
+    assert "needs a CUDA GPU" in capsys.readouterr().err
