@@ -285,6 +285,9 @@ AOT_JOBS = [
     ((128, False, "float16", "fwd"), (128, 64, 4, 4), 80),  # A100: 3 x 32768 + 32768 fits
     ((64, True, "float16", "bwd"), (64, 64, 4, 2), 90),
     ((64, False, "float16", "onepass"), (64, 64, 4, 2), 90),  # the one-pass backward kind
+    # dropout's keep tile (KernelSpec's fields in order: window, softcap, lengths, attn_mask,
+    # dropout); the dQ kernel on its own (128, 64, 8, 3)
+    ((128, False, "bfloat16", "bwd", False, False, False, "", True), (64, 128, 8, 3), 90),
 ]
 _AOT_SCRIPT = """
 import json, sys
@@ -303,7 +306,7 @@ def test_model_never_underestimates_the_compiler():
     for (spec_t, cfg_t, cap), result in zip(AOT_JOBS, results, strict=True):
         assert "error" not in result, result
         kind = "onepass" if spec_t[3] == "onepass" else "split"
-        spec = KernelSpec(*spec_t[:3], "bwd" if kind == "onepass" else spec_t[3])
+        spec = KernelSpec(*spec_t[:3], "bwd") if kind == "onepass" else KernelSpec(*spec_t)
         cfg, device = TileConfig(*cfg_t), limits[cap]
         model = sram.kernel_bytes(spec, cfg, device.capability, kind)
         assert set(model) == set(result["per_kernel"])
