@@ -331,8 +331,8 @@ def main(argv=None):
     )  # fmt: skip
     ap.add_argument(
         "--no-hull", action="store_true",
-        help="do not turn a key-padding mask into key-range bounds (padding.key_hull): the A/B "
-        "of skipping the padded key tiles (bounds take the pointer-load kernels, not TMA)",
+        help="do not turn a key-padding mask into key-range bounds (padding.key_hull), forward "
+        "or backward: the A/B of skipping the padded key tiles",
     )  # fmt: skip
     args = ap.parse_args(argv)
     if args.no_per_key:
@@ -340,7 +340,8 @@ def main(argv=None):
     if args.no_hull:
         from flashgen.runtime import primitives
 
-        primitives._bounds = lambda seq_bounds, mask: seq_bounds
+        primitives._bounds = lambda seq_bounds, mask, hopper_hull=None: seq_bounds
+        primitives._backward_bounds = lambda seq_bounds, mask: seq_bounds
     global WARM_ONLY
     WARM_ONLY = args.warm
     dirs = tuple(args.dirs.split(","))
