@@ -393,3 +393,49 @@ def test_the_forward_asks_the_hopper_choice_for_the_key_hull(alibi, monkeypatch)
                               attn_mask=keep)  # fmt: skip
     assert len(callables) == 1  # the backward does not ask the forward's choice
     assert given[0]["bounds"].tolist() == [[0, 29, 0, 45], [0, 29, 0, 30]]  # its own hull
+
+
+@pytest.mark.parametrize(
+    ("causal", "additive"),
+    [(False, False), (True, False), (False, True), (True, True)],
+    ids=["full", "causal", "additive", "additive_causal"],
+)
+def test_backward_hull_after_a_forward_without_it(causal, additive, monkeypatch):
+    """What a TMA GPU runs when the Hopper forward does not take the call (an additive mask,
+    fewer than 1,024 query rows): the portable forward reads the whole key-padding mask (no
+    hull) and the backward skips the key tiles past the hull (`primitives._backward_bounds`).
+    The hull hides only keys the mask hides, so the forward's lse is what the backward's
+    range expects: gradients equal float64 with left and right padding, an entry without keys
+    (zeros, no NaN) and, additive, finite biases and HF's finfo.min on the padding."""
+    from flashgen.runtime import primitives
+
+    monkeypatch.setattr(primitives, "_bounds", lambda seq_bounds, mask, hopper_hull=None: None)
+    backward_hulls = []
+    real = primitives._backward_bounds
+    monkeypatch.setattr(
+        primitives, "_backward_bounds",
+        lambda s, m: backward_hulls.append(real(s, m)) or backward_hulls[-1],
+    )  # fmt: skip
+    q, k, v = _inputs(4, 2, 1, 37, 45, 16, seed=12)
+    keep = torch.zeros(4, 1, 1, 45, dtype=torch.bool)
+    keep[0] = True
+    keep[1, ..., :20] = True  # right padding
+    keep[2, ..., 9:] = True  # left padding: causal rows before 9 see no key
+    mask = keep
+    if additive:
+        gen = torch.Generator().manual_seed(5)
+        mask = (torch.rand(keep.shape, generator=gen) * 2 - 1).masked_fill(~keep, float("-inf"))
+        mask[1, ..., 20:] = torch.finfo(torch.float32).min  # HF's padding value: still visible
+    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    out = attention(*leaves, causal=causal, attn_mask=mask)
+    do = torch.randn_like(out)
+    got = torch.autograd.grad(out, leaves, do)
+    ref_in = [t.double().requires_grad_() for t in (q, k, v)]
+    want = ref(*ref_in, mask, causal=causal)
+    torch.testing.assert_close(out.double(), want, atol=2e-5, rtol=1e-4)
+    exp = torch.autograd.grad(want, ref_in, do.double())
+    for g, e in zip(got, exp, strict=True):
+        assert torch.isfinite(g).all()
+        torch.testing.assert_close(g.double(), e, atol=5e-5, rtol=1e-4)
+    (hull,) = backward_hulls  # the backward took the key range
+    assert hull[:, 3].tolist() == [45, 45 if additive else 20, 45, 0]
