@@ -18,7 +18,6 @@ does not recompile the graph.
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -289,7 +288,7 @@ def _impl_summary(site: Any) -> str:
     from ..core.impls import FLASHGEN, impl_label
     from ..core.spec import KernelSpec
     from ..runtime.dispatch import impl_choice
-    from ..runtime.vendor import HYBRID_BACKEND, MIX_ENV, host_rule
+    from ..runtime.vendor import HYBRID_BACKEND, host_rule, mix_enabled
 
     if site.window is not None:
         return "flashgen (sliding window: SDPA has none)"
@@ -316,7 +315,7 @@ def _impl_summary(site: Any) -> str:
         else:
             parts.append(f"{label} ({source})")
         impls.append(instead or impl)
-    mix = site.device == "cuda" and os.environ.get(MIX_ENV) != "0"
+    mix = site.device == "cuda" and mix_enabled()
     if mix and impls == [FLASHGEN, HYBRID_BACKEND]:
         parts[1] += ", on flashgen's forward"  # what a training call runs (the mix)
     return " / ".join(parts)

@@ -15,7 +15,7 @@ import torch
 
 from .eager import function_apply, plain_eager
 from .primitives import _bias_op, _bwd_op, _fwd_op, plain_backward, plain_forward
-from .vendor import MIXED_BACKWARD, cudnn_backward
+from .vendor import MIXED_BACKWARD, cudnn_backward, refuse_mix
 
 
 class _Attention(torch.autograd.Function):
@@ -80,6 +80,7 @@ class _Attention(torch.autograd.Function):
                 dq, dk, dv = cudnn_backward(dout, q, k, v, out, lse, ctx.causal, ctx.scale)
             except RuntimeError as exc:  # cuDNN refused this input: flashgen's own backward
                 _log_refused(str(exc).splitlines()[0] if str(exc) else "")
+                refuse_mix(q, k, ctx.causal)  # and no more mixing for inputs like these
             else:
                 return (
                     dq if need_dq else None, dk if need_dk else None, dv if need_dv else None,

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import contextvars
 import functools
-import os
 
 import torch
 import torch.nn.functional as F
@@ -46,6 +45,7 @@ import torch.nn.functional as F
 from ..core.impls import FLASHGEN, check_impl, sdpa_backend
 from ..core.spec import dtype_name, shape_bucket, spec_for
 from ..kernels.launch import capturing as _capturing
+from ..kernels.tma import env_reader
 from .dispatch import default_choice, impl_choice, remember_impl, settled_impls
 from .eager import plain_eager
 
@@ -230,6 +230,7 @@ def route(
         impl is None
         and chosen == HYBRID_BACKEND
         and hybrid_backward(q, k, v, causal, backward, chosen)
+        and not (_refused and _refusal_key(MIX_REFUSAL, q, k, causal) in _refused)
     ):
         return MIX  # flashgen's forward, cuDNN's backward on it (module docstring)
     if impl is None and _refused and _refusal_key(chosen, q, k, causal) in _refused:
@@ -281,6 +282,9 @@ def clear_refusals() -> None:
 HYBRID_BACKEND = "sdpa_cudnn"
 # MIX_ENV=0: never mix (the backward's winner runs the whole call, as before the mix).
 MIX_ENV = "FLASHGEN_VENDOR_BACKWARD"
+_mix_env = env_reader(MIX_ENV)
+# The refusals cache's name for cuDNN's backward refusing flashgen's forward (`refuse_mix`).
+MIX_REFUSAL = "sdpa_cudnn_backward_on_flashgen"
 # `route`'s answer for a call that runs flashgen's forward and cuDNN's backward on it.
 MIX = object()
 # Set by the composite op around the autograd function it applies for a MIX call, read by
@@ -306,11 +310,23 @@ def hybrid_backward(
         return False
     if torch.are_deterministic_algorithms_enabled() or not _has_cudnn_backward():
         return False
-    if os.environ.get(MIX_ENV) == "0":
+    if not mix_enabled():
         return False
     if (bwd_winner or winner(q, k, v, causal, True)) != HYBRID_BACKEND:
         return False
     return winner(q, k, v, causal, False) == FLASHGEN
+
+
+def mix_enabled() -> bool:
+    """Whether FLASHGEN_VENDOR_BACKWARD leaves the mix on (anything but "0")."""
+    return _mix_env() not in ("0", b"0")
+
+
+def refuse_mix(q, k, causal: bool) -> None:
+    """Remember that cuDNN's backward refused flashgen's forward for inputs like these (the
+    autograd function then ran flashgen's backward), so that `route` stops answering MIX for
+    them, as it stops asking a backend that refused its forward (`clear_refusals` forgets)."""
+    _refused.add(_refusal_key(MIX_REFUSAL, q, k, causal))
 
 
 @functools.cache

@@ -117,8 +117,10 @@ def test_the_backward_gets_flashgen_out_and_lse_and_returns_its_gradients(spy, c
 
 def test_a_refusing_backend_leaves_the_backward_to_flashgen(monkeypatch):
     """cuDNN's backward raising for an input (a case its forward would also have refused):
-    flashgen's own backward runs on the same forward, with a warning, not an error."""
+    flashgen's own backward runs on the same forward, with a warning, not an error, and the
+    refusal is remembered: the next such call is not mixed (cuDNN not asked again)."""
     _choose_mix(monkeypatch, cuda=False)
+    monkeypatch.setattr(vendor, "_refused", set())  # this test's refusals stay in it
     asked = []
 
     def refuse(*a):
@@ -134,6 +136,13 @@ def test_a_refusing_backend_leaves_the_backward_to_flashgen(monkeypatch):
     want = torch.autograd.grad(out2, (q, k, v), torch.ones_like(out2))
     for a, b in zip(got, want, strict=True):
         assert torch.equal(a, b)
+    again = flashgen.attention(q, k, v, causal=True)
+    torch.autograd.grad(again, (q, k, v), torch.ones_like(again))
+    assert asked == [1]  # remembered: not asked again
+    vendor.clear_refusals()
+    again = flashgen.attention(q, k, v, causal=True)
+    torch.autograd.grad(again, (q, k, v), torch.ones_like(again))
+    assert asked == [1, 1]  # forgotten: the mix is tried again
 
 
 def test_only_the_asked_gradients_are_returned(spy):
