@@ -42,6 +42,23 @@ def ref(q, k, v, mask, *, causal=False, window=None, softcap=None):
     return rows_ref(s.masked_fill(hide, float("-inf")), v)[0]
 
 
+def _matches_float64(q, k, v, mask, causal):
+    """`attention(q, k, v, attn_mask=mask)` and its gradients (float32, the interpreter) equal
+    float64's `ref`, and every gradient is finite; returns the output."""
+    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    out = attention(*leaves, causal=causal, attn_mask=mask)
+    do = torch.randn_like(out)
+    got = torch.autograd.grad(out, leaves, do)
+    ref_in = [t.double().requires_grad_() for t in (q, k, v)]
+    want = ref(*ref_in, mask, causal=causal)
+    torch.testing.assert_close(out.double(), want, atol=2e-5, rtol=1e-4)
+    exp = torch.autograd.grad(want, ref_in, do.double())
+    for g, e in zip(got, exp, strict=True):
+        assert torch.isfinite(g).all()
+        torch.testing.assert_close(g.double(), e, atol=5e-5, rtol=1e-4)
+    return out
+
+
 def _inputs(b, hq, hkv, sq, sk, d, dtype=torch.float32, seed=0):
     gen = torch.Generator().manual_seed(seed)
     return [
@@ -311,17 +328,8 @@ def test_key_padding_mask_skips_the_tiles_past_its_last_key(causal, additive, mo
 
     hulls = []
     monkeypatch.setattr(primitives, "key_hull", lambda m: hulls.append(key_hull(m)) or hulls[-1])
-    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
-    out = attention(*leaves, causal=causal, attn_mask=keep)
-    do = torch.randn_like(out)
-    got = torch.autograd.grad(out, leaves, do)
-    ref_in = [t.double().requires_grad_() for t in (q, k, v)]
-    want = ref(*ref_in, keep, causal=causal)
-    torch.testing.assert_close(out.double(), want, atol=2e-5, rtol=1e-4)
+    out = _matches_float64(q, k, v, keep, causal)
     assert (out[2] == 0).all()
-    exp = torch.autograd.grad(want, ref_in, do.double())
-    for g, e in zip(got, exp, strict=True):
-        torch.testing.assert_close(g.double(), e, atol=5e-5, rtol=1e-4)
     assert len(hulls) == 2 and all(h is not None for h in hulls)  # forward and backward
 
 
@@ -426,16 +434,6 @@ def test_backward_hull_after_a_forward_without_it(causal, additive, monkeypatch)
         gen = torch.Generator().manual_seed(5)
         mask = (torch.rand(keep.shape, generator=gen) * 2 - 1).masked_fill(~keep, float("-inf"))
         mask[1, ..., 20:] = torch.finfo(torch.float32).min  # HF's padding value: still visible
-    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
-    out = attention(*leaves, causal=causal, attn_mask=mask)
-    do = torch.randn_like(out)
-    got = torch.autograd.grad(out, leaves, do)
-    ref_in = [t.double().requires_grad_() for t in (q, k, v)]
-    want = ref(*ref_in, mask, causal=causal)
-    torch.testing.assert_close(out.double(), want, atol=2e-5, rtol=1e-4)
-    exp = torch.autograd.grad(want, ref_in, do.double())
-    for g, e in zip(got, exp, strict=True):
-        assert torch.isfinite(g).all()
-        torch.testing.assert_close(g.double(), e, atol=5e-5, rtol=1e-4)
+    _matches_float64(q, k, v, mask, causal)
     (hull,) = backward_hulls  # the backward took the key range
     assert hull[:, 3].tolist() == [45, 45 if additive else 20, 45, 0]
