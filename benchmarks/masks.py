@@ -107,6 +107,11 @@ def variants(b, n, hq=16):
     out.append(("attn_mask_bool_pad", False, {"attn_mask": bmask}, {"tensor": bmask}, None))
     bias = torch.randn(1, 16, n, n, generator=gen).to("cuda", torch.bfloat16)
     out.append(("attn_mask_bias_causal", True, {"attn_mask": bias}, {"tensor": bias}, None))
+    # HF's 4-D mask for a padded decoder batch: causal and key padding in one boolean
+    # [B, 1, N, N] tensor, shared by the heads (the kernels get no causal flag)
+    tri = torch.ones(n, n, dtype=torch.bool).tril()
+    hf4d = (tri[None, None] & keep[:, None, None, :]).cuda()
+    out.append(("attn_mask_bool_b1nn", False, {"attn_mask": hf4d}, {"tensor": hf4d}, None))
     for side in ("right", "left"):
         for causal in (False, True):
             kw = {"key_lengths": lens.cuda(), "padding": side}
@@ -159,6 +164,8 @@ def check(name, causal, kw, mk, cap, args):
             t = (
                 torch.arange(n, device="cuda")[None, :] < torch.tensor([[n], [517]], device="cuda")
             )[:, None, None, :]
+            if kw["attn_mask"].shape[2] > 1:  # a [B, 1, N, N] mask: causal and the padding
+                t = t & torch.ones(n, n, dtype=torch.bool, device="cuda").tril()[None, None]
         else:
             t = torch.randn(1, hq, n, n, device="cuda", dtype=torch.bfloat16)
         kw["attn_mask"] = t

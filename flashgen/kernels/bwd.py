@@ -53,6 +53,7 @@ from . import tma as _tma
 from .buffers import pause_fill, resume_fill
 from .codegen import load, load_family
 from .fwd import mask_kind as _mask_kind
+from .fwd import mask_shared as _mask_shared
 from .launch import Launch, direct_device
 from .plans import (
     Chooser,
@@ -108,7 +109,7 @@ class _Plan:
     def __init__(
         self, q, k, v, do, out, causal, config, needs, use_descriptors, aligned, windowed, capped,
         kind="split", bounded=False, mask_kind="", dropped=False, dq_config=None, per_key=False,
-        alibi=False,
+        alibi=False, shared=0,
     ):  # fmt: skip
         batch, heads_q, seq_q, dim = q.shape
         heads_kv, seq_k = k.shape[1], k.shape[2]
@@ -125,8 +126,9 @@ class _Plan:
         block_m, block_n = config.block_m, config.block_n
         device = direct_device(q, aligned)
         blocks = {"BLOCK_M": block_m, "BLOCK_N": block_n}
-        # a mask constant along query rows (key padding) is read as one vector per tile
-        per_key_arg = {"MASK_PER_KEY": per_key} if mask_kind else {}
+        # a mask constant along query rows (key padding) is read as one vector per tile; the
+        # programs sharing a mask tensor are launched side by side (`fwd.mask_shared`)
+        per_key_arg = {"MASK_PER_KEY": per_key, "MASK_SHARED": shared} if mask_kind else {}
         options = {"num_warps": config.num_warps, "num_stages": config.num_stages}
         self.pre = Launch(
             module.attn_bwd_preprocess,
@@ -404,6 +406,7 @@ def backward(
             dq_config,
             mask is not None and mask.stride(2) == 0,
             alibi is not None,
+            _mask_shared(mask),
         )
         _plans.store(key, plan, q)
     dq, dk, dv = plan.launch(

@@ -82,6 +82,7 @@ class _Plan:
     def __init__(
         self, q, k, v, out, causal: bool, config, aligned: bool, forced, windowed=False,
         capped=False, bounded=False, mask_kind="", dropped=False, per_key=False, alibi=False,
+        shared=0,
     ):  # fmt: skip
         batch, hq, sq, dim = q.shape
         hkv, sk = k.shape[1], k.shape[2]
@@ -123,8 +124,13 @@ class _Plan:
         self.run = Launch(
             kernel,
             (cdiv(sq, bm) * batch * hq,),
-            # MASK_PER_KEY: a mask constant along query rows is read as one vector per tile
-            {"BLOCK_M": bm, "BLOCK_N": bn, **({"MASK_PER_KEY": per_key} if mask_kind else {})},
+            # MASK_PER_KEY: a mask constant along query rows is read as one vector per tile;
+            # MASK_SHARED: the programs sharing a mask tensor launched side by side
+            {
+                "BLOCK_M": bm,
+                "BLOCK_N": bn,
+                **({"MASK_PER_KEY": per_key, "MASK_SHARED": shared} if mask_kind else {}),
+            },
             {"num_warps": config.num_warps, "num_stages": config.num_stages},
             direct_device(q, aligned),
             descs,
@@ -203,7 +209,7 @@ def forward(
         plan = _Plan(
             q, k, v, out, causal, config, aligned, forced, window is not None,
             softcap is not None, bounds is not None, mask_kind(mask), dropout is not None,
-            mask is not None and mask.stride(2) == 0, alibi is not None,
+            mask is not None and mask.stride(2) == 0, alibi is not None, mask_shared(mask),
         )  # fmt: skip
         _plans.store(key, plan, q)
     if bounds is not None:
@@ -239,6 +245,20 @@ def _scratch_lse(plan: _Plan, q):
             return None
         buf = _scratch[plan.device] = torch.empty(SCRATCH_FLOATS, dtype=_F32, device=plan.device)
     return buf
+
+
+def mask_shared(mask) -> int:
+    """The portable kernels' MASK_SHARED for `mask` (an expanded [B, H, Sq, Sk] view): 1 when
+    its heads share one tensor (head stride 0, more than one head), 2 when its batch entries
+    do, 3 both, 0 otherwise and for a key-padding mask (query-row stride 0: one vector a tile,
+    little traffic to share). The kernels then launch the programs that read the same tiles
+    side by side (templates/attn_fwd.py.jinja)."""
+    if mask is None or mask.stride(2) == 0:
+        return 0
+    batch, heads = mask.shape[:2]
+    return (1 if heads > 1 and mask.stride(1) == 0 else 0) | (
+        2 if batch > 1 and mask.stride(0) == 0 else 0
+    )
 
 
 def mask_kind(mask) -> str:

@@ -301,6 +301,42 @@ def test_key_padding_mask_is_read_as_one_vector_per_tile():
 
 
 @pytest.mark.parametrize(
+    ("shape", "shared"),
+    [((3, 1, 31, 43), 1), ((1, 4, 31, 43), 2), ((31, 43), 3), ((3, 4, 31, 43), 0)],
+    ids=["heads", "batch", "both", "none"],
+)
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_a_shared_mask_launches_its_readers_side_by_side(shape, shared, causal):
+    """A mask tensor broadcast over heads, batch entries or both (stride 0 there) launches the
+    forward and both backward kernels with MASK_SHARED (the programs reading the same mask
+    tiles made neighbours in launch order); every program still computes its own (batch entry,
+    head, block) once: forward and gradients equal float64 (3 batch entries, 4 query heads
+    over 2 kv heads, ragged blocks)."""
+    from flashgen.kernels import bwd, fwd
+
+    q, k, v = _inputs(3, 4, 2, 31, 43, 16, seed=12)
+    mask = _mask("bias", shape, seed=13)
+    do = torch.randn(3, 4, 31, 16, generator=torch.Generator().manual_seed(14))
+    fwd._plans.clear()
+    bwd._plans.clear()
+    full = expand_mask(mask, q, k)
+    out, lse = forward(q, k, v, causal=causal, scale=0.25, config=TILES, mask=full)
+    grads = backward(do, q, k, v, out, lse, causal=causal, scale=0.25, config=TILES,
+                     needs=(True, True, True), mask=full)  # fmt: skip
+    (plan,) = fwd._plans.values()
+    assert plan.run.constexprs["MASK_SHARED"] == shared
+    (bplan,) = bwd._plans.values()
+    assert bplan.dkdv.constexprs["MASK_SHARED"] == shared
+    assert bplan.dq.constexprs["MASK_SHARED"] == shared
+    leaves = [t.double().requires_grad_() for t in (q, k, v)]
+    want = ref(*leaves, mask, causal=causal)
+    torch.testing.assert_close(out.double(), want, atol=2e-5, rtol=1e-4)
+    exp = torch.autograd.grad(want, leaves, do.double())
+    for g, e in zip(grads, exp, strict=True):
+        torch.testing.assert_close(g.double(), e, atol=5e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize(
     ("causal", "additive"),
     [(False, False), (True, False), (False, True)],
     ids=["full", "causal", "additive"],
