@@ -223,8 +223,8 @@ PARSE_CASES = [
     ("mask_kernels", ["--only", "alibi_full", "--iters", "2"],
      dict(only="alibi_full", iters=2, shape="4,16,4,4096,128")),
     ("loss_spread", ["ref.json=fp32", "a.json"], dict(runs=["ref.json=fp32", "a.json"])),
-    ("window_tiles", ["--shape", "1,2,1,512,64", "--rep", "5"],
-     dict(shape="1,2,1,512,64", rep=5, budget=300.0, out=None)),
+    ("masked_tiles", ["--shape", "1,2,1,512,64", "--rep", "5", "--only", "bool_b1nn"],
+     dict(shape="1,2,1,512,64", rep=5, budget=300.0, out=None, only="bool_b1nn")),
 ]  # fmt: skip
 
 
@@ -358,7 +358,7 @@ def test_mask_kernels_says_it_needs_a_gpu(capsys):
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU exit")
-def test_window_tiles_says_it_needs_a_gpu(capsys):
-    module = repo_scripts.load("benchmarks/window_tiles.py", "bench_window_tiles")
+def test_masked_tiles_says_it_needs_a_gpu(capsys):
+    module = repo_scripts.load("benchmarks/masked_tiles.py", "bench_masked_tiles")
     assert module.main(["--budget", "1"]) == 1
     assert "no CUDA device" in capsys.readouterr().err
