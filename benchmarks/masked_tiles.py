@@ -6,13 +6,11 @@
 A masked spec runs the configs of the unmasked one (or the defaults), but its best tiles may
 differ. A window's edge tiles are partly masked, and how much of a tile a window leaves
 depends on the tile: a causal window of 256 keys walked in 128-key tiles reads 384 keys a row
-for 257 visible, in 64-key tiles 320. A mask tensor's tile is one more load a step, which the
-compiler pipelines with the loop's depth (num_stages): at depth 2 the load of the next tile is
-issued at the end of a step and waited for at the start of the next, its latency exposed.
-For each variant (causal windows of 256 and 1024 keys, a two-sided (512, 512) window, a
-[1, H, N, N] additive bias with causal, HF's [B, 1, N, N] boolean causal+padding mask) at the
-masks.py shape this script times, each kernel on its own (triton.testing.do_bench median, L2
-flushed):
+for 257 visible, in 64-key tiles 320. A mask tensor adds a tile load and a few operations a
+score to every step. For each variant (causal windows of 256 and 1024 keys, a two-sided
+(512, 512) window, a [1, H, N, N] additive bias with causal, HF's [B, 1, N, N] boolean
+causal+padding mask and its [B, 1, 1, N] additive key padding) at the masks.py shape this
+script times, each kernel on its own (triton.testing.do_bench median, L2 flushed):
 
 - the forward: windows in the Hopper family (a plan built once per config, launched as
   `flashgen.kernels.fwd` does) with each config of a short list; mask tensors in the portable
@@ -47,6 +45,7 @@ VARIANTS = (
     ("two_sided_512", False, {"window": (512, 512)}),
     ("bias_1hnn_causal", True, {"mask": "bias"}),
     ("bool_b1nn", False, {"mask": "bool"}),
+    ("add_b11n", False, {"mask": "add_pad"}),
 )
 # Windows: HopperConfig fields (block_m, block_n, num_buf, consumers, num_warps, maxnreg,
 # pingpong, persistent, dynamic; windowed kernels have no ping-pong)
@@ -90,14 +89,17 @@ def _inputs(shape, extra, seed=0):
     kind = extra.get("mask")
     if kind is None:
         return q, k, v, do, dict(extra)
+    lens = torch.randint(n // 4, n + 1, (b,), device="cuda", generator=gen)
+    lens[0] = n
+    keep = torch.arange(n, device="cuda")[None, :] < lens[:, None]
     if kind == "bias":  # a T5-like bias shared by the batch entries
         mask = torch.randn(1, hq, n, n, device="cuda", generator=gen, dtype=torch.bfloat16)
-    else:  # HF's 4-D mask of a padded decoder batch, shared by the heads
-        lens = torch.randint(n // 4, n + 1, (b,), device="cuda", generator=gen)
-        lens[0] = n
-        keep = torch.arange(n, device="cuda")[None, :] < lens[:, None]
+    elif kind == "bool":  # HF's 4-D mask of a padded decoder batch, shared by the heads
         tri = torch.ones(n, n, dtype=torch.bool, device="cuda").tril()
         mask = tri[None, None] & keep[:, None, None, :]
+    else:  # HF's additive key padding of an encoder batch (finfo.min on the padding)
+        mask = torch.zeros(b, 1, 1, n, device="cuda", dtype=torch.bfloat16)
+        mask = mask.masked_fill(~keep[:, None, None, :], torch.finfo(torch.bfloat16).min)
     return q, k, v, do, {"mask": expand_mask(mask, q, k)}
 
 

@@ -223,3 +223,20 @@ def seq_bucket(n: int) -> int:
 def shape_bucket(seq_q: int, seq_k: int) -> tuple[int, int]:
     """The shape key a tuned record is stored under: (query bucket, key bucket)."""
     return seq_bucket(seq_q), seq_bucket(seq_k)
+
+
+# Kinds of spec whose untuned tiles were measured apart from the unmasked kernels'
+# (flashgen.hardware.tiles' defaults file, flashgen.hardware.dq_tiles): "window" (a sliding
+# window, no other mask kind) and "mask" (a mask tensor, no other); "" every other spec.
+MASK_VARIANTS = ("", "window", "mask")
+
+
+def mask_variant(spec: KernelSpec) -> str:
+    """The `MASK_VARIANTS` entry of `spec`: "window" or "mask" when that is its only mask kind,
+    else "" (plain specs and every combination)."""
+    others = spec.softcap or spec.lengths or spec.dropout or spec.alibi or spec.packed
+    if others or (spec.window and spec.attn_mask):
+        return ""
+    if spec.window:
+        return "window"
+    return "mask" if spec.attn_mask else ""

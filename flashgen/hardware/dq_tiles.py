@@ -16,15 +16,19 @@ pushes that config's dQ kernel past the shared-memory limit, so the default fell
 2)). Causal ones keep the backward config: there it read level to 16% slower (window 256: 0.81 ms
 against 0.70 forward+backward; dropout 3% slower; softcap's dQ kernel 12% slower). Softcap keeps it
 either way, and so do additive masks (4 bytes a score: the pipelined bias tiles would not fit
-beside it).
+beside it). A sliding window alone at head dim 128 runs (64, 64, 4, 2) either way (SM90_WINDOW_DQ):
+timed alone per config (session 13 B2, benchmarks/masked_tiles.py) it was the fastest for causal
+windows of 256 and 1024 keys and 9% faster than (128, 64, 8, 3) for a two-sided (512, 512) one;
+the dK/dV kernel's window row, (32, 64, 4, 3), made causal windows' dQ kernel 75-85% slower.
 """
 
 from __future__ import annotations
 
 from ..core.config import TileConfig
-from ..core.spec import KernelSpec
+from ..core.spec import KernelSpec, mask_variant
 
 SM90_DQ = {64: TileConfig(128, 64, 4, 3), 128: TileConfig(128, 64, 8, 3)}
+SM90_WINDOW_DQ = {128: TileConfig(64, 64, 4, 2)}
 
 
 def dq_config(spec: KernelSpec, cfg: TileConfig, capability: tuple[int, int] | None) -> TileConfig:
@@ -32,6 +36,8 @@ def dq_config(spec: KernelSpec, cfg: TileConfig, capability: tuple[int, int] | N
     (None: unknown, `cfg` itself)."""
     if capability is None or capability[0] != 9 or spec.dtype == "float32":
         return cfg
+    if mask_variant(spec) == "window" and spec.head_dim in SM90_WINDOW_DQ:
+        return SM90_WINDOW_DQ[spec.head_dim]
     variant = (
         spec.window or spec.softcap or spec.lengths or spec.attn_mask or spec.dropout or spec.alibi
     )

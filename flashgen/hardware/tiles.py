@@ -22,7 +22,7 @@ import itertools
 from pathlib import Path
 
 from ..core.config import TileConfig
-from ..core.spec import KernelSpec
+from ..core.spec import MASK_VARIANTS, KernelSpec, mask_variant
 from .sram import KNOWN_GPUS, DeviceLimits, current_device, fits, reg_estimate, smem_bytes
 
 BLOCK_CHOICES = (16, 32, 64, 128, 256)
@@ -101,17 +101,23 @@ _T = TileConfig
 _CAUSAL = {"false": (False,), "true": (True,), "both": (False, True)}
 
 
-def _read_defaults(path: Path) -> dict[tuple[str, str, bool, int], tuple[TileConfig, ...]]:
-    """{(gpu class, direction, causal, block_d): configs} from the defaults file (format in its
-    header; a later row replaces an earlier one's keys). A malformed row raises: the file ships
-    with the package, so an error in it is a packaging bug, not a run-time condition."""
+def _read_defaults(
+    path: Path,
+) -> dict[tuple[str, str, bool, int, str], tuple[TileConfig, ...]]:
+    """{(gpu class, direction, causal, block_d, variant): configs} from the defaults file
+    (format in its header; a later row replaces an earlier one's keys; an empty variant is the
+    row of every spec). A malformed row raises: the file ships with the package, so an error
+    in it is a packaging bug, not a run-time condition."""
     lines = [line for line in path.read_text().splitlines() if not line.startswith("#")]
     table = {}
     for row in csv.DictReader(lines):
         cfgs = tuple(_T(*map(int, c.split("x"))) for c in row["configs"].split())
+        variant = row.get("variant") or ""
+        if variant not in MASK_VARIANTS:
+            raise ValueError(f"{path.name}: unknown variant {variant!r} in {row}")
         for block_d in row["block_d"].split():
             for causal in _CAUSAL[row["causal"]]:
-                table[(row["gpu_class"], row["direction"], causal, int(block_d))] = cfgs
+                table[(row["gpu_class"], row["direction"], causal, int(block_d), variant)] = cfgs
     return table
 
 
@@ -152,8 +158,9 @@ def safe_config(spec: KernelSpec) -> TileConfig:
 @functools.cache
 def _default_for(spec: KernelSpec, device: DeviceLimits) -> TileConfig:
     allowed = set(_candidates(spec))
-    row = _DEFAULTS.get((_gpu_class(device), spec.direction, spec.causal, max(spec.block_d, 16)))
-    for cfg in row or ():
+    key = (_gpu_class(device), spec.direction, spec.causal, max(spec.block_d, 16))
+    row = _DEFAULTS.get((*key, mask_variant(spec)), ()) + _DEFAULTS.get((*key, ""), ())
+    for cfg in row:
         if cfg in allowed and fits(spec, cfg, device):
             return cfg
     safe = safe_config(spec)
@@ -190,7 +197,7 @@ def config_for_kind(
     allowed = set(_candidates(spec))
     cls = _gpu_class(device)
     row = _ONEPASS_DEFAULTS.get((cls, max(spec.block_d, 16)), ())
-    row += _DEFAULTS.get((cls, spec.direction, spec.causal, max(spec.block_d, 16)), ())
+    row += _DEFAULTS.get((cls, spec.direction, spec.causal, max(spec.block_d, 16), ""), ())
     for option in (*row, safe_config(spec)):
         if option in allowed and fits(spec, option, device, kind):
             return option

@@ -179,8 +179,9 @@ def test_fp32_never_smaller_than_16_bit():
 def test_dq_kernel_config_table():
     """The dQ kernel's own config: sm_90, 16-bit specs of head dim 64/128, plain, or non-causal
     with a window, lengths, ALiBi, a boolean mask or dropout (measured faster there; causal
-    variants, softcap and additive masks keep the backward config)."""
-    from flashgen.hardware.dq_tiles import SM90_DQ, dq_config
+    variants, softcap and additive masks keep the backward config); a window alone at head
+    dim 128 its own either way (SM90_WINDOW_DQ)."""
+    from flashgen.hardware.dq_tiles import SM90_DQ, SM90_WINDOW_DQ, dq_config
 
     cfg = TileConfig(32, 32, 4, 1)
     for d in (64, 128):
@@ -195,8 +196,13 @@ def test_dq_kernel_config_table():
             {"dropout": True},
         ):  # fmt: skip
             spec = KernelSpec(d, False, "bfloat16", "bwd", **extra)
+            causal = KernelSpec(d, True, "bfloat16", "bwd", **extra)
+            if "window" in extra and d in SM90_WINDOW_DQ:
+                assert dq_config(spec, cfg, SM90) == SM90_WINDOW_DQ[d]
+                assert dq_config(causal, cfg, SM90) == SM90_WINDOW_DQ[d]
+                continue
             assert dq_config(spec, cfg, SM90) == SM90_DQ[d]
-            assert dq_config(KernelSpec(d, True, "bfloat16", "bwd", **extra), cfg, SM90) == cfg
+            assert dq_config(causal, cfg, SM90) == cfg
         for extra in ({"attn_mask": "add"}, {"softcap": True}):
             assert dq_config(KernelSpec(d, False, "bfloat16", "bwd", **extra), cfg, SM90) == cfg
     assert dq_config(KernelSpec(96, True, "bfloat16", "bwd"), cfg, SM90) == cfg

@@ -111,6 +111,40 @@ def test_defaults_follow_the_h200_measurements():
     )
 
 
+def test_window_and_mask_specs_take_their_own_rows_on_the_h200():
+    """Specs whose only mask kind is a window or a mask tensor try their measured rows first
+    (session 13, benchmarks/masked_tiles.py): the windows' dK/dV kernel (32, 64, 4, 3) with
+    its dQ kernel on (64, 64, 4, 2) either causality; a mask tensor's forward (128, 64, 8, 3).
+    A combination (window and softcap) and other GPUs keep the general rows."""
+    from flashgen.hardware.dq_tiles import dq_config
+
+    for causal in (False, True):
+        window = KernelSpec(128, causal, "bfloat16", "bwd", window=True)
+        cfg = space.default_config(window, H200)
+        assert cfg == TileConfig(32, 64, 4, 3)
+        assert dq_config(window, cfg, (9, 0)) == TileConfig(64, 64, 4, 2)
+        for kind in ("bool", "add"):
+            masked = KernelSpec(128, causal, "bfloat16", "fwd", attn_mask=kind)
+            assert space.default_config(masked, H200) == TileConfig(128, 64, 8, 3)
+        both = KernelSpec(128, causal, "bfloat16", "bwd", window=True, softcap=True)
+        plain = KernelSpec(128, causal, "bfloat16", "bwd")
+        assert space.default_config(both, H200) == space.default_config(plain, H200)
+        a100 = KNOWN_GPUS["nvidia-a100"]
+        assert space.default_config(window, a100) == space.default_config(plain, a100)
+
+
+def test_defaults_file_rejects_an_unknown_variant(tmp_path):
+    path = tmp_path / "defaults.csv"
+    path.write_text("gpu_class,direction,causal,block_d,configs,variant\n"
+                    "sm90,fwd,both,128,64x64x4x2,windows\n")  # fmt: skip
+    with pytest.raises(ValueError, match="unknown variant 'windows'"):
+        space._read_defaults(path)
+    path.write_text("gpu_class,direction,causal,block_d,configs\nsm90,fwd,true,64,64x64x4x2\n")
+    assert space._read_defaults(path) == {
+        ("sm90", "fwd", True, 64, ""): (TileConfig(64, 64, 4, 2),)
+    }
+
+
 def test_default_config_uses_the_current_device(monkeypatch):
     spec = KernelSpec(128, False, "float16", "fwd")
     monkeypatch.setenv("FLASHGEN_GPU", "nvidia-t4")

@@ -1,0 +1,483 @@
+"""Recognisers: hand-written attention (walked from its softmax) and
+F.scaled_dot_product_attention. Each returns a Match or raises Skip with a reason."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from torch import fx
+
+from .alibi import prove_alibi
+from .core import (
+    ADD_FNS,
+    CAST_METHODS,
+    DIV_FNS,
+    DROPOUT_FNS,
+    MASKED_FILL_FNS,
+    MUL_FNS,
+    NEAR_NEG_INF,
+    SOFTMAX_FNS,
+    SUB_FNS,
+    Match,
+    Site,
+    Skip,
+    _transpose_base,
+    dropout_prob,
+    example_value,
+    flattens,
+    is_fn,
+    is_tensor_node,
+    known_eq,
+    location,
+    node_arg,
+    peel_one_scale,
+    peel_scale,
+    split_baddbmm,
+    split_scores_product,
+    split_value_product,
+    unflatten_src,
+)
+from .mask_values import Values
+from .masks import prove_causal_aligned
+
+
+def _leads_to_product(n: Any) -> bool:
+    while isinstance(n, fx.Node):
+        if split_scores_product(n) is not None or split_baddbmm(n) is not None:
+            return True
+        if unflatten_src(n) is not None:
+            n = n.args[0]
+            continue
+        if _is_float32_cast(n) or is_fn(n, MUL_FNS | DIV_FNS, ("mul", "div")):
+            ins = [a for a in n.args[:2] if isinstance(a, fx.Node) and is_tensor_node(a)]
+            n = ins[0] if len(ins) == 1 else None
+            continue
+        return False
+    return False
+
+
+def is_softmax(n: Any) -> bool:
+    return is_fn(n, SOFTMAX_FNS, ("softmax",))
+
+
+def _is_float32_cast(n: Any) -> bool:
+    """Casts an upcast may use; checked by dtype on the example values, not by spelling."""
+    if not (n.op == "call_method" and n.target in CAST_METHODS) and not (
+        n.op == "call_function" and n.target in (torch.Tensor.float, torch.Tensor.to)
+    ):
+        return False
+    src, dst = example_value(n.args[0]), example_value(n)
+    if not (isinstance(src, torch.Tensor) and isinstance(dst, torch.Tensor)):
+        return False
+    return src.shape == dst.shape and src.device == dst.device and dst.is_floating_point()
+
+
+def softmax_dim_ok(n: Any) -> bool:
+    dim = node_arg(n, 1, "dim")
+    nd = example_value(n).dim()
+    return isinstance(dim, int) and dim % nd == nd - 1
+
+
+def match_softmax(sm: Any, values: Values) -> Match | None:
+    """Walk up from a softmax to Q K^T and down to P V. None if this is not attention."""
+    problems: list[str] = []
+    interior: list[fx.Node] = [sm]
+    terms: list[Any] = []
+    masks: list[tuple[str, Any, Any]] = []
+    terms_at_add = None  # scale factors met walking up before the additive mask, if any
+    # HF BLOOM: 3-D scores [B * H, Sq, Sk] viewed as [B, H, Sq, Sk] on the way to the softmax
+    # ((B, H), and how many masks were met above the view, in the 4-D space)
+    unflat: tuple[Any, Any] | None = None
+    masks_4d = 0
+    x = sm.args[0] if sm.args else sm.kwargs.get("input")
+    # Up: casts, masked_fill, scale and (refused) additive masks, in any order.
+    while isinstance(x, fx.Node):
+        if _is_float32_cast(x):
+            nxt = x.args[0]
+        elif is_fn(x, MASKED_FILL_FNS, ("masked_fill", "masked_fill_")):
+            masks.append(("masked_fill", node_arg(x, 1, "mask"), node_arg(x, 2, "value")))
+            nxt = x.args[0]
+        elif is_fn(x, MUL_FNS | DIV_FNS, ("mul", "div", "mul_", "div_")):
+            try:
+                got = peel_one_scale(x, terms)
+            except Skip as e:
+                problems.append(str(e))
+                ins = [a for a in x.args[:2] if isinstance(a, fx.Node) and _leads_to_product(a)]
+                got = ins[0] if ins else None
+            if got is None:
+                return None
+            nxt = got
+        elif is_fn(x, ADD_FNS, ("add", "add_", "sub")) and len(x.args) == 2 and not x.kwargs:
+            tensors = [a for a in x.args[:2] if isinstance(a, fx.Node) and is_tensor_node(a)]
+            if len(tensors) != 2:
+                return None
+            nxt = tensors[1] if _leads_to_product(tensors[1]) else tensors[0]
+            # The sign matters: `scores - bias` is the additive mask -bias; `bias - scores`
+            # negates the scores, which no kernel computes.
+            sub = is_fn(x, SUB_FNS, ("sub",))
+            if sub and nxt is tensors[1]:
+                problems.append(
+                    "the scores are subtracted from a tensor (negated scores); left to Inductor"
+                )
+            bias = tensors[0] if nxt is tensors[1] else tensors[1]
+            masks.append(("sub" if sub else "add", bias, None))
+            terms_at_add = len(terms)
+        elif is_fn(x, {torch.where}, ("where",)) and len(x.args) == 3 and not x.kwargs:
+            cond, a, b = x.args
+            if _leads_to_product(a) and not is_tensor_node(b):
+                nxt = a
+                masks.append(("where_keep", cond, b))
+            elif _leads_to_product(b) and not is_tensor_node(a):
+                nxt = b
+                masks.append(("where_mask", cond, a))
+            else:
+                return None
+        elif unflat is None and unflatten_src(x) is not None:
+            out = example_value(x)
+            unflat, masks_4d = (out.shape[0], out.shape[1]), len(masks)
+            nxt = x.args[0]
+        else:
+            break
+        interior.append(x)
+        x = nxt
+    if not isinstance(x, fx.Node):
+        return None
+    prod = split_scores_product(x)
+    baddbmm = split_baddbmm(x) if prod is None else None
+    if baddbmm is not None:
+        # bias.baddbmm(q, k^T, beta=, alpha=): beta * bias + alpha * q @ k^T, the bias added
+        # after the scale alpha (HF BLOOM's ALiBi, unscaled, beside its scaled scores)
+        bias, q_side, k_side, beta, alpha = baddbmm
+        kind, transposed = "baddbmm", True
+        if isinstance(beta, bool) or not isinstance(beta, (int, float)):
+            problems.append("baddbmm's beta is not a Python number")
+        elif beta != 0:  # beta=0: the bias is ignored (PyTorch's rule)
+            if beta != 1:
+                problems.append(f"baddbmm scales its bias by beta={beta!r} (1 is supported)")
+            if not (isinstance(bias, fx.Node) and is_tensor_node(bias)):
+                problems.append("baddbmm's bias is not a tensor")
+            masks.append(("add", bias, None))
+            terms_at_add = len(terms)
+        if not (isinstance(alpha, (int, float)) and not isinstance(alpha, bool) and alpha == 1):
+            terms.append((alpha, 1))
+    elif prod is None:
+        return None
+    else:
+        kind, q_side, k_side, transposed = prod
+    interior.append(x)
+
+    # Down: optional cast back, dropout, then P @ V.
+    p = sm
+    v = None
+    drop_p = 0.0
+    merged = False  # BLOOM: the probabilities viewed back as [B * H, Sq, Sk] for bmm
+    while v is None:
+        users = list(p.users)
+        products = [(u, split_value_product(u, p)) for u in users]
+        products = [(u, vv) for u, vv in products if vv is not None]
+        if products:
+            if len(users) != 1:
+                problems.append(
+                    "the attention probabilities are also used outside the attention (e.g. "
+                    "returned as attention weights); flashgen never materialises them"
+                )
+            out, v = products[0]
+            break
+        if len(users) != 1:
+            return None
+        (u,) = users
+        if _is_float32_cast(u):
+            pass
+        elif unflat is not None and not merged and flattens(u, *unflat) is not None:
+            merged = True
+        elif is_fn(u, DROPOUT_FNS, ("dropout",)):
+            training = node_arg(
+                u, 2, "training" if u.target is not torch.dropout else "train", True
+            )
+            try:
+                drop_p = dropout_prob(node_arg(u, 1, "p", 0.5), training, "attention dropout")
+            except Skip as e:
+                problems.append(str(e))
+        else:
+            return None
+        interior.append(u)
+        p = u
+    site = Site(kind=kind, location=location(sm))
+
+    # Upstream side of the products: pre-applied scales, transposes, GQA repeats.
+    for n in interior:
+        if n is not sm and n is not x and n is not p and len(n.users) != 1:
+            problems.append(
+                f"an intermediate of the attention ({n.name}) is also used elsewhere; "
+                "flashgen never materialises the attention matrix"
+            )
+            break
+    if len(x.users) != 1:
+        problems.append("the attention scores are also used outside the attention")
+    q = peel_scale(q_side, terms) if isinstance(q_side, fx.Node) else q_side
+    if transposed:
+        kt = peel_scale(k_side, terms)
+        k = _transpose_base(kt)
+        if k is None:
+            problems.append(
+                "the key operand of Q @ K^T is not a transpose of the last two dims "
+                "(k.transpose(-2, -1), k.mT, permute); left to Inductor"
+            )
+            k = kt
+        k = peel_scale(k, terms)
+    else:
+        k = peel_scale(k_side, terms)
+    if unflat is not None:
+        # The flattened q, k, v are [B, H, T, D] tensors viewed as [B * H, T, D]: the op gets
+        # those, and its output is flattened back (`Match.flat_out`).
+        if not merged:
+            problems.append(
+                "the scores are viewed as [batch, heads, ...] but the probabilities are not "
+                "viewed back for the value product"
+            )
+        else:
+            flat = [flattens(t, *unflat) for t in (q, k, v)]
+            if any(t is None for t in flat):
+                problems.append(
+                    "q, k or v of the flattened [batch x heads] product is not a view of a "
+                    "[batch, heads, seq, dim] tensor"
+                )
+            else:
+                q, k, v = flat
+
+    causal = False
+    window = None
+    align = "top_left"
+    tensor_mask = None
+    hides = None  # a boolean mask read as a tensor: True where it hides a key (or keeps one)
+    alibi = None
+    not_alibi = ""
+    if len(masks) == 2 or (len(masks) == 1 and masks[0][0] in ("add", "sub")):
+        # an ALiBi bias (beside a causal mask, or alone): the kernels compute it
+        for i, (how, node, _) in enumerate(masks):
+            if how in ("add", "sub") and terms_at_add == 0:
+                in_3d = unflat is not None and i >= masks_4d  # added to the 3-D scores
+                try:
+                    alibi = _alibi(
+                        how, node, x, 4 if unflat is not None and not in_3d else None,
+                        unflat[1] if unflat is not None and in_3d else None,
+                    )  # fmt: skip
+                except Skip as e:
+                    if baddbmm is not None and node is baddbmm[0]:
+                        not_alibi = f"; baddbmm's bias is not ALiBi ({e})"
+                    continue
+                masks = masks[:i] + masks[i + 1 :]
+                break
+    if len(masks) > 1:
+        problems.append(
+            "more than one mask is applied to the scores; only one causal mask is" + not_alibi
+        )
+    elif masks:
+        try:
+            if masks[0][0] == "sub":
+                raise Skip("a subtracted mask is not proven causal; it is read as a negated bias")
+            window, align = _check_causal(masks[0], x, values)
+            causal = True
+        except Skip as e:
+            try:  # an additive bias (ALiBi, T5's): the kernel reads the tensor as it is
+                added = _additive_bias(masks[0], terms_at_add)
+                if unflat is not None:  # (a mask tensor in BLOOM's layout: not supported)
+                    raise Skip("an additive mask beside [batch x heads]-flattened scores")
+                tensor_mask = added
+            except Skip:
+                try:  # a boolean mask filled with finfo.min (HF's padded batch): read as it is
+                    tensor_mask, hides = _hiding_mask(masks[0], drop_p, unflat)
+                except Skip as e2:
+                    problems.append(str(e) + not_alibi + _refused_as_tensor(masks[0], e2))
+    m = Match(site, q, k, v, out, causal, terms, interior=interior, window=window, align=align)
+    m.attn_mask = tensor_mask
+    if hides is not None:
+        m.mask_hides, m.empty_rows = hides, v
+    m.mask_negated = tensor_mask is not None and masks[0][0] == "sub"
+    m.alibi = alibi
+    m.dropout_p = drop_p
+    m.three_d = example_value(q).dim() == 3
+    m.flat_out = unflat is not None
+    if problems:
+        raise Skip(problems[0])
+    return m
+
+
+def _alibi(
+    how: str, bias: Any, scores: Any, dim: int | None = None, heads: Any = None
+) -> tuple[Any, float]:
+    """(slopes node, factor) of a bias added (or subtracted) after the scale that is ALiBi
+    (`alibi.prove_alibi`; `dim`: the scores' dims where the bias is added, when not those of
+    the product; `heads`: H of scores flattened to [B * H, Sq, Sk]); Skip otherwise."""
+    se = example_value(scores)
+    slopes, c = prove_alibi(bias, se.shape[-1], dim or se.dim(), heads)
+    return slopes, (-c if how == "sub" else c)
+
+
+def _additive_bias(mask: tuple[str, Any, Any], terms_at_add: int | None) -> Any:
+    """The tensor of `scores (* scale) + bias` (or `- bias`: the rewrite negates it,
+    `Match.mask_negated`) as the kernels' additive attn_mask: a floating tensor added after
+    every scale factor (`terms_at_add`: the scale factors met walking up from the softmax
+    before the add, i.e. applied after it: a bias they scale is not the kernels' bias); Skip
+    otherwise."""
+    how, node, _ = mask
+    if how not in ("add", "sub"):
+        raise Skip("not an additive mask")
+    if terms_at_add is None or terms_at_add > 0:
+        raise Skip("the additive mask is added before the scores are scaled")
+    bias = _tensor_mask(node)
+    if example_value(bias).dtype == torch.bool:
+        raise Skip("a boolean tensor added to the scores")
+    return bias
+
+
+def _hiding_mask(mask: tuple[str, Any, Any], drop_p: float, unflat: Any) -> tuple[Any, bool]:
+    """(mask node, hides) for a boolean mask that `masked_fill`/`torch.where` applies with a
+    finite fill at or below NEAR_NEG_INF (HF's finfo.min; `hides`: True marks a hidden key, as
+    in masked_fill): the kernels read it as an attn_mask tensor, data whatever it holds, so no
+    proof is needed (HF's padded batch: causal and key padding from the attention_mask input).
+    A key it hides gets the fill, whose exp underflows to 0 beside any visible key (the rule
+    every masked_fill mask follows here); a row it hides entirely gets the fill on every key
+    in eager, a uniform softmax: the mean of v over all the keys, which the rewrite puts on
+    those rows (`Match.empty_rows`; the kernels give them zeros and no gradient, and the mean
+    carries v's gradient as eager's uniform row does). Skip otherwise."""
+    how, node, fill = mask
+    if how not in ("masked_fill", "where_keep", "where_mask"):
+        raise Skip("not a boolean mask")
+    if not (isinstance(node, fx.Node) and example_value(node).dtype == torch.bool):
+        raise Skip("the mask is not a boolean tensor")
+    if (
+        isinstance(fill, bool)
+        or not isinstance(fill, (int, float))
+        or not math.isfinite(fill)
+        or fill > NEAR_NEG_INF
+    ):
+        raise Skip(
+            f"its fill {fill!r} is not a finite value at or below finfo(float16).min (with "
+            "-inf a fully masked row is NaN in eager, which the kernels do not give)"
+        )
+    if drop_p:
+        raise Skip("dropout on the rows it hides entirely is not reproduced")
+    if unflat is not None:
+        raise Skip("beside [batch x heads]-flattened scores")
+    return _tensor_mask(node), how != "where_keep"
+
+
+def _refused_as_tensor(mask: tuple[str, Any, Any], e: Skip) -> str:
+    """Why a boolean mask that is not proven causal is not read as a tensor either."""
+    if mask[0] not in ("masked_fill", "where_keep", "where_mask"):
+        return ""
+    return f"; as an attn_mask tensor it is refused: {e}"
+
+
+def _check_causal(
+    mask: tuple[str, Any, Any], scores: Any, values: Values
+) -> tuple[int | None, str]:
+    """(None, alignment) if the one mask on the scores is exactly causal (top-left, or
+    bottom-right for a KV cache's mask), (w, "top_left") if it is a causal sliding window of w
+    keys (`prove_causal_aligned`); Skip (with the reason) if neither."""
+    how, mask_node, fill = mask
+    if how == "add":
+        unsupported = (
+            "additive attn_mask is not supported: only causal masks are (use is_causal=True "
+            "or a tril buffer with masked_fill); left to Inductor"
+        )
+    else:
+        unsupported = (
+            "the mask is not causal (only the lower-triangular causal mask is supported; "
+            "padding/arbitrary masks are left to Inductor)"
+        )
+    if how != "add" and (not isinstance(fill, (int, float)) or fill > NEAR_NEG_INF):
+        raise Skip(
+            f"masked value {fill!r} is not -inf (or finfo.min); only causal masks filled with "
+            "-inf are supported"
+        )
+    if not isinstance(mask_node, fx.Node):
+        raise Skip(unsupported)
+    se = example_value(scores)
+    me = example_value(mask_node)
+    if how == "add" and not (isinstance(me, torch.Tensor) and me.is_floating_point()):
+        raise Skip(unsupported)
+    if how != "add" and not (isinstance(me, torch.Tensor) and me.dtype == torch.bool):
+        raise Skip("the mask is not boolean")
+    try:
+        # Lengths that may differ: proven only as a KV cache's bottom-right mask (a slice
+        # causal at one (Tq, Tk) pair may not be at another; `prove_causal_aligned`).
+        return prove_causal_aligned(
+            mask_node,
+            values,
+            se.shape[-2],
+            se.shape[-1],
+            keep=how == "where_keep",
+            allow_window=True,
+            allow_bottom_right=True,
+        )
+    except Skip as e:
+        raise Skip(f"{unsupported} ({e})" if how == "add" else str(e)) from e
+
+
+def match_sdpa(n: Any, values: Values) -> Match:
+    """F.scaled_dot_product_attention: accepted with is_causal/scale/enable_gqa, a causal or
+    tensor attn_mask, and a constant dropout_p (the kernels' dropout)."""
+    q, k, v = (node_arg(n, i, name) for i, name in enumerate(("query", "key", "value")))
+    mask = node_arg(n, 3, "attn_mask")
+    dropout_p = node_arg(n, 4, "dropout_p", 0.0)
+    is_causal = node_arg(n, 5, "is_causal", False)
+    scale = node_arg(n, 6, "scale")
+    enable_gqa = node_arg(n, 7, "enable_gqa", False)
+    site = Site(kind="sdpa", location=location(n))
+    if not isinstance(is_causal, bool):
+        raise Skip("is_causal is not a Python constant")
+    if not isinstance(enable_gqa, bool):
+        raise Skip("enable_gqa is not a Python constant")
+    # SDPA's dropout_p applies whatever the module's mode: the graph's constant is the rate.
+    dropout_p = dropout_prob(dropout_p, True, "SDPA")
+    window = None
+    align = "top_left"
+    tensor_mask = None
+    alibi = None
+    if mask is not None and is_causal:
+        raise Skip("attn_mask together with is_causal=True is not supported")
+    me = example_value(mask)
+    if isinstance(me, torch.Tensor) and me.is_floating_point():
+        try:  # ALiBi: the kernels compute the bias from the slopes
+            alibi = prove_alibi(mask, example_value(k).shape[-2], 4)
+            mask = None
+        except Skip:
+            pass
+    if mask is not None:
+        try:
+            window, align = prove_causal_aligned(
+                mask, values, example_value(q).shape[-2], example_value(k).shape[-2], keep=True, allow_window=True,
+                allow_bottom_right=True,
+            )  # fmt: skip
+            is_causal = True
+        except Skip:
+            # Not a causal mask: the kernel reads the tensor itself (exact by construction, at
+            # every shape the graph accepts).
+            tensor_mask = _tensor_mask(mask)
+    terms: list[Any] = [None] if scale is None else [(scale, 1)]
+    m = Match(site, q, k, v, n, is_causal, terms, interior=[n], window=window, align=align)
+    m.attn_mask = tensor_mask
+    m.alibi = alibi
+    m.dropout_p = dropout_p
+    m.three_d = example_value(q).dim() == 3
+    if not enable_gqa and not known_eq(example_value(q).shape[-3], example_value(k).shape[-3]):
+        raise Skip("query and key head counts differ without enable_gqa=True")
+    return m
+
+
+def _tensor_mask(mask: Any) -> Any:
+    """An SDPA attn_mask the kernels can read as a tensor (`flashgen.ops.attention(attn_mask=)`):
+    a boolean or floating tensor of at most 4 dims (a floating one that requires grad, a learned
+    bias, gets its gradient: `flashgen.kernels.bias_grad`); Skip otherwise."""
+    me = example_value(mask)
+    if not isinstance(mask, fx.Node) or not isinstance(me, torch.Tensor):
+        raise Skip("attn_mask is not a tensor")
+    if not (me.dtype == torch.bool or me.is_floating_point()):
+        raise Skip(f"attn_mask of dtype {me.dtype} (boolean or floating are read by the kernels)")
+    if me.dim() > 4:
+        raise Skip(f"attn_mask with {me.dim()} dims")
+    return mask

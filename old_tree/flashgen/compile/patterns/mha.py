@@ -1,0 +1,182 @@
+"""nn.MultiheadAttention: Dynamo keeps `F.multi_head_attention_forward` as one node, so it is
+recognised as such and rebuilt as projections -> flashgen op -> output projection."""
+
+from __future__ import annotations
+
+import inspect
+import operator
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import fx
+
+from .core import (
+    Match,
+    Site,
+    Skip,
+    dropout_prob,
+    erase_dead,
+    example_value,
+    fake_mode,
+    known_eq,
+    location,
+    set_example_values,
+)
+from .mask_values import Values
+from .masks import prove_causal
+
+
+def match_mha(n: Any, values: Values) -> Match:
+    """`F.multi_head_attention_forward` (what nn.MultiheadAttention calls; Dynamo keeps it as one
+    node): rebuilt as projections -> flashgen op -> output projection when no weights are
+    returned, no padding mask, no bias_k/v or zero-attn, and any mask is causal."""
+
+    try:
+        a = inspect.signature(F.multi_head_attention_forward).bind(*n.args, **n.kwargs)
+    except TypeError as e:
+        raise Skip(f"unexpected multi_head_attention_forward call: {e}") from e
+    a.apply_defaults()
+    p = a.arguments
+    if p["need_weights"] is not False:
+        raise Skip(
+            "nn.MultiheadAttention returns attention weights (need_weights=True, the default); "
+            "call it with need_weights=False"
+        )
+    for name in ("bias_k", "bias_v", "static_k", "static_v"):
+        if p[name] is not None:
+            raise Skip(f"nn.MultiheadAttention with {name} is not supported")
+    if p["add_zero_attn"] is not False:
+        raise Skip("nn.MultiheadAttention with add_zero_attn=True is not supported")
+    drop_p = dropout_prob(p["dropout_p"], p["training"], "nn.MultiheadAttention")
+    if not isinstance(p["num_heads"], int) or not isinstance(p["is_causal"], bool):
+        raise Skip("num_heads / is_causal are not Python constants")
+    q, k, v = p["query"], p["key"], p["value"]
+    causal = False
+    if p["attn_mask"] is not None:
+        try:
+            prove_causal(
+                p["attn_mask"],
+                values,
+                example_value(q).shape[0],
+                example_value(k).shape[0],
+                keep=False,
+            )
+        except Skip as e:
+            raise Skip(
+                "nn.MultiheadAttention attn_mask is not supported: only a causal mask is "
+                f"(nn.Transformer.generate_square_subsequent_mask); left to Inductor ({e})"
+            ) from e
+        causal = True
+    elif p["is_causal"]:
+        raise Skip("is_causal=True without attn_mask")
+    kpm = p["key_padding_mask"]
+    if kpm is not None:
+        # [B, S]: True (or -inf) hides a key; the kernels read it as a [B, 1, 1, S] mask tensor
+        km = example_value(kpm)
+        if not isinstance(km, torch.Tensor) or km.dim() != 2:
+            raise Skip("key_padding_mask is not a 2-D [batch, seq] tensor")
+        if not (km.dtype == torch.bool or km.is_floating_point()) or km.requires_grad:
+            raise Skip("key_padding_mask must be boolean, or floating without grad")
+    users = list(n.users)
+    if not all(u.op == "call_function" and u.target is operator.getitem for u in users):
+        raise Skip("the (output, weights) result of nn.MultiheadAttention is used whole")
+    outs = [u for u in users if u.args[1] == 0]
+    if len(outs) != 1 or any(u.users for u in users if u.args[1] != 0):
+        raise Skip("the attention weights of nn.MultiheadAttention are used")
+    site = Site(kind="mha", location=location(n))
+    m = Match(site, q, k, v, outs[0], causal, [None], interior=[n])
+    m.mha = p
+    m.dropout_p = site.dropout = drop_p
+    return m
+
+
+def _mha_projection(p: dict[str, Any], which: int) -> tuple[Any, Any]:
+    """(weight, bias) source for projection `which` (0 q, 1 k, 2 v) as nodes or slices."""
+    bias = p["in_proj_bias"]
+    if p["use_separate_proj_weight"]:
+        w = p[("q_proj_weight", "k_proj_weight", "v_proj_weight")[which]]
+        return w, (None if bias is None else ("slice", bias, which))
+    return ("slice", p["in_proj_weight"], which), (None if bias is None else ("slice", bias, which))
+
+
+def check_mha(m: Match) -> None:
+    """Kernel eligibility for a MultiheadAttention site, on the projected (fake) shapes."""
+    p = m.mha
+    assert p is not None
+    q, k, v = (example_value(x) for x in (m.q, m.k, m.v))
+    if not all(isinstance(t, torch.Tensor) and t.dim() == 3 for t in (q, k, v)):
+        raise Skip("only batched (3-D) nn.MultiheadAttention inputs are supported")
+    wq = example_value(p["q_proj_weight"] if p["use_separate_proj_weight"] else p["in_proj_weight"])
+    e = wq.shape[-1]
+    heads = p["num_heads"]
+    if not isinstance(e, int) or e % heads:
+        raise Skip("embedding dim is not a static multiple of num_heads")
+    if not (known_eq(k.shape[-1], e) and known_eq(v.shape[-1], e) and q.shape[-1] == e):
+        raise Skip("kdim/vdim different from embed_dim are not supported")
+    d = e // heads
+    shaped = [t.unflatten(-1, (heads, d)).permute(1, 2, 0, 3).contiguous() for t in (q, k, v)]
+    from ...kernels.validate import check_inputs, check_kernel_device
+
+    try:
+        scale = check_inputs(*shaped, causal=m.causal, scale=None)
+        check_kernel_device(q.device)
+    except (ValueError, RuntimeError) as err:
+        raise Skip(f"the flashgen kernels do not take this site: {err}") from err
+    m.scale = scale
+    m.site.scale, m.site.causal = scale, m.causal
+    shape = "x".join(str(x) for x in shaped[0].shape)
+    m.site.shape = f"q[{shape}] {str(q.dtype).replace('torch.', '')}"
+
+
+def rewrite_mha(gm: fx.GraphModule, m: Match, op: Any) -> None:
+    """query/key/value [T, B, E] -> linear -> [B, H, T, D] -> op -> [T, B, E] -> out_proj."""
+    p = m.mha
+    assert p is not None
+    g = gm.graph
+    heads = p["num_heads"]
+    e = example_value(
+        p["q_proj_weight"] if p["use_separate_proj_weight"] else p["in_proj_weight"]
+    ).shape[-1]
+    d = e // heads
+    fm = fake_mode(example_value(m.out))
+    added: list[Any] = []
+
+    def call(fn: Any, *args: Any) -> Any:
+        node = g.call_function(fn, args) if callable(fn) else g.call_method(fn, args)
+        added.append(node)
+        return node
+
+    def piece(src: Any, which: int) -> Any:
+        if not (isinstance(src, tuple) and src and src[0] == "slice"):
+            return src
+        return call(operator.getitem, src[1], slice(which * e, (which + 1) * e))
+
+    with g.inserting_before(m.out):
+        heads_in = []
+        for which, x in enumerate((m.q, m.k, m.v)):
+            w, b = _mha_projection(p, which)
+            y = call(F.linear, x, piece(w, which), piece(b, which))
+            y = call("unflatten", y, -1, (heads, d))
+            heads_in.append(call("contiguous", call("permute", y, 1, 2, 0, 3)))
+        kpm = p["key_padding_mask"]
+        # window, softcap, causal_align, deterministic, seq_bounds, attn_mask, dropout_p
+        drop = (m.dropout_p,) if m.dropout_p else ()
+        if kpm is None:
+            tail = (None, None, "top_left", None, None, None, *drop) if drop else ()
+            o = call(op, *heads_in, m.causal, m.scale, *tail)
+        else:  # MHA's True hides a key; attn_mask's True shows it
+            mask = call(torch.logical_not, kpm) if example_value(kpm).dtype == torch.bool else kpm
+            mask = call(operator.getitem, mask, (slice(None), None, None, slice(None)))
+            o = call(
+                op, *heads_in, m.causal, m.scale, None, None, "top_left", None, None, mask, *drop
+            )
+            m.site.mask = "bool" if example_value(kpm).dtype == torch.bool else "add"
+        o = call("flatten", call("permute", o, 2, 0, 1, 3), -2)
+        out = call(F.linear, o, p["out_proj_weight"], p["out_proj_bias"])
+    set_example_values(fm, added)
+    stack = m.out.meta.get("stack_trace")
+    for node in added:
+        node.meta["stack_trace"] = stack
+    m.out.replace_all_uses_with(out)
+    erase_dead(g, [m.out, *m.interior])

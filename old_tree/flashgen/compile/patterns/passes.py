@@ -1,0 +1,317 @@
+"""The pass itself: kernel eligibility of a match, the rewrite, and `attention_pass`, which
+finds every site in a graph, rewrites the eligible ones and reports the rest."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import operator
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import fx
+
+from .core import (
+    SDPA_FNS,
+    SUPPORTED_DTYPES,
+    Match,
+    Site,
+    Skip,
+    const_value,
+    counters,
+    erase_dead,
+    example_value,
+    fake_mode,
+    head_dim_symbols,
+    is_fn,
+    is_tensor_node,
+    known_eq,
+    location,
+    repeat_base,
+    set_example_values,
+    size_hint,
+    split_baddbmm,
+    split_scores_product,
+)
+from .mask_values import Values
+from .matchers import is_softmax, match_sdpa, match_softmax, softmax_dim_ok
+from .mha import check_mha, match_mha, rewrite_mha
+
+
+def check_match(m: Match) -> None:
+    """Kernel eligibility on the example (fake) values; fills scale, shape and GQA group."""
+    q, k, v, o = example_value(m.q), example_value(m.k), example_value(m.v), example_value(m.out)
+    if not all(isinstance(t, torch.Tensor) for t in (q, k, v, o)):
+        raise Skip("an operand is not a tensor")
+    if m.flat_out:  # BLOOM: o is [B * H, Sq, D], the op's [B, H, Sq, D] flattened
+        if not (q.dim() == 4 and o.dim() == 3 and known_eq(o.shape[0], q.shape[0] * q.shape[1])):
+            raise Skip("the flattened output is not [batch x heads, seq, head_dim]")
+        with fake_mode(o) or contextlib.nullcontext():
+            o = o.unflatten(0, (q.shape[0], q.shape[1]))
+    if not (q.dim() == k.dim() == v.dim() == o.dim() and q.dim() in (3, 4)):
+        raise Skip(f"q/k/v must all be 4-D [batch, heads, seq, dim] (or 3-D); got {q.dim()}-D q")
+    dtypes = {q.dtype, k.dtype, v.dtype, o.dtype}
+    if len(dtypes) != 1:
+        names = "/".join(str(t.dtype).replace("torch.", "") for t in (q, k, v, o))
+        raise Skip(f"q, k, v and the output must share one dtype; got {names}")
+    if q.dtype not in SUPPORTED_DTYPES:
+        raise Skip(f"dtype {q.dtype} is not supported (float16, bfloat16, float32 are)")
+    if len({q.device.type, k.device.type, v.device.type}) != 1:
+        raise Skip("q, k, v are on different devices")
+    d = q.shape[-1]
+    if not (known_eq(k.shape[-1], d) and known_eq(v.shape[-1], d)):
+        raise Skip("q, k and v must have the same head dim")
+    # A KV cache's keys and values are two graph inputs whose lengths Dynamo gives two symbols
+    # (HF's dynamic cache: torch.cat of each past with the new step), so equality is rarely
+    # provable. It need not be: attention with different K and V lengths fails in the original
+    # program too (SDPA and P @ V both reject it), and the op checks it at run time.
+    if size_hint(k.shape[-2]) != size_hint(v.shape[-2]):
+        raise Skip("k and v have different sequence lengths")
+    lead = q.dim() - 3
+    for i in range(lead):
+        if not (known_eq(q.shape[i], k.shape[i]) and known_eq(q.shape[i], v.shape[i])):
+            raise Skip("q, k, v batch sizes differ (broadcast batch is not supported)")
+    hk, hv = k.shape[-3], v.shape[-3]
+    if not known_eq(hk, hv):
+        raise Skip("k and v have different head counts")
+    if not (known_eq(o.shape[-1], d) and known_eq(o.shape[-2], q.shape[-2])):
+        raise Skip("the output shape is not [..., seq_q, head_dim]")
+    # GQA spelled as a copy of K/V: hand the kernel the un-repeated tensors instead.
+    kb, nk = repeat_base(m.k)
+    vb, nv = repeat_base(m.v)
+    if nk == nv and nk > 1:
+        m.k, m.v = kb, vb
+        k, v = example_value(kb), example_value(vb)
+    operands = [q, k, v]
+    if m.three_d:
+        operands = [t.unsqueeze(0) for t in operands]
+    m.contiguous = [t.stride(-1) != 1 for t in operands]
+    operands = [t.contiguous() if c else t for t, c in zip(operands, m.contiguous, strict=True)]
+    group = max(size_hint(operands[0].shape[1]) // max(size_hint(operands[1].shape[1]), 1), 1)
+    from ...kernels.validate import check_inputs, check_kernel_device
+
+    try:
+        check_inputs(*operands, causal=m.causal, scale=None)
+        check_kernel_device(q.device)
+    except (ValueError, RuntimeError) as e:
+        raise Skip(f"the flashgen kernels do not take this site: {e}") from e
+    # Decisions that add guards come last, once everything else passed.
+    hd = int(d)
+    syms = head_dim_symbols(q, k)
+    scale = 1.0
+    for term in m.scale_terms:
+        if term is None:
+            scale *= 1.0 / math.sqrt(hd)
+            continue
+        c, power = term
+        val = const_value(c, syms)
+        if power < 0 and val == 0:
+            raise Skip("scores are divided by zero")
+        scale *= val if power > 0 else 1.0 / val
+    if not (scale > 0 and math.isfinite(scale)):
+        raise Skip(f"scale {scale} is not a positive finite number")
+    m.scale = scale
+    m.site.scale = scale
+    m.site.causal = m.causal
+    m.site.window = m.window
+    m.site.align = m.align
+    m.site.dropout = m.dropout_p
+    if m.attn_mask is not None:
+        mask = example_value(m.attn_mask)
+        if m.three_d:
+            raise Skip("attn_mask with 3-D q/k/v")
+        shape = (1,) * (4 - mask.dim()) + tuple(mask.shape)
+        full = (*q.shape[:3], k.shape[2])
+        if not all(known_eq(a, 1) or known_eq(a, b) for a, b in zip(shape, full, strict=True)):
+            raise Skip(f"attn_mask of shape {tuple(mask.shape)} does not broadcast to {full}")
+        m.site.mask = "bool" if mask.dtype == torch.bool else "add"
+    if m.align != "top_left" and (m.alibi is not None or m.dropout_p):
+        # (a KV cache's decode step: `flashgen.ops.attention` refuses these together)
+        raise Skip("ALiBi or dropout with a bottom-right causal mask (KV cache) is not supported")
+    if m.alibi is not None:
+        _check_slopes(m, q)
+    m.site.gqa_group = group
+    shape = "x".join(str(s) for s in q.shape)
+    m.site.shape = f"q[{shape}] {str(q.dtype).replace('torch.', '')}"
+    m.site.dtype = str(q.dtype).replace("torch.", "")
+    m.site.head_dim = hd
+    m.site.seq_q, m.site.seq_k = size_hint(q.shape[-2]), size_hint(k.shape[-2])
+    m.site.rows = math.prod(size_hint(n) or 0 for n in q.shape[:-2])
+    m.site.device = q.device.type
+
+
+def _check_slopes(m: Match, q: Any) -> None:
+    """The proven ALiBi slopes must give one slope per query head (and maybe batch entry):
+    shape [..., Hq, 1, 1] with a leading batch dim of 1 or B (`rewrite` flattens them to the
+    op's [Hq] or [B, Hq])."""
+    if m.three_d:
+        raise Skip("ALiBi with 3-D q/k/v")
+    s = example_value(m.alibi[0])
+    shape = (1,) * (4 - s.dim()) + tuple(s.shape)
+    if not known_eq(shape[1], q.shape[1]) or not (
+        known_eq(shape[0], 1) or known_eq(shape[0], q.shape[0])
+    ):
+        raise Skip(f"ALiBi slopes of shape {tuple(s.shape)}: one per query head is supported")
+    m.site.alibi = True
+
+
+def _slopes_arg(g: fx.Graph, m: Match, added: list) -> fx.Node:
+    """Nodes making the op's alibi_slopes from the proven slopes node: times the proven
+    factor, float32, flattened to [Hq] or [B, Hq] (see `_check_slopes`)."""
+    node, factor = m.alibi
+    s = example_value(node)
+    if factor != 1.0:
+        node = g.call_function(operator.mul, (node, factor))
+        added.append(node)
+    node = g.call_method("to", (node, torch.float32))
+    added.append(node)
+    batched = s.dim() == 4 and not known_eq(s.shape[0], 1)
+    node = g.call_method("flatten", (node, 1) if batched else (node,))
+    added.append(node)
+    return node
+
+
+def rewrite(gm: fx.GraphModule, m: Match, op: Any) -> None:
+    """Insert op(q, k, v, causal, scale) before m.out (with [w - 1, 0], the op's window argument,
+    for a proven sliding window; with causal_align "bottom_right" for a KV cache's mask),
+    reroute its users, drop dead interior."""
+    g = gm.graph
+    fm = fake_mode(example_value(m.out))
+    added: list[fx.Node] = []
+    with g.inserting_before(m.out):
+        args = [m.q, m.k, m.v]
+        if m.three_d:
+            args = [g.call_method("unsqueeze", (a, 0)) for a in args]
+            added += args
+        for i, needs in enumerate(m.contiguous):
+            if needs:
+                args[i] = g.call_method("contiguous", (args[i],))
+                added.append(args[i])
+        window = () if m.window is None else ([m.window - 1, 0],)
+        if m.align != "top_left":  # window and softcap None, then causal_align
+            window = (None, None, m.align)
+        if m.attn_mask is not None:
+            mask = m.attn_mask
+            if m.mask_negated:  # `scores - bias`: the kernels add their mask
+                mask = g.call_function(operator.neg, (mask,))
+                added.append(mask)
+            if m.mask_hides:  # masked_fill's mask (True: hidden); the kernels' True: visible
+                mask = g.call_function(torch.logical_not, (mask,))
+                added.append(mask)
+            # window, softcap, causal_align, deterministic, seq_bounds, then attn_mask
+            window = (*window, *(None, None, m.align, None, None)[len(window) :], mask)
+        extra = {"dropout_p": m.dropout_p} if m.dropout_p else {}
+        if m.alibi is not None:
+            extra["alibi_slopes"] = _slopes_arg(g, m, added)
+        new = g.call_function(op, (*args, m.causal, m.scale, *window), extra)
+        result = g.call_method("squeeze", (new, 0)) if m.three_d else new
+        if m.flat_out:  # BLOOM: the value product's [B * H, Sq, D]
+            result = g.call_method("flatten", (new, 0, 1))
+        after = [] if result is new else [result]
+        if m.empty_rows is not None:  # rows the mask hides entirely: eager's uniform softmax
+            hidden = m.attn_mask
+            if not m.mask_hides:
+                hidden = g.call_function(torch.logical_not, (hidden,))
+                after.append(hidden)
+            empty = g.call_method("all", (hidden, -1, True))
+            mean = g.call_method("mean", (m.empty_rows, -2, True))
+            result = g.call_function(torch.where, (empty, mean, result))
+            after += [empty, mean, result]
+    set_example_values(fm, [*added, new, *after])
+    new.meta["stack_trace"] = m.out.meta.get("stack_trace")
+    dead = [*m.interior, m.out]
+    m.out.replace_all_uses_with(result)
+    erase_dead(g, dead)
+
+
+def attention_pass(
+    gm: fx.GraphModule,
+    example_inputs: list[Any],
+    op: Any = None,
+    *,
+    rewrite_graph: bool = True,
+    graph_index: int = 0,
+    keep_kinds: frozenset[str] = frozenset(),
+) -> list[Site]:
+    """Find every attention site; replace the eligible ones with `op` (None: report only).
+
+    Sites of a kind in `keep_kinds` ("sdpa", "mha") are matched and reported but left to
+    PyTorch (`flashgen.backend(sdpa=False)`)."""
+    values = Values(gm, example_inputs)
+    sites: list[Site] = []
+    matches: list[Match] = []
+    for n in list(gm.graph.nodes):
+        kind = (
+            "sdpa"
+            if is_fn(n, SDPA_FNS)
+            else "mha"
+            if is_fn(n, {F.multi_head_attention_forward})
+            else "softmax"
+            if is_softmax(n)
+            else None
+        )
+        if kind is None:
+            continue
+        try:
+            if kind == "sdpa":
+                m = match_sdpa(n, values)
+            elif kind == "mha":
+                m = match_mha(n, values)
+            else:
+                if not softmax_dim_ok(n):
+                    continue
+                got = match_softmax(n, values)
+                if got is None:
+                    continue
+                m = got
+            if m.mha is not None:
+                check_mha(m)
+            else:
+                check_match(m)
+        except Skip as e:
+            site = Site(kind=_kind_of(n, kind), location=location(n), reason=str(e))
+            site.graph = graph_index
+            sites.append(site)
+            counters[f"{site.kind}.found"] += 1
+            counters[f"{site.kind}.skipped"] += 1
+            continue
+        m.site.graph = graph_index
+        sites.append(m.site)
+        matches.append(m)
+        counters[f"{m.site.kind}.found"] += 1
+    for m in matches:
+        if m.site.kind in keep_kinds:
+            m.site.reason = "left to PyTorch's fused attention: backend(sdpa=False)"
+            counters[f"{m.site.kind}.skipped"] += 1
+        elif not rewrite_graph:
+            m.site.replaced = True  # report-only (explain): "would be replaced"
+        elif op is None:
+            m.site.reason = "the flashgen::attention op is not available (flashgen.ops)"
+            counters[f"{m.site.kind}.skipped"] += 1
+        else:
+            (rewrite_mha if m.mha is not None else rewrite)(gm, m, op)
+            m.site.replaced = True
+            counters[f"{m.site.kind}.replaced"] += 1
+    if rewrite_graph and op is not None and any(m.site.replaced for m in matches):
+        gm.graph.lint()
+        gm.recompile()
+    return sites
+
+
+def _kind_of(n: Any, kind: str) -> str:
+    """Best-effort product kind for a skipped softmax site (for the report only)."""
+    if kind in ("sdpa", "mha"):
+        return kind
+    x = n.args[0] if n.args else None
+    for _ in range(8):
+        if not isinstance(x, fx.Node):
+            break
+        prod = split_scores_product(x)
+        if prod is not None:
+            return prod[0]
+        if split_baddbmm(x) is not None:
+            return "baddbmm"
+        ins = [a for a in x.all_input_nodes if is_tensor_node(a)]
+        x = ins[0] if ins else None
+    return "matmul"

@@ -1,0 +1,103 @@
+"""`HopperConfig`: the launch parameters of the Hopper (Gluon, warp-specialised) forward family.
+
+A value type like `TileConfig`, for the other family: its knobs reach the template as constexprs
+and the launch (grid, maxnreg), so every field is validated here on construction (ints and
+bools in fixed ranges, nothing else). The byte and thread counts are what the kernel allocates
+(templates/attn_fwd_hopper.py.jinja); `flashgen.hardware.hopper_tiles` decides what fits a GPU.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from .config import check_kinds, check_rules
+
+CONSUMERS = (1, 2, 3)
+# Rows of one consumer: a warpgroup owns 64 (wgmma's M per warpgroup); one consumer of 8 warps
+# (two warpgroups in one partition) owns 128.
+CONSUMER_WARPS = (4, 8)
+BLOCK_N = (64, 128)
+NUM_BUF = (2, 3, 4)
+# Registers a thread: setmaxnreg moves them in steps of 8, and a thread holds at most 255.
+MIN_REGS, MAX_REGS = 24, 248
+REGS_PER_SM = 65_536
+BARRIER_BYTES = 8
+ITEM_BYTES = 4
+
+
+@dataclass(frozen=True, order=True)
+class HopperConfig:
+    """block_m rows per work item, split over `consumers` partitions of num_warps warps each
+    (num_warps 8 only with one consumer); block_n keys per tile; num_buf K/V ring slots;
+    maxnreg the per-thread register cap the launch declares (threads() * maxnreg must fit the
+    SM's 65,536 registers; the loader's warpgroup then gives its registers to the consumers
+    through setmaxnreg); pingpong orders the two consumers' GEMMs; persistent launches one
+    program per resident slot (each walks several work items, longest first when causal)
+    instead of one per item; dynamic (persistent only) lets each program take the next untaken
+    item from a global counter instead of every grid-th one (items of unequal length, causal,
+    then end together)."""
+
+    block_m: int
+    block_n: int
+    num_buf: int
+    consumers: int
+    num_warps: int
+    maxnreg: int
+    pingpong: bool
+    persistent: bool = False
+    dynamic: bool = False
+
+    def __post_init__(self) -> None:
+        check_kinds(self, bools=("pingpong", "persistent", "dynamic"))
+        checks = (
+            ("consumers", self.consumers in CONSUMERS, f"one of {CONSUMERS}"),
+            ("num_warps", self.num_warps in CONSUMER_WARPS and
+             (self.num_warps == 4 or self.consumers == 1), "4, or 8 with one consumer"),
+            ("block_m", self.block_m == self.consumers * 16 * self.num_warps,
+             "consumers * 16 * num_warps (each warp owns 16 rows of a wgmma tile)"),
+            ("block_n", self.block_n in BLOCK_N, f"one of {BLOCK_N}"),
+            ("num_buf", self.num_buf in NUM_BUF, f"one of {NUM_BUF}"),
+            ("maxnreg", MIN_REGS <= self.maxnreg <= MAX_REGS and self.maxnreg % 8 == 0,
+             f"a multiple of 8 in [{MIN_REGS}, {MAX_REGS}]"),
+            ("maxnreg", self.threads() * self.maxnreg <= REGS_PER_SM,
+             f"at most {REGS_PER_SM} // {self.threads()} threads"),
+            ("pingpong", not self.pingpong or self.consumers == 2, "only with two consumers"),
+            ("dynamic", not self.dynamic or self.persistent, "only with a persistent grid"),
+        )  # fmt: skip
+        check_rules(self, checks)
+
+    @property
+    def rows_per_consumer(self) -> int:
+        return self.block_m // self.consumers
+
+    def shared_bytes(self, head_dim: int, elem_bytes: int = 2) -> int:
+        """Shared memory of the kernel's allocations: each consumer's two Q tiles (the next
+        item's Q loads while the current one is in use) and O staging tile, the K and V
+        rings, the mbarriers, each Q buffer's work-item index (dynamic grids; a static one
+        leaves it unused and the compiler drops it). On sm_90 the compiler adds alignment
+        padding only (tests/kernels/test_hopper.py compiles configs and compares)."""
+        tiles = (3 * self.block_m + 2 * self.num_buf * self.block_n) * head_dim * elem_bytes
+        barriers = BARRIER_BYTES * (4 * self.consumers + 4 * self.num_buf + 2)
+        return tiles + barriers + ITEM_BYTES * 2 * self.consumers
+
+    def threads(self) -> int:
+        """Threads of one program: the consumers' warps and the loader's warp, the loader
+        rounded up to a warpgroup (setmaxnreg works per warpgroup)."""
+        return 32 * (self.consumers * self.num_warps + 4)
+
+    def short(self) -> str:
+        flags = "".join(
+            name for name, on in (("pp", self.pingpong), ("P", self.persistent),
+                                  ("D", self.dynamic)) if on
+        )  # fmt: skip
+        return (f"(hopper {self.block_m}x{self.block_n} c{self.consumers}w{self.num_warps} "
+                f"b{self.num_buf} r{self.maxnreg}{' ' + flags if flags else ''})")  # fmt: skip
+
+    def with_persistent(self, persistent: bool = True) -> HopperConfig:
+        return replace(self, persistent=persistent, dynamic=self.dynamic and persistent)
+
+
+def max_regs(consumers: int, num_warps: int) -> int:
+    """The largest launch register cap for this many threads (a multiple of 8)."""
+    threads = 32 * (consumers * num_warps + 4)
+    return min(MAX_REGS, REGS_PER_SM // threads // 8 * 8)

@@ -1,0 +1,412 @@
+"""Host side of the FlashAttention backward: launch the generated kernels with a config.
+
+A config names the dK/dV kernel's tiles. The dQ kernel runs `dq_config` when given, else, for
+a config chosen at run time (records, defaults: `config` None or a chooser), its own measured
+config (`flashgen.hardware.dq_tiles`, via `dq_config_for`; the tuner times the same), else (an
+explicit TileConfig, as tests and benchmarks pass) the same config as the dK/dV kernel.
+
+Three launches: `attn_bwd_preprocess` (delta = rowsum(dO * O)), `attn_bwd_dkdv` (one program per
+key block and kv head, summing over the query heads of its GQA group, so dK/dV are written once:
+deterministic, no atomics) and `attn_bwd_dq` (one program per query block and head). The N x N
+probability matrix is never stored; both kernels recompute it from the forward's logsumexp.
+Gradients nobody asked for are not computed: `needs=(dq, dk, dv)` skips the dQ kernel, or the
+dK/dV kernel when neither dK nor dV is wanted.
+
+The dK/dV and dQ kernels come in two builds from one template: pointer loads (run anywhere) and
+`*_tma`, which moves Q/K/V/dO through TMA tensor descriptors (Hopper and newer). Compiled ahead
+of time for sm90 (triton 3.6), the descriptor build needs far fewer registers (no per-element
+offset tensors): at d128 causal 64x64 4 warps, dK/dV spills 48 bytes instead of 328 and dQ uses
+164 registers instead of 234. TMA needs 16-byte aligned bases and strides, so anything else
+takes the pointer build; so do float32 (not a speed path) and head dims above 128 (with
+256-wide tiles the descriptor dK/dV kernel spilled kilobytes, e.g. d192 64x32: 6,880 bytes of
+stack against 384 for the pointer build). FLASHGEN_BWD_TMA=0 forces pointers, =1 forces
+descriptors (also in the CPU interpreter, which is how the tests cover that path); the `tma`
+argument of `backward` overrides both.
+
+Host time: as in `flashgen.kernels.fwd`, what a call signature decides (spec, config, kernel build,
+grids, strides, descriptor templates, the compiled kernels) is kept in a `_Plan`, so a repeated
+signature allocates its outputs and launches (`flashgen.kernels.launch.Launch`) without Triton's
+per-call binding. The same CUDA-graph rules hold (no sync; alignment in the key; a plan first
+needed during capture skips the database and is not kept). `config` as in `flashgen.kernels.fwd`
+(`flashgen.kernels.plans`).
+
+Which kind of backward runs ("split" above, "onepass", "hopper") is decided in
+`flashgen.kernels.bwd_kind`; this module builds and runs that kind's launches. A one-pass plan
+takes the split kind's record or default when the shared-memory model says it fits the one-pass
+kernel, else `flashgen.hardware.tiles.config_for_kind`.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+
+import torch
+
+from ..core.config import TileConfig
+from ..core.spec import cdiv, dtype_name, spec_for
+from ..hardware.dq_tiles import dq_config as _dq_config
+from ..hardware.sram import current_device
+from ..hardware.tiles import config_for_kind
+from . import bwd_kind, hopper_bwd
+from . import tma as _tma
+from .buffers import pause_fill, resume_fill
+from .codegen import load, load_family
+from .fwd import mask_kind as _mask_kind
+from .launch import Launch, direct_device
+from .plans import (
+    Chooser,
+    PlanCache,
+    clamp_window,
+    extra_classes,
+    plan_config,
+    plan_spec,
+    variant_args,
+)
+from .streams import side_first, side_stream
+
+log = logging.getLogger("flashgen")
+_ENV = "FLASHGEN_BWD_TMA"
+_env = _tma.env_reader(_ENV)
+_plans = PlanCache()  # `flashgen.runtime.primitives` clears it with the run-time choice's cache
+
+
+def dq_config_for(spec, config: TileConfig) -> TileConfig:
+    """The dQ kernel's config when the backward's `config` was chosen at run time (records,
+    defaults) or by the tuner: `flashgen.hardware.dq_tiles.dq_config` on the current device."""
+    return _dq_config(spec, config, current_device().capability)
+
+
+def _last_dim_contiguous(t):
+    """The kernels take every stride but the last, which must be 1 (e.g. an expanded dO from
+    `out.sum().backward()` has stride 0 everywhere)."""
+    return t if t.stride(-1) == 1 else t.contiguous()
+
+
+def _use_tma(*tensors, forced=None) -> bool:
+    """Whether `backward` takes the descriptor kernels for these (last-dim contiguous) tensors:
+    the ones it makes descriptors of; only 16-bit inputs with head dim <= 128 (the builds that
+    fit and measured faster)."""
+    first = tensors[0]
+    eligible = first.element_size() == 2 and first.shape[-1] <= 128
+    return _tma.use_tma(_ENV, tensors, eligible=eligible, forced=forced)
+
+
+def _strides3(t) -> tuple[int, int, int]:
+    return t.stride(0), t.stride(1), t.stride(2)
+
+
+class _Plan:
+    """One call signature's backward: up to three kernel launches and their fixed arguments
+    (no device memory: see `flashgen.kernels.fwd._Plan`)."""
+
+    __slots__ = (
+        "pre", "pre_tail", "dkdv", "dq", "strides", "ints", "keep", "onepass", "convert",
+        "bounded",
+    )  # fmt: skip
+
+    def __init__(
+        self, q, k, v, do, out, causal, config, needs, use_descriptors, aligned, windowed, capped,
+        kind="split", bounded=False, mask_kind="", dropped=False, dq_config=None, per_key=False,
+        alibi=False,
+    ):  # fmt: skip
+        batch, heads_q, seq_q, dim = q.shape
+        heads_kv, seq_k = k.shape[1], k.shape[2]
+        spec = plan_spec(q, "bwd", causal, windowed, capped, bounded, mask_kind, dropped, alibi)
+        self.keep = True
+        self.bounded = bounded
+        if not isinstance(config, TileConfig):
+            config, self.keep = plan_config(config, spec, seq_q, seq_k, q)
+            if dq_config is None:  # a config chosen at run time: the dQ kernel's own for it
+                dq_config = dq_config_for(spec, config)
+            if kind != "split":  # records and defaults are the split kind's configs
+                config = config_for_kind(spec, config, current_device(), kind)
+        module = load(spec)
+        block_m, block_n = config.block_m, config.block_n
+        device = direct_device(q, aligned)
+        blocks = {"BLOCK_M": block_m, "BLOCK_N": block_n}
+        # a mask constant along query rows (key padding) is read as one vector per tile
+        per_key_arg = {"MASK_PER_KEY": per_key} if mask_kind else {}
+        options = {"num_warps": config.num_warps, "num_stages": config.num_stages}
+        self.pre = Launch(
+            module.attn_bwd_preprocess,
+            (cdiv(seq_q, block_m), batch * heads_q),
+            {"BLOCK_M": block_m},
+            {},
+            device,
+        )
+        self.pre_tail = (*_strides3(out), *_strides3(do), heads_q, seq_q)
+        self.ints = (heads_q, heads_kv, seq_q, seq_k)
+        self.onepass = self.convert = None
+        self.strides = ()
+        if kind == "onepass":
+            self._onepass(q, k, v, do, spec, blocks, options, device, use_descriptors)
+            self.dkdv = self.dq = None
+            return
+        if use_descriptors:  # q, k, v, do travel as TMA descriptors
+            pairs = ((q, block_m), (k, block_n), (v, block_n), (do, block_m))
+            descs = tuple(
+                (i, _tma.descriptor_template(t, rows, spec.block_d))
+                for i, (t, rows) in enumerate(pairs)
+            )
+            self.strides = ()
+            dkdv, dq = module.attn_bwd_dkdv_tma, module.attn_bwd_dq_tma
+        else:
+            descs = ()
+            self.strides = (*_strides3(q), *_strides3(k), *_strides3(v), *_strides3(do))
+            dkdv, dq = module.attn_bwd_dkdv, module.attn_bwd_dq
+        need_dq, need_dk, need_dv = needs
+        dkdv_grid = (cdiv(seq_k, block_n), batch * heads_kv)
+        self.dkdv = (
+            Launch(dkdv, dkdv_grid, {**blocks, **per_key_arg}, options, device, descs)
+            if need_dk or need_dv
+            else None
+        )
+        self.dq = None
+        if need_dq:
+            dqc = dq_config if dq_config is not None else config
+            dq_blocks = {"BLOCK_M": dqc.block_m, "BLOCK_N": dqc.block_n, **per_key_arg}
+            dq_options = {"num_warps": dqc.num_warps, "num_stages": dqc.num_stages}
+            if use_descriptors:
+                pairs = ((q, dqc.block_m), (k, dqc.block_n), (v, dqc.block_n), (do, dqc.block_m))
+                descs = tuple(
+                    (i, _tma.descriptor_template(t, rows, spec.block_d))
+                    for i, (t, rows) in enumerate(pairs)
+                )
+            dq_grid = (cdiv(seq_q, dqc.block_m), batch * heads_q)
+            self.dq = Launch(dq, dq_grid, dq_blocks, dq_options, device, descs)
+
+    def _onepass(self, q, k, v, do, spec, blocks, options, device, use_descriptors):
+        """The "onepass" kind's two launches: the one-pass kernel (all three gradients; dK/dV
+        are cheap beside dQ's products, so `needs` does not trim it) and the dQ conversion."""
+        batch, heads_q, seq_q, _ = q.shape
+        heads_kv, seq_k = k.shape[1], k.shape[2]
+        block_m, block_n = blocks["BLOCK_M"], blocks["BLOCK_N"]
+        module = load_family(spec, "onepass")
+        grid = (cdiv(seq_k, block_n), batch * heads_kv)
+        if use_descriptors:
+            pairs = ((q, block_m), (k, block_n), (v, block_n), (do, block_m))
+            descs = [
+                (i, _tma.descriptor_template(t, rows, spec.block_d))
+                for i, (t, rows) in enumerate(pairs)
+            ]
+            acc_shape = [batch, heads_q, seq_q, spec.block_d]
+            acc_strides = [heads_q * seq_q * spec.block_d, seq_q * spec.block_d, spec.block_d, 1]
+            descs.append((9, (acc_shape, acc_strides, [1, 1, block_m, spec.block_d])))
+            constexprs = {**blocks, "DQ_TMA": _dq_tma()}
+            self.onepass = Launch(
+                module.attn_bwd_onepass_tma, grid, constexprs, options, device, tuple(descs)
+            )
+        else:
+            self.strides = (*_strides3(q), *_strides3(k), *_strides3(v), *_strides3(do))
+            self.onepass = Launch(module.attn_bwd_onepass, grid, blocks, options, device)
+        self.convert = Launch(
+            module.attn_bwd_dq_convert,
+            (cdiv(seq_q, block_m), batch * heads_q),
+            {"BLOCK_M": block_m},
+            {},
+            device,
+        )
+
+    def launch(
+        self, do, q, k, v, out, lse, scale: float, window=None, softcap=None, bounds=None,
+        mask=None, dropout=None, alibi=None,
+    ):  # fmt: skip
+        if self.onepass is not None:
+            delta = torch.empty_like(lse)  # lse is contiguous float32 [B, Hq, Sq]
+            self.pre(out, do, delta, *self.pre_tail)
+            return self._launch_onepass(do, q, k, v, lse, delta, scale)
+        tail = variant_args(scale, window, softcap, bounds, mask, dropout, alibi)
+        ints = (*self.ints, float(scale), *tail)
+        # The kernels write every element of delta, dQ, dK and dV (key rows no query sees get
+        # zeros), except that with lengths they store only the valid rows: the padded ones must
+        # be zero. So no deterministic-mode fill (`flashgen.kernels.buffers`).
+        refill = pause_fill()
+        try:
+            delta = torch.empty_like(lse)  # lse is contiguous float32 [B, Hq, Sq]
+            new = torch.zeros_like if self.bounded else torch.empty_like
+            dq = dk = dv = None
+            if self.dq is not None:
+                dq = new(q, memory_format=torch.contiguous_format)
+            if self.dkdv is not None:
+                dk = new(k, memory_format=torch.contiguous_format)
+                dv = new(v, memory_format=torch.contiguous_format)
+        finally:
+            if refill:
+                resume_fill()
+        self.pre(out, do, delta, *self.pre_tail)
+        side = side_stream(q) if self.dkdv is not None and dq is not None else None
+        if side is not None:  # the dQ kernel beside the dK/dV kernel (`flashgen.kernels.streams`)
+            main = torch.cuda.current_stream(q.device)
+            side.wait_stream(main)
+            dq_first = side_first()
+            if dq_first:
+                with torch.cuda.stream(side):
+                    self.dq(q, k, v, do, lse, delta, dq, *self.strides, *ints)
+        if self.dkdv is not None:
+            self.dkdv(q, k, v, do, lse, delta, dk, dv, *self.strides, *ints)
+        if side is not None:
+            if not dq_first:
+                with torch.cuda.stream(side):
+                    self.dq(q, k, v, do, lse, delta, dq, *self.strides, *ints)
+            main.wait_stream(side)
+        elif dq is not None:
+            self.dq(q, k, v, do, lse, delta, dq, *self.strides, *ints)
+        return dq, dk, dv
+
+    def _launch_onepass(self, do, q, k, v, lse, delta, scale):
+        batch, heads_q, seq_q, dim = q.shape
+        block_d = 1 << (dim - 1).bit_length()
+        acc = torch.zeros((batch, heads_q, seq_q, block_d), dtype=torch.float32, device=q.device)
+        dk = torch.empty_like(k, memory_format=torch.contiguous_format)
+        dv = torch.empty_like(v, memory_format=torch.contiguous_format)
+        scale = float(scale)
+        if self.strides:
+            self.onepass(q, k, v, do, lse, delta, dk, dv, acc, *self.strides, *self.ints, scale)
+        else:
+            self.onepass(q, k, v, do, lse, delta, dk, dv, acc, acc, *self.ints, scale)
+        dq = torch.empty_like(q, memory_format=torch.contiguous_format)
+        self.convert(acc, dq, seq_q, scale)
+        return dq, dk, dv
+
+
+def _hopper(do, q, k, v, out, lse, causal, scale, config):
+    """The "hopper" kind's gradients, or None (logged once per reason) where it cannot run
+    these tensors. A portable `config` (TileConfig or chooser) does not apply to it."""
+    spec = spec_for(q.shape[-1], causal, dtype_name(q.dtype), "bwd")
+    reason = hopper_bwd.usable(spec, q, k, v, do)
+    if reason is not None:
+        _log_fallback(spec, reason)
+        return None
+    cfg = config if isinstance(config, hopper_bwd.HopperBwdConfig) else None
+    return hopper_bwd.backward(do, q, k, v, out, lse, scale=float(scale), spec=spec, config=cfg)
+
+
+@functools.cache
+def _log_portable(spec, reason: str) -> None:
+    log.info("flashgen: %s runs the split backward: %s", spec.uri(), reason)
+
+
+@functools.cache
+def _log_fallback(spec, reason: str) -> None:
+    log.info("flashgen: %s runs the split backward, not the hopper kind: %s", spec.uri(), reason)
+
+
+_dq_tma_env = _tma.env_reader("FLASHGEN_BWD_DQ_TMA")
+
+
+def _dq_tma() -> bool:
+    """Whether the one-pass TMA build adds dQ partials by TMA reduce (FLASHGEN_BWD_DQ_TMA=1)
+    rather than element atomics; the interpreter has no TMA reduce."""
+    return _dq_tma_env() in ("1", b"1")
+
+
+def backward(
+    do,
+    q,
+    k,
+    v,
+    out,
+    lse,
+    *,
+    causal: bool,
+    scale: float,
+    config: TileConfig | Chooser | None = None,
+    needs: tuple[bool, bool, bool] = (True, True, True),
+    tma: bool | None = None,
+    window: tuple[int, int] | None = None,
+    softcap: float | None = None,
+    deterministic: bool | None = None,
+    kind: str | None = None,
+    bounds=None,
+    mask=None,
+    dropout=None,
+    dq_config: TileConfig | None = None,
+    alibi=None,
+):
+    """Gradients of `out = attention(q, k, v)` given `do = dL/d out`.
+
+    Shapes as in `flashgen.kernels.fwd.forward`: q/do/out [B, Hq, Sq, D], k/v [B, Hkv, Sk, D],
+    lse float32 [B, Hq, Sq] (natural log). Returns (dq, dk, dv), each a new contiguous tensor
+    in the input's dtype shaped like its input, or None where `needs` says it is not wanted.
+    `tma` picks the kernel build (None: `_use_tma` decides); benchmarks use it to compare.
+    Launch plans are cached per call signature as in `flashgen.kernels.fwd`. `window` as in
+    `flashgen.kernels.fwd.forward` (the same pair the forward was given), `softcap`,
+    `bounds` (per-sequence valid ranges, either build) and `mask` (the expanded
+    [B, Hq, Sq, Sk] boolean or additive mask; no gradient for it) and `dropout` ((p, seed),
+    the forward's) likewise.
+    `deterministic` (None: `torch.are_deterministic_algorithms_enabled()`) and `kind` pick the
+    backward kind (`flashgen.kernels.bwd_kind`); lengths, masks and `alibi` (the forward's
+    slopes, no gradient for them) run the split kind.
+    `dq_config`: the split kind's dQ kernel's own config (blocks, warps, stages), which may
+    differ from the dK/dV kernel's `config`; None: see the module docstring.
+    """
+    window = clamp_window(window, causal, q.shape[2], k.shape[2])  # as the forward does
+    need_dq, need_dk, need_dv = needs = (bool(needs[0]), bool(needs[1]), bool(needs[2]))
+    if not (need_dq or need_dk or need_dv):
+        return None, None, None
+    if q.numel() == 0 or k.numel() == 0:  # empty batch or heads: nothing to launch
+        grads = (torch.zeros_like(t) if n else None for t, n in zip((q, k, v), needs, strict=True))
+        return tuple(grads)
+    if q.stride(-1) != 1 or k.stride(-1) != 1 or v.stride(-1) != 1:
+        q, k, v = (_last_dim_contiguous(t) for t in (q, k, v))
+    do = _last_dim_contiguous(do)
+    out = _last_dim_contiguous(out)
+    lse = lse.contiguous()
+    aligned = not (
+        (q.data_ptr() | k.data_ptr() | v.data_ptr() | do.data_ptr() | out.data_ptr()
+         | lse.data_ptr()) & 15
+    )  # fmt: skip
+    forced = _env() if tma is None else tma
+    spec = spec_for(
+        q.shape[-1], causal, dtype_name(q.dtype), "bwd", window is not None, softcap is not None,
+        dropout=dropout is not None, alibi=alibi is not None,
+    )  # fmt: skip
+    split_only = (
+        not need_dq or bounds is not None or mask is not None or dropout is not None
+        or alibi is not None
+    )  # fmt: skip
+    if alibi is not None and need_dq:
+        asked = bwd_kind.for_call(deterministic, kind, spec, k.shape[2], split_only=False)
+        if asked != "split":
+            _log_portable(spec, f"the {asked} backward kind has no ALiBi")
+    kind = bwd_kind.for_call(deterministic, kind, spec, k.shape[2], split_only=split_only)
+    if kind == "hopper":
+        grads = _hopper(do, q, k, v, out, lse, causal, scale, config)
+        if grads is not None:
+            return tuple(g if n else None for g, n in zip(grads, needs, strict=True))
+        kind = "split"
+    key = (q.shape, k.shape, q.stride(), k.stride(), v.stride(), do.stride(), out.stride(),
+           q.dtype, q.device, causal, config, needs, forced, aligned, window is not None,
+           softcap is not None, kind, kind == "onepass" and _dq_tma(), bounds is not None,
+           _mask_kind(mask), None if mask is None else mask.stride(), dropout is not None,
+           dq_config, extra_classes(window, bounds, mask, alibi))  # fmt: skip
+    plan = _plans.get(key)
+    if plan is None:
+        descriptors = tma if tma is not None else _use_tma(q, k, v, do, forced=forced)
+        plan = _Plan(
+            q,
+            k,
+            v,
+            do,
+            out,
+            causal,
+            config,
+            needs,
+            descriptors,
+            aligned,
+            window is not None,
+            softcap is not None,
+            kind,
+            bounds is not None,
+            _mask_kind(mask),
+            dropout is not None,
+            dq_config,
+            mask is not None and mask.stride(2) == 0,
+            alibi is not None,
+        )
+        _plans.store(key, plan, q)
+    dq, dk, dv = plan.launch(
+        do, q, k, v, out, lse, scale, window, softcap, bounds, mask, dropout, alibi
+    )
+    return dq, (dk if need_dk else None), (dv if need_dv else None)

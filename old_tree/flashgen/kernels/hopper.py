@@ -1,0 +1,402 @@
+"""The Hopper forward family: a warp-specialised Gluon kernel (templates/attn_fwd_hopper.py.jinja).
+
+Why a second family: a `tl.dot` kernel on sm_90 cannot overlap the softmax with the tensor-core
+work. This one splits a program into a TMA producer warp and consumer warpgroups in separate
+partitions (`gl.warp_specialize`), each overlapping the next QK^T with its softmax, P kept in
+registers for PV, the producer's registers handed to the consumers (setmaxnreg).
+
+When it runs (`choose`): an sm_90 GPU, a Triton whose Gluon offers what the template uses
+(`gluon_api`: names moved between 3.6 and 3.9, so they are detected, not assumed), fp16/bf16,
+head dim 64 or 128, 16-byte aligned q/k/v (TMA), and at least `AUTO_MIN_SEQ_Q` query rows
+for the head dim and mask: where it measured faster than the portable family on the H200
+(B2: geomean 0.99x cuDNN over the grid and GQA, 1k to 16k rows, with this family; 0.94x with
+head dim 64 and causal 1k left to the portable one; benchmarks/RESULTS.md, "Hopper forward:
+B2"); shorter causal or head-dim-64 calls were not measured and keep the portable kernel.
+Every other case keeps the portable family (FLASHGEN_FWD_TMA=0 as well: this family is
+TMA-only), and the reason is logged once per spec. FLASHGEN_FWD_FAMILY=portable forces the portable family;
+=hopper takes this one wherever it can run, logging why where it cannot.
+
+Configuration (`config_for`): the measured config for the head dim, mask and query-length
+bucket from a Hopper configs file (FLASHGEN_HOPPER_CONFIGS or tuning_db/hopper/<gpu>.json, see
+`flashgen.hardware.hopper_tiles.tuned_config`; benchmarks/hopper_tune.py writes one with the
+Optuna search of `flashgen.tune.hopper_space`), else `CONFIGS` per head dim. The knobs
+(`flashgen.core.hopper_config.HopperConfig`): tile sizes, ring slots, one to three consumer
+warpgroups and the launch register cap, ping-pong, persistent grid, static or dynamic (programs
+take the next untaken work item from a per-stream counter, `sched_counter`). The portable family's
+tuning database does not hold them. An explicit portable `config` passed to
+`flashgen.kernels.fwd.forward` (tuner, benchmarks) always takes the portable family.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+import os
+
+from ..core.hopper_config import HopperConfig
+from ..core.spec import cdiv
+from .plans import clamp_window, plan_spec, variant_args
+
+log = logging.getLogger("flashgen")
+
+FAMILY_ENV = "FLASHGEN_FWD_FAMILY"
+FAMILIES = ("portable", "hopper")
+TEMPLATE = "attn_fwd_hopper.py.jinja"
+LOG2E = 1.4426950408889634
+# Exact wgmma/TMA tiles: the template does not pad the head dim.
+RENDERABLE_HEAD_DIMS = (64, 128)
+# Where it measured faster than the portable family (RESULTS.md): the head dims, and the fewest
+# query rows per (head dim, causal) at which the family is chosen unforced (shorter: not
+# measured); others need FLASHGEN_FWD_FAMILY=hopper.
+AUTO_HEAD_DIMS = (64, 128)
+AUTO_MIN_SEQ_Q = {(64, False): 1024, (64, True): 1024, (128, False): 0, (128, True): 1024}
+# The mask kinds the Hopper family takes without being forced: each renders and compiles for
+# sm_90 (tests/kernels/test_hopper.py), and is listed here once its GPU check passed and it
+# measured faster than the portable family (benchmarks/RESULTS.md, "Masks (issue 16)");
+# FLASHGEN_FWD_FAMILY=hopper takes every kind.
+# B3 (H200, 4x16x4096, d128): float64 checks pass for all four; window, softcap and lengths
+# measured faster than the portable family, mask tensors not (an additive bias was slower).
+# A mask tensor is taken unforced only when it is constant along the query rows (a key-padding
+# mask, [B, 1, 1, Sk]: the kernel reads one vector of keys a tile, MASK_PER_KEY) and of a kind
+# in AUTO_PER_KEY_MASKS (`spec_reason`'s per_key); a full [Sq, Sk] tensor stays forced-only.
+# ALiBi (session 9, B6: float64 checks pass at head dims 64 and 128; 4x16/4x4096, d128 forward
+# 1.09x causal and 1.08x full against the portable family's ALiBi, "ALiBi in the Hopper family");
+# combined with a window or softcap it renders and compiles but was not checked on the GPU, so
+# those combinations are taken only when forced (`spec_reason`).
+AUTO_MASKS: frozenset[str] = frozenset({"window", "softcap", "lengths", "alibi"})
+# Issue 16: boolean key-padding masks in the Hopper family unforced, so that HF's and
+# nn.MultiheadAttention's key-padding masks do not run the portable forward: on the H200 (B4
+# H16/4 4k d128, 79% of the keys visible) 0.96 ms against 1.21 for the portable per-key kernel,
+# float64 checks passing (benchmarks/RESULTS.md, session 12). Additive ones never take the
+# family (`spec_reason`).
+AUTO_PER_KEY_MASKS: frozenset[str] = frozenset({"bool"})
+MASK_KINDS = ("window", "softcap", "lengths", "attn_mask", "alibi")
+
+
+def mask_kinds(spec) -> set[str]:
+    """The mask kinds of `spec` the Hopper family has (window, softcap, lengths, attn_mask,
+    alibi)."""
+    return {kind for kind in MASK_KINDS if getattr(spec, kind)}
+
+
+_GL_DTYPE = {"float16": "gl.float16", "bfloat16": "gl.bfloat16"}
+
+
+def persistent_variant(cfg: HopperConfig) -> HopperConfig:
+    """The same tiles launched as a persistent grid."""
+    return cfg.with_persistent(True)
+
+
+# Without a configs file for the GPU: the configs best on most of the H200 grid (RESULTS.md,
+# "Hopper forward: S5G1"). Head dim 128: two consumers of 64 rows, 128-key tiles, two ring
+# slots (best at 4k and 16k). Head dim 64: the same tiles with three ring slots, persistent
+# (best in 5 of 6 shapes; the one-consumer config of earlier runs read 4-15% lower there).
+CONFIGS = {
+    64: HopperConfig(128, 128, 3, 2, 4, 168, False, True),
+    128: HopperConfig(128, 128, 2, 2, 4, 168, False),
+}
+
+
+@functools.cache
+def gluon_api() -> tuple[dict | None, str | None]:
+    """(names the template needs, None) when the installed Triton's Gluon has them, else
+    (None, why not). Names differ by release: TMA copies are `async_copy_global_to_shared` /
+    `async_copy_shared_to_global` in 3.6 and `async_load` / `async_store` in 3.9."""
+    try:
+        from triton.experimental.gluon import language as gl
+        from triton.experimental.gluon.language.nvidia import hopper
+        from triton.experimental.gluon.nvidia.hopper import TensorDescriptor  # noqa: F401
+    except ImportError as exc:
+        return None, f"Triton has no Gluon Hopper API ({exc})"
+    required = {
+        gl: ("warp_specialize", "NVMMADistributedLayout", "DotOperandLayout", "NVMMASharedLayout",
+             "SliceLayout", "allocate_shared_memory", "convert_layout"),
+        hopper: ("warpgroup_mma", "warpgroup_mma_wait", "fence_async_shared", "mbarrier", "tma"),
+    }  # fmt: skip
+    missing = [name for owner, names in required.items() for name in names
+               if not hasattr(owner, name)]  # fmt: skip
+    if not missing:
+        missing = [f"mbarrier.{n}" for n in ("init", "wait", "arrive", "expect")
+                   if not hasattr(hopper.mbarrier, n)]  # fmt: skip
+    if missing:
+        return None, f"Gluon lacks {', '.join(missing)}"
+    params = list(inspect.signature(gl.warp_specialize).parameters)
+    if params[:3] != ["functions_and_args", "worker_num_warps", "worker_num_regs"]:
+        return None, f"gl.warp_specialize has an unknown signature {params}"
+    if not hasattr(hopper.tma, "store_wait"):
+        return None, "Gluon lacks tma.store_wait"
+    for load, store in (("async_load", "async_store"),
+                        ("async_copy_global_to_shared", "async_copy_shared_to_global")):  # fmt: skip
+        if hasattr(hopper.tma, load) and hasattr(hopper.tma, store):
+            return {"tma_load": load, "tma_store": store}, None
+    return None, "Gluon's tma module has no known global<->shared copy functions"
+
+
+def template_context(spec) -> dict:
+    """What the Hopper template may use: ints, bools and fixed names only."""
+    api, reason = gluon_api()
+    if api is None:
+        raise RuntimeError(f"cannot render the Hopper family: {reason}")
+    if (
+        spec.direction != "fwd"
+        or spec.head_dim not in RENDERABLE_HEAD_DIMS
+        or (spec.dtype not in _GL_DTYPE)
+        or spec.dropout
+        or (spec.alibi and spec.lengths)
+    ):
+        raise ValueError(f"the Hopper family has no kernel for {spec.uri()}")
+    return {
+        "uri": spec.uri(),
+        "head_dim": spec.head_dim,
+        "causal": spec.causal,
+        "window": spec.window,
+        "softcap": spec.softcap,
+        "lengths": spec.lengths,
+        "attn_mask": spec.attn_mask,
+        "alibi": spec.alibi,
+        "dtype": spec.dtype,
+        "gl_dtype": _GL_DTYPE[spec.dtype],
+        "tma_load": api["tma_load"],
+        "tma_store": api["tma_store"],
+    }
+
+
+def spec_reason(spec, *, forced: bool = False, per_key: bool = False) -> str | None:
+    """Why `spec` cannot (or, unless forced, should not) take the Hopper family; None if it can.
+    The length policy (`AUTO_MIN_SEQ_Q`) is applied by `choose`, which knows the length.
+    `per_key`: the call's mask tensor is constant along the query rows (its stride 2 is 0: a
+    key-padding mask, read as one vector of keys a tile), which the family takes unforced for
+    the kinds in `AUTO_PER_KEY_MASKS` (boolean), never when additive; other mask tensors only
+    when forced."""
+    if spec.direction != "fwd":
+        return "the Hopper family is forward only"
+    if spec.dropout:
+        return "dropout is in the portable family only"
+    if spec.alibi and spec.lengths:
+        return "ALiBi with lengths (positions local to each sequence) is in the portable family"
+    if spec.packed:
+        return "packed sequences are in the portable family only"
+    if spec.dtype not in _GL_DTYPE:
+        return f"dtype {spec.dtype} (the Hopper family is fp16/bf16 only)"
+    if spec.head_dim not in RENDERABLE_HEAD_DIMS:
+        return f"head dim {spec.head_dim} (the Hopper family has tiles for {RENDERABLE_HEAD_DIMS})"
+    if not forced and spec.head_dim not in AUTO_HEAD_DIMS:
+        return f"head dim {spec.head_dim}: not measured faster than the portable family"
+    if not forced and spec.alibi and (spec.window or spec.softcap):
+        return "ALiBi with a window or softcap in the Hopper family: taken only when forced"
+    if per_key and spec.attn_mask == "add":
+        # The forward matched float64 on the H200; the GPU test of the backward on its out and
+        # lse failed with NaN in dQ (session 11 B5, session 12 B2), which session 12 traced to
+        # the test's float64 reference (an added row of -inf sends NaN through autograd), not
+        # to the kernels. Not re-checked on the GPU since: not taken, even forced.
+        return "additive key-padding masks are in the portable family (forced or not)"
+    kinds = mask_kinds(spec)
+    if per_key and spec.attn_mask in AUTO_PER_KEY_MASKS:
+        kinds.discard("attn_mask")  # a key-padding mask: AUTO_PER_KEY_MASKS takes it
+    if not forced and not kinds <= AUTO_MASKS:
+        names = ", ".join(sorted(kinds - AUTO_MASKS))
+        if spec.attn_mask and not per_key:
+            names = names.replace("attn_mask", "attn_mask varying along query rows")
+        return f"{names} in the Hopper family: taken only when forced (AUTO_MASKS)"
+    return gluon_api()[1]
+
+
+@functools.cache
+def _device_is_sm90(index: int) -> bool:
+    import torch
+
+    return torch.cuda.get_device_capability(index) == (9, 0)
+
+
+def choose(spec, q, k, v, seq_q: int, per_key: bool = False) -> bool:
+    """Whether `flashgen.kernels.fwd.forward` launches the Hopper kernel for these inputs
+    (`per_key`: the mask tensor, if any, has query-row stride 0; see `spec_reason`)."""
+    family = os.environ.get(FAMILY_ENV, "")
+    if family == "portable" or not q.is_cuda:
+        return False
+    forced = family == "hopper"
+    if family and not forced:
+        _log_once(spec, f"{FAMILY_ENV}={family!r} is not one of {FAMILIES}; using portable")
+        return False
+    reason = spec_reason(spec, forced=forced, per_key=per_key)
+    if reason is None and os.environ.get("FLASHGEN_FWD_TMA") == "0":
+        reason = "FLASHGEN_FWD_TMA=0 forces pointer loads (this family is TMA-only)"
+    if reason is None and not _device_is_sm90(q.device.index or 0):
+        reason = "not an sm_90 GPU"
+    if reason is None and not forced and seq_q < AUTO_MIN_SEQ_Q[spec.head_dim, spec.causal]:
+        return False  # not measured that short; a per-length choice, not worth a log line
+    if reason is None:
+        from .tma import tma_compatible
+
+        if not all(tma_compatible(t) for t in (q, k, v)):
+            reason = "q/k/v not 16-byte aligned for TMA"
+    if reason is not None:
+        _log_once(spec, reason)
+        return False
+    return True
+
+
+def takes_key_hull(
+    q, k, v, mask, *, causal: bool, window: bool = False, softcap: bool = False,
+    dropout: bool = False, alibi: bool = False,
+) -> bool:  # fmt: skip
+    """Whether `flashgen.kernels.fwd.forward` would launch the Hopper kernel for this call with
+    the key range of its key-padding `mask` as lengths (`flashgen.kernels.padding.key_hull`:
+    the mask constant along heads and query rows), so that the key tiles past each entry's last
+    visible key are skipped (`flashgen.runtime.primitives._bounds`). False for any other mask:
+    on a TMA GPU, bounds with the portable family take its slower pointer-load kernels
+    (benchmarks/RESULTS.md, session 10 B5). The flags as `fwd.forward` gets them (window,
+    softcap, dropout, alibi given)."""
+    import torch
+
+    if mask.stride(1) != 0 or mask.stride(2) != 0:
+        return False
+    kind = "bool" if mask.dtype == torch.bool else "add"
+    spec = plan_spec(q, "fwd", causal, window, softcap, True, kind, dropout, alibi)
+    return choose(spec, q, k, v, q.shape[2], per_key=True)
+
+
+@functools.cache
+def _log_once(spec, reason: str) -> None:
+    log.info("flashgen: %s uses the portable forward: %s", spec.uri(), reason)
+
+
+def config_for(spec, seq_q: int) -> HopperConfig:
+    """The config to launch: the measured one for this head dim, mask and query-length bucket
+    (`flashgen.hardware.hopper_tiles.tuned_config`: FLASHGEN_HOPPER_CONFIGS or the shipped
+    tuning_db/hopper/<gpu>.json), else `CONFIGS`."""
+    from ..hardware.hopper_tiles import tuned_config
+    from ..hardware.sram import current_device
+
+    found = tuned_config(spec.head_dim, spec.causal, seq_q, current_device())
+    return for_spec(found or CONFIGS[spec.head_dim], spec)
+
+
+def banded(spec) -> bool:
+    """Whether the rendering walks a per-consumer band of key tiles (window or lengths) or masks
+    every tile (a mask tensor)."""
+    return bool(spec.window or spec.lengths or spec.attn_mask)
+
+
+def for_spec(cfg: HopperConfig, spec) -> HopperConfig:
+    """`cfg` as the spec's kernel can run it: a banded kernel (window, lengths) has no
+    ping-pong (its consumers walk different tile ranges, the turn order assumes equal ones)."""
+    if banded(spec) and cfg.pingpong:
+        return HopperConfig(
+            cfg.block_m, cfg.block_n, cfg.num_buf, cfg.consumers, cfg.num_warps, cfg.maxnreg,
+            False, cfg.persistent, cfg.dynamic,
+        )  # fmt: skip
+    return cfg
+
+
+def forward(
+    q, k, v, out, lse, *, scale: float, spec, config: HopperConfig | None = None, window=None,
+    softcap=None, bounds=None, mask=None, alibi=None,
+) -> None:  # fmt: skip
+    """Launch the Hopper kernel through Gluon's JIT, writing `out` (contiguous, q's dtype) and
+    `lse` (float32 [B, Hq, Sq], natural log: what flashgen's backward reads). The masks as in
+    `flashgen.kernels.fwd.forward` (window (left, right) with right = 0 when causal, softcap,
+    bounds int32 [B, 4]; with bounds, `out` must hold zeros and `lse` +inf beforehand), each
+    given exactly when `spec` has it. For the tuner and benchmarks: `flashgen.kernels.fwd`
+    keeps a `plan` per call signature instead, launched directly after its first call."""
+    cfg = for_spec(config or config_for(spec, q.shape[2]), spec)
+    run = plan(spec, cfg, q, k, v, out, None, per_key=mask is not None and mask.stride(2) == 0)
+    window = clamp_window(window, spec.causal, q.shape[2], k.shape[2])
+    run(*call_args(spec, q, k, v, out, lse, scale, window, softcap, bounds, mask, alibi))
+
+
+def plan(spec, cfg: HopperConfig, q, k, v, out, device, per_key: bool = False):
+    """The `flashgen.kernels.launch.Launch` of the Hopper kernel for one call signature (the
+    shapes and strides of q, k, v and out, the config): grid, constexprs and the four descriptor templates
+    (q, k, v, out with their shared layouts), fixed once. `device`: as `Launch` takes it
+    (`direct_device`; None launches through the JIT every time). `per_key` (a spec with a mask
+    tensor): the mask's query-row stride is 0, passed as the constexpr MASK_PER_KEY (one vector
+    of keys a tile instead of a gathered tile). Called with `call_args`."""
+    from triton.experimental.gluon import language as gl
+
+    from .codegen import load_family
+    from .launch import Launch
+
+    batch, hq, sq, dim = q.shape
+    cfg = for_spec(cfg, spec)
+    rows_q = cfg.block_m // cfg.consumers
+    items = cdiv(sq, cfg.block_m) * batch * hq
+    if cfg.persistent:
+        from ..hardware.hopper_tiles import programs_per_sm
+
+        items = min(items, programs_per_sm(cfg, dim) * _sm_count(q.device.index or 0))
+    gl_dtype = getattr(gl, spec.dtype)
+
+    def template(t, rows):
+        layout = gl.NVMMASharedLayout.get_default_for([1, 1, rows, dim], gl_dtype)
+        return list(t.shape), list(t.stride()), [1, 1, rows, dim], layout
+
+    descs = ((0, template(q, rows_q)), (1, template(k, cfg.block_n)),
+             (2, template(v, cfg.block_n)), (3, template(out, rows_q)))  # fmt: skip
+    constexprs = {
+        "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "NUM_BUF": cfg.num_buf,
+        "NUM_CONSUMERS": cfg.consumers, "PINGPONG": cfg.pingpong, "DYNAMIC": cfg.dynamic,
+        **({"MASK_PER_KEY": bool(per_key)} if spec.attn_mask else {}),
+        "num_warps": cfg.num_warps,
+    }  # fmt: skip
+    kernel = load_family(spec, "hopper").attn_fwd_ws
+    return Launch(kernel, (items,), constexprs, {"maxnreg": cfg.maxnreg}, device, descs)
+
+
+def sizes(q, k) -> tuple[int, int, int, int, int]:
+    """The kernel's BATCH, H, GROUP, SEQ_Q, SEQ_K for q [B, Hq, Sq, D] and k [B, Hkv, Sk, D]:
+    fixed by a plan's call signature (`flashgen.kernels.fwd` keeps them in the plan)."""
+    batch, hq, sq, _ = q.shape
+    return batch, hq, hq // k.shape[1], sq, k.shape[2]
+
+
+def call_args(spec, q, k, v, out, lse, scale, window, softcap, bounds, mask, alibi=None) -> tuple:
+    """The positional arguments of a `plan`'s launch, in the template's order (q, k, v and out
+    as tensors: the launch makes their descriptors), the masks checked against `spec`;
+    `window` as `flashgen.kernels.plans.clamp_window` gives it."""
+    return (
+        q, k, v, out, lse, sched_counter(q.device), *sizes(q, k), float(scale) * LOG2E,
+        *mask_args(spec, scale, window, softcap, bounds, mask, alibi),
+    )  # fmt: skip
+
+
+def mask_args(spec, scale: float, window, softcap, bounds, mask=None, alibi=None) -> tuple:
+    """The kernel's mask arguments after qk_scale, in the template's order (the portable
+    kernels', `flashgen.kernels.plans.variant_args`); a mask the spec
+    has must be given and one it lacks must not (a mismatch would launch the wrong kernel).
+    `alibi`: the slopes, float32 [B, Hq] with the last stride 1 (batch stride 0 when shared)."""
+    given = {"window": window, "softcap": softcap, "lengths": bounds, "attn_mask": mask,
+             "alibi": alibi}  # fmt: skip
+    for name, value in given.items():
+        if bool(getattr(spec, name)) != (value is not None):
+            raise ValueError(
+                f"{spec.uri()}: {name} {'missing' if value is None else 'not expected'}"
+            )
+    return variant_args(float(scale), window, softcap, bounds, mask, None, alibi)
+
+
+def sched_counter(device):
+    """The int32 work-item counter of a dynamic persistent launch (the template's Sched) for
+    the current stream of `device`: zero between launches (the kernel resets it), so one per
+    stream serves every launch in that stream's order; two streams must not share one. Keyed
+    by the raw stream handle (what the launch itself reads; cheaper than a Stream object): a
+    handle reused after its stream is gone may share a counter, never concurrently."""
+    import torch
+
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    key = (index, torch._C._cuda_getCurrentRawStream(index))
+    counter = _COUNTERS.get(key)
+    if counter is None:
+        counter = _COUNTERS[key] = torch.zeros(1, dtype=torch.int32, device=device)
+    return counter
+
+
+_COUNTERS: dict = {}
+
+
+@functools.cache
+def _sm_count(index: int) -> int:
+    import torch
+
+    return torch.cuda.get_device_properties(index).multi_processor_count

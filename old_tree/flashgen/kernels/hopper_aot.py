@@ -1,0 +1,109 @@
+"""The Hopper forward family compiled ahead of time for sm_90, without a GPU: the shared bytes
+and PTX the compiler gives a spec and config, and the spill bytes ptxas reports for that PTX.
+
+Why apart from `flashgen.kernels.hopper` (the family's choice and launcher): nothing here
+launches; the tests and `benchmarks/ptx_compare.py` use it to hold the fit and register models
+(`flashgen.hardware.hopper_tiles`) to the real compiler on CPU machines.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ..core.hopper_config import HopperConfig
+from .hopper import CONFIGS, for_spec
+
+
+def compile_for_sm90(spec, cfg: HopperConfig | None = None, per_key: bool = False) -> dict:
+    """Compile the rendered kernel ahead of time for sm_90, no GPU needed, with the launch's
+    specialisation (`per_key`: MASK_PER_KEY of a spec with a mask tensor, as
+    `flashgen.kernels.hopper.plan` passes it); returns {"shared": bytes, "ptx": text}. Must run in a process that imported
+    Triton without TRITON_INTERPRET=1: there Gluon's own jit helpers (gl.cdiv, gl.max, ...)
+    are interpreter wrappers the compiler refuses."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon._runtime import GluonASTSource
+
+    from .codegen import load_family
+
+    cfg = for_spec(cfg or CONFIGS[spec.head_dim], spec)
+    short = {"bfloat16": "bf16", "float16": "fp16"}[spec.dtype]
+
+    def desc(rows):
+        block = [1, 1, rows, spec.head_dim]
+        layout = gl.NVMMASharedLayout.get_default_for(block, getattr(gl, spec.dtype))
+        return f"tensordesc<{short}{block},{layout!r}>"
+
+    rows_q = cfg.block_m // cfg.consumers
+    signature = {
+        "desc_q": desc(rows_q), "desc_k": desc(cfg.block_n), "desc_v": desc(cfg.block_n),
+        "desc_o": desc(rows_q), "Lse": "*fp32", "Sched": "*i32", "BATCH": "i32", "H": "i32", "GROUP": "i32", "SEQ_Q": "i32",
+        "SEQ_K": "i32", "qk_scale": "fp32",
+    }  # fmt: skip
+    if spec.window:
+        signature.update(WIN_LEFT="i32", WIN_RIGHT="i32")
+    if spec.softcap:
+        signature["softcap_raw"] = "fp32"
+    if spec.lengths:
+        signature["SeqBounds"] = "*i32"
+    if spec.attn_mask:
+        signature["Mask"] = "*i1" if spec.attn_mask == "bool" else f"*{short}"
+        signature.update(stride_mb="i32", stride_mh="i32", stride_mm="i32", stride_mn="i32")
+    if spec.alibi:
+        signature.update(Slopes="*fp32", stride_sb="i32")
+    signature.update(BLOCK_M="constexpr", BLOCK_N="constexpr", NUM_BUF="constexpr",
+                     NUM_CONSUMERS="constexpr", PINGPONG="constexpr", DYNAMIC="constexpr")  # fmt: skip
+    if spec.attn_mask:
+        signature["MASK_PER_KEY"] = "constexpr"
+    signature["num_warps"] = "constexpr"
+    pointers = [i for i, name in enumerate(signature)
+                if name in ("Lse", "Sched", "SeqBounds", "Mask", "Slopes")]  # fmt: skip
+    constexprs = {
+        "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "NUM_BUF": cfg.num_buf,
+        "NUM_CONSUMERS": cfg.consumers, "PINGPONG": cfg.pingpong, "DYNAMIC": cfg.dynamic,
+        **({"MASK_PER_KEY": bool(per_key)} if spec.attn_mask else {}),
+        "num_warps": cfg.num_warps,
+    }  # fmt: skip
+    source = GluonASTSource(
+        fn=load_family(spec, "hopper").attn_fwd_ws,
+        signature=signature,
+        constexprs=constexprs,
+        # Lse, Sched (and SeqBounds): the JIT's 16-byte pointer specialisation
+        attrs={(i,): [["tt.divisibility", 16]] for i in pointers},
+    )
+    kernel = triton.compile(
+        source,
+        target=GPUTarget("cuda", 90, 32),
+        options={"num_warps": cfg.num_warps, "maxnreg": cfg.maxnreg},
+    )
+    return {"shared": kernel.metadata.shared, "ptx": kernel.asm["ptx"]}
+
+
+def ptxas_spills(ptx: str) -> int | None:
+    """Spill-store bytes ptxas reports when it assembles `ptx` (from `compile_for_sm90`) for
+    sm_90a, with the ptxas Triton ships; None where that ptxas cannot be found or run. The
+    register model (`flashgen.hardware.hopper_tiles.spill_risk`) is checked against this."""
+    import re
+    import subprocess
+    import tempfile
+
+    try:
+        from triton.backends.nvidia.compiler import get_ptxas
+
+        ptxas = get_ptxas(90).path
+    except Exception:  # no NVIDIA backend, or a Triton that moved the helper
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        src = os.path.join(tmp, "k.ptx")
+        with open(src, "w") as f:
+            f.write(ptx)
+        try:
+            done = subprocess.run(
+                [ptxas, "-arch=sm_90a", "-v", src, "-o", os.path.join(tmp, "k.cubin")],
+                capture_output=True, text=True, timeout=300,
+            )  # fmt: skip
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+    found = re.findall(r"(\d+) bytes spill stores", done.stderr)
+    return sum(map(int, found)) if done.returncode == 0 and found else None

@@ -1,0 +1,317 @@
+"""The Hopper backward: a warp-specialised Gluon kernel (templates/attn_bwd_hopper.py.jinja).
+
+Why: the portable split backward (templates/attn_bwd.py.jinja) recomputes QK^T and dO V^T in
+its dQ kernel (7 products per tile pair) and a `tl.dot` kernel cannot overlap the exponentials
+with the tensor cores. This kernel does one pass per key block (5 products), with a TMA
+producer warp and one or two consumer warpgroups in separate partitions; dQ partials go to an
+fp32 buffer by atomics (not bit-identical run to run: never the deterministic kind).
+
+Launches (`backward`): delta = rowsum(dO * O) (the portable template's `attn_bwd_preprocess`),
+the Gluon kernel, and the dQ conversion (the one-pass template's `attn_bwd_dq_convert`).
+
+Where it can run (`spec_reason`): fp16/bf16, head dim 64 or 128, no window, softcap, lengths
+or mask tensor, and a Triton whose Gluon has what the template uses
+(`flashgen.kernels.hopper.gluon_api`); at run time (`usable`) also an sm_90 GPU and 16-byte
+aligned q/k/v/dO (TMA). flashgen.kernels.bwd runs it as the backward kind "hopper"
+(FLASHGEN_BWD_KIND=hopper or kind="hopper").
+
+Configuration (`HopperBwdConfig`): query rows per step (64: one warpgroup's wgmma tile for
+dQ), one or two consumer warpgroups of 64 keys each, the Q/dO ring's slots, how many column
+chunks dQ's partial is computed in, and the launch register cap.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+from ..core.config import check_kinds, check_rules
+from ..core.spec import cdiv
+
+TEMPLATE = "attn_bwd_hopper.py.jinja"
+FAMILY = "hopper_bwd"
+RENDERABLE_HEAD_DIMS = (64, 128)
+_GL_DTYPE = {"float16": "gl.float16", "bfloat16": "gl.bfloat16"}
+REGS_PER_SM = 65_536
+BARRIER_BYTES = 8
+
+
+@dataclass(frozen=True)
+class HopperBwdConfig:
+    """block_m query rows per step (64); consumers warpgroups of 64 keys each (block_n = 64 *
+    consumers); num_buf Q/dO ring slots; dq_split column chunks of a consumer's dQ partial
+    (fewer live registers); maxnreg the launch's per-thread register cap; share_ds (two
+    consumers): the consumers exchange dS through shared memory and each adds half of dQ's
+    columns over all block_n keys (half the atomics of each adding all columns over its own
+    64 keys, at the price of meeting once per step); stats_tma: the producer brings each
+    step's logsumexp and delta rows into shared memory by TMA, read only where used (fewer
+    live registers than loading them into registers ahead; compiles, but faulted at run time
+    on the H200, so `backward` refuses it); persistent: one program per SM
+    walking work items p, p + grid, ... (the next item's K/V and first Q/dO load while this
+    one stores dK/dV) instead of one program per item; kv_bufs 2 (with persistent): the next
+    item's K and V load during this one's last steps."""
+
+    consumers: int
+    num_buf: int
+    dq_split: int
+    maxnreg: int
+    share_ds: bool = False
+    stats_tma: bool = False
+    persistent: bool = False
+    kv_bufs: int = 1
+    block_m: int = 64
+
+    def __post_init__(self) -> None:
+        check_kinds(self, bools=("share_ds", "stats_tma", "persistent"))
+        checks = (
+            ("consumers", self.consumers in (1, 2), "1 or 2"),
+            ("num_buf", self.num_buf in (2, 3, 4), "2, 3 or 4"),
+            ("dq_split", self.dq_split in (1, 2), "1 or 2"),
+            ("block_m", self.block_m == 64, "64"),
+            ("kv_bufs", self.kv_bufs in (1, 2), "1 or 2"),
+            ("share_ds", not self.share_ds or self.consumers == 2, "False with one consumer"),
+            ("maxnreg", 24 <= self.maxnreg <= 248 and self.maxnreg % 8 == 0
+             and self.threads() * self.maxnreg <= REGS_PER_SM,
+             f"a multiple of 8 in [24, 248], at most {REGS_PER_SM} // threads"),
+        )  # fmt: skip
+        check_rules(self, checks)
+
+    @property
+    def block_n(self) -> int:
+        return 64 * self.consumers
+
+    def threads(self) -> int:
+        """The consumers' warpgroups and the loader's warp rounded up to a warpgroup."""
+        return 128 * (self.consumers + 1)
+
+    def shared_bytes(self, head_dim: int, elem_bytes: int = 2) -> int:
+        """Bytes the kernel allocates: the Q/dO ring, the K and V blocks, dS, the mbarriers."""
+        rows = 2 * self.num_buf * self.block_m + 2 * self.kv_bufs * self.block_n
+        tiles = rows * head_dim * elem_bytes
+        ds = self.block_m * self.block_n * elem_bytes
+        stats = 2 * self.num_buf * self.block_m * 4 if self.stats_tma else 0
+        return tiles + ds + stats + BARRIER_BYTES * (2 + 2 * self.kv_bufs + 2 * self.num_buf)
+
+    def head_dim_reason(self, head_dim: int) -> str | None:
+        """Why this config cannot run head dim `head_dim` (dQ's column chunks must be whole
+        64-column swizzle atoms); None if it can."""
+        cols = max(64, head_dim // self.consumers) if self.share_ds else head_dim
+        if cols % (64 * self.dq_split):
+            return f"dq_split {self.dq_split} cuts {cols} dQ columns below 64-column chunks"
+        return None
+
+    def short(self) -> str:
+        flags = " share" * self.share_ds + " stats" * self.stats_tma + " P" * self.persistent
+        flags += " kv2" * (self.kv_bufs == 2)
+        return (f"(hopper-bwd c{self.consumers} b{self.num_buf} s{self.dq_split} "
+                f"r{self.maxnreg}{flags})")  # fmt: skip
+
+
+# Checked on the H200 (B3, benchmarks/RESULTS.md "Hopper backward in Gluon"): head dim 128 two
+# consumers sharing dS; head dim 64 two consumers each adding all of dQ. Every config with
+# stats_tma faulted there ("illegal instruction"), so none is used. Slower than the split kind
+# everywhere measured: AUTO (below) stays empty and the kind is opt-in.
+CONFIGS = {
+    64: HopperBwdConfig(2, 2, 1, 168, False, False),
+    128: HopperBwdConfig(2, 2, 1, 168, True, False),
+}
+
+
+# Where this kind measured faster than the split kind on the H200 (benchmarks/RESULTS.md,
+# "Hopper backward"): (head dim, causal) -> the shortest key length measured faster. A call
+# that does not choose a kind (no kind argument, no FLASHGEN_BWD_KIND, determinism not asked
+# for) runs this kind there; everywhere else the split kind stays the default.
+AUTO: dict[tuple[int, bool], int] = {}
+
+
+def auto_choice(spec, seq_k: int) -> bool:
+    """Whether a call that leaves the kind to flashgen runs this kind for `spec` (`AUTO`)."""
+    least = AUTO.get((spec.head_dim, spec.causal))
+    return least is not None and seq_k >= least and spec_reason(spec) is None
+
+
+def template_context(spec) -> dict:
+    """What the template may use: ints, bools and fixed names only."""
+    from .hopper import gluon_api
+
+    api, reason = gluon_api()
+    if api is None:
+        raise RuntimeError(f"cannot render the Hopper backward: {reason}")
+    why = spec_reason(spec)
+    if why is not None:
+        raise ValueError(f"the Hopper backward has no kernel for {spec.uri()}: {why}")
+    return {
+        "uri": family_uri(spec),
+        "head_dim": spec.head_dim,
+        "causal": spec.causal,
+        "dtype": spec.dtype,
+        "gl_dtype": _GL_DTYPE[spec.dtype],
+        "tma_load": api["tma_load"],
+        "cta_barrier": _cta_barrier_name(),
+    }
+
+
+def _cta_barrier_name() -> str:
+    """Gluon's barrier among a partition's threads: `thread_barrier` in Triton 3.6, `barrier`
+    in 3.9."""
+    from triton.experimental.gluon import language as gl
+
+    for name in ("thread_barrier", "barrier"):
+        if hasattr(gl, name):
+            return name
+    raise RuntimeError("Gluon has neither thread_barrier nor barrier")
+
+
+def family_uri(spec) -> str:
+    return "attn_bwd_hopper_" + spec.uri().removeprefix("attn_bwd_")
+
+
+def spec_reason(spec) -> str | None:
+    """Why `spec` has no Hopper backward kernel; None if it has one (Gluon aside)."""
+    if spec.direction != "bwd":
+        return "the Hopper backward is for backward specs"
+    if spec.window or spec.softcap or spec.lengths or spec.attn_mask or spec.alibi:
+        return "windows, softcap, lengths, mask tensors and ALiBi are in the split backward only"
+    if spec.dtype not in _GL_DTYPE:
+        return f"dtype {spec.dtype} (fp16/bf16 only)"
+    if spec.head_dim not in RENDERABLE_HEAD_DIMS:
+        return f"head dim {spec.head_dim} (tiles for {RENDERABLE_HEAD_DIMS} only)"
+    return None
+
+
+@functools.cache
+def _device_is_sm90(index: int) -> bool:
+    import torch
+
+    return torch.cuda.get_device_capability(index) == (9, 0)
+
+
+def usable(spec, *tensors) -> str | None:
+    """Why these tensors cannot run the Hopper backward now; None if they can."""
+    from .hopper import gluon_api
+    from .tma import tma_compatible
+
+    reason = spec_reason(spec) or gluon_api()[1]
+    if reason is not None:
+        return reason
+    first = tensors[0]
+    if not first.is_cuda or not _device_is_sm90(first.device.index or 0):
+        return "not an sm_90 GPU"
+    if not all(tma_compatible(t) for t in tensors):
+        return "q/k/v/dO not 16-byte aligned for TMA"
+    return None
+
+
+def backward(do, q, k, v, out, lse, *, scale: float, spec, config: HopperBwdConfig | None = None):
+    """(dq, dk, dv) of `out = attention(q, k, v)`, new contiguous tensors in q's dtype.
+    q/do/out [B, Hq, Sq, D] and k/v [B, Hkv, Sk, D] with last-dim stride 1, lse float32
+    [B, Hq, Sq] contiguous (natural log)."""
+    import torch
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    from ..core.spec import KernelSpec
+    from .codegen import load, load_family
+
+    cfg = config or CONFIGS[spec.head_dim]
+    if cfg.stats_tma:
+        raise ValueError(
+            f"{cfg.short()}: stats_tma faults on the H200 (illegal instruction, "
+            "benchmarks/RESULTS.md); use stats_tma=False"
+        )
+    why = cfg.head_dim_reason(spec.head_dim)
+    if why is not None:
+        raise ValueError(f"{cfg.short()} cannot run head dim {spec.head_dim}: {why}")
+    batch, hq, sq, dim = q.shape
+    hkv, sk = k.shape[1], k.shape[2]
+    gl_dtype = getattr(gl, spec.dtype)
+
+    def desc(t, rows):
+        layout = gl.NVMMASharedLayout.get_default_for([1, 1, rows, dim], gl_dtype)
+        return TensorDescriptor(t, list(t.shape), list(t.stride()), [1, 1, rows, dim], layout)
+
+    delta = torch.empty_like(lse)
+    portable = load(KernelSpec(dim, spec.causal, spec.dtype, "bwd"))
+    portable.attn_bwd_preprocess[(cdiv(sq, 64), batch * hq)](
+        out, do, delta, *out.stride()[:3], *do.stride()[:3], hq, sq, BLOCK_M=64
+    )
+    acc = torch.zeros((batch, hq, sq, dim), dtype=torch.float32, device=q.device)
+    dk = torch.empty((batch, hkv, sk, dim), dtype=k.dtype, device=k.device)
+    dv = torch.empty_like(dk)
+    descs = (desc(q, cfg.block_m), desc(k, cfg.block_n), desc(v, cfg.block_n),
+             desc(do, cfg.block_m))  # fmt: skip
+    flat = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=32, rank=1)
+    stats = tuple(TensorDescriptor(t, [t.numel()], [1], [cfg.block_m], flat) for t in (lse, delta))
+    items = cdiv(sk, cfg.block_n) * batch * hkv
+    # One program per SM at most (the shared memory of two does not fit).
+    grid = (min(items, _sm_count(q.device.index or 0)) if cfg.persistent else items,)
+    load_family(spec, FAMILY).attn_bwd_ws[grid](
+        *descs, *stats, lse, delta, dk, dv, acc, batch, hq, hkv, sq, sk, float(scale),
+        BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, NUM_BUF=cfg.num_buf,
+        NUM_CONSUMERS=cfg.consumers, DQ_SPLIT=cfg.dq_split, SHARE_DS=cfg.share_ds,
+        STATS_TMA=cfg.stats_tma, KV_BUFS=cfg.kv_bufs, num_warps=4, maxnreg=cfg.maxnreg,
+    )  # fmt: skip
+    dq = torch.empty((batch, hq, sq, dim), dtype=q.dtype, device=q.device)
+    onepass = load_family(KernelSpec(dim, spec.causal, spec.dtype, "bwd"), "onepass")
+    onepass.attn_bwd_dq_convert[(cdiv(sq, 64), batch * hq)](acc, dq, sq, float(scale), BLOCK_M=64)
+    return dq, dk, dv
+
+
+@functools.cache
+def _sm_count(index: int) -> int:
+    import torch
+
+    return torch.cuda.get_device_properties(index).multi_processor_count
+
+
+def compile_for_sm90(spec, cfg: HopperBwdConfig | None = None) -> dict:
+    """Compile the rendered kernel ahead of time for sm_90, no GPU needed, with the launch's
+    specialisation; returns {"shared": bytes, "ptx": text, "n_regs"/"n_spills" where known}.
+    As `flashgen.kernels.hopper_aot.compile_for_sm90`: not under TRITON_INTERPRET=1."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon._runtime import GluonASTSource
+
+    from .codegen import load_family
+
+    cfg = cfg or CONFIGS[spec.head_dim]
+    short = {"bfloat16": "bf16", "float16": "fp16"}[spec.dtype]
+
+    def desc(rows):
+        block = [1, 1, rows, spec.head_dim]
+        layout = gl.NVMMASharedLayout.get_default_for(block, getattr(gl, spec.dtype))
+        return f"tensordesc<{short}{block},{layout!r}>"
+
+    stats_layout = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=32, rank=1)
+    flat = f"tensordesc<fp32[{cfg.block_m}],{stats_layout!r}>"
+
+    signature = {
+        "desc_q": desc(cfg.block_m), "desc_k": desc(cfg.block_n), "desc_v": desc(cfg.block_n),
+        "desc_do": desc(cfg.block_m), "desc_lse": flat, "desc_delta": flat, "Lse": "*fp32", "Delta": "*fp32", "DK": f"*{short}",
+        "DV": f"*{short}", "DQAcc": "*fp32", "BATCH": "i32", "H": "i32", "H_KV": "i32",
+        "SEQ_Q": "i32", "SEQ_K": "i32", "sm_scale": "fp32", "BLOCK_M": "constexpr",
+        "BLOCK_N": "constexpr", "NUM_BUF": "constexpr", "NUM_CONSUMERS": "constexpr",
+        "DQ_SPLIT": "constexpr", "SHARE_DS": "constexpr", "STATS_TMA": "constexpr",
+        "KV_BUFS": "constexpr",
+        "num_warps": "constexpr",
+    }  # fmt: skip
+    constexprs = {
+        "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "NUM_BUF": cfg.num_buf,
+        "NUM_CONSUMERS": cfg.consumers, "DQ_SPLIT": cfg.dq_split, "SHARE_DS": cfg.share_ds,
+        "STATS_TMA": cfg.stats_tma, "KV_BUFS": cfg.kv_bufs,
+        "num_warps": 4,
+    }  # fmt: skip
+    source = GluonASTSource(
+        fn=load_family(spec, FAMILY).attn_bwd_ws,
+        signature=signature,
+        constexprs=constexprs,
+        # the JIT's 16-byte specialisation of the pointers (Lse, Delta, DK, DV, DQAcc)
+        attrs={(i,): [["tt.divisibility", 16]] for i in range(6, 11)},
+    )
+    kernel = triton.compile(
+        source,
+        target=GPUTarget("cuda", 90, 32),
+        options={"num_warps": 4, "maxnreg": cfg.maxnreg},
+    )
+    return {"shared": kernel.metadata.shared, "ptx": kernel.asm["ptx"]}

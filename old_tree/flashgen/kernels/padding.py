@@ -1,0 +1,134 @@
+"""Per-sequence valid ranges (key and query padding) as the kernels take them.
+
+A padded batch needs no N x N mask: each batch entry's valid query rows and keys are one
+contiguous range each, so the kernels read four int32 per entry (`SeqBounds`, [B, 4]: q_start,
+len_q, k_start, len_k), skip the key blocks outside and never store the rows outside (the
+launchers zero-fill the output first). This module turns what users have, lengths and a padding
+side, into that tensor with plain torch ops: no host sync (values are read on the device), so it
+works eagerly, under torch.compile and in CUDA graphs.
+
+Semantics (FlashAttention's varlen convention): the causal mask and a window count positions
+from each range's start, so with queries and keys padded alike (a decoder batch: the same
+lengths, the same side) causal attention is exactly the padded batch's absolute causal mask.
+"""
+
+from __future__ import annotations
+
+import torch
+
+PADDING_SIDES = ("right", "left")
+
+
+def check_padding(padding) -> str:
+    if padding not in PADDING_SIDES:
+        raise ValueError(f"padding must be 'right' or 'left', got {padding!r}")
+    return padding
+
+
+def check_lengths(name: str, lengths, batch: int, device) -> torch.Tensor | None:
+    """`lengths` (None, a sequence of ints or an integer tensor [B]) as an int32 tensor on
+    `device`; ValueError naming the argument for anything else.
+
+    Values are checked here when they are host data (a list, a CPU tensor); values of a CUDA
+    tensor are not read (that would sync every call) and are clamped to [0, seq] by `bounds`,
+    so a wrong one can never address memory outside the inputs.
+    """
+    if lengths is None:
+        return None
+    if isinstance(lengths, (list, tuple)):
+        for n in lengths:
+            if isinstance(n, bool) or not isinstance(n, int):
+                raise ValueError(f"{name} must hold ints, got {n!r}")
+        lengths = torch.tensor(lengths, dtype=torch.int32)
+    if not isinstance(lengths, torch.Tensor):
+        raise ValueError(
+            f"{name} must be a 1-D integer tensor [batch] or a list of ints, got "
+            f"{type(lengths).__name__}"
+        )
+    if lengths.dtype.is_floating_point or lengths.dtype.is_complex or lengths.dtype == torch.bool:
+        raise ValueError(f"{name} must have an integer dtype, got {lengths.dtype}")
+    if lengths.dim() != 1 or lengths.shape[0] != batch:
+        raise ValueError(f"{name} must have shape [batch] = [{batch}], got {tuple(lengths.shape)}")
+    host = lengths.device.type == "cpu" and not torch.compiler.is_compiling()
+    if host and lengths.numel() and bool((lengths < 0).any()):
+        raise ValueError(f"{name} must be >= 0, got {lengths.tolist()}")
+    return lengths.to(device=device, dtype=torch.int32, non_blocking=True)
+
+
+def bounds(
+    batch: int, seq_q: int, seq_k: int, key_lengths, query_lengths, padding: str, device
+) -> torch.Tensor:
+    """The kernels' SeqBounds: int32 [B, 4] = (q_start, len_q, k_start, len_k) per entry.
+
+    `key_lengths` / `query_lengths`: the valid keys / query rows per entry (None: all of them),
+    `padding` "right" (valid first, padding after) or "left" (padding first). Lengths past the
+    sequence are clamped to it.
+    """
+    padding = check_padding(padding)
+    k_len = check_lengths("key_lengths", key_lengths, batch, device)
+    q_len = check_lengths("query_lengths", query_lengths, batch, device)
+    if k_len is None:
+        k_len = torch.full((batch,), seq_k, dtype=torch.int32, device=device)
+    if q_len is None:
+        q_len = torch.full((batch,), seq_q, dtype=torch.int32, device=device)
+    if k_len.device.type == "cpu" and not torch.compiler.is_compiling():
+        for name, n, seq in (("key_lengths", k_len, seq_k), ("query_lengths", q_len, seq_q)):
+            if n.numel() and bool((n > seq).any()):
+                raise ValueError(f"{name} must be <= the sequence length {seq}, got {n.tolist()}")
+    k_len = k_len.clamp(0, seq_k)
+    q_len = q_len.clamp(0, seq_q)
+    if padding == "right":
+        q_start, k_start = torch.zeros_like(q_len), torch.zeros_like(k_len)
+    else:
+        q_start, k_start = seq_q - q_len, seq_k - k_len
+    return torch.stack((q_start, q_len, k_start, k_len), 1).to(torch.int32).contiguous()
+
+
+def check_bounds(seq_bounds, batch: int, device) -> None:
+    """What the ops take as `seq_bounds`: contiguous int32 [B, 4] on q's device."""
+    if not isinstance(seq_bounds, torch.Tensor):
+        raise ValueError(f"seq_bounds must be a tensor, got {type(seq_bounds).__name__}")
+    if seq_bounds.dtype != torch.int32 or tuple(seq_bounds.shape) != (batch, 4):
+        raise ValueError(
+            f"seq_bounds must be int32 [batch, 4] = [{batch}, 4], got {seq_bounds.dtype} "
+            f"{tuple(seq_bounds.shape)}"
+        )
+    if seq_bounds.device != torch.device(device) or not seq_bounds.is_contiguous():
+        raise ValueError(f"seq_bounds must be contiguous and on {device}, got {seq_bounds.device}")
+
+
+def key_hull(mask) -> torch.Tensor | None:
+    """SeqBounds that let the kernels skip the key tiles a key-padding mask hides at the end:
+    for an expanded [B, Hq, Sq, Sk] view constant along heads and query rows (a `[B, 1, 1, Sk]`
+    mask, HF's and `key_padding_mask`'s), boolean or additive (a key is hidden only by False or
+    -inf; HF's finite finfo.min still counts, as in PyTorch), each entry's keys [0, last
+    visible key + 1), every query row valid; None for any other mask. The starts stay 0, so positions
+    (the causal mask, windows, dropout counters) are unchanged and the kernels still read the
+    mask inside the range: exact for any mask, faster for a right-padded one. Plain torch ops
+    on the mask's device (no host sync)."""
+    if mask.stride(1) != 0 or mask.stride(2) != 0:
+        return None
+    batch, _, seq_q, seq_k = mask.shape
+    keys = mask[:, 0, 0, :]
+    if keys.dtype != torch.bool:
+        keys = keys != float("-inf")
+    position = torch.arange(1, seq_k + 1, device=mask.device, dtype=torch.int32)
+    k_end = (keys.to(torch.int32) * position).amax(-1)  # last visible key + 1, 0 if none
+    zeros = torch.zeros_like(k_end)
+    return torch.stack((zeros, torch.full_like(k_end, seq_q), zeros, k_end), 1).contiguous()
+
+
+def dense_mask(seq_bounds, seq_q: int, seq_k: int, *, causal: bool, window=None):
+    """The boolean [B, 1, Sq, Sk] mask the kernels apply for `seq_bounds` (tests, references,
+    and SDPA comparisons): True where query row i may see key j."""
+    qs, ql, ks, kl = (c[:, None, None] for c in seq_bounds.long().unbind(1))
+    device = seq_bounds.device
+    i = torch.arange(seq_q, device=device)[None, :, None] - qs
+    j = torch.arange(seq_k, device=device)[None, None, :] - ks
+    m = (i >= 0) & (i < ql) & (j >= 0) & (j < kl)
+    if causal:
+        m &= j <= i
+    if window is not None:
+        left, right = window
+        m &= (j >= i - left) & (j <= i + right)
+    return m[:, None]

@@ -1,0 +1,119 @@
+"""What the forward and backward launchers share about launch plans: the per-signature cache
+and the config a new plan runs with.
+
+The launchers take a config; they never look one up. `config` is either
+
+- a `TileConfig`: used as given (the tuner, benchmarks, tests);
+- a chooser, a callable `(spec, seq_q, seq_k, *, capturing) -> (config, settled)`: how the
+  caller's run-time choice (`flashgen.runtime.primitives` passes `flashgen.runtime.dispatch.plan_config`) is
+  asked, once per new call signature, for the spec the launcher derives from the tensors. A
+  plan is kept only when the chooser says the choice is settled, and never while a CUDA graph
+  is being captured (the chooser then answers without asking the tuning database);
+- None: the hardware default for the spec (`flashgen.hardware.tiles.default_config`).
+
+Asking a chooser only when a plan is built keeps a repeated call to one dict lookup.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable
+
+from ..core.config import TileConfig
+from ..core.spec import KernelSpec, dtype_name, spec_for
+from .launch import capturing, value_classes
+
+Chooser = Callable[..., tuple[TileConfig, bool]]
+MAX_PLANS = 4096
+
+
+def plan_config(config, spec: KernelSpec, seq_q: int, seq_k: int, q) -> tuple[TileConfig, bool]:
+    """(the config a new plan launches with, whether the plan may be kept), as described in
+    the module docstring. `q`: the call's query tensor (is a CUDA graph being captured?)."""
+    if isinstance(config, TileConfig):
+        return config, True
+    if config is None:
+        from ..hardware.tiles import default_config
+
+        return default_config(spec), True
+    return config(spec, seq_q, seq_k, capturing=capturing(q))
+
+
+def plan_spec(
+    q, direction: str, causal, windowed, capped, bounded, mask_kind, dropped, alibi=False
+):
+    """The KernelSpec a forward or backward plan compiles: head dim and dtype from the query
+    tensor, the rest from the call's flags (cached by `spec_for`: asked once per new plan)."""
+    return spec_for(
+        q.shape[-1], causal, dtype_name(q.dtype), direction, windowed, capped, bounded, mask_kind,
+        dropped, alibi=alibi,
+    )  # fmt: skip
+
+
+def clamp_window(window, causal: bool, seq_q: int, seq_k: int):
+    """The (left, right) window a launch passes: right = 0 when causal, and each size at most
+    Sq + Sk (past both lengths a size covers everything; int32 sums in the kernels stay exact,
+    and the plan key's specialisation classes, `launch.value_classes`, are those launched).
+    None stays None."""
+    if window is None:
+        return None
+    reach = seq_q + seq_k
+    return (min(window[0], reach), 0 if causal else min(window[1], reach))
+
+
+def extra_classes(window, bounds, mask, alibi):
+    """The plan-key part for a call's run-time extras: `launch.value_classes` of the window
+    sizes, bounds, mask, slopes and the slopes' batch stride; None for a plain call (nothing
+    to classify: the walk is skipped on the path most calls take)."""
+    if window is None and bounds is None and mask is None and alibi is None:
+        return None
+    return value_classes(window, bounds, mask, alibi, None if alibi is None else alibi.stride(0))
+
+
+def variant_args(scale: float, window, softcap, bounds, mask, dropout, alibi=None) -> tuple:
+    """The run-time arguments of a kernel's variants, in the templates' order (after the
+    scale): the window's two sizes, softcap / scale (the kernels cap raw scores), the lengths'
+    bounds, the mask and its strides, the ALiBi slopes and their batch stride, dropout's p and
+    seed. Each is left out when None (the spec compiled the kernel without it). The same for
+    the forward and backward launches."""
+    args = () if window is None else (*window,)
+    if softcap is not None:
+        args = (*args, softcap / scale)
+    if bounds is not None:
+        args = (*args, bounds)
+    if mask is not None:
+        args = (*args, mask, *mask.stride())
+    if alibi is not None:
+        args = (*args, alibi, alibi.stride(0))
+    if dropout is not None:
+        args = (*args, float(dropout[0]), int(dropout[1]))
+    return args
+
+
+class PlanCache(dict):
+    """Launch plans by call signature (a dict: a hit is one `get`). `store` keeps a plan only
+    when its config is settled and no CUDA graph is being captured (a plan must hold nothing
+    allocated from a graph's pool), and starts over past MAX_PLANS signatures. `clear_all`
+    empties every launcher's cache (a new tuning database may choose other configs)."""
+
+    _all: list[weakref.ref[PlanCache]] = []  # weak: a test's throwaway cache is not kept
+
+    def __init__(self) -> None:
+        super().__init__()
+        PlanCache._all.append(weakref.ref(self))
+
+    def store(self, key: tuple, plan, q) -> None:
+        if plan.keep and not capturing(q):
+            if len(self) >= MAX_PLANS:
+                self.clear()
+            self[key] = plan
+
+
+def clear_all() -> None:
+    """Drop every launcher's plans (`flashgen.runtime.primitives` calls it when the run-time choice's cache is
+    dropped: `flashgen.runtime.dispatch.on_clear`)."""
+    PlanCache._all[:] = [ref for ref in PlanCache._all if ref() is not None]
+    for ref in PlanCache._all:
+        cache = ref()
+        if cache is not None:
+            cache.clear()

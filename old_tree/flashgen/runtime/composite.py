@@ -1,0 +1,154 @@
+"""The composite `flashgen::attention` op (CompositeImplicitAutograd): check the inputs, let the
+run-time choice send the call to an SDPA backend (`flashgen.runtime.vendor.route`), else run
+flashgen's kernels through `flashgen.runtime.autograd` (a gradient is wanted) or the forward op
+alone. Dynamo records this op as one node; AOTAutograd decomposes it. `_attention` is also the
+body of the eager public function (`flashgen.ops.attention`)."""
+
+from __future__ import annotations
+
+import torch
+
+from ..core.impls import FLASHGEN, check_impl
+from ..kernels import dropout
+from ..kernels.alibi import check_slopes
+from ..kernels.aligned import check_align
+from ..kernels.validate import (
+    check_inputs,
+    check_kernel_device,
+    check_softcap,
+    expand_mask,
+    normalize_window,
+)
+from .autograd import _attention_apply
+from .eager import plain_eager
+from .library import _LIB
+from .primitives import _check_extras, _fwd_op, plain_forward
+from .vendor import MIX, MIXED_BACKWARD, needs_backward, route
+
+
+def _attention(
+    q, k, v, causal=False, scale=None, window=None, softcap=None, causal_align="top_left",
+    deterministic=None, seq_bounds=None, attn_mask=None, dropout_p=0.0, dropout_seed=None,
+    alibi_slopes=None, impl=None,
+):  # fmt: skip
+    """The body shared by the eager function and the composite op: check, let the run-time
+    choice send the call to an SDPA backend (`flashgen.runtime.vendor.route`), else flashgen's forward
+    with autograd when a gradient is wanted, or the forward op alone (no autograd node)."""
+    scale = check_inputs(q, k, v, causal=causal, scale=scale)
+    if window is not None:
+        window = list(
+            normalize_window(tuple(window) if isinstance(window, list) else window, causal)
+        )
+    softcap = check_softcap(softcap)
+    deterministic = check_deterministic(deterministic)
+    bottom_right = check_align(causal, causal_align)
+    if bottom_right and window is not None:
+        raise ValueError("causal_align='bottom_right' does not take a window yet")
+    dropout_p = dropout.check_dropout(dropout_p)
+    if dropout_p > 0.0 and dropout_seed is None:
+        dropout_seed = dropout.new_seed()  # PyTorch's generator: manual_seed reproduces it
+    # (the seed is not read here: under tracing it is a value of the graph)
+    alibi = alibi_slopes is not None
+    if seq_bounds is not None or attn_mask is not None or dropout_p > 0.0 or alibi:
+        if attn_mask is not None:
+            expand_mask(attn_mask, q, k)  # the checks, naming attn_mask
+        if alibi:
+            check_slopes(alibi_slopes, q)  # the checks, naming alibi_slopes
+        _check_extras(q, seq_bounds, attn_mask, bottom_right)
+        if impl is not None and check_impl(impl) != FLASHGEN:
+            raise ValueError(
+                f"impl={impl!r}: key_lengths/query_lengths, attn_mask, dropout_p and "
+                "alibi_slopes run flashgen's kernels only; use impl='flashgen' or None"
+            )
+        impl = FLASHGEN
+    if bottom_right and _same_as_sdpa(q, k):
+        # One query row sees every key; equal lengths are top-left causal: SDPA's own masks.
+        causal, causal_align, bottom_right = q.shape[2] == k.shape[2], "top_left", False
+    backward = needs_backward(q, k, v)  # asked once: for the routing and for autograd
+    mix = False  # flashgen's forward with cuDNN's backward (`route` says MIX)
+    if attn_mask is not None and attn_mask.requires_grad and torch.is_grad_enabled():
+        backward = True  # a learned additive bias: its gradient (flashgen's kernels only)
+    if impl != "flashgen":
+        # SDPA's is_causal is top-left only. Whatever reaches flashgen's forward with a short
+        # query runs the split-KV decode kernels there (`_attention_fwd`).
+        keep = bottom_right
+        if keep and impl is not None and check_impl(impl) != FLASHGEN:
+            raise ValueError(
+                f"impl={impl!r}: PyTorch's SDPA has no bottom-right causal alignment; use "
+                "impl='flashgen' or None"
+            )
+        out = None if keep else route(q, k, v, causal, scale, impl, window, softcap, backward)
+        if out is not None and out is not MIX:
+            return out
+        mix = out is MIX
+    check_kernel_device(q.device)
+    if backward:
+        return _apply_with(
+            mix, q, k, v, causal, scale, window, softcap, causal_align, deterministic, seq_bounds,
+            attn_mask, dropout_p, dropout_seed, alibi_slopes,
+        )  # fmt: skip
+    return _fwd_op(
+        q, k, v, causal, scale, window, softcap, causal_align, seq_bounds, attn_mask, dropout_p,
+        dropout_seed, alibi_slopes,
+    )[0]  # fmt: skip
+
+
+def _plain_attention(q, k, v, causal, scale, deterministic, impl):
+    """`_attention` of a call without extras (no window, softcap, lengths, mask or dropout;
+    top-left causal), the public function's eager path for them: the same checks, choice and
+    kernels without the branches only the extras need. In a plain eager call without a
+    gradient the forward op's body is called directly (`plain_forward`); anything traced,
+    fake or under a dispatch mode goes through the op as in `_attention`."""
+    scale = check_inputs(q, k, v, causal=causal, scale=scale)
+    if deterministic is not None:
+        check_deterministic(deterministic)
+    backward = needs_backward(q, k, v)
+    mix = False  # flashgen's forward with cuDNN's backward (`route` says MIX)
+    if impl != FLASHGEN:
+        out = route(q, k, v, causal, scale, impl, None, None, backward)
+        if out is not None and out is not MIX:
+            return out
+        mix = out is MIX
+    if not q.is_cuda:  # (CUDA tensors always pass; `is_cuda` is cheaper than `q.device`)
+        check_kernel_device(q.device)
+    if backward:
+        return _apply_with(
+            mix, q, k, v, causal, scale, None, None, "top_left", deterministic, None, None, 0.0,
+            None, None,
+        )  # fmt: skip
+    if plain_eager(q):
+        return plain_forward(q, k, v, causal, scale, keep_lse=False)[0]
+    return _fwd_op(q, k, v, causal, scale, None, None, "top_left", None, None, 0.0, None)[0]
+
+
+def _apply_with(mix: bool, *args):
+    """`_attention_apply(*args)`; `mix`: its backward is cuDNN's on flashgen's forward
+    (`flashgen.runtime.vendor.hybrid_backward`)."""
+    if not mix:
+        return _attention_apply(*args)
+    token = MIXED_BACKWARD.set(True)
+    try:
+        return _attention_apply(*args)
+    finally:
+        MIXED_BACKWARD.reset(token)
+
+
+def check_deterministic(value):
+    """None, True or False (the op's bool?); anything else is a ValueError naming it."""
+    if value is None or isinstance(value, bool):
+        return value
+    raise ValueError(f"deterministic must be True, False or None, got {value!r}")
+
+
+def _same_as_sdpa(q, k) -> bool:
+    """Whether a bottom-right causal call is also one of SDPA's masks at every size this call
+    can have: static sizes (plain ints, also under tracing) with one query row (it sees every
+    key: no mask) or equal lengths (top-left causal)."""
+    seq_q, seq_k = q.shape[2], k.shape[2]
+    if not (type(seq_q) is int and type(seq_k) is int):
+        return False
+    return seq_q == 1 or seq_q == seq_k
+
+
+_LIB.impl("attention", _attention, "CompositeImplicitAutograd")
+_composite_op = torch.ops.flashgen.attention.default
