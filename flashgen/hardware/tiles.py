@@ -156,10 +156,11 @@ def safe_config(spec: KernelSpec) -> TileConfig:
 
 
 @functools.cache
-def _default_for(spec: KernelSpec, device: DeviceLimits) -> TileConfig:
+def _default_for(spec: KernelSpec, device: DeviceLimits, variant: str | None = None) -> TileConfig:
     allowed = set(_candidates(spec))
     key = (_gpu_class(device), spec.direction, spec.causal, max(spec.block_d, 16))
-    row = _DEFAULTS.get((*key, mask_variant(spec)), ()) + _DEFAULTS.get((*key, ""), ())
+    variant = mask_variant(spec) if variant is None else variant
+    row = _DEFAULTS.get((*key, variant), ()) + _DEFAULTS.get((*key, ""), ())
     for cfg in row:
         if cfg in allowed and fits(spec, cfg, device):
             return cfg
@@ -207,7 +208,13 @@ def config_for_kind(
     return min(_candidates(spec), key=lambda c: (smem_bytes(spec, c, None, kind), c))
 
 
-def default_config(spec: KernelSpec, device: DeviceLimits | None = None) -> TileConfig:
+def default_config(
+    spec: KernelSpec, device: DeviceLimits | None = None, per_key: bool = False
+) -> TileConfig:
     """The config to use when nothing is tuned: the defaults row of the device's class, the first
-    entry that fits; else the safe config. device=None: `sram.current_device()`."""
-    return _default_for(spec, device if device is not None else current_device())
+    entry that fits; else the safe config. device=None: `sram.current_device()`. `per_key`: the
+    spec's mask tensor is constant along query rows (a key-padding mask, one vector of keys a
+    tile): the general rows, not the "mask" variant's, which were measured on [Sq, Sk] tiles
+    (on the H200 its forward row read an additive key-padding mask 44% slower)."""
+    device = device if device is not None else current_device()
+    return _default_for(spec, device, "" if per_key else None)

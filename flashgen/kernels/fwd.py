@@ -38,6 +38,7 @@ import torch
 
 from ..core.config import TileConfig
 from ..core.spec import cdiv
+from ..hardware.tiles import default_config
 from . import hopper, tma
 from .codegen import load
 from .launch import Launch, capturing, direct_device
@@ -105,7 +106,12 @@ class _Plan:
             )
             self.tail = hopper.sizes(q, k)
             return
+        given = config
         config, self.keep = plan_config(config, spec, sq, sk, q)
+        if per_key and not isinstance(given, TileConfig) and config == default_config(spec):
+            # the defaults' mask-tensor row was measured on [Sq, Sk] tiles; a key-padding
+            # mask (one vector of keys a tile) runs the general row
+            config = default_config(spec, per_key=True)
         module = load(spec)
         bm, bn = config.block_m, config.block_n
         self.tail = (hq, hq // hkv, sq, sk)

@@ -473,3 +473,29 @@ def test_backward_hull_after_a_forward_without_it(causal, additive, monkeypatch)
     _matches_float64(q, k, v, mask, causal)
     (hull,) = backward_hulls  # the backward took the key range
     assert hull[:, 3].tolist() == [45, 45 if additive else 20, 45, 0]
+
+
+def test_key_padding_masks_take_the_general_tile_row(monkeypatch):
+    """With no config given, a mask tensor's forward runs the defaults' "mask" row (measured on
+    [Sq, Sk] tiles) and a key-padding mask (constant along query rows) the general row, which
+    read it faster on the H200; both equal float64."""
+    from flashgen.core.spec import KernelSpec
+    from flashgen.hardware.tiles import default_config
+    from flashgen.kernels import fwd
+
+    monkeypatch.setenv("FLASHGEN_GPU", "nvidia-h200")
+    # bf16 at head dim 128: the rows measured (in fp32 the mask row does not fit)
+    q, k, v = _inputs(1, 2, 1, 20, 24, 128, dtype=torch.bfloat16, seed=15)
+    spec = KernelSpec(128, False, "bfloat16", "fwd", attn_mask="add")
+    for shape, per_key in (((1, 1, 1, 24), True), ((1, 1, 20, 24), False)):
+        mask = _mask("hf", shape, seed=16)
+        fwd._plans.clear()
+        out, _ = forward(q, k, v, causal=False, scale=None, mask=expand_mask(mask, q, k))
+        (plan,) = fwd._plans.values()
+        want = default_config(spec, per_key=per_key)
+        got = (plan.run.constexprs["BLOCK_M"], plan.run.constexprs["BLOCK_N"],
+               plan.run.options["num_warps"], plan.run.options["num_stages"])  # fmt: skip
+        assert got == (want.block_m, want.block_n, want.num_warps, want.num_stages)
+        leaves = [t.double() for t in (q, k, v)]
+        torch.testing.assert_close(out.double(), ref(*leaves, mask), atol=2e-2, rtol=2e-2)
+    assert default_config(spec, per_key=True) != default_config(spec)
