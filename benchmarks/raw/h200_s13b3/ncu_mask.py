@@ -14,8 +14,10 @@ from flashgen.kernels.validate import expand_mask
 kind = sys.argv[1]
 b, hq, hkv, n, d = 4, 16, 4, 4096, 128
 gen = torch.Generator(device="cuda").manual_seed(0)
-q, k, v = (torch.randn(b, h, n, d, device="cuda", generator=gen, dtype=torch.bfloat16)
-           for h in (hq, hkv, hkv))
+q, k, v = (
+    torch.randn(b, h, n, d, device="cuda", generator=gen, dtype=torch.bfloat16)
+    for h in (hq, hkv, hkv)
+)
 if kind == "bias":
     mask, causal = torch.randn(1, hq, n, n, device="cuda", dtype=torch.bfloat16), True
 else:
