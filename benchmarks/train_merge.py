@@ -7,7 +7,8 @@ compare their backends inside one process. A whole-model compile takes long enou
 GPU slot fits only if the backends compile at the same time: one process per backend
 (`--backends inductor`, ...) sharing the GPU through `--gpu-lock FILE`, which lets them compile
 together and time one at a time. This joins their JSON files as if one process had run them:
-per case, each row's `loss_gap` to the eager row (same seed, same batches) and flashgen's
+per case, each row's loss gaps to the eager row (same seed, same batches; agreement as the
+examples judge it, `common.compare_losses`) and flashgen's
 `speedup_vs_best_other`, then the examples' table. The merged JSON keeps every source's
 metadata, so `benchmarks/latest.py add ALL.json` records it like any other run. Exit status 1
 when a loss curve disagrees or a source file is missing (a run that did not finish).
@@ -31,7 +32,7 @@ def merge(sources: list[dict], loss_tol: float) -> list[dict]:
     for data in sources:
         for row in data["rows"]:
             row = dict(row)
-            for key in ("loss_gap", "loss_agrees", "speedup_vs_best_other"):
+            for key in ("loss_gap", "loss_gap_mean", "loss_agrees", "speedup_vs_best_other"):
                 row.pop(key, None)  # each source compared only what it ran: recompute
             rows.append(row)
     cases = list(dict.fromkeys(r["case"] for r in rows))
@@ -43,8 +44,7 @@ def merge(sources: list[dict], loss_tol: float) -> list[dict]:
             if row["backend"] == "flashgen" and row.get("losses") and not row.get("replaced"):
                 row["loss_agrees"] = False  # the example's own rule: that is Inductor's figure
             elif eager is not None and row is not eager and row.get("losses"):
-                row["loss_gap"] = common.loss_gap(row, eager)
-                row["loss_agrees"] = row["loss_gap"] <= loss_tol
+                common.compare_losses(row, eager, loss_tol)
         flashgen = next((r for r in group if r["backend"] == "flashgen"), None)
         others = [r["tokens_per_s"] for r in group
                   if r["backend"] != "flashgen" and r.get("tokens_per_s")]  # fmt: skip
@@ -59,7 +59,8 @@ def main(argv: list[str] | None = None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     p.add_argument("files", nargs="+", help="JSON files the examples wrote (--json)")
     p.add_argument("--json", metavar="FILE", help="write the merged rows and metadata here")
-    p.add_argument("--loss-tol", type=float, default=0.05, help="max |loss - eager loss|")
+    p.add_argument("--loss-tol", type=float, default=0.05,
+                   help="the largest mean |loss - eager loss| over the steps (default 0.05)")  # fmt: skip
     args = p.parse_args(argv)
     sources, missing = [], []
     for path in args.files:

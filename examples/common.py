@@ -236,8 +236,7 @@ def compare_training(build, batches, loss_of, *, backends, warmup, steps, tokens
             row["replaced"] = replaced_sites() - before
         eager = next((r for r in rows if r["backend"] == "eager"), None)
         if eager and eager["losses"] and row["losses"]:
-            row["loss_gap"] = loss_gap(row, eager)
-            row["loss_agrees"] = row["loss_gap"] <= loss_tol
+            compare_losses(row, eager, loss_tol)
         if backend == "flashgen" and row["losses"] and not row["replaced"]:
             row["loss_agrees"] = False
             row["note"] = "flashgen replaced no attention site: this is Inductor's figure"
@@ -258,6 +257,7 @@ TRAIN_COLUMNS = [
     ("case", "case", "s"), ("backend", "backend", "s"), ("tokens_per_s", "tokens/s", ".0f"),
     ("peak_mem_gb", "peak GB", ".1f"), ("first_step_s", "first step s", ".1f"),
     ("final_loss", "last loss", ".4f"), ("loss_gap", "loss gap", ".4f"),
+    ("loss_gap_mean", "mean gap", ".4f"),
     ("speedup_vs_best_other", "vs best other", ".2f"), ("replaced", "sites replaced", "d"),
 ]  # fmt: skip
 
@@ -276,6 +276,27 @@ def loss_gap(result: dict, baseline: dict) -> float:
     """Largest |loss - baseline loss| over the steps both ran."""
     pairs = zip(result["losses"], baseline["losses"], strict=False)
     return max((abs(a - b) for a, b in pairs), default=0.0)
+
+
+def mean_loss_gap(result: dict, baseline: dict) -> float:
+    """Mean |loss - baseline loss| over the steps both ran."""
+    gaps = [abs(a - b) for a, b in zip(result["losses"], baseline["losses"], strict=False)]
+    return sum(gaps) / len(gaps) if gaps else 0.0
+
+
+def compare_losses(row: dict, eager: dict, loss_tol: float) -> None:
+    """Set `row`'s loss_gap (the largest per-step |loss - eager's|), loss_gap_mean and
+    loss_agrees: whether the mean gap is within `loss_tol`.
+
+    Why the mean: one unstable step amplifies rounding differences. On the H200 (HF Llama,
+    1x16k tokens, session 13) the loss jumped from 10.3 to 11.1 at step 9 in every backend, and
+    there Inductor's own curve was 0.068 from eager's (its other steps within 0.014), flashgen's
+    0.132 (others within 0.049): the largest gap flags PyTorch's own compiler, while the mean
+    (0.010 and 0.021) keeps the check's job, catching a wrong attention, whose loss moves
+    away at every step (a causal leak drops it by whole units within a few steps)."""
+    row["loss_gap"] = loss_gap(row, eager)
+    row["loss_gap_mean"] = mean_loss_gap(row, eager)
+    row["loss_agrees"] = row["loss_gap_mean"] <= loss_tol
 
 
 def report(rows: list[dict], columns: list[tuple[str, str, str]]) -> str:

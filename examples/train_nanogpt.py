@@ -36,7 +36,8 @@ def parse(argv=None):
     )  # fmt: skip
     p.add_argument("--steps", type=int, default=8)
     p.add_argument("--warmup", type=int, default=3)
-    p.add_argument("--loss-tol", type=float, default=0.05)
+    p.add_argument("--loss-tol", type=float, default=0.05,
+                   help="the largest mean |loss - eager loss| over the steps (default 0.05)")  # fmt: skip
     args = p.parse_args(argv)
     if args.smoke:
         args.layers, args.heads, args.width, args.block_size, args.batch = 1, 2, 32, 24, 2

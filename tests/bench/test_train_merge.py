@@ -74,3 +74,20 @@ def test_latest_csv_takes_the_merged_file(merge, tmp_path, monkeypatch):
         ("train_hf_llama_model", "eager", 100.0),
         ("train_hf_llama_model", "flashgen", 120.0),
     }
+
+
+def test_agreement_is_judged_on_the_mean_gap(merge, tmp_path):
+    """One step far apart (an unstable step amplifies rounding in every compiled backend)
+    is reported as the largest gap but does not fail a curve whose mean gap is within
+    --loss-tol; a curve off at every step does."""
+    losses = [3.0, 2.0, 1.5, 1.2, 1.0]
+    eager = _write(tmp_path / "e.json", [_row("eager", 100.0, losses)], "e")
+    spike = [3.0, 2.0, 1.62, 1.2, 1.0]  # one step 0.12 apart: mean 0.024
+    one = _write(tmp_path / "s.json", [_row("flashgen", 120.0, spike, replaced=8)], "s")
+    out = tmp_path / "m.json"
+    assert merge.main([eager, one, "--json", str(out)]) == 0
+    row = next(r for r in json.loads(out.read_text())["rows"] if r["backend"] == "flashgen")
+    assert row["loss_gap"] == pytest.approx(0.12) and row["loss_gap_mean"] == pytest.approx(0.024)
+    drift = [x - 0.06 for x in losses]  # 0.06 off at every step
+    off = _write(tmp_path / "d.json", [_row("flashgen", 120.0, drift, replaced=8)], "d")
+    assert merge.main([eager, off]) == 1
