@@ -39,7 +39,7 @@ import torch
 from ..core.config import TileConfig
 from ..core.spec import cdiv
 from ..hardware.tiles import default_config
-from . import hopper, tma
+from . import block_mask, hopper, tma
 from .codegen import load
 from .launch import Launch, capturing, direct_device
 from .plans import (
@@ -78,12 +78,13 @@ class _Plan:
 
     __slots__ = (
         "run", "tail", "strides", "scale", "keep", "hopper", "lse_shape", "lse_numel", "device",
+        "tiles", "blocks",
     )  # fmt: skip
 
     def __init__(
         self, q, k, v, out, causal: bool, config, aligned: bool, forced, windowed=False,
         capped=False, bounded=False, mask_kind="", dropped=False, per_key=False, alibi=False,
-        shared=0,
+        shared=0, sparse=False,
     ):  # fmt: skip
         batch, hq, sq, dim = q.shape
         hkv, sk = k.shape[1], k.shape[2]
@@ -96,6 +97,9 @@ class _Plan:
         self.lse_shape = (batch, hq, sq)
         self.lse_numel = batch * hq * sq
         self.device = q.device
+        # a boolean mask's portable kernels take the block-sparse lists' arguments last:
+        # None (no such arguments), False (placeholders, not read) or True (built per call)
+        self.tiles = None
         if not isinstance(config, TileConfig) and hopper.choose(spec, q, k, v, sq, per_key):
             # The Gluon family, with its own config for this length; launched directly too.
             # MASK_PER_KEY (a mask constant along query rows) is a constexpr there as well.
@@ -114,6 +118,9 @@ class _Plan:
             config = default_config(spec, per_key=True)
         module = load(spec)
         bm, bn = config.block_m, config.block_n
+        self.blocks = (bm, bn)
+        if mask_kind == "bool":
+            self.tiles = sparse
         self.tail = (hq, hq // hkv, sq, sk)
         if not bounded and tma.use_tma(_ENV, (q, k, v, out), forced=forced):
             kernel = module.attn_fwd_tma
@@ -136,6 +143,7 @@ class _Plan:
                 "BLOCK_M": bm,
                 "BLOCK_N": bn,
                 **({"MASK_PER_KEY": per_key, "MASK_SHARED": shared} if mask_kind else {}),
+                **({"BLOCK_SPARSE": sparse} if mask_kind == "bool" else {}),
             },
             {"num_warps": config.num_warps, "num_stages": config.num_stages},
             direct_device(q, aligned),
@@ -150,6 +158,11 @@ class _Plan:
         qk_scale = scale * LOG2E
         # (the key fixed which extras a call has, so the spec needs no check per call)
         win = variant_args(scale, window, softcap, bounds, mask, dropout, alibi)
+        if self.tiles is not None:  # the block-sparse lists, or placeholders not read
+            if self.tiles:
+                win = (*win, *block_mask.tile_lists(mask, *self.blocks))
+            else:
+                win = (*win, mask, mask, 0, 0)
         if self.hopper is not None:  # the Gluon kernel: the work-item counter before the sizes
             counter = hopper.sched_counter(self.device)
             self.run(q, k, v, out, lse, counter, *self.tail, qk_scale, *win)
@@ -212,10 +225,13 @@ def forward(
            dropout is not None, extra_classes(window, bounds, mask, alibi))  # fmt: skip
     plan = _plans.get(key)
     if plan is None:
+        per_key = mask is not None and mask.stride(2) == 0
+        sparse = block_mask.eligible(mask, causal, window, bounds, per_key, sq=q.shape[2],
+                                     sk=k.shape[2])  # fmt: skip
         plan = _Plan(
             q, k, v, out, causal, config, aligned, forced, window is not None,
             softcap is not None, bounds is not None, mask_kind(mask), dropout is not None,
-            mask is not None and mask.stride(2) == 0, alibi is not None, mask_shared(mask),
+            per_key, alibi is not None, mask_shared(mask), sparse,
         )  # fmt: skip
         _plans.store(key, plan, q)
     if bounds is not None:

@@ -215,6 +215,35 @@ def test_bf16_on_gpu(kind):
     torch.testing.assert_close(out.double(), want, atol=2e-2, rtol=2e-2)
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("d", [64, 128])
+def test_block_sparse_boolean_mask_on_gpu(d):
+    """bf16 on the GPU, above MIN_SCORES: HF's [B, 1, N, N] causal-and-padding mask given as a
+    tensor (no causal flag) walks the block-sparse lists; forward and gradients equal float64
+    (a padded entry's rows past its length see keys; its keys past it are hidden)."""
+    from flashgen.kernels import block_mask, fwd
+
+    b, hq, hkv, n = 2, 4, 2, 1500
+    assert n * n >= block_mask.MIN_SCORES
+    q, k, v = (t.cuda() for t in _inputs(b, hq, hkv, n, n, d, torch.bfloat16, seed=21))
+    keep = torch.arange(n)[None, :] < torch.tensor([[n], [777]])
+    mask = (torch.ones(n, n, dtype=torch.bool).tril()[None, None] & keep[:, None, None]).cuda()
+    fwd._plans.clear()
+    leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+    out = attention(*leaves, attn_mask=mask)
+    assert any(p.run.constexprs.get("BLOCK_SPARSE") for p in fwd._plans.values())
+    do = torch.randn_like(out)
+    grads = torch.autograd.grad(out, leaves, do)
+    ref_in = [t.detach().cpu().double().requires_grad_() for t in (q, k, v)]
+    want = ref(*ref_in, mask.cpu())
+    exp = torch.autograd.grad(want, ref_in, do.cpu().double())
+    torch.testing.assert_close(out.cpu().double(), want, atol=2e-2, rtol=2e-2)
+    for g, e in zip(grads, exp, strict=True):
+        scale = max(1.0, e.abs().max().item())
+        assert (g.cpu().double() - e).abs().max().item() <= 3e-2 * scale
+
+
 def _hiding_mask(sq, sk, dtype):
     """An HF-style additive mask [2, 1, Sq, Sk] in `dtype` whose rows 3..8 of batch 1 carry
     finfo(dtype).min on every key (a padded query row: finite, so not a hidden row for
@@ -499,3 +528,83 @@ def test_key_padding_masks_take_the_general_tile_row(monkeypatch):
         leaves = [t.double() for t in (q, k, v)]
         torch.testing.assert_close(out.double(), ref(*leaves, mask), atol=2e-2, rtol=2e-2)
     assert default_config(spec, per_key=True) != default_config(spec)
+
+
+@pytest.mark.parametrize("tma", ["0", "1"])
+@pytest.mark.parametrize(
+    "shape", [(2, 1, 45, 70), (1, 2, 45, 70), (45, 70)], ids=["heads", "batch", "both"]
+)
+def test_boolean_masks_walk_block_sparse_lists(shape, tma, monkeypatch):
+    """A boolean mask varying along query rows, without causal/window/lengths, on a call large
+    enough (MIN_SCORES lowered here): the forward walks the host's lists of whole and partial
+    key tiles per query block (BLOCK_SPARSE), skipping the rest. A causal+padding mask with a
+    fully hidden query block, a hidden row, a whole row of tiles and ragged edges: forward
+    equals float64 (zeros where a row sees nothing) and the backward, which reads the mask
+    tile by tile, equals float64 on that forward's out and lse."""
+    from flashgen.kernels import block_mask, fwd
+
+    monkeypatch.setenv("FLASHGEN_FWD_TMA", tma)
+    monkeypatch.setattr(block_mask, "MIN_SCORES", 0)
+    q, k, v = _inputs(2, 2, 1, 45, 70, 16, seed=17)
+    gen = torch.Generator().manual_seed(18)
+    mask = torch.ones(45, 70, dtype=torch.bool).tril(diagonal=20) & (
+        torch.rand(45, 70, generator=gen) > 0.1
+    )
+    mask[:, 32:48] = True  # key tile 2 (16 keys): whole for the query blocks without row 30
+    mask[:16] = False  # the first query block sees no key
+    mask[30] = False  # and a row of another
+    mask = mask.expand(shape) if len(shape) == 2 else mask.expand(shape[0], shape[1], 45, 70)
+    full = expand_mask(mask, q, k)
+    fwd._plans.clear()
+    out, lse = forward(q, k, v, causal=False, scale=0.25, config=TILES, mask=full)
+    (plan,) = fwd._plans.values()
+    assert plan.run.constexprs["BLOCK_SPARSE"] is True
+    idx, cnt, _, _ = block_mask.tile_lists(full, TILES.block_m, TILES.block_n)
+    assert cnt[..., 0, :].sum() == 0  # the hidden query block walks nothing
+    assert cnt[..., 0].sum() > 0 and cnt[..., 1].sum() > 0  # whole and partial tiles elsewhere
+    leaves = [t.double().requires_grad_() for t in (q, k, v)]
+    want = ref(*leaves, mask, causal=False)
+    torch.testing.assert_close(out.double(), want, atol=2e-5, rtol=1e-4)
+    assert (out[:, :, :16] == 0).all() and (out[:, :, 30] == 0).all()
+    do = torch.randn(2, 2, 45, 16, generator=torch.Generator().manual_seed(19))
+    grads = backward(do, q, k, v, out, lse, causal=False, scale=0.25, config=TILES,
+                     needs=(True, True, True), mask=full)  # fmt: skip
+    exp = torch.autograd.grad(want, leaves, do.double())
+    for g, e in zip(grads, exp, strict=True):
+        torch.testing.assert_close(g.double(), e, atol=5e-5, rtol=1e-4)
+
+
+def test_tile_lists_name_whole_partial_and_hidden_tiles():
+    """`block_mask.tile_lists` against a tile-by-tile reading of the mask: per query block the
+    key tiles whose valid rows all see every key (whole; a ragged last key tile never is),
+    those some rows see (partial), ascending, and none of the hidden ones; shared dims once."""
+    from flashgen.kernels.block_mask import tile_lists
+
+    gen = torch.Generator().manual_seed(20)
+    b, h, sq, sk, bm, bn = 2, 3, 37, 45, 16, 16
+    mask = torch.rand(b, 1, sq, sk, generator=gen) > 0.5
+    mask[0, 0, :16, :16] = True
+    mask[1, 0, 16:32] = False
+    full = mask.expand(b, h, sq, sk)
+    idx, cnt, stride_b, stride_h = tile_lists(full, bm, bn)
+    nm, nn = -(-sq // bm), -(-sk // bn)
+    assert idx.shape == (b, 1, nm, 2, nn) and (stride_b, stride_h) == (nm, 0)
+    for bi in range(b):
+        for hi in range(h):
+            for m in range(nm):
+                rows = full[bi, hi, m * bm : (m + 1) * bm]
+                whole = [
+                    n
+                    for n in range(nn)
+                    if (n + 1) * bn <= sk and rows[:, n * bn : (n + 1) * bn].all()
+                ]
+                part = [
+                    n for n in range(nn) if n not in whole and rows[:, n * bn : (n + 1) * bn].any()
+                ]
+                j = bi * stride_b + hi * stride_h + m
+                lists = idx.view(-1)[j * 2 * nn : (j + 1) * 2 * nn].view(2, nn)
+                counts = cnt.view(-1)[2 * j : 2 * j + 2].tolist()
+                assert lists[0, : counts[0]].tolist() == whole
+                assert lists[1, : counts[1]].tolist() == part
+    assert cnt[0, 0, 0].tolist() == [1, 2]  # the whole first tile, two partial ones
+    assert cnt[1, 0, 1].tolist() == [0, 0]  # a hidden query block
