@@ -220,6 +220,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=None, help="a directory or file (default: $OUT or .)")
     ap.add_argument("--shape", default="4,16,4,4096,128", help="b,hq,hkv,n,d")
     ap.add_argument("--only", default="", help="comma-separated variant names")
+    ap.add_argument("--parts", default="fwd,dkdv,dq", help="which kernels to time")
     ap.add_argument("--workers", type=int, default=None)
     ap.add_argument("--rep", type=int, default=30, help="do_bench rep (ms)")
     args = ap.parse_args(argv)
@@ -234,7 +235,8 @@ def main(argv=None) -> int:
     shape = tuple(int(x) for x in args.shape.split(","))
     only = {x for x in args.only.split(",") if x}
     variants = [v for v in VARIANTS if not only or v[0] in only]
-    jobs = _jobs(variants)
+    parts_wanted = set(args.parts.split(","))
+    jobs = [job for job in _jobs(variants) if job[0] in parts_wanted]
     errors, _ = scripts.warm_and_check(args.workers, warm, jobs, lambda _: None, [])
     errors = {_job_key(*eval_job(job)): err for job, err in errors.items()}
     print(f"compiled {len(jobs)} kernels in {time.time() - start:.0f} s, "
@@ -259,6 +261,7 @@ def main(argv=None) -> int:
         print(f"{name}: today's configs {today}", flush=True)
         doc.setdefault("today", {})[name] = today
         parts = (("fwd", _fwd_configs(extra)), ("dkdv", BWD_CONFIGS), ("dq", BWD_CONFIGS))
+        parts = tuple(p for p in parts if p[0] in parts_wanted)
         for part, configs in parts:
             for cfg in (None, *configs):
                 if cfg is not None and _job_key(part, causal, extra, cfg) in errors:
