@@ -52,18 +52,23 @@ def tile_lists(mask: torch.Tensor, block_m: int, block_n: int):
     compact = mask[: 1 if b_str == 0 else None, : 1 if h_str == 0 else None]
     bm_, hm_, sq, sk = compact.shape
     nm, nn = -(-sq // block_m), -(-sk // block_n)
-    pad_q, pad_k = nm * block_m - sq, nn * block_n - sk
-    if pad_q or pad_k:
-        seen = compact.new_zeros(bm_, hm_, nm * block_m, nn * block_n)
-        seen[:, :, :sq, :sk] = compact
-        whole = seen.clone()
-        whole[:, :, sq:, :sk] = True  # rows past Sq are never stored: they do not spoil a tile
-    else:
-        seen = whole = compact
-    shape = (bm_, hm_, nm, block_m, nn, block_n)
-    any_seen = seen.reshape(shape).any(dim=5).any(dim=3)
-    all_seen = whole.reshape(shape).all(dim=5).all(dim=3)
-    kinds = torch.stack((all_seen, any_seen & ~all_seen), dim=3)  # [Bm, Hm, nm, 2, nn]
+    if nm * block_m != sq or nn * block_n != sk:  # ragged: pad with hidden rows and keys
+        padded = compact.new_zeros(bm_, hm_, nm * block_m, nn * block_n)
+        padded[:, :, :sq, :sk] = compact
+        compact = padded
+    # Visible keys per (row, key tile), reduced along the contiguous keys first (one pass over
+    # the mask; on the H200 two `any`/`all` reductions over the 6-d tile view took 0.65 ms
+    # for a [4, 1, 4096, 4096] mask), then per tile over its rows.
+    per_row = compact.reshape(bm_, hm_, nm * block_m, nn, block_n).sum(-1, dtype=torch.int32)
+    seen = per_row.reshape(bm_, hm_, nm, block_m, nn).sum(3)  # [Bm, Hm, nm, nn]
+    # a tile is whole when every valid row (rows past Sq are not stored) sees all its keys,
+    # and it lies within Sk
+    whole = seen == block_m * block_n
+    if nm * block_m != sq:  # the last query block's valid rows
+        whole[..., -1, :] = seen[..., -1, :] == (sq - (nm - 1) * block_m) * block_n
+    if nn * block_n != sk:
+        whole[..., -1] = False
+    kinds = torch.stack((whole, (seen > 0) & ~whole), dim=3)  # [Bm, Hm, nm, 2, nn]
     # each list ascending, its tiles first: a stable sort on "not in the list"
     idx = torch.sort((~kinds).to(torch.uint8), dim=-1, stable=True).indices.to(torch.int32)
     cnt = kinds.sum(dim=-1, dtype=torch.int32)
