@@ -224,6 +224,7 @@ def test_block_sparse_boolean_mask_on_gpu(d, monkeypatch):
     (a padded entry's rows past its length see keys; its keys past it are hidden)."""
     from flashgen.kernels import block_mask, fwd
 
+    monkeypatch.setenv(block_mask.ENV, "1")
     built = []
     real = block_mask.tile_lists
     monkeypatch.setattr(block_mask, "tile_lists", lambda *a: built.append(a) or real(*a))
@@ -549,6 +550,7 @@ def test_boolean_masks_walk_block_sparse_lists(shape, tma, monkeypatch):
 
     monkeypatch.setenv("FLASHGEN_FWD_TMA", tma)
     monkeypatch.setattr(block_mask, "MIN_SCORES", 0)
+    monkeypatch.setenv(block_mask.ENV, "1")
     q, k, v = _inputs(2, 2, 1, 45, 70, 16, seed=17)
     gen = torch.Generator().manual_seed(18)
     mask = torch.ones(45, 70, dtype=torch.bool).tril(diagonal=20) & (
@@ -612,3 +614,26 @@ def test_tile_lists_name_whole_partial_and_hidden_tiles():
                 assert lists[1, : counts[1]].tolist() == part
     assert cnt[0, 0, 0].tolist() == [1, 2]  # the whole first tile, two partial ones
     assert cnt[1, 0, 1].tolist() == [0, 0]  # a hidden query block
+
+
+def test_block_sparse_walk_is_opt_in(monkeypatch):
+    """Without FLASHGEN_BLOCK_SPARSE=1 a boolean mask's forward reads the mask tile by tile
+    (the lists' GPU numerics are not checked yet: `block_mask`'s docstring); with it, the
+    same call walks the lists. Both equal float64."""
+    from flashgen.kernels import block_mask, fwd
+
+    monkeypatch.setattr(block_mask, "MIN_SCORES", 0)
+    q, k, v = _inputs(1, 2, 1, 33, 40, 16, seed=22)
+    mask = torch.ones(33, 40, dtype=torch.bool).tril(diagonal=3)
+    full = expand_mask(mask, q, k)
+    want = ref(*(t.double() for t in (q, k, v)), mask)
+    for env, sparse in ((None, False), ("0", False), ("1", True)):
+        if env is None:
+            monkeypatch.delenv(block_mask.ENV, raising=False)
+        else:
+            monkeypatch.setenv(block_mask.ENV, env)
+        fwd._plans.clear()
+        out, _ = forward(q, k, v, causal=False, scale=0.25, config=TILES, mask=full)
+        (plan,) = fwd._plans.values()
+        assert plan.run.constexprs["BLOCK_SPARSE"] is sparse
+        torch.testing.assert_close(out.double(), want, atol=2e-5, rtol=1e-4)
