@@ -7,16 +7,19 @@ walks every tile: the kernel is not told the mask is causal). Most tiles of a st
 are all hidden (skipped) or all visible (run without the mask, as the unmasked kernel does);
 only the rest need the mask. `tile_lists` says which, once per call, with a few tensor
 operations over the mask (FlexAttention's block masks are the same idea); the portable forward
-then walks the whole tiles and the partial ones as two lists (templates/attn_fwd.py.jinja,
-BLOCK_SPARSE).
+and the split backward's dQ kernel, which also walk key tiles per query block, then walk the
+whole tiles and the partial ones as two lists (templates/attn_fwd.py.jinja and
+attn_bwd.py.jinja, BLOCK_SPARSE; each with the lists of its own tiles). The dK/dV kernel, which
+walks query blocks per key block, still reads the mask tile by tile.
 
 Used for a boolean mask that varies along query rows, without causal, window or lengths (those
 bound the walk their own way) and on calls large enough (`MIN_SCORES`) that the lists' host
 work and their pass over the mask are small beside the forward they shorten; and only when
 FLASHGEN_BLOCK_SPARSE=1 (`ENV`, read when a launch plan is made): the walk matches float64 in
-the CPU interpreter's tests and ran on the H200 (HF's [4, 1, 4096, 4096] mask: 1.17 ms against
-1.74 for the tile-by-tile forward, and its outputs under five tile configs agreed within 1e-3),
-but its bf16 GPU test against float64 has not run yet, so it is not on by default.
+the CPU interpreter's tests and the forward's ran on the H200 (HF's [4, 1, 4096, 4096] mask:
+1.17 ms against 1.74 for the tile-by-tile forward, and its outputs under five tile configs
+agreed within 1e-3), but its bf16 GPU test against float64 has not run yet (nor has the dQ
+kernel's walk run on a GPU), so it is not on by default.
 """
 
 from __future__ import annotations

@@ -48,7 +48,7 @@ from ..core.spec import cdiv, dtype_name, spec_for
 from ..hardware.dq_tiles import dq_config as _dq_config
 from ..hardware.sram import current_device
 from ..hardware.tiles import config_for_kind
-from . import bwd_kind, hopper_bwd
+from . import block_mask, bwd_kind, hopper_bwd
 from . import tma as _tma
 from .buffers import pause_fill, resume_fill
 from .codegen import load, load_family
@@ -103,13 +103,13 @@ class _Plan:
 
     __slots__ = (
         "pre", "pre_tail", "dkdv", "dq", "strides", "ints", "keep", "onepass", "convert",
-        "bounded",
+        "bounded", "dq_tiles",
     )  # fmt: skip
 
     def __init__(
         self, q, k, v, do, out, causal, config, needs, use_descriptors, aligned, windowed, capped,
         kind="split", bounded=False, mask_kind="", dropped=False, dq_config=None, per_key=False,
-        alibi=False, shared=0,
+        alibi=False, shared=0, sparse=False,
     ):  # fmt: skip
         batch, heads_q, seq_q, dim = q.shape
         heads_kv, seq_k = k.shape[1], k.shape[2]
@@ -141,6 +141,9 @@ class _Plan:
         self.ints = (heads_q, heads_kv, seq_q, seq_k)
         self.onepass = self.convert = None
         self.strides = ()
+        # a boolean mask's dQ kernels take the block-sparse lists' arguments last: None (no
+        # such arguments), or (sparse, block_m, block_n) of the dQ launch (`launch`)
+        self.dq_tiles = None
         if kind == "onepass":
             self._onepass(q, k, v, do, spec, blocks, options, device, use_descriptors)
             self.dkdv = self.dq = None
@@ -168,6 +171,9 @@ class _Plan:
         if need_dq:
             dqc = dq_config if dq_config is not None else config
             dq_blocks = {"BLOCK_M": dqc.block_m, "BLOCK_N": dqc.block_n, **per_key_arg}
+            if mask_kind == "bool":  # the forward's block-sparse walk (`block_mask`)
+                dq_blocks["BLOCK_SPARSE"] = sparse
+                self.dq_tiles = (sparse, dqc.block_m, dqc.block_n)
             dq_options = {"num_warps": dqc.num_warps, "num_stages": dqc.num_stages}
             if use_descriptors:
                 pairs = ((q, dqc.block_m), (k, dqc.block_n), (v, dqc.block_n), (do, dqc.block_m))
@@ -220,6 +226,11 @@ class _Plan:
             return self._launch_onepass(do, q, k, v, lse, delta, scale)
         tail = variant_args(scale, window, softcap, bounds, mask, dropout, alibi)
         ints = (*self.ints, float(scale), *tail)
+        dq_ints = ints
+        if self.dq_tiles is not None:  # the block-sparse lists, or placeholders not read
+            sparse, block_m, block_n = self.dq_tiles
+            tiles = block_mask.tile_lists(mask, block_m, block_n) if sparse else (mask, mask, 0, 0)
+            dq_ints = (*ints, *tiles)
         # The kernels write every element of delta, dQ, dK and dV (key rows no query sees get
         # zeros), except that with lengths they store only the valid rows: the padded ones must
         # be zero. So no deterministic-mode fill (`flashgen.kernels.buffers`).
@@ -244,16 +255,16 @@ class _Plan:
             dq_first = side_first()
             if dq_first:
                 with torch.cuda.stream(side):
-                    self.dq(q, k, v, do, lse, delta, dq, *self.strides, *ints)
+                    self.dq(q, k, v, do, lse, delta, dq, *self.strides, *dq_ints)
         if self.dkdv is not None:
             self.dkdv(q, k, v, do, lse, delta, dk, dv, *self.strides, *ints)
         if side is not None:
             if not dq_first:
                 with torch.cuda.stream(side):
-                    self.dq(q, k, v, do, lse, delta, dq, *self.strides, *ints)
+                    self.dq(q, k, v, do, lse, delta, dq, *self.strides, *dq_ints)
             main.wait_stream(side)
         elif dq is not None:
-            self.dq(q, k, v, do, lse, delta, dq, *self.strides, *ints)
+            self.dq(q, k, v, do, lse, delta, dq, *self.strides, *dq_ints)
         return dq, dk, dv
 
     def _launch_onepass(self, do, q, k, v, lse, delta, scale):
@@ -386,6 +397,7 @@ def backward(
     plan = _plans.get(key)
     if plan is None:
         descriptors = tma if tma is not None else _use_tma(q, k, v, do, forced=forced)
+        per_key = mask is not None and mask.stride(2) == 0
         plan = _Plan(
             q,
             k,
@@ -404,9 +416,12 @@ def backward(
             _mask_kind(mask),
             dropout is not None,
             dq_config,
-            mask is not None and mask.stride(2) == 0,
+            per_key,
             alibi is not None,
             _mask_shared(mask),
+            block_mask.eligible(
+                mask, causal, window, bounds, per_key, sq=q.shape[2], sk=k.shape[2]
+            ),
         )
         _plans.store(key, plan, q)
     dq, dk, dv = plan.launch(

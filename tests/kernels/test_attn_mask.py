@@ -544,11 +544,13 @@ def test_boolean_masks_walk_block_sparse_lists(shape, tma, monkeypatch):
     enough (MIN_SCORES lowered here): the forward walks the host's lists of whole and partial
     key tiles per query block (BLOCK_SPARSE), skipping the rest. A causal+padding mask with a
     fully hidden query block, a hidden row, a whole row of tiles and ragged edges: forward
-    equals float64 (zeros where a row sees nothing) and the backward, which reads the mask
-    tile by tile, equals float64 on that forward's out and lse."""
-    from flashgen.kernels import block_mask, fwd
+    equals float64 (zeros where a row sees nothing), and the backward on that forward's out
+    and lse (its dQ kernel walks the lists too, its dK/dV kernel reads the mask tile by tile)
+    equals float64."""
+    from flashgen.kernels import block_mask, bwd, fwd
 
     monkeypatch.setenv("FLASHGEN_FWD_TMA", tma)
+    monkeypatch.setenv("FLASHGEN_BWD_TMA", tma)
     monkeypatch.setattr(block_mask, "MIN_SCORES", 0)
     monkeypatch.setenv(block_mask.ENV, "1")
     q, k, v = _inputs(2, 2, 1, 45, 70, 16, seed=17)
@@ -573,8 +575,11 @@ def test_boolean_masks_walk_block_sparse_lists(shape, tma, monkeypatch):
     torch.testing.assert_close(out.double(), want, atol=2e-5, rtol=1e-4)
     assert (out[:, :, :16] == 0).all() and (out[:, :, 30] == 0).all()
     do = torch.randn(2, 2, 45, 16, generator=torch.Generator().manual_seed(19))
+    bwd._plans.clear()
     grads = backward(do, q, k, v, out, lse, causal=False, scale=0.25, config=TILES,
                      needs=(True, True, True), mask=full)  # fmt: skip
+    (bplan,) = bwd._plans.values()
+    assert bplan.dq.constexprs["BLOCK_SPARSE"] is True  # the dQ kernel walks them too
     exp = torch.autograd.grad(want, leaves, do.double())
     for g, e in zip(grads, exp, strict=True):
         torch.testing.assert_close(g.double(), e, atol=5e-5, rtol=1e-4)
