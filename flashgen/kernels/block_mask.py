@@ -7,10 +7,11 @@ walks every tile: the kernel is not told the mask is causal). Most tiles of a st
 are all hidden (skipped) or all visible (run without the mask, as the unmasked kernel does);
 only the rest need the mask. `tile_lists` says which, once per call, with a few tensor
 operations over the mask (FlexAttention's block masks are the same idea); the portable forward
-and the split backward's dQ kernel, which also walk key tiles per query block, then walk the
-whole tiles and the partial ones as two lists (templates/attn_fwd.py.jinja and
-attn_bwd.py.jinja, BLOCK_SPARSE; each with the lists of its own tiles). The dK/dV kernel, which
-walks query blocks per key block, still reads the mask tile by tile.
+and the split backward's dQ kernel, which walk key tiles per query block, then walk the whole
+tiles and the partial ones as two lists, and the dK/dV kernel, which walks query tiles per key
+block, the lists of those (`per="key"`) for each query head of its group
+(templates/attn_fwd.py.jinja and attn_bwd.py.jinja, BLOCK_SPARSE; each kernel the lists of its
+own tiles).
 
 Used for a boolean mask that varies along query rows, without causal, window or lengths (those
 bound the walk their own way) and on calls large enough (`MIN_SCORES`) that the lists' host
@@ -18,8 +19,8 @@ work and their pass over the mask are small beside the forward they shorten; and
 FLASHGEN_BLOCK_SPARSE=1 (`ENV`, read when a launch plan is made): the walk matches float64 in
 the CPU interpreter's tests and the forward's ran on the H200 (HF's [4, 1, 4096, 4096] mask:
 1.17 ms against 1.74 for the tile-by-tile forward, and its outputs under five tile configs
-agreed within 1e-3), but its bf16 GPU test against float64 has not run yet (nor has the dQ
-kernel's walk run on a GPU), so it is not on by default.
+agreed within 1e-3), but its bf16 GPU test against float64 has not run yet (nor have the
+backward kernels' walks run on a GPU), so it is not on by default.
 """
 
 from __future__ import annotations
@@ -49,17 +50,26 @@ def eligible(mask, causal: bool, window, bounds, per_key: bool, *, sq: int, sk: 
     )
 
 
-def tile_lists(mask: torch.Tensor, block_m: int, block_n: int):
+def tile_lists(mask: torch.Tensor, block_m: int, block_n: int, per: str = "query"):
     """(idx, cnt, stride_b, stride_h) for boolean `mask`, an expanded [B, H, Sq, Sk] view (0
-    strides along broadcast dims: the lists are built once for what is shared).
+    strides along broadcast dims: the lists are built once for what is shared), cut in tiles
+    of block_m query rows and block_n keys.
 
-    idx: int32 [Bm, Hm, Sq / block_m, 2, Sk / block_n] (both rounded up): for query block m,
-    row 0 lists the key tiles every one of its valid rows sees whole, ascending, row 1 the
-    tiles some of its rows see; cnt: int32 [Bm, Hm, Sq / block_m, 2], how many of each. Tiles no
-    row sees are in neither. A key tile past Sk in part is never whole. Bm, Hm are 1 along a
-    broadcast dim. stride_b and stride_h count query blocks (0 along a broadcast dim): query
-    block m of (b, h) is block j = b * stride_b + h * stride_h + m, its lists start at
-    idx[j * 2 * (Sk / block_n)] and its counts at cnt[2 * j]."""
+    per="query" (the forward's and the dQ kernel's walk): idx int32 [Bm, Hm, Sq / block_m, 2,
+    Sk / block_n] (both rounded up): for query block m, row 0 lists the key tiles every one of
+    its valid rows sees whole, ascending, row 1 the tiles some of its rows see; cnt int32
+    [Bm, Hm, Sq / block_m, 2], how many of each. Rows past Sq do not count (they are never
+    stored); a key tile past Sk in part is never whole.
+    per="key" (the dK/dV kernel's walk): the same per key block: idx [Bm, Hm, Sk / block_n, 2,
+    Sq / block_m] lists the query tiles that see the key block whole, then in part; a query
+    tile past Sq in part is never whole (that kernel loads whole tiles without bounds).
+
+    Tiles no row sees are in neither list. Bm, Hm are 1 along a broadcast dim. stride_b and
+    stride_h count blocks of the walk (0 along a broadcast dim): block x of (b, h) is block
+    j = b * stride_b + h * stride_h + x, its lists start at idx[j * 2 * L] (L the lists'
+    length, the last dim of idx) and its counts at cnt[2 * j]."""
+    if per not in ("query", "key"):
+        raise ValueError(f"per must be 'query' or 'key', got {per!r}")
     b_str, h_str = mask.stride(0), mask.stride(1)
     compact = mask[: 1 if b_str == 0 else None, : 1 if h_str == 0 else None]
     bm_, hm_, sq, sk = compact.shape
@@ -74,15 +84,18 @@ def tile_lists(mask: torch.Tensor, block_m: int, block_n: int):
     # [4, 1, 4096, 4096] mask), then over each tile's rows.
     rows = compact.view(torch.uint8).reshape(bm_, hm_, nm * block_m, nn, block_n)
     any_row, all_row = rows.amax(-1), rows.amin(-1)  # [Bm, Hm, rows, nn]
-    if nm * block_m != sq:  # rows past Sq are never stored: they do not spoil a whole tile
-        all_row[:, :, sq:] = 1
+    if nm * block_m != sq and per == "query":  # rows past Sq are never stored there: they
+        all_row[:, :, sq:] = 1  # do not spoil a whole tile
     seen = any_row.reshape(bm_, hm_, nm, block_m, nn).amax(3) > 0  # [Bm, Hm, nm, nn]
     # (a key tile past Sk in part has hidden padding keys: never whole)
     whole = all_row.reshape(bm_, hm_, nm, block_m, nn).amin(3) > 0
-    kinds = torch.stack((whole, seen & ~whole), dim=3)  # [Bm, Hm, nm, 2, nn]
+    if per == "key":  # [Bm, Hm, nn, nm]: per key block, its query tiles
+        whole, seen = whole.transpose(2, 3), seen.transpose(2, 3)
+    blocks = whole.shape[2]
+    kinds = torch.stack((whole, seen & ~whole), dim=3)  # [Bm, Hm, blocks, 2, L]
     # each list ascending, its tiles first: a stable sort on "not in the list"
     idx = torch.sort((~kinds).to(torch.uint8), dim=-1, stable=True).indices.to(torch.int32)
     cnt = kinds.sum(dim=-1, dtype=torch.int32)
-    stride_b = 0 if bm_ == 1 else hm_ * nm
-    stride_h = 0 if hm_ == 1 else nm
+    stride_b = 0 if bm_ == 1 else hm_ * blocks
+    stride_h = 0 if hm_ == 1 else blocks
     return idx.contiguous(), cnt.contiguous(), stride_b, stride_h

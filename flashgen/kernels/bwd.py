@@ -103,7 +103,7 @@ class _Plan:
 
     __slots__ = (
         "pre", "pre_tail", "dkdv", "dq", "strides", "ints", "keep", "onepass", "convert",
-        "bounded", "dq_tiles",
+        "bounded", "tiles",
     )  # fmt: skip
 
     def __init__(
@@ -141,9 +141,9 @@ class _Plan:
         self.ints = (heads_q, heads_kv, seq_q, seq_k)
         self.onepass = self.convert = None
         self.strides = ()
-        # a boolean mask's dQ kernels take the block-sparse lists' arguments last: None (no
-        # such arguments), or (sparse, block_m, block_n) of the dQ launch (`launch`)
-        self.dq_tiles = None
+        # a boolean mask's dK/dV and dQ kernels take the block-sparse lists' arguments last:
+        # None (no such arguments), or (sparse, the dK/dV launch's blocks, the dQ launch's)
+        self.tiles = None
         if kind == "onepass":
             self._onepass(q, k, v, do, spec, blocks, options, device, use_descriptors)
             self.dkdv = self.dq = None
@@ -162,18 +162,20 @@ class _Plan:
             dkdv, dq = module.attn_bwd_dkdv, module.attn_bwd_dq
         need_dq, need_dk, need_dv = needs
         dkdv_grid = (cdiv(seq_k, block_n), batch * heads_kv)
+        # a boolean mask's block-sparse walk (`block_mask`; lists per key block for dK/dV)
+        sparse_arg = {"BLOCK_SPARSE": sparse} if mask_kind == "bool" else {}
         self.dkdv = (
-            Launch(dkdv, dkdv_grid, {**blocks, **per_key_arg}, options, device, descs)
+            Launch(dkdv, dkdv_grid, {**blocks, **per_key_arg, **sparse_arg}, options, device, descs)
             if need_dk or need_dv
             else None
         )
+        dq_tiles = None
         self.dq = None
         if need_dq:
             dqc = dq_config if dq_config is not None else config
             dq_blocks = {"BLOCK_M": dqc.block_m, "BLOCK_N": dqc.block_n, **per_key_arg}
-            if mask_kind == "bool":  # the forward's block-sparse walk (`block_mask`)
-                dq_blocks["BLOCK_SPARSE"] = sparse
-                self.dq_tiles = (sparse, dqc.block_m, dqc.block_n)
+            dq_blocks.update(sparse_arg)
+            dq_tiles = (dqc.block_m, dqc.block_n)
             dq_options = {"num_warps": dqc.num_warps, "num_stages": dqc.num_stages}
             if use_descriptors:
                 pairs = ((q, dqc.block_m), (k, dqc.block_n), (v, dqc.block_n), (do, dqc.block_m))
@@ -183,6 +185,8 @@ class _Plan:
                 )
             dq_grid = (cdiv(seq_q, dqc.block_m), batch * heads_q)
             self.dq = Launch(dq, dq_grid, dq_blocks, dq_options, device, descs)
+        if mask_kind == "bool":
+            self.tiles = (sparse, (block_m, block_n), dq_tiles)
 
     def _onepass(self, q, k, v, do, spec, blocks, options, device, use_descriptors):
         """The "onepass" kind's two launches: the one-pass kernel (all three gradients; dK/dV
@@ -226,11 +230,15 @@ class _Plan:
             return self._launch_onepass(do, q, k, v, lse, delta, scale)
         tail = variant_args(scale, window, softcap, bounds, mask, dropout, alibi)
         ints = (*self.ints, float(scale), *tail)
-        dq_ints = ints
-        if self.dq_tiles is not None:  # the block-sparse lists, or placeholders not read
-            sparse, block_m, block_n = self.dq_tiles
-            tiles = block_mask.tile_lists(mask, block_m, block_n) if sparse else (mask, mask, 0, 0)
-            dq_ints = (*ints, *tiles)
+        dq_ints = dkdv_ints = ints
+        if self.tiles is not None:  # the block-sparse lists, or placeholders not read
+            sparse, dkdv_blocks, dq_blocks = self.tiles
+            unread = (mask, mask, 0, 0)
+            if self.dkdv is not None:
+                lists = block_mask.tile_lists(mask, *dkdv_blocks, per="key") if sparse else unread
+                dkdv_ints = (*ints, *lists)
+            if self.dq is not None:
+                dq_ints = (*ints, *(block_mask.tile_lists(mask, *dq_blocks) if sparse else unread))
         # The kernels write every element of delta, dQ, dK and dV (key rows no query sees get
         # zeros), except that with lengths they store only the valid rows: the padded ones must
         # be zero. So no deterministic-mode fill (`flashgen.kernels.buffers`).
@@ -257,7 +265,7 @@ class _Plan:
                 with torch.cuda.stream(side):
                     self.dq(q, k, v, do, lse, delta, dq, *self.strides, *dq_ints)
         if self.dkdv is not None:
-            self.dkdv(q, k, v, do, lse, delta, dk, dv, *self.strides, *ints)
+            self.dkdv(q, k, v, do, lse, delta, dk, dv, *self.strides, *dkdv_ints)
         if side is not None:
             if not dq_first:
                 with torch.cuda.stream(side):

@@ -537,7 +537,9 @@ def test_key_padding_masks_take_the_general_tile_row(monkeypatch):
 
 @pytest.mark.parametrize("tma", ["0", "1"])
 @pytest.mark.parametrize(
-    "shape", [(2, 1, 45, 70), (1, 2, 45, 70), (45, 70)], ids=["heads", "batch", "both"]
+    "shape",
+    [(2, 1, 45, 70), (1, 2, 45, 70), (45, 70), (2, 2, 45, 70)],
+    ids=["heads", "batch", "both", "none"],
 )
 def test_boolean_masks_walk_block_sparse_lists(shape, tma, monkeypatch):
     """A boolean mask varying along query rows, without causal/window/lengths, on a call large
@@ -545,8 +547,8 @@ def test_boolean_masks_walk_block_sparse_lists(shape, tma, monkeypatch):
     key tiles per query block (BLOCK_SPARSE), skipping the rest. A causal+padding mask with a
     fully hidden query block, a hidden row, a whole row of tiles and ragged edges: forward
     equals float64 (zeros where a row sees nothing), and the backward on that forward's out
-    and lse (its dQ kernel walks the lists too, its dK/dV kernel reads the mask tile by tile)
-    equals float64."""
+    and lse (its dQ kernel walks the lists too, its dK/dV kernel the lists per key block, GQA's
+    two query heads each their own) equals float64."""
     from flashgen.kernels import block_mask, bwd, fwd
 
     monkeypatch.setenv("FLASHGEN_FWD_TMA", tma)
@@ -562,6 +564,10 @@ def test_boolean_masks_walk_block_sparse_lists(shape, tma, monkeypatch):
     mask[:16] = False  # the first query block sees no key
     mask[30] = False  # and a row of another
     mask = mask.expand(shape) if len(shape) == 2 else mask.expand(shape[0], shape[1], 45, 70)
+    if shape == (2, 2, 45, 70):  # every (entry, head) its own: the two heads of a kv group differ
+        mask = mask.clone()
+        mask[1, 1] = mask[1, 1].flip(-1)
+        mask[0, 1, :, 48:] = False
     full = expand_mask(mask, q, k)
     fwd._plans.clear()
     out, lse = forward(q, k, v, causal=False, scale=0.25, config=TILES, mask=full)
@@ -579,7 +585,8 @@ def test_boolean_masks_walk_block_sparse_lists(shape, tma, monkeypatch):
     grads = backward(do, q, k, v, out, lse, causal=False, scale=0.25, config=TILES,
                      needs=(True, True, True), mask=full)  # fmt: skip
     (bplan,) = bwd._plans.values()
-    assert bplan.dq.constexprs["BLOCK_SPARSE"] is True  # the dQ kernel walks them too
+    assert bplan.dq.constexprs["BLOCK_SPARSE"] is True  # both backward kernels walk them too
+    assert bplan.dkdv.constexprs["BLOCK_SPARSE"] is True
     exp = torch.autograd.grad(want, leaves, do.double())
     for g, e in zip(grads, exp, strict=True):
         torch.testing.assert_close(g.double(), e, atol=5e-5, rtol=1e-4)
@@ -588,7 +595,9 @@ def test_boolean_masks_walk_block_sparse_lists(shape, tma, monkeypatch):
 def test_tile_lists_name_whole_partial_and_hidden_tiles():
     """`block_mask.tile_lists` against a tile-by-tile reading of the mask: per query block the
     key tiles whose valid rows all see every key (whole; a ragged last key tile never is),
-    those some rows see (partial), ascending, and none of the hidden ones; shared dims once."""
+    those some rows see (partial), ascending, and none of the hidden ones; per key block
+    (per="key") the query tiles likewise (a ragged last query tile never whole); shared dims
+    once; an unknown `per` is refused."""
     from flashgen.kernels.block_mask import tile_lists
 
     gen = torch.Generator().manual_seed(20)
@@ -596,29 +605,46 @@ def test_tile_lists_name_whole_partial_and_hidden_tiles():
     mask = torch.rand(b, 1, sq, sk, generator=gen) > 0.5
     mask[0, 0, :16, :16] = True
     mask[1, 0, 16:32] = False
+    mask[1, 0, 32:, 16:32] = True  # tile (2, 1), rows ragged: whole per query, not per key
     full = mask.expand(b, h, sq, sk)
-    idx, cnt, stride_b, stride_h = tile_lists(full, bm, bn)
     nm, nn = -(-sq // bm), -(-sk // bn)
-    assert idx.shape == (b, 1, nm, 2, nn) and (stride_b, stride_h) == (nm, 0)
-    for bi in range(b):
-        for hi in range(h):
-            for m in range(nm):
-                rows = full[bi, hi, m * bm : (m + 1) * bm]
-                whole = [
-                    n
-                    for n in range(nn)
-                    if (n + 1) * bn <= sk and rows[:, n * bn : (n + 1) * bn].all()
-                ]
-                part = [
-                    n for n in range(nn) if n not in whole and rows[:, n * bn : (n + 1) * bn].any()
-                ]
-                j = bi * stride_b + hi * stride_h + m
-                lists = idx.view(-1)[j * 2 * nn : (j + 1) * 2 * nn].view(2, nn)
-                counts = cnt.view(-1)[2 * j : 2 * j + 2].tolist()
-                assert lists[0, : counts[0]].tolist() == whole
-                assert lists[1, : counts[1]].tolist() == part
-    assert cnt[0, 0, 0].tolist() == [1, 2]  # the whole first tile, two partial ones
-    assert cnt[1, 0, 1].tolist() == [0, 0]  # a hidden query block
+
+    def tile(bi, hi, m, n):
+        return full[bi, hi, m * bm : (m + 1) * bm, n * bn : (n + 1) * bn]
+
+    for per, blocks, length in (("query", nm, nn), ("key", nn, nm)):
+        idx, cnt, stride_b, stride_h = tile_lists(full, bm, bn, per=per)
+        assert idx.shape == (b, 1, blocks, 2, length) and (stride_b, stride_h) == (blocks, 0)
+        for bi in range(b):
+            for hi in range(h):
+                for x in range(blocks):
+                    pairs = [(x, y) if per == "query" else (y, x) for y in range(length)]
+                    ragged_k = [(n + 1) * bn > sk for _, n in pairs]
+                    ragged_q = [(m + 1) * bm > sq and per == "key" for m, _ in pairs]
+                    whole = [
+                        y
+                        for y, (m, n) in enumerate(pairs)
+                        if not ragged_k[y] and not ragged_q[y] and tile(bi, hi, m, n).all()
+                    ]
+                    part = [
+                        y
+                        for y, (m, n) in enumerate(pairs)
+                        if y not in whole and tile(bi, hi, m, n).any()
+                    ]
+                    j = bi * stride_b + hi * stride_h + x
+                    lists = idx.view(-1)[j * 2 * length : (j + 1) * 2 * length].view(2, length)
+                    counts = cnt.view(-1)[2 * j : 2 * j + 2].tolist()
+                    assert lists[0, : counts[0]].tolist() == whole, (per, bi, x)
+                    assert lists[1, : counts[1]].tolist() == part, (per, bi, x)
+        if per == "query":
+            assert cnt[0, 0, 0].tolist() == [1, 2]  # the whole first tile, two partial ones
+            assert cnt[1, 0, 1].tolist() == [0, 0]  # a hidden query block
+            assert 1 in idx[1, 0, 2, 0, : cnt[1, 0, 2, 0]].tolist()  # tile (2, 1): whole
+        else:
+            assert 2 not in idx[1, 0, 1, 0, : cnt[1, 0, 1, 0]].tolist()  # tile (2, 1): partial
+            assert 2 in idx[1, 0, 1, 1, : cnt[1, 0, 1, 1]].tolist()
+    with pytest.raises(ValueError, match="per must be"):
+        tile_lists(full, bm, bn, per="keys")
 
 
 def test_block_sparse_walk_is_opt_in(monkeypatch):
