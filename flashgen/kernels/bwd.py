@@ -169,7 +169,7 @@ class _Plan:
             if need_dk or need_dv
             else None
         )
-        dq_tiles = None
+        dq_tiles = (block_m, block_n)  # (the dQ launch's own, below, when there is one)
         self.dq = None
         if need_dq:
             dqc = dq_config if dq_config is not None else config
