@@ -67,6 +67,29 @@ def _inputs(b, hq, hkv, sq, sk, d, dtype=torch.float32, seed=0):
     ]
 
 
+def _launch_and_compare(q, k, v, do, mask, causal):
+    """flashgen's forward and backward launchers (TILES, scale 0.25) on `mask` (as given to
+    SDPA), each equal to float64's `ref` and its gradients; returns (out, the forward's plan,
+    the backward's plan), the only ones in the launchers' caches."""
+    from flashgen.kernels import bwd, fwd
+
+    fwd._plans.clear()
+    bwd._plans.clear()
+    full = expand_mask(mask, q, k)
+    out, lse = forward(q, k, v, causal=causal, scale=0.25, config=TILES, mask=full)
+    grads = backward(do, q, k, v, out, lse, causal=causal, scale=0.25, config=TILES,
+                     needs=(True, True, True), mask=full)  # fmt: skip
+    (plan,) = fwd._plans.values()
+    (bplan,) = bwd._plans.values()
+    leaves = [t.double().requires_grad_() for t in (q, k, v)]
+    want = ref(*leaves, mask, causal=causal)
+    torch.testing.assert_close(out.double(), want, atol=2e-5, rtol=1e-4)
+    exp = torch.autograd.grad(want, leaves, do.double())
+    for g, e in zip(grads, exp, strict=True):
+        torch.testing.assert_close(g.double(), e, atol=5e-5, rtol=1e-4)
+    return out, plan, bplan
+
+
 def _mask(kind, shape, seed=1):
     gen = torch.Generator().manual_seed(seed)
     if kind == "bool":
@@ -309,29 +332,14 @@ def test_key_padding_mask_is_read_as_one_vector_per_tile():
     """A mask constant along query rows ([B, 1, 1, Sk], stride 0 there) launches the forward
     and both backward kernels with MASK_PER_KEY (one vector load of keys per tile), a
     [B, 1, Sq, Sk] one without; both equal float64, forward and gradients."""
-    from flashgen.kernels import bwd, fwd
-
     q, k, v = _inputs(2, 2, 1, 23, 35, 16, seed=9)
     keep = torch.rand(2, 1, 1, 35, generator=torch.Generator().manual_seed(9)) > 0.3
     do = torch.randn(2, 2, 23, 16, generator=torch.Generator().manual_seed(10))
     for mask, per_key in ((keep, True), (keep.expand(2, 1, 23, 35).clone(), False)):
-        fwd._plans.clear()
-        bwd._plans.clear()
-        full = expand_mask(mask, q, k)
-        out, lse = forward(q, k, v, causal=True, scale=0.25, config=TILES, mask=full)
-        grads = backward(do, q, k, v, out, lse, causal=True, scale=0.25, config=TILES,
-                         needs=(True, True, True), mask=full)  # fmt: skip
-        (plan,) = fwd._plans.values()
+        _, plan, bplan = _launch_and_compare(q, k, v, do, mask, causal=True)
         assert plan.run.constexprs["MASK_PER_KEY"] is per_key
-        (bplan,) = bwd._plans.values()
         assert bplan.dkdv.constexprs["MASK_PER_KEY"] is per_key
         assert bplan.dq.constexprs["MASK_PER_KEY"] is per_key
-        leaves = [t.double().requires_grad_() for t in (q, k, v)]
-        want = ref(*leaves, mask, causal=True)
-        torch.testing.assert_close(out.double(), want, atol=2e-5, rtol=1e-4)
-        exp = torch.autograd.grad(want, leaves, do.double())
-        for g, e in zip(grads, exp, strict=True):
-            torch.testing.assert_close(g.double(), e, atol=5e-5, rtol=1e-4)
 
 
 @pytest.mark.parametrize(
@@ -346,28 +354,13 @@ def test_a_shared_mask_launches_its_readers_side_by_side(shape, shared, causal):
     tiles made neighbours in launch order); every program still computes its own (batch entry,
     head, block) once: forward and gradients equal float64 (3 batch entries, 4 query heads
     over 2 kv heads, ragged blocks)."""
-    from flashgen.kernels import bwd, fwd
-
     q, k, v = _inputs(3, 4, 2, 31, 43, 16, seed=12)
     mask = _mask("bias", shape, seed=13)
     do = torch.randn(3, 4, 31, 16, generator=torch.Generator().manual_seed(14))
-    fwd._plans.clear()
-    bwd._plans.clear()
-    full = expand_mask(mask, q, k)
-    out, lse = forward(q, k, v, causal=causal, scale=0.25, config=TILES, mask=full)
-    grads = backward(do, q, k, v, out, lse, causal=causal, scale=0.25, config=TILES,
-                     needs=(True, True, True), mask=full)  # fmt: skip
-    (plan,) = fwd._plans.values()
+    _, plan, bplan = _launch_and_compare(q, k, v, do, mask, causal)
     assert plan.run.constexprs["MASK_SHARED"] == shared
-    (bplan,) = bwd._plans.values()
     assert bplan.dkdv.constexprs["MASK_SHARED"] == shared
     assert bplan.dq.constexprs["MASK_SHARED"] == shared
-    leaves = [t.double().requires_grad_() for t in (q, k, v)]
-    want = ref(*leaves, mask, causal=causal)
-    torch.testing.assert_close(out.double(), want, atol=2e-5, rtol=1e-4)
-    exp = torch.autograd.grad(want, leaves, do.double())
-    for g, e in zip(grads, exp, strict=True):
-        torch.testing.assert_close(g.double(), e, atol=5e-5, rtol=1e-4)
 
 
 @pytest.mark.parametrize(
@@ -549,7 +542,7 @@ def test_boolean_masks_walk_block_sparse_lists(shape, tma, monkeypatch):
     equals float64 (zeros where a row sees nothing), and the backward on that forward's out
     and lse (its dQ kernel walks the lists too, its dK/dV kernel the lists per key block, GQA's
     two query heads each their own) equals float64."""
-    from flashgen.kernels import block_mask, bwd, fwd
+    from flashgen.kernels import block_mask
 
     monkeypatch.setenv("FLASHGEN_FWD_TMA", tma)
     monkeypatch.setenv("FLASHGEN_BWD_TMA", tma)
@@ -568,28 +561,15 @@ def test_boolean_masks_walk_block_sparse_lists(shape, tma, monkeypatch):
         mask = mask.clone()
         mask[1, 1] = mask[1, 1].flip(-1)
         mask[0, 1, :, 48:] = False
-    full = expand_mask(mask, q, k)
-    fwd._plans.clear()
-    out, lse = forward(q, k, v, causal=False, scale=0.25, config=TILES, mask=full)
-    (plan,) = fwd._plans.values()
-    assert plan.run.constexprs["BLOCK_SPARSE"] is True
-    idx, cnt, _, _ = block_mask.tile_lists(full, TILES.block_m, TILES.block_n)
-    assert cnt[..., 0, :].sum() == 0  # the hidden query block walks nothing
-    assert cnt[..., 0].sum() > 0 and cnt[..., 1].sum() > 0  # whole and partial tiles elsewhere
-    leaves = [t.double().requires_grad_() for t in (q, k, v)]
-    want = ref(*leaves, mask, causal=False)
-    torch.testing.assert_close(out.double(), want, atol=2e-5, rtol=1e-4)
-    assert (out[:, :, :16] == 0).all() and (out[:, :, 30] == 0).all()
     do = torch.randn(2, 2, 45, 16, generator=torch.Generator().manual_seed(19))
-    bwd._plans.clear()
-    grads = backward(do, q, k, v, out, lse, causal=False, scale=0.25, config=TILES,
-                     needs=(True, True, True), mask=full)  # fmt: skip
-    (bplan,) = bwd._plans.values()
+    out, plan, bplan = _launch_and_compare(q, k, v, do, mask, causal=False)
+    assert plan.run.constexprs["BLOCK_SPARSE"] is True
     assert bplan.dq.constexprs["BLOCK_SPARSE"] is True  # both backward kernels walk them too
     assert bplan.dkdv.constexprs["BLOCK_SPARSE"] is True
-    exp = torch.autograd.grad(want, leaves, do.double())
-    for g, e in zip(grads, exp, strict=True):
-        torch.testing.assert_close(g.double(), e, atol=5e-5, rtol=1e-4)
+    assert (out[:, :, :16] == 0).all() and (out[:, :, 30] == 0).all()
+    _, cnt, _, _ = block_mask.tile_lists(expand_mask(mask, q, k), TILES.block_m, TILES.block_n)
+    assert cnt[..., 0, :].sum() == 0  # the hidden query block walks nothing
+    assert cnt[..., 0].sum() > 0 and cnt[..., 1].sum() > 0  # whole and partial tiles elsewhere
 
 
 def test_tile_lists_name_whole_partial_and_hidden_tiles():
