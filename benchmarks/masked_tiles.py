@@ -238,7 +238,8 @@ def main(argv=None) -> int:
     parts_wanted = set(args.parts.split(","))
     jobs = [job for job in _jobs(variants) if job[0] in parts_wanted]
     errors, _ = scripts.warm_and_check(args.workers, warm, jobs, lambda _: None, [])
-    errors = {_job_key(*eval_job(job)): err for job, err in errors.items()}
+    keys = {repr(job): _job_key(*job) for job in jobs}  # warm_and_check keys by repr(job)
+    errors = {keys[job]: err for job, err in errors.items()}
     print(f"compiled {len(jobs)} kernels in {time.time() - start:.0f} s, "
           f"{len(errors)} failed", flush=True)  # fmt: skip
     for job, err in errors.items():
@@ -288,13 +289,6 @@ def main(argv=None) -> int:
         torch.cuda.synchronize()
     scripts.save_json(path, doc)
     return 0
-
-
-def eval_job(text: str) -> tuple:
-    """A job back from `warm_and_check`'s error keys (their repr)."""
-    import ast
-
-    return ast.literal_eval(text)
 
 
 if __name__ == "__main__":

@@ -18,8 +18,8 @@ bound the walk their own way) and on calls large enough (`MIN_SCORES`) that the 
 work and their pass over the mask are small beside the forward they shorten; and only when
 FLASHGEN_BLOCK_SPARSE=1 (`ENV`, read when a launch plan is made): the walk matches float64 in
 the CPU interpreter's tests and the forward's ran on the H200 (HF's [4, 1, 4096, 4096] mask:
-1.17 ms against 1.74 for the tile-by-tile forward, and its outputs under five tile configs
-agreed within 1e-3), but its bf16 GPU test against float64 has not run yet (nor have the
+1.17 ms against 1.74 for the tile-by-tile forward, and its outputs under seven other tile
+configs agreed with its own within 1e-3), but its bf16 GPU test against float64 has not run yet (nor have the
 backward kernels' walks run on a GPU), so it is not on by default.
 """
 
