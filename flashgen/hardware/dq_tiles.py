@@ -38,9 +38,9 @@ def dq_config(spec: KernelSpec, cfg: TileConfig, capability: tuple[int, int] | N
         return cfg
     if mask_variant(spec) == "window" and spec.head_dim in SM90_WINDOW_DQ:
         return SM90_WINDOW_DQ[spec.head_dim]
-    variant = (
+    masked = (
         spec.window or spec.softcap or spec.lengths or spec.attn_mask or spec.dropout or spec.alibi
     )
-    if variant and (spec.causal or spec.softcap or spec.attn_mask == "add"):
+    if masked and (spec.causal or spec.softcap or spec.attn_mask == "add"):
         return cfg
     return SM90_DQ.get(spec.head_dim, cfg)

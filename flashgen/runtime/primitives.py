@@ -139,12 +139,11 @@ def _bounds(seq_bounds, mask, hopper_hull=None):
     batch). So there the hull is taken only where the Hopper forward runs the call with it
     (`hopper_hull`: the forward's callable, asked only there, `_forward_hull`; that kernel
     loads through TMA at the bounds' starts). The backward takes `_backward_bounds`."""
-    if seq_bounds is not None or mask is None:
-        return seq_bounds
-    tma_gpu = mask.is_cuda and device_has_tma(mask.device.index or 0)
-    if tma_gpu and (hopper_hull is None or not hopper_hull()):
-        return None
-    return key_hull(mask)
+    portable_tma = (
+        seq_bounds is None and mask is not None and mask.is_cuda
+        and device_has_tma(mask.device.index or 0) and (hopper_hull is None or not hopper_hull())
+    )  # fmt: skip
+    return None if portable_tma else _backward_bounds(seq_bounds, mask)
 
 
 def _backward_bounds(seq_bounds, mask):
