@@ -9,12 +9,12 @@ depends on the tile: a causal window of 256 keys walked in 128-key tiles reads 3
 for 257 visible, in 64-key tiles 320. A mask tensor adds a tile load and a few operations a
 score to every step. For each variant (causal windows of 256 and 1024 keys, a two-sided
 (512, 512) window, a [1, H, N, N] additive bias with causal, HF's [B, 1, N, N] boolean
-causal+padding mask and its [B, 1, 1, N] additive key padding) at the masks.py shape this
-script times, each kernel on its own (triton.testing.do_bench median, L2 flushed):
+causal+padding mask and its [B, 1, 1, N] additive key padding, causal dropout of p = 0.1 and a
+causal softcap of 30) at the masks.py shape this script times, each kernel on its own (triton.testing.do_bench median, L2 flushed):
 
-- the forward: windows in the Hopper family (a plan built once per config, launched as
-  `flashgen.kernels.fwd` does) with each config of a short list; mask tensors in the portable
-  family with each TileConfig of a short list;
+- the forward: windows and softcap in the Hopper family (a plan built once per config, launched as
+  `flashgen.kernels.fwd` does) with each config of a short list; mask tensors and dropout in the
+  portable family with each TileConfig of a short list;
 - the split backward's dK/dV kernel (`backward(needs=(False, True, True))`, with the delta
   preprocessing) and dQ kernel (`needs=(True, False, False)`) with each TileConfig of a short
   list;
@@ -46,8 +46,10 @@ VARIANTS = (
     ("bias_1hnn_causal", True, {"mask": "bias"}),
     ("bool_b1nn", False, {"mask": "bool"}),
     ("add_b11n", False, {"mask": "add_pad"}),
+    ("dropout_causal", True, {"dropout": 0.1}),
+    ("softcap_causal", True, {"softcap": 30.0}),
 )
-# Windows: HopperConfig fields (block_m, block_n, num_buf, consumers, num_warps, maxnreg,
+# Windows and softcap: HopperConfig fields (block_m, block_n, num_buf, consumers, num_warps, maxnreg,
 # pingpong, persistent, dynamic; windowed kernels have no ping-pong)
 HOPPER_CONFIGS = (
     (128, 128, 2, 2, 4, 168, False, False, False),
@@ -60,7 +62,7 @@ HOPPER_CONFIGS = (
     (64, 64, 3, 1, 4, 248, False, False, False),
     (64, 128, 2, 1, 4, 248, False, False, False),
 )
-# Mask tensors' forward (portable family) and every backward: TileConfig fields (block_m,
+# Mask tensors' and dropout's forward (portable family) and every backward: TileConfig fields (block_m,
 # block_n, num_warps, num_stages)
 PORTABLE_FWD_CONFIGS = (
     (128, 64, 4, 2), (128, 64, 4, 3), (128, 64, 8, 3), (64, 64, 4, 3), (64, 64, 4, 4),
@@ -74,9 +76,17 @@ BWD_CONFIGS = (
 SMALL = (2, 2, 1, 1024, 128)  # the warm-up shape: the same kernels (lengths divisible by 16)
 
 
+def _kind(extra) -> str:
+    """What a variant adds: "window", "softcap", "dropout", or its mask tensor's kind."""
+    for kind in ("window", "softcap", "dropout"):
+        if kind in extra:
+            return kind
+    return extra["mask"]
+
+
 def _inputs(shape, extra, seed=0):
-    """q, k, v, dO (bf16) and the call's keywords: the window, or the mask tensor expanded to
-    [B, Hq, N, N] as the kernels take it."""
+    """q, k, v, dO (bf16) and the call's keywords: the window, the softcap, dropout's (p,
+    seed), or the mask tensor expanded to [B, Hq, N, N] as the kernels take it."""
     import torch
 
     from flashgen.kernels.validate import expand_mask
@@ -86,6 +96,8 @@ def _inputs(shape, extra, seed=0):
     q, k, v = (torch.randn(b, h, n, d, device="cuda", generator=gen, dtype=torch.bfloat16)
                for h in (hq, hkv, hkv))  # fmt: skip
     do = torch.randn(b, hq, n, d, device="cuda", generator=gen, dtype=torch.bfloat16)
+    if "dropout" in extra:
+        return q, k, v, do, {"dropout": (extra["dropout"], 2**40 + seed)}
     kind = extra.get("mask")
     if kind is None:
         return q, k, v, do, dict(extra)
@@ -105,9 +117,9 @@ def _inputs(shape, extra, seed=0):
 
 def _fwd(q, k, v, causal, kw, cfg):
     """A call of the forward with config fields `cfg` (None: the path's own choice). A window
-    takes the Hopper family: a plan built once, launched as `flashgen.kernels.fwd` does
-    (`hopper.forward` launches through Gluon's JIT, whose host time would be timed too); a
-    mask tensor the portable family with that TileConfig."""
+    or a softcap takes the Hopper family: a plan built once, launched as `flashgen.kernels.fwd`
+    does (`hopper.forward` launches through Gluon's JIT, whose host time would be timed too);
+    a mask tensor or dropout the portable family with that TileConfig."""
     import torch
 
     from flashgen.core.config import TileConfig
@@ -117,14 +129,15 @@ def _fwd(q, k, v, causal, kw, cfg):
     from flashgen.kernels.launch import direct_device
 
     scale = 1.0 / math.sqrt(q.shape[-1])
-    if cfg is None or "mask" in kw:
+    if cfg is None or not _hopper(kw):
         config = None if cfg is None else TileConfig(*cfg)
         return lambda: fwd.forward(q, k, v, causal=causal, scale=scale, config=config, **kw)
-    spec = spec_for(q.shape[-1], causal, "bfloat16", "fwd", True, False)
+    window, softcap = kw.get("window"), kw.get("softcap")
+    spec = spec_for(q.shape[-1], causal, "bfloat16", "fwd", window is not None, softcap is not None)
     out = torch.empty_like(q)
     lse = torch.empty(q.shape[:3], dtype=torch.float32, device=q.device)
     run = hopper.plan(spec, HopperConfig(*cfg), q, k, v, out, direct_device(q, True))
-    args = hopper.call_args(spec, q, k, v, out, lse, scale, kw["window"], None, None, None)
+    args = hopper.call_args(spec, q, k, v, out, lse, scale, window, softcap, None, None)
 
     def call():
         run(*args)
@@ -146,15 +159,20 @@ def _bwd(do, q, k, v, out, lse, causal, kw, cfg, part):
                     kind="split", **kw)  # fmt: skip
 
 
+def _hopper(extra) -> bool:
+    """Whether the variant's forward runs in the Hopper family (windows, softcap)."""
+    return "window" in extra or "softcap" in extra
+
+
 def _fwd_configs(extra) -> tuple:
-    return HOPPER_CONFIGS if "window" in extra else PORTABLE_FWD_CONFIGS
+    return HOPPER_CONFIGS if _hopper(extra) else PORTABLE_FWD_CONFIGS
 
 
 def _jobs(variants) -> list:
     """(part, causal, the variant's keywords, config) to compile: one per kernel and config."""
     jobs, seen = [], set()
     for _, causal, extra in variants:
-        kind = "window" if "window" in extra else extra["mask"]
+        kind = _kind(extra)
         if (kind, causal) in seen:
             continue
         seen.add((kind, causal))
@@ -164,8 +182,7 @@ def _jobs(variants) -> list:
 
 
 def _job_key(part, causal, extra, cfg) -> str:
-    kind = "window" if "window" in extra else extra["mask"]
-    return f"{part} {kind} {'causal' if causal else 'full'} {cfg}"
+    return f"{part} {_kind(extra)} {'causal' if causal else 'full'} {cfg}"
 
 
 def warm(job):
@@ -189,8 +206,9 @@ def _today(q, causal, kw) -> dict:
     from flashgen.kernels import bwd, fwd, hopper
 
     today = {}
-    if "window" in kw:
-        spec = spec_for(q.shape[-1], causal, "bfloat16", "fwd", True, False)
+    if _hopper(kw):
+        window, softcap = "window" in kw, "softcap" in kw
+        spec = spec_for(q.shape[-1], causal, "bfloat16", "fwd", window, softcap)
         today["fwd"] = str(hopper.for_spec(hopper.config_for(spec, q.shape[2]), spec))
     for i, plan in enumerate(fwd._plans.values()):
         if plan.hopper is None:

@@ -15,12 +15,13 @@ own tiles).
 
 Used for a boolean mask that varies along query rows, without causal, window or lengths (those
 bound the walk their own way) and on calls large enough (`MIN_SCORES`) that the lists' host
-work and their pass over the mask are small beside the forward they shorten; and only when
-FLASHGEN_BLOCK_SPARSE=1 (`ENV`, read when a launch plan is made): the walk matches float64 in
-the CPU interpreter's tests and the forward's ran on the H200 (HF's [4, 1, 4096, 4096] mask:
-1.17 ms against 1.74 for the tile-by-tile forward, and its outputs under seven other tile
-configs agreed with its own within 1e-3), but its bf16 GPU test against float64 has not run yet (nor have the
-backward kernels' walks run on a GPU), so it is not on by default.
+work and their pass over the mask (`flashgen.kernels.tile_kinds`) are small beside the forward
+they shorten. FLASHGEN_BLOCK_SPARSE=0 (`ENV`, read when a launch plan is made) turns it off:
+every tile then reads the mask. On the H200 HF's [4, 1, 4096, 4096] causal-and-padding mask
+ran its forward+backward in 4.2-4.3 ms with the walk against 6.2 tile by tile, its forward in
+1.32 ms against 1.75, with the lists built by tensor reductions that alone took 1.5 ms of it
+(benchmarks/RESULTS.md, session 14 B1); the walk's forward and backward match float64 in the
+bf16 GPU tests and the CPU interpreter's.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ MIN_SCORES = 1 << 21
 def eligible(mask, causal: bool, window, bounds, per_key: bool, *, sq: int, sk: int) -> bool:
     """Whether a forward call walks block-sparse lists (see the module docstring)."""
     return (
-        os.environ.get(ENV) == "1"
+        os.environ.get(ENV) != "0"
         and mask is not None
         and mask.dtype == torch.bool
         and not per_key
@@ -70,32 +71,27 @@ def tile_lists(mask: torch.Tensor, block_m: int, block_n: int, per: str = "query
     length, the last dim of idx) and its counts at cnt[2 * j]."""
     if per not in ("query", "key"):
         raise ValueError(f"per must be 'query' or 'key', got {per!r}")
+    from .tile_kinds import ALL, NONE, tile_kinds_kernel
+
     b_str, h_str = mask.stride(0), mask.stride(1)
     compact = mask[: 1 if b_str == 0 else None, : 1 if h_str == 0 else None]
     bm_, hm_, sq, sk = compact.shape
     nm, nn = -(-sq // block_m), -(-sk // block_n)
-    if nm * block_m != sq or nn * block_n != sk:  # ragged: pad with hidden rows and keys
-        padded = compact.new_zeros(bm_, hm_, nm * block_m, nn * block_n)
-        padded[:, :, :sq, :sk] = compact
-        compact = padded
-    # Per (row, key tile) whether any / every key is visible: byte-wise max and min along the
-    # contiguous keys (one read of the mask each, no wider copy of it: B7 on the H200 counted
-    # with a bool -> int32 sum, which copied the mask to int32 first, 0.44 ms for a
-    # [4, 1, 4096, 4096] mask), then over each tile's rows.
-    rows = compact.view(torch.uint8).reshape(bm_, hm_, nm * block_m, nn, block_n)
-    any_row, all_row = rows.amax(-1), rows.amin(-1)  # [Bm, Hm, rows, nn]
-    if nm * block_m != sq and per == "query":  # rows past Sq are never stored there: they
-        all_row[:, :, sq:] = 1  # do not spoil a whole tile
-    seen = any_row.reshape(bm_, hm_, nm, block_m, nn).amax(3) > 0  # [Bm, Hm, nm, nn]
-    # (a key tile past Sk in part has hidden padding keys: never whole)
-    whole = all_row.reshape(bm_, hm_, nm, block_m, nn).amin(3) > 0
+    # each tile's kind in one read of the mask (`flashgen.kernels.tile_kinds`)
+    kinds = torch.empty(bm_ * hm_, nm, nn, dtype=torch.int8, device=mask.device)
+    tile_kinds_kernel[(bm_ * hm_, nm, nn)](
+        compact.view(torch.uint8), kinds, *compact.stride(), hm_, sq, sk, nm, nn,
+        PAST_SQ_COUNTS=per == "key", BLOCK_M=block_m, BLOCK_N=block_n,
+    )  # fmt: skip
+    kinds = kinds.view(bm_, hm_, nm, nn)
+    whole, seen = kinds == ALL, kinds != NONE  # [Bm, Hm, nm, nn]
     if per == "key":  # [Bm, Hm, nn, nm]: per key block, its query tiles
         whole, seen = whole.transpose(2, 3), seen.transpose(2, 3)
     blocks = whole.shape[2]
-    kinds = torch.stack((whole, seen & ~whole), dim=3)  # [Bm, Hm, blocks, 2, L]
+    lists = torch.stack((whole, seen & ~whole), dim=3)  # [Bm, Hm, blocks, 2, L]
     # each list ascending, its tiles first: a stable sort on "not in the list"
-    idx = torch.sort((~kinds).to(torch.uint8), dim=-1, stable=True).indices.to(torch.int32)
-    cnt = kinds.sum(dim=-1, dtype=torch.int32)
+    idx = torch.sort((~lists).to(torch.uint8), dim=-1, stable=True).indices.to(torch.int32)
+    cnt = lists.sum(dim=-1, dtype=torch.int32)
     stride_b = 0 if bm_ == 1 else hm_ * blocks
     stride_h = 0 if hm_ == 1 else blocks
     return idx.contiguous(), cnt.contiguous(), stride_b, stride_h

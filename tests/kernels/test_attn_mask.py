@@ -250,7 +250,7 @@ def test_block_sparse_boolean_mask_on_gpu(d, monkeypatch):
     monkeypatch.setenv(block_mask.ENV, "1")
     built = []
     real = block_mask.tile_lists
-    monkeypatch.setattr(block_mask, "tile_lists", lambda *a: built.append(a) or real(*a))
+    monkeypatch.setattr(block_mask, "tile_lists", lambda *a, **kw: built.append(a) or real(*a, **kw))
 
     b, hq, hkv, n = 2, 4, 2, 1500
     assert n * n >= block_mask.MIN_SCORES
@@ -627,10 +627,9 @@ def test_tile_lists_name_whole_partial_and_hidden_tiles():
         tile_lists(full, bm, bn, per="keys")
 
 
-def test_block_sparse_walk_is_opt_in(monkeypatch):
-    """Without FLASHGEN_BLOCK_SPARSE=1 a boolean mask's forward reads the mask tile by tile
-    (the lists' GPU numerics are not checked yet: `block_mask`'s docstring); with it, the
-    same call walks the lists. Both equal float64."""
+def test_block_sparse_walk_is_on_unless_switched_off(monkeypatch):
+    """A boolean mask's forward walks the lists by default (and with FLASHGEN_BLOCK_SPARSE=1);
+    FLASHGEN_BLOCK_SPARSE=0 reads the mask tile by tile. Both equal float64."""
     from flashgen.kernels import block_mask, fwd
 
     monkeypatch.setattr(block_mask, "MIN_SCORES", 0)
@@ -638,7 +637,7 @@ def test_block_sparse_walk_is_opt_in(monkeypatch):
     mask = torch.ones(33, 40, dtype=torch.bool).tril(diagonal=3)
     full = expand_mask(mask, q, k)
     want = ref(*(t.double() for t in (q, k, v)), mask)
-    for env, sparse in ((None, False), ("0", False), ("1", True)):
+    for env, sparse in ((None, True), ("0", False), ("1", True)):
         if env is None:
             monkeypatch.delenv(block_mask.ENV, raising=False)
         else:
