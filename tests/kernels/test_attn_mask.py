@@ -250,7 +250,9 @@ def test_block_sparse_boolean_mask_on_gpu(d, monkeypatch):
     monkeypatch.setenv(block_mask.ENV, "1")
     built = []
     real = block_mask.tile_lists
-    monkeypatch.setattr(block_mask, "tile_lists", lambda *a, **kw: built.append(a) or real(*a, **kw))
+    monkeypatch.setattr(
+        block_mask, "tile_lists", lambda *a, **kw: built.append(a) or real(*a, **kw)
+    )
 
     b, hq, hkv, n = 2, 4, 2, 1500
     assert n * n >= block_mask.MIN_SCORES
