@@ -135,6 +135,8 @@ def gluon_api() -> tuple[dict | None, str | None]:
 
 def template_context(spec) -> dict:
     """What the Hopper template may use: ints, bools and fixed names only."""
+    from .padding import DENSE_KEYS  # (padding imports torch)
+
     api, reason = gluon_api()
     if api is None:
         raise RuntimeError(f"cannot render the Hopper family: {reason}")
@@ -157,6 +159,7 @@ def template_context(spec) -> dict:
         "alibi": spec.alibi,
         "dtype": spec.dtype,
         "gl_dtype": _GL_DTYPE[spec.dtype],
+        "dense_keys": DENSE_KEYS,
         "tma_load": api["tma_load"],
         "tma_store": api["tma_store"],
     }

@@ -118,6 +118,34 @@ def key_hull(mask) -> torch.Tensor | None:
     return torch.stack((zeros, torch.full_like(k_end, seq_q), zeros, k_end), 1).contiguous()
 
 
+# The flag `flag_dense` adds to a range's len_k: a power of two above any sequence length.
+DENSE_KEYS = 1 << 30
+
+
+def flag_dense(bounds: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """`bounds` (a key-padding mask's `key_hull`) with DENSE_KEYS added to len_k of each entry
+    whose keys in [k_start, k_start + len_k) the mask all leaves untouched (True, or a bias of
+    exactly 0): a right-padded mask, which inside its range adds nothing to the lengths. For the
+    Hopper forward only (templates/attn_fwd_hopper.py.jinja, `dense_keys`): there the tiles
+    inside such a range run unmasked, and only the range's edge tiles read the mask. Why: with
+    the mask read on every tile that forward issued 71% more instructions than with the same
+    padding as key lengths and ran 824 against 586 µs (benchmarks/RESULTS.md, session 14 B3).
+    Unchanged for a mask that varies along heads (`key_hull` gives none for it) or lengths of
+    DENSE_KEYS or more. Plain torch ops on the device (no sync)."""
+    seq_k = mask.shape[-1]
+    if mask.stride(1) != 0 or mask.stride(2) != 0 or seq_k >= DENSE_KEYS:
+        return bounds
+    keys = mask[:, 0, 0, :]
+    plain = keys if keys.dtype == torch.bool else keys == 0
+    position = torch.arange(seq_k, device=mask.device, dtype=torch.int32)
+    start, length = bounds[:, 2:3], bounds[:, 3:4]
+    inside = (position >= start) & (position < start + length)
+    dense = (plain & inside).sum(-1, dtype=torch.int32) == bounds[:, 3]
+    flagged = bounds.clone()
+    flagged[:, 3] += dense.to(torch.int32) * DENSE_KEYS
+    return flagged
+
+
 def dense_mask(seq_bounds, seq_q: int, seq_k: int, *, causal: bool, window=None):
     """The boolean [B, 1, Sq, Sk] mask the kernels apply for `seq_bounds` (tests, references,
     and SDPA comparisons): True where query row i may see key j."""

@@ -227,6 +227,96 @@ def test_op_under_compile_dynamic_and_opcheck():
     )
 
 
+def test_flag_dense_marks_the_ranges_a_key_padding_mask_leaves_whole():
+    """`padding.flag_dense` adds DENSE_KEYS to len_k of the entries whose key range the mask
+    leaves whole (right padding, no key at all) and not to those it reads inside (a gap, left
+    padding); additive masks count a bias of exactly 0 as whole; a mask that varies along
+    heads, or bounds of another range, are judged on that range."""
+    from flashgen.kernels.padding import DENSE_KEYS, flag_dense, key_hull
+
+    q, k, _ = _inputs(5, 2, 1, 7, 40, 16, seed=3)
+    keep = torch.zeros(5, 1, 1, 40, dtype=torch.bool)
+    keep[0, ..., :] = True  # whole
+    keep[1, ..., :13] = True  # right padding
+    keep[2, ..., :13] = True
+    keep[2, ..., 5] = False  # a gap inside the range
+    keep[3, ..., 9:] = True  # left padding: the range starts at 0, so it is read inside
+    full = expand_mask(keep, q, k)
+    hull = key_hull(full)
+    flagged = flag_dense(hull, full)
+    assert flagged[:, :3].equal(hull[:, :3])
+    assert (flagged[:, 3] - hull[:, 3]).tolist() == [DENSE_KEYS, DENSE_KEYS, 0, 0, DENSE_KEYS]
+    assert hull[:, 3].tolist() == [40, 13, 13, 40, 0]  # the argument is not changed
+    bias = torch.zeros(keep.shape).masked_fill(~keep, float("-inf"))
+    bias[1, ..., 2] = 0.5  # a finite bias is read: not whole
+    flagged = flag_dense(key_hull(expand_mask(bias, q, k)), expand_mask(bias, q, k))
+    assert (flagged[:, 3] >= DENSE_KEYS).tolist() == [True, False, False, False, True]
+    shifted = hull.clone()
+    shifted[3, 2:] = torch.tensor([9, 31])  # keys [9, 40) of entry 3: all visible
+    assert flag_dense(shifted, full)[3, 3].item() == 31 + DENSE_KEYS
+    per_head = expand_mask(keep.expand(5, 2, 1, 40).clone(), q, k)
+    assert flag_dense(hull, per_head) is hull
+
+
+def test_the_hopper_forward_reads_the_flag_only_with_a_mask_and_lengths():
+    """The rendered Hopper kernels: with a mask tensor and lengths, len_k is read without the
+    flag and the tiles inside the band are masked only where it is absent (`_reads_inside`);
+    renderings without a mask tensor or without lengths have neither."""
+    from flashgen.core.spec import spec_for
+    from flashgen.kernels import codegen, hopper
+    from flashgen.kernels.padding import DENSE_KEYS
+
+    if hopper.gluon_api()[0] is None:
+        pytest.skip("this Triton has no Gluon API the Hopper family renders against")
+    src = codegen.render(spec_for(128, True, "bfloat16", "fwd", lengths=True, attn_mask="bool"),
+                         "hopper")  # fmt: skip
+    assert f"len_k = gl.load(base + 3) & {DENSE_KEYS - 1}" in src
+    assert f"return gl.load(SeqBounds + off_b * 4 + 3) < {DENSE_KEYS}" in src
+    assert "inside | (j < n_lo) | (j >= n_full)" in src
+    for args in ({"lengths": True}, {"attn_mask": "bool"}):
+        src = codegen.render(spec_for(128, True, "bfloat16", "fwd", **args), "hopper")
+        assert "_reads_inside" not in src and str(DENSE_KEYS - 1) not in src
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("d", [64, 128])
+def test_key_padding_whole_ranges_on_gpu(causal, d, monkeypatch):
+    """bf16 on the GPU: a boolean [B, 1, 1, N] key-padding mask with right-padded entries
+    (flagged whole: the Hopper forward runs their inside tiles unmasked), a gap, left padding
+    and an entry without keys, long enough for the Hopper family; forward and gradients equal
+    float64, and the flags reached the launch."""
+    from flashgen.kernels import fwd, padding
+
+    flags = []
+    real = padding.flag_dense
+    monkeypatch.setattr(fwd, "flag_dense", lambda b, m: flags.append(real(b, m)) or flags[-1])
+    b, hq, hkv, n = 5, 4, 2, 1500
+    q, k, v = (t.cuda() for t in _inputs(b, hq, hkv, n, n, d, torch.bfloat16, seed=23))
+    keep = torch.zeros(b, 1, 1, n, dtype=torch.bool)
+    keep[0, ..., :] = True
+    keep[1, ..., :1000] = True
+    keep[2, ..., :777] = True
+    keep[2, ..., 300:310] = False
+    keep[3, ..., 200:] = True
+    keep = keep.cuda()
+    fwd._plans.clear()
+    leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+    out = attention(*leaves, causal=causal, attn_mask=keep, impl="flashgen")
+    assert flags and ((flags[-1][:, 3] >= padding.DENSE_KEYS).tolist() ==
+                      [True, True, False, False, True])  # fmt: skip
+    do = torch.randn_like(out)
+    grads = torch.autograd.grad(out, leaves, do)
+    ref_in = [t.detach().cpu().double().requires_grad_() for t in (q, k, v)]
+    want = ref(*ref_in, keep.cpu(), causal=causal)
+    exp = torch.autograd.grad(want, ref_in, do.cpu().double())
+    torch.testing.assert_close(out.cpu().double(), want, atol=2e-2, rtol=2e-2)
+    for g, e in zip(grads, exp, strict=True):
+        scale = max(1.0, e.abs().max().item())
+        assert (g.cpu().double() - e).abs().max().item() <= 3e-2 * scale
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 @pytest.mark.parametrize("kind", ["bool", "hf"])
