@@ -41,6 +41,8 @@ def _environment():
 def template_context(spec: KernelSpec) -> dict:
     """Everything a template may use. Only ints, bools and fixed enums: never user strings.
     The names, and the names templates use inside kernels, are listed in templates/README.md."""
+    from .padding import DENSE_KEYS  # (padding imports torch)
+
     return {
         "uri": spec.uri(),
         "head_dim": spec.head_dim,
@@ -58,6 +60,7 @@ def template_context(spec: KernelSpec) -> dict:
         "is_fp32": spec.dtype == "float32",
         # The interpreter cannot run bf16 dot products: templates upcast there.
         "interpret": interpret_mode(),
+        "dense_keys": DENSE_KEYS,
     }
 
 

@@ -126,10 +126,11 @@ def flag_dense(bounds: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """`bounds` (a key-padding mask's `key_hull`) with DENSE_KEYS added to len_k of each entry
     whose keys in [k_start, k_start + len_k) the mask all leaves untouched (True, or a bias of
     exactly 0): a right-padded mask, which inside its range adds nothing to the lengths. For the
-    Hopper forward only (templates/attn_fwd_hopper.py.jinja, `dense_keys`): there the tiles
-    inside such a range run unmasked, and only the range's edge tiles read the mask. Why: with
-    the mask read on every tile that forward issued 71% more instructions than with the same
-    padding as key lengths and ran 824 against 586 µs (benchmarks/RESULTS.md, session 14 B3).
+    kernels that decode it: the Hopper forward (templates/attn_fwd_hopper.py.jinja, `dense_keys`)
+    runs the tiles inside such a range unmasked, only the range's edge tiles read the mask; the
+    split backward (attn_bwd.py.jinja) does not read a boolean mask there. Why: with the mask
+    read on every tile that forward issued 71% more instructions than with the same padding as
+    key lengths and ran 824 against 586 µs (benchmarks/RESULTS.md, session 14 B3).
     Unchanged for a mask that varies along heads (`key_hull` gives none for it) or lengths of
     DENSE_KEYS or more. Plain torch ops on the device (no sync)."""
     seq_k = mask.shape[-1]

@@ -258,6 +258,29 @@ def test_flag_dense_marks_the_ranges_a_key_padding_mask_leaves_whole():
     assert flag_dense(hull, per_head) is hull
 
 
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_the_backward_skips_the_mask_inside_whole_key_ranges(causal, monkeypatch):
+    """The split backward of a boolean key-padding mask gets its key ranges flagged where the
+    mask leaves them whole (`padding.flag_dense`) and then does not read it inside them
+    (templates/attn_bwd.py.jinja, `inside`): right padding and a whole entry are flagged, an
+    entry with a gap is not; forward and gradients equal float64 either way."""
+    from flashgen.kernels import bwd, padding
+
+    flags = []
+    real = padding.flag_dense
+    monkeypatch.setattr(bwd, "flag_dense", lambda b, m: flags.append(real(b, m)) or flags[-1])
+    q, k, v = _inputs(3, 2, 1, 70, 90, 16, seed=24)
+    keep = torch.zeros(3, 1, 1, 90, dtype=torch.bool)
+    keep[0, ..., :61] = True  # right padding
+    keep[1, ..., :90] = True
+    keep[2, ..., :77] = True
+    keep[2, ..., 40:43] = False  # a gap: read inside the range
+    _matches_float64(q, k, v, keep, causal)
+    (flagged,) = flags
+    assert (flagged[:, 3] >= padding.DENSE_KEYS).tolist() == [True, True, False]
+    assert (flagged[:, 3] % padding.DENSE_KEYS).tolist() == [61, 90, 77]
+
+
 def test_the_hopper_forward_reads_the_flag_only_with_a_mask_and_lengths():
     """The rendered Hopper kernels: with a mask tensor and lengths, len_k is read without the
     flag and the tiles inside the band are masked only where it is absent (`_reads_inside`);
