@@ -212,6 +212,11 @@ def spec_for(
     )  # fmt: skip
 
 
+# A flag a key range's len_k (SeqBounds' fourth column) may carry when the launch has a mask
+# tensor: a power of two above any sequence length, added where the mask leaves every key of the
+# range visible (`flashgen.kernels.padding.flag_dense`; the templates decode it as `dense_keys`).
+DENSE_KEYS = 1 << 30
+
 MIN_BUCKET = 16
 
 

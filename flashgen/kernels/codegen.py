@@ -15,7 +15,7 @@ import sys
 from types import ModuleType
 
 from ..core.paths import interpret_mode, kernel_dir, templates_dir, write_atomic
-from ..core.spec import KernelSpec
+from ..core.spec import DENSE_KEYS, KernelSpec
 
 TEMPLATE_FOR_DIRECTION = {"fwd": "attn_fwd.py.jinja", "bwd": "attn_bwd.py.jinja"}
 # Split-KV decode (flashgen.kernels.decode): forward specs only, its own template.
@@ -41,8 +41,6 @@ def _environment():
 def template_context(spec: KernelSpec) -> dict:
     """Everything a template may use. Only ints, bools and fixed enums: never user strings.
     The names, and the names templates use inside kernels, are listed in templates/README.md."""
-    from .padding import DENSE_KEYS  # (padding imports torch)
-
     return {
         "uri": spec.uri(),
         "head_dim": spec.head_dim,

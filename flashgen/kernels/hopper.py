@@ -35,7 +35,7 @@ import logging
 import os
 
 from ..core.hopper_config import HopperConfig
-from ..core.spec import cdiv
+from ..core.spec import DENSE_KEYS, cdiv
 from .plans import clamp_window, plan_spec, variant_args
 
 log = logging.getLogger("flashgen")
@@ -135,8 +135,6 @@ def gluon_api() -> tuple[dict | None, str | None]:
 
 def template_context(spec) -> dict:
     """What the Hopper template may use: ints, bools and fixed names only."""
-    from .padding import DENSE_KEYS  # (padding imports torch)
-
     api, reason = gluon_api()
     if api is None:
         raise RuntimeError(f"cannot render the Hopper family: {reason}")

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import torch
 
+from ..core.spec import DENSE_KEYS
+
 PADDING_SIDES = ("right", "left")
 
 
@@ -116,10 +118,6 @@ def key_hull(mask) -> torch.Tensor | None:
     k_end = (keys.to(torch.int32) * position).amax(-1)  # last visible key + 1, 0 if none
     zeros = torch.zeros_like(k_end)
     return torch.stack((zeros, torch.full_like(k_end, seq_q), zeros, k_end), 1).contiguous()
-
-
-# The flag `flag_dense` adds to a range's len_k: a power of two above any sequence length.
-DENSE_KEYS = 1 << 30
 
 
 def flag_dense(bounds: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
