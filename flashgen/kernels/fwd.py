@@ -207,8 +207,8 @@ def forward(
     mask): both families read one vector of keys a tile (MASK_PER_KEY). A mask shared by heads
     or batch entries has the programs reading the same tiles launched side by side
     (`mask_shared`). A boolean mask varying along query rows, without causal, window or bounds,
-    walks lists of the key tiles each query block sees whole or in part with
-    FLASHGEN_BLOCK_SPARSE=1 (`flashgen.kernels.block_mask`). A floating mask hides
+    walks lists of the key tiles each query block sees whole or in part unless
+    FLASHGEN_BLOCK_SPARSE=0 (`flashgen.kernels.block_mask`). A floating mask hides
     a key only with -inf: a row whose visible keys all carry a huge finite bias (HF's finfo.min)
     gets their values' mean, as PyTorch's softmax gives, and lse = +inf (no gradient).
     `dropout`: None or (p, seed), 0 < p < 1 and an int seed (`flashgen.kernels.dropout`): the

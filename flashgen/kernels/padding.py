@@ -107,8 +107,9 @@ def key_hull(mask) -> torch.Tensor | None:
     visible key + 1), every query row valid; None for any other mask. The starts stay 0, so positions
     (the causal mask, windows, dropout counters) are unchanged and the kernels still read the
     mask inside the range: exact for any mask, faster for a right-padded one. Plain torch ops
-    on the mask's device (no host sync)."""
-    if mask.stride(1) != 0 or mask.stride(2) != 0:
+    on the mask's device (no host sync). None too from DENSE_KEYS keys on: the kernels that take
+    a mask with bounds read len_k's bits above that as `flag_dense`'s flag."""
+    if mask.stride(1) != 0 or mask.stride(2) != 0 or mask.shape[-1] >= DENSE_KEYS:
         return None
     batch, _, seq_q, seq_k = mask.shape
     keys = mask[:, 0, 0, :]
