@@ -230,8 +230,8 @@ def test_op_under_compile_dynamic_and_opcheck():
 def test_flag_dense_marks_the_ranges_a_key_padding_mask_leaves_whole():
     """`padding.flag_dense` adds DENSE_KEYS to len_k of the entries whose key range the mask
     leaves whole (right padding, no key at all) and not to those it reads inside (a gap, left
-    padding); additive masks count a bias of exactly 0 as whole; a mask that varies along
-    heads, or bounds of another range, are judged on that range."""
+    padding); additive masks count a bias of exactly 0 as whole; bounds of another range are
+    judged on that range; a mask that varies along heads gets the bounds back unflagged."""
     from flashgen.kernels.padding import DENSE_KEYS, flag_dense, key_hull
 
     q, k, _ = _inputs(5, 2, 1, 7, 40, 16, seed=3)
