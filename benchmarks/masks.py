@@ -65,6 +65,10 @@ def visible(sq, sk, *, causal, window=None, lengths=None, tensor=None, device="c
         m = m & (qv & kv)[:, None]
     if tensor is not None and tensor.dtype == torch.bool:
         m = m & tensor
+    elif tensor is not None and tensor.shape[1] == 1:
+        # an additive mask shared by the heads (HF's) hides with -inf or its dtype's minimum;
+        # (the per-head biases here, T5-like and ALiBi, hide nothing: the counts stay per head 1)
+        m = m & (tensor > torch.finfo(tensor.dtype).min)
     return m
 
 
@@ -105,6 +109,11 @@ def variants(b, n, hq=16):
     keep = torch.arange(n)[None, :] < lens[:, None]  # the same padding as an attn_mask tensor
     bmask = keep[:, None, None, :].cuda()
     out.append(("attn_mask_bool_pad", False, {"attn_mask": bmask}, {"tensor": bmask}, None))
+    # the same padding as HF's encoders give it: additive, 0 or bf16's finite minimum
+    hidden = torch.finfo(torch.bfloat16).min
+    amask = torch.zeros(keep.shape, dtype=torch.bfloat16).masked_fill(~keep, hidden)
+    amask = amask[:, None, None, :].cuda()
+    out.append(("attn_mask_add_pad", False, {"attn_mask": amask}, {"tensor": amask}, None))
     bias = torch.randn(1, 16, n, n, generator=gen).to("cuda", torch.bfloat16)
     out.append(("attn_mask_bias_causal", True, {"attn_mask": bias}, {"tensor": bias}, None))
     # HF's 4-D mask for a padded decoder batch: causal and key padding in one boolean
@@ -166,6 +175,12 @@ def check(name, causal, kw, mk, cap, args):
             )[:, None, None, :]
             if kw["attn_mask"].shape[2] > 1:  # a [B, 1, N, N] mask: causal and the padding
                 t = t & torch.ones(n, n, dtype=torch.bool, device="cuda").tril()[None, None]
+        elif kw["attn_mask"].shape[2] == 1:  # additive key padding (HF's): 0 or the minimum
+            keep_t = torch.arange(n, device="cuda")[None, :] < torch.tensor(
+                [[n], [517]], device="cuda"
+            )
+            t = torch.zeros(keep_t.shape, device="cuda", dtype=torch.bfloat16)
+            t = t.masked_fill(~keep_t, torch.finfo(torch.bfloat16).min)[:, None, None, :]
         else:
             t = torch.randn(1, hq, n, n, device="cuda", dtype=torch.bfloat16)
         kw["attn_mask"] = t
