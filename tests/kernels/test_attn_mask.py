@@ -742,6 +742,24 @@ def test_tile_lists_name_whole_partial_and_hidden_tiles():
         tile_lists(full, bm, bn, per="keys")
 
 
+@pytest.mark.parametrize("per", ["query", "key"])
+def test_tile_lists_read_any_strides(per):
+    """`tile_lists` reads the mask through its strides (`flashgen.kernels.tile_kinds`): a
+    mask that is a strided view (every other key of a wider one, a transposed one, heads of
+    its own) gives the lists of its contiguous copy."""
+    from flashgen.kernels.block_mask import tile_lists
+
+    gen = torch.Generator().manual_seed(25)
+    sq, sk = 37, 45
+    wide = torch.rand(2, 3, sq, 2 * sk, generator=gen) > 0.4
+    wide[:, :, :16, : 2 * 16] = True  # whole tiles too
+    square = torch.rand(2, 1, 40, 40, generator=gen) > 0.4
+    for view in (wide[..., ::2], square.transpose(2, 3)):
+        want = tile_lists(view.contiguous(), 16, 16, per=per)
+        got = tile_lists(view, 16, 16, per=per)
+        assert got[0].equal(want[0]) and got[1].equal(want[1]) and got[2:] == want[2:]
+
+
 def test_block_sparse_walk_is_on_unless_switched_off(monkeypatch):
     """A boolean mask's forward walks the lists by default (and with FLASHGEN_BLOCK_SPARSE=1);
     FLASHGEN_BLOCK_SPARSE=0 reads the mask tile by tile. Both equal float64."""
