@@ -214,7 +214,7 @@ def spec_for(
 
 # A flag a key range's len_k (SeqBounds' fourth column) may carry when the launch has a mask
 # tensor: a power of two above any sequence length, added where the mask leaves every key of the
-# range visible (`flashgen.kernels.padding.flag_dense`; the templates decode it as `dense_keys`).
+# range visible (`flashgen.kernels.padding.key_hull`; the templates decode it as `dense_keys`).
 DENSE_KEYS = 1 << 30
 
 MIN_BUCKET = 16

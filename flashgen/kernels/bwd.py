@@ -55,7 +55,6 @@ from .codegen import load, load_family
 from .fwd import mask_kind as _mask_kind
 from .fwd import mask_shared as _mask_shared
 from .launch import Launch, direct_device
-from .padding import flag_dense
 from .plans import (
     Chooser,
     PlanCache,
@@ -104,7 +103,7 @@ class _Plan:
 
     __slots__ = (
         "pre", "pre_tail", "dkdv", "dq", "strides", "ints", "keep", "onepass", "convert",
-        "bounded", "tiles", "flag_dense",
+        "bounded", "tiles",
     )  # fmt: skip
 
     def __init__(
@@ -117,9 +116,6 @@ class _Plan:
         spec = plan_spec(q, "bwd", causal, windowed, capped, bounded, mask_kind, dropped, alibi)
         self.keep = True
         self.bounded = bounded
-        # a boolean key-padding mask's key ranges: those it leaves whole are flagged, and the
-        # kernels do not read the mask there (`flashgen.kernels.padding.flag_dense`)
-        self.flag_dense = bounded and per_key and mask_kind == "bool"
         if not isinstance(config, TileConfig):
             config, self.keep = plan_config(config, spec, seq_q, seq_k, q)
             if dq_config is None:  # a config chosen at run time: the dQ kernel's own for it
@@ -232,8 +228,6 @@ class _Plan:
             delta = torch.empty_like(lse)  # lse is contiguous float32 [B, Hq, Sq]
             self.pre(out, do, delta, *self.pre_tail)
             return self._launch_onepass(do, q, k, v, lse, delta, scale)
-        if self.flag_dense:
-            bounds = flag_dense(bounds, mask)
         tail = variant_args(scale, window, softcap, bounds, mask, dropout, alibi)
         ints = (*self.ints, float(scale), *tail)
         dq_ints = dkdv_ints = ints

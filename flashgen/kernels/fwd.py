@@ -42,7 +42,6 @@ from ..hardware.tiles import default_config
 from . import block_mask, hopper, tma
 from .codegen import load
 from .launch import Launch, capturing, direct_device
-from .padding import flag_dense
 from .plans import (
     Chooser,
     PlanCache,
@@ -79,7 +78,7 @@ class _Plan:
 
     __slots__ = (
         "run", "tail", "strides", "scale", "keep", "hopper", "lse_shape", "lse_numel", "device",
-        "tiles", "blocks", "flag_dense",
+        "tiles", "blocks",
     )  # fmt: skip
 
     def __init__(
@@ -93,7 +92,6 @@ class _Plan:
         self.keep = True
         self.scale = 1.0 / math.sqrt(dim)
         self.hopper = None
-        self.flag_dense = False
         # lse is allocated with torch.empty from these: `q.new_empty(shape, dtype=...)` measured
         # several times slower on the host (its argument parsing), on every call
         self.lse_shape = (batch, hq, sq)
@@ -106,8 +104,6 @@ class _Plan:
             # The Gluon family, with its own config for this length; launched directly too.
             # MASK_PER_KEY (a mask constant along query rows) is a constexpr there as well.
             self.hopper = spec
-            # a key-padding mask's key range: flag the entries it leaves whole (`flag_dense`)
-            self.flag_dense = per_key and bounded
             cfg = hopper.config_for(spec, sq)
             self.run = hopper.plan(
                 spec, cfg, q, k, v, out, direct_device(q, aligned), per_key=per_key
@@ -161,8 +157,6 @@ class _Plan:
         scale = float(self.scale if scale is None else scale)
         qk_scale = scale * LOG2E
         # (the key fixed which extras a call has, so the spec needs no check per call)
-        if self.hopper is not None and self.flag_dense:
-            bounds = flag_dense(bounds, mask)
         win = variant_args(scale, window, softcap, bounds, mask, dropout, alibi)
         if self.tiles is not None:  # the block-sparse lists, or placeholders not read
             if self.tiles:

@@ -104,46 +104,34 @@ def key_hull(mask) -> torch.Tensor | None:
     for an expanded [B, Hq, Sq, Sk] view constant along heads and query rows (a `[B, 1, 1, Sk]`
     mask, HF's and `key_padding_mask`'s), boolean or additive (a key is hidden only by False or
     -inf; HF's finite finfo.min still counts, as in PyTorch), each entry's keys [0, last
-    visible key + 1), every query row valid; None for any other mask. The starts stay 0, so positions
-    (the causal mask, windows, dropout counters) are unchanged and the kernels still read the
-    mask inside the range: exact for any mask, faster for a right-padded one. Plain torch ops
-    on the mask's device (no host sync). None too from DENSE_KEYS keys on: the kernels that take
-    a mask with bounds read len_k's bits above that as `flag_dense`'s flag."""
+    visible key + 1), every query row valid; None for any other mask. The starts stay 0, so
+    positions (the causal mask, windows, dropout counters) are unchanged and the kernels still
+    read the mask inside the range: exact for any mask, faster for a right-padded one.
+
+    len_k carries a flag, DENSE_KEYS added, where the mask leaves every key of the range
+    untouched (True, or a bias of exactly 0: right padding, which inside its range adds nothing
+    to the lengths). Every kernel that takes a mask with bounds decodes it (the templates'
+    `dense_keys`): the Hopper forward runs such a range's inside tiles unmasked and reads the
+    mask only on its edge tiles, the split backward does not read a boolean mask there, the
+    portable forward only strips it. Why: with the mask read on every tile the Hopper forward
+    issued 71% more instructions than with the same padding as key lengths and ran 824 against
+    586 µs (benchmarks/RESULTS.md, session 14 B3). None from DENSE_KEYS keys on (the flag's
+    bit). Plain torch ops on the mask's device (no host sync)."""
     if mask.stride(1) != 0 or mask.stride(2) != 0 or mask.shape[-1] >= DENSE_KEYS:
         return None
     batch, _, seq_q, seq_k = mask.shape
     keys = mask[:, 0, 0, :]
-    if keys.dtype != torch.bool:
-        keys = keys != float("-inf")
+    if keys.dtype == torch.bool:
+        visible = plain = keys
+    else:
+        visible, plain = keys != float("-inf"), keys == 0
     position = torch.arange(1, seq_k + 1, device=mask.device, dtype=torch.int32)
-    k_end = (keys.to(torch.int32) * position).amax(-1)  # last visible key + 1, 0 if none
+    k_end = (visible.to(torch.int32) * position).amax(-1)  # last visible key + 1, 0 if none
+    # every key before k_end untouched (no visible key lies past it)
+    whole = plain.sum(-1, dtype=torch.int32) == k_end
     zeros = torch.zeros_like(k_end)
-    return torch.stack((zeros, torch.full_like(k_end, seq_q), zeros, k_end), 1).contiguous()
-
-
-def flag_dense(bounds: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """`bounds` (a key-padding mask's `key_hull`) with DENSE_KEYS added to len_k of each entry
-    whose keys in [k_start, k_start + len_k) the mask all leaves untouched (True, or a bias of
-    exactly 0): a right-padded mask, which inside its range adds nothing to the lengths. For the
-    kernels that decode it: the Hopper forward (templates/attn_fwd_hopper.py.jinja, `dense_keys`)
-    runs the tiles inside such a range unmasked, only the range's edge tiles read the mask; the
-    split backward (attn_bwd.py.jinja) does not read a boolean mask there. Why: with the mask
-    read on every tile that forward issued 71% more instructions than with the same padding as
-    key lengths and ran 824 against 586 µs (benchmarks/RESULTS.md, session 14 B3).
-    Unchanged for a mask that varies along heads (`key_hull` gives none for it) or lengths of
-    DENSE_KEYS or more. Plain torch ops on the device (no sync)."""
-    seq_k = mask.shape[-1]
-    if mask.stride(1) != 0 or mask.stride(2) != 0 or seq_k >= DENSE_KEYS:
-        return bounds
-    keys = mask[:, 0, 0, :]
-    plain = keys if keys.dtype == torch.bool else keys == 0
-    position = torch.arange(seq_k, device=mask.device, dtype=torch.int32)
-    start, length = bounds[:, 2:3], bounds[:, 3:4]
-    inside = (position >= start) & (position < start + length)
-    dense = (plain & inside).sum(-1, dtype=torch.int32) == bounds[:, 3]
-    flagged = bounds.clone()
-    flagged[:, 3] += dense.to(torch.int32) * DENSE_KEYS
-    return flagged
+    len_k = k_end + whole.to(torch.int32) * DENSE_KEYS
+    return torch.stack((zeros, torch.full_like(k_end, seq_q), zeros, len_k), 1).contiguous()
 
 
 def dense_mask(seq_bounds, seq_q: int, seq_k: int, *, causal: bool, window=None):

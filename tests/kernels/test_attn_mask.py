@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from refusals import assert_refused
 
 from flashgen.core.config import TileConfig
-from flashgen.core.spec import KernelSpec
+from flashgen.core.spec import DENSE_KEYS, KernelSpec
 from flashgen.kernels.bwd import backward
 from flashgen.kernels.fwd import forward
 from flashgen.kernels.reference import hidden_ref, rows_ref, scores_ref
@@ -227,12 +227,12 @@ def test_op_under_compile_dynamic_and_opcheck():
     )
 
 
-def test_flag_dense_marks_the_ranges_a_key_padding_mask_leaves_whole():
-    """`padding.flag_dense` adds DENSE_KEYS to len_k of the entries whose key range the mask
+def test_key_hull_flags_the_ranges_a_key_padding_mask_leaves_whole():
+    """`padding.key_hull` adds DENSE_KEYS to len_k of the entries whose key range the mask
     leaves whole (right padding, no key at all) and not to those it reads inside (a gap, left
-    padding); additive masks count a bias of exactly 0 as whole; bounds of another range are
-    judged on that range; a mask that varies along heads gets the bounds back unflagged."""
-    from flashgen.kernels.padding import DENSE_KEYS, flag_dense, key_hull
+    padding); an additive mask's range is whole only where its bias is exactly 0; a mask that
+    varies along heads gets no range."""
+    from flashgen.kernels.padding import key_hull
 
     q, k, _ = _inputs(5, 2, 1, 7, 40, 16, seed=3)
     keep = torch.zeros(5, 1, 1, 40, dtype=torch.bool)
@@ -241,34 +241,38 @@ def test_flag_dense_marks_the_ranges_a_key_padding_mask_leaves_whole():
     keep[2, ..., :13] = True
     keep[2, ..., 5] = False  # a gap inside the range
     keep[3, ..., 9:] = True  # left padding: the range starts at 0, so it is read inside
-    full = expand_mask(keep, q, k)
-    hull = key_hull(full)
-    flagged = flag_dense(hull, full)
-    assert flagged[:, :3].equal(hull[:, :3])
-    assert (flagged[:, 3] - hull[:, 3]).tolist() == [DENSE_KEYS, DENSE_KEYS, 0, 0, DENSE_KEYS]
-    assert hull[:, 3].tolist() == [40, 13, 13, 40, 0]  # the argument is not changed
+    hull = key_hull(expand_mask(keep, q, k))
+    flag = DENSE_KEYS
+    assert hull.tolist() == [
+        [0, 7, 0, 40 + flag], [0, 7, 0, 13 + flag], [0, 7, 0, 13], [0, 7, 0, 40], [0, 7, 0, flag]
+    ]  # fmt: skip
     bias = torch.zeros(keep.shape).masked_fill(~keep, float("-inf"))
     bias[1, ..., 2] = 0.5  # a finite bias is read: not whole
-    flagged = flag_dense(key_hull(expand_mask(bias, q, k)), expand_mask(bias, q, k))
-    assert (flagged[:, 3] >= DENSE_KEYS).tolist() == [True, False, False, False, True]
-    shifted = hull.clone()
-    shifted[3, 2:] = torch.tensor([9, 31])  # keys [9, 40) of entry 3: all visible
-    assert flag_dense(shifted, full)[3, 3].item() == 31 + DENSE_KEYS
-    per_head = expand_mask(keep.expand(5, 2, 1, 40).clone(), q, k)
-    assert flag_dense(hull, per_head) is hull
+    flagged = key_hull(expand_mask(bias, q, k))[:, 3]
+    assert (flagged >= flag).tolist() == [True, False, False, False, True]
+    assert (flagged % flag).tolist() == [40, 13, 13, 40, 0]
+    assert key_hull(expand_mask(keep.expand(5, 2, 1, 40).clone(), q, k)) is None
+
+
+def _record_hulls(monkeypatch) -> list:
+    """The key ranges `flashgen.runtime.primitives` builds from here on, in order."""
+    from flashgen.kernels.padding import key_hull
+    from flashgen.runtime import primitives
+
+    hulls = []
+    monkeypatch.setattr(primitives, "key_hull", lambda m: hulls.append(key_hull(m)) or hulls[-1])
+    return hulls
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 def test_the_backward_skips_the_mask_inside_whole_key_ranges(causal, monkeypatch):
-    """The split backward of a boolean key-padding mask gets its key ranges flagged where the
-    mask leaves them whole (`padding.flag_dense`) and then does not read it inside them
-    (templates/attn_bwd.py.jinja, `inside`): right padding and a whole entry are flagged, an
-    entry with a gap is not; forward and gradients equal float64 either way."""
-    from flashgen.kernels import bwd, padding
+    """A boolean key-padding mask's key ranges are flagged where the mask leaves them whole
+    (`padding.key_hull`); the split backward then does not read it inside them
+    (templates/attn_bwd.py.jinja, `inside`) and the portable forward strips the flag: right
+    padding and a whole entry are flagged, an entry with a gap is not; forward and gradients
+    equal float64 either way."""
 
-    flags = []
-    real = padding.flag_dense
-    monkeypatch.setattr(bwd, "flag_dense", lambda b, m: flags.append(real(b, m)) or flags[-1])
+    hulls = _record_hulls(monkeypatch)
     q, k, v = _inputs(3, 2, 1, 70, 90, 16, seed=24)
     keep = torch.zeros(3, 1, 1, 90, dtype=torch.bool)
     keep[0, ..., :61] = True  # right padding
@@ -276,9 +280,10 @@ def test_the_backward_skips_the_mask_inside_whole_key_ranges(causal, monkeypatch
     keep[2, ..., :77] = True
     keep[2, ..., 40:43] = False  # a gap: read inside the range
     _matches_float64(q, k, v, keep, causal)
-    (flagged,) = flags
-    assert (flagged[:, 3] >= padding.DENSE_KEYS).tolist() == [True, True, False]
-    assert (flagged[:, 3] % padding.DENSE_KEYS).tolist() == [61, 90, 77]
+    assert len(hulls) == 2  # the forward's (no TMA here) and the backward's
+    for hull in hulls:
+        assert (hull[:, 3] >= DENSE_KEYS).tolist() == [True, True, False]
+        assert (hull[:, 3] % DENSE_KEYS).tolist() == [61, 90, 77]
 
 
 def test_the_hopper_forward_reads_the_flag_only_with_a_mask_and_lengths():
@@ -287,7 +292,6 @@ def test_the_hopper_forward_reads_the_flag_only_with_a_mask_and_lengths():
     renderings without a mask tensor or without lengths have neither."""
     from flashgen.core.spec import spec_for
     from flashgen.kernels import codegen, hopper
-    from flashgen.kernels.padding import DENSE_KEYS
 
     if hopper.gluon_api()[0] is None:
         pytest.skip("this Triton has no Gluon API the Hopper family renders against")
@@ -309,12 +313,10 @@ def test_key_padding_whole_ranges_on_gpu(causal, d, monkeypatch):
     """bf16 on the GPU: a boolean [B, 1, 1, N] key-padding mask with right-padded entries
     (flagged whole: the Hopper forward runs their inside tiles unmasked), a gap, left padding
     and an entry without keys, long enough for the Hopper family; forward and gradients equal
-    float64, and the flags reached the launch."""
-    from flashgen.kernels import fwd, padding
+    float64, and the Hopper forward got the flagged ranges."""
+    from flashgen.kernels import fwd
 
-    flags = []
-    real = padding.flag_dense
-    monkeypatch.setattr(fwd, "flag_dense", lambda b, m: flags.append(real(b, m)) or flags[-1])
+    hulls = _record_hulls(monkeypatch)
     b, hq, hkv, n = 5, 4, 2, 1500
     q, k, v = (t.cuda() for t in _inputs(b, hq, hkv, n, n, d, torch.bfloat16, seed=23))
     keep = torch.zeros(b, 1, 1, n, dtype=torch.bool)
@@ -327,8 +329,9 @@ def test_key_padding_whole_ranges_on_gpu(causal, d, monkeypatch):
     fwd._plans.clear()
     leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
     out = attention(*leaves, causal=causal, attn_mask=keep, impl="flashgen")
-    assert flags and ((flags[-1][:, 3] >= padding.DENSE_KEYS).tolist() ==
-                      [True, True, False, False, True])  # fmt: skip
+    (plan,) = fwd._plans.values()
+    assert plan.hopper is not None and hulls  # the Hopper forward got the flagged ranges
+    assert (hulls[0][:, 3] >= DENSE_KEYS).tolist() == [True, True, False, False, True]
     do = torch.randn_like(out)
     grads = torch.autograd.grad(out, leaves, do)
     ref_in = [t.detach().cpu().double().requires_grad_() for t in (q, k, v)]
@@ -497,15 +500,13 @@ def test_key_padding_mask_skips_the_tiles_past_its_last_key(causal, additive, mo
     keep[1, ..., :13] = True
     keep[1, ..., 5] = False  # a gap: the mask is still read inside the range
     hull = key_hull(expand_mask(keep, q, k))
-    assert hull.tolist() == [[0, 29, 0, 45], [0, 29, 0, 13], [0, 29, 0, 0]]
+    flag = DENSE_KEYS  # (the ranges left whole: `key_hull`)
+    assert hull.tolist() == [[0, 29, 0, 45 + flag], [0, 29, 0, 13], [0, 29, 0, flag]]
     assert key_hull(expand_mask(keep.expand(3, 1, 29, 45).clone(), q, k)) is None
-    if additive:  # -inf hides a key; a finite bias (here 0.5) does not
+    if additive:  # -inf hides a key; a finite bias (here 0.5) does not, and is read
         keep = torch.zeros(keep.shape).masked_fill(~keep, float("-inf")) + 0.5 * keep
-        assert key_hull(expand_mask(keep, q, k)).equal(hull)
-    from flashgen.runtime import primitives
-
-    hulls = []
-    monkeypatch.setattr(primitives, "key_hull", lambda m: hulls.append(key_hull(m)) or hulls[-1])
+        assert key_hull(expand_mask(keep, q, k))[:, 3].tolist() == [45, 13, flag]
+    hulls = _record_hulls(monkeypatch)
     out = _matches_float64(q, k, v, keep, causal)
     assert (out[2] == 0).all()
     assert len(hulls) == 2 and all(h is not None for h in hulls)  # forward and backward
@@ -571,14 +572,15 @@ def test_the_forward_asks_the_hopper_choice_for_the_key_hull(alibi, monkeypatch)
                               alibi_slopes=slopes)  # fmt: skip
     (kw,) = asked
     assert kw == dict(causal=True, window=True, softcap=True, dropout=False, alibi=alibi)
-    assert launched[0]["bounds"].tolist() == [[0, 29, 0, 45], [0, 29, 0, 30]]
+    flag = DENSE_KEYS  # (both ranges whole: flagged, `key_hull`)
+    assert launched[0]["bounds"].tolist() == [[0, 29, 0, 45 + flag], [0, 29, 0, 30 + flag]]
     given = []
     monkeypatch.setattr(primitives.bwd, "backward",
                         lambda *a, **kw: given.append(kw) or (None, None, None))  # fmt: skip
     primitives._attention_bwd(q, q, k, v, q, q[..., 0], True, None, True, True, True,
                               attn_mask=keep)  # fmt: skip
     assert len(callables) == 1  # the backward does not ask the forward's choice
-    assert given[0]["bounds"].tolist() == [[0, 29, 0, 45], [0, 29, 0, 30]]  # its own hull
+    assert given[0]["bounds"].tolist() == [[0, 29, 0, 45 + flag], [0, 29, 0, 30 + flag]]
 
 
 @pytest.mark.parametrize(
@@ -614,7 +616,10 @@ def test_backward_hull_after_a_forward_without_it(causal, additive, monkeypatch)
         mask[1, ..., 20:] = torch.finfo(torch.float32).min  # HF's padding value: still visible
     _matches_float64(q, k, v, mask, causal)
     (hull,) = backward_hulls  # the backward took the key range
-    assert hull[:, 3].tolist() == [45, 45 if additive else 20, 45, 0]
+    flag = DENSE_KEYS  # the ranges left whole carry key_hull's flag
+    whole = [False, False, False, True] if additive else [True, True, False, True]
+    assert (hull[:, 3] % flag).tolist() == [45, 45 if additive else 20, 45, 0]
+    assert (hull[:, 3] >= flag).tolist() == whole
 
 
 def test_key_padding_masks_take_the_general_tile_row(monkeypatch):
