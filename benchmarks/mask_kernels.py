@@ -8,7 +8,10 @@ causality) and every variant of `masks.py` (the same kwargs, the same default sh
 `--iters` forward+backward calls of `flashgen.attention(..., impl="flashgen")` under
 torch.profiler after two warm-up calls and prints each GPU kernel's mean time per call (µs),
 its share of the call and the kernel's name (which names the spec: `attn_fwd_d128_causallen_...`,
-`attn_bwd_dq_tma`, ...). Times are device times of the kernels alone (no host gaps).
+`attn_bwd_dq_tma`, ...). Times are device times of the kernels alone (no host gaps). `--wall`
+adds each call's wall time (do_bench median, ms): below the kernels' sum where kernels overlap
+(the split backward's dQ kernel on a second stream, `flashgen.kernels.streams`), above it where
+the GPU waits for the host.
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ def main(argv=None) -> int:
     p.add_argument("--only", default="", help="comma-separated masks.py variant names")
     p.add_argument("--shape", default="4,16,4,4096,128", help="b,hq,hkv,n,d")
     p.add_argument("--iters", type=int, default=5)
+    p.add_argument("--wall", action="store_true", help="also time each call (do_bench median)")
     args = p.parse_args(argv)
     if not torch.cuda.is_available():
         print("mask_kernels.py needs a CUDA GPU", file=sys.stderr)
@@ -83,8 +87,14 @@ def main(argv=None) -> int:
             print(f"{name}: ERROR {type(exc).__name__}: {exc}", flush=True)
             continue
         total = sum(times.values())
+        wall = ""
+        if args.wall:
+            from triton.testing import do_bench
+
+            wall = f", wall {do_bench(run, warmup=50, rep=300, return_mode='median'):.4f} ms"
         print(
-            f"{name} (causal={causal}): {total:.1f} µs of kernels per forward+backward", flush=True
+            f"{name} (causal={causal}): {total:.1f} µs of kernels per forward+backward{wall}",
+            flush=True,
         )
         for kname, us in sorted(times.items(), key=lambda kv: -kv[1]):
             print(f"  {us:9.1f} µs {us / total:6.1%}  {kname[:110]}", flush=True)

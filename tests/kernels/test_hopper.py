@@ -886,6 +886,7 @@ def test_hopper_key_padding_masks_match_float64(head_dim, causal, kind, hull, mo
     with its key range as lengths (`hull`: what `primitives._bounds` passes on the H200) or
     without; right and left padding, an entry without keys (zeros, lse +inf). (An additive one
     never takes the family: `test_backward_consumes_the_key_padding_hopper_forward`.)"""
+    from flashgen.core.spec import DENSE_KEYS
     from flashgen.kernels import fwd
     from flashgen.kernels.padding import key_hull
     from flashgen.kernels.validate import expand_mask
@@ -900,7 +901,8 @@ def test_hopper_key_padding_masks_match_float64(head_dim, causal, kind, hull, mo
     spec = KernelSpec(head_dim, causal, "bfloat16", "fwd", lengths=hull, attn_mask=kind)
     assert hopper.choose(spec, q, k, v, n, per_key=True)  # not the portable family
     if hull:
-        assert bounds[:, 3].tolist() == [n, 700, n, 0]  # right padding ends at 700
+        # right padding ends at 700; a padding mask leaves each range whole: all flagged
+        assert (bounds[:, 3] - DENSE_KEYS).tolist() == [n, 700, n, 0]
         assert hopper.takes_key_hull(q, k, v, mask, causal=causal)
         assert primitives._bounds(None, mask, lambda: True).equal(bounds)
     out, lse = fwd.forward(q, k, v, causal=causal, scale=None, mask=mask, bounds=bounds)
