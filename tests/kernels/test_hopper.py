@@ -901,8 +901,10 @@ def test_hopper_key_padding_masks_match_float64(head_dim, causal, kind, hull, mo
     spec = KernelSpec(head_dim, causal, "bfloat16", "fwd", lengths=hull, attn_mask=kind)
     assert hopper.choose(spec, q, k, v, n, per_key=True)  # not the portable family
     if hull:
-        # right padding ends at 700; a padding mask leaves each range whole: all flagged
-        assert (bounds[:, 3] - DENSE_KEYS).tolist() == [n, 700, n, 0]
+        # right padding ends at 700; key_hull's ranges start at 0, so the left-padded entry
+        # is read inside its range and the others are flagged whole (DENSE_KEYS added)
+        assert (bounds[:, 3] % DENSE_KEYS).tolist() == [n, 700, n, 0]
+        assert (bounds[:, 3] >= DENSE_KEYS).tolist() == [True, True, False, True]
         assert hopper.takes_key_hull(q, k, v, mask, causal=causal)
         assert primitives._bounds(None, mask, lambda: True).equal(bounds)
     out, lse = fwd.forward(q, k, v, causal=causal, scale=None, mask=mask, bounds=bounds)
