@@ -1,0 +1,142 @@
+"""Host time of each step under one launch-bound `flashgen.attention` call (needs CUDA; issue 15).
+
+    python benchmarks/host_steps.py [--shape 1,1,128,128] [--causal] [--calls 2000] [--rounds 7]
+
+`benchmarks/host_time.py` times whole calls and a few layers; this script splits the two paths
+a launch-bound forward takes into their steps, so the next microsecond to remove is named:
+
+- the forced path (`impl="flashgen"`, no gradient): the public function's plain-call test,
+  `check_inputs`, `needs_backward`, `plain_eager`, `plain_forward` and, inside the launcher
+  (`flashgen.kernels.fwd.forward`), the output allocation, the plan key, the plan lookup and
+  the plan's launch;
+- the auto path (no `impl=`): `flashgen.runtime.vendor.winner`, `launch_bound`, `route` and
+  the SDPA call it ends in.
+
+Each step is a lambda called `--calls` times back to back per round without synchronising
+(host time per call, µs), the median of `--rounds` rounds, minus the same loop around an empty
+lambda. Steps that launch a kernel are launch-bound here (the GPU finishes before the host
+issues the next), so their figure is host time. Steps run in a fixed order, one after
+another: compare steps of one run, not across runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+
+
+def timed(fn, calls: int, rounds: int, sync) -> float:
+    """Median host µs per call of `fn` over `rounds` rounds of `calls` calls."""
+    for _ in range(min(calls, 200)):
+        fn()
+    sync()
+    samples = []
+    for _ in range(rounds):
+        sync()
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        samples.append((time.perf_counter() - start) / calls * 1e6)
+    sync()
+    return statistics.median(samples)
+
+
+def steps(q, k, v, causal: bool) -> dict:
+    import torch
+    import torch.nn.functional as F
+
+    import flashgen
+    from flashgen.kernels import fwd
+    from flashgen.kernels.plans import extra_classes
+    from flashgen.kernels.validate import check_inputs
+    from flashgen.runtime import eager, primitives, vendor
+    from flashgen.runtime.dispatch import plan_config
+
+    scale = q.shape[-1] ** -0.5
+    out = torch.empty_like(q)
+    with torch.no_grad():
+        fwd.forward(q, k, v, causal=causal, scale=scale, config=plan_config, keep_lse=False)
+    (plan,) = [p for key, p in fwd._plans.items() if key[0] == q.shape and key[7] == causal]
+    aligned = True
+
+    def key_parts():
+        # the launcher's plan key for a call without extras, as `fwd.forward` builds it
+        return (
+            q.shape, k.shape, q.stride(), k.stride(), v.stride(), q.dtype, q.device, causal,
+            plan_config, aligned, fwd._env(), fwd._family(), False, False, False,
+            fwd.mask_kind(None), None, False, extra_classes(None, None, None, None),
+        )  # fmt: skip
+
+    assert fwd._plans.get(key_parts()) is plan
+    lse = torch.empty(q.shape[:3], dtype=torch.float32, device=q.device)
+
+    def extras_test(
+        window=None, softcap=None, attn_mask=None, key_lengths=None, query_lengths=None,
+        dropout_p=0.0, alibi_slopes=None, causal_align="top_left", padding="right",
+    ):  # fmt: skip
+        # the public function's test for a call without extras (flashgen.ops.attention)
+        return (
+            window is None and softcap is None and attn_mask is None and key_lengths is None
+            and query_lengths is None and type(dropout_p) is float and dropout_p == 0.0
+            and alibi_slopes is None and causal_align == "top_left" and padding == "right"
+            and not torch.compiler.is_compiling()
+        )  # fmt: skip
+
+    return {
+        "empty_loop": lambda: None,
+        "q.shape": lambda: q.shape,
+        "q.stride()": lambda: q.stride(),
+        "is_compiling": torch.compiler.is_compiling,
+        "extras_test": extras_test,
+        "check_inputs": lambda: check_inputs(q, k, v, causal=causal, scale=None),
+        "needs_backward": lambda: vendor.needs_backward(q, k, v),
+        "plain_eager": lambda: eager.plain_eager(q),
+        "empty_like_out": lambda: torch.empty_like(q, memory_format=torch.contiguous_format),
+        "plan_key": key_parts,
+        "plan_get": lambda: fwd._plans.get(key_parts()),
+        "plan_launch": lambda: plan.launch(q, k, v, out, lse, scale),
+        "fwd.forward": lambda: fwd.forward(
+            q, k, v, causal=causal, scale=scale, config=plan_config, keep_lse=False
+        ),
+        "plain_forward": lambda: primitives.plain_forward(q, k, v, causal, scale, keep_lse=False),
+        "attention_forced": lambda: flashgen.attention(q, k, v, causal=causal, impl="flashgen"),
+        "winner": lambda: vendor.winner(q, k, v, causal, False),
+        "launch_bound": lambda: vendor.launch_bound(q, k),
+        "route": lambda: vendor.route(q, k, v, causal, scale, None, None, None, False),
+        "sdpa": lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale),
+        "attention_auto": lambda: flashgen.attention(q, k, v, causal=causal),
+    }
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog=__doc__.split("\n\n", 1)[1])  # fmt: skip
+    p.add_argument("--shape", default="1,1,128,128", help="B,H,S,D of q, k and v")
+    p.add_argument("--causal", action="store_true")
+    p.add_argument("--calls", type=int, default=2000)
+    p.add_argument("--rounds", type=int, default=7)
+    args = p.parse_args(argv)
+    import torch
+
+    if not torch.cuda.is_available():
+        print("host_steps.py needs a CUDA GPU", file=sys.stderr)
+        return 2
+    b, h, s, d = (int(x) for x in args.shape.split(","))
+    q, k, v = (torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    with torch.no_grad():
+        fns = steps(q, k, v, args.causal)
+        times = {name: timed(fn, args.calls, args.rounds, torch.cuda.synchronize)
+                 for name, fn in fns.items()}  # fmt: skip
+    base = times.pop("empty_loop")
+    print(f"host µs per call, shape {(b, h, s, d)} bf16 causal={args.causal} "
+          f"(median of {args.rounds} x {args.calls}, empty loop {base:.2f} µs subtracted)")  # fmt: skip
+    for name, us in times.items():
+        print(f"  {name:<18} {us - base:8.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
