@@ -248,6 +248,38 @@ def forward(
     return out, (lse if keep_lse else None)
 
 
+def forward_plain(q, k, v, causal: bool, scale: float | None, config, keep_lse: bool):
+    """`forward` of a call without extras (no window, softcap, bounds, mask, dropout or ALiBi),
+    for the eager path that every short call takes (`flashgen.runtime.primitives.plain_forward`):
+    the same plans and launches, with a key of what such a call can vary in and none of the
+    extras' branches. On the H200 the launcher's own host work around the launch was ~7 of a
+    17 µs call (benchmarks/RESULTS.md, session 15, host steps). The output is not part of the
+    alignment test: a fresh allocation starts 512-byte aligned (PyTorch's allocators), so it is
+    aligned whenever q, k and v are."""
+    out = torch.empty_like(q, memory_format=torch.contiguous_format)
+    if out.numel() == 0:  # nothing to launch: no config lookup, no pending record either
+        return out, q.new_empty(q.shape[:3], dtype=torch.float32)
+    aligned = not ((q.data_ptr() | k.data_ptr() | v.data_ptr()) & 15)
+    forced = _env()
+    key = (q.shape, k.shape, q.stride(), k.stride(), v.stride(), q.dtype, q.device, causal, config,
+           aligned, forced, _family())  # fmt: skip
+    plan = _plans.get(key)
+    if plan is None:
+        plan = _Plan(q, k, v, out, causal, config, aligned, forced)
+        _plans.store(key, plan, q)
+    lse = None if keep_lse else _scratch_lse(plan, q)
+    if lse is None:
+        lse = torch.empty(plan.lse_shape, dtype=_F32, device=plan.device)
+    qk_scale = float(plan.scale if scale is None else scale) * LOG2E
+    if plan.hopper is not None:  # as `_Plan.launch`, without the extras' arguments
+        plan.run(q, k, v, out, lse, hopper.sched_counter(plan.device), *plan.tail, qk_scale)
+    elif plan.strides is None:
+        plan.run(q, k, v, out, lse, *plan.tail, qk_scale)
+    else:
+        plan.run(q, k, v, out, lse, *plan.strides, *plan.tail, qk_scale)
+    return out, (lse if keep_lse else None)
+
+
 SCRATCH_FLOATS = 1 << 18
 _scratch: dict = {}  # device -> float32 [SCRATCH_FLOATS], kept for the life of the process
 

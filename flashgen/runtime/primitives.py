@@ -117,7 +117,7 @@ def plain_forward(q, k, v, causal, scale, keep_lse=True):
     may then be None (`flashgen.kernels.fwd.forward`)."""
     if decode.applies(q, k) and not _decode_off():
         return decode.decode_forward(q, k, v, causal_offset=0 if causal else None, scale=scale)
-    return fwd.forward(q, k, v, causal=causal, scale=scale, config=plan_config, keep_lse=keep_lse)
+    return fwd.forward_plain(q, k, v, causal, scale, plan_config, keep_lse)
 
 
 def plain_backward(do, q, k, v, out, lse, causal, scale, needs, deterministic):

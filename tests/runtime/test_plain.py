@@ -156,3 +156,26 @@ def test_a_forward_without_backward_writes_lse_to_the_scratch_buffer(monkeypatch
     out, none = fwd.forward(q, k, v, causal=True, scale=0.25, config=plan_config, keep_lse=False)
     torch.testing.assert_close(out, want, rtol=0, atol=0)
     assert none is None and not buf.any()
+
+
+@pytest.mark.parametrize("scale", [None, 0.3], ids=["default-scale", "scale"])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_the_launchers_plain_forward_equals_forward(causal, scale):
+    """`fwd.forward_plain` (the plain path's launcher: its own plan key, no extras' branches)
+    returns what `fwd.forward` does, bit for bit, lse kept or not, and keeps its plan; an
+    empty batch launches nothing."""
+    from flashgen.kernels import fwd
+    from flashgen.runtime.dispatch import plan_config
+
+    q, k, v = _qkv(37, grad=False)
+    want, want_lse = fwd.forward(q, k, v, causal=causal, scale=scale, config=plan_config)
+    fwd._plans.clear()
+    out, lse = fwd.forward_plain(q, k, v, causal, scale, plan_config, True)
+    torch.testing.assert_close(out, want, rtol=0, atol=0)
+    torch.testing.assert_close(lse, want_lse, rtol=0, atol=0)
+    assert len(fwd._plans) == 1
+    out, none = fwd.forward_plain(q, k, v, causal, scale, plan_config, False)
+    assert none is None and len(fwd._plans) == 1  # the same plan again
+    torch.testing.assert_close(out, want, rtol=0, atol=0)
+    out, lse = fwd.forward_plain(q[:0], k[:0], v[:0], causal, scale, plan_config, True)
+    assert out.shape == (0, 4, 37, 16) and lse.shape == (0, 4, 37) and len(fwd._plans) == 1
