@@ -163,6 +163,10 @@ class _Plan:
                 win = (*win, *block_mask.tile_lists(mask, *self.blocks))
             else:
                 win = (*win, mask, mask, 0, 0)
+        self.start(q, k, v, out, lse, qk_scale, win)
+
+    def start(self, q, k, v, out, lse, qk_scale: float, win: tuple = ()) -> None:
+        """Launch with the kernel's argument order: the extras' arguments `win` last."""
         if self.hopper is not None:  # the Gluon kernel: the work-item counter before the sizes
             counter = hopper.sched_counter(self.device)
             self.run(q, k, v, out, lse, counter, *self.tail, qk_scale, *win)
@@ -270,13 +274,7 @@ def forward_plain(q, k, v, causal: bool, scale: float | None, config, keep_lse: 
     lse = None if keep_lse else _scratch_lse(plan, q)
     if lse is None:
         lse = torch.empty(plan.lse_shape, dtype=_F32, device=plan.device)
-    qk_scale = float(plan.scale if scale is None else scale) * LOG2E
-    if plan.hopper is not None:  # as `_Plan.launch`, without the extras' arguments
-        plan.run(q, k, v, out, lse, hopper.sched_counter(plan.device), *plan.tail, qk_scale)
-    elif plan.strides is None:
-        plan.run(q, k, v, out, lse, *plan.tail, qk_scale)
-    else:
-        plan.run(q, k, v, out, lse, *plan.strides, *plan.tail, qk_scale)
+    plan.start(q, k, v, out, lse, float(plan.scale if scale is None else scale) * LOG2E)
     return out, (lse if keep_lse else None)
 
 
