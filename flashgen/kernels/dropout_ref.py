@@ -6,15 +6,23 @@ backward kernels import it from here (templates/attn_fwd.py.jinja, attn_bwd.py.j
 (`flashgen.kernels.dropout.keep_mask`). Its own module so that importing
 `flashgen.kernels.dropout` does not import Triton.
 
-Why 16-bit draws: one Philox call (`tl.randint4x`, ten rounds of 32-bit multiplies) yields four
-32-bit words, and an attention tile needs one draw per score. `tl.rand` per score uses one word
-of each call and computes the other three for nothing; the integer work of the rounds was then
-several times the tensor-core work of the score (head dim 128: ~80 integer operations against
-512 multiply-adds on units of 1/32 the throughput). Splitting each call's four words into eight
-16-bit draws, one per key of a group of eight, cuts the Philox calls eightfold. The price is
-the resolution of the drop probability: a score is dropped iff its 16 bits are below
-p * 2**16, i.e. with probability ceil(p * 2**16) / 2**16, within 2**-16 of p (the kept ones are
-still scaled by 1 / (1 - p)).
+Why a hash per score, not Philox: the draw runs once per score in the forward and again in
+both backward kernels, beside two matrix products of head-dim multiply-adds on tensor cores,
+so its integer work is what dropout costs. Philox (`tl.randint4x`, ten rounds of 32-bit
+multiplies for four 32-bit words) was the first draw; even with each call's words split into
+eight 16-bit draws (one per key of a group of eight, joined and reshaped into the tile through
+shared memory), the dropout forward ran at 0.29x the unmasked kernel on the H200, bound by
+integer work and by that reshape's shared memory (benchmarks/RESULTS.md, session 14). Here
+each score takes one 32-bit integer hash of its own position: a row key (two hash rounds over
+the seed and the flat row, once per row of a tile) mixed with the key index by one more round,
+five integer operations plus two 32-bit multiplies a score, in registers, no reshape. The
+mixing function is Chris Wellons' "lowbias32" (xorshift-multiply, constants found by search for
+low avalanche bias); dropout needs draws that are uniform and unrelated between neighbouring
+scores, which the tests check, not a cryptographic or a long-period generator.
+
+A score is kept iff its 32-bit draw is >= threshold = p * 2**32 (so dropped with probability
+within 2**-24 of p: the threshold is computed in float32), and the kept ones are scaled by
+1 / (1 - p) by the caller.
 """
 
 import triton
@@ -22,33 +30,52 @@ import triton.language as tl
 
 
 @triton.jit
-def keep_tile(seed, rows, start_n, k_groups, threshold, BLOCK_N: tl.constexpr):
+def _mix32(x):
+    """lowbias32: a bijective avalanche of a uint32 (module docstring)."""
+    x ^= x >> 16
+    x *= 0x7FEB352D
+    x ^= x >> 15
+    x *= 0x846CA68B
+    x ^= x >> 16
+    return x
+
+
+@triton.jit
+def row_keys(seed, rows):
+    """uint32 keys of the flat query rows `rows` (int64; bh * Sq + i) for `seed` (int64): the
+    per-row half of the draw, hashed once per row of a tile."""
+    lo = (rows & 0xFFFFFFFF).to(tl.uint32)
+    hi = (rows >> 32).to(tl.uint32)
+    s_lo = (seed & 0xFFFFFFFF).to(tl.uint32)
+    s_hi = (seed >> 32).to(tl.uint32)
+    return _mix32(_mix32(lo ^ s_lo) ^ hi ^ s_hi)
+
+
+@triton.jit
+def keep_tile(seed, rows, start_n, threshold, BLOCK_N: tl.constexpr):
     """Keep flags [len(rows), BLOCK_N] for the flat query rows `rows` (int64; bh * Sq + i) and
-    the keys start_n + [0, BLOCK_N) (start_n a multiple of 8, keys counted from the sequence's
-    first key). Key j of row r takes 16 bits of the Philox block of counter
-    r * k_groups + j // 8 (k_groups = cdiv(Sk, 8): one block per group of eight keys): word
-    j % 4, the low half for j % 8 < 4, the high half otherwise; it is kept iff those bits are
-    >= threshold (= p * 2**16, a float)."""
-    groups = start_n // 8 + tl.arange(0, BLOCK_N // 8)
-    r0, r1, r2, r3 = tl.randint4x(seed, rows[:, None] * k_groups + groups[None, :])
-    # [R, G, 2] per word: (low, high) half
-    p0 = tl.join(r0 & 0xFFFF, r0 >> 16)
-    p1 = tl.join(r1 & 0xFFFF, r1 >> 16)
-    p2 = tl.join(r2 & 0xFFFF, r2 >> 16)
-    p3 = tl.join(r3 & 0xFFFF, r3 >> 16)
-    # [R, G, half, w1, w0] = word 2 * w1 + w0's half: flattened, key 8g + 4 * half + word
-    bits = tl.join(tl.join(p0, p2), tl.join(p1, p3))
-    bits = tl.reshape(bits, [rows.shape[0], BLOCK_N])
-    return bits.to(tl.float32) >= threshold
+    the keys start_n + [0, BLOCK_N) (keys counted from the sequence's first key): key j of row
+    r draws _mix32(row_keys(seed, r) ^ (j * 0x9E3779B9)) and is kept iff that is >= threshold
+    (uint32, `threshold_of`). The key is spread by the golden-ratio multiplier before the xor
+    so that neighbouring keys of two rows with neighbouring row keys do not share inputs."""
+    keys = (start_n + tl.arange(0, BLOCK_N)).to(tl.uint32) * 0x9E3779B9
+    draw = _mix32(row_keys(seed, rows)[:, None] ^ keys[None, :])
+    return draw >= threshold
+
+
+@triton.jit
+def threshold_of(p):
+    """The uint32 threshold of drop probability `p` (a float in [0, 1)): p * 2**32."""
+    return tl.cast(p * 4294967296.0, tl.uint32)
 
 
 @triton.jit(do_not_specialize=["seed"])
 def keep_mask_kernel(Out, seed, p, ROWS, SEQ_K, BLOCK: tl.constexpr):
     """Out[r, j] (int8, flat rows r = bh * Sq + i, keys j counted from the sequence's first
-    key) = whether the kernels keep that probability (`keep_tile`). BLOCK: a multiple of 8."""
+    key) = whether the kernels keep that probability (`keep_tile`)."""
     rows = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     start_n = tl.program_id(1) * BLOCK
     cols = start_n + tl.arange(0, BLOCK)
-    keep = keep_tile(seed, rows.to(tl.int64), start_n, (SEQ_K + 7) // 8, p * 65536.0, BLOCK)
+    keep = keep_tile(seed, rows.to(tl.int64), start_n, threshold_of(p), BLOCK)
     ok = (rows[:, None] < ROWS) & (cols[None, :] < SEQ_K)
     tl.store(Out + rows.to(tl.int64)[:, None] * SEQ_K + cols[None, :], keep.to(tl.int8), mask=ok)

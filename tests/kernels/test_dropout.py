@@ -10,12 +10,15 @@ import math
 
 import pytest
 import torch
+import triton
+import triton.language as tl
 
 import flashgen
 from flashgen.core.config import TileConfig
 from flashgen.core.spec import KernelSpec
 from flashgen.kernels import dropout
 from flashgen.kernels.bwd import backward
+from flashgen.kernels.dropout_ref import keep_tile, threshold_of
 from flashgen.kernels.fwd import forward
 from flashgen.kernels.padding import bounds, dense_mask
 from flashgen.kernels.reference import expand_kv, scores_ref
@@ -98,19 +101,63 @@ def test_the_mask_depends_on_the_seed_and_position_only():
     assert (dropout.keep_mask(SEED, 0.2, 2, 3, 17, 19, "cpu") >= a).all()
 
 
-def test_every_16_bit_draw_of_a_philox_block_is_used_independently():
-    """keep_tile splits each Philox block into eight 16-bit draws, one per key of a group of
-    eight: every key position within the group drops at the asked rate, neighbours do not
-    agree more than chance, and the rate resolves to 2**-16 (p just above a multiple)."""
-    keep = dropout.keep_mask(SEED, 0.5, 1, 1, 64, 1024, "cpu").view(64, 128, 8).float()
-    lanes = keep.mean((0, 1))
-    assert (lanes - 0.5).abs().max() < 0.03, lanes
-    agree = (keep[..., :-1] == keep[..., 1:]).float().mean((0, 1))
-    assert (agree - 0.5).abs().max() < 0.03, agree
-    # per group: the eight flags are not one flag repeated
-    assert (keep.sum(-1) % 8 != 0).float().mean() > 0.9
-    tiny = dropout.keep_mask(SEED, 1e-6, 1, 1, 64, 1024, "cpu")  # ceil(1e-6 * 2**16) = 1
+def _rate_tolerance(p: float, n: int) -> float:
+    """Six standard deviations of the kept fraction of n independent draws."""
+    return 6 * math.sqrt(p * (1 - p) / n)
+
+
+@pytest.mark.parametrize("p", [0.1, 0.5])
+def test_the_draws_are_uniform_and_unrelated_between_neighbours(p):
+    """keep_tile hashes each score's position: over a tile of 64 rows x 1024 keys (and the
+    rows of the next head) the kept fraction is 1 - p, and two neighbouring keys, rows or
+    heads agree as often as independent draws do (p^2 + (1 - p)^2)."""
+    keep = dropout.keep_mask(SEED, p, 1, 2, 64, 1024, "cpu").float()
+    n = keep.numel()
+    assert abs(keep.mean().item() - (1 - p)) < _rate_tolerance(p, n)
+    chance = p * p + (1 - p) * (1 - p)
+    tol = _rate_tolerance(chance, n // 2)
+    pairs = {
+        "keys": (keep[..., :-1], keep[..., 1:]),
+        "rows": (keep[..., :-1, :], keep[..., 1:, :]),
+        "heads": (keep[:, 0], keep[:, 1]),
+        "keys 8 apart": (keep[..., :-8], keep[..., 8:]),
+    }
+    for name, (a, b) in pairs.items():
+        agree = (a == b).float().mean().item()
+        assert abs(agree - chance) < tol, (name, agree, chance)
+    # every key position and every row drops at the rate, not just the tile on average
+    per_key = keep[0, 0].mean(0)  # 64 draws each
+    assert (per_key - (1 - p)).abs().max() < _rate_tolerance(p, 64) * 1.5
+
+
+def test_the_rate_resolves_finely_and_every_seed_and_row_bit_counts():
+    """The threshold is p * 2**32: a tiny p drops almost nothing, a p near 1 keeps almost
+    nothing; the seed's high half and the flat row's high half change the draw (a seed or a
+    row 2**32 apart is another mask)."""
+    tiny = dropout.keep_mask(SEED, 1e-6, 1, 1, 64, 1024, "cpu")
     assert tiny.float().mean() > 0.999
+    nearly = dropout.keep_mask(SEED, 0.999, 1, 1, 64, 1024, "cpu")
+    assert 0 < nearly.float().mean() < 0.003
+    a = dropout.keep_mask(SEED, 0.5, 1, 1, 16, 64, "cpu")
+    assert not torch.equal(a, dropout.keep_mask(SEED + 2**32, 0.5, 1, 1, 16, 64, "cpu"))
+    rows = torch.tensor([5, 5 + 2**32, 5 + 2**33], dtype=torch.int64)
+    flags = _keep_rows(SEED, rows, 0.5, 64)
+    assert not torch.equal(flags[0], flags[1]) and not torch.equal(flags[0], flags[2])
+
+
+@triton.jit(do_not_specialize=["seed"])
+def _keep_rows_kernel(Rows, Out, seed, p, N: tl.constexpr, K: tl.constexpr):
+    r = tl.load(Rows + tl.arange(0, N))
+    keep = keep_tile(seed, r, 0, threshold_of(p), K)
+    tl.store(Out + tl.arange(0, N)[:, None] * K + tl.arange(0, K)[None, :], keep.to(tl.int8))
+
+
+def _keep_rows(seed: int, rows: torch.Tensor, p: float, seq_k: int) -> torch.Tensor:
+    """keep_tile's flags for arbitrary flat rows (int64, any magnitude), keys 0..seq_k-1."""
+    out = torch.empty(4, seq_k, dtype=torch.int8)
+    padded = torch.cat([rows, rows[-1:].expand(4 - rows.numel())])
+    _keep_rows_kernel[(1,)](padded, out, seed, p, N=4, K=seq_k)
+    return out[: rows.numel()].bool()
 
 
 def test_public_function_reproduces_under_manual_seed_and_matches_the_reference():
