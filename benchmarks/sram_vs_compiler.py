@@ -72,7 +72,7 @@ ONEPASS_MAX_D = 128  # flashgen.kernels.bwd runs the one-pass kind up to this he
 TEMPLATES = {"fwd": "attn_fwd", "bwd": "attn_bwd", "onepass": "attn_bwd_onepass"}
 HEAD_DIMS = (64, 128, 256)
 VARIANTS = (("float16", False), ("float16", True), ("bfloat16", False), ("bfloat16", True))
-FLOAT_ARGS = {"qk_scale", "scale", "sm_scale", "softcap_raw", "SOFTCAP_RAW"}
+FLOAT_ARGS = {"qk_scale", "scale", "sm_scale", "softcap_raw", "SOFTCAP_RAW", "drop_p"}
 POINTERS = {"Q", "K", "V", "O", "Out", "DO", "DQ", "DK", "DV"}
 FP32_POINTERS = {"Lse", "LSE", "Delta", "DQAcc"}
 _TRITON_DTYPE = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32"}
@@ -93,6 +93,8 @@ def _arg_kind(name: str, dtype: str, cfg: TileConfig, block_d: int) -> str:
         return "constexpr"
     if name in FLOAT_ARGS:
         return "fp32"
+    if name == "drop_seed":  # seeds are drawn >= 2**31 (flashgen.kernels.dropout): int64
+        return "i64"
     if name in FP32_POINTERS:
         return "*fp32"
     if name in POINTERS:

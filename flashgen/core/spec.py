@@ -71,7 +71,7 @@ class KernelSpec:
       offsets into it (cumulative lengths), the kernels read the inputs with batch stride 0 and
       store out/lse (and the gradients) in the packed layout, where the padded kernel stores
       per batch entry. Portable family only; no dropout.
-    dropout: attention dropout (training): the kernel takes a drop probability and a Philox
+    dropout: attention dropout (training): the kernel takes a drop probability and a
       seed as run-time arguments and drops probabilities by a counter-based mask it can
       regenerate (the backward draws the same mask from the same seed); p = 0 is the plain
       kernel.

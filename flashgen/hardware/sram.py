@@ -207,12 +207,10 @@ class _LoopKernel:
     # estimate inside the limit. A bool mask is 1 byte; an additive one is counted at 4 (an
     # fp32 bias is allowed with 16-bit inputs; the spec does not carry the mask's dtype).
     mask_elem: int = 0
-    # Dropout (keep_tile, flashgen/kernels/dropout_ref.py): its eight 16-bit draws per Philox
-    # block are joined and reshaped into the [rows, loop_rows] keep tile through shared memory.
-    # Compiled ahead of time for sm_90 (triton 3.6, d128 bf16): 2.5-7.4 KB over the model
-    # without it (e.g. the dQ kernel at (64, 128, 8, 3): 238,592 B against 231,168, which
-    # failed to launch on the H200), under one byte a score; counted as one byte a score.
-    keep_tile: bool = False
+    # (Dropout's draw, keep_tile in flashgen/kernels/dropout_ref.py, is a hash per score in
+    # registers: compiled ahead of time for sm_90, triton 3.6 and 3.9, d128 bf16, a dropout
+    # kernel takes the same bytes as the plain one at every config tried. The Philox draw it
+    # replaced reshaped its words through shared memory and was counted here.)
 
 
 _MASK_ELEM = {"bool": 1, "add": 4}
@@ -228,16 +226,15 @@ def _kernels(
         if capability[0] < _TMA_MAJOR or spec.dtype == "float32":
             return onepass
         return onepass + (_LoopKernel("attn_bwd_onepass_tma", bn, bm, 2, 2, 2, 2, True, True),)
-    drop = spec.dropout
     if spec.direction == "fwd":
         # Q resident; K then V per key step (V may take K's buffer when not pipelined).
-        pointer = _LoopKernel("attn_fwd", bm, bn, 1, 2, 1, 0, keep_tile=drop)
+        pointer = _LoopKernel("attn_fwd", bm, bn, 1, 2, 1, 0)
         if capability[0] < _TMA_MAJOR:
             return (pointer,)
         # Hopper runs the TMA kernel when the tensors allow it and falls back to the pointer
         # kernel otherwise, so both must fit. The TMA kernel's barriers (8 B to 1 KB) are inside
         # the scratch term.
-        return (pointer, _LoopKernel("attn_fwd_tma", bm, bn, 1, 2, 1, 0, keep_tile=drop))
+        return (pointer, _LoopKernel("attn_fwd_tma", bm, bn, 1, 2, 1, 0))
     # dK/dV keeps K, V ([block_n, D]) and walks Q, dO (+ lse, delta) per query block;
     # dQ keeps Q, dO and walks K, V, on its own config where one was measured
     # (flashgen.hardware.dq_tiles, as flashgen.kernels.bwd runs it for records and defaults).
@@ -247,15 +244,15 @@ def _kernels(
     me = _MASK_ELEM.get(spec.attn_mask, 0)
     # (ALiBi, spec.alibi, adds one slope and a register-tile add per score: no shared memory)
     kernels = (
-        _LoopKernel("attn_bwd_dkdv", bn, bm, 2, 2, 2, 2, True, mask_elem=me, keep_tile=drop),
-        _LoopKernel("attn_bwd_dq", qm, qn, 2, 2, 2, 0, dq_cfg=dq, mask_elem=me, keep_tile=drop),
+        _LoopKernel("attn_bwd_dkdv", bn, bm, 2, 2, 2, 2, True, mask_elem=me),
+        _LoopKernel("attn_bwd_dq", qm, qn, 2, 2, 2, 0, dq_cfg=dq, mask_elem=me),
     )
     if capability[0] < _TMA_MAJOR or spec.dtype == "float32":
         return kernels
     # Hopper, 16-bit: flashgen.kernels.bwd runs the TMA builds when the tensors allow it.
     return kernels + (
-        _LoopKernel("attn_bwd_dkdv_tma", bn, bm, 2, 2, 2, 2, True, mask_elem=me, keep_tile=drop),
-        _LoopKernel("attn_bwd_dq_tma", qm, qn, 2, 2, 2, 0, dq_cfg=dq, mask_elem=me, keep_tile=drop),
+        _LoopKernel("attn_bwd_dkdv_tma", bn, bm, 2, 2, 2, 2, True, mask_elem=me),
+        _LoopKernel("attn_bwd_dq_tma", qm, qn, 2, 2, 2, 0, dq_cfg=dq, mask_elem=me),
     )
 
 
@@ -275,7 +272,6 @@ def _loop_kernel_bytes(
     resident = k.resident * k.rows * block_d * elem
     mask_tile = k.rows * k.loop_rows * k.mask_elem
     loop += _pipelined(mask_tile, mask_tile, cfg.num_stages, v3)
-    loop += k.rows * k.loop_rows if k.keep_tile else 0
     staged_p = 0 if v3 or k.rows >= block_d else k.rows * k.loop_rows * elem
     if k.single_stage_scratch and cfg.num_stages <= 1 and not v3:
         # dK/dV without pipelining, mma v2: its loop tiles convert through a buffer of

@@ -1,13 +1,12 @@
 """Attention dropout: the probability, the seed, and the keep mask the kernels draw.
 
-Why counter-based (Philox): the backward must drop exactly what the forward dropped
-without storing an N x N mask, so every probability's fate is a pure function of (seed, its
-position): the kernels of templates/attn_fwd.py.jinja and attn_bwd.py.jinja decide it for query
-row i and key j of flat head bh = b * H + h with `flashgen.kernels.dropout_ref.keep_tile`
-(16 bits of the Philox block of counter (bh * Sq + i) * cdiv(Sk, 8) + j // 8; rows counted
-in the tensor, padding included, keys from the sequence's first key), dropping it with
-probability ceil(p * 2**16) / 2**16, and scale kept ones by 1 / (1 - p). `keep_mask` draws
-the same numbers for references and tests.
+Why counter-based: the backward must drop exactly what the forward dropped without storing an
+N x N mask, so every probability's fate is a pure function of (seed, its position): the kernels
+of templates/attn_fwd.py.jinja and attn_bwd.py.jinja decide it for query row i and key j of
+flat head bh = b * H + h with `flashgen.kernels.dropout_ref.keep_tile` (a 32-bit hash of the
+seed, the flat row bh * Sq + i and the key j; rows counted in the tensor, padding included,
+keys from the sequence's first key), dropping it when the hash is below p * 2**32, and scale
+kept ones by 1 / (1 - p). `keep_mask` draws the same numbers for references and tests.
 
 The seed comes from PyTorch's default CPU generator (`new_seed`), so `torch.manual_seed`
 reproduces a run; drawn on the CPU, reading it costs no device sync, and under

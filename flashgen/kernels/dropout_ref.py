@@ -44,9 +44,11 @@ def _mix32(x):
 def row_keys(seed, rows):
     """uint32 keys of the flat query rows `rows` (int64; bh * Sq + i) for `seed` (int64): the
     per-row half of the draw, hashed once per row of a tile."""
-    lo = (rows & 0xFFFFFFFF).to(tl.uint32)
+    rows = rows.to(tl.int64)
+    seed = seed.to(tl.int64)
+    lo = rows.to(tl.uint32)  # (the casts keep the low 32 bits)
     hi = (rows >> 32).to(tl.uint32)
-    s_lo = (seed & 0xFFFFFFFF).to(tl.uint32)
+    s_lo = seed.to(tl.uint32)
     s_hi = (seed >> 32).to(tl.uint32)
     return _mix32(_mix32(lo ^ s_lo) ^ hi ^ s_hi)
 

@@ -43,7 +43,7 @@ arguments `(q, k, v, causal, scale)` (scale a Python float or None), plus `windo
 two primitives `window` is that normalised pair (query i sees keys i - left <= j <= i + right).
 `softcap`: the scaled scores s become softcap * tanh(s / softcap) before the softmax.
 `dropout_p` and `dropout_seed` (after those, in all three ops): the dropout probability and an
-int64 CPU tensor of one element, the Philox seed (`flashgen.kernels.dropout`; the composite op
+int64 CPU tensor of one element, the draw's seed (`flashgen.kernels.dropout`; the composite op
 draws one from PyTorch's generator when it is None, and the backward gets the forward's).
 `alibi_slopes` (last, in all four attention ops): None or float32 ALiBi slopes, [Hq] or
 [B, Hq] (`flashgen.kernels.alibi.check_slopes`; the primitives take the checked [B, Hq] view):
