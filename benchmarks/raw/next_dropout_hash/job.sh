@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Prepared in session 15 (no device time left), for the next session: the dropout draw as one
-# 32-bit hash a score (branch dropout-hash) against old_tree/ (main's Philox draw; make it with
-#   rm -rf old_tree && mkdir old_tree && git archive main flashgen templates | tar -x -C old_tree
-# from a checkout of this branch). GPU tests of dropout against float64, then masks.py's
-# dropout row (fwd and fwd+bwd, ratio to the unmasked kernel and to SDPA) new/old/new, and the
-# per-kernel times of the dropout call.
+# 32-bit hash a score (main from b264a46) against old_tree/, the Philox draw it replaced:
+#   rm -rf old_tree && mkdir old_tree && git archive 2d12268 flashgen templates | tar -x -C old_tree
+# GPU tests of dropout against float64, then masks.py's dropout row (fwd and fwd+bwd, ratio to
+# the unmasked kernel and to SDPA) new/old/new, and the per-kernel times of the dropout call.
+# Run as FLASHGEN_COMMIT=<sha> bash benchmarks/raw/next_dropout_hash/job.sh, carrying .whl and
+# old_tree; move it to benchmarks/raw/h200_s<N>b<K>/ with its output.
 set -u
 . benchmarks/device_env.sh
 W=$OUT/work; mkdir -p $W
