@@ -224,6 +224,8 @@ PARSE_CASES = [
      dict(only="alibi_full", iters=2, shape="4,16,4,4096,128", wall=True)),
     ("host_steps", ["--shape", "1,1,64,64", "--causal"],
      dict(shape="1,1,64,64", causal=True, calls=2000, rounds=7)),
+    ("overlap_probe", ["--shift", "3", "--reps", "2"],
+     dict(shift=3, reps=2, variant="attn_mask_bool_pad", shape="4,16,4,4096,128")),
     ("loss_spread", ["ref.json=fp32", "a.json"], dict(runs=["ref.json=fp32", "a.json"])),
     ("masked_tiles", ["--shape", "1,2,1,512,64", "--rep", "5", "--only", "bool_b1nn"],
      dict(shape="1,2,1,512,64", rep=5, budget=300.0, out=None, only="bool_b1nn")),
