@@ -15,7 +15,7 @@ shared memory), the dropout forward ran at 0.29x the unmasked kernel on the H200
 integer work and by that reshape's shared memory (benchmarks/RESULTS.md, session 14). Here
 each score takes one 32-bit integer hash of its own position: a row key (two hash rounds over
 the seed and the flat row, once per row of a tile) mixed with the key index by one more round,
-five integer operations plus two 32-bit multiplies a score, in registers, no reshape. The
+seven shifts and xors, two 32-bit multiplies and a compare a score, in registers, no reshape. The
 mixing function is Chris Wellons' "lowbias32" (xorshift-multiply, constants found by search for
 low avalanche bias); dropout needs draws that are uniform and unrelated between neighbouring
 scores, which the tests check, not a cryptographic or a long-period generator.
