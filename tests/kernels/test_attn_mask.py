@@ -265,12 +265,11 @@ def _record_hulls(monkeypatch) -> list:
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
-def test_the_backward_skips_the_mask_inside_whole_key_ranges(causal, monkeypatch):
+def test_key_padding_ranges_are_flagged_where_whole_and_match_float64(causal, monkeypatch):
     """A boolean key-padding mask's key ranges are flagged where the mask leaves them whole
-    (`padding.key_hull`); the split backward then does not read it inside them
-    (templates/attn_bwd.py.jinja, `inside`) and the portable forward strips the flag: right
-    padding and a whole entry are flagged, an entry with a gap is not; forward and gradients
-    equal float64 either way."""
+    (`padding.key_hull`), for the forward and the backward alike: right padding and a whole
+    entry are flagged, an entry with a gap is not; forward and gradients equal float64 (the
+    portable forward strips the flag, the split backward decodes it)."""
 
     hulls = _record_hulls(monkeypatch)
     q, k, v = _inputs(3, 2, 1, 70, 90, 16, seed=24)
@@ -284,6 +283,35 @@ def test_the_backward_skips_the_mask_inside_whole_key_ranges(causal, monkeypatch
     for hull in hulls:
         assert (hull[:, 3] >= DENSE_KEYS).tolist() == [True, True, False]
         assert (hull[:, 3] % DENSE_KEYS).tolist() == [61, 90, 77]
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_the_split_backward_does_not_read_the_mask_inside_a_flagged_range(causal):
+    """The flag is what the split backward obeys (templates/attn_bwd.py.jinja, `inside`): given
+    a range flagged whole, it does not read the mask inside it, so a gap there changes
+    nothing; the same range unflagged reads the gap. (Forged bounds: key_hull never flags a
+    range with a gap.)"""
+    q, k, v = _inputs(2, 2, 1, 40, 48, 16, seed=31)
+    whole = torch.zeros(2, 1, 1, 48, dtype=torch.bool)
+    whole[0, ..., :48] = True
+    whole[1, ..., :35] = True
+    gap = whole.clone()
+    gap[:, ..., 10:14] = False
+    flagged = torch.tensor([[0, 40, 0, 48 + DENSE_KEYS], [0, 40, 0, 35 + DENSE_KEYS]],
+                           dtype=torch.int32)  # fmt: skip
+    plain = flagged % DENSE_KEYS
+    kw = dict(causal=causal, scale=0.25, config=TILES)
+    out, lse = forward(q, k, v, mask=expand_mask(whole, q, k), bounds=flagged, **kw)
+    do = torch.randn_like(out)
+
+    def grads(mask, bounds):
+        return backward(do, q, k, v, out, lse, mask=expand_mask(mask, q, k), bounds=bounds, **kw)
+
+    want = grads(whole, flagged)
+    for g, w in zip(grads(gap, flagged), want, strict=True):
+        torch.testing.assert_close(g, w, rtol=0, atol=0)  # the gap was not read
+    read = grads(gap, plain)
+    assert any(not torch.equal(g, w) for g, w in zip(read, want, strict=True))
 
 
 def test_the_hopper_forward_reads_the_flag_only_with_a_mask_and_lengths():
