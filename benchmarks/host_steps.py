@@ -10,7 +10,12 @@ a launch-bound forward takes into their steps, so the next microsecond to remove
   (`flashgen.kernels.fwd.forward`), the output allocation, the plan key, the plan lookup and
   the plan's launch;
 - the auto path (no `impl=`): `flashgen.runtime.vendor.winner`, `launch_bound`, `route` and
-  the SDPA call it ends in.
+  the SDPA call it ends in;
+- with `--backward`, the forward with grad and the backward instead: `torch.autograd.grad` of
+  one output (graph kept) for flashgen (forced) and SDPA, the same engine round trip around a
+  multiplication (a C++ node) and around an identity `torch.autograd.Function` (a Python node),
+  `plain_backward` and `bwd.backward` called directly, the backward plan's launch alone, its
+  four allocations, and cuDNN's backward op (what SDPA's backward runs) on the same tensors.
 
 Each step is a lambda called `--calls` times back to back per round without synchronising
 (host time per call, µs), the median of `--rounds` rounds, minus the same loop around an empty
@@ -110,6 +115,82 @@ def steps(q, k, v, causal: bool) -> dict:
     }
 
 
+def backward_steps(q, k, v, causal: bool) -> dict:
+    import torch
+    import torch.nn.functional as F
+
+    import flashgen
+    from flashgen.kernels import bwd
+    from flashgen.runtime import primitives, vendor
+    from flashgen.runtime.dispatch import plan_config
+
+    scale = q.shape[-1] ** -0.5
+    qg, kg, vg = (t.detach().clone().requires_grad_() for t in (q, k, v))
+    grads_of = (qg, kg, vg)
+    out_f = flashgen.attention(qg, kg, vg, causal=causal, impl="flashgen")
+    out_s = F.scaled_dot_product_attention(qg, kg, vg, is_causal=causal, scale=scale)
+    g = torch.randn_like(out_f)
+    doubled = qg * 2
+
+    class Identity(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x.view_as(x)
+
+        @staticmethod
+        def backward(ctx, dx):
+            return dx
+
+    ident = Identity.apply(qg)
+    with torch.no_grad():
+        out, lse = primitives.plain_forward(q, k, v, causal, scale)
+    needs = (True, True, True)
+    bwd.backward(g, q, k, v, out, lse, causal=causal, scale=scale, config=plan_config,
+                 deterministic=False)  # fmt: skip
+    plans = [p for key, p in bwd._plans.items() if key[0] == q.shape and key[9] == causal]
+    plan = plans[-1]
+
+    def grad(y):
+        return lambda: torch.autograd.grad(y, grads_of if y is not doubled and y is not ident
+                                           else (qg,), g, retain_graph=True)  # fmt: skip
+
+    def allocations():
+        torch.empty_like(lse)
+        torch.empty_like(q, memory_format=torch.contiguous_format)
+        torch.empty_like(k, memory_format=torch.contiguous_format)
+        torch.empty_like(v, memory_format=torch.contiguous_format)
+
+    return {
+        "empty_loop": lambda: None,
+        "fwd_grad_flashgen": lambda: flashgen.attention(qg, kg, vg, causal=causal, impl="flashgen"),
+        "fwd_grad_sdpa": lambda: F.scaled_dot_product_attention(
+            qg, kg, vg, is_causal=causal, scale=scale
+        ),
+        "grad_flashgen": grad(out_f),
+        "grad_sdpa": grad(out_s),
+        "grad_mul_node": grad(doubled),
+        "grad_py_node": grad(ident),
+        "plain_backward": lambda: primitives.plain_backward(
+            g, q, k, v, out, lse, causal, scale, needs, False
+        ),
+        "bwd.backward": lambda: bwd.backward(
+            g,
+            q,
+            k,
+            v,
+            out,
+            lse,
+            causal=causal,
+            scale=scale,
+            config=plan_config,
+            deterministic=False,
+        ),  # fmt: skip
+        "bwd_plan_launch": lambda: plan.launch(g, q, k, v, out, lse, scale),
+        "bwd_allocations": allocations,
+        "cudnn_backward": lambda: vendor.cudnn_backward(g, q, k, v, out, lse, causal, scale),
+    }
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -118,6 +199,11 @@ def main(argv=None) -> int:
     p.add_argument("--causal", action="store_true")
     p.add_argument("--calls", type=int, default=2000)
     p.add_argument("--rounds", type=int, default=7)
+    p.add_argument(
+        "--backward",
+        action="store_true",
+        help="the forward with grad and the backward's steps instead",
+    )
     args = p.parse_args(argv)
     import torch
 
@@ -126,10 +212,15 @@ def main(argv=None) -> int:
         return 2
     b, h, s, d = (int(x) for x in args.shape.split(","))
     q, k, v = (torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
-    with torch.no_grad():
-        fns = steps(q, k, v, args.causal)
+    if args.backward:
+        fns = backward_steps(q, k, v, args.causal)
         times = {name: timed(fn, args.calls, args.rounds, torch.cuda.synchronize)
                  for name, fn in fns.items()}  # fmt: skip
+    else:
+        with torch.no_grad():
+            fns = steps(q, k, v, args.causal)
+            times = {name: timed(fn, args.calls, args.rounds, torch.cuda.synchronize)
+                     for name, fn in fns.items()}  # fmt: skip
     base = times.pop("empty_loop")
     print(f"host µs per call, shape {(b, h, s, d)} bf16 causal={args.causal} "
           f"(median of {args.rounds} x {args.calls}, empty loop {base:.2f} µs subtracted)")  # fmt: skip
