@@ -7,7 +7,12 @@ explicit TileConfig, as tests and benchmarks pass) the same config as the dK/dV 
 
 Three launches: `attn_bwd_preprocess` (delta = rowsum(dO * O)), `attn_bwd_dkdv` (one program per
 key block and kv head, summing over the query heads of its GQA group, so dK/dV are written once:
-deterministic, no atomics) and `attn_bwd_dq` (one program per query block and head). The N x N
+deterministic, no atomics) and `attn_bwd_dq` (one program per query block and head). Where the
+dQ and dK/dV kernels run one after the other on one stream (`flashgen.kernels.streams` does not
+overlap them: short calls, graph capture) a call without extras launches two: the dQ kernel
+first, computing delta of its own rows from O and dO as it loads dO (`attn_bwd_dq_delta`), then
+dK/dV reading it. A launch costs host time (about 10 µs each on the H200's host in
+benchmarks/host_steps.py), and a short call is bound by it. The N x N
 probability matrix is never stored; both kernels recompute it from the forward's logsumexp.
 Gradients nobody asked for are not computed: `needs=(dq, dk, dv)` skips the dQ kernel, or the
 dK/dV kernel when neither dK nor dV is wanted.
@@ -103,7 +108,7 @@ class _Plan:
 
     __slots__ = (
         "pre", "pre_tail", "dkdv", "dq", "strides", "ints", "keep", "onepass", "convert",
-        "bounded", "tiles",
+        "bounded", "tiles", "dq_delta", "out_strides",
     )  # fmt: skip
 
     def __init__(
@@ -141,6 +146,8 @@ class _Plan:
         self.ints = (heads_q, heads_kv, seq_q, seq_k)
         self.onepass = self.convert = None
         self.strides = ()
+        self.dq_delta = None  # the dQ kernel that computes delta itself (`launch`)
+        self.out_strides = _strides3(out)
         # a boolean mask's dK/dV and dQ kernels take the block-sparse lists' arguments last:
         # None (no such arguments), or (sparse, the dK/dV launch's blocks, the dQ launch's)
         self.tiles = None
@@ -185,6 +192,10 @@ class _Plan:
                 )
             dq_grid = (cdiv(seq_q, dqc.block_m), batch * heads_q)
             self.dq = Launch(dq, dq_grid, dq_blocks, dq_options, device, descs)
+            plain = not (windowed or capped or bounded or mask_kind or dropped or alibi)
+            if plain and _own_delta_env() not in ("0", b"0"):
+                own = module.attn_bwd_dq_delta_tma if use_descriptors else module.attn_bwd_dq_delta
+                self.dq_delta = Launch(own, dq_grid, dq_blocks, dq_options, device, descs)
         if mask_kind == "bool":
             self.tiles = (sparse, (block_m, block_n), dq_tiles)
 
@@ -255,8 +266,14 @@ class _Plan:
         finally:
             if refill:
                 resume_fill()
-        self.pre(out, do, delta, *self.pre_tail)
         side = side_stream(q) if self.dkdv is not None and dq is not None else None
+        if side is None and self.dq_delta is not None:
+            # one stream: the dQ kernel computes delta, then the dK/dV kernel reads it
+            self.dq_delta(q, k, v, do, lse, delta, dq, out, *self.out_strides, *self.strides, *ints)
+            if self.dkdv is not None:
+                self.dkdv(q, k, v, do, lse, delta, dk, dv, *self.strides, *ints)
+            return dq, dk, dv
+        self.pre(out, do, delta, *self.pre_tail)
         if side is not None:  # the dQ kernel beside the dK/dV kernel (`flashgen.kernels.streams`)
             main = torch.cuda.current_stream(q.device)
             side.wait_stream(main)
@@ -314,6 +331,9 @@ def _log_fallback(spec, reason: str) -> None:
 
 
 _dq_tma_env = _tma.env_reader("FLASHGEN_BWD_DQ_TMA")
+# FLASHGEN_BWD_OWN_DELTA=0: plans built from then on launch attn_bwd_preprocess before the dQ
+# kernel even where the two kernels run on one stream (for comparisons; see `_Plan.launch`)
+_own_delta_env = _tma.env_reader("FLASHGEN_BWD_OWN_DELTA")
 
 
 def _dq_tma() -> bool:

@@ -21,6 +21,7 @@ import torch
 from flashgen.core.config import TileConfig
 from flashgen.kernels import bwd as bwd_module
 from flashgen.kernels.bwd import backward
+from flashgen.kernels.launch import Launch
 from flashgen.kernels.reference import attention_ref, sdpa_same_dtype
 from flashgen.ops import attention
 
@@ -316,6 +317,42 @@ def test_backward_is_deterministic():
     second = kernel_grads(q, k, v, do, causal=True)
     for a, b in zip(first, second, strict=True):
         assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("tma", [False, True], ids=["pointers", "tma"])
+@pytest.mark.parametrize(
+    "dtype,d,sq,sk,causal,hq,hkv",
+    [_case(F32, 40, 37, 53, True, 4, 2), _case(F16, 64, 70, 37, False, 2, 1)],
+)
+def test_dq_kernel_computing_delta(monkeypatch, tma, dtype, d, sq, sk, causal, hq, hkv):
+    """Where the dQ and dK/dV kernels run on one stream (always on the CPU) a call without
+    extras launches attn_bwd_dq_delta, which computes delta itself, and no preprocess kernel;
+    FLASHGEN_BWD_OWN_DELTA=0 keeps the preprocess launch. Both match float64 and each other."""
+    monkeypatch.setenv("FLASHGEN_BWD_TMA", "1" if tma else "0")
+    q, k, v, do = make_inputs(2, hq, hkv, sq, sk, d, dtype, seed=5)
+    launched = []
+    real_call = Launch.__call__
+
+    def call(self, *args):
+        launched.append(self.kernel.fn.__name__)
+        return real_call(self, *args)
+
+    monkeypatch.setattr(Launch, "__call__", call)
+    results = {}
+    for own in ("1", "0"):
+        monkeypatch.setenv("FLASHGEN_BWD_OWN_DELTA", own)
+        bwd_module._plans.clear()
+        launched.clear()
+        results[own] = kernel_grads(q, k, v, do, causal=causal)
+        assert_grads_close(results[own], q, k, v, do, causal=causal)
+        suffix = "_tma" if tma else ""
+        if own == "1":
+            assert launched == [f"attn_bwd_dq_delta{suffix}", f"attn_bwd_dkdv{suffix}"]
+        else:
+            assert launched[0] == "attn_bwd_preprocess" and len(launched) == 3
+    for a, b in zip(results["1"], results["0"], strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5 * max(1.0, b.abs().max().item()))
+    bwd_module._plans.clear()
 
 
 def test_empty_batch():
