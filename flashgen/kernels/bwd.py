@@ -233,7 +233,7 @@ class _Plan:
 
     def launch(
         self, do, q, k, v, out, lse, scale: float, window=None, softcap=None, bounds=None,
-        mask=None, dropout=None, alibi=None,
+        mask=None, dropout=None, alibi=None, rows_whole=False,
     ):  # fmt: skip
         if self.onepass is not None:
             delta = torch.empty_like(lse)  # lse is contiguous float32 [B, Hq, Sq]
@@ -252,14 +252,16 @@ class _Plan:
                 dq_ints = (*ints, *(block_mask.tile_lists(mask, *dq_blocks) if sparse else unread))
         # The kernels write every element of delta, dQ, dK and dV (key rows no query sees get
         # zeros), except that with lengths they store only the valid rows: the padded ones must
-        # be zero. So no deterministic-mode fill (`flashgen.kernels.buffers`).
+        # be zero (dQ's only where some query row is outside the bounds: `rows_whole`). So no
+        # deterministic-mode fill (`flashgen.kernels.buffers`).
         refill = pause_fill()
         try:
             delta = torch.empty_like(lse)  # lse is contiguous float32 [B, Hq, Sq]
             new = torch.zeros_like if self.bounded else torch.empty_like
             dq = dk = dv = None
             if self.dq is not None:
-                dq = new(q, memory_format=torch.contiguous_format)
+                new_dq = torch.empty_like if rows_whole else new
+                dq = new_dq(q, memory_format=torch.contiguous_format)
             if self.dkdv is not None:
                 dk = new(k, memory_format=torch.contiguous_format)
                 dv = new(v, memory_format=torch.contiguous_format)
@@ -364,6 +366,7 @@ def backward(
     dropout=None,
     dq_config: TileConfig | None = None,
     alibi=None,
+    rows_whole: bool = False,
 ):
     """Gradients of `out = attention(q, k, v)` given `do = dL/d out`.
 
@@ -381,6 +384,9 @@ def backward(
     slopes, no gradient for them) run the split kind.
     `dq_config`: the split kind's dQ kernel's own config (blocks, warps, stages), which may
     differ from the dK/dV kernel's `config`; None: see the module docstring.
+    `rows_whole`: `bounds` leave every query row valid (`padding.key_hull`'s): the dQ kernel
+    then stores every row, so dQ is not zero-filled first (dK and dV still are: keys past a
+    range are not stored).
     """
     window = clamp_window(window, causal, q.shape[2], k.shape[2])  # as the forward does
     need_dq, need_dk, need_dv = needs = (bool(needs[0]), bool(needs[1]), bool(needs[2]))
@@ -453,6 +459,6 @@ def backward(
         )
         _plans.store(key, plan, q)
     dq, dk, dv = plan.launch(
-        do, q, k, v, out, lse, scale, window, softcap, bounds, mask, dropout, alibi
+        do, q, k, v, out, lse, scale, window, softcap, bounds, mask, dropout, alibi, rows_whole
     )
     return dq, (dk if need_dk else None), (dv if need_dv else None)

@@ -179,7 +179,7 @@ class _Plan:
 def forward(
     q, k, v, *, causal: bool, scale: float | None, config: TileConfig | Chooser | None = None,
     window=None, softcap=None, bounds=None, mask=None, dropout=None, keep_lse: bool = True,
-    alibi=None,
+    alibi=None, rows_whole: bool = False,
 ):  # fmt: skip
     """Attention forward: returns (out, lse).
 
@@ -217,12 +217,16 @@ def forward(
     is added to the scaled score of query i and key j (after a softcap).
     `keep_lse` False (a forward no backward will follow): returns (out, None); the kernel's
     logsumexp goes to a scratch buffer where it fits (`_scratch_lse`), saving an allocation.
+    `rows_whole`: `bounds` leave every query row valid (`padding.key_hull`'s): the kernels then
+    store every row of out and lse, so neither is filled first (at B4 H16 4k d128 bf16 the
+    zero fill of out was ~22 µs of GPU time).
     """
     window = clamp_window(window, causal, q.shape[2], k.shape[2])
-    if bounds is None:
-        out = torch.empty_like(q, memory_format=torch.contiguous_format)
-    else:  # the kernel stores only the valid rows
+    fill = bounds is not None and not rows_whole  # the kernel stores only the valid rows
+    if fill:
         out = torch.zeros_like(q, memory_format=torch.contiguous_format)
+    else:
+        out = torch.empty_like(q, memory_format=torch.contiguous_format)
     if out.numel() == 0:  # nothing to launch: no config lookup, no pending record either
         return out, q.new_empty(q.shape[:3], dtype=torch.float32)
     aligned = not ((q.data_ptr() | k.data_ptr() | v.data_ptr() | out.data_ptr()) & 15)
@@ -242,7 +246,7 @@ def forward(
             per_key, alibi is not None, mask_shared(mask), sparse,
         )  # fmt: skip
         _plans.store(key, plan, q)
-    if bounds is not None:
+    if fill:
         lse = q.new_full(q.shape[:3], float("inf"), dtype=torch.float32)
     else:
         lse = None if keep_lse else _scratch_lse(plan, q)

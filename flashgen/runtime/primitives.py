@@ -65,6 +65,7 @@ def _attention_fwd(
             q, k, v, causal=causal, scale=scale, config=plan_config, window=_window(window),
             softcap=check_softcap(softcap), mask=mask, dropout=drop, alibi=alibi,
             bounds=_bounds(seq_bounds, mask, lambda: _forward_hull(q, k, v, mask, *flags)),
+            rows_whole=seq_bounds is None,  # a mask's key range (`_bounds`) or no bounds
         )  # fmt: skip
     if seq_bounds is not None or attn_mask is not None or drop is not None:
         _check_extras(q, seq_bounds, attn_mask, bottom_right)
@@ -82,6 +83,7 @@ def _attention_fwd(
             q, k, v, causal=causal, scale=scale, config=plan_config, window=_window(window),
             softcap=check_softcap(softcap), mask=mask, dropout=drop,
             bounds=_bounds(seq_bounds, mask, lambda: _forward_hull(q, k, v, mask, *flags)),
+            rows_whole=seq_bounds is None,  # a mask's key range (`_bounds`) or no bounds
         )  # fmt: skip
     if not _decode_off() and decode.applies(q, k, window, softcap):
         off = None  # no mask
@@ -226,6 +228,7 @@ def _attention_bwd(
             softcap=check_softcap(softcap),
             deterministic=deterministic,
             bounds=_backward_bounds(seq_bounds, mask),
+            rows_whole=seq_bounds is None,  # a mask's key range or no bounds
             mask=mask,
             dropout=drop,
             alibi=alibi,

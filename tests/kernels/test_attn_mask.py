@@ -540,6 +540,54 @@ def test_key_padding_mask_skips_the_tiles_past_its_last_key(causal, additive, mo
     assert len(hulls) == 2 and all(h is not None for h in hulls)  # forward and backward
 
 
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_key_padding_outputs_are_not_filled_and_every_row_is_written(causal, monkeypatch):
+    """A key-padding mask's key range leaves every query row valid, so the launchers are told
+    so (`rows_whole`) and allocate out, lse and dQ without filling them first: the kernels
+    must write every row. With the deterministic mode's fill on (a new tensor is NaN; the
+    backward's own pause of that fill switched off here) forward and gradients still equal
+    float64 and are finite, an entry that sees no key included. Key lengths (rows outside
+    their bounds) are not `rows_whole`."""
+    from flashgen.kernels import bwd, fwd
+
+    seen = []
+
+    def spy(real, name):
+        def wrapped(*args, **kwargs):
+            seen.append((name, kwargs.get("bounds") is not None, kwargs.get("rows_whole")))
+            return real(*args, **kwargs)
+
+        return wrapped
+
+    monkeypatch.setattr(fwd, "forward", spy(fwd.forward, "fwd"))
+    monkeypatch.setattr(bwd, "backward", spy(bwd.backward, "bwd"))
+    monkeypatch.setattr(bwd, "pause_fill", lambda: False)
+    q, k, v = _inputs(3, 2, 1, 37, 45, 16, seed=12)
+    keep = torch.zeros(3, 1, 1, 45, dtype=torch.bool)
+    keep[0, ..., :30] = True
+    keep[1, ..., :45] = True  # (entry 2 sees no key)
+    was = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)
+    try:
+        assert torch.isnan(torch.empty(4)).all()  # the fill this test relies on is on
+        out = _matches_float64(q, k, v, keep, causal)
+        assert (out[2] == 0).all()
+        assert seen == [("fwd", True, True), ("bwd", True, True)]
+        seen.clear()
+        lengths = {
+            "key_lengths": torch.tensor([30, 45, 0]),
+            "query_lengths": torch.tensor([20, 37, 5]),
+        }
+        leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+        out = attention(*leaves, causal=causal, **lengths)
+        out.sum().backward()
+        assert seen == [("fwd", True, False), ("bwd", True, False)]
+        for t in (out, *(leaf.grad for leaf in leaves)):
+            assert torch.isfinite(t).all()
+    finally:
+        torch.use_deterministic_algorithms(was)
+
+
 def test_no_key_range_skip_on_a_gpu_with_tma(monkeypatch):
     """Bounds take the portable family's pointer-load forward, so where the TMA builds exist
     the forward reads a key-padding mask without the skip (measured faster on the H200), unless
