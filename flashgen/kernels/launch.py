@@ -172,14 +172,43 @@ class Launch:
 
     def __call__(self, *args: Any) -> None:
         fast = self.fast
-        if fast is not None and fast is not _UNSET and not hooks_active():
-            fast(_raw_stream(self.device), args)
-            return
+        try:
+            if fast is not None and fast is not _UNSET and not hooks_active():
+                fast(_raw_stream(self.device), args)
+                return
+            self._through_jit(args)
+        except RuntimeError as exc:
+            if not self.descs.positions or NO_CONTEXT not in str(exc):
+                raise
+            bind_context()  # then once more (an error now is raised)
+            if self.fast is not None and self.fast is not _UNSET and not hooks_active():
+                self.fast(_raw_stream(self.device), args)
+            else:
+                self._through_jit(args)
+
+    def _through_jit(self, args: tuple) -> None:
         objects = self.descs.objects(args)
-        if fast is _UNSET:
+        if self.fast is _UNSET:
             self.fast = _first(self, objects)
         else:
             self.kernel[self.grid](*objects, **self.constexprs, **self.options)
+
+
+# What Triton's TMA descriptor encoding raises on a thread without a current CUDA context.
+NO_CONTEXT = "invalid device context"
+
+
+def bind_context() -> None:
+    """Make the current device's primary CUDA context current on this thread.
+
+    Encoding a host TMA descriptor is a CUDA driver call, which needs a current context and,
+    unlike the runtime API that PyTorch's own launches go through, does not bind the device's
+    primary context to a thread that has none. A thread whose first CUDA work is a launch with
+    descriptors (autograd's device thread when flashgen's backward is the first node it runs,
+    or any new thread) then gets "invalid device context" from Triton. Asking the current
+    stream whether it is idle is a runtime call: it binds the context (and changes nothing:
+    `Launch` calls this only after such an error, then launches again)."""
+    torch.cuda.current_stream().query()
 
 
 def _first(run: Launch, objects: tuple):

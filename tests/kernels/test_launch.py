@@ -417,3 +417,46 @@ def test_forward_plans_split_on_the_window_sizes_classes():
         fwd.forward(q, k, v, causal=True, scale=None, config=SMALL, window=(left, 0))
     # (1) | (5, 3) | 10_000 -> 80 and 80 (multiples of 16) and 32
     assert len(fwd._plans) == 3
+
+
+def test_a_descriptor_launch_without_a_cuda_context_binds_one_and_retries(monkeypatch):
+    """Triton's descriptor encoding fails on a thread without a current CUDA context
+    ("invalid device context"); the launch then binds the device's context
+    (`launch.bind_context`) and launches once more. Any other error, or the same one again,
+    is raised; a launch without descriptors never retries."""
+    bound = []
+    monkeypatch.setattr(launch, "bind_context", lambda: bound.append(True))
+    monkeypatch.setattr(launch, "_raw_stream", lambda device: 0)
+    monkeypatch.setattr(launch, "hooks_active", lambda: False)
+    template = ([4, 8], [8, 1], [4, 8])
+
+    def plan(errors, descs=((0, template),)):
+        attempts = []
+
+        def fast(stream, args):
+            attempts.append(args)
+            if errors:
+                raise errors.pop(0)
+
+        run = launch.Launch(None, (1,), {}, {}, 0, descs)
+        run.fast = fast
+        return run, attempts
+
+    no_context = RuntimeError(f"Triton Error [CUDA]: ...: {launch.NO_CONTEXT}")
+    run, attempts = plan([no_context])
+    run("a", 1)
+    assert attempts == [("a", 1), ("a", 1)] and bound == [True]
+    bound.clear()
+    run, attempts = plan([RuntimeError("out of resources")])
+    with pytest.raises(RuntimeError, match="out of resources"):
+        run("a", 1)
+    assert len(attempts) == 1 and not bound
+    run, attempts = plan([no_context, no_context])
+    with pytest.raises(RuntimeError, match=launch.NO_CONTEXT):
+        run("a", 1)
+    assert len(attempts) == 2 and bound == [True]
+    bound.clear()
+    run, attempts = plan([no_context], descs=())
+    with pytest.raises(RuntimeError, match=launch.NO_CONTEXT):
+        run("a", 1)
+    assert len(attempts) == 1 and not bound

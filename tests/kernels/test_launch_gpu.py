@@ -69,15 +69,21 @@ def test_direct_launch_equals_the_jit(direct, path, causal, monkeypatch):
     again, _ = fwd.forward(q, k, v, causal=causal, scale=0.11, config=CFG)  # encoded maps reused
     assert torch.equal(out, again)
     do = rand(*out.shape, seed=3)
-    grads = bwd.backward(do, q, k, v, out, lse, causal=causal, scale=0.11, config=CFG)
-    grads = bwd.backward(do, q, k, v, out, lse, causal=causal, scale=0.11, config=CFG)
     (plan,) = fwd._plans.values()
-    (bplan,) = bwd._plans.values()
     kind = launch.RawLaunch if direct == "raw" and triton.__version__.startswith("3.6") else None
-    for run in (plan.run, bplan.pre, bplan.dkdv, bplan.dq):
-        assert isinstance(run.fast, kind or (launch.RawLaunch, FastLaunch))
-        if direct == "compiled":
-            assert isinstance(run.fast, FastLaunch)
+    # the two-launch backward (the dQ kernel computes delta), then the three-launch one
+    for own_delta, names in (("1", ("dq_delta", "dkdv")), ("0", ("pre", "dkdv", "dq"))):
+        monkeypatch.setenv("FLASHGEN_BWD_OWN_DELTA", own_delta)
+        bwd._plans.clear()
+        grads = bwd.backward(do, q, k, v, out, lse, causal=causal, scale=0.11, config=CFG)
+        again = bwd.backward(do, q, k, v, out, lse, causal=causal, scale=0.11, config=CFG)
+        (bplan,) = bwd._plans.values()
+        for run in (plan.run, *(getattr(bplan, name) for name in names)):
+            assert isinstance(run.fast, kind or (launch.RawLaunch, FastLaunch))
+            if direct == "compiled":
+                assert isinstance(run.fast, FastLaunch)
+        for got, want in zip(grads, again, strict=True):
+            assert torch.equal(got, want)
     assert (plan.strides is None) == (path == "1")
 
     ref, _ = attention_ref(q, k, v, causal=causal, scale=0.11)
@@ -288,3 +294,50 @@ def test_routing_during_capture_skips_the_database(monkeypatch):
     graph.replay()
     torch.testing.assert_close(out, want)
     assert not dispatch._impls  # the capture-time choice was not kept
+
+
+@pytest.mark.parametrize("path", ["0", "1"], ids=["pointers", "tma"])
+def test_a_thread_whose_first_cuda_work_is_a_launch(path, monkeypatch):
+    """A new thread has no current CUDA context until something binds one, and encoding a TMA
+    descriptor (a driver call) does not: autograd's device thread meets this when flashgen's
+    backward is the first node it runs. Forward and backward in fresh threads (new tensors, so
+    new descriptors to encode) run and equal the same calls on this thread."""
+    import threading
+
+    monkeypatch.setenv("FLASHGEN_FWD_TMA", path)
+    monkeypatch.setenv("FLASHGEN_BWD_TMA", path)
+    plans.clear_all()
+    q, k, v = qkv(5)
+    out, lse = fwd.forward(q, k, v, causal=True, scale=None, config=CFG)  # compiles here
+    do = rand(*out.shape, seed=6)
+    grads = bwd.backward(do, q, k, v, out, lse, causal=True, scale=0.125, config=CFG)
+    found, errors = [], []
+
+    def run(fn):
+        def body():
+            try:
+                found.append(fn())
+            except Exception as exc:  # re-raised on the test's thread below
+                errors.append(exc)
+
+        thread = threading.Thread(target=body)
+        thread.start()
+        thread.join()
+        if errors:
+            raise errors[0]
+        return found.pop()
+
+    q2, k2, v2, do2 = (t.clone() for t in (q, k, v, do))  # new addresses
+    out2, lse2 = run(lambda: fwd.forward(q2, k2, v2, causal=True, scale=None, config=CFG))
+    torch.cuda.synchronize()
+    assert torch.equal(out2, out) and torch.equal(lse2, lse)
+    q3, k3, v3, do3 = (t.clone() for t in (q, k, v, do))
+    grads3 = run(
+        lambda: bwd.backward(do3, q3, k3, v3, out, lse, causal=True, scale=0.125, config=CFG)
+    )
+    torch.cuda.synchronize()
+    for got, want in zip(grads3, grads, strict=True):
+        assert torch.equal(got, want)
+    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    public = attention(*leaves, causal=True, impl="flashgen")
+    run(lambda: torch.autograd.grad(public, leaves, do))  # the engine's thread, as it starts
