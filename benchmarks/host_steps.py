@@ -12,7 +12,8 @@ a launch-bound forward takes into their steps, so the next microsecond to remove
 - the auto path (no `impl=`): `flashgen.runtime.vendor.winner`, `launch_bound`, `route` and
   the SDPA call it ends in;
 - with `--backward`, the forward with grad and the backward instead: `torch.autograd.grad` of
-  one output (graph kept) for flashgen (forced) and SDPA, the same engine round trip around a
+  one output (graph kept) for flashgen (forced) and SDPA, the general and the plain autograd
+  node of flashgen's attention called directly (forward with grad, and its grad), the same engine round trip around a
   multiplication (a C++ node) and around an identity `torch.autograd.Function` (a Python node),
   `plain_backward` and `bwd.backward` called directly, the backward plan's launch alone, its
   four allocations, and cuDNN's backward op (what SDPA's backward runs) on the same tensors.
@@ -142,6 +143,15 @@ def backward_steps(q, k, v, causal: bool) -> dict:
             return dx
 
     ident = Identity.apply(qg)
+    # the two autograd nodes a plain call can take: the general one (14 arguments) and, where
+    # the tree has it, the plain one (`autograd._PlainAttention`), in the same process
+    from flashgen.runtime import autograd
+
+    general_args = (qg, kg, vg, causal, scale, None, None, "top_left", None, None, None, 0.0,
+                    None, None)  # fmt: skip
+    out_general = autograd._attention_apply(*general_args)
+    plain_apply = getattr(autograd, "_plain_apply", None)
+    out_plain = None if plain_apply is None else plain_apply(qg, kg, vg, causal, scale, None, False)
     with torch.no_grad():
         out, lse = primitives.plain_forward(q, k, v, causal, scale)
     needs = (True, True, True)
@@ -165,6 +175,16 @@ def backward_steps(q, k, v, causal: bool) -> dict:
         "fwd_grad_flashgen": lambda: flashgen.attention(qg, kg, vg, causal=causal, impl="flashgen"),
         "fwd_grad_sdpa": lambda: F.scaled_dot_product_attention(
             qg, kg, vg, is_causal=causal, scale=scale
+        ),
+        "node_general_fwd": lambda: autograd._attention_apply(*general_args),
+        "node_general_grad": grad(out_general),
+        **(
+            {}
+            if plain_apply is None
+            else {
+                "node_plain_fwd": lambda: plain_apply(qg, kg, vg, causal, scale, None, False),
+                "node_plain_grad": grad(out_plain),
+            }
         ),
         "grad_flashgen": grad(out_f),
         "grad_sdpa": grad(out_s),

@@ -76,16 +76,9 @@ class _Attention(torch.autograd.Function):
         alibi_slopes = rest.pop(0) if ctx.extras[3] else None  # constants: no gradient
         need_dq, need_dk, need_dv = needs = ctx.needs_input_grad[:3]
         if ctx.mixed:
-            try:
-                dq, dk, dv = cudnn_backward(dout, q, k, v, out, lse, ctx.causal, ctx.scale)
-            except RuntimeError as exc:  # cuDNN refused this input: flashgen's own backward
-                _log_refused(str(exc).splitlines()[0] if str(exc) else "")
-                refuse_mix(q, k, ctx.causal)  # and no more mixing for inputs like these
-            else:
-                return (
-                    dq if need_dq else None, dk if need_dk else None, dv if need_dv else None,
-                    None, None, None, None, None, None, None, None, None, None, None,
-                )  # fmt: skip
+            grads = _cudnn_grads(dout, q, k, v, out, lse, ctx.causal, ctx.scale, needs)
+            if grads is not None:
+                return (*grads, None, None, None, None, None, None, None, None, None, None, None)
         if ctx.plain and plain_eager(dout):  # (no attn_mask: no bias gradient either)
             dq, dk, dv = plain_backward(
                 dout, q, k, v, out, lse, ctx.causal, ctx.scale, needs, ctx.deterministic
@@ -122,6 +115,60 @@ class _Attention(torch.autograd.Function):
             None,
             None,
         )
+
+
+class _PlainAttention(torch.autograd.Function):
+    """`_Attention` for an eager call without extras whose tensors are plain (`plain_eager`),
+    the path of `flashgen.runtime.composite._plain_attention`: six arguments instead of
+    fourteen and nothing else to save, test or unpack, because on a short call the autograd
+    node's own host time is most of what the forward with a gradient costs beyond the one
+    without. `mixed` (the composite op's choice, as `MIXED_BACKWARD` tells `_Attention`):
+    cuDNN's backward on this forward."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, causal, scale, deterministic, mixed):
+        out, lse = plain_forward(q, k, v, causal, scale)
+        ctx.save_for_backward(q, k, v, out, lse)
+        ctx.causal = causal
+        ctx.scale = scale
+        if deterministic is None:  # resolved now, as `_Attention` does
+            deterministic = torch.are_deterministic_algorithms_enabled()
+        ctx.deterministic = deterministic
+        ctx.mixed = mixed and not deterministic
+        return out
+
+    @staticmethod
+    def backward(ctx, dout):
+        q, k, v, out, lse = ctx.saved_tensors
+        needs = ctx.needs_input_grad[:3]
+        if ctx.mixed:
+            grads = _cudnn_grads(dout, q, k, v, out, lse, ctx.causal, ctx.scale, needs)
+            if grads is not None:
+                return (*grads, None, None, None, None)
+        if plain_eager(dout):
+            dq, dk, dv = plain_backward(
+                dout, q, k, v, out, lse, ctx.causal, ctx.scale, needs, ctx.deterministic
+            )
+        else:  # a dispatch mode around the backward: through the op, as `_Attention` does
+            grads = _bwd_op(
+                dout, q, k, v, out, lse, ctx.causal, ctx.scale, *needs, None, None, "top_left",
+                ctx.deterministic, None, None, 0.0, None, None,
+            )  # fmt: skip
+            dq, dk, dv = (g if n else None for g, n in zip(grads, needs, strict=True))
+        return dq, dk, dv, None, None, None, None
+
+
+def _cudnn_grads(dout, q, k, v, out, lse, causal, scale, needs):
+    """(dq, dk, dv) by cuDNN's backward on flashgen's forward (None where `needs` says not
+    wanted), or None when cuDNN refuses the input (then flashgen's own backward runs, and no
+    more mixing for inputs like these)."""
+    try:
+        grads = cudnn_backward(dout, q, k, v, out, lse, causal, scale)
+    except RuntimeError as exc:
+        _log_refused(str(exc).splitlines()[0] if str(exc) else "")
+        refuse_mix(q, k, causal)
+        return None
+    return tuple(g if n else None for g, n in zip(grads, needs, strict=True))
 
 
 @functools.cache
@@ -164,3 +211,5 @@ _attention_apply = function_apply(
     _Attention,
     tensor_positions(torch.ops.flashgen.attention.default._schema, _Attention.forward),
 )
+# `_PlainAttention.apply` likewise (q, k, v are its only tensors).
+_plain_apply = function_apply(_PlainAttention, (0, 1, 2))

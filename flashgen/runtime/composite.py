@@ -19,7 +19,7 @@ from ..kernels.validate import (
     expand_mask,
     normalize_window,
 )
-from .autograd import _attention_apply
+from .autograd import _attention_apply, _plain_apply
 from .eager import plain_eager
 from .library import _LIB
 from .primitives import _check_extras, _fwd_op, plain_forward
@@ -112,6 +112,8 @@ def _plain_attention(q, k, v, causal, scale, deterministic, impl):
     if not q.is_cuda:  # (CUDA tensors always pass; `is_cuda` is cheaper than `q.device`)
         check_kernel_device(q.device)
     if backward:
+        if plain_eager(q):  # (`_PlainAttention`: the same node with fewer arguments)
+            return _plain_apply(q, k, v, causal, scale, deterministic, mix)
         return _apply_with(
             mix, q, k, v, causal, scale, None, None, "top_left", deterministic, None, None, 0.0,
             None, None,

@@ -133,6 +133,27 @@ def test_a_dispatch_mode_still_sees_the_ops(taken):
     assert taken == {"fwd": 0, "bwd": 0}
 
 
+@pytest.mark.parametrize("asked", [(True, True, True), (False, True, False)], ids=["all", "dk"])
+def test_a_backward_under_a_dispatch_mode_goes_through_the_op(taken, asked):
+    """A plain call's node (`autograd._PlainAttention`) whose backward runs under a dispatch
+    mode calls the backward op (the mode sees it) and gives what the plain backward gives,
+    None for the gradients not asked for."""
+    q, k, v = _qkv(37, grad=False)
+    leaves = [t.requires_grad_(a) for t, a in zip((q, k, v), asked, strict=True)]
+    wanted = [t for t in leaves if t.requires_grad]
+    do = torch.randn(1, 4, 37, 16, generator=torch.Generator().manual_seed(2))
+    out = flashgen.attention(q, k, v, impl="flashgen")
+    assert type(out.grad_fn).__name__ == "_PlainAttentionBackward"
+    want = torch.autograd.grad(out, wanted, do, retain_graph=True)
+    assert taken == {"fwd": 1, "bwd": 1}
+    with SeeOps() as mode:
+        got = torch.autograd.grad(out, wanted, do)
+    assert "flashgen.attention_bwd.default" in mode.seen
+    assert taken == {"fwd": 1, "bwd": 1}
+    for a, b in zip(got, want, strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
 def test_a_forward_without_backward_writes_lse_to_the_scratch_buffer(monkeypatch):
     """keep_lse=False: the same output, no lse returned, one scratch buffer per device reused
     call after call; a call with more rows than the buffer allocates its own."""
