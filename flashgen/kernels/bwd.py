@@ -310,6 +310,54 @@ class _Plan:
         return dq, dk, dv
 
 
+_PLAIN = "plain"  # the first entry of `backward_plain`'s plan keys (no general key starts so)
+
+
+def backward_plain(do, q, k, v, out, lse, causal: bool, scale: float, config, needs, deterministic):
+    """`backward` of a call without extras (no window, softcap, bounds, mask, dropout or ALiBi)
+    for the eager path every short call takes (`flashgen.runtime.primitives.plain_backward`):
+    the same plans and launches, keyed on what such a call can vary in, with the choices the
+    general path makes at every call (tensor layouts, the kind) made once when the plan is
+    built. On the CPU the general path's own work before the launches was ~15 µs a call.
+    `deterministic` is a bool (the autograd node resolved it). Calls the general path where a
+    plan is not for this path: the hopper kind (or any `hopper_bwd.AUTO` entry), empty or
+    non-contiguous tensors."""
+    if hopper_bwd.AUTO:  # shapes may take the hopper kind, whose launcher is not a plan
+        return backward(do, q, k, v, out, lse, causal=causal, scale=scale, config=config,
+                        needs=needs, deterministic=deterministic)  # fmt: skip
+    aligned = not (
+        (q.data_ptr() | k.data_ptr() | v.data_ptr() | do.data_ptr() | out.data_ptr()
+         | lse.data_ptr()) & 15
+    )  # fmt: skip
+    key = (_PLAIN, q.shape, k.shape, q.stride(), k.stride(), v.stride(), do.stride(),
+           out.stride(), lse.stride(), q.dtype, q.device, causal, config, needs, deterministic,
+           aligned, _env(), bwd_kind._kind_env(), _dq_tma_env())  # fmt: skip
+    plan = _plans.get(key)
+    if plan is None:
+        plan = _plain_plan(do, q, k, v, out, lse, causal, config, needs, deterministic, aligned)
+        if plan is None:
+            return backward(do, q, k, v, out, lse, causal=causal, scale=scale, config=config,
+                            needs=needs, deterministic=deterministic)  # fmt: skip
+        _plans.store(key, plan, q)
+    dq, dk, dv = plan.launch(do, q, k, v, out, lse, scale)
+    return dq, (dk if needs[1] else None), (dv if needs[2] else None)
+
+
+def _plain_plan(do, q, k, v, out, lse, causal, config, needs, deterministic, aligned):
+    """The plan `backward` would build for this call without extras, or None where the
+    general path must run it (see `backward_plain`)."""
+    if not (needs[0] or needs[1] or needs[2]) or q.numel() == 0 or k.numel() == 0:
+        return None
+    if not lse.is_contiguous() or any(t.stride(-1) != 1 for t in (q, k, v, do, out)):
+        return None
+    spec = spec_for(q.shape[-1], causal, dtype_name(q.dtype), "bwd")
+    kind = bwd_kind.for_call(deterministic, None, spec, k.shape[2], split_only=not needs[0])
+    if kind == "hopper":
+        return None
+    descriptors = _use_tma(q, k, v, do, forced=_env())
+    return _Plan(q, k, v, do, out, causal, config, needs, descriptors, aligned, False, False, kind)
+
+
 def _hopper(do, q, k, v, out, lse, causal, scale, config):
     """The "hopper" kind's gradients, or None (logged once per reason) where it cannot run
     these tensors. A portable `config` (TileConfig or chooser) does not apply to it."""

@@ -355,6 +355,47 @@ def test_dq_kernel_computing_delta(monkeypatch, tma, dtype, d, sq, sk, causal, h
     bwd_module._plans.clear()
 
 
+@pytest.mark.parametrize("kind", ["split", "onepass"])
+@pytest.mark.parametrize(
+    "needs", [(True, True, True), (False, True, True), (True, False, False)], ids=str
+)
+def test_backward_plain_equals_backward(monkeypatch, kind, needs):
+    """`bwd.backward_plain` (the plain eager path's launcher) gives bit for bit what
+    `backward` gives, from a plan built once and then hit; tensors it does not take (a
+    non-contiguous dO) and a `hopper_bwd.AUTO` entry go to `backward`."""
+    from flashgen.kernels import hopper_bwd
+
+    monkeypatch.setenv("FLASHGEN_BWD_KIND", kind)
+    q, k, v, do = make_inputs(2, 4, 2, 37, 53, 32, F32, seed=3)
+    _, out, lse = reference_grads(q, k, v, do, causal=True, scale=0.2)
+    out, lse = out.float(), lse.float()
+    bwd_module._plans.clear()
+    want = backward(do, q, k, v, out, lse, causal=True, scale=0.2, config=SMALL, needs=needs,
+                    deterministic=False)  # fmt: skip
+
+    def plain(do):
+        return bwd_module.backward_plain(do, q, k, v, out, lse, True, 0.2, SMALL, needs, False)
+
+    def plain_keys():
+        return [key for key in bwd_module._plans if key[0] == bwd_module._PLAIN]
+
+    for _ in range(2):  # the plan's first call, then a hit
+        got = plain(do)
+        assert len(plain_keys()) == 1
+        for a, b in zip(got, want, strict=True):
+            assert (a is None and b is None) or torch.equal(a, b)
+    bwd_module._plans.clear()
+    strided = torch.empty(*do.shape, 2)[..., 0].copy_(do)  # last-dim stride 2
+    got = plain(strided)
+    assert not plain_keys()
+    for a, b in zip(got, want, strict=True):
+        assert (a is None and b is None) or torch.equal(a, b)
+    monkeypatch.setitem(hopper_bwd.AUTO, (32, True), 1 << 30)
+    plain(do)
+    assert not plain_keys()
+    bwd_module._plans.clear()
+
+
 def test_empty_batch():
     q, k, v, do = make_inputs(0, 2, 1, 5, 5, 32, F32)
     dq, dk, dv = backward(do, q, k, v, q, q.new_empty((0, 2, 5)), causal=True, scale=0.5)
