@@ -1,9 +1,11 @@
-"""The autograd of flashgen's attention: one `torch.autograd.Function` whose forward is the
+"""The autograd of flashgen's attention: a `torch.autograd.Function` whose forward is the
 `attention_fwd` op and whose backward is `attention_bwd` (`flashgen.runtime.primitives`), so the
 two primitives stay opaque to autograd and an eager call without a gradient pays for no node.
 `_attention_apply` is its `apply` without `Function.apply`'s Python layer
-(`flashgen.runtime.eager.function_apply`). A plain call's backward may instead be cuDNN's,
-on this forward's out and logsumexp (`flashgen.runtime.vendor.hybrid_backward`)."""
+(`flashgen.runtime.eager.function_apply`). `_PlainAttention` (`_plain_apply`) is the same node
+for a plain eager call without extras, with only the arguments such a call has. A plain call's
+backward may instead be cuDNN's, on this forward's out and logsumexp
+(`flashgen.runtime.vendor.hybrid_backward`)."""
 
 from __future__ import annotations
 
