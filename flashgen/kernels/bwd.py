@@ -11,7 +11,7 @@ deterministic, no atomics) and `attn_bwd_dq` (one program per query block and he
 dQ and dK/dV kernels run one after the other on one stream (`flashgen.kernels.streams` does not
 overlap them: short calls, graph capture) a call without extras launches two: the dQ kernel
 first, computing delta of its own rows from O and dO as it loads dO (`attn_bwd_dq_delta`), then
-dK/dV reading it. A launch costs host time (about 10 µs each on the H200's host in
+dK/dV reading it. A launch costs host time (10-15 µs each on the H200's host in
 benchmarks/host_steps.py), and a short call is bound by it. The N x N
 probability matrix is never stored; both kernels recompute it from the forward's logsumexp.
 Gradients nobody asked for are not computed: `needs=(dq, dk, dv)` skips the dQ kernel, or the

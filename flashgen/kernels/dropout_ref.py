@@ -14,8 +14,11 @@ eight 16-bit draws (one per key of a group of eight, joined and reshaped into th
 shared memory), the dropout forward ran at 0.29x the unmasked kernel on the H200, bound by
 integer work and by that reshape's shared memory (benchmarks/RESULTS.md, session 14). Here
 each score takes one 32-bit integer hash of its own position: a row key (two hash rounds over
-the seed and the flat row, once per row of a tile) mixed with the key index by one more round,
-seven shifts and xors, two 32-bit multiplies and a compare a score, in registers, no reshape. The
+the seed and the flat row, once per row of a tile) mixed with the key index by one more round
+without its last xorshift (`_mix32_high`), five shifts and xors, two 32-bit multiplies and a
+compare a score, in registers, no reshape. On the H200 (session 16 B1, with the last xorshift)
+the dropout forward ran at 0.48x the unmasked kernel: the draw's ~10 integer instructions a
+score cost about what the tile's two matrix products do at head dim 128. The
 mixing function is Chris Wellons' "lowbias32" (xorshift-multiply, constants found by search for
 low avalanche bias); dropout needs draws that are uniform and unrelated between neighbouring
 scores, which the tests check, not a cryptographic or a long-period generator.
@@ -41,6 +44,20 @@ def _mix32(x):
 
 
 @triton.jit
+def _mix32_high(x):
+    """lowbias32 without its last xorshift, for draws compared against a threshold: that step
+    (x ^= x >> 16) leaves the top 16 bits as they are, and a compare with a threshold is
+    decided by them except when they equal the threshold's own (probability 2**-16), so
+    leaving it out changes no keep rate by more than that and saves two integer instructions a
+    score (of about ten). Each remaining step is a bijection, so a uniform input stays uniform."""
+    x ^= x >> 16
+    x *= 0x7FEB352D
+    x ^= x >> 15
+    x *= 0x846CA68B
+    return x
+
+
+@triton.jit
 def row_keys(seed, rows):
     """uint32 keys of the flat query rows `rows` (int64; bh * Sq + i) for `seed` (int64): the
     per-row half of the draw, hashed once per row of a tile."""
@@ -57,11 +74,11 @@ def row_keys(seed, rows):
 def keep_tile(seed, rows, start_n, threshold, BLOCK_N: tl.constexpr):
     """Keep flags [len(rows), BLOCK_N] for the flat query rows `rows` (int64; bh * Sq + i) and
     the keys start_n + [0, BLOCK_N) (keys counted from the sequence's first key): key j of row
-    r draws _mix32(row_keys(seed, r) ^ (j * 0x9E3779B9)) and is kept iff that is >= threshold
+    r draws _mix32_high(row_keys(seed, r) ^ (j * 0x9E3779B9)) and is kept iff that is >= threshold
     (uint32, `threshold_of`). The key is spread by the golden-ratio multiplier before the xor
     so that neighbouring keys of two rows with neighbouring row keys do not share inputs."""
     keys = (start_n + tl.arange(0, BLOCK_N)).to(tl.uint32) * 0x9E3779B9
-    draw = _mix32(row_keys(seed, rows)[:, None] ^ keys[None, :])
+    draw = _mix32_high(row_keys(seed, rows)[:, None] ^ keys[None, :])
     return draw >= threshold
 
 
