@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Session 16, batch B5 (issue 16): the dropout draw without lowbias32's last xorshift: its GPU
+# Prepared in session 16 (no device time left to start it), for the next session: the dropout draw without lowbias32's last xorshift: its GPU
 # tests, then masks.py's dropout row (float64 check, forward and forward+backward; B1's readings
-# on 1e217fb are the before). Results written as they come (no tar: the budget was short).
+# on 1e217fb are the before). Results written as they come. Run as FLASHGEN_COMMIT=<sha> bash
+# benchmarks/raw/next_dropout_high/job.sh carrying .whl; move it to benchmarks/raw/h200_s<N>b<K>/.
 set -u
 . benchmarks/device_env.sh
 W=$OUT/work; mkdir -p $W
