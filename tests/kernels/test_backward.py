@@ -355,13 +355,16 @@ def test_dq_kernel_computing_delta(monkeypatch, tma, dtype, d, sq, sk, causal, h
     bwd_module._plans.clear()
 
 
-@pytest.mark.parametrize("kind", ["split", "onepass"])
+@pytest.mark.parametrize(
+    "kind,deterministic", [("split", False), ("onepass", False), ("onepass", True)]
+)
 @pytest.mark.parametrize(
     "needs", [(True, True, True), (False, True, True), (True, False, False)], ids=str
 )
-def test_backward_plain_equals_backward(monkeypatch, kind, needs):
+def test_backward_plain_equals_backward(monkeypatch, kind, deterministic, needs):
     """`bwd.backward_plain` (the plain eager path's launcher) gives bit for bit what
-    `backward` gives, from a plan built once and then hit; tensors it does not take (a
+    `backward` gives, from a plan built once and then hit (FLASHGEN_BWD_KIND=onepass asked
+    for, deterministic or not: the plan runs the kind `backward` runs); tensors it does not take (a
     non-contiguous dO) and a `hopper_bwd.AUTO` entry go to `backward`."""
     from flashgen.kernels import hopper_bwd
 
@@ -371,17 +374,21 @@ def test_backward_plain_equals_backward(monkeypatch, kind, needs):
     out, lse = out.float(), lse.float()
     bwd_module._plans.clear()
     want = backward(do, q, k, v, out, lse, causal=True, scale=0.2, config=SMALL, needs=needs,
-                    deterministic=False)  # fmt: skip
+                    deterministic=deterministic)  # fmt: skip
 
     def plain(do):
-        return bwd_module.backward_plain(do, q, k, v, out, lse, True, 0.2, SMALL, needs, False)
+        return bwd_module.backward_plain(
+            do, q, k, v, out, lse, True, 0.2, SMALL, needs, deterministic
+        )
 
     def plain_keys():
         return [key for key in bwd_module._plans if key[0] == bwd_module._PLAIN]
 
     for _ in range(2):  # the plan's first call, then a hit
         got = plain(do)
-        assert len(plain_keys()) == 1
+        (key,) = plain_keys()
+        onepass = kind == "onepass" and not deterministic and needs[0]
+        assert (bwd_module._plans[key].onepass is not None) == onepass
         for a, b in zip(got, want, strict=True):
             assert (a is None and b is None) or torch.equal(a, b)
     bwd_module._plans.clear()
