@@ -18,7 +18,10 @@
    `speedup_vs_sdpa` = SDPA time / flashgen time (bar >= 1.5).
 
 Rows are printed and appended to the CSV as they are measured (a run stopped by its time limit
-keeps what it measured). Kernels run with their default configs (no tuning database).
+keeps what it measured). Beside each flashgen timing an `allocator` line gives the caching
+allocator's cudaMalloc/cudaFree calls, retries and all-stream syncs during it: a free or a retry
+waits for the device, one explanation to rule out when a row reads slower in one process than
+in another. Kernels run with their default configs (no tuning database).
 `--warm` runs every timed function once and times nothing: started in a parallel process it
 fills Triton's cache, so a later timing run does not spend its time limit compiling.
 """
@@ -302,7 +305,13 @@ def speed(name, causal, kw, mk, cap, shape, writer, dirs=("fwd", "fwd+bwd")):
             continue
         grad = direction != "fwd"
         with torch.set_grad_enabled(grad):
+            before = _allocator_counts()
             t_ours = bench(fwd_bwd(ours, q, k, v, do) if grad else ours)
+            after = _allocator_counts()
+            # cudaMalloc/cudaFree while flashgen's calls were timed (a free, or a retry after
+            # an allocation failed, waits for the device and would stall the timed calls)
+            moved = " ".join(f"{key}={after[key] - before[key]}" for key in after)
+            print(f"allocator {name} {direction}: {moved}", flush=True)
             t_plain = bench(fwd_bwd(plain, q, k, v, do) if grad else plain)
             t_port = bench(fwd_bwd(portable, q, k, v, do) if grad else portable)
             t_sdpa = float("nan")
@@ -320,6 +329,15 @@ def speed(name, causal, kw, mk, cap, shape, writer, dirs=("fwd", "fwd+bwd")):
         )  # fmt: skip
         print(" ".join(f"{k}={v}" for k, v in row.items() if k != "mask"), flush=True)
         writer(row)
+
+
+def _allocator_counts() -> dict:
+    """The caching allocator's counters that mean device calls: cudaMalloc and cudaFree
+    (`num_device_alloc`/`num_device_free`), retries after a failed allocation (which free the
+    cache first) and syncs of every stream (`num_sync_all_streams`)."""
+    stats = torch.cuda.memory_stats()
+    names = ("num_device_alloc", "num_device_free", "num_alloc_retries", "num_sync_all_streams")
+    return {name: int(stats.get(name, 0)) for name in names}
 
 
 def _per_key_off():

@@ -11,6 +11,6 @@ FLASHGEN_IMPL=flashgen timeout 225 python3 benchmarks/bwd_grid.py --out $W --bud
 stamp "bwd grid rc=$?"; grep -v Warn $W/bwd_grid.txt | tail -6
 python3 benchmarks/bwd_grid.py --table $W/bwd_grid.json > $W/bwd_grid_table.md 2>&1; tail -26 $W/bwd_grid_table.md
 timeout 210 python3 benchmarks/masks.py --budget 190 --out $W/masks.csv > $W/masks.txt 2>&1
-stamp "masks rc=$?"; grep -E "check|name=|Error|failed" $W/masks.txt | cut -c1-330
+stamp "masks rc=$?"; grep -E "check|name=|allocator|Error|failed" $W/masks.txt | cut -c1-330
 tar czf $OUT/work.tgz -C $OUT work; rm -rf $W
 stamp end
