@@ -85,6 +85,7 @@ def spies(monkeypatch):
         ("fwd", flashgen.kernels.fwd, "forward"),
         ("fwd", flashgen.kernels.fwd, "forward_plain"),  # the extras-free call's launcher
         ("bwd", flashgen.kernels.bwd, "backward"),
+        ("bwd", flashgen.kernels.bwd, "backward_plain"),  # the extras-free call's launcher
     ):
         real = getattr(module, attr)
 
