@@ -127,7 +127,14 @@ def _from_uri(uri: str) -> tuple[KernelSpec, str]:
 
 
 def compile_kernel(spec: KernelSpec, kernel_name: str, cfg: TileConfig, cap: int) -> int:
-    """Compile one generated kernel ahead of time for sm_<cap>; return its shared bytes.
+    """Compile one generated kernel ahead of time for sm_<cap>; return its shared bytes."""
+    return int(compile_ahead(spec, kernel_name, cfg, cap)[0].metadata.shared)
+
+
+def compile_ahead(spec: KernelSpec, kernel_name: str, cfg: TileConfig, cap: int):
+    """(Triton's compiled kernel, the config it was compiled with) of one generated kernel,
+    ahead of time for sm_<cap>: the dQ kernels take their own config where one was measured
+    (`flashgen.hardware.dq_tiles`), as the launcher runs them.
 
     The JIT marks pointers and ints divisible by 16 at launch (tt.divisibility); with the common
     shapes (head dim and lengths multiples of 16) every pointer and int is, and that is the case
@@ -155,8 +162,7 @@ def compile_kernel(spec: KernelSpec, kernel_name: str, cfg: TileConfig, cap: int
         constexprs["DQ_TMA"] = False  # element atomics: the default build
     src = ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs)
     options = {"num_warps": cfg.num_warps, "num_stages": cfg.num_stages}
-    compiled = triton.compile(src, target=GPUTarget("cuda", cap, 32), options=options)
-    return int(compiled.metadata.shared)
+    return triton.compile(src, target=GPUTarget("cuda", cap, 32), options=options), cfg
 
 
 _LOADED_HASHES: dict[str, str] = {}
@@ -168,7 +174,10 @@ def _kernel_names(spec: KernelSpec, cap: int, direction: str | None = None) -> t
     `direction`: the direction key ("onepass" for that backward kind), default the spec's."""
     direction = direction or spec.direction
     tma = cap >= 90 and (spec.direction == "fwd" or spec.dtype != "float32")
-    return KERNELS[direction] + (HOPPER_EXTRA[direction] if tma else ())
+    names = KERNELS[direction] + (HOPPER_EXTRA[direction] if tma else ())
+    if direction == "bwd" and not spec.has_extras:  # the dQ kernel that computes delta itself
+        names += ("attn_bwd_dq_delta",) + (("attn_bwd_dq_delta_tma",) if tma else ())
+    return names
 
 
 def _fresh_template(direction: str) -> str:

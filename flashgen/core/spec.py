@@ -119,6 +119,16 @@ class KernelSpec:
             raise ValueError("packed takes no alibi")
 
     @property
+    def has_extras(self) -> bool:
+        """Whether the kernel takes anything beyond q, k, v and causal (a window, softcap,
+        lengths, a mask tensor, dropout, packed sequences or ALiBi): the plain kernels have
+        builds the others lack (the backward's dQ kernel that computes delta itself)."""
+        return bool(
+            self.window or self.softcap or self.lengths or self.attn_mask or self.dropout
+            or self.packed or self.alibi
+        )  # fmt: skip
+
+    @property
     def block_d(self) -> int:
         """Head dim padded to a power of two (tl.arange needs one)."""
         return next_pow2(self.head_dim)

@@ -243,16 +243,22 @@ def _kernels(
     qm, qn = dq.block_m, dq.block_n
     me = _MASK_ELEM.get(spec.attn_mask, 0)
     # (ALiBi, spec.alibi, adds one slope and a register-tile add per score: no shared memory)
+    # A spec without extras also has the dQ kernel that computes delta itself (one [BLOCK_M, D]
+    # load of O before the walk): the plain dQ kernel's buffers.
+    dq_names = ("attn_bwd_dq",) if spec.has_extras else ("attn_bwd_dq", "attn_bwd_dq_delta")
     kernels = (
         _LoopKernel("attn_bwd_dkdv", bn, bm, 2, 2, 2, 2, True, mask_elem=me),
-        _LoopKernel("attn_bwd_dq", qm, qn, 2, 2, 2, 0, dq_cfg=dq, mask_elem=me),
+        *(_LoopKernel(name, qm, qn, 2, 2, 2, 0, dq_cfg=dq, mask_elem=me) for name in dq_names),
     )
     if capability[0] < _TMA_MAJOR or spec.dtype == "float32":
         return kernels
     # Hopper, 16-bit: flashgen.kernels.bwd runs the TMA builds when the tensors allow it.
     return kernels + (
         _LoopKernel("attn_bwd_dkdv_tma", bn, bm, 2, 2, 2, 2, True, mask_elem=me),
-        _LoopKernel("attn_bwd_dq_tma", qm, qn, 2, 2, 2, 0, dq_cfg=dq, mask_elem=me),
+        *(
+            _LoopKernel(f"{name}_tma", qm, qn, 2, 2, 2, 0, dq_cfg=dq, mask_elem=me)
+            for name in dq_names
+        ),
     )
 
 

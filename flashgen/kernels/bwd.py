@@ -192,8 +192,7 @@ class _Plan:
                 )
             dq_grid = (cdiv(seq_q, dqc.block_m), batch * heads_q)
             self.dq = Launch(dq, dq_grid, dq_blocks, dq_options, device, descs)
-            plain = not (windowed or capped or bounded or mask_kind or dropped or alibi)
-            if plain and _own_delta_env() not in ("0", b"0"):
+            if not spec.has_extras and _own_delta_env() not in ("0", b"0"):
                 own = module.attn_bwd_dq_delta_tma if use_descriptors else module.attn_bwd_dq_delta
                 self.dq_delta = Launch(own, dq_grid, dq_blocks, dq_options, device, descs)
         if mask_kind == "bool":
@@ -318,7 +317,8 @@ def backward_plain(do, q, k, v, out, lse, causal: bool, scale: float, config, ne
     for the eager path every short call takes (`flashgen.runtime.primitives.plain_backward`):
     the same plans and launches, keyed on what such a call can vary in, with the choices the
     general path makes at every call (tensor layouts, the kind) made once when the plan is
-    built. On the CPU the general path's own work before the launches was ~15 µs a call.
+    built. On the H200's host `plain_backward` through it took 54-56 µs a launch-bound call
+    against 63 through `backward` (benchmarks/RESULTS.md, session 16 B4, host steps).
     `deterministic` is a bool (the autograd node resolved it). Calls the general path where a
     plan is not for this path: the hopper kind (or any `hopper_bwd.AUTO` entry), empty or
     non-contiguous tensors."""

@@ -171,24 +171,21 @@ class Launch:
         self.descs = _Descriptors(descs)
 
     def __call__(self, *args: Any) -> None:
-        fast = self.fast
         try:
-            if fast is not None and fast is not _UNSET and not hooks_active():
-                fast(_raw_stream(self.device), args)
-                return
-            self._through_jit(args)
+            self._launch(args)
         except RuntimeError as exc:
             if not self.descs.positions or NO_CONTEXT not in str(exc):
                 raise
-            bind_context()  # then once more (an error now is raised)
-            if self.fast is not None and self.fast is not _UNSET and not hooks_active():
-                self.fast(_raw_stream(self.device), args)
-            else:
-                self._through_jit(args)
+            bind_context()
+            self._launch(args)  # once more: an error now is raised
 
-    def _through_jit(self, args: tuple) -> None:
+    def _launch(self, args: tuple) -> None:
+        fast = self.fast
+        if fast is not None and fast is not _UNSET and not hooks_active():
+            fast(_raw_stream(self.device), args)
+            return
         objects = self.descs.objects(args)
-        if self.fast is _UNSET:
+        if fast is _UNSET:
             self.fast = _first(self, objects)
         else:
             self.kernel[self.grid](*objects, **self.constexprs, **self.options)

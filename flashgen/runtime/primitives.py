@@ -124,11 +124,10 @@ def plain_forward(q, k, v, causal, scale, keep_lse=True):
 
 def plain_backward(do, q, k, v, out, lse, causal, scale, needs, deterministic):
     """`_attention_bwd` of a call without extras (as `plain_forward`), in plain eager calls:
-    (dq, dk, dv) with None where `needs` says a gradient is not wanted."""
-    if deterministic is None:
-        deterministic = torch.are_deterministic_algorithms_enabled()
+    (dq, dk, dv) with None where `needs` (bools) says a gradient is not wanted.
+    `deterministic` is a bool: the autograd nodes resolve it at the forward."""
     return bwd.backward_plain(
-        do, q, k, v, out, lse, causal, scale, plan_config, needs, bool(deterministic)
+        do, q, k, v, out, lse, causal, scale, plan_config, needs, deterministic
     )  # fmt: skip
 
 

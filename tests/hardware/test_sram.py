@@ -85,13 +85,17 @@ def test_backward_dq_kernel_budget():
     assert per == sram.kernel_bytes(spec, TileConfig(128, 64, 8, 3), SM90) | {
         "attn_bwd_dkdv": per["attn_bwd_dkdv"], "attn_bwd_dkdv_tma": per["attn_bwd_dkdv_tma"]
     }  # fmt: skip
-    assert set(per) == {"attn_bwd_dkdv", "attn_bwd_dq", "attn_bwd_dkdv_tma", "attn_bwd_dq_tma"}
-    assert per["attn_bwd_dq_tma"] == per["attn_bwd_dq"]
+    dq_kernels = {"attn_bwd_dq", "attn_bwd_dq_tma", "attn_bwd_dq_delta", "attn_bwd_dq_delta_tma"}
+    assert set(per) == {"attn_bwd_dkdv", "attn_bwd_dkdv_tma"} | dq_kernels
+    assert {per[name] for name in dq_kernels} == {per["attn_bwd_dq"]}
     fp32 = KernelSpec(128, False, "float32", "bwd")  # no TMA build for fp32
     assert set(sram.kernel_bytes(fp32, TileConfig(64, 64, 4, 2), SM90)) == {
         "attn_bwd_dkdv",
         "attn_bwd_dq",
+        "attn_bwd_dq_delta",
     }
+    windowed = KernelSpec(128, False, "float16", "bwd", window=True)  # extras: no delta build
+    assert "attn_bwd_dq_delta" not in sram.kernel_bytes(windowed, TileConfig(64, 64, 4, 2), SM90)
 
 
 def test_onepass_backward_budget():
