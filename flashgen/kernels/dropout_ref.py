@@ -17,8 +17,9 @@ each score takes one 32-bit integer hash of its own position: a row key (two has
 the seed and the flat row, once per row of a tile) mixed with the key index by one more round
 without its last xorshift (`_mix32_high`), five shifts and xors, two 32-bit multiplies and a
 compare a score, in registers, no reshape. On the H200 (session 16 B1, with the last xorshift)
-the dropout forward ran at 0.48x the unmasked kernel: the draw's ~10 integer instructions a
-score cost about what the tile's two matrix products do at head dim 128. The
+the dropout forward ran at 0.48x the unmasked kernel: by estimate from the units' issue rates,
+the draw's ~10 integer instructions a score cost about what the tile's two matrix products do
+at head dim 128. The
 mixing function is Chris Wellons' "lowbias32" (xorshift-multiply, constants found by search for
 low avalanche bias); dropout needs draws that are uniform and unrelated between neighbouring
 scores, which the tests check, not a cryptographic or a long-period generator.

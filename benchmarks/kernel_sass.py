@@ -1,0 +1,94 @@
+"""Registers, spills, shared bytes and static SASS instruction counts of generated kernels,
+compiled ahead of time for sm_90 on a CPU machine (no GPU).
+
+Where a change moves work inside a kernel's inner loop (dropout's draw, a mask's test), the
+count of the instructions it adds or removes, per opcode, is the first check before a GPU
+timing. Each kernel is compiled as `benchmarks/sram_vs_compiler.py` compiles it (the JIT's
+divisibility-16 specialisation; the dQ kernels on their own measured config) and disassembled
+with the `cuobjdump` Triton ships; counts are of the static code (a loop body counts once).
+
+Usage (repo root; Triton 3.6 is what the H200 runs; an A/B puts the old tree first on
+PYTHONPATH):
+    env -u TRITON_INTERPRET PYTHONPATH=/path/to/triton36:. python benchmarks/kernel_sass.py \
+        --head-dim 128 --causal --dropout --kernels attn_fwd_tma --config 64,64,4,3
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.append(str(Path(__file__).resolve().parent))
+sys.path.append(str(Path(__file__).resolve().parent.parent))
+
+OPS = ("IMAD", "LOP3", "SHF", "ISETP", "IADD3", "FSEL", "MUFU", "HGMMA")
+
+
+def sass_counts(cubin: bytes) -> tuple[dict, collections.Counter]:
+    """({"regs", "stack"} from the resource usage, opcode -> count) of a cubin."""
+    from bwd_profile import _cuobjdump
+
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as fh:
+        fh.write(cubin)
+        fh.flush()
+        usage = subprocess.run([_cuobjdump(), "--dump-resource-usage", fh.name],
+                               capture_output=True, text=True, check=True).stdout  # fmt: skip
+        sass = subprocess.run([_cuobjdump(), "-sass", fh.name],
+                              capture_output=True, text=True, check=True).stdout  # fmt: skip
+    resources = {
+        "regs": int(re.search(r"REG:(\d+)", usage).group(1)),
+        "stack": int(re.search(r"STACK:(\d+)", usage).group(1)),
+    }
+    return resources, opcode_counts(sass)
+
+
+def opcode_counts(sass: str) -> collections.Counter:
+    """Opcode (modifiers dropped, predicate skipped) -> count over `cuobjdump -sass` text."""
+    ops: collections.Counter = collections.Counter()
+    for line in sass.splitlines():  # "/*0120*/  @!P0 IMAD.MOV.U32 R1, RZ, RZ, R2 ;"
+        if "/*" not in line or ";" not in line:
+            continue
+        words = line.split("*/", 1)[1].split()
+        words = words[1:] if words and words[0].startswith("@") else words
+        if words:
+            ops[words[0].split(".")[0]] += 1
+    return ops
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog=__doc__.split("\n\n", 1)[1])  # fmt: skip
+    p.add_argument("--head-dim", type=int, default=128)
+    p.add_argument("--dtype", default="bfloat16")
+    p.add_argument("--causal", action="store_true")
+    p.add_argument("--dropout", action="store_true")
+    p.add_argument("--kernels", default="attn_fwd_tma", help="comma-separated kernel names")
+    p.add_argument("--config", default="64,64,4,3", help="BLOCK_M,BLOCK_N,warps,stages")
+    args = p.parse_args(argv)
+    from sram_vs_compiler import compile_ahead
+
+    from flashgen.core.config import TileConfig
+    from flashgen.core.spec import KernelSpec
+
+    cfg = TileConfig(*(int(x) for x in args.config.split(",")))
+    for name in args.kernels.split(","):
+        direction = "fwd" if name.startswith("attn_fwd") else "bwd"
+        spec = KernelSpec(head_dim=args.head_dim, causal=args.causal, dtype=args.dtype,
+                          direction=direction, dropout=args.dropout)  # fmt: skip
+        compiled, used = compile_ahead(spec, name, cfg, 90)
+        res, ops = sass_counts(compiled.asm["cubin"])
+        counts = " ".join(f"{op}={ops[op]}" for op in OPS)
+        print(f"{name} {spec.uri()} config {used.short()}: regs {res['regs']} stack "
+              f"{res['stack']} shared {int(compiled.metadata.shared)} sass {sum(ops.values())} "
+              f"{counts}", flush=True)  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
