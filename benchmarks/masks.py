@@ -1,7 +1,7 @@
 """Masked attention on the GPU (issue 16): bf16 against float64, then speed.
 
     python benchmarks/masks.py [--out FILE.csv] [--budget SECONDS] [--only NAME,...]
-                               [--dirs fwd,fwd+bwd] [--no-check] [--warm]
+                               [--dirs fwd,fwd+bwd] [--rounds N] [--no-check] [--warm]
 
 1. Correctness: every mask kind the kernels take (sliding window causal and two-sided, softcap,
    ALiBi slopes, and key/query padding when this checkout has it), forward and backward in bf16 through
@@ -17,6 +17,8 @@
    unmasked kernel's TFLOP/s. `ratio_vs_plain` = masked TFLOP/s / unmasked TFLOP/s (bar >= 0.9);
    `speedup_vs_sdpa` = SDPA time / flashgen time (bar >= 1.5).
 
+The masked and the unmasked kernel are timed alternately, `--rounds` readings each (3), and
+their medians give the ratio; every reading is printed (`readings` lines).
 Rows are printed and appended to the CSV as they are measured (a run stopped by its time limit
 keeps what it measured). Beside each flashgen timing an `allocator` line gives the caching
 allocator's cudaMalloc/cudaFree calls, retries and all-stream syncs during it: a free or a retry
@@ -231,6 +233,7 @@ def check(name, causal, kw, mk, cap, args):
 
 
 WARM_ONLY = False
+ROUNDS = 3  # readings of the masked and the unmasked kernel per row, alternating (--rounds)
 
 
 def describe(kw) -> str:
@@ -305,14 +308,25 @@ def speed(name, causal, kw, mk, cap, shape, writer, dirs=("fwd", "fwd+bwd")):
             continue
         grad = direction != "fwd"
         with torch.set_grad_enabled(grad):
-            before = _allocator_counts()
-            t_ours = bench(fwd_bwd(ours, q, k, v, do) if grad else ours)
-            after = _allocator_counts()
+            # The masked and the unmasked kernel alternate, ROUNDS readings each, and the
+            # ratio takes the median of each: one reading of the unmasked kernel per row
+            # wandered 0.43-0.50 ms within a run (session 14), enough to move a ratio by 15%.
+            ours_ms, plain_ms = [], []
+            moved = dict.fromkeys(_allocator_counts(), 0)
+            for _ in range(ROUNDS):
+                before = _allocator_counts()
+                ours_ms.append(bench(fwd_bwd(ours, q, k, v, do) if grad else ours))
+                after = _allocator_counts()
+                for key in moved:
+                    moved[key] += after[key] - before[key]
+                plain_ms.append(bench(fwd_bwd(plain, q, k, v, do) if grad else plain))
             # cudaMalloc/cudaFree while flashgen's calls were timed (a free, or a retry after
             # an allocation failed, waits for the device and would stall the timed calls)
-            moved = " ".join(f"{key}={after[key] - before[key]}" for key in after)
-            print(f"allocator {name} {direction}: {moved}", flush=True)
-            t_plain = bench(fwd_bwd(plain, q, k, v, do) if grad else plain)
+            counts = " ".join(f"{key}={n}" for key, n in moved.items())
+            print(f"allocator {name} {direction}: {counts}", flush=True)
+            print(f"readings {name} {direction}: flashgen {_ms(ours_ms)} plain {_ms(plain_ms)}",
+                  flush=True)  # fmt: skip
+            t_ours, t_plain = _median(ours_ms), _median(plain_ms)
             t_port = bench(fwd_bwd(portable, q, k, v, do) if grad else portable)
             t_sdpa = float("nan")
             if cap is None:
@@ -329,6 +343,15 @@ def speed(name, causal, kw, mk, cap, shape, writer, dirs=("fwd", "fwd+bwd")):
         )  # fmt: skip
         print(" ".join(f"{k}={v}" for k, v in row.items() if k != "mask"), flush=True)
         writer(row)
+
+
+def _median(xs):
+    xs = sorted(xs)
+    return xs[len(xs) // 2] if len(xs) % 2 else (xs[len(xs) // 2 - 1] + xs[len(xs) // 2]) / 2
+
+
+def _ms(xs) -> str:
+    return "/".join(f"{x:.4f}" for x in xs)
 
 
 def _allocator_counts() -> dict:
@@ -366,6 +389,11 @@ def main(argv=None):
     ap.add_argument("--dirs", default="fwd,fwd+bwd", help="which of fwd, fwd+bwd to time")
     ap.add_argument("--warm", action="store_true", help="run each timed function once, no timing")
     ap.add_argument(
+        "--rounds", type=int, default=ROUNDS,
+        help="readings of the masked and the unmasked kernel per row, alternating; the ratio "
+        "takes the median of each (default %(default)s)",
+    )  # fmt: skip
+    ap.add_argument(
         "--no-per-key", action="store_true",
         help="read key-padding masks as full tiles (MASK_PER_KEY off): the A/B of the vector load",
     )  # fmt: skip
@@ -382,8 +410,9 @@ def main(argv=None):
 
         primitives._bounds = lambda seq_bounds, mask, hopper_hull=None: seq_bounds
         primitives._backward_bounds = lambda seq_bounds, mask: seq_bounds
-    global WARM_ONLY
+    global WARM_ONLY, ROUNDS
     WARM_ONLY = args.warm
+    ROUNDS = 1 if args.warm else max(1, args.rounds)
     dirs = tuple(args.dirs.split(","))
     start = time.monotonic()
     shape = tuple(int(x) for x in args.shape.split(","))

@@ -376,6 +376,9 @@ MASK_SPECS = [
     # lengths with a mask tensor (issue 16: a key-padding mask's key range as lengths)
     KernelSpec(128, True, "bfloat16", "fwd", lengths=True, attn_mask="bool"),
     KernelSpec(64, False, "float16", "fwd", lengths=True, attn_mask="add"),
+    # lengths alone, causal: the next item's first QK^T issued during the epilogue (prefetch)
+    KernelSpec(128, True, "bfloat16", "fwd", lengths=True),
+    KernelSpec(64, True, "float16", "fwd", lengths=True),
 ]
 
 
@@ -402,6 +405,11 @@ def test_render_masks(spec):
     assert ("mask_rows = gl.minimum(q_start + offs_m, SEQ_Q - 1)" in source) == both
     assert ("empty = empty | (m_i < HIDDEN_MAX)" in source) == (spec.attn_mask == "add")
     assert ("k_start + lo * BLOCK_N" in source) == spec.lengths
+    # the next item's first QK^T during this one's epilogue: not where a window or a mask
+    # tensor starts each consumer's tiles at its own band (lengths alone keep it)
+    prefetch = not (spec.window or spec.attn_mask)
+    assert ("has_next = _get_item(item_bufs.index(qb_next), WARPS)" in source) == prefetch
+    assert ("# Tile 0's QK^T (a window or mask tensor: no prefetch" in source) != prefetch
     # ALiBi: one per-key vector a tile, the per-row part taken off the lse at the end
     assert ("qk = qk + alibi_col[None, :]" in source) == spec.alibi
     assert ("m_i = m_i - (slope_raw * qk_scale) * gl.arange(0, M_C" in source) == spec.alibi
@@ -620,6 +628,8 @@ def test_masked_kernels_compile_for_sm90():
     uris += [
         f"{MASK_SPECS[9].uri()}:tile",
         KernelSpec(128, False, "float16", "fwd", lengths=True, attn_mask="add").uri(),
+        MASK_SPECS[11].uri(),  # lengths alone, causal, head dims 128 and 64 (prefetch)
+        MASK_SPECS[12].uri(),
     ]
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     done = subprocess.run(
@@ -723,6 +733,51 @@ def test_hopper_masks_match_float64(case, persistent, monkeypatch):
     seen = ~empty
     lse_err = (lse[seen].double() - ref_lse[seen]).abs().max().item()
     assert lse_err <= 1e-3 * max(1.0, ref_lse[seen].abs().max().item()), lse_err
+
+
+# Lengths alone keep the next item's first QK^T in the epilogue: every grid kind, a config
+# whose consumers walk different tiles of an item (BLOCK_N 64 < BLOCK_M 128: the causal skip),
+# head dims 64 and 128, both padding sides, a sequence with no rows at all.
+from flashgen.core.hopper_config import HopperConfig  # noqa: E402
+
+LENGTHS_CONFIGS = {
+    "grid": HopperConfig(128, 128, 2, 2, 4, 168, False),
+    "static": HopperConfig(128, 128, 2, 2, 4, 168, False, True),
+    "dynamic": HopperConfig(128, 128, 2, 2, 4, 168, False, True, True),
+    "skips": HopperConfig(128, 64, 3, 2, 4, 168, False, True, True),
+}
+
+
+@on_sm90
+@pytest.mark.parametrize("grid", sorted(LENGTHS_CONFIGS))
+@pytest.mark.parametrize("side", ["right", "left"])
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
+@pytest.mark.parametrize("head_dim", [64, 128])
+def test_hopper_lengths_prefetch_matches_float64(head_dim, causal, side, grid, monkeypatch):
+    from flashgen.kernels import fwd
+    from flashgen.kernels.padding import bounds, dense_mask
+
+    b, hq, hkv, n = 4, 4, 2, 1100
+    lens = [n, 333, 0, 1029]
+    cfg = LENGTHS_CONFIGS[grid]
+    monkeypatch.setenv(hopper.FAMILY_ENV, "hopper")
+    monkeypatch.setattr(hopper, "config_for", lambda spec, sq: cfg)
+    fwd._plans.clear()
+    q, k, v = _qkv(b, hq, hkv, n, n, head_dim, torch.bfloat16, seed=5)
+    seq_bounds = bounds(b, n, n, lens, lens if causal else None, side, "cuda")
+    mask = dense_mask(seq_bounds, n, n, causal=causal, window=None)
+    spec = KernelSpec(head_dim, causal, "bfloat16", "fwd", lengths=True)
+    assert hopper.choose(spec, q, k, v, n)
+    for _ in range(2):  # the second call reuses the plan (and the dynamic grid's counter)
+        out, lse = fwd.forward(q, k, v, causal=causal, scale=None, bounds=seq_bounds)
+        ref, ref_lse = _masked_ref(q, k, v, mask, None)
+        empty = ~mask.any(-1).expand(b, hq, n)
+        assert torch.isfinite(out).all()
+        assert (out[empty] == 0).all() and (lse[empty] == float("inf")).all()
+        err = max_abs_err(out, ref)
+        assert err <= 2e-2 * max(1.0, ref.abs().max().item()), err
+        lse_err = (lse[~empty].double() - ref_lse[~empty]).abs().max().item()
+        assert lse_err <= 1e-3 * max(1.0, ref_lse[~empty].abs().max().item()), lse_err
 
 
 @on_sm90
