@@ -389,7 +389,7 @@ def main(argv=None):
     ap.add_argument("--dirs", default="fwd,fwd+bwd", help="which of fwd, fwd+bwd to time")
     ap.add_argument("--warm", action="store_true", help="run each timed function once, no timing")
     ap.add_argument(
-        "--rounds", type=int, default=ROUNDS,
+        "--rounds", type=int, default=3,
         help="readings of the masked and the unmasked kernel per row, alternating; the ratio "
         "takes the median of each (default %(default)s)",
     )  # fmt: skip
