@@ -84,7 +84,7 @@ class _Plan:
     def __init__(
         self, q, k, v, out, causal: bool, config, aligned: bool, forced, windowed=False,
         capped=False, bounded=False, mask_kind="", dropped=False, per_key=False, alibi=False,
-        shared=0, sparse=False,
+        shared=0, sparse=False, narrow=False,
     ):  # fmt: skip
         batch, hq, sq, dim = q.shape
         hkv, sk = k.shape[1], k.shape[2]
@@ -104,7 +104,7 @@ class _Plan:
             # The Gluon family, with its own config for this length; launched directly too.
             # MASK_PER_KEY (a mask constant along query rows) is a constexpr there as well.
             self.hopper = spec
-            cfg = hopper.config_for(spec, sq)
+            cfg = hopper.config_for(spec, sq, narrow)
             self.run = hopper.plan(
                 spec, cfg, q, k, v, out, direct_device(q, aligned), per_key=per_key
             )
@@ -231,8 +231,10 @@ def forward(
         return out, q.new_empty(q.shape[:3], dtype=torch.float32)
     aligned = not ((q.data_ptr() | k.data_ptr() | v.data_ptr() | out.data_ptr()) & 15)
     forced = _env()
+    # a narrow window's Hopper plan takes other tiles (hopper.NARROW_CONFIGS): its own plan
+    narrow = window is not None and hopper.narrow_window(window, k.shape[2])
     key = (q.shape, k.shape, q.stride(), k.stride(), v.stride(), q.dtype, q.device, causal, config,
-           aligned, forced, _family(), window is not None, softcap is not None,
+           aligned, forced, _family(), window is not None, narrow, softcap is not None,
            bounds is not None, mask_kind(mask), None if mask is None else mask.stride(),
            dropout is not None, extra_classes(window, bounds, mask, alibi))  # fmt: skip
     plan = _plans.get(key)
@@ -243,7 +245,7 @@ def forward(
         plan = _Plan(
             q, k, v, out, causal, config, aligned, forced, window is not None,
             softcap is not None, bounds is not None, mask_kind(mask), dropout is not None,
-            per_key, alibi is not None, mask_shared(mask), sparse,
+            per_key, alibi is not None, mask_shared(mask), sparse, narrow,
         )  # fmt: skip
         _plans.store(key, plan, q)
     if fill:

@@ -96,6 +96,16 @@ CONFIGS = {
     64: HopperConfig(128, 128, 3, 2, 4, 168, False, True),
     128: HopperConfig(128, 128, 2, 2, 4, 168, False),
 }
+# Narrow windows: a band of w keys a row, walked in 128-key tiles by 64-row consumers, computes
+# about w + 128 to w + 256 keys a row; 64-key tiles cut that to w + 64 to w + 128, which beats
+# their lower per-key rate only while w is small. Measured on the H200 (benchmarks/RESULTS.md,
+# session 17 B3; B4 H16/4 4k d128 bf16 forward): a causal 256-key window 0.111-0.114 ms with
+# NARROW_CONFIGS' 128 x 64 tiles (4 or 3 ring slots) against 0.141 with 128 x 128 (1.25x); a
+# 1024-key window 0.256-0.261 against 0.258 and a two-sided 512 + 512 one 0.279 against 0.270
+# (no gain). So bands of at most NARROW_WINDOW keys (left + right + 1) that are narrower than
+# the keys take these tiles; head dim 64 was not measured and keeps its records.
+NARROW_WINDOW = 512
+NARROW_CONFIGS = {128: HopperConfig(128, 64, 4, 2, 4, 168, False, True, True)}
 
 
 @functools.cache
@@ -263,15 +273,30 @@ def _log_once(spec, reason: str) -> None:
     log.info("flashgen: %s uses the portable forward: %s", spec.uri(), reason)
 
 
-def config_for(spec, seq_q: int) -> HopperConfig:
-    """The config to launch: the measured one for this head dim, mask and query-length bucket
-    (`flashgen.hardware.hopper_tiles.tuned_config`: FLASHGEN_HOPPER_CONFIGS or the shipped
-    tuning_db/hopper/<gpu>.json), else `CONFIGS`."""
-    from ..hardware.hopper_tiles import tuned_config
+def config_for(spec, seq_q: int, narrow: bool = False) -> HopperConfig:
+    """The config to launch: `NARROW_CONFIGS` for a narrow window (`narrow`, see
+    `narrow_window`) where the head dim has one and it fits this GPU; else the measured one for
+    this head dim, mask and query-length bucket (`flashgen.hardware.hopper_tiles.tuned_config`:
+    FLASHGEN_HOPPER_CONFIGS or the shipped tuning_db/hopper/<gpu>.json), else `CONFIGS`."""
+    from ..hardware.hopper_tiles import fit_reason, tuned_config
     from ..hardware.sram import current_device
 
-    found = tuned_config(spec.head_dim, spec.causal, seq_q, current_device())
+    device = current_device()
+    cfg = NARROW_CONFIGS.get(spec.head_dim) if narrow and spec.window else None
+    if cfg is not None and fit_reason(cfg, spec.head_dim, device) is None:
+        return for_spec(cfg, spec)
+    found = tuned_config(spec.head_dim, spec.causal, seq_q, device)
     return for_spec(found or CONFIGS[spec.head_dim], spec)
+
+
+def narrow_window(window, seq_k: int) -> bool:
+    """Whether a call's window (left, right), as `clamp_window` leaves it, is narrow enough for
+    `NARROW_CONFIGS`: at most NARROW_WINDOW keys a row and fewer than the keys (a window as
+    wide as the sequence is plain causal or full attention)."""
+    if window is None:
+        return False
+    width = window[0] + window[1] + 1
+    return width <= NARROW_WINDOW and width < seq_k
 
 
 def banded(spec) -> bool:
@@ -301,9 +326,10 @@ def forward(
     bounds int32 [B, 4]; with bounds, `out` must hold zeros and `lse` +inf beforehand), each
     given exactly when `spec` has it. For the tuner and benchmarks: `flashgen.kernels.fwd`
     keeps a `plan` per call signature instead, launched directly after its first call."""
-    cfg = for_spec(config or config_for(spec, q.shape[2]), spec)
-    run = plan(spec, cfg, q, k, v, out, None, per_key=mask is not None and mask.stride(2) == 0)
     window = clamp_window(window, spec.causal, q.shape[2], k.shape[2])
+    narrow = narrow_window(window, k.shape[2])
+    cfg = for_spec(config or config_for(spec, q.shape[2], narrow), spec)
+    run = plan(spec, cfg, q, k, v, out, None, per_key=mask is not None and mask.stride(2) == 0)
     run(*call_args(spec, q, k, v, out, lse, scale, window, softcap, bounds, mask, alibi))
 
 

@@ -96,3 +96,53 @@ def test_forward_launches_the_shipped_record(on_h200, monkeypatch):
     rec = next(r for r in _records()
                if (r["head_dim"], r["causal"], r["seq_bucket"]) == (128, True, 1024))  # fmt: skip
     assert seen == [HopperConfig(**rec["config"])]
+
+
+@pytest.mark.parametrize(
+    ("window", "narrow"),
+    [
+        (255, True),
+        (512, True),
+        (513, False),
+        (1024, False),
+        ((256, 255), True),
+        ((256, 256), False),
+    ],
+)
+def test_narrow_windows_launch_the_narrow_tiles(window, narrow, on_h200, monkeypatch):
+    """A band of at most hopper.NARROW_WINDOW keys takes NARROW_CONFIGS' 64-key tiles (session
+    17 B3: 1.25x at a 256-key window), a wider one the shipped record; the two get separate
+    plans, so a model mixing window sizes keeps each one's tiles."""
+    from flashgen.kernels import fwd
+    from flashgen.kernels.validate import normalize_window
+
+    seen = []
+    monkeypatch.setattr(hopper, "choose", lambda spec, q, k, v, sq, per_key=False: True)
+    monkeypatch.setattr(
+        hopper, "plan", lambda spec, cfg, *a, **kw: seen.append(cfg) or (lambda *a: None)
+    )
+    monkeypatch.setattr(hopper, "sched_counter", lambda device: None)
+    causal = not isinstance(window, tuple)
+    pair = normalize_window(window, causal)
+    assert hopper.narrow_window(pair, 4096) == narrow
+    fwd._plans.clear()
+    try:
+        q = torch.zeros(1, 2, 4096, 128, dtype=torch.bfloat16)
+        fwd.forward(q, q, q, causal=causal, scale=None, window=pair)
+        fwd.forward(q, q, q, causal=causal, scale=None)  # no window: the record, its own plan
+    finally:
+        fwd._plans.clear()
+    spec = KernelSpec(128, causal, "bfloat16", "fwd", window=True)
+    rec = hopper.for_spec(ht.tuned_config(128, causal, 4096, H200), spec)
+    want = hopper.for_spec(hopper.NARROW_CONFIGS[128], spec) if narrow else rec
+    assert seen == [want, ht.tuned_config(128, causal, 4096, H200)]
+    assert want.block_n == (64 if narrow else 128)
+
+
+def test_a_window_as_wide_as_the_keys_is_not_narrow():
+    # clamp_window leaves a window no wider than the sequence: then it is plain attention
+    assert not hopper.narrow_window((299, 0), 300)
+    assert hopper.narrow_window((299, 0), 301)
+    assert not hopper.narrow_window(None, 4096)
+    # head dim 64 has no narrow config: its records stay
+    assert 64 not in hopper.NARROW_CONFIGS

@@ -601,9 +601,12 @@ import json, sys
 from flashgen.kernels import hopper_aot
 from flashgen.core.spec import KernelSpec
 out = {}
+from flashgen.kernels.hopper import NARROW_CONFIGS
 for name in sys.argv[1:]:
-    uri, _, per_key = name.partition(":")
-    res = hopper_aot.compile_for_sm90(KernelSpec.from_uri(uri), per_key=per_key == "per_key")
+    uri, _, how = name.partition(":")
+    spec = KernelSpec.from_uri(uri)
+    cfg = NARROW_CONFIGS[spec.head_dim] if how == "narrow" else None
+    res = hopper_aot.compile_for_sm90(spec, cfg, per_key=how == "per_key")
     out[name] = dict(shared=res["shared"], wgmma="wgmma.mma_async" in res["ptx"],
                      tanh="tanh.approx.f32" in res["ptx"])
 json.dump(out, sys.stdout)
@@ -630,6 +633,7 @@ def test_masked_kernels_compile_for_sm90():
         KernelSpec(128, False, "float16", "fwd", lengths=True, attn_mask="add").uri(),
         MASK_SPECS[11].uri(),  # lengths alone, causal, head dims 128 and 64 (prefetch)
         MASK_SPECS[12].uri(),
+        f"{MASK_SPECS[0].uri()}:narrow",  # a narrow window's 64-key tiles (NARROW_CONFIGS)
     ]
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     done = subprocess.run(
@@ -640,7 +644,8 @@ def test_masked_kernels_compile_for_sm90():
     results = json.loads(done.stdout)
     for uri in uris:
         d = KernelSpec.from_uri(uri.partition(":")[0]).head_dim
-        model = hopper.CONFIGS[d].shared_bytes(d)
+        configs = hopper.NARROW_CONFIGS if uri.endswith(":narrow") else hopper.CONFIGS
+        model = configs[d].shared_bytes(d)
         assert results[uri]["wgmma"], uri
         assert model <= results[uri]["shared"] < model + 1024, (uri, results[uri])
         assert results[uri]["tanh"] == ("cap" in uri), uri
@@ -713,7 +718,7 @@ def test_hopper_masks_match_float64(case, persistent, monkeypatch):
     monkeypatch.setenv(hopper.FAMILY_ENV, "hopper")
     if persistent:  # several work items per program: the ring and barriers run on across items
         cfg = hopper.CONFIGS[128].with_persistent(True)
-        monkeypatch.setattr(hopper, "config_for", lambda spec, sq: cfg)
+        monkeypatch.setattr(hopper, "config_for", lambda spec, sq, narrow=False: cfg)
     from flashgen.kernels import fwd
 
     fwd._plans.clear()
@@ -761,7 +766,7 @@ def test_hopper_lengths_prefetch_matches_float64(head_dim, causal, side, grid, m
     lens = [n, 333, 0, 1029]
     cfg = LENGTHS_CONFIGS[grid]
     monkeypatch.setenv(hopper.FAMILY_ENV, "hopper")
-    monkeypatch.setattr(hopper, "config_for", lambda spec, sq: cfg)
+    monkeypatch.setattr(hopper, "config_for", lambda spec, sq, narrow=False: cfg)
     fwd._plans.clear()
     q, k, v = _qkv(b, hq, hkv, n, n, head_dim, torch.bfloat16, seed=5)
     seq_bounds = bounds(b, n, n, lens, lens if causal else None, side, "cuda")
