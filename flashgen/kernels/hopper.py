@@ -65,12 +65,16 @@ AUTO_MIN_SEQ_Q = {(64, False): 1024, (64, True): 1024, (128, False): 0, (128, Tr
 # combined with a window or softcap it renders and compiles but was not checked on the GPU, so
 # those combinations are taken only when forced (`spec_reason`).
 AUTO_MASKS: frozenset[str] = frozenset({"window", "softcap", "lengths", "alibi"})
-# Issue 16: boolean key-padding masks in the Hopper family unforced, so that HF's and
-# nn.MultiheadAttention's key-padding masks do not run the portable forward: on the H200 (B4
-# H16/4 4k d128, 79% of the keys visible) 0.96 ms against 1.21 for the portable per-key kernel,
-# float64 checks passing (benchmarks/RESULTS.md, session 12). Additive ones never take the
-# family (`spec_reason`).
-AUTO_PER_KEY_MASKS: frozenset[str] = frozenset({"bool"})
+# Issue 16: key-padding masks in the Hopper family unforced, so that HF's and
+# nn.MultiheadAttention's key-padding masks do not run the portable forward: boolean ones on
+# the H200 (B4 H16/4 4k d128, 79% of the keys visible) 0.96 ms against 1.21 for the portable
+# per-key kernel, float64 checks passing (benchmarks/RESULTS.md, session 12). Additive ones
+# (HF's encoders: 0 or finfo.min) since session 17: the portable forward read every key of
+# them (finfo.min did not count as hidden) and ran 1.27 ms, forward+backward 0.95x SDPA; now
+# `padding.key_hull` hides finfo.min padding and the family takes them as it takes boolean
+# ones. (Sessions 11-12 kept them out after a GPU test of the backward on this family's
+# forward gave NaN in dQ, which session 12 traced to the test's float64 reference.)
+AUTO_PER_KEY_MASKS: frozenset[str] = frozenset({"bool", "add"})
 MASK_KINDS = ("window", "softcap", "lengths", "attn_mask", "alibi")
 
 
@@ -178,8 +182,8 @@ def spec_reason(spec, *, forced: bool = False, per_key: bool = False) -> str | N
     The length policy (`AUTO_MIN_SEQ_Q`) is applied by `choose`, which knows the length.
     `per_key`: the call's mask tensor is constant along the query rows (its stride 2 is 0: a
     key-padding mask, read as one vector of keys a tile), which the family takes unforced for
-    the kinds in `AUTO_PER_KEY_MASKS` (boolean), never when additive; other mask tensors only
-    when forced."""
+    the kinds in `AUTO_PER_KEY_MASKS` (boolean and additive); other mask tensors only when
+    forced."""
     if spec.direction != "fwd":
         return "the Hopper family is forward only"
     if spec.dropout:
@@ -196,12 +200,6 @@ def spec_reason(spec, *, forced: bool = False, per_key: bool = False) -> str | N
         return f"head dim {spec.head_dim}: not measured faster than the portable family"
     if not forced and spec.alibi and (spec.window or spec.softcap):
         return "ALiBi with a window or softcap in the Hopper family: taken only when forced"
-    if per_key and spec.attn_mask == "add":
-        # The forward matched float64 on the H200; the GPU test of the backward on its out and
-        # lse failed with NaN in dQ (session 11 B5, session 12 B2), which session 12 traced to
-        # the test's float64 reference (an added row of -inf sends NaN through autograd), not
-        # to the kernels. Not re-checked on the GPU since: not taken, even forced.
-        return "additive key-padding masks are in the portable family (forced or not)"
     kinds = mask_kinds(spec)
     if per_key and spec.attn_mask in AUTO_PER_KEY_MASKS:
         kinds.discard("attn_mask")  # a key-padding mask: AUTO_PER_KEY_MASKS takes it

@@ -99,14 +99,26 @@ def check_bounds(seq_bounds, batch: int, device) -> None:
         raise ValueError(f"seq_bounds must be contiguous and on {device}, got {seq_bounds.device}")
 
 
+# An additive bias at or below this (float16's finfo.min, the least of HF's padding values:
+# float32's and bfloat16's lie far below) hides its key beside any key above HIDDEN_BIAS / 2:
+# its weight exp(score + bias - row max) is exactly 0 in float32 unless two scores of the row
+# differ by more than ~32,000 (`key_hull`).
+HIDDEN_BIAS = -65504.0
+
+
 def key_hull(mask) -> torch.Tensor | None:
     """SeqBounds that let the kernels skip the key tiles a key-padding mask hides at the end:
     for an expanded [B, Hq, Sq, Sk] view constant along heads and query rows (a `[B, 1, 1, Sk]`
-    mask, HF's and `key_padding_mask`'s), boolean or additive (a key is hidden only by False or
-    -inf; HF's finite finfo.min still counts, as in PyTorch), each entry's keys [0, last
+    mask, HF's and `key_padding_mask`'s), boolean or additive, each entry's keys [0, last
     visible key + 1), every query row valid; None for any other mask. The starts stay 0, so
     positions (the causal mask, windows, dropout counters) are unchanged and the kernels still
     read the mask inside the range: exact for any mask, faster for a right-padded one.
+
+    A key is hidden by False or -inf, and in an additive mask also by a bias <= HIDDEN_BIAS
+    (HF's finfo.min padding) where every other key of the entry lies above HIDDEN_BIAS / 2 and
+    one does: then such a key's weight is 0 (see HIDDEN_BIAS). An entry whose keys are all at
+    finfo.min keeps them (PyTorch averages the values there), and so does one with a bias
+    between HIDDEN_BIAS and HIDDEN_BIAS / 2 (no margin).
 
     len_k carries a flag, DENSE_KEYS added, where the mask leaves every key of the range
     untouched (True, or a bias of exactly 0: right padding, which inside its range adds nothing
@@ -121,12 +133,18 @@ def key_hull(mask) -> torch.Tensor | None:
         return None
     batch, _, seq_q, seq_k = mask.shape
     keys = mask[:, 0, 0, :]
+    position = torch.arange(1, seq_k + 1, device=mask.device, dtype=torch.int32)
     if keys.dtype == torch.bool:
         visible = plain = keys
+        k_end = (visible.to(torch.int32) * position).amax(-1)  # last visible key + 1, 0 if none
     else:
-        visible, plain = keys != float("-inf"), keys == 0
-    position = torch.arange(1, seq_k + 1, device=mask.device, dtype=torch.int32)
-    k_end = (visible.to(torch.int32) * position).amax(-1)  # last visible key + 1, 0 if none
+        plain = keys == 0
+        k_end = ((keys != float("-inf")).to(torch.int32) * position).amax(-1)
+        # HF's finfo.min padding hides its keys too where the rest clear HIDDEN_BIAS / 2
+        above = keys > HIDDEN_BIAS
+        k_above = (above.to(torch.int32) * position).amax(-1)
+        margin = ~(above & (keys <= HIDDEN_BIAS / 2)).any(-1)
+        k_end = torch.where(margin & (k_above > 0), k_above, k_end)
     # every key before k_end untouched (no visible key lies past it)
     whole = plain.sum(-1, dtype=torch.int32) == k_end
     zeros = torch.zeros_like(k_end)

@@ -254,6 +254,38 @@ def test_key_hull_flags_the_ranges_a_key_padding_mask_leaves_whole():
     assert key_hull(expand_mask(keep.expand(5, 2, 1, 40).clone(), q, k)) is None
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_key_hull_hides_hf_finfo_min_padding_with_a_margin(dtype):
+    """An additive mask's keys at or below `padding.HIDDEN_BIAS` (HF's finfo.min padding, any
+    of its dtypes) are past the range where the entry's other keys all clear HIDDEN_BIAS / 2;
+    an entry all at finfo.min keeps its keys (PyTorch's average), one with a bias between the
+    two does too (no margin), and -inf stays hidden as before."""
+    from flashgen.kernels.padding import HIDDEN_BIAS, key_hull
+
+    q, k, _ = _inputs(6, 2, 1, 7, 40, 16, seed=4)
+    low = torch.finfo(dtype).min
+    bias = torch.zeros(6, 1, 1, 40, dtype=dtype)
+    bias[0, ..., 25:] = low  # HF right padding: 25 keys
+    bias[1, ..., 25:] = low
+    bias[1, ..., 3] = -1.0e3  # a finite bias inside: read, still hidden past it
+    bias[2] = low  # every key at finfo.min: all kept
+    bias[3, ..., 25:] = low
+    bias[3, ..., 10] = HIDDEN_BIAS * 0.75  # no margin (representable in every dtype here)
+    bias[4, ..., 25:] = float("-inf")  # -inf: hidden
+    bias[5, ..., :30] = low  # left padding: the range starts at 0, ends at the last key
+    hull = key_hull(expand_mask(bias, q, k))[:, 3]
+    flag = DENSE_KEYS
+    assert (hull % flag).tolist() == [25, 25, 40, 40, 25, 40]
+    assert (hull >= flag).tolist() == [True, False, False, False, True, False]
+    # what the hull skips weighs nothing: the forward over the range equals the whole one
+    v = torch.randn(6, 1, 40, 16, dtype=torch.float64)
+    s = torch.randn(6, 2, 7, 40, dtype=torch.float64) * 10 + bias.double()
+    for b, end in enumerate((hull % flag).tolist()):
+        whole = torch.softmax(s[b], -1) @ v[b]
+        part = torch.softmax(s[b, ..., :end], -1) @ v[b, :, :end]
+        assert torch.equal(whole, part) or torch.allclose(whole, part, rtol=0, atol=1e-300)
+
+
 def _record_hulls(monkeypatch) -> list:
     """The key ranges `flashgen.runtime.primitives` builds from here on, in order."""
     from flashgen.kernels.padding import key_hull
@@ -689,12 +721,12 @@ def test_backward_hull_after_a_forward_without_it(causal, additive, monkeypatch)
     if additive:
         gen = torch.Generator().manual_seed(5)
         mask = (torch.rand(keep.shape, generator=gen) * 2 - 1).masked_fill(~keep, float("-inf"))
-        mask[1, ..., 20:] = torch.finfo(torch.float32).min  # HF's padding value: still visible
+        mask[1, ..., 20:] = torch.finfo(torch.float32).min  # HF's padding value: hidden
     _matches_float64(q, k, v, mask, causal)
     (hull,) = backward_hulls  # the backward took the key range
     flag = DENSE_KEYS  # the ranges left whole carry key_hull's flag
     whole = [False, False, False, True] if additive else [True, True, False, True]
-    assert (hull[:, 3] % flag).tolist() == [45, 45 if additive else 20, 45, 0]
+    assert (hull[:, 3] % flag).tolist() == [45, 20, 45, 0]
     assert (hull[:, 3] >= flag).tolist() == whole
 
 

@@ -432,24 +432,18 @@ def test_masks_take_the_hopper_family_but_dropout_does_not():
 
 @pytest.mark.parametrize("kind", ["bool", "add"])
 def test_key_padding_masks_are_chosen_unforced_full_mask_tensors_only_forced(kind):
-    """Issue 16: a boolean mask tensor constant along the query rows (per_key: a key-padding
-    mask, MASK_PER_KEY) takes the Hopper family unforced (`AUTO_PER_KEY_MASKS`), alone, with
-    lengths (its key range) or with a window/softcap; an additive one never; a mask that varies
+    """Issue 16: a mask tensor constant along the query rows (per_key: a key-padding mask,
+    MASK_PER_KEY), boolean or additive, takes the Hopper family unforced
+    (`AUTO_PER_KEY_MASKS`), alone, with lengths (its key range) or with a window/softcap; a mask that varies
     along the query rows only when forced; what the family has no kernel for never (ALiBi with
     lengths, dropout)."""
     assert "attn_mask" not in hopper.AUTO_MASKS
-    assert (kind in hopper.AUTO_PER_KEY_MASKS) == (kind == "bool")
+    assert kind in hopper.AUTO_PER_KEY_MASKS
     for extra in ({}, {"lengths": True}, {"lengths": True, "window": True}, {"softcap": True},
                   {"alibi": True}):  # fmt: skip
         for causal in (False, True):
             spec = KernelSpec(128, causal, "bfloat16", "fwd", attn_mask=kind, **extra)
-            per_key = hopper.spec_reason(spec, per_key=True)
-            if kind == "bool":
-                assert per_key == API_REASON, spec.uri()
-            else:  # additive key padding: the portable family, even forced (the backward on
-                # this family's forward gave NaN on the H200)
-                assert "portable family" in per_key, spec.uri()
-                assert hopper.spec_reason(spec, forced=True, per_key=True) == per_key
+            assert hopper.spec_reason(spec, per_key=True) == API_REASON, spec.uri()
             assert hopper.spec_reason(spec, forced=True) == API_REASON, spec.uri()
             reason = hopper.spec_reason(spec)
             assert "attn_mask varying along query rows" in reason and "only when forced" in reason
@@ -938,14 +932,15 @@ def _key_padding_ref(q, k, v, mask, causal):
 
 @on_sm90
 @pytest.mark.parametrize("hull", [True, False], ids=["hull", "no_hull"])
-@pytest.mark.parametrize("kind", ["bool"])
+@pytest.mark.parametrize("kind", ["bool", "add"])
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("head_dim", HEAD_DIMS, ids=lambda d: f"d{d}")
 def test_hopper_key_padding_masks_match_float64(head_dim, causal, kind, hull, monkeypatch):
-    """A boolean [B, 1, 1, Sk] key-padding mask takes the Hopper family unforced (MASK_PER_KEY),
-    with its key range as lengths (`hull`: what `primitives._bounds` passes on the H200) or
-    without; right and left padding, an entry without keys (zeros, lse +inf). (An additive one
-    never takes the family: `test_backward_consumes_the_key_padding_hopper_forward`.)"""
+    """A [B, 1, 1, Sk] key-padding mask, boolean or additive, takes the Hopper family unforced
+    (MASK_PER_KEY), with its key range as lengths (`hull`: what `primitives._bounds` passes on
+    the H200) or without; right and left padding, an entry without keys (zeros, lse +inf);
+    additive: random finite biases, HF's finfo.min padding (hidden by the hull) and an entry
+    all at finfo.min (PyTorch's average of the values, lse +inf; kept whole by the hull)."""
     from flashgen.core.spec import DENSE_KEYS
     from flashgen.kernels import fwd
     from flashgen.kernels.padding import key_hull
@@ -954,7 +949,7 @@ def test_hopper_key_padding_masks_match_float64(head_dim, causal, kind, hull, mo
 
     monkeypatch.delenv(hopper.FAMILY_ENV, raising=False)  # unforced (AUTO_PER_KEY_MASKS)
     fwd._plans.clear()
-    b, hq, hkv, n = 4, 4, 2, 1100  # 1100: ragged last tiles
+    b, hq, hkv, n = (4 if kind == "bool" else 5), 4, 2, 1100  # 1100: ragged last tiles
     q, k, v = _qkv(b, hq, hkv, n, n, head_dim, torch.bfloat16, seed=7)
     mask = expand_mask(_key_padding(kind, b, n), q, k)
     bounds = key_hull(mask) if hull else None
@@ -962,9 +957,12 @@ def test_hopper_key_padding_masks_match_float64(head_dim, causal, kind, hull, mo
     assert hopper.choose(spec, q, k, v, n, per_key=True)  # not the portable family
     if hull:
         # right padding ends at 700; key_hull's ranges start at 0, so the left-padded entry
-        # is read inside its range and the others are flagged whole (DENSE_KEYS added)
-        assert (bounds[:, 3] % DENSE_KEYS).tolist() == [n, 700, n, 0]
-        assert (bounds[:, 3] >= DENSE_KEYS).tolist() == [True, True, False, True]
+        # is read inside its range; boolean: the others are flagged whole (DENSE_KEYS added);
+        # additive: random biases (none whole), the all-finfo.min entry keeps every key
+        want = [n, 700, n, 0] + ([] if kind == "bool" else [n])
+        assert (bounds[:, 3] % DENSE_KEYS).tolist() == want
+        whole = [True, True, False, True] if kind == "bool" else [False, False, False, True, False]
+        assert (bounds[:, 3] >= DENSE_KEYS).tolist() == whole
         assert hopper.takes_key_hull(q, k, v, mask, causal=causal)
         assert primitives._bounds(None, mask, lambda: True).equal(bounds)
     out, lse = fwd.forward(q, k, v, causal=causal, scale=None, mask=mask, bounds=bounds)
@@ -972,6 +970,9 @@ def test_hopper_key_padding_masks_match_float64(head_dim, causal, kind, hull, mo
     assert torch.isfinite(out).all()
     err = max_abs_err(out, ref)
     per_entry = [max_abs_err(out[i], ref[i]) for i in range(b)]
+    if b > 4:  # every key at finfo.min: the average of the values, as PyTorch's softmax
+        avg = v.double().repeat_interleave(hq // hkv, 1)[4].mean(-2, keepdim=True)
+        assert max_abs_err(out[4], avg.expand_as(out[4])) <= 2e-2
     assert err <= 2e-2 * max(1.0, ref.abs().max().item()), per_entry
     assert (lse[gone] == float("inf")).all()
     assert (out[3] == 0).all()  # the entry without keys
@@ -1015,18 +1016,14 @@ def test_hopper_lengths_index_a_mask_tensor_at_absolute_positions(left, monkeypa
 @on_sm90
 @pytest.mark.parametrize("kind", ["bool", "add"])
 def test_backward_consumes_the_key_padding_hopper_forward(kind, monkeypatch):
-    """Autograd through the public op with a key-padding mask: on the H200 a boolean one's
-    forward runs in the Hopper family with the hull as lengths, the portable backward reads the
-    whole mask and that forward's out and lse (+inf where no key is seen); an additive one
-    (HF's finfo.min on the padding) runs the portable forward even when the Hopper family is
-    forced (its backward on that family's forward gave NaN in dQ); gradients equal float64."""
+    """Autograd through the public op with a key-padding mask, boolean or additive (HF's
+    finfo.min on the padding): on the H200 the forward runs in the Hopper family unforced with
+    the hull as lengths, the portable backward takes the hull too and reads that forward's out
+    and lse (+inf where no key is seen); gradients equal float64."""
     from flashgen.kernels import fwd
     from flashgen.ops import attention
 
-    if kind == "bool":  # unforced (AUTO_PER_KEY_MASKS); an additive one only when forced
-        monkeypatch.delenv(hopper.FAMILY_ENV, raising=False)
-    else:
-        monkeypatch.setenv(hopper.FAMILY_ENV, "hopper")
+    monkeypatch.delenv(hopper.FAMILY_ENV, raising=False)  # unforced (AUTO_PER_KEY_MASKS)
     fwd._plans.clear()
     asked = []
     real = hopper.takes_key_hull
@@ -1039,8 +1036,8 @@ def test_backward_consumes_the_key_padding_hopper_forward(kind, monkeypatch):
     leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
     out = attention(*leaves, causal=True, attn_mask=mask)
     out.backward(do)
-    # the boolean mask's forward took the hull in the Hopper family, the additive one did not
-    assert asked == [kind == "bool"], asked
+    # the forward took the hull in the Hopper family
+    assert asked == [True], asked
     ref = [t.detach().double().requires_grad_() for t in (q, k, v)]
     want, _, _ = _key_padding_ref(*ref, mask, True)
     want.backward(do.double())
