@@ -77,10 +77,11 @@ _env = _tma.env_reader(_ENV)
 _plans = PlanCache()  # `flashgen.runtime.primitives` clears it with the run-time choice's cache
 
 
-def dq_config_for(spec, config: TileConfig) -> TileConfig:
+def dq_config_for(spec, config: TileConfig, per_key: bool = False) -> TileConfig:
     """The dQ kernel's config when the backward's `config` was chosen at run time (records,
-    defaults) or by the tuner: `flashgen.hardware.dq_tiles.dq_config` on the current device."""
-    return _dq_config(spec, config, current_device().capability)
+    defaults) or by the tuner: `flashgen.hardware.dq_tiles.dq_config` on the current device
+    (`per_key`: the mask tensor is a key-padding mask)."""
+    return _dq_config(spec, config, current_device().capability, per_key)
 
 
 def _last_dim_contiguous(t):
@@ -124,7 +125,7 @@ class _Plan:
         if not isinstance(config, TileConfig):
             config, self.keep = plan_config(config, spec, seq_q, seq_k, q)
             if dq_config is None:  # a config chosen at run time: the dQ kernel's own for it
-                dq_config = dq_config_for(spec, config)
+                dq_config = dq_config_for(spec, config, per_key)
             if kind != "split":  # records and defaults are the split kind's configs
                 config = config_for_kind(spec, config, current_device(), kind)
         module = load(spec)

@@ -154,3 +154,21 @@ def test_default_config_uses_the_current_device(monkeypatch):
     assert smem_bytes(spec, cfg, (7, 5)) <= 40000
     monkeypatch.setenv("FLASHGEN_SMEM_BYTES", "1000")  # nothing fits: smallest, no exception
     assert space.default_config(spec) == TileConfig(16, 16, 2, 1)
+
+
+def test_an_additive_key_padding_masks_dq_kernel_runs_the_measured_config():
+    """Non-causal, an additive key-padding mask (per_key: one vector of keys a tile) runs the
+    dQ kernel on SM90_DQ as a boolean one does; a full additive tensor keeps the backward
+    config (its bias tiles, 4 bytes a score, would not fit beside SM90_DQ's), and so does
+    any causal mask."""
+    from flashgen.hardware.dq_tiles import SM90_DQ, dq_config
+
+    cfg = TileConfig(64, 128, 8, 3)
+    for kind in ("bool", "add"):
+        spec = KernelSpec(128, False, "bfloat16", "bwd", lengths=True, attn_mask=kind)
+        assert dq_config(spec, cfg, (9, 0), per_key=True) == SM90_DQ[128]
+        want = SM90_DQ[128] if kind == "bool" else cfg
+        assert dq_config(spec, cfg, (9, 0)) == want
+        causal = KernelSpec(128, True, "bfloat16", "bwd", lengths=True, attn_mask=kind)
+        assert dq_config(causal, cfg, (9, 0), per_key=True) == cfg
+    assert dq_config(spec, cfg, (8, 0), per_key=True) == cfg  # no measured config off sm_90

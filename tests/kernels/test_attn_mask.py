@@ -693,8 +693,8 @@ def test_the_forward_asks_the_hopper_choice_for_the_key_hull(alibi, monkeypatch)
 
 @pytest.mark.parametrize(
     ("causal", "additive"),
-    [(False, False), (True, False), (False, True), (True, True)],
-    ids=["full", "causal", "additive", "additive_causal"],
+    [(False, False), (True, False), (False, True), (True, True), (False, "hf"), (True, "hf")],
+    ids=["full", "causal", "additive", "additive_causal", "hf", "hf_causal"],
 )
 def test_backward_hull_after_a_forward_without_it(causal, additive, monkeypatch):
     """What a TMA GPU runs when the Hopper forward does not take the call (an additive mask,
@@ -702,7 +702,9 @@ def test_backward_hull_after_a_forward_without_it(causal, additive, monkeypatch)
     hull) and the backward skips the key tiles past the hull (`primitives._backward_bounds`).
     The hull hides only keys the mask hides, so the forward's lse is what the backward's
     range expects: gradients equal float64 with left and right padding, an entry without keys
-    (zeros, no NaN) and, additive, finite biases and HF's finfo.min on the padding."""
+    (zeros, no NaN) and, additive, finite biases and HF's finfo.min on the padding; "hf": HF's
+    own mask, 0 on the keys and finfo.min on the padding, whose right-padded ranges are flagged
+    whole, so the backward adds no bias inside them (`inside` False)."""
     from flashgen.runtime import primitives
 
     monkeypatch.setattr(primitives, "_bounds", lambda seq_bounds, mask, hopper_hull=None: None)
@@ -718,14 +720,21 @@ def test_backward_hull_after_a_forward_without_it(causal, additive, monkeypatch)
     keep[1, ..., :20] = True  # right padding
     keep[2, ..., 9:] = True  # left padding: causal rows before 9 see no key
     mask = keep
-    if additive:
+    low = torch.finfo(torch.float32).min
+    if additive == "hf":
+        mask = torch.zeros(keep.shape).masked_fill(~keep, low)
+        # rows that see only finfo.min keys get PyTorch's average and no gradient (README,
+        # attn_mask): the left padding and the empty entry hide their keys with -inf here
+        mask[2, ..., :9] = float("-inf")
+        mask[3] = float("-inf")
+    elif additive:
         gen = torch.Generator().manual_seed(5)
         mask = (torch.rand(keep.shape, generator=gen) * 2 - 1).masked_fill(~keep, float("-inf"))
-        mask[1, ..., 20:] = torch.finfo(torch.float32).min  # HF's padding value: hidden
+        mask[1, ..., 20:] = low  # HF's padding value: hidden
     _matches_float64(q, k, v, mask, causal)
     (hull,) = backward_hulls  # the backward took the key range
     flag = DENSE_KEYS  # the ranges left whole carry key_hull's flag
-    whole = [False, False, False, True] if additive else [True, True, False, True]
+    whole = [False, False, False, True] if additive is True else [True, True, False, True]
     assert (hull[:, 3] % flag).tolist() == [45, 20, 45, 0]
     assert (hull[:, 3] >= flag).tolist() == whole
 
