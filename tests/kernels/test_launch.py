@@ -409,14 +409,16 @@ def test_value_classes_are_what_triton_specialises_on():
 
 def test_forward_plans_split_on_the_window_sizes_classes():
     """A window of 1 key gets a plan of its own (Triton compiles the 1 in), sizes of one class
-    share one, and a size past both lengths is clamped before it is classed."""
+    share one, and a size past both lengths is clamped before it is classed; a band narrower
+    than the keys (and at most hopper.NARROW_WINDOW keys) is planned apart from a wider one of
+    its class (the Hopper family runs it on other tiles)."""
     plans.clear_all()
     gen = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(1, 2, 40, 16, generator=gen) for _ in range(3))
     for left in (1, 5, 3, 1, 10_000, 80, 32):
         fwd.forward(q, k, v, causal=True, scale=None, config=SMALL, window=(left, 0))
-    # (1) | (5, 3) | 10_000 -> 80 and 80 (multiples of 16) and 32
-    assert len(fwd._plans) == 3
+    # (1) | (5, 3) | 10_000 -> 80 and 80 (multiples of 16, as wide as the keys) | 32 (narrow)
+    assert len(fwd._plans) == 4
 
 
 def test_a_descriptor_launch_without_a_cuda_context_binds_one_and_retries(monkeypatch):
