@@ -19,10 +19,11 @@ either way, and so do additive mask tensors that vary along the query rows (4 by
 pipelined bias tiles would not fit beside it); an additive key-padding mask (`per_key`: one vector
 of keys a tile, as a boolean one) takes it like a boolean one (session 17 B4: HF's additive
 padding's forward+backward 4.47 ms against 3.97 for the same padding as a boolean mask, whose
-non-causal dQ kernel ran this config). A sliding window alone at head dim 128 runs (64, 64, 4, 2) either way (SM90_WINDOW_DQ):
-timed alone per config (session 13 B2, benchmarks/masked_tiles.py) it was the fastest for causal
-windows of 256 and 1024 keys and 9% faster than (128, 64, 8, 3) for a two-sided (512, 512) one;
-the dK/dV kernel's window row, (32, 64, 4, 3), made causal windows' dQ kernel 75-85% slower.
+non-causal dQ kernel ran this config; B6: 4.00 ms with this rule). A sliding window alone at
+head dim 128 runs (64, 64, 4, 2) either way (SM90_WINDOW_DQ): timed alone per config (session 13
+B2, benchmarks/masked_tiles.py) it was the fastest for causal windows of 256 and 1024 keys and 9%
+faster than (128, 64, 8, 3) for a two-sided (512, 512) one; the dK/dV kernel's window row,
+(32, 64, 4, 3), made causal windows' dQ kernel 75-85% slower.
 """
 
 from __future__ import annotations
