@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 import os
+import statistics
 import sys
 import time
 
@@ -326,7 +327,7 @@ def speed(name, causal, kw, mk, cap, shape, writer, dirs=("fwd", "fwd+bwd")):
             print(f"allocator {name} {direction}: {counts}", flush=True)
             print(f"readings {name} {direction}: flashgen {_ms(ours_ms)} plain {_ms(plain_ms)}",
                   flush=True)  # fmt: skip
-            t_ours, t_plain = _median(ours_ms), _median(plain_ms)
+            t_ours, t_plain = statistics.median(ours_ms), statistics.median(plain_ms)
             t_port = bench(fwd_bwd(portable, q, k, v, do) if grad else portable)
             t_sdpa = float("nan")
             if cap is None:
@@ -343,11 +344,6 @@ def speed(name, causal, kw, mk, cap, shape, writer, dirs=("fwd", "fwd+bwd")):
         )  # fmt: skip
         print(" ".join(f"{k}={v}" for k, v in row.items() if k != "mask"), flush=True)
         writer(row)
-
-
-def _median(xs):
-    xs = sorted(xs)
-    return xs[len(xs) // 2] if len(xs) % 2 else (xs[len(xs) // 2 - 1] + xs[len(xs) // 2]) / 2
 
 
 def _ms(xs) -> str:

@@ -454,3 +454,23 @@ def test_backward_peaked_softmax(dtype):
     q = (q.float() * 6).to(dtype)
     got = kernel_grads(q, k, v, do, causal=True)
     assert_grads_close(got, q, k, v, do, causal=True)
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [{}, {"window": True}, {"softcap": True}, {"lengths": True}, {"attn_mask": "bool"},
+     {"attn_mask": "add"}, {"dropout": True}, {"alibi": True},
+     {"lengths": True, "packed": True}],
+    ids=lambda e: "-".join(f"{k}" for k in e) or "plain",
+)  # fmt: skip
+def test_dq_delta_kernels_are_rendered_exactly_for_specs_without_extras(extra):
+    """The template's own rule for rendering attn_bwd_dq_delta[_tma] (`own_delta_kernels`) is
+    the one `flashgen.kernels.bwd` launches them by (`KernelSpec.has_extras`): a spec the
+    launcher asks them of always has them, and no other spec carries them."""
+    from flashgen.core.spec import KernelSpec
+    from flashgen.kernels.codegen import render
+
+    spec = KernelSpec(64, False, "float16", "bwd", **extra)
+    source = render(spec)
+    for name in ("attn_bwd_dq_delta(", "attn_bwd_dq_delta_tma("):
+        assert (f"def {name}" in source) == (not spec.has_extras), (spec.uri(), name)
