@@ -331,17 +331,13 @@ def forward(
     run(*call_args(spec, q, k, v, out, lse, scale, window, softcap, bounds, mask, alibi))
 
 
-def plan(
-    spec, cfg: HopperConfig, q, k, v, out, device, per_key: bool = False,
-    exp_emu: bool | None = None,
-):  # fmt: skip
+def plan(spec, cfg: HopperConfig, q, k, v, out, device, per_key: bool = False):
     """The `flashgen.kernels.launch.Launch` of the Hopper kernel for one call signature (the
     shapes and strides of q, k, v and out, the config): grid, constexprs and the four descriptor templates
     (q, k, v, out with their shared layouts), fixed once. `device`: as `Launch` takes it
     (`direct_device`; None launches through the JIT every time). `per_key` (a spec with a mask
     tensor): the mask's query-row stride is 0, passed as the constexpr MASK_PER_KEY (one vector
-    of keys a tile instead of a gathered tile). `exp_emu`: the constexpr EXP_EMU (None:
-    `exp_emu_for`'s rule). Called with `call_args`."""
+    of keys a tile instead of a gathered tile). Called with `call_args`."""
     from triton.experimental.gluon import language as gl
 
     from .codegen import load_family
@@ -366,21 +362,11 @@ def plan(
     constexprs = {
         "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "NUM_BUF": cfg.num_buf,
         "NUM_CONSUMERS": cfg.consumers, "PINGPONG": cfg.pingpong, "DYNAMIC": cfg.dynamic,
-        "EXP_EMU": exp_emu_for(spec, exp_emu),
         **({"MASK_PER_KEY": bool(per_key)} if spec.attn_mask else {}),
         "num_warps": cfg.num_warps,
     }  # fmt: skip
     kernel = load_family(spec, "hopper").attn_fwd_ws
     return Launch(kernel, (items,), constexprs, {"maxnreg": cfg.maxnreg}, device, descs)
-
-
-def exp_emu_for(spec, given: bool | None = None) -> bool:
-    """The kernel's EXP_EMU: whether every second score's exp2 runs on the FMA units (the
-    template's EXP2_PAIR) instead of the MUFU unit, which a softcap's tanh loads with a second
-    op a score. `given` (benchmarks): that value."""
-    if given is not None:
-        return bool(given)
-    return bool(spec.softcap)
 
 
 def sizes(q, k) -> tuple[int, int, int, int, int]:

@@ -11,16 +11,13 @@ from __future__ import annotations
 import os
 
 from ..core.hopper_config import HopperConfig
-from .hopper import CONFIGS, exp_emu_for, for_spec
+from .hopper import CONFIGS, for_spec
 
 
-def compile_for_sm90(
-    spec, cfg: HopperConfig | None = None, per_key: bool = False, exp_emu: bool | None = None
-) -> dict:
+def compile_for_sm90(spec, cfg: HopperConfig | None = None, per_key: bool = False) -> dict:
     """Compile the rendered kernel ahead of time for sm_90, no GPU needed, with the launch's
-    specialisation (`per_key`: MASK_PER_KEY of a spec with a mask tensor, `exp_emu`: EXP_EMU,
-    None for `flashgen.kernels.hopper.exp_emu`'s rule, as `flashgen.kernels.hopper.plan`
-    passes them); returns {"shared": bytes, "ptx": text}. Must run in a process that imported
+    specialisation (`per_key`: MASK_PER_KEY of a spec with a mask tensor, as
+    `flashgen.kernels.hopper.plan` passes it); returns {"shared": bytes, "ptx": text}. Must run in a process that imported
     Triton without TRITON_INTERPRET=1: there Gluon's own jit helpers (gl.cdiv, gl.max, ...)
     are interpreter wrappers the compiler refuses."""
     import triton
@@ -56,8 +53,7 @@ def compile_for_sm90(
     if spec.alibi:
         signature.update(Slopes="*fp32", stride_sb="i32")
     signature.update(BLOCK_M="constexpr", BLOCK_N="constexpr", NUM_BUF="constexpr",
-                     NUM_CONSUMERS="constexpr", PINGPONG="constexpr", DYNAMIC="constexpr",
-                     EXP_EMU="constexpr")  # fmt: skip
+                     NUM_CONSUMERS="constexpr", PINGPONG="constexpr", DYNAMIC="constexpr")  # fmt: skip
     if spec.attn_mask:
         signature["MASK_PER_KEY"] = "constexpr"
     signature["num_warps"] = "constexpr"
@@ -66,7 +62,6 @@ def compile_for_sm90(
     constexprs = {
         "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "NUM_BUF": cfg.num_buf,
         "NUM_CONSUMERS": cfg.consumers, "PINGPONG": cfg.pingpong, "DYNAMIC": cfg.dynamic,
-        "EXP_EMU": exp_emu_for(spec, exp_emu),
         **({"MASK_PER_KEY": bool(per_key)} if spec.attn_mask else {}),
         "num_warps": cfg.num_warps,
     }  # fmt: skip
