@@ -2,7 +2,7 @@
 # Prepared in session 17 for the next session (about 240 s): every masks.py row on the final
 # tree (issue 16's bars; session 17 B3 read them before the narrow-window tiles and the
 # additive key-padding changes), the masked and unmasked kernel alternating, 3 readings each.
-# Run as FLASHGEN_COMMIT=<sha> bash benchmarks/raw/next_s18/job_c.sh carrying .whl.
+# Run as FLASHGEN_COMMIT=<sha> bash benchmarks/raw/h200_s18b3/job.sh carrying .whl.
 set -u
 . benchmarks/device_env.sh
 W=$OUT/work; mkdir -p $W

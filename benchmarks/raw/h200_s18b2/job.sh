@@ -3,7 +3,7 @@
 # tree (session 17's last commits after B6 changed tests/kernels/test_hopper.py's helpers and
 # docs only, and ran on the CPU), then issue 15's host time of a launch-bound call (last read in
 # session 14 B8 / 16 B3-B4), SDPA alternating. Run as FLASHGEN_COMMIT=<sha> bash
-# benchmarks/raw/next_s18/job_a.sh carrying .whl; move it to benchmarks/raw/h200_s<N>b<K>/.
+# benchmarks/raw/h200_s18b2/job.sh carrying .whl.
 set -u
 . benchmarks/device_env.sh
 W=$OUT/work; mkdir -p $W

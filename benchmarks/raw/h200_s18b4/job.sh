@@ -2,7 +2,7 @@
 # Prepared in session 17 for the next session (about 300 s): issue 15's other bars, last read in
 # sessions 10-11: the grid through the op with the shipped records against every SDPA backend
 # (vendor_grid.py) and the Llama block against Inductor (llama_block.py). Run as
-# FLASHGEN_COMMIT=<sha> bash benchmarks/raw/next_s18/job_b.sh carrying .whl.
+# FLASHGEN_COMMIT=<sha> bash benchmarks/raw/h200_s18b4/job.sh carrying .whl.
 set -u
 . benchmarks/device_env.sh
 W=$OUT/work; mkdir -p $W
