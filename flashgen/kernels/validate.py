@@ -24,27 +24,37 @@ _passed: dict[tuple, float] = {}
 _MAX_REMEMBERED = 4096
 
 
-def check_inputs(q, k, v, *, causal, scale) -> float:
-    """Validate q [B, Hq, Sq, D], k/v [B, Hkv, Sk, D]; return the softmax scale to use.
-
-    `scale=None` means SDPA's default 1/sqrt(D). Raises ValueError naming the argument and the
-    rule for anything the kernels do not support.
-    """
+def input_signature(q, k, v, causal, scale) -> tuple | None:
+    """Everything `check_inputs`' rules read, as the key of its verdict (and of
+    `flashgen.runtime.vendor.launch_bound_key`); None where no key applies: under Dynamo
+    (which traces the plain checks, not a global dict), inputs that are not plain tensors, a
+    `causal` that is not a bool or a `scale` neither None nor a float (so 1 == True or
+    1 == 1.0 cannot hit an entry made for another type)."""
     tensor = torch.Tensor
     if (
-        not torch.compiler.is_compiling()  # Dynamo traces the plain checks, not a global dict
+        not torch.compiler.is_compiling()
         and type(q) is tensor
         and type(k) is tensor
         and type(v) is tensor
         and (causal is True or causal is False)
         and (scale is None or type(scale) is float)
     ):
-        # Everything the rules below read; `causal` and `scale` are type-checked above, so
-        # 1 == True or 1 == 1.0 cannot hit an entry made for another type.
-        key = (
+        return (
             q.shape, k.shape, v.shape, q.stride(), k.stride(), v.stride(),
             q.dtype, k.dtype, v.dtype, q.device, k.device, v.device, causal, scale,
         )  # fmt: skip
+    return None
+
+
+def check_inputs(q, k, v, *, causal, scale, signature=None) -> float:
+    """Validate q [B, Hq, Sq, D], k/v [B, Hkv, Sk, D]; return the softmax scale to use.
+
+    `scale=None` means SDPA's default 1/sqrt(D). Raises ValueError naming the argument and the
+    rule for anything the kernels do not support. `signature`: `input_signature` of these
+    arguments where the caller has built it already (None: built here).
+    """
+    key = signature if signature is not None else input_signature(q, k, v, causal, scale)
+    if key is not None:
         found = _passed.get(key)
         if found is None:
             found = _check(q, k, v, causal=causal, scale=scale)

@@ -7,6 +7,7 @@ body of the eager public function (`flashgen.ops.attention`)."""
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
 from ..core.impls import FLASHGEN, check_impl
 from ..kernels import dropout
@@ -17,13 +18,22 @@ from ..kernels.validate import (
     check_kernel_device,
     check_softcap,
     expand_mask,
+    input_signature,
     normalize_window,
 )
 from .autograd import _attention_apply, _plain_apply
+from .dispatch import settled_impls
 from .eager import plain_eager
 from .library import _LIB
 from .primitives import _check_extras, _fwd_op, plain_forward
-from .vendor import MIX, MIXED_BACKWARD, needs_backward, route
+from .vendor import (
+    MIX,
+    MIXED_BACKWARD,
+    launch_bound_key,
+    needs_backward,
+    remember_launch_bound,
+    route,
+)
 
 
 def _attention(
@@ -98,8 +108,20 @@ def _plain_attention(q, k, v, causal, scale, deterministic, impl):
     top-left causal), the public function's eager path for them: the same checks, choice and
     kernels without the branches only the extras need. In a plain eager call without a
     gradient the forward op's body is called directly (`plain_forward`); anything traced,
-    fake or under a dispatch mode goes through the op as in `_attention`."""
-    scale = check_inputs(q, k, v, causal=causal, scale=scale)
+    fake or under a dispatch mode goes through the op as in `_attention`. A launch-bound auto
+    call whose signature `route` already sent to SDPA's own choice goes there at once
+    (`flashgen.runtime.vendor.launch_bound_key`: the checks passed for it then)."""
+    signature = input_signature(q, k, v, causal, scale)
+    key = None
+    if impl is None:
+        key = launch_bound_key(signature, q, k, v)
+        if key is not None and key in settled_impls and plain_eager(q):
+            if deterministic is not None:
+                check_deterministic(deterministic)
+            return F.scaled_dot_product_attention(
+                q, k, v, is_causal=causal, scale=scale, enable_gqa=q.shape[1] != k.shape[1]
+            )
+    scale = check_inputs(q, k, v, causal=causal, scale=scale, signature=signature)
     if deterministic is not None:
         check_deterministic(deterministic)
     backward = needs_backward(q, k, v)
@@ -107,6 +129,7 @@ def _plain_attention(q, k, v, causal, scale, deterministic, impl):
     if impl != FLASHGEN:
         out = route(q, k, v, causal, scale, impl, None, None, backward)
         if out is not None and out is not MIX:
+            remember_launch_bound(key, q)
             return out
         mix = out is MIX
     if not q.is_cuda:  # (CUDA tensors always pass; `is_cuda` is cheaper than `q.device`)

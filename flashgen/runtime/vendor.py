@@ -46,7 +46,13 @@ from ..core.impls import FLASHGEN, check_impl, sdpa_backend
 from ..core.spec import dtype_name, shape_bucket, spec_for
 from ..kernels.launch import capturing as _capturing
 from ..kernels.tma import env_reader
-from .dispatch import default_choice, impl_choice, remember_impl, settled_impls
+from .dispatch import (
+    MAX_SETTLED,
+    default_choice,
+    impl_choice,
+    remember_impl,
+    settled_impls,
+)
 from .eager import plain_eager
 
 _refused: set[tuple] = set()
@@ -249,6 +255,34 @@ def route(
 
 # Multiply-adds of one QK^T (B * Hq * Sq * Sk * D) at or below which a CUDA call is launch-bound.
 LAUNCH_BOUND_WORK = 1 << 28
+# The first item of `launch_bound_key`s, under which `settled_impls` remembers the signatures
+# `route` sent to SDPA's own choice as launch-bound (emptied with the run-time choice's caches).
+LAUNCH_BOUND_SDPA = "sdpa_launch_bound"
+
+
+def launch_bound_key(signature: tuple | None, q, k, v) -> tuple | None:
+    """The key in `settled_impls` of a plain eager auto call (impl None) whose inputs have
+    `signature` (`flashgen.kernels.validate.input_signature`: everything `check_inputs` reads,
+    with the given scale), with whether a gradient is wanted (what `winner` reads besides).
+    None where no key applies (no signature, inputs `check_inputs` will refuse for their
+    rank) or the call is not launch-bound on a GPU."""
+    if signature is None or len(signature[0]) != 4 or len(signature[1]) != 4:
+        return None
+    if not launch_bound(q, k):
+        return None
+    return (LAUNCH_BOUND_SDPA, signature, needs_backward(q, k, v))
+
+
+def remember_launch_bound(key: tuple | None, q) -> None:
+    """After `route` answered an auto call of `launch_bound_key` `key` with SDPA's output:
+    remember it where the call was launch-bound and plain eager (the branch of `route` that
+    calls SDPA's own choice), so the next such call skips the checks and the choice (host
+    time: on the H200 the auto forward of a 1x1x128x128 call cost 1.40-1.51x SDPA's)."""
+    if key is None or not plain_eager(q):
+        return
+    if len(settled_impls) >= MAX_SETTLED:
+        settled_impls.clear()
+    settled_impls[key] = LAUNCH_BOUND_SDPA
 
 
 def launch_bound(q, k) -> bool:

@@ -156,6 +156,59 @@ def test_a_launch_bound_call_runs_sdpas_own_choice(choice, monkeypatch):
     assert forced == ["sdpa_flash"]
 
 
+def test_a_launch_bound_signature_goes_to_sdpa_at_once(choice, monkeypatch):
+    """After `route` sent a launch-bound auto call to SDPA's own choice, the next call with the
+    same signature goes there without the checks or the choice: same output, and `route`
+    (and `check_inputs`) asked again for a new signature, a gradient wanted, a forced impl=,
+    under a dispatch mode, and after the run-time choice's caches were emptied. Inputs the
+    checks refuse still raise their ValueError."""
+    import flashgen
+    from flashgen.runtime import composite
+
+    monkeypatch.setattr(vendor, "launch_bound", lambda q, k: True)
+    dispatch.set_impl("sdpa_flash")
+    routed, checked = [], []
+    real_route, real_check = composite.route, composite.check_inputs
+    monkeypatch.setattr(
+        composite, "route", lambda *a, **kw: routed.append(1) or real_route(*a, **kw)
+    )
+    monkeypatch.setattr(
+        composite, "check_inputs", lambda *a, **kw: checked.append(1) or real_check(*a, **kw)
+    )
+    q, k, v = _inputs()
+    want = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+    for _ in range(3):
+        torch.testing.assert_close(flashgen.attention(q, k, v, causal=True), want)
+    assert len(routed) == 1 and len(checked) == 1
+    flashgen.attention(q, k, v, causal=False)  # another signature
+    flashgen.attention(q, k, v, causal=False)
+    assert len(routed) == 2
+    flashgen.attention(q, k, v, causal=True, scale=0.5)  # another scale
+    assert len(routed) == 3
+    qg = q.clone().requires_grad_()
+    out = flashgen.attention(qg, k, v, causal=True)  # a gradient wanted: its own key
+    assert len(routed) == 4 and out.requires_grad
+    flashgen.attention(q, k, v, causal=True, impl="sdpa_flash")  # forced: always routed
+    assert len(routed) == 5
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Passing(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    with Passing():
+        flashgen.attention(q, k, v, causal=True)
+    assert len(routed) == 6
+    dispatch.clear_cache()
+    dispatch.set_impl("sdpa_flash")
+    flashgen.attention(q, k, v, causal=True)
+    assert len(routed) == 7
+    with pytest.raises(ValueError, match="q must be 4-D"):
+        flashgen.attention(q[0], k, v, causal=True)
+    with pytest.raises(ValueError, match="head_dim"):
+        flashgen.attention(q, k[..., :16], v[..., :16], causal=True)
+
+
 def test_gain_is_the_calls_estimated_time_times_the_margin():
     """1x1x1024x1024, head dim 128: 2^29 FLOPs forward; half of it causal, 3.5x with a backward."""
     work = (1, 1, 1024, 1024, 128)
