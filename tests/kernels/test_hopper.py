@@ -787,15 +787,17 @@ def test_hopper_lengths_prefetch_matches_float64(head_dim, causal, side, grid, m
 
 
 @on_sm90
+@pytest.mark.parametrize("windowed", [False, True], ids=["lengths", "lengths+window"])
 @pytest.mark.parametrize("grid", ["dynamic", "skips"])
 @pytest.mark.parametrize("side", ["right", "left"])
 @pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
 @pytest.mark.parametrize("head_dim", [64, 128])
-def test_hopper_drops_items_past_query_rows(head_dim, causal, side, grid, monkeypatch):
+def test_hopper_drops_items_past_query_rows(head_dim, causal, side, grid, windowed, monkeypatch):
     """A dynamic grid's producer drops the work items past an entry's query rows (the launcher
     filled out and lse): more items than programs (64 (batch, head)s x 9 query blocks), so
     programs take several, and entries with no rows or a handful, where every item of the
-    entry but at most the first is dropped; rows past the lengths stay zeros / +inf."""
+    entry but at most the first is dropped; rows past the lengths stay zeros / +inf. With a
+    window too (no prefetch: the consumers wait for each item's announcement)."""
     from flashgen.kernels import fwd
     from flashgen.kernels.padding import bounds, dense_mask
 
@@ -806,14 +808,15 @@ def test_hopper_drops_items_past_query_rows(head_dim, causal, side, grid, monkey
     monkeypatch.setattr(hopper, "config_for", lambda spec, sq, narrow=False: cfg)
     fwd._plans.clear()
     q, k, v = _qkv(b, hq, hkv, n, n, head_dim, torch.bfloat16, seed=6)
+    window = ((200, 0) if causal else (100, 50)) if windowed else None
     seq_bounds = bounds(b, n, n, lens, lens, side, "cuda")
-    mask = dense_mask(seq_bounds, n, n, causal=causal, window=None)
-    spec = KernelSpec(head_dim, causal, "bfloat16", "fwd", lengths=True)
+    mask = dense_mask(seq_bounds, n, n, causal=causal, window=window)
+    spec = KernelSpec(head_dim, causal, "bfloat16", "fwd", window=windowed, lengths=True)
     assert hopper.choose(spec, q, k, v, n)
     ref, ref_lse = _masked_ref(q, k, v, mask, None)
     empty = ~mask.any(-1).expand(b, hq, n)
     for _ in range(2):  # the second call reuses the plan and the dynamic grid's counter
-        out, lse = fwd.forward(q, k, v, causal=causal, scale=None, bounds=seq_bounds)
+        out, lse = fwd.forward(q, k, v, causal=causal, scale=None, window=window, bounds=seq_bounds)
         _assert_matches_masked_ref(out, lse, ref, ref_lse, empty, 2e-2)
 
 
