@@ -14,9 +14,11 @@ lengths, the same side) causal attention is exactly the padded batch's absolute 
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
-from ..core.spec import DENSE_KEYS
+from ..core.spec import DENSE_KEYS, next_pow2
 
 PADDING_SIDES = ("right", "left")
 
@@ -128,9 +130,42 @@ def key_hull(mask) -> torch.Tensor | None:
     portable forward only strips it. Why: with the mask read on every tile the Hopper forward
     issued 71% more instructions than with the same padding as key lengths and ran 824 against
     586 µs (benchmarks/RESULTS.md, session 14 B3). None from DENSE_KEYS keys on (the flag's
-    bit). Plain torch ops on the mask's device (no host sync)."""
+    bit). No host sync: on a GPU one kernel (`flashgen.kernels.hull_kernel`), elsewhere
+    `_key_hull_torch`'s torch ops, the same answer."""
     if mask.stride(1) != 0 or mask.stride(2) != 0 or mask.shape[-1] >= DENSE_KEYS:
         return None
+    if mask.is_cuda:
+        return _key_hull_kernel(mask)
+    return _key_hull_torch(mask)
+
+
+def _key_hull_kernel(mask) -> torch.Tensor:
+    """`key_hull` of a mask it applies to, by `hull_kernel.key_hull_kernel` (one launch; on
+    the CPU under Triton's interpreter in the tests)."""
+    from .hull_kernel import key_hull_kernel
+
+    batch, _, seq_q, seq_k = mask.shape
+    out = torch.empty(batch, 4, dtype=torch.int32, device=mask.device)
+    additive = mask.dtype != torch.bool
+    hidden, half = _thresholds(mask.dtype) if additive else (0.0, 0.0)
+    block = min(max(next_pow2(seq_k), 16), 2048)
+    key_hull_kernel[(batch,)](
+        mask, out, mask.stride(0), mask.stride(3), seq_q, seq_k, hidden, half,
+        ADDITIVE=additive, DENSE=DENSE_KEYS, BLOCK=block,
+    )  # fmt: skip
+    return out
+
+
+@functools.cache
+def _thresholds(dtype) -> tuple[float, float]:
+    """HIDDEN_BIAS and HIDDEN_BIAS / 2 as `dtype` rounds them: what `_key_hull_torch`'s
+    comparisons of a mask of that dtype with the Python floats compare against."""
+    return tuple(float(torch.tensor(t, dtype=dtype)) for t in (HIDDEN_BIAS, HIDDEN_BIAS / 2))
+
+
+def _key_hull_torch(mask) -> torch.Tensor:
+    """`key_hull` of a mask it applies to, with plain torch ops (the CPU's path, and the
+    reference the kernel is tested against)."""
     batch, _, seq_q, seq_k = mask.shape
     keys = mask[:, 0, 0, :]
     position = torch.arange(1, seq_k + 1, device=mask.device, dtype=torch.int32)

@@ -286,6 +286,62 @@ def test_key_hull_hides_hf_finfo_min_padding_with_a_margin(dtype):
         torch.testing.assert_close(whole, part, rtol=1e-12, atol=0)
 
 
+def _hull_masks():
+    """Key-padding masks of every kind `padding.key_hull` reads: boolean and additive in three
+    dtypes, right and left padding, gaps, -inf, HF's finfo.min with and without a margin, an
+    entry with no visible key, a batch-broadcast view and a strided key axis."""
+    gen = torch.Generator().manual_seed(11)
+    out = []
+    for seq_k in (1, 40, 300, 2500):  # one key, several blocks of the kernel's loop
+        lens = torch.randint(0, seq_k + 1, (7,), generator=gen)
+        keep = torch.arange(seq_k)[None, :] < lens[:, None]
+        keep[1] = keep[1].flip(0)  # left padding
+        keep[2, seq_k // 3] = False  # a gap
+        out.append(keep)
+        for dtype in (torch.float32, torch.bfloat16, torch.float16):
+            low = torch.finfo(dtype).min
+            bias = torch.zeros(keep.shape, dtype=dtype).masked_fill(~keep, low)
+            bias[3] = bias[3].masked_fill(~keep[3], float("-inf"))
+            bias[4, 0] = -49152.0  # in (HIDDEN_BIAS, HIDDEN_BIAS / 2]: no margin
+            bias[5] = low  # every key at finfo.min
+            bias[6, seq_k // 2 :] = torch.randn(seq_k - seq_k // 2, generator=gen).to(dtype)
+            out.append(bias)
+    wide = torch.ones(1, 600, dtype=torch.bool)
+    wide[0, 450:] = False
+    out.append(wide.expand(3, 600))  # batch stride 0
+    out.append(torch.zeros(4, 2 * 70, dtype=torch.bfloat16)[:, ::2])  # key stride 2
+    return [m[:, None, None, :] for m in out]
+
+
+def test_key_hull_kernel_equals_the_torch_ops():
+    """The kernel `padding.key_hull` runs on a GPU (here under Triton's interpreter) gives
+    exactly the int32 bounds of the torch ops it replaced, for every kind of mask."""
+    from flashgen.kernels.padding import _key_hull_kernel, _key_hull_torch
+
+    for mask in _hull_masks():
+        q = torch.zeros(mask.shape[0], 2, 5, 8)
+        k = torch.zeros(mask.shape[0], 1, mask.shape[-1], 8)
+        m = expand_mask(mask, q, k)
+        want = _key_hull_torch(m)
+        got = _key_hull_kernel(m)
+        assert got.dtype == torch.int32 and got.is_contiguous()
+        assert got.tolist() == want.tolist(), (mask.dtype, mask.shape)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_key_hull_on_the_gpu_equals_the_torch_ops():
+    """On a GPU `padding.key_hull` runs the compiled kernel: the same bounds as the torch ops."""
+    from flashgen.kernels.padding import _key_hull_torch, key_hull
+
+    for mask in _hull_masks():
+        mask = mask.cuda()
+        q = torch.zeros(mask.shape[0], 2, 5, 8, device="cuda")
+        k = torch.zeros(mask.shape[0], 1, mask.shape[-1], 8, device="cuda")
+        m = expand_mask(mask, q, k)
+        assert key_hull(m).tolist() == _key_hull_torch(m).tolist(), (mask.dtype, mask.shape)
+
+
 def _record_hulls(monkeypatch) -> list:
     """The key ranges `flashgen.runtime.primitives` builds from here on, in order."""
     from flashgen.kernels.padding import key_hull
