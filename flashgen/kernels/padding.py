@@ -149,8 +149,10 @@ def _key_hull_kernel(mask) -> torch.Tensor:
     additive = mask.dtype != torch.bool
     hidden, half = _thresholds(mask.dtype) if additive else (0.0, 0.0)
     block = min(max(next_pow2(seq_k), 16), 2048)
+    # a boolean mask as its bytes (as `block_mask` hands masks to `tile_kinds`)
+    keys = mask if additive else mask.view(torch.uint8)
     key_hull_kernel[(batch,)](
-        mask, out, mask.stride(0), mask.stride(3), seq_q, seq_k, hidden, half,
+        keys, out, mask.stride(0), mask.stride(3), seq_q, seq_k, hidden, half,
         ADDITIVE=additive, DENSE=DENSE_KEYS, BLOCK=block,
     )  # fmt: skip
     return out

@@ -328,6 +328,37 @@ def test_key_hull_kernel_equals_the_torch_ops():
         assert got.tolist() == want.tolist(), (mask.dtype, mask.shape)
 
 
+_HULL_AOT = """
+import json, sys
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from flashgen.kernels.hull_kernel import key_hull_kernel
+done = []
+for ptr, additive in json.loads(sys.argv[1]):
+    sig = {"Keys": ptr, "Out": "*i32", "stride_b": "i32", "stride_n": "i32", "SEQ_Q": "i32",
+           "SEQ_K": "i32", "HIDDEN": "fp32", "HALF": "fp32", "ADDITIVE": "constexpr",
+           "DENSE": "constexpr", "BLOCK": "constexpr"}
+    src = ASTSource(fn=key_hull_kernel, signature=sig,
+                    constexprs={"ADDITIVE": additive, "DENSE": 1 << 30, "BLOCK": 2048})
+    kernel = triton.compile(src, target=GPUTarget("cuda", 90, 32))
+    done.append(len(kernel.asm["ptx"]) > 0)
+print(json.dumps(done))
+"""
+
+
+def test_key_hull_kernel_compiles_for_sm90():
+    """The kernel behind `padding.key_hull` on a GPU compiles for sm_90 (ahead of time, no GPU;
+    the interpreter test above checks its values): the pointer kinds `_key_hull_kernel` passes,
+    a boolean mask's bytes and the three float dtypes of an additive one."""
+    import aot_compile
+
+    if not aot_compile.cuda_backend_available():
+        pytest.skip("Triton's CUDA backend is not installed")
+    kinds = [["*u8", False], ["*bf16", True], ["*fp16", True], ["*fp32", True]]
+    assert aot_compile.run_without_interpreter(_HULL_AOT, kinds, timeout=600) == [True] * 4
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_key_hull_on_the_gpu_equals_the_torch_ops():
