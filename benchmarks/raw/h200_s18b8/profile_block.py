@@ -40,6 +40,8 @@ for name, fn in runs.items():
             a[0] += 1
             a[1] += e.device_time_total if hasattr(e, "device_time_total") else e.cuda_time_total
     total = sum(v[1] for v in agg.values())
-    print(f"== {name}: {total / 20:.1f} us of kernels a step, {sum(v[0] for v in agg.values()) / 20:.1f} kernels a step")
+    print(
+        f"== {name}: {total / 20:.1f} us of kernels a step, {sum(v[0] for v in agg.values()) / 20:.1f} kernels a step"
+    )
     for k, (n, t) in sorted(agg.items(), key=lambda kv: -kv[1][1]):
         print(f"  {t / 20:9.1f} us  {n / 20:5.1f}x  {k}")
