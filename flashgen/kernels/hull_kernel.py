@@ -52,7 +52,7 @@ def key_hull_kernel(
         plain += tl.sum(untouched.to(tl.int32), 0)
     if ADDITIVE:
         k_end = tl.where((no_margin == 0) & (k_above > 0), k_above, k_end)
-    len_k = k_end + (plain == k_end).to(tl.int32) * DENSE
+    len_k = k_end + tl.where(plain == k_end, DENSE, 0)
     slot = tl.arange(0, 4)
     row = tl.where(slot == 1, SEQ_Q, tl.where(slot == 3, len_k, 0))
     tl.store(Out + b * 4 + slot, row.to(tl.int32))

@@ -162,7 +162,8 @@ def _key_hull_kernel(mask) -> torch.Tensor:
 def _thresholds(dtype) -> tuple[float, float]:
     """HIDDEN_BIAS and HIDDEN_BIAS / 2 as `dtype` rounds them: what `_key_hull_torch`'s
     comparisons of a mask of that dtype with the Python floats compare against."""
-    return tuple(float(torch.tensor(t, dtype=dtype)) for t in (HIDDEN_BIAS, HIDDEN_BIAS / 2))
+    hidden, half = (float(torch.tensor(t, dtype=dtype)) for t in (HIDDEN_BIAS, HIDDEN_BIAS / 2))
+    return hidden, half
 
 
 def _key_hull_torch(mask) -> torch.Tensor:
