@@ -134,7 +134,7 @@ def key_hull(mask) -> torch.Tensor | None:
     `_key_hull_torch`'s torch ops, the same answer."""
     if mask.stride(1) != 0 or mask.stride(2) != 0 or mask.shape[-1] >= DENSE_KEYS:
         return None
-    if mask.is_cuda:
+    if mask.is_cuda and mask.shape[0] > 0:  # (an empty batch: no launch of an empty grid)
         return _key_hull_kernel(mask)
     return _key_hull_torch(mask)
 
