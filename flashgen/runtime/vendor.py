@@ -277,7 +277,8 @@ def remember_launch_bound(key: tuple | None, q) -> None:
     """After `route` answered an auto call of `launch_bound_key` `key` with SDPA's output:
     remember it where the call was launch-bound and plain eager (the branch of `route` that
     calls SDPA's own choice), so the next such call skips the checks and the choice (host
-    time: on the H200 the auto forward of a 1x1x128x128 call cost 1.40-1.51x SDPA's)."""
+    time: on the H200 the auto forward of 1x1x128x128 and 1x1x128x64 calls cost 1.40 and 1.51x
+    SDPA's before, 1.26 and 1.28x after; benchmarks/RESULTS.md, session 18 B2 and B5)."""
     if key is None or not plain_eager(q):
         return
     if len(settled_impls) >= MAX_SETTLED:
