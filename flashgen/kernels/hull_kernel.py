@@ -1,13 +1,14 @@
-"""The kernel behind `flashgen.kernels.padding.key_hull` on a GPU: a key-padding mask's SeqBounds
-in one launch.
+"""The kernel behind `flashgen.kernels.padding.key_hull`: a key-padding mask's SeqBounds in one
+launch.
 
-Why a kernel: the same answer from tensor ops took about 12 small PyTorch kernels for a
-boolean mask and 25 for an additive one (HF's 0 / finfo.min), a few microseconds of GPU time
-each, on every forward and again on every backward of a masked call; on the H200 the additive
-key-padding forward ran 0.785 ms against 0.735 for the same padding as a boolean mask
-(benchmarks/RESULTS.md, session 18 B3), about that difference. One program per batch entry
-reads the entry's keys once and writes its four int32. Its own module so that importing
-`padding` does not import Triton.
+Why a kernel: the same answer from tensor ops (tests/kernels/test_attn_mask.py keeps them as the
+reference) took about 12 small PyTorch kernels for a boolean mask and 25 for an additive one
+(HF's 0 / finfo.min), a few microseconds of GPU time each, on every forward and again on every
+backward of a masked call; on the H200 the additive key-padding forward ran 0.785 ms against
+0.735 for the same padding as a boolean mask (benchmarks/RESULTS.md, session 18 B3), about that
+difference (not measured with the kernel yet). One program per batch entry reads the entry's
+keys once and writes its four int32. Its own module so that importing `padding` does not import
+Triton.
 """
 
 import triton
@@ -24,8 +25,8 @@ def key_hull_kernel(
     key before it is untouched (True / a bias of exactly 0). Boolean keys: visible where
     nonzero. Additive (ADDITIVE): visible where not -inf; where no key lies in (HIDDEN, HALF]
     and one lies above HIDDEN, the keys at or below HIDDEN are hidden too (len_k ends after
-    the last key above HIDDEN). HIDDEN and HALF come as the mask's dtype rounds them (the
-    comparisons of `padding._key_hull_torch`, which this kernel must equal)."""
+    the last key above HIDDEN). HIDDEN and HALF come as the mask's dtype rounds them
+    (`padding._thresholds`), so the comparisons are those of the mask's own dtype."""
     b = tl.program_id(0)
     base = Keys + b.to(tl.int64) * stride_b
     k_end = 0

@@ -130,22 +130,16 @@ def key_hull(mask) -> torch.Tensor | None:
     portable forward only strips it. Why: with the mask read on every tile the Hopper forward
     issued 71% more instructions than with the same padding as key lengths and ran 824 against
     586 µs (benchmarks/RESULTS.md, session 14 B3). None from DENSE_KEYS keys on (the flag's
-    bit). No host sync: on a GPU one kernel (`flashgen.kernels.hull_kernel`), elsewhere
-    `_key_hull_torch`'s torch ops, the same answer."""
+    bit). One kernel launch (`flashgen.kernels.hull_kernel`; on the CPU under Triton's
+    interpreter, as every kernel there), no host sync."""
     if mask.stride(1) != 0 or mask.stride(2) != 0 or mask.shape[-1] >= DENSE_KEYS:
         return None
-    if mask.is_cuda and mask.shape[0] > 0:  # (an empty batch: no launch of an empty grid)
-        return _key_hull_kernel(mask)
-    return _key_hull_torch(mask)
-
-
-def _key_hull_kernel(mask) -> torch.Tensor:
-    """`key_hull` of a mask it applies to, by `hull_kernel.key_hull_kernel` (one launch; on
-    the CPU under Triton's interpreter in the tests)."""
     from .hull_kernel import key_hull_kernel
 
     batch, _, seq_q, seq_k = mask.shape
     out = torch.empty(batch, 4, dtype=torch.int32, device=mask.device)
+    if batch == 0:  # no launch of an empty grid
+        return out
     additive = mask.dtype != torch.bool
     hidden, half = _thresholds(mask.dtype) if additive else (0.0, 0.0)
     block = min(max(next_pow2(seq_k), 16), 2048)
@@ -160,34 +154,11 @@ def _key_hull_kernel(mask) -> torch.Tensor:
 
 @functools.cache
 def _thresholds(dtype) -> tuple[float, float]:
-    """HIDDEN_BIAS and HIDDEN_BIAS / 2 as `dtype` rounds them: what `_key_hull_torch`'s
-    comparisons of a mask of that dtype with the Python floats compare against."""
+    """HIDDEN_BIAS and HIDDEN_BIAS / 2 as `dtype` rounds them: what a comparison of a tensor of
+    that dtype with those Python floats compares against (PyTorch computes it in the tensor's
+    dtype), which the kernel's float32 comparisons must equal."""
     hidden, half = (float(torch.tensor(t, dtype=dtype)) for t in (HIDDEN_BIAS, HIDDEN_BIAS / 2))
     return hidden, half
-
-
-def _key_hull_torch(mask) -> torch.Tensor:
-    """`key_hull` of a mask it applies to, with plain torch ops (the CPU's path, and the
-    reference the kernel is tested against)."""
-    batch, _, seq_q, seq_k = mask.shape
-    keys = mask[:, 0, 0, :]
-    position = torch.arange(1, seq_k + 1, device=mask.device, dtype=torch.int32)
-    if keys.dtype == torch.bool:
-        visible = plain = keys
-        k_end = (visible.to(torch.int32) * position).amax(-1)  # last visible key + 1, 0 if none
-    else:
-        plain = keys == 0
-        k_end = ((keys != float("-inf")).to(torch.int32) * position).amax(-1)
-        # HF's finfo.min padding hides its keys too where the rest clear HIDDEN_BIAS / 2
-        above = keys > HIDDEN_BIAS
-        k_above = (above.to(torch.int32) * position).amax(-1)
-        margin = ~(above & (keys <= HIDDEN_BIAS / 2)).any(-1)
-        k_end = torch.where(margin & (k_above > 0), k_above, k_end)
-    # every key before k_end untouched (no visible key lies past it)
-    whole = plain.sum(-1, dtype=torch.int32) == k_end
-    zeros = torch.zeros_like(k_end)
-    len_k = k_end + whole.to(torch.int32) * DENSE_KEYS
-    return torch.stack((zeros, torch.full_like(k_end, seq_q), zeros, len_k), 1).contiguous()
 
 
 def dense_mask(seq_bounds, seq_q: int, seq_k: int, *, causal: bool, window=None):

@@ -313,19 +313,47 @@ def _hull_masks():
     return [m[:, None, None, :] for m in out]
 
 
+def _hull_reference(mask) -> torch.Tensor:
+    """`padding.key_hull` of a mask it applies to with plain torch ops (what it computed before
+    its kernel): the reference the kernel must equal, int32 for int32."""
+    from flashgen.kernels.padding import HIDDEN_BIAS
+
+    batch, _, seq_q, seq_k = mask.shape
+    keys = mask[:, 0, 0, :]
+    position = torch.arange(1, seq_k + 1, device=mask.device, dtype=torch.int32)
+    if keys.dtype == torch.bool:
+        visible = plain = keys
+        k_end = (visible.to(torch.int32) * position).amax(-1)  # last visible key + 1, 0 if none
+    else:
+        plain = keys == 0
+        k_end = ((keys != float("-inf")).to(torch.int32) * position).amax(-1)
+        # HF's finfo.min padding hides its keys too where the rest clear HIDDEN_BIAS / 2
+        above = keys > HIDDEN_BIAS
+        k_above = (above.to(torch.int32) * position).amax(-1)
+        margin = ~(above & (keys <= HIDDEN_BIAS / 2)).any(-1)
+        k_end = torch.where(margin & (k_above > 0), k_above, k_end)
+    # every key before k_end untouched (no visible key lies past it)
+    whole = plain.sum(-1, dtype=torch.int32) == k_end
+    zeros = torch.zeros_like(k_end)
+    len_k = k_end + whole.to(torch.int32) * DENSE_KEYS
+    return torch.stack((zeros, torch.full_like(k_end, seq_q), zeros, len_k), 1)
+
+
 def test_key_hull_kernel_equals_the_torch_ops():
-    """The kernel `padding.key_hull` runs on a GPU (here under Triton's interpreter) gives
-    exactly the int32 bounds of the torch ops it replaced, for every kind of mask."""
-    from flashgen.kernels.padding import _key_hull_kernel, _key_hull_torch
+    """The kernel behind `padding.key_hull` (here under Triton's interpreter) gives exactly the
+    int32 bounds of the torch ops it replaced, for every kind of mask, and an empty batch
+    gives no rows."""
+    from flashgen.kernels.padding import key_hull
 
     for mask in _hull_masks():
         q = torch.zeros(mask.shape[0], 2, 5, 8)
         k = torch.zeros(mask.shape[0], 1, mask.shape[-1], 8)
         m = expand_mask(mask, q, k)
-        want = _key_hull_torch(m)
-        got = _key_hull_kernel(m)
+        got = key_hull(m)
         assert got.dtype == torch.int32 and got.is_contiguous()
-        assert got.tolist() == want.tolist(), (mask.dtype, mask.shape)
+        assert got.tolist() == _hull_reference(m).tolist(), (mask.dtype, mask.shape)
+    empty = torch.ones(0, 1, 1, 40, dtype=torch.bool).expand(0, 2, 5, 40)
+    assert key_hull(empty).shape == (0, 4)
 
 
 _HULL_AOT = """
@@ -349,7 +377,7 @@ print(json.dumps(done))
 
 def test_key_hull_kernel_compiles_for_sm90():
     """The kernel behind `padding.key_hull` on a GPU compiles for sm_90 (ahead of time, no GPU;
-    the interpreter test above checks its values): the pointer kinds `_key_hull_kernel` passes,
+    the interpreter test above checks its values): the pointer kinds `padding.key_hull` passes,
     a boolean mask's bytes and the three float dtypes of an additive one."""
     import aot_compile
 
@@ -362,15 +390,15 @@ def test_key_hull_kernel_compiles_for_sm90():
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_key_hull_on_the_gpu_equals_the_torch_ops():
-    """On a GPU `padding.key_hull` runs the compiled kernel: the same bounds as the torch ops."""
-    from flashgen.kernels.padding import _key_hull_torch, key_hull
+    """Compiled for the GPU, the kernel behind `padding.key_hull` gives the torch ops' bounds."""
+    from flashgen.kernels.padding import key_hull
 
     for mask in _hull_masks():
         mask = mask.cuda()
         q = torch.zeros(mask.shape[0], 2, 5, 8, device="cuda")
         k = torch.zeros(mask.shape[0], 1, mask.shape[-1], 8, device="cuda")
         m = expand_mask(mask, q, k)
-        assert key_hull(m).tolist() == _key_hull_torch(m).tolist(), (mask.dtype, mask.shape)
+        assert key_hull(m).tolist() == _hull_reference(m).tolist(), (mask.dtype, mask.shape)
 
 
 def _record_hulls(monkeypatch) -> list:
