@@ -202,8 +202,24 @@ def usable(spec, *tensors) -> str | None:
     return None
 
 
-def backward(do, q, k, v, out, lse, *, scale: float, spec, config: HopperBwdConfig | None = None):
+def backward(
+    do,
+    q,
+    k,
+    v,
+    out,
+    lse,
+    *,
+    scale: float,
+    spec,
+    config: HopperBwdConfig | None = None,
+    delta=None,
+    compute_dq: bool = True,
+):
     """(dq, dk, dv) of `out = attention(q, k, v)`, new contiguous tensors in q's dtype.
+    compute_dq=False: dK and dV only (dq is None; no atomics, dS stays in registers), for a
+    backward whose dQ is another kernel's; `delta` (rowsum(dO * O), fp32 like lse) when the
+    caller has it.
     q/do/out [B, Hq, Sq, D] and k/v [B, Hkv, Sk, D] with last-dim stride 1, lse float32
     [B, Hq, Sq] contiguous (natural log)."""
     import torch
@@ -230,12 +246,16 @@ def backward(do, q, k, v, out, lse, *, scale: float, spec, config: HopperBwdConf
         layout = gl.NVMMASharedLayout.get_default_for([1, 1, rows, dim], gl_dtype)
         return TensorDescriptor(t, list(t.shape), list(t.stride()), [1, 1, rows, dim], layout)
 
-    delta = torch.empty_like(lse)
-    portable = load(KernelSpec(dim, spec.causal, spec.dtype, "bwd"))
-    portable.attn_bwd_preprocess[(cdiv(sq, 64), batch * hq)](
-        out, do, delta, *out.stride()[:3], *do.stride()[:3], hq, sq, BLOCK_M=64
-    )
-    acc = torch.zeros((batch, hq, sq, dim), dtype=torch.float32, device=q.device)
+    if delta is None:
+        delta = torch.empty_like(lse)
+        portable = load(KernelSpec(dim, spec.causal, spec.dtype, "bwd"))
+        portable.attn_bwd_preprocess[(cdiv(sq, 64), batch * hq)](
+            out, do, delta, *out.stride()[:3], *do.stride()[:3], hq, sq, BLOCK_M=64
+        )
+    if compute_dq:
+        acc = torch.zeros((batch, hq, sq, dim), dtype=torch.float32, device=q.device)
+    else:
+        acc = lse  # an fp32 pointer the kernel does not touch
     dk = torch.empty((batch, hkv, sk, dim), dtype=k.dtype, device=k.device)
     dv = torch.empty_like(dk)
     descs = (desc(q, cfg.block_m), desc(k, cfg.block_n), desc(v, cfg.block_n),
@@ -250,7 +270,10 @@ def backward(do, q, k, v, out, lse, *, scale: float, spec, config: HopperBwdConf
         BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, NUM_BUF=cfg.num_buf,
         NUM_CONSUMERS=cfg.consumers, DQ_SPLIT=cfg.dq_split, SHARE_DS=cfg.share_ds,
         STATS_TMA=cfg.stats_tma, KV_BUFS=cfg.kv_bufs, num_warps=4, maxnreg=cfg.maxnreg,
+        COMPUTE_DQ=compute_dq,
     )  # fmt: skip
+    if not compute_dq:
+        return None, dk, dv
     dq = torch.empty((batch, hq, sq, dim), dtype=q.dtype, device=q.device)
     onepass = load_family(KernelSpec(dim, spec.causal, spec.dtype, "bwd"), "onepass")
     onepass.attn_bwd_dq_convert[(cdiv(sq, 64), batch * hq)](acc, dq, sq, float(scale), BLOCK_M=64)
@@ -264,7 +287,7 @@ def _sm_count(index: int) -> int:
     return torch.cuda.get_device_properties(index).multi_processor_count
 
 
-def compile_for_sm90(spec, cfg: HopperBwdConfig | None = None) -> dict:
+def compile_for_sm90(spec, cfg: HopperBwdConfig | None = None, compute_dq: bool = True) -> dict:
     """Compile the rendered kernel ahead of time for sm_90, no GPU needed, with the launch's
     specialisation; returns {"shared": bytes, "ptx": text, "n_regs"/"n_spills" where known}.
     As `flashgen.kernels.hopper_aot.compile_for_sm90`: not under TRITON_INTERPRET=1."""
@@ -294,13 +317,13 @@ def compile_for_sm90(spec, cfg: HopperBwdConfig | None = None) -> dict:
         "BLOCK_N": "constexpr", "NUM_BUF": "constexpr", "NUM_CONSUMERS": "constexpr",
         "DQ_SPLIT": "constexpr", "SHARE_DS": "constexpr", "STATS_TMA": "constexpr",
         "KV_BUFS": "constexpr",
-        "num_warps": "constexpr",
+        "num_warps": "constexpr", "COMPUTE_DQ": "constexpr",
     }  # fmt: skip
     constexprs = {
         "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "NUM_BUF": cfg.num_buf,
         "NUM_CONSUMERS": cfg.consumers, "DQ_SPLIT": cfg.dq_split, "SHARE_DS": cfg.share_ds,
         "STATS_TMA": cfg.stats_tma, "KV_BUFS": cfg.kv_bufs,
-        "num_warps": 4,
+        "num_warps": 4, "COMPUTE_DQ": compute_dq,
     }  # fmt: skip
     source = GluonASTSource(
         fn=load_family(spec, FAMILY).attn_bwd_ws,
