@@ -120,6 +120,7 @@ class _Plan:
         batch, heads_q, seq_q, dim = q.shape
         heads_kv, seq_k = k.shape[1], k.shape[2]
         spec = plan_spec(q, "bwd", causal, windowed, capped, bounded, mask_kind, dropped, alibi)
+        explicit = config
         self.keep = True
         self.bounded = bounded
         if not isinstance(config, TileConfig):
@@ -172,11 +173,21 @@ class _Plan:
         dkdv_grid = (cdiv(seq_k, block_n), batch * heads_kv)
         # a boolean mask's block-sparse walk (`block_mask`; lists per key block for dK/dV)
         sparse_arg = {"BLOCK_SPARSE": sparse} if mask_kind == "bool" else {}
-        self.dkdv = (
-            Launch(dkdv, dkdv_grid, {**blocks, **per_key_arg, **sparse_arg}, options, device, descs)
-            if need_dk or need_dv
+        # The Hopper template's dK/dV kernel where `hopper_bwd.dkdv_choice` picks it: a config
+        # chosen at run time only (an explicit TileConfig names the portable kernel's tiles).
+        hop = (
+            hopper_bwd.dkdv_choice(spec, q, k, v, do)
+            if (need_dk or need_dv) and use_descriptors and not isinstance(explicit, TileConfig)
             else None
         )
+        if hop is not None:
+            self.dkdv = hopper_bwd.DkdvLaunch(spec, hop, q, k, device)
+        elif need_dk or need_dv:
+            self.dkdv = Launch(
+                dkdv, dkdv_grid, {**blocks, **per_key_arg, **sparse_arg}, options, device, descs
+            )
+        else:
+            self.dkdv = None
         dq_tiles = (block_m, block_n)  # (the dQ launch's own, below, when there is one)
         self.dq = None
         if need_dq:
@@ -332,7 +343,8 @@ def backward_plain(do, q, k, v, out, lse, causal: bool, scale: float, config, ne
     )  # fmt: skip
     key = (_PLAIN, q.shape, k.shape, q.stride(), k.stride(), v.stride(), do.stride(),
            out.stride(), lse.stride(), q.dtype, q.device, causal, config, needs, deterministic,
-           aligned, _env(), bwd_kind._kind_env(), _dq_tma_env())  # fmt: skip
+           aligned, _env(), bwd_kind._kind_env(), _dq_tma_env(),
+           hopper_bwd.dkdv_env())  # fmt: skip
     plan = _plans.get(key)
     if plan is None:
         plan = _plain_plan(do, q, k, v, out, lse, causal, config, needs, deterministic, aligned)
@@ -476,7 +488,8 @@ def backward(
            q.dtype, q.device, causal, config, needs, forced, aligned, window is not None,
            softcap is not None, kind, kind == "onepass" and _dq_tma(), bounds is not None,
            _mask_kind(mask), None if mask is None else mask.stride(), dropout is not None,
-           dq_config, extra_classes(window, bounds, mask, alibi))  # fmt: skip
+           dq_config, extra_classes(window, bounds, mask, alibi),
+           hopper_bwd.dkdv_env())  # fmt: skip
     plan = _plans.get(key)
     if plan is None:
         descriptors = tma if tma is not None else _use_tma(q, k, v, do, forced=forced)

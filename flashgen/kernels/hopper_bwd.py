@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from ..core.config import check_kinds, check_rules
 from ..core.spec import cdiv
+from .tma import env_reader
 
 TEMPLATE = "attn_bwd_hopper.py.jinja"
 FAMILY = "hopper_bwd"
@@ -84,11 +85,12 @@ class HopperBwdConfig:
         """The consumers' warpgroups and the loader's warp rounded up to a warpgroup."""
         return 128 * (self.consumers + 1)
 
-    def shared_bytes(self, head_dim: int, elem_bytes: int = 2) -> int:
-        """Bytes the kernel allocates: the Q/dO ring, the K and V blocks, dS, the mbarriers."""
+    def shared_bytes(self, head_dim: int, elem_bytes: int = 2, compute_dq: bool = True) -> int:
+        """Bytes the kernel allocates: the Q/dO ring, the K and V blocks, dS (not without dQ:
+        the compiler drops the unused buffer), the mbarriers."""
         rows = 2 * self.num_buf * self.block_m + 2 * self.kv_bufs * self.block_n
         tiles = rows * head_dim * elem_bytes
-        ds = self.block_m * self.block_n * elem_bytes
+        ds = self.block_m * self.block_n * elem_bytes if compute_dq else 0
         stats = 2 * self.num_buf * self.block_m * 4 if self.stats_tma else 0
         return tiles + ds + stats + BARRIER_BYTES * (2 + 2 * self.kv_bufs + 2 * self.num_buf)
 
@@ -122,6 +124,83 @@ CONFIGS = {
 # that does not choose a kind (no kind argument, no FLASHGEN_BWD_KIND, determinism not asked
 # for) runs this kind there; everywhere else the split kind stays the default.
 AUTO: dict[tuple[int, bool], int] = {}
+
+
+# The split kind's dK/dV kernel as this template's kernel without dQ (COMPUTE_DQ=False: no
+# atomics, no dS exchange, so deterministic like the portable one): (head dim, causal) -> the
+# shortest key length where it replaces the portable dK/dV kernel in a call whose config is
+# chosen at run time. Measured on the H200 (benchmarks/RESULTS.md, session 19 B3): 1.09-1.23x
+# the portable dK/dV kernel at head dim 128 without causal masking (1k-16k keys, GQA too);
+# 0.86-0.99x causal and 0.96-1.05x at head dim 64, which keep the portable kernel.
+DKDV_AUTO: dict[tuple[int, bool], int] = {(128, False): 1024}
+DKDV_CONFIG = HopperBwdConfig(2, 2, 1, 168, False, False)
+DKDV_ENV = "FLASHGEN_BWD_DKDV"
+dkdv_env = env_reader(DKDV_ENV)
+
+
+def dkdv_choice(spec, q, k, v, do) -> HopperBwdConfig | None:
+    """The config of this family's dK/dV kernel for a split-kind call of `spec` (no extras),
+    or None where the portable dK/dV kernel runs: FLASHGEN_BWD_DKDV=portable, a shape
+    `DKDV_AUTO` does not list (FLASHGEN_BWD_DKDV=hopper takes every spec this template has),
+    or tensors it cannot run (`usable`)."""
+    wish = dkdv_env()
+    wish = wish.decode() if isinstance(wish, bytes) else wish
+    if wish not in (None, "", "auto", "hopper", "portable"):
+        raise ValueError(f"{DKDV_ENV} must be auto, hopper or portable, got {wish!r}")
+    if wish == "portable" or spec.has_extras:
+        return None
+    if wish != "hopper":
+        least = DKDV_AUTO.get((spec.head_dim, spec.causal))
+        if least is None or k.shape[2] < least:
+            return None
+    if usable(spec, q, k, v, do) is not None:
+        return None
+    return DKDV_CONFIG
+
+
+class DkdvLaunch:
+    """dK and dV by this template's kernel (COMPUTE_DQ=False), called as the split kind calls
+    its portable dK/dV launch: (q, k, v, do, lse, delta, dk, dv, Hq, Hkv, Sq, Sk, scale), with
+    delta = rowsum(dO * O) already written and dk/dv contiguous. The launch (grid, constexprs,
+    descriptor templates) is fixed for one call signature, as `flashgen.kernels.launch.Launch`
+    keeps it; `device` as Launch takes it."""
+
+    __slots__ = ("run", "batch")
+
+    def __init__(self, spec, cfg: HopperBwdConfig, q, k, device):
+        from triton.experimental.gluon import language as gl
+
+        from .codegen import load_family
+        from .launch import Launch
+
+        batch, hq, sq, dim = q.shape
+        hkv, sk = k.shape[1], k.shape[2]
+        gl_dtype = getattr(gl, spec.dtype)
+
+        def template(t, rows):
+            layout = gl.NVMMASharedLayout.get_default_for([1, 1, rows, dim], gl_dtype)
+            return list(t.shape), list(t.stride()), [1, 1, rows, dim], layout
+
+        flat = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=32, rank=1)
+        stats = ([batch * hq * sq], [1], [cfg.block_m], flat)  # unread without stats_tma
+        descs = ((0, template(q, cfg.block_m)), (1, template(k, cfg.block_n)),
+                 (2, template(k, cfg.block_n)), (3, template(q, cfg.block_m)),
+                 (4, stats), (5, stats))  # fmt: skip
+        constexprs = {
+            "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "NUM_BUF": cfg.num_buf,
+            "NUM_CONSUMERS": cfg.consumers, "DQ_SPLIT": cfg.dq_split, "SHARE_DS": cfg.share_ds,
+            "STATS_TMA": False, "KV_BUFS": cfg.kv_bufs, "num_warps": 4, "COMPUTE_DQ": False,
+        }  # fmt: skip
+        items = cdiv(sk, cfg.block_n) * batch * hkv
+        grid = (min(items, _sm_count(q.device.index or 0)) if cfg.persistent else items,)
+        kernel = load_family(spec, FAMILY).attn_bwd_ws
+        self.run = Launch(kernel, grid, constexprs, {"maxnreg": cfg.maxnreg}, device, descs)
+        self.batch = batch
+
+    def __call__(self, q, k, v, do, lse, delta, dk, dv, hq, hkv, sq, sk, scale) -> None:
+        # lse and delta again as the (unread) statistics descriptors; lse as DQAcc (not touched)
+        self.run(q, k, v, do, lse, delta, lse, delta, dk, dv, lse, self.batch, hq, hkv, sq, sk,
+                 scale)  # fmt: skip
 
 
 def auto_choice(spec, seq_k: int) -> bool:

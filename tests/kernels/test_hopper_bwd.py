@@ -201,6 +201,116 @@ def test_compiles_for_sm90_and_fits_the_model():
         assert real <= KNOWN_GPUS["nvidia-h200"].smem_optin_bytes
 
 
+_AOT_DKDV_SCRIPT = """
+import json, sys
+from flashgen.core.spec import KernelSpec
+from flashgen.kernels import hopper_bwd
+out = {}
+for d, causal in json.loads(sys.argv[1]):
+    cfg = hopper_bwd.DKDV_CONFIG
+    res = hopper_bwd.compile_for_sm90(KernelSpec(d, causal, "bfloat16", "bwd"), cfg,
+                                      compute_dq=False)
+    out[f"d{d} {causal}"] = dict(shared=res["shared"], ptx=res["ptx"],
+                                 model=cfg.shared_bytes(d, compute_dq=False))
+json.dump(out, sys.stdout)
+"""
+
+
+@pytest.mark.skipif(AOT_REASON is not None, reason=str(AOT_REASON))
+def test_dkdv_kernel_compiles_for_sm90_without_atomics():
+    """COMPUTE_DQ=False (the split kind's dK/dV kernel): no atomics, no dS buffer, wgmma and
+    TMA as in the full kernel; shared memory as the model without dS says."""
+    import re
+
+    cases = [(128, False), (64, True)]
+    results = compile_in_child(_AOT_DKDV_SCRIPT, cases)
+    assert len(results) == len(cases)
+    for name, result in results.items():
+        ptx = result["ptx"]
+        assert "wgmma.mma_async" in ptx and "cp.async.bulk.tensor" in ptx, name
+        assert not re.search(r"(atom|red)\.global\.[a-z.]*add", ptx), name
+        assert result["model"] <= result["shared"] < result["model"] + 1024, (name, result)
+
+
+def test_dkdv_choice(monkeypatch):
+    """The split kind's dK/dV kernel is this family's where DKDV_AUTO lists (head dim, causal)
+    and the keys are long enough, or everywhere the template has a kernel under
+    FLASHGEN_BWD_DKDV=hopper; never with extras, under =portable, or where `usable` refuses."""
+    monkeypatch.delenv(hopper_bwd.DKDV_ENV, raising=False)
+    monkeypatch.setattr(hopper_bwd, "DKDV_AUTO", {(128, False): 1024})
+    why = []
+    monkeypatch.setattr(hopper_bwd, "usable", lambda spec, *t: why[0] if why else None)
+
+    def choice(d, causal, sk, **extras):
+        spec = KernelSpec(d, causal, "bfloat16", "bwd", **extras)
+        q = torch.empty(1, 2, 8, d)
+        k = torch.empty(1, 2, sk, d)
+        return hopper_bwd.dkdv_choice(spec, q, k, k, q)
+
+    assert choice(128, False, 1024) == hopper_bwd.DKDV_CONFIG
+    assert choice(128, False, 1023) is None
+    assert choice(128, True, 4096) is None
+    assert choice(64, False, 4096) is None
+    monkeypatch.setenv(hopper_bwd.DKDV_ENV, "hopper")
+    assert choice(64, True, 16) == hopper_bwd.DKDV_CONFIG
+    assert choice(128, False, 4096, window=True) is None
+    why.append("not an sm_90 GPU")
+    assert choice(128, False, 4096) is None
+    why.clear()
+    monkeypatch.setenv(hopper_bwd.DKDV_ENV, "portable")
+    assert choice(128, False, 4096) is None
+    monkeypatch.setenv(hopper_bwd.DKDV_ENV, "gluon")
+    with pytest.raises(ValueError, match="FLASHGEN_BWD_DKDV must be"):
+        choice(128, False, 4096)
+
+
+def test_split_plan_launches_the_chosen_dkdv_kernel(monkeypatch):
+    """Where `dkdv_choice` picks this family's kernel, the split kind's plan calls it in place
+    of the portable dK/dV launch, after delta is written, with the portable launch's arguments
+    (dk and dv are its output); an explicit TileConfig keeps the portable kernel. On the CPU
+    (the interpreter's TMA build) a stand-in computes dK/dV with the portable kernel."""
+    from flashgen.core.config import TileConfig
+    from flashgen.kernels.fwd import forward
+    from flashgen.kernels.reference import attention_ref
+
+    monkeypatch.setenv("FLASHGEN_BWD_TMA", "1")
+    monkeypatch.setenv("FLASHGEN_BWD_OVERLAP", "0")
+    bwd._plans.clear()
+    tiles = TileConfig(32, 32, 4, 1)
+    calls = []
+
+    class StandIn:
+        def __init__(self, spec, cfg, q, k, device):
+            assert cfg == hopper_bwd.DKDV_CONFIG and not spec.has_extras
+            calls.append("built")
+
+        def __call__(self, q, k, v, do, lse, delta, dk, dv, hq, hkv, sq, sk, scale):
+            want = (out.float() * do.float()).sum(-1)
+            assert torch.allclose(delta, want, rtol=1e-3, atol=1e-3)  # written before
+            assert (hq, hkv, sq, sk, scale) == (4, 2, 37, 45, 0.125)
+            _, gk, gv = bwd.backward(do, q, k, v, out, lse, causal=False, scale=scale,
+                                     config=tiles, needs=(False, True, True))  # fmt: skip
+            dk.copy_(gk)
+            dv.copy_(gv)
+            calls.append("called")
+
+    monkeypatch.setattr(hopper_bwd, "dkdv_choice", lambda *a: hopper_bwd.DKDV_CONFIG)
+    monkeypatch.setattr(hopper_bwd, "DkdvLaunch", StandIn)
+    gen = torch.Generator().manual_seed(5)
+    q, do = (torch.randn(1, 4, 37, 64, generator=gen).half() for _ in range(2))
+    k, v = (torch.randn(1, 2, 45, 64, generator=gen).half() for _ in range(2))
+    out, lse = forward(q, k, v, causal=False, scale=0.125)
+    got = bwd.backward(do, q, k, v, out, lse, causal=False, scale=0.125, deterministic=True)
+    assert calls == ["built", "called"]
+    ref = [t.detach().double().requires_grad_() for t in (q, k, v)]
+    attention_ref(*ref, causal=False, scale=0.125)[0].backward(do.double())
+    for g, want in zip(got, ref, strict=True):
+        assert (g.double() - want.grad).abs().max() < 2e-2
+    bwd.backward(do, q, k, v, out, lse, causal=False, scale=0.125, config=tiles)
+    assert calls == ["built", "called"]  # an explicit config: the portable dK/dV kernel
+    bwd._plans.clear()
+
+
 # ---- numerics on the GPU -----------------------------------------------------------------
 
 GPU_CASES = [
@@ -277,6 +387,76 @@ def test_matches_float64(config):
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     done = subprocess.run(
         [sys.executable, "-c", _GPU_SCRIPT, json.dumps([config, cases])],
+        env=env, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+
+
+# The split kind with this family's dK/dV kernel (`dkdv_choice`), in a child process as above.
+_DKDV_GPU_SCRIPT = """
+import json, os, sys
+import torch
+from flashgen.kernels import bwd, hopper_bwd
+from flashgen.kernels.fwd import forward
+from flashgen.kernels.reference import attention_ref, max_abs_err, sdpa_same_dtype
+built = []
+real = hopper_bwd.DkdvLaunch
+class Counted(real):
+    __slots__ = ()
+    def __init__(self, *a):
+        built.append(1)
+        super().__init__(*a)
+hopper_bwd.DkdvLaunch = Counted
+for b, hq, hkv, sq, sk, d, dtype, causal, env in json.loads(sys.argv[1]):
+    os.environ[hopper_bwd.DKDV_ENV] = env
+    name = f"{b}x{hq}/{hkv}x{sq}x{sk} d{d} {dtype} causal={causal} {env}"
+    dtype = getattr(torch, dtype)
+    gen = torch.Generator().manual_seed(4)
+    q = torch.randn(b, hq, sq, d, generator=gen).to(dtype).cuda()
+    k, v = (torch.randn(b, hkv, sk, d, generator=gen).to(dtype).cuda() for _ in range(2))
+    do = torch.randn(b, hq, sq, d, generator=gen).to(dtype).cuda()
+    out, lse = forward(q, k, v, causal=causal, scale=None)
+    before = len(built)
+    got = bwd.backward(do, q, k, v, out, lse, causal=causal, scale=d**-0.5, deterministic=True)
+    again = bwd.backward(do, q, k, v, out, lse, causal=causal, scale=d**-0.5, deterministic=True)
+    assert len(built) == before + 1, name  # this family's dK/dV kernel, one plan
+    for g, h in zip(got, again):
+        assert torch.equal(g, h), f"{name}: not bit-identical run to run"
+    ref = [t.detach().double().requires_grad_() for t in (q, k, v)]
+    attention_ref(*ref, causal=causal)[0].backward(do.double())
+    eager = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+    sdpa_same_dtype(*eager, causal=causal).backward(do)
+    for grad, g, want, same in zip("qkv", got, ref, eager):
+        assert g.shape == want.shape and g.dtype == dtype, name
+        assert bool(torch.isfinite(g).all()), f"{name}: d{grad} not finite"
+        err = max_abs_err(g, want.grad)
+        bound = 3.0 * max_abs_err(same.grad, want.grad) + 8e-3 * max(
+            1.0, want.grad.abs().max().item())
+        assert err <= bound, f"{name}: d{grad} {err:.3e} > {bound:.3e}"
+print("ok")
+"""
+
+
+@on_sm90
+def test_split_with_the_hopper_dkdv_kernel_matches_float64():
+    """The deterministic split backward with this family's dK/dV kernel (DKDV_AUTO's shapes,
+    and every head dim / causal mode under FLASHGEN_BWD_DKDV=hopper): float64 bound as above,
+    bit-identical run to run, GQA, odd lengths, more keys than queries and the reverse."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    cases = [
+        (2, 4, 4, 1100, 1100, 128, "bfloat16", False, "auto"),
+        (1, 8, 2, 1024, 1500, 128, "float16", False, "auto"),  # GQA 4, more keys
+        (1, 4, 4, 300, 129, 128, "bfloat16", True, "hopper"),  # causal, fewer keys
+        (2, 4, 2, 1000, 1000, 64, "bfloat16", True, "hopper"),
+        (1, 4, 1, 257, 1031, 64, "float16", False, "hopper"),
+    ]
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    done = subprocess.run(
+        [sys.executable, "-c", _DKDV_GPU_SCRIPT, json.dumps(cases)],
         env=env, capture_output=True, text=True, timeout=900,
     )  # fmt: skip
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
