@@ -5,7 +5,7 @@ Run on the GPU machine from the checkout (torch, triton with Gluon, jinja2; no d
 read: every launch gets an explicit or built-in config):
 
     PYTHONPATH=. python3 benchmarks/hopper_bwd.py [--out DIR] [--budget S] [--grid anchors|probe]
-        [--configs D:C,B,S,R[,SHARE,STATS,PERSISTENT[,KV_BUFS]] ...] [--checks D:CAUSAL:CFG ...]
+        [--configs D:C,B,S,R[,SHARE,STATS,PERSISTENT[,KV_BUFS[,DQ_TMA]]] ...] [--checks D:CAUSAL:CFG ...]
         [--rep MS] [--check-timeout S]
 
 1. Correctness (bf16 and fp16, in worker processes, which also compiles every kernel the
@@ -60,7 +60,9 @@ def _hopper(do, q, k, v, out, lse, causal, cfg):
     from flashgen.kernels import hopper_bwd
 
     spec = _spec(q.shape[-1], causal, str(q.dtype).removeprefix("torch."))
-    config = hopper_bwd.HopperBwdConfig(*cfg[:4], *(bool(x) for x in cfg[4:7]), *cfg[7:])
+    flags = (bool(x) for x in cfg[4:7])
+    dq_tma = len(cfg) > 8 and bool(cfg[8])
+    config = hopper_bwd.HopperBwdConfig(*cfg[:4], *flags, *cfg[7:8], dq_tma=dq_tma)
     return hopper_bwd.backward(do, q, k, v, out, lse, scale=q.shape[-1] ** -0.5, spec=spec,
                                config=config)  # fmt: skip
 
@@ -192,7 +194,8 @@ def main(argv=None) -> int:
         "--configs",
         nargs="*",
         default=None,
-        help="Hopper configs as head_dim:consumers,num_buf,dq_split,maxnreg[,share_ds,stats_tma,persistent 0/1[,kv_bufs]] "
+        help="Hopper configs as head_dim:consumers,num_buf,dq_split,maxnreg[,share_ds,stats_tma,"
+        "persistent 0/1[,kv_bufs[,dq_tma 0/1]]] "
         "(default: flashgen.kernels.hopper_bwd.CONFIGS per head dim)",
     )
     parser.add_argument(
@@ -216,7 +219,8 @@ def main(argv=None) -> int:
     def default_cfg(d):
         c = hopper_bwd.CONFIGS[d]
         flags = (c.share_ds, c.stats_tma, c.persistent)
-        return (c.consumers, c.num_buf, c.dq_split, c.maxnreg, *map(int, flags), c.kv_bufs)
+        tail = (int(c.dq_tma),) if c.dq_tma else ()
+        return (c.consumers, c.num_buf, c.dq_split, c.maxnreg, *map(int, flags), c.kv_bufs, *tail)
 
     shapes = GRIDS[args.grid]
     dims = sorted({s[-1] for s in shapes})

@@ -50,7 +50,9 @@ class HopperBwdConfig:
     on the H200, so `backward` refuses it); persistent: one program per SM
     walking work items p, p + grid, ... (the next item's K/V and first Q/dO load while this
     one stores dK/dV) instead of one program per item; kv_bufs 2 (with persistent): the next
-    item's K and V load during this one's last steps."""
+    item's K and V load during this one's last steps; dq_tma: each dQ partial goes through
+    shared memory and one TMA reduce-add (`flashgen.kernels.gluon_reduce`) instead of element
+    atomics from the consumers' registers."""
 
     consumers: int
     num_buf: int
@@ -61,9 +63,10 @@ class HopperBwdConfig:
     persistent: bool = False
     kv_bufs: int = 1
     block_m: int = 64
+    dq_tma: bool = False
 
     def __post_init__(self) -> None:
-        check_kinds(self, bools=("share_ds", "stats_tma", "persistent"))
+        check_kinds(self, bools=("share_ds", "stats_tma", "persistent", "dq_tma"))
         checks = (
             ("consumers", self.consumers in (1, 2), "1 or 2"),
             ("num_buf", self.num_buf in (2, 3, 4), "2, 3 or 4"),
@@ -85,12 +88,21 @@ class HopperBwdConfig:
         """The consumers' warpgroups and the loader's warp rounded up to a warpgroup."""
         return 128 * (self.consumers + 1)
 
+    def dq_chunk(self, head_dim: int) -> int:
+        """Columns of one dQ product (and, with dq_tma, of one staged reduce-add): a
+        consumer's dQ columns (half of them each with share_ds, at least 64) over dq_split."""
+        cols = max(64, head_dim // self.consumers) if self.share_ds else head_dim
+        return cols // self.dq_split
+
     def shared_bytes(self, head_dim: int, elem_bytes: int = 2, compute_dq: bool = True) -> int:
-        """Bytes the kernel allocates: the Q/dO ring, the K and V blocks, dS (not without dQ:
-        the compiler drops the unused buffer), the mbarriers."""
+        """Bytes the kernel allocates: the Q/dO ring, the K and V blocks, dS and with dq_tma
+        the fp32 dQ staging chunks (neither without dQ: the compiler drops unused buffers),
+        the mbarriers."""
         rows = 2 * self.num_buf * self.block_m + 2 * self.kv_bufs * self.block_n
         tiles = rows * head_dim * elem_bytes
         ds = self.block_m * self.block_n * elem_bytes if compute_dq else 0
+        if compute_dq and self.dq_tma:
+            ds += self.consumers * self.dq_split * self.block_m * self.dq_chunk(head_dim) * 4
         stats = 2 * self.num_buf * self.block_m * 4 if self.stats_tma else 0
         return tiles + ds + stats + BARRIER_BYTES * (2 + 2 * self.kv_bufs + 2 * self.num_buf)
 
@@ -104,7 +116,7 @@ class HopperBwdConfig:
 
     def short(self) -> str:
         flags = " share" * self.share_ds + " stats" * self.stats_tma + " P" * self.persistent
-        flags += " kv2" * (self.kv_bufs == 2)
+        flags += " kv2" * (self.kv_bufs == 2) + " tma" * self.dq_tma
         return (f"(hopper-bwd c{self.consumers} b{self.num_buf} s{self.dq_split} "
                 f"r{self.maxnreg}{flags})")  # fmt: skip
 
@@ -185,7 +197,7 @@ class DkdvLaunch:
         stats = ([batch * hq * sq], [1], [cfg.block_m], flat)  # unread without stats_tma
         descs = ((0, template(q, cfg.block_m)), (1, template(k, cfg.block_n)),
                  (2, template(k, cfg.block_n)), (3, template(q, cfg.block_m)),
-                 (4, stats), (5, stats))  # fmt: skip
+                 (4, stats), (5, stats), (6, stats))  # fmt: skip
         constexprs = {
             "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "NUM_BUF": cfg.num_buf,
             "NUM_CONSUMERS": cfg.consumers, "DQ_SPLIT": cfg.dq_split, "SHARE_DS": cfg.share_ds,
@@ -198,9 +210,10 @@ class DkdvLaunch:
         self.batch = batch
 
     def __call__(self, q, k, v, do, lse, delta, dk, dv, hq, hkv, sq, sk, scale) -> None:
-        # lse and delta again as the (unread) statistics descriptors; lse as DQAcc (not touched)
-        self.run(q, k, v, do, lse, delta, lse, delta, dk, dv, lse, self.batch, hq, hkv, sq, sk,
-                 scale)  # fmt: skip
+        # lse and delta again as the (unread) statistics and dQ descriptors; lse as DQAcc (not
+        # touched)
+        self.run(q, k, v, do, lse, delta, lse, lse, delta, dk, dv, lse, self.batch, hq, hkv, sq,
+                 sk, scale)  # fmt: skip
 
 
 def auto_choice(spec, seq_k: int) -> bool:
@@ -211,6 +224,7 @@ def auto_choice(spec, seq_k: int) -> bool:
 
 def template_context(spec) -> dict:
     """What the template may use: ints, bools and fixed names only."""
+    from .gluon_reduce import reduce_name
     from .hopper import gluon_api
 
     api, reason = gluon_api()
@@ -227,6 +241,7 @@ def template_context(spec) -> dict:
         "gl_dtype": _GL_DTYPE[spec.dtype],
         "tma_load": api["tma_load"],
         "cta_barrier": _cta_barrier_name(),
+        "dq_reduce": reduce_name() or "",
     }
 
 
@@ -317,6 +332,11 @@ def backward(
     why = cfg.head_dim_reason(spec.head_dim)
     if why is not None:
         raise ValueError(f"{cfg.short()} cannot run head dim {spec.head_dim}: {why}")
+    if cfg.dq_tma and compute_dq:
+        from .gluon_reduce import reduce_name
+
+        if reduce_name() is None:
+            raise ValueError(f"{cfg.short()}: this Triton's Gluon has no TMA reduce-add")
     batch, hq, sq, dim = q.shape
     hkv, sk = k.shape[1], k.shape[2]
     gl_dtype = getattr(gl, spec.dtype)
@@ -341,15 +361,22 @@ def backward(
              desc(do, cfg.block_m))  # fmt: skip
     flat = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=32, rank=1)
     stats = tuple(TensorDescriptor(t, [t.numel()], [1], [cfg.block_m], flat) for t in (lse, delta))
+    if cfg.dq_tma and compute_dq:
+        block = [1, cfg.block_m, cfg.dq_chunk(dim)]
+        staged = gl.NVMMASharedLayout.get_default_for(block, gl.float32)
+        rows = acc.view(batch * hq, sq, dim)
+        desc_dq = TensorDescriptor(rows, list(rows.shape), list(rows.stride()), block, staged)
+    else:
+        desc_dq = stats[0]  # not read
     items = cdiv(sk, cfg.block_n) * batch * hkv
     # One program per SM at most (the shared memory of two does not fit).
     grid = (min(items, _sm_count(q.device.index or 0)) if cfg.persistent else items,)
     load_family(spec, FAMILY).attn_bwd_ws[grid](
-        *descs, *stats, lse, delta, dk, dv, acc, batch, hq, hkv, sq, sk, float(scale),
+        *descs, *stats, desc_dq, lse, delta, dk, dv, acc, batch, hq, hkv, sq, sk, float(scale),
         BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, NUM_BUF=cfg.num_buf,
         NUM_CONSUMERS=cfg.consumers, DQ_SPLIT=cfg.dq_split, SHARE_DS=cfg.share_ds,
         STATS_TMA=cfg.stats_tma, KV_BUFS=cfg.kv_bufs, num_warps=4, maxnreg=cfg.maxnreg,
-        COMPUTE_DQ=compute_dq,
+        COMPUTE_DQ=compute_dq, DQ_TMA=cfg.dq_tma and compute_dq,
     )  # fmt: skip
     if not compute_dq:
         return None, dk, dv
@@ -387,29 +414,36 @@ def compile_for_sm90(spec, cfg: HopperBwdConfig | None = None, compute_dq: bool 
 
     stats_layout = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=32, rank=1)
     flat = f"tensordesc<fp32[{cfg.block_m}],{stats_layout!r}>"
+    dq_tma = cfg.dq_tma and compute_dq
+    if dq_tma:
+        block = [1, cfg.block_m, cfg.dq_chunk(spec.head_dim)]
+        staged = gl.NVMMASharedLayout.get_default_for(block, gl.float32)
+        desc_dq = f"tensordesc<fp32{block},{staged!r}>"
+    else:
+        desc_dq = flat
 
     signature = {
         "desc_q": desc(cfg.block_m), "desc_k": desc(cfg.block_n), "desc_v": desc(cfg.block_n),
-        "desc_do": desc(cfg.block_m), "desc_lse": flat, "desc_delta": flat, "Lse": "*fp32", "Delta": "*fp32", "DK": f"*{short}",
+        "desc_do": desc(cfg.block_m), "desc_lse": flat, "desc_delta": flat, "desc_dq": desc_dq, "Lse": "*fp32", "Delta": "*fp32", "DK": f"*{short}",
         "DV": f"*{short}", "DQAcc": "*fp32", "BATCH": "i32", "H": "i32", "H_KV": "i32",
         "SEQ_Q": "i32", "SEQ_K": "i32", "sm_scale": "fp32", "BLOCK_M": "constexpr",
         "BLOCK_N": "constexpr", "NUM_BUF": "constexpr", "NUM_CONSUMERS": "constexpr",
         "DQ_SPLIT": "constexpr", "SHARE_DS": "constexpr", "STATS_TMA": "constexpr",
         "KV_BUFS": "constexpr",
-        "num_warps": "constexpr", "COMPUTE_DQ": "constexpr",
+        "num_warps": "constexpr", "COMPUTE_DQ": "constexpr", "DQ_TMA": "constexpr",
     }  # fmt: skip
     constexprs = {
         "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "NUM_BUF": cfg.num_buf,
         "NUM_CONSUMERS": cfg.consumers, "DQ_SPLIT": cfg.dq_split, "SHARE_DS": cfg.share_ds,
         "STATS_TMA": cfg.stats_tma, "KV_BUFS": cfg.kv_bufs,
-        "num_warps": 4, "COMPUTE_DQ": compute_dq,
+        "num_warps": 4, "COMPUTE_DQ": compute_dq, "DQ_TMA": dq_tma,
     }  # fmt: skip
     source = GluonASTSource(
         fn=load_family(spec, FAMILY).attn_bwd_ws,
         signature=signature,
         constexprs=constexprs,
         # the JIT's 16-byte specialisation of the pointers (Lse, Delta, DK, DV, DQAcc)
-        attrs={(i,): [["tt.divisibility", 16]] for i in range(6, 11)},
+        attrs={(i,): [["tt.divisibility", 16]] for i in range(7, 12)},
     )
     kernel = triton.compile(
         source,

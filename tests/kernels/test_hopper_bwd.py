@@ -232,6 +232,43 @@ def test_dkdv_kernel_compiles_for_sm90_without_atomics():
         assert result["model"] <= result["shared"] < result["model"] + 1024, (name, result)
 
 
+_AOT_TMA_SCRIPT = """
+import json, sys
+from flashgen.core.spec import KernelSpec
+from flashgen.kernels import hopper_bwd
+out = {}
+for d, causal, fields in json.loads(sys.argv[1]):
+    cfg = hopper_bwd.HopperBwdConfig(*fields, dq_tma=True)
+    res = hopper_bwd.compile_for_sm90(KernelSpec(d, causal, "bfloat16", "bwd"), cfg)
+    out[f"d{d} {causal} {cfg.short()}"] = dict(shared=res["shared"], ptx=res["ptx"],
+                                               model=cfg.shared_bytes(d))
+json.dump(out, sys.stdout)
+"""
+
+
+@pytest.mark.skipif(AOT_REASON is not None, reason=str(AOT_REASON))
+def test_dq_by_tma_reduce_compiles_for_sm90():
+    """dq_tma: the dQ partials leave through shared memory and TMA reduce-adds (one per dQ
+    chunk in the step's code), no element atomics; shared memory as the model says (the
+    staging chunks included)."""
+    import re
+
+    from flashgen.kernels.gluon_reduce import reduce_name
+
+    assert reduce_name() is not None  # CI's Triton (and the H200's 3.6) can issue it
+    cases = [(128, False, (2, 2, 1, 168, True)), (64, True, (2, 2, 1, 168, False))]
+    results = compile_in_child(_AOT_TMA_SCRIPT, cases)
+    assert len(results) == len(cases)
+    for name, result in results.items():
+        ptx = result["ptx"]
+        assert re.search(r"cp\.reduce\.async\.bulk\.tensor\.3d\.global\.shared::cta\.add", ptx), (
+            name
+        )
+        assert "cp.async.bulk.wait_group.read" in ptx, name
+        assert not re.search(r"(atom|red)\.global\.[a-z.]*add", ptx), name
+        assert result["model"] <= result["shared"] < result["model"] + 1024, (name, result)
+
+
 def test_dkdv_choice(monkeypatch):
     """The split kind's dK/dV kernel is this family's where DKDV_AUTO lists (head dim, causal)
     and the keys are long enough, or everywhere the template has a kernel under
@@ -367,8 +404,14 @@ print("ok", len(cases))
 @on_sm90
 @pytest.mark.parametrize(
     "config",
-    [None, (2, 2, 2, 168, False, False)],
-    ids=["shipped", "c2-own-dq"],  # other configs: benchmarks/hopper_bwd.py checks them
+    [
+        None,
+        (2, 2, 2, 168, False, False),
+        (2, 2, 1, 168, True, False, False, 1, 64, True),
+        (2, 2, 2, 168, False, False, False, 1, 64, True),
+    ],
+    # other configs: benchmarks/hopper_bwd.py checks them
+    ids=["shipped", "c2-own-dq", "share-tma-reduce", "own-dq-tma-reduce"],
 )
 def test_matches_float64(config):
     """dQ/dK/dV against float64 autograd within 3x PyTorch's own same-dtype error plus 8e-3 of
