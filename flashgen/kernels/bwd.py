@@ -485,11 +485,10 @@ def backward(
             return tuple(g if n else None for g, n in zip(grads, needs, strict=True))
         kind = "split"
     key = (q.shape, k.shape, q.stride(), k.stride(), v.stride(), do.stride(), out.stride(),
-           q.dtype, q.device, causal, config, needs, forced, aligned, window is not None,
-           softcap is not None, kind, kind == "onepass" and _dq_tma(), bounds is not None,
-           _mask_kind(mask), None if mask is None else mask.stride(), dropout is not None,
-           dq_config, extra_classes(window, bounds, mask, alibi),
-           hopper_bwd.dkdv_env())  # fmt: skip
+           q.dtype, q.device, causal, config, needs, forced, aligned, hopper_bwd.dkdv_env(),
+           window is not None, softcap is not None, kind, kind == "onepass" and _dq_tma(),
+           bounds is not None, _mask_kind(mask), None if mask is None else mask.stride(),
+           dropout is not None, dq_config, extra_classes(window, bounds, mask, alibi))  # fmt: skip
     plan = _plans.get(key)
     if plan is None:
         descriptors = tma if tma is not None else _use_tma(q, k, v, do, forced=forced)
