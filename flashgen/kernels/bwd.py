@@ -181,7 +181,7 @@ class _Plan:
             else None
         )
         if hop is not None:
-            self.dkdv = hopper_bwd.DkdvLaunch(spec, hop, q, k, device)
+            self.dkdv = hopper_bwd.DkdvLaunch(spec, hop, q, k, v, do, device)
         elif need_dk or need_dv:
             self.dkdv = Launch(
                 dkdv, dkdv_grid, {**blocks, **per_key_arg, **sparse_arg}, options, device, descs
@@ -322,6 +322,7 @@ class _Plan:
 
 
 _PLAIN = "plain"  # the first entry of `backward_plain`'s plan keys (no general key starts so)
+_HOPPER = "hopper"  # the first entry of the hopper kind's plan keys
 
 
 def backward_plain(do, q, k, v, out, lse, causal: bool, scale: float, config, needs, deterministic):
@@ -332,9 +333,10 @@ def backward_plain(do, q, k, v, out, lse, causal: bool, scale: float, config, ne
     built. On the H200's host `plain_backward` through it took 54-56 µs a launch-bound call
     against 63 through `backward` (benchmarks/RESULTS.md, session 16 B4, host steps).
     `deterministic` is a bool (the autograd node resolved it). Calls the general path where a
-    plan is not for this path: the hopper kind (or any `hopper_bwd.AUTO` entry), empty or
+    plan is not for this path: the hopper kind (or a `hopper_bwd.AUTO` entry that may take
+    the call's key length), empty or
     non-contiguous tensors."""
-    if hopper_bwd.AUTO:  # shapes may take the hopper kind, whose launcher is not a plan
+    if hopper_bwd.auto_possible(k.shape[2]):  # may take the hopper kind (no plan)
         return backward(do, q, k, v, out, lse, causal=causal, scale=scale, config=config,
                         needs=needs, deterministic=deterministic)  # fmt: skip
     aligned = not (
@@ -371,16 +373,25 @@ def _plain_plan(do, q, k, v, out, lse, causal, config, needs, deterministic, ali
     return _Plan(q, k, v, do, out, causal, config, needs, descriptors, aligned, False, False, kind)
 
 
-def _hopper(do, q, k, v, out, lse, causal, scale, config):
+def _hopper(do, q, k, v, out, lse, causal, scale, config, aligned):
     """The "hopper" kind's gradients, or None (logged once per reason) where it cannot run
-    these tensors. A portable `config` (TileConfig or chooser) does not apply to it."""
+    these tensors. A portable `config` (TileConfig or chooser) does not apply to it. Its
+    launches are a `hopper_bwd.Plan` kept per call signature like the split kind's (direct
+    launches after the first call: less host time than Triton's JIT path)."""
     spec = spec_for(q.shape[-1], causal, dtype_name(q.dtype), "bwd")
     reason = hopper_bwd.usable(spec, q, k, v, do)
     if reason is not None:
         _log_fallback(spec, reason)
         return None
     cfg = config if isinstance(config, hopper_bwd.HopperBwdConfig) else None
-    return hopper_bwd.backward(do, q, k, v, out, lse, scale=float(scale), spec=spec, config=cfg)
+    key = (_HOPPER, q.shape, k.shape, q.stride(), k.stride(), v.stride(), do.stride(),
+           out.stride(), q.dtype, q.device, causal, cfg, aligned)  # fmt: skip
+    plan = _plans.get(key)
+    if plan is None:
+        cfg = hopper_bwd.checked_config(spec, cfg)
+        plan = hopper_bwd.Plan(spec, cfg, q, k, v, do, out, direct_device(q, aligned))
+        _plans.store(key, plan, q)
+    return plan(do, q, k, v, out, lse, float(scale))
 
 
 @functools.cache
@@ -480,7 +491,7 @@ def backward(
             _log_portable(spec, f"the {asked} backward kind has no ALiBi")
     kind = bwd_kind.for_call(deterministic, kind, spec, k.shape[2], split_only=split_only)
     if kind == "hopper":
-        grads = _hopper(do, q, k, v, out, lse, causal, scale, config)
+        grads = _hopper(do, q, k, v, out, lse, causal, scale, config, aligned)
         if grads is not None:
             return tuple(g if n else None for g, n in zip(grads, needs, strict=True))
         kind = "split"

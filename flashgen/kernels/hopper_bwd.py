@@ -137,10 +137,21 @@ CONFIGS = {
 
 
 # Where this kind measured faster than the split kind on the H200 (benchmarks/RESULTS.md,
-# "Hopper backward"): (head dim, causal) -> the shortest key length measured faster. A call
-# that does not choose a kind (no kind argument, no FLASHGEN_BWD_KIND, determinism not asked
-# for) runs this kind there; everywhere else the split kind stays the default.
-AUTO: dict[tuple[int, bool], int] = {}
+# session 19 B5: both in one process on issues 13/14's grid, the split kind with the Hopper
+# dK/dV kernel): (head dim, causal) -> the shortest key length measured faster. A call that
+# does not choose a kind (no kind argument, no FLASHGEN_BWD_KIND, determinism not asked for)
+# runs this kind there; everywhere else the split kind stays the default. Not causal: 1-4%
+# faster at head dim 128, 2-5% at 64 (1k-16k keys); causal head dim 64 from 4k (2-6%; 4%
+# slower at 1k); causal head dim 128 is 12-34% slower (diagonal blocks computed whole, no
+# load balance): split. Shorter keys were not measured (launch-bound calls: the split kind's
+# plans cost less host time).
+AUTO: dict[tuple[int, bool], int] = {(128, False): 1024, (64, False): 1024, (64, True): 4096}
+
+
+def auto_possible(seq_k: int) -> bool:
+    """Whether some `AUTO` entry takes calls with `seq_k` keys (if not, the plain eager path
+    need not ask: `flashgen.kernels.bwd.backward_plain`)."""
+    return any(seq_k >= least for least in AUTO.values())
 
 
 # The split kind's dK/dV kernel as this template's kernel without dQ (COMPUTE_DQ=False: no
@@ -178,47 +189,15 @@ def dkdv_choice(spec, q, k, v, do) -> HopperBwdConfig | None:
 class DkdvLaunch:
     """dK and dV by this template's kernel (COMPUTE_DQ=False), called as the split kind calls
     its portable dK/dV launch: (q, k, v, do, lse, delta, dk, dv, Hq, Hkv, Sq, Sk, scale), with
-    delta = rowsum(dO * O) already written and dk/dv contiguous. The launch (grid, constexprs,
-    descriptor templates) is fixed for one call signature, as `flashgen.kernels.launch.Launch`
-    keeps it; `device` as Launch takes it."""
+    delta = rowsum(dO * O) already written and dk/dv contiguous (a `Plan` without dQ)."""
 
-    __slots__ = ("run", "batch")
+    __slots__ = ("plan",)
 
-    def __init__(self, spec, cfg: HopperBwdConfig, q, k, device):
-        from triton.experimental.gluon import language as gl
-
-        from .codegen import load_family
-        from .launch import Launch
-
-        batch, hq, sq, dim = q.shape
-        hkv, sk = k.shape[1], k.shape[2]
-        gl_dtype = getattr(gl, spec.dtype)
-
-        def template(t, rows):
-            layout = gl.NVMMASharedLayout.get_default_for([1, 1, rows, dim], gl_dtype)
-            return list(t.shape), list(t.stride()), [1, 1, rows, dim], layout
-
-        flat = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=32, rank=1)
-        stats = ([batch * hq * sq], [1], [cfg.block_m], flat)  # unread without stats_tma
-        descs = ((0, template(q, cfg.block_m)), (1, template(k, cfg.block_n)),
-                 (2, template(k, cfg.block_n)), (3, template(q, cfg.block_m)),
-                 (4, stats), (5, stats), (6, stats))  # fmt: skip
-        constexprs = {
-            "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "NUM_BUF": cfg.num_buf,
-            "NUM_CONSUMERS": cfg.consumers, "DQ_SPLIT": cfg.dq_split, "SHARE_DS": cfg.share_ds,
-            "STATS_TMA": False, "KV_BUFS": cfg.kv_bufs, "num_warps": 4, "COMPUTE_DQ": False,
-        }  # fmt: skip
-        items = cdiv(sk, cfg.block_n) * batch * hkv
-        grid = (min(items, _sm_count(q.device.index or 0)) if cfg.persistent else items,)
-        kernel = load_family(spec, FAMILY).attn_bwd_ws
-        self.run = Launch(kernel, grid, constexprs, {"maxnreg": cfg.maxnreg}, device, descs)
-        self.batch = batch
+    def __init__(self, spec, cfg: HopperBwdConfig, q, k, v, do, device):
+        self.plan = Plan(spec, cfg, q, k, v, do, None, device, compute_dq=False)
 
     def __call__(self, q, k, v, do, lse, delta, dk, dv, hq, hkv, sq, sk, scale) -> None:
-        # lse and delta again as the (unread) statistics and dQ descriptors; lse as DQAcc (not
-        # touched)
-        self.run(q, k, v, do, lse, delta, lse, lse, delta, dk, dv, lse, self.batch, hq, hkv, sq,
-                 sk, scale)  # fmt: skip
+        self.plan(do, q, k, v, None, lse, scale, delta=delta, dk=dk, dv=dv)
 
 
 def auto_choice(spec, seq_k: int) -> bool:
@@ -301,33 +280,9 @@ def usable(spec, *tensors) -> str | None:
     return None
 
 
-def backward(
-    do,
-    q,
-    k,
-    v,
-    out,
-    lse,
-    *,
-    scale: float,
-    spec,
-    config: HopperBwdConfig | None = None,
-    delta=None,
-    compute_dq: bool = True,
-):
-    """(dq, dk, dv) of `out = attention(q, k, v)`, new contiguous tensors in q's dtype.
-    compute_dq=False: dK and dV only (dq is None; no atomics, dS stays in registers), for a
-    backward whose dQ is another kernel's; `delta` (rowsum(dO * O), fp32 like lse) when the
-    caller has it.
-    q/do/out [B, Hq, Sq, D] and k/v [B, Hkv, Sk, D] with last-dim stride 1, lse float32
-    [B, Hq, Sq] contiguous (natural log)."""
-    import torch
-    from triton.experimental.gluon import language as gl
-    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
-
-    from ..core.spec import KernelSpec
-    from .codegen import load, load_family
-
+def checked_config(spec, config: HopperBwdConfig | None, compute_dq: bool = True):
+    """`config` (None: `CONFIGS`, with element atomics where this Triton's Gluon has no TMA
+    reduce-add) for `spec`, or ValueError naming what it cannot do."""
     cfg = config or CONFIGS[spec.head_dim]
     if config is None and cfg.dq_tma:
         from .gluon_reduce import reduce_name
@@ -347,53 +302,121 @@ def backward(
 
         if reduce_name() is None:
             raise ValueError(f"{cfg.short()}: this Triton's Gluon has no TMA reduce-add")
-    batch, hq, sq, dim = q.shape
-    hkv, sk = k.shape[1], k.shape[2]
-    gl_dtype = getattr(gl, spec.dtype)
+    return cfg
 
-    def desc(t, rows):
-        layout = gl.NVMMASharedLayout.get_default_for([1, 1, rows, dim], gl_dtype)
-        return TensorDescriptor(t, list(t.shape), list(t.stride()), [1, 1, rows, dim], layout)
 
-    if delta is None:
-        delta = torch.empty_like(lse)
-        portable = load(KernelSpec(dim, spec.causal, spec.dtype, "bwd"))
-        portable.attn_bwd_preprocess[(cdiv(sq, 64), batch * hq)](
-            out, do, delta, *out.stride()[:3], *do.stride()[:3], hq, sq, BLOCK_M=64
-        )
-    if compute_dq:
-        acc = torch.zeros((batch, hq, sq, dim), dtype=torch.float32, device=q.device)
-    else:
-        acc = lse  # an fp32 pointer the kernel does not touch
-    dk = torch.empty((batch, hkv, sk, dim), dtype=k.dtype, device=k.device)
-    dv = torch.empty_like(dk)
-    descs = (desc(q, cfg.block_m), desc(k, cfg.block_n), desc(v, cfg.block_n),
-             desc(do, cfg.block_m))  # fmt: skip
-    flat = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=32, rank=1)
-    stats = tuple(TensorDescriptor(t, [t.numel()], [1], [cfg.block_m], flat) for t in (lse, delta))
-    if cfg.dq_tma and compute_dq:
-        block = [1, cfg.block_m, cfg.dq_chunk(dim)]
-        staged = gl.NVMMASharedLayout.get_default_for(block, gl.float32)
-        rows = acc.view(batch * hq, sq, dim)
-        desc_dq = TensorDescriptor(rows, list(rows.shape), list(rows.stride()), block, staged)
-    else:
-        desc_dq = stats[0]  # not read
-    items = cdiv(sk, cfg.block_n) * batch * hkv
-    # One program per SM at most (the shared memory of two does not fit).
-    grid = (min(items, _sm_count(q.device.index or 0)) if cfg.persistent else items,)
-    load_family(spec, FAMILY).attn_bwd_ws[grid](
-        *descs, *stats, desc_dq, lse, delta, dk, dv, acc, batch, hq, hkv, sq, sk, float(scale),
-        BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, NUM_BUF=cfg.num_buf,
-        NUM_CONSUMERS=cfg.consumers, DQ_SPLIT=cfg.dq_split, SHARE_DS=cfg.share_ds,
-        STATS_TMA=cfg.stats_tma, KV_BUFS=cfg.kv_bufs, num_warps=4, maxnreg=cfg.maxnreg,
-        COMPUTE_DQ=compute_dq, DQ_TMA=cfg.dq_tma and compute_dq,
-    )  # fmt: skip
-    if not compute_dq:
-        return None, dk, dv
-    dq = torch.empty((batch, hq, sq, dim), dtype=q.dtype, device=q.device)
-    onepass = load_family(KernelSpec(dim, spec.causal, spec.dtype, "bwd"), "onepass")
-    onepass.attn_bwd_dq_convert[(cdiv(sq, 64), batch * hq)](acc, dq, sq, float(scale), BLOCK_M=64)
-    return dq, dk, dv
+class Plan:
+    """This kind's launches for one call signature (the shapes and strides of q, k, v, do and
+    out, the config): delta = rowsum(dO * O) (the portable template's `attn_bwd_preprocess`;
+    not built without `out`, when the caller passes delta), the Gluon kernel with its
+    descriptor templates, and the dQ conversion (the one-pass template's
+    `attn_bwd_dq_convert`), each a `flashgen.kernels.launch.Launch` (`device` as Launch takes
+    it: None launches through the JIT every time). Called as
+    plan(do, q, k, v, out, lse, scale[, delta, dk, dv]) -> (dq or None, dk, dv)."""
+
+    __slots__ = ("pre", "pre_args", "main", "convert", "sizes", "compute_dq")
+    keep = True  # `flashgen.kernels.plans.PlanCache` keeps it (no database record behind it)
+
+    def __init__(self, spec, cfg: HopperBwdConfig, q, k, v, do, out, device, compute_dq=True):
+        from triton.experimental.gluon import language as gl
+
+        from ..core.spec import KernelSpec
+        from .codegen import load, load_family
+        from .launch import Launch
+
+        batch, hq, sq, dim = q.shape
+        hkv, sk = k.shape[1], k.shape[2]
+        gl_dtype = getattr(gl, spec.dtype)
+        plain = KernelSpec(dim, spec.causal, spec.dtype, "bwd")
+        rows = (cdiv(sq, 64), batch * hq)
+        self.pre = None
+        if out is not None:
+            self.pre = Launch(load(plain).attn_bwd_preprocess, rows, {"BLOCK_M": 64}, {}, device)
+            self.pre_args = (*out.stride()[:3], *do.stride()[:3], hq, sq)
+
+        def template(t, rows):
+            layout = gl.NVMMASharedLayout.get_default_for([1, 1, rows, dim], gl_dtype)
+            return list(t.shape), list(t.stride()), [1, 1, rows, dim], layout
+
+        flat = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=32, rank=1)
+        stats = ([batch * hq * sq], [1], [cfg.block_m], flat)  # read only with stats_tma
+        dq_tma = cfg.dq_tma and compute_dq
+        if dq_tma:  # the fp32 dQ buffer as [B * Hq, Sq, D]: rows past Sq are clipped
+            block = [1, cfg.block_m, cfg.dq_chunk(dim)]
+            staged = gl.NVMMASharedLayout.get_default_for(block, gl.float32)
+            dq_desc = ([batch * hq, sq, dim], [sq * dim, dim, 1], block, staged)
+        else:
+            dq_desc = stats  # not read
+        descs = ((0, template(q, cfg.block_m)), (1, template(k, cfg.block_n)),
+                 (2, template(v, cfg.block_n)), (3, template(do, cfg.block_m)),
+                 (4, stats), (5, stats), (6, dq_desc))  # fmt: skip
+        constexprs = {
+            "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "NUM_BUF": cfg.num_buf,
+            "NUM_CONSUMERS": cfg.consumers, "DQ_SPLIT": cfg.dq_split, "SHARE_DS": cfg.share_ds,
+            "STATS_TMA": cfg.stats_tma, "KV_BUFS": cfg.kv_bufs, "num_warps": 4,
+            "COMPUTE_DQ": compute_dq, "DQ_TMA": dq_tma,
+        }  # fmt: skip
+        items = cdiv(sk, cfg.block_n) * batch * hkv
+        # one program per SM at most when persistent (the shared memory of two does not fit)
+        grid = (min(items, _sm_count(q.device.index or 0)) if cfg.persistent else items,)
+        kernel = load_family(spec, FAMILY).attn_bwd_ws
+        self.main = Launch(kernel, grid, constexprs, {"maxnreg": cfg.maxnreg}, device, descs)
+        self.convert = None
+        if compute_dq:
+            convert = load_family(plain, "onepass").attn_bwd_dq_convert
+            self.convert = Launch(convert, rows, {"BLOCK_M": 64}, {}, device)
+        self.sizes = (batch, hq, hkv, sq, sk, dim)
+        self.compute_dq = compute_dq
+
+    def __call__(self, do, q, k, v, out, lse, scale, delta=None, dk=None, dv=None):
+        import torch
+
+        batch, hq, hkv, sq, sk, dim = self.sizes
+        if delta is None:
+            delta = torch.empty_like(lse)
+            self.pre(out, do, delta, *self.pre_args)
+        if dk is None:
+            dk = torch.empty((batch, hkv, sk, dim), dtype=k.dtype, device=k.device)
+            dv = torch.empty_like(dk)
+        if self.compute_dq:
+            acc = torch.zeros((batch, hq, sq, dim), dtype=torch.float32, device=q.device)
+            rows = acc.view(batch * hq, sq, dim)
+        else:
+            acc = rows = lse  # an fp32 pointer the kernel does not touch
+        # lse and delta again as the statistics descriptors (read only with stats_tma)
+        self.main(q, k, v, do, lse, delta, rows, lse, delta, dk, dv, acc, batch, hq, hkv, sq, sk,
+                  scale)  # fmt: skip
+        if not self.compute_dq:
+            return None, dk, dv
+        dq = torch.empty((batch, hq, sq, dim), dtype=q.dtype, device=q.device)
+        self.convert(acc, dq, sq, scale)
+        return dq, dk, dv
+
+
+def backward(
+    do,
+    q,
+    k,
+    v,
+    out,
+    lse,
+    *,
+    scale: float,
+    spec,
+    config: HopperBwdConfig | None = None,
+    delta=None,
+    compute_dq: bool = True,
+):
+    """(dq, dk, dv) of `out = attention(q, k, v)`, new contiguous tensors in q's dtype,
+    through the JIT (no plan kept: for tests and benchmarks; `flashgen.kernels.bwd` keeps a
+    `Plan` per call signature). compute_dq=False: dK and dV only (dq is None; no atomics, dS
+    stays in registers), for a backward whose dQ is another kernel's; `delta` (rowsum(dO * O),
+    fp32 like lse) when the caller has it.
+    q/do/out [B, Hq, Sq, D] and k/v [B, Hkv, Sk, D] with last-dim stride 1, lse float32
+    [B, Hq, Sq] contiguous (natural log)."""
+    cfg = checked_config(spec, config, compute_dq)
+    plan = Plan(spec, cfg, q, k, v, do, out, None, compute_dq)
+    return plan(do, q, k, v, out, lse, float(scale), delta=delta)
 
 
 @functools.cache

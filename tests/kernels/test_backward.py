@@ -365,7 +365,8 @@ def test_backward_plain_equals_backward(monkeypatch, kind, deterministic, needs)
     """`bwd.backward_plain` (the plain eager path's launcher) gives bit for bit what
     `backward` gives, from a plan built once and then hit (FLASHGEN_BWD_KIND=onepass asked
     for, deterministic or not: the plan runs the kind `backward` runs); tensors it does not take (a
-    non-contiguous dO) and a `hopper_bwd.AUTO` entry go to `backward`."""
+    non-contiguous dO) and a `hopper_bwd.AUTO` entry that may take the key length go to
+    `backward`."""
     from flashgen.kernels import hopper_bwd
 
     monkeypatch.setenv("FLASHGEN_BWD_KIND", kind)
@@ -397,8 +398,12 @@ def test_backward_plain_equals_backward(monkeypatch, kind, deterministic, needs)
     assert not plain_keys()
     for a, b in zip(got, want, strict=True):
         assert (a is None and b is None) or torch.equal(a, b)
-    monkeypatch.setitem(hopper_bwd.AUTO, (32, True), 1 << 30)
-    plain(do)
+    monkeypatch.setattr(hopper_bwd, "AUTO", {(32, True): 1 << 30})
+    plain(do)  # an entry for longer keys only: the plain path
+    assert len(plain_keys()) == 1
+    bwd_module._plans.clear()
+    monkeypatch.setattr(hopper_bwd, "AUTO", {(32, True): 53})
+    plain(do)  # an entry that may take these keys: `backward`
     assert not plain_keys()
     bwd_module._plans.clear()
 

@@ -320,7 +320,7 @@ def test_split_plan_launches_the_chosen_dkdv_kernel(monkeypatch):
     calls = []
 
     class StandIn:
-        def __init__(self, spec, cfg, q, k, device):
+        def __init__(self, spec, cfg, q, k, v, do, device):
             assert cfg == hopper_bwd.DKDV_CONFIG and not spec.has_extras
             calls.append("built")
 
@@ -348,6 +348,41 @@ def test_split_plan_launches_the_chosen_dkdv_kernel(monkeypatch):
         assert (g.double() - want.grad).abs().max() < 2e-2
     bwd.backward(do, q, k, v, out, lse, causal=False, scale=0.125, config=tiles)
     assert calls == ["built", "called"]  # an explicit config: the portable dK/dV kernel
+    bwd._plans.clear()
+
+
+def test_hopper_kind_keeps_a_plan_per_signature(monkeypatch):
+    """The hopper kind's launches are a `hopper_bwd.Plan` built once per call signature (and
+    config) and called every time; a new shape builds another. On the CPU a stand-in plan
+    returns the split kind's gradients (`usable` says yes)."""
+    from flashgen.kernels.fwd import forward
+
+    built = []
+
+    class StandIn:
+        keep = True
+
+        def __init__(self, spec, cfg, q, k, v, do, out, device):
+            assert cfg == hopper_bwd.CONFIGS[spec.head_dim] or not cfg.dq_tma
+            built.append(q.shape)
+            self.calls = 0
+
+        def __call__(self, do, q, k, v, out, lse, scale):
+            self.calls += 1
+            return bwd.backward(do, q, k, v, out, lse, causal=False, scale=scale, kind="split")
+
+    monkeypatch.setattr(hopper_bwd, "usable", lambda *a: None)
+    monkeypatch.setattr(hopper_bwd, "Plan", StandIn)
+    bwd._plans.clear()
+    for n in (33, 33, 40):
+        q, k, v, do = (torch.randn(1, 2, n, 64).half() for _ in range(4))
+        out, lse = forward(q, k, v, causal=False, scale=None)
+        got = bwd.backward(do, q, k, v, out, lse, causal=False, scale=0.125, kind="hopper")
+        want = bwd.backward(do, q, k, v, out, lse, causal=False, scale=0.125, kind="split")
+        assert all(torch.equal(a, b) for a, b in zip(got, want, strict=True))
+    assert built == [(1, 2, 33, 64), (1, 2, 40, 64)]
+    plans = [p for key, p in bwd._plans.items() if key[0] == bwd._HOPPER]
+    assert sorted(p.calls for p in plans) == [1, 2]
     bwd._plans.clear()
 
 
@@ -389,6 +424,12 @@ for b, hq, hkv, sq, sk, d, dtype, causal in cases:
     assert hopper_bwd.usable(spec, q, k, v, do) is None, name  # no silent fallback
     got = bwd.backward(do, q, k, v, out, lse, causal=causal, scale=d**-0.5, kind="hopper",
                        config=cfg)
+    # the second call of a signature launches the plan's compiled kernels directly: dK and dV
+    # bit for bit (no atomics), dQ up to the order of its fp32 adds
+    again = bwd.backward(do, q, k, v, out, lse, causal=causal, scale=d**-0.5, kind="hopper",
+                         config=cfg)
+    assert torch.equal(got[1], again[1]) and torch.equal(got[2], again[2]), name
+    assert (got[0].float() - again[0].float()).abs().max() <= 1e-2 * got[0].float().abs().max(), name
     ref = [t.detach().double().requires_grad_() for t in (q, k, v)]
     attention_ref(*ref, causal=causal)[0].backward(do.double())
     eager = [t.detach().clone().requires_grad_() for t in (q, k, v)]

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Session 19 B6: the whole GPU suite on the session's final kernels and choices (the hopper
+# backward kind where hopper_bwd.AUTO lists the shape, through a plan; the split kind's Hopper
+# dK/dV kernel at head dim 128 non-causal), then issues 13/14's grid as B2 ran it ("fast" is
+# the default call: the hopper kind where AUTO lists the shape; "det" the split kind).
+# Run as FLASHGEN_COMMIT=<sha> bash benchmarks/raw/h200_s19b6/job.sh carrying .whl.
+set -u
+. benchmarks/device_env.sh > /dev/null 2>&1
+W=$OUT/work; mkdir -p $W
+timeout 260 python3 -m pytest -q -p no:cacheprovider -m gpu -n 8 tests > $W/pytest_gpu.txt 2>&1
+stamp "pytest gpu rc=$?"; grep -E "passed|failed|FAILED|Error" $W/pytest_gpu.txt | tail -12 | cut -c1-300
+FLASHGEN_IMPL=flashgen timeout 160 python3 benchmarks/bwd_grid.py --out $W --budget 140 --modes fast,det > $W/bwd_grid.txt 2>&1
+stamp "bwd grid rc=$?"; grep -E '"ok": false' $W/bwd_grid.txt | head -3 | cut -c1-300
+python3 benchmarks/bwd_grid.py --table $W/bwd_grid.json > $W/bwd_grid_table.md 2>&1; tail -24 $W/bwd_grid_table.md
+tar czf $OUT/work.tgz -C $OUT work; rm -rf $W
+stamp end
