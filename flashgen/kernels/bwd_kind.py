@@ -18,10 +18,12 @@ Three kinds (`KINDS`):
   order of those fp32 adds varies run to run, so dQ is not bit-identical.
 - "hopper" (templates/attn_bwd_hopper.py.jinja, `flashgen.kernels.hopper_bwd`): the one-pass
   idea as a warp-specialised Gluon kernel for sm_90 (TMA producer warp, wgmma consumer
-  warpgroups), fp16/bf16, head dim 64 or 128; not deterministic either. Opt-in (kind="hopper"
-  or FLASHGEN_BWD_KIND=hopper) but where `hopper_bwd.AUTO` lists the shape; where it cannot run
-  (another GPU, unaligned tensors, no Gluon) `flashgen.kernels.bwd` falls back to "split" and
-  logs why once.
+  warpgroups, dQ partials by TMA reduce-add), fp16/bf16, head dim 64 or 128; not deterministic
+  either. Taken by a call that leaves the kind open where `hopper_bwd.AUTO` lists the shape
+  (measured faster than "split"), else asked for (kind="hopper" or FLASHGEN_BWD_KIND=hopper);
+  where it cannot run (another GPU, unaligned tensors, no Gluon) `flashgen.kernels.bwd` falls
+  back to "split" and logs why once. (The "split" kind's dK/dV kernel may be this template's
+  too, without dQ: `hopper_bwd.DKDV_AUTO`, chosen in `flashgen.kernels.bwd`.)
 
 `deterministic=None` follows `torch.are_deterministic_algorithms_enabled()`: deterministic
 means "split". Otherwise `kind` (or FLASHGEN_BWD_KIND) picks, defaulting to `DEFAULT_KIND`;

@@ -4,20 +4,26 @@ Why: the portable split backward (templates/attn_bwd.py.jinja) recomputes QK^T a
 its dQ kernel (7 products per tile pair) and a `tl.dot` kernel cannot overlap the exponentials
 with the tensor cores. This kernel does one pass per key block (5 products), with a TMA
 producer warp and one or two consumer warpgroups in separate partitions; dQ partials go to an
-fp32 buffer by atomics (not bit-identical run to run: never the deterministic kind).
+fp32 buffer by TMA reduce-add from shared memory (`dq_tma`, `flashgen.kernels.gluon_reduce`)
+or element atomics (not bit-identical run to run either way: never the deterministic kind).
 
-Launches (`backward`): delta = rowsum(dO * O) (the portable template's `attn_bwd_preprocess`),
+Launches (`Plan`, kept per call signature by `flashgen.kernels.bwd`; `backward` builds one
+for a single call): delta = rowsum(dO * O) (the portable template's `attn_bwd_preprocess`),
 the Gluon kernel, and the dQ conversion (the one-pass template's `attn_bwd_dq_convert`).
+
+Rendered with COMPUTE_DQ=False the kernel computes dK and dV only, with no atomics: the split
+kind's dK/dV kernel where `DKDV_AUTO` lists the shape (`dkdv_choice`, `DkdvLaunch`), beside
+the portable dQ kernel.
 
 Where it can run (`spec_reason`): fp16/bf16, head dim 64 or 128, no window, softcap, lengths
 or mask tensor, and a Triton whose Gluon has what the template uses
 (`flashgen.kernels.hopper.gluon_api`); at run time (`usable`) also an sm_90 GPU and 16-byte
-aligned q/k/v/dO (TMA). flashgen.kernels.bwd runs it as the backward kind "hopper"
-(FLASHGEN_BWD_KIND=hopper or kind="hopper").
+aligned q/k/v/dO (TMA). flashgen.kernels.bwd runs it as the backward kind "hopper" where
+`AUTO` lists the shape or when asked (FLASHGEN_BWD_KIND=hopper or kind="hopper").
 
 Configuration (`HopperBwdConfig`): query rows per step (64: one warpgroup's wgmma tile for
 dQ), one or two consumer warpgroups of 64 keys each, the Q/dO ring's slots, how many column
-chunks dQ's partial is computed in, and the launch register cap.
+chunks dQ's partial is computed in, the launch register cap, and how dQ is added.
 """
 
 from __future__ import annotations
