@@ -91,7 +91,8 @@ def search(
     seed: int = 0,
 ) -> SearchResult:
     """TPE over the space for one shape: `seeds` first (e.g. the shipped config), then what the
-    sampler proposes. A config that does not fit or is no config is pruned before `evaluate`;
+    sampler proposes. `space` may be any object with this class's `params`, `suggest` and
+    `prune_reason` (the backward's `hopper_bwd_space.HopperBwdSpace` is one). A config that does not fit or is no config is pruned before `evaluate`;
     a failing evaluation (an exception, or a non-finite time) costs inf, never the search; a
     config already evaluated is answered from memory."""
     import optuna

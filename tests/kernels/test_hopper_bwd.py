@@ -272,6 +272,39 @@ def test_dq_by_tma_reduce_compiles_for_sm90():
         assert result["model"] <= result["shared"] < result["model"] + 1024, (name, result)
 
 
+_AOT_SPACE_SCRIPT = """
+import json, sys
+from flashgen.core.spec import KernelSpec
+from flashgen.hardware.sram import KNOWN_GPUS
+from flashgen.tune.hopper_bwd_space import HopperBwdSpace
+out = {}
+for d, causal, picks in json.loads(sys.argv[1]):
+    fitting = HopperBwdSpace(d, KNOWN_GPUS["nvidia-h200"]).fitting()
+    for i in picks:
+        cfg = fitting[i % len(fitting)]
+        from flashgen.kernels import hopper_bwd
+        res = hopper_bwd.compile_for_sm90(KernelSpec(d, causal, "bfloat16", "bwd"), cfg)
+        out[f"d{d} {causal} {cfg.short()}"] = dict(shared=res["shared"],
+                                                   model=cfg.shared_bytes(d))
+json.dump(out, sys.stdout)
+"""
+
+
+@pytest.mark.skipif(AOT_REASON is not None, reason=str(AOT_REASON))
+def test_tuning_space_configs_fit_the_model():
+    """Configs the backward's Optuna space keeps (flashgen.tune.hopper_bwd_space: the largest
+    ones, by position in its list, and a few others) compile for sm_90 with the shared memory
+    its pruning model says, and within the H200's limit."""
+    from flashgen.hardware.sram import KNOWN_GPUS
+
+    cases = [(128, False, [-1, -2, 7]), (64, True, [-1, 3])]
+    results = compile_in_child(_AOT_SPACE_SCRIPT, cases)
+    assert len(results) >= 4
+    for name, result in results.items():
+        assert result["model"] <= result["shared"] < result["model"] + 1024, (name, result)
+        assert result["shared"] <= KNOWN_GPUS["nvidia-h200"].smem_optin_bytes, name
+
+
 def test_dkdv_choice(monkeypatch):
     """The split kind's dK/dV kernel is this family's where DKDV_AUTO lists (head dim, causal)
     and the keys are long enough, or everywhere the template has a kernel under
