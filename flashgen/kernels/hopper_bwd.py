@@ -128,11 +128,8 @@ class HopperBwdConfig:
                 f"r{self.maxnreg}{flags})")  # fmt: skip
 
 
-# Checked on the H200 (B3, benchmarks/RESULTS.md "Hopper backward in Gluon"): head dim 128 two
-# consumers sharing dS; head dim 64 two consumers each adding all of dQ. Every config with
-# stats_tma faulted there ("illegal instruction"), so none is used. Slower than the split kind
-# everywhere measured: AUTO (below) stays empty and the kind is opt-in.
-# Session 19 B4: two consumers sharing dS with dQ by TMA reduce-add were the fastest config at
+# Checked on the H200 (benchmarks/RESULTS.md "Hopper backward in Gluon"): every config with
+# stats_tma faulted there ("illegal instruction"), so none is used. Session 19 B4: two consumers sharing dS with dQ by TMA reduce-add were the fastest config at
 # both head dims (fwd+bwd 0.83x cuDNN by geomean against 0.65x for element atomics); where
 # the installed Gluon cannot issue the reduce-add, `backward` takes the same config with
 # atomics.
