@@ -23,10 +23,11 @@ import time
 
 # appended: a tree on PYTHONPATH (an A/B's old tree) comes first
 sys.path.append(str(pathlib.Path(__file__).resolve().parents[1]))
+sys.path.append(str(pathlib.Path(__file__).resolve().parent))
+
+from hopper_tune import _shape  # noqa: E402  (the forward tuner's shapes: batch x heads fill the GPU)
 
 from flashgen.bench import harness, scripts  # noqa: E402
-
-_BATCH = {1024: 16, 2048: 8, 4096: 4, 8192: 2, 16384: 1}
 
 
 def tune_shape(head_dim: int, causal: bool, seq: int, trials: int, budget_s: float) -> dict:
@@ -39,7 +40,7 @@ def tune_shape(head_dim: int, causal: bool, seq: int, trials: int, budget_s: flo
     from flashgen.tune.hopper_bwd_space import HopperBwdSpace
     from flashgen.tune.hopper_space import search
 
-    b, h, n = _BATCH.get(seq, max(1, 16384 // seq)), 16 if head_dim == 128 else 32, seq
+    b, h, n = _shape(head_dim, seq)
     q, k, v, do = scripts.inputs(b, h, h, n, n, head_dim)
     out, lse = forward(q, k, v, causal=causal, scale=None)
     scale = head_dim**-0.5

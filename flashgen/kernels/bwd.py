@@ -373,24 +373,38 @@ def _plain_plan(do, q, k, v, out, lse, causal, config, needs, deterministic, ali
     return _Plan(q, k, v, do, out, causal, config, needs, descriptors, aligned, False, False, kind)
 
 
+class _Refused:
+    """The plan-cache entry of a hopper-kind call signature whose tensors the kind cannot run
+    (`hopper_bwd.usable`'s answer depends only on what the key holds)."""
+
+    __slots__ = ()
+    keep = True
+
+
 def _hopper(do, q, k, v, out, lse, causal, scale, config, aligned):
     """The "hopper" kind's gradients, or None (logged once per reason) where it cannot run
     these tensors. A portable `config` (TileConfig or chooser) does not apply to it. Its
     launches are a `hopper_bwd.Plan` kept per call signature like the split kind's (direct
-    launches after the first call: less host time than Triton's JIT path)."""
-    spec = spec_for(q.shape[-1], causal, dtype_name(q.dtype), "bwd")
-    reason = hopper_bwd.usable(spec, q, k, v, do)
-    if reason is not None:
-        _log_fallback(spec, reason)
-        return None
+    launches after the first call: less host time than Triton's JIT path); whether the kind
+    can run the tensors is asked once per signature too (TMA needs q, k, v and dO aligned:
+    `tma_ok`, with the strides and device the key holds)."""
     cfg = config if isinstance(config, hopper_bwd.HopperBwdConfig) else None
+    tma_ok = aligned or not ((q.data_ptr() | k.data_ptr() | v.data_ptr() | do.data_ptr()) & 15)
     key = (_HOPPER, q.shape, k.shape, q.stride(), k.stride(), v.stride(), do.stride(),
-           out.stride(), q.dtype, q.device, causal, cfg, aligned)  # fmt: skip
+           out.stride(), q.dtype, q.device, causal, cfg, aligned, tma_ok)  # fmt: skip
     plan = _plans.get(key)
     if plan is None:
-        cfg = hopper_bwd.checked_config(spec, cfg)
-        plan = hopper_bwd.Plan(spec, cfg, q, k, v, do, out, direct_device(q, aligned))
+        spec = spec_for(q.shape[-1], causal, dtype_name(q.dtype), "bwd")
+        reason = hopper_bwd.usable(spec, q, k, v, do)
+        if reason is not None:
+            _log_fallback(spec, reason)
+            plan = _Refused()
+        else:
+            cfg = hopper_bwd.checked_config(spec, cfg)
+            plan = hopper_bwd.Plan(spec, cfg, q, k, v, do, out, direct_device(q, aligned))
         _plans.store(key, plan, q)
+    if isinstance(plan, _Refused):
+        return None
     return plan(do, q, k, v, out, lse, float(scale))
 
 

@@ -143,11 +143,12 @@ CONFIGS = {
 # session 19 B5: both in one process on issues 13/14's grid, the split kind with the Hopper
 # dK/dV kernel): (head dim, causal) -> the shortest key length measured faster. A call that
 # does not choose a kind (no kind argument, no FLASHGEN_BWD_KIND, determinism not asked for)
-# runs this kind there; everywhere else the split kind stays the default. Not causal: 1-4%
-# faster at head dim 128, 2-5% at 64 (1k-16k keys); causal head dim 64 from 4k (2-6%; 4%
-# slower at 1k); causal head dim 128 is 12-34% slower (diagonal blocks computed whole, no
-# load balance): split. Shorter keys were not measured (launch-bound calls: the split kind's
-# plans cost less host time).
+# runs this kind there; everywhere else the split kind stays the default. Not causal: 0.5-4%
+# faster at head dim 128, 2-5% at 64 (1k-16k keys; B6 read head dim 128 at 1k 1.3% slower:
+# within the runs' spread); causal head dim 64 from 4k (2-6%; 4% slower at 1k); causal head
+# dim 128 is 16-34% slower (not profiled: see RESULTS.md): split.
+# Shorter keys were not measured (launch-bound calls: the split kind's plans cost less host
+# time).
 AUTO: dict[tuple[int, bool], int] = {(128, False): 1024, (64, False): 1024, (64, True): 4096}
 
 
@@ -331,10 +332,11 @@ class Plan:
         hkv, sk = k.shape[1], k.shape[2]
         gl_dtype = getattr(gl, spec.dtype)
         plain = KernelSpec(dim, spec.causal, spec.dtype, "bwd")
-        rows = (cdiv(sq, 64), batch * hq)
+        row_grid = (cdiv(sq, 64), batch * hq)  # the row-wise kernels' (delta, dQ conversion)
         self.pre = None
         if out is not None:
-            self.pre = Launch(load(plain).attn_bwd_preprocess, rows, {"BLOCK_M": 64}, {}, device)
+            pre = load(plain).attn_bwd_preprocess
+            self.pre = Launch(pre, row_grid, {"BLOCK_M": 64}, {}, device)
             self.pre_args = (*out.stride()[:3], *do.stride()[:3], hq, sq)
 
         def template(t, rows):
@@ -367,7 +369,7 @@ class Plan:
         self.convert = None
         if compute_dq:
             convert = load_family(plain, "onepass").attn_bwd_dq_convert
-            self.convert = Launch(convert, rows, {"BLOCK_M": 64}, {}, device)
+            self.convert = Launch(convert, row_grid, {"BLOCK_M": 64}, {}, device)
         self.sizes = (batch, hq, hkv, sq, sk, dim)
         self.compute_dq = compute_dq
 

@@ -386,8 +386,9 @@ def test_split_plan_launches_the_chosen_dkdv_kernel(monkeypatch):
 
 def test_hopper_kind_keeps_a_plan_per_signature(monkeypatch):
     """The hopper kind's launches are a `hopper_bwd.Plan` built once per call signature (and
-    config) and called every time; a new shape builds another. On the CPU a stand-in plan
-    returns the split kind's gradients (`usable` says yes)."""
+    config) and called every time; a new shape builds another; `usable` is asked once per
+    signature. On the CPU a stand-in plan returns the split kind's gradients (`usable` says
+    yes); a signature `usable` refuses is remembered too (test_refused_signature_...)."""
     from flashgen.kernels.fwd import forward
 
     built = []
@@ -404,7 +405,8 @@ def test_hopper_kind_keeps_a_plan_per_signature(monkeypatch):
             self.calls += 1
             return bwd.backward(do, q, k, v, out, lse, causal=False, scale=scale, kind="split")
 
-    monkeypatch.setattr(hopper_bwd, "usable", lambda *a: None)
+    asked = []
+    monkeypatch.setattr(hopper_bwd, "usable", lambda *a: asked.append(a[1].shape) and None)
     monkeypatch.setattr(hopper_bwd, "Plan", StandIn)
     bwd._plans.clear()
     for n in (33, 33, 40):
@@ -414,8 +416,28 @@ def test_hopper_kind_keeps_a_plan_per_signature(monkeypatch):
         want = bwd.backward(do, q, k, v, out, lse, causal=False, scale=0.125, kind="split")
         assert all(torch.equal(a, b) for a, b in zip(got, want, strict=True))
     assert built == [(1, 2, 33, 64), (1, 2, 40, 64)]
+    assert asked == built  # whether the kind can run the tensors: once per signature
     plans = [p for key, p in bwd._plans.items() if key[0] == bwd._HOPPER]
     assert sorted(p.calls for p in plans) == [1, 2]
+    bwd._plans.clear()
+
+
+def test_refused_signature_is_asked_once_and_falls_back(monkeypatch):
+    """kind="hopper" on tensors it cannot run (CPU here) gives the split kind's gradients
+    every call, and `usable` is asked once for the signature, not on every call."""
+    from flashgen.kernels.fwd import forward
+
+    asked = []
+    real = hopper_bwd.usable
+    monkeypatch.setattr(hopper_bwd, "usable", lambda *a: asked.append(1) or real(*a))
+    bwd._plans.clear()
+    q, k, v, do = (torch.randn(1, 2, 33, 64).half() for _ in range(4))
+    out, lse = forward(q, k, v, causal=False, scale=None)
+    want = bwd.backward(do, q, k, v, out, lse, causal=False, scale=0.125, kind="split")
+    for _ in range(3):
+        got = bwd.backward(do, q, k, v, out, lse, causal=False, scale=0.125, kind="hopper")
+        assert all(torch.equal(a, b) for a, b in zip(got, want, strict=True))
+    assert asked == [1]
     bwd._plans.clear()
 
 
