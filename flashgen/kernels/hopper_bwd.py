@@ -59,7 +59,10 @@ class HopperBwdConfig:
     one stores dK/dV) instead of one program per item; kv_bufs 2 (with persistent): the next
     item's K and V load during this one's last steps; dq_tma: each dQ partial goes through
     shared memory and one TMA reduce-add (`flashgen.kernels.gluon_reduce`) instead of element
-    atomics from the consumers' registers."""
+    atomics from the consumers' registers; stats_smem: each consumer loads a step's logsumexp
+    and delta rows one value a thread a step ahead and stages them in shared memory, read
+    only where used (32 fewer live registers a thread than loading them into the product's
+    layout ahead, without the producer's TMA of stats_tma)."""
 
     consumers: int
     num_buf: int
@@ -71,9 +74,10 @@ class HopperBwdConfig:
     kv_bufs: int = 1
     block_m: int = 64
     dq_tma: bool = False
+    stats_smem: bool = False
 
     def __post_init__(self) -> None:
-        check_kinds(self, bools=("share_ds", "stats_tma", "persistent", "dq_tma"))
+        check_kinds(self, bools=("share_ds", "stats_tma", "persistent", "dq_tma", "stats_smem"))
         checks = (
             ("consumers", self.consumers in (1, 2), "1 or 2"),
             ("num_buf", self.num_buf in (2, 3, 4), "2, 3 or 4"),
@@ -81,6 +85,7 @@ class HopperBwdConfig:
             ("block_m", self.block_m == 64, "64"),
             ("kv_bufs", self.kv_bufs in (1, 2), "1 or 2"),
             ("share_ds", not self.share_ds or self.consumers == 2, "False with one consumer"),
+            ("stats_smem", not (self.stats_smem and self.stats_tma), "False with stats_tma"),
             ("maxnreg", 24 <= self.maxnreg <= 248 and self.maxnreg % 8 == 0
              and self.threads() * self.maxnreg <= REGS_PER_SM,
              f"a multiple of 8 in [24, 248], at most {REGS_PER_SM} // threads"),
@@ -111,6 +116,8 @@ class HopperBwdConfig:
         if compute_dq and self.dq_tma:
             ds += self.consumers * self.dq_split * self.block_m * self.dq_chunk(head_dim) * 4
         stats = 2 * self.num_buf * self.block_m * 4 if self.stats_tma else 0
+        if self.stats_smem:  # two [lse | delta] rows a consumer
+            stats = self.consumers * 2 * 2 * self.block_m * 4
         return tiles + ds + stats + BARRIER_BYTES * (2 + 2 * self.kv_bufs + 2 * self.num_buf)
 
     def head_dim_reason(self, head_dim: int) -> str | None:
@@ -123,7 +130,7 @@ class HopperBwdConfig:
 
     def short(self) -> str:
         flags = " share" * self.share_ds + " stats" * self.stats_tma + " P" * self.persistent
-        flags += " kv2" * (self.kv_bufs == 2) + " tma" * self.dq_tma
+        flags += " kv2" * (self.kv_bufs == 2) + " tma" * self.dq_tma + " sm" * self.stats_smem
         return (f"(hopper-bwd c{self.consumers} b{self.num_buf} s{self.dq_split} "
                 f"r{self.maxnreg}{flags})")  # fmt: skip
 
@@ -359,7 +366,7 @@ class Plan:
             "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "NUM_BUF": cfg.num_buf,
             "NUM_CONSUMERS": cfg.consumers, "DQ_SPLIT": cfg.dq_split, "SHARE_DS": cfg.share_ds,
             "STATS_TMA": cfg.stats_tma, "KV_BUFS": cfg.kv_bufs, "num_warps": 4,
-            "COMPUTE_DQ": compute_dq, "DQ_TMA": dq_tma,
+            "COMPUTE_DQ": compute_dq, "DQ_TMA": dq_tma, "STATS_SMEM": cfg.stats_smem,
         }  # fmt: skip
         items = cdiv(sk, cfg.block_n) * batch * hkv
         # one program per SM at most when persistent (the shared memory of two does not fit)
@@ -469,12 +476,13 @@ def compile_for_sm90(spec, cfg: HopperBwdConfig | None = None, compute_dq: bool 
         "DQ_SPLIT": "constexpr", "SHARE_DS": "constexpr", "STATS_TMA": "constexpr",
         "KV_BUFS": "constexpr",
         "num_warps": "constexpr", "COMPUTE_DQ": "constexpr", "DQ_TMA": "constexpr",
+        "STATS_SMEM": "constexpr",
     }  # fmt: skip
     constexprs = {
         "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "NUM_BUF": cfg.num_buf,
         "NUM_CONSUMERS": cfg.consumers, "DQ_SPLIT": cfg.dq_split, "SHARE_DS": cfg.share_ds,
         "STATS_TMA": cfg.stats_tma, "KV_BUFS": cfg.kv_bufs,
-        "num_warps": 4, "COMPUTE_DQ": compute_dq, "DQ_TMA": dq_tma,
+        "num_warps": 4, "COMPUTE_DQ": compute_dq, "DQ_TMA": dq_tma, "STATS_SMEM": cfg.stats_smem,
     }  # fmt: skip
     source = GluonASTSource(
         fn=load_family(spec, FAMILY).attn_bwd_ws,

@@ -4,7 +4,8 @@ Why apart from `hopper_space.HopperSpace` (the forward's): the backward's config
 (`HopperBwdConfig`) has other knobs: consumer warpgroups (with the launch register cap that
 follows from the threads), Q/dO ring slots, dQ column chunks, whether the consumers share dS
 (half of dQ's columns each), how dQ partials are added (TMA reduce-add or element atomics),
-and a persistent grid. `HopperBwdSpace` maps them to categorical parameters and back, and
+where each step's statistics wait for their use (registers or the consumers' shared-memory
+staging, `stats_smem`), and a persistent grid. `HopperBwdSpace` maps them to categorical parameters and back, and
 prunes before anything is compiled: configs the class refuses, a head dim a config cannot split,
 shared memory past the device's opt-in limit (`HopperBwdConfig.shared_bytes`, the model the CPU
 tests hold to the compiler's byte counts), dQ by TMA reduce-add where the installed Gluon cannot
@@ -22,7 +23,7 @@ from collections.abc import Sequence
 from ..core.config import FieldError
 from ..kernels.hopper_bwd import REGS_PER_SM, HopperBwdConfig
 
-PARAMS = ("consumers", "num_buf", "dq_split", "share_ds", "dq_tma", "persistent")
+PARAMS = ("consumers", "num_buf", "dq_split", "share_ds", "dq_tma", "persistent", "stats_smem")
 
 
 def _regs(consumers: int) -> int:
@@ -34,12 +35,13 @@ def _regs(consumers: int) -> int:
 def candidates() -> tuple[HopperBwdConfig, ...]:
     """Every combination of the knobs the class accepts (any head dim)."""
     out = []
-    for consumers, num_buf, dq_split, share, tma, persistent in itertools.product(
-        (1, 2), (2, 3, 4), (1, 2), (False, True), (False, True), (False, True)
+    for consumers, num_buf, dq_split, share, tma, persistent, staged in itertools.product(
+        (1, 2), (2, 3, 4), (1, 2), (False, True), (False, True), (False, True), (False, True)
     ):
         try:
             cfg = HopperBwdConfig(consumers, num_buf, dq_split, min(_regs(consumers), 248),
-                                  share, False, persistent, dq_tma=tma)  # fmt: skip
+                                  share, False, persistent, dq_tma=tma,
+                                  stats_smem=staged)  # fmt: skip
         except FieldError:  # e.g. shared dS with one consumer
             continue
         out.append(cfg)

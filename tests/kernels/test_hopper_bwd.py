@@ -8,6 +8,8 @@ sm_90 GPU (`gpu`) against float64: GQA, causal both ways, odd lengths, fp16 and 
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 from gluon_aot import AOT_REASON, check_kernel_cli, compile_in_child, needs_gluon, on_sm90
@@ -154,6 +156,12 @@ def test_config_validation():
             hopper_bwd.HopperBwdConfig(*fields)
     with pytest.raises(FieldError):
         hopper_bwd.HopperBwdConfig(2, 2, True, 168)
+    with pytest.raises(FieldError, match="stats_smem"):  # one way of staging the statistics
+        hopper_bwd.HopperBwdConfig(2, 2, 1, 168, True, True, stats_smem=True)
+    staged = hopper_bwd.HopperBwdConfig(2, 2, 1, 168, True, stats_smem=True)
+    plain = dataclasses.replace(staged, stats_smem=False)
+    assert staged.shared_bytes(128) - plain.shared_bytes(128) == 2 * 2 * 2 * 64 * 4
+    assert staged.short().endswith(" sm)") and " sm" not in plain.short()
 
 
 # ---- ahead-of-time compilation for sm_90 (CPU) -------------------------------------------
@@ -166,6 +174,8 @@ AOT_CASES = [
     (128, False, (2, 2, 2, 168, False)),
     (64, False, (2, 3, 1, 168, False, True)),
     (128, True, (2, 2, 1, 168, True, True, True, 2)),
+    (128, True, (2, 2, 1, 168, True, False, False, 1, 64, True, True)),
+    (64, False, (1, 3, 1, 248, False, False, True, 2, 64, False, True)),
 ]
 
 _AOT_SCRIPT = """
@@ -508,9 +518,18 @@ print("ok", len(cases))
         (2, 2, 2, 168, False, False),
         (2, 2, 1, 168, True, False, False, 1, 64, True),
         (2, 2, 2, 168, False, False, False, 1, 64, True),
+        (2, 2, 1, 168, True, False, False, 1, 64, True, True),
+        (2, 2, 1, 168, True, False, True, 2, 64, True, True),
     ],
     # other configs: benchmarks/hopper_bwd.py checks them
-    ids=["shipped", "c2-own-dq", "share-tma-reduce", "own-dq-tma-reduce"],
+    ids=[
+        "shipped",
+        "c2-own-dq",
+        "share-tma-reduce",
+        "own-dq-tma-reduce",
+        "stats-smem",
+        "persistent-kv2-stats-smem",
+    ],
 )
 def test_matches_float64(config):
     """dQ/dK/dV against float64 autograd within 3x PyTorch's own same-dtype error plus 8e-3 of
