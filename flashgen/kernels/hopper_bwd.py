@@ -139,10 +139,14 @@ class HopperBwdConfig:
 # stats_tma faulted there ("illegal instruction"), so none is used. Session 19 B4: two consumers sharing dS with dQ by TMA reduce-add were the fastest config at
 # both head dims (fwd+bwd 0.83x cuDNN by geomean against 0.65x for element atomics); where
 # the installed Gluon cannot issue the reduce-add, `backward` takes the same config with
-# atomics.
+# atomics. Session 20 B4 (benchmarks/hopper_bwd.py, the anchor grid in one process): with the
+# statistics staged in shared memory (stats_smem) fwd+bwd 0.970x cuDNN by geomean, worst 0.902x,
+# against 0.877x / 0.729x without (both with the K/V/dS descriptors rebuilt at use; ptxas
+# reports no spills for either head dim with Triton 3.6); head dim 64 at 1k keys without
+# causal masking 1% slower, every other shape 1-34% faster.
 CONFIGS = {
-    64: HopperBwdConfig(2, 2, 1, 168, True, False, dq_tma=True),
-    128: HopperBwdConfig(2, 2, 1, 168, True, False, dq_tma=True),
+    64: HopperBwdConfig(2, 2, 1, 168, True, False, dq_tma=True, stats_smem=True),
+    128: HopperBwdConfig(2, 2, 1, 168, True, False, dq_tma=True, stats_smem=True),
 }
 
 
@@ -152,11 +156,18 @@ CONFIGS = {
 # does not choose a kind (no kind argument, no FLASHGEN_BWD_KIND, determinism not asked for)
 # runs this kind there; everywhere else the split kind stays the default. Not causal: 0.5-4%
 # faster at head dim 128, 2-5% at 64 (1k-16k keys; B6 read head dim 128 at 1k 1.3% slower:
-# within the runs' spread); causal head dim 64 from 4k (2-6%; 4% slower at 1k); causal head
-# dim 128 is 16-34% slower (not profiled: see RESULTS.md): split.
+# within the runs' spread); causal head dim 64 from 4k (2-6%; 4% slower at 1k). Causal head
+# dim 128 was 16-34% slower until its spills were removed (session 20 B3 profile: 34 M local
+# memory requests a call); session 20 B4: 4-20% faster from 4k keys (MHA and GQA), at 1k
+# 4% slower (MHA) or level (GQA): split there.
 # Shorter keys were not measured (launch-bound calls: the split kind's plans cost less host
 # time).
-AUTO: dict[tuple[int, bool], int] = {(128, False): 1024, (64, False): 1024, (64, True): 4096}
+AUTO: dict[tuple[int, bool], int] = {
+    (128, False): 1024,
+    (128, True): 4096,
+    (64, False): 1024,
+    (64, True): 4096,
+}
 
 
 def auto_possible(seq_k: int) -> bool:
