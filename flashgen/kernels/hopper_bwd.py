@@ -62,7 +62,10 @@ class HopperBwdConfig:
     atomics from the consumers' registers; stats_smem: each consumer loads a step's logsumexp
     and delta rows one value a thread a step ahead and stages them in shared memory, read
     only where used (32 fewer live registers a thread than loading them into the product's
-    layout ahead, without the producer's TMA of stats_tma)."""
+    layout ahead, without the producer's TMA of stats_tma); dq_turns (share_ds at head dim
+    64, where one consumer's dQ product covers every column, so without it consumer 0 computes
+    every step's dQ while consumer 1 waits): the consumers take the steps' dQ products in
+    turns."""
 
     consumers: int
     num_buf: int
@@ -75,9 +78,11 @@ class HopperBwdConfig:
     block_m: int = 64
     dq_tma: bool = False
     stats_smem: bool = False
+    dq_turns: bool = False
 
     def __post_init__(self) -> None:
-        check_kinds(self, bools=("share_ds", "stats_tma", "persistent", "dq_tma", "stats_smem"))
+        bools = ("share_ds", "stats_tma", "persistent", "dq_tma", "stats_smem", "dq_turns")
+        check_kinds(self, bools=bools)
         checks = (
             ("consumers", self.consumers in (1, 2), "1 or 2"),
             ("num_buf", self.num_buf in (2, 3, 4), "2, 3 or 4"),
@@ -86,6 +91,7 @@ class HopperBwdConfig:
             ("kv_bufs", self.kv_bufs in (1, 2), "1 or 2"),
             ("share_ds", not self.share_ds or self.consumers == 2, "False with one consumer"),
             ("stats_smem", not (self.stats_smem and self.stats_tma), "False with stats_tma"),
+            ("dq_turns", not self.dq_turns or self.share_ds, "False without share_ds"),
             ("maxnreg", 24 <= self.maxnreg <= 248 and self.maxnreg % 8 == 0
              and self.threads() * self.maxnreg <= REGS_PER_SM,
              f"a multiple of 8 in [24, 248], at most {REGS_PER_SM} // threads"),
@@ -131,6 +137,7 @@ class HopperBwdConfig:
     def short(self) -> str:
         flags = " share" * self.share_ds + " stats" * self.stats_tma + " P" * self.persistent
         flags += " kv2" * (self.kv_bufs == 2) + " tma" * self.dq_tma + " sm" * self.stats_smem
+        flags += " turns" * self.dq_turns
         return (f"(hopper-bwd c{self.consumers} b{self.num_buf} s{self.dq_split} "
                 f"r{self.maxnreg}{flags})")  # fmt: skip
 
@@ -378,6 +385,7 @@ class Plan:
             "NUM_CONSUMERS": cfg.consumers, "DQ_SPLIT": cfg.dq_split, "SHARE_DS": cfg.share_ds,
             "STATS_TMA": cfg.stats_tma, "KV_BUFS": cfg.kv_bufs, "num_warps": 4,
             "COMPUTE_DQ": compute_dq, "DQ_TMA": dq_tma, "STATS_SMEM": cfg.stats_smem,
+            "DQ_TURNS": cfg.dq_turns,
         }  # fmt: skip
         items = cdiv(sk, cfg.block_n) * batch * hkv
         # one program per SM at most when persistent (the shared memory of two does not fit)
@@ -487,13 +495,14 @@ def compile_for_sm90(spec, cfg: HopperBwdConfig | None = None, compute_dq: bool 
         "DQ_SPLIT": "constexpr", "SHARE_DS": "constexpr", "STATS_TMA": "constexpr",
         "KV_BUFS": "constexpr",
         "num_warps": "constexpr", "COMPUTE_DQ": "constexpr", "DQ_TMA": "constexpr",
-        "STATS_SMEM": "constexpr",
+        "STATS_SMEM": "constexpr", "DQ_TURNS": "constexpr",
     }  # fmt: skip
     constexprs = {
         "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "NUM_BUF": cfg.num_buf,
         "NUM_CONSUMERS": cfg.consumers, "DQ_SPLIT": cfg.dq_split, "SHARE_DS": cfg.share_ds,
         "STATS_TMA": cfg.stats_tma, "KV_BUFS": cfg.kv_bufs,
         "num_warps": 4, "COMPUTE_DQ": compute_dq, "DQ_TMA": dq_tma, "STATS_SMEM": cfg.stats_smem,
+        "DQ_TURNS": cfg.dq_turns,
     }  # fmt: skip
     source = GluonASTSource(
         fn=load_family(spec, FAMILY).attn_bwd_ws,

@@ -5,7 +5,9 @@ Why apart from `hopper_space.HopperSpace` (the forward's): the backward's config
 follows from the threads), Q/dO ring slots, dQ column chunks, whether the consumers share dS
 (half of dQ's columns each), how dQ partials are added (TMA reduce-add or element atomics),
 where each step's statistics wait for their use (registers or the consumers' shared-memory
-staging, `stats_smem`), and a persistent grid. `HopperBwdSpace` maps them to categorical parameters and back, and
+staging, `stats_smem`), whether the consumers take dQ's products in turns (`dq_turns`, head
+dim 64 with shared dS; it changes nothing elsewhere, so it is pruned there), and a persistent
+grid. `HopperBwdSpace` maps them to categorical parameters and back, and
 prunes before anything is compiled: configs the class refuses, a head dim a config cannot split,
 shared memory past the device's opt-in limit (`HopperBwdConfig.shared_bytes`, the model the CPU
 tests hold to the compiler's byte counts), dQ by TMA reduce-add where the installed Gluon cannot
@@ -23,7 +25,16 @@ from collections.abc import Sequence
 from ..core.config import FieldError
 from ..kernels.hopper_bwd import REGS_PER_SM, HopperBwdConfig
 
-PARAMS = ("consumers", "num_buf", "dq_split", "share_ds", "dq_tma", "persistent", "stats_smem")
+PARAMS = (
+    "consumers",
+    "num_buf",
+    "dq_split",
+    "share_ds",
+    "dq_tma",
+    "persistent",
+    "stats_smem",
+    "dq_turns",
+)
 
 
 def _regs(consumers: int) -> int:
@@ -35,13 +46,13 @@ def _regs(consumers: int) -> int:
 def candidates() -> tuple[HopperBwdConfig, ...]:
     """Every combination of the knobs the class accepts (any head dim)."""
     out = []
-    for consumers, num_buf, dq_split, share, tma, persistent, staged in itertools.product(
-        (1, 2), (2, 3, 4), (1, 2), (False, True), (False, True), (False, True), (False, True)
-    ):
+    flags = ((False, True),) * 5
+    for consumers, num_buf, dq_split, *rest in itertools.product((1, 2), (2, 3, 4), (1, 2), *flags):
+        share, tma, persistent, staged, turns = rest
         try:
             cfg = HopperBwdConfig(consumers, num_buf, dq_split, min(_regs(consumers), 248),
-                                  share, False, persistent, dq_tma=tma,
-                                  stats_smem=staged)  # fmt: skip
+                                  share, False, persistent, dq_tma=tma, stats_smem=staged,
+                                  dq_turns=turns)  # fmt: skip
         except FieldError:  # e.g. shared dS with one consumer
             continue
         out.append(cfg)
@@ -70,6 +81,8 @@ class HopperBwdSpace:
         why = cfg.head_dim_reason(self.head_dim)
         if why is not None:
             return why
+        if cfg.dq_turns and self.head_dim >= 64 * cfg.consumers:
+            return "dq_turns changes nothing where each consumer computes dQ columns of its own"
         if cfg.consumers == 1 and self.head_dim == 128:
             return "one consumer at head dim 128 crashed ptxas on the H200 (benchmarks/RESULTS.md)"
         need = cfg.shared_bytes(self.head_dim)

@@ -156,6 +156,8 @@ def test_config_validation():
             hopper_bwd.HopperBwdConfig(*fields)
     with pytest.raises(FieldError):
         hopper_bwd.HopperBwdConfig(2, 2, True, 168)
+    with pytest.raises(FieldError, match="dq_turns"):  # turns at computing a shared dS's dQ
+        hopper_bwd.HopperBwdConfig(2, 2, 1, 168, False, dq_turns=True)
     with pytest.raises(FieldError, match="stats_smem"):  # one way of staging the statistics
         hopper_bwd.HopperBwdConfig(2, 2, 1, 168, True, True, stats_smem=True)
     staged = hopper_bwd.HopperBwdConfig(2, 2, 1, 168, True, stats_smem=True)
@@ -280,6 +282,30 @@ def test_dq_by_tma_reduce_compiles_for_sm90():
         assert "cp.async.bulk.wait_group.read" in ptx, name
         assert not re.search(r"(atom|red)\.global\.[a-z.]*add", ptx), name
         assert result["model"] <= result["shared"] < result["model"] + 1024, (name, result)
+
+
+@pytest.mark.skipif(AOT_REASON is not None, reason=str(AOT_REASON))
+def test_dq_turns_gives_both_consumers_the_dq_products():
+    """At head dim 64 with shared dS one consumer's dQ product covers every column: without
+    dq_turns only consumer 0's code has it (one dQ product chain, one reduce-add), with it
+    both consumers' code does (they take the steps in turns); at head dim 128 it is a no-op."""
+    import re
+
+    shipped = (2, 2, 1, 168, True, False, False, 1, 64, True, True)
+    cases = [(64, False, shipped), (64, False, (*shipped, True)), (128, False, (*shipped, True))]
+    results = list(compile_in_child(_AOT_SCRIPT, cases).values())
+    assert len(results) == 3
+
+    def counts(ptx):
+        reduces = len(re.findall(r"cp\.reduce\.async\.bulk\.tensor", ptx))
+        return reduces, ptx.count("wgmma.mma_async")
+
+    alone, turns, wide = (counts(r["ptx"]) for r in results)
+    assert alone[0] == 1 and turns[0] == 2, (alone, turns)
+    assert turns[1] > alone[1]  # consumer 1's dQ product chain
+    assert wide[0] == 2  # head dim 128: each consumer its own columns, as without turns
+    for r in results:
+        assert r["model"] <= r["shared"] < r["model"] + 1024
 
 
 _AOT_SPACE_SCRIPT = """
@@ -520,6 +546,7 @@ print("ok", len(cases))
         (2, 2, 2, 168, False, False, False, 1, 64, True),
         (2, 2, 1, 168, True, False, False, 1, 64, True, True),
         (2, 2, 1, 168, True, False, True, 1, 64, True, True),
+        (2, 2, 1, 168, True, False, False, 1, 64, True, True, True),
     ],
     # other configs: benchmarks/hopper_bwd.py checks them
     ids=[
@@ -529,6 +556,7 @@ print("ok", len(cases))
         "own-dq-tma-reduce",
         "stats-smem",
         "persistent-stats-smem",
+        "dq-turns",
     ],
 )
 def test_matches_float64(config):

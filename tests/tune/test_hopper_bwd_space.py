@@ -55,6 +55,13 @@ def test_prunes_before_anything_is_compiled(head_dim):
             assert not (head_dim == 128 and cfg.consumers == 1)
     if head_dim == 128:  # four ring slots and fp32 dQ staging outgrow 227 KB there
         assert any("shared memory" in (space.prune_reason(c) or "") for c in space.candidates)
+    turns = [c for c in space.candidates if c.dq_turns]
+    assert turns and all(c.share_ds for c in turns)
+    if head_dim == 128:  # each consumer computes dQ columns of its own: turns change nothing
+        assert all(space.prune_reason(c) is not None for c in turns)
+        assert any("dq_turns" in space.prune_reason(c) for c in turns)
+    else:
+        assert any(space.prune_reason(c) is None for c in turns)
     assert space.prune_reason(None) is not None
     other = HopperBwdConfig(2, 2, 1, 160, True, False)  # not a candidate (register cap)
     assert "not a candidate" in space.prune_reason(other)
