@@ -381,20 +381,22 @@ class _Refused:
     keep = True
 
 
-def _hopper(do, q, k, v, out, lse, causal, scale, config, aligned):
+def _hopper(do, q, k, v, out, lse, causal, scale, config, aligned, bounds=None):
     """The "hopper" kind's gradients, or None (logged once per reason) where it cannot run
     these tensors. A portable `config` (TileConfig or chooser) does not apply to it. Its
     launches are a `hopper_bwd.Plan` kept per call signature like the split kind's (direct
     launches after the first call: less host time than Triton's JIT path); whether the kind
     can run the tensors is asked once per signature too (TMA needs q, k, v and dO aligned:
-    `tma_ok`, with the strides and device the key holds)."""
+    `tma_ok`, with the strides and device the key holds). `bounds`: a lengths call's
+    SeqBounds (the kernel's rendering with lengths)."""
     cfg = config if isinstance(config, hopper_bwd.HopperBwdConfig) else None
     tma_ok = aligned or not ((q.data_ptr() | k.data_ptr() | v.data_ptr() | do.data_ptr()) & 15)
+    lengths = bounds is not None
     key = (_HOPPER, q.shape, k.shape, q.stride(), k.stride(), v.stride(), do.stride(),
-           out.stride(), q.dtype, q.device, causal, cfg, aligned, tma_ok)  # fmt: skip
+           out.stride(), q.dtype, q.device, causal, cfg, aligned, tma_ok, lengths)  # fmt: skip
     plan = _plans.get(key)
     if plan is None:
-        spec = spec_for(q.shape[-1], causal, dtype_name(q.dtype), "bwd")
+        spec = spec_for(q.shape[-1], causal, dtype_name(q.dtype), "bwd", lengths=lengths)
         reason = hopper_bwd.usable(spec, q, k, v, do)
         if reason is not None:
             _log_fallback(spec, reason)
@@ -405,7 +407,20 @@ def _hopper(do, q, k, v, out, lse, causal, scale, config, aligned):
         _plans.store(key, plan, q)
     if isinstance(plan, _Refused):
         return None
-    return plan(do, q, k, v, out, lse, float(scale))
+    return plan(do, q, k, v, out, lse, float(scale), bounds=bounds)
+
+
+def _hopper_lengths(bounds, need_dq, mask, dropout, alibi, spec, deterministic, asked) -> bool:
+    """Whether a call with lengths (SeqBounds, no mask tensor, dropout, ALiBi, window or
+    softcap) runs the hopper kind: only where that kind is asked for (`kind="hopper"` or
+    FLASHGEN_BWD_KIND=hopper; `hopper_bwd.AUTO` does not take lengths: not yet measured on a
+    GPU) and dQ is wanted."""
+    if bounds is None or not need_dq or mask is not None or dropout is not None:
+        return False
+    if alibi is not None or spec.window or spec.softcap or bounds.dim() != 2:
+        return False
+    lengths = spec_for(spec.head_dim, spec.causal, spec.dtype, "bwd", lengths=True)
+    return bwd_kind.resolve_kind(deterministic, asked, lengths) == "hopper"
 
 
 @functools.cache
@@ -466,8 +481,9 @@ def backward(
     [B, Hq, Sq, Sk] boolean or additive mask; no gradient for it) and `dropout` ((p, seed),
     the forward's) likewise.
     `deterministic` (None: `torch.are_deterministic_algorithms_enabled()`) and `kind` pick the
-    backward kind (`flashgen.kernels.bwd_kind`); lengths, masks and `alibi` (the forward's
-    slopes, no gradient for them) run the split kind.
+    backward kind (`flashgen.kernels.bwd_kind`); masks and `alibi` (the forward's slopes, no
+    gradient for them) run the split kind, and so do lengths unless the hopper kind is asked
+    for (`_hopper_lengths`).
     `dq_config`: the split kind's dQ kernel's own config (blocks, warps, stages), which may
     differ from the dK/dV kernel's `config`; None: see the module docstring.
     `rows_whole`: `bounds` leave every query row valid (`padding.key_hull`'s): the dQ kernel
@@ -503,9 +519,12 @@ def backward(
         asked = bwd_kind.for_call(deterministic, kind, spec, k.shape[2], split_only=False)
         if asked != "split":
             _log_portable(spec, f"the {asked} backward kind has no ALiBi")
+    asked = kind
     kind = bwd_kind.for_call(deterministic, kind, spec, k.shape[2], split_only=split_only)
+    if _hopper_lengths(bounds, need_dq, mask, dropout, alibi, spec, deterministic, asked):
+        kind = "hopper"
     if kind == "hopper":
-        grads = _hopper(do, q, k, v, out, lse, causal, scale, config, aligned)
+        grads = _hopper(do, q, k, v, out, lse, causal, scale, config, aligned, bounds)
         if grads is not None:
             return tuple(g if n else None for g, n in zip(grads, needs, strict=True))
         kind = "split"

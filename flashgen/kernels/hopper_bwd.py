@@ -15,11 +15,14 @@ Rendered with COMPUTE_DQ=False the kernel computes dK and dV only, with no atomi
 kind's dK/dV kernel where `DKDV_AUTO` lists the shape (`dkdv_choice`, `DkdvLaunch`), beside
 the portable dQ kernel.
 
-Where it can run (`spec_reason`): fp16/bf16, head dim 64 or 128, no window, softcap, lengths
-or mask tensor, and a Triton whose Gluon has what the template uses
+Where it can run (`spec_reason`): fp16/bf16, head dim 64 or 128, no window, softcap, mask
+tensor, ALiBi, dropout or packed sequences, and a Triton whose Gluon has what the template uses
 (`flashgen.kernels.hopper.gluon_api`); at run time (`usable`) also an sm_90 GPU and 16-byte
 aligned q/k/v/dO (TMA). flashgen.kernels.bwd runs it as the backward kind "hopper" where
-`AUTO` lists the shape or when asked (FLASHGEN_BWD_KIND=hopper or kind="hopper").
+`AUTO` lists the shape or when asked (FLASHGEN_BWD_KIND=hopper or kind="hopper"). Lengths
+(per-sequence valid ranges, `flashgen.kernels.padding`) render the kernel with SeqBounds; such
+calls take this kind only when asked (not yet measured on a GPU), with the shipped configs
+(statistics staged in shared memory, dQ by TMA reduce-add).
 
 Configuration (`HopperBwdConfig`): query rows per step (64: one warpgroup's wgmma tile for
 dQ), one or two consumer warpgroups of 64 keys each, the Q/dO ring's slots, how many column
@@ -232,6 +235,8 @@ class DkdvLaunch:
 def auto_choice(spec, seq_k: int) -> bool:
     """Whether a call that leaves the kind to flashgen runs this kind for `spec` (`AUTO`)."""
     least = AUTO.get((spec.head_dim, spec.causal))
+    if spec.lengths:  # not measured on a GPU yet: only when asked for
+        return False
     return least is not None and seq_k >= least and spec_reason(spec) is None
 
 
@@ -250,6 +255,7 @@ def template_context(spec) -> dict:
         "uri": family_uri(spec),
         "head_dim": spec.head_dim,
         "causal": spec.causal,
+        "lengths": spec.lengths,
         "dtype": spec.dtype,
         "gl_dtype": _GL_DTYPE[spec.dtype],
         "tma_load": api["tma_load"],
@@ -277,8 +283,10 @@ def spec_reason(spec) -> str | None:
     """Why `spec` has no Hopper backward kernel; None if it has one (Gluon aside)."""
     if spec.direction != "bwd":
         return "the Hopper backward is for backward specs"
-    if spec.window or spec.softcap or spec.lengths or spec.attn_mask or spec.alibi:
-        return "windows, softcap, lengths, mask tensors and ALiBi are in the split backward only"
+    if spec.window or spec.softcap or spec.attn_mask or spec.alibi or spec.dropout:
+        return "windows, softcap, mask tensors, ALiBi and dropout are in the split backward only"
+    if spec.packed:
+        return "packed sequences are in the split backward only"
     if spec.dtype not in _GL_DTYPE:
         return f"dtype {spec.dtype} (fp16/bf16 only)"
     if spec.head_dim not in RENDERABLE_HEAD_DIMS:
@@ -306,6 +314,11 @@ def usable(spec, *tensors) -> str | None:
         return "not an sm_90 GPU"
     if not all(tma_compatible(t) for t in tensors):
         return "q/k/v/dO not 16-byte aligned for TMA"
+    if spec.lengths:
+        from .gluon_reduce import reduce_name
+
+        if reduce_name() is None:
+            return "lengths need dQ by TMA reduce-add, which this Triton's Gluon cannot issue"
     return None
 
 
@@ -326,6 +339,11 @@ def checked_config(spec, config: HopperBwdConfig | None, compute_dq: bool = True
     why = cfg.head_dim_reason(spec.head_dim)
     if why is not None:
         raise ValueError(f"{cfg.short()} cannot run head dim {spec.head_dim}: {why}")
+    if spec.lengths and not (cfg.stats_smem and cfg.dq_tma and compute_dq):
+        raise ValueError(
+            f"{cfg.short()}: lengths need stats_smem, dq_tma and dQ (the template's rendering "
+            "with lengths has only that path)"
+        )
     if cfg.dq_tma and compute_dq:
         from .gluon_reduce import reduce_name
 
@@ -341,9 +359,12 @@ class Plan:
     descriptor templates, and the dQ conversion (the one-pass template's
     `attn_bwd_dq_convert`), each a `flashgen.kernels.launch.Launch` (`device` as Launch takes
     it: None launches through the JIT every time). Called as
-    plan(do, q, k, v, out, lse, scale[, delta, dk, dv]) -> (dq or None, dk, dv)."""
+    plan(do, q, k, v, out, lse, scale[, delta, dk, dv, bounds]) -> (dq or None, dk, dv);
+    `bounds` (SeqBounds, int32 [B, 4]) exactly when `spec.lengths`: dK and dV are then
+    zero-filled first (rows outside the key ranges are not stored; dQ's fp32 buffer is zeroed
+    anyway, so its rows outside the query ranges convert to zeros)."""
 
-    __slots__ = ("pre", "pre_args", "main", "convert", "sizes", "compute_dq")
+    __slots__ = ("pre", "pre_args", "main", "convert", "sizes", "compute_dq", "lengths")
     keep = True  # `flashgen.kernels.plans.PlanCache` keeps it (no database record behind it)
 
     def __init__(self, spec, cfg: HopperBwdConfig, q, k, v, do, out, device, compute_dq=True):
@@ -398,8 +419,9 @@ class Plan:
             self.convert = Launch(convert, row_grid, {"BLOCK_M": 64}, {}, device)
         self.sizes = (batch, hq, hkv, sq, sk, dim)
         self.compute_dq = compute_dq
+        self.lengths = spec.lengths
 
-    def __call__(self, do, q, k, v, out, lse, scale, delta=None, dk=None, dv=None):
+    def __call__(self, do, q, k, v, out, lse, scale, delta=None, dk=None, dv=None, bounds=None):
         import torch
 
         batch, hq, hkv, sq, sk, dim = self.sizes
@@ -407,16 +429,20 @@ class Plan:
             delta = torch.empty_like(lse)
             self.pre(out, do, delta, *self.pre_args)
         if dk is None:
-            dk = torch.empty((batch, hkv, sk, dim), dtype=k.dtype, device=k.device)
-            dv = torch.empty_like(dk)
+            alloc = torch.zeros if self.lengths else torch.empty
+            dk = alloc((batch, hkv, sk, dim), dtype=k.dtype, device=k.device)
+            dv = alloc((batch, hkv, sk, dim), dtype=k.dtype, device=k.device)
         if self.compute_dq:
             acc = torch.zeros((batch, hq, sq, dim), dtype=torch.float32, device=q.device)
             rows = acc.view(batch * hq, sq, dim)
         else:
             acc = rows = lse  # an fp32 pointer the kernel does not touch
         # lse and delta again as the statistics descriptors (read only with stats_tma)
-        self.main(q, k, v, do, lse, delta, rows, lse, delta, dk, dv, acc, batch, hq, hkv, sq, sk,
-                  scale)  # fmt: skip
+        if (bounds is not None) != self.lengths:
+            raise ValueError("bounds are given exactly when the plan's spec has lengths")
+        extra = (bounds,) if self.lengths else ()
+        self.main(q, k, v, do, lse, delta, rows, lse, delta, dk, dv, acc, *extra, batch, hq, hkv,
+                  sq, sk, scale)  # fmt: skip
         if not self.compute_dq:
             return None, dk, dv
         dq = torch.empty((batch, hq, sq, dim), dtype=q.dtype, device=q.device)
@@ -489,7 +515,8 @@ def compile_for_sm90(spec, cfg: HopperBwdConfig | None = None, compute_dq: bool 
     signature = {
         "desc_q": desc(cfg.block_m), "desc_k": desc(cfg.block_n), "desc_v": desc(cfg.block_n),
         "desc_do": desc(cfg.block_m), "desc_lse": flat, "desc_delta": flat, "desc_dq": desc_dq, "Lse": "*fp32", "Delta": "*fp32", "DK": f"*{short}",
-        "DV": f"*{short}", "DQAcc": "*fp32", "BATCH": "i32", "H": "i32", "H_KV": "i32",
+        "DV": f"*{short}", "DQAcc": "*fp32", **({"SeqBounds": "*i32"} if spec.lengths else {}),
+        "BATCH": "i32", "H": "i32", "H_KV": "i32",
         "SEQ_Q": "i32", "SEQ_K": "i32", "sm_scale": "fp32", "BLOCK_M": "constexpr",
         "BLOCK_N": "constexpr", "NUM_BUF": "constexpr", "NUM_CONSUMERS": "constexpr",
         "DQ_SPLIT": "constexpr", "SHARE_DS": "constexpr", "STATS_TMA": "constexpr",

@@ -308,6 +308,36 @@ def test_dq_turns_gives_both_consumers_the_dq_products():
         assert r["model"] <= r["shared"] < r["model"] + 1024
 
 
+_AOT_LENGTHS_SCRIPT = """
+import json, sys
+from flashgen.core.spec import KernelSpec
+from flashgen.kernels import hopper_bwd
+out = {}
+for d, causal in json.loads(sys.argv[1]):
+    spec = KernelSpec(d, causal, "bfloat16", "bwd", lengths=True)
+    cfg = hopper_bwd.checked_config(spec, None)
+    res = hopper_bwd.compile_for_sm90(spec, cfg)
+    out[f"d{d} {causal}"] = dict(shared=res["shared"], ptx=res["ptx"], model=cfg.shared_bytes(d))
+json.dump(out, sys.stdout)
+"""
+
+
+@pytest.mark.skipif(AOT_REASON is not None, reason=str(AOT_REASON))
+def test_lengths_rendering_compiles_for_sm90():
+    """The rendering with lengths (SeqBounds) compiles with the shipped configs: TMA loads,
+    dQ by TMA reduce-add, no element atomics, shared memory as the model says."""
+    import re
+
+    cases = [(128, True), (64, False)]
+    results = compile_in_child(_AOT_LENGTHS_SCRIPT, cases)
+    assert len(results) == len(cases)
+    for name, result in results.items():
+        ptx = result["ptx"]
+        assert "cp.async.bulk.tensor" in ptx and "cp.reduce.async.bulk.tensor" in ptx, name
+        assert not re.search(r"(atom|red)\.global\.[a-z.]*add", ptx), name
+        assert result["model"] <= result["shared"] < result["model"] + 1024, (name, result)
+
+
 _AOT_SPACE_SCRIPT = """
 import json, sys
 from flashgen.core.spec import KernelSpec
@@ -437,7 +467,8 @@ def test_hopper_kind_keeps_a_plan_per_signature(monkeypatch):
             built.append(q.shape)
             self.calls = 0
 
-        def __call__(self, do, q, k, v, out, lse, scale):
+        def __call__(self, do, q, k, v, out, lse, scale, bounds=None):
+            assert bounds is None
             self.calls += 1
             return bwd.backward(do, q, k, v, out, lse, causal=False, scale=scale, kind="split")
 
@@ -456,6 +487,64 @@ def test_hopper_kind_keeps_a_plan_per_signature(monkeypatch):
     plans = [p for key, p in bwd._plans.items() if key[0] == bwd._HOPPER]
     assert sorted(p.calls for p in plans) == [1, 2]
     bwd._plans.clear()
+
+
+def test_lengths_take_the_hopper_kind_only_when_asked(monkeypatch):
+    """A call with lengths (SeqBounds, nothing else) runs the hopper kind's rendering with
+    lengths where that kind is asked for (FLASHGEN_BWD_KIND=hopper or kind="hopper"), never by
+    default (`AUTO` does not take lengths: not yet measured) nor under determinism, and never
+    with a mask tensor; on the CPU (no sm_90) it falls back to the split kind's gradients."""
+    from flashgen.kernels import bwd_kind
+    from flashgen.kernels.fwd import forward
+    from flashgen.kernels.padding import bounds as seq_bounds
+
+    seen = []
+    real = bwd._hopper
+
+    def spy(*args):
+        seen.append(args[-1] is not None)
+        return real(*args)
+
+    monkeypatch.setattr(bwd, "_hopper", spy)
+    monkeypatch.setattr(hopper_bwd, "AUTO", {(64, False): 1})  # AUTO would take plain calls
+    bwd._plans.clear()
+    q, k, v, do = (torch.randn(2, 2, 33, 64).half() for _ in range(4))
+    sb = seq_bounds(2, 33, 33, [33, 20], [33, 20], "left", "cpu")
+    out, lse = forward(q, k, v, causal=False, scale=None, bounds=sb)
+    kw = dict(causal=False, scale=0.125, bounds=sb)
+    want = bwd.backward(do, q, k, v, out, lse, kind="split", **kw)
+    assert seen == []
+    got = bwd.backward(do, q, k, v, out, lse, **kw)  # left to flashgen: split
+    assert seen == []
+    got = bwd.backward(do, q, k, v, out, lse, kind="hopper", **kw)
+    assert seen == [True]  # asked: the lengths rendering, refused on the CPU
+    assert all(torch.equal(a, b) for a, b in zip(got, want, strict=True))
+    monkeypatch.setenv(bwd_kind.KIND_ENV, "hopper")
+    bwd.backward(do, q, k, v, out, lse, **kw)
+    assert seen == [True, True]
+    bwd.backward(do, q, k, v, out, lse, deterministic=True, **kw)
+    assert seen == [True, True]  # determinism: split
+    mask = torch.ones(2, 1, 33, 33, dtype=torch.bool)
+    bwd.backward(do, q, k, v, out, lse, mask=mask, **kw)
+    assert seen == [True, True]  # a mask tensor: split
+    bwd._plans.clear()
+
+
+def test_lengths_spec_and_config_rules():
+    lengths = KernelSpec(128, True, "bfloat16", "bwd", lengths=True)
+    assert hopper_bwd.spec_reason(lengths) is None
+    packed = KernelSpec(128, True, "bfloat16", "bwd", lengths=True, packed=True)
+    assert "packed" in hopper_bwd.spec_reason(packed)
+    assert not hopper_bwd.auto_choice(lengths, 1 << 20)  # opt-in only
+    assert hopper_bwd.checked_config(lengths, None).stats_smem
+    plain = dataclasses.replace(hopper_bwd.CONFIGS[128], stats_smem=False)
+    with pytest.raises(ValueError, match="lengths need stats_smem"):
+        hopper_bwd.checked_config(lengths, plain)
+    source = render(lengths, hopper_bwd.FAMILY)
+    assert "SeqBounds," in source and "p = gl.where(offs_k[:, None] < len_k, p, 0.0)" in source
+    plain_source = render(KernelSpec(128, True, "bfloat16", "bwd"), hopper_bwd.FAMILY)
+    assert "SeqBounds," not in plain_source and "len_k, p, 0.0" not in plain_source
+    compile(source, lengths.uri(), "exec")
 
 
 def test_refused_signature_is_asked_once_and_falls_back(monkeypatch):
@@ -638,6 +727,84 @@ def test_split_with_the_hopper_dkdv_kernel_matches_float64():
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     done = subprocess.run(
         [sys.executable, "-c", _DKDV_GPU_SCRIPT, json.dumps(cases)],
+        env=env, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+
+
+# Lengths (SeqBounds) in a child process as above: the hopper kind's rendering with lengths
+# against float64 autograd through the dense mask the lengths stand for, bounded by 3x the split
+# kind's own error (the split kind's lengths kernels are float64-tested in test_padding.py) plus
+# 8e-3 of the gradient's size; rows outside the ranges exactly zero.
+_LENGTHS_GPU_SCRIPT = """
+import json, sys
+import torch
+from flashgen.core.spec import KernelSpec
+from flashgen.kernels import bwd, hopper_bwd
+from flashgen.kernels.fwd import forward
+from flashgen.kernels.padding import bounds as seq_bounds, dense_mask
+for b, hq, hkv, sq, sk, d, dtype, causal, side, klens, qlens in json.loads(sys.argv[1]):
+    name = f"{b}x{hq}/{hkv}x{sq}x{sk} d{d} {dtype} causal={causal} {side} k={klens} q={qlens}"
+    dt = getattr(torch, dtype)
+    gen = torch.Generator().manual_seed(5)
+    q = torch.randn(b, hq, sq, d, generator=gen).to(dt).cuda()
+    k, v = (torch.randn(b, hkv, sk, d, generator=gen).to(dt).cuda() for _ in range(2))
+    do = torch.randn(b, hq, sq, d, generator=gen).to(dt).cuda()
+    sb = seq_bounds(b, sq, sk, klens, qlens, side, "cuda")
+    out, lse = forward(q, k, v, causal=causal, scale=None, bounds=sb)
+    spec = KernelSpec(d, causal, dtype, "bwd", lengths=True)
+    assert hopper_bwd.usable(spec, q, k, v, do) is None, name  # no silent fallback
+    kw = dict(causal=causal, scale=d**-0.5, bounds=sb)
+    got = bwd.backward(do, q, k, v, out, lse, kind="hopper", **kw)
+    again = bwd.backward(do, q, k, v, out, lse, kind="hopper", **kw)  # direct launches
+    split = bwd.backward(do, q, k, v, out, lse, kind="split", **kw)
+    for g, h in zip(got[1:], again[1:]):
+        assert torch.equal(g, h), f"{name}: dK/dV differ between the JIT and direct launches"
+    mask = dense_mask(sb, sq, sk, causal=causal)
+    seen = mask.any(-1, keepdim=True)
+    leaves = [t.detach().double().requires_grad_() for t in (q, k, v)]
+    kk, vv = (t.repeat_interleave(hq // hkv, 1) for t in leaves[1:])
+    s = (leaves[0] @ kk.transpose(-1, -2)) * d**-0.5
+    s = torch.where(seen, s.masked_fill(~mask, float("-inf")), 0.0)  # rows seeing no key: 0
+    p = torch.where(seen, torch.softmax(s, -1), 0.0)
+    (p @ vv).backward(do.double())
+    for grad, g, h, leaf in zip("qkv", got, split, leaves):
+        assert g.dtype == dt and bool(torch.isfinite(g).all()), f"{name}: d{grad}"
+        err = (g.double() - leaf.grad).abs().max().item()
+        bound = 3.0 * (h.double() - leaf.grad).abs().max().item()
+        bound += 8e-3 * max(1.0, leaf.grad.abs().max().item())
+        assert err <= bound, f"{name}: d{grad} {err:.3e} > {bound:.3e}"
+    for i, (qs, ql, ks, kl) in enumerate(sb.tolist()):
+        outside_q = torch.ones(sq, dtype=torch.bool)
+        outside_q[qs:qs + ql] = False
+        outside_k = torch.ones(sk, dtype=torch.bool)
+        outside_k[ks:ks + kl] = False
+        assert not got[0][i][:, outside_q.cuda()].any(), f"{name}: dQ outside the query range"
+        for g in got[1:]:
+            assert not g[i][:, outside_k.cuda()].any(), f"{name}: dK/dV outside the key range"
+print("ok", len(json.loads(sys.argv[1])))
+"""
+
+
+@on_sm90
+def test_lengths_match_float64():
+    """The hopper kind with lengths: left and right padding, an entry with no keys or a single
+    one, more keys than queries, GQA, causal both ways, both head dims, fp16 and bf16."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    cases = [
+        (3, 4, 2, 700, 700, 128, "bfloat16", True, "left", [700, 333, 0], [700, 333, 0]),
+        (2, 4, 4, 700, 700, 128, "bfloat16", False, "right", [517, 64], [700, 129]),
+        (2, 8, 2, 300, 1031, 64, "float16", False, "right", [1031, 1], None),
+        (2, 4, 4, 1000, 1000, 64, "bfloat16", True, "right", [1000, 555], [1000, 555]),
+        (1, 2, 2, 129, 129, 128, "float16", True, "left", [0], [129]),
+    ]
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    done = subprocess.run(
+        [sys.executable, "-c", _LENGTHS_GPU_SCRIPT, json.dumps(cases)],
         env=env, capture_output=True, text=True, timeout=900,
     )  # fmt: skip
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
