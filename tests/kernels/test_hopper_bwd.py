@@ -231,20 +231,26 @@ json.dump(out, sys.stdout)
 """
 
 
+def _check_without_atomics(results, n: int, fragments: tuple[str, ...]) -> None:
+    """What the AOT tests of kernels without element atomics share: one result a case, the
+    PTX fragments present, no atomic add, shared memory as the model says (within 1 KB)."""
+    import re
+
+    assert len(results) == n
+    for name, result in results.items():
+        ptx = result["ptx"]
+        assert all(fragment in ptx for fragment in fragments), name
+        assert not re.search(r"(atom|red)\.global\.[a-z.]*add", ptx), name
+        assert result["model"] <= result["shared"] < result["model"] + 1024, (name, result)
+
+
 @pytest.mark.skipif(AOT_REASON is not None, reason=str(AOT_REASON))
 def test_dkdv_kernel_compiles_for_sm90_without_atomics():
     """COMPUTE_DQ=False (the split kind's dK/dV kernel): no atomics, no dS buffer, wgmma and
     TMA as in the full kernel; shared memory as the model without dS says."""
-    import re
-
     cases = [(128, False), (64, True)]
     results = compile_in_child(_AOT_DKDV_SCRIPT, cases)
-    assert len(results) == len(cases)
-    for name, result in results.items():
-        ptx = result["ptx"]
-        assert "wgmma.mma_async" in ptx and "cp.async.bulk.tensor" in ptx, name
-        assert not re.search(r"(atom|red)\.global\.[a-z.]*add", ptx), name
-        assert result["model"] <= result["shared"] < result["model"] + 1024, (name, result)
+    _check_without_atomics(results, len(cases), ("wgmma.mma_async", "cp.async.bulk.tensor"))
 
 
 _AOT_TMA_SCRIPT = """
@@ -326,16 +332,9 @@ json.dump(out, sys.stdout)
 def test_lengths_rendering_compiles_for_sm90():
     """The rendering with lengths (SeqBounds) compiles with the shipped configs: TMA loads,
     dQ by TMA reduce-add, no element atomics, shared memory as the model says."""
-    import re
-
     cases = [(128, True), (64, False)]
     results = compile_in_child(_AOT_LENGTHS_SCRIPT, cases)
-    assert len(results) == len(cases)
-    for name, result in results.items():
-        ptx = result["ptx"]
-        assert "cp.async.bulk.tensor" in ptx and "cp.reduce.async.bulk.tensor" in ptx, name
-        assert not re.search(r"(atom|red)\.global\.[a-z.]*add", ptx), name
-        assert result["model"] <= result["shared"] < result["model"] + 1024, (name, result)
+    _check_without_atomics(results, len(cases), ("cp.async.bulk.tensor", "cp.reduce.async.bulk"))
 
 
 _AOT_SPACE_SCRIPT = """
