@@ -381,22 +381,27 @@ class _Refused:
     keep = True
 
 
-def _hopper(do, q, k, v, out, lse, causal, scale, config, aligned, bounds=None):
+def _hopper(do, q, k, v, out, lse, causal, scale, config, aligned, bounds=None, mask=None):
     """The "hopper" kind's gradients, or None (logged once per reason) where it cannot run
     these tensors. A portable `config` (TileConfig or chooser) does not apply to it. Its
     launches are a `hopper_bwd.Plan` kept per call signature like the split kind's (direct
     launches after the first call: less host time than Triton's JIT path); whether the kind
     can run the tensors is asked once per signature too (TMA needs q, k, v and dO aligned:
     `tma_ok`, with the strides and device the key holds). `bounds`: a lengths call's
-    SeqBounds (the kernel's rendering with lengths)."""
+    SeqBounds (the kernel's rendering with lengths); `mask`: a key-padding mask, `bounds` its
+    key range (`_hopper_lengths` says which calls)."""
     cfg = config if isinstance(config, hopper_bwd.HopperBwdConfig) else None
     tma_ok = aligned or not ((q.data_ptr() | k.data_ptr() | v.data_ptr() | do.data_ptr()) & 15)
     lengths = bounds is not None
+    kind = _mask_kind(mask)
+    masked = None if mask is None else (mask.dtype, mask.stride())
     key = (_HOPPER, q.shape, k.shape, q.stride(), k.stride(), v.stride(), do.stride(),
-           out.stride(), q.dtype, q.device, causal, cfg, aligned, tma_ok, lengths)  # fmt: skip
+           out.stride(), q.dtype, q.device, causal, cfg, aligned, tma_ok, lengths,
+           masked)  # fmt: skip
     plan = _plans.get(key)
     if plan is None:
-        spec = spec_for(q.shape[-1], causal, dtype_name(q.dtype), "bwd", lengths=lengths)
+        spec = spec_for(q.shape[-1], causal, dtype_name(q.dtype), "bwd", lengths=lengths,
+                        attn_mask=kind)  # fmt: skip
         reason = hopper_bwd.usable(spec, q, k, v, do)
         if reason is not None:
             _log_fallback(spec, reason)
@@ -407,19 +412,23 @@ def _hopper(do, q, k, v, out, lse, causal, scale, config, aligned, bounds=None):
         _plans.store(key, plan, q)
     if isinstance(plan, _Refused):
         return None
-    return plan(do, q, k, v, out, lse, float(scale), bounds=bounds)
+    return plan(do, q, k, v, out, lse, float(scale), bounds=bounds, mask=mask)
 
 
 def _hopper_lengths(bounds, need_dq, mask, dropout, alibi, spec, deterministic, asked) -> bool:
-    """Whether a call with lengths (SeqBounds, no mask tensor, dropout, ALiBi, window or
-    softcap) runs the hopper kind: only where that kind is asked for (`kind="hopper"` or
+    """Whether a call with lengths (SeqBounds; no dropout, ALiBi, window or softcap) runs the
+    hopper kind: only where that kind is asked for (`kind="hopper"` or
     FLASHGEN_BWD_KIND=hopper; `hopper_bwd.AUTO` does not take lengths: not yet measured on a
-    GPU) and dQ is wanted."""
-    if bounds is None or not need_dq or mask is not None or dropout is not None:
+    GPU) and dQ is wanted. A mask tensor only as a key-padding mask (constant along heads and
+    query rows), `bounds` then its key range (`flashgen.runtime.primitives._backward_bounds`)."""
+    if bounds is None or not need_dq or dropout is not None or alibi is not None:
         return False
-    if alibi is not None or spec.window or spec.softcap or bounds.dim() != 2:
+    if spec.window or spec.softcap or bounds.dim() != 2:
         return False
-    lengths = spec_for(spec.head_dim, spec.causal, spec.dtype, "bwd", lengths=True)
+    if mask is not None and (mask.stride(1) != 0 or mask.stride(2) != 0):
+        return False
+    lengths = spec_for(spec.head_dim, spec.causal, spec.dtype, "bwd", lengths=True,
+                       attn_mask=_mask_kind(mask))  # fmt: skip
     return bwd_kind.resolve_kind(deterministic, asked, lengths) == "hopper"
 
 
@@ -524,7 +533,7 @@ def backward(
     if _hopper_lengths(bounds, need_dq, mask, dropout, alibi, spec, deterministic, asked):
         kind = "hopper"
     if kind == "hopper":
-        grads = _hopper(do, q, k, v, out, lse, causal, scale, config, aligned, bounds)
+        grads = _hopper(do, q, k, v, out, lse, causal, scale, config, aligned, bounds, mask)
         if grads is not None:
             return tuple(g if n else None for g, n in zip(grads, needs, strict=True))
         kind = "split"

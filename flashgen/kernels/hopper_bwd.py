@@ -15,14 +15,17 @@ Rendered with COMPUTE_DQ=False the kernel computes dK and dV only, with no atomi
 kind's dK/dV kernel where `DKDV_AUTO` lists the shape (`dkdv_choice`, `DkdvLaunch`), beside
 the portable dQ kernel.
 
-Where it can run (`spec_reason`): fp16/bf16, head dim 64 or 128, no window, softcap, mask
-tensor, ALiBi, dropout or packed sequences, and a Triton whose Gluon has what the template uses
+Where it can run (`spec_reason`): fp16/bf16, head dim 64 or 128, no window, softcap, ALiBi,
+dropout or packed sequences, a mask tensor only as a key-padding mask with its key range, and
+a Triton whose Gluon has what the template uses
 (`flashgen.kernels.hopper.gluon_api`); at run time (`usable`) also an sm_90 GPU and 16-byte
 aligned q/k/v/dO (TMA). flashgen.kernels.bwd runs it as the backward kind "hopper" where
 `AUTO` lists the shape or when asked (FLASHGEN_BWD_KIND=hopper or kind="hopper"). Lengths
-(per-sequence valid ranges, `flashgen.kernels.padding`) render the kernel with SeqBounds; such
-calls take this kind only when asked (not yet measured on a GPU), with the shipped configs
-(statistics staged in shared memory, dQ by TMA reduce-add).
+(per-sequence valid ranges, `flashgen.kernels.padding`) render the kernel with SeqBounds, and
+a key-padding mask (boolean or additive, constant along heads and query rows) with its key
+range (`padding.key_hull`) adds the mask, read once a work item; such calls take this kind only
+when asked (not yet measured on a GPU), with the shipped configs (statistics staged in shared
+memory, dQ by TMA reduce-add).
 
 Configuration (`HopperBwdConfig`): query rows per step (64: one warpgroup's wgmma tile for
 dQ), one or two consumer warpgroups of 64 keys each, the Q/dO ring's slots, how many column
@@ -36,7 +39,7 @@ import functools
 from dataclasses import dataclass
 
 from ..core.config import check_kinds, check_rules
-from ..core.spec import cdiv
+from ..core.spec import DENSE_KEYS, cdiv
 from .tma import env_reader
 
 TEMPLATE = "attn_bwd_hopper.py.jinja"
@@ -256,6 +259,8 @@ def template_context(spec) -> dict:
         "head_dim": spec.head_dim,
         "causal": spec.causal,
         "lengths": spec.lengths,
+        "attn_mask": spec.attn_mask,
+        "dense_keys": DENSE_KEYS,
         "dtype": spec.dtype,
         "gl_dtype": _GL_DTYPE[spec.dtype],
         "tma_load": api["tma_load"],
@@ -283,8 +288,10 @@ def spec_reason(spec) -> str | None:
     """Why `spec` has no Hopper backward kernel; None if it has one (Gluon aside)."""
     if spec.direction != "bwd":
         return "the Hopper backward is for backward specs"
-    if spec.window or spec.softcap or spec.attn_mask or spec.alibi or spec.dropout:
-        return "windows, softcap, mask tensors, ALiBi and dropout are in the split backward only"
+    if spec.window or spec.softcap or spec.alibi or spec.dropout:
+        return "windows, softcap, ALiBi and dropout are in the split backward only"
+    if spec.attn_mask and not spec.lengths:
+        return "mask tensors only as key-padding masks with their key range (lengths)"
     if spec.packed:
         return "packed sequences are in the split backward only"
     if spec.dtype not in _GL_DTYPE:
@@ -360,11 +367,13 @@ class Plan:
     `attn_bwd_dq_convert`), each a `flashgen.kernels.launch.Launch` (`device` as Launch takes
     it: None launches through the JIT every time). Called as
     plan(do, q, k, v, out, lse, scale[, delta, dk, dv, bounds]) -> (dq or None, dk, dv);
+    `mask` exactly when `spec.attn_mask`: a key-padding mask, the expanded [B, Hq, Sq, Sk] view
+    constant along heads and query rows (its `bounds` the mask's key range, `padding.key_hull`);
     `bounds` (SeqBounds, int32 [B, 4]) exactly when `spec.lengths`: dK and dV are then
     zero-filled first (rows outside the key ranges are not stored; dQ's fp32 buffer is zeroed
     anyway, so its rows outside the query ranges convert to zeros)."""
 
-    __slots__ = ("pre", "pre_args", "main", "convert", "sizes", "compute_dq", "lengths")
+    __slots__ = ("pre", "pre_args", "main", "convert", "sizes", "compute_dq", "lengths", "masked")
     keep = True  # `flashgen.kernels.plans.PlanCache` keeps it (no database record behind it)
 
     def __init__(self, spec, cfg: HopperBwdConfig, q, k, v, do, out, device, compute_dq=True):
@@ -420,8 +429,11 @@ class Plan:
         self.sizes = (batch, hq, hkv, sq, sk, dim)
         self.compute_dq = compute_dq
         self.lengths = spec.lengths
+        self.masked = bool(spec.attn_mask)
 
-    def __call__(self, do, q, k, v, out, lse, scale, delta=None, dk=None, dv=None, bounds=None):
+    def __call__(
+        self, do, q, k, v, out, lse, scale, delta=None, dk=None, dv=None, bounds=None, mask=None
+    ):
         import torch
 
         batch, hq, hkv, sq, sk, dim = self.sizes
@@ -438,9 +450,11 @@ class Plan:
         else:
             acc = rows = lse  # an fp32 pointer the kernel does not touch
         # lse and delta again as the statistics descriptors (read only with stats_tma)
-        if (bounds is not None) != self.lengths:
-            raise ValueError("bounds are given exactly when the plan's spec has lengths")
+        if (bounds is not None) != self.lengths or (mask is not None) != self.masked:
+            raise ValueError("bounds (and a mask) are given exactly when the plan's spec has them")
         extra = (bounds,) if self.lengths else ()
+        if self.masked:  # a key-padding mask: element [b, n] at b * stride 0 + n * stride 3
+            extra += (mask, mask.stride(0), mask.stride(3))
         self.main(q, k, v, do, lse, delta, rows, lse, delta, dk, dv, acc, *extra, batch, hq, hkv,
                   sq, sk, scale)  # fmt: skip
         if not self.compute_dq:
@@ -516,6 +530,8 @@ def compile_for_sm90(spec, cfg: HopperBwdConfig | None = None, compute_dq: bool 
         "desc_q": desc(cfg.block_m), "desc_k": desc(cfg.block_n), "desc_v": desc(cfg.block_n),
         "desc_do": desc(cfg.block_m), "desc_lse": flat, "desc_delta": flat, "desc_dq": desc_dq, "Lse": "*fp32", "Delta": "*fp32", "DK": f"*{short}",
         "DV": f"*{short}", "DQAcc": "*fp32", **({"SeqBounds": "*i32"} if spec.lengths else {}),
+        **({"Mask": "*i1" if spec.attn_mask == "bool" else f"*{short}", "stride_mb": "i32",
+            "stride_mn": "i32"} if spec.attn_mask else {}),
         "BATCH": "i32", "H": "i32", "H_KV": "i32",
         "SEQ_Q": "i32", "SEQ_K": "i32", "sm_scale": "fp32", "BLOCK_M": "constexpr",
         "BLOCK_N": "constexpr", "NUM_BUF": "constexpr", "NUM_CONSUMERS": "constexpr",

@@ -319,20 +319,22 @@ import json, sys
 from flashgen.core.spec import KernelSpec
 from flashgen.kernels import hopper_bwd
 out = {}
-for d, causal in json.loads(sys.argv[1]):
-    spec = KernelSpec(d, causal, "bfloat16", "bwd", lengths=True)
+for d, causal, mask in json.loads(sys.argv[1]):
+    spec = KernelSpec(d, causal, "bfloat16", "bwd", lengths=True, attn_mask=mask)
     cfg = hopper_bwd.checked_config(spec, None)
     res = hopper_bwd.compile_for_sm90(spec, cfg)
-    out[f"d{d} {causal}"] = dict(shared=res["shared"], ptx=res["ptx"], model=cfg.shared_bytes(d))
+    out[f"d{d} {causal} {mask}"] = dict(shared=res["shared"], ptx=res["ptx"],
+                                        model=cfg.shared_bytes(d))
 json.dump(out, sys.stdout)
 """
 
 
 @pytest.mark.skipif(AOT_REASON is not None, reason=str(AOT_REASON))
 def test_lengths_rendering_compiles_for_sm90():
-    """The rendering with lengths (SeqBounds) compiles with the shipped configs: TMA loads,
+    """The rendering with lengths (SeqBounds), alone or with a key-padding mask, compiles
+    with the shipped configs: TMA loads,
     dQ by TMA reduce-add, no element atomics, shared memory as the model says."""
-    cases = [(128, True), (64, False)]
+    cases = [(128, True, ""), (64, False, ""), (128, False, "bool"), (64, True, "add")]
     results = compile_in_child(_AOT_LENGTHS_SCRIPT, cases)
     _check_without_atomics(results, len(cases), ("cp.async.bulk.tensor", "cp.reduce.async.bulk"))
 
@@ -466,8 +468,8 @@ def test_hopper_kind_keeps_a_plan_per_signature(monkeypatch):
             built.append(q.shape)
             self.calls = 0
 
-        def __call__(self, do, q, k, v, out, lse, scale, bounds=None):
-            assert bounds is None
+        def __call__(self, do, q, k, v, out, lse, scale, bounds=None, mask=None):
+            assert bounds is None and mask is None
             self.calls += 1
             return bwd.backward(do, q, k, v, out, lse, causal=False, scale=scale, kind="split")
 
@@ -501,7 +503,7 @@ def test_lengths_take_the_hopper_kind_only_when_asked(monkeypatch):
     real = bwd._hopper
 
     def spy(*args):
-        seen.append(args[-1] is not None)
+        seen.append(args[10] is not None and args[11] is None)  # bounds, no mask
         return real(*args)
 
     monkeypatch.setattr(bwd, "_hopper", spy)
@@ -525,13 +527,52 @@ def test_lengths_take_the_hopper_kind_only_when_asked(monkeypatch):
     assert seen == [True, True]  # determinism: split
     mask = torch.ones(2, 1, 33, 33, dtype=torch.bool)
     bwd.backward(do, q, k, v, out, lse, mask=mask, **kw)
-    assert seen == [True, True]  # a mask tensor: split
+    assert seen == [True, True]  # a mask tensor varying along query rows: split
+    bwd._plans.clear()
+
+
+def test_key_padding_masks_take_the_hopper_kind_only_when_asked(monkeypatch):
+    """A key-padding mask (constant along heads and query rows) with its key range as bounds
+    (as `flashgen.runtime.primitives` passes it) runs the hopper kind's rendering with the mask
+    where that kind is asked for; on the CPU it falls back to the split kind's gradients."""
+    from flashgen.kernels import bwd_kind
+    from flashgen.kernels.fwd import forward
+    from flashgen.kernels.padding import key_hull
+
+    seen = []
+    real = bwd._hopper
+
+    def spy(*args):
+        seen.append(None if args[11] is None else args[11].dtype)
+        return real(*args)
+
+    monkeypatch.setattr(bwd, "_hopper", spy)
+    bwd._plans.clear()
+    q, k, v, do = (torch.randn(2, 2, 33, 64).half() for _ in range(4))
+    keep = torch.ones(2, 33, dtype=torch.bool)
+    keep[1, 20:] = False
+    for mask in (keep, torch.zeros(2, 33).half().masked_fill(~keep, float("-inf"))):
+        expanded = mask[:, None, None, :].expand(2, 2, 33, 33)
+        hull = key_hull(expanded)
+        out, lse = forward(q, k, v, causal=False, scale=None, bounds=hull, mask=expanded)
+        kw = dict(causal=False, scale=0.125, bounds=hull, mask=expanded, rows_whole=True)
+        want = bwd.backward(do, q, k, v, out, lse, kind="split", **kw)
+        got = bwd.backward(do, q, k, v, out, lse, kind="hopper", **kw)
+        assert all(torch.equal(a, b) for a, b in zip(got, want, strict=True))
+    assert seen == [torch.bool, torch.float16]
+    monkeypatch.setenv(bwd_kind.KIND_ENV, "hopper")
+    bwd.backward(do, q, k, v, out, lse, **kw)
+    assert seen[-1] == torch.float16
     bwd._plans.clear()
 
 
 def test_lengths_spec_and_config_rules():
     lengths = KernelSpec(128, True, "bfloat16", "bwd", lengths=True)
     assert hopper_bwd.spec_reason(lengths) is None
+    masked = KernelSpec(128, True, "bfloat16", "bwd", lengths=True, attn_mask="add")
+    assert hopper_bwd.spec_reason(masked) is None
+    no_range = KernelSpec(128, True, "bfloat16", "bwd", attn_mask="bool")
+    assert "key-padding" in hopper_bwd.spec_reason(no_range)
     packed = KernelSpec(128, True, "bfloat16", "bwd", lengths=True, packed=True)
     assert "packed" in hopper_bwd.spec_reason(packed)
     assert not hopper_bwd.auto_choice(lengths, 1 << 20)  # opt-in only
@@ -804,6 +845,94 @@ def test_lengths_match_float64():
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     done = subprocess.run(
         [sys.executable, "-c", _LENGTHS_GPU_SCRIPT, json.dumps(cases)],
+        env=env, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+
+
+# Key-padding masks (with their key range, as `flashgen.runtime.primitives` passes them) in a
+# child process as above: float64 reference with the hidden keys at -inf, bounded by 3x the split
+# kind's own error plus 8e-3 of the gradient's size. No row sees only hidden keys (PyTorch
+# averages a row whose keys are all at finfo.min; both kinds give such a row no gradient).
+_MASK_GPU_SCRIPT = """
+import json, sys
+import torch
+from flashgen.kernels import bwd, hopper_bwd
+from flashgen.kernels.fwd import forward
+from flashgen.kernels.padding import key_hull
+built = []
+real = hopper_bwd.Plan
+class Counted(real):
+    __slots__ = ()
+    def __init__(self, *a, **kw):
+        built.append(1)
+        super().__init__(*a, **kw)
+hopper_bwd.Plan = Counted
+for b, hq, hkv, n, d, dtype, causal, kind, pattern in json.loads(sys.argv[1]):
+    name = f"{b}x{hq}/{hkv}x{n} d{d} {dtype} causal={causal} {kind} {pattern}"
+    dt = getattr(torch, dtype)
+    gen = torch.Generator().manual_seed(6)
+    q = torch.randn(b, hq, n, d, generator=gen).to(dt).cuda()
+    k, v = (torch.randn(b, hkv, n, d, generator=gen).to(dt).cuda() for _ in range(2))
+    do = torch.randn(b, hq, n, d, generator=gen).to(dt).cuda()
+    keep = torch.ones(b, n, dtype=torch.bool)
+    if pattern == "right":
+        keep[1, n // 3:] = False
+    elif pattern == "left":
+        keep[1, : n // 3] = False
+    else:
+        keep = torch.rand(b, n, generator=gen) > 0.3
+        keep[:, 0] = True
+    if kind == "bool":
+        m = keep
+    else:
+        hidden = float("-inf") if kind == "add_inf" else torch.finfo(dt).min
+        m = torch.zeros(b, n, dtype=dt).masked_fill(~keep, hidden)
+    mask = m.cuda()[:, None, None, :].expand(b, hq, n, n)
+    hull = key_hull(mask)
+    out, lse = forward(q, k, v, causal=causal, scale=None, bounds=hull, mask=mask)
+    kw = dict(causal=causal, scale=d**-0.5, bounds=hull, mask=mask, rows_whole=True)
+    before = len(built)
+    got = bwd.backward(do, q, k, v, out, lse, kind="hopper", **kw)
+    assert len(built) == before + 1, f"{name}: the hopper kind did not run"
+    split = bwd.backward(do, q, k, v, out, lse, kind="split", **kw)
+    visible = keep.cuda()[:, None, None, :].expand(b, 1, n, n)
+    if causal:
+        visible = visible & torch.ones(n, n, dtype=torch.bool, device="cuda").tril()
+    leaves = [t.detach().double().requires_grad_() for t in (q, k, v)]
+    kk, vv = (t.repeat_interleave(hq // hkv, 1) for t in leaves[1:])
+    s = ((leaves[0] @ kk.transpose(-1, -2)) * d**-0.5).masked_fill(~visible, float("-inf"))
+    (torch.softmax(s, -1) @ vv).backward(do.double())
+    for grad, g, h, leaf in zip("qkv", got, split, leaves):
+        assert g.dtype == dt and bool(torch.isfinite(g).all()), f"{name}: d{grad}"
+        err = (g.double() - leaf.grad).abs().max().item()
+        bound = 3.0 * (h.double() - leaf.grad).abs().max().item()
+        bound += 8e-3 * max(1.0, leaf.grad.abs().max().item())
+        assert err <= bound, f"{name}: d{grad} {err:.3e} > {bound:.3e}"
+print("ok", len(json.loads(sys.argv[1])))
+"""
+
+
+@on_sm90
+def test_key_padding_masks_match_float64():
+    """The hopper kind with a key-padding mask: boolean and additive (HF's finfo.min, and
+    -inf), right padding (the range flagged dense: the mask is not read), left padding and
+    holes (read once a work item), GQA, causal both ways, both head dims."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    cases = [
+        (2, 4, 4, 700, 128, "bfloat16", True, "bool", "right"),
+        (2, 4, 2, 777, 128, "float16", False, "add", "left"),
+        (2, 8, 2, 1000, 64, "bfloat16", False, "bool", "holes"),
+        (2, 4, 4, 513, 64, "bfloat16", True, "add", "right"),
+        (1, 4, 4, 300, 128, "bfloat16", False, "add_inf", "holes"),
+    ]
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    done = subprocess.run(
+        [sys.executable, "-c", _MASK_GPU_SCRIPT, json.dumps(cases)],
         env=env, capture_output=True, text=True, timeout=900,
     )  # fmt: skip
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]

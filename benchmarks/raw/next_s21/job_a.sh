@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Prepared in session 20 (its device time spent) for the next session, about 400 s (issue 14):
-# the Hopper backward's GPU tests (dq_turns and the persistent stats_smem config are new, never
-# run on a GPU), then benchmarks/hopper_bwd.py over the anchor grid: head dim 64's shipped config
+# Prepared in session 20 (its device time spent) for the next session, about 400 s (issues 14,
+# 16): the Hopper backward's GPU tests (dq_turns, the persistent stats_smem config, and the
+# renderings with lengths and with key-padding masks are new, never run on a GPU), then benchmarks/hopper_bwd.py over the anchor grid: head dim 64's shipped config
 # against it with dq_turns (the consumers take the dQ products in turns), head dim 128's shipped
 # config for reference, the split kind and cuDNN beside them in one process. Ship dq_turns in
 # hopper_bwd.CONFIGS[64] only if it wins there, then re-read the grid (bwd_grid.py).
