@@ -15,7 +15,8 @@ as for a user's call; flashgen's kernels forced with FLASHGEN_IMPL=flashgen):
    gradient's size, as tests/kernels/test_backward.py); bit equality of two "det" runs and of
    "det" against every other mode that runs the split kind (disjoint outputs, no atomics):
    all of them unless "fast" runs another kind (FLASHGEN_BWD_KIND, `hopper_bwd.AUTO`).
-2. Speed, in the main process, per shape: cuDNN's and flashgen's forward alone, then cuDNN and
+2. Speed, in the main process, per shape: cuDNN's and flashgen's forward alone (and with --fa2
+   SDPA's FlashAttention-2 backend's, forward alone and forward+backward), then cuDNN and
    each flashgen mode forward+backward, the series run twice (second time in reverse order);
    the mean of the two do_bench medians (triton.testing, L2 flushed). Each mode's
    gradients on the timed shape are compared with cuDNN's (largest difference relative to the
@@ -69,9 +70,10 @@ def _grads(mode, q, k, v, do, causal, grads=True):
     return [t.grad for t in leaves] if grads else None
 
 
-def _cudnn(q, k, v, do, causal, backward=True):
+def _cudnn(q, k, v, do, causal, backward=True, impl="sdpa_cudnn"):
+    """SDPA's cuDNN backend (or `impl`, another one) forward, and backward unless not asked."""
     leaves = [t.detach().requires_grad_(backward) for t in (q, k, v)]
-    out = harness.sdpa("sdpa_cudnn", *leaves, causal=causal)
+    out = harness.sdpa(impl, *leaves, causal=causal)
     if not backward:
         return out
     out.backward(do)
@@ -155,7 +157,7 @@ def _rel_diff(got, ref) -> float:
     return round(worst, 5)
 
 
-def time_shape(shape, causal, rep, modes=MODES, fwd=True):
+def time_shape(shape, causal, rep, modes=MODES, fwd=True, fa2=False):
     import torch
 
     b, hq, hkv, n, d = shape
@@ -171,6 +173,10 @@ def time_shape(shape, causal, rep, modes=MODES, fwd=True):
     if fwd:  # forwards alone: the backward's share by difference
         fns["cudnn fwd"] = lambda: _cudnn(q, k, v, do, causal, backward=False)
         fns["flashgen fwd"] = lambda: _flashgen_fwd(q, k, v, causal)
+    if fa2:  # SDPA's FlashAttention-2 backend beside them (the issues' second baseline)
+        fns["fa2"] = lambda: _cudnn(q, k, v, do, causal, impl="sdpa_flash")
+        if fwd:
+            fns["fa2 fwd"] = lambda: _cudnn(q, k, v, do, causal, False, impl="sdpa_flash")
     for mode in modes:
         fns[mode] = lambda mode=mode: _grads(mode, q, k, v, do, causal, grads=False)
     runs: dict[str, list[float]] = {name: [] for name in fns}
@@ -182,6 +188,10 @@ def time_shape(shape, causal, rep, modes=MODES, fwd=True):
     med = {name: sum(values) / len(values) for name, values in runs.items()}  # 2 series: mean
     for mode in modes:
         row["vs_cudnn"][mode] = round(med["cudnn"] / med[mode], 3)
+    if fa2:
+        row["vs_fa2"] = {mode: round(med["fa2"] / med[mode], 3) for mode in modes}
+        if fwd:
+            row["vs_fa2"]["fwd"] = round(med["fa2 fwd"] / med["flashgen fwd"], 3)
     if fwd:
         row["vs_cudnn"]["fwd"] = round(med["cudnn fwd"] / med["flashgen fwd"], 3)
         bwd = {name: med[name] - med["cudnn fwd" if name == "cudnn" else "flashgen fwd"]
@@ -195,10 +205,12 @@ def time_shape(shape, causal, rep, modes=MODES, fwd=True):
     return row
 
 
-def summarise(rows):
+def summarise(rows, against="vs_cudnn"):
+    """Per mode (and the forward alone): geomean and min of the ratios to cuDNN (or, with
+    against="vs_fa2", to SDPA's FlashAttention-2 backend where the run timed it)."""
     out = {}
     for mode in (*MODES, "fwd"):
-        ratios = [row["vs_cudnn"][mode] for row in rows if mode in row["vs_cudnn"]]
+        ratios = [row[against][mode] for row in rows if mode in row.get(against, {})]
         if ratios:
             geo = math.exp(sum(map(math.log, ratios)) / len(ratios))
             out[mode] = dict(geomean=round(geo, 3), min=min(ratios), n=len(ratios))
@@ -228,6 +240,9 @@ def table(path) -> str:
     lines.append("")
     for mode, s in summary.items():
         lines.append(f"- {mode}: geomean {s['geomean']}x, min {s['min']}x over {s['n']} shapes")
+    for mode, s in summarise(result["rows"], "vs_fa2").items():
+        lines.append(f"- {mode} vs FA2 (SDPA's flash backend): geomean {s['geomean']}x, "
+                     f"min {s['min']}x over {s['n']} shapes")  # fmt: skip
     return "\n".join(lines)
 
 
@@ -238,6 +253,8 @@ def main(argv=None) -> int:
     parser.add_argument("--modes", default=",".join(MODES), help="modes timed (all checked)")
     parser.add_argument("--fwd", action=argparse.BooleanOptionalAction, default=True,
                         help="also time both forwards alone")  # fmt: skip
+    parser.add_argument("--fa2", action="store_true",
+                        help="also time SDPA's FlashAttention-2 backend (vs_fa2 ratios)")  # fmt: skip
     parser.add_argument("--shapes", help="GRID indices to time, in this order (default: all)")
     parser.add_argument("--table", help="print the table of this bwd_grid.json and exit")
     args = parser.parse_args(argv)
@@ -266,7 +283,9 @@ def main(argv=None) -> int:
             if time.time() - start > args.budget:
                 print("budget reached: remaining shapes skipped")
                 break
-            row = time_shape(shape, causal, args.rep, tuple(args.modes.split(",")), args.fwd)
+            row = time_shape(
+                shape, causal, args.rep, tuple(args.modes.split(",")), args.fwd, args.fa2
+            )
             result["rows"].append(row)
             print(f"[{time.time() - start:.0f}s] {shape} causal={causal}", json.dumps(row))
             scripts.save_json(path, result)

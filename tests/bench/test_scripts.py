@@ -198,8 +198,8 @@ PARSE_CASES = [
     ("gpu_check", ["gpu_check.py", "out.json"], dict(out_path="out.json")),
     ("gpu_check_bwd", ["x", "--smoke", "--timing-only", "d"],
      dict(smoke=True, timing_only=True, out_path="d")),
-    ("bwd_grid", ["--budget", "5", "--no-fwd", "--shapes", "0,2"],
-     dict(budget=5.0, fwd=False, shapes="0,2", rep=60, workers=15)),
+    ("bwd_grid", ["--budget", "5", "--no-fwd", "--shapes", "0,2", "--fa2"],
+     dict(budget=5.0, fwd=False, shapes="0,2", rep=60, workers=15, fa2=True)),
     ("bwd_kinds", ["--grid", "anchors", "--no-check", "--configs", "64,64,4,2"],
      dict(grid="anchors", no_check=True, configs=["64,64,4,2"], budget=50.0)),
     ("hopper_bwd", ["--grid", "probe", "--rep", "7"], dict(grid="probe", rep=7, budget=60.0)),
@@ -366,3 +366,19 @@ def test_masked_tiles_says_it_needs_a_gpu(capsys):
     module = repo_scripts.load("benchmarks/masked_tiles.py", "bench_masked_tiles")
     assert module.main(["--budget", "1"]) == 1
     assert "no CUDA device" in capsys.readouterr().err
+
+
+def test_bwd_grid_table_reports_fa2_where_timed(tmp_path):
+    """bwd_grid's table: the cuDNN summary always, the FA2 one only for rows that timed it."""
+    module = repo_scripts.load("benchmarks/bwd_grid.py", "bench_bwd_grid")
+    row = dict(shape=[1, 16, 16, 1024, 128], causal=False, ms={"cudnn": [1.0, 1.2]},
+               vs_cudnn={"fast": 0.9, "fwd": 1.1})  # fmt: skip
+    path = tmp_path / "bwd_grid.json"
+    path.write_text(json.dumps({"rows": [row]}))
+    text = module.table(str(path))
+    assert "- fast: geomean 0.9x, min 0.9x over 1 shapes" in text and "FA2" not in text
+    faster = dict(row, vs_fa2={"fast": 1.8, "fwd": 2.0})
+    path.write_text(json.dumps({"rows": [faster, dict(faster, vs_fa2={"fast": 1.25})]}))
+    text = module.table(str(path))
+    assert "- fast vs FA2 (SDPA's flash backend): geomean 1.5x, min 1.25x over 2 shapes" in text
+    assert "- fwd vs FA2 (SDPA's flash backend): geomean 2.0x, min 2.0x over 1 shapes" in text
