@@ -171,8 +171,8 @@ CONFIGS = {
 # faster at head dim 128, 2-5% at 64 (1k-16k keys; B6 read head dim 128 at 1k 1.3% slower:
 # within the runs' spread); causal head dim 64 from 4k (2-6%; 4% slower at 1k). Causal head
 # dim 128 was 16-34% slower until its spills were removed (session 20 B3 profile: 34 M local
-# memory requests a call); session 20 B4: 4-20% faster from 4k keys (MHA and GQA), at 1k
-# 4% slower (MHA) or level (GQA): split there.
+# memory requests a call); session 20 B4: from 4k keys (MHA and GQA) forward+backward 7-20%
+# faster (the backward alone 9-26%), at 1k 4% slower (MHA) or level (GQA): split there.
 # Shorter keys were not measured (launch-bound calls: the split kind's plans cost less host
 # time).
 AUTO: dict[tuple[int, bool], int] = {
