@@ -415,12 +415,15 @@ def _hopper(do, q, k, v, out, lse, causal, scale, config, aligned, bounds=None, 
     return plan(do, q, k, v, out, lse, float(scale), bounds=bounds, mask=mask)
 
 
-def _hopper_lengths(bounds, need_dq, mask, dropout, alibi, spec, deterministic, asked) -> bool:
+def _hopper_lengths(
+    bounds, need_dq, mask, dropout, alibi, spec, deterministic, asked, seq_k
+) -> bool:
     """Whether a call with lengths (SeqBounds; no dropout, ALiBi, window or softcap) runs the
-    hopper kind: only where that kind is asked for (`kind="hopper"` or
-    FLASHGEN_BWD_KIND=hopper; `hopper_bwd.AUTO` does not take lengths: not yet measured on a
-    GPU) and dQ is wanted. A mask tensor only as a key-padding mask (constant along heads and
-    query rows), `bounds` then its key range (`flashgen.runtime.primitives._backward_bounds`)."""
+    hopper kind: where that kind is asked for (`kind="hopper"` or FLASHGEN_BWD_KIND=hopper) or,
+    with the kind left open, where `hopper_bwd.AUTO_EXTRAS` lists the shape (empty until
+    measured on a GPU), and dQ is wanted. A mask tensor only as a key-padding mask (constant
+    along heads and query rows), `bounds` then its key range
+    (`flashgen.runtime.primitives._backward_bounds`)."""
     if bounds is None or not need_dq or dropout is not None or alibi is not None:
         return False
     if spec.window or spec.softcap or bounds.dim() != 2:
@@ -429,7 +432,9 @@ def _hopper_lengths(bounds, need_dq, mask, dropout, alibi, spec, deterministic, 
         return False
     lengths = spec_for(spec.head_dim, spec.causal, spec.dtype, "bwd", lengths=True,
                        attn_mask=_mask_kind(mask))  # fmt: skip
-    return bwd_kind.resolve_kind(deterministic, asked, lengths) == "hopper"
+    if bwd_kind.resolve_kind(deterministic, asked, lengths) == "hopper":
+        return True
+    return bwd_kind.auto_hopper(deterministic, asked, lengths, seq_k)
 
 
 @functools.cache
@@ -530,7 +535,8 @@ def backward(
             _log_portable(spec, f"the {asked} backward kind has no ALiBi")
     asked = kind
     kind = bwd_kind.for_call(deterministic, kind, spec, k.shape[2], split_only=split_only)
-    if _hopper_lengths(bounds, need_dq, mask, dropout, alibi, spec, deterministic, asked):
+    if _hopper_lengths(bounds, need_dq, mask, dropout, alibi, spec, deterministic, asked,
+                       k.shape[2]):  # fmt: skip
         kind = "hopper"
     if kind == "hopper":
         grads = _hopper(do, q, k, v, out, lse, causal, scale, config, aligned, bounds, mask)

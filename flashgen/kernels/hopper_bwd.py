@@ -183,6 +183,13 @@ AUTO: dict[tuple[int, bool], int] = {
 }
 
 
+# The same for calls with lengths (SeqBounds), alone or with a key-padding mask: (head dim,
+# causal, mask kind "" / "bool" / "add") -> the shortest key length measured faster than the
+# split kind. Empty: those renderings have not run on a GPU yet (session 20 wrote them), so
+# such calls take this kind only when asked for.
+AUTO_EXTRAS: dict[tuple[int, bool, str], int] = {}
+
+
 def auto_possible(seq_k: int) -> bool:
     """Whether some `AUTO` entry takes calls with `seq_k` keys (if not, the plain eager path
     need not ask: `flashgen.kernels.bwd.backward_plain`)."""
@@ -237,9 +244,10 @@ class DkdvLaunch:
 
 def auto_choice(spec, seq_k: int) -> bool:
     """Whether a call that leaves the kind to flashgen runs this kind for `spec` (`AUTO`)."""
-    least = AUTO.get((spec.head_dim, spec.causal))
-    if spec.lengths:  # not measured on a GPU yet: only when asked for
-        return False
+    if spec.lengths:
+        least = AUTO_EXTRAS.get((spec.head_dim, spec.causal, spec.attn_mask))
+    else:
+        least = AUTO.get((spec.head_dim, spec.causal))
     return least is not None and seq_k >= least and spec_reason(spec) is None
 
 

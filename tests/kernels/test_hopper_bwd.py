@@ -566,6 +566,47 @@ def test_key_padding_masks_take_the_hopper_kind_only_when_asked(monkeypatch):
     bwd._plans.clear()
 
 
+def test_lengths_by_default_only_where_auto_extras_lists_them(monkeypatch):
+    """With the kind left open a call with lengths (or a key-padding mask) runs the hopper kind
+    only where `AUTO_EXTRAS` lists (head dim, causal, mask kind) from its key length; never
+    under determinism. Shipped empty (not yet measured on a GPU)."""
+    from flashgen.kernels.fwd import forward
+    from flashgen.kernels.padding import bounds as seq_bounds
+    from flashgen.kernels.padding import key_hull
+
+    assert hopper_bwd.AUTO_EXTRAS == {}
+    seen = []
+    real = bwd._hopper
+    monkeypatch.setattr(bwd, "_hopper", lambda *a: seen.append(_mask_dtype(a[11])) or real(*a))
+    bwd._plans.clear()
+    q, k, v, do = (torch.randn(2, 2, 40, 64).half() for _ in range(4))
+    sb = seq_bounds(2, 40, 40, [40, 25], None, "right", "cpu")
+    keep = torch.ones(2, 1, 1, 40, dtype=torch.bool)
+    keep[0, ..., 30:] = False
+    mask = keep.expand(2, 2, 40, 40)
+    hull = key_hull(mask)
+    out, lse = forward(q, k, v, causal=False, scale=None, bounds=sb)
+    kw = dict(causal=False, scale=0.125)
+    bwd.backward(do, q, k, v, out, lse, bounds=sb, **kw)
+    bwd.backward(do, q, k, v, out, lse, bounds=hull, mask=mask, **kw)
+    assert seen == []  # nothing listed: split
+    monkeypatch.setattr(hopper_bwd, "AUTO_EXTRAS", {(64, False, ""): 41, (64, False, "bool"): 8})
+    bwd.backward(do, q, k, v, out, lse, bounds=sb, **kw)
+    assert seen == []  # 40 keys < 41
+    bwd.backward(do, q, k, v, out, lse, bounds=hull, mask=mask, **kw)
+    assert seen == [torch.bool]
+    bwd.backward(do, q, k, v, out, lse, bounds=hull, mask=mask, deterministic=True, **kw)
+    assert seen == [torch.bool]  # determinism: split
+    monkeypatch.setattr(hopper_bwd, "AUTO_EXTRAS", {(64, False, ""): 40})
+    bwd.backward(do, q, k, v, out, lse, bounds=sb, **kw)
+    assert seen == [torch.bool, None]
+    bwd._plans.clear()
+
+
+def _mask_dtype(mask):
+    return None if mask is None else mask.dtype
+
+
 def test_lengths_spec_and_config_rules():
     lengths = KernelSpec(128, True, "bfloat16", "bwd", lengths=True)
     assert hopper_bwd.spec_reason(lengths) is None
@@ -575,7 +616,7 @@ def test_lengths_spec_and_config_rules():
     assert "key-padding" in hopper_bwd.spec_reason(no_range)
     packed = KernelSpec(128, True, "bfloat16", "bwd", lengths=True, packed=True)
     assert "packed" in hopper_bwd.spec_reason(packed)
-    assert not hopper_bwd.auto_choice(lengths, 1 << 20)  # opt-in only
+    assert not hopper_bwd.auto_choice(lengths, 1 << 20)  # AUTO_EXTRAS is empty
     assert hopper_bwd.checked_config(lengths, None).stats_smem
     plain = dataclasses.replace(hopper_bwd.CONFIGS[128], stats_smem=False)
     with pytest.raises(ValueError, match="lengths need stats_smem"):
