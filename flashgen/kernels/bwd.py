@@ -388,8 +388,9 @@ def _hopper(do, q, k, v, out, lse, causal, scale, config, aligned, bounds=None, 
     launches after the first call: less host time than Triton's JIT path); whether the kind
     can run the tensors is asked once per signature too (TMA needs q, k, v and dO aligned:
     `tma_ok`, with the strides and device the key holds). `bounds`: a lengths call's
-    SeqBounds (the kernel's rendering with lengths); `mask`: a key-padding mask, `bounds` its
-    key range (`_hopper_lengths` says which calls)."""
+    SeqBounds (the kernel's rendering with lengths); `mask`: a mask tensor with them, which
+    the kind runs only as a key-padding mask (`hopper_bwd.usable`), `bounds` then its key range
+    (`flashgen.runtime.primitives._backward_bounds`)."""
     cfg = config if isinstance(config, hopper_bwd.HopperBwdConfig) else None
     tma_ok = aligned or not ((q.data_ptr() | k.data_ptr() | v.data_ptr() | do.data_ptr()) & 15)
     lengths = bounds is not None
@@ -402,7 +403,7 @@ def _hopper(do, q, k, v, out, lse, causal, scale, config, aligned, bounds=None, 
     if plan is None:
         spec = spec_for(q.shape[-1], causal, dtype_name(q.dtype), "bwd", lengths=lengths,
                         attn_mask=kind)  # fmt: skip
-        reason = hopper_bwd.usable(spec, q, k, v, do)
+        reason = hopper_bwd.usable(spec, q, k, v, do, mask=mask)
         if reason is not None:
             _log_fallback(spec, reason)
             plan = _Refused()
@@ -413,33 +414,6 @@ def _hopper(do, q, k, v, out, lse, causal, scale, config, aligned, bounds=None, 
     if isinstance(plan, _Refused):
         return None
     return plan(do, q, k, v, out, lse, float(scale), bounds=bounds, mask=mask)
-
-
-def _hopper_lengths(
-    bounds, need_dq, mask, dropout, alibi, spec, deterministic, asked, seq_k
-) -> bool:
-    """Whether a call with lengths (SeqBounds; no dropout, ALiBi, window or softcap) runs the
-    hopper kind: where that kind is asked for (`kind="hopper"` or FLASHGEN_BWD_KIND=hopper) or,
-    with the kind left open, where `hopper_bwd.AUTO_EXTRAS` lists the shape (empty until
-    measured on a GPU), and dQ is wanted. A mask tensor only as a key-padding mask (constant
-    along heads and query rows), `bounds` then its key range
-    (`flashgen.runtime.primitives._backward_bounds`)."""
-    if bounds is None or not need_dq or dropout is not None or alibi is not None:
-        return False
-    if spec.window or spec.softcap or bounds.dim() != 2:
-        return False
-    if mask is not None and (mask.stride(1) != 0 or mask.stride(2) != 0):
-        return False
-    lengths = spec_for(spec.head_dim, spec.causal, spec.dtype, "bwd", lengths=True,
-                       attn_mask=_mask_kind(mask))  # fmt: skip
-    if bwd_kind.resolve_kind(deterministic, asked, lengths) == "hopper":
-        return True
-    return bwd_kind.auto_hopper(deterministic, asked, lengths, seq_k)
-
-
-@functools.cache
-def _log_portable(spec, reason: str) -> None:
-    log.info("flashgen: %s runs the split backward: %s", spec.uri(), reason)
 
 
 @functools.cache
@@ -495,9 +469,10 @@ def backward(
     [B, Hq, Sq, Sk] boolean or additive mask; no gradient for it) and `dropout` ((p, seed),
     the forward's) likewise.
     `deterministic` (None: `torch.are_deterministic_algorithms_enabled()`) and `kind` pick the
-    backward kind (`flashgen.kernels.bwd_kind`); masks and `alibi` (the forward's slopes, no
-    gradient for them) run the split kind, and so do lengths unless the hopper kind is asked
-    for (`_hopper_lengths`).
+    backward kind (`flashgen.kernels.bwd_kind`) from the call's spec: `alibi` (the forward's
+    slopes, no gradient for them), windows, softcap, dropout and mask tensors other than
+    key-padding masks run the split kind; lengths and key-padding masks the split kind too
+    unless the hopper kind is asked for or `hopper_bwd.AUTO_EXTRAS` lists them.
     `dq_config`: the split kind's dQ kernel's own config (blocks, warps, stages), which may
     differ from the dK/dV kernel's `config`; None: see the module docstring.
     `rows_whole`: `bounds` leave every query row valid (`padding.key_hull`'s): the dQ kernel
@@ -521,23 +496,14 @@ def backward(
          | lse.data_ptr()) & 15
     )  # fmt: skip
     forced = _env() if tma is None else tma
+    # The call's whole spec: which kind has a kernel for it is the kinds' own answer
+    # (`bwd_kind`: the one-pass kind has no extras, the hopper kind lengths and key-padding
+    # masks; every other extra is the split kind's).
     spec = spec_for(
         q.shape[-1], causal, dtype_name(q.dtype), "bwd", window is not None, softcap is not None,
-        dropout=dropout is not None, alibi=alibi is not None,
+        bounds is not None, _mask_kind(mask), dropout is not None, alibi=alibi is not None,
     )  # fmt: skip
-    split_only = (
-        not need_dq or bounds is not None or mask is not None or dropout is not None
-        or alibi is not None
-    )  # fmt: skip
-    if alibi is not None and need_dq:
-        asked = bwd_kind.for_call(deterministic, kind, spec, k.shape[2], split_only=False)
-        if asked != "split":
-            _log_portable(spec, f"the {asked} backward kind has no ALiBi")
-    asked = kind
-    kind = bwd_kind.for_call(deterministic, kind, spec, k.shape[2], split_only=split_only)
-    if _hopper_lengths(bounds, need_dq, mask, dropout, alibi, spec, deterministic, asked,
-                       k.shape[2]):  # fmt: skip
-        kind = "hopper"
+    kind = bwd_kind.for_call(deterministic, kind, spec, k.shape[2], split_only=not need_dq)
     if kind == "hopper":
         grads = _hopper(do, q, k, v, out, lse, causal, scale, config, aligned, bounds, mask)
         if grads is not None:

@@ -49,9 +49,17 @@ ONEPASS_MAX_HEAD_DIM = 128  # wider tiles spill and were never measured
 
 def onepass_supported(spec) -> bool:
     """Whether the one-pass kind has a kernel for `spec` (a bwd KernelSpec): no window, no
-    softcap, no dropout, no ALiBi, head dim <= ONEPASS_MAX_HEAD_DIM."""
+    softcap, no lengths, no mask tensor, no dropout, no ALiBi, head dim <=
+    ONEPASS_MAX_HEAD_DIM."""
     return (
-        not (spec.window or spec.softcap or spec.dropout or spec.alibi)
+        not (
+            spec.window
+            or spec.softcap
+            or spec.lengths
+            or spec.attn_mask
+            or spec.dropout
+            or spec.alibi
+        )  # fmt: skip
         and spec.head_dim <= ONEPASS_MAX_HEAD_DIM
     )
 
@@ -92,7 +100,8 @@ def resolve_kind(deterministic: bool | None, kind: str | None, spec) -> str:
     if not onepass_supported(spec):
         if kind == "onepass" and not from_env:
             raise ValueError(
-                f"kind='onepass' has no kernel for {spec.uri()} (window, softcap, ALiBi or head dim "
+                f"kind='onepass' has no kernel for {spec.uri()} (window, softcap, lengths, mask, "
+                f"dropout, ALiBi or head dim "
                 f"> {ONEPASS_MAX_HEAD_DIM}); use kind='split' or None"
             )
         return "split"
@@ -113,8 +122,8 @@ def auto_hopper(deterministic, chosen, spec, seq_k: int) -> bool:
 def for_call(deterministic, kind, spec, seq_k: int, *, split_only: bool) -> str:
     """The kind one `backward` call runs: `resolve_kind`, then the hopper kind where
     `auto_hopper` lists the shape; "split" whatever was asked when `split_only` (no dQ wanted:
-    the split kind's dK/dV kernel alone, no atomics; lengths, mask tensors and dropout exist
-    in the split kind's kernels only)."""
+    the split kind's dK/dV kernel alone, no atomics). Which extras each kind has is
+    `resolve_kind`'s answer from `spec`."""
     resolved = resolve_kind(deterministic, kind, spec)
     if split_only:
         return "split"

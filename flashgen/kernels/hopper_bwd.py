@@ -316,14 +316,18 @@ def _device_is_sm90(index: int) -> bool:
     return torch.cuda.get_device_capability(index) == (9, 0)
 
 
-def usable(spec, *tensors) -> str | None:
-    """Why these tensors cannot run the Hopper backward now; None if they can."""
+def usable(spec, *tensors, mask=None) -> str | None:
+    """Why these tensors (and `mask`, the call's mask tensor if any) cannot run the Hopper
+    backward now; None if they can. A mask only as a key-padding mask: constant along heads
+    and query rows (the kernel reads one vector of keys per batch entry)."""
     from .hopper import gluon_api
     from .tma import tma_compatible
 
     reason = spec_reason(spec) or gluon_api()[1]
     if reason is not None:
         return reason
+    if mask is not None and (mask.stride(1) != 0 or mask.stride(2) != 0):
+        return "a mask tensor varying along heads or query rows (not a key-padding mask)"
     first = tensors[0]
     if not first.is_cuda or not _device_is_sm90(first.device.index or 0):
         return "not an sm_90 GPU"

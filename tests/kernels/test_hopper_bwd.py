@@ -474,7 +474,9 @@ def test_hopper_kind_keeps_a_plan_per_signature(monkeypatch):
             return bwd.backward(do, q, k, v, out, lse, causal=False, scale=scale, kind="split")
 
     asked = []
-    monkeypatch.setattr(hopper_bwd, "usable", lambda *a: asked.append(a[1].shape) and None)
+    monkeypatch.setattr(
+        hopper_bwd, "usable", lambda *a, mask=None: asked.append(a[1].shape) and None
+    )
     monkeypatch.setattr(hopper_bwd, "Plan", StandIn)
     bwd._plans.clear()
     for n in (33, 33, 40):
@@ -525,9 +527,15 @@ def test_lengths_take_the_hopper_kind_only_when_asked(monkeypatch):
     assert seen == [True, True]
     bwd.backward(do, q, k, v, out, lse, deterministic=True, **kw)
     assert seen == [True, True]  # determinism: split
-    mask = torch.ones(2, 1, 33, 33, dtype=torch.bool)
-    bwd.backward(do, q, k, v, out, lse, mask=mask, **kw)
-    assert seen == [True, True]  # a mask tensor varying along query rows: split
+    # an expanded mask, as the ops pass it ([B, Hq, Sq, Sk]), varying along query rows
+    mask = torch.ones(2, 1, 33, 33, dtype=torch.bool).expand(2, 2, 33, 33)
+    got = bwd.backward(do, q, k, v, out, lse, mask=mask, **kw)
+    want = bwd.backward(do, q, k, v, out, lse, mask=mask, kind="split", **kw)
+    assert all(torch.equal(a, b) for a, b in zip(got, want, strict=True))
+    spec = KernelSpec(64, False, "float16", "bwd", lengths=True, attn_mask="bool")
+    assert "key-padding" in hopper_bwd.usable(spec, q, k, v, do, mask=mask)  # the kind refuses it
+    per_key = torch.ones(2, 1, 1, 33, dtype=torch.bool).expand(2, 2, 33, 33)
+    assert hopper_bwd.usable(spec, q, k, v, do, mask=per_key) == "not an sm_90 GPU"
     bwd._plans.clear()
 
 
@@ -635,7 +643,9 @@ def test_refused_signature_is_asked_once_and_falls_back(monkeypatch):
 
     asked = []
     real = hopper_bwd.usable
-    monkeypatch.setattr(hopper_bwd, "usable", lambda *a: asked.append(1) or real(*a))
+    monkeypatch.setattr(
+        hopper_bwd, "usable", lambda *a, mask=None: asked.append(1) or real(*a, mask=mask)
+    )
     bwd._plans.clear()
     q, k, v, do = (torch.randn(1, 2, 33, 64).half() for _ in range(4))
     out, lse = forward(q, k, v, causal=False, scale=None)
