@@ -155,8 +155,8 @@ class HopperBwdConfig:
 # atomics. Session 20 B4 (benchmarks/hopper_bwd.py, the anchor grid in one process): with the
 # statistics staged in shared memory (stats_smem) fwd+bwd 0.970x cuDNN by geomean, worst 0.902x,
 # against 0.877x / 0.729x without (both with the K/V/dS descriptors rebuilt at use; ptxas
-# reports no spills for either head dim with Triton 3.6); head dim 64 at 1k keys without
-# causal masking 1% slower, every other shape 1-34% faster.
+# reports no spills for either head dim with Triton 3.6); the backward of head dim 64 at 1k
+# keys without causal masking 1% slower, every other shape's 0.5-32% shorter.
 CONFIGS = {
     64: HopperBwdConfig(2, 2, 1, 168, True, False, dq_tma=True, stats_smem=True),
     128: HopperBwdConfig(2, 2, 1, 168, True, False, dq_tma=True, stats_smem=True),
@@ -412,8 +412,8 @@ class Plan:
 
         flat = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=32, rank=1)
         stats = ([batch * hq * sq], [1], [cfg.block_m], flat)  # read only with stats_tma
-        dq_tma = cfg.dq_tma and compute_dq
-        if dq_tma:  # the fp32 dQ buffer as [B * Hq, Sq, D]: rows past Sq are clipped
+        constexprs = _constexprs(cfg, compute_dq)
+        if constexprs["DQ_TMA"]:  # the fp32 dQ buffer as [B * Hq, Sq, D]: rows past Sq clipped
             block = [1, cfg.block_m, cfg.dq_chunk(dim)]
             staged = gl.NVMMASharedLayout.get_default_for(block, gl.float32)
             dq_desc = ([batch * hq, sq, dim], [sq * dim, dim, 1], block, staged)
@@ -422,13 +422,6 @@ class Plan:
         descs = ((0, template(q, cfg.block_m)), (1, template(k, cfg.block_n)),
                  (2, template(v, cfg.block_n)), (3, template(do, cfg.block_m)),
                  (4, stats), (5, stats), (6, dq_desc))  # fmt: skip
-        constexprs = {
-            "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "NUM_BUF": cfg.num_buf,
-            "NUM_CONSUMERS": cfg.consumers, "DQ_SPLIT": cfg.dq_split, "SHARE_DS": cfg.share_ds,
-            "STATS_TMA": cfg.stats_tma, "KV_BUFS": cfg.kv_bufs, "num_warps": 4,
-            "COMPUTE_DQ": compute_dq, "DQ_TMA": dq_tma, "STATS_SMEM": cfg.stats_smem,
-            "DQ_TURNS": cfg.dq_turns,
-        }  # fmt: skip
         items = cdiv(sk, cfg.block_n) * batch * hkv
         # one program per SM at most when persistent (the shared memory of two does not fit)
         grid = (min(items, _sm_count(q.device.index or 0)) if cfg.persistent else items,)
@@ -461,12 +454,10 @@ class Plan:
             rows = acc.view(batch * hq, sq, dim)
         else:
             acc = rows = lse  # an fp32 pointer the kernel does not touch
-        # lse and delta again as the statistics descriptors (read only with stats_tma)
-        if (bounds is not None) != self.lengths or (mask is not None) != self.masked:
-            raise ValueError("bounds (and a mask) are given exactly when the plan's spec has them")
         extra = (bounds,) if self.lengths else ()
         if self.masked:  # a key-padding mask: element [b, n] at b * stride 0 + n * stride 3
             extra += (mask, mask.stride(0), mask.stride(3))
+        # lse and delta again as the statistics descriptors (read only with stats_tma)
         self.main(q, k, v, do, lse, delta, rows, lse, delta, dk, dv, acc, *extra, batch, hq, hkv,
                   sq, sk, scale)  # fmt: skip
         if not self.compute_dq:
@@ -502,6 +493,18 @@ def backward(
     return plan(do, q, k, v, out, lse, float(scale), delta=delta)
 
 
+def _constexprs(cfg: HopperBwdConfig, compute_dq: bool) -> dict:
+    """The kernel's constexprs for `cfg`, in the kernel signature's order (the launch's and the
+    ahead-of-time compile's): dQ by TMA reduce-add only where dQ is computed."""
+    return {
+        "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "NUM_BUF": cfg.num_buf,
+        "NUM_CONSUMERS": cfg.consumers, "DQ_SPLIT": cfg.dq_split, "SHARE_DS": cfg.share_ds,
+        "STATS_TMA": cfg.stats_tma, "KV_BUFS": cfg.kv_bufs, "num_warps": 4,
+        "COMPUTE_DQ": compute_dq, "DQ_TMA": cfg.dq_tma and compute_dq,
+        "STATS_SMEM": cfg.stats_smem, "DQ_TURNS": cfg.dq_turns,
+    }  # fmt: skip
+
+
 @functools.cache
 def _sm_count(index: int) -> int:
     import torch
@@ -530,8 +533,8 @@ def compile_for_sm90(spec, cfg: HopperBwdConfig | None = None, compute_dq: bool 
 
     stats_layout = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=32, rank=1)
     flat = f"tensordesc<fp32[{cfg.block_m}],{stats_layout!r}>"
-    dq_tma = cfg.dq_tma and compute_dq
-    if dq_tma:
+    constexprs = _constexprs(cfg, compute_dq)
+    if constexprs["DQ_TMA"]:
         block = [1, cfg.block_m, cfg.dq_chunk(spec.head_dim)]
         staged = gl.NVMMASharedLayout.get_default_for(block, gl.float32)
         desc_dq = f"tensordesc<fp32{block},{staged!r}>"
@@ -545,19 +548,8 @@ def compile_for_sm90(spec, cfg: HopperBwdConfig | None = None, compute_dq: bool 
         **({"Mask": "*i1" if spec.attn_mask == "bool" else f"*{short}", "stride_mb": "i32",
             "stride_mn": "i32"} if spec.attn_mask else {}),
         "BATCH": "i32", "H": "i32", "H_KV": "i32",
-        "SEQ_Q": "i32", "SEQ_K": "i32", "sm_scale": "fp32", "BLOCK_M": "constexpr",
-        "BLOCK_N": "constexpr", "NUM_BUF": "constexpr", "NUM_CONSUMERS": "constexpr",
-        "DQ_SPLIT": "constexpr", "SHARE_DS": "constexpr", "STATS_TMA": "constexpr",
-        "KV_BUFS": "constexpr",
-        "num_warps": "constexpr", "COMPUTE_DQ": "constexpr", "DQ_TMA": "constexpr",
-        "STATS_SMEM": "constexpr", "DQ_TURNS": "constexpr",
-    }  # fmt: skip
-    constexprs = {
-        "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "NUM_BUF": cfg.num_buf,
-        "NUM_CONSUMERS": cfg.consumers, "DQ_SPLIT": cfg.dq_split, "SHARE_DS": cfg.share_ds,
-        "STATS_TMA": cfg.stats_tma, "KV_BUFS": cfg.kv_bufs,
-        "num_warps": 4, "COMPUTE_DQ": compute_dq, "DQ_TMA": dq_tma, "STATS_SMEM": cfg.stats_smem,
-        "DQ_TURNS": cfg.dq_turns,
+        "SEQ_Q": "i32", "SEQ_K": "i32", "sm_scale": "fp32",
+        **dict.fromkeys(constexprs, "constexpr"),
     }  # fmt: skip
     source = GluonASTSource(
         fn=load_family(spec, FAMILY).attn_bwd_ws,
