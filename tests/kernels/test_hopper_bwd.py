@@ -659,6 +659,57 @@ def test_refused_signature_is_asked_once_and_falls_back(monkeypatch):
 
 # ---- numerics on the GPU -----------------------------------------------------------------
 
+
+def _run_on_gpu(script: str, payload) -> None:
+    """Run `script` (the GPU checks of one test) in a child process with `payload` as its JSON
+    argument: a kernel fault (a lost CUDA context) then fails that test only, not every GPU test
+    after it in the session."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    done = subprocess.run(
+        [sys.executable, "-c", script, json.dumps(payload)],
+        env=env, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+
+
+# What the child scripts below share: counting the plans a launcher class builds (so a silent
+# fallback to another kernel fails), and a float64 reference of attention restricted to
+# `visible` ([B, 1, Sq, Sk]; a row that sees no key gives zeros) whose gradients bound the
+# hopper kind's by 3x the split kind's own error plus 8e-3 of the gradient's size.
+_CHILD_HELPERS = """
+import json, os, sys
+import torch
+def count_builds(module, name):
+    built = []
+    real = getattr(module, name)
+    class Counted(real):
+        __slots__ = ()
+        def __init__(self, *a, **kw):
+            built.append(1)
+            super().__init__(*a, **kw)
+    setattr(module, name, Counted)
+    return built
+def check_against_split(name, got, split, q, k, v, do, visible):
+    hq, hkv, d = q.shape[1], k.shape[1], q.shape[3]
+    leaves = [t.detach().double().requires_grad_() for t in (q, k, v)]
+    kk, vv = (t.repeat_interleave(hq // hkv, 1) for t in leaves[1:])
+    seen = visible.any(-1, keepdim=True)
+    s = (leaves[0] @ kk.transpose(-1, -2)) * d**-0.5
+    s = torch.where(seen, s.masked_fill(~visible, float("-inf")), 0.0)
+    (torch.where(seen, torch.softmax(s, -1), 0.0) @ vv).backward(do.double())
+    for grad, g, h, leaf in zip("qkv", got, split, leaves):
+        assert g.dtype == q.dtype and bool(torch.isfinite(g).all()), f"{name}: d{grad}"
+        err = (g.double() - leaf.grad).abs().max().item()
+        bound = 3.0 * (h.double() - leaf.grad).abs().max().item()
+        bound += 8e-3 * max(1.0, leaf.grad.abs().max().item())
+        assert err <= bound, f"{name}: d{grad} {err:.3e} > {bound:.3e}"
+"""
+
 GPU_CASES = [
     # (B, Hq, Hkv, Sq, Sk, D, dtype, causal)
     (2, 4, 4, 1000, 1000, 128, "bfloat16", False),
@@ -744,38 +795,20 @@ def test_matches_float64(config):
     the gradient's size, over GPU_CASES (GQA, causal both ways, odd lengths, fp16 and bf16):
     the cases of the head dims the config can run (a refused head dim is
     test_config_refused_for_a_head_dim_it_cannot_split's)."""
-    import json
-    import os
-    import subprocess
-    import sys
-
     cfg = None if config is None else hopper_bwd.HopperBwdConfig(*config)
     cases = [c for c in GPU_CASES if cfg is None or cfg.head_dim_reason(c[5]) is None]
     assert len({c[5] for c in cases}) >= 1 and len(cases) >= 5
-
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    done = subprocess.run(
-        [sys.executable, "-c", _GPU_SCRIPT, json.dumps([config, cases])],
-        env=env, capture_output=True, text=True, timeout=900,
-    )  # fmt: skip
-    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    _run_on_gpu(_GPU_SCRIPT, [config, cases])
 
 
 # The split kind with this family's dK/dV kernel (`dkdv_choice`), in a child process as above.
-_DKDV_GPU_SCRIPT = """
-import json, os, sys
-import torch
+_DKDV_GPU_SCRIPT = (
+    _CHILD_HELPERS
+    + """
 from flashgen.bench.checks import grad_check
 from flashgen.kernels import bwd, hopper_bwd
 from flashgen.kernels.fwd import forward
-built = []
-real = hopper_bwd.DkdvLaunch
-class Counted(real):
-    __slots__ = ()
-    def __init__(self, *a):
-        built.append(1)
-        super().__init__(*a)
-hopper_bwd.DkdvLaunch = Counted
+built = count_builds(hopper_bwd, "DkdvLaunch")
 for b, hq, hkv, sq, sk, d, dtype, causal, env in json.loads(sys.argv[1]):
     os.environ[hopper_bwd.DKDV_ENV] = env
     name = f"{b}x{hq}/{hkv}x{sq}x{sk} d{d} {dtype} causal={causal} {env}"
@@ -796,6 +829,7 @@ for b, hq, hkv, sq, sk, d, dtype, causal, env in json.loads(sys.argv[1]):
     assert ok, (name, errors)
 print("ok")
 """
+)
 
 
 @on_sm90
@@ -803,11 +837,6 @@ def test_split_with_the_hopper_dkdv_kernel_matches_float64():
     """The deterministic split backward with this family's dK/dV kernel (DKDV_AUTO's shapes,
     and every head dim / causal mode under FLASHGEN_BWD_DKDV=hopper): float64 bound as above,
     bit-identical run to run, GQA, odd lengths, more keys than queries and the reverse."""
-    import json
-    import os
-    import subprocess
-    import sys
-
     cases = [
         (2, 4, 4, 1100, 1100, 128, "bfloat16", False, "auto"),
         (1, 8, 2, 1024, 1500, 128, "float16", False, "auto"),  # GQA 4, more keys
@@ -815,21 +844,16 @@ def test_split_with_the_hopper_dkdv_kernel_matches_float64():
         (2, 4, 2, 1000, 1000, 64, "bfloat16", True, "hopper"),
         (1, 4, 1, 257, 1031, 64, "float16", False, "hopper"),
     ]
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    done = subprocess.run(
-        [sys.executable, "-c", _DKDV_GPU_SCRIPT, json.dumps(cases)],
-        env=env, capture_output=True, text=True, timeout=900,
-    )  # fmt: skip
-    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    _run_on_gpu(_DKDV_GPU_SCRIPT, cases)
 
 
 # Lengths (SeqBounds) in a child process as above: the hopper kind's rendering with lengths
 # against float64 autograd through the dense mask the lengths stand for, bounded by 3x the split
 # kind's own error (the split kind's lengths kernels are float64-tested in test_padding.py) plus
 # 8e-3 of the gradient's size; rows outside the ranges exactly zero.
-_LENGTHS_GPU_SCRIPT = """
-import json, sys
-import torch
+_LENGTHS_GPU_SCRIPT = (
+    _CHILD_HELPERS
+    + """
 from flashgen.core.spec import KernelSpec
 from flashgen.kernels import bwd, hopper_bwd
 from flashgen.kernels.fwd import forward
@@ -851,20 +875,7 @@ for b, hq, hkv, sq, sk, d, dtype, causal, side, klens, qlens in json.loads(sys.a
     split = bwd.backward(do, q, k, v, out, lse, kind="split", **kw)
     for g, h in zip(got[1:], again[1:]):
         assert torch.equal(g, h), f"{name}: dK/dV differ between the JIT and direct launches"
-    mask = dense_mask(sb, sq, sk, causal=causal)
-    seen = mask.any(-1, keepdim=True)
-    leaves = [t.detach().double().requires_grad_() for t in (q, k, v)]
-    kk, vv = (t.repeat_interleave(hq // hkv, 1) for t in leaves[1:])
-    s = (leaves[0] @ kk.transpose(-1, -2)) * d**-0.5
-    s = torch.where(seen, s.masked_fill(~mask, float("-inf")), 0.0)  # rows seeing no key: 0
-    p = torch.where(seen, torch.softmax(s, -1), 0.0)
-    (p @ vv).backward(do.double())
-    for grad, g, h, leaf in zip("qkv", got, split, leaves):
-        assert g.dtype == dt and bool(torch.isfinite(g).all()), f"{name}: d{grad}"
-        err = (g.double() - leaf.grad).abs().max().item()
-        bound = 3.0 * (h.double() - leaf.grad).abs().max().item()
-        bound += 8e-3 * max(1.0, leaf.grad.abs().max().item())
-        assert err <= bound, f"{name}: d{grad} {err:.3e} > {bound:.3e}"
+    check_against_split(name, got, split, q, k, v, do, dense_mask(sb, sq, sk, causal=causal))
     for i, (qs, ql, ks, kl) in enumerate(sb.tolist()):
         outside_q = torch.ones(sq, dtype=torch.bool)
         outside_q[qs:qs + ql] = False
@@ -875,17 +886,13 @@ for b, hq, hkv, sq, sk, d, dtype, causal, side, klens, qlens in json.loads(sys.a
             assert not g[i][:, outside_k.cuda()].any(), f"{name}: dK/dV outside the key range"
 print("ok", len(json.loads(sys.argv[1])))
 """
+)
 
 
 @on_sm90
 def test_lengths_match_float64():
     """The hopper kind with lengths: left and right padding, an entry with no keys or a single
     one, more keys than queries, GQA, causal both ways, both head dims, fp16 and bf16."""
-    import json
-    import os
-    import subprocess
-    import sys
-
     cases = [
         (3, 4, 2, 700, 700, 128, "bfloat16", True, "left", [700, 333, 0], [700, 333, 0]),
         (2, 4, 4, 700, 700, 128, "bfloat16", False, "right", [517, 64], [700, 129]),
@@ -893,32 +900,20 @@ def test_lengths_match_float64():
         (2, 4, 4, 1000, 1000, 64, "bfloat16", True, "right", [1000, 555], [1000, 555]),
         (1, 2, 2, 129, 129, 128, "float16", True, "left", [0], [129]),
     ]
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    done = subprocess.run(
-        [sys.executable, "-c", _LENGTHS_GPU_SCRIPT, json.dumps(cases)],
-        env=env, capture_output=True, text=True, timeout=900,
-    )  # fmt: skip
-    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    _run_on_gpu(_LENGTHS_GPU_SCRIPT, cases)
 
 
 # Key-padding masks (with their key range, as `flashgen.runtime.primitives` passes them) in a
 # child process as above: float64 reference with the hidden keys at -inf, bounded by 3x the split
 # kind's own error plus 8e-3 of the gradient's size. No row sees only hidden keys (PyTorch
 # averages a row whose keys are all at finfo.min; both kinds give such a row no gradient).
-_MASK_GPU_SCRIPT = """
-import json, sys
-import torch
+_MASK_GPU_SCRIPT = (
+    _CHILD_HELPERS
+    + """
 from flashgen.kernels import bwd, hopper_bwd
 from flashgen.kernels.fwd import forward
 from flashgen.kernels.padding import key_hull
-built = []
-real = hopper_bwd.Plan
-class Counted(real):
-    __slots__ = ()
-    def __init__(self, *a, **kw):
-        built.append(1)
-        super().__init__(*a, **kw)
-hopper_bwd.Plan = Counted
+built = count_builds(hopper_bwd, "Plan")
 for b, hq, hkv, n, d, dtype, causal, kind, pattern in json.loads(sys.argv[1]):
     name = f"{b}x{hq}/{hkv}x{n} d{d} {dtype} causal={causal} {kind} {pattern}"
     dt = getattr(torch, dtype)
@@ -950,18 +945,10 @@ for b, hq, hkv, n, d, dtype, causal, kind, pattern in json.loads(sys.argv[1]):
     visible = keep.cuda()[:, None, None, :].expand(b, 1, n, n)
     if causal:
         visible = visible & torch.ones(n, n, dtype=torch.bool, device="cuda").tril()
-    leaves = [t.detach().double().requires_grad_() for t in (q, k, v)]
-    kk, vv = (t.repeat_interleave(hq // hkv, 1) for t in leaves[1:])
-    s = ((leaves[0] @ kk.transpose(-1, -2)) * d**-0.5).masked_fill(~visible, float("-inf"))
-    (torch.softmax(s, -1) @ vv).backward(do.double())
-    for grad, g, h, leaf in zip("qkv", got, split, leaves):
-        assert g.dtype == dt and bool(torch.isfinite(g).all()), f"{name}: d{grad}"
-        err = (g.double() - leaf.grad).abs().max().item()
-        bound = 3.0 * (h.double() - leaf.grad).abs().max().item()
-        bound += 8e-3 * max(1.0, leaf.grad.abs().max().item())
-        assert err <= bound, f"{name}: d{grad} {err:.3e} > {bound:.3e}"
+    check_against_split(name, got, split, q, k, v, do, visible)
 print("ok", len(json.loads(sys.argv[1])))
 """
+)
 
 
 @on_sm90
@@ -969,11 +956,6 @@ def test_key_padding_masks_match_float64():
     """The hopper kind with a key-padding mask: boolean and additive (HF's finfo.min, and
     -inf), right padding (the range flagged dense: the mask is not read), left padding and
     holes (read once a work item), GQA, causal both ways, both head dims."""
-    import json
-    import os
-    import subprocess
-    import sys
-
     cases = [
         (2, 4, 4, 700, 128, "bfloat16", True, "bool", "right"),
         (2, 4, 2, 777, 128, "float16", False, "add", "left"),
@@ -981,9 +963,4 @@ def test_key_padding_masks_match_float64():
         (2, 4, 4, 513, 64, "bfloat16", True, "add", "right"),
         (1, 4, 4, 300, 128, "bfloat16", False, "add_inf", "holes"),
     ]
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    done = subprocess.run(
-        [sys.executable, "-c", _MASK_GPU_SCRIPT, json.dumps(cases)],
-        env=env, capture_output=True, text=True, timeout=900,
-    )  # fmt: skip
-    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    _run_on_gpu(_MASK_GPU_SCRIPT, cases)
