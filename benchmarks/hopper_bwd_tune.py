@@ -25,7 +25,8 @@ import time
 sys.path.append(str(pathlib.Path(__file__).resolve().parents[1]))
 sys.path.append(str(pathlib.Path(__file__).resolve().parent))
 
-from hopper_tune import _shape  # noqa: E402  (the forward tuner's shapes: batch x heads fill the GPU)
+# the forward tuner's shapes (batch x heads fill the GPU), flags and shape order
+from hopper_tune import _shape, add_shape_args, each_shape  # noqa: E402
 
 from flashgen.bench import harness, scripts  # noqa: E402
 
@@ -80,17 +81,12 @@ def tune_shape(head_dim: int, causal: bool, seq: int, trials: int, budget_s: flo
 def main(argv=None) -> int:
     ap = scripts.parser(__doc__)
     ap.add_argument("--out", required=True, help="results file to write (JSON)")
-    ap.add_argument("--trials", type=int, default=10, help="Optuna trials per shape")
-    ap.add_argument("--head-dims", default="64,128")
-    ap.add_argument("--seqs", default="4096")
-    ap.add_argument("--budget", type=float, default=40.0, help="seconds per shape before it stops")
+    add_shape_args(ap, seqs="4096", budget=40.0)
     args = ap.parse_args(argv)
     rows = []
-    for d in map(int, args.head_dims.split(",")):
-        for seq in map(int, args.seqs.split(",")):
-            for causal in (False, True):
-                rows.append(tune_shape(d, causal, seq, args.trials, args.budget))
-                scripts.save_json(args.out, {"runs": rows, "meta": scripts.run_meta("cuda")})
+    for d, seq, causal in each_shape(args):
+        rows.append(tune_shape(d, causal, seq, args.trials, args.budget))
+        scripts.save_json(args.out, {"runs": rows, "meta": scripts.run_meta("cuda")})
     return 0
 
 

@@ -25,6 +25,24 @@ from flashgen.bench import harness, scripts  # noqa: E402
 _BATCH = {1024: 16, 2048: 8, 4096: 4, 8192: 2, 16384: 1}
 
 
+def add_shape_args(ap, seqs: str, budget: float) -> None:
+    """The flags the Hopper tuners share: trials, head dims, sequence lengths, a time budget."""
+    ap.add_argument("--trials", type=int, default=10, help="Optuna trials per shape")
+    ap.add_argument("--head-dims", default="64,128")
+    ap.add_argument("--seqs", default=seqs)
+    ap.add_argument(
+        "--budget", type=float, default=budget, help="seconds per shape before it stops"
+    )
+
+
+def each_shape(args):
+    """(head dim, seq, causal) of every shape the flags name, in the tuners' order."""
+    for d in map(int, args.head_dims.split(",")):
+        for seq in map(int, args.seqs.split(",")):
+            for causal in (False, True):
+                yield d, seq, causal
+
+
 def _shape(head_dim: int, seq: int) -> tuple[int, int, int]:
     """(batch, heads, seq): batch x heads fill the GPU as in RESULTS.md's grid."""
     return _BATCH.get(seq, max(1, 16384 // seq)), 16 if head_dim == 128 else 32, seq
@@ -73,20 +91,15 @@ def tune_shape(head_dim: int, causal: bool, seq: int, trials: int, budget_s: flo
 def main(argv=None) -> int:
     ap = scripts.parser(__doc__)
     ap.add_argument("--out", required=True, help="Hopper configs file to write (JSON)")
-    ap.add_argument("--trials", type=int, default=10, help="Optuna trials per shape")
-    ap.add_argument("--head-dims", default="64,128")
-    ap.add_argument("--seqs", default="1024,4096,16384")
-    ap.add_argument("--budget", type=float, default=60.0, help="seconds per shape before it stops")
+    add_shape_args(ap, seqs="1024,4096,16384", budget=60.0)
     args = ap.parse_args(argv)
     rows = []
-    for d in map(int, args.head_dims.split(",")):
-        for seq in map(int, args.seqs.split(",")):
-            for causal in (False, True):
-                rows.append(tune_shape(d, causal, seq, args.trials, args.budget))
-                records = [dict(head_dim=r["head_dim"], causal=r["causal"], seq_bucket=r["seq"],
-                                config=r["best"], ms=r["best_ms"]) for r in rows if r["best"]]  # fmt: skip
-                doc = {"format": "flashgen-hopper-configs-1", "records": records, "runs": rows}
-                scripts.save_json(args.out, doc)
+    for d, seq, causal in each_shape(args):
+        rows.append(tune_shape(d, causal, seq, args.trials, args.budget))
+        records = [dict(head_dim=r["head_dim"], causal=r["causal"], seq_bucket=r["seq"],
+                        config=r["best"], ms=r["best_ms"]) for r in rows if r["best"]]  # fmt: skip
+        doc = {"format": "flashgen-hopper-configs-1", "records": records, "runs": rows}
+        scripts.save_json(args.out, doc)
     return 0
 
 

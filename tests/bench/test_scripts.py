@@ -216,6 +216,8 @@ PARSE_CASES = [
     ("latest", ["add", "a.json"], dict(cmd="add", files=["a.json"])),
     ("hopper_probe", ["bench", "quick", "shipped"], dict(cmd="bench", words=["quick", "shipped"])),
     ("hopper_tune", ["--out", "c.json", "--trials", "3"], dict(out="c.json", trials=3, budget=60.0)),
+    ("hopper_bwd_tune", ["--out", "b.json", "--head-dims", "128"],
+     dict(out="b.json", trials=10, head_dims="128", seqs="4096", budget=40.0)),
     ("decode_host", ["--shape", "1,8,2,64,64", "--device", "cpu"],
      dict(shape="1,8,2,64,64", device="cpu", calls=200)),
     ("tuner_vs_grid", ["--cpu-smoke", "--case-set", "heldout", "--cases", "2"],
