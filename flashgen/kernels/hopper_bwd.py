@@ -15,17 +15,20 @@ Rendered with COMPUTE_DQ=False the kernel computes dK and dV only, with no atomi
 kind's dK/dV kernel where `DKDV_AUTO` lists the shape (`dkdv_choice`, `DkdvLaunch`), beside
 the portable dQ kernel.
 
-Where it can run (`spec_reason`): fp16/bf16, head dim 64 or 128, no window, softcap, ALiBi,
-dropout or packed sequences, a mask tensor only as a key-padding mask with its key range, and
+Where it can run (`spec_reason`): fp16/bf16, head dim 64 or 128, no softcap, ALiBi, dropout
+or packed sequences, a mask tensor only as a key-padding mask with its key range, and
 a Triton whose Gluon has what the template uses
 (`flashgen.kernels.hopper.gluon_api`); at run time (`usable`) also an sm_90 GPU and 16-byte
 aligned q/k/v/dO (TMA). flashgen.kernels.bwd runs it as the backward kind "hopper" where
 `AUTO` lists the shape or when asked (FLASHGEN_BWD_KIND=hopper or kind="hopper"). Lengths
 (per-sequence valid ranges, `flashgen.kernels.padding`) render the kernel with SeqBounds, and
 a key-padding mask (boolean or additive, constant along heads and query rows) with its key
-range (`padding.key_hull`) adds the mask, read once a work item; such calls take this kind only
-when asked (not yet measured on a GPU), with the shipped configs (statistics staged in shared
-memory, dQ by TMA reduce-add).
+range (`padding.key_hull`) adds the mask, read once a work item; such calls take this kind
+where `AUTO_EXTRAS` lists them or when asked, with the shipped configs (statistics staged in
+shared memory, dQ by TMA reduce-add). A sliding window (WIN_LEFT, WIN_RIGHT as run-time
+arguments, alone or with lengths or a key-padding mask) makes each key block visit only the
+query blocks of its band and masks only the band's edge steps; windowed calls take this kind
+where `AUTO_WINDOW` lists them or when asked.
 
 Configuration (`HopperBwdConfig`): query rows per step (64: one warpgroup's wgmma tile for
 dQ), one or two consumer warpgroups of 64 keys each, the Q/dO ring's slots, how many column
@@ -185,9 +188,21 @@ AUTO: dict[tuple[int, bool], int] = {
 
 # The same for calls with lengths (SeqBounds), alone or with a key-padding mask: (head dim,
 # causal, mask kind "" / "bool" / "add") -> the shortest key length measured faster than the
-# split kind. Empty: those renderings have not run on a GPU yet (session 20 wrote them), so
-# such calls take this kind only when asked for.
-AUTO_EXTRAS: dict[tuple[int, bool, str], int] = {}
+# split kind. Session 21 B2 (benchmarks/RESULTS.md; B4 Hq16/Hkv4 4k keys head dim 128, 79% or
+# 70% of the pairs visible): forward+backward with lengths 6-18% faster full, 14-17% causal;
+# with an additive key-padding mask 16%, a boolean one 3%. Other head dims, lengths and masks
+# with causal were not measured: the split kind stays their default.
+AUTO_EXTRAS: dict[tuple[int, bool, str], int] = {
+    (128, False, ""): 4096,
+    (128, True, ""): 4096,
+    (128, False, "add"): 4096,
+    (128, False, "bool"): 4096,
+}
+
+# The same for calls with a sliding window (with or without lengths or a key-padding mask):
+# (head dim, causal) -> the shortest key length measured faster than the split kind. Empty
+# until the windowed rendering (session 21) is measured on a GPU: asked-for only.
+AUTO_WINDOW: dict[tuple[int, bool], int] = {}
 
 
 def auto_possible(seq_k: int) -> bool:
@@ -243,8 +258,11 @@ class DkdvLaunch:
 
 
 def auto_choice(spec, seq_k: int) -> bool:
-    """Whether a call that leaves the kind to flashgen runs this kind for `spec` (`AUTO`)."""
-    if spec.lengths:
+    """Whether a call that leaves the kind to flashgen runs this kind for `spec` (`AUTO`,
+    `AUTO_EXTRAS`, `AUTO_WINDOW`)."""
+    if spec.window:
+        least = AUTO_WINDOW.get((spec.head_dim, spec.causal))
+    elif spec.lengths:
         least = AUTO_EXTRAS.get((spec.head_dim, spec.causal, spec.attn_mask))
     else:
         least = AUTO.get((spec.head_dim, spec.causal))
@@ -267,6 +285,7 @@ def template_context(spec) -> dict:
         "head_dim": spec.head_dim,
         "causal": spec.causal,
         "lengths": spec.lengths,
+        "window": spec.window,
         "attn_mask": spec.attn_mask,
         "dense_keys": DENSE_KEYS,
         "dtype": spec.dtype,
@@ -296,8 +315,8 @@ def spec_reason(spec) -> str | None:
     """Why `spec` has no Hopper backward kernel; None if it has one (Gluon aside)."""
     if spec.direction != "bwd":
         return "the Hopper backward is for backward specs"
-    if spec.window or spec.softcap or spec.alibi or spec.dropout:
-        return "windows, softcap, ALiBi and dropout are in the split backward only"
+    if spec.softcap or spec.alibi or spec.dropout:
+        return "softcap, ALiBi and dropout are in the split backward only"
     if spec.attn_mask and not spec.lengths:
         return "mask tensors only as key-padding masks with their key range (lengths)"
     if spec.packed:
@@ -378,14 +397,17 @@ class Plan:
     descriptor templates, and the dQ conversion (the one-pass template's
     `attn_bwd_dq_convert`), each a `flashgen.kernels.launch.Launch` (`device` as Launch takes
     it: None launches through the JIT every time). Called as
-    plan(do, q, k, v, out, lse, scale[, delta, dk, dv, bounds]) -> (dq or None, dk, dv);
+    plan(do, q, k, v, out, lse, scale[, delta, dk, dv, bounds, mask, window])
+    -> (dq or None, dk, dv); `window` ((left, right), `plans.clamp_window`'s) exactly when
+    `spec.window`;
     `mask` exactly when `spec.attn_mask`: a key-padding mask, the expanded [B, Hq, Sq, Sk] view
     constant along heads and query rows (its `bounds` the mask's key range, `padding.key_hull`);
     `bounds` (SeqBounds, int32 [B, 4]) exactly when `spec.lengths`: dK and dV are then
     zero-filled first (rows outside the key ranges are not stored; dQ's fp32 buffer is zeroed
     anyway, so its rows outside the query ranges convert to zeros)."""
 
-    __slots__ = ("pre", "pre_args", "main", "convert", "sizes", "compute_dq", "lengths", "masked")
+    __slots__ = ("pre", "pre_args", "main", "convert", "sizes", "compute_dq", "lengths", "masked",
+                 "windowed")  # fmt: skip
     keep = True  # `flashgen.kernels.plans.PlanCache` keeps it (no database record behind it)
 
     def __init__(self, spec, cfg: HopperBwdConfig, q, k, v, do, out, device, compute_dq=True):
@@ -435,10 +457,12 @@ class Plan:
         self.compute_dq = compute_dq
         self.lengths = spec.lengths
         self.masked = bool(spec.attn_mask)
+        self.windowed = spec.window
 
     def __call__(
-        self, do, q, k, v, out, lse, scale, delta=None, dk=None, dv=None, bounds=None, mask=None
-    ):
+        self, do, q, k, v, out, lse, scale, delta=None, dk=None, dv=None, bounds=None, mask=None,
+        window=None,
+    ):  # fmt: skip
         import torch
 
         batch, hq, hkv, sq, sk, dim = self.sizes
@@ -458,8 +482,9 @@ class Plan:
         if self.masked:  # a key-padding mask: element [b, n] at b * stride 0 + n * stride 3
             extra += (mask, mask.stride(0), mask.stride(3))
         # lse and delta again as the statistics descriptors (read only with stats_tma)
+        win = window if self.windowed else ()  # (left, right) after the scale
         self.main(q, k, v, do, lse, delta, rows, lse, delta, dk, dv, acc, *extra, batch, hq, hkv,
-                  sq, sk, scale)  # fmt: skip
+                  sq, sk, scale, *win)  # fmt: skip
         if not self.compute_dq:
             return None, dk, dv
         dq = torch.empty((batch, hq, sq, dim), dtype=q.dtype, device=q.device)
@@ -549,6 +574,7 @@ def compile_for_sm90(spec, cfg: HopperBwdConfig | None = None, compute_dq: bool 
             "stride_mn": "i32"} if spec.attn_mask else {}),
         "BATCH": "i32", "H": "i32", "H_KV": "i32",
         "SEQ_Q": "i32", "SEQ_K": "i32", "sm_scale": "fp32",
+        **({"WIN_LEFT": "i32", "WIN_RIGHT": "i32"} if spec.window else {}),
         **dict.fromkeys(constexprs, "constexpr"),
     }  # fmt: skip
     source = GluonASTSource(

@@ -37,13 +37,30 @@ def test_render(head_dim, dtype, causal):
     compile(source, spec.uri(), "exec")
 
 
+@needs_gluon
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_render_window(causal):
+    """A window replaces the causal walk: both band edges masked, no longest-first order (every
+    key block has about as many steps), the sizes as run-time arguments after sm_scale."""
+    spec = KernelSpec(128, causal, "bfloat16", "bwd", window=True)
+    source = render(spec, hopper_bwd.FAMILY)
+    assert "offs_n[:, None] >= offs_m[None, :] - win_left" in source
+    assert "offs_m[None, :] >= offs_n[:, None]" not in source
+    assert "pid_n = r // heads_here" not in source
+    assert "    sm_scale,\n    WIN_LEFT, WIN_RIGHT,\n" in source
+    assert '"WIN_LEFT", "WIN_RIGHT"]' in source  # not specialised per size
+    compile(source, spec.uri(), "exec")
+    plain = render(KernelSpec(128, causal, "bfloat16", "bwd"), hopper_bwd.FAMILY)
+    assert "win_left" not in plain and "    WIN_LEFT, WIN_RIGHT,\n" not in plain
+
+
 @pytest.mark.parametrize(
     "spec, fragment",
     [
         (KernelSpec(96, False, "bfloat16", "bwd"), "head dim 96"),
         (KernelSpec(128, False, "float32", "bwd"), "dtype float32"),
         (KernelSpec(128, False, "float16", "fwd"), "backward specs"),
-        (KernelSpec(64, True, "float16", "bwd", window=True), "split backward only"),
+        (KernelSpec(64, True, "float16", "bwd", dropout=True), "split backward only"),
         (KernelSpec(64, False, "float16", "bwd", softcap=True), "split backward only"),
     ],
 )
@@ -319,12 +336,12 @@ import json, sys
 from flashgen.core.spec import KernelSpec
 from flashgen.kernels import hopper_bwd
 out = {}
-for d, causal, mask in json.loads(sys.argv[1]):
-    spec = KernelSpec(d, causal, "bfloat16", "bwd", lengths=True, attn_mask=mask)
+for d, causal, mask, lengths, window in json.loads(sys.argv[1]):
+    spec = KernelSpec(d, causal, "bfloat16", "bwd", window=window, lengths=lengths,
+                      attn_mask=mask)
     cfg = hopper_bwd.checked_config(spec, None)
     res = hopper_bwd.compile_for_sm90(spec, cfg)
-    out[f"d{d} {causal} {mask}"] = dict(shared=res["shared"], ptx=res["ptx"],
-                                        model=cfg.shared_bytes(d))
+    out[spec.uri()] = dict(shared=res["shared"], ptx=res["ptx"], model=cfg.shared_bytes(d))
 json.dump(out, sys.stdout)
 """
 
@@ -334,7 +351,18 @@ def test_lengths_rendering_compiles_for_sm90():
     """The rendering with lengths (SeqBounds), alone or with a key-padding mask, compiles
     with the shipped configs: TMA loads,
     dQ by TMA reduce-add, no element atomics, shared memory as the model says."""
-    cases = [(128, True, ""), (64, False, ""), (128, False, "bool"), (64, True, "add")]
+    cases = [(128, True, "", True, False), (64, False, "", True, False),
+             (128, False, "bool", True, False), (64, True, "add", True, False)]  # fmt: skip
+    results = compile_in_child(_AOT_LENGTHS_SCRIPT, cases)
+    _check_without_atomics(results, len(cases), ("cp.async.bulk.tensor", "cp.reduce.async.bulk"))
+
+
+@pytest.mark.skipif(AOT_REASON is not None, reason=str(AOT_REASON))
+def test_window_rendering_compiles_for_sm90():
+    """The rendering with a sliding window, alone, with lengths and with lengths and a
+    key-padding mask, compiles with the shipped configs like the others."""
+    cases = [(128, True, "", False, True), (64, False, "", False, True),
+             (128, False, "", True, True), (64, True, "add", True, True)]  # fmt: skip
     results = compile_in_child(_AOT_LENGTHS_SCRIPT, cases)
     _check_without_atomics(results, len(cases), ("cp.async.bulk.tensor", "cp.reduce.async.bulk"))
 
@@ -577,12 +605,13 @@ def test_key_padding_masks_take_the_hopper_kind_only_when_asked(monkeypatch):
 def test_lengths_by_default_only_where_auto_extras_lists_them(monkeypatch):
     """With the kind left open a call with lengths (or a key-padding mask) runs the hopper kind
     only where `AUTO_EXTRAS` lists (head dim, causal, mask kind) from its key length; never
-    under determinism. Shipped empty (not yet measured on a GPU)."""
+    under determinism. The shipped table lists head dim 128 only (what was measured)."""
     from flashgen.kernels.fwd import forward
     from flashgen.kernels.padding import bounds as seq_bounds
     from flashgen.kernels.padding import key_hull
 
-    assert hopper_bwd.AUTO_EXTRAS == {}
+    assert all(least > 40 or dim != 64 for (dim, *_), least in hopper_bwd.AUTO_EXTRAS.items())
+    monkeypatch.setattr(hopper_bwd, "AUTO_EXTRAS", {})
     seen = []
     real = bwd._hopper
     monkeypatch.setattr(bwd, "_hopper", lambda *a: seen.append(_mask_dtype(a[11])) or real(*a))
@@ -624,7 +653,8 @@ def test_lengths_spec_and_config_rules():
     assert "key-padding" in hopper_bwd.spec_reason(no_range)
     packed = KernelSpec(128, True, "bfloat16", "bwd", lengths=True, packed=True)
     assert "packed" in hopper_bwd.spec_reason(packed)
-    assert not hopper_bwd.auto_choice(lengths, 1 << 20)  # AUTO_EXTRAS is empty
+    assert hopper_bwd.auto_choice(lengths, 4096) and not hopper_bwd.auto_choice(lengths, 4095)
+    assert not hopper_bwd.auto_choice(dataclasses.replace(lengths, head_dim=64), 1 << 20)
     assert hopper_bwd.checked_config(lengths, None).stats_smem
     plain = dataclasses.replace(hopper_bwd.CONFIGS[128], stats_smem=False)
     with pytest.raises(ValueError, match="lengths need stats_smem"):
@@ -634,6 +664,42 @@ def test_lengths_spec_and_config_rules():
     plain_source = render(KernelSpec(128, True, "bfloat16", "bwd"), hopper_bwd.FAMILY)
     assert "SeqBounds," not in plain_source and "len_k, p, 0.0" not in plain_source
     compile(source, lengths.uri(), "exec")
+
+
+def test_windows_take_the_hopper_kind_where_asked_or_listed(monkeypatch):
+    """A windowed call runs the hopper kind's windowed rendering where that kind is asked for
+    or `AUTO_WINDOW` lists (head dim, causal) from its key length, with the window clamped as
+    the split kind gets it (right 0 when causal); never under determinism; on the CPU (no
+    sm_90) it falls back to the split kind's gradients."""
+    from flashgen.kernels.fwd import forward
+
+    seen = []
+    real = bwd._hopper
+    monkeypatch.setattr(bwd, "_hopper", lambda *a: seen.append(a[12]) or real(*a))
+    monkeypatch.setattr(hopper_bwd, "AUTO", {(64, True): 1})  # AUTO would take plain calls
+    bwd._plans.clear()
+    q, k, v, do = (torch.randn(2, 2, 37, 64).half() for _ in range(4))
+    out, lse = forward(q, k, v, causal=True, scale=None, window=(5, 9))
+    kw = dict(causal=True, scale=0.125, window=(5, 9))
+    want = bwd.backward(do, q, k, v, out, lse, kind="split", **kw)
+    got = bwd.backward(do, q, k, v, out, lse, **kw)  # AUTO_WINDOW empty: split
+    assert seen == []
+    got = bwd.backward(do, q, k, v, out, lse, kind="hopper", **kw)
+    assert seen == [(5, 0)]  # asked; refused on the CPU
+    assert all(torch.equal(a, b) for a, b in zip(got, want, strict=True))
+    monkeypatch.setattr(hopper_bwd, "AUTO_WINDOW", {(64, True): 38})
+    bwd.backward(do, q, k, v, out, lse, **kw)
+    assert seen == [(5, 0)]  # 37 keys < 38
+    monkeypatch.setattr(hopper_bwd, "AUTO_WINDOW", {(64, True): 37})
+    bwd.backward(do, q, k, v, out, lse, **kw)
+    assert seen == [(5, 0), (5, 0)]
+    bwd.backward(do, q, k, v, out, lse, deterministic=True, **kw)
+    assert len(seen) == 2  # determinism: split
+    spec = KernelSpec(64, True, "float16", "bwd", window=True)
+    assert hopper_bwd.spec_reason(spec) is None
+    assert hopper_bwd.auto_choice(spec, 37) and not hopper_bwd.auto_choice(spec, 36)
+    assert not hopper_bwd.auto_choice(dataclasses.replace(spec, causal=False), 1 << 20)
+    bwd._plans.clear()
 
 
 def test_refused_signature_is_asked_once_and_falls_back(monkeypatch):
@@ -964,3 +1030,58 @@ def test_key_padding_masks_match_float64():
         (1, 4, 4, 300, 128, "bfloat16", False, "add_inf", "holes"),
     ]
     _run_on_gpu(_MASK_GPU_SCRIPT, cases)
+
+
+# Sliding windows (alone or with lengths) in a child process as above: float64 reference through
+# the dense mask the window stands for, bounded by 3x the split kind's own error (the split
+# kind's windows are float64-tested in test_window.py) plus 8e-3 of the gradient's size.
+_WINDOW_GPU_SCRIPT = (
+    _CHILD_HELPERS
+    + """
+from flashgen.kernels import bwd, hopper_bwd
+from flashgen.kernels.fwd import forward
+from flashgen.kernels.padding import bounds as seq_bounds, dense_mask
+from flashgen.kernels.plans import clamp_window
+built = count_builds(hopper_bwd, "Plan")
+for b, hq, hkv, sq, sk, d, dtype, causal, window, klens in json.loads(sys.argv[1]):
+    name = f"{b}x{hq}/{hkv}x{sq}x{sk} d{d} {dtype} causal={causal} window={window} k={klens}"
+    dt = getattr(torch, dtype)
+    gen = torch.Generator().manual_seed(7)
+    q = torch.randn(b, hq, sq, d, generator=gen).to(dt).cuda()
+    k, v = (torch.randn(b, hkv, sk, d, generator=gen).to(dt).cuda() for _ in range(2))
+    do = torch.randn(b, hq, sq, d, generator=gen).to(dt).cuda()
+    sb = None if klens is None else seq_bounds(b, sq, sk, klens, None, "right", "cuda")
+    out, lse = forward(q, k, v, causal=causal, scale=None, window=tuple(window), bounds=sb)
+    kw = dict(causal=causal, scale=d**-0.5, window=tuple(window), bounds=sb)
+    before = len(built)
+    got = bwd.backward(do, q, k, v, out, lse, kind="hopper", **kw)
+    assert len(built) == before + 1, f"{name}: the hopper kind did not run"
+    again = bwd.backward(do, q, k, v, out, lse, kind="hopper", **kw)  # direct launches
+    for g, h in zip(got[1:], again[1:]):
+        assert torch.equal(g, h), f"{name}: dK/dV differ between the JIT and direct launches"
+    split = bwd.backward(do, q, k, v, out, lse, kind="split", **kw)
+    whole = torch.tensor([[0, sq, 0, sk]] * b, dtype=torch.int32, device="cuda")
+    visible = dense_mask(whole if sb is None else sb, sq, sk, causal=causal,
+                         window=clamp_window(window, causal, sq, sk))
+    check_against_split(name, got, split, q, k, v, do, visible)
+print("ok", len(json.loads(sys.argv[1])))
+"""
+)
+
+
+@on_sm90
+def test_windows_match_float64():
+    """The hopper kind with a sliding window: causal (right size ignored) and two-sided,
+    windows narrower than a query block and wider than the sequence, a zero window (each query
+    sees its own key only), key blocks no query sees (more keys than queries), GQA, lengths,
+    both head dims, fp16 and bf16."""
+    cases = [
+        (2, 4, 4, 1000, 1000, 128, "bfloat16", True, [256, 99], None),
+        (2, 4, 2, 777, 777, 128, "float16", False, [37, 200], None),
+        (1, 8, 2, 300, 1031, 64, "bfloat16", False, [100, 5], None),
+        (2, 4, 4, 1000, 1000, 64, "bfloat16", True, [0, 0], None),
+        (1, 4, 4, 513, 513, 64, "float16", False, [4000, 4000], None),
+        (2, 4, 4, 700, 700, 128, "bfloat16", True, [129, 0], [700, 333]),
+        (2, 4, 2, 640, 640, 64, "bfloat16", False, [64, 64], [517, 64]),
+    ]
+    _run_on_gpu(_WINDOW_GPU_SCRIPT, cases)
