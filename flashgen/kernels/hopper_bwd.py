@@ -188,21 +188,35 @@ AUTO: dict[tuple[int, bool], int] = {
 
 # The same for calls with lengths (SeqBounds), alone or with a key-padding mask: (head dim,
 # causal, mask kind "" / "bool" / "add") -> the shortest key length measured faster than the
-# split kind. Session 21 B2 (benchmarks/RESULTS.md; B4 Hq16/Hkv4 4k keys head dim 128, 79% or
-# 70% of the pairs visible): forward+backward with lengths 6-18% faster full, 14-17% causal;
-# with an additive key-padding mask 16%, a boolean one 3%. Other head dims, lengths and masks
-# with causal were not measured: the split kind stays their default.
+# split kind (benchmarks/RESULTS.md, session 21 B2 and B4, forward+backward, GQA Hq/Hkv 4, 47-79%
+# of the pairs visible): head dim 128 with lengths 10-16% faster at 1k keys and 6-18% at 4k
+# (full and causal), an additive key-padding mask 11% / 5-16%; head dim 64 at 4k with lengths
+# 4-7%, an additive mask 9%, a boolean one 3%. The boolean mask at head dim 128 read 4% faster
+# at 1k but 3% faster and 7% slower at 4k in two runs (its kernel 23% slower than the additive
+# one on the same padding: B4's profile), until B5 measured the boolean rendering that applies
+# the mask as an additive vector. Masks with causal masking, and head dim 64 below 4k, were
+# not measured: the split kind stays their default.
 AUTO_EXTRAS: dict[tuple[int, bool, str], int] = {
-    (128, False, ""): 4096,
-    (128, True, ""): 4096,
-    (128, False, "add"): 4096,
-    (128, False, "bool"): 4096,
+    (128, False, ""): 1024,
+    (128, True, ""): 1024,
+    (128, False, "add"): 1024,
+    (128, False, "bool"): 1024,
+    (64, False, ""): 4096,
+    (64, True, ""): 4096,
+    (64, False, "add"): 4096,
+    (64, False, "bool"): 4096,
 }
 
 # The same for calls with a sliding window (with or without lengths or a key-padding mask):
-# (head dim, causal) -> the shortest key length measured faster than the split kind. Empty
-# until the windowed rendering (session 21) is measured on a GPU: asked-for only.
-AUTO_WINDOW: dict[tuple[int, bool], int] = {}
+# (head dim, causal) -> the shortest key length measured faster than the split kind (session
+# 21 B4, forward+backward at 4k keys, GQA Hq/Hkv 4, causal windows of 1024 and 256 keys and a
+# two-sided one of 512: 3-7% faster at head dim 128, 5-9% at 64). Shorter keys not measured.
+AUTO_WINDOW: dict[tuple[int, bool], int] = {
+    (128, False): 4096,
+    (128, True): 4096,
+    (64, False): 4096,
+    (64, True): 4096,
+}
 
 
 def auto_possible(seq_k: int) -> bool:

@@ -496,8 +496,8 @@ def test_hopper_kind_keeps_a_plan_per_signature(monkeypatch):
             built.append(q.shape)
             self.calls = 0
 
-        def __call__(self, do, q, k, v, out, lse, scale, bounds=None, mask=None):
-            assert bounds is None and mask is None
+        def __call__(self, do, q, k, v, out, lse, scale, bounds=None, mask=None, window=None):
+            assert bounds is None and mask is None and window is None
             self.calls += 1
             return bwd.backward(do, q, k, v, out, lse, causal=False, scale=scale, kind="split")
 
@@ -653,8 +653,8 @@ def test_lengths_spec_and_config_rules():
     assert "key-padding" in hopper_bwd.spec_reason(no_range)
     packed = KernelSpec(128, True, "bfloat16", "bwd", lengths=True, packed=True)
     assert "packed" in hopper_bwd.spec_reason(packed)
-    assert hopper_bwd.auto_choice(lengths, 4096) and not hopper_bwd.auto_choice(lengths, 4095)
-    assert not hopper_bwd.auto_choice(dataclasses.replace(lengths, head_dim=64), 1 << 20)
+    assert hopper_bwd.auto_choice(lengths, 1024) and not hopper_bwd.auto_choice(lengths, 1023)
+    assert not hopper_bwd.auto_choice(dataclasses.replace(lengths, head_dim=64), 4095)
     assert hopper_bwd.checked_config(lengths, None).stats_smem
     plain = dataclasses.replace(hopper_bwd.CONFIGS[128], stats_smem=False)
     with pytest.raises(ValueError, match="lengths need stats_smem"):
@@ -677,12 +677,13 @@ def test_windows_take_the_hopper_kind_where_asked_or_listed(monkeypatch):
     real = bwd._hopper
     monkeypatch.setattr(bwd, "_hopper", lambda *a: seen.append(a[12]) or real(*a))
     monkeypatch.setattr(hopper_bwd, "AUTO", {(64, True): 1})  # AUTO would take plain calls
+    assert all(least > 37 for least in hopper_bwd.AUTO_WINDOW.values())  # shipped: not here
     bwd._plans.clear()
     q, k, v, do = (torch.randn(2, 2, 37, 64).half() for _ in range(4))
     out, lse = forward(q, k, v, causal=True, scale=None, window=(5, 9))
     kw = dict(causal=True, scale=0.125, window=(5, 9))
     want = bwd.backward(do, q, k, v, out, lse, kind="split", **kw)
-    got = bwd.backward(do, q, k, v, out, lse, **kw)  # AUTO_WINDOW empty: split
+    got = bwd.backward(do, q, k, v, out, lse, **kw)  # 37 keys: split
     assert seen == []
     got = bwd.backward(do, q, k, v, out, lse, kind="hopper", **kw)
     assert seen == [(5, 0)]  # asked; refused on the CPU
@@ -699,6 +700,9 @@ def test_windows_take_the_hopper_kind_where_asked_or_listed(monkeypatch):
     assert hopper_bwd.spec_reason(spec) is None
     assert hopper_bwd.auto_choice(spec, 37) and not hopper_bwd.auto_choice(spec, 36)
     assert not hopper_bwd.auto_choice(dataclasses.replace(spec, causal=False), 1 << 20)
+    # the window's table, not the plain one's, answers for windowed specs
+    monkeypatch.setattr(hopper_bwd, "AUTO_WINDOW", {})
+    assert not hopper_bwd.auto_choice(spec, 1 << 20)
     bwd._plans.clear()
 
 
