@@ -382,8 +382,9 @@ class _Refused:
 
 
 def _hopper(
-    do, q, k, v, out, lse, causal, scale, config, aligned, bounds=None, mask=None, window=None
-):
+    do, q, k, v, out, lse, causal, scale, config, aligned, bounds=None, mask=None, window=None,
+    softcap=None, alibi=None,
+):  # fmt: skip
     """The "hopper" kind's gradients, or None (logged once per reason) where it cannot run
     these tensors. A portable `config` (TileConfig or chooser) does not apply to it. Its
     launches are a `hopper_bwd.Plan` kept per call signature like the split kind's (direct
@@ -393,7 +394,8 @@ def _hopper(
     SeqBounds (the kernel's rendering with lengths); `mask`: a mask tensor with them, which
     the kind runs only as a key-padding mask (`hopper_bwd.usable`), `bounds` then its key range
     (`flashgen.runtime.primitives._backward_bounds`); `window`: (left, right) as clamped for
-    the launch (`plans.clamp_window`), run-time arguments of the windowed rendering."""
+    the launch (`plans.clamp_window`), `softcap` (the cap) and `alibi` (the checked slopes):
+    run-time arguments of the renderings with them."""
     cfg = config if isinstance(config, hopper_bwd.HopperBwdConfig) else None
     tma_ok = aligned or not ((q.data_ptr() | k.data_ptr() | v.data_ptr() | do.data_ptr()) & 15)
     lengths = bounds is not None
@@ -401,11 +403,11 @@ def _hopper(
     masked = None if mask is None else (mask.dtype, mask.stride())
     key = (_HOPPER, q.shape, k.shape, q.stride(), k.stride(), v.stride(), do.stride(),
            out.stride(), q.dtype, q.device, causal, cfg, aligned, tma_ok, lengths,
-           masked, window is not None)  # fmt: skip
+           masked, window is not None, softcap is not None, alibi is not None)  # fmt: skip
     plan = _plans.get(key)
     if plan is None:
         spec = spec_for(q.shape[-1], causal, dtype_name(q.dtype), "bwd", window is not None,
-                        lengths=lengths, attn_mask=kind)  # fmt: skip
+                        softcap is not None, lengths, kind, alibi=alibi is not None)  # fmt: skip
         reason = hopper_bwd.usable(spec, q, k, v, do, mask=mask)
         if reason is not None:
             _log_fallback(spec, reason)
@@ -416,7 +418,8 @@ def _hopper(
         _plans.store(key, plan, q)
     if isinstance(plan, _Refused):
         return None
-    return plan(do, q, k, v, out, lse, float(scale), bounds=bounds, mask=mask, window=window)
+    return plan(do, q, k, v, out, lse, float(scale), bounds=bounds, mask=mask, window=window,
+                softcap=softcap, alibi=alibi)  # fmt: skip
 
 
 @functools.cache
@@ -473,9 +476,10 @@ def backward(
     the forward's) likewise.
     `deterministic` (None: `torch.are_deterministic_algorithms_enabled()`) and `kind` pick the
     backward kind (`flashgen.kernels.bwd_kind`) from the call's spec: `alibi` (the forward's
-    slopes, no gradient for them), softcap, dropout and mask tensors other than key-padding
-    masks run the split kind; lengths, key-padding masks and windows the split kind too unless
-    the hopper kind is asked for or `hopper_bwd.AUTO_EXTRAS` / `AUTO_WINDOW` lists them.
+    slopes, no gradient for them), dropout and mask tensors other than key-padding masks run the
+    split kind; lengths, key-padding masks, windows, softcap and ALiBi the split kind too
+    unless the hopper kind is asked for or `hopper_bwd.AUTO_EXTRAS` / `AUTO_WINDOW` /
+    `AUTO_SCORE_MODS` lists them.
     `dq_config`: the split kind's dQ kernel's own config (blocks, warps, stages), which may
     differ from the dK/dV kernel's `config`; None: see the module docstring.
     `rows_whole`: `bounds` leave every query row valid (`padding.key_hull`'s): the dQ kernel
@@ -509,7 +513,8 @@ def backward(
     kind = bwd_kind.for_call(deterministic, kind, spec, k.shape[2], split_only=not need_dq)
     if kind == "hopper":
         grads = _hopper(
-            do, q, k, v, out, lse, causal, scale, config, aligned, bounds, mask, window
+            do, q, k, v, out, lse, causal, scale, config, aligned, bounds, mask, window, softcap,
+            alibi,
         )  # fmt: skip
         if grads is not None:
             return tuple(g if n else None for g, n in zip(grads, needs, strict=True))

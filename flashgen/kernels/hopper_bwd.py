@@ -15,8 +15,8 @@ Rendered with COMPUTE_DQ=False the kernel computes dK and dV only, with no atomi
 kind's dK/dV kernel where `DKDV_AUTO` lists the shape (`dkdv_choice`, `DkdvLaunch`), beside
 the portable dQ kernel.
 
-Where it can run (`spec_reason`): fp16/bf16, head dim 64 or 128, no softcap, ALiBi, dropout
-or packed sequences, a mask tensor only as a key-padding mask with its key range, and
+Where it can run (`spec_reason`): fp16/bf16, head dim 64 or 128, no dropout or packed
+sequences, no ALiBi with lengths, a mask tensor only as a key-padding mask with its key range, and
 a Triton whose Gluon has what the template uses
 (`flashgen.kernels.hopper.gluon_api`); at run time (`usable`) also an sm_90 GPU and 16-byte
 aligned q/k/v/dO (TMA). flashgen.kernels.bwd runs it as the backward kind "hopper" where
@@ -28,7 +28,9 @@ where `AUTO_EXTRAS` lists them or when asked, with the shipped configs (statisti
 shared memory, dQ by TMA reduce-add). A sliding window (WIN_LEFT, WIN_RIGHT as run-time
 arguments, alone or with lengths or a key-padding mask) makes each key block visit only the
 query blocks of its band and masks only the band's edge steps; windowed calls take this kind
-where `AUTO_WINDOW` lists them or when asked.
+where `AUTO_WINDOW` lists them or when asked. Softcapping (the tanh kept from S to dS) and ALiBi
+(slope * (j - i) added per step, the slope of the step's query head) are rendered too, taken
+only when asked (`AUTO_SCORE_MODS` lists where they measured faster: nothing yet).
 
 Configuration (`HopperBwdConfig`): query rows per step (64: one warpgroup's wgmma tile for
 dQ), one or two consumer warpgroups of 64 keys each, the Q/dO ring's slots, how many column
@@ -218,6 +220,11 @@ AUTO_WINDOW: dict[tuple[int, bool], int] = {
     (64, True): 4096,
 }
 
+# The same for calls with softcapping or ALiBi (with or without a window or a key-padding
+# mask): (head dim, causal) -> the shortest key length measured faster than the split kind.
+# Empty until the renderings with them (session 21) are measured on a GPU: asked-for only.
+AUTO_SCORE_MODS: dict[tuple[int, bool], int] = {}
+
 
 def auto_possible(seq_k: int) -> bool:
     """Whether some `AUTO` entry takes calls with `seq_k` keys (if not, the plain eager path
@@ -273,8 +280,10 @@ class DkdvLaunch:
 
 def auto_choice(spec, seq_k: int) -> bool:
     """Whether a call that leaves the kind to flashgen runs this kind for `spec` (`AUTO`,
-    `AUTO_EXTRAS`, `AUTO_WINDOW`)."""
-    if spec.window:
+    `AUTO_EXTRAS`, `AUTO_WINDOW`, `AUTO_SCORE_MODS`: the first that the spec's extras name)."""
+    if spec.softcap or spec.alibi:
+        least = AUTO_SCORE_MODS.get((spec.head_dim, spec.causal))
+    elif spec.window:
         least = AUTO_WINDOW.get((spec.head_dim, spec.causal))
     elif spec.lengths:
         least = AUTO_EXTRAS.get((spec.head_dim, spec.causal, spec.attn_mask))
@@ -300,6 +309,8 @@ def template_context(spec) -> dict:
         "causal": spec.causal,
         "lengths": spec.lengths,
         "window": spec.window,
+        "softcap": spec.softcap,
+        "alibi": spec.alibi,
         "attn_mask": spec.attn_mask,
         "dense_keys": DENSE_KEYS,
         "dtype": spec.dtype,
@@ -329,8 +340,10 @@ def spec_reason(spec) -> str | None:
     """Why `spec` has no Hopper backward kernel; None if it has one (Gluon aside)."""
     if spec.direction != "bwd":
         return "the Hopper backward is for backward specs"
-    if spec.softcap or spec.alibi or spec.dropout:
-        return "softcap, ALiBi and dropout are in the split backward only"
+    if spec.dropout:
+        return "dropout is in the split backward only"
+    if spec.alibi and spec.lengths:
+        return "ALiBi with lengths is in the split backward only (as in the forward)"
     if spec.attn_mask and not spec.lengths:
         return "mask tensors only as key-padding masks with their key range (lengths)"
     if spec.packed:
@@ -411,9 +424,11 @@ class Plan:
     descriptor templates, and the dQ conversion (the one-pass template's
     `attn_bwd_dq_convert`), each a `flashgen.kernels.launch.Launch` (`device` as Launch takes
     it: None launches through the JIT every time). Called as
-    plan(do, q, k, v, out, lse, scale[, delta, dk, dv, bounds, mask, window])
+    plan(do, q, k, v, out, lse, scale[, delta, dk, dv, bounds, mask, window, softcap, alibi])
     -> (dq or None, dk, dv); `window` ((left, right), `plans.clamp_window`'s) exactly when
-    `spec.window`;
+    `spec.window`, `softcap` (the cap, in scaled-score units) exactly when `spec.softcap`,
+    `alibi` (fp32 slopes [B, Hq] with stride 1 along heads, batch stride 0 when shared) exactly
+    when `spec.alibi`;
     `mask` exactly when `spec.attn_mask`: a key-padding mask, the expanded [B, Hq, Sq, Sk] view
     constant along heads and query rows (its `bounds` the mask's key range, `padding.key_hull`);
     `bounds` (SeqBounds, int32 [B, 4]) exactly when `spec.lengths`: dK and dV are then
@@ -421,7 +436,7 @@ class Plan:
     anyway, so its rows outside the query ranges convert to zeros)."""
 
     __slots__ = ("pre", "pre_args", "main", "convert", "sizes", "compute_dq", "lengths", "masked",
-                 "windowed")  # fmt: skip
+                 "windowed", "capped", "alibi")  # fmt: skip
     keep = True  # `flashgen.kernels.plans.PlanCache` keeps it (no database record behind it)
 
     def __init__(self, spec, cfg: HopperBwdConfig, q, k, v, do, out, device, compute_dq=True):
@@ -472,10 +487,12 @@ class Plan:
         self.lengths = spec.lengths
         self.masked = bool(spec.attn_mask)
         self.windowed = spec.window
+        self.capped = spec.softcap
+        self.alibi = spec.alibi
 
     def __call__(
         self, do, q, k, v, out, lse, scale, delta=None, dk=None, dv=None, bounds=None, mask=None,
-        window=None,
+        window=None, softcap=None, alibi=None,
     ):  # fmt: skip
         import torch
 
@@ -496,9 +513,13 @@ class Plan:
         if self.masked:  # a key-padding mask: element [b, n] at b * stride 0 + n * stride 3
             extra += (mask, mask.stride(0), mask.stride(3))
         # lse and delta again as the statistics descriptors (read only with stats_tma)
-        win = window if self.windowed else ()  # (left, right) after the scale
+        tail = tuple(window) if self.windowed else ()  # after the scale, in the template's order
+        if self.capped:
+            tail += (softcap / scale,)  # softcap_raw: the kernel caps raw scores
+        if self.alibi:
+            tail += (alibi, alibi.stride(0))
         self.main(q, k, v, do, lse, delta, rows, lse, delta, dk, dv, acc, *extra, batch, hq, hkv,
-                  sq, sk, scale, *win)  # fmt: skip
+                  sq, sk, scale, *tail)  # fmt: skip
         if not self.compute_dq:
             return None, dk, dv
         dq = torch.empty((batch, hq, sq, dim), dtype=q.dtype, device=q.device)
@@ -589,6 +610,8 @@ def compile_for_sm90(spec, cfg: HopperBwdConfig | None = None, compute_dq: bool 
         "BATCH": "i32", "H": "i32", "H_KV": "i32",
         "SEQ_Q": "i32", "SEQ_K": "i32", "sm_scale": "fp32",
         **({"WIN_LEFT": "i32", "WIN_RIGHT": "i32"} if spec.window else {}),
+        **({"softcap_raw": "fp32"} if spec.softcap else {}),
+        **({"Slopes": "*fp32", "stride_sb": "i32"} if spec.alibi else {}),
         **dict.fromkeys(constexprs, "constexpr"),
     }  # fmt: skip
     source = GluonASTSource(

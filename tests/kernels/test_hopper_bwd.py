@@ -52,6 +52,20 @@ def test_render_window(causal):
     compile(source, spec.uri(), "exec")
     plain = render(KernelSpec(128, causal, "bfloat16", "bwd"), hopper_bwd.FAMILY)
     assert "win_left" not in plain and "    WIN_LEFT, WIN_RIGHT,\n" not in plain
+    assert "_tanh(" not in plain and "s = s + slope" not in plain
+
+
+@needs_gluon
+def test_render_softcap_and_alibi():
+    """Softcapping and ALiBi: the tanh's derivative taken into dS, the slope term after the
+    cap, their arguments after the window's in the template's order."""
+    spec = KernelSpec(64, True, "float16", "bwd", window=True, softcap=True, alibi=True)
+    source = render(spec, hopper_bwd.FAMILY)
+    assert "tanh.approx.f32" in source
+    assert "p_ds = p * (1.0 - tanh_s * tanh_s)" in source and "ds = p_ds * (dp" in source
+    assert source.index("s = cap * tanh_s") < source.index("s = s + slope *")
+    assert "    WIN_LEFT, WIN_RIGHT,\n    softcap_raw,\n    Slopes, stride_sb,\n" in source
+    compile(source, spec.uri(), "exec")
 
 
 @pytest.mark.parametrize(
@@ -61,7 +75,7 @@ def test_render_window(causal):
         (KernelSpec(128, False, "float32", "bwd"), "dtype float32"),
         (KernelSpec(128, False, "float16", "fwd"), "backward specs"),
         (KernelSpec(64, True, "float16", "bwd", dropout=True), "split backward only"),
-        (KernelSpec(64, False, "float16", "bwd", softcap=True), "split backward only"),
+        (KernelSpec(64, False, "float16", "bwd", alibi=True, lengths=True), "split backward only"),
     ],
 )
 def test_specs_without_a_kernel(spec, fragment):
@@ -336,9 +350,10 @@ import json, sys
 from flashgen.core.spec import KernelSpec
 from flashgen.kernels import hopper_bwd
 out = {}
-for d, causal, mask, lengths, window in json.loads(sys.argv[1]):
-    spec = KernelSpec(d, causal, "bfloat16", "bwd", window=window, lengths=lengths,
-                      attn_mask=mask)
+for d, causal, mask, lengths, window, *mods in json.loads(sys.argv[1]):
+    softcap, alibi = mods or (False, False)
+    spec = KernelSpec(d, causal, "bfloat16", "bwd", window=window, softcap=softcap,
+                      lengths=lengths, attn_mask=mask, alibi=alibi)
     cfg = hopper_bwd.checked_config(spec, None)
     res = hopper_bwd.compile_for_sm90(spec, cfg)
     out[spec.uri()] = dict(shared=res["shared"], ptx=res["ptx"], model=cfg.shared_bytes(d))
@@ -364,6 +379,22 @@ def test_window_rendering_compiles_for_sm90():
     cases = [(128, True, "", False, True), (64, False, "", False, True),
              (128, False, "", True, True), (64, True, "add", True, True)]  # fmt: skip
     results = compile_in_child(_AOT_LENGTHS_SCRIPT, cases)
+    _check_without_atomics(results, len(cases), ("cp.async.bulk.tensor", "cp.reduce.async.bulk"))
+
+
+@pytest.mark.skipif(AOT_REASON is not None, reason=str(AOT_REASON))
+def test_softcap_and_alibi_renderings_compile_for_sm90():
+    """Softcapping (tanh.approx in the PTX) and ALiBi, alone and with a window or a
+    key-padding mask, compile with the shipped configs like the others."""
+    # (head dim, causal, mask, lengths, window, softcap, alibi)
+    cases = [
+        (128, False, "", False, False, True, False),
+        (64, True, "", False, False, False, True),
+        (128, True, "", False, True, False, True),
+        (64, False, "add", True, False, True, False),
+    ]
+    results = compile_in_child(_AOT_LENGTHS_SCRIPT, cases)
+    assert sum("tanh.approx.f32" in r["ptx"] for r in results.values()) == 2
     _check_without_atomics(results, len(cases), ("cp.async.bulk.tensor", "cp.reduce.async.bulk"))
 
 
@@ -496,8 +527,8 @@ def test_hopper_kind_keeps_a_plan_per_signature(monkeypatch):
             built.append(q.shape)
             self.calls = 0
 
-        def __call__(self, do, q, k, v, out, lse, scale, bounds=None, mask=None, window=None):
-            assert bounds is None and mask is None and window is None
+        def __call__(self, do, q, k, v, out, lse, scale, bounds=None, mask=None, **extras):
+            assert bounds is None and mask is None and not any(extras.values())
             self.calls += 1
             return bwd.backward(do, q, k, v, out, lse, causal=False, scale=scale, kind="split")
 
@@ -703,6 +734,44 @@ def test_windows_take_the_hopper_kind_where_asked_or_listed(monkeypatch):
     # the window's table, not the plain one's, answers for windowed specs
     monkeypatch.setattr(hopper_bwd, "AUTO_WINDOW", {})
     assert not hopper_bwd.auto_choice(spec, 1 << 20)
+    bwd._plans.clear()
+
+
+def test_softcap_and_alibi_take_the_hopper_kind_only_when_asked(monkeypatch):
+    """Softcapped and ALiBi calls run the hopper kind's renderings with them where asked for
+    (`AUTO_SCORE_MODS` is empty: not measured yet), given the cap and the checked slopes; ALiBi
+    with lengths stays in the split kind (as in the forward); on the CPU they fall back to the
+    split kind's gradients."""
+    from flashgen.kernels.alibi import check_slopes
+    from flashgen.kernels.fwd import forward
+
+    seen = []
+    real = bwd._hopper
+    monkeypatch.setattr(bwd, "_hopper", lambda *a: seen.append(a[13:15]) or real(*a))
+    monkeypatch.setattr(hopper_bwd, "AUTO", {(64, False): 1})  # AUTO would take plain calls
+    assert hopper_bwd.AUTO_SCORE_MODS == {}
+    bwd._plans.clear()
+    q, k, v, do = (torch.randn(2, 4, 29, 64).half() for _ in range(4))
+    slopes = check_slopes(torch.tensor([0.5, 0.25, 0.125, 0.0625]), q)
+    for extra in ({"softcap": 7.5}, {"alibi": slopes}, {"softcap": 7.5, "alibi": slopes}):
+        seen.clear()
+        out, lse = forward(q, k, v, causal=False, scale=None, **extra)
+        kw = dict(causal=False, scale=0.125, **extra)
+        want = bwd.backward(do, q, k, v, out, lse, kind="split", **kw)
+        bwd.backward(do, q, k, v, out, lse, **kw)
+        assert seen == []  # left open: split
+        got = bwd.backward(do, q, k, v, out, lse, kind="hopper", **kw)
+        assert len(seen) == 1
+        assert seen[0][0] == extra.get("softcap") and seen[0][1] is extra.get("alibi")
+        assert all(torch.equal(a, b) for a, b in zip(got, want, strict=True))
+    spec = KernelSpec(64, False, "float16", "bwd", softcap=True)
+    monkeypatch.setattr(hopper_bwd, "AUTO_SCORE_MODS", {(64, False): 29})
+    assert hopper_bwd.auto_choice(spec, 29) and not hopper_bwd.auto_choice(spec, 28)
+    # the score modifications' table answers before the window's
+    windowed = dataclasses.replace(spec, window=True)
+    monkeypatch.setattr(hopper_bwd, "AUTO_WINDOW", {(64, False): 1})
+    monkeypatch.setattr(hopper_bwd, "AUTO_SCORE_MODS", {})
+    assert not hopper_bwd.auto_choice(windowed, 1 << 20)
     bwd._plans.clear()
 
 
@@ -1089,3 +1158,93 @@ def test_windows_match_float64():
         (2, 4, 2, 640, 640, 64, "bfloat16", False, [64, 64], [517, 64]),
     ]
     _run_on_gpu(_WINDOW_GPU_SCRIPT, cases)
+
+
+# Softcapping and ALiBi (alone, together, with a window or a key-padding mask) in a child process
+# as above: float64 reference with the same score modifications, bounded by 3x the split kind's
+# own error (its softcap and ALiBi are float64-tested in test_softcap.py / test_alibi.py) plus
+# 8e-3 of the gradient's size.
+_SCORE_MOD_GPU_SCRIPT = """
+import json, sys
+import torch
+from flashgen.kernels import bwd, hopper_bwd
+from flashgen.kernels.alibi import check_slopes
+from flashgen.kernels.fwd import forward
+from flashgen.kernels.padding import key_hull
+from flashgen.kernels.plans import clamp_window
+built = []
+real = hopper_bwd.Plan
+class Counted(real):
+    __slots__ = ()
+    def __init__(self, *a, **kw):
+        built.append(1)
+        super().__init__(*a, **kw)
+hopper_bwd.Plan = Counted
+for b, hq, hkv, n, d, dtype, causal, cap, alibi, window, pad in json.loads(sys.argv[1]):
+    name = f"{b}x{hq}/{hkv}x{n} d{d} {dtype} causal={causal} cap={cap} alibi={alibi} window={window} pad={pad}"
+    dt = getattr(torch, dtype)
+    gen = torch.Generator().manual_seed(8)
+    q = (torch.randn(b, hq, n, d, generator=gen) * 2).to(dt).cuda()  # scores large enough to cap
+    k, v = (torch.randn(b, hkv, n, d, generator=gen).to(dt).cuda() for _ in range(2))
+    do = torch.randn(b, hq, n, d, generator=gen).to(dt).cuda()
+    slopes = None
+    if alibi:
+        slopes = check_slopes(2.0 ** -torch.arange(1, hq + 1, dtype=torch.float32).cuda(), q)
+    win = None if window is None else clamp_window(tuple(window), causal, n, n)
+    mask = hull = None
+    keep = torch.ones(b, n, dtype=torch.bool)
+    if pad:
+        keep[-1, n // 2:] = False
+        mask = keep.cuda()[:, None, None, :].expand(b, hq, n, n)
+        hull = key_hull(mask)
+    out, lse = forward(q, k, v, causal=causal, scale=None, window=win, softcap=cap, bounds=hull,
+                       mask=mask, alibi=slopes)
+    kw = dict(causal=causal, scale=d**-0.5, window=win, softcap=cap, bounds=hull, mask=mask,
+              alibi=slopes)
+    if pad:
+        kw["rows_whole"] = True
+    before = len(built)
+    got = bwd.backward(do, q, k, v, out, lse, kind="hopper", **kw)
+    assert len(built) == before + 1, f"{name}: the hopper kind did not run"
+    split = bwd.backward(do, q, k, v, out, lse, kind="split", **kw)
+    leaves = [t.detach().double().requires_grad_() for t in (q, k, v)]
+    kk, vv = (t.repeat_interleave(hq // hkv, 1) for t in leaves[1:])
+    s = (leaves[0] @ kk.transpose(-1, -2)) * d**-0.5
+    if cap is not None:
+        s = cap * torch.tanh(s / cap)
+    i = torch.arange(n, device="cuda")[:, None]
+    j = torch.arange(n, device="cuda")[None, :]
+    if alibi:
+        s = s + slopes.double()[:, :, None, None] * (j - i)
+    visible = keep.cuda()[:, None, None, :].expand(b, 1, n, n)
+    if causal:
+        visible = visible & (j <= i)
+    if win is not None:
+        visible = visible & (j >= i - win[0]) & (j <= i + win[1])
+    s = s.masked_fill(~visible, float("-inf"))
+    (torch.softmax(s, -1) @ vv).backward(do.double())
+    for grad, g, h, leaf in zip("qkv", got, split, leaves):
+        assert g.dtype == dt and bool(torch.isfinite(g).all()), f"{name}: d{grad}"
+        err = (g.double() - leaf.grad).abs().max().item()
+        bound = 3.0 * (h.double() - leaf.grad).abs().max().item()
+        bound += 8e-3 * max(1.0, leaf.grad.abs().max().item())
+        assert err <= bound, f"{name}: d{grad} {err:.3e} > {bound:.3e}"
+print("ok", len(json.loads(sys.argv[1])))
+"""
+
+
+@on_sm90
+def test_softcap_and_alibi_match_float64():
+    """The hopper kind with softcapping (caps the scores reach) and ALiBi (per-head slopes),
+    alone, together, with a causal or two-sided window and with a key-padding mask; GQA, odd
+    lengths, both head dims, fp16 and bf16."""
+    cases = [
+        (2, 4, 4, 700, 128, "bfloat16", True, 5.0, False, None, False),
+        (2, 8, 2, 777, 64, "float16", False, 3.0, False, None, False),
+        (2, 4, 2, 1000, 128, "bfloat16", False, None, True, None, False),
+        (1, 8, 8, 513, 64, "bfloat16", True, None, True, None, False),
+        (2, 4, 4, 640, 128, "float16", True, 8.0, True, [200, 0], False),
+        (2, 4, 4, 600, 64, "bfloat16", False, 4.0, False, [100, 37], True),
+        (2, 4, 2, 700, 128, "bfloat16", False, None, True, None, True),
+    ]
+    _run_on_gpu(_SCORE_MOD_GPU_SCRIPT, cases)
