@@ -2,7 +2,8 @@
 # Prepared in session 20 for the next session, about 330 s (issue 14): the spill-free Hopper
 # backward under Nsight Compute (what limits it now; session 20 B3's script, its shipped config),
 # then the backward's Optuna search with the new knobs (stats_smem, dq_turns) and more trials.
-# Run as FLASHGEN_COMMIT=<sha> bash benchmarks/raw/next_s21/job_c.sh carrying .whl.
+# (Session 21 did not run it: its device time went to the masked backwards.)
+# Run as FLASHGEN_COMMIT=<sha> bash benchmarks/raw/next_s22/job_b.sh carrying .whl.
 set -u
 . benchmarks/device_env.sh > /dev/null 2>&1
 W=$OUT/work; mkdir -p $W

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Prepared in session 21 for the next session, about 330 s (issues 16, 14): the Hopper
+# backward's GPU tests (softcapping and ALiBi are new, never run on a GPU:
+# test_softcap_and_alibi_match_float64), then the softcap and ALiBi rows with the hopper kind
+# against the split kind at both head dims (fill hopper_bwd.AUTO_SCORE_MODS where the hopper
+# kind wins; the causal softcap rendering at head dim 128 spills 132 bytes a thread, ptxas), then
+# the backward grid on the shipped defaults beside cuDNN and FA2.
+# Run as FLASHGEN_COMMIT=<sha> bash benchmarks/raw/next_s22/job_a.sh carrying .whl; move it to
+# benchmarks/raw/h200_s<N>b<K>/ with its output.
+set -u
+. benchmarks/device_env.sh > /dev/null 2>&1
+W=$OUT/work; mkdir -p $W
+timeout 200 python3 -m pytest -q -p no:cacheprovider -m gpu -n 8 tests/kernels/test_hopper_bwd.py > $W/pytest_hopper_bwd.txt 2>&1
+stamp "pytest hopper_bwd rc=$?"; grep -E "passed|failed|FAILED|Error" $W/pytest_hopper_bwd.txt | tail -8 | cut -c1-600
+ROWS=softcap_causal,alibi_causal,alibi_full
+run() {  # tag kind shape extra
+  FLASHGEN_BWD_KIND=$2 timeout 90 python3 benchmarks/masks.py --budget 75 $4 --dirs fwd+bwd \
+    --shape $3 --only $ROWS --out $W/masks_$1.csv > $W/masks_$1.txt 2>&1
+  stamp "masks $1 rc=$?"; grep -E "check|name=|Error|failed" $W/masks_$1.txt | sed -E 's/ (b|hq|hkv|portable_ms|tflops|plain_tflops)=[^ ]*//g' | cut -c1-260
+}
+run d128_hopper hopper 4,16,4,4096,128 ""
+run d128_split split 4,16,4,4096,128 --no-check
+run d64_hopper hopper 4,32,8,4096,64 ""
+run d64_split split 4,32,8,4096,64 --no-check
+FLASHGEN_IMPL=flashgen timeout 120 python3 benchmarks/bwd_grid.py --out $W --budget 100 --modes fast,det --fa2 > $W/bwd_grid.txt 2>&1
+stamp "bwd grid rc=$?"
+python3 benchmarks/bwd_grid.py --table $W/bwd_grid.json > $W/bwd_grid_table.md 2>&1; tail -28 $W/bwd_grid_table.md
+tar czf $OUT/work.tgz -C $OUT work; rm -rf $W
+stamp end
