@@ -383,7 +383,7 @@ class _Refused:
 
 def _hopper(
     do, q, k, v, out, lse, causal, scale, config, aligned, bounds=None, mask=None, window=None,
-    softcap=None, alibi=None,
+    softcap=None, alibi=None, dropout=None,
 ):  # fmt: skip
     """The "hopper" kind's gradients, or None (logged once per reason) where it cannot run
     these tensors. A portable `config` (TileConfig or chooser) does not apply to it. Its
@@ -394,8 +394,8 @@ def _hopper(
     SeqBounds (the kernel's rendering with lengths); `mask`: a mask tensor with them, which
     the kind runs only as a key-padding mask (`hopper_bwd.usable`), `bounds` then its key range
     (`flashgen.runtime.primitives._backward_bounds`); `window`: (left, right) as clamped for
-    the launch (`plans.clamp_window`), `softcap` (the cap) and `alibi` (the checked slopes):
-    run-time arguments of the renderings with them."""
+    the launch (`plans.clamp_window`), `softcap` (the cap), `alibi` (the checked slopes) and
+    `dropout` ((p, seed)): run-time arguments of the renderings with them."""
     cfg = config if isinstance(config, hopper_bwd.HopperBwdConfig) else None
     tma_ok = aligned or not ((q.data_ptr() | k.data_ptr() | v.data_ptr() | do.data_ptr()) & 15)
     lengths = bounds is not None
@@ -403,11 +403,13 @@ def _hopper(
     masked = None if mask is None else (mask.dtype, mask.stride())
     key = (_HOPPER, q.shape, k.shape, q.stride(), k.stride(), v.stride(), do.stride(),
            out.stride(), q.dtype, q.device, causal, cfg, aligned, tma_ok, lengths,
-           masked, window is not None, softcap is not None, alibi is not None)  # fmt: skip
+           masked, window is not None, softcap is not None, alibi is not None,
+           dropout is not None)  # fmt: skip
     plan = _plans.get(key)
     if plan is None:
         spec = spec_for(q.shape[-1], causal, dtype_name(q.dtype), "bwd", window is not None,
-                        softcap is not None, lengths, kind, alibi=alibi is not None)  # fmt: skip
+                        softcap is not None, lengths, kind, dropout is not None,
+                        alibi=alibi is not None)  # fmt: skip
         reason = hopper_bwd.usable(spec, q, k, v, do, mask=mask)
         if reason is not None:
             _log_fallback(spec, reason)
@@ -419,7 +421,7 @@ def _hopper(
     if isinstance(plan, _Refused):
         return None
     return plan(do, q, k, v, out, lse, float(scale), bounds=bounds, mask=mask, window=window,
-                softcap=softcap, alibi=alibi)  # fmt: skip
+                softcap=softcap, alibi=alibi, dropout=dropout)  # fmt: skip
 
 
 @functools.cache
@@ -476,8 +478,8 @@ def backward(
     the forward's) likewise.
     `deterministic` (None: `torch.are_deterministic_algorithms_enabled()`) and `kind` pick the
     backward kind (`flashgen.kernels.bwd_kind`) from the call's spec: `alibi` (the forward's
-    slopes, no gradient for them), dropout and mask tensors other than key-padding masks run the
-    split kind; lengths, key-padding masks, windows, softcap and ALiBi the split kind too
+    slopes, no gradient for them), and mask tensors other than key-padding masks run the split
+    kind; lengths, key-padding masks, windows, softcap, ALiBi and dropout the split kind too
     unless the hopper kind is asked for or `hopper_bwd.AUTO_EXTRAS` / `AUTO_WINDOW` /
     `AUTO_SCORE_MODS` lists them.
     `dq_config`: the split kind's dQ kernel's own config (blocks, warps, stages), which may
@@ -514,7 +516,7 @@ def backward(
     if kind == "hopper":
         grads = _hopper(
             do, q, k, v, out, lse, causal, scale, config, aligned, bounds, mask, window, softcap,
-            alibi,
+            alibi, dropout,
         )  # fmt: skip
         if grads is not None:
             return tuple(g if n else None for g, n in zip(grads, needs, strict=True))

@@ -1,7 +1,9 @@
 """The dropout draw (`keep_tile`), shared by the attention kernels and the reference.
 
-`keep_tile` is the one definition of which probabilities are kept: the generated forward and
-backward kernels import it from here (templates/attn_fwd.py.jinja, attn_bwd.py.jinja), and
+`keep_tile` (with `keep_of`, its elementwise core) is the one definition of which probabilities
+are kept: the generated forward and backward kernels import it from here
+(templates/attn_fwd.py.jinja, attn_bwd.py.jinja; the Hopper backward, attn_bwd_hopper.py.jinja,
+calls `row_keys` and `keep_of` on its own layouts), and
 `keep_mask_kernel` writes its flags out for references and tests
 (`flashgen.kernels.dropout.keep_mask`). Its own module so that importing
 `flashgen.kernels.dropout` does not import Triton.
@@ -78,9 +80,17 @@ def keep_tile(seed, rows, start_n, threshold, BLOCK_N: tl.constexpr):
     r draws _mix32_high(row_keys(seed, r) ^ (j * 0x9E3779B9)) and is kept iff that is >= threshold
     (uint32, `threshold_of`). The key is spread by the golden-ratio multiplier before the xor
     so that neighbouring keys of two rows with neighbouring row keys do not share inputs."""
-    keys = (start_n + tl.arange(0, BLOCK_N)).to(tl.uint32) * 0x9E3779B9
-    draw = _mix32_high(row_keys(seed, rows)[:, None] ^ keys[None, :])
-    return draw >= threshold
+    return keep_of(
+        row_keys(seed, rows)[:, None], (start_n + tl.arange(0, BLOCK_N))[None, :], threshold
+    )
+
+
+@triton.jit
+def keep_of(row_key, key, threshold):
+    """Whether key index `key` (counted from the sequence's first key) of the row whose
+    `row_keys` value is `row_key` is kept: elementwise, so a kernel whose tiles carry layouts
+    (the Hopper backward, Gluon) broadcasts its own row keys and key indices into it."""
+    return _mix32_high(row_key ^ (key.to(tl.uint32) * 0x9E3779B9)) >= threshold
 
 
 @triton.jit

@@ -15,8 +15,9 @@ Rendered with COMPUTE_DQ=False the kernel computes dK and dV only, with no atomi
 kind's dK/dV kernel where `DKDV_AUTO` lists the shape (`dkdv_choice`, `DkdvLaunch`), beside
 the portable dQ kernel.
 
-Where it can run (`spec_reason`): fp16/bf16, head dim 64 or 128, no dropout or packed
-sequences, no ALiBi with lengths, a mask tensor only as a key-padding mask with its key range, and
+Where it can run (`spec_reason`): fp16/bf16, head dim 64 or 128, no packed sequences, no ALiBi
+with lengths, no dropout with softcap, a mask tensor only as a key-padding mask with its key
+range, and
 a Triton whose Gluon has what the template uses
 (`flashgen.kernels.hopper.gluon_api`); at run time (`usable`) also an sm_90 GPU and 16-byte
 aligned q/k/v/dO (TMA). flashgen.kernels.bwd runs it as the backward kind "hopper" where
@@ -28,9 +29,10 @@ where `AUTO_EXTRAS` lists them or when asked, with the shipped configs (statisti
 shared memory, dQ by TMA reduce-add). A sliding window (WIN_LEFT, WIN_RIGHT as run-time
 arguments, alone or with lengths or a key-padding mask) makes each key block visit only the
 query blocks of its band and masks only the band's edge steps; windowed calls take this kind
-where `AUTO_WINDOW` lists them or when asked. Softcapping (the tanh kept from S to dS) and ALiBi
-(slope * (j - i) added per step, the slope of the step's query head) are rendered too, taken
-only when asked (`AUTO_SCORE_MODS` lists where they measured faster: nothing yet).
+where `AUTO_WINDOW` lists them or when asked. Softcapping (the tanh's derivative folded into P),
+ALiBi (slope * (j - i) added per step, the slope of the step's query head) and dropout (the
+forward's keep flags drawn again per score, `flashgen.kernels.dropout_ref`) are rendered too,
+taken only when asked (`AUTO_SCORE_MODS` lists where they measured faster: nothing yet).
 
 Configuration (`HopperBwdConfig`): query rows per step (64: one warpgroup's wgmma tile for
 dQ), one or two consumer warpgroups of 64 keys each, the Q/dO ring's slots, how many column
@@ -220,9 +222,10 @@ AUTO_WINDOW: dict[tuple[int, bool], int] = {
     (64, True): 4096,
 }
 
-# The same for calls with softcapping or ALiBi (with or without a window or a key-padding
-# mask): (head dim, causal) -> the shortest key length measured faster than the split kind.
-# Empty until the renderings with them (session 21) are measured on a GPU: asked-for only.
+# The same for calls with softcapping, ALiBi or dropout (with or without a window or a
+# key-padding mask): (head dim, causal) -> the shortest key length measured faster than the
+# split kind. Empty until the renderings with them (session 21) are measured on a GPU:
+# asked-for only.
 AUTO_SCORE_MODS: dict[tuple[int, bool], int] = {}
 
 
@@ -281,7 +284,7 @@ class DkdvLaunch:
 def auto_choice(spec, seq_k: int) -> bool:
     """Whether a call that leaves the kind to flashgen runs this kind for `spec` (`AUTO`,
     `AUTO_EXTRAS`, `AUTO_WINDOW`, `AUTO_SCORE_MODS`: the first that the spec's extras name)."""
-    if spec.softcap or spec.alibi:
+    if spec.softcap or spec.alibi or spec.dropout:
         least = AUTO_SCORE_MODS.get((spec.head_dim, spec.causal))
     elif spec.window:
         least = AUTO_WINDOW.get((spec.head_dim, spec.causal))
@@ -311,6 +314,7 @@ def template_context(spec) -> dict:
         "window": spec.window,
         "softcap": spec.softcap,
         "alibi": spec.alibi,
+        "dropout": spec.dropout,
         "attn_mask": spec.attn_mask,
         "dense_keys": DENSE_KEYS,
         "dtype": spec.dtype,
@@ -340,8 +344,8 @@ def spec_reason(spec) -> str | None:
     """Why `spec` has no Hopper backward kernel; None if it has one (Gluon aside)."""
     if spec.direction != "bwd":
         return "the Hopper backward is for backward specs"
-    if spec.dropout:
-        return "dropout is in the split backward only"
+    if spec.dropout and spec.softcap:
+        return "dropout with softcap is in the split backward only"
     if spec.alibi and spec.lengths:
         return "ALiBi with lengths is in the split backward only (as in the forward)"
     if spec.attn_mask and not spec.lengths:
@@ -424,11 +428,12 @@ class Plan:
     descriptor templates, and the dQ conversion (the one-pass template's
     `attn_bwd_dq_convert`), each a `flashgen.kernels.launch.Launch` (`device` as Launch takes
     it: None launches through the JIT every time). Called as
-    plan(do, q, k, v, out, lse, scale[, delta, dk, dv, bounds, mask, window, softcap, alibi])
+    plan(do, q, k, v, out, lse, scale[, delta, dk, dv, bounds, mask, window, softcap, alibi,
+    dropout])
     -> (dq or None, dk, dv); `window` ((left, right), `plans.clamp_window`'s) exactly when
     `spec.window`, `softcap` (the cap, in scaled-score units) exactly when `spec.softcap`,
     `alibi` (fp32 slopes [B, Hq] with stride 1 along heads, batch stride 0 when shared) exactly
-    when `spec.alibi`;
+    when `spec.alibi`, `dropout` ((p, seed), the forward's) exactly when `spec.dropout`;
     `mask` exactly when `spec.attn_mask`: a key-padding mask, the expanded [B, Hq, Sq, Sk] view
     constant along heads and query rows (its `bounds` the mask's key range, `padding.key_hull`);
     `bounds` (SeqBounds, int32 [B, 4]) exactly when `spec.lengths`: dK and dV are then
@@ -436,7 +441,7 @@ class Plan:
     anyway, so its rows outside the query ranges convert to zeros)."""
 
     __slots__ = ("pre", "pre_args", "main", "convert", "sizes", "compute_dq", "lengths", "masked",
-                 "windowed", "capped", "alibi")  # fmt: skip
+                 "windowed", "capped", "alibi", "dropped")  # fmt: skip
     keep = True  # `flashgen.kernels.plans.PlanCache` keeps it (no database record behind it)
 
     def __init__(self, spec, cfg: HopperBwdConfig, q, k, v, do, out, device, compute_dq=True):
@@ -489,10 +494,11 @@ class Plan:
         self.windowed = spec.window
         self.capped = spec.softcap
         self.alibi = spec.alibi
+        self.dropped = spec.dropout
 
     def __call__(
         self, do, q, k, v, out, lse, scale, delta=None, dk=None, dv=None, bounds=None, mask=None,
-        window=None, softcap=None, alibi=None,
+        window=None, softcap=None, alibi=None, dropout=None,
     ):  # fmt: skip
         import torch
 
@@ -518,6 +524,8 @@ class Plan:
             tail += (softcap / scale,)  # softcap_raw: the kernel caps raw scores
         if self.alibi:
             tail += (alibi, alibi.stride(0))
+        if self.dropped:
+            tail += (float(dropout[0]), int(dropout[1]))
         self.main(q, k, v, do, lse, delta, rows, lse, delta, dk, dv, acc, *extra, batch, hq, hkv,
                   sq, sk, scale, *tail)  # fmt: skip
         if not self.compute_dq:
@@ -612,6 +620,7 @@ def compile_for_sm90(spec, cfg: HopperBwdConfig | None = None, compute_dq: bool 
         **({"WIN_LEFT": "i32", "WIN_RIGHT": "i32"} if spec.window else {}),
         **({"softcap_raw": "fp32"} if spec.softcap else {}),
         **({"Slopes": "*fp32", "stride_sb": "i32"} if spec.alibi else {}),
+        **({"drop_p": "fp32", "drop_seed": "i64"} if spec.dropout else {}),
         **dict.fromkeys(constexprs, "constexpr"),
     }  # fmt: skip
     source = GluonASTSource(

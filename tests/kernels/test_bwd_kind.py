@@ -45,13 +45,14 @@ def test_hopper_only_where_auto_lists_the_shape_and_the_kind_was_left_open(monke
 @pytest.mark.parametrize(
     "extras",
     [dict(lengths=True), dict(attn_mask="bool"), dict(lengths=True, attn_mask="add"),
-     dict(window=True), dict(window=True, dropout=True)],
-    ids=["lengths", "mask", "key-padding mask", "window", "window-dropout"],
+     dict(window=True), dict(window=True, dropout=True, softcap=True)],
+    ids=["lengths", "mask", "key-padding mask", "window", "window-dropout-softcap"],
 )  # fmt: skip
 def test_each_kind_answers_for_the_extras_it_has(monkeypatch, extras):
     """The call's whole spec decides: the one-pass kind has no lengths or mask tensors (asked
     for by argument: refused; by FLASHGEN_BWD_KIND: split); the hopper kind has lengths and
-    key-padding masks with them, not a mask tensor alone, and windows, not dropout."""
+    key-padding masks with them, not a mask tensor alone, and windows, not dropout with
+    softcap."""
     spec = KernelSpec(128, False, "bfloat16", "bwd", **extras)
     assert not bwd_kind.onepass_supported(spec)
     with pytest.raises(ValueError, match="kind='onepass' has no kernel"):
@@ -60,7 +61,7 @@ def test_each_kind_answers_for_the_extras_it_has(monkeypatch, extras):
     assert bwd_kind.for_call(False, None, spec, 4096, split_only=False) == "split"
     monkeypatch.setenv(bwd_kind.KIND_ENV, "hopper")
     hopper = hopper_bwd.spec_reason(spec) is None
-    assert hopper == bool((spec.lengths or spec.window) and not spec.dropout)
+    assert hopper == bool((spec.lengths or spec.window) and not (spec.dropout and spec.softcap))
     if hopper:  # resolved from the spec; the GPU and tensors are asked at the launch
         assert bwd_kind.for_call(False, None, spec, 4096, split_only=False) == "hopper"
     assert bwd_kind.for_call(False, None, spec, 4096, split_only=True) == "split"

@@ -74,7 +74,7 @@ def test_render_softcap_and_alibi():
         (KernelSpec(96, False, "bfloat16", "bwd"), "head dim 96"),
         (KernelSpec(128, False, "float32", "bwd"), "dtype float32"),
         (KernelSpec(128, False, "float16", "fwd"), "backward specs"),
-        (KernelSpec(64, True, "float16", "bwd", dropout=True), "split backward only"),
+        (KernelSpec(64, True, "float16", "bwd", dropout=True, softcap=True), "split backward only"),
         (KernelSpec(64, False, "float16", "bwd", alibi=True, lengths=True), "split backward only"),
     ],
 )
@@ -351,9 +351,9 @@ from flashgen.core.spec import KernelSpec
 from flashgen.kernels import hopper_bwd
 out = {}
 for d, causal, mask, lengths, window, *mods in json.loads(sys.argv[1]):
-    softcap, alibi = mods or (False, False)
+    softcap, alibi, dropout = mods or (False, False, False)
     spec = KernelSpec(d, causal, "bfloat16", "bwd", window=window, softcap=softcap,
-                      lengths=lengths, attn_mask=mask, alibi=alibi)
+                      lengths=lengths, attn_mask=mask, dropout=dropout, alibi=alibi)
     cfg = hopper_bwd.checked_config(spec, None)
     res = hopper_bwd.compile_for_sm90(spec, cfg)
     out[spec.uri()] = dict(shared=res["shared"], ptx=res["ptx"], model=cfg.shared_bytes(d))
@@ -383,15 +383,17 @@ def test_window_rendering_compiles_for_sm90():
 
 
 @pytest.mark.skipif(AOT_REASON is not None, reason=str(AOT_REASON))
-def test_softcap_and_alibi_renderings_compile_for_sm90():
-    """Softcapping (tanh.approx in the PTX) and ALiBi, alone and with a window or a
-    key-padding mask, compile with the shipped configs like the others."""
-    # (head dim, causal, mask, lengths, window, softcap, alibi)
+def test_softcap_alibi_and_dropout_renderings_compile_for_sm90():
+    """Softcapping (tanh.approx in the PTX), ALiBi and dropout, alone and with a window,
+    lengths or a key-padding mask, compile with the shipped configs like the others."""
+    # (head dim, causal, mask, lengths, window, softcap, alibi, dropout)
     cases = [
-        (128, False, "", False, False, True, False),
-        (64, True, "", False, False, False, True),
-        (128, True, "", False, True, False, True),
-        (64, False, "add", True, False, True, False),
+        (128, False, "", False, False, True, False, False),
+        (64, True, "", False, False, False, True, False),
+        (128, True, "", False, True, False, True, False),
+        (64, False, "add", True, False, True, False, False),
+        (64, False, "", False, False, False, False, True),
+        (128, True, "bool", True, True, False, False, True),
     ]
     results = compile_in_child(_AOT_LENGTHS_SCRIPT, cases)
     assert sum("tanh.approx.f32" in r["ptx"] for r in results.values()) == 2
@@ -737,23 +739,24 @@ def test_windows_take_the_hopper_kind_where_asked_or_listed(monkeypatch):
     bwd._plans.clear()
 
 
-def test_softcap_and_alibi_take_the_hopper_kind_only_when_asked(monkeypatch):
-    """Softcapped and ALiBi calls run the hopper kind's renderings with them where asked for
-    (`AUTO_SCORE_MODS` is empty: not measured yet), given the cap and the checked slopes; ALiBi
-    with lengths stays in the split kind (as in the forward); on the CPU they fall back to the
-    split kind's gradients."""
+def test_softcap_alibi_and_dropout_take_the_hopper_kind_only_when_asked(monkeypatch):
+    """Softcapped, ALiBi and dropout calls run the hopper kind's renderings with them where
+    asked for (`AUTO_SCORE_MODS` is empty: not measured yet), given the cap, the checked slopes
+    and the forward's (p, seed); on the CPU they fall back to the split kind's gradients."""
     from flashgen.kernels.alibi import check_slopes
     from flashgen.kernels.fwd import forward
 
     seen = []
     real = bwd._hopper
-    monkeypatch.setattr(bwd, "_hopper", lambda *a: seen.append(a[13:15]) or real(*a))
+    monkeypatch.setattr(bwd, "_hopper", lambda *a: seen.append(a[13:16]) or real(*a))
     monkeypatch.setattr(hopper_bwd, "AUTO", {(64, False): 1})  # AUTO would take plain calls
     assert hopper_bwd.AUTO_SCORE_MODS == {}
     bwd._plans.clear()
     q, k, v, do = (torch.randn(2, 4, 29, 64).half() for _ in range(4))
     slopes = check_slopes(torch.tensor([0.5, 0.25, 0.125, 0.0625]), q)
-    for extra in ({"softcap": 7.5}, {"alibi": slopes}, {"softcap": 7.5, "alibi": slopes}):
+    drop = (0.25, 1234)
+    for extra in ({"softcap": 7.5}, {"alibi": slopes}, {"softcap": 7.5, "alibi": slopes},
+                  {"dropout": drop}, {"dropout": drop, "alibi": slopes}):  # fmt: skip
         seen.clear()
         out, lse = forward(q, k, v, causal=False, scale=None, **extra)
         kw = dict(causal=False, scale=0.125, **extra)
@@ -763,6 +766,7 @@ def test_softcap_and_alibi_take_the_hopper_kind_only_when_asked(monkeypatch):
         got = bwd.backward(do, q, k, v, out, lse, kind="hopper", **kw)
         assert len(seen) == 1
         assert seen[0][0] == extra.get("softcap") and seen[0][1] is extra.get("alibi")
+        assert seen[0][2] == extra.get("dropout")
         assert all(torch.equal(a, b) for a, b in zip(got, want, strict=True))
     spec = KernelSpec(64, False, "float16", "bwd", softcap=True)
     monkeypatch.setattr(hopper_bwd, "AUTO_SCORE_MODS", {(64, False): 29})
@@ -1167,7 +1171,7 @@ def test_windows_match_float64():
 _SCORE_MOD_GPU_SCRIPT = """
 import json, sys
 import torch
-from flashgen.kernels import bwd, hopper_bwd
+from flashgen.kernels import bwd, dropout, hopper_bwd
 from flashgen.kernels.alibi import check_slopes
 from flashgen.kernels.fwd import forward
 from flashgen.kernels.padding import key_hull
@@ -1180,8 +1184,10 @@ class Counted(real):
         built.append(1)
         super().__init__(*a, **kw)
 hopper_bwd.Plan = Counted
-for b, hq, hkv, n, d, dtype, causal, cap, alibi, window, pad in json.loads(sys.argv[1]):
-    name = f"{b}x{hq}/{hkv}x{n} d{d} {dtype} causal={causal} cap={cap} alibi={alibi} window={window} pad={pad}"
+for b, hq, hkv, n, d, dtype, causal, cap, alibi, window, pad, p in json.loads(sys.argv[1]):
+    name = (f"{b}x{hq}/{hkv}x{n} d{d} {dtype} causal={causal} cap={cap} alibi={alibi} "
+            f"window={window} pad={pad} p={p}")
+    drop = None if p is None else (p, 4321)
     dt = getattr(torch, dtype)
     gen = torch.Generator().manual_seed(8)
     q = (torch.randn(b, hq, n, d, generator=gen) * 2).to(dt).cuda()  # scores large enough to cap
@@ -1198,9 +1204,9 @@ for b, hq, hkv, n, d, dtype, causal, cap, alibi, window, pad in json.loads(sys.a
         mask = keep.cuda()[:, None, None, :].expand(b, hq, n, n)
         hull = key_hull(mask)
     out, lse = forward(q, k, v, causal=causal, scale=None, window=win, softcap=cap, bounds=hull,
-                       mask=mask, alibi=slopes)
+                       mask=mask, alibi=slopes, dropout=drop)
     kw = dict(causal=causal, scale=d**-0.5, window=win, softcap=cap, bounds=hull, mask=mask,
-              alibi=slopes)
+              alibi=slopes, dropout=drop)
     if pad:
         kw["rows_whole"] = True
     before = len(built)
@@ -1222,7 +1228,11 @@ for b, hq, hkv, n, d, dtype, causal, cap, alibi, window, pad in json.loads(sys.a
     if win is not None:
         visible = visible & (j >= i - win[0]) & (j <= i + win[1])
     s = s.masked_fill(~visible, float("-inf"))
-    (torch.softmax(s, -1) @ vv).backward(do.double())
+    probs = torch.softmax(s, -1)
+    if drop is not None:  # the kernels' own keep flags (flashgen.kernels.dropout_ref)
+        keep = dropout.keep_mask(drop[1], p, b, hq, n, n, "cuda")
+        probs = probs * keep / (1 - p)
+    (probs @ vv).backward(do.double())
     for grad, g, h, leaf in zip("qkv", got, split, leaves):
         assert g.dtype == dt and bool(torch.isfinite(g).all()), f"{name}: d{grad}"
         err = (g.double() - leaf.grad).abs().max().item()
@@ -1234,17 +1244,20 @@ print("ok", len(json.loads(sys.argv[1])))
 
 
 @on_sm90
-def test_softcap_and_alibi_match_float64():
-    """The hopper kind with softcapping (caps the scores reach) and ALiBi (per-head slopes),
-    alone, together, with a causal or two-sided window and with a key-padding mask; GQA, odd
-    lengths, both head dims, fp16 and bf16."""
+def test_softcap_alibi_and_dropout_match_float64():
+    """The hopper kind with softcapping (caps the scores reach), ALiBi (per-head slopes) and
+    dropout (the forward's keep flags), alone, together, with a causal or two-sided window and
+    with a key-padding mask; GQA, odd lengths, both head dims, fp16 and bf16."""
     cases = [
-        (2, 4, 4, 700, 128, "bfloat16", True, 5.0, False, None, False),
-        (2, 8, 2, 777, 64, "float16", False, 3.0, False, None, False),
-        (2, 4, 2, 1000, 128, "bfloat16", False, None, True, None, False),
-        (1, 8, 8, 513, 64, "bfloat16", True, None, True, None, False),
-        (2, 4, 4, 640, 128, "float16", True, 8.0, True, [200, 0], False),
-        (2, 4, 4, 600, 64, "bfloat16", False, 4.0, False, [100, 37], True),
-        (2, 4, 2, 700, 128, "bfloat16", False, None, True, None, True),
+        (2, 4, 4, 700, 128, "bfloat16", True, 5.0, False, None, False, None),
+        (2, 8, 2, 777, 64, "float16", False, 3.0, False, None, False, None),
+        (2, 4, 2, 1000, 128, "bfloat16", False, None, True, None, False, None),
+        (1, 8, 8, 513, 64, "bfloat16", True, None, True, None, False, None),
+        (2, 4, 4, 640, 128, "float16", True, 8.0, True, [200, 0], False, None),
+        (2, 4, 4, 600, 64, "bfloat16", False, 4.0, False, [100, 37], True, None),
+        (2, 4, 2, 700, 128, "bfloat16", False, None, True, None, True, None),
+        (2, 12, 12, 384, 64, "bfloat16", False, None, False, None, True, 0.1),  # BERT-like
+        (2, 8, 2, 1000, 128, "float16", True, None, True, [300, 0], False, 0.3),
+        (1, 4, 4, 777, 64, "bfloat16", True, None, False, None, False, 0.5),
     ]
     _run_on_gpu(_SCORE_MOD_GPU_SCRIPT, cases)

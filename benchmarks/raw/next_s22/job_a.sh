@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Prepared in session 21 for the next session, about 330 s (issues 16, 14): the Hopper
-# backward's GPU tests (softcapping and ALiBi are new, never run on a GPU:
-# test_softcap_and_alibi_match_float64), then the softcap and ALiBi rows with the hopper kind
-# against the split kind at both head dims (fill hopper_bwd.AUTO_SCORE_MODS where the hopper
-# kind wins; the causal softcap rendering at head dim 128 spills 132 bytes a thread, ptxas), then
+# Prepared in session 21 for the next session, about 360 s (issues 16, 14): the Hopper
+# backward's GPU tests (softcapping, ALiBi and dropout are new, never run on a GPU:
+# test_softcap_alibi_and_dropout_match_float64), then the softcap, ALiBi and dropout rows with
+# the hopper kind against the split kind at both head dims (fill hopper_bwd.AUTO_SCORE_MODS
+# where the hopper kind wins; at head dim 128 ptxas spills 132 bytes a thread for causal
+# softcap and 124-332 for dropout, none at head dim 64), then
 # the backward grid on the shipped defaults beside cuDNN and FA2.
 # Run as FLASHGEN_COMMIT=<sha> bash benchmarks/raw/next_s22/job_a.sh carrying .whl; move it to
 # benchmarks/raw/h200_s<N>b<K>/ with its output.
@@ -12,7 +13,7 @@ set -u
 W=$OUT/work; mkdir -p $W
 timeout 200 python3 -m pytest -q -p no:cacheprovider -m gpu -n 8 tests/kernels/test_hopper_bwd.py > $W/pytest_hopper_bwd.txt 2>&1
 stamp "pytest hopper_bwd rc=$?"; grep -E "passed|failed|FAILED|Error" $W/pytest_hopper_bwd.txt | tail -8 | cut -c1-600
-ROWS=softcap_causal,alibi_causal,alibi_full
+ROWS=softcap_causal,alibi_causal,alibi_full,dropout_causal
 run() {  # tag kind shape extra
   FLASHGEN_BWD_KIND=$2 timeout 90 python3 benchmarks/masks.py --budget 75 $4 --dirs fwd+bwd \
     --shape $3 --only $ROWS --out $W/masks_$1.csv > $W/masks_$1.txt 2>&1
