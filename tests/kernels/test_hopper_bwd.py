@@ -345,13 +345,12 @@ def test_dq_turns_gives_both_consumers_the_dq_products():
         assert r["model"] <= r["shared"] < r["model"] + 1024
 
 
-_AOT_LENGTHS_SCRIPT = """
+_AOT_EXTRAS_SCRIPT = """
 import json, sys
 from flashgen.core.spec import KernelSpec
 from flashgen.kernels import hopper_bwd
 out = {}
-for d, causal, mask, lengths, window, *mods in json.loads(sys.argv[1]):
-    softcap, alibi, dropout = mods or (False, False, False)
+for d, causal, mask, lengths, window, softcap, alibi, dropout in json.loads(sys.argv[1]):
     spec = KernelSpec(d, causal, "bfloat16", "bwd", window=window, softcap=softcap,
                       lengths=lengths, attn_mask=mask, dropout=dropout, alibi=alibi)
     cfg = hopper_bwd.checked_config(spec, None)
@@ -361,43 +360,43 @@ json.dump(out, sys.stdout)
 """
 
 
-@pytest.mark.skipif(AOT_REASON is not None, reason=str(AOT_REASON))
-def test_lengths_rendering_compiles_for_sm90():
-    """The rendering with lengths (SeqBounds), alone or with a key-padding mask, compiles
-    with the shipped configs: TMA loads,
-    dQ by TMA reduce-add, no element atomics, shared memory as the model says."""
-    cases = [(128, True, "", True, False), (64, False, "", True, False),
-             (128, False, "bool", True, False), (64, True, "add", True, False)]  # fmt: skip
-    results = compile_in_child(_AOT_LENGTHS_SCRIPT, cases)
-    _check_without_atomics(results, len(cases), ("cp.async.bulk.tensor", "cp.reduce.async.bulk"))
-
-
-@pytest.mark.skipif(AOT_REASON is not None, reason=str(AOT_REASON))
-def test_window_rendering_compiles_for_sm90():
-    """The rendering with a sliding window, alone, with lengths and with lengths and a
-    key-padding mask, compiles with the shipped configs like the others."""
-    cases = [(128, True, "", False, True), (64, False, "", False, True),
-             (128, False, "", True, True), (64, True, "add", True, True)]  # fmt: skip
-    results = compile_in_child(_AOT_LENGTHS_SCRIPT, cases)
-    _check_without_atomics(results, len(cases), ("cp.async.bulk.tensor", "cp.reduce.async.bulk"))
-
-
-@pytest.mark.skipif(AOT_REASON is not None, reason=str(AOT_REASON))
-def test_softcap_alibi_and_dropout_renderings_compile_for_sm90():
-    """Softcapping (tanh.approx in the PTX), ALiBi and dropout, alone and with a window,
-    lengths or a key-padding mask, compile with the shipped configs like the others."""
-    # (head dim, causal, mask, lengths, window, softcap, alibi, dropout)
-    cases = [
+# The renderings with extras (head dim, causal, mask, lengths, window, softcap, alibi, dropout).
+_EXTRA_RENDERINGS = {
+    "lengths-and-masks": [
+        (128, True, "", True, False, False, False, False),
+        (64, False, "", True, False, False, False, False),
+        (128, False, "bool", True, False, False, False, False),
+        (64, True, "add", True, False, False, False, False),
+    ],
+    "windows": [
+        (128, True, "", False, True, False, False, False),
+        (64, False, "", False, True, False, False, False),
+        (128, False, "", True, True, False, False, False),
+        (64, True, "add", True, True, False, False, False),
+    ],
+    "softcap-alibi-dropout": [
         (128, False, "", False, False, True, False, False),
         (64, True, "", False, False, False, True, False),
         (128, True, "", False, True, False, True, False),
         (64, False, "add", True, False, True, False, False),
         (64, False, "", False, False, False, False, True),
         (128, True, "bool", True, True, False, False, True),
-    ]
-    results = compile_in_child(_AOT_LENGTHS_SCRIPT, cases)
-    assert sum("tanh.approx.f32" in r["ptx"] for r in results.values()) == 2
+    ],
+}
+
+
+@pytest.mark.skipif(AOT_REASON is not None, reason=str(AOT_REASON))
+@pytest.mark.parametrize("group", sorted(_EXTRA_RENDERINGS))
+def test_extra_renderings_compile_for_sm90(group):
+    """The renderings with lengths (SeqBounds), key-padding masks, windows, softcapping (its
+    tanh.approx in the PTX), ALiBi and dropout, alone and together, compile with the shipped
+    configs: TMA loads, dQ by TMA reduce-add, no element atomics, shared memory as the model
+    says."""
+    cases = _EXTRA_RENDERINGS[group]
+    results = compile_in_child(_AOT_EXTRAS_SCRIPT, cases)
     _check_without_atomics(results, len(cases), ("cp.async.bulk.tensor", "cp.reduce.async.bulk"))
+    capped = sum(case[5] for case in cases)
+    assert sum("tanh.approx.f32" in r["ptx"] for r in results.values()) == capped
 
 
 _AOT_SPACE_SCRIPT = """
