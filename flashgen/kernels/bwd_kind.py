@@ -8,8 +8,9 @@ comes out.
 Three kinds (`KINDS`):
 
 - "split" (templates/attn_bwd.py.jinja): a dK/dV kernel per key block and a dQ kernel per query
-  block; deterministic, bit-identical run to run; also the only kind with dropout, ALiBi
-  with lengths, or general mask-tensor kernels. On CUDA, for large enough calls, its dQ
+  block; deterministic, bit-identical run to run; also the only kind with kernels for mask
+  tensors other than key-padding masks, packed sequences, ALiBi with lengths and dropout with
+  softcap. On CUDA, for large enough calls, its dQ
   kernel runs on a second stream beside the dK/dV kernel (`flashgen.kernels.streams`,
   FLASHGEN_BWD_OVERLAP; same bits).
 - "onepass" (templates/attn_bwd_onepass.py.jinja): one program per key block and kv head
@@ -19,16 +20,18 @@ Three kinds (`KINDS`):
 - "hopper" (templates/attn_bwd_hopper.py.jinja, `flashgen.kernels.hopper_bwd`): the one-pass
   idea as a warp-specialised Gluon kernel for sm_90 (TMA producer warp, wgmma consumer
   warpgroups, dQ partials by TMA reduce-add), fp16/bf16, head dim 64 or 128; not deterministic
-  either; it also has lengths, key-padding masks, windows, softcap and ALiBi. Taken by a call
-  that leaves the kind open where `hopper_bwd.AUTO` (or, for those extras, `AUTO_EXTRAS` /
-  `AUTO_WINDOW` / `AUTO_SCORE_MODS`) lists the shape (measured faster than "split"), else asked for (kind="hopper" or FLASHGEN_BWD_KIND=hopper);
+  either; it also has lengths, key-padding masks, windows, softcap, ALiBi and dropout
+  (`hopper_bwd.spec_reason`). Taken by a call that leaves the kind open where `hopper_bwd.AUTO`
+  (or, for those extras, `AUTO_EXTRAS` / `AUTO_WINDOW` / `AUTO_SCORE_MODS`) lists the shape
+  (measured faster than "split"), else asked for (kind="hopper" or FLASHGEN_BWD_KIND=hopper);
   where it cannot run (another GPU, unaligned tensors, no Gluon) `flashgen.kernels.bwd` falls
   back to "split" and logs why once. (The "split" kind's dK/dV kernel may be this template's
   too, without dQ: `hopper_bwd.DKDV_AUTO`, chosen in `flashgen.kernels.bwd`.)
 
 `deterministic=None` follows `torch.are_deterministic_algorithms_enabled()`: deterministic
 means "split". Otherwise `kind` (or FLASHGEN_BWD_KIND) picks, defaulting to `DEFAULT_KIND`;
-specs with dropout or a head dim above 128 always run "split", and so does a call
+a spec the chosen kind has no kernel for (the one-pass kind has no extras and no head dim above
+128; the hopper kind's rules are `hopper_bwd.spec_reason`) runs "split", and so does a call
 that wants no dQ (the split kind's dK/dV kernel alone).
 """
 
