@@ -75,12 +75,14 @@ AUTO_MASKS: frozenset[str] = frozenset({"window", "softcap", "lengths", "alibi"}
 # ones. (Sessions 11-12 kept them out after a GPU test of the backward on this family's
 # forward gave NaN in dQ, which session 12 traced to the test's float64 reference.)
 AUTO_PER_KEY_MASKS: frozenset[str] = frozenset({"bool", "add"})
-MASK_KINDS = ("window", "softcap", "lengths", "attn_mask", "alibi")
+# Dropout (session 21: rendered and compiled, not yet run on a GPU) is not in AUTO_MASKS: taken
+# only when forced (FLASHGEN_FWD_FAMILY=hopper).
+MASK_KINDS = ("window", "softcap", "lengths", "attn_mask", "alibi", "dropout")
 
 
 def mask_kinds(spec) -> set[str]:
     """The mask kinds of `spec` the Hopper family has (window, softcap, lengths, attn_mask,
-    alibi)."""
+    alibi, dropout)."""
     return {kind for kind in MASK_KINDS if getattr(spec, kind)}
 
 
@@ -156,7 +158,6 @@ def template_context(spec) -> dict:
         spec.direction != "fwd"
         or spec.head_dim not in RENDERABLE_HEAD_DIMS
         or (spec.dtype not in _GL_DTYPE)
-        or spec.dropout
         or (spec.alibi and spec.lengths)
     ):
         raise ValueError(f"the Hopper family has no kernel for {spec.uri()}")
@@ -169,6 +170,7 @@ def template_context(spec) -> dict:
         "lengths": spec.lengths,
         "attn_mask": spec.attn_mask,
         "alibi": spec.alibi,
+        "dropout": spec.dropout,
         "dtype": spec.dtype,
         "gl_dtype": _GL_DTYPE[spec.dtype],
         "dense_keys": DENSE_KEYS,
@@ -186,8 +188,6 @@ def spec_reason(spec, *, forced: bool = False, per_key: bool = False) -> str | N
     forced."""
     if spec.direction != "fwd":
         return "the Hopper family is forward only"
-    if spec.dropout:
-        return "dropout is in the portable family only"
     if spec.alibi and spec.lengths:
         return "ALiBi with lengths (positions local to each sequence) is in the portable family"
     if spec.packed:
@@ -305,8 +305,9 @@ def banded(spec) -> bool:
 
 def for_spec(cfg: HopperConfig, spec) -> HopperConfig:
     """`cfg` as the spec's kernel can run it: a banded kernel (window, lengths) has no
-    ping-pong (its consumers walk different tile ranges, the turn order assumes equal ones)."""
-    if banded(spec) and cfg.pingpong:
+    ping-pong (its consumers walk different tile ranges, the turn order assumes equal ones),
+    nor has a dropout one (no prefetched product: the template's `prefetch`)."""
+    if (banded(spec) or spec.dropout) and cfg.pingpong:
         return HopperConfig(
             cfg.block_m, cfg.block_n, cfg.num_buf, cfg.consumers, cfg.num_warps, cfg.maxnreg,
             False, cfg.persistent, cfg.dynamic,
@@ -316,7 +317,7 @@ def for_spec(cfg: HopperConfig, spec) -> HopperConfig:
 
 def forward(
     q, k, v, out, lse, *, scale: float, spec, config: HopperConfig | None = None, window=None,
-    softcap=None, bounds=None, mask=None, alibi=None,
+    softcap=None, bounds=None, mask=None, alibi=None, dropout=None,
 ) -> None:  # fmt: skip
     """Launch the Hopper kernel through Gluon's JIT, writing `out` (contiguous, q's dtype) and
     `lse` (float32 [B, Hq, Sq], natural log: what flashgen's backward reads). The masks as in
@@ -328,7 +329,7 @@ def forward(
     narrow = narrow_window(window, k.shape[2])
     cfg = for_spec(config or config_for(spec, q.shape[2], narrow), spec)
     run = plan(spec, cfg, q, k, v, out, None, per_key=mask is not None and mask.stride(2) == 0)
-    run(*call_args(spec, q, k, v, out, lse, scale, window, softcap, bounds, mask, alibi))
+    run(*call_args(spec, q, k, v, out, lse, scale, window, softcap, bounds, mask, alibi, dropout))
 
 
 def plan(spec, cfg: HopperConfig, q, k, v, out, device, per_key: bool = False):
@@ -376,29 +377,34 @@ def sizes(q, k) -> tuple[int, int, int, int, int]:
     return batch, hq, hq // k.shape[1], sq, k.shape[2]
 
 
-def call_args(spec, q, k, v, out, lse, scale, window, softcap, bounds, mask, alibi=None) -> tuple:
+def call_args(
+    spec, q, k, v, out, lse, scale, window, softcap, bounds, mask, alibi=None, dropout=None
+) -> tuple:
     """The positional arguments of a `plan`'s launch, in the template's order (q, k, v and out
     as tensors: the launch makes their descriptors), the masks checked against `spec`;
     `window` as `flashgen.kernels.plans.clamp_window` gives it."""
     return (
         q, k, v, out, lse, sched_counter(q.device), *sizes(q, k), float(scale) * LOG2E,
-        *mask_args(spec, scale, window, softcap, bounds, mask, alibi),
+        *mask_args(spec, scale, window, softcap, bounds, mask, alibi, dropout),
     )  # fmt: skip
 
 
-def mask_args(spec, scale: float, window, softcap, bounds, mask=None, alibi=None) -> tuple:
+def mask_args(
+    spec, scale: float, window, softcap, bounds, mask=None, alibi=None, dropout=None
+) -> tuple:
     """The kernel's mask arguments after qk_scale, in the template's order (the portable
     kernels', `flashgen.kernels.plans.variant_args`); a mask the spec
     has must be given and one it lacks must not (a mismatch would launch the wrong kernel).
-    `alibi`: the slopes, float32 [B, Hq] with the last stride 1 (batch stride 0 when shared)."""
+    `alibi`: the slopes, float32 [B, Hq] with the last stride 1 (batch stride 0 when shared);
+    `dropout`: (p, seed)."""
     given = {"window": window, "softcap": softcap, "lengths": bounds, "attn_mask": mask,
-             "alibi": alibi}  # fmt: skip
+             "alibi": alibi, "dropout": dropout}  # fmt: skip
     for name, value in given.items():
         if bool(getattr(spec, name)) != (value is not None):
             raise ValueError(
                 f"{spec.uri()}: {name} {'missing' if value is None else 'not expected'}"
             )
-    return variant_args(float(scale), window, softcap, bounds, mask, None, alibi)
+    return variant_args(float(scale), window, softcap, bounds, mask, dropout, alibi)
 
 
 def sched_counter(device):

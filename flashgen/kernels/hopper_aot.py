@@ -52,6 +52,8 @@ def compile_for_sm90(spec, cfg: HopperConfig | None = None, per_key: bool = Fals
         signature.update(stride_mb="i32", stride_mh="i32", stride_mm="i32", stride_mn="i32")
     if spec.alibi:
         signature.update(Slopes="*fp32", stride_sb="i32")
+    if spec.dropout:
+        signature.update(drop_p="fp32", drop_seed="i64")
     signature.update(BLOCK_M="constexpr", BLOCK_N="constexpr", NUM_BUF="constexpr",
                      NUM_CONSUMERS="constexpr", PINGPONG="constexpr", DYNAMIC="constexpr")  # fmt: skip
     if spec.attn_mask:

@@ -379,6 +379,10 @@ MASK_SPECS = [
     # lengths alone, causal: the next item's first QK^T issued during the epilogue (prefetch)
     KernelSpec(128, True, "bfloat16", "fwd", lengths=True),
     KernelSpec(64, True, "float16", "fwd", lengths=True),
+    # dropout (forced only): alone, with a window, with a key-padding mask's key range
+    KernelSpec(64, False, "bfloat16", "fwd", dropout=True),
+    KernelSpec(128, True, "float16", "fwd", window=True, dropout=True),
+    KernelSpec(128, False, "bfloat16", "fwd", lengths=True, attn_mask="add", dropout=True),
 ]
 
 
@@ -407,18 +411,24 @@ def test_render_masks(spec):
     assert ("k_start + lo * BLOCK_N" in source) == spec.lengths
     # the next item's first QK^T during this one's epilogue: not where a window or a mask
     # tensor starts each consumer's tiles at its own band (lengths alone keep it)
-    prefetch = not (spec.window or spec.attn_mask)
+    prefetch = not (spec.window or spec.attn_mask or spec.dropout)
     assert ("has_next = _get_item(item_bufs.index(qb_next), WARPS)" in source) == prefetch
     assert ("# Tile 0's QK^T (a window or mask tensor: no prefetch" in source) != prefetch
     # ALiBi: one per-key vector a tile, the per-row part taken off the lse at the end
     assert ("qk = qk + alibi_col[None, :]" in source) == spec.alibi
     assert ("m_i = m_i - (slope_raw * qk_scale) * gl.arange(0, M_C" in source) == spec.alibi
     assert ("Slopes, stride_sb," in source) == spec.alibi
+    # dropout: the portable draw per score after the denominator, the epilogue's 1 / (1 - p)
+    assert ("p = gl.where(keep_of(drop_keys[:, None], keys[None, :], drop_thr)" in source) == (
+        spec.dropout
+    )
+    assert ("drop_scale" in source) == spec.dropout
+    assert ('@gluon.jit(do_not_specialize=["drop_seed"])' in source) == spec.dropout
     compile(source, spec.uri(), "exec")
     assert hasattr(load_family(spec, "hopper"), "attn_fwd_ws")
 
 
-def test_masks_take_the_hopper_family_but_dropout_does_not():
+def test_masks_take_the_hopper_family_dropout_only_when_forced():
     for spec in MASK_SPECS:
         assert hopper.spec_reason(spec, forced=True) == API_REASON
         unchecked = spec.alibi and (spec.window or spec.softcap)  # not run on a GPU yet
@@ -427,7 +437,8 @@ def test_masks_take_the_hopper_family_but_dropout_does_not():
         else:
             assert "only when forced" in hopper.spec_reason(spec)
     dropped = KernelSpec(128, False, "bfloat16", "fwd", dropout=True)
-    assert "dropout" in hopper.spec_reason(dropped, forced=True)
+    assert hopper.spec_reason(dropped, forced=True) == API_REASON
+    assert "dropout in the Hopper family: taken only when forced" in hopper.spec_reason(dropped)
 
 
 @pytest.mark.parametrize("kind", ["bool", "add"])
@@ -436,7 +447,7 @@ def test_key_padding_masks_are_chosen_unforced_full_mask_tensors_only_forced(kin
     MASK_PER_KEY), boolean or additive, takes the Hopper family unforced
     (`AUTO_PER_KEY_MASKS`), alone, with lengths (its key range) or with a window/softcap; a mask that varies
     along the query rows only when forced; what the family has no kernel for never (ALiBi with
-    lengths, dropout)."""
+    lengths); dropout only when forced."""
     assert "attn_mask" not in hopper.AUTO_MASKS
     assert kind in hopper.AUTO_PER_KEY_MASKS
     for extra in ({}, {"lengths": True}, {"lengths": True, "window": True}, {"softcap": True},
@@ -450,13 +461,14 @@ def test_key_padding_masks_are_chosen_unforced_full_mask_tensors_only_forced(kin
     refused = {
         "ALiBi with lengths": KernelSpec(128, False, "bfloat16", "fwd", attn_mask=kind,
                                          lengths=True, alibi=True),
-        "dropout": KernelSpec(128, False, "bfloat16", "fwd", attn_mask=kind, lengths=True,
-                              dropout=True),
         "head dim 96": KernelSpec(96, False, "bfloat16", "fwd", attn_mask=kind, lengths=True),
         "float32": KernelSpec(128, False, "float32", "fwd", attn_mask=kind, lengths=True),
     }  # fmt: skip
     for fragment, spec in refused.items():
         assert fragment in hopper.spec_reason(spec, forced=True, per_key=True), spec.uri()
+    dropped = KernelSpec(128, False, "bfloat16", "fwd", attn_mask=kind, lengths=True, dropout=True)
+    assert "dropout" in hopper.spec_reason(dropped, per_key=True)
+    assert hopper.spec_reason(dropped, per_key=True, forced=True) == API_REASON
     # ALiBi with a window keeps its own rule, whatever the mask
     spec = KernelSpec(128, False, "bfloat16", "fwd", attn_mask=kind, alibi=True, window=True)
     assert "only when forced" in hopper.spec_reason(spec, per_key=True)
@@ -508,6 +520,7 @@ def test_banded_kernels_run_without_pingpong():
     assert hopper.for_spec(cfg, MASK_SPECS[0]) == HopperConfig(128, 128, 2, 2, 4, 168, False, True)
     assert hopper.for_spec(cfg, MASK_SPECS[2]) == cfg  # softcap alone keeps the tile ranges
     assert not hopper.for_spec(cfg, MASK_SPECS[5]).pingpong  # a mask tensor: banded too
+    assert not hopper.for_spec(cfg, MASK_SPECS[13]).pingpong  # dropout: no prefetch
 
 
 def test_mask_arguments_follow_the_spec():
@@ -555,8 +568,11 @@ def test_plan_matches_the_kernel_signature(spec, per_key, monkeypatch):
     bounds = torch.zeros(2, 4, dtype=torch.int32) if spec.lengths else None
     mask = torch.zeros(2, 4, 300, 300, dtype=torch.bool) if spec.attn_mask else None
     alibi = torch.zeros(4).expand(2, 4) if spec.alibi else None
+    drop = (0.1, 1234) if spec.dropout else None
     lse = torch.empty(2, 4, 300)
-    args = hopper.call_args(spec, q, k, v, out, lse, 0.1, window, softcap, bounds, mask, alibi)
+    args = hopper.call_args(
+        spec, q, k, v, out, lse, 0.1, window, softcap, bounds, mask, alibi, drop
+    )  # fmt: skip
     names = run.kernel.arg_names
     assert list(names[len(args) :]) == list(run.constexprs)
     assert run.constexprs["num_warps"] == cfg.num_warps and run.options == {"maxnreg": 168}
@@ -570,8 +586,11 @@ def test_plan_matches_the_kernel_signature(spec, per_key, monkeypatch):
         assert block == [1, 1, rows[pos], d]
         assert layout == gl.NVMMASharedLayout.get_default_for(block, gl.bfloat16)
     assert run.grid == (3 * 2 * 4,)  # cdiv(300, 128) query blocks per (batch, head): < 132
-    assert len(args) == 12 + len(hopper.mask_args(spec, 0.1, window, softcap, bounds, mask, alibi))
-    if alibi is not None:  # the slopes and their batch stride (0: shared) come last
+    tail = hopper.mask_args(spec, 0.1, window, softcap, bounds, mask, alibi, drop)
+    assert len(args) == 12 + len(tail)
+    if drop is not None:  # dropout's p and seed come last
+        assert args[-2:] == drop
+    elif alibi is not None:  # else the slopes and their batch stride (0: shared)
         assert args[-2] is alibi and args[-1] == 0
 
 
@@ -628,6 +647,9 @@ def test_masked_kernels_compile_for_sm90():
         MASK_SPECS[11].uri(),  # lengths alone, causal, head dims 128 and 64 (prefetch)
         MASK_SPECS[12].uri(),
         f"{MASK_SPECS[0].uri()}:narrow",  # a narrow window's 64-key tiles (NARROW_CONFIGS)
+        MASK_SPECS[13].uri(),  # dropout: alone, with a window, with a key-padding mask
+        MASK_SPECS[14].uri(),
+        f"{MASK_SPECS[15].uri()}:per_key",
     ]
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     done = subprocess.run(
@@ -911,13 +933,16 @@ def test_forward_plan_passes_what_call_args_checks(spec, monkeypatch):
         kw["mask"] = torch.ones(2, 1, 1, 280, dtype=dtype).expand(2, 4, 300, 280)
     if spec.alibi:
         kw["alibi"] = torch.rand(4).expand(2, 4)
+    if spec.dropout:
+        kw["dropout"] = (0.1, 1234)
     out, lse = fwd.forward(q, k, v, causal=spec.causal, scale=0.1, **kw)
     plans.clear_all()
     (got,) = seen
     assert per_keys == [bool(spec.attn_mask)]
     window = plans.clamp_window(kw.get("window"), spec.causal, 300, 280)
     want = hopper.call_args(spec, q, k, v, out, lse, 0.1, window, kw.get("softcap"),
-                            kw.get("bounds"), kw.get("mask"), kw.get("alibi"))  # fmt: skip
+                            kw.get("bounds"), kw.get("mask"), kw.get("alibi"),
+                            kw.get("dropout"))  # fmt: skip
     assert len(got) == len(want)
     for a, b in zip(got, want, strict=True):
         assert a is b or a == b, (a, b)
@@ -1080,3 +1105,54 @@ def test_backward_consumes_the_key_padding_hopper_forward(kind, monkeypatch):
     for name, got, exp in zip("qkv", leaves, ref, strict=True):
         err = max_abs_err(got.grad, exp.grad)
         assert err <= 3e-2 * max(1.0, exp.grad.abs().max().item()), f"d{name}: {err:.3e}"
+
+
+# ---- dropout in the Hopper family (issue 16, forced only; GPU) ----------------------------
+
+# (B, Hq, Hkv, Sq, Sk, D, dtype, causal, window, p, persistent)
+DROPOUT_CASES = [
+    (2, 12, 12, 384, 384, 64, torch.bfloat16, False, None, 0.1, False),  # BERT-like
+    (2, 8, 2, 1000, 1000, 128, torch.float16, True, None, 0.3, True),
+    (1, 4, 4, 777, 901, 64, torch.bfloat16, False, (100, 37), 0.5, False),
+    (2, 4, 2, 700, 700, 128, torch.bfloat16, True, (200, 0), 0.2, True),
+]
+
+
+@on_sm90
+@pytest.mark.parametrize("case", DROPOUT_CASES, ids=lambda c: f"d{c[5]}-p{c[9]}-{c[7]}-{c[8]}")
+def test_hopper_dropout_matches_float64(case, monkeypatch):
+    """The Hopper forward with dropout, forced (FLASHGEN_FWD_FAMILY=hopper): the portable
+    family's keep flags (`dropout.keep_mask`), the denominator over every probability, the kept
+    ones scaled by 1 / (1 - p), the undropped lse; GQA, causal, windows, both head dims, the
+    persistent grid."""
+    from flashgen.kernels import dropout, fwd
+
+    b, hq, hkv, sq, sk, d, dtype, causal, window, p, persistent = case
+    monkeypatch.setenv(hopper.FAMILY_ENV, "hopper")
+    if persistent:
+        cfg = hopper.CONFIGS[d].with_persistent(True)
+        monkeypatch.setattr(hopper, "config_for", lambda spec, sq, narrow=False: cfg)
+    fwd._plans.clear()
+    q, k, v = _qkv(b, hq, hkv, sq, sk, d, dtype, seed=9)
+    spec = KernelSpec(d, causal, str(dtype).removeprefix("torch."), "fwd", window=bool(window),
+                      dropout=True)  # fmt: skip
+    assert hopper.choose(spec, q, k, v, sq)  # must not silently run the portable family
+    out, lse = fwd.forward(q, k, v, causal=causal, scale=None, window=window, dropout=(p, 777))
+    i = torch.arange(sq, device="cuda")[:, None]
+    j = torch.arange(sk, device="cuda")[None, :]
+    visible = torch.ones(sq, sk, dtype=torch.bool, device="cuda")
+    if causal:
+        visible &= j <= i
+    if window is not None:
+        visible &= (j >= i - window[0]) & (j <= i + (0 if causal else window[1]))
+    qd, kd, vd = (t.double() for t in (q, k, v))
+    kd, vd = kd.repeat_interleave(hq // hkv, 1), vd.repeat_interleave(hq // hkv, 1)
+    s = ((qd @ kd.transpose(-1, -2)) / d**0.5).masked_fill(~visible, float("-inf"))
+    keep = dropout.keep_mask(777, p, b, hq, sq, sk, "cuda")
+    ref = (torch.softmax(s, -1) * keep / (1 - p)) @ vd
+    tol = 2e-2 if dtype == torch.bfloat16 else 4e-3
+    assert torch.isfinite(out).all()
+    assert max_abs_err(out, ref) <= tol * max(1.0, ref.abs().max().item())
+    lse_err = (lse.double() - torch.logsumexp(s, -1)).abs().max().item()
+    assert lse_err <= 1e-3 * max(1.0, torch.logsumexp(s, -1).abs().max().item()), lse_err
+    fwd._plans.clear()
