@@ -732,6 +732,9 @@ def test_windows_take_the_hopper_kind_where_asked_or_listed(monkeypatch):
     assert hopper_bwd.spec_reason(spec) is None
     assert hopper_bwd.auto_choice(spec, 37) and not hopper_bwd.auto_choice(spec, 36)
     assert not hopper_bwd.auto_choice(dataclasses.replace(spec, causal=False), 1 << 20)
+    # a window with a key-padding mask (its key range as lengths): asked-for only
+    padded = dataclasses.replace(spec, lengths=True, attn_mask="bool")
+    assert hopper_bwd.spec_reason(padded) is None and not hopper_bwd.auto_choice(padded, 1 << 20)
     # the window's table, not the plain one's, answers for windowed specs
     monkeypatch.setattr(hopper_bwd, "AUTO_WINDOW", {})
     assert not hopper_bwd.auto_choice(spec, 1 << 20)
@@ -1246,7 +1249,8 @@ print("ok", len(json.loads(sys.argv[1])))
 def test_softcap_alibi_and_dropout_match_float64():
     """The hopper kind with softcapping (caps the scores reach), ALiBi (per-head slopes) and
     dropout (the forward's keep flags), alone, together, with a causal or two-sided window and
-    with a key-padding mask; GQA, odd lengths, both head dims, fp16 and bf16."""
+    with a key-padding mask, and a window with a key-padding mask alone; GQA, odd lengths, both
+    head dims, fp16 and bf16."""
     cases = [
         (2, 4, 4, 700, 128, "bfloat16", True, 5.0, False, None, False, None),
         (2, 8, 2, 777, 64, "float16", False, 3.0, False, None, False, None),
@@ -1258,5 +1262,6 @@ def test_softcap_alibi_and_dropout_match_float64():
         (2, 12, 12, 384, 64, "bfloat16", False, None, False, None, True, 0.1),  # BERT-like
         (2, 8, 2, 1000, 128, "float16", True, None, True, [300, 0], False, 0.3),
         (1, 4, 4, 777, 64, "bfloat16", True, None, False, None, False, 0.5),
+        (2, 4, 2, 640, 128, "bfloat16", True, None, False, [200, 0], True, None),  # window+pad
     ]
     _run_on_gpu(_SCORE_MOD_GPU_SCRIPT, cases)
