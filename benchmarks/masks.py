@@ -2,6 +2,7 @@
 
     python benchmarks/masks.py [--out FILE.csv] [--budget SECONDS] [--only NAME,...]
                                [--dirs fwd,fwd+bwd] [--rounds N] [--no-check] [--warm]
+                               [--bwd-kinds hopper,split]
 
 1. Correctness: every mask kind the kernels take (sliding window causal and two-sided, softcap,
    ALiBi slopes, and key/query padding when this checkout has it), forward and backward in bf16 through
@@ -26,10 +27,15 @@ waits for the device, one explanation to rule out when a row reads slower in one
 in another. Kernels run with their default configs (no tuning database).
 `--warm` runs every timed function once and times nothing: started in a parallel process it
 fills Triton's cache, so a later timing run does not spend its time limit compiling.
+`--bwd-kinds hopper,split` also times each row's forward+backward under each named backward kind
+(FLASHGEN_BWD_KIND), alternating, `--rounds` readings each, in this process (`kinds` lines):
+the A/B that decides `hopper_bwd.AUTO_EXTRAS` / `AUTO_WINDOW` / `AUTO_SCORE_MODS`, free of the
+few-percent spread between processes that made two such runs disagree (session 21 B4-B6).
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import statistics
@@ -235,6 +241,22 @@ def check(name, causal, kw, mk, cap, args):
 
 WARM_ONLY = False
 ROUNDS = 3  # readings of the masked and the unmasked kernel per row, alternating (--rounds)
+BWD_KINDS: tuple[str, ...] = ()  # backward kinds timed against each other per row (--bwd-kinds)
+
+
+@contextlib.contextmanager
+def env_set(name: str, value: str):
+    """Environment variable `name` set to `value` inside the block, then back to what it was
+    (the launchers read FLASHGEN_* at every call and key their plans on them)."""
+    before = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ[name]
+        else:
+            os.environ[name] = before
 
 
 def describe(kw) -> str:
@@ -294,15 +316,8 @@ def speed(name, causal, kw, mk, cap, shape, writer, dirs=("fwd", "fwd+bwd")):
         return sdpa(q, kr, vr, attn_mask=given, dropout_p=kw.get("dropout_p", 0.0))
 
     def portable():  # the unmasked kernel of the portable family
-        before = os.environ.get("FLASHGEN_FWD_FAMILY")
-        os.environ["FLASHGEN_FWD_FAMILY"] = "portable"
-        try:
+        with env_set("FLASHGEN_FWD_FAMILY", "portable"):
             return plain()
-        finally:  # back to what the run was started with (FLASHGEN_FWD_FAMILY=hopper, say)
-            if before is None:
-                del os.environ["FLASHGEN_FWD_FAMILY"]
-            else:
-                os.environ["FLASHGEN_FWD_FAMILY"] = before
 
     for direction, flops_per_pair in (("fwd", 4 * d), ("fwd+bwd", 10 * d)):
         if direction not in dirs:
@@ -344,6 +359,23 @@ def speed(name, causal, kw, mk, cap, shape, writer, dirs=("fwd", "fwd+bwd")):
         )  # fmt: skip
         print(" ".join(f"{k}={v}" for k, v in row.items() if k != "mask"), flush=True)
         writer(row)
+        if grad and BWD_KINDS:
+            print(kinds_line(name, fwd_bwd(ours, q, k, v, do)), flush=True)
+
+
+def kinds_line(name: str, run) -> str:
+    """`run` (a forward+backward) timed under each of BWD_KINDS, alternating, ROUNDS readings
+    each: the readings, each kind's median, and each kind's time over the first kind's."""
+    readings = {kind: [] for kind in BWD_KINDS}
+    for _ in range(ROUNDS):
+        for kind in BWD_KINDS:
+            with env_set("FLASHGEN_BWD_KIND", kind):
+                readings[kind].append(bench(run))
+    medians = {kind: statistics.median(xs) for kind, xs in readings.items()}
+    first = medians[BWD_KINDS[0]]
+    parts = [f"{kind} {_ms(xs)} (median {medians[kind]:.4f}, {medians[kind] / first:.3f}x)"
+             for kind, xs in readings.items()]  # fmt: skip
+    return f"kinds {name} fwd+bwd: " + "; ".join(parts)
 
 
 def _ms(xs) -> str:
@@ -390,6 +422,11 @@ def main(argv=None):
         "takes the median of each (default %(default)s)",
     )  # fmt: skip
     ap.add_argument(
+        "--bwd-kinds", default="",
+        help="comma-separated backward kinds (split, hopper, onepass) to time each row's "
+        "forward+backward under, alternating in this process (`kinds` lines)",
+    )  # fmt: skip
+    ap.add_argument(
         "--no-per-key", action="store_true",
         help="read key-padding masks as full tiles (MASK_PER_KEY off): the A/B of the vector load",
     )  # fmt: skip
@@ -406,9 +443,15 @@ def main(argv=None):
 
         primitives._bounds = lambda seq_bounds, mask, hopper_hull=None: seq_bounds
         primitives._backward_bounds = lambda seq_bounds, mask: seq_bounds
-    global WARM_ONLY, ROUNDS
+    global WARM_ONLY, ROUNDS, BWD_KINDS
     WARM_ONLY = args.warm
     ROUNDS = 1 if args.warm else max(1, args.rounds)
+    BWD_KINDS = tuple(k for k in args.bwd_kinds.split(",") if k)
+    from flashgen.kernels.bwd_kind import KINDS
+
+    unknown = [k for k in BWD_KINDS if k not in KINDS]
+    if unknown:
+        ap.error(f"--bwd-kinds: unknown kind(s) {', '.join(unknown)} (known: {', '.join(KINDS)})")
     dirs = tuple(args.dirs.split(","))
     start = time.monotonic()
     shape = tuple(int(x) for x in args.shape.split(","))

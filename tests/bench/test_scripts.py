@@ -211,7 +211,8 @@ PARSE_CASES = [
     ("decode", ["--out", "d.csv", "--no-grid", "--sweep", "1x32x8x4096x128", "--no-check"],
      dict(out="d.csv", grid=False, sweep="1x32x8x4096x128", no_check=True, budget=600)),
     ("masks", ["--only", "window", "--dirs", "fwd", "--no-per-key"],
-     dict(only="window", dirs="fwd", no_per_key=True, budget=50.0, no_check=False)),
+     dict(only="window", dirs="fwd", no_per_key=True, budget=50.0, no_check=False,
+          bwd_kinds="")),
     ("hopper_profile", ["run", "d128_16k"], dict(cmd="run", cases=["d128_16k"])),
     ("latest", ["add", "a.json"], dict(cmd="add", files=["a.json"])),
     ("hopper_probe", ["bench", "quick", "shipped"], dict(cmd="bench", words=["quick", "shipped"])),
@@ -251,6 +252,35 @@ def test_script_help_without_gpu(script, capsys):
     assert done.value.code == 0
     out = capsys.readouterr().out
     assert out.startswith("usage: ") and module.__doc__.splitlines()[0] in out
+
+
+def test_masks_times_backward_kinds_in_one_process(monkeypatch, capsys):
+    """masks.py --bwd-kinds: each kind's readings alternate (FLASHGEN_BWD_KIND set around each,
+    then restored), medians and ratios to the first kind printed; an unknown kind is refused
+    before anything runs."""
+    import os
+
+    module = repo_scripts.load("benchmarks/masks.py", "bench_masks_kinds")
+    with pytest.raises(SystemExit) as done:
+        module.main(["--bwd-kinds", "hopper,bogus"])
+    assert done.value.code == 2 and "bogus" in capsys.readouterr().err
+    monkeypatch.setenv("FLASHGEN_BWD_KIND", "onepass")
+    seen = []
+    ms = {"hopper": iter([1.0, 1.2, 1.1]), "split": iter([2.0, 2.1, 2.3])}
+
+    def bench(run):
+        kind = os.environ["FLASHGEN_BWD_KIND"]
+        seen.append(kind)
+        return next(ms[kind])
+
+    monkeypatch.setattr(module, "bench", bench)
+    monkeypatch.setattr(module, "BWD_KINDS", ("hopper", "split"))
+    monkeypatch.setattr(module, "ROUNDS", 3)
+    line = module.kinds_line("pad_right_full", lambda: None)
+    assert seen == ["hopper", "split"] * 3  # alternating
+    assert os.environ["FLASHGEN_BWD_KIND"] == "onepass"  # restored
+    assert line.startswith("kinds pad_right_full fwd+bwd: hopper 1.0000/1.2000/1.1000 (median")
+    assert "(median 1.1000, 1.000x)" in line and "(median 2.1000, 1.909x)" in line
 
 
 def test_hopper_probe_table_needs_its_json(capsys):
