@@ -823,7 +823,7 @@ def _run_on_gpu(script: str, payload) -> None:
 
 
 # What the child scripts below share: counting the plans a launcher class builds (so a silent
-# fallback to another kernel fails), and a float64 reference of attention restricted to
+# fallback to another kernel fails), seeded inputs on the GPU, and a float64 reference of attention restricted to
 # `visible` ([B, 1, Sq, Sk]; a row that sees no key gives zeros) whose gradients bound the
 # hopper kind's by 3x the split kind's own error plus 8e-3 of the gradient's size.
 _CHILD_HELPERS = """
@@ -839,6 +839,12 @@ def count_builds(module, name):
             super().__init__(*a, **kw)
     setattr(module, name, Counted)
     return built
+def inputs(b, hq, hkv, sq, sk, d, dtype, seed, q_scale=1.0):
+    gen = torch.Generator().manual_seed(seed)
+    q = (torch.randn(b, hq, sq, d, generator=gen) * q_scale).to(dtype).cuda()
+    k, v = (torch.randn(b, hkv, sk, d, generator=gen).to(dtype).cuda() for _ in range(2))
+    do = torch.randn(b, hq, sq, d, generator=gen).to(dtype).cuda()
+    return q, k, v, do
 def check_against_split(name, got, split, q, k, v, do, visible):
     hq, hkv, d = q.shape[1], k.shape[1], q.shape[3]
     leaves = [t.detach().double().requires_grad_() for t in (q, k, v)]
@@ -870,9 +876,9 @@ GPU_CASES = [
 
 # Runs every GPU case for one config in a child process: a kernel fault (a lost CUDA context)
 # then fails this test only, not every GPU test after it in the session.
-_GPU_SCRIPT = """
-import json, sys
-import torch
+_GPU_SCRIPT = (
+    _CHILD_HELPERS
+    + """
 from flashgen.core.spec import KernelSpec
 from flashgen.kernels import bwd, hopper_bwd
 from flashgen.kernels.fwd import forward
@@ -882,10 +888,7 @@ cfg = None if config is None else hopper_bwd.HopperBwdConfig(*config)
 for b, hq, hkv, sq, sk, d, dtype, causal in cases:
     name = f"{b}x{hq}/{hkv}x{sq}x{sk} d{d} {dtype} causal={causal}"
     dtype = getattr(torch, dtype)
-    gen = torch.Generator().manual_seed(3)
-    q = torch.randn(b, hq, sq, d, generator=gen).to(dtype).cuda()
-    k, v = (torch.randn(b, hkv, sk, d, generator=gen).to(dtype).cuda() for _ in range(2))
-    do = torch.randn(b, hq, sq, d, generator=gen).to(dtype).cuda()
+    q, k, v, do = inputs(b, hq, hkv, sq, sk, d, dtype, 3)
     out, lse = forward(q, k, v, causal=causal, scale=None)
     spec = KernelSpec(d, causal, str(dtype).removeprefix("torch."), "bwd")
     assert hopper_bwd.usable(spec, q, k, v, do) is None, name  # no silent fallback
@@ -910,6 +913,7 @@ for b, hq, hkv, sq, sk, d, dtype, causal in cases:
         assert err <= bound, f"{name}: d{grad} {err:.3e} > {bound:.3e}"
 print("ok", len(cases))
 """
+)
 
 
 @on_sm90
@@ -958,10 +962,7 @@ for b, hq, hkv, sq, sk, d, dtype, causal, env in json.loads(sys.argv[1]):
     os.environ[hopper_bwd.DKDV_ENV] = env
     name = f"{b}x{hq}/{hkv}x{sq}x{sk} d{d} {dtype} causal={causal} {env}"
     dtype = getattr(torch, dtype)
-    gen = torch.Generator().manual_seed(4)
-    q = torch.randn(b, hq, sq, d, generator=gen).to(dtype).cuda()
-    k, v = (torch.randn(b, hkv, sk, d, generator=gen).to(dtype).cuda() for _ in range(2))
-    do = torch.randn(b, hq, sq, d, generator=gen).to(dtype).cuda()
+    q, k, v, do = inputs(b, hq, hkv, sq, sk, d, dtype, 4)
     out, lse = forward(q, k, v, causal=causal, scale=None)
     before = len(built)
     got = bwd.backward(do, q, k, v, out, lse, causal=causal, scale=d**-0.5, deterministic=True)
@@ -1006,10 +1007,7 @@ from flashgen.kernels.padding import bounds as seq_bounds, dense_mask
 for b, hq, hkv, sq, sk, d, dtype, causal, side, klens, qlens in json.loads(sys.argv[1]):
     name = f"{b}x{hq}/{hkv}x{sq}x{sk} d{d} {dtype} causal={causal} {side} k={klens} q={qlens}"
     dt = getattr(torch, dtype)
-    gen = torch.Generator().manual_seed(5)
-    q = torch.randn(b, hq, sq, d, generator=gen).to(dt).cuda()
-    k, v = (torch.randn(b, hkv, sk, d, generator=gen).to(dt).cuda() for _ in range(2))
-    do = torch.randn(b, hq, sq, d, generator=gen).to(dt).cuda()
+    q, k, v, do = inputs(b, hq, hkv, sq, sk, d, dt, 5)
     sb = seq_bounds(b, sq, sk, klens, qlens, side, "cuda")
     out, lse = forward(q, k, v, causal=causal, scale=None, bounds=sb)
     spec = KernelSpec(d, causal, dtype, "bwd", lengths=True)
@@ -1062,10 +1060,8 @@ built = count_builds(hopper_bwd, "Plan")
 for b, hq, hkv, n, d, dtype, causal, kind, pattern in json.loads(sys.argv[1]):
     name = f"{b}x{hq}/{hkv}x{n} d{d} {dtype} causal={causal} {kind} {pattern}"
     dt = getattr(torch, dtype)
-    gen = torch.Generator().manual_seed(6)
-    q = torch.randn(b, hq, n, d, generator=gen).to(dt).cuda()
-    k, v = (torch.randn(b, hkv, n, d, generator=gen).to(dt).cuda() for _ in range(2))
-    do = torch.randn(b, hq, n, d, generator=gen).to(dt).cuda()
+    q, k, v, do = inputs(b, hq, hkv, n, n, d, dt, 6)
+    gen = torch.Generator().manual_seed(6)  # the holes' draw
     keep = torch.ones(b, n, dtype=torch.bool)
     if pattern == "right":
         keep[1, n // 3:] = False
@@ -1125,10 +1121,7 @@ built = count_builds(hopper_bwd, "Plan")
 for b, hq, hkv, sq, sk, d, dtype, causal, window, klens in json.loads(sys.argv[1]):
     name = f"{b}x{hq}/{hkv}x{sq}x{sk} d{d} {dtype} causal={causal} window={window} k={klens}"
     dt = getattr(torch, dtype)
-    gen = torch.Generator().manual_seed(7)
-    q = torch.randn(b, hq, sq, d, generator=gen).to(dt).cuda()
-    k, v = (torch.randn(b, hkv, sk, d, generator=gen).to(dt).cuda() for _ in range(2))
-    do = torch.randn(b, hq, sq, d, generator=gen).to(dt).cuda()
+    q, k, v, do = inputs(b, hq, hkv, sq, sk, d, dt, 7)
     sb = None if klens is None else seq_bounds(b, sq, sk, klens, None, "right", "cuda")
     out, lse = forward(q, k, v, causal=causal, scale=None, window=tuple(window), bounds=sb)
     kw = dict(causal=causal, scale=d**-0.5, window=tuple(window), bounds=sb)
@@ -1170,31 +1163,21 @@ def test_windows_match_float64():
 # as above: float64 reference with the same score modifications, bounded by 3x the split kind's
 # own error (its softcap and ALiBi are float64-tested in test_softcap.py / test_alibi.py) plus
 # 8e-3 of the gradient's size.
-_SCORE_MOD_GPU_SCRIPT = """
-import json, sys
-import torch
+_SCORE_MOD_GPU_SCRIPT = (
+    _CHILD_HELPERS
+    + """
 from flashgen.kernels import bwd, dropout, hopper_bwd
 from flashgen.kernels.alibi import check_slopes
 from flashgen.kernels.fwd import forward
 from flashgen.kernels.padding import key_hull
 from flashgen.kernels.plans import clamp_window
-built = []
-real = hopper_bwd.Plan
-class Counted(real):
-    __slots__ = ()
-    def __init__(self, *a, **kw):
-        built.append(1)
-        super().__init__(*a, **kw)
-hopper_bwd.Plan = Counted
+built = count_builds(hopper_bwd, "Plan")
 for b, hq, hkv, n, d, dtype, causal, cap, alibi, window, pad, p in json.loads(sys.argv[1]):
     name = (f"{b}x{hq}/{hkv}x{n} d{d} {dtype} causal={causal} cap={cap} alibi={alibi} "
             f"window={window} pad={pad} p={p}")
     drop = None if p is None else (p, 4321)
     dt = getattr(torch, dtype)
-    gen = torch.Generator().manual_seed(8)
-    q = (torch.randn(b, hq, n, d, generator=gen) * 2).to(dt).cuda()  # scores large enough to cap
-    k, v = (torch.randn(b, hkv, n, d, generator=gen).to(dt).cuda() for _ in range(2))
-    do = torch.randn(b, hq, n, d, generator=gen).to(dt).cuda()
+    q, k, v, do = inputs(b, hq, hkv, n, n, d, dt, 8, q_scale=2.0)  # scores large enough to cap
     slopes = None
     if alibi:
         slopes = check_slopes(2.0 ** -torch.arange(1, hq + 1, dtype=torch.float32).cuda(), q)
@@ -1243,6 +1226,7 @@ for b, hq, hkv, n, d, dtype, causal, cap, alibi, window, pad, p in json.loads(sy
         assert err <= bound, f"{name}: d{grad} {err:.3e} > {bound:.3e}"
 print("ok", len(json.loads(sys.argv[1])))
 """
+)
 
 
 @on_sm90
