@@ -420,8 +420,9 @@ def _hopper(
         _plans.store(key, plan, q)
     if isinstance(plan, _Refused):
         return None
-    return plan(do, q, k, v, out, lse, float(scale), bounds=bounds, mask=mask, window=window,
-                softcap=softcap, alibi=alibi, dropout=dropout)  # fmt: skip
+    scale = float(scale)
+    extras = variant_args(scale, window, softcap, None, None, dropout, alibi)
+    return plan(do, q, k, v, out, lse, scale, bounds=bounds, mask=mask, extras=extras)
 
 
 @functools.cache

@@ -115,8 +115,8 @@ def resolve_kind(deterministic: bool | None, kind: str | None, spec) -> str:
 def auto_hopper(deterministic, chosen, spec, seq_k: int) -> bool:
     """Whether a call that left the kind to flashgen (no kind argument, no FLASHGEN_BWD_KIND,
     determinism not asked for) runs the hopper kind: where it measured faster
-    (`flashgen.kernels.hopper_bwd.AUTO`; for calls with lengths, `AUTO_EXTRAS`)."""
-    if not (hopper_bwd.AUTO or hopper_bwd.AUTO_EXTRAS) or chosen is not None or _kind_env():
+    (`flashgen.kernels.hopper_bwd.auto_choice`: `AUTO`, or the table of the call's extras)."""
+    if chosen is not None or _kind_env():
         return False
     if deterministic or (deterministic is None and torch.are_deterministic_algorithms_enabled()):
         return False

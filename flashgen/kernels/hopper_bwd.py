@@ -193,13 +193,13 @@ AUTO: dict[tuple[int, bool], int] = {
 # The same for calls with lengths (SeqBounds), alone or with a key-padding mask: (head dim,
 # causal, mask kind "" / "bool" / "add") -> the shortest key length measured faster than the
 # split kind (benchmarks/RESULTS.md, session 21 B2 and B4, forward+backward, GQA Hq/Hkv 4, 47-79%
-# of the pairs visible): head dim 128 with lengths 10-16% faster at 1k keys and 6-18% at 4k
-# (full and causal), an additive key-padding mask 11% / 5-16%; head dim 64 at 4k with lengths
-# 4-7%, an additive mask 9%, a boolean one 3%. The boolean mask at head dim 128 read 4% faster
-# at 1k but 3% faster and 7% slower at 4k in two runs (its kernel 23% slower than the additive
-# one on the same padding: B4's profile), until B5 measured the boolean rendering that applies
-# the mask as an additive vector. Masks with causal masking, and head dim 64 below 4k, were
-# not measured: the split kind stays their default.
+# of the pairs visible; split time over hopper time): head dim 128 with lengths 1.12-1.20x at
+# 1k keys and 1.06-1.20x at 4k (full and causal), an additive key-padding mask 1.12x / 1.05-1.20x;
+# head dim 64 at 4k with lengths 1.05-1.07x, an additive mask 1.10x, a boolean one 1.03x. The
+# boolean mask at head dim 128 read 1.04x at 1k but 1.03x and 0.93x at 4k in two runs (its
+# kernel 23% slower than the additive one on the same padding: B4's profile); applied as an
+# additive vector since, it read 1.09x at 4k (B5). Masks with causal masking, and head dim 64
+# below 4k, were not measured: the split kind stays their default.
 AUTO_EXTRAS: dict[tuple[int, bool, str], int] = {
     (128, False, ""): 1024,
     (128, True, ""): 1024,
@@ -213,8 +213,9 @@ AUTO_EXTRAS: dict[tuple[int, bool, str], int] = {
 
 # The same for calls with a sliding window (alone or with lengths): (head dim, causal) -> the
 # shortest key length measured faster than the split kind (session 21 B4, forward+backward at
-# 4k keys, GQA Hq/Hkv 4, causal windows of 1024 and 256 keys and a two-sided one of 512: 3-7%
-# faster at head dim 128, 5-9% at 64). Shorter keys not measured. A window with a key-padding
+# 4k keys, GQA Hq/Hkv 4, causal windows of 1024 and 256 keys and a two-sided one of 512: split
+# time over hopper time 1.03-1.07x at head dim 128, 1.06-1.10x at 64; B6 alternated the narrow
+# causal rows in one job, hopper faster in every pairing). Shorter keys not measured. A window with a key-padding
 # mask renders and compiles but its gradients were not checked on a GPU: asked-for only.
 AUTO_WINDOW: dict[tuple[int, bool], int] = {
     (128, False): 4096,
@@ -429,20 +430,18 @@ class Plan:
     descriptor templates, and the dQ conversion (the one-pass template's
     `attn_bwd_dq_convert`), each a `flashgen.kernels.launch.Launch` (`device` as Launch takes
     it: None launches through the JIT every time). Called as
-    plan(do, q, k, v, out, lse, scale[, delta, dk, dv, bounds, mask, window, softcap, alibi,
-    dropout])
-    -> (dq or None, dk, dv); `window` ((left, right), `plans.clamp_window`'s) exactly when
-    `spec.window`, `softcap` (the cap, in scaled-score units) exactly when `spec.softcap`,
-    `alibi` (fp32 slopes [B, Hq] with stride 1 along heads, batch stride 0 when shared) exactly
-    when `spec.alibi`, `dropout` ((p, seed), the forward's) exactly when `spec.dropout`;
+    plan(do, q, k, v, out, lse, scale[, delta, dk, dv, bounds, mask, extras])
+    -> (dq or None, dk, dv); `extras`: the run-time arguments after the scale of a spec with a
+    window, softcap, ALiBi or dropout, as `flashgen.kernels.plans.variant_args` gives them for
+    every kernel family (the window's sizes, softcap / scale, the slopes and their batch
+    stride, dropout's p and seed);
     `mask` exactly when `spec.attn_mask`: a key-padding mask, the expanded [B, Hq, Sq, Sk] view
     constant along heads and query rows (its `bounds` the mask's key range, `padding.key_hull`);
     `bounds` (SeqBounds, int32 [B, 4]) exactly when `spec.lengths`: dK and dV are then
     zero-filled first (rows outside the key ranges are not stored; dQ's fp32 buffer is zeroed
     anyway, so its rows outside the query ranges convert to zeros)."""
 
-    __slots__ = ("pre", "pre_args", "main", "convert", "sizes", "compute_dq", "lengths", "masked",
-                 "windowed", "capped", "alibi", "dropped")  # fmt: skip
+    __slots__ = ("pre", "pre_args", "main", "convert", "sizes", "compute_dq", "lengths", "masked")
     keep = True  # `flashgen.kernels.plans.PlanCache` keeps it (no database record behind it)
 
     def __init__(self, spec, cfg: HopperBwdConfig, q, k, v, do, out, device, compute_dq=True):
@@ -492,14 +491,10 @@ class Plan:
         self.compute_dq = compute_dq
         self.lengths = spec.lengths
         self.masked = bool(spec.attn_mask)
-        self.windowed = spec.window
-        self.capped = spec.softcap
-        self.alibi = spec.alibi
-        self.dropped = spec.dropout
 
     def __call__(
         self, do, q, k, v, out, lse, scale, delta=None, dk=None, dv=None, bounds=None, mask=None,
-        window=None, softcap=None, alibi=None, dropout=None,
+        extras=(),
     ):  # fmt: skip
         import torch
 
@@ -520,15 +515,8 @@ class Plan:
         if self.masked:  # a key-padding mask: element [b, n] at b * stride 0 + n * stride 3
             extra += (mask, mask.stride(0), mask.stride(3))
         # lse and delta again as the statistics descriptors (read only with stats_tma)
-        tail = tuple(window) if self.windowed else ()  # after the scale, in the template's order
-        if self.capped:
-            tail += (softcap / scale,)  # softcap_raw: the kernel caps raw scores
-        if self.alibi:
-            tail += (alibi, alibi.stride(0))
-        if self.dropped:
-            tail += (float(dropout[0]), int(dropout[1]))
         self.main(q, k, v, do, lse, delta, rows, lse, delta, dk, dv, acc, *extra, batch, hq, hkv,
-                  sq, sk, scale, *tail)  # fmt: skip
+                  sq, sk, scale, *extras)  # fmt: skip
         if not self.compute_dq:
             return None, dk, dv
         dq = torch.empty((batch, hq, sq, dim), dtype=q.dtype, device=q.device)

@@ -528,8 +528,8 @@ def test_hopper_kind_keeps_a_plan_per_signature(monkeypatch):
             built.append(q.shape)
             self.calls = 0
 
-        def __call__(self, do, q, k, v, out, lse, scale, bounds=None, mask=None, **extras):
-            assert bounds is None and mask is None and not any(extras.values())
+        def __call__(self, do, q, k, v, out, lse, scale, bounds=None, mask=None, extras=()):
+            assert bounds is None and mask is None and extras == ()
             self.calls += 1
             return bwd.backward(do, q, k, v, out, lse, causal=False, scale=scale, kind="split")
 
@@ -642,7 +642,6 @@ def test_lengths_by_default_only_where_auto_extras_lists_them(monkeypatch):
     from flashgen.kernels.padding import bounds as seq_bounds
     from flashgen.kernels.padding import key_hull
 
-    assert all(least > 40 or dim != 64 for (dim, *_), least in hopper_bwd.AUTO_EXTRAS.items())
     monkeypatch.setattr(hopper_bwd, "AUTO_EXTRAS", {})
     seen = []
     real = bwd._hopper
@@ -709,13 +708,13 @@ def test_windows_take_the_hopper_kind_where_asked_or_listed(monkeypatch):
     real = bwd._hopper
     monkeypatch.setattr(bwd, "_hopper", lambda *a: seen.append(a[12]) or real(*a))
     monkeypatch.setattr(hopper_bwd, "AUTO", {(64, True): 1})  # AUTO would take plain calls
-    assert all(least > 37 for least in hopper_bwd.AUTO_WINDOW.values())  # shipped: not here
+    monkeypatch.setattr(hopper_bwd, "AUTO_WINDOW", {})
     bwd._plans.clear()
     q, k, v, do = (torch.randn(2, 2, 37, 64).half() for _ in range(4))
     out, lse = forward(q, k, v, causal=True, scale=None, window=(5, 9))
     kw = dict(causal=True, scale=0.125, window=(5, 9))
     want = bwd.backward(do, q, k, v, out, lse, kind="split", **kw)
-    got = bwd.backward(do, q, k, v, out, lse, **kw)  # 37 keys: split
+    got = bwd.backward(do, q, k, v, out, lse, **kw)  # not listed: split
     assert seen == []
     got = bwd.backward(do, q, k, v, out, lse, kind="hopper", **kw)
     assert seen == [(5, 0)]  # asked; refused on the CPU
@@ -752,7 +751,7 @@ def test_softcap_alibi_and_dropout_take_the_hopper_kind_only_when_asked(monkeypa
     real = bwd._hopper
     monkeypatch.setattr(bwd, "_hopper", lambda *a: seen.append(a[13:16]) or real(*a))
     monkeypatch.setattr(hopper_bwd, "AUTO", {(64, False): 1})  # AUTO would take plain calls
-    assert hopper_bwd.AUTO_SCORE_MODS == {}
+    monkeypatch.setattr(hopper_bwd, "AUTO_SCORE_MODS", {})
     bwd._plans.clear()
     q, k, v, do = (torch.randn(2, 4, 29, 64).half() for _ in range(4))
     slopes = check_slopes(torch.tensor([0.5, 0.25, 0.125, 0.0625]), q)
@@ -779,6 +778,54 @@ def test_softcap_alibi_and_dropout_take_the_hopper_kind_only_when_asked(monkeypa
     monkeypatch.setattr(hopper_bwd, "AUTO_SCORE_MODS", {})
     assert not hopper_bwd.auto_choice(windowed, 1 << 20)
     bwd._plans.clear()
+
+
+@needs_gluon
+@pytest.mark.parametrize(
+    "extra",
+    [{}, {"window": True}, {"softcap": True, "alibi": True}, {"dropout": True, "window": True},
+     {"lengths": True, "attn_mask": "add", "window": True, "dropout": True}],
+    ids=lambda e: "-".join(e) or "plain",
+)  # fmt: skip
+def test_plan_passes_the_kernels_positional_arguments(extra, monkeypatch):
+    """A `Plan` launches the rendered kernel with exactly its positional parameters (the
+    constexprs follow them): the extras' arguments as `plans.variant_args` gives them to every
+    family, after the scale, in the template's order (recorded, not run)."""
+    from flashgen.kernels.codegen import load_family
+    from flashgen.kernels.plans import variant_args
+
+    monkeypatch.setattr(hopper_bwd, "_sm_count", lambda index: 132)
+    spec = KernelSpec(64, False, "bfloat16", "bwd", **extra)
+    cfg = hopper_bwd.checked_config(spec, None)
+    q, k, v, do, out = (torch.zeros(2, 4, 70, 64, dtype=torch.bfloat16) for _ in range(5))
+    plan = hopper_bwd.Plan(spec, cfg, q, k, v, do, out, None)
+    seen = []
+    plan.main = lambda *args: seen.append(args)
+    plan.convert = lambda *args: None
+    lse = torch.zeros(2, 4, 70)
+    bounds = torch.zeros(2, 4, dtype=torch.int32) if spec.lengths else None
+    mask = torch.zeros(2, 1, 1, 70).expand(2, 4, 70, 70) if spec.attn_mask else None
+    extras = variant_args(
+        0.125, (9, 3) if spec.window else None, 20.0 if spec.softcap else None, None, None,
+        (0.1, 77) if spec.dropout else None, torch.ones(4).expand(2, 4) if spec.alibi else None,
+    )  # fmt: skip
+    plan(do, q, k, v, out, lse, 0.125, delta=lse, bounds=bounds, mask=mask, extras=extras)
+    (args,) = seen
+    names = load_family(spec, hopper_bwd.FAMILY).attn_bwd_ws.arg_names
+    positional = names[: len(names) - len(hopper_bwd._constexprs(cfg, True))]
+    assert len(args) == len(positional), (positional, len(args))
+    by_name = dict(zip(positional, args, strict=True))
+    assert by_name["sm_scale"] == 0.125 and args[len(args) - len(extras) :] == extras
+    if spec.window:
+        assert (by_name["WIN_LEFT"], by_name["WIN_RIGHT"]) == (9, 3)
+    if spec.softcap:
+        assert by_name["softcap_raw"] == 20.0 / 0.125
+    if spec.alibi:
+        assert by_name["stride_sb"] == 0
+    if spec.dropout:
+        assert (by_name["drop_p"], by_name["drop_seed"]) == (0.1, 77)
+    if spec.attn_mask:
+        assert by_name["Mask"] is mask and by_name["stride_mn"] == 1
 
 
 def test_refused_signature_is_asked_once_and_falls_back(monkeypatch):
