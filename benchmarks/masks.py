@@ -108,7 +108,9 @@ def variants(b, n, hq=16):
         ("window_causal_256", True, {"window": 256}, {"window": 256}, None),
         ("window_2sided_512", False, {"window": (512, 512)}, {"window": (512, 512)}, None),
         ("softcap_causal", True, {"softcap": 50.0}, {}, 50.0),
+        ("softcap_full", False, {"softcap": 50.0}, {}, 50.0),
         ("dropout_causal", True, {"dropout_p": 0.1}, {}, None),
+        ("dropout_full", False, {"dropout_p": 0.1}, {}, None),  # BERT-style fine-tuning
     ]
     out += alibi_variants(n, hq)
     try:

@@ -32,7 +32,7 @@ query blocks of its band and masks only the band's edge steps; windowed calls ta
 where `AUTO_WINDOW` lists them or when asked. Softcapping (the tanh's derivative folded into P),
 ALiBi (slope * (j - i) added per step, the slope of the step's query head) and dropout (the
 forward's keep flags drawn again per score, `flashgen.kernels.dropout_ref`) are rendered too,
-taken only when asked (`AUTO_SCORE_MODS` lists where they measured faster: nothing yet).
+taken where `AUTO_SCORE_MODS` lists them (where they measured faster) or when asked.
 
 Configuration (`HopperBwdConfig`): query rows per step (64: one warpgroup's wgmma tile for
 dQ), one or two consumer warpgroups of 64 keys each, the Q/dO ring's slots, how many column
@@ -226,9 +226,16 @@ AUTO_WINDOW: dict[tuple[int, bool], int] = {
 
 # The same for calls with softcapping, ALiBi or dropout (with or without a window or a
 # key-padding mask): (head dim, causal) -> the shortest key length measured faster than the
-# split kind. Empty until the renderings with them (session 21) are measured on a GPU:
-# asked-for only.
-AUTO_SCORE_MODS: dict[tuple[int, bool], int] = {}
+# split kind (benchmarks/RESULTS.md, session 22 B1: forward+backward at 4k keys, GQA Hq/Hkv 4,
+# both kinds alternating in one process, split time over hopper time: softcap causal 1.20x /
+# 1.21x at head dim 128 / 64, ALiBi causal 1.10x / 1.10x, ALiBi two-sided 1.15x / 1.10x,
+# dropout causal 1.11x / 1.22x).
+AUTO_SCORE_MODS: dict[tuple[int, bool], int] = {
+    (128, False): 4096,
+    (128, True): 4096,
+    (64, False): 4096,
+    (64, True): 4096,
+}
 
 
 def auto_possible(seq_k: int) -> bool:

@@ -1260,7 +1260,8 @@ for b, hq, hkv, n, d, dtype, causal, cap, alibi, window, pad, p in json.loads(sy
     if win is not None:
         visible = visible & (j >= i - win[0]) & (j <= i + win[1])
     s = s.masked_fill(~visible, float("-inf"))
-    probs = torch.softmax(s, -1)
+    rows = visible.any(-1, keepdim=True)  # a row that sees no key gives zeros, never NaN
+    probs = torch.softmax(s.masked_fill(~rows, 0.0), -1) * rows
     if drop is not None:  # the kernels' own keep flags (flashgen.kernels.dropout_ref)
         keep = dropout.keep_mask(drop[1], p, b, hq, n, n, "cuda")
         probs = probs * keep / (1 - p)
