@@ -198,8 +198,10 @@ AUTO: dict[tuple[int, bool], int] = {
 # head dim 64 at 4k with lengths 1.05-1.07x, an additive mask 1.10x, a boolean one 1.03x. The
 # boolean mask at head dim 128 read 1.04x at 1k but 1.03x and 0.93x at 4k in two runs (its
 # kernel 23% slower than the additive one on the same padding: B4's profile); applied as an
-# additive vector since, it read 1.09x at 4k (B5). Masks with causal masking, and head dim 64
-# below 4k, were not measured: the split kind stays their default.
+# additive vector since, it read 1.09x at 4k (B5). Head dim 64 at 1k keys (session 22 B2, one
+# process): an additive mask 1.09x (taken from 1k), a boolean one 1.00x, right-padded lengths
+# 0.98x, left-padded causal lengths 1.11x with readings spread 0.63-0.95 ms (not taken). Masks
+# with causal masking were not measured: the split kind stays their default.
 AUTO_EXTRAS: dict[tuple[int, bool, str], int] = {
     (128, False, ""): 1024,
     (128, True, ""): 1024,
@@ -207,7 +209,7 @@ AUTO_EXTRAS: dict[tuple[int, bool, str], int] = {
     (128, False, "bool"): 1024,
     (64, False, ""): 4096,
     (64, True, ""): 4096,
-    (64, False, "add"): 4096,
+    (64, False, "add"): 1024,
     (64, False, "bool"): 4096,
 }
 
@@ -215,26 +217,40 @@ AUTO_EXTRAS: dict[tuple[int, bool, str], int] = {
 # shortest key length measured faster than the split kind (session 21 B4, forward+backward at
 # 4k keys, GQA Hq/Hkv 4, causal windows of 1024 and 256 keys and a two-sided one of 512: split
 # time over hopper time 1.03-1.07x at head dim 128, 1.06-1.10x at 64; B6 alternated the narrow
-# causal rows in one job, hopper faster in every pairing). Shorter keys not measured. A window with a key-padding
-# mask renders and compiles but its gradients were not checked on a GPU: asked-for only.
+# causal rows in one job, hopper faster in every pairing). At 1k keys (session 22 B2, one
+# process): the two-sided 512 window 1.05x / 1.03x (taken from 1k), the causal 256 window
+# 0.92x / 0.99x (not). A window with a key-padding mask passes its float64 GPU test (session
+# 22) but was not timed: asked-for only.
 AUTO_WINDOW: dict[tuple[int, bool], int] = {
-    (128, False): 4096,
+    (128, False): 1024,
     (128, True): 4096,
-    (64, False): 4096,
+    (64, False): 1024,
     (64, True): 4096,
 }
 
 # The same for calls with softcapping, ALiBi or dropout (with or without a window or a
-# key-padding mask): (head dim, causal) -> the shortest key length measured faster than the
-# split kind (benchmarks/RESULTS.md, session 22 B1: forward+backward at 4k keys, GQA Hq/Hkv 4,
-# both kinds alternating in one process, split time over hopper time: softcap causal 1.20x /
-# 1.21x at head dim 128 / 64, ALiBi causal 1.10x / 1.10x, ALiBi two-sided 1.15x / 1.10x,
-# dropout causal 1.11x / 1.22x).
-AUTO_SCORE_MODS: dict[tuple[int, bool], int] = {
-    (128, False): 4096,
-    (128, True): 4096,
-    (64, False): 4096,
-    (64, True): 4096,
+# key-padding mask): (head dim, causal, modification) -> the shortest key length measured
+# faster than the split kind; a call with two of them needs both listed and takes the longer
+# threshold. Session 22 B1/B2 (benchmarks/RESULTS.md), forward+backward, GQA Hq/Hkv 4, both
+# kinds alternating in one process, split time over hopper time at 4k keys / 1k keys:
+#   head dim 128: softcap causal 1.20/1.08, two-sided 1.57/1.54; ALiBi causal 1.10/0.99,
+#                 two-sided 1.15/1.11; dropout causal 1.11/1.03, two-sided 1.19/1.15;
+#   head dim 64:  softcap causal 1.21/1.08, two-sided 1.21/1.15; ALiBi causal 1.10/1.02,
+#                 two-sided 1.10/1.08; dropout causal 1.22/1.15, two-sided 1.22/1.18.
+# Causal ALiBi at head dim 128 was level at 1k (0.99): the split kind there.
+AUTO_SCORE_MODS: dict[tuple[int, bool, str], int] = {
+    (128, False, "softcap"): 1024,
+    (128, False, "alibi"): 1024,
+    (128, False, "dropout"): 1024,
+    (128, True, "softcap"): 1024,
+    (128, True, "alibi"): 4096,
+    (128, True, "dropout"): 1024,
+    (64, False, "softcap"): 1024,
+    (64, False, "alibi"): 1024,
+    (64, False, "dropout"): 1024,
+    (64, True, "softcap"): 1024,
+    (64, True, "alibi"): 1024,
+    (64, True, "dropout"): 1024,
 }
 
 
@@ -293,8 +309,10 @@ class DkdvLaunch:
 def auto_choice(spec, seq_k: int) -> bool:
     """Whether a call that leaves the kind to flashgen runs this kind for `spec` (`AUTO`,
     `AUTO_EXTRAS`, `AUTO_WINDOW`, `AUTO_SCORE_MODS`: the first that the spec's extras name)."""
-    if spec.softcap or spec.alibi or spec.dropout:
-        least = AUTO_SCORE_MODS.get((spec.head_dim, spec.causal))
+    mods = [m for m in ("softcap", "alibi", "dropout") if getattr(spec, m)]
+    if mods:
+        each = [AUTO_SCORE_MODS.get((spec.head_dim, spec.causal, m)) for m in mods]
+        least = None if None in each else max(each)
     elif spec.window:
         least = None if spec.attn_mask else AUTO_WINDOW.get((spec.head_dim, spec.causal))
     elif spec.lengths:

@@ -742,8 +742,9 @@ def test_windows_take_the_hopper_kind_where_asked_or_listed(monkeypatch):
 
 def test_softcap_alibi_and_dropout_take_the_hopper_kind_only_when_asked(monkeypatch):
     """Softcapped, ALiBi and dropout calls run the hopper kind's renderings with them where
-    asked for (`AUTO_SCORE_MODS` is empty: not measured yet), given the cap, the checked slopes
-    and the forward's (p, seed); on the CPU they fall back to the split kind's gradients."""
+    asked for (here with `AUTO_SCORE_MODS` emptied) or where that table lists every
+    modification of the call, given the cap, the checked slopes and the forward's (p, seed); on
+    the CPU they fall back to the split kind's gradients."""
     from flashgen.kernels.alibi import check_slopes
     from flashgen.kernels.fwd import forward
 
@@ -770,8 +771,15 @@ def test_softcap_alibi_and_dropout_take_the_hopper_kind_only_when_asked(monkeypa
         assert seen[0][2] == extra.get("dropout")
         assert all(torch.equal(a, b) for a, b in zip(got, want, strict=True))
     spec = KernelSpec(64, False, "float16", "bwd", softcap=True)
-    monkeypatch.setattr(hopper_bwd, "AUTO_SCORE_MODS", {(64, False): 29})
+    monkeypatch.setattr(hopper_bwd, "AUTO_SCORE_MODS", {(64, False, "softcap"): 29})
     assert hopper_bwd.auto_choice(spec, 29) and not hopper_bwd.auto_choice(spec, 28)
+    # two modifications: both must be listed, and the longer threshold holds
+    both = dataclasses.replace(spec, alibi=True)
+    assert not hopper_bwd.auto_choice(both, 1 << 20)
+    table = {(64, False, "softcap"): 29, (64, False, "alibi"): 40}
+    monkeypatch.setattr(hopper_bwd, "AUTO_SCORE_MODS", table)
+    assert hopper_bwd.auto_choice(both, 40) and not hopper_bwd.auto_choice(both, 39)
+    assert not hopper_bwd.auto_choice(dataclasses.replace(spec, causal=True), 1 << 20)
     # the score modifications' table answers before the window's
     windowed = dataclasses.replace(spec, window=True)
     monkeypatch.setattr(hopper_bwd, "AUTO_WINDOW", {(64, False): 1})
@@ -1290,7 +1298,7 @@ def test_softcap_alibi_and_dropout_match_float64():
         (1, 8, 8, 513, 64, "bfloat16", True, None, True, None, False, None),
         (2, 4, 4, 640, 128, "float16", True, 8.0, True, [200, 0], False, None),
         (2, 4, 4, 600, 64, "bfloat16", False, 4.0, False, [100, 37], True, None),
-        (2, 4, 2, 700, 128, "bfloat16", False, None, True, None, True, None),
+        (2, 4, 2, 700, 128, "bfloat16", False, None, True, [300, 300], False, None),
         (2, 12, 12, 384, 64, "bfloat16", False, None, False, None, True, 0.1),  # BERT-like
         (2, 8, 2, 1000, 128, "float16", True, None, True, [300, 0], False, 0.3),
         (1, 4, 4, 777, 64, "bfloat16", True, None, False, None, False, 0.5),
