@@ -181,11 +181,13 @@ CONFIGS = {
 # memory requests a call); session 20 B4: from 4k keys (MHA and GQA) forward+backward 7-20%
 # faster (the backward alone 9-26%), at 1k 4% slower (MHA) or level (GQA): split there.
 # Shorter keys were not measured (launch-bound calls: the split kind's plans cost less host
-# time).
+# time). Head dim 64 without causal masking at 1k keys read the split kind faster in two later
+# runs (session 21 B1: 1-5%; session 22 B4, benchmarks/hopper_bwd.py in one process: backward
+# 1.045 against 1.080 ms, 3%; at 4k level, 3.606 against 3.594): from 4k since.
 AUTO: dict[tuple[int, bool], int] = {
     (128, False): 1024,
     (128, True): 4096,
-    (64, False): 1024,
+    (64, False): 4096,
     (64, True): 4096,
 }
 
