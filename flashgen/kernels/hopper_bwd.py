@@ -183,7 +183,9 @@ CONFIGS = {
 # Shorter keys were not measured (launch-bound calls: the split kind's plans cost less host
 # time). Head dim 64 without causal masking at 1k keys read the split kind faster in two later
 # runs (session 21 B1: 1-5%; session 22 B4, benchmarks/hopper_bwd.py in one process: backward
-# 1.045 against 1.080 ms, 3%; at 4k level, 3.606 against 3.594): from 4k since.
+# 1.045 against 1.080 ms, 3%; at 4k level, 3.606 against 3.594): from 4k since (the grid then
+# read that shape 0.914x cuDNN on the split kind against 0.920x on this one in B1: within the
+# runs' spread).
 AUTO: dict[tuple[int, bool], int] = {
     (128, False): 1024,
     (128, True): 4096,
