@@ -667,6 +667,61 @@ def test_masked_kernels_compile_for_sm90():
         assert results[uri]["tanh"] == ("cap" in uri), uri
 
 
+@needs_gluon
+@pytest.mark.parametrize("extra", [{}, {"window": True}, {"softcap": True}],
+                         ids=["alibi", "window", "softcap"])  # fmt: skip
+def test_alibi_shift_renders_only_when_asked(extra, monkeypatch):
+    """FLASHGEN_HOPPER_ALIBI_SHIFT=1 renders ALiBi's per-key vector once an item and the tile's
+    constant into the row max (one add a score instead of the per-key subtract and
+    conversion); unset, the rendering is exactly the default one, and kernels without ALiBi
+    never change."""
+    spec = KernelSpec(64, True, "bfloat16", "fwd", alibi=True, **extra)
+    plain = KernelSpec(64, True, "bfloat16", "fwd", **extra)
+    monkeypatch.delenv(hopper.ALIBI_SHIFT_ENV, raising=False)
+    default, plain_default = render(spec, "hopper"), render(plain, "hopper")
+    monkeypatch.setenv(hopper.ALIBI_SHIFT_ENV, "1")
+    shifted = render(spec, "hopper")
+    assert render(plain, "hopper") == plain_default
+    assert "alibi_col" in default and "alibi_keys" not in default
+    assert "alibi_col" not in shifted
+    assert "alibi_keys = slope_raw * gl.arange(0, BLOCK_N, layout=col_qk)" in shifted
+    assert "qk = qk + alibi_keys[None, :]" in shifted
+    assert "tile_shift = (slope_raw * (start_n - start_m).to(gl.float32)) * qk_scale" in shifted
+    assert "gl.max(qk, 1) * qk_scale + tile_shift)" in shifted
+    exponent = "(m_use - tile_shift)" if extra.get("window") else "(m_new - tile_shift)"
+    assert f"p = gl.exp2(qk * qk_scale - {exponent}[:, None])" in shifted
+    # the epilogue's lse correction is the default one: m_i means the same thing
+    assert "m_i = m_i - (slope_raw * qk_scale) * gl.arange(0, M_C" in shifted
+    compile(shifted, spec.uri(), "exec")
+
+
+@pytest.mark.skipif(AOT_REASON is not None, reason=str(AOT_REASON))
+def test_alibi_shift_compiles_for_sm90():
+    """The shifted ALiBi renderings compile for sm_90 with the shipped configs and the same
+    shared memory as the default ones (the shift adds registers, not buffers)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    uris = [KernelSpec(64, False, "bfloat16", "fwd", alibi=True).uri(),
+            KernelSpec(128, True, "float16", "fwd", alibi=True, window=True).uri(),
+            KernelSpec(64, True, "bfloat16", "fwd", alibi=True, softcap=True).uri()]  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env[hopper.ALIBI_SHIFT_ENV] = "1"
+    done = subprocess.run(
+        [sys.executable, "-c", _AOT_MASKS, *uris], env=env, capture_output=True, text=True,
+        timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads(done.stdout)
+    for uri in uris:
+        d = KernelSpec.from_uri(uri).head_dim
+        model = hopper.CONFIGS[d].shared_bytes(d)
+        assert results[uri]["wgmma"], uri
+        assert model <= results[uri]["shared"] < model + 1024, (uri, results[uri])
+
+
 # (B, Hq, Hkv, Sq, Sk, dtype, causal, window, softcap, (padding, key lengths, query lengths))
 MASK_CASES = [
     (2, 4, 2, 1000, 1000, torch.bfloat16, True, (255, 0), None, None),
