@@ -123,6 +123,11 @@ def variants(b, n, hq=16):
     keep = torch.arange(n)[None, :] < lens[:, None]  # the same padding as an attn_mask tensor
     bmask = keep[:, None, None, :].cuda()
     out.append(("attn_mask_bool_pad", False, {"attn_mask": bmask}, {"tensor": bmask}, None))
+    # a sliding window over a padded batch (Mistral-style with HF's padding mask): the window
+    # with the key-padding mask, causal and two-sided
+    for wname, causal, win in (("causal_1024", True, 1024), ("2sided_512", False, (512, 512))):
+        out.append((f"window_{wname}_boolpad", causal, {"window": win, "attn_mask": bmask},
+                    {"window": win, "tensor": bmask}, None))  # fmt: skip
     # the same padding as HF's encoders give it: additive, 0 or bf16's finite minimum
     hidden = torch.finfo(torch.bfloat16).min
     amask = torch.zeros(keep.shape, dtype=torch.bfloat16).masked_fill(~keep, hidden)
@@ -198,7 +203,7 @@ def check(name, causal, kw, mk, cap, args):
         else:
             t = torch.randn(1, hq, n, n, device="cuda", dtype=torch.bfloat16)
         kw["attn_mask"] = t
-        mk = {"tensor": t}
+        mk = {"tensor": t, **({"window": mk["window"]} if "window" in mk else {})}
     alibi = None
     if "alibi_slopes" in kw:  # the check's own head count; the reference adds the dense bias
         from flashgen.kernels.alibi import bias_ref, standard_slopes

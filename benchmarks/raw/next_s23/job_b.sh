@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Prepared in session 20 for the next session, about 450 s (issue 14): the spill-free Hopper
+# Prepared in session 20 for the next session, about 330 s (issue 14): the spill-free Hopper
 # backward under Nsight Compute (what limits it now; session 20 B3's script, its shipped config),
 # then the backward's Optuna search with the new knobs (stats_smem, dq_turns) and more trials.
-# (Session 21 did not run it: its device time went to the masked backwards.)
-# Run as FLASHGEN_COMMIT=<sha> bash benchmarks/raw/next_s22/job_b.sh carrying .whl.
+# (Sessions 21 and 22 did not run it: their device time went to the masked backwards; session
+# 22 B4 ran the head dim 64 A/B this job had at its end.)
+# Run as FLASHGEN_COMMIT=<sha> bash benchmarks/raw/next_s23/job_b.sh carrying .whl.
 set -u
 . benchmarks/device_env.sh > /dev/null 2>&1
 W=$OUT/work; mkdir -p $W
@@ -24,10 +25,5 @@ grep -E "Duration|Compute \(SM\) Throughput|Issue Slots Busy|Warp Cycles Per Iss
 timeout 200 python3 benchmarks/hopper_bwd_tune.py --out $W/hopper_bwd_tune.json --trials 20 \
   --head-dims 64,128 --seqs 4096 --budget 45 > $W/hopper_bwd_tune.txt 2>&1
 stamp "tune rc=$?"; grep -v Warn $W/hopper_bwd_tune.txt | cut -c1-400
-# (added in session 21) hopper_bwd.AUTO at head dim 64: the hopper kind against the split kind in
-# one process (session 21 B1 read the split kind 1-5% faster at 1k/4k, session 19 B5 the reverse)
-timeout 120 python3 benchmarks/hopper_bwd.py --out $W --budget 100 --check-timeout 60 --rep 30 \
-  --configs 64:2,2,1,168,1,0,0,1,1,1 > $W/hopper_bwd_d64.txt 2>&1
-stamp "hopper_bwd d64 rc=$?"; grep -E "causal=|summary" $W/hopper_bwd_d64.txt | cut -c1-400
 tar czf $OUT/work.tgz -C $OUT work; rm -rf $W
 stamp end
