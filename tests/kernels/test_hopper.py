@@ -614,6 +614,7 @@ import json, sys
 from flashgen.kernels import hopper_aot
 from flashgen.core.spec import KernelSpec
 out = {}
+from flashgen.kernels import hopper
 from flashgen.kernels.hopper import NARROW_CONFIGS
 for name in sys.argv[1:]:
     uri, _, how = name.partition(":")
@@ -621,9 +622,36 @@ for name in sys.argv[1:]:
     cfg = NARROW_CONFIGS[spec.head_dim] if how == "narrow" else None
     res = hopper_aot.compile_for_sm90(spec, cfg, per_key=how == "per_key")
     out[name] = dict(shared=res["shared"], wgmma="wgmma.mma_async" in res["ptx"],
-                     tanh="tanh.approx.f32" in res["ptx"])
+                     tanh="tanh.approx.f32" in res["ptx"],
+                     alibi_shift=hopper.template_context(spec)["alibi_shift"])
 json.dump(out, sys.stdout)
 """
+
+
+def _compile_for_sm90(uris, extra_env=None) -> dict:
+    """`_AOT_MASKS` over `uris` ("<uri>[:narrow|:per_key|:tile]") in a process without the
+    interpreter (and with `extra_env`); asserts each compiled to wgmma with the shared memory
+    its config's model gives (masks add registers, not buffers) and returns the results."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env.update(extra_env or {})
+    done = subprocess.run(
+        [sys.executable, "-c", _AOT_MASKS, *uris], env=env, capture_output=True, text=True,
+        timeout=900,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads(done.stdout)
+    for uri in uris:
+        d = KernelSpec.from_uri(uri.partition(":")[0]).head_dim
+        configs = hopper.NARROW_CONFIGS if uri.endswith(":narrow") else hopper.CONFIGS
+        model = configs[d].shared_bytes(d)
+        assert results[uri]["wgmma"], uri
+        assert model <= results[uri]["shared"] < model + 1024, (uri, results[uri])
+    return results
 
 
 @pytest.mark.skipif(AOT_REASON is not None, reason=str(AOT_REASON))
@@ -632,10 +660,6 @@ def test_masked_kernels_compile_for_sm90():
     shared memory as the unmasked kernel (the masks add registers, not buffers). Mask tensors
     both ways (MASK_PER_KEY: one vector of keys a tile; a gathered tile), alone and with
     lengths (a key-padding mask's key range), bool and additive, head dims 64 and 128."""
-    import json
-    import os
-    import subprocess
-    import sys
 
     uris = [s.uri() for s in (MASK_SPECS[1], MASK_SPECS[2], MASK_SPECS[4], MASK_SPECS[6],
                               MASK_SPECS[7])]  # fmt: skip
@@ -651,20 +675,10 @@ def test_masked_kernels_compile_for_sm90():
         MASK_SPECS[14].uri(),
         f"{MASK_SPECS[15].uri()}:per_key",
     ]
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    done = subprocess.run(
-        [sys.executable, "-c", _AOT_MASKS, *uris], env=env, capture_output=True, text=True,
-        timeout=900,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
-    results = json.loads(done.stdout)
+    results = _compile_for_sm90(uris)
     for uri in uris:
-        d = KernelSpec.from_uri(uri.partition(":")[0]).head_dim
-        configs = hopper.NARROW_CONFIGS if uri.endswith(":narrow") else hopper.CONFIGS
-        model = configs[d].shared_bytes(d)
-        assert results[uri]["wgmma"], uri
-        assert model <= results[uri]["shared"] < model + 1024, (uri, results[uri])
         assert results[uri]["tanh"] == ("cap" in uri), uri
+        assert not results[uri]["alibi_shift"], uri
 
 
 @needs_gluon
@@ -699,27 +713,11 @@ def test_alibi_shift_renders_only_when_asked(extra, monkeypatch):
 def test_alibi_shift_compiles_for_sm90():
     """The shifted ALiBi renderings compile for sm_90 with the shipped configs and the same
     shared memory as the default ones (the shift adds registers, not buffers)."""
-    import json
-    import os
-    import subprocess
-    import sys
-
     uris = [KernelSpec(64, False, "bfloat16", "fwd", alibi=True).uri(),
             KernelSpec(128, True, "float16", "fwd", alibi=True, window=True).uri(),
             KernelSpec(64, True, "bfloat16", "fwd", alibi=True, softcap=True).uri()]  # fmt: skip
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env[hopper.ALIBI_SHIFT_ENV] = "1"
-    done = subprocess.run(
-        [sys.executable, "-c", _AOT_MASKS, *uris], env=env, capture_output=True, text=True,
-        timeout=600,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
-    results = json.loads(done.stdout)
-    for uri in uris:
-        d = KernelSpec.from_uri(uri).head_dim
-        model = hopper.CONFIGS[d].shared_bytes(d)
-        assert results[uri]["wgmma"], uri
-        assert model <= results[uri]["shared"] < model + 1024, (uri, results[uri])
+    results = _compile_for_sm90(uris, {hopper.ALIBI_SHIFT_ENV: "1"})
+    assert all(results[uri]["alibi_shift"] for uri in uris)
 
 
 # (B, Hq, Hkv, Sq, Sk, dtype, causal, window, softcap, (padding, key lengths, query lengths))
