@@ -1,7 +1,7 @@
 """Print the generated source for one kernel spec, e.g.
 `flashgen kernel --head-dim 128 --causal --dtype bfloat16 [--direction bwd] [--family hopper]`
 (`--family decode`: the split-KV decode kernels of a forward spec; `--window`, `--softcap`,
-`--alibi`: the sliding-window, softcapped and ALiBi variants). The names in it are explained
+`--alibi`, `--attn-mask bool|add`, `--lengths`, `--dropout`: the masked variants, which combine). The names in it are explained
 in templates/README.md."""
 
 from __future__ import annotations
@@ -33,6 +33,9 @@ _FLAGS = (
      "portable family; flashgen.attention_varlen)"),
     ("--dropout", SWITCH, "the attention-dropout kernel (p and the seed are run-time arguments)"),
     ("--alibi", SWITCH, "the ALiBi kernel (slopes are run-time arguments)"),
+    ("--attn-mask", {"choices": ("bool", "add"), "default": ""},
+     "the kernel reading a mask tensor (attn_mask=): boolean (False hides a key) or additive "
+     "(a bias on the scaled scores)"),
     ("--path", SWITCH, "print the cached file's path instead"),
 )  # fmt: skip
 
@@ -50,13 +53,13 @@ def run(args: argparse.Namespace) -> int:
             args.head_dim, args.causal, args.dtype, args.direction, args.window, args.softcap,
             args.lengths or getattr(args, "packed", False), dropout=getattr(args, "dropout", False),
             packed=getattr(args, "packed", False), alibi=getattr(args, "alibi", False),
+            attn_mask=getattr(args, "attn_mask", "") or "",
         )  # fmt: skip
     except ValueError as exc:
         print(f"flashgen kernel: {exc}", file=sys.stderr)
         return 2
-    if (spec.packed or spec.alibi) and args.family != "portable":
-        what = "packed sequences have" if spec.packed else "ALiBi has"
-        print(f"flashgen kernel: {what} portable kernels only", file=sys.stderr)
+    if spec.packed and args.family != "portable":
+        print("flashgen kernel: packed sequences have portable kernels only", file=sys.stderr)
         return 2
     if args.family == "hopper":
         from .hopper import spec_reason
@@ -87,7 +90,11 @@ def run(args: argparse.Namespace) -> int:
             "flashgen kernel: the onepass family is a backward (--direction bwd)", file=sys.stderr
         )
         return 2
-    source = render(spec, args.family)
+    try:
+        source = render(spec, args.family)
+    except ValueError as exc:  # a family without this combination (its render says which)
+        print(f"flashgen kernel: {exc}", file=sys.stderr)
+        return 2
     if args.path:
         load_family(spec, args.family)
         print(kernel_path(spec, source, args.family))

@@ -199,3 +199,48 @@ def test_flashgen_kernel_prints_window_and_softcap_variants(capsys):
     assert "head_dim must be between" in capsys.readouterr().err
     assert cli.run(parser.parse_args(["--head-dim", "64", "--window", "--family", "decode"])) == 2
     assert "without window or softcap" in capsys.readouterr().err
+
+
+def test_flashgen_kernel_prints_mask_and_alibi_kernels_of_every_family(capsys):
+    """`--attn-mask bool|add` prints the mask-tensor kernels; ALiBi and masks print for the
+    families that have them (the Hopper forward and backward too); a family without the
+    combination is one line naming the kernel, exit 2, never a traceback."""
+    import argparse
+
+    from flashgen.kernels import cli
+
+    parser = argparse.ArgumentParser()
+    cli.add_arguments(parser)
+
+    def run(*argv):
+        code = cli.run(parser.parse_args(["--head-dim", "64", *argv]))
+        return code, capsys.readouterr()
+
+    code, printed = run("--attn-mask", "add", "--causal", "--dtype", "bfloat16")
+    assert code == 0
+    assert printed.out == codegen.render(KernelSpec(64, True, "bfloat16", attn_mask="add"))
+    code, printed = run("--attn-mask", "bool", "--lengths", "--direction", "bwd")
+    assert code == 0
+    assert "# Kernel: attn_bwd_d64_fulllenbmask_f16" in printed.out
+    if codegen_has_gluon():
+        code, printed = run("--alibi", "--family", "hopper")
+        assert code == 0 and "Slopes, stride_sb," in printed.out
+        code, printed = run("--alibi", "--family", "hopper_bwd", "--direction", "bwd")
+        assert code == 0 and "# Kernel: attn_bwd_hopper_d64_fullalibi_f16" in printed.out
+    for argv, said in (
+        (("--alibi", "--family", "decode"), "the decode family has no kernel for"),
+        (("--alibi", "--family", "onepass", "--direction", "bwd"), "the one-pass backward has no"),
+        (("--packed", "--family", "hopper"), "packed sequences have portable kernels only"),
+    ):
+        code, printed = run(*argv)
+        assert code == 2 and printed.out == ""
+        assert printed.err.startswith("flashgen kernel: ") and said in printed.err
+        assert printed.err.count("\n") == 1
+    with pytest.raises(SystemExit):  # argparse names the choices
+        parser.parse_args(["--head-dim", "64", "--attn-mask", "sum"])
+
+
+def codegen_has_gluon() -> bool:
+    from flashgen.kernels.hopper import gluon_api
+
+    return gluon_api()[0] is not None
