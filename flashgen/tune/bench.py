@@ -157,6 +157,27 @@ def bench_alibi(spec: KernelSpec, q):
     return torch.zeros(q.shape[1], dtype=torch.float32, device=q.device).expand(q.shape[:2])
 
 
+def bench_mask(spec: KernelSpec, q, k):
+    """The mask tensor an attn_mask spec is timed and checked with: a key-padding mask that
+    hides nothing (every key True, or every bias 0) of shape [B, 1, 1, Sk], expanded to
+    [B, Hq, Sq, Sk] as the op passes masks to the launchers. Masks are run-time data, so the
+    tuned config serves every mask of the spec; this layout is the common one (HF's and
+    nn.MultiheadAttention's key padding, read as one vector of keys a tile, as the op reads
+    them), the kernel reads and applies it on every tile, and the unmasked float64 reference
+    holds. Without it the tuner ran the spec's record on the unmasked kernel."""
+    if not spec.attn_mask:
+        return None
+    import torch
+
+    batch, heads, seq_q = q.shape[:3]
+    size = (batch, 1, 1, k.shape[2])
+    if spec.attn_mask == "bool":
+        mask = torch.ones(size, dtype=torch.bool, device=q.device)
+    else:
+        mask = torch.zeros(size, dtype=q.dtype, device=q.device)
+    return mask.expand(batch, heads, seq_q, k.shape[2])
+
+
 def bench_bounds(spec: KernelSpec, q, k):
     """The per-sequence ranges a spec with lengths is timed and checked with: every row and key
     valid (the ranges are run-time data, so the tuned config serves every padding; all tiles
@@ -169,12 +190,13 @@ def bench_bounds(spec: KernelSpec, q, k):
 
 
 def _mask_kwargs(spec: KernelSpec, q, k) -> dict:
-    """The window/softcap/bounds keywords of a launch for `spec`: none at all for a plain spec,
-    so the plain launchers are called exactly as before."""
+    """The window/softcap/bounds/mask/dropout/ALiBi keywords of a launch for `spec`: none at
+    all for a plain spec, so the plain launchers are called exactly as before."""
     kwargs = {
         "window": bench_window(spec, q, k),
         "softcap": bench_softcap(spec),
         "bounds": bench_bounds(spec, q, k),
+        "mask": bench_mask(spec, q, k),
         "dropout": bench_dropout(spec),
         "alibi": bench_alibi(spec, q),
     }
@@ -360,7 +382,7 @@ def runtime_launcher(spec: KernelSpec, cfg: TileConfig, q, k, v, do=None, out=No
         from ..kernels import hopper
         from ..kernels.fwd import forward
 
-        if hopper.choose(spec, q, k, v, q.shape[2]):
+        if hopper.choose(spec, q, k, v, q.shape[2], per_key=bool(spec.attn_mask)):
             extra = _mask_kwargs(spec, q, k)
             return lambda: forward(q, k, v, causal=spec.causal, scale=None, **extra)
     return launcher(spec, cfg, q, k, v, do, out, lse)

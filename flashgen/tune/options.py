@@ -114,6 +114,7 @@ def check_options(args: argparse.Namespace) -> None:
                 ("--lengths", args.lengths or None),
                 ("--dropout", getattr(args, "dropout", False) or None),
                 ("--alibi", getattr(args, "alibi", False) or None),
+                ("--attn-mask", getattr(args, "attn_mask", None) or None),
             )  # fmt: skip
             if value is not None
         ]
@@ -143,8 +144,11 @@ _WHAT = (
     ("--dropout", SWITCH, "tune the attention-dropout kernels (flashgen.attention(dropout_p=); "
      "timed drawing the mask with p = 0, so the config serves every p)"),
     ("--alibi", SWITCH, "tune the ALiBi kernels (flashgen.attention(alibi_slopes=); timed with "
-     "zero slopes, so the config serves every slope). The five flags combine into one kernel "
-     "kind"),
+     "zero slopes, so the config serves every slope)"),
+    ("--attn-mask", {"choices": ("bool", "add"), "default": None},
+     "tune the kernels reading a mask tensor (flashgen.attention(attn_mask=), key-padding "
+     "masks; bool or add: boolean or additive; timed with a key-padding mask that hides "
+     "nothing, so the config serves every mask). These six flags combine into one kernel kind"),
     ("--pending", SWITCH, "tune exactly the shapes compiled models met without a tuned record "
      "(`flashgen db pending`), then clear them"),
 )  # fmt: skip
@@ -190,6 +194,7 @@ def resolve_options(args: argparse.Namespace, gpu: bool) -> dict:
     out["causal"] = args.causal or defaults["causal"]
     for key in ("window", "softcap", "lengths", "dropout", "alibi"):
         out[key] = bool(getattr(args, key, False))
+    out["attn_mask"] = getattr(args, "attn_mask", None) or ""
     return out
 
 
@@ -220,6 +225,7 @@ def build_tasks(opts: dict, seq_k: str | None):
                         head_dim, causal, dtype, direction, opts.get("window", False),
                         opts.get("softcap", False), opts.get("lengths", False),
                         dropout=opts.get("dropout", False), alibi=opts.get("alibi", False),
+                        attn_mask=opts.get("attn_mask", ""),
                     )  # fmt: skip
                     tasks.extend(Task(spec, bucket) for bucket in buckets)
     return tasks

@@ -1017,3 +1017,37 @@ def test_block_sparse_walk_is_on_unless_switched_off(monkeypatch):
         (plan,) = fwd._plans.values()
         assert plan.run.constexprs["BLOCK_SPARSE"] is sparse
         torch.testing.assert_close(out.double(), want, atol=2e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("direction", ["fwd", "bwd"])
+@pytest.mark.parametrize("kind,lengths", [("bool", False), ("add", True)])
+def test_tuner_checks_the_mask_kernel_itself(direction, kind, lengths, monkeypatch):
+    """`flashgen tune` on a mask-tensor spec (one `--pending` lists after a compiled model met
+    it) checks and times the kernel with the mask, not the unmasked one: a key-padding mask
+    that hides nothing (`flashgen.tune.bench.bench_mask`), with every row valid where the spec
+    has lengths too."""
+    from flashgen.hardware.costmodel import Shape
+    from flashgen.kernels import bwd as bwd_mod
+    from flashgen.kernels import fwd as fwd_mod
+    from flashgen.tune.bench import bench_mask, check, launcher, make_inputs
+
+    spec = KernelSpec(32, True, "float32", direction, lengths=lengths, attn_mask=kind)
+    loaded = []
+    for module in (fwd_mod, bwd_mod):
+        real = module.load
+        monkeypatch.setattr(module, "load", lambda s, real=real: loaded.append(s) or real(s))
+    fwd_mod._plans.clear()
+    bwd_mod._plans.clear()
+    assert check(spec, TILES, Shape(2, 2, 1, 45, 45), "cpu").status == "ok"
+    assert spec in loaded  # the mask kernel ran (the bwd check runs no forward)
+    q, k, _, _ = make_inputs(spec, Shape(2, 2, 1, 45, 30), "cpu")
+    mask = bench_mask(spec, q, k)
+    assert mask.shape == (2, 2, 45, 30) and mask.stride()[1:3] == (0, 0)
+    assert mask.dtype == (torch.bool if kind == "bool" else torch.float32)
+    assert bool(mask.all()) if kind == "bool" else not bool(mask.any())
+    assert bench_mask(KernelSpec(32, True, "float32", direction), q, k) is None
+    if direction == "fwd":  # what gets timed: the launcher runs the mask kernel too
+        loaded.clear()
+        fwd_mod._plans.clear()
+        launcher(spec, TILES, *make_inputs(spec, Shape(1, 2, 1, 20, 20), "cpu")[:3])()
+        assert loaded == [spec]

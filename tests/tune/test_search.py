@@ -318,6 +318,21 @@ def test_cli_help_and_tiny_run(sqlite_url, capsys):
     assert {r.bucket for r in db.records(SPEC)} == {(64, 64), (128, 128)}
 
 
+def test_cli_tunes_mask_tensor_kernels(sqlite_url, capsys):
+    """`flashgen tune --attn-mask add --lengths` tunes the kernel HF's additive key padding
+    runs (its record under that spec; the candidates checked with a mask:
+    `flashgen.tune.bench.bench_mask`); --pending refuses the flag like the other kinds."""
+    argv = ["tune", "--head-dim", "16", "--dtype", "float16", "--causal", "false", "--seq-len",
+            "64", "--direction", "fwd", "--attn-mask", "add", "--lengths", "--trials", "2",
+            "--quiet", "--db", sqlite_url]  # fmt: skip
+    assert cli_main(argv) == 0
+    assert "attn_fwd_d16_fulllenbias_f16" in capsys.readouterr().out
+    spec = KernelSpec(16, False, "float16", "fwd", lengths=True, attn_mask="add")
+    assert [r.bucket for r in connect(sqlite_url).records(spec)] == [(64, 64)]
+    assert cli_main(["tune", "--pending", "--attn-mask", "bool", "--db", sqlite_url]) == 2
+    assert "--attn-mask" in capsys.readouterr().err
+
+
 def test_cli_pending_tunes_and_clears(sqlite_url, capsys):
     db = connect(sqlite_url)
     db.record_pending(SPEC, (32, 32))
@@ -663,13 +678,21 @@ def test_runtime_launcher_times_the_hopper_forward_where_the_run_time_takes_it(m
     spec = KernelSpec(64, False, "float32", "fwd")
     cfg = TileConfig(16, 16, 1, 1)
     q = k = v = torch.zeros(1, 1, 16, 64)
+    asked = []
     for taken in (True, False):
-        monkeypatch.setattr(hopper, "choose", lambda *a, taken=taken: taken)
+        monkeypatch.setattr(
+            hopper, "choose", lambda *a, taken=taken, **kw: asked.append(kw) or taken
+        )
         calls.clear()
         assert bench.runtime_launcher(spec, cfg, q, k, v)() == "ran"
         assert ("config" in calls[0]) is not taken
         if not taken:
             assert calls[0]["config"] == cfg
+    # a mask spec is timed with a key-padding mask (`bench_mask`): asked as one
+    assert [kw.get("per_key") for kw in asked] == [False, False]
+    masked = KernelSpec(64, False, "float32", "fwd", attn_mask="bool")
+    bench.runtime_launcher(masked, cfg, q, k, v)()
+    assert asked[-1]["per_key"] is True and calls[-1]["mask"].dtype == torch.bool
     monkeypatch.setattr(hopper, "choose", lambda *a: pytest.fail("asked for a backward"))
     back = bench.runtime_launcher(KernelSpec(64, False, "float32", "bwd"), cfg, q, k, v, q, q, q)
     assert callable(back)
