@@ -149,25 +149,6 @@ def gluon_api() -> tuple[dict | None, str | None]:
     return None, "Gluon's tma module has no known global<->shared copy functions"
 
 
-# ALiBi's bias in the forward, slope * (j - i): the kernel adds only its per-key part (the
-# per-row part is constant along a row; the epilogue takes it off the lse), built once a tile
-# as slope_raw * (j - start_m): an integer subtract and a conversion per key, one fused
-# multiply-add per score. At head dim 64 the ALiBi forward ran at 0.65x the unmasked kernel on
-# the H200, 0.88x at 128 (benchmarks/RESULTS.md, session 22 B4): at 64 the softmax's own
-# per-score work is as long as the matrix products, so each added instruction a score shows.
-# FLASHGEN_HOPPER_ALIBI_SHIFT=1 renders the split one step further (the template's
-# alibi_shift): a per-key vector slope_raw * c built once an item, one add a score, and the
-# tile's constant slope_raw * (start_n - start_m) moved into the per-row max. Compiled for
-# sm_90 (tests/kernels/test_hopper.py); taken only when asked until its GPU check and timing
-# have run (benchmarks/raw/next_s23/).
-ALIBI_SHIFT_ENV = "FLASHGEN_HOPPER_ALIBI_SHIFT"
-
-
-def alibi_shift() -> bool:
-    """Whether ALiBi kernels render with the per-tile shift (ALIBI_SHIFT_ENV is "1")."""
-    return os.environ.get(ALIBI_SHIFT_ENV) == "1"
-
-
 def template_context(spec) -> dict:
     """What the Hopper template may use: ints, bools and fixed names only."""
     api, reason = gluon_api()
@@ -189,7 +170,6 @@ def template_context(spec) -> dict:
         "lengths": spec.lengths,
         "attn_mask": spec.attn_mask,
         "alibi": spec.alibi,
-        "alibi_shift": bool(spec.alibi) and alibi_shift(),
         "dropout": spec.dropout,
         "dtype": spec.dtype,
         "gl_dtype": _GL_DTYPE[spec.dtype],

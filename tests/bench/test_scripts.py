@@ -414,3 +414,14 @@ def test_bwd_grid_table_reports_fa2_where_timed(tmp_path):
     text = module.table(str(path))
     assert "- fast vs FA2 (SDPA's flash backend): geomean 1.5x, min 1.25x over 2 shapes" in text
     assert "- fwd vs FA2 (SDPA's flash backend): geomean 2.0x, min 2.0x over 1 shapes" in text
+
+
+def test_hopper_profile_names_alibi_cases():
+    """hopper_profile.py's `_alibi` cases (flashgen's ALiBi kernel, for ncu beside the plain
+    one); cuDNN has no such case, and the name says so before anything launches."""
+    module = repo_scripts.load("benchmarks/hopper_profile.py", "bench_hopper_profile_cases")
+    case = module.parse_case("d64_4k_causal_alibi")
+    assert case["alibi"] and case["causal"] and case["head_dim"] == 64 and case["seq"] == 4096
+    assert not module.parse_case("d64_4k")["alibi"]
+    with pytest.raises(ValueError, match="flashgen's kernel only"):
+        module.parse_case("cudnn_d64_4k_alibi")

@@ -614,7 +614,6 @@ import json, sys
 from flashgen.kernels import hopper_aot
 from flashgen.core.spec import KernelSpec
 out = {}
-from flashgen.kernels import hopper
 from flashgen.kernels.hopper import NARROW_CONFIGS
 for name in sys.argv[1:]:
     uri, _, how = name.partition(":")
@@ -622,8 +621,7 @@ for name in sys.argv[1:]:
     cfg = NARROW_CONFIGS[spec.head_dim] if how == "narrow" else None
     res = hopper_aot.compile_for_sm90(spec, cfg, per_key=how == "per_key")
     out[name] = dict(shared=res["shared"], wgmma="wgmma.mma_async" in res["ptx"],
-                     tanh="tanh.approx.f32" in res["ptx"],
-                     alibi_shift=hopper.template_context(spec)["alibi_shift"])
+                     tanh="tanh.approx.f32" in res["ptx"])
 json.dump(out, sys.stdout)
 """
 
@@ -678,46 +676,6 @@ def test_masked_kernels_compile_for_sm90():
     results = _compile_for_sm90(uris)
     for uri in uris:
         assert results[uri]["tanh"] == ("cap" in uri), uri
-        assert not results[uri]["alibi_shift"], uri
-
-
-@needs_gluon
-@pytest.mark.parametrize("extra", [{}, {"window": True}, {"softcap": True}],
-                         ids=["alibi", "window", "softcap"])  # fmt: skip
-def test_alibi_shift_renders_only_when_asked(extra, monkeypatch):
-    """FLASHGEN_HOPPER_ALIBI_SHIFT=1 renders ALiBi's per-key vector once an item and the tile's
-    constant into the row max (one add a score instead of the per-key subtract and
-    conversion); unset, the rendering is exactly the default one, and kernels without ALiBi
-    never change."""
-    spec = KernelSpec(64, True, "bfloat16", "fwd", alibi=True, **extra)
-    plain = KernelSpec(64, True, "bfloat16", "fwd", **extra)
-    monkeypatch.delenv(hopper.ALIBI_SHIFT_ENV, raising=False)
-    default, plain_default = render(spec, "hopper"), render(plain, "hopper")
-    monkeypatch.setenv(hopper.ALIBI_SHIFT_ENV, "1")
-    shifted = render(spec, "hopper")
-    assert render(plain, "hopper") == plain_default
-    assert "alibi_col" in default and "alibi_keys" not in default
-    assert "alibi_col" not in shifted
-    assert "alibi_keys = slope_raw * gl.arange(0, BLOCK_N, layout=col_qk)" in shifted
-    assert "qk = qk + alibi_keys[None, :]" in shifted
-    assert "tile_shift = (slope_raw * (start_n - start_m).to(gl.float32)) * qk_scale" in shifted
-    assert "gl.max(qk, 1) * qk_scale + tile_shift)" in shifted
-    exponent = "(m_use - tile_shift)" if extra.get("window") else "(m_new - tile_shift)"
-    assert f"p = gl.exp2(qk * qk_scale - {exponent}[:, None])" in shifted
-    # the epilogue's lse correction is the default one: m_i means the same thing
-    assert "m_i = m_i - (slope_raw * qk_scale) * gl.arange(0, M_C" in shifted
-    compile(shifted, spec.uri(), "exec")
-
-
-@pytest.mark.skipif(AOT_REASON is not None, reason=str(AOT_REASON))
-def test_alibi_shift_compiles_for_sm90():
-    """The shifted ALiBi renderings compile for sm_90 with the shipped configs and the same
-    shared memory as the default ones (the shift adds registers, not buffers)."""
-    uris = [KernelSpec(64, False, "bfloat16", "fwd", alibi=True).uri(),
-            KernelSpec(128, True, "float16", "fwd", alibi=True, window=True).uri(),
-            KernelSpec(64, True, "bfloat16", "fwd", alibi=True, softcap=True).uri()]  # fmt: skip
-    results = _compile_for_sm90(uris, {hopper.ALIBI_SHIFT_ENV: "1"})
-    assert all(results[uri]["alibi_shift"] for uri in uris)
 
 
 # (B, Hq, Hkv, Sq, Sk, dtype, causal, window, softcap, (padding, key lengths, query lengths))
