@@ -7,10 +7,16 @@ timing. Each kernel is compiled as `benchmarks/sram_vs_compiler.py` compiles it 
 divisibility-16 specialisation; the dQ kernels on their own measured config) and disassembled
 with the `cuobjdump` Triton ships; counts are of the static code (a loop body counts once).
 
+`--family hopper` does the same for the Hopper Gluon forward (`hopper_aot.compile_for_sm90`
+with its shipped config, assembled for sm_90a by Triton's ptxas), with the mask flags of the
+spec (`--alibi`, `--softcap`, `--window`, `--lengths`, `--attn-mask bool|add`, `--dropout`).
+
 Usage (repo root; Triton 3.6 is what the H200 runs; an A/B puts the old tree first on
 PYTHONPATH):
     env -u TRITON_INTERPRET PYTHONPATH=/path/to/triton36:. python benchmarks/kernel_sass.py \
         --head-dim 128 --causal --dropout --kernels attn_fwd_tma --config 64,64,4,3
+    env -u TRITON_INTERPRET PYTHONPATH=/path/to/triton36:. python benchmarks/kernel_sass.py \
+        --family hopper --head-dim 64 --alibi
 """
 
 from __future__ import annotations
@@ -26,7 +32,8 @@ from pathlib import Path
 sys.path.append(str(Path(__file__).resolve().parent))
 sys.path.append(str(Path(__file__).resolve().parent.parent))
 
-OPS = ("IMAD", "LOP3", "SHF", "ISETP", "IADD3", "FSEL", "MUFU", "HGMMA")
+OPS = ("IMAD", "LOP3", "SHF", "ISETP", "IADD3", "FSEL", "MUFU", "HGMMA", "FFMA", "FADD", "FMUL",
+       "FMNMX", "I2F", "STL", "LDL")  # fmt: skip
 
 
 def sass_counts(cubin: bytes) -> tuple[dict, collections.Counter]:
@@ -45,6 +52,22 @@ def sass_counts(cubin: bytes) -> tuple[dict, collections.Counter]:
         "stack": int(re.search(r"STACK:(\d+)", usage).group(1)),
     }
     return resources, opcode_counts(sass)
+
+
+def hopper_cubin(spec, per_key: bool = False) -> tuple[bytes, int]:
+    """(cubin, shared bytes) of the Hopper forward for `spec` with its shipped config: the
+    PTX `hopper_aot.compile_for_sm90` gives, assembled for sm_90a by Triton's ptxas."""
+    from triton.backends.nvidia.compiler import get_ptxas
+
+    from flashgen.kernels import hopper_aot
+
+    res = hopper_aot.compile_for_sm90(spec, per_key=per_key)
+    with tempfile.TemporaryDirectory() as tmp:
+        src, out = Path(tmp, "k.ptx"), Path(tmp, "k.cubin")
+        src.write_text(res["ptx"])
+        subprocess.run([get_ptxas(90).path, "-arch=sm_90a", str(src), "-o", str(out)],
+                       capture_output=True, text=True, check=True)  # fmt: skip
+        return out.read_bytes(), int(res["shared"])
 
 
 def opcode_counts(sass: str) -> collections.Counter:
@@ -68,13 +91,30 @@ def main(argv=None) -> int:
     p.add_argument("--dtype", default="bfloat16")
     p.add_argument("--causal", action="store_true")
     p.add_argument("--dropout", action="store_true")
+    p.add_argument("--family", choices=("portable", "hopper"), default="portable",
+                   help="hopper: the Gluon forward with its shipped config (--kernels and "
+                   "--config do not apply)")  # fmt: skip
+    for flag in ("--alibi", "--softcap", "--window", "--lengths"):
+        p.add_argument(flag, action="store_true", help="(--family hopper) that spec flag")
+    p.add_argument("--attn-mask", choices=("bool", "add"), default="",
+                   help="(--family hopper) a mask tensor, read as a key-padding mask")
     p.add_argument("--kernels", default="attn_fwd_tma", help="comma-separated kernel names")
     p.add_argument("--config", default="64,64,4,3", help="BLOCK_M,BLOCK_N,warps,stages")
     args = p.parse_args(argv)
-    from sram_vs_compiler import compile_ahead
-
     from flashgen.core.config import TileConfig
     from flashgen.core.spec import KernelSpec
+
+    if args.family == "hopper":
+        spec = KernelSpec(args.head_dim, args.causal, args.dtype, "fwd", args.window,
+                          args.softcap, args.lengths, attn_mask=args.attn_mask,
+                          dropout=args.dropout, alibi=args.alibi)  # fmt: skip
+        cubin, shared = hopper_cubin(spec, per_key=bool(args.attn_mask))
+        res, ops = sass_counts(cubin)
+        counts = " ".join(f"{op}={ops[op]}" for op in OPS)
+        print(f"attn_fwd_ws {spec.uri()}: regs {res['regs']} stack {res['stack']} shared "
+              f"{shared} sass {sum(ops.values())} {counts}", flush=True)  # fmt: skip
+        return 0
+    from sram_vs_compiler import compile_ahead
 
     cfg = TileConfig(*(int(x) for x in args.config.split(",")))
     for name in args.kernels.split(","):

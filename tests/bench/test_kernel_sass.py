@@ -22,3 +22,51 @@ def test_opcodes_are_counted_without_modifiers_or_predicates():
     sass = repo_scripts.load("benchmarks/kernel_sass.py")
     ops = sass.opcode_counts(SASS)
     assert ops == {"LDC": 1, "IMAD": 2, "SHF": 1, "LOP3": 1, "EXIT": 1}
+
+
+def _hopper_aot_reason() -> str | None:
+    """None where this machine can compile the Hopper forward for sm_90 ahead of time and
+    disassemble it (Gluon with its AST source, Triton's ptxas and cuobjdump), else why not."""
+    from flashgen.kernels import hopper
+
+    api, reason = hopper.gluon_api()
+    if api is None:
+        return reason
+    try:
+        from triton.experimental.gluon._runtime import GluonASTSource  # noqa: F401
+        from triton.backends.nvidia.compiler import get_ptxas
+
+        get_ptxas(90)
+    except Exception as exc:  # noqa: BLE001 (any missing piece is a reason to skip)
+        return f"no sm_90 toolchain here: {exc}"
+    return None
+
+
+def test_hopper_family_counts_what_alibi_adds():
+    """`--family hopper` compiles the Gluon forward for sm_90a and counts its opcodes: ALiBi's
+    kernel has the plain one's exponentials and one more fused multiply-add a score (the
+    counts behind session 22's revert of an ALiBi rendering), and neither spills."""
+    import os
+    import subprocess
+    import sys
+
+    import pytest
+
+    reason = _hopper_aot_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    rows = {}
+    for extra in ([], ["--alibi"]):
+        done = subprocess.run(
+            [sys.executable, "benchmarks/kernel_sass.py", "--family", "hopper", "--head-dim",
+             "64", *extra], env=env, capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-2000:]
+        line = done.stdout.strip().splitlines()[-1]
+        rows[bool(extra)] = dict(w.split("=") for w in line.split() if "=" in w)
+    plain, alibi = rows[False], rows[True]
+    # the exponentials are the plain kernel's (the epilogue may add one or two)
+    assert 0 <= int(alibi["MUFU"]) - int(plain["MUFU"]) <= 4 and int(plain["HGMMA"]) > 0
+    assert int(alibi["FFMA"]) > int(plain["FFMA"])
+    assert plain["STL"] == alibi["STL"] == "0"
