@@ -33,8 +33,8 @@ def _hopper_aot_reason() -> str | None:
     if api is None:
         return reason
     try:
-        from triton.experimental.gluon._runtime import GluonASTSource  # noqa: F401
         from triton.backends.nvidia.compiler import get_ptxas
+        from triton.experimental.gluon._runtime import GluonASTSource  # noqa: F401
 
         get_ptxas(90)
     except Exception as exc:  # noqa: BLE001 (any missing piece is a reason to skip)
