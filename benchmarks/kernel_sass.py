@@ -96,8 +96,12 @@ def main(argv=None) -> int:
                    "--config do not apply)")  # fmt: skip
     for flag in ("--alibi", "--softcap", "--window", "--lengths"):
         p.add_argument(flag, action="store_true", help="(--family hopper) that spec flag")
-    p.add_argument("--attn-mask", choices=("bool", "add"), default="",
-                   help="(--family hopper) a mask tensor, read as a key-padding mask")
+    p.add_argument(
+        "--attn-mask",
+        choices=("bool", "add"),
+        default="",
+        help="(--family hopper) a mask tensor, read as a key-padding mask",
+    )
     p.add_argument("--kernels", default="attn_fwd_tma", help="comma-separated kernel names")
     p.add_argument("--config", default="64,64,4,3", help="BLOCK_M,BLOCK_N,warps,stages")
     args = p.parse_args(argv)
