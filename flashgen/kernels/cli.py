@@ -1,8 +1,8 @@
 """Print the generated source for one kernel spec, e.g.
 `flashgen kernel --head-dim 128 --causal --dtype bfloat16 [--direction bwd] [--family hopper]`
 (`--family decode`: the split-KV decode kernels of a forward spec; `--window`, `--softcap`,
-`--alibi`, `--attn-mask bool|add`, `--lengths`, `--dropout`: the masked variants, which combine). The names in it are explained
-in templates/README.md."""
+`--alibi`, `--attn-mask bool|add`, `--lengths`, `--dropout`: the masked variants, which
+combine). The names in it are explained in templates/README.md."""
 
 from __future__ import annotations
 

@@ -241,6 +241,7 @@ def test_flashgen_kernel_prints_mask_and_alibi_kernels_of_every_family(capsys):
 
 
 def codegen_has_gluon() -> bool:
+    """Whether this Triton's Gluon renders the Hopper families (else their rows are skipped)."""
     from flashgen.kernels.hopper import gluon_api
 
     return gluon_api()[0] is not None

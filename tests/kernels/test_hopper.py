@@ -626,17 +626,16 @@ json.dump(out, sys.stdout)
 """
 
 
-def _compile_for_sm90(uris, extra_env=None) -> dict:
+def _compile_for_sm90(uris) -> dict:
     """`_AOT_MASKS` over `uris` ("<uri>[:narrow|:per_key|:tile]") in a process without the
-    interpreter (and with `extra_env`); asserts each compiled to wgmma with the shared memory
-    its config's model gives (masks add registers, not buffers) and returns the results."""
+    interpreter; asserts each compiled to wgmma with the shared memory its config's model
+    gives (masks add registers, not buffers) and returns the results."""
     import json
     import os
     import subprocess
     import sys
 
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env.update(extra_env or {})
     done = subprocess.run(
         [sys.executable, "-c", _AOT_MASKS, *uris], env=env, capture_output=True, text=True,
         timeout=900,
