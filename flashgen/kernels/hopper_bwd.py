@@ -315,8 +315,9 @@ def auto_choice(spec, seq_k: int) -> bool:
     `AUTO_EXTRAS`, `AUTO_WINDOW`, `AUTO_SCORE_MODS`: the first that the spec's extras name)."""
     mods = [m for m in ("softcap", "alibi", "dropout") if getattr(spec, m)]
     if mods:
-        each = [AUTO_SCORE_MODS.get((spec.head_dim, spec.causal, m)) for m in mods]
-        least = None if None in each else max(each)
+        listed = [AUTO_SCORE_MODS.get((spec.head_dim, spec.causal, m)) for m in mods]
+        each = [t for t in listed if t is not None]
+        least = max(each) if len(each) == len(mods) else None  # every one listed
     elif spec.window:
         least = None if spec.attn_mask else AUTO_WINDOW.get((spec.head_dim, spec.causal))
     elif spec.lengths:
