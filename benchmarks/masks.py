@@ -35,7 +35,6 @@ few-percent spread between processes that made two such runs disagree (session 2
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import statistics
@@ -50,6 +49,7 @@ sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 import flashgen  # noqa: E402
 from flashgen.bench import scripts  # noqa: E402
+from flashgen.core.environ import set_env  # noqa: E402
 from flashgen.kernels.validate import normalize_window  # noqa: E402
 
 FIELDS = [
@@ -251,21 +251,6 @@ ROUNDS = 3  # readings of the masked and the unmasked kernel per row, alternatin
 BWD_KINDS: tuple[str, ...] = ()  # backward kinds timed against each other per row (--bwd-kinds)
 
 
-@contextlib.contextmanager
-def env_set(name: str, value: str):
-    """Environment variable `name` set to `value` inside the block, then back to what it was
-    (the launchers read FLASHGEN_* at every call and key their plans on them)."""
-    before = os.environ.get(name)
-    os.environ[name] = value
-    try:
-        yield
-    finally:
-        if before is None:
-            del os.environ[name]
-        else:
-            os.environ[name] = before
-
-
 def describe(kw) -> str:
     """The flashgen keywords of a variant for the CSV (tensors by shape and dtype, not values)."""
 
@@ -323,7 +308,7 @@ def speed(name, causal, kw, mk, cap, shape, writer, dirs=("fwd", "fwd+bwd")):
         return sdpa(q, kr, vr, attn_mask=given, dropout_p=kw.get("dropout_p", 0.0))
 
     def portable():  # the unmasked kernel of the portable family
-        with env_set("FLASHGEN_FWD_FAMILY", "portable"):
+        with set_env("FLASHGEN_FWD_FAMILY", "portable"):
             return plain()
 
     for direction, flops_per_pair in (("fwd", 4 * d), ("fwd+bwd", 10 * d)):
@@ -376,7 +361,7 @@ def kinds_line(name: str, run) -> str:
     readings = {kind: [] for kind in BWD_KINDS}
     for _ in range(ROUNDS):
         for kind in BWD_KINDS:
-            with env_set("FLASHGEN_BWD_KIND", kind):
+            with set_env("FLASHGEN_BWD_KIND", kind):
                 readings[kind].append(bench(run))
     medians = {kind: statistics.median(xs) for kind, xs in readings.items()}
     first = medians[BWD_KINDS[0]]

@@ -29,6 +29,8 @@ import signal
 import sys
 import threading
 
+from ..core.environ import set_env
+
 FORWARD_AFTER_S = 2.0  # grace before the parent forwards Ctrl-C to a worker still running
 STOP_WAIT_S = 60.0  # how long a stopping worker may take to store its last trial
 START_WAIT_S = 120.0  # how long a ready worker waits for the others before starting alone
@@ -44,24 +46,6 @@ def pins(gpus: list[int] | None, workers: int, visible: int) -> list[str | None]
     if visible > 1:
         return [pin_value(i % visible) for i in range(workers)]
     return [None] * workers
-
-
-@contextlib.contextmanager
-def _environment(name: str, value: str | None):
-    """os.environ[name] = value (None: left alone) while a child is spawned: the child's
-    environment is the parent's at that moment."""
-    if value is None:
-        yield
-        return
-    old = os.environ.get(name)
-    os.environ[name] = value
-    try:
-        yield
-    finally:
-        if old is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = old
 
 
 def _first_interrupt_only(_signum, _frame) -> None:
@@ -193,7 +177,7 @@ def run_workers(args, opts: dict, tasks: list, db, worker_pins: list[str | None]
             proc = ctx.Process(
                 target=worker_main, args=(argv, opts, task_data, i, pipes[i][1], start)
             )
-            with _environment("CUDA_VISIBLE_DEVICES", pin):
+            with set_env("CUDA_VISIBLE_DEVICES", pin):  # the child inherits it when spawned
                 proc.start()
             procs.append(proc)
         interrupted = _wait(procs)
