@@ -26,7 +26,13 @@ from gluon_aot import (
 from flashgen.core.spec import KernelSpec
 from flashgen.kernels import hopper
 from flashgen.kernels.codegen import load_family, render
-from flashgen.kernels.reference import attention_ref, max_abs_err, sdpa_same_dtype, tolerance
+from flashgen.kernels.reference import (
+    attention_ref,
+    hidden_ref,
+    max_abs_err,
+    sdpa_same_dtype,
+    tolerance,
+)
 
 HEAD_DIMS = hopper.RENDERABLE_HEAD_DIMS
 
@@ -708,14 +714,7 @@ def _masked_case(case, seed=3):
         seq_bounds = bounds(b, sq, sk, pad[1], pad[2], pad[0], "cuda")
         mask = dense_mask(seq_bounds, sq, sk, causal=causal, window=window)
     else:
-        i = torch.arange(sq, device="cuda")[:, None]
-        j = torch.arange(sk, device="cuda")[None, :]
-        mask = torch.ones(sq, sk, dtype=torch.bool, device="cuda")
-        if causal:
-            mask &= j <= i
-        if window is not None:
-            mask &= (j >= i - window[0]) & (j <= i + window[1])
-        mask = mask[None, None]
+        mask = ~hidden_ref(sq, sk, causal=causal, window=window).cuda()[None, None]
     return q, k, v, seq_bounds, mask
 
 
@@ -1148,13 +1147,7 @@ def test_hopper_dropout_matches_float64(case, monkeypatch):
                       dropout=True)  # fmt: skip
     assert hopper.choose(spec, q, k, v, sq)  # must not silently run the portable family
     out, lse = fwd.forward(q, k, v, causal=causal, scale=None, window=window, dropout=(p, 777))
-    i = torch.arange(sq, device="cuda")[:, None]
-    j = torch.arange(sk, device="cuda")[None, :]
-    visible = torch.ones(sq, sk, dtype=torch.bool, device="cuda")
-    if causal:
-        visible &= j <= i
-    if window is not None:
-        visible &= (j >= i - window[0]) & (j <= i + (0 if causal else window[1]))
+    visible = ~hidden_ref(sq, sk, causal=causal, window=window).cuda()
     qd, kd, vd = (t.double() for t in (q, k, v))
     kd, vd = kd.repeat_interleave(hq // hkv, 1), vd.repeat_interleave(hq // hkv, 1)
     s = ((qd @ kd.transpose(-1, -2)) / d**0.5).masked_fill(~visible, float("-inf"))

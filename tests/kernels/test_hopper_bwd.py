@@ -1222,10 +1222,11 @@ _SCORE_MOD_GPU_SCRIPT = (
     _CHILD_HELPERS
     + """
 from flashgen.kernels import bwd, dropout, hopper_bwd
-from flashgen.kernels.alibi import check_slopes
+from flashgen.kernels.alibi import bias_ref, check_slopes
 from flashgen.kernels.fwd import forward
 from flashgen.kernels.padding import key_hull
 from flashgen.kernels.plans import clamp_window
+from flashgen.kernels.reference import hidden_ref
 built = count_builds(hopper_bwd, "Plan")
 for b, hq, hkv, n, d, dtype, causal, cap, alibi, window, pad, p in json.loads(sys.argv[1]):
     name = (f"{b}x{hq}/{hkv}x{n} d{d} {dtype} causal={causal} cap={cap} alibi={alibi} "
@@ -1258,15 +1259,9 @@ for b, hq, hkv, n, d, dtype, causal, cap, alibi, window, pad, p in json.loads(sy
     s = (leaves[0] @ kk.transpose(-1, -2)) * d**-0.5
     if cap is not None:
         s = cap * torch.tanh(s / cap)
-    i = torch.arange(n, device="cuda")[:, None]
-    j = torch.arange(n, device="cuda")[None, :]
     if alibi:
-        s = s + slopes.double()[:, :, None, None] * (j - i)
-    visible = keep.cuda()[:, None, None, :].expand(b, 1, n, n)
-    if causal:
-        visible = visible & (j <= i)
-    if win is not None:
-        visible = visible & (j >= i - win[0]) & (j <= i + win[1])
+        s = s + bias_ref(slopes, n, n)
+    visible = keep.cuda()[:, None, None, :] & ~hidden_ref(n, n, causal=causal, window=win).cuda()
     s = s.masked_fill(~visible, float("-inf"))
     rows = visible.any(-1, keepdim=True)  # a row that sees no key gives zeros, never NaN
     probs = torch.softmax(s.masked_fill(~rows, 0.0), -1) * rows
