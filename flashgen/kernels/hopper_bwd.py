@@ -313,8 +313,8 @@ class DkdvLaunch:
 def auto_choice(spec, seq_k: int) -> bool:
     """Whether a call that leaves the kind to flashgen runs this kind for `spec` (`AUTO`,
     `AUTO_EXTRAS`, `AUTO_WINDOW`, `AUTO_SCORE_MODS`: the first that the spec's extras name)."""
-    mods = [m for m in ("softcap", "alibi", "dropout") if getattr(spec, m)]
-    if mods:
+    if spec.softcap or spec.alibi or spec.dropout:  # (every backward call asks: no list else)
+        mods = [m for m in ("softcap", "alibi", "dropout") if getattr(spec, m)]
         listed = [AUTO_SCORE_MODS.get((spec.head_dim, spec.causal, m)) for m in mods]
         each = [t for t in listed if t is not None]
         least = max(each) if len(each) == len(mods) else None  # every one listed
