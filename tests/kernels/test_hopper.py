@@ -447,6 +447,20 @@ def test_masks_take_the_hopper_family_dropout_only_when_forced():
     assert "dropout in the Hopper family: taken only when forced" in hopper.spec_reason(dropped)
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_alibi_takes_the_hopper_family_unforced_at_head_dim_128_only(causal):
+    """AUTO_MASK_HEAD_DIMS: ALiBi measured slower in this family than in the portable one at
+    head dim 64, so a head dim 64 ALiBi call runs the portable family unless forced."""
+    wide = KernelSpec(128, causal, "bfloat16", "fwd", alibi=True)
+    narrow = KernelSpec(64, causal, "bfloat16", "fwd", alibi=True)
+    assert hopper.spec_reason(wide) == API_REASON
+    reason = hopper.spec_reason(narrow)
+    assert "alibi at head dim 64" in reason and "only when forced" in reason
+    assert hopper.spec_reason(narrow, forced=True) == API_REASON
+    plain = KernelSpec(64, causal, "bfloat16", "fwd")
+    assert hopper.spec_reason(plain) == API_REASON  # head dim 64 itself still taken
+
+
 @pytest.mark.parametrize("kind", ["bool", "add"])
 def test_key_padding_masks_are_chosen_unforced_full_mask_tensors_only_forced(kind):
     """Issue 16: a mask tensor constant along the query rows (per_key: a key-padding mask,

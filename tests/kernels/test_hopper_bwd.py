@@ -731,9 +731,14 @@ def test_windows_take_the_hopper_kind_where_asked_or_listed(monkeypatch):
     assert hopper_bwd.spec_reason(spec) is None
     assert hopper_bwd.auto_choice(spec, 37) and not hopper_bwd.auto_choice(spec, 36)
     assert not hopper_bwd.auto_choice(dataclasses.replace(spec, causal=False), 1 << 20)
-    # a window with a key-padding mask (its key range as lengths): asked-for only
+    # a window with a key-padding mask (its key range as lengths): AUTO_WINDOW_MASKED's
     padded = dataclasses.replace(spec, lengths=True, attn_mask="bool")
+    monkeypatch.setattr(hopper_bwd, "AUTO_WINDOW_MASKED", {})
     assert hopper_bwd.spec_reason(padded) is None and not hopper_bwd.auto_choice(padded, 1 << 20)
+    monkeypatch.setattr(hopper_bwd, "AUTO_WINDOW_MASKED", {(64, True): 100})
+    assert hopper_bwd.auto_choice(padded, 100) and not hopper_bwd.auto_choice(padded, 99)
+    assert hopper_bwd.auto_choice(dataclasses.replace(padded, attn_mask="add"), 100)
+    assert not hopper_bwd.auto_choice(dataclasses.replace(padded, causal=False), 1 << 20)
     # the window's table, not the plain one's, answers for windowed specs
     monkeypatch.setattr(hopper_bwd, "AUTO_WINDOW", {})
     assert not hopper_bwd.auto_choice(spec, 1 << 20)
