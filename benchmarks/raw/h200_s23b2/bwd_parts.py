@@ -12,17 +12,24 @@ from torch.profiler import ProfilerActivity, profile
 
 import flashgen
 
-shapes = sys.argv[1:] or ["16,16,1024,128", "16,32,1024,64", "4,16,4096,128", "4,32,4096,64",
-                          "16,16,1024,128,1"]
+shapes = sys.argv[1:] or [
+    "16,16,1024,128",
+    "16,32,1024,64",
+    "4,16,4096,128",
+    "4,32,4096,64",
+    "16,16,1024,128,1",
+]
 for text in shapes:
     b, h, n, d, *c = (int(x) for x in text.split(","))
     causal = bool(c and c[0])
     gen = torch.Generator(device="cuda").manual_seed(0)
-    q, k, v = (torch.randn(b, h, n, d, device="cuda", generator=gen, dtype=torch.bfloat16)
-               .requires_grad_() for _ in range(3))
+    q, k, v = (
+        torch.randn(b, h, n, d, device="cuda", generator=gen, dtype=torch.bfloat16).requires_grad_()
+        for _ in range(3)
+    )
     do = torch.randn(b, h, n, d, device="cuda", generator=gen, dtype=torch.bfloat16)
 
-    def step():
+    def step(q=q, k=k, v=v, do=do, causal=causal):
         out = flashgen.attention(q, k, v, causal=causal, impl="flashgen")
         torch.autograd.grad(out, (q, k, v), do)
 
