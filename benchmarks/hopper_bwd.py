@@ -5,8 +5,8 @@ Run on the GPU machine from the checkout (torch, triton with Gluon, jinja2; no d
 read: every launch gets an explicit or built-in config):
 
     PYTHONPATH=. python3 benchmarks/hopper_bwd.py [--out DIR] [--budget S] [--grid anchors|probe]
-        [--configs D:C,B,S,R[,SHARE,STATS,PERSISTENT[,KV_BUFS[,DQ_TMA[,STATS_SMEM[,TURNS]]]]] ...] [--checks D:CAUSAL:CFG ...]
-        [--rep MS] [--check-timeout S]
+        [--configs D:C,B,S,R[,SHARE,STATS,PERSISTENT[,KV_BUFS[,DQ_TMA[,STATS_SMEM[,TURNS[,ROTATE]]]]]] ...] [--checks D:CAUSAL:CFG ...]
+        [--rep MS] [--rounds N] [--check-timeout S]
 
 1. Correctness (bf16 and fp16, in worker processes, which also compiles every kernel the
    timing needs): dQ/dK/dV of the Hopper backward for each config, head dim and causal mode on
@@ -64,8 +64,10 @@ def _hopper(do, q, k, v, out, lse, causal, cfg):
     dq_tma = len(cfg) > 8 and bool(cfg[8])
     stats_smem = len(cfg) > 9 and bool(cfg[9])
     dq_turns = len(cfg) > 10 and bool(cfg[10])
+    rotate = len(cfg) > 11 and bool(cfg[11])
     config = hopper_bwd.HopperBwdConfig(*cfg[:4], *flags, *cfg[7:8], dq_tma=dq_tma,
-                                        stats_smem=stats_smem, dq_turns=dq_turns)  # fmt: skip
+                                        stats_smem=stats_smem, dq_turns=dq_turns,
+                                        rotate=rotate)  # fmt: skip
     return hopper_bwd.backward(do, q, k, v, out, lse, scale=q.shape[-1] ** -0.5, spec=spec,
                                config=config)  # fmt: skip
 
@@ -143,7 +145,11 @@ def _gpu_count() -> int:
     return max(1, sum(line.startswith("GPU ") for line in done.stdout.splitlines()))
 
 
-def time_shape(shape, causal, cfgs, rep):
+def time_shape(shape, causal, cfgs, rep, rounds=1):
+    """One row: the backward of the split kind and of each config, timed in `rounds` alternating
+    rounds (the median of each; a single reading of a series can be ~10% off), then cuDNN."""
+    import statistics
+
     import torch
 
     b, hq, hkv, n, d = shape
@@ -156,12 +162,21 @@ def time_shape(shape, causal, cfgs, rep):
     runs = {"split": lambda: _split(do, q, k, v, out, lse, causal)}
     for cfg in cfgs:
         runs[f"hopper{tuple(cfg)}"] = lambda cfg=cfg: _hopper(do, q, k, v, out, lse, causal, cfg)
-    for name, fn in runs.items():
-        ms, err = scripts.attempt(bench, fn)
-        if err is not None:
-            row["bwd"][name] = err[:200]
-            continue
-        row["bwd"][name] = dict(ms=round(ms, 4), tflops=scripts.tflops(flops, ms))
+    readings: dict[str, list[float]] = {name: [] for name in runs}
+    for _ in range(rounds):
+        for name, fn in runs.items():
+            if isinstance(row["bwd"].get(name), str):
+                continue
+            ms, err = scripts.attempt(bench, fn)
+            if err is not None:
+                row["bwd"][name] = err[:200]
+                continue
+            readings[name].append(ms)
+    for name, got in readings.items():
+        if got and name not in row["bwd"]:
+            ms = statistics.median(got)
+            row["bwd"][name] = dict(ms=round(ms, 4), tflops=scripts.tflops(flops, ms),
+                                    readings=[round(x, 4) for x in got])  # fmt: skip
     sdpa = scripts.sdpa_baselines(
         q, k, v, causal=causal, time_fn=bench, do=do, impls=["sdpa_cudnn"]
     )
@@ -198,7 +213,7 @@ def main(argv=None) -> int:
         nargs="*",
         default=None,
         help="Hopper configs as head_dim:consumers,num_buf,dq_split,maxnreg[,share_ds,stats_tma,"
-        "persistent 0/1[,kv_bufs[,dq_tma 0/1[,stats_smem 0/1[,dq_turns 0/1]]]]] "
+        "persistent 0/1[,kv_bufs[,dq_tma 0/1[,stats_smem 0/1[,dq_turns 0/1[,rotate 0/1]]]]]] "
         "(default: flashgen.kernels.hopper_bwd.CONFIGS per head dim)",
     )
     parser.add_argument(
@@ -212,17 +227,26 @@ def main(argv=None) -> int:
     parser.add_argument("--check-timeout", type=float, default=60.0,
                         help="seconds for the correctness phase (a hung kernel ends the run)")  # fmt: skip
     parser.add_argument("--rep", type=int, default=40, help="do_bench rep (ms)")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="alternating timing rounds per shape (the median of each backward)")  # fmt: skip
     args = parser.parse_args(argv)
     start = time.time()
     from flashgen.kernels import hopper_bwd
 
     def parse(text):
-        return tuple(int(x) for x in text.split(","))
+        """A config's fields in the order of --configs' help (no block_m: it is 64); the flags
+        0 or 1, so that a field out of place (e.g. HopperBwdConfig's positional block_m) is an
+        error, not a silently different config."""
+        cfg = tuple(int(x) for x in text.split(","))
+        flags = [x for i, x in enumerate(cfg) if i >= 4 and i != 7]
+        if not 4 <= len(cfg) <= 12 or any(x not in (0, 1) for x in flags):
+            parser.error(f"config {text!r}: C,B,S,R then up to 8 fields, flags 0/1 (--help)")
+        return cfg
 
     def default_cfg(d):
         c = hopper_bwd.CONFIGS[d]
         flags = (c.share_ds, c.stats_tma, c.persistent)
-        tail = (int(c.dq_tma), int(c.stats_smem), int(c.dq_turns))
+        tail = (int(c.dq_tma), int(c.stats_smem), int(c.dq_turns), int(c.rotate))
         return (c.consumers, c.num_buf, c.dq_split, c.maxnreg, *map(int, flags), c.kv_bufs, *tail)
 
     shapes = GRIDS[args.grid]
@@ -292,7 +316,7 @@ def main(argv=None) -> int:
                 return 1 if bad else 0
             d = shape[-1]
             cfgs = [cfg for cfg in timed[d] if (d, causal, cfg) in passed]
-            row = time_shape(shape, causal, cfgs, args.rep)
+            row = time_shape(shape, causal, cfgs, args.rep, args.rounds)
             report["rows"].append(row)
             save()
             print(f"[{time.time() - start:.0f}s] {tuple(shape)} causal={causal} vs cuDNN "
