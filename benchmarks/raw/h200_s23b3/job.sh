@@ -13,7 +13,7 @@ W=$OUT/work; mkdir -p $W
 timeout 230 python3 -m pytest -q -p no:cacheprovider -m gpu -n 8 tests --durations=10 > $W/gpu_suite.txt 2>&1
 stamp "gpu suite rc=$?"; grep -E "passed|failed|FAILED|Error" $W/gpu_suite.txt | tail -8 | cut -c1-600
 S=2,2,1,168,1,0,0,1,1,1,0,0; R=2,2,1,168,1,0,0,1,1,1,0,1; P=2,2,1,168,1,0,1,1,1,1,0,0
-timeout 230 python3 benchmarks/hopper_bwd.py --out $W --budget 200 --check-timeout 70 --rounds 3 \
+timeout 260 python3 benchmarks/hopper_bwd.py --out $W --budget 230 --check-timeout 70 --rounds 3 --rep 25 \
   --configs 64:$S 64:$R 64:$P 128:$S 128:$R 128:$P > $W/hopper_bwd.txt 2>&1
 stamp "hopper_bwd rc=$?"; grep -E "checks|FAILED|causal=|summary|Error|budget" $W/hopper_bwd.txt | cut -c1-900
 timeout 45 python3 benchmarks/masks.py --budget 38 --no-check --dirs fwd \
