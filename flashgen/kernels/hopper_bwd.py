@@ -79,11 +79,7 @@ class HopperBwdConfig:
     layout ahead, without the producer's TMA of stats_tma); dq_turns (share_ds at head dim
     64, where one consumer's dQ product covers every column, so without it consumer 0 computes
     every step's dQ while consumer 1 waits): the consumers take the steps' dQ products in
-    turns; rotate (specs without causal masking or a window, whose key blocks of one head all
-    walk the query blocks from the first, side by side: adding their dQ partials into the same
-    rows at the same time): key block n of N starts its walk at query block n * M // N of M and
-    wraps round (the same sums in another order; rendered as the plain walk where causal
-    masking or a window stagger the walks already)."""
+    turns."""
 
     consumers: int
     num_buf: int
@@ -97,11 +93,9 @@ class HopperBwdConfig:
     dq_tma: bool = False
     stats_smem: bool = False
     dq_turns: bool = False
-    rotate: bool = False
 
     def __post_init__(self) -> None:
-        bools = ("share_ds", "stats_tma", "persistent", "dq_tma", "stats_smem", "dq_turns",
-                 "rotate")
+        bools = ("share_ds", "stats_tma", "persistent", "dq_tma", "stats_smem", "dq_turns")
         check_kinds(self, bools=bools)
         checks = (
             ("consumers", self.consumers in (1, 2), "1 or 2"),
@@ -157,7 +151,7 @@ class HopperBwdConfig:
     def short(self) -> str:
         flags = " share" * self.share_ds + " stats" * self.stats_tma + " P" * self.persistent
         flags += " kv2" * (self.kv_bufs == 2) + " tma" * self.dq_tma + " sm" * self.stats_smem
-        flags += " turns" * self.dq_turns + " rot" * self.rotate
+        flags += " turns" * self.dq_turns
         return (f"(hopper-bwd c{self.consumers} b{self.num_buf} s{self.dq_split} "
                 f"r{self.maxnreg}{flags})")  # fmt: skip
 
@@ -606,7 +600,7 @@ def _constexprs(cfg: HopperBwdConfig, compute_dq: bool) -> dict:
         "NUM_CONSUMERS": cfg.consumers, "DQ_SPLIT": cfg.dq_split, "SHARE_DS": cfg.share_ds,
         "STATS_TMA": cfg.stats_tma, "KV_BUFS": cfg.kv_bufs, "num_warps": 4,
         "COMPUTE_DQ": compute_dq, "DQ_TMA": cfg.dq_tma and compute_dq,
-        "STATS_SMEM": cfg.stats_smem, "DQ_TURNS": cfg.dq_turns, "ROTATE": cfg.rotate,
+        "STATS_SMEM": cfg.stats_smem, "DQ_TURNS": cfg.dq_turns,
     }  # fmt: skip
 
 
