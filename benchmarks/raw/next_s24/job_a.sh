@@ -2,9 +2,10 @@
 # Prepared in session 20 for the next session, about 330 s (issue 14): the spill-free Hopper
 # backward under Nsight Compute (what limits it now; session 20 B3's script, its shipped config),
 # then the backward's Optuna search with the new knobs (stats_smem, dq_turns) and more trials.
-# (Sessions 21 and 22 did not run it: their device time went to the masked backwards; session
+# (Sessions 21-23 did not run it: their device time went to the masked backwards and, in 23, to
+# rotate/persistent A/Bs (RESULTS "Session 23"); session
 # 22 B4 ran the head dim 64 A/B this job had at its end.)
-# Run as FLASHGEN_COMMIT=<sha> bash benchmarks/raw/next_s23/job_b.sh carrying .whl.
+# Run as FLASHGEN_COMMIT=<sha> bash benchmarks/raw/next_s24/job_a.sh carrying .whl.
 set -u
 . benchmarks/device_env.sh > /dev/null 2>&1
 W=$OUT/work; mkdir -p $W
