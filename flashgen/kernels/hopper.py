@@ -64,13 +64,17 @@ AUTO_MIN_SEQ_Q = {(64, False): 1024, (64, True): 1024, (128, False): 0, (128, Tr
 # 1.09x causal and 1.08x full against the portable family's ALiBi, "ALiBi in the Hopper family");
 # combined with a window or softcap it renders and compiles but was not checked on the GPU, so
 # those combinations are taken only when forced (`spec_reason`).
-AUTO_MASKS: frozenset[str] = frozenset({"window", "softcap", "lengths", "alibi"})
-# Kinds of AUTO_MASKS taken unforced at some head dims only: kind -> those head dims. ALiBi at
-# head dim 64 ran slower here than in the portable family (session 23 B2, 4x32/8x4096 d64 bf16
-# forward, the two families in alternating processes: 1.72 against 1.34 ms full, 0.76 against
-# 0.71 causal; under Nsight Compute this family's ALiBi kernel issued as busily as its plain
-# one, 41% of issue slots, for 1.5x its duration), so it stays in this family at 128 only.
-AUTO_MASK_HEAD_DIMS: dict[str, frozenset[int]] = {"alibi": frozenset({128})}
+# Kind -> the head dims where it is taken unforced. ALiBi at head dim 64 ran slower here than in
+# the portable family (session 23 B2, 4x32/8x4096 d64 bf16 forward, the two families in
+# alternating processes: 1.72 against 1.34 ms full, 0.76 against 0.71 causal; under Nsight
+# Compute this family's ALiBi kernel issued as busily as its plain one, 41% of issue slots, for
+# 1.5x its duration), so it is taken at 128 only.
+AUTO_MASKS: dict[str, frozenset[int]] = {
+    "window": frozenset(RENDERABLE_HEAD_DIMS),
+    "softcap": frozenset(RENDERABLE_HEAD_DIMS),
+    "lengths": frozenset(RENDERABLE_HEAD_DIMS),
+    "alibi": frozenset({128}),
+}
 # Issue 16: key-padding masks in the Hopper family unforced, so that HF's and
 # nn.MultiheadAttention's key-padding masks do not run the portable forward: boolean ones on
 # the H200 (B4 H16/4 4k d128, 79% of the keys visible) 0.96 ms against 1.21 for the portable
@@ -210,17 +214,17 @@ def spec_reason(spec, *, forced: bool = False, per_key: bool = False) -> str | N
     kinds = mask_kinds(spec)
     if per_key and spec.attn_mask in AUTO_PER_KEY_MASKS:
         kinds.discard("attn_mask")  # a key-padding mask: AUTO_PER_KEY_MASKS takes it
-    if not forced and not kinds <= AUTO_MASKS:
-        names = ", ".join(sorted(kinds - AUTO_MASKS))
+    if forced:
+        return gluon_api()[1]
+    if not kinds <= AUTO_MASKS.keys():
+        names = ", ".join(sorted(kinds - AUTO_MASKS.keys()))
         if spec.attn_mask and not per_key:
             names = names.replace("attn_mask", "attn_mask varying along query rows")
         return f"{names} in the Hopper family: taken only when forced (AUTO_MASKS)"
-    narrow = sorted(
-        k for k in kinds if spec.head_dim not in AUTO_MASK_HEAD_DIMS.get(k, (spec.head_dim,))
-    )
-    if not forced and narrow:
+    narrow = sorted(k for k in kinds if spec.head_dim not in AUTO_MASKS[k])
+    if narrow:
         return (f"{', '.join(narrow)} at head dim {spec.head_dim} in the Hopper family: taken "
-                "only when forced (AUTO_MASK_HEAD_DIMS)")  # fmt: skip
+                "only when forced (AUTO_MASKS)")  # fmt: skip
     return gluon_api()[1]
 
 

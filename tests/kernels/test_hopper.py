@@ -438,7 +438,7 @@ def test_masks_take_the_hopper_family_dropout_only_when_forced():
     for spec in MASK_SPECS:
         assert hopper.spec_reason(spec, forced=True) == API_REASON
         unchecked = spec.alibi and (spec.window or spec.softcap)  # not run on a GPU yet
-        if hopper.mask_kinds(spec) <= hopper.AUTO_MASKS and not unchecked:
+        if hopper.mask_kinds(spec) <= hopper.AUTO_MASKS.keys() and not unchecked:
             assert hopper.spec_reason(spec) == API_REASON
         else:
             assert "only when forced" in hopper.spec_reason(spec)
@@ -449,7 +449,7 @@ def test_masks_take_the_hopper_family_dropout_only_when_forced():
 
 @pytest.mark.parametrize("causal", [False, True])
 def test_alibi_takes_the_hopper_family_unforced_at_head_dim_128_only(causal):
-    """AUTO_MASK_HEAD_DIMS: ALiBi measured slower in this family than in the portable one at
+    """AUTO_MASKS' head dims: ALiBi measured slower in this family than in the portable one at
     head dim 64, so a head dim 64 ALiBi call runs the portable family unless forced."""
     wide = KernelSpec(128, causal, "bfloat16", "fwd", alibi=True)
     narrow = KernelSpec(64, causal, "bfloat16", "fwd", alibi=True)
