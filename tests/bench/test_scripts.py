@@ -202,7 +202,8 @@ PARSE_CASES = [
      dict(budget=5.0, fwd=False, shapes="0,2", rep=60, workers=15, fa2=True)),
     ("bwd_kinds", ["--grid", "anchors", "--no-check", "--configs", "64,64,4,2"],
      dict(grid="anchors", no_check=True, configs=["64,64,4,2"], budget=50.0)),
-    ("hopper_bwd", ["--grid", "probe", "--rep", "7"], dict(grid="probe", rep=7, budget=60.0)),
+    ("hopper_bwd", ["--grid", "probe", "--rep", "7", "--rounds", "3"],
+     dict(grid="probe", rep=7, budget=60.0, rounds=3)),
     ("bwd_sweep", ["--out", "o", "--rep", "3"], dict(out="o", rep=3, budget=55.0, workers=15)),
     ("bias_grad", ["--no-speed", "--warm"],
      dict(no_speed=True, warm=True, no_check=False, budget=20.0, out=".")),
@@ -425,3 +426,18 @@ def test_hopper_profile_names_alibi_cases():
     assert not module.parse_case("d64_4k")["alibi"]
     with pytest.raises(ValueError, match="flashgen's kernel only"):
         module.parse_case("cudnn_d64_4k_alibi")
+
+
+@pytest.mark.parametrize(
+    "config",
+    ["64:2,2,1,168,1,0,0,1,64,1,1,0", "64:2,2,1", "128:2,2,1,168,1,0,0,1,1,1,0,0"],
+    ids=["block_m-in-a-flag", "too-few", "too-many"],
+)
+def test_hopper_bwd_refuses_a_config_string_out_of_order(config, capsys):
+    """A field out of place (HopperBwdConfig's positional block_m where DQ_TMA goes) or a wrong
+    count is a usage error before anything runs, not a silently different config."""
+    module = repo_scripts.load("benchmarks/hopper_bwd.py", "bench_hopper_bwd_configs")
+    with pytest.raises(SystemExit) as exit_:
+        module.main(["--configs", config])
+    assert exit_.value.code == 2
+    assert "C,B,S,R then up to 7 fields" in capsys.readouterr().err
