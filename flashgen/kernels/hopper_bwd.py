@@ -29,7 +29,7 @@ where `AUTO_EXTRAS` lists them or when asked, with the shipped configs (statisti
 shared memory, dQ by TMA reduce-add). A sliding window (WIN_LEFT, WIN_RIGHT as run-time
 arguments, alone or with lengths or a key-padding mask) makes each key block visit only the
 query blocks of its band and masks only the band's edge steps; windowed calls take this kind
-where `AUTO_WINDOW` (`AUTO_WINDOW_MASKED` with a key-padding mask) lists them or when asked.
+where `AUTO_WINDOW` lists them (with or without a key-padding mask) or when asked.
 Softcapping (the tanh's derivative folded into P),
 ALiBi (slope * (j - i) added per step, the slope of the step's query head) and dropout (the
 forward's keep flags drawn again per score, `flashgen.kernels.dropout_ref`) are rendered too,
@@ -218,28 +218,25 @@ AUTO_EXTRAS: dict[tuple[int, bool, str], int] = {
     (64, False, "bool"): 4096,
 }
 
-# The same for calls with a sliding window (alone or with lengths): (head dim, causal) -> the
-# shortest key length measured faster than the split kind (session 21 B4, forward+backward at
+# The same for calls with a sliding window (alone, with lengths or with a key-padding mask):
+# (head dim, causal, with a key-padding mask) -> the shortest key length measured faster than the split kind (session 21 B4, forward+backward at
 # 4k keys, GQA Hq/Hkv 4, causal windows of 1024 and 256 keys and a two-sided one of 512: split
 # time over hopper time 1.03-1.07x at head dim 128, 1.06-1.10x at 64; B6 alternated the narrow
 # causal rows in one job, hopper faster in every pairing). At 1k keys (session 22 B2, one
 # process): the two-sided 512 window 1.05x / 1.03x (taken from 1k), the causal 256 window
 # 0.92x / 0.99x (not).
-AUTO_WINDOW: dict[tuple[int, bool], int] = {
-    (128, False): 1024,
-    (128, True): 4096,
-    (64, False): 1024,
-    (64, True): 4096,
-}
-# The same for a window with a key-padding mask (its key range as lengths, the mask applied as
-# one vector of keys, boolean and additive alike): (head dim, causal) -> the shortest key length
-# measured faster. Session 23 B2 (masks.py window_*_boolpad rows, B4 H16/4 4k d128, a boolean
-# [B, 1, 1, N] mask, both kinds alternating in one process, float64 checks passing): split time
-# over hopper time 1.13x for a causal window of 1024 keys, 1.23x for a two-sided one of 512.
-# Head dim 64 and shorter keys were not timed: the split kind stays their default.
-AUTO_WINDOW_MASKED: dict[tuple[int, bool], int] = {
-    (128, False): 4096,
-    (128, True): 4096,
+# With a key-padding mask (its key range as lengths, the mask applied as one vector of keys,
+# boolean and additive alike; the key's third field True): session 23 B2 (masks.py
+# window_*_boolpad rows, B4 H16/4 4k d128, a boolean [B, 1, 1, N] mask, both kinds alternating
+# in one process, float64 checks passing): split time over hopper time 1.13x for a causal window
+# of 1024 keys, 1.23x for a two-sided one of 512; head dim 64 and shorter keys not timed.
+AUTO_WINDOW: dict[tuple[int, bool, bool], int] = {
+    (128, False, False): 1024,
+    (128, True, False): 4096,
+    (64, False, False): 1024,
+    (64, True, False): 4096,
+    (128, False, True): 4096,
+    (128, True, True): 4096,
 }
 
 # The same for calls with softcapping, ALiBi or dropout (with or without a window or a
@@ -322,16 +319,14 @@ class DkdvLaunch:
 
 def auto_choice(spec, seq_k: int) -> bool:
     """Whether a call that leaves the kind to flashgen runs this kind for `spec` (`AUTO`,
-    `AUTO_EXTRAS`, `AUTO_WINDOW` / `AUTO_WINDOW_MASKED`, `AUTO_SCORE_MODS`: the first that the
-    spec's extras name)."""
+    `AUTO_EXTRAS`, `AUTO_WINDOW`, `AUTO_SCORE_MODS`: the first that the spec's extras name)."""
     if spec.softcap or spec.alibi or spec.dropout:  # (every backward call asks: no list else)
         mods = [m for m in ("softcap", "alibi", "dropout") if getattr(spec, m)]
         listed = [AUTO_SCORE_MODS.get((spec.head_dim, spec.causal, m)) for m in mods]
         each = [t for t in listed if t is not None]
         least = max(each) if len(each) == len(mods) else None  # every one listed
     elif spec.window:
-        table = AUTO_WINDOW_MASKED if spec.attn_mask else AUTO_WINDOW
-        least = table.get((spec.head_dim, spec.causal))
+        least = AUTO_WINDOW.get((spec.head_dim, spec.causal, bool(spec.attn_mask)))
     elif spec.lengths:
         least = AUTO_EXTRAS.get((spec.head_dim, spec.causal, spec.attn_mask))
     else:

@@ -699,7 +699,7 @@ def test_lengths_spec_and_config_rules():
 
 def test_windows_take_the_hopper_kind_where_asked_or_listed(monkeypatch):
     """A windowed call runs the hopper kind's windowed rendering where that kind is asked for
-    or `AUTO_WINDOW` lists (head dim, causal) from its key length, with the window clamped as
+    or `AUTO_WINDOW` lists (head dim, causal, mask or not) from its key length, with the window clamped as
     the split kind gets it (right 0 when causal); never under determinism; on the CPU (no
     sm_90) it falls back to the split kind's gradients."""
     from flashgen.kernels.fwd import forward
@@ -719,10 +719,10 @@ def test_windows_take_the_hopper_kind_where_asked_or_listed(monkeypatch):
     got = bwd.backward(do, q, k, v, out, lse, kind="hopper", **kw)
     assert seen == [(5, 0)]  # asked; refused on the CPU
     assert all(torch.equal(a, b) for a, b in zip(got, want, strict=True))
-    monkeypatch.setattr(hopper_bwd, "AUTO_WINDOW", {(64, True): 38})
+    monkeypatch.setattr(hopper_bwd, "AUTO_WINDOW", {(64, True, False): 38})
     bwd.backward(do, q, k, v, out, lse, **kw)
     assert seen == [(5, 0)]  # 37 keys < 38
-    monkeypatch.setattr(hopper_bwd, "AUTO_WINDOW", {(64, True): 37})
+    monkeypatch.setattr(hopper_bwd, "AUTO_WINDOW", {(64, True, False): 37})
     bwd.backward(do, q, k, v, out, lse, **kw)
     assert seen == [(5, 0), (5, 0)]
     bwd.backward(do, q, k, v, out, lse, deterministic=True, **kw)
@@ -731,11 +731,11 @@ def test_windows_take_the_hopper_kind_where_asked_or_listed(monkeypatch):
     assert hopper_bwd.spec_reason(spec) is None
     assert hopper_bwd.auto_choice(spec, 37) and not hopper_bwd.auto_choice(spec, 36)
     assert not hopper_bwd.auto_choice(dataclasses.replace(spec, causal=False), 1 << 20)
-    # a window with a key-padding mask (its key range as lengths): AUTO_WINDOW_MASKED's
+    # a window with a key-padding mask (its key range as lengths): its own entries
     padded = dataclasses.replace(spec, lengths=True, attn_mask="bool")
-    monkeypatch.setattr(hopper_bwd, "AUTO_WINDOW_MASKED", {})
     assert hopper_bwd.spec_reason(padded) is None and not hopper_bwd.auto_choice(padded, 1 << 20)
-    monkeypatch.setattr(hopper_bwd, "AUTO_WINDOW_MASKED", {(64, True): 100})
+    monkeypatch.setattr(hopper_bwd, "AUTO_WINDOW", {(64, True, True): 100})
+    assert not hopper_bwd.auto_choice(spec, 1 << 20)  # the maskless spec: not listed now
     assert hopper_bwd.auto_choice(padded, 100) and not hopper_bwd.auto_choice(padded, 99)
     assert hopper_bwd.auto_choice(dataclasses.replace(padded, attn_mask="add"), 100)
     assert not hopper_bwd.auto_choice(dataclasses.replace(padded, causal=False), 1 << 20)
@@ -787,7 +787,7 @@ def test_softcap_alibi_and_dropout_take_the_hopper_kind_where_asked_or_listed(mo
     assert not hopper_bwd.auto_choice(dataclasses.replace(spec, causal=True), 1 << 20)
     # the score modifications' table answers before the window's
     windowed = dataclasses.replace(spec, window=True)
-    monkeypatch.setattr(hopper_bwd, "AUTO_WINDOW", {(64, False): 1})
+    monkeypatch.setattr(hopper_bwd, "AUTO_WINDOW", {(64, False, False): 1})
     monkeypatch.setattr(hopper_bwd, "AUTO_SCORE_MODS", {})
     assert not hopper_bwd.auto_choice(windowed, 1 << 20)
     bwd._plans.clear()
