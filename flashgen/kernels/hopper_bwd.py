@@ -221,8 +221,9 @@ AUTO_EXTRAS: dict[tuple[int, bool, str], int] = {
 # The same for calls with a sliding window (alone, with lengths or with a key-padding mask):
 # (head dim, causal, with a key-padding mask) -> the shortest key length measured faster than
 # the split kind (session 21 B4, forward+backward at 4k keys, GQA Hq/Hkv 4, causal windows of
-# 1024 and 256 keys and a two-sided one of 512: split time over hopper time 1.03-1.07x at head dim 128, 1.06-1.10x at 64; B6 alternated the narrow
-# causal rows in one job, hopper faster in every pairing). At 1k keys (session 22 B2, one
+# 1024 and 256 keys and a two-sided one of 512: split time over hopper time 1.03-1.07x at head
+# dim 128, 1.06-1.10x at 64; B6 alternated the narrow causal rows in one job, hopper faster in
+# every pairing). At 1k keys (session 22 B2, one
 # process): the two-sided 512 window 1.05x / 1.03x (taken from 1k), the causal 256 window
 # 0.92x / 0.99x (not).
 # With a key-padding mask (its key range as lengths, the mask applied as one vector of keys,
