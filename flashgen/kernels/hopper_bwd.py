@@ -79,7 +79,9 @@ class HopperBwdConfig:
     layout ahead, without the producer's TMA of stats_tma); dq_turns (share_ds at head dim
     64, where one consumer's dQ product covers every column, so without it consumer 0 computes
     every step's dQ while consumer 1 waits): the consumers take the steps' dQ products in
-    turns."""
+    turns; ds_bufs (share_ds) 1 or 2 slots of the dS exchange: with 2 a consumer stores step
+    t's dS while step t - 1's dQ product still reads the other slot, instead of waiting for
+    it (with dq_turns the consumer that did not take that product runs on)."""
 
     consumers: int
     num_buf: int
@@ -93,6 +95,7 @@ class HopperBwdConfig:
     dq_tma: bool = False
     stats_smem: bool = False
     dq_turns: bool = False
+    ds_bufs: int = 1
 
     def __post_init__(self) -> None:
         bools = ("share_ds", "stats_tma", "persistent", "dq_tma", "stats_smem", "dq_turns")
@@ -103,6 +106,8 @@ class HopperBwdConfig:
             ("dq_split", self.dq_split in (1, 2), "1 or 2"),
             ("block_m", self.block_m == 64, "64"),
             ("kv_bufs", self.kv_bufs in (1, 2), "1 or 2"),
+            ("ds_bufs", self.ds_bufs == 1 or (self.ds_bufs == 2 and self.share_ds),
+             "1, or 2 with share_ds"),
             ("share_ds", not self.share_ds or self.consumers == 2, "False with one consumer"),
             ("stats_smem", not (self.stats_smem and self.stats_tma), "False with stats_tma"),
             ("dq_turns", not self.dq_turns or self.share_ds, "False without share_ds"),
@@ -132,13 +137,14 @@ class HopperBwdConfig:
         the mbarriers."""
         rows = 2 * self.num_buf * self.block_m + 2 * self.kv_bufs * self.block_n
         tiles = rows * head_dim * elem_bytes
-        ds = self.block_m * self.block_n * elem_bytes if compute_dq else 0
+        ds = self.ds_bufs * self.block_m * self.block_n * elem_bytes if compute_dq else 0
         if compute_dq and self.dq_tma:
             ds += self.consumers * self.dq_split * self.block_m * self.dq_chunk(head_dim) * 4
         stats = 2 * self.num_buf * self.block_m * 4 if self.stats_tma else 0
         if self.stats_smem:  # two [lse | delta] rows a consumer
             stats = self.consumers * 2 * 2 * self.block_m * 4
-        return tiles + ds + stats + BARRIER_BYTES * (2 + 2 * self.kv_bufs + 2 * self.num_buf)
+        bars = 2 * self.ds_bufs + 2 * self.kv_bufs + 2 * self.num_buf
+        return tiles + ds + stats + BARRIER_BYTES * bars
 
     def head_dim_reason(self, head_dim: int) -> str | None:
         """Why this config cannot run head dim `head_dim` (dQ's column chunks must be whole
@@ -151,7 +157,7 @@ class HopperBwdConfig:
     def short(self) -> str:
         flags = " share" * self.share_ds + " stats" * self.stats_tma + " P" * self.persistent
         flags += " kv2" * (self.kv_bufs == 2) + " tma" * self.dq_tma + " sm" * self.stats_smem
-        flags += " turns" * self.dq_turns
+        flags += " turns" * self.dq_turns + " ds2" * (self.ds_bufs == 2)
         return (f"(hopper-bwd c{self.consumers} b{self.num_buf} s{self.dq_split} "
                 f"r{self.maxnreg}{flags})")  # fmt: skip
 
@@ -596,7 +602,7 @@ def _constexprs(cfg: HopperBwdConfig, compute_dq: bool) -> dict:
         "NUM_CONSUMERS": cfg.consumers, "DQ_SPLIT": cfg.dq_split, "SHARE_DS": cfg.share_ds,
         "STATS_TMA": cfg.stats_tma, "KV_BUFS": cfg.kv_bufs, "num_warps": 4,
         "COMPUTE_DQ": compute_dq, "DQ_TMA": cfg.dq_tma and compute_dq,
-        "STATS_SMEM": cfg.stats_smem, "DQ_TURNS": cfg.dq_turns,
+        "STATS_SMEM": cfg.stats_smem, "DQ_TURNS": cfg.dq_turns, "DS_BUFS": cfg.ds_bufs,
     }  # fmt: skip
 
 

@@ -195,6 +195,13 @@ def test_config_validation():
     plain = dataclasses.replace(staged, stats_smem=False)
     assert staged.shared_bytes(128) - plain.shared_bytes(128) == 2 * 2 * 2 * 64 * 4
     assert staged.short().endswith(" sm)") and " sm" not in plain.short()
+    with pytest.raises(FieldError, match="ds_bufs"):  # a dS exchange needs shared dS
+        hopper_bwd.HopperBwdConfig(2, 2, 1, 168, False, ds_bufs=2)
+    with pytest.raises(FieldError, match="ds_bufs"):
+        hopper_bwd.HopperBwdConfig(2, 2, 1, 168, True, ds_bufs=3)
+    ring = dataclasses.replace(staged, ds_bufs=2)
+    assert ring.shared_bytes(128) - staged.shared_bytes(128) == 64 * 128 * 2 + 2 * 8
+    assert ring.short().endswith(" ds2)")
 
 
 # ---- ahead-of-time compilation for sm_90 (CPU) -------------------------------------------
@@ -209,6 +216,8 @@ AOT_CASES = [
     (128, True, (2, 2, 1, 168, True, True, True, 2)),
     (128, False, (2, 3, 1, 168, True, False, False, 1, 64, True, True)),
     (64, False, (1, 3, 1, 248, False, False, True, 2, 64, False, True)),
+    (64, True, (2, 2, 1, 168, True, False, False, 1, 64, True, True, True, 2)),
+    (128, False, (2, 2, 1, 168, True, False, True, 1, 64, True, True, False, 2)),
 ]
 
 _AOT_SCRIPT = """
@@ -993,6 +1002,8 @@ print("ok", len(cases))
         (2, 2, 1, 168, True, False, False, 1, 64, True, True),
         (2, 2, 1, 168, True, False, True, 1, 64, True, True),
         (2, 2, 1, 168, True, False, False, 1, 64, True, True, True),
+        (2, 2, 1, 168, True, False, False, 1, 64, True, True, True, 2),
+        (2, 2, 1, 168, True, False, True, 1, 64, True, True, False, 2),
     ],
     # other configs: benchmarks/hopper_bwd.py checks them
     ids=[
@@ -1003,6 +1014,8 @@ print("ok", len(cases))
         "stats-smem",
         "persistent-stats-smem",
         "dq-turns",
+        "dq-turns-ds2",
+        "persistent-ds2",
     ],
 )
 def test_matches_float64(config):
