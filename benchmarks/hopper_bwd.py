@@ -65,9 +65,10 @@ def _hopper(do, q, k, v, out, lse, causal, cfg):
     stats_smem = len(cfg) > 9 and bool(cfg[9])
     dq_turns = len(cfg) > 10 and bool(cfg[10])
     ds_bufs = cfg[11] if len(cfg) > 11 else 1
+    dynamic = len(cfg) > 12 and bool(cfg[12])
     config = hopper_bwd.HopperBwdConfig(*cfg[:4], *flags, *cfg[7:8], dq_tma=dq_tma,
                                         stats_smem=stats_smem, dq_turns=dq_turns,
-                                        ds_bufs=ds_bufs)  # fmt: skip
+                                        ds_bufs=ds_bufs, dynamic=dynamic)  # fmt: skip
     return hopper_bwd.backward(do, q, k, v, out, lse, scale=q.shape[-1] ** -0.5, spec=spec,
                                config=config)  # fmt: skip
 
@@ -213,7 +214,7 @@ def main(argv=None) -> int:
         nargs="*",
         default=None,
         help="Hopper configs as head_dim:consumers,num_buf,dq_split,maxnreg[,share_ds,stats_tma,"
-        "persistent 0/1[,kv_bufs[,dq_tma 0/1[,stats_smem 0/1[,dq_turns 0/1[,ds_bufs]]]]]] "
+        "persistent 0/1[,kv_bufs[,dq_tma 0/1[,stats_smem 0/1[,dq_turns 0/1[,ds_bufs[,dynamic 0/1]]]]]]] "
         "(default: flashgen.kernels.hopper_bwd.CONFIGS per head dim)",
     )
     parser.add_argument(
@@ -239,14 +240,14 @@ def main(argv=None) -> int:
         error, not a silently different config."""
         cfg = tuple(int(x) for x in text.split(","))
         flags = [x for i, x in enumerate(cfg) if i >= 4 and i not in (7, 11)]
-        if not 4 <= len(cfg) <= 12 or any(x not in (0, 1) for x in flags):
-            parser.error(f"config {text!r}: C,B,S,R then up to 8 fields, flags 0/1 (--help)")
+        if not 4 <= len(cfg) <= 13 or any(x not in (0, 1) for x in flags):
+            parser.error(f"config {text!r}: C,B,S,R then up to 9 fields, flags 0/1 (--help)")
         return cfg
 
     def default_cfg(d):
         c = hopper_bwd.CONFIGS[d]
         flags = (c.share_ds, c.stats_tma, c.persistent)
-        tail = (int(c.dq_tma), int(c.stats_smem), int(c.dq_turns), c.ds_bufs)
+        tail = (int(c.dq_tma), int(c.stats_smem), int(c.dq_turns), c.ds_bufs, int(c.dynamic))
         return (c.consumers, c.num_buf, c.dq_split, c.maxnreg, *map(int, flags), c.kv_bufs, *tail)
 
     shapes = GRIDS[args.grid]

@@ -81,7 +81,10 @@ class HopperBwdConfig:
     every step's dQ while consumer 1 waits): the consumers take the steps' dQ products in
     turns; ds_bufs (share_ds) 1 or 2 slots of the dS exchange: with 2 a consumer stores step
     t's dS while step t - 1's dQ product still reads the other slot, instead of waiting for
-    it (with dq_turns the consumer that did not take that product runs on)."""
+    it (with dq_turns the consumer that did not take that product runs on); dynamic (with
+    persistent): after its first item a program takes the next untaken one from a counter
+    (`flashgen.kernels.hopper.sched_counter`) instead of every grid-th one, so the programs
+    finish together when items differ in length (causal masking)."""
 
     consumers: int
     num_buf: int
@@ -96,9 +99,18 @@ class HopperBwdConfig:
     stats_smem: bool = False
     dq_turns: bool = False
     ds_bufs: int = 1
+    dynamic: bool = False
 
     def __post_init__(self) -> None:
-        bools = ("share_ds", "stats_tma", "persistent", "dq_tma", "stats_smem", "dq_turns")
+        bools = (
+            "share_ds",
+            "stats_tma",
+            "persistent",
+            "dq_tma",
+            "stats_smem",
+            "dq_turns",
+            "dynamic",
+        )
         check_kinds(self, bools=bools)
         checks = (
             ("consumers", self.consumers in (1, 2), "1 or 2"),
@@ -108,6 +120,7 @@ class HopperBwdConfig:
             ("kv_bufs", self.kv_bufs in (1, 2), "1 or 2"),
             ("ds_bufs", self.ds_bufs == 1 or (self.ds_bufs == 2 and self.share_ds),
              "1, or 2 with share_ds"),
+            ("dynamic", not self.dynamic or self.persistent, "False without persistent"),
             ("share_ds", not self.share_ds or self.consumers == 2, "False with one consumer"),
             ("stats_smem", not (self.stats_smem and self.stats_tma), "False with stats_tma"),
             ("dq_turns", not self.dq_turns or self.share_ds, "False without share_ds"),
@@ -144,7 +157,8 @@ class HopperBwdConfig:
         if self.stats_smem:  # two [lse | delta] rows a consumer
             stats = self.consumers * 2 * 2 * self.block_m * 4
         bars = 2 * self.ds_bufs + 2 * self.kv_bufs + 2 * self.num_buf
-        return tiles + ds + stats + BARRIER_BYTES * bars
+        items = 4 * self.kv_bufs if self.dynamic else 0  # the item index of each K/V slot
+        return tiles + ds + stats + items + BARRIER_BYTES * bars
 
     def head_dim_reason(self, head_dim: int) -> str | None:
         """Why this config cannot run head dim `head_dim` (dQ's column chunks must be whole
@@ -157,7 +171,7 @@ class HopperBwdConfig:
     def short(self) -> str:
         flags = " share" * self.share_ds + " stats" * self.stats_tma + " P" * self.persistent
         flags += " kv2" * (self.kv_bufs == 2) + " tma" * self.dq_tma + " sm" * self.stats_smem
-        flags += " turns" * self.dq_turns + " ds2" * (self.ds_bufs == 2)
+        flags += " turns" * self.dq_turns + " ds2" * (self.ds_bufs == 2) + " dyn" * self.dynamic
         return (f"(hopper-bwd c{self.consumers} b{self.num_buf} s{self.dq_split} "
                 f"r{self.maxnreg}{flags})")  # fmt: skip
 
@@ -485,7 +499,17 @@ class Plan:
     zero-filled first (rows outside the key ranges are not stored; dQ's fp32 buffer is zeroed
     anyway, so its rows outside the query ranges convert to zeros)."""
 
-    __slots__ = ("pre", "pre_args", "main", "convert", "sizes", "compute_dq", "lengths", "masked")
+    __slots__ = (
+        "pre",
+        "pre_args",
+        "main",
+        "convert",
+        "sizes",
+        "compute_dq",
+        "lengths",
+        "masked",
+        "dynamic",
+    )
     keep = True  # `flashgen.kernels.plans.PlanCache` keeps it (no database record behind it)
 
     def __init__(self, spec, cfg: HopperBwdConfig, q, k, v, do, out, device, compute_dq=True):
@@ -535,6 +559,9 @@ class Plan:
         self.compute_dq = compute_dq
         self.lengths = spec.lengths
         self.masked = bool(spec.attn_mask)
+        from .hopper import sched_counter
+
+        self.dynamic = sched_counter if cfg.dynamic else None  # the counter's lookup
 
     def __call__(
         self, do, q, k, v, out, lse, scale, delta=None, dk=None, dv=None, bounds=None, mask=None,
@@ -558,9 +585,11 @@ class Plan:
         extra = (bounds,) if self.lengths else ()
         if self.masked:  # a key-padding mask: element [b, n] at b * stride 0 + n * stride 3
             extra += (mask, mask.stride(0), mask.stride(3))
+        # the work-item counter of a dynamic grid (else an unread pointer)
+        sched = self.dynamic(q.device) if self.dynamic else lse
         # lse and delta again as the statistics descriptors (read only with stats_tma)
-        self.main(q, k, v, do, lse, delta, rows, lse, delta, dk, dv, acc, *extra, batch, hq, hkv,
-                  sq, sk, scale, *extras)  # fmt: skip
+        self.main(q, k, v, do, lse, delta, rows, lse, delta, dk, dv, acc, sched, *extra, batch,
+                  hq, hkv, sq, sk, scale, *extras)  # fmt: skip
         if not self.compute_dq:
             return None, dk, dv
         dq = torch.empty((batch, hq, sq, dim), dtype=q.dtype, device=q.device)
@@ -603,6 +632,7 @@ def _constexprs(cfg: HopperBwdConfig, compute_dq: bool) -> dict:
         "STATS_TMA": cfg.stats_tma, "KV_BUFS": cfg.kv_bufs, "num_warps": 4,
         "COMPUTE_DQ": compute_dq, "DQ_TMA": cfg.dq_tma and compute_dq,
         "STATS_SMEM": cfg.stats_smem, "DQ_TURNS": cfg.dq_turns, "DS_BUFS": cfg.ds_bufs,
+        "DYNAMIC": cfg.dynamic,
     }  # fmt: skip
 
 
@@ -645,7 +675,8 @@ def compile_for_sm90(spec, cfg: HopperBwdConfig | None = None, compute_dq: bool 
     signature = {
         "desc_q": desc(cfg.block_m), "desc_k": desc(cfg.block_n), "desc_v": desc(cfg.block_n),
         "desc_do": desc(cfg.block_m), "desc_lse": flat, "desc_delta": flat, "desc_dq": desc_dq, "Lse": "*fp32", "Delta": "*fp32", "DK": f"*{short}",
-        "DV": f"*{short}", "DQAcc": "*fp32", **({"SeqBounds": "*i32"} if spec.lengths else {}),
+        "DV": f"*{short}", "DQAcc": "*fp32",
+        "Sched": "*i32" if cfg.dynamic else "*fp32", **({"SeqBounds": "*i32"} if spec.lengths else {}),
         **({"Mask": "*i1" if spec.attn_mask == "bool" else f"*{short}", "stride_mb": "i32",
             "stride_mn": "i32"} if spec.attn_mask else {}),
         "BATCH": "i32", "H": "i32", "H_KV": "i32",
@@ -660,8 +691,8 @@ def compile_for_sm90(spec, cfg: HopperBwdConfig | None = None, compute_dq: bool 
         fn=load_family(spec, FAMILY).attn_bwd_ws,
         signature=signature,
         constexprs=constexprs,
-        # the JIT's 16-byte specialisation of the pointers (Lse, Delta, DK, DV, DQAcc)
-        attrs={(i,): [["tt.divisibility", 16]] for i in range(7, 12)},
+        # the JIT's 16-byte specialisation of the pointers (Lse, Delta, DK, DV, DQAcc, Sched)
+        attrs={(i,): [["tt.divisibility", 16]] for i in range(7, 13)},
     )
     kernel = triton.compile(
         source,

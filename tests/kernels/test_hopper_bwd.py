@@ -199,6 +199,11 @@ def test_config_validation():
         hopper_bwd.HopperBwdConfig(2, 2, 1, 168, False, ds_bufs=2)
     with pytest.raises(FieldError, match="ds_bufs"):
         hopper_bwd.HopperBwdConfig(2, 2, 1, 168, True, ds_bufs=3)
+    with pytest.raises(FieldError, match="dynamic"):  # a dynamic grid is a persistent one
+        hopper_bwd.HopperBwdConfig(2, 2, 1, 168, True, dynamic=True)
+    drawn = hopper_bwd.HopperBwdConfig(2, 2, 1, 168, True, persistent=True, dynamic=True)
+    static = dataclasses.replace(drawn, dynamic=False)
+    assert drawn.short().endswith(" dyn)") and drawn.shared_bytes(64) == static.shared_bytes(64) + 4
     ring = dataclasses.replace(staged, ds_bufs=2)
     assert ring.shared_bytes(128) - staged.shared_bytes(128) == 64 * 128 * 2 + 2 * 8
     assert ring.short().endswith(" ds2)")
@@ -218,6 +223,8 @@ AOT_CASES = [
     (64, False, (1, 3, 1, 248, False, False, True, 2, 64, False, True)),
     (64, True, (2, 2, 1, 168, True, False, False, 1, 64, True, True, True, 2)),
     (128, False, (2, 2, 1, 168, True, False, True, 1, 64, True, True, False, 2)),
+    (128, True, (2, 2, 1, 168, True, False, True, 1, 64, True, True, False, 1, True)),
+    (64, False, (2, 2, 1, 168, True, False, True, 2, 64, True, True, False, 2, True)),
 ]
 
 _AOT_SCRIPT = """
@@ -251,6 +258,8 @@ def test_compiles_for_sm90_and_fits_the_model():
             assert "cp.reduce.async.bulk.tensor" in ptx, name
         else:
             assert re.search(r"(atom|red)\.global\.gpu\.relaxed\.add", ptx), name
+        # a dynamic grid draws tickets and its last holder resets the counter; static, none
+        assert bool(re.search(r"atom\.global\.[a-z0-9_.]*exch", ptx)) == (" dyn" in name), name
         real, model = result["shared"], result["model"]
         assert model <= real < model + 1024, (name, real, model)
         assert real <= KNOWN_GPUS["nvidia-h200"].smem_optin_bytes
@@ -1004,6 +1013,8 @@ print("ok", len(cases))
         (2, 2, 1, 168, True, False, False, 1, 64, True, True, True),
         (2, 2, 1, 168, True, False, False, 1, 64, True, True, True, 2),
         (2, 2, 1, 168, True, False, True, 1, 64, True, True, False, 2),
+        (2, 2, 1, 168, True, False, True, 1, 64, True, True, False, 1, True),
+        (2, 2, 1, 168, True, False, True, 1, 64, True, True, False, 2, True),
     ],
     # other configs: benchmarks/hopper_bwd.py checks them
     ids=[
@@ -1016,6 +1027,8 @@ print("ok", len(cases))
         "dq-turns",
         "dq-turns-ds2",
         "persistent-ds2",
+        "dynamic",
+        "dynamic-ds2",
     ],
 )
 def test_matches_float64(config):
