@@ -215,7 +215,7 @@ def main(argv=None) -> int:
         default=None,
         help="Hopper configs as head_dim:consumers,num_buf,dq_split,maxnreg[,share_ds,stats_tma,"
         "persistent 0/1[,kv_bufs[,dq_tma 0/1[,stats_smem 0/1[,dq_turns 0/1[,ds_bufs[,dynamic 0/1]]]]]]] "
-        "(default: flashgen.kernels.hopper_bwd.CONFIGS per head dim)",
+        "(default: the shipped config per head dim and causal, hopper_bwd.shipped_config)",
     )
     parser.add_argument(
         "--checks",
@@ -244,21 +244,23 @@ def main(argv=None) -> int:
             parser.error(f"config {text!r}: C,B,S,R then up to 9 fields, flags 0/1 (--help)")
         return cfg
 
-    def default_cfg(d):
-        c = hopper_bwd.CONFIGS[d]
+    def default_cfg(d, causal):
+        c = hopper_bwd.shipped_config(_spec(d, causal, "bfloat16"))
         flags = (c.share_ds, c.stats_tma, c.persistent)
         tail = (int(c.dq_tma), int(c.stats_smem), int(c.dq_turns), c.ds_bufs, int(c.dynamic))
         return (c.consumers, c.num_buf, c.dq_split, c.maxnreg, *map(int, flags), c.kv_bufs, *tail)
 
     shapes = GRIDS[args.grid]
     dims = sorted({s[-1] for s in shapes})
-    timed = {d: [parse(c.split(":")[1]) for c in args.configs or () if int(c.split(":")[0]) == d]
-             or [default_cfg(d)] for d in dims}  # fmt: skip
+    # (head dim, causal) -> the configs timed there: --configs' of the head dim, else shipped
+    timed = {(d, causal): [parse(c.split(":")[1]) for c in args.configs or ()
+                           if int(c.split(":")[0]) == d] or [default_cfg(d, causal)]
+             for d in dims for causal in (False, True)}  # fmt: skip
     if args.checks:
         jobs = [(int(d), bool(int(c)), parse(cfg)) for d, c, cfg in
                 (j.split(":") for j in args.checks)]  # fmt: skip
     else:
-        jobs = [(d, causal, cfg) for d in dims for causal in (False, True) for cfg in timed[d]]
+        jobs = [(d, causal, cfg) for (d, causal), cfgs in timed.items() for cfg in cfgs]
     firsts = {}
     jobs = [(d, c, cfg, firsts.setdefault((d, c), cfg) == cfg) for d, c, cfg in jobs]
     gpus = _gpu_count()
@@ -316,7 +318,7 @@ def main(argv=None) -> int:
                 save()
                 return 1 if bad else 0
             d = shape[-1]
-            cfgs = [cfg for cfg in timed[d] if (d, causal, cfg) in passed]
+            cfgs = [cfg for cfg in timed[d, causal] if (d, causal, cfg) in passed]
             row = time_shape(shape, causal, cfgs, args.rep, args.rounds)
             report["rows"].append(row)
             save()

@@ -190,6 +190,33 @@ CONFIGS = {
     128: HopperBwdConfig(2, 2, 1, 168, True, False, dq_tma=True, stats_smem=True),
 }
 
+# Specs without extras (no lengths, mask, window, softcap, ALiBi or dropout: what the grid
+# measured) whose (head dim, causal) is listed here take this config instead of CONFIGS'.
+# Session 24 (benchmarks/RESULTS.md, B1-B3: benchmarks/hopper_bwd.py on the 18-shape grid, five
+# alternating rounds each, the backward's median against CONFIGS' in the same process):
+# - head dim 64 without causal masking, a persistent grid: 1.05-1.07x at 1k and 4k keys in all
+#   three runs, 1.00x at 16k (the next item's K/V load while this one stores dK/dV);
+# - head dim 64 causal, a dynamic persistent grid with two dS slots: 1.046x at 1k, 1.050x at
+#   4k, 1.006x at 16k (B3; the static persistent grid 0.96-0.97x at 16k in all three runs);
+# - head dim 128 causal, two dS slots: 1.00-1.04x on five shapes of six in B2 and B3 (4k keys
+#   1.02-1.04x), 0.97-0.99x at 16k GQA. The dynamic grid there read 1.01-1.05x MHA but
+#   0.87-0.97x GQA; head dim 128 without causal masking read level in every variant.
+PLAIN_CONFIGS: dict[tuple[int, bool], HopperBwdConfig] = {
+    (64, False): dataclasses.replace(CONFIGS[64], persistent=True),
+    (64, True): dataclasses.replace(CONFIGS[64], persistent=True, dynamic=True, ds_bufs=2),
+    (128, True): dataclasses.replace(CONFIGS[128], ds_bufs=2),
+}
+
+
+def shipped_config(spec) -> HopperBwdConfig:
+    """The config `spec` runs when none is asked for: `PLAIN_CONFIGS` for a spec without
+    extras where it lists (head dim, causal), else `CONFIGS` of the head dim."""
+    if not spec.has_extras:
+        cfg = PLAIN_CONFIGS.get((spec.head_dim, spec.causal))
+        if cfg is not None:
+            return cfg
+    return CONFIGS[spec.head_dim]
+
 
 # Where this kind measured faster than the split kind on the H200 (benchmarks/RESULTS.md,
 # session 19 B5: both in one process on issues 13/14's grid, the split kind with the Hopper
@@ -452,9 +479,9 @@ def usable(spec, *tensors, mask=None) -> str | None:
 
 
 def checked_config(spec, config: HopperBwdConfig | None, compute_dq: bool = True):
-    """`config` (None: `CONFIGS`, with element atomics where this Triton's Gluon has no TMA
-    reduce-add) for `spec`, or ValueError naming what it cannot do."""
-    cfg = config or CONFIGS[spec.head_dim]
+    """`config` (None: `shipped_config`, with element atomics where this Triton's Gluon has no
+    TMA reduce-add) for `spec`, or ValueError naming what it cannot do."""
+    cfg = config or shipped_config(spec)
     if config is None and cfg.dq_tma:
         from .gluon_reduce import reduce_name
 
@@ -654,7 +681,7 @@ def compile_for_sm90(spec, cfg: HopperBwdConfig | None = None, compute_dq: bool 
 
     from .codegen import load_family
 
-    cfg = cfg or CONFIGS[spec.head_dim]
+    cfg = cfg or shipped_config(spec)
     short = {"bfloat16": "bf16", "float16": "fp16"}[spec.dtype]
 
     def desc(rows):

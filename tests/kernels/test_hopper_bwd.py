@@ -215,6 +215,7 @@ AOT_CASES = [
     (128, False, "shipped"),
     (128, True, "shipped"),
     (64, True, "shipped"),
+    (64, False, "shipped"),
     (128, True, (1, 3, 2, 248)),
     (128, False, (2, 2, 2, 168, False)),
     (64, False, (2, 3, 1, 168, False, True)),
@@ -233,8 +234,9 @@ from flashgen.core.spec import KernelSpec
 from flashgen.kernels import hopper, hopper_bwd
 out = {}
 for d, causal, cfg in json.loads(sys.argv[1]):
-    cfg = hopper_bwd.CONFIGS[d] if cfg == "shipped" else hopper_bwd.HopperBwdConfig(*cfg)
-    res = hopper_bwd.compile_for_sm90(KernelSpec(d, causal, "bfloat16", "bwd"), cfg)
+    spec = KernelSpec(d, causal, "bfloat16", "bwd")
+    cfg = hopper_bwd.shipped_config(spec) if cfg == "shipped" else hopper_bwd.HopperBwdConfig(*cfg)
+    res = hopper_bwd.compile_for_sm90(spec, cfg)
     out[f"d{d} {causal} {cfg.short()}"] = dict(shared=res["shared"], model=cfg.shared_bytes(d),
                                                ptx=res["ptx"])
 json.dump(out, sys.stdout)
@@ -542,7 +544,7 @@ def test_hopper_kind_keeps_a_plan_per_signature(monkeypatch):
         keep = True
 
         def __init__(self, spec, cfg, q, k, v, do, out, device):
-            assert cfg == hopper_bwd.CONFIGS[spec.head_dim] or not cfg.dq_tma
+            assert cfg == hopper_bwd.shipped_config(spec) or not cfg.dq_tma
             built.append(q.shape)
             self.calls = 0
 
@@ -691,6 +693,24 @@ def test_lengths_by_default_only_where_auto_extras_lists_them(monkeypatch):
 
 def _mask_dtype(mask):
     return None if mask is None else mask.dtype
+
+
+def test_shipped_config_per_head_dim_and_causal(monkeypatch):
+    """A spec without extras takes PLAIN_CONFIGS' entry for its (head dim, causal) where
+    there is one; one with extras (lengths, a window, ...) and unlisted pairs take CONFIGS'."""
+    drawn = hopper_bwd.HopperBwdConfig(2, 2, 1, 168, True, persistent=True, dynamic=True,
+                                       dq_tma=True, stats_smem=True)  # fmt: skip
+    monkeypatch.setitem(hopper_bwd.PLAIN_CONFIGS, (64, True), drawn)
+    plain = KernelSpec(64, True, "bfloat16", "bwd")
+    assert hopper_bwd.shipped_config(plain) == drawn
+    assert hopper_bwd.checked_config(plain, None).persistent  # (dq_tma kept where it can be)
+    lengths = KernelSpec(64, True, "bfloat16", "bwd", lengths=True)
+    assert hopper_bwd.shipped_config(lengths) == hopper_bwd.CONFIGS[64]
+    full = KernelSpec(64, False, "bfloat16", "bwd")
+    want = hopper_bwd.PLAIN_CONFIGS.get((64, False), hopper_bwd.CONFIGS[64])
+    assert hopper_bwd.shipped_config(full) == want
+    for (d, _causal), cfg in hopper_bwd.PLAIN_CONFIGS.items():
+        assert cfg.head_dim_reason(d) is None
 
 
 def test_lengths_spec_and_config_rules():
