@@ -37,7 +37,10 @@ taken where `AUTO_SCORE_MODS` lists them (where they measured faster) or when as
 
 Configuration (`HopperBwdConfig`): query rows per step (64: one warpgroup's wgmma tile for
 dQ), one or two consumer warpgroups of 64 keys each, the Q/dO ring's slots, how many column
-chunks dQ's partial is computed in, the launch register cap, and how dQ is added.
+chunks dQ's partial is computed in, the launch register cap, how dQ is added, the dS
+exchange's slots and the grid (one program per item, or persistent: static or dynamic).
+Shipped per head dim (`CONFIGS`) and, for specs without extras, per (head dim, causal)
+(`PLAIN_CONFIGS`); `shipped_config` picks.
 """
 
 from __future__ import annotations
