@@ -1,12 +1,15 @@
 """Forward+backward through `flashgen.attention` against cuDNN on the issue-14 grid, per backward
-mode: "fast" (the default call), "det" (under torch.use_deterministic_algorithms(True)), and
+mode: "fast" (the default call), "det" (under torch.use_deterministic_algorithms(True)),
 FLASHGEN_BWD_OVERLAP forced: "seq" (0: dQ and dK/dV kernels one after the other), "overlap" (1:
-dQ on a side stream, launched first), "overlap2" (2: dQ on a side stream, launched second).
+dQ on a side stream, launched first), "overlap2" (2: dQ on a side stream, launched second), and
+FLASHGEN_BWD_KIND forced: "hopper" (the Gluon backward, its shipped config) and "split" (dK/dV
+and dQ kernels), to see which kind a shape should default to (`hopper_bwd.AUTO`).
 
 Run on the GPU machine from the checkout (the shipped records in tuning_db/ choose every config,
 as for a user's call; flashgen's kernels forced with FLASHGEN_IMPL=flashgen):
 
-    PYTHONPATH=. python3 benchmarks/bwd_grid.py [--out DIR] [--budget S] [--rep MS]
+    PYTHONPATH=. python3 benchmarks/bwd_grid.py [--out DIR] [--budget S] [--rep MS] [--rounds N]
+        [--modes fast,det,...] [--shapes I,J,...] [--fa2] [--no-fwd]
     python3 benchmarks/bwd_grid.py --table DIR/bwd_grid.json     # the markdown table, no GPU
 
 1. Correctness, in worker processes (which also compile every timed shape's kernels first):
@@ -17,8 +20,10 @@ as for a user's call; flashgen's kernels forced with FLASHGEN_IMPL=flashgen):
    all of them unless "fast" runs another kind (FLASHGEN_BWD_KIND, `hopper_bwd.AUTO`).
 2. Speed, in the main process, per shape: cuDNN's and flashgen's forward alone (and with --fa2
    SDPA's FlashAttention-2 backend's, forward alone and forward+backward), then cuDNN and
-   each flashgen mode forward+backward, the series run twice (second time in reverse order);
-   the mean of the two do_bench medians (triton.testing, L2 flushed). Each mode's
+   each flashgen mode forward+backward, the series run --rounds times (default 2), every
+   other time in reverse order; per callable the mean of its do_bench medians (triton.testing,
+   L2 flushed) over two rounds, their median over more (single readings of one kernel moved
+   by 2-3% between rounds on the H200). Each mode's
    gradients on the timed shape are compared with cuDNN's (largest difference relative to the
    gradient's size; a float64 reference does not fit at these sizes).
 
@@ -43,8 +48,18 @@ from flashgen.bench.harness import ANCHOR_SHAPES  # noqa: E402
 
 # (B, Hq, Hkv, N, D): the 12-shape grid (with causal both ways) and GQA 32/8 at head dim 128
 GRID = list(ANCHOR_SHAPES)
-MODES = ("fast", "det", "seq", "overlap", "overlap2")
-ENV = {"seq": "0", "overlap": "1", "overlap2": "2"}  # FLASHGEN_BWD_OVERLAP per mode (else unset)
+MODES = ("fast", "det", "seq", "overlap", "overlap2", "hopper", "split")
+# the variables each mode sets (every one of them unset in the modes that do not name it)
+ENV = {
+    "seq": {"FLASHGEN_BWD_OVERLAP": "0"},
+    "overlap": {"FLASHGEN_BWD_OVERLAP": "1"},
+    "overlap2": {"FLASHGEN_BWD_OVERLAP": "2"},
+    "hopper": {"FLASHGEN_BWD_KIND": "hopper"},
+    "split": {"FLASHGEN_BWD_KIND": "split"},
+}
+ENV_NAMES = sorted({name for env in ENV.values() for name in env})
+# modes whose calls may run a kind with fp32 atomics or reduce-adds (not bit-reproducible)
+ATOMIC = ("fast", "hopper")
 
 
 def _inputs(b, hq, hkv, sq, sk, d, seed=0):
@@ -57,10 +72,9 @@ def _grads(mode, q, k, v, do, causal, grads=True):
 
     from flashgen import attention
 
-    if mode in ENV:
-        os.environ["FLASHGEN_BWD_OVERLAP"] = ENV[mode]
-    else:
-        os.environ.pop("FLASHGEN_BWD_OVERLAP", None)
+    for name in ENV_NAMES:
+        os.environ.pop(name, None)
+    os.environ.update(ENV.get(mode, {}))
     leaves = [t.detach().requires_grad_(True) for t in (q, k, v)]
     torch.use_deterministic_algorithms(mode == "det")
     try:
@@ -120,12 +134,9 @@ def check(case):
             result["errors"][f"{mode} {name}"] = [round(err, 5), round(bound, 5)]
             ok = bool(torch.isfinite(grads[i]).all()) and err <= bound
             result["ok"] = result["ok"] and ok
-    # "fast" may run a kind with fp32 atomics or reduce-adds (FLASHGEN_BWD_KIND, or
-    # hopper_bwd.AUTO): then only the split modes must match "det" bit for bit
-    from flashgen.kernels import hopper_bwd
-
-    atomic = os.environ.get("FLASHGEN_BWD_KIND") in ("onepass", "hopper") or bool(hopper_bwd.AUTO)
-    exact = [m for m in MODES if not (m == "fast" and atomic)]
+    # "fast" may run a kind with fp32 atomics or reduce-adds (hopper_bwd.AUTO), "hopper" does:
+    # only the split modes must match "det" bit for bit
+    exact = [m for m in MODES if m not in ATOMIC]
     result["modes_bits_equal_det"] = all(all(map(torch.equal, got["det"], got[m])) for m in exact)
     result["ok"] = result["ok"] and result["det_bits_equal"] and result["modes_bits_equal_det"]
     return result
@@ -157,7 +168,7 @@ def _rel_diff(got, ref) -> float:
     return round(worst, 5)
 
 
-def time_shape(shape, causal, rep, modes=MODES, fwd=True, fa2=False):
+def time_shape(shape, causal, rep, modes=MODES, fwd=True, fa2=False, rounds=2):
     import torch
 
     b, hq, hkv, n, d = shape
@@ -180,12 +191,12 @@ def time_shape(shape, causal, rep, modes=MODES, fwd=True, fa2=False):
     for mode in modes:
         fns[mode] = lambda mode=mode: _grads(mode, q, k, v, do, causal, grads=False)
     runs: dict[str, list[float]] = {name: [] for name in fns}
-    for order in (list(fns), list(fns)[::-1]):
-        for name in order:
+    for i in range(max(1, rounds)):
+        for name in list(fns)[:: -1 if i % 2 else 1]:
             runs[name].append(bench(fns[name]))
     for name, values in runs.items():
         row["ms"][name] = [round(x, 4) for x in values]
-    med = {name: sum(values) / len(values) for name, values in runs.items()}  # 2 series: mean
+    med = {name: _middle(values) for name, values in runs.items()}
     for mode in modes:
         row["vs_cudnn"][mode] = round(med["cudnn"] / med[mode], 3)
     if fa2:
@@ -203,6 +214,13 @@ def time_shape(shape, causal, rep, modes=MODES, fwd=True, fa2=False):
     }
     torch.cuda.empty_cache()
     return row
+
+
+def _middle(values):
+    """The median of a callable's readings (of two: their mean)."""
+    ordered = sorted(values)
+    half = len(ordered) // 2
+    return ordered[half] if len(ordered) % 2 else (ordered[half - 1] + ordered[half]) / 2
 
 
 def summarise(rows, against="vs_cudnn"):
@@ -223,14 +241,14 @@ def table(path) -> str:
         result = json.load(fh)
     lines = [
         "| shape (bf16) | causal | cuDNN fwd+bwd ms | fast | det | seq (no overlap) | "
-        "overlap (dQ first) | overlap2 (dK/dV first) | fwd alone | bwd alone (by difference), "
-        "fast |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "overlap (dQ first) | overlap2 (dK/dV first) | hopper kind | split kind | fwd alone | "
+        "bwd alone (by difference), fast |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in result["rows"]:
         b, hq, hkv, n, d = row["shape"]
         r = row["vs_cudnn"]
-        cudnn = sum(row["ms"]["cudnn"]) / len(row["ms"]["cudnn"])
+        cudnn = _middle(row["ms"]["cudnn"])
         cells = [f"B{b} H{hq}/{hkv} N{n} D{d}", "yes" if row["causal"] else "no", f"{cudnn:.3f}"]
         cells += [f"{r[m]:.3f}x" if m in r else "-" for m in (*MODES, "fwd")]
         by_diff = row.get("bwd_vs_cudnn_by_difference", {}).get("fast")
@@ -249,6 +267,8 @@ def table(path) -> str:
 def main(argv=None) -> int:
     parser = scripts.parser(__doc__, out=os.environ.get("OUT", "."), budget=90.0)
     parser.add_argument("--rep", type=int, default=60, help="do_bench rep (ms)")
+    parser.add_argument("--rounds", type=int, default=2,
+                        help="timing rounds per shape, alternating order (median of each)")  # fmt: skip
     parser.add_argument("--workers", type=int, default=15)
     parser.add_argument("--modes", default=",".join(MODES), help="modes timed (all checked)")
     parser.add_argument("--fwd", action=argparse.BooleanOptionalAction, default=True,
@@ -283,9 +303,8 @@ def main(argv=None) -> int:
             if time.time() - start > args.budget:
                 print("budget reached: remaining shapes skipped")
                 break
-            row = time_shape(
-                shape, causal, args.rep, tuple(args.modes.split(",")), args.fwd, args.fa2
-            )
+            modes = tuple(args.modes.split(","))
+            row = time_shape(shape, causal, args.rep, modes, args.fwd, args.fa2, args.rounds)
             result["rows"].append(row)
             print(f"[{time.time() - start:.0f}s] {shape} causal={causal}", json.dumps(row))
             scripts.save_json(path, result)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import os
 import time
 
 import pytest
@@ -198,8 +199,8 @@ PARSE_CASES = [
     ("gpu_check", ["gpu_check.py", "out.json"], dict(out_path="out.json")),
     ("gpu_check_bwd", ["x", "--smoke", "--timing-only", "d"],
      dict(smoke=True, timing_only=True, out_path="d")),
-    ("bwd_grid", ["--budget", "5", "--no-fwd", "--shapes", "0,2", "--fa2"],
-     dict(budget=5.0, fwd=False, shapes="0,2", rep=60, workers=15, fa2=True)),
+    ("bwd_grid", ["--budget", "5", "--no-fwd", "--shapes", "0,2", "--fa2", "--rounds", "5"],
+     dict(budget=5.0, fwd=False, shapes="0,2", rep=60, workers=15, fa2=True, rounds=5)),
     ("bwd_kinds", ["--grid", "anchors", "--no-check", "--configs", "64,64,4,2"],
      dict(grid="anchors", no_check=True, configs=["64,64,4,2"], budget=50.0)),
     ("hopper_bwd", ["--grid", "probe", "--rep", "7", "--rounds", "3"],
@@ -415,6 +416,30 @@ def test_bwd_grid_table_reports_fa2_where_timed(tmp_path):
     text = module.table(str(path))
     assert "- fast vs FA2 (SDPA's flash backend): geomean 1.5x, min 1.25x over 2 shapes" in text
     assert "- fwd vs FA2 (SDPA's flash backend): geomean 2.0x, min 2.0x over 1 shapes" in text
+
+
+def test_bwd_grid_rounds_take_the_median_and_modes_set_only_their_variables(monkeypatch):
+    """bwd_grid: more than two rounds give each callable's median reading (two: their mean);
+    a mode forcing a kind leaves no other mode's variable behind."""
+    module = repo_scripts.load("benchmarks/bwd_grid.py", "bench_bwd_grid_rounds")
+    assert module._middle([1.0, 3.0]) == 2.0
+    assert module._middle([5.0, 1.0, 1.2]) == 1.2
+    assert module._middle([1.0, 9.0, 2.0, 3.0]) == 2.5
+    seen = {}
+
+    def fake_attention(*leaves, causal):
+        seen.update({n: os.environ.get(n) for n in module.ENV_NAMES})
+        return leaves[0].sum() * 0
+
+    monkeypatch.setattr("flashgen.attention", fake_attention)
+    q = torch.zeros(1, 1, 4, 8)
+    monkeypatch.setenv("FLASHGEN_BWD_OVERLAP", "1")
+    module._grads("hopper", q, q, q, torch.zeros(()), False, grads=False)
+    assert seen == {"FLASHGEN_BWD_KIND": "hopper", "FLASHGEN_BWD_OVERLAP": None}
+    module._grads("seq", q, q, q, torch.zeros(()), False, grads=False)
+    assert seen == {"FLASHGEN_BWD_KIND": None, "FLASHGEN_BWD_OVERLAP": "0"}
+    module._grads("fast", q, q, q, torch.zeros(()), False, grads=False)
+    assert seen == {"FLASHGEN_BWD_KIND": None, "FLASHGEN_BWD_OVERLAP": None}
 
 
 def test_hopper_profile_names_alibi_cases():
