@@ -377,7 +377,10 @@ def runtime_launcher(spec: KernelSpec, cfg: TileConfig, q, k, v, do=None, out=No
     """`launcher`, except where the run time launches another kernel than the record's config:
     a forward the Hopper (sm_90) family takes (`flashgen.kernels.hopper.choose`: its own
     configs, `flashgen.hardware.hopper_tiles`; the record's portable config is not used) is
-    launched as the run time launches it, without a portable config."""
+    launched as the run time launches it, without a portable config; a backward whose shape
+    the hopper kind takes by default (`flashgen.kernels.bwd_kind.auto_hopper`: where it
+    measured faster than the split kind the tuner times) runs that kind, as a call that leaves
+    the kind to flashgen does."""
     if spec.direction == "fwd":
         from ..kernels import hopper
         from ..kernels.fwd import forward
@@ -385,6 +388,16 @@ def runtime_launcher(spec: KernelSpec, cfg: TileConfig, q, k, v, do=None, out=No
         if hopper.choose(spec, q, k, v, q.shape[2], per_key=bool(spec.attn_mask)):
             extra = _mask_kwargs(spec, q, k)
             return lambda: forward(q, k, v, causal=spec.causal, scale=None, **extra)
+    else:
+        from ..kernels import bwd_kind
+
+        if bwd_kind.auto_hopper(False, None, spec, k.shape[2]):
+            from ..kernels.bwd import backward
+
+            scale = 1.0 / math.sqrt(spec.head_dim)
+            extra = _mask_kwargs(spec, q, k)
+            return lambda: backward(do, q, k, v, out, lse, causal=spec.causal, scale=scale,
+                                    config=cfg, kind="hopper", deterministic=False, **extra)  # fmt: skip
     return launcher(spec, cfg, q, k, v, do, out, lse)
 
 

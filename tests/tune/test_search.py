@@ -696,3 +696,32 @@ def test_runtime_launcher_times_the_hopper_forward_where_the_run_time_takes_it(m
     monkeypatch.setattr(hopper, "choose", lambda *a: pytest.fail("asked for a backward"))
     back = bench.runtime_launcher(KernelSpec(64, False, "float32", "bwd"), cfg, q, k, v, q, q, q)
     assert callable(back)
+
+
+def test_runtime_launcher_times_the_hopper_backward_where_the_run_time_takes_it(monkeypatch):
+    """A backward shape that the hopper kind takes by default (`bwd_kind.auto_hopper`) is
+    compared with SDPA as that kind, not as the split kind the tuner searched configs for."""
+    import torch
+
+    from flashgen.kernels import bwd, bwd_kind
+    from flashgen.tune import bench
+
+    calls = []
+    monkeypatch.setattr(bwd, "backward", lambda *a, **kw: calls.append(kw) or "ran")
+    spec = KernelSpec(128, False, "bfloat16", "bwd")
+    cfg = TileConfig(64, 64, 4, 2)
+    q = torch.zeros(1, 2, 16, 128)
+    asked = []
+    for taken in (True, False):
+        asked.clear()
+        monkeypatch.setattr(
+            bwd_kind, "auto_hopper", lambda *a, taken=taken: asked.append(a) or taken
+        )
+        calls.clear()
+        assert bench.runtime_launcher(spec, cfg, q, q, q, q, q, q)() == "ran"
+        assert asked == [(False, None, spec, 16)]
+        if taken:
+            assert calls[0]["kind"] == "hopper" and calls[0]["deterministic"] is False
+        else:
+            assert calls[0]["kind"] == bwd_kind.resolve_kind(False, None, spec)
+        assert calls[0]["config"] == cfg
