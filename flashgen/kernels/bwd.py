@@ -366,7 +366,8 @@ def _plain_plan(do, q, k, v, out, lse, causal, config, needs, deterministic, ali
     if not lse.is_contiguous() or any(t.stride(-1) != 1 for t in (q, k, v, do, out)):
         return None
     spec = spec_for(q.shape[-1], causal, dtype_name(q.dtype), "bwd")
-    kind = bwd_kind.for_call(deterministic, None, spec, k.shape[2], split_only=not needs[0])
+    kind = bwd_kind.for_call(deterministic, None, spec, k.shape[2], split_only=not needs[0],
+                             group=q.shape[1] // k.shape[1])  # fmt: skip
     if kind == "hopper":
         return None
     descriptors = _use_tma(q, k, v, do, forced=_env())
@@ -513,7 +514,8 @@ def backward(
         q.shape[-1], causal, dtype_name(q.dtype), "bwd", window is not None, softcap is not None,
         bounds is not None, _mask_kind(mask), dropout is not None, alibi=alibi is not None,
     )  # fmt: skip
-    kind = bwd_kind.for_call(deterministic, kind, spec, k.shape[2], split_only=not need_dq)
+    kind = bwd_kind.for_call(deterministic, kind, spec, k.shape[2], split_only=not need_dq,
+                             group=q.shape[1] // k.shape[1])  # fmt: skip
     if kind == "hopper":
         grads = _hopper(
             do, q, k, v, out, lse, causal, scale, config, aligned, bounds, mask, window, softcap,

@@ -112,18 +112,19 @@ def resolve_kind(deterministic: bool | None, kind: str | None, spec) -> str:
     return kind or DEFAULT_KIND
 
 
-def auto_hopper(deterministic, chosen, spec, seq_k: int) -> bool:
+def auto_hopper(deterministic, chosen, spec, seq_k: int, group: int = 1) -> bool:
     """Whether a call that left the kind to flashgen (no kind argument, no FLASHGEN_BWD_KIND,
     determinism not asked for) runs the hopper kind: where it measured faster
-    (`flashgen.kernels.hopper_bwd.auto_choice`: `AUTO`, or the table of the call's extras)."""
+    (`flashgen.kernels.hopper_bwd.auto_choice`: `AUTO`, `AUTO_GROUPED` for GQA calls (`group`
+    query heads a kv head), or the table of the call's extras)."""
     if chosen is not None or _kind_env():
         return False
     if deterministic or (deterministic is None and torch.are_deterministic_algorithms_enabled()):
         return False
-    return hopper_bwd.auto_choice(spec, seq_k)
+    return hopper_bwd.auto_choice(spec, seq_k, group)
 
 
-def for_call(deterministic, kind, spec, seq_k: int, *, split_only: bool) -> str:
+def for_call(deterministic, kind, spec, seq_k: int, *, split_only: bool, group: int = 1) -> str:
     """The kind one `backward` call runs: `resolve_kind`, then the hopper kind where
     `auto_hopper` lists the shape; "split" whatever was asked when `split_only` (no dQ wanted:
     the split kind's dK/dV kernel alone, no atomics). Which extras each kind has is
@@ -131,6 +132,6 @@ def for_call(deterministic, kind, spec, seq_k: int, *, split_only: bool) -> str:
     resolved = resolve_kind(deterministic, kind, spec)
     if split_only:
         return "split"
-    if resolved == DEFAULT_KIND and auto_hopper(deterministic, kind, spec, seq_k):
+    if resolved == DEFAULT_KIND and auto_hopper(deterministic, kind, spec, seq_k, group):
         return "hopper"
     return resolved

@@ -245,6 +245,16 @@ AUTO: dict[tuple[int, bool], int] = {
 }
 
 
+# GQA calls (more query heads than kv heads: one work item walks every query head of its kv
+# head's group, so items are longer and fewer) override `AUTO` where listed. Session 25 B1
+# (benchmarks/bwd_grid.py --modes fast,hopper,split --rounds 4, forward+backward through
+# `flashgen.attention`, medians of four alternating rounds): B16 H32/8 N1024 D128 causal, the
+# hopper kind 1.070x cuDNN against the split kind's 1.015x (1.33-1.38 ms against 1.40-1.42 in
+# every round), while MHA B16 H16 N1024 D128 causal read 0.912x against 0.924x (split there).
+AUTO_GROUPED: dict[tuple[int, bool], int] = {
+    (128, True): 1024,
+}
+
 # The same for calls with lengths (SeqBounds), alone or with a key-padding mask: (head dim,
 # causal, mask kind "" / "bool" / "add") -> the shortest key length measured faster than the
 # split kind (benchmarks/RESULTS.md, session 21 B2 and B4, forward+backward, GQA Hq/Hkv 4, 47-79%
@@ -317,9 +327,9 @@ AUTO_SCORE_MODS: dict[tuple[int, bool, str], int] = {
 
 
 def auto_possible(seq_k: int) -> bool:
-    """Whether some `AUTO` entry takes calls with `seq_k` keys (if not, the plain eager path
-    need not ask: `flashgen.kernels.bwd.backward_plain`)."""
-    return any(seq_k >= least for least in AUTO.values())
+    """Whether some `AUTO` or `AUTO_GROUPED` entry takes calls with `seq_k` keys (if not, the
+    plain eager path need not ask: `flashgen.kernels.bwd.backward_plain`)."""
+    return any(seq_k >= least for least in (*AUTO.values(), *AUTO_GROUPED.values()))
 
 
 # The split kind's dK/dV kernel as this template's kernel without dQ (COMPUTE_DQ=False: no
@@ -368,8 +378,9 @@ class DkdvLaunch:
         self.plan(do, q, k, v, None, lse, scale, delta=delta, dk=dk, dv=dv)
 
 
-def auto_choice(spec, seq_k: int) -> bool:
-    """Whether a call that leaves the kind to flashgen runs this kind for `spec` (`AUTO`,
+def auto_choice(spec, seq_k: int, group: int = 1) -> bool:
+    """Whether a call that leaves the kind to flashgen runs this kind for `spec` (`AUTO`, or
+    `AUTO_GROUPED` where `group`, query heads per kv head, is above 1 and it lists the spec;
     `AUTO_EXTRAS`, `AUTO_WINDOW`, `AUTO_SCORE_MODS`: the first that the spec's extras name)."""
     if spec.softcap or spec.alibi or spec.dropout:  # (every backward call asks: no list else)
         mods = [m for m in ("softcap", "alibi", "dropout") if getattr(spec, m)]
@@ -381,7 +392,8 @@ def auto_choice(spec, seq_k: int) -> bool:
     elif spec.lengths:
         least = AUTO_EXTRAS.get((spec.head_dim, spec.causal, spec.attn_mask))
     else:
-        least = AUTO.get((spec.head_dim, spec.causal))
+        key = (spec.head_dim, spec.causal)
+        least = AUTO_GROUPED.get(key, AUTO.get(key)) if group > 1 else AUTO.get(key)
     return least is not None and seq_k >= least and spec_reason(spec) is None
 
 

@@ -391,7 +391,7 @@ def runtime_launcher(spec: KernelSpec, cfg: TileConfig, q, k, v, do=None, out=No
     else:
         from ..kernels import bwd_kind
 
-        if bwd_kind.auto_hopper(False, None, spec, k.shape[2]):
+        if bwd_kind.auto_hopper(False, None, spec, k.shape[2], q.shape[1] // k.shape[1]):
             from ..kernels.bwd import backward
 
             scale = 1.0 / math.sqrt(spec.head_dim)

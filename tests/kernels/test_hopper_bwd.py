@@ -123,6 +123,34 @@ def test_auto_choice_only_where_listed(monkeypatch):
     assert len(ran) == 1
 
 
+def test_auto_grouped_takes_gqa_calls_only(monkeypatch):
+    """`AUTO_GROUPED` overrides `AUTO` for calls with more query heads than kv heads (the
+    backward passes the group down), and only for the (head dim, causal) it lists."""
+    monkeypatch.setattr(hopper_bwd, "AUTO", {(128, True): 4096})
+    monkeypatch.setattr(hopper_bwd, "AUTO_GROUPED", {(128, True): 1024})
+    causal = KernelSpec(128, True, "bfloat16", "bwd")
+    assert not hopper_bwd.auto_choice(causal, 1024)
+    assert hopper_bwd.auto_choice(causal, 1024, group=4)
+    assert not hopper_bwd.auto_choice(causal, 1023, group=4)
+    assert not hopper_bwd.auto_choice(KernelSpec(128, False, "bfloat16", "bwd"), 4096, group=4)
+    assert hopper_bwd.auto_possible(1024) and not hopper_bwd.auto_possible(1023)
+    ran = []
+    real = bwd._hopper
+    monkeypatch.setattr(bwd, "_hopper", lambda *a: ran.append(a) or real(*a))
+    monkeypatch.setattr(hopper_bwd, "AUTO", {})
+    monkeypatch.setattr(hopper_bwd, "AUTO_GROUPED", {(64, False): 1})
+    monkeypatch.delenv("FLASHGEN_BWD_KIND", raising=False)
+    from flashgen.kernels.fwd import forward
+
+    for hq, hkv, taken in ((2, 2, 0), (4, 2, 1)):
+        q, do = (torch.randn(1, hq, 33, 64).half() for _ in range(2))
+        k, v = (torch.randn(1, hkv, 33, 64).half() for _ in range(2))
+        out, lse = forward(q, k, v, causal=False, scale=None)
+        ran.clear()
+        bwd.backward(do, q, k, v, out, lse, causal=False, scale=0.125)
+        assert len(ran) == taken  # tried where GQA (and on CPU tensors fell back to split)
+
+
 def test_cpu_tensors_fall_back_to_split(monkeypatch):
     """kind="hopper" on tensors it cannot run (here: CPU, the interpreter) gives the split
     kind's gradients, not an error."""

@@ -719,7 +719,7 @@ def test_runtime_launcher_times_the_hopper_backward_where_the_run_time_takes_it(
         )
         calls.clear()
         assert bench.runtime_launcher(spec, cfg, q, q, q, q, q, q)() == "ran"
-        assert asked == [(False, None, spec, 16)]
+        assert asked == [(False, None, spec, 16, 1)]
         if taken:
             assert calls[0]["kind"] == "hopper" and calls[0]["deterministic"] is False
         else:
