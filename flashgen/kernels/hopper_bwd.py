@@ -343,28 +343,32 @@ DKDV_CONFIG = HopperBwdConfig(2, 2, 1, 168, False, False)
 DKDV_ENV = "FLASHGEN_BWD_DKDV"
 dkdv_env = env_reader(DKDV_ENV)
 
-# The shared-memory swizzle of the fp32 dQ partials staged for the TMA reduce-add (dq_tma).
-# Each consumer stores its partial from the wgmma accumulator layout, a thread's two adjacent
-# fp32 columns at a time (8 bytes), a half-warp covering 4 rows x 32 bytes. With the default
+# The shared-memory swizzle of the fp32 dQ partials staged for the TMA reduce-add (dq_tma), per
+# head dim. Each consumer stores its partial from the wgmma accumulator layout, a thread's two
+# adjacent fp32 columns at a time (8 bytes), a half-warp covering 4 rows x 32 bytes. With the
 # 128-byte swizzle (128-byte rows of 32 columns) rows r and r ^ 1 land on the same banks: the
 # stores took twice their ideal shared wavefronts at head dim 128 (benchmarks/RESULTS.md,
 # session 24 B1's profile: 33.5 M excess wavefronts, 9% of the kernel's shared traffic). With a
 # 32-byte swizzle each staged tile is 8-column slices of 32-byte rows, so a half-warp's 4 rows
 # are 128 contiguous bytes (no conflict), at the price of 8 TMA reduce-adds a chunk, not 2.
-# FLASHGEN_BWD_DQ_SWIZZLE (128 or 32) picks it when a plan is built, for A/Bs.
+# Session 25 B2 (the backward alone, 18 shapes, five alternating rounds): 32 bytes 1.015-1.043x
+# at head dim 64 on five shapes of six (0.997x the sixth), where one consumer carries the dQ
+# chain; 0.962-0.990x at head dim 128 on all twelve, where both consumers reduce (16 TMA
+# operations a step instead of 4). FLASHGEN_BWD_DQ_SWIZZLE (128 or 32) overrides it when a plan
+# is built, for A/Bs.
 DQ_SWIZZLE_ENV = "FLASHGEN_BWD_DQ_SWIZZLE"
-DQ_SWIZZLE = 32
+DQ_SWIZZLE = {64: 32, 128: 128}
 dq_swizzle_env = env_reader(DQ_SWIZZLE_ENV)
 
 
-def dq_stage_layout(gl, block):
+def dq_stage_layout(gl, block, head_dim: int):
     """The NVMMA shared layout of the fp32 dQ staging tile `block` ([1, rows, columns]) and of
-    its TMA descriptor: `DQ_SWIZZLE` bytes, or FLASHGEN_BWD_DQ_SWIZZLE's (see above)."""
+    its TMA descriptor: `DQ_SWIZZLE`'s bytes for `head_dim`, or FLASHGEN_BWD_DQ_SWIZZLE's."""
     raw = dq_swizzle_env()
     raw = raw.decode() if isinstance(raw, bytes) else raw
     if raw not in (None, "", "128", "32"):
         raise ValueError(f"{DQ_SWIZZLE_ENV} must be 128 or 32, got {raw!r}")
-    swizzle = int(raw) if raw else DQ_SWIZZLE
+    swizzle = int(raw) if raw else DQ_SWIZZLE.get(head_dim, 128)
     return gl.NVMMASharedLayout(swizzle_byte_width=swizzle, element_bitwidth=32, rank=len(block))
 
 
@@ -605,7 +609,7 @@ class Plan:
         constexprs = _constexprs(cfg, compute_dq)
         if constexprs["DQ_TMA"]:  # the fp32 dQ buffer as [B * Hq, Sq, D]: rows past Sq clipped
             block = [1, cfg.block_m, cfg.dq_chunk(dim)]
-            staged = dq_stage_layout(gl, block)
+            staged = dq_stage_layout(gl, block, dim)
             dq_desc = ([batch * hq, sq, dim], [sq * dim, dim, 1], block, staged)
         else:
             dq_desc = stats  # not read
@@ -733,7 +737,7 @@ def compile_for_sm90(spec, cfg: HopperBwdConfig | None = None, compute_dq: bool 
     constexprs = _constexprs(cfg, compute_dq)
     if constexprs["DQ_TMA"]:
         block = [1, cfg.block_m, cfg.dq_chunk(spec.head_dim)]
-        staged = dq_stage_layout(gl, block)
+        staged = dq_stage_layout(gl, block, spec.head_dim)
         desc_dq = f"tensordesc<fp32{block},{staged!r}>"
     else:
         desc_dq = flat
