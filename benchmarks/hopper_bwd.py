@@ -5,7 +5,8 @@ Run on the GPU machine from the checkout (torch, triton with Gluon, jinja2; no d
 read: every launch gets an explicit or built-in config):
 
     PYTHONPATH=. python3 benchmarks/hopper_bwd.py [--out DIR] [--budget S] [--grid anchors|probe]
-        [--configs D:C,B,S,R[,SHARE,STATS,PERSISTENT[,KV_BUFS[,DQ_TMA[,STATS_SMEM[,TURNS]]]]] ...] [--checks D:CAUSAL:CFG ...]
+        [--configs D:C,B,S,R[,SHARE,STATS,PERSISTENT[,KV_BUFS[,DQ_TMA[,STATS_SMEM[,TURNS[,DS_BUFS
+        [,DYNAMIC[,DQ_BUFS]]]]]]]] ...] [--checks D:CAUSAL:CFG ...]
         [--rep MS] [--rounds N] [--check-timeout S]
 
 1. Correctness (bf16 and fp16, in worker processes, which also compiles every kernel the
@@ -66,9 +67,10 @@ def _hopper(do, q, k, v, out, lse, causal, cfg):
     dq_turns = len(cfg) > 10 and bool(cfg[10])
     ds_bufs = cfg[11] if len(cfg) > 11 else 1
     dynamic = len(cfg) > 12 and bool(cfg[12])
+    dq_bufs = cfg[13] if len(cfg) > 13 else 1
     config = hopper_bwd.HopperBwdConfig(*cfg[:4], *flags, *cfg[7:8], dq_tma=dq_tma,
                                         stats_smem=stats_smem, dq_turns=dq_turns,
-                                        ds_bufs=ds_bufs, dynamic=dynamic)  # fmt: skip
+                                        ds_bufs=ds_bufs, dynamic=dynamic, dq_bufs=dq_bufs)  # fmt: skip
     return hopper_bwd.backward(do, q, k, v, out, lse, scale=q.shape[-1] ** -0.5, spec=spec,
                                config=config)  # fmt: skip
 
@@ -214,7 +216,8 @@ def main(argv=None) -> int:
         nargs="*",
         default=None,
         help="Hopper configs as head_dim:consumers,num_buf,dq_split,maxnreg[,share_ds,stats_tma,"
-        "persistent 0/1[,kv_bufs[,dq_tma 0/1[,stats_smem 0/1[,dq_turns 0/1[,ds_bufs[,dynamic 0/1]]]]]]] "
+        "persistent 0/1[,kv_bufs[,dq_tma 0/1[,stats_smem 0/1[,dq_turns 0/1[,ds_bufs[,dynamic 0/1"
+        "[,dq_bufs]]]]]]]] "
         "(default: the shipped config per head dim and causal, hopper_bwd.shipped_config)",
     )
     parser.add_argument(
@@ -239,15 +242,22 @@ def main(argv=None) -> int:
         0 or 1, so that a field out of place (e.g. HopperBwdConfig's positional block_m) is an
         error, not a silently different config."""
         cfg = tuple(int(x) for x in text.split(","))
-        flags = [x for i, x in enumerate(cfg) if i >= 4 and i not in (7, 11)]
-        if not 4 <= len(cfg) <= 13 or any(x not in (0, 1) for x in flags):
-            parser.error(f"config {text!r}: C,B,S,R then up to 9 fields, flags 0/1 (--help)")
+        flags = [x for i, x in enumerate(cfg) if i >= 4 and i not in (7, 11, 13)]
+        if not 4 <= len(cfg) <= 14 or any(x not in (0, 1) for x in flags):
+            parser.error(f"config {text!r}: C,B,S,R then up to 10 fields, flags 0/1 (--help)")
         return cfg
 
     def default_cfg(d, causal):
         c = hopper_bwd.shipped_config(_spec(d, causal, "bfloat16"))
         flags = (c.share_ds, c.stats_tma, c.persistent)
-        tail = (int(c.dq_tma), int(c.stats_smem), int(c.dq_turns), c.ds_bufs, int(c.dynamic))
+        tail = (
+            int(c.dq_tma),
+            int(c.stats_smem),
+            int(c.dq_turns),
+            c.ds_bufs,
+            int(c.dynamic),
+            c.dq_bufs,
+        )
         return (c.consumers, c.num_buf, c.dq_split, c.maxnreg, *map(int, flags), c.kv_bufs, *tail)
 
     shapes = GRIDS[args.grid]

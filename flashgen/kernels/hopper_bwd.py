@@ -87,7 +87,9 @@ class HopperBwdConfig:
     it (with dq_turns the consumer that did not take that product runs on); dynamic (with
     persistent): after its first item a program takes the next untaken one from a counter
     (`flashgen.kernels.hopper.sched_counter`) instead of every grid-th one, so the programs
-    finish together when items differ in length (causal masking)."""
+    finish together when items differ in length (causal masking); dq_bufs (dq_tma, not
+    dq_turns) 1 or 2 staging buffers a dQ chunk: with 2 they alternate by step, so staging step
+    t's partial waits for step t - 2's reduce-add to have read its buffer, not step t - 1's."""
 
     consumers: int
     num_buf: int
@@ -103,6 +105,7 @@ class HopperBwdConfig:
     dq_turns: bool = False
     ds_bufs: int = 1
     dynamic: bool = False
+    dq_bufs: int = 1
 
     def __post_init__(self) -> None:
         bools = (
@@ -124,6 +127,9 @@ class HopperBwdConfig:
             ("ds_bufs", self.ds_bufs == 1 or (self.ds_bufs == 2 and self.share_ds),
              "1, or 2 with share_ds"),
             ("dynamic", not self.dynamic or self.persistent, "False without persistent"),
+            ("dq_bufs", self.dq_bufs == 1 or (self.dq_bufs == 2 and self.dq_tma
+                                             and not self.dq_turns),
+             "1, or 2 with dq_tma and without dq_turns"),
             ("share_ds", not self.share_ds or self.consumers == 2, "False with one consumer"),
             ("stats_smem", not (self.stats_smem and self.stats_tma), "False with stats_tma"),
             ("dq_turns", not self.dq_turns or self.share_ds, "False without share_ds"),
@@ -155,7 +161,8 @@ class HopperBwdConfig:
         tiles = rows * head_dim * elem_bytes
         ds = self.ds_bufs * self.block_m * self.block_n * elem_bytes if compute_dq else 0
         if compute_dq and self.dq_tma:
-            ds += self.consumers * self.dq_split * self.block_m * self.dq_chunk(head_dim) * 4
+            staged = self.consumers * self.dq_split * self.dq_bufs
+            ds += staged * self.block_m * self.dq_chunk(head_dim) * 4
         stats = 2 * self.num_buf * self.block_m * 4 if self.stats_tma else 0
         if self.stats_smem:  # two [lse | delta] rows a consumer
             stats = self.consumers * 2 * 2 * self.block_m * 4
@@ -175,6 +182,7 @@ class HopperBwdConfig:
         flags = " share" * self.share_ds + " stats" * self.stats_tma + " P" * self.persistent
         flags += " kv2" * (self.kv_bufs == 2) + " tma" * self.dq_tma + " sm" * self.stats_smem
         flags += " turns" * self.dq_turns + " ds2" * (self.ds_bufs == 2) + " dyn" * self.dynamic
+        flags += " dq2" * (self.dq_bufs == 2)
         return (f"(hopper-bwd c{self.consumers} b{self.num_buf} s{self.dq_split} "
                 f"r{self.maxnreg}{flags})")  # fmt: skip
 
@@ -702,7 +710,7 @@ def _constexprs(cfg: HopperBwdConfig, compute_dq: bool) -> dict:
         "STATS_TMA": cfg.stats_tma, "KV_BUFS": cfg.kv_bufs, "num_warps": 4,
         "COMPUTE_DQ": compute_dq, "DQ_TMA": cfg.dq_tma and compute_dq,
         "STATS_SMEM": cfg.stats_smem, "DQ_TURNS": cfg.dq_turns, "DS_BUFS": cfg.ds_bufs,
-        "DYNAMIC": cfg.dynamic,
+        "DYNAMIC": cfg.dynamic, "DQ_BUFS": cfg.dq_bufs if cfg.dq_tma and compute_dq else 1,
     }  # fmt: skip
 
 

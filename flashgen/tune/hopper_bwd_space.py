@@ -36,6 +36,7 @@ PARAMS = (
     "dq_turns",
     "ds_bufs",
     "dynamic",
+    "dq_bufs",
 )
 
 
@@ -49,13 +50,14 @@ def candidates() -> tuple[HopperBwdConfig, ...]:
     """Every combination of the knobs the class accepts (any head dim)."""
     out = []
     flags = ((False, True),) * 5
-    knobs = itertools.product((1, 2), (2, 3, 4), (1, 2), *flags, (1, 2), (False, True))
+    knobs = itertools.product((1, 2), (2, 3, 4), (1, 2), *flags, (1, 2), (False, True), (1, 2))
     for consumers, num_buf, dq_split, *rest in knobs:
-        share, tma, persistent, staged, turns, ds_bufs, dynamic = rest
+        share, tma, persistent, staged, turns, ds_bufs, dynamic, dq_bufs = rest
         try:
             cfg = HopperBwdConfig(consumers, num_buf, dq_split, min(_regs(consumers), 248),
                                   share, False, persistent, dq_tma=tma, stats_smem=staged,
-                                  dq_turns=turns, ds_bufs=ds_bufs, dynamic=dynamic)  # fmt: skip
+                                  dq_turns=turns, ds_bufs=ds_bufs, dynamic=dynamic,
+                                  dq_bufs=dq_bufs)  # fmt: skip
         except FieldError:  # e.g. shared dS with one consumer
             continue
         out.append(cfg)

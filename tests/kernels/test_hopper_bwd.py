@@ -235,6 +235,14 @@ def test_config_validation():
     ring = dataclasses.replace(staged, ds_bufs=2)
     assert ring.shared_bytes(128) - staged.shared_bytes(128) == 64 * 128 * 2 + 2 * 8
     assert ring.short().endswith(" ds2)")
+    with pytest.raises(FieldError, match="dq_bufs"):  # two staging buffers need dQ by TMA
+        hopper_bwd.HopperBwdConfig(2, 2, 1, 168, True, dq_bufs=2)
+    with pytest.raises(FieldError, match="dq_bufs"):  # ... taken by step, not in turns
+        hopper_bwd.HopperBwdConfig(2, 2, 1, 168, True, dq_tma=True, dq_turns=True, dq_bufs=2)
+    two = dataclasses.replace(staged, dq_tma=True, dq_bufs=2)
+    one = dataclasses.replace(two, dq_bufs=1)
+    assert two.shared_bytes(128) - one.shared_bytes(128) == 2 * 64 * 64 * 4  # a chunk a consumer
+    assert two.short().endswith(" dq2)")
 
 
 # ---- ahead-of-time compilation for sm_90 (CPU) -------------------------------------------
@@ -254,6 +262,8 @@ AOT_CASES = [
     (128, False, (2, 2, 1, 168, True, False, True, 1, 64, True, True, False, 2)),
     (128, True, (2, 2, 1, 168, True, False, True, 1, 64, True, True, False, 1, True)),
     (64, False, (2, 2, 1, 168, True, False, True, 2, 64, True, True, False, 2, True)),
+    (128, True, (2, 2, 1, 168, True, False, False, 1, 64, True, True, False, 2, False, 2)),
+    (64, False, (2, 2, 1, 168, True, False, True, 1, 64, True, True, False, 1, False, 2)),
 ]
 
 _AOT_SCRIPT = """
