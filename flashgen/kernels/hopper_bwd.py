@@ -89,7 +89,9 @@ class HopperBwdConfig:
     (`flashgen.kernels.hopper.sched_counter`) instead of every grid-th one, so the programs
     finish together when items differ in length (causal masking); dq_bufs (dq_tma, not
     dq_turns) 1 or 2 staging buffers a dQ chunk: with 2 they alternate by step, so staging step
-    t's partial waits for step t - 2's reduce-add to have read its buffer, not step t - 1's."""
+    t's partial waits for step t - 2's reduce-add to have read its buffer, not step t - 1's
+    (compiled and fitted to the SRAM model on the CPU; not yet run on a GPU, so no shipped
+    config uses it: benchmarks/raw/h200_s25b5 is its check and A/B)."""
 
     consumers: int
     num_buf: int
