@@ -1,9 +1,12 @@
-"""Session 25 B5: two fp32 dQ staging buffers a chunk (HopperBwdConfig.dq_bufs=2: staging
-step t's partial waits for step t - 2's TMA reduce-add, not t - 1's) against the shipped config
-of each (head dim, causal), the Hopper backward alone. First a float64 check of dq_bufs=2 on a
-ragged GQA shape per (head dim, causal); then the 18-shape anchor grid, both plans built once per
-shape and timed in alternating rounds (do_bench medians, L2 flushed), the median per variant,
-and the two variants' gradients compared. Writes JSON to argv[1]; argv[2] rounds, argv[3]
+"""Prepared in session 25 as B5 (not run then): two fp32 dQ staging buffers a chunk
+(HopperBwdConfig.dq_bufs=2: staging step t's partial waits for step t - 2's TMA reduce-add, not
+t - 1's) against the shipped config of each (head dim, causal), the Hopper backward alone; at
+head dim 128 also "noshare" (each consumer's dQ product over its own 64 keys and all 128
+columns, as cuDNN's bprop issues it: 64x128 wgmmas instead of 64x64, twice the reduce-add bytes;
+session 25 B1/RESULTS). First a float64 check of each variant on a ragged GQA shape per (head
+dim, causal); then the 18-shape anchor grid, every plan built once per shape and timed in
+alternating rounds (do_bench medians, L2 flushed), the median per variant, and each variant's
+gradients compared with the shipped config's. Writes JSON to argv[1]; argv[2] rounds, argv[3]
 seconds of timing budget."""
 
 import dataclasses
@@ -27,12 +30,15 @@ out_path, rounds, budget = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
 def variants(d, causal):
     spec = KernelSpec(d, causal, "bfloat16", "bwd")
     shipped = hopper_bwd.shipped_config(spec)
-    return spec, {"shipped": shipped, "dq2": dataclasses.replace(shipped, dq_bufs=2)}
+    out = {"shipped": shipped, "dq2": dataclasses.replace(shipped, dq_bufs=2)}
+    if d == 128:
+        out["noshare"] = dataclasses.replace(shipped, share_ds=False, ds_bufs=1)
+    return spec, out
 
 
 def check(d, causal):
-    """dq_bufs=2 against float64 autograd on 2 x 8/2 heads x 333 queries x 301 keys (bound: 3x
-    PyTorch's own bf16 error + 8e-3 of the gradient's size, as benchmarks/hopper_bwd.py)."""
+    """Each variant against float64 autograd on 2 x 8/2 heads x 333 queries x 301 keys (bound:
+    3x PyTorch's own bf16 error + 8e-3 of the gradient's size, as benchmarks/hopper_bwd.py)."""
     spec, cfgs = variants(d, causal)
     q, k, v, do = scripts.inputs(2, 8, 2, 333, 301, d, seed=1)
     leaves = [t.detach().double().requires_grad_() for t in (q, k, v)]
@@ -40,14 +46,17 @@ def check(d, causal):
     half = [t.detach().clone().requires_grad_() for t in (q, k, v)]
     sdpa_same_dtype(*half, causal=causal).backward(do)
     out, lse = forward(q, k, v, causal=causal, scale=None)
-    grads = hopper_bwd.backward(do, q, k, v, out, lse, scale=d**-0.5, spec=spec,
-                                config=cfgs["dq2"])  # fmt: skip
-    ok = True
-    for g, ref, h in zip(grads, (t.grad for t in leaves), (t.grad for t in half), strict=True):
-        err = (g.double() - ref).abs().max().item()
-        bound = 3 * (h.double() - ref).abs().max().item() + 8e-3 * max(1.0, ref.abs().max().item())
-        ok = ok and bool(torch.isfinite(g).all()) and err <= bound
-    return ok
+    result = {}
+    for name, cfg in cfgs.items():
+        grads = hopper_bwd.backward(do, q, k, v, out, lse, scale=d**-0.5, spec=spec, config=cfg)
+        ok = True
+        for g, ref, h in zip(grads, (t.grad for t in leaves), (t.grad for t in half), strict=True):
+            err = (g.double() - ref).abs().max().item()
+            bound = 3 * (h.double() - ref).abs().max().item()
+            bound += 8e-3 * max(1.0, ref.abs().max().item())
+            ok = ok and bool(torch.isfinite(g).all()) and err <= bound
+        result[name] = ok
+    return result
 
 
 def run(shape, causal):
@@ -58,10 +67,13 @@ def run(shape, causal):
     plans = {name: hopper_bwd.Plan(spec, cfg, q, k, v, do, out, None) for name, cfg in cfgs.items()}
     scale = d**-0.5
     grads = {name: p(do, q, k, v, out, lse, scale) for name, p in plans.items()}
-    diff = max(
-        ((a.float() - c.float()).abs().max() / c.float().abs().max()).item()
-        for a, c in zip(grads["dq2"], grads["shipped"], strict=True)
-    )
+    diff = {
+        name: round(max(
+            ((a.float() - c.float()).abs().max() / c.float().abs().max()).item()
+            for a, c in zip(grads[name], grads["shipped"], strict=True)
+        ), 6)
+        for name in grads if name != "shipped"
+    }  # fmt: skip
     del grads
     ms = {name: [] for name in plans}
     for i in range(rounds):
@@ -71,12 +83,14 @@ def run(shape, causal):
                 lambda plan=plan: plan(do, q, k, v, out, lse, scale), warmup=5, rep=25,
                 return_mode="median"))  # fmt: skip
     med = {name: statistics.median(x) for name, x in ms.items()}
-    return dict(shape=list(shape), causal=causal, config=cfgs["dq2"].short(), ms=ms, median=med,
-                ratio=round(med["shipped"] / med["dq2"], 4), rel_diff=round(diff, 6))  # fmt: skip
+    ratio = {name: round(med["shipped"] / med[name], 4) for name in med if name != "shipped"}
+    configs = {name: cfg.short() for name, cfg in cfgs.items()}
+    return dict(shape=list(shape), causal=causal, configs=configs, ms=ms, median=med,
+                ratio=ratio, rel_diff=diff)  # fmt: skip
 
 
 checks = {f"d{d} causal={c}": check(d, c) for d in (64, 128) for c in (False, True)}
-print("float64 checks of dq_bufs=2:", checks, flush=True)
+print("float64 checks:", checks, flush=True)
 start = time.time()
 rows = []
 for shape in harness.ANCHOR_SHAPES:
@@ -90,8 +104,9 @@ for shape in harness.ANCHOR_SHAPES:
             json.dump(dict(checks=checks, rows=rows), fh, indent=1)
         torch.cuda.empty_cache()
 for d in (64, 128):
-    ratios = [r["ratio"] for r in rows if r["shape"][-1] == d]
-    if ratios:
-        print(f"head dim {d}: shipped time / dq2 time geomean "
-              f"{statistics.geometric_mean(ratios):.4f}, min {min(ratios):.4f}, "
-              f"max {max(ratios):.4f} over {len(ratios)} rows")  # fmt: skip
+    for name in ("dq2", "noshare"):
+        ratios = [r["ratio"][name] for r in rows if r["shape"][-1] == d and name in r["ratio"]]
+        if ratios:
+            print(f"head dim {d}: shipped time / {name} time geomean "
+                  f"{statistics.geometric_mean(ratios):.4f}, min {min(ratios):.4f}, "
+                  f"max {max(ratios):.4f} over {len(ratios)} rows")  # fmt: skip
