@@ -219,8 +219,10 @@ def _forward_for_backward(spec: KernelSpec, q, k, v):
     )
 
 
-def launcher(spec: KernelSpec, cfg: TileConfig, q, k, v, do=None, out=None, lse=None):
-    """A no-argument callable that runs the candidate once (what gets timed)."""
+def launcher(spec: KernelSpec, cfg: TileConfig, q, k, v, do=None, out=None, lse=None,
+             kind: str | None = None):  # fmt: skip
+    """A no-argument callable that runs the candidate once (what gets timed). A backward runs
+    the kind the tuner searches configs for (`_kind_kwargs`), or `kind` (fast mode) if given."""
     if spec.direction == "fwd":
         from ..kernels.fwd import forward
 
@@ -229,7 +231,8 @@ def launcher(spec: KernelSpec, cfg: TileConfig, q, k, v, do=None, out=None, lse=
     from ..kernels.bwd import backward
 
     scale = 1.0 / math.sqrt(spec.head_dim)
-    extra = {**_mask_kwargs(spec, q, k), **_kind_kwargs(spec, cfg)}
+    kinds = _kind_kwargs(spec, cfg) if kind is None else {"kind": kind, "deterministic": False}
+    extra = {**_mask_kwargs(spec, q, k), **kinds}
     return lambda: backward(
         do, q, k, v, out, lse, causal=spec.causal, scale=scale, config=cfg, **extra
     )
@@ -392,12 +395,7 @@ def runtime_launcher(spec: KernelSpec, cfg: TileConfig, q, k, v, do=None, out=No
         from ..kernels import bwd_kind
 
         if bwd_kind.auto_hopper(False, None, spec, k.shape[2], q.shape[1] // k.shape[1]):
-            from ..kernels.bwd import backward
-
-            scale = 1.0 / math.sqrt(spec.head_dim)
-            extra = _mask_kwargs(spec, q, k)
-            return lambda: backward(do, q, k, v, out, lse, causal=spec.causal, scale=scale,
-                                    config=cfg, kind="hopper", deterministic=False, **extra)  # fmt: skip
+            return launcher(spec, cfg, q, k, v, do, out, lse, kind="hopper")
     return launcher(spec, cfg, q, k, v, do, out, lse)
 
 
