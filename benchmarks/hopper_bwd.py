@@ -68,9 +68,11 @@ def _hopper(do, q, k, v, out, lse, causal, cfg):
     ds_bufs = cfg[11] if len(cfg) > 11 else 1
     dynamic = len(cfg) > 12 and bool(cfg[12])
     dq_bufs = cfg[13] if len(cfg) > 13 else 1
+    dq_first = len(cfg) > 14 and bool(cfg[14])
     config = hopper_bwd.HopperBwdConfig(*cfg[:4], *flags, *cfg[7:8], dq_tma=dq_tma,
                                         stats_smem=stats_smem, dq_turns=dq_turns,
-                                        ds_bufs=ds_bufs, dynamic=dynamic, dq_bufs=dq_bufs)  # fmt: skip
+                                        ds_bufs=ds_bufs, dynamic=dynamic, dq_bufs=dq_bufs,
+                                        dq_first=dq_first)  # fmt: skip
     return hopper_bwd.backward(do, q, k, v, out, lse, scale=q.shape[-1] ** -0.5, spec=spec,
                                config=config)  # fmt: skip
 
@@ -217,7 +219,7 @@ def main(argv=None) -> int:
         default=None,
         help="Hopper configs as head_dim:consumers,num_buf,dq_split,maxnreg[,share_ds,stats_tma,"
         "persistent 0/1[,kv_bufs[,dq_tma 0/1[,stats_smem 0/1[,dq_turns 0/1[,ds_bufs[,dynamic 0/1"
-        "[,dq_bufs]]]]]]]] "
+        "[,dq_bufs[,dq_first 0/1]]]]]]]]] "
         "(default: the shipped config per head dim and causal, hopper_bwd.shipped_config)",
     )
     parser.add_argument(
@@ -243,8 +245,8 @@ def main(argv=None) -> int:
         error, not a silently different config."""
         cfg = tuple(int(x) for x in text.split(","))
         flags = [x for i, x in enumerate(cfg) if i >= 4 and i not in (7, 11, 13)]
-        if not 4 <= len(cfg) <= 14 or any(x not in (0, 1) for x in flags):
-            parser.error(f"config {text!r}: C,B,S,R then up to 10 fields, flags 0/1 (--help)")
+        if not 4 <= len(cfg) <= 15 or any(x not in (0, 1) for x in flags):
+            parser.error(f"config {text!r}: C,B,S,R then up to 11 fields, flags 0/1 (--help)")
         return cfg
 
     def default_cfg(d, causal):
@@ -257,6 +259,7 @@ def main(argv=None) -> int:
             c.ds_bufs,
             int(c.dynamic),
             c.dq_bufs,
+            int(c.dq_first),
         )
         return (c.consumers, c.num_buf, c.dq_split, c.maxnreg, *map(int, flags), c.kv_bufs, *tail)
 

@@ -90,8 +90,10 @@ class HopperBwdConfig:
     finish together when items differ in length (causal masking); dq_bufs (dq_tma, not
     dq_turns) 1 or 2 staging buffers a dQ chunk: with 2 they alternate by step, so staging step
     t's partial waits for step t - 2's reduce-add to have read its buffer, not step t - 1's
-    (compiled and fitted to the SRAM model on the CPU; not yet run on a GPU, so no shipped
-    config uses it: benchmarks/raw/h200_s25b5 is its check and A/B)."""
+    (session 26 B1: level with one, 0.98-1.02x; opt-in); dq_first (dq_split 1, not
+    dq_turns): each consumer that computes dQ issues its dQ product before dK's and stages and
+    reduce-adds the partial while dK's product runs, instead of issuing it once dV's and dK's
+    have finished (FlashAttention-3's order)."""
 
     consumers: int
     num_buf: int
@@ -108,6 +110,7 @@ class HopperBwdConfig:
     ds_bufs: int = 1
     dynamic: bool = False
     dq_bufs: int = 1
+    dq_first: bool = False
 
     def __post_init__(self) -> None:
         bools = (
@@ -118,6 +121,7 @@ class HopperBwdConfig:
             "stats_smem",
             "dq_turns",
             "dynamic",
+            "dq_first",
         )
         check_kinds(self, bools=bools)
         checks = (
@@ -132,6 +136,8 @@ class HopperBwdConfig:
             ("dq_bufs", self.dq_bufs == 1 or (self.dq_bufs == 2 and self.dq_tma
                                              and not self.dq_turns),
              "1, or 2 with dq_tma and without dq_turns"),
+            ("dq_first", not self.dq_first or (self.dq_split == 1 and not self.dq_turns),
+             "False with dq_split 2 or dq_turns"),
             ("share_ds", not self.share_ds or self.consumers == 2, "False with one consumer"),
             ("stats_smem", not (self.stats_smem and self.stats_tma), "False with stats_tma"),
             ("dq_turns", not self.dq_turns or self.share_ds, "False without share_ds"),
@@ -184,7 +190,7 @@ class HopperBwdConfig:
         flags = " share" * self.share_ds + " stats" * self.stats_tma + " P" * self.persistent
         flags += " kv2" * (self.kv_bufs == 2) + " tma" * self.dq_tma + " sm" * self.stats_smem
         flags += " turns" * self.dq_turns + " ds2" * (self.ds_bufs == 2) + " dyn" * self.dynamic
-        flags += " dq2" * (self.dq_bufs == 2)
+        flags += " dq2" * (self.dq_bufs == 2) + " dqf" * self.dq_first
         return (f"(hopper-bwd c{self.consumers} b{self.num_buf} s{self.dq_split} "
                 f"r{self.maxnreg}{flags})")  # fmt: skip
 
@@ -713,6 +719,7 @@ def _constexprs(cfg: HopperBwdConfig, compute_dq: bool) -> dict:
         "COMPUTE_DQ": compute_dq, "DQ_TMA": cfg.dq_tma and compute_dq,
         "STATS_SMEM": cfg.stats_smem, "DQ_TURNS": cfg.dq_turns, "DS_BUFS": cfg.ds_bufs,
         "DYNAMIC": cfg.dynamic, "DQ_BUFS": cfg.dq_bufs if cfg.dq_tma and compute_dq else 1,
+        "DQ_FIRST": cfg.dq_first and compute_dq,
     }  # fmt: skip
 
 

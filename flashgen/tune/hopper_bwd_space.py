@@ -7,7 +7,9 @@ follows from the threads), Q/dO ring slots, dQ column chunks, whether the consum
 where each step's statistics wait for their use (registers or the consumers' shared-memory
 staging, `stats_smem`), whether the consumers take dQ's products in turns (`dq_turns`, head
 dim 64 with shared dS; it changes nothing elsewhere, so it is pruned there), how many slots the
-dS exchange has (`ds_bufs`, shared dS only), and a persistent grid, static or dynamic. `HopperBwdSpace` maps them to categorical parameters and back, and
+dS exchange has (`ds_bufs`, shared dS only), a persistent grid, static or dynamic, how many
+staging buffers a dQ chunk has (`dq_bufs`) and whether dQ's product goes before dK's
+(`dq_first`). `HopperBwdSpace` maps them to categorical parameters and back, and
 prunes before anything is compiled: configs the class refuses, a head dim a config cannot split,
 shared memory past the device's opt-in limit (`HopperBwdConfig.shared_bytes`, the model the CPU
 tests hold to the compiler's byte counts), dQ by TMA reduce-add where the installed Gluon cannot
@@ -37,6 +39,7 @@ PARAMS = (
     "ds_bufs",
     "dynamic",
     "dq_bufs",
+    "dq_first",
 )
 
 
@@ -50,14 +53,16 @@ def candidates() -> tuple[HopperBwdConfig, ...]:
     """Every combination of the knobs the class accepts (any head dim)."""
     out = []
     flags = ((False, True),) * 5
-    knobs = itertools.product((1, 2), (2, 3, 4), (1, 2), *flags, (1, 2), (False, True), (1, 2))
+    knobs = itertools.product(
+        (1, 2), (2, 3, 4), (1, 2), *flags, (1, 2), (False, True), (1, 2), (False, True)
+    )
     for consumers, num_buf, dq_split, *rest in knobs:
-        share, tma, persistent, staged, turns, ds_bufs, dynamic, dq_bufs = rest
+        share, tma, persistent, staged, turns, ds_bufs, dynamic, dq_bufs, first = rest
         try:
             cfg = HopperBwdConfig(consumers, num_buf, dq_split, min(_regs(consumers), 248),
                                   share, False, persistent, dq_tma=tma, stats_smem=staged,
                                   dq_turns=turns, ds_bufs=ds_bufs, dynamic=dynamic,
-                                  dq_bufs=dq_bufs)  # fmt: skip
+                                  dq_bufs=dq_bufs, dq_first=first)  # fmt: skip
         except FieldError:  # e.g. shared dS with one consumer
             continue
         out.append(cfg)
