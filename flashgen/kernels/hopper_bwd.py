@@ -90,10 +90,11 @@ class HopperBwdConfig:
     finish together when items differ in length (causal masking); dq_bufs (dq_tma, not
     dq_turns) 1 or 2 staging buffers a dQ chunk: with 2 they alternate by step, so staging step
     t's partial waits for step t - 2's reduce-add to have read its buffer, not step t - 1's
-    (session 26 B1: level with one, 0.98-1.02x; opt-in); dq_first (dq_split 1, not
+    (session 26: 1.004-1.017x at head dim 64 causal, shipped there; level elsewhere); dq_first (dq_split 1, not
     dq_turns): each consumer that computes dQ issues its dQ product before dK's and stages and
     reduce-adds the partial while dK's product runs, instead of issuing it once dV's and dK's
-    have finished (FlashAttention-3's order)."""
+    have finished (FlashAttention-3's order; session 26 B2: 1.009-1.036x at head dim 128
+    causal, shipped there; level or slower elsewhere)."""
 
     consumers: int
     num_buf: int
@@ -220,10 +221,16 @@ CONFIGS = {
 # - head dim 128 causal, two dS slots: 1.00-1.04x on five shapes of six in B2 and B3 (4k keys
 #   1.02-1.04x), 0.97-0.99x at 16k GQA. The dynamic grid there read 1.01-1.05x MHA but
 #   0.87-0.97x GQA; head dim 128 without causal masking read level in every variant.
+# Session 26 (B1, B2: three alternating rounds each, same method):
+# - head dim 64 causal, two dQ staging buffers: 1.011-1.016x in B1, 1.004-1.017x in B2 (with
+#   dq_first, which alone read 0.983-1.001x there); level without causal masking;
+# - head dim 128 causal, dQ's product before dK's (dq_first): 1.009-1.036x on all six shapes
+#   (4k MHA 1.036x, GQA 1.029x); level without causal masking (0.997-1.004x).
 PLAIN_CONFIGS: dict[tuple[int, bool], HopperBwdConfig] = {
     (64, False): dataclasses.replace(CONFIGS[64], persistent=True),
-    (64, True): dataclasses.replace(CONFIGS[64], persistent=True, dynamic=True, ds_bufs=2),
-    (128, True): dataclasses.replace(CONFIGS[128], ds_bufs=2),
+    (64, True): dataclasses.replace(CONFIGS[64], persistent=True, dynamic=True, ds_bufs=2,
+                                    dq_bufs=2),
+    (128, True): dataclasses.replace(CONFIGS[128], ds_bufs=2, dq_first=True),
 }
 
 

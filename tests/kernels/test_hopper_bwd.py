@@ -243,6 +243,12 @@ def test_config_validation():
     one = dataclasses.replace(two, dq_bufs=1)
     assert two.shared_bytes(128) - one.shared_bytes(128) == 2 * 64 * 64 * 4  # a chunk a consumer
     assert two.short().endswith(" dq2)")
+    with pytest.raises(FieldError, match="dq_first"):  # dQ's product first: one chunk
+        hopper_bwd.HopperBwdConfig(2, 2, 2, 168, True, dq_first=True)
+    with pytest.raises(FieldError, match="dq_first"):  # ... and not in turns
+        hopper_bwd.HopperBwdConfig(2, 2, 1, 168, True, dq_turns=True, dq_first=True)
+    first = dataclasses.replace(two, dq_first=True)
+    assert first.short().endswith(" dq2 dqf)") and first.shared_bytes(128) == two.shared_bytes(128)
 
 
 # ---- ahead-of-time compilation for sm_90 (CPU) -------------------------------------------
@@ -264,6 +270,8 @@ AOT_CASES = [
     (64, False, (2, 2, 1, 168, True, False, True, 2, 64, True, True, False, 2, True)),
     (128, True, (2, 2, 1, 168, True, False, False, 1, 64, True, True, False, 2, False, 2)),
     (64, False, (2, 2, 1, 168, True, False, True, 1, 64, True, True, False, 1, False, 2)),
+    (64, False, (2, 2, 1, 168, True, False, True, 1, 64, True, True, False, 1, False, 1, True)),
+    (128, False, (2, 2, 1, 168, True, False, False, 1, 64, False, True, False, 1, False, 1, True)),
     (128, False, (2, 2, 2, 168, False, False, False, 1, 64, True, True)),
 ]
 
