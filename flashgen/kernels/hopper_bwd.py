@@ -228,8 +228,9 @@ CONFIGS = {
 #   (4k MHA 1.036x, GQA 1.029x); level without causal masking (0.997-1.004x).
 PLAIN_CONFIGS: dict[tuple[int, bool], HopperBwdConfig] = {
     (64, False): dataclasses.replace(CONFIGS[64], persistent=True),
-    (64, True): dataclasses.replace(CONFIGS[64], persistent=True, dynamic=True, ds_bufs=2,
-                                    dq_bufs=2),
+    (64, True): dataclasses.replace(
+        CONFIGS[64], persistent=True, dynamic=True, ds_bufs=2, dq_bufs=2
+    ),
     (128, True): dataclasses.replace(CONFIGS[128], ds_bufs=2, dq_first=True),
 }
 
