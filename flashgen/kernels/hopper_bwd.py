@@ -79,10 +79,12 @@ class HopperBwdConfig:
     atomics from the consumers' registers; stats_smem: each consumer loads a step's logsumexp
     and delta rows one value a thread a step ahead and stages them in shared memory, read
     only where used (32 fewer live registers a thread than loading them into the product's
-    layout ahead, without the producer's TMA of stats_tma); dq_turns (share_ds at head dim
-    64, where one consumer's dQ product covers every column, so without it consumer 0 computes
-    every step's dQ while consumer 1 waits): the consumers take the steps' dQ products in
-    turns; ds_bufs (share_ds) 1 or 2 slots of the dS exchange: with 2 a consumer stores step
+    layout ahead, without the producer's TMA of stats_tma); dq_turns (share_ds): the
+    consumers take the steps' whole dQ products (every column, all block_n keys) in turns; at
+    head dim 64, where one consumer's product covers every column anyway, instead of consumer
+    0 computing every step's dQ while consumer 1 waits; at 128 instead of each computing half
+    the columns every step (one 64x128 product and reduce-add a step instead of two 64x64
+    ones; twice the staging bytes); ds_bufs (share_ds) 1 or 2 slots of the dS exchange: with 2 a consumer stores step
     t's dS while step t - 1's dQ product still reads the other slot, instead of waiting for
     it (with dq_turns the consumer that did not take that product runs on); dynamic (with
     persistent): after its first item a program takes the next untaken one from a counter
@@ -158,9 +160,14 @@ class HopperBwdConfig:
 
     def dq_chunk(self, head_dim: int) -> int:
         """Columns of one dQ product (and, with dq_tma, of one staged reduce-add): a
-        consumer's dQ columns (half of them each with share_ds, at least 64) over dq_split."""
-        cols = max(64, head_dim // self.consumers) if self.share_ds else head_dim
-        return cols // self.dq_split
+        consumer's dQ columns (half of them each with share_ds, at least 64; all of them in
+        turns) over dq_split."""
+        return self._dq_cols(head_dim) // self.dq_split
+
+    def _dq_cols(self, head_dim: int) -> int:
+        if self.share_ds and not self.dq_turns:
+            return max(64, head_dim // self.consumers)
+        return head_dim
 
     def shared_bytes(self, head_dim: int, elem_bytes: int = 2, compute_dq: bool = True) -> int:
         """Bytes the kernel allocates: the Q/dO ring, the K and V blocks, dS and with dq_tma
@@ -182,7 +189,7 @@ class HopperBwdConfig:
     def head_dim_reason(self, head_dim: int) -> str | None:
         """Why this config cannot run head dim `head_dim` (dQ's column chunks must be whole
         64-column swizzle atoms); None if it can."""
-        cols = max(64, head_dim // self.consumers) if self.share_ds else head_dim
+        cols = self._dq_cols(head_dim)
         if cols % (64 * self.dq_split):
             return f"dq_split {self.dq_split} cuts {cols} dQ columns below 64-column chunks"
         return None

@@ -5,9 +5,8 @@ Why apart from `hopper_space.HopperSpace` (the forward's): the backward's config
 follows from the threads), Q/dO ring slots, dQ column chunks, whether the consumers share dS
 (half of dQ's columns each), how dQ partials are added (TMA reduce-add or element atomics),
 where each step's statistics wait for their use (registers or the consumers' shared-memory
-staging, `stats_smem`), whether the consumers take dQ's products in turns (`dq_turns`, head
-dim 64 with shared dS; it changes nothing elsewhere, so it is pruned there), how many slots the
-dS exchange has (`ds_bufs`, shared dS only), a persistent grid, static or dynamic, how many
+staging, `stats_smem`), whether the consumers take dQ's whole products in turns (`dq_turns`,
+with shared dS), how many slots the dS exchange has (`ds_bufs`, shared dS only), a persistent grid, static or dynamic, how many
 staging buffers a dQ chunk has (`dq_bufs`) and whether dQ's product goes before dK's
 (`dq_first`). `HopperBwdSpace` maps them to categorical parameters and back, and
 prunes before anything is compiled: configs the class refuses, a head dim a config cannot split,
@@ -91,8 +90,6 @@ class HopperBwdSpace:
         why = cfg.head_dim_reason(self.head_dim)
         if why is not None:
             return why
-        if cfg.dq_turns and self.head_dim >= 64 * cfg.consumers:
-            return "dq_turns changes nothing where each consumer computes dQ columns of its own"
         if cfg.consumers == 1 and self.head_dim == 128:
             return "one consumer at head dim 128 crashed ptxas on the H200 (benchmarks/RESULTS.md)"
         need = cfg.shared_bytes(self.head_dim)

@@ -455,7 +455,7 @@ def test_hopper_profile_names_alibi_cases():
 
 @pytest.mark.parametrize(
     "config",
-    ["64:2,2,1,168,1,0,0,1,64,1,1,0", "64:2,2,1", "128:2,2,1,168,1,0,0,1,1,1,0,1,0,1,0"],
+    ["64:2,2,1,168,1,0,0,1,64,1,1,0", "64:2,2,1", "128:2,2,1,168,1,0,0,1,1,1,0,1,0,1,0,0"],
     ids=["block_m-in-a-flag", "too-few", "too-many"],
 )
 def test_hopper_bwd_refuses_a_config_string_out_of_order(config, capsys):
@@ -465,4 +465,4 @@ def test_hopper_bwd_refuses_a_config_string_out_of_order(config, capsys):
     with pytest.raises(SystemExit) as exit_:
         module.main(["--configs", config])
     assert exit_.value.code == 2
-    assert "C,B,S,R then up to 10 fields" in capsys.readouterr().err
+    assert "C,B,S,R then up to 11 fields" in capsys.readouterr().err

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Session 26 B5 (issue 14), about 200 s: deeper Q/dO and K/V rings, and a persistent grid at
-# head dim 128 without causal masking, against the shipped configs (ring_ab.py), float64 checks first.
+# Session 26 B5 (issue 14), about 250 s: deeper Q/dO and K/V rings, dQ products in turns at head
+# dim 128, and a persistent grid at head dim 128 without causal masking, against the shipped
+# configs (ring_ab.py), float64 checks first.
 # Run as FLASHGEN_COMMIT=<sha> bash benchmarks/raw/h200_s26b5/job.sh carrying .whl.
 set -u
 . benchmarks/device_env.sh > /dev/null 2>&1

@@ -1,6 +1,8 @@
 """Session 26 B5: deeper rings against the shipped config of each (head dim, causal), the
-Hopper backward alone: three Q/dO ring slots ("b3") everywhere; at head dim 128 without causal
-masking a persistent grid ("P", "P_b3"); at 64 (persistent there) two K/V slots ("kv2").
+Hopper backward alone: three Q/dO ring slots ("b3") everywhere; at head dim 128 the whole dQ
+products in turns (new there: one 64x128 product a step, "t2" with two dS slots, "t" with one)
+and, without causal masking, a persistent grid ("P", "P_b3"); at 64 (persistent there) two K/V
+slots ("kv2").
 First a float64 check of each variant on a ragged GQA shape per (head dim, causal); then the
 18-shape anchor grid, every plan built once per shape and timed in alternating rounds (do_bench
 medians, L2 flushed), the median per variant, and each variant's gradients compared with the
@@ -28,7 +30,10 @@ def variants(d, causal):
     spec = KernelSpec(d, causal, "bfloat16", "bwd")
     shipped = hopper_bwd.shipped_config(spec)
     out = {"shipped": shipped, "b3": dataclasses.replace(shipped, num_buf=3)}
+    if d == 128:  # whole dQ products in turns (two dS slots), without dq_first
+        out["t2"] = dataclasses.replace(shipped, dq_first=False, dq_turns=True, ds_bufs=2)
     if d == 128 and not causal:
+        out["t"] = dataclasses.replace(shipped, dq_turns=True)
         out["P"] = dataclasses.replace(shipped, persistent=True)
         out["P_b3"] = dataclasses.replace(shipped, persistent=True, num_buf=3)
     if d == 64:  # persistent there: the next item's K/V during this one's last steps
@@ -104,7 +109,7 @@ for shape in harness.ANCHOR_SHAPES:
             json.dump(dict(checks=checks, rows=rows), fh, indent=1)
         torch.cuda.empty_cache()
 for d in (64, 128):
-    for name in ("b3", "P", "P_b3", "kv2"):
+    for name in ("b3", "t2", "t", "P", "P_b3", "kv2"):
         ratios = [r["ratio"][name] for r in rows if r["shape"][-1] == d and name in r["ratio"]]
         if ratios:
             print(f"head dim {d}: shipped time / {name} time geomean "
