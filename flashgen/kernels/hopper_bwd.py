@@ -96,7 +96,8 @@ class HopperBwdConfig:
     dq_turns): each consumer that computes dQ issues its dQ product before dK's and stages and
     reduce-adds the partial while dK's product runs, instead of issuing it once dV's and dK's
     have finished (FlashAttention-3's order; session 26 B2: 1.009-1.036x at head dim 128
-    causal, shipped there; level or slower elsewhere)."""
+    causal, level or slower elsewhere; B5: dq_turns 1.008x faster still there, so no shipped
+    config uses it)."""
 
     consumers: int
     num_buf: int
@@ -232,13 +233,18 @@ CONFIGS = {
 # - head dim 64 causal, two dQ staging buffers: 1.011-1.016x in B1, 1.004-1.017x in B2 (with
 #   dq_first, which alone read 0.983-1.001x there); level without causal masking;
 # - head dim 128 causal, dQ's product before dK's (dq_first): 1.009-1.036x on all six shapes
-#   (4k MHA 1.036x, GQA 1.029x); level without causal masking (0.997-1.004x).
+#   (4k MHA 1.036x, GQA 1.029x); level without causal masking (0.997-1.004x);
+# - head dim 128, the whole dQ products in turns with two dS slots (B5; one 64x128 product and
+#   reduce-add a step instead of two 64x64 ones): without causal masking 1.000-1.034x (1.020x
+#   by geomean), causal 0.997-1.019x against the dq_first config above (1.008x): shipped for
+#   both.
 PLAIN_CONFIGS: dict[tuple[int, bool], HopperBwdConfig] = {
     (64, False): dataclasses.replace(CONFIGS[64], persistent=True),
     (64, True): dataclasses.replace(
         CONFIGS[64], persistent=True, dynamic=True, ds_bufs=2, dq_bufs=2
     ),
-    (128, True): dataclasses.replace(CONFIGS[128], ds_bufs=2, dq_first=True),
+    (128, False): dataclasses.replace(CONFIGS[128], dq_turns=True, ds_bufs=2),
+    (128, True): dataclasses.replace(CONFIGS[128], dq_turns=True, ds_bufs=2),
 }
 
 

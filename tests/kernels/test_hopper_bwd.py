@@ -272,7 +272,8 @@ AOT_CASES = [
     (64, False, (2, 2, 1, 168, True, False, True, 1, 64, True, True, False, 1, False, 2)),
     (64, False, (2, 2, 1, 168, True, False, True, 1, 64, True, True, False, 1, False, 1, True)),
     (128, False, (2, 2, 1, 168, True, False, False, 1, 64, False, True, False, 1, False, 1, True)),
-    (128, True, (2, 2, 1, 168, True, False, False, 1, 64, True, True, True, 2)),
+    (128, False, (2, 2, 1, 168, True, False, True, 1, 64, True, True, True, 1)),
+    (128, True, (2, 2, 1, 168, True, False, False, 1, 64, True, True, False, 2, False, 1, True)),
     (128, False, (2, 2, 2, 168, False, False, False, 1, 64, True, True)),
 ]
 
