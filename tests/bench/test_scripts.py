@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import json
 import os
 import time
@@ -466,3 +467,36 @@ def test_hopper_bwd_refuses_a_config_string_out_of_order(config, capsys):
         module.main(["--configs", config])
     assert exit_.value.code == 2
     assert "C,B,S,R then up to 11 fields" in capsys.readouterr().err
+
+
+def test_bwd_variants_parses_and_applies_a_vary(capsys):
+    """bwd_variants.py's --vary: fields of HopperBwdConfig replaced in the shipped config of
+    each (head dim, causal) it names; a variant the config class refuses there is left out
+    with the class's reason; a malformed --vary is a usage error naming it."""
+    from flashgen.core.spec import KernelSpec
+    from flashgen.kernels import hopper_bwd
+
+    module = repo_scripts.load("benchmarks/bwd_variants.py", "bench_bwd_variants")
+    vary = module.parse_vary("t1=dq_turns:1,ds_bufs:1@128f")
+    assert vary.fields == (("dq_turns", True), ("ds_bufs", 1))
+    assert vary.applies(128, False) and not vary.applies(128, True)
+    assert not vary.applies(64, False)
+    first = module.parse_vary("first=dq_first:1")
+    cfgs, refused = module.variants(128, False, [vary, first])
+    shipped = hopper_bwd.shipped_config(KernelSpec(128, False, "bfloat16", "bwd"))
+    assert cfgs["shipped"] == shipped and list(cfgs)[0] == "shipped"
+    assert cfgs["t1"] == dataclasses.replace(shipped, dq_turns=True, ds_bufs=1)
+    if shipped.dq_turns:  # dQ's product first is refused with turns
+        assert "first" not in cfgs and "dq_first" in refused["first"]
+    cfgs, refused = module.variants(64, True, [vary, first])
+    assert "t1" not in cfgs and cfgs["first"].dq_first and not refused
+    for bad, words in (("x", "NAME=FIELD"), ("a=nope:1", "nope"), ("a=dq_turns:2", "flag"),
+                       ("a=ds_bufs:two", "integer"), ("a=ds_bufs:2@d128", "head dim")):  # fmt: skip
+        with pytest.raises(ValueError, match=words):
+            module.parse_vary(bad)
+    with pytest.raises(SystemExit) as exit_:
+        module.main(["--vary", "a=nope:1"])
+    assert exit_.value.code == 2 and "nope" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        module.main([])
+    assert "no --vary" in capsys.readouterr().err
