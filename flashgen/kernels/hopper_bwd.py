@@ -84,20 +84,21 @@ class HopperBwdConfig:
     head dim 64, where one consumer's product covers every column anyway, instead of consumer
     0 computing every step's dQ while consumer 1 waits; at 128 instead of each computing half
     the columns every step (one 64x128 product and reduce-add a step instead of two 64x64
-    ones; twice the staging bytes); ds_bufs (share_ds) 1 or 2 slots of the dS exchange: with 2 a consumer stores step
-    t's dS while step t - 1's dQ product still reads the other slot, instead of waiting for
-    it (with dq_turns the consumer that did not take that product runs on); dynamic (with
+    ones; twice the staging bytes); ds_bufs (share_ds) 1 or 2 slots of the dS exchange: with
+    2 a consumer stores step t's dS while step t - 1's dQ product still reads the other slot,
+    instead of waiting for it (with dq_turns the consumer that did not take that product
+    runs on); dynamic (with
     persistent): after its first item a program takes the next untaken one from a counter
     (`flashgen.kernels.hopper.sched_counter`) instead of every grid-th one, so the programs
     finish together when items differ in length (causal masking); dq_bufs (dq_tma, not
     dq_turns) 1 or 2 staging buffers a dQ chunk: with 2 they alternate by step, so staging step
     t's partial waits for step t - 2's reduce-add to have read its buffer, not step t - 1's
-    (session 26: 1.004-1.017x at head dim 64 causal, shipped there; level elsewhere); dq_first (dq_split 1, not
-    dq_turns): each consumer that computes dQ issues its dQ product before dK's and stages and
-    reduce-adds the partial while dK's product runs, instead of issuing it once dV's and dK's
-    have finished (FlashAttention-3's order; session 26 B2: 1.009-1.036x at head dim 128
-    causal, level or slower elsewhere; B5: dq_turns 1.008x faster still there, so no shipped
-    config uses it)."""
+    (session 26: 1.004-1.017x at head dim 64 causal, shipped there; level elsewhere);
+    dq_first (dq_split 1, not dq_turns): each consumer that computes dQ issues its dQ product
+    before dK's and stages and reduce-adds the partial while dK's product runs, instead of
+    issuing it once dV's and dK's have finished (FlashAttention-3's order; session 26 B2:
+    1.009-1.036x at head dim 128 causal, level or slower elsewhere; B5: dq_turns 1.008x faster
+    still there, so no shipped config uses it)."""
 
     consumers: int
     num_buf: int
