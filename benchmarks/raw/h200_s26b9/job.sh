@@ -25,6 +25,6 @@ for r in $W/*.ncu-rep; do
   $NCU -i $r --page source --csv --print-source sass | gzip > $base.src_sass.csv.gz 2>/dev/null
   rm -f $r
 done
-grep -h '"Duration"\|"Compute (SM) Throughput"\|"Issue Slots Busy"\|"Registers Per Thread"' $W/*.details.csv | cut -c1-200
+grep -E "Duration|Compute \(SM\) Throughput|Issue Slots Busy|Warp Cycles Per Issued|Registers Per|Grid Size|Local Memory Spilling Requests\"" $W/*.details.csv | cut -c1-220
 tar czf $OUT/work.tgz -C $OUT work; rm -rf $W
 stamp end
