@@ -490,6 +490,9 @@ def test_bwd_variants_parses_and_applies_a_vary(capsys):
         assert "first" not in cfgs and "dq_first" in refused["first"]
     cfgs, refused = module.variants(64, True, [vary, first])
     assert "t1" not in cfgs and cfgs["first"].dq_first and not refused
+    deep = module.parse_vary("deep=num_buf:4,kv_bufs:2@128")  # past 227 KB of shared memory
+    cfgs, refused = module.variants(128, True, [deep])
+    assert list(cfgs) == ["shipped"] and "shared memory" in refused["deep"]
     for bad, words in (("x", "NAME=FIELD"), ("a=nope:1", "nope"), ("a=dq_turns:2", "flag"),
                        ("a=ds_bufs:two", "integer"), ("a=ds_bufs:2@d128", "head dim")):  # fmt: skip
         with pytest.raises(ValueError, match=words):
