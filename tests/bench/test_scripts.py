@@ -486,8 +486,10 @@ def test_bwd_variants_parses_and_applies_a_vary(capsys):
     shipped = hopper_bwd.shipped_config(KernelSpec(128, False, "bfloat16", "bwd"))
     assert cfgs["shipped"] == shipped and list(cfgs)[0] == "shipped"
     assert cfgs["t1"] == dataclasses.replace(shipped, dq_turns=True, ds_bufs=1)
-    if shipped.dq_turns:  # dQ's product first is refused with turns
-        assert "first" not in cfgs and "dq_first" in refused["first"]
+    assert cfgs["first"] == dataclasses.replace(shipped, dq_first=True) and not refused
+    split = module.parse_vary("split=dq_split:2,dq_first:1")  # refused: dQ first is one chunk
+    cfgs, refused = module.variants(128, False, [split])
+    assert "split" not in cfgs and "dq_first" in refused["split"]
     cfgs, refused = module.variants(64, True, [vary, first])
     assert "t1" not in cfgs and cfgs["first"].dq_first and not refused
     deep = module.parse_vary("deep=num_buf:4,kv_bufs:2@128")  # past 227 KB of shared memory

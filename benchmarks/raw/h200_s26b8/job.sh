@@ -6,7 +6,10 @@
 #    kind, hopper_bwd.AUTO);
 # 2. variants of the shipped backward configs where the grid is weakest (bwd_variants.py):
 #    head dim 64 (turns, two staging buffers or two dS slots without causal masking) and 128
-#    (a persistent grid without causal masking, a dynamic one causal, both with turns).
+#    (a persistent grid without causal masking, a dynamic one causal, both with turns); and
+#    dQ's product before dK's by the step's taker in turns (dq_first with dq_turns, new in
+#    session 26 after its last GPU run: compiled for sm_90 without spills, numerics unchecked),
+#    at both head dims.
 # Run as FLASHGEN_COMMIT=<sha> bash benchmarks/raw/h200_s26b8/job.sh carrying .whl.
 set -u
 . benchmarks/device_env.sh > /dev/null 2>&1
@@ -16,7 +19,8 @@ stamp "bwd grid rc=$?"; grep -E "checks|failed" $W/bwd_grid.txt | head -5 | cut 
 python3 benchmarks/bwd_grid.py --table $W/bwd_grid.json > $W/bwd_grid_table.md 2>&1; tail -12 $W/bwd_grid_table.md
 timeout 300 python3 benchmarks/bwd_variants.py --out $W --budget 240 --rounds 3 \
   --vary t2=dq_turns:1,ds_bufs:2,dq_bufs:1@64 --vary dq2=dq_bufs:2@64f --vary ds2=ds_bufs:2@64f \
-  --vary P=persistent:1@128f --vary dyn=persistent:1,dynamic:1@128c > $W/bwd_variants.txt 2>&1
+  --vary P=persistent:1@128f --vary dyn=persistent:1,dynamic:1@128c --vary tf=dq_first:1@128 \
+  --vary tf64=dq_turns:1,ds_bufs:2,dq_bufs:1,dq_first:1@64 > $W/bwd_variants.txt 2>&1
 stamp "variants rc=$?"; grep -v '^{"shape"' $W/bwd_variants.txt | tail -14 | cut -c1-300
 tar czf $OUT/work.tgz -C $OUT work; rm -rf $W
 stamp end
