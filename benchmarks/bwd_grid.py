@@ -37,6 +37,7 @@ import argparse
 import json
 import math
 import os
+import statistics
 import sys
 import time
 
@@ -196,7 +197,7 @@ def time_shape(shape, causal, rep, modes=MODES, fwd=True, fa2=False, rounds=2):
             runs[name].append(bench(fns[name]))
     for name, values in runs.items():
         row["ms"][name] = [round(x, 4) for x in values]
-    med = {name: _middle(values) for name, values in runs.items()}
+    med = {name: statistics.median(values) for name, values in runs.items()}
     for mode in modes:
         row["vs_cudnn"][mode] = round(med["cudnn"] / med[mode], 3)
     if fa2:
@@ -214,13 +215,6 @@ def time_shape(shape, causal, rep, modes=MODES, fwd=True, fa2=False, rounds=2):
     }
     torch.cuda.empty_cache()
     return row
-
-
-def _middle(values):
-    """The median of a callable's readings (of two: their mean)."""
-    ordered = sorted(values)
-    half = len(ordered) // 2
-    return ordered[half] if len(ordered) % 2 else (ordered[half - 1] + ordered[half]) / 2
 
 
 def summarise(rows, against="vs_cudnn"):
@@ -248,7 +242,7 @@ def table(path) -> str:
     for row in result["rows"]:
         b, hq, hkv, n, d = row["shape"]
         r = row["vs_cudnn"]
-        cudnn = _middle(row["ms"]["cudnn"])
+        cudnn = statistics.median(row["ms"]["cudnn"])
         cells = [f"B{b} H{hq}/{hkv} N{n} D{d}", "yes" if row["causal"] else "no", f"{cudnn:.3f}"]
         cells += [f"{r[m]:.3f}x" if m in r else "-" for m in (*MODES, "fwd")]
         by_diff = row.get("bwd_vs_cudnn_by_difference", {}).get("fast")

@@ -15,8 +15,9 @@ the config class refuses for a pair (e.g. dq_first with dq_turns) is left out th
 reason printed.
 
 1. Correctness: every variant and the shipped config on a ragged GQA shape (2 x 8/2 heads, 333
-   queries, 301 keys) per (head dim, causal), dQ/dK/dV against float64 autograd; bound 3x
-   PyTorch's own bf16 error plus 8e-3 of the gradient's size. Variants that fail are not timed.
+   queries, 301 keys) per (head dim, causal), dQ/dK/dV against float64 autograd
+   (`flashgen.bench.checks.grad_check`: 3x PyTorch's own bf16 error plus 8e-3 of the
+   gradient's size). Variants that fail are not timed.
 2. Speed (bf16, the 18-shape grid, L2 flushed): each shape's plans built once, the shipped
    config and its variants timed in alternating rounds (do_bench medians, order reversed every
    other round), the median per variant; ratio = shipped time / variant time (above 1: faster),
@@ -124,20 +125,15 @@ def variants(d: int, causal: bool, varies) -> tuple[dict, dict]:
 
 
 def check(d, causal, cfgs) -> dict:
-    """{name: passed} against float64 autograd on the ragged GQA shape."""
-    import torch
-
+    """{name: passed} against float64 autograd on the ragged GQA shape
+    (`flashgen.bench.checks.grad_check`, as benchmarks/hopper_bwd.py checks)."""
+    from flashgen.bench.checks import grad_check
     from flashgen.core.spec import KernelSpec
     from flashgen.kernels import hopper_bwd
     from flashgen.kernels.fwd import forward
-    from flashgen.kernels.reference import attention_ref, sdpa_same_dtype
 
     spec = KernelSpec(d, causal, "bfloat16", "bwd")
     q, k, v, do = scripts.inputs(2, 8, 2, 333, 301, d, seed=1)
-    leaves = [t.detach().double().requires_grad_() for t in (q, k, v)]
-    attention_ref(*leaves, causal=causal)[0].backward(do.double())
-    half = [t.detach().clone().requires_grad_() for t in (q, k, v)]
-    sdpa_same_dtype(*half, causal=causal).backward(do)
     out, lse = forward(q, k, v, causal=causal, scale=None)
     result = {}
     for name, cfg in cfgs.items():
@@ -148,12 +144,9 @@ def check(d, causal, cfgs) -> dict:
             print(f"d{d} causal={causal} {name}: {exc!r}"[:400], flush=True)
             result[name] = False
             continue
-        ok = True
-        for g, ref, h in zip(grads, (t.grad for t in leaves), (t.grad for t in half), strict=True):
-            err = (g.double() - ref).abs().max().item()
-            bound = 3 * (h.double() - ref).abs().max().item()
-            bound += 8e-3 * max(1.0, ref.abs().max().item())
-            ok = ok and bool(torch.isfinite(g).all()) and err <= bound
+        ok, errors = grad_check(grads, q, k, v, do, causal=causal)
+        if not ok:
+            print(f"d{d} causal={causal} {name}: {errors}", flush=True)
         result[name] = ok
     return result
 

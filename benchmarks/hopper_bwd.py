@@ -6,7 +6,7 @@ read: every launch gets an explicit or built-in config):
 
     PYTHONPATH=. python3 benchmarks/hopper_bwd.py [--out DIR] [--budget S] [--grid anchors|probe]
         [--configs D:C,B,S,R[,SHARE,STATS,PERSISTENT[,KV_BUFS[,DQ_TMA[,STATS_SMEM[,TURNS[,DS_BUFS
-        [,DYNAMIC[,DQ_BUFS]]]]]]]] ...] [--checks D:CAUSAL:CFG ...]
+        [,DYNAMIC[,DQ_BUFS[,DQ_FIRST]]]]]]]]] ...] [--checks D:CAUSAL:CFG ...]
         [--rep MS] [--rounds N] [--check-timeout S]
 
 1. Correctness (bf16 and fp16, in worker processes, which also compiles every kernel the

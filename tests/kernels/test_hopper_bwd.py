@@ -416,7 +416,9 @@ def test_dq_stage_layout_swizzle_default_and_env(monkeypatch):
 def test_dq_turns_gives_both_consumers_the_dq_products(monkeypatch):
     """At head dim 64 with shared dS one consumer's dQ product covers every column: without
     dq_turns only consumer 0's code has it (one dQ product chain, one reduce-add), with it
-    both consumers' code does (they take the steps in turns); at head dim 128 it is a no-op.
+    both consumers' code does (they take the steps in turns). At head dim 128 both consumers
+    have a dQ chain either way, but in turns its product covers all 128 columns (64x128
+    wgmmas) where without turns each consumer's covers its 64 (64x64).
     (The staging tile's swizzle fixed at 128 bytes for both head dims: one TMA instruction a
     chunk, `hopper_bwd.dq_stage_layout`.)"""
     import re
@@ -424,18 +426,20 @@ def test_dq_turns_gives_both_consumers_the_dq_products(monkeypatch):
     monkeypatch.setenv(hopper_bwd.DQ_SWIZZLE_ENV, "128")
 
     shipped = (2, 2, 1, 168, True, False, False, 1, 64, True, True)
-    cases = [(64, False, shipped), (64, False, (*shipped, True)), (128, False, (*shipped, True))]
+    cases = [(64, False, shipped), (64, False, (*shipped, True)), (128, False, shipped),
+             (128, False, (*shipped, True))]  # fmt: skip
     results = list(compile_in_child(_AOT_SCRIPT, cases).values())
-    assert len(results) == 3
+    assert len(results) == 4
 
     def counts(ptx):
         reduces = len(re.findall(r"cp\.reduce\.async\.bulk\.tensor", ptx))
-        return reduces, ptx.count("wgmma.mma_async")
+        return reduces, ptx.count("wgmma.mma_async"), ptx.count("m64n128k16")
 
-    alone, turns, wide = (counts(r["ptx"]) for r in results)
+    alone, turns, halves, whole = (counts(r["ptx"]) for r in results)
     assert alone[0] == 1 and turns[0] == 2, (alone, turns)
     assert turns[1] > alone[1]  # consumer 1's dQ product chain
-    assert wide[0] == 2  # head dim 128: each consumer its own columns, as without turns
+    assert halves[0] == whole[0] == 2  # head dim 128: both consumers reduce-add, either way
+    assert whole[2] > halves[2], (halves, whole)  # in turns dQ's product is 64x128
     for r in results:
         assert r["model"] <= r["shared"] < r["model"] + 1024
 
