@@ -58,22 +58,27 @@ class Vary(NamedTuple):
         return self.head_dim in (None, d) and self.causal in (None, causal)
 
 
-def parse_vary(text: str) -> Vary:
-    """NAME=FIELD:VALUE[,...][@D[c|f]] -> Vary; ValueError naming what is wrong."""
-    from flashgen.kernels.hopper_bwd import HopperBwdConfig
+def parse_vary(text: str, config_class=None) -> Vary:
+    """NAME=FIELD:VALUE[,...][@D[c|f]] -> Vary over the fields of `config_class` (default
+    HopperBwdConfig; benchmarks/fwd_variants.py passes HopperConfig); ValueError naming what is
+    wrong."""
+    if config_class is None:
+        from flashgen.kernels.hopper_bwd import HopperBwdConfig as config_class
 
     name, sep, rest = text.partition("=")
     if not sep or not name or name == "shipped":
         raise ValueError(f"{text!r}: NAME=FIELD:VALUE[,...][@D[c|f]] (NAME not 'shipped')")
     body, _, where = rest.partition("@")
-    fields_ = dataclasses.fields(HopperBwdConfig)
+    fields_ = dataclasses.fields(config_class)
     known = {f.name for f in fields_}
     flags = {f.name for f in fields_ if f.type in ("bool", bool)}
     fields = []
     for item in body.split(","):
         field, sep, value = item.partition(":")
         if not sep or field not in known:
-            raise ValueError(f"{text!r}: {item!r} is not FIELD:VALUE of a HopperBwdConfig field")
+            raise ValueError(
+                f"{text!r}: {item!r} is not FIELD:VALUE of a {config_class.__name__} field"
+            )
         try:
             number = int(value)
         except ValueError:

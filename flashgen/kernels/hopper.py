@@ -29,6 +29,7 @@ tuning database does not hold them. An explicit portable `config` passed to
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import logging
@@ -325,10 +326,7 @@ def for_spec(cfg: HopperConfig, spec) -> HopperConfig:
     ping-pong (its consumers walk different tile ranges, the turn order assumes equal ones),
     nor has a dropout one (no prefetched product: the template's `prefetch`)."""
     if (banded(spec) or spec.dropout) and cfg.pingpong:
-        return HopperConfig(
-            cfg.block_m, cfg.block_n, cfg.num_buf, cfg.consumers, cfg.num_warps, cfg.maxnreg,
-            False, cfg.persistent, cfg.dynamic,
-        )  # fmt: skip
+        return dataclasses.replace(cfg, pingpong=False)
     return cfg
 
 
@@ -380,7 +378,7 @@ def plan(spec, cfg: HopperConfig, q, k, v, out, device, per_key: bool = False):
     constexprs = {
         "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "NUM_BUF": cfg.num_buf,
         "NUM_CONSUMERS": cfg.consumers, "PINGPONG": cfg.pingpong, "DYNAMIC": cfg.dynamic,
-        **({"MASK_PER_KEY": bool(per_key)} if spec.attn_mask else {}),
+        "EXP_EMU": cfg.exp_emu, **({"MASK_PER_KEY": bool(per_key)} if spec.attn_mask else {}),
         "num_warps": cfg.num_warps,
     }  # fmt: skip
     kernel = load_family(spec, "hopper").attn_fwd_ws

@@ -1,0 +1,296 @@
+"""Variants of the Hopper forward's shipped configs, A/B on an H100/H200: each variant is the
+config a shape runs today (`flashgen.kernels.hopper.config_for`: the configs file's record of
+its head dim, causality and length, else `CONFIGS`) with some fields replaced, checked against
+float64 and timed against that config in one process. The forward's counterpart of
+benchmarks/bwd_variants.py (same --vary syntax and ratios).
+
+    PYTHONPATH=. python3 benchmarks/fwd_variants.py --vary e2=exp_emu:2@64 \\
+        [--softcap 30] [--rounds 3] [--budget S] [--out DIR] [--grid anchors|probe]
+
+--vary NAME=FIELD:VALUE[,FIELD:VALUE...][@D[c|f]]: HopperConfig fields (flags as 0/1); @D
+limits it to head dim D, with c (causal) or f (not causal) to one causal mode. --softcap CAP
+times every row with logit softcapping (cap * tanh(s / cap)) too, as rows of their own.
+
+1. Correctness: every variant and the shipped config on a ragged GQA shape (2 x 8/2 heads, 333
+   queries and keys), bf16 and fp16, per (head dim, causal, softcap), out and lse against
+   float64: a variant passes when its output error is at most 1.5x the shipped config's plus
+   1e-3 (relative to the output's largest entry) and its lse within 2e-3 of the reference.
+   Variants that fail are not timed.
+2. Speed (bf16, the grid, L2 flushed): each shape's launch plans built once, the shipped config
+   and its variants timed in alternating rounds (do_bench medians, order reversed every other
+   round), the median per variant; ratio = shipped time / variant time (above 1: faster), and
+   the largest output difference from the shipped config's, relative to its size.
+
+Results: <out>/fwd_variants.json, rewritten after every row; geomeans per (variant, head dim,
+softcap) at the end. Timing stops once --budget seconds have passed. Exit status 1 if a check
+failed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import json
+import math
+import os
+import statistics
+import sys
+import time
+
+# appended: a tree on PYTHONPATH (an A/B's old tree) comes first
+sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from flashgen.bench import scripts  # noqa: E402
+from flashgen.bench.scripts import GRIDS  # noqa: E402
+
+
+def _bwd_variants():
+    """benchmarks/bwd_variants.py, for its --vary parser (loaded by path: benchmarks/ is not a
+    package)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bwd_variants.py")
+    spec = importlib.util.spec_from_file_location("bwd_variants", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def parse_vary(text: str):
+    """NAME=FIELD:VALUE[,...][@D[c|f]] over HopperConfig's fields -> bwd_variants.Vary."""
+    from flashgen.core.hopper_config import HopperConfig
+
+    return _bwd_variants().parse_vary(text, HopperConfig)
+
+
+def spec_of(d: int, causal: bool, softcap: bool, dtype: str = "bfloat16"):
+    from flashgen.core.spec import KernelSpec
+
+    return KernelSpec(d, causal, dtype, "fwd", softcap=softcap)
+
+
+def variants(spec, seq: int, varies) -> tuple[dict, dict]:
+    """({name: config} with "shipped" first, {name: why refused}) for a spec at `seq` queries."""
+    from flashgen.core.config import FieldError
+    from flashgen.hardware.hopper_tiles import fit_reason
+    from flashgen.hardware.sram import KNOWN_GPUS
+    from flashgen.kernels import hopper
+
+    shipped = hopper.config_for(spec, seq)
+    out, refused = {"shipped": shipped}, {}
+    for vary in varies:
+        if not vary.applies(spec.head_dim, spec.causal):
+            continue
+        try:
+            cfg = hopper.for_spec(dataclasses.replace(shipped, **dict(vary.fields)), spec)
+        except FieldError as exc:
+            refused[vary.name] = str(exc)
+            continue
+        why = fit_reason(cfg, spec.head_dim, KNOWN_GPUS["nvidia-h200"])
+        if why is not None:
+            refused[vary.name] = why
+        else:
+            out[vary.name] = cfg
+    return out, refused
+
+
+def reference(q, k, v, causal: bool, cap: float | None):
+    """float64 (out, lse) with GQA, softcap and causal masking (queries == keys here)."""
+    import torch
+
+    g = q.shape[1] // k.shape[1]
+    qq, kk, vv = q.double(), k.double().repeat_interleave(g, 1), v.double().repeat_interleave(g, 1)
+    s = (qq @ kk.transpose(-1, -2)) / math.sqrt(q.shape[-1])
+    if cap is not None:
+        s = cap * torch.tanh(s / cap)
+    if causal:
+        n = s.shape[-1]
+        s = s.masked_fill(torch.ones(n, n, dtype=torch.bool, device=q.device).triu(1), -math.inf)
+    lse = torch.logsumexp(s, -1)
+    return torch.softmax(s, -1) @ vv, lse
+
+
+def run_once(spec, cfg, q, k, v, cap):
+    import torch
+
+    from flashgen.kernels import hopper
+
+    out = torch.empty_like(q)
+    lse = torch.empty(q.shape[:3], dtype=torch.float32, device=q.device)
+    hopper.forward(q, k, v, out, lse, scale=q.shape[-1] ** -0.5, spec=spec, config=cfg,
+                   softcap=cap)  # fmt: skip
+    return out, lse
+
+
+def check(d, causal, cap, cfgs, dtypes=("bfloat16", "float16")) -> dict:
+    """{name: passed} on the ragged GQA shape in each of `dtypes` (module docstring)."""
+    result = {name: True for name in cfgs}
+    for dtype in dtypes:
+        spec = spec_of(d, causal, cap is not None, dtype)
+        q, k, v, _ = scripts.inputs(2, 8, 2, 333, 333, d, seed=1, dtype=dtype)
+        ref_out, ref_lse = reference(q, k, v, causal, cap)
+        size = ref_out.abs().max().item()
+        errors = {}
+        for name, cfg in cfgs.items():
+            try:
+                out, lse = run_once(spec, cfg, q, k, v, cap)
+            except Exception as exc:  # e.g. a compile error: this variant fails, the run goes on
+                print(f"d{d} causal={causal} cap={cap} {dtype} {name}: {exc!r}"[:400], flush=True)
+                result[name] = False
+                continue
+            # lse: the kernel's natural log (flashgen's backward reads it so)
+            errors[name] = ((out.double() - ref_out).abs().max().item() / size,
+                            (lse.double() - ref_lse).abs().max().item())  # fmt: skip
+        base = errors.get("shipped", (math.inf, math.inf))[0]
+        for name, (err, lse_err) in errors.items():
+            ok = err <= 1.5 * base + 1e-3 and lse_err <= 2e-3
+            if not ok or name != "shipped":
+                print(f"d{d} causal={causal} cap={cap} {dtype} {name}: out {err:.2e} "
+                      f"(shipped {base:.2e}), lse {lse_err:.2e}{'' if ok else ' FAILED'}",
+                      flush=True)  # fmt: skip
+            result[name] = result[name] and ok
+    return result
+
+
+def time_shape(shape, causal, cap, cfgs, rounds, rep) -> dict:
+    import torch
+    import triton.testing
+
+    from flashgen.kernels import hopper
+    from flashgen.kernels.launch import direct_device
+
+    b, hq, hkv, n, d = shape
+    spec = spec_of(d, causal, cap is not None)
+    q, k, v, _ = scripts.inputs(b, hq, hkv, n, n, d, seed=2)
+    scale = d**-0.5
+    outs, runs = {}, {}
+    for name, cfg in cfgs.items():
+        out = torch.empty_like(q)
+        lse = torch.empty(q.shape[:3], dtype=torch.float32, device=q.device)
+        launch = hopper.plan(spec, cfg, q, k, v, out, direct_device(q, True))
+        args = hopper.call_args(spec, q, k, v, out, lse, scale, None, cap, None, None)
+        runs[name] = lambda launch=launch, args=args: launch(*args)
+        runs[name]()
+        outs[name] = out
+    ref = outs["shipped"].float()
+    diff = {name: round(((o.float() - ref).abs().max() / ref.abs().max()).item(), 6)
+            for name, o in outs.items() if name != "shipped"}  # fmt: skip
+    ms = {name: [] for name in runs}
+    for i in range(rounds):
+        for name in list(runs)[:: -1 if i % 2 else 1]:
+            ms[name].append(triton.testing.do_bench(runs[name], warmup=5, rep=rep,
+                                                    return_mode="median"))  # fmt: skip
+    med = {name: statistics.median(x) for name, x in ms.items()}
+    flops = 4 * b * hq * n * n * d / (2 if causal else 1)
+    return dict(shape=list(shape), causal=causal, softcap=cap,
+                configs={name: c.short() for name, c in cfgs.items()}, ms=ms, median=med,
+                tflops={name: round(flops / m / 1e9, 1) for name, m in med.items()},
+                ratio={name: round(med["shipped"] / med[name], 4) for name in med
+                       if name != "shipped"}, rel_diff=diff)  # fmt: skip
+
+
+def summarise(rows) -> list[str]:
+    lines = []
+    names = sorted({n for r in rows for n in r["ratio"]})
+    for d, cap in sorted({(r["shape"][-1], r["softcap"] or 0) for r in rows}):
+        for name in names:
+            got = [r["ratio"][name] for r in rows if r["shape"][-1] == d
+                   and (r["softcap"] or 0) == cap and name in r["ratio"]]  # fmt: skip
+            if got:
+                lines.append(f"{name} at head dim {d}{f' softcap {cap}' if cap else ''}: shipped / "
+                             f"variant geomean {statistics.geometric_mean(got):.4f} (min "
+                             f"{min(got):.4f}, max {max(got):.4f}) over {len(got)} rows")  # fmt: skip
+    return lines
+
+
+def main(argv=None) -> int:
+    ap = scripts.parser(__doc__, out=os.environ.get("OUT", "."), budget=240.0)
+    ap.add_argument("--vary", action="append", default=[], metavar="NAME=FIELD:VALUE,...[@D[c|f]]",
+                    help="a variant of the shipped configs (repeatable; see above)")  # fmt: skip
+    ap.add_argument("--grid", choices=sorted(GRIDS), default="anchors")
+    ap.add_argument(
+        "--softcap",
+        type=float,
+        default=None,
+        metavar="CAP",
+        help="also time every row with this logit softcap",
+    )
+    ap.add_argument("--only-softcap", action="store_true", help="time the softcap rows only")
+    ap.add_argument(
+        "--shapes",
+        default=None,
+        metavar="I,J,...",
+        help="indices into the grid (default: every shape)",
+    )
+    ap.add_argument(
+        "--check-dtypes",
+        default="bfloat16,float16",
+        metavar="D,...",
+        help="dtypes of the float64 check (bfloat16, float16)",
+    )
+    ap.add_argument("--rounds", type=int, default=3, help="alternating timing rounds per row")
+    ap.add_argument("--rep", type=int, default=25, help="do_bench rep (ms)")
+    args = ap.parse_args(argv)
+    try:
+        varies = [parse_vary(text) for text in args.vary]
+    except ValueError as exc:
+        ap.error(str(exc))
+    if not varies:
+        ap.error("no --vary given: nothing to compare with the shipped configs")
+    if len({v.name for v in varies}) != len(varies):
+        ap.error("two --vary with the same NAME")
+    if args.softcap is not None and not args.softcap > 0:
+        ap.error(f"--softcap must be positive, got {args.softcap}")
+    if args.only_softcap and args.softcap is None:
+        ap.error("--only-softcap needs --softcap")
+    caps = ([] if args.only_softcap else [None]) + ([args.softcap] if args.softcap else [])
+    dtypes = tuple(args.check_dtypes.split(","))
+    if not set(dtypes) <= {"bfloat16", "float16"}:
+        ap.error(f"--check-dtypes: bfloat16 and/or float16, got {args.check_dtypes!r}")
+    shapes = GRIDS[args.grid]
+    try:
+        picked = [int(i) for i in args.shapes.split(",")] if args.shapes else range(len(shapes))
+        shapes = [shapes[i] for i in picked]
+    except (ValueError, IndexError):
+        ap.error(f"--shapes: indices 0-{len(shapes) - 1} of the {args.grid} grid, comma-separated")
+    start = time.time()
+    report = dict(vary=args.vary, refused={}, checks={}, rows=[])
+    path = scripts.out_path(args.out, "fwd_variants.json")
+
+    def save():
+        report["summary"] = summarise(report["rows"])
+        scripts.save_json(path, report)
+
+    checked = {}
+    for d, causal, cap in sorted({(s[-1], c, cap) for s in shapes for c in (False, True)
+                                  for cap in caps}, key=str):  # fmt: skip
+        cfgs, refused = variants(spec_of(d, causal, cap is not None), 333, varies)
+        key = f"d{d} causal={causal} softcap={cap}"
+        if refused:
+            report["refused"][key] = refused
+            print(f"{key}: left out {json.dumps(refused)}")
+        report["checks"][key] = checked[d, causal, cap] = check(d, causal, cap, cfgs, dtypes)
+    bad = [(k, n) for k, r in report["checks"].items() for n, ok in r.items() if not ok]
+    report["meta"] = scripts.run_meta("cuda")
+    print("float64 checks:", json.dumps(report["checks"]), flush=True)
+    save()
+    for shape in shapes:
+        for causal in (False, True):
+            for cap in caps:
+                if time.time() - start > args.budget:
+                    print(f"budget reached before {tuple(shape)} causal={causal} softcap={cap}")
+                    save()
+                    return 1 if bad else 0
+                cfgs, _ = variants(spec_of(shape[-1], causal, cap is not None), shape[3], varies)
+                cfgs = {n: c for n, c in cfgs.items() if checked[shape[-1], causal, cap].get(n)}
+                if len(cfgs) > 1 and "shipped" in cfgs:
+                    row = time_shape(shape, causal, cap, cfgs, args.rounds, args.rep)
+                    report["rows"].append(row)
+                    save()
+                    print(json.dumps({k: row[k] for k in ("shape", "causal", "softcap", "ratio",
+                                                          "tflops")}), flush=True)  # fmt: skip
+    save()
+    print("\n".join(report["summary"]))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
