@@ -416,7 +416,7 @@ def _hopper(
             _log_fallback(spec, reason)
             plan = _Refused()
         else:
-            cfg = hopper_bwd.checked_config(spec, cfg)
+            cfg = hopper_bwd.checked_config(spec, cfg, True, k.shape[2], q.shape[1] // k.shape[1])
             plan = hopper_bwd.Plan(spec, cfg, q, k, v, do, out, direct_device(q, aligned))
         _plans.store(key, plan, q)
     if isinstance(plan, _Refused):

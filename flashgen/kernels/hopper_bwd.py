@@ -249,11 +249,32 @@ PLAIN_CONFIGS: dict[tuple[int, bool], HopperBwdConfig] = {
 }
 
 
-def shipped_config(spec) -> HopperBwdConfig:
-    """The config `spec` runs when none is asked for: `PLAIN_CONFIGS` for a spec without
-    extras where it lists (head dim, causal), else `CONFIGS` of the head dim."""
+# MHA calls (one query head a kv head) of at most SHORT_MHA_KEYS keys whose (head dim, causal)
+# is listed here take this config instead of PLAIN_CONFIGS'. Head dim 128 causal, a dynamic
+# persistent grid (programs take the next key block from a counter; causal key blocks differ in
+# length): session 27 B8 (benchmarks/bwd_variants.py, three alternating rounds, against the
+# turns config above) 1.049x at 1k keys and 1.050x at 4k MHA, 0.973x at 16k, and 0.887-0.909x
+# GQA (one work item walks every query head of its group: fewer, longer items, where the
+# dynamic order gains nothing and its counter costs); session 24 B2/B3 read the same split
+# before turns (1.01-1.05x MHA, 0.87-0.97x GQA).
+SHORT_MHA_KEYS = 4096
+SHORT_MHA_CONFIGS: dict[tuple[int, bool], HopperBwdConfig] = {
+    (128, True): dataclasses.replace(PLAIN_CONFIGS[128, True], persistent=True, dynamic=True),
+}
+
+
+def shipped_config(spec, seq_k: int | None = None, group: int = 1) -> HopperBwdConfig:
+    """The config `spec` runs when none is asked for: for a spec without extras,
+    `SHORT_MHA_CONFIGS` where it lists (head dim, causal) for an MHA call (`group` 1: query
+    heads a kv head) of at most SHORT_MHA_KEYS keys (`seq_k`; None: not known, not taken), then
+    `PLAIN_CONFIGS` where it lists them; else `CONFIGS` of the head dim."""
     if not spec.has_extras:
-        cfg = PLAIN_CONFIGS.get((spec.head_dim, spec.causal))
+        key = (spec.head_dim, spec.causal)
+        if group == 1 and seq_k is not None and seq_k <= SHORT_MHA_KEYS:
+            cfg = SHORT_MHA_CONFIGS.get(key)
+            if cfg is not None:
+                return cfg
+        cfg = PLAIN_CONFIGS.get(key)
         if cfg is not None:
             return cfg
     return CONFIGS[spec.head_dim]
@@ -274,12 +295,16 @@ def shipped_config(spec) -> HopperBwdConfig:
 # runs (session 21 B1: 1-5%; session 22 B4, benchmarks/hopper_bwd.py in one process: backward
 # 1.045 against 1.080 ms, 3%; at 4k level, 3.606 against 3.594): from 4k since (the grid then
 # read that shape 0.914x cuDNN on the split kind against 0.920x on this one in B1: within the
-# runs' spread).
+# runs' spread). Session 27 B8 (benchmarks/bwd_grid.py --modes fast,hopper,split --rounds 4,
+# forward+backward, 1k and 4k keys, with dQ's products in turns at head dim 128 since session
+# 26): this kind faster on 11 shapes of 12, all three 1k MHA ones: head dim 128 causal 0.748 ms
+# in every round against the split kind's 0.74-0.93 (bimodal; median 0.836), head dim 64
+# without causal masking 1.346 against 1.38, causal 0.892 against 0.906. From 1k keys since.
 AUTO: dict[tuple[int, bool], int] = {
     (128, False): 1024,
-    (128, True): 4096,
-    (64, False): 4096,
-    (64, True): 4096,
+    (128, True): 1024,
+    (64, False): 1024,
+    (64, True): 1024,
 }
 
 
@@ -559,10 +584,13 @@ def usable(spec, *tensors, mask=None) -> str | None:
     return None
 
 
-def checked_config(spec, config: HopperBwdConfig | None, compute_dq: bool = True):
-    """`config` (None: `shipped_config`, with element atomics where this Triton's Gluon has no
-    TMA reduce-add) for `spec`, or ValueError naming what it cannot do."""
-    cfg = config or shipped_config(spec)
+def checked_config(
+    spec, config: HopperBwdConfig | None, compute_dq: bool = True, seq_k=None, group: int = 1
+):
+    """`config` (None: `shipped_config` for `seq_k` keys and `group` query heads a kv head, with
+    element atomics where this Triton's Gluon has no TMA reduce-add) for `spec`, or ValueError
+    naming what it cannot do."""
+    cfg = config or shipped_config(spec, seq_k, group)
     if config is None and cfg.dq_tma:
         from .gluon_reduce import reduce_name
 
@@ -726,7 +754,7 @@ def backward(
     fp32 like lse) when the caller has it.
     q/do/out [B, Hq, Sq, D] and k/v [B, Hkv, Sk, D] with last-dim stride 1, lse float32
     [B, Hq, Sq] contiguous (natural log)."""
-    cfg = checked_config(spec, config, compute_dq)
+    cfg = checked_config(spec, config, compute_dq, k.shape[2], q.shape[1] // k.shape[1])
     plan = Plan(spec, cfg, q, k, v, do, out, None, compute_dq)
     return plan(do, q, k, v, out, lse, float(scale), delta=delta)
 

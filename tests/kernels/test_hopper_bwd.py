@@ -256,6 +256,7 @@ def test_config_validation():
 AOT_CASES = [
     (128, False, "shipped"),
     (128, True, "shipped"),
+    (128, True, "short"),  # SHORT_MHA_CONFIGS' entry
     (64, True, "shipped"),
     (64, False, "shipped"),
     (128, True, (1, 3, 2, 248)),
@@ -285,7 +286,10 @@ from flashgen.kernels import hopper, hopper_bwd
 out = {}
 for d, causal, cfg in json.loads(sys.argv[1]):
     spec = KernelSpec(d, causal, "bfloat16", "bwd")
-    cfg = hopper_bwd.shipped_config(spec) if cfg == "shipped" else hopper_bwd.HopperBwdConfig(*cfg)
+    if cfg in ("shipped", "short"):  # "short": an MHA call of 1k keys
+        cfg = hopper_bwd.shipped_config(spec, 1024 if cfg == "short" else None)
+    else:
+        cfg = hopper_bwd.HopperBwdConfig(*cfg)
     res = hopper_bwd.compile_for_sm90(spec, cfg)
     out[f"d{d} {causal} {cfg.short()}"] = dict(shared=res["shared"], model=cfg.shared_bytes(d),
                                                ptx=res["ptx"])
@@ -623,7 +627,8 @@ def test_hopper_kind_keeps_a_plan_per_signature(monkeypatch):
         keep = True
 
         def __init__(self, spec, cfg, q, k, v, do, out, device):
-            assert cfg == hopper_bwd.shipped_config(spec) or not cfg.dq_tma
+            shipped = hopper_bwd.shipped_config(spec, k.shape[2], q.shape[1] // k.shape[1])
+            assert cfg == shipped or not cfg.dq_tma
             built.append(q.shape)
             self.calls = 0
 
@@ -789,6 +794,30 @@ def test_shipped_config_per_head_dim_and_causal(monkeypatch):
     want = hopper_bwd.PLAIN_CONFIGS.get((64, False), hopper_bwd.CONFIGS[64])
     assert hopper_bwd.shipped_config(full) == want
     for (d, _causal), cfg in hopper_bwd.PLAIN_CONFIGS.items():
+        assert cfg.head_dim_reason(d) is None
+
+
+def test_short_mha_calls_take_their_own_config(monkeypatch):
+    """`SHORT_MHA_CONFIGS` overrides PLAIN_CONFIGS for MHA calls (one query head a kv head)
+    of at most SHORT_MHA_KEYS keys of a listed (head dim, causal); GQA calls, longer keys,
+    unknown lengths and specs with extras keep theirs; the backward's plans pass the call's
+    keys and group down."""
+    short = hopper_bwd.HopperBwdConfig(2, 2, 1, 168, True, persistent=True, dynamic=True,
+                                       dq_tma=True, stats_smem=True, kv_bufs=2)  # fmt: skip
+    monkeypatch.setattr(hopper_bwd, "SHORT_MHA_CONFIGS", {(64, False): short})
+    plain = KernelSpec(64, False, "bfloat16", "bwd")
+    longer = hopper_bwd.PLAIN_CONFIGS.get((64, False), hopper_bwd.CONFIGS[64])
+    limit = hopper_bwd.SHORT_MHA_KEYS
+    assert hopper_bwd.shipped_config(plain, 1024) == short
+    assert hopper_bwd.shipped_config(plain, limit) == short
+    assert hopper_bwd.shipped_config(plain, limit + 1) == longer
+    assert hopper_bwd.shipped_config(plain, 1024, group=4) == longer
+    assert hopper_bwd.shipped_config(plain) == longer
+    assert hopper_bwd.checked_config(plain, None, True, 1024).kv_bufs == 2
+    lengths = KernelSpec(64, False, "bfloat16", "bwd", lengths=True)
+    assert hopper_bwd.shipped_config(lengths, 1024) == hopper_bwd.CONFIGS[64]
+    assert hopper_bwd.shipped_config(KernelSpec(64, True, "bfloat16", "bwd"), 1024) != short
+    for (d, _causal), cfg in hopper_bwd.SHORT_MHA_CONFIGS.items():
         assert cfg.head_dim_reason(d) is None
 
 

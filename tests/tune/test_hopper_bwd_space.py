@@ -9,7 +9,12 @@ import math
 import pytest
 
 from flashgen.hardware.sram import KNOWN_GPUS
-from flashgen.kernels.hopper_bwd import CONFIGS, PLAIN_CONFIGS, HopperBwdConfig
+from flashgen.kernels.hopper_bwd import (
+    CONFIGS,
+    PLAIN_CONFIGS,
+    SHORT_MHA_CONFIGS,
+    HopperBwdConfig,
+)
 from flashgen.tune.hopper_bwd_space import PARAMS, HopperBwdSpace, candidates
 from flashgen.tune.hopper_space import search
 
@@ -44,7 +49,8 @@ def test_prunes_before_anything_is_compiled(head_dim):
     space = HopperBwdSpace(head_dim, H200)
     fitting = space.fitting()
     assert CONFIGS[head_dim] in fitting
-    assert all(c in fitting for (d, _), c in PLAIN_CONFIGS.items() if d == head_dim)
+    for table in (PLAIN_CONFIGS, SHORT_MHA_CONFIGS):
+        assert all(c in fitting for (d, _), c in table.items() if d == head_dim)
     for cfg in space.candidates:
         reason = space.prune_reason(cfg)
         if cfg.shared_bytes(head_dim) > H200.smem_optin_bytes:
