@@ -39,8 +39,10 @@ class HopperConfig:
     instead of one per item; dynamic (persistent only) lets each program take the next untaken
     item from a global counter instead of every grid-th one (items of unequal length, causal,
     then end together). exp_emu: of every four exponentials of the softmax, how many run on the
-    FMA units instead of the MUFU unit (whose 16 results a clock per SM bound the forward where
-    a score's exponentials cost as much as its products: head dim 64, softcapping's tanh)."""
+    FMA units instead of the MUFU unit (whose 16 results a clock per SM are by count as slow as
+    a tile's products at head dim 64, and with softcapping's tanh); an A/B knob: on the H200
+    every setting read slower (0.79-0.98x, benchmarks/RESULTS.md session 27 B1: the consumers'
+    issue slots, not the MUFU unit, bound the forward), so no shipped config takes it."""
 
     block_m: int
     block_n: int
