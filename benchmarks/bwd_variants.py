@@ -189,36 +189,53 @@ def time_shape(shape, causal, cfgs, rounds, rep) -> dict:
                 ms=ms, median=med, ratio=ratio, rel_diff=diff)  # fmt: skip
 
 
-def summarise(rows) -> list[str]:
-    """'NAME at head dim D: geomean G (min, max) over R rows' per variant and head dim."""
+def head_dim_label(row) -> str:
+    return f"head dim {row['shape'][-1]}"
+
+
+def summarise(rows, label=head_dim_label) -> list[str]:
+    """'NAME at LABEL: geomean G (min, max) over R rows' per variant and row label (`label`
+    of a row; default its head dim)."""
     lines = []
     names = sorted({n for r in rows for n in r["ratio"]})
-    for d in sorted({r["shape"][-1] for r in rows}):
+    for group in sorted({label(r) for r in rows}):
         for name in names:
-            got = [r["ratio"][name] for r in rows if r["shape"][-1] == d and name in r["ratio"]]
+            got = [r["ratio"][name] for r in rows if label(r) == group and name in r["ratio"]]
             if got:
-                lines.append(f"{name} at head dim {d}: shipped / variant geomean "
+                lines.append(f"{name} at {group}: shipped / variant geomean "
                              f"{statistics.geometric_mean(got):.4f} (min {min(got):.4f}, "
                              f"max {max(got):.4f}) over {len(got)} rows")  # fmt: skip
     return lines
 
 
-def main(argv=None) -> int:
-    ap = scripts.parser(__doc__, out=os.environ.get("OUT", "."), budget=240.0)
+def add_arguments(ap) -> None:
+    """The options this script shares with benchmarks/fwd_variants.py."""
     ap.add_argument("--vary", action="append", default=[], metavar="NAME=FIELD:VALUE,...[@D[c|f]]",
                     help="a variant of the shipped configs (repeatable; see above)")  # fmt: skip
     ap.add_argument("--grid", choices=sorted(GRIDS), default="anchors")
     ap.add_argument("--rounds", type=int, default=3, help="alternating timing rounds per shape")
     ap.add_argument("--rep", type=int, default=25, help="do_bench rep (ms)")
-    args = ap.parse_args(argv)
+
+
+def parse_varies(ap, texts, config_class=None) -> list[Vary]:
+    """The --vary options parsed; the parser's error (exit 2) for a bad one, none, or a name
+    given twice."""
     try:
-        varies = [parse_vary(text) for text in args.vary]
+        varies = [parse_vary(text, config_class) for text in texts]
     except ValueError as exc:
         ap.error(str(exc))
     if not varies:
         ap.error("no --vary given: nothing to compare with the shipped configs")
     if len({v.name for v in varies}) != len(varies):
         ap.error("two --vary with the same NAME")
+    return varies
+
+
+def main(argv=None) -> int:
+    ap = scripts.parser(__doc__, out=os.environ.get("OUT", "."), budget=240.0)
+    add_arguments(ap)
+    args = ap.parse_args(argv)
+    varies = parse_varies(ap, args.vary)
     start = time.time()
     shapes = GRIDS[args.grid]
     pairs = sorted({(s[-1], c) for s in shapes for c in (False, True)})

@@ -54,13 +54,6 @@ def _bwd_variants():
     return module
 
 
-def parse_vary(text: str):
-    """NAME=FIELD:VALUE[,...][@D[c|f]] over HopperConfig's fields -> bwd_variants.Vary."""
-    from flashgen.core.hopper_config import HopperConfig
-
-    return _bwd_variants().parse_vary(text, HopperConfig)
-
-
 def spec_of(d: int, causal: bool, softcap: bool, dtype: str = "bfloat16"):
     from flashgen.core.spec import KernelSpec
 
@@ -187,56 +180,27 @@ def time_shape(shape, causal, cap, cfgs, rounds, rep) -> dict:
                        if name != "shipped"}, rel_diff=diff)  # fmt: skip
 
 
-def summarise(rows) -> list[str]:
-    lines = []
-    names = sorted({n for r in rows for n in r["ratio"]})
-    for d, cap in sorted({(r["shape"][-1], r["softcap"] or 0) for r in rows}):
-        for name in names:
-            got = [r["ratio"][name] for r in rows if r["shape"][-1] == d
-                   and (r["softcap"] or 0) == cap and name in r["ratio"]]  # fmt: skip
-            if got:
-                lines.append(f"{name} at head dim {d}{f' softcap {cap}' if cap else ''}: shipped / "
-                             f"variant geomean {statistics.geometric_mean(got):.4f} (min "
-                             f"{min(got):.4f}, max {max(got):.4f}) over {len(got)} rows")  # fmt: skip
-    return lines
+def label(row) -> str:
+    """A summary group: the head dim, and the softcap where the row has one."""
+    cap = row["softcap"]
+    return f"head dim {row['shape'][-1]}" + (f" softcap {cap}" if cap else "")
 
 
 def main(argv=None) -> int:
+    bwd_variants = _bwd_variants()
     ap = scripts.parser(__doc__, out=os.environ.get("OUT", "."), budget=240.0)
-    ap.add_argument("--vary", action="append", default=[], metavar="NAME=FIELD:VALUE,...[@D[c|f]]",
-                    help="a variant of the shipped configs (repeatable; see above)")  # fmt: skip
-    ap.add_argument("--grid", choices=sorted(GRIDS), default="anchors")
-    ap.add_argument(
-        "--softcap",
-        type=float,
-        default=None,
-        metavar="CAP",
-        help="also time every row with this logit softcap",
-    )
+    bwd_variants.add_arguments(ap)
+    ap.add_argument("--softcap", type=float, default=None, metavar="CAP",
+                    help="also time every row with this logit softcap")  # fmt: skip
     ap.add_argument("--only-softcap", action="store_true", help="time the softcap rows only")
-    ap.add_argument(
-        "--shapes",
-        default=None,
-        metavar="I,J,...",
-        help="indices into the grid (default: every shape)",
-    )
-    ap.add_argument(
-        "--check-dtypes",
-        default="bfloat16,float16",
-        metavar="D,...",
-        help="dtypes of the float64 check (bfloat16, float16)",
-    )
-    ap.add_argument("--rounds", type=int, default=3, help="alternating timing rounds per row")
-    ap.add_argument("--rep", type=int, default=25, help="do_bench rep (ms)")
+    ap.add_argument("--shapes", default=None, metavar="I,J,...",
+                    help="indices into the grid (default: every shape)")  # fmt: skip
+    ap.add_argument("--check-dtypes", default="bfloat16,float16", metavar="D,...",
+                    help="dtypes of the float64 check (bfloat16, float16)")  # fmt: skip
     args = ap.parse_args(argv)
-    try:
-        varies = [parse_vary(text) for text in args.vary]
-    except ValueError as exc:
-        ap.error(str(exc))
-    if not varies:
-        ap.error("no --vary given: nothing to compare with the shipped configs")
-    if len({v.name for v in varies}) != len(varies):
-        ap.error("two --vary with the same NAME")
+    from flashgen.core.hopper_config import HopperConfig
+
+    varies = bwd_variants.parse_varies(ap, args.vary, HopperConfig)
     if args.softcap is not None and not args.softcap > 0:
         ap.error(f"--softcap must be positive, got {args.softcap}")
     if args.only_softcap and args.softcap is None:
@@ -256,7 +220,7 @@ def main(argv=None) -> int:
     path = scripts.out_path(args.out, "fwd_variants.json")
 
     def save():
-        report["summary"] = summarise(report["rows"])
+        report["summary"] = bwd_variants.summarise(report["rows"], label)
         scripts.save_json(path, report)
 
     checked = {}

@@ -8,6 +8,7 @@ import argparse
 import csv
 import dataclasses
 import json
+import math
 import os
 import time
 
@@ -501,3 +502,52 @@ def test_bwd_variants_parses_and_applies_a_vary(capsys):
     with pytest.raises(SystemExit):
         module.main([])
     assert "no --vary" in capsys.readouterr().err
+
+
+def test_fwd_variants_configs_reference_and_usage(capsys):
+    """fwd_variants.py: --vary over HopperConfig fields applied to the config a shape runs
+    (`hopper.config_for`), the fit test and the config class refusing variants with their
+    reasons; its float64 reference (softcap, causal, GQA) against a direct computation; rows
+    summarised per head dim and softcap; bad options are usage errors naming them."""
+    from flashgen.core.spec import KernelSpec
+    from flashgen.kernels import hopper
+
+    module = repo_scripts.load("benchmarks/fwd_variants.py", "bench_fwd_variants")
+    parse = module._bwd_variants().parse_vary
+    from flashgen.core.hopper_config import HopperConfig
+
+    e2 = parse("e2=exp_emu:2@64", HopperConfig)
+    bad = parse("bad=exp_emu:7", HopperConfig)
+    spec = KernelSpec(64, True, "bfloat16", "fwd", softcap=True)
+    cfgs, refused = module.variants(spec, 4096, [e2, bad])
+    assert cfgs["shipped"] == hopper.config_for(spec, 4096) and list(cfgs)[0] == "shipped"
+    assert cfgs["e2"] == dataclasses.replace(cfgs["shipped"], exp_emu=2)
+    assert "exp_emu" in refused["bad"]
+    cfgs, _ = module.variants(KernelSpec(128, True, "bfloat16", "fwd"), 4096, [e2])
+    assert list(cfgs) == ["shipped"]  # @64 only
+    huge = parse("huge=num_buf:4,block_m:192,consumers:3@128", HopperConfig)
+    cfgs, refused = module.variants(KernelSpec(128, False, "bfloat16", "fwd"), 4096, [huge])
+    assert "huge" in refused and "huge" not in cfgs
+
+    gen = torch.Generator().manual_seed(0)
+    q = torch.randn(1, 4, 7, 16, generator=gen)
+    k, v = (torch.randn(1, 2, 7, 16, generator=gen) for _ in range(2))
+    out, lse = module.reference(q, k, v, True, 5.0)
+    s = q.double() @ k.double().repeat_interleave(2, 1).transpose(-1, -2) / 4.0
+    s = (5.0 * torch.tanh(s / 5.0)).masked_fill(torch.ones(7, 7).triu(1).bool(), -math.inf)
+    assert torch.allclose(lse, torch.logsumexp(s, -1))
+    assert torch.allclose(out, torch.softmax(s, -1) @ v.double().repeat_interleave(2, 1))
+
+    rows = [dict(shape=[1, 2, 2, 8, d], softcap=cap, ratio={"e2": r})
+            for d, cap, r in ((64, None, 0.5), (64, None, 2.0), (64, 30.0, 0.9))]  # fmt: skip
+    summary = module._bwd_variants().summarise(rows, module.label)
+    assert summary[0].startswith("e2 at head dim 64: shipped / variant geomean 1.0000")
+    assert summary[1].startswith("e2 at head dim 64 softcap 30.0: shipped / variant geomean 0.9")
+    for argv, words in ((["--vary", "a=nope:1"], "nope"), ([], "no --vary"),
+                        (["--vary", "a=exp_emu:1", "--softcap", "-1"], "positive"),
+                        (["--vary", "a=exp_emu:1", "--only-softcap"], "needs --softcap"),
+                        (["--vary", "a=exp_emu:1", "--shapes", "99"], "--shapes"),
+                        (["--vary", "a=exp_emu:1", "--check-dtypes", "float32"], "--check-dtypes")):  # fmt: skip
+        with pytest.raises(SystemExit) as exit_:
+            module.main(argv)
+        assert exit_.value.code == 2 and words in capsys.readouterr().err, argv
