@@ -3,7 +3,9 @@ mode: "fast" (the default call), "det" (under torch.use_deterministic_algorithms
 FLASHGEN_BWD_OVERLAP forced: "seq" (0: dQ and dK/dV kernels one after the other), "overlap" (1:
 dQ on a side stream, launched first), "overlap2" (2: dQ on a side stream, launched second), and
 FLASHGEN_BWD_KIND forced: "hopper" (the Gluon backward, its shipped config) and "split" (dK/dV
-and dQ kernels), to see which kind a shape should default to (`hopper_bwd.AUTO`).
+and dQ kernels), to see which kind a shape should default to (`hopper_bwd.AUTO`), and
+"det_dkdv" ("det" with FLASHGEN_BWD_DKDV=hopper: the split kind's dK/dV kernel the Gluon
+template's without dQ for every shape, to see where `hopper_bwd.DKDV_AUTO` should list it).
 
 Run on the GPU machine from the checkout (the shipped records in tuning_db/ choose every config,
 as for a user's call; flashgen's kernels forced with FLASHGEN_IMPL=flashgen):
@@ -17,7 +19,8 @@ as for a user's call; flashgen's kernels forced with FLASHGEN_IMPL=flashgen):
    causal both, against float64 autograd (bound: 3x PyTorch's own bf16 error + 8e-3 of the
    gradient's size, as tests/kernels/test_backward.py); bit equality of two "det" runs and of
    "det" against every other mode that runs the split kind (disjoint outputs, no atomics):
-   all of them unless "fast" runs another kind (FLASHGEN_BWD_KIND, `hopper_bwd.AUTO`).
+   all of them unless "fast" runs another kind (FLASHGEN_BWD_KIND, `hopper_bwd.AUTO`);
+   "det_dkdv" (another dK/dV kernel: other sums) against a second run of itself.
 2. Speed, in the main process, per shape: cuDNN's and flashgen's forward alone (and with --fa2
    SDPA's FlashAttention-2 backend's, forward alone and forward+backward), then cuDNN and
    each flashgen mode forward+backward, the series run --rounds times (default 2), every
@@ -49,7 +52,7 @@ from flashgen.bench.harness import ANCHOR_SHAPES  # noqa: E402
 
 # (B, Hq, Hkv, N, D): the 12-shape grid (with causal both ways) and GQA 32/8 at head dim 128
 GRID = list(ANCHOR_SHAPES)
-MODES = ("fast", "det", "seq", "overlap", "overlap2", "hopper", "split")
+MODES = ("fast", "det", "seq", "overlap", "overlap2", "hopper", "split", "det_dkdv")
 # the variables each mode sets (every one of them unset in the modes that do not name it)
 ENV = {
     "seq": {"FLASHGEN_BWD_OVERLAP": "0"},
@@ -57,7 +60,13 @@ ENV = {
     "overlap2": {"FLASHGEN_BWD_OVERLAP": "2"},
     "hopper": {"FLASHGEN_BWD_KIND": "hopper"},
     "split": {"FLASHGEN_BWD_KIND": "split"},
+    "det_dkdv": {"FLASHGEN_BWD_DKDV": "hopper"},
 }
+# deterministic modes (under torch.use_deterministic_algorithms(True))
+DETERMINISTIC = ("det", "det_dkdv")
+# deterministic modes whose kernels differ from "det"'s: each checked against a second run of
+# itself, not against "det"
+OWN_KERNELS = ("det_dkdv",)
 ENV_NAMES = sorted({name for env in ENV.values() for name in env})
 # modes whose calls may run a kind with fp32 atomics or reduce-adds (not bit-reproducible)
 ATOMIC = ("fast", "hopper")
@@ -77,7 +86,7 @@ def _grads(mode, q, k, v, do, causal, grads=True):
         os.environ.pop(name, None)
     os.environ.update(ENV.get(mode, {}))
     leaves = [t.detach().requires_grad_(True) for t in (q, k, v)]
-    torch.use_deterministic_algorithms(mode == "det")
+    torch.use_deterministic_algorithms(mode in DETERMINISTIC)
     try:
         attention(*leaves, causal=causal).backward(do)
     finally:
@@ -116,15 +125,15 @@ def check(case):
     sdpa_same_dtype(*half, causal=causal).backward(do)
     result = dict(case=f"d{d} causal={causal}", ok=True, errors={})
     got = {}
-    for mode in (*MODES, "det"):
+    for mode in (*MODES, *DETERMINISTIC):
         try:
             grads = _grads(mode, q, k, v, do, causal)
             torch.cuda.synchronize()
         except Exception as exc:
             result.update(ok=False, error=f"{mode}: {type(exc).__name__}: {exc}"[:400])
             return result
-        if mode in got:  # the second "det" run
-            result["det_bits_equal"] = all(map(torch.equal, got[mode], grads))
+        if mode in got:  # a deterministic mode's second run
+            result[f"{mode}_bits_equal"] = all(map(torch.equal, got[mode], grads))
             continue
         got[mode] = grads
         for i, name in enumerate(("dq", "dk", "dv")):
@@ -137,9 +146,10 @@ def check(case):
             result["ok"] = result["ok"] and ok
     # "fast" may run a kind with fp32 atomics or reduce-adds (hopper_bwd.AUTO), "hopper" does:
     # only the split modes must match "det" bit for bit
-    exact = [m for m in MODES if m not in ATOMIC]
+    exact = [m for m in MODES if m not in ATOMIC and m not in OWN_KERNELS]
     result["modes_bits_equal_det"] = all(all(map(torch.equal, got["det"], got[m])) for m in exact)
-    result["ok"] = result["ok"] and result["det_bits_equal"] and result["modes_bits_equal_det"]
+    repeatable = all(result[f"{m}_bits_equal"] for m in DETERMINISTIC)
+    result["ok"] = result["ok"] and repeatable and result["modes_bits_equal_det"]
     return result
 
 
@@ -235,9 +245,9 @@ def table(path) -> str:
         result = json.load(fh)
     lines = [
         "| shape (bf16) | causal | cuDNN fwd+bwd ms | fast | det | seq (no overlap) | "
-        "overlap (dQ first) | overlap2 (dK/dV first) | hopper kind | split kind | fwd alone | "
-        "bwd alone (by difference), fast |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "overlap (dQ first) | overlap2 (dK/dV first) | hopper kind | split kind | "
+        "det, Hopper dK/dV | fwd alone | bwd alone (by difference), fast |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in result["rows"]:
         b, hq, hkv, n, d = row["shape"]

@@ -433,11 +433,18 @@ def test_bwd_grid_modes_set_only_their_variables(monkeypatch):
     q = torch.zeros(1, 1, 4, 8)
     monkeypatch.setenv("FLASHGEN_BWD_OVERLAP", "1")
     module._grads("hopper", q, q, q, torch.zeros(()), False, grads=False)
-    assert seen == {"FLASHGEN_BWD_KIND": "hopper", "FLASHGEN_BWD_OVERLAP": None}
+    assert seen == {"FLASHGEN_BWD_DKDV": None, "FLASHGEN_BWD_KIND": "hopper",
+                    "FLASHGEN_BWD_OVERLAP": None}  # fmt: skip
     module._grads("seq", q, q, q, torch.zeros(()), False, grads=False)
-    assert seen == {"FLASHGEN_BWD_KIND": None, "FLASHGEN_BWD_OVERLAP": "0"}
+    assert seen == {"FLASHGEN_BWD_DKDV": None, "FLASHGEN_BWD_KIND": None,
+                    "FLASHGEN_BWD_OVERLAP": "0"}  # fmt: skip
     module._grads("fast", q, q, q, torch.zeros(()), False, grads=False)
-    assert seen == {"FLASHGEN_BWD_KIND": None, "FLASHGEN_BWD_OVERLAP": None}
+    assert seen == {"FLASHGEN_BWD_DKDV": None, "FLASHGEN_BWD_KIND": None,
+                    "FLASHGEN_BWD_OVERLAP": None}  # fmt: skip
+    strict = []
+    monkeypatch.setattr(torch, "use_deterministic_algorithms", strict.append)
+    module._grads("det_dkdv", q, q, q, torch.zeros(()), False, grads=False)
+    assert seen["FLASHGEN_BWD_DKDV"] == "hopper" and strict == [True, False]
 
 
 def test_hopper_profile_names_alibi_cases():
