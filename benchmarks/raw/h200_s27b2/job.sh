@@ -9,9 +9,11 @@
 set -u
 . benchmarks/device_env.sh > /dev/null 2>&1
 W=$OUT/work; mkdir -p $W
-FLASHGEN_IMPL=flashgen timeout 170 python3 benchmarks/bwd_grid.py --out $W --budget 140 --modes fast,det --fa2 --rounds 3 > $W/bwd_grid.txt 2>&1
+FLASHGEN_IMPL=flashgen timeout 150 python3 benchmarks/bwd_grid.py --out $W --budget 115 --modes fast,det --fa2 --rounds 3 > $W/bwd_grid.txt 2>&1
 stamp "grid rc=$?"
 python3 benchmarks/bwd_grid.py --table $W/bwd_grid.json > $W/bwd_grid_table.md 2>&1; tail -6 $W/bwd_grid_table.md
+timeout 100 python3 -m pytest -q -p no:cacheprovider -m gpu -n 4 tests/kernels/test_hopper_bwd.py -k "shipped or auto or plan" > $W/gpu_tests_first.txt 2>&1
+stamp "bwd GPU tests (first) rc=$?"; tail -3 $W/gpu_tests_first.txt
 timeout 80 python3 benchmarks/recompare.py tuning_db/nvidia-h200.json --out $OUT/nvidia-h200.json --json $W/recompare.json --direction bwd --rounds 3 --rep 40 > $W/recompare.txt 2>&1
 stamp "recompare rc=$?"; grep -v Warn $W/recompare.txt | grep attn_ | cut -c1-120
 timeout 150 python3 -m pytest -q -p no:cacheprovider -m gpu -n 4 tests/kernels/test_hopper_bwd.py tests/kernels/test_bwd_kind.py > $W/gpu_tests.txt 2>&1
