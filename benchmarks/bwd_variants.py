@@ -1,10 +1,12 @@
 """Variants of the Hopper backward's shipped configs, A/B on an H100/H200: each variant is the
-shipped config of a (head dim, causal) with some fields replaced, checked against float64 and
-timed against that shipped config in one process.
+config a shape runs (`hopper_bwd.shipped_config` of its head dim, causality, keys and GQA
+group) with some fields replaced, checked against float64 and timed against that config in one
+process.
 
 Why beside benchmarks/hopper_bwd.py (whole configs as positional field lists, timed beside the
-split kind and cuDNN): a knob's effect is a ratio to what ships, per (head dim, causal), and
-shipped configs differ per pair, so a variant is named by what it changes.
+split kind and cuDNN): a knob's effect is a ratio to what ships, and shipped configs differ
+per (head dim, causal) and for some by keys and GQA group, so a variant is named by what it
+changes.
 
     PYTHONPATH=. python3 benchmarks/bwd_variants.py --vary t2=dq_turns:1,ds_bufs:2@128 \\
         --vary kv2=kv_bufs:2@64f [--rounds 3] [--budget S] [--out DIR] [--grid anchors|probe]
@@ -15,9 +17,9 @@ the config class refuses for a pair (e.g. dq_first with dq_turns) is left out th
 reason printed.
 
 1. Correctness: every variant and the shipped config on a ragged GQA shape (2 x 8/2 heads, 333
-   queries, 301 keys) per (head dim, causal), dQ/dK/dV against float64 autograd
-   (`flashgen.bench.checks.grad_check`: 3x PyTorch's own bf16 error plus 8e-3 of the
-   gradient's size). Variants that fail are not timed.
+   queries, 301 keys), once per distinct shipped config of a (head dim, causal), dQ/dK/dV
+   against float64 autograd (`flashgen.bench.checks.grad_check`: 3x PyTorch's own bf16 error
+   plus 8e-3 of the gradient's size). Variants that fail are not timed.
 2. Speed (bf16, the 18-shape grid, L2 flushed): each shape's plans built once, the shipped
    config and its variants timed in alternating rounds (do_bench medians, order reversed every
    other round), the median per variant; ratio = shipped time / variant time (above 1: faster),
@@ -98,10 +100,11 @@ def parse_vary(text: str, config_class=None) -> Vary:
     return Vary(name, tuple(fields), head_dim, causal)
 
 
-def variants(d: int, causal: bool, varies) -> tuple[dict, dict]:
-    """({name: config} with "shipped" first, {name: why refused}) for (d, causal): refused
-    where the config class says no, the head dim cannot be split so, or the SRAM model puts
-    it past an H100/H200's shared memory (227 KB)."""
+def variants(d: int, causal: bool, varies, seq_k=None, group: int = 1) -> tuple[dict, dict]:
+    """({name: config} with "shipped" first, {name: why refused}) for (d, causal) at `seq_k`
+    keys and `group` query heads a kv head (the shipped config can depend on them:
+    `hopper_bwd.shipped_config`): refused where the config class says no, the head dim cannot
+    be split so, or the SRAM model puts it past an H100/H200's shared memory (227 KB)."""
     from flashgen.core.config import FieldError
     from flashgen.core.spec import KernelSpec
     from flashgen.hardware.sram import KNOWN_GPUS
@@ -109,7 +112,7 @@ def variants(d: int, causal: bool, varies) -> tuple[dict, dict]:
 
     limit = KNOWN_GPUS["nvidia-h200"].smem_optin_bytes
 
-    shipped = hopper_bwd.shipped_config(KernelSpec(d, causal, "bfloat16", "bwd"))
+    shipped = hopper_bwd.shipped_config(KernelSpec(d, causal, "bfloat16", "bwd"), seq_k, group)
     out, refused = {"shipped": shipped}, {}
     for vary in varies:
         if not vary.applies(d, causal):
@@ -238,7 +241,6 @@ def main(argv=None) -> int:
     varies = parse_varies(ap, args.vary)
     start = time.time()
     shapes = GRIDS[args.grid]
-    pairs = sorted({(s[-1], c) for s in shapes for c in (False, True)})
     report = dict(vary=args.vary, refused={}, checks={}, rows=[])
     path = scripts.out_path(args.out, "bwd_variants.json")
 
@@ -246,16 +248,21 @@ def main(argv=None) -> int:
         report["summary"] = summarise(report["rows"])
         scripts.save_json(path, report)
 
+    # Per (shape, causal): the variants of the config that shape runs, each set checked once
+    # (shapes that run the same shipped config share it).
     cfgs = {}
-    for d, causal in pairs:
-        cfgs[d, causal], refused = variants(d, causal, varies)
-        key = f"d{d} causal={causal}"
-        if refused:
-            report["refused"][key] = refused
-            print(f"{key}: left out {json.dumps(refused)}")
-        report["checks"][key] = check(d, causal, cfgs[d, causal])
-        cfgs[d, causal] = {n: c for n, c in cfgs[d, causal].items()
-                           if report["checks"][key][n] or n == "shipped"}  # fmt: skip
+    for shape in shapes:
+        b, hq, hkv, n, d = shape
+        for causal in (False, True):
+            found, refused = variants(d, causal, varies, n, hq // hkv)
+            key = f"d{d} causal={causal} {found['shipped'].short()}"
+            if key not in report["checks"]:
+                if refused:
+                    report["refused"][key] = refused
+                    print(f"{key}: left out {json.dumps(refused)}")
+                report["checks"][key] = check(d, causal, found)
+            cfgs[tuple(shape), causal] = {name: c for name, c in found.items()
+                                          if report["checks"][key][name] or name == "shipped"}  # fmt: skip
     bad = [(k, n) for k, r in report["checks"].items() for n, ok in r.items() if not ok]
     report["meta"] = scripts.run_meta("cuda")
     print("float64 checks:", json.dumps(report["checks"]), flush=True)
@@ -266,8 +273,8 @@ def main(argv=None) -> int:
                 print(f"budget reached before {tuple(shape)} causal={causal}")
                 save()
                 return 1 if bad else 0
-            if len(cfgs[shape[-1], causal]) > 1:
-                row = time_shape(shape, causal, cfgs[shape[-1], causal], args.rounds, args.rep)
+            if len(cfgs[tuple(shape), causal]) > 1:
+                row = time_shape(shape, causal, cfgs[tuple(shape), causal], args.rounds, args.rep)
                 report["rows"].append(row)
                 save()
                 print(json.dumps({k: row[k] for k in ("shape", "causal", "ratio")}), flush=True)

@@ -496,6 +496,11 @@ def test_bwd_variants_parses_and_applies_a_vary(capsys):
     assert "split" not in cfgs and "dq_first" in refused["split"]
     cfgs, refused = module.variants(64, True, [vary, first])
     assert "t1" not in cfgs and cfgs["first"].dq_first and not refused
+    causal = KernelSpec(128, True, "bfloat16", "bwd")
+    short, _ = module.variants(128, True, [], 1024, 1)  # what an MHA call of 1k keys runs
+    assert short["shipped"] == hopper_bwd.shipped_config(causal, 1024, 1)
+    grouped, _ = module.variants(128, True, [], 1024, 4)
+    assert grouped["shipped"] == hopper_bwd.shipped_config(causal, 1024, 4)
     deep = module.parse_vary("deep=num_buf:4,kv_bufs:2@128")  # past 227 KB of shared memory
     cfgs, refused = module.variants(128, True, [deep])
     assert list(cfgs) == ["shipped"] and "shared memory" in refused["deep"]
