@@ -234,6 +234,28 @@ def parse_varies(ap, texts, config_class=None) -> list[Vary]:
     return varies
 
 
+def checked_variants(report, key: str, found: dict, refused: dict, run_check) -> dict:
+    """`found` ({name: config}, "shipped" first) without the variants whose float64 check
+    failed: `run_check()` ({name: passed}) runs once per `key` (a shipped config of a head dim
+    and causal mode), its result and the refused variants recorded in `report` under it."""
+    if key not in report["checks"]:
+        if refused:
+            report["refused"][key] = refused
+            print(f"{key}: left out {json.dumps(refused)}")
+        report["checks"][key] = run_check()
+    passed = report["checks"][key]
+    return {name: c for name, c in found.items() if passed[name] or name == "shipped"}
+
+
+def failed_checks(report) -> list:
+    """After the checks: the (key, variant) pairs that failed; the run's metadata recorded and
+    every check printed."""
+    bad = [(k, n) for k, r in report["checks"].items() for n, ok in r.items() if not ok]
+    report["meta"] = scripts.run_meta("cuda")
+    print("float64 checks:", json.dumps(report["checks"]), flush=True)
+    return bad
+
+
 def main(argv=None) -> int:
     ap = scripts.parser(__doc__, out=os.environ.get("OUT", "."), budget=240.0)
     add_arguments(ap)
@@ -256,16 +278,10 @@ def main(argv=None) -> int:
         for causal in (False, True):
             found, refused = variants(d, causal, varies, n, hq // hkv)
             key = f"d{d} causal={causal} {found['shipped'].short()}"
-            if key not in report["checks"]:
-                if refused:
-                    report["refused"][key] = refused
-                    print(f"{key}: left out {json.dumps(refused)}")
-                report["checks"][key] = check(d, causal, found)
-            cfgs[tuple(shape), causal] = {name: c for name, c in found.items()
-                                          if report["checks"][key][name] or name == "shipped"}  # fmt: skip
-    bad = [(k, n) for k, r in report["checks"].items() for n, ok in r.items() if not ok]
-    report["meta"] = scripts.run_meta("cuda")
-    print("float64 checks:", json.dumps(report["checks"]), flush=True)
+            cfgs[tuple(shape), causal] = checked_variants(
+                report, key, found, refused, lambda d=d, causal=causal, found=found: check(
+                    d, causal, found))  # fmt: skip
+    bad = failed_checks(report)
     save()
     for shape in shapes:
         for causal in (False, True):

@@ -12,8 +12,8 @@ limits it to head dim D, with c (causal) or f (not causal) to one causal mode. -
 times every row with logit softcapping (cap * tanh(s / cap)) too, as rows of their own.
 
 1. Correctness: every variant and the shipped config on a ragged GQA shape (2 x 8/2 heads, 333
-   queries and keys), bf16 and fp16, per (head dim, causal, softcap), out and lse against
-   float64: a variant passes when its output error is at most 1.5x the shipped config's plus
+   queries and keys), bf16 and fp16, once per distinct shipped config of a (head dim, causal,
+   softcap) over the grid's lengths, out and lse against float64: a variant passes when its output error is at most 1.5x the shipped config's plus
    1e-3 (relative to the output's largest entry) and its lse within 2e-3 of the reference.
    Variants that fail are not timed.
 2. Speed (bf16, the grid, L2 flushed): each shape's launch plans built once, the shipped config
@@ -223,18 +223,20 @@ def main(argv=None) -> int:
         report["summary"] = bwd_variants.summarise(report["rows"], label)
         scripts.save_json(path, report)
 
-    checked = {}
-    for d, causal, cap in sorted({(s[-1], c, cap) for s in shapes for c in (False, True)
-                                  for cap in caps}, key=str):  # fmt: skip
-        cfgs, refused = variants(spec_of(d, causal, cap is not None), 333, varies)
-        key = f"d{d} causal={causal} softcap={cap}"
-        if refused:
-            report["refused"][key] = refused
-            print(f"{key}: left out {json.dumps(refused)}")
-        report["checks"][key] = checked[d, causal, cap] = check(d, causal, cap, cfgs, dtypes)
-    bad = [(k, n) for k, r in report["checks"].items() for n, ok in r.items() if not ok]
-    report["meta"] = scripts.run_meta("cuda")
-    print("float64 checks:", json.dumps(report["checks"]), flush=True)
+    # Per (shape, causal, softcap): the variants of the config that shape runs, each set
+    # checked once (shapes that run the same shipped config share it).
+    cfgs = {}
+    for shape in shapes:
+        d = shape[-1]
+        for causal in (False, True):
+            for cap in caps:
+                found, refused = variants(spec_of(d, causal, cap is not None), shape[3], varies)
+                key = f"d{d} causal={causal} softcap={cap} {found['shipped'].short()}"
+                cfgs[tuple(shape), causal, cap] = bwd_variants.checked_variants(
+                    report, key, found, refused,
+                    lambda d=d, causal=causal, cap=cap, found=found: check(
+                        d, causal, cap, found, dtypes))  # fmt: skip
+    bad = bwd_variants.failed_checks(report)
     save()
     for shape in shapes:
         for causal in (False, True):
@@ -243,10 +245,9 @@ def main(argv=None) -> int:
                     print(f"budget reached before {tuple(shape)} causal={causal} softcap={cap}")
                     save()
                     return 1 if bad else 0
-                cfgs, _ = variants(spec_of(shape[-1], causal, cap is not None), shape[3], varies)
-                cfgs = {n: c for n, c in cfgs.items() if checked[shape[-1], causal, cap].get(n)}
-                if len(cfgs) > 1 and "shipped" in cfgs:
-                    row = time_shape(shape, causal, cap, cfgs, args.rounds, args.rep)
+                found = cfgs[tuple(shape), causal, cap]
+                if len(found) > 1:
+                    row = time_shape(shape, causal, cap, found, args.rounds, args.rep)
                     report["rows"].append(row)
                     save()
                     print(json.dumps({k: row[k] for k in ("shape", "causal", "softcap", "ratio",

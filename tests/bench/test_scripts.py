@@ -516,6 +516,29 @@ def test_bwd_variants_parses_and_applies_a_vary(capsys):
     assert "no --vary" in capsys.readouterr().err
 
 
+def test_variants_are_checked_once_per_shipped_config(capsys, monkeypatch):
+    """bwd_variants.checked_variants (both variants scripts): a key's check runs once, its
+    refusals are recorded, variants that failed are dropped (the shipped config never is);
+    failed_checks lists the failures."""
+    module = repo_scripts.load("benchmarks/bwd_variants.py", "bench_bwd_variants_checks")
+    report = dict(refused={}, checks={})
+    runs = []
+
+    def run_check():
+        runs.append(1)
+        return {"shipped": False, "a": True, "b": False}
+
+    found = {"shipped": 0, "a": 1, "b": 2}
+    for _ in range(2):
+        got = module.checked_variants(report, "k", found, {"c": "too big"}, run_check)
+        assert got == {"shipped": 0, "a": 1}
+    assert runs == [1] and report["refused"] == {"k": {"c": "too big"}}
+    assert "left out" in capsys.readouterr().out
+    monkeypatch.setattr(module.scripts, "run_meta", lambda device: {"device": device})
+    assert module.failed_checks(report) == [("k", "shipped"), ("k", "b")]
+    assert report["meta"] == {"device": "cuda"}
+
+
 def test_fwd_variants_configs_reference_and_usage(capsys):
     """fwd_variants.py: --vary over HopperConfig fields applied to the config a shape runs
     (`hopper.config_for`), the fit test and the config class refusing variants with their
