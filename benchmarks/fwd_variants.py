@@ -13,9 +13,9 @@ times every row with logit softcapping (cap * tanh(s / cap)) too, as rows of the
 
 1. Correctness: every variant and the shipped config on a ragged GQA shape (2 x 8/2 heads, 333
    queries and keys), bf16 and fp16, once per distinct shipped config of a (head dim, causal,
-   softcap) over the grid's lengths, out and lse against float64: a variant passes when its output error is at most 1.5x the shipped config's plus
-   1e-3 (relative to the output's largest entry) and its lse within 2e-3 of the reference.
-   Variants that fail are not timed.
+   softcap) over the grid's lengths, out and lse against float64: a variant passes when its
+   output error is at most 1.5x the shipped config's plus 1e-3 (relative to the output's
+   largest entry) and its lse within 2e-3 of the reference. Variants that fail are not timed.
 2. Speed (bf16, the grid, L2 flushed): each shape's launch plans built once, the shipped config
    and its variants timed in alternating rounds (do_bench medians, order reversed every other
    round), the median per variant; ratio = shipped time / variant time (above 1: faster), and
@@ -45,7 +45,8 @@ from flashgen.bench.scripts import GRIDS  # noqa: E402
 
 
 def _bwd_variants():
-    """benchmarks/bwd_variants.py, for its --vary parser (loaded by path: benchmarks/ is not a
+    """benchmarks/bwd_variants.py, for what the two scripts share: the options, the --vary
+    parser, the check-once bookkeeping and the summary (loaded by path: benchmarks/ is not a
     package)."""
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bwd_variants.py")
     spec = importlib.util.spec_from_file_location("bwd_variants", path)
