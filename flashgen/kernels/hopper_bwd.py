@@ -40,7 +40,8 @@ dQ), one or two consumer warpgroups of 64 keys each, the Q/dO ring's slots, how 
 chunks dQ's partial is computed in, the launch register cap, how dQ is added, the dS
 exchange's slots and the grid (one program per item, or persistent: static or dynamic).
 Shipped per head dim (`CONFIGS`) and, for specs without extras, per (head dim, causal)
-(`PLAIN_CONFIGS`); `shipped_config` picks.
+(`PLAIN_CONFIGS`), for short MHA calls of some pairs their own (`SHORT_MHA_CONFIGS`);
+`shipped_config` picks.
 """
 
 from __future__ import annotations
