@@ -3,6 +3,7 @@
 # masking (issue 13's 650 TFLOP/s bar at 16k keys; B1 read the shipped config at 642 launched
 # from a plan): ping-pong, three ring slots, persistent and dynamic grids
 # (benchmarks/fwd_variants.py, five alternating rounds), on the 16k, 4k and GQA 16k shapes.
+# Results straight under $OUT (a run cut short still returns them).
 # Run as FLASHGEN_COMMIT=<sha> bash benchmarks/raw/h200_s27b3/job.sh carrying .whl.
 set -u
 . benchmarks/device_env.sh > /dev/null 2>&1
@@ -14,5 +15,3 @@ timeout 250 python3 benchmarks/fwd_variants.py --out $W --budget 200 --rounds 5 
   --vary ppPD=pingpong:1,persistent:1,dynamic:1@128f > $W/fwd_variants.txt 2>&1
 stamp "fwd variants rc=$?"; grep -v '^{"shape"' $W/fwd_variants.txt | tail -12 | cut -c1-300
 grep '^{"shape"' $W/fwd_variants.txt | cut -c1-400
-tar czf $OUT/work.tgz -C $OUT work; rm -rf $W
-stamp end
