@@ -95,12 +95,13 @@ class HopperBwdConfig:
     dq_turns) 1 or 2 staging buffers a dQ chunk: with 2 they alternate by step, so staging step
     t's partial waits for step t - 2's reduce-add to have read its buffer, not step t - 1's
     (session 26: 1.004-1.017x at head dim 64 causal, shipped there; level elsewhere);
-    dq_first (dq_split 1): each consumer that computes a step's dQ (with dq_turns: the step's
-    taker) issues its dQ product before dK's and stages and reduce-adds the partial while dK's
-    product runs, instead of issuing it once dV's and dK's have finished (FlashAttention-3's
-    order; session 26 B2, without turns: 1.009-1.036x at head dim 128 causal, level or slower
-    elsewhere; B5: dq_turns 1.008x faster still there; with turns not yet run on a GPU, so no
-    shipped config uses it)."""
+    dq_first (dq_split 1, not dq_turns): each consumer that computes dQ issues its dQ product
+    before dK's and stages and reduce-adds the partial while dK's product runs, instead of
+    issuing it once dV's and dK's have finished (FlashAttention-3's order; session 26 B2:
+    1.009-1.036x at head dim 128 causal, level or slower elsewhere; B5: dq_turns 1.008x faster
+    still there, so no shipped config uses it; with dq_turns, the step's taker ordering them so,
+    it measured 0.840x at head dim 128 and 0.949x at 64 in session 27 B8, so the class refuses
+    that pair)."""
 
     consumers: int
     num_buf: int
@@ -143,7 +144,8 @@ class HopperBwdConfig:
             ("dq_bufs", self.dq_bufs == 1 or (self.dq_bufs == 2 and self.dq_tma
                                              and not self.dq_turns),
              "1, or 2 with dq_tma and without dq_turns"),
-            ("dq_first", not self.dq_first or self.dq_split == 1, "False with dq_split 2"),
+            ("dq_first", not self.dq_first or (self.dq_split == 1 and not self.dq_turns),
+             "False with dq_split 2 or dq_turns"),
             ("share_ds", not self.share_ds or self.consumers == 2, "False with one consumer"),
             ("stats_smem", not (self.stats_smem and self.stats_tma), "False with stats_tma"),
             ("dq_turns", not self.dq_turns or self.share_ds, "False without share_ds"),
