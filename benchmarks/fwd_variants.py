@@ -4,7 +4,7 @@ its head dim, causality and length, else `CONFIGS`) with some fields replaced, c
 float64 and timed against that config in one process. The forward's counterpart of
 benchmarks/bwd_variants.py (same --vary syntax and ratios).
 
-    PYTHONPATH=. python3 benchmarks/fwd_variants.py --vary e2=exp_emu:2@64 \\
+    PYTHONPATH=. python3 benchmarks/fwd_variants.py --vary b3=num_buf:3@128f \\
         [--softcap 30] [--rounds 3] [--budget S] [--out DIR] [--grid anchors|probe]
 
 --vary NAME=FIELD:VALUE[,FIELD:VALUE...][@D[c|f]]: HopperConfig fields (flags as 0/1); @D

@@ -18,9 +18,6 @@ CONSUMERS = (1, 2, 3)
 CONSUMER_WARPS = (4, 8)
 BLOCK_N = (64, 128)
 NUM_BUF = (2, 3, 4)
-# Of every four of the softmax's exponentials, how many a thread computes on the FMA units (a
-# polynomial, templates/attn_fwd_hopper.py.jinja `_exp2_fma`) instead of the MUFU unit.
-EXP_EMU = (0, 1, 2, 3, 4)
 # Registers a thread: setmaxnreg moves them in steps of 8, and a thread holds at most 255.
 MIN_REGS, MAX_REGS = 24, 248
 REGS_PER_SM = 65_536
@@ -38,11 +35,7 @@ class HopperConfig:
     program per resident slot (each walks several work items, longest first when causal)
     instead of one per item; dynamic (persistent only) lets each program take the next untaken
     item from a global counter instead of every grid-th one (items of unequal length, causal,
-    then end together). exp_emu: of every four exponentials of the softmax, how many run on the
-    FMA units instead of the MUFU unit (whose 16 results a clock per SM are by count as slow as
-    a tile's products at head dim 64, and with softcapping's tanh); an A/B knob: on the H200
-    every setting read slower (0.79-0.98x, benchmarks/RESULTS.md session 27 B1: the consumers'
-    issue slots, not the MUFU unit, bound the forward), so no shipped config takes it."""
+    then end together)."""
 
     block_m: int
     block_n: int
@@ -53,7 +46,6 @@ class HopperConfig:
     pingpong: bool
     persistent: bool = False
     dynamic: bool = False
-    exp_emu: int = 0
 
     def __post_init__(self) -> None:
         check_kinds(self, bools=("pingpong", "persistent", "dynamic"))
@@ -71,7 +63,6 @@ class HopperConfig:
              f"at most {REGS_PER_SM} // {self.threads()} threads"),
             ("pingpong", not self.pingpong or self.consumers == 2, "only with two consumers"),
             ("dynamic", not self.dynamic or self.persistent, "only with a persistent grid"),
-            ("exp_emu", self.exp_emu in EXP_EMU, f"one of {EXP_EMU}"),
         )  # fmt: skip
         check_rules(self, checks)
 
@@ -99,7 +90,6 @@ class HopperConfig:
             name for name, on in (("pp", self.pingpong), ("P", self.persistent),
                                   ("D", self.dynamic)) if on
         )  # fmt: skip
-        flags += f"e{self.exp_emu}" if self.exp_emu else ""
         return (f"(hopper {self.block_m}x{self.block_n} c{self.consumers}w{self.num_warps} "
                 f"b{self.num_buf} r{self.maxnreg}{' ' + flags if flags else ''})")  # fmt: skip
 

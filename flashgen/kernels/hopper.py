@@ -22,8 +22,7 @@ bucket from a Hopper configs file (FLASHGEN_HOPPER_CONFIGS or tuning_db/hopper/<
 Optuna search of `flashgen.tune.hopper_space`), else `CONFIGS` per head dim. The knobs
 (`flashgen.core.hopper_config.HopperConfig`): tile sizes, ring slots, one to three consumer
 warpgroups and the launch register cap, ping-pong, persistent grid, static or dynamic (programs
-take the next untaken work item from a per-stream counter, `sched_counter`), and how many of
-the softmax's exponentials a cubic on the FMA units computes (exp_emu). The portable family's
+take the next untaken work item from a per-stream counter, `sched_counter`). The portable family's
 tuning database does not hold them. An explicit portable `config` passed to
 `flashgen.kernels.fwd.forward` (tuner, benchmarks) always takes the portable family.
 """
@@ -379,7 +378,7 @@ def plan(spec, cfg: HopperConfig, q, k, v, out, device, per_key: bool = False):
     constexprs = {
         "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "NUM_BUF": cfg.num_buf,
         "NUM_CONSUMERS": cfg.consumers, "PINGPONG": cfg.pingpong, "DYNAMIC": cfg.dynamic,
-        "EXP_EMU": cfg.exp_emu, **({"MASK_PER_KEY": bool(per_key)} if spec.attn_mask else {}),
+        **({"MASK_PER_KEY": bool(per_key)} if spec.attn_mask else {}),
         "num_warps": cfg.num_warps,
     }  # fmt: skip
     kernel = load_family(spec, "hopper").attn_fwd_ws

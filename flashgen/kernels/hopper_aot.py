@@ -55,8 +55,7 @@ def compile_for_sm90(spec, cfg: HopperConfig | None = None, per_key: bool = Fals
     if spec.dropout:
         signature.update(drop_p="fp32", drop_seed="i64")
     signature.update(BLOCK_M="constexpr", BLOCK_N="constexpr", NUM_BUF="constexpr",
-                     NUM_CONSUMERS="constexpr", PINGPONG="constexpr", DYNAMIC="constexpr",
-                     EXP_EMU="constexpr")  # fmt: skip
+                     NUM_CONSUMERS="constexpr", PINGPONG="constexpr", DYNAMIC="constexpr")  # fmt: skip
     if spec.attn_mask:
         signature["MASK_PER_KEY"] = "constexpr"
     signature["num_warps"] = "constexpr"
@@ -65,7 +64,7 @@ def compile_for_sm90(spec, cfg: HopperConfig | None = None, per_key: bool = Fals
     constexprs = {
         "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "NUM_BUF": cfg.num_buf,
         "NUM_CONSUMERS": cfg.consumers, "PINGPONG": cfg.pingpong, "DYNAMIC": cfg.dynamic,
-        "EXP_EMU": cfg.exp_emu, **({"MASK_PER_KEY": bool(per_key)} if spec.attn_mask else {}),
+        **({"MASK_PER_KEY": bool(per_key)} if spec.attn_mask else {}),
         "num_warps": cfg.num_warps,
     }  # fmt: skip
     source = GluonASTSource(

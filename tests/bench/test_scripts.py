@@ -552,14 +552,14 @@ def test_fwd_variants_configs_reference_and_usage(capsys):
     parse = module._bwd_variants().parse_vary
     from flashgen.core.hopper_config import HopperConfig
 
-    e2 = parse("e2=exp_emu:2@64", HopperConfig)
-    bad = parse("bad=exp_emu:7", HopperConfig)
+    b2 = parse("b2=num_buf:2@64", HopperConfig)
+    bad = parse("bad=num_buf:7", HopperConfig)
     spec = KernelSpec(64, True, "bfloat16", "fwd", softcap=True)
-    cfgs, refused = module.variants(spec, 4096, [e2, bad])
+    cfgs, refused = module.variants(spec, 4096, [b2, bad])
     assert cfgs["shipped"] == hopper.config_for(spec, 4096) and list(cfgs)[0] == "shipped"
-    assert cfgs["e2"] == dataclasses.replace(cfgs["shipped"], exp_emu=2)
-    assert "exp_emu" in refused["bad"]
-    cfgs, _ = module.variants(KernelSpec(128, True, "bfloat16", "fwd"), 4096, [e2])
+    assert cfgs["b2"] == dataclasses.replace(cfgs["shipped"], num_buf=2)
+    assert "num_buf" in refused["bad"]
+    cfgs, _ = module.variants(KernelSpec(128, True, "bfloat16", "fwd"), 4096, [b2])
     assert list(cfgs) == ["shipped"]  # @64 only
     huge = parse("huge=num_buf:4,block_m:192,consumers:3@128", HopperConfig)
     cfgs, refused = module.variants(KernelSpec(128, False, "bfloat16", "fwd"), 4096, [huge])
@@ -574,16 +574,16 @@ def test_fwd_variants_configs_reference_and_usage(capsys):
     assert torch.allclose(lse, torch.logsumexp(s, -1))
     assert torch.allclose(out, torch.softmax(s, -1) @ v.double().repeat_interleave(2, 1))
 
-    rows = [dict(shape=[1, 2, 2, 8, d], softcap=cap, ratio={"e2": r})
+    rows = [dict(shape=[1, 2, 2, 8, d], softcap=cap, ratio={"b2": r})
             for d, cap, r in ((64, None, 0.5), (64, None, 2.0), (64, 30.0, 0.9))]  # fmt: skip
     summary = module._bwd_variants().summarise(rows, module.label)
-    assert summary[0].startswith("e2 at head dim 64: shipped / variant geomean 1.0000")
-    assert summary[1].startswith("e2 at head dim 64 softcap 30.0: shipped / variant geomean 0.9")
+    assert summary[0].startswith("b2 at head dim 64: shipped / variant geomean 1.0000")
+    assert summary[1].startswith("b2 at head dim 64 softcap 30.0: shipped / variant geomean 0.9")
     for argv, words in ((["--vary", "a=nope:1"], "nope"), ([], "no --vary"),
-                        (["--vary", "a=exp_emu:1", "--softcap", "-1"], "positive"),
-                        (["--vary", "a=exp_emu:1", "--only-softcap"], "needs --softcap"),
-                        (["--vary", "a=exp_emu:1", "--shapes", "99"], "--shapes"),
-                        (["--vary", "a=exp_emu:1", "--check-dtypes", "float32"], "--check-dtypes")):  # fmt: skip
+                        (["--vary", "a=num_buf:2", "--softcap", "-1"], "positive"),
+                        (["--vary", "a=num_buf:2", "--only-softcap"], "needs --softcap"),
+                        (["--vary", "a=num_buf:2", "--shapes", "99"], "--shapes"),
+                        (["--vary", "a=num_buf:2", "--check-dtypes", "float32"], "--check-dtypes")):  # fmt: skip
         with pytest.raises(SystemExit) as exit_:
             module.main(argv)
         assert exit_.value.code == 2 and words in capsys.readouterr().err, argv

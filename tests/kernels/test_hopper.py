@@ -119,7 +119,6 @@ AOT_CONFIGS = [
     (64, (128, 128, 2, 1, 8, 168, False)),
     (64, (64, 128, 2, 1, 4, 128, False)),
     (128, (128, 128, 2, 2, 4, 168, False, True, True)),  # dynamic persistent grid
-    (64, (128, 128, 3, 2, 4, 168, False, True, False, 2)),  # half the exponentials on FMA units
 ]  # fmt: skip
 
 _AOT_SCRIPT = """
@@ -149,7 +148,7 @@ def aot_results():
 def test_compiles_for_sm90_and_fits_the_models(aot_results):
     from flashgen.hardware.sram import KNOWN_GPUS
 
-    assert len(aot_results) == 2 * 2 + 6
+    assert len(aot_results) == 2 * 2 + 5
     for name, result in aot_results.items():
         ptx = result["ptx"]
         # Warp specialisation really happened: registers move from the loader to the consumers.
@@ -171,19 +170,6 @@ def test_compiles_for_sm90_and_fits_the_models(aot_results):
         # the ptxas of Triton 3.6 and 3.9 alike).
         if result["spills"] is not None:
             assert result["spills"] <= (16 if " PD)" in name else 0), name
-
-
-@pytest.mark.skipif(AOT_REASON is not None, reason=str(AOT_REASON))
-def test_exp_emu_moves_half_the_exponentials_off_mufu(aot_results):
-    """exp_emu=2: the softmax's ex2.approx (the MUFU unit) count halves (the per-row rescale
-    factors and the epilogue's stay), each moved one replaced by the cubic's three FMAs."""
-    (plain,) = [r["ptx"] for n, r in aot_results.items() if "d64_full" in n and "P)" in n]
-    (emu,) = [r["ptx"] for n, r in aot_results.items() if "d64_full" in n and " Pe2)" in n]
-    ex2 = [len(re.findall(r"ex2\.approx", ptx)) for ptx in (plain, emu)]
-    fma = [len(re.findall(r"\bfma\.rn\.f32", ptx)) for ptx in (plain, emu)]
-    moved = ex2[0] - ex2[1]
-    assert 0.45 * ex2[0] < moved < 0.5 * ex2[0], ex2
-    assert fma[1] - fma[0] == 3 * moved, fma
 
 
 def test_aot_configs_pass_the_fit_model():
@@ -797,45 +783,6 @@ def test_hopper_masks_match_float64(case, persistent, monkeypatch):
     empty = ~mask.any(-1).expand(b, hq, sq)
     tol = 2e-2 if dtype == torch.bfloat16 else 4e-3
     _assert_matches_masked_ref(out, lse, ref, ref_lse, empty, tol)
-
-
-# exp_emu (some exponentials by a cubic on the FMA units) at each setting, head dims 64 and 128,
-# with softcapping and a window (whose banded softmax exponentiates against a guarded max),
-# bf16 and fp16 (whose finer rounding the cubic's 1e-4 must stay under).
-# (head dim, exp_emu, causal, window, softcap, dtype)
-EMU_CASES = [
-    (64, 2, False, None, None, torch.bfloat16),
-    (64, 1, True, None, None, torch.float16),
-    (64, 3, True, None, 30.0, torch.bfloat16),
-    (128, 2, False, None, 30.0, torch.float16),
-    (128, 4, True, (255, 0), None, torch.bfloat16),
-    (128, 1, True, None, 20.0, torch.bfloat16),
-]
-
-
-@on_sm90
-@pytest.mark.parametrize(
-    "case", EMU_CASES, ids=lambda c: "-".join(map(str, c)).replace("torch.", "")
-)
-def test_exp_emu_matches_float64(case):
-    import dataclasses
-
-    d, emu, causal, window, cap, dtype = case
-    b, hq, hkv, sq, sk = 2, 4, 2, 777, 777
-    q, k, v = _qkv(b, hq, hkv, sq, sk, d, dtype, seed=5)
-    spec = KernelSpec(d, causal, str(dtype).removeprefix("torch."), "fwd", window=bool(window),
-                      softcap=cap is not None)  # fmt: skip
-    cfg = hopper.for_spec(dataclasses.replace(hopper.CONFIGS[d], exp_emu=emu), spec)
-    out = torch.empty_like(q)
-    lse = torch.empty((b, hq, sq), device=q.device, dtype=torch.float32)
-    hopper.forward(q, k, v, out, lse, scale=d**-0.5, spec=spec, config=cfg, window=window,
-                   softcap=cap)  # fmt: skip
-    mask = ~hidden_ref(sq, sk, causal=causal, window=window).cuda()[None, None]
-    ref, ref_lse = _masked_ref(q, k, v, mask, cap)
-    empty = ~mask.any(-1).expand(b, hq, sq)
-    _assert_matches_masked_ref(
-        out, lse, ref, ref_lse, empty, 2e-2 if dtype == torch.bfloat16 else 4e-3
-    )
 
 
 # Lengths alone keep the next item's first QK^T in the epilogue: every grid kind, a config
