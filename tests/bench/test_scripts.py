@@ -502,6 +502,7 @@ def test_bwd_variants_parses_and_applies_a_vary(capsys):
     assert short["shipped"] == hopper_bwd.shipped_config(causal, 1024, 1)
     grouped, _ = module.variants(128, True, [], 1024, 4)
     assert grouped["shipped"] == hopper_bwd.shipped_config(causal, 1024, 4)
+    assert short["shipped"] != grouped["shipped"]  # SHORT_MHA_CONFIGS lists (128, causal)
     deep = module.parse_vary("deep=num_buf:4,kv_bufs:2@128")  # past 227 KB of shared memory
     cfgs, refused = module.variants(128, True, [deep])
     assert list(cfgs) == ["shipped"] and "shared memory" in refused["deep"]
