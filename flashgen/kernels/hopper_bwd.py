@@ -40,8 +40,8 @@ dQ), one or two consumer warpgroups of 64 keys each, the Q/dO ring's slots, how 
 chunks dQ's partial is computed in, the launch register cap, how dQ is added, the dS
 exchange's slots and the grid (one program per item, or persistent: static or dynamic).
 Shipped per head dim (`CONFIGS`) and, for specs without extras, per (head dim, causal)
-(`PLAIN_CONFIGS`), for short MHA calls of some pairs their own (`SHORT_MHA_CONFIGS`);
-`shipped_config` picks.
+(`PLAIN_CONFIGS`), for short calls of some pairs their own (`SHORT_CONFIGS`,
+`SHORT_MHA_CONFIGS`); `shipped_config` picks.
 """
 
 from __future__ import annotations
@@ -252,29 +252,39 @@ PLAIN_CONFIGS: dict[tuple[int, bool], HopperBwdConfig] = {
 }
 
 
-# MHA calls (one query head a kv head) of at most SHORT_MHA_KEYS keys whose (head dim, causal)
-# is listed here take this config instead of PLAIN_CONFIGS'. Head dim 128 causal, a dynamic
-# persistent grid (programs take the next key block from a counter; causal key blocks differ in
-# length): session 27 B8 (benchmarks/bwd_variants.py, three alternating rounds, against the
-# turns config above) 1.049x at 1k keys and 1.050x at 4k MHA, 0.973x at 16k, and 0.887-0.909x
-# GQA (one work item walks every query head of its group: fewer, longer items, where the
-# dynamic order gains nothing and its counter costs); session 24 B2/B3 read the same split
-# before turns (1.01-1.05x MHA, 0.87-0.97x GQA).
-SHORT_MHA_KEYS = 4096
+# Calls of at most SHORT_KEYS keys whose (head dim, causal) is listed in SHORT_CONFIGS (any
+# GQA group) or, for MHA calls (one query head a kv head), in SHORT_MHA_CONFIGS take that
+# config instead of PLAIN_CONFIGS' (SHORT_MHA_CONFIGS first).
+# - Head dim 128 causal, MHA: a dynamic persistent grid (programs take the next key block from
+#   a counter; causal key blocks differ in length): session 27 B8 (benchmarks/bwd_variants.py,
+#   three alternating rounds, against the turns config above) 1.049x at 1k keys and 1.050x at
+#   4k MHA, 0.973x at 16k, and 0.887-0.909x GQA (one work item walks every query head of its
+#   group: fewer, longer items, where the dynamic order gains nothing and its counter costs);
+#   session 24 B2/B3 read the same split before turns (1.01-1.05x MHA, 0.87-0.97x GQA).
+# - Head dim 128 without causal masking, any group: a static persistent grid (the next item's
+#   K/V load while this one stores dK/dV): same run, 1.026x at 1k MHA, 1.050x at 1k GQA,
+#   1.009x / 1.012x at 4k, 0.994x / 0.969x at 16k.
+SHORT_KEYS = 4096
 SHORT_MHA_CONFIGS: dict[tuple[int, bool], HopperBwdConfig] = {
     (128, True): dataclasses.replace(PLAIN_CONFIGS[128, True], persistent=True, dynamic=True),
+}
+SHORT_CONFIGS: dict[tuple[int, bool], HopperBwdConfig] = {
+    (128, False): dataclasses.replace(PLAIN_CONFIGS[128, False], persistent=True),
 }
 
 
 def shipped_config(spec, seq_k: int | None = None, group: int = 1) -> HopperBwdConfig:
-    """The config `spec` runs when none is asked for: for a spec without extras,
-    `SHORT_MHA_CONFIGS` where it lists (head dim, causal) for an MHA call (`group` 1: query
-    heads a kv head) of at most SHORT_MHA_KEYS keys (`seq_k`; None: not known, not taken), then
-    `PLAIN_CONFIGS` where it lists them; else `CONFIGS` of the head dim."""
+    """The config `spec` runs when none is asked for: for a spec without extras and a call of
+    at most SHORT_KEYS keys (`seq_k`; None: not known, not taken), `SHORT_MHA_CONFIGS` where it
+    lists (head dim, causal) for an MHA call (`group` 1: query heads a kv head), then
+    `SHORT_CONFIGS` where it lists them; then `PLAIN_CONFIGS` where it lists them; else
+    `CONFIGS` of the head dim."""
     if not spec.has_extras:
         key = (spec.head_dim, spec.causal)
-        if group == 1 and seq_k is not None and seq_k <= SHORT_MHA_KEYS:
-            cfg = SHORT_MHA_CONFIGS.get(key)
+        if seq_k is not None and seq_k <= SHORT_KEYS:
+            cfg = SHORT_MHA_CONFIGS.get(key) if group == 1 else None
+            if cfg is None:
+                cfg = SHORT_CONFIGS.get(key)
             if cfg is not None:
                 return cfg
         cfg = PLAIN_CONFIGS.get(key)

@@ -257,6 +257,7 @@ AOT_CASES = [
     (128, False, "shipped"),
     (128, True, "shipped"),
     (128, True, "short"),  # SHORT_MHA_CONFIGS' entry
+    (128, False, "short"),  # SHORT_CONFIGS' entry
     (64, True, "shipped"),
     (64, False, "shipped"),
     (128, True, (1, 3, 2, 248)),
@@ -796,28 +797,44 @@ def test_shipped_config_per_head_dim_and_causal(monkeypatch):
         assert cfg.head_dim_reason(d) is None
 
 
-def test_short_mha_calls_take_their_own_config(monkeypatch):
+def test_short_calls_take_their_own_config(monkeypatch):
     """`SHORT_MHA_CONFIGS` overrides PLAIN_CONFIGS for MHA calls (one query head a kv head)
-    of at most SHORT_MHA_KEYS keys of a listed (head dim, causal); GQA calls, longer keys,
-    unknown lengths and specs with extras keep theirs; the backward's plans pass the call's
-    keys and group down."""
+    of at most SHORT_KEYS keys of a listed (head dim, causal), `SHORT_CONFIGS` for calls of
+    any group, the MHA table first; longer keys, unknown lengths and specs with extras keep
+    PLAIN_CONFIGS'; the backward's plans pass the call's keys and group down."""
     short = hopper_bwd.HopperBwdConfig(2, 2, 1, 168, True, persistent=True, dynamic=True,
                                        dq_tma=True, stats_smem=True, kv_bufs=2)  # fmt: skip
+    grouped = dataclasses.replace(short, dynamic=False)
     monkeypatch.setattr(hopper_bwd, "SHORT_MHA_CONFIGS", {(64, False): short})
+    monkeypatch.setattr(hopper_bwd, "SHORT_CONFIGS", {(64, False): grouped, (64, True): grouped})
     plain = KernelSpec(64, False, "bfloat16", "bwd")
     longer = hopper_bwd.PLAIN_CONFIGS.get((64, False), hopper_bwd.CONFIGS[64])
-    limit = hopper_bwd.SHORT_MHA_KEYS
+    limit = hopper_bwd.SHORT_KEYS
     assert hopper_bwd.shipped_config(plain, 1024) == short
     assert hopper_bwd.shipped_config(plain, limit) == short
     assert hopper_bwd.shipped_config(plain, limit + 1) == longer
-    assert hopper_bwd.shipped_config(plain, 1024, group=4) == longer
+    assert hopper_bwd.shipped_config(plain, 1024, group=4) == grouped
+    assert hopper_bwd.shipped_config(plain, limit + 1, group=4) == longer
     assert hopper_bwd.shipped_config(plain) == longer
     assert hopper_bwd.checked_config(plain, None, True, 1024).kv_bufs == 2
+    assert not hopper_bwd.checked_config(plain, None, True, 1024, 2).dynamic
     lengths = KernelSpec(64, False, "bfloat16", "bwd", lengths=True)
     assert hopper_bwd.shipped_config(lengths, 1024) == hopper_bwd.CONFIGS[64]
-    assert hopper_bwd.shipped_config(KernelSpec(64, True, "bfloat16", "bwd"), 1024) != short
-    for (d, _causal), cfg in hopper_bwd.SHORT_MHA_CONFIGS.items():
-        assert cfg.head_dim_reason(d) is None
+    causal = KernelSpec(64, True, "bfloat16", "bwd")
+    assert hopper_bwd.shipped_config(causal, 1024) == grouped  # no MHA entry: any group's
+    assert hopper_bwd.shipped_config(causal, limit + 1) != grouped
+
+
+def test_shipped_short_tables_fit_and_differ():
+    """The shipped short-call configs are valid for their head dim and differ from the
+    PLAIN_CONFIGS entry they replace (else the table says nothing)."""
+    for table in (hopper_bwd.SHORT_MHA_CONFIGS, hopper_bwd.SHORT_CONFIGS):
+        for (d, causal), cfg in table.items():
+            assert cfg.head_dim_reason(d) is None
+            assert cfg != hopper_bwd.PLAIN_CONFIGS.get((d, causal), hopper_bwd.CONFIGS[d])
+    full = KernelSpec(128, False, "bfloat16", "bwd")
+    assert hopper_bwd.shipped_config(full, 1024, 4).persistent
+    assert not hopper_bwd.shipped_config(full, 16384, 4).persistent
 
 
 def test_lengths_spec_and_config_rules():

@@ -12,6 +12,7 @@ from flashgen.hardware.sram import KNOWN_GPUS
 from flashgen.kernels.hopper_bwd import (
     CONFIGS,
     PLAIN_CONFIGS,
+    SHORT_CONFIGS,
     SHORT_MHA_CONFIGS,
     HopperBwdConfig,
 )
@@ -49,7 +50,7 @@ def test_prunes_before_anything_is_compiled(head_dim):
     space = HopperBwdSpace(head_dim, H200)
     fitting = space.fitting()
     assert CONFIGS[head_dim] in fitting
-    for table in (PLAIN_CONFIGS, SHORT_MHA_CONFIGS):
+    for table in (PLAIN_CONFIGS, SHORT_MHA_CONFIGS, SHORT_CONFIGS):
         assert all(c in fitting for (d, _), c in table.items() if d == head_dim)
     for cfg in space.candidates:
         reason = space.prune_reason(cfg)
