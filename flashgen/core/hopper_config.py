@@ -35,7 +35,10 @@ class HopperConfig:
     program per resident slot (each walks several work items, longest first when causal)
     instead of one per item; dynamic (persistent only) lets each program take the next untaken
     item from a global counter instead of every grid-th one (items of unequal length, causal,
-    then end together)."""
+    then end together). late_wait stores each tile's row sums to shared memory before waiting
+    for the previous tile's PV product, which keeps that wait after the softmax: without it
+    ptxas (CUDA 12.8, Triton 3.6) schedules the wait at the softmax's first instruction and a
+    consumer's softmax no longer overlaps its own PV (static SASS, every shipped config)."""
 
     block_m: int
     block_n: int
@@ -46,9 +49,10 @@ class HopperConfig:
     pingpong: bool
     persistent: bool = False
     dynamic: bool = False
+    late_wait: bool = False
 
     def __post_init__(self) -> None:
-        check_kinds(self, bools=("pingpong", "persistent", "dynamic"))
+        check_kinds(self, bools=("pingpong", "persistent", "dynamic", "late_wait"))
         checks = (
             ("consumers", self.consumers in CONSUMERS, f"one of {CONSUMERS}"),
             ("num_warps", self.num_warps in CONSUMER_WARPS and
@@ -74,11 +78,12 @@ class HopperConfig:
         """Shared memory of the kernel's allocations: each consumer's two Q tiles (the next
         item's Q loads while the current one is in use) and O staging tile, the K and V
         rings, the mbarriers, each Q buffer's work-item index (dynamic grids; a static one
-        leaves it unused and the compiler drops it). On sm_90 the compiler adds alignment
+        leaves it unused and the compiler drops it), with late_wait each consumer's row sums. On sm_90 the compiler adds alignment
         padding only (tests/kernels/test_hopper.py compiles configs and compares)."""
         tiles = (3 * self.block_m + 2 * self.num_buf * self.block_n) * head_dim * elem_bytes
         barriers = BARRIER_BYTES * (4 * self.consumers + 4 * self.num_buf + 2)
-        return tiles + barriers + ITEM_BYTES * 2 * self.consumers
+        pins = 4 * self.block_m if self.late_wait else 0
+        return tiles + barriers + ITEM_BYTES * 2 * self.consumers + pins
 
     def threads(self) -> int:
         """Threads of one program: the consumers' warps and the loader's warp, the loader
@@ -88,7 +93,7 @@ class HopperConfig:
     def short(self) -> str:
         flags = "".join(
             name for name, on in (("pp", self.pingpong), ("P", self.persistent),
-                                  ("D", self.dynamic)) if on
+                                  ("D", self.dynamic), ("L", self.late_wait)) if on
         )  # fmt: skip
         return (f"(hopper {self.block_m}x{self.block_n} c{self.consumers}w{self.num_warps} "
                 f"b{self.num_buf} r{self.maxnreg}{' ' + flags if flags else ''})")  # fmt: skip

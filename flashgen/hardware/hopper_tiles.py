@@ -13,6 +13,7 @@ estimates that, and the ahead-of-time test checks ptxas's spill count for the co
 from __future__ import annotations
 
 import functools
+import itertools
 from pathlib import Path
 
 from ..core.hopper_config import (
@@ -93,7 +94,7 @@ GRIDS = ((False, False), (True, False), (True, True))
 def candidates(head_dim: int) -> tuple[HopperConfig, ...]:
     """Every config of the knob space for this head dim (tiles, ring slots, consumers, launch
     register cap, ping-pong, grid: one program per item, persistent, persistent taking items
-    dynamically), before the device's fit test. The register cap is
+    dynamically; PV's wait pinned after the softmax or not), before the device's fit test. The register cap is
     the largest the threads allow, and for one 4-warp consumer also 128 (two programs per SM)."""
     out = []
     for consumers, warps in ((1, 4), (1, 8), (2, 4), (3, 4)):
@@ -104,10 +105,10 @@ def candidates(head_dim: int) -> tuple[HopperConfig, ...]:
             for block_n in BLOCK_N:
                 for num_buf in NUM_BUF:
                     for pingpong in (False, True) if consumers == 2 else (False,):
-                        for persistent, dynamic in GRIDS:
+                        for grid, late in itertools.product(GRIDS, (False, True)):
                             out.append(HopperConfig(
                                 consumers * 16 * warps, block_n, num_buf, consumers, warps,
-                                maxnreg, pingpong, persistent, dynamic))  # fmt: skip
+                                maxnreg, pingpong, *grid, late))  # fmt: skip
     return tuple(out)
 
 

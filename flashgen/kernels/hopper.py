@@ -347,6 +347,17 @@ def forward(
     run(*call_args(spec, q, k, v, out, lse, scale, window, softcap, bounds, mask, alibi, dropout))
 
 
+def constexprs_of(spec, cfg: HopperConfig, per_key: bool = False) -> dict:
+    """The kernel's constexpr arguments for `cfg` (what the launch and the ahead-of-time
+    compile pass alike), in the kernel's order."""
+    return {
+        "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "NUM_BUF": cfg.num_buf,
+        "NUM_CONSUMERS": cfg.consumers, "PINGPONG": cfg.pingpong, "DYNAMIC": cfg.dynamic,
+        "LATE_WAIT": cfg.late_wait, **({"MASK_PER_KEY": bool(per_key)} if spec.attn_mask else {}),
+        "num_warps": cfg.num_warps,
+    }  # fmt: skip
+
+
 def plan(spec, cfg: HopperConfig, q, k, v, out, device, per_key: bool = False):
     """The `flashgen.kernels.launch.Launch` of the Hopper kernel for one call signature (the
     shapes and strides of q, k, v and out, the config): grid, constexprs and the four descriptor templates
@@ -375,12 +386,7 @@ def plan(spec, cfg: HopperConfig, q, k, v, out, device, per_key: bool = False):
 
     descs = ((0, template(q, rows_q)), (1, template(k, cfg.block_n)),
              (2, template(v, cfg.block_n)), (3, template(out, rows_q)))  # fmt: skip
-    constexprs = {
-        "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "NUM_BUF": cfg.num_buf,
-        "NUM_CONSUMERS": cfg.consumers, "PINGPONG": cfg.pingpong, "DYNAMIC": cfg.dynamic,
-        **({"MASK_PER_KEY": bool(per_key)} if spec.attn_mask else {}),
-        "num_warps": cfg.num_warps,
-    }  # fmt: skip
+    constexprs = constexprs_of(spec, cfg, per_key)
     kernel = load_family(spec, "hopper").attn_fwd_ws
     return Launch(kernel, (items,), constexprs, {"maxnreg": cfg.maxnreg}, device, descs)
 

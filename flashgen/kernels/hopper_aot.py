@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 
 from ..core.hopper_config import HopperConfig
-from .hopper import CONFIGS, for_spec
+from .hopper import CONFIGS, constexprs_of, for_spec
 
 
 def compile_for_sm90(spec, cfg: HopperConfig | None = None, per_key: bool = False) -> dict:
@@ -54,19 +54,10 @@ def compile_for_sm90(spec, cfg: HopperConfig | None = None, per_key: bool = Fals
         signature.update(Slopes="*fp32", stride_sb="i32")
     if spec.dropout:
         signature.update(drop_p="fp32", drop_seed="i64")
-    signature.update(BLOCK_M="constexpr", BLOCK_N="constexpr", NUM_BUF="constexpr",
-                     NUM_CONSUMERS="constexpr", PINGPONG="constexpr", DYNAMIC="constexpr")  # fmt: skip
-    if spec.attn_mask:
-        signature["MASK_PER_KEY"] = "constexpr"
-    signature["num_warps"] = "constexpr"
+    constexprs = constexprs_of(spec, cfg, per_key)
+    signature.update(dict.fromkeys(constexprs, "constexpr"))
     pointers = [i for i, name in enumerate(signature)
                 if name in ("Lse", "Sched", "SeqBounds", "Mask", "Slopes")]  # fmt: skip
-    constexprs = {
-        "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "NUM_BUF": cfg.num_buf,
-        "NUM_CONSUMERS": cfg.consumers, "PINGPONG": cfg.pingpong, "DYNAMIC": cfg.dynamic,
-        **({"MASK_PER_KEY": bool(per_key)} if spec.attn_mask else {}),
-        "num_warps": cfg.num_warps,
-    }  # fmt: skip
     source = GluonASTSource(
         fn=load_family(spec, "hopper").attn_fwd_ws,
         signature=signature,
@@ -109,3 +100,51 @@ def ptxas_spills(ptx: str) -> int | None:
             return None
     found = re.findall(r"(\d+) bytes spill stores", done.stderr)
     return sum(map(int, found)) if done.returncode == 0 and found else None
+
+
+def sm90_sass(ptx: str) -> str | None:
+    """The SASS of `ptx` (from `compile_for_sm90`) assembled for sm_90a by the ptxas Triton
+    ships and disassembled by its cuobjdump; None where either cannot be found or run."""
+    import subprocess
+    import tempfile
+
+    try:
+        from triton.backends.nvidia.compiler import get_ptxas
+
+        ptxas = get_ptxas(90).path
+    except Exception:  # no NVIDIA backend, or a Triton that moved the helper
+        return None
+    cuobjdump = os.path.join(os.path.dirname(ptxas), "cuobjdump")
+    with tempfile.TemporaryDirectory() as tmp:
+        src, cubin = os.path.join(tmp, "k.ptx"), os.path.join(tmp, "k.cubin")
+        with open(src, "w") as f:
+            f.write(ptx)
+        try:
+            subprocess.run([ptxas, "-arch=sm_90a", src, "-o", cubin], check=True,
+                           capture_output=True, timeout=300)  # fmt: skip
+            done = subprocess.run([cuobjdump, "-sass", cubin], check=True,
+                                  capture_output=True, text=True, timeout=120)  # fmt: skip
+        except (OSError, subprocess.SubprocessError):
+            return None
+    return done.stdout
+
+
+def pv_overlap(sass: str) -> list[int]:
+    """For each wait for the QK^T product (`WARPGROUP.DEPBAR.LE gsb0, 0x1`: the consumer loop's,
+    with the previous PV still in flight) the MUFU instructions (the softmax's exponentials)
+    ptxas placed before the next wait for every product (`... 0x0`): what of a softmax runs
+    while the previous PV does. 0 where ptxas hoisted that wait to the softmax's start."""
+    import re
+
+    lines = re.findall(r"/\*[0-9a-f]{4,}\*/\s+([^;]+);", sass)
+    counts = []
+    for i, ins in enumerate(lines):
+        if "DEPBAR.LE gsb0, 0x1" not in ins:
+            continue
+        mufu = 0
+        for later in lines[i + 1 :]:
+            if "DEPBAR.LE gsb0, 0x0" in later:
+                counts.append(mufu)
+                break
+            mufu += "MUFU" in later
+    return counts

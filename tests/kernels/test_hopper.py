@@ -119,6 +119,8 @@ AOT_CONFIGS = [
     (64, (128, 128, 2, 1, 8, 168, False)),
     (64, (64, 128, 2, 1, 4, 128, False)),
     (128, (128, 128, 2, 2, 4, 168, False, True, True)),  # dynamic persistent grid
+    (128, (128, 128, 2, 2, 4, 168, False, False, False, True)),  # PV's wait pinned late
+    (64, (128, 128, 3, 2, 4, 168, False, True, False, True)),  # ... persistent, head dim 64
 ]  # fmt: skip
 
 _AOT_SCRIPT = """
@@ -132,8 +134,10 @@ for head_dim, cfg in json.loads(sys.argv[1]):
     for causal in ((False, True) if cfg == hopper.CONFIGS[head_dim] else (cfg.dynamic,)):
         spec = KernelSpec(head_dim, causal, "bfloat16", "fwd")
         res = hopper_aot.compile_for_sm90(spec, cfg)
-        out[f"{spec.uri()} {cfg.short()}"] = dict(res, model=cfg.shared_bytes(head_dim),
-                                                  spills=hopper_aot.ptxas_spills(res["ptx"]))
+        sass = hopper_aot.sm90_sass(res["ptx"])
+        out[f"{spec.uri()} {cfg.short()}"] = dict(
+            res, model=cfg.shared_bytes(head_dim), spills=hopper_aot.ptxas_spills(res["ptx"]),
+            overlap=None if sass is None else hopper_aot.pv_overlap(sass))
 json.dump(out, sys.stdout)
 """
 
@@ -148,7 +152,7 @@ def aot_results():
 def test_compiles_for_sm90_and_fits_the_models(aot_results):
     from flashgen.hardware.sram import KNOWN_GPUS
 
-    assert len(aot_results) == 2 * 2 + 5
+    assert len(aot_results) == 2 * 2 + 7
     for name, result in aot_results.items():
         ptx = result["ptx"]
         # Warp specialisation really happened: registers move from the loader to the consumers.
@@ -167,9 +171,17 @@ def test_compiles_for_sm90_and_fits_the_models(aot_results):
         # Every config here passes the register model, and ptxas (where Triton ships it) agrees:
         # no spills, but for a dynamic grid's consumers, which keep 16 bytes of loop-carried
         # values in local memory (stored and loaded once per work item, not per tile; seen with
-        # the ptxas of Triton 3.6 and 3.9 alike).
+        # the ptxas of Triton 3.6 and 3.9 alike), and head dim 128 with PV's wait pinned late
+        # (the softmax's scores, P and O live at once: Triton 3.9's ptxas spills 24 bytes, 3.6's
+        # none).
+        late = name.endswith("L)")
         if result["spills"] is not None:
-            assert result["spills"] <= (16 if " PD)" in name else 0), name
+            allowed = 16 if " PD)" in name else 32 if late and "d128" in name else 0
+            assert result["spills"] <= allowed, name
+        # late_wait: the consumer loop's softmax (64 exponentials a thread a 64 x 128 tile) all
+        # before the wait for the previous PV (ptxas otherwise waits at the softmax's start)
+        if late and result["overlap"] is not None:
+            assert max(result["overlap"]) >= 64, (name, result["overlap"])
 
 
 def test_aot_configs_pass_the_fit_model():
@@ -245,6 +257,10 @@ LAYOUT_CASES = [
     (64, (192, 64, 3, 3, 4, 128, False, True), False, (4, 16, 16, 1000, 1000)),
     (64, (64, 128, 3, 1, 4, 128, False, True), True, (4, 16, 4, 1000, 1000)),
     (64, (128, 128, 2, 1, 8, 168, False, False), True, (1, 4, 4, 300, 129)),
+    # PV's wait pinned after the softmax (late_wait), plain and persistent grids, ping-pong
+    (128, (128, 128, 2, 2, 4, 168, False, False, False, True), False, (3, 16, 16, 777, 801)),
+    (128, (128, 128, 2, 2, 4, 168, True, True, True, True), True, (4, 16, 4, 1000, 1000)),
+    (64, (128, 128, 3, 2, 4, 168, False, True, False, True), True, (2, 8, 2, 1000, 1000)),
 ]
 
 
