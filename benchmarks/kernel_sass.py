@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import dataclasses
 import re
 import subprocess
 import sys
@@ -37,8 +38,12 @@ OPS = ("IMAD", "LOP3", "SHF", "ISETP", "IADD3", "FSEL", "MUFU", "HGMMA", "FFMA",
 
 
 def sass_counts(cubin: bytes) -> tuple[dict, collections.Counter]:
-    """({"regs", "stack"} from the resource usage, opcode -> count) of a cubin."""
+    """({"regs", "stack", "overlap"} from the resource usage and the disassembly, opcode ->
+    count) of a cubin; "overlap": `flashgen.kernels.hopper_aot.pv_overlap`, the exponentials
+    ptxas placed beside each product still in flight."""
     from bwd_profile import _cuobjdump
+
+    from flashgen.kernels.hopper_aot import pv_overlap
 
     with tempfile.NamedTemporaryFile(suffix=".cubin") as fh:
         fh.write(cubin)
@@ -50,18 +55,20 @@ def sass_counts(cubin: bytes) -> tuple[dict, collections.Counter]:
     resources = {
         "regs": int(re.search(r"REG:(\d+)", usage).group(1)),
         "stack": int(re.search(r"STACK:(\d+)", usage).group(1)),
+        "overlap": pv_overlap(sass),
     }
     return resources, opcode_counts(sass)
 
 
-def hopper_cubin(spec, per_key: bool = False) -> tuple[bytes, int]:
-    """(cubin, shared bytes) of the Hopper forward for `spec` with its shipped config: the
-    PTX `hopper_aot.compile_for_sm90` gives, assembled for sm_90a by Triton's ptxas."""
+def hopper_cubin(spec, per_key: bool = False, cfg=None) -> tuple[bytes, int]:
+    """(cubin, shared bytes) of the Hopper forward for `spec` with `cfg` (None: its head dim's
+    `CONFIGS` entry): the PTX `hopper_aot.compile_for_sm90` gives, assembled for sm_90a by
+    Triton's ptxas."""
     from triton.backends.nvidia.compiler import get_ptxas
 
     from flashgen.kernels import hopper_aot
 
-    res = hopper_aot.compile_for_sm90(spec, per_key=per_key)
+    res = hopper_aot.compile_for_sm90(spec, cfg, per_key=per_key)
     with tempfile.TemporaryDirectory() as tmp:
         src, out = Path(tmp, "k.ptx"), Path(tmp, "k.cubin")
         src.write_text(res["ptx"])
@@ -102,6 +109,8 @@ def main(argv=None) -> int:
         default="",
         help="(--family hopper) a mask tensor, read as a key-padding mask",
     )
+    p.add_argument("--late-wait", action="store_true",
+                   help="(--family hopper) the config with late_wait (PV's wait after the softmax)")  # fmt: skip
     p.add_argument("--kernels", default="attn_fwd_tma", help="comma-separated kernel names")
     p.add_argument("--config", default="64,64,4,3", help="BLOCK_M,BLOCK_N,warps,stages")
     args = p.parse_args(argv)
@@ -112,11 +121,15 @@ def main(argv=None) -> int:
         spec = KernelSpec(args.head_dim, args.causal, args.dtype, "fwd", args.window,
                           args.softcap, args.lengths, attn_mask=args.attn_mask,
                           dropout=args.dropout, alibi=args.alibi)  # fmt: skip
-        cubin, shared = hopper_cubin(spec, per_key=bool(args.attn_mask))
+        from flashgen.kernels.hopper import CONFIGS
+
+        cfg = dataclasses.replace(CONFIGS[args.head_dim], late_wait=args.late_wait)
+        cubin, shared = hopper_cubin(spec, per_key=bool(args.attn_mask), cfg=cfg)
         res, ops = sass_counts(cubin)
         counts = " ".join(f"{op}={ops[op]}" for op in OPS)
-        print(f"attn_fwd_ws {spec.uri()}: regs {res['regs']} stack {res['stack']} shared "
-              f"{shared} sass {sum(ops.values())} {counts}", flush=True)  # fmt: skip
+        print(f"attn_fwd_ws {spec.uri()} {cfg.short()}: regs {res['regs']} stack {res['stack']} "
+              f"shared {shared} sass {sum(ops.values())} {counts} overlap {res['overlap']}",
+              flush=True)  # fmt: skip
         return 0
     from sram_vs_compiler import compile_ahead
 
