@@ -94,8 +94,9 @@ GRIDS = ((False, False), (True, False), (True, True))
 def candidates(head_dim: int) -> tuple[HopperConfig, ...]:
     """Every config of the knob space for this head dim (tiles, ring slots, consumers, launch
     register cap, ping-pong, grid: one program per item, persistent, persistent taking items
-    dynamically; PV's wait pinned after the softmax or not), before the device's fit test. The register cap is
-    the largest the threads allow, and for one 4-warp consumer also 128 (two programs per SM)."""
+    dynamically; PV's wait pinned after the softmax or not), before the device's fit test.
+    The register cap is the largest the threads allow, and for one 4-warp consumer also 128
+    (two programs per SM)."""
     out = []
     for consumers, warps in ((1, 4), (1, 8), (2, 4), (3, 4)):
         caps = {max_regs(consumers, warps)}

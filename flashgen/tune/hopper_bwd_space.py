@@ -6,15 +6,16 @@ follows from the threads), Q/dO ring slots, dQ column chunks, whether the consum
 (half of dQ's columns each), how dQ partials are added (TMA reduce-add or element atomics),
 where each step's statistics wait for their use (registers or the consumers' shared-memory
 staging, `stats_smem`), whether the consumers take dQ's whole products in turns (`dq_turns`,
-with shared dS), how many slots the dS exchange has (`ds_bufs`, shared dS only), a persistent grid, static or dynamic, how many
-staging buffers a dQ chunk has (`dq_bufs`), whether dQ's product goes before dK's
-(`dq_first`) and dV's before the wait for dP (`dv_early`). `HopperBwdSpace` maps them to categorical parameters and back, and
-prunes before anything is compiled: configs the class refuses, a head dim a config cannot split,
-shared memory past the device's opt-in limit (`HopperBwdConfig.shared_bytes`, the model the CPU
-tests hold to the compiler's byte counts), dQ by TMA reduce-add where the installed Gluon cannot
-issue it, and what the H200 showed not to work (single-consumer at head dim 128: ptxas crashed;
-statistics by TMA: faulted). `hopper_space.search` runs a study over one shape with any
-`evaluate(cfg) -> ms` (the GPU timing in benchmarks/hopper_bwd_tune.py; a fake in the CPU tests).
+with shared dS), how many slots the dS exchange has (`ds_bufs`, shared dS only), a persistent
+grid, static or dynamic, how many staging buffers a dQ chunk has (`dq_bufs`), whether dQ's
+product goes before dK's (`dq_first`) and dV's before the wait for dP (`dv_early`).
+`HopperBwdSpace` maps them to categorical parameters and back, and prunes before anything is
+compiled: configs the class refuses, a head dim a config cannot split, shared memory past the
+device's opt-in limit (`HopperBwdConfig.shared_bytes`, the model the CPU tests hold to the
+compiler's byte counts), dQ by TMA reduce-add where the installed Gluon cannot issue it, and
+what the H200 showed not to work (single-consumer at head dim 128: ptxas crashed; statistics by
+TMA: faulted). `hopper_space.search` runs a study over one shape with any `evaluate(cfg) -> ms`
+(the GPU timing in benchmarks/hopper_bwd_tune.py; a fake in the CPU tests).
 The winners are shipped as `hopper_bwd.CONFIGS`, not as database records.
 """
 
@@ -52,9 +53,9 @@ def _regs(consumers: int) -> int:
 def candidates() -> tuple[HopperBwdConfig, ...]:
     """Every combination of the knobs the class accepts (any head dim)."""
     out = []
-    flags = ((False, True),) * 5
+    flag = (False, True)
     knobs = itertools.product(
-        (1, 2), (2, 3, 4), (1, 2), *flags, (1, 2), (False, True), (1, 2), *flags[:2]
+        (1, 2), (2, 3, 4), (1, 2), *[flag] * 5, (1, 2), flag, (1, 2), flag, flag
     )
     for consumers, num_buf, dq_split, *rest in knobs:
         share, tma, persistent, staged, turns, ds_bufs, dynamic, dq_bufs, first, early = rest

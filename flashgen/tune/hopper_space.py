@@ -3,11 +3,12 @@
 Why apart from `space.Space`: the portable family's space is four integers stored in the
 tuning database (`TileConfig`); the Hopper family's config (`HopperConfig`) has other knobs:
 tile sizes, ring slots, consumer warpgroups with their register split (the launch register
-cap), ping-pong, persistent grid (static or dynamic), PV's wait pinned late. `HopperSpace` maps them to categorical Optuna parameters
-and back, and prunes with `flashgen.hardware.hopper_tiles` (shared memory, registers) before
-anything is compiled, as `Space` does with the SRAM model. `search` runs a study over one
-shape with any `evaluate(cfg) -> ms` (the GPU timing in benchmarks/hopper_tune.py; a fake in
-the CPU tests). The winners are shipped as `flashgen.kernels.hopper` tables, not as database
+cap), ping-pong, persistent grid (static or dynamic), PV's wait pinned after the softmax
+(`late_wait`). `HopperSpace` maps them to categorical Optuna parameters and back, and
+prunes with `flashgen.hardware.hopper_tiles` (shared memory, registers) before anything is
+compiled, as `Space` does with the SRAM model. `search` runs a study over one shape with any
+`evaluate(cfg) -> ms` (the GPU timing in benchmarks/hopper_tune.py; a fake in the CPU
+tests). The winners are shipped as `flashgen.kernels.hopper` tables, not as database
 records (the records' schema holds portable configs only).
 """
 
