@@ -63,18 +63,14 @@ def sass_counts(cubin: bytes) -> tuple[dict, collections.Counter]:
 def hopper_cubin(spec, per_key: bool = False, cfg=None) -> tuple[bytes, int]:
     """(cubin, shared bytes) of the Hopper forward for `spec` with `cfg` (None: its head dim's
     `CONFIGS` entry): the PTX `hopper_aot.compile_for_sm90` gives, assembled for sm_90a by
-    Triton's ptxas."""
-    from triton.backends.nvidia.compiler import get_ptxas
-
+    Triton's ptxas (`hopper_aot.assemble_sm90`)."""
     from flashgen.kernels import hopper_aot
 
     res = hopper_aot.compile_for_sm90(spec, cfg, per_key=per_key)
-    with tempfile.TemporaryDirectory() as tmp:
-        src, out = Path(tmp, "k.ptx"), Path(tmp, "k.cubin")
-        src.write_text(res["ptx"])
-        subprocess.run([get_ptxas(90).path, "-arch=sm_90a", str(src), "-o", str(out)],
-                       capture_output=True, text=True, check=True)  # fmt: skip
-        return out.read_bytes(), int(res["shared"])
+    asm = hopper_aot.assemble_sm90(res["ptx"])
+    if asm is None:
+        raise RuntimeError("Triton's ptxas or cuobjdump cannot be found or run")
+    return asm["cubin"], int(res["shared"])
 
 
 def opcode_counts(sass: str) -> collections.Counter:

@@ -73,38 +73,14 @@ def compile_for_sm90(spec, cfg: HopperConfig | None = None, per_key: bool = Fals
     return {"shared": kernel.metadata.shared, "ptx": kernel.asm["ptx"]}
 
 
-def ptxas_spills(ptx: str) -> int | None:
-    """Spill-store bytes ptxas reports when it assembles `ptx` (from `compile_for_sm90`) for
-    sm_90a, with the ptxas Triton ships; None where that ptxas cannot be found or run. The
-    register model (`flashgen.hardware.hopper_tiles.spill_risk`) is checked against this."""
+def assemble_sm90(ptx: str) -> dict | None:
+    """`ptx` (from `compile_for_sm90`) assembled for sm_90a by the ptxas Triton ships, once:
+    {"spills": the spill-store bytes ptxas reports (None if it reports none in a known form),
+    "cubin": bytes, "sass": its disassembly by Triton's cuobjdump}; None where either tool
+    cannot be found or run. The register model
+    (`flashgen.hardware.hopper_tiles.spill_risk`) is checked against "spills", where ptxas puts
+    its waits (`pv_overlap`) against "sass"."""
     import re
-    import subprocess
-    import tempfile
-
-    try:
-        from triton.backends.nvidia.compiler import get_ptxas
-
-        ptxas = get_ptxas(90).path
-    except Exception:  # no NVIDIA backend, or a Triton that moved the helper
-        return None
-    with tempfile.TemporaryDirectory() as tmp:
-        src = os.path.join(tmp, "k.ptx")
-        with open(src, "w") as f:
-            f.write(ptx)
-        try:
-            done = subprocess.run(
-                [ptxas, "-arch=sm_90a", "-v", src, "-o", os.path.join(tmp, "k.cubin")],
-                capture_output=True, text=True, timeout=300,
-            )  # fmt: skip
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-    found = re.findall(r"(\d+) bytes spill stores", done.stderr)
-    return sum(map(int, found)) if done.returncode == 0 and found else None
-
-
-def sm90_sass(ptx: str) -> str | None:
-    """The SASS of `ptx` (from `compile_for_sm90`) assembled for sm_90a by the ptxas Triton
-    ships and disassembled by its cuobjdump; None where either cannot be found or run."""
     import subprocess
     import tempfile
 
@@ -120,13 +96,17 @@ def sm90_sass(ptx: str) -> str | None:
         with open(src, "w") as f:
             f.write(ptx)
         try:
-            subprocess.run([ptxas, "-arch=sm_90a", src, "-o", cubin], check=True,
-                           capture_output=True, timeout=300)  # fmt: skip
-            done = subprocess.run([cuobjdump, "-sass", cubin], check=True,
+            done = subprocess.run([ptxas, "-arch=sm_90a", "-v", src, "-o", cubin], check=True,
+                                  capture_output=True, text=True, timeout=300)  # fmt: skip
+            sass = subprocess.run([cuobjdump, "-sass", cubin], check=True,
                                   capture_output=True, text=True, timeout=120)  # fmt: skip
         except (OSError, subprocess.SubprocessError):
             return None
-    return done.stdout
+        with open(cubin, "rb") as f:
+            binary = f.read()
+    found = re.findall(r"(\d+) bytes spill stores", done.stderr)  # none: a format not known
+    spills = sum(map(int, found)) if found else None
+    return {"spills": spills, "cubin": binary, "sass": sass.stdout}
 
 
 def pv_overlap(sass: str) -> list[int]:

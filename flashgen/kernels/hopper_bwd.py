@@ -798,8 +798,9 @@ def _sm_count(index: int) -> int:
 
 def compile_for_sm90(spec, cfg: HopperBwdConfig | None = None, compute_dq: bool = True) -> dict:
     """Compile the rendered kernel ahead of time for sm_90, no GPU needed, with the launch's
-    specialisation; returns {"shared": bytes, "ptx": text, "n_regs"/"n_spills" where known}.
-    As `flashgen.kernels.hopper_aot.compile_for_sm90`: not under TRITON_INTERPRET=1."""
+    specialisation; returns {"shared": bytes, "ptx": text} (`hopper_aot.assemble_sm90` turns the
+    PTX into spills and SASS). As `flashgen.kernels.hopper_aot.compile_for_sm90`: not under
+    TRITON_INTERPRET=1."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon import language as gl

@@ -134,10 +134,10 @@ for head_dim, cfg in json.loads(sys.argv[1]):
     for causal in ((False, True) if cfg == hopper.CONFIGS[head_dim] else (cfg.dynamic,)):
         spec = KernelSpec(head_dim, causal, "bfloat16", "fwd")
         res = hopper_aot.compile_for_sm90(spec, cfg)
-        sass = hopper_aot.sm90_sass(res["ptx"])
+        asm = hopper_aot.assemble_sm90(res["ptx"]) or {}
         out[f"{spec.uri()} {cfg.short()}"] = dict(
-            res, model=cfg.shared_bytes(head_dim), spills=hopper_aot.ptxas_spills(res["ptx"]),
-            overlap=None if sass is None else hopper_aot.pv_overlap(sass))
+            res, model=cfg.shared_bytes(head_dim), spills=asm.get("spills"),
+            overlap=hopper_aot.pv_overlap(asm["sass"]) if asm else None)
 json.dump(out, sys.stdout)
 """
 

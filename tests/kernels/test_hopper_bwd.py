@@ -330,11 +330,10 @@ for d, early in json.loads(sys.argv[1]):
     spec = KernelSpec(d, False, "bfloat16", "bwd")
     cfg = dataclasses.replace(hopper_bwd.shipped_config(spec, 16384), dv_early=early)
     res = hopper_bwd.compile_for_sm90(spec, cfg)
-    sass = hopper_aot.sm90_sass(res["ptx"])
+    asm = hopper_aot.assemble_sm90(res["ptx"]) or {}
     out[f"d{d} {cfg.short()}"] = dict(
-        early=early, shared=res["shared"], model=cfg.shared_bytes(d),
-        spills=hopper_aot.ptxas_spills(res["ptx"]),
-        overlap=None if sass is None else hopper_aot.pv_overlap(sass))
+        early=early, shared=res["shared"], model=cfg.shared_bytes(d), spills=asm.get("spills"),
+        overlap=hopper_aot.pv_overlap(asm["sass"]) if asm else None)
 json.dump(out, sys.stdout)
 """
 
