@@ -16,7 +16,13 @@
    are counted on the work the mask leaves (visible query-key pairs: 4*D per pair forward,
    10*D forward+backward), so a masked kernel that skips the masked tiles well has about the
    unmasked kernel's TFLOP/s. `ratio_vs_plain` = masked TFLOP/s / unmasked TFLOP/s (bar >= 0.9);
-   `speedup_vs_sdpa` = SDPA time / flashgen time (bar >= 1.5).
+   `speedup_vs_sdpa` = SDPA time / flashgen time (bar >= 1.5). For the key/query padding rows
+   (`pad_*`) also `ratio_vs_unpadded`: the masked TFLOP/s over the unmasked kernel's on the
+   same sequences without their padding (each batch element's valid part as its own batch-1
+   call, the calls' times summed: `unpadded_ms`). `ratio_vs_plain` compares with one unmasked
+   call at the full length, whose TFLOP/s a causal kernel reaches only at that length (a
+   shorter causal sequence has more of its tiles on the diagonal), so it also counts what
+   shorter sequences cost any kernel; `ratio_vs_unpadded` counts only what the padding costs.
 
 The masked and the unmasked kernel are timed alternately, `--rounds` readings each (3), and
 their medians give the ratio; every reading is printed (`readings` lines).
@@ -55,7 +61,7 @@ from flashgen.kernels.validate import normalize_window  # noqa: E402
 FIELDS = [
     "name", "b", "hq", "hkv", "n", "d", "causal", "mask", "pairs_frac", "dir",
     "flashgen_ms", "plain_ms", "portable_ms", "sdpa_ms", "tflops", "plain_tflops", "ratio_vs_plain",
-    "speedup_vs_sdpa",
+    "speedup_vs_sdpa", "unpadded_ms", "ratio_vs_unpadded",
 ]  # fmt: skip
 
 
@@ -278,6 +284,26 @@ def fwd_bwd(fn, q, k, v, do):
     return run
 
 
+def unpadded(q, k, v, do, kw, causal):
+    """(per-sequence batch-1 calls, their visible pairs over all heads) for a padding row: each
+    batch element's valid queries and keys (where `kw`'s lengths and side put them) as its own
+    contiguous leaf tensors, for the unmasked kernel on the same work (module docstring)."""
+    b, hq, n, _ = q.shape
+    klens = kw["key_lengths"].tolist()
+    qlens = kw["query_lengths"].tolist() if "query_lengths" in kw else [n] * b
+    calls, pairs = [], 0
+    for i in range(b):
+        kl, ql = klens[i], qlens[i]
+        ks = n - kl if kw.get("padding") == "left" else 0
+        qs = n - ql if kw.get("padding") == "left" and "query_lengths" in kw else 0
+        parts = [t[i : i + 1, :, s : s + m].detach().contiguous().requires_grad_()
+                 for t, s, m in ((q, qs, ql), (k, ks, kl), (v, ks, kl))]  # fmt: skip
+        calls.append((*parts, do[i : i + 1, :, qs : qs + ql].contiguous()))
+        # causal rows pad queries like keys (ql == kl): the diagonal from the first valid key
+        pairs += (kl * (kl + 1) // 2 if causal else ql * kl) * hq
+    return calls, pairs
+
+
 def speed(name, causal, kw, mk, cap, shape, writer, dirs=("fwd", "fwd+bwd")):
     b, hq, hkv, n, d = shape
     gen = torch.Generator(device="cuda").manual_seed(2)
@@ -339,8 +365,19 @@ def speed(name, causal, kw, mk, cap, shape, writer, dirs=("fwd", "fwd+bwd")):
             t_sdpa = float("nan")
             if cap is None:
                 t_sdpa = bench(fwd_bwd(theirs, q, k, v, do) if grad else theirs)
+            t_unpad = float("nan")
+            if "key_lengths" in kw:
+                seqs, unpad_pairs = unpadded(q, k, v, do, kw, causal)
+                t_unpad = 0.0
+                for qi, ki, vi, doi in seqs:
+
+                    def one(qi=qi, ki=ki, vi=vi):
+                        return flashgen.attention(qi, ki, vi, causal=causal, impl="flashgen")
+
+                    t_unpad += bench(fwd_bwd(one, qi, ki, vi, doi) if grad else one)
         tf = pairs * flops_per_pair / t_ours / 1e9
         tf_plain = plain_pairs * flops_per_pair / t_plain / 1e9
+        tf_unpad = 0.0 if t_unpad != t_unpad else unpad_pairs * flops_per_pair / t_unpad / 1e9
         row = dict(
             name=name, b=b, hq=hq, hkv=hkv, n=n, d=d, causal=causal, mask=describe(kw),
             pairs_frac=round(pairs / plain_pairs, 4), dir=direction,
@@ -348,6 +385,8 @@ def speed(name, causal, kw, mk, cap, shape, writer, dirs=("fwd", "fwd+bwd")):
             portable_ms=round(t_port, 4),
             sdpa_ms=round(t_sdpa, 4), tflops=round(tf, 1), plain_tflops=round(tf_plain, 1),
             ratio_vs_plain=round(tf / tf_plain, 3), speedup_vs_sdpa=round(t_sdpa / t_ours, 2),
+            unpadded_ms=round(t_unpad, 4),
+            ratio_vs_unpadded=round(tf / tf_unpad, 3) if tf_unpad else float("nan"),
         )  # fmt: skip
         print(" ".join(f"{k}={v}" for k, v in row.items() if k != "mask"), flush=True)
         writer(row)

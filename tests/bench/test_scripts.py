@@ -287,6 +287,33 @@ def test_masks_times_backward_kinds_in_one_process(monkeypatch, capsys):
     assert "(median 1.1000, 1.000x)" in line and "(median 2.1000, 1.909x)" in line
 
 
+@pytest.mark.parametrize("side", ["right", "left"])
+@pytest.mark.parametrize("causal", [False, True])
+def test_masks_unpadded_reference_holds_the_visible_work(side, causal):
+    """masks.py's `unpadded`: each batch element's valid queries, keys, values and output
+    gradient as its own contiguous leaf, cut where the padding side puts them, and the visible
+    pairs it counts equal to those of the dense mask `visible` builds for the padded call."""
+    from flashgen.kernels.padding import bounds
+
+    module = repo_scripts.load("benchmarks/masks.py", "bench_masks_unpadded")
+    b, hq, n, d = 3, 2, 11, 4
+    q, k, v, do = (torch.randn(b, hq, n, d) for _ in range(4))
+    lens = torch.tensor([11, 4, 7])
+    kw = {"key_lengths": lens, "padding": side}
+    if causal:
+        kw["query_lengths"] = lens
+    calls, pairs = module.unpadded(q, k, v, do, kw, causal)
+    qs, ql, ks, kl = bounds(b, n, n, lens, kw.get("query_lengths"), side, "cpu").unbind(1)
+    mask = module.visible(n, n, causal=causal, lengths=((qs, qs + ql), (ks, ks + kl)), device="cpu")
+    assert pairs == mask.expand(b, 1, n, n).sum().item() * hq
+    for i, (qi, ki, vi, doi) in enumerate(calls):
+        keys = torch.arange(n)[mask[i, 0].any(0)]  # the keys some query sees
+        assert ki.is_leaf and ki.requires_grad and ki.is_contiguous()
+        assert torch.equal(ki, k[i : i + 1, :, keys]) and torch.equal(vi, v[i : i + 1, :, keys])
+        rows = torch.arange(n)[mask[i, 0].any(1)] if causal else torch.arange(n)
+        assert torch.equal(qi, q[i : i + 1, :, rows]) and torch.equal(doi, do[i : i + 1, :, rows])
+
+
 def test_hopper_probe_table_needs_its_json(capsys):
     module = repo_scripts.load("benchmarks/hopper_probe.py", "bench_hopper_probe")
     with pytest.raises(SystemExit) as done:
