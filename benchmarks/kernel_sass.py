@@ -107,9 +107,6 @@ def main(argv=None) -> int:
     )
     p.add_argument("--late-wait", action="store_true",
                    help="(--family hopper) the config with late_wait (PV's wait after the softmax)")  # fmt: skip
-    p.add_argument("--lazy-rescale", action="store_true",
-                   help="(--family hopper) the config with lazy_rescale (O rescaled only when a "
-                   "row's max grew by more than 2**8)")  # fmt: skip
     p.add_argument("--kernels", default="attn_fwd_tma", help="comma-separated kernel names")
     p.add_argument("--config", default="64,64,4,3", help="BLOCK_M,BLOCK_N,warps,stages")
     args = p.parse_args(argv)
@@ -122,8 +119,7 @@ def main(argv=None) -> int:
                           dropout=args.dropout, alibi=args.alibi)  # fmt: skip
         from flashgen.kernels.hopper import CONFIGS
 
-        cfg = dataclasses.replace(CONFIGS[args.head_dim], late_wait=args.late_wait,
-                                  lazy_rescale=args.lazy_rescale)
+        cfg = dataclasses.replace(CONFIGS[args.head_dim], late_wait=args.late_wait)
         cubin, shared = hopper_cubin(spec, per_key=bool(args.attn_mask), cfg=cfg)
         res, ops = sass_counts(cubin)
         counts = " ".join(f"{op}={ops[op]}" for op in OPS)

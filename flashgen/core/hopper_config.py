@@ -38,11 +38,7 @@ class HopperConfig:
     then end together). late_wait stores each tile's row sums to shared memory before waiting
     for the previous tile's PV product, which keeps that wait after the softmax: without it
     ptxas (CUDA 12.8, Triton 3.6) schedules the wait at the softmax's first instruction and a
-    consumer's softmax no longer overlaps its own PV (static SASS, every shipped config).
-    lazy_rescale leaves the running row maxima, and so the output accumulator, as they are
-    until some row of a consumer's tile has grown by more than a factor 256: the accumulator's
-    rescale (a multiply per element, as many as the tile's scores at head dim = block_n) then
-    runs on few tiles instead of every one."""
+    consumer's softmax no longer overlaps its own PV (static SASS, every shipped config)."""
 
     block_m: int
     block_n: int
@@ -54,10 +50,9 @@ class HopperConfig:
     persistent: bool = False
     dynamic: bool = False
     late_wait: bool = False
-    lazy_rescale: bool = False
 
     def __post_init__(self) -> None:
-        check_kinds(self, bools=("pingpong", "persistent", "dynamic", "late_wait", "lazy_rescale"))
+        check_kinds(self, bools=("pingpong", "persistent", "dynamic", "late_wait"))
         checks = (
             ("consumers", self.consumers in CONSUMERS, f"one of {CONSUMERS}"),
             ("num_warps", self.num_warps in CONSUMER_WARPS and
@@ -99,8 +94,7 @@ class HopperConfig:
     def short(self) -> str:
         flags = "".join(
             name for name, on in (("pp", self.pingpong), ("P", self.persistent),
-                                  ("D", self.dynamic), ("L", self.late_wait),
-                                  ("Z", self.lazy_rescale)) if on
+                                  ("D", self.dynamic), ("L", self.late_wait)) if on
         )  # fmt: skip
         return (f"(hopper {self.block_m}x{self.block_n} c{self.consumers}w{self.num_warps} "
                 f"b{self.num_buf} r{self.maxnreg}{' ' + flags if flags else ''})")  # fmt: skip

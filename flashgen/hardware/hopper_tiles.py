@@ -94,8 +94,7 @@ GRIDS = ((False, False), (True, False), (True, True))
 def candidates(head_dim: int) -> tuple[HopperConfig, ...]:
     """Every config of the knob space for this head dim (tiles, ring slots, consumers, launch
     register cap, ping-pong, grid: one program per item, persistent, persistent taking items
-    dynamically; PV's wait pinned after the softmax or not; O rescaled lazily or every tile),
-    before the device's fit test.
+    dynamically; PV's wait pinned after the softmax or not), before the device's fit test.
     The register cap is the largest the threads allow, and for one 4-warp consumer also 128
     (two programs per SM)."""
     out = []
@@ -107,12 +106,10 @@ def candidates(head_dim: int) -> tuple[HopperConfig, ...]:
             for block_n in BLOCK_N:
                 for num_buf in NUM_BUF:
                     for pingpong in (False, True) if consumers == 2 else (False,):
-                        for grid, late, lazy in itertools.product(
-                            GRIDS, (False, True), (False, True)
-                        ):
+                        for grid, late in itertools.product(GRIDS, (False, True)):
                             out.append(HopperConfig(
                                 consumers * 16 * warps, block_n, num_buf, consumers, warps,
-                                maxnreg, pingpong, *grid, late, lazy))  # fmt: skip
+                                maxnreg, pingpong, *grid, late))  # fmt: skip
     return tuple(out)
 
 

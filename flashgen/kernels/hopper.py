@@ -353,8 +353,7 @@ def constexprs_of(spec, cfg: HopperConfig, per_key: bool = False) -> dict:
     return {
         "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "NUM_BUF": cfg.num_buf,
         "NUM_CONSUMERS": cfg.consumers, "PINGPONG": cfg.pingpong, "DYNAMIC": cfg.dynamic,
-        "LATE_WAIT": cfg.late_wait, "LAZY_RESCALE": cfg.lazy_rescale,
-        **({"MASK_PER_KEY": bool(per_key)} if spec.attn_mask else {}),
+        "LATE_WAIT": cfg.late_wait, **({"MASK_PER_KEY": bool(per_key)} if spec.attn_mask else {}),
         "num_warps": cfg.num_warps,
     }  # fmt: skip
 

@@ -110,11 +110,10 @@ def assemble_sm90(ptx: str) -> dict | None:
 
 
 def pv_overlap(sass: str) -> list[int]:
-    """For each wait that leaves one wgmma product in flight (`WARPGROUP.DEPBAR.LE gsb0, 0x1`:
-    the forward's wait for QK^T with the previous PV running, the backward's for S with dP
-    running) the MUFU instructions (exponentials) ptxas placed before the next wait for every
-    product (`... 0x0`): how much of a softmax runs beside that product. 0 where ptxas hoisted
-    the later wait to the softmax's start."""
+    """For each wait for the QK^T product (`WARPGROUP.DEPBAR.LE gsb0, 0x1`: the consumer loop's,
+    with the previous PV still in flight) the MUFU instructions (the softmax's exponentials)
+    ptxas placed before the next wait for every product (`... 0x0`): what of a softmax runs
+    while the previous PV does. 0 where ptxas hoisted that wait to the softmax's start."""
     import re
 
     lines = re.findall(r"/\*[0-9a-f]{4,}\*/\s+([^;]+);", sass)

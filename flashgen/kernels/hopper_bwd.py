@@ -101,8 +101,7 @@ class HopperBwdConfig:
     1.009-1.036x at head dim 128 causal, level or slower elsewhere; B5: dq_turns 1.008x faster
     still there, so no shipped config uses it; with dq_turns, the step's taker ordering them so,
     it measured 0.840x at head dim 128 and 0.949x at 64 in session 27 B8, so the class refuses
-    that pair); dv_early: dV's product issued before the wait for dP (see the template), which
-    keeps ptxas from hoisting that wait above P's exponentials (not measured yet)."""
+    that pair)."""
 
     consumers: int
     num_buf: int
@@ -120,7 +119,6 @@ class HopperBwdConfig:
     dynamic: bool = False
     dq_bufs: int = 1
     dq_first: bool = False
-    dv_early: bool = False
 
     def __post_init__(self) -> None:
         bools = (
@@ -132,7 +130,6 @@ class HopperBwdConfig:
             "dq_turns",
             "dynamic",
             "dq_first",
-            "dv_early",
         )
         check_kinds(self, bools=bools)
         checks = (
@@ -206,7 +203,7 @@ class HopperBwdConfig:
         flags = " share" * self.share_ds + " stats" * self.stats_tma + " P" * self.persistent
         flags += " kv2" * (self.kv_bufs == 2) + " tma" * self.dq_tma + " sm" * self.stats_smem
         flags += " turns" * self.dq_turns + " ds2" * (self.ds_bufs == 2) + " dyn" * self.dynamic
-        flags += " dq2" * (self.dq_bufs == 2) + " dqf" * self.dq_first + " dve" * self.dv_early
+        flags += " dq2" * (self.dq_bufs == 2) + " dqf" * self.dq_first
         return (f"(hopper-bwd c{self.consumers} b{self.num_buf} s{self.dq_split} "
                 f"r{self.maxnreg}{flags})")  # fmt: skip
 
@@ -785,7 +782,7 @@ def _constexprs(cfg: HopperBwdConfig, compute_dq: bool) -> dict:
         "COMPUTE_DQ": compute_dq, "DQ_TMA": cfg.dq_tma and compute_dq,
         "STATS_SMEM": cfg.stats_smem, "DQ_TURNS": cfg.dq_turns, "DS_BUFS": cfg.ds_bufs,
         "DYNAMIC": cfg.dynamic, "DQ_BUFS": cfg.dq_bufs if cfg.dq_tma and compute_dq else 1,
-        "DQ_FIRST": cfg.dq_first and compute_dq, "DV_EARLY": cfg.dv_early,
+        "DQ_FIRST": cfg.dq_first and compute_dq,
     }  # fmt: skip
 
 

@@ -8,7 +8,7 @@ where each step's statistics wait for their use (registers or the consumers' sha
 staging, `stats_smem`), whether the consumers take dQ's whole products in turns (`dq_turns`,
 with shared dS), how many slots the dS exchange has (`ds_bufs`, shared dS only), a persistent
 grid, static or dynamic, how many staging buffers a dQ chunk has (`dq_bufs`), whether dQ's
-product goes before dK's (`dq_first`) and dV's before the wait for dP (`dv_early`).
+product goes before dK's (`dq_first`).
 `HopperBwdSpace` maps them to categorical parameters and back, and prunes before anything is
 compiled: configs the class refuses, a head dim a config cannot split, shared memory past the
 device's opt-in limit (`HopperBwdConfig.shared_bytes`, the model the CPU tests hold to the
@@ -40,7 +40,6 @@ PARAMS = (
     "dynamic",
     "dq_bufs",
     "dq_first",
-    "dv_early",
 )
 
 
@@ -54,16 +53,14 @@ def candidates() -> tuple[HopperBwdConfig, ...]:
     """Every combination of the knobs the class accepts (any head dim)."""
     out = []
     flag = (False, True)
-    knobs = itertools.product(
-        (1, 2), (2, 3, 4), (1, 2), *[flag] * 5, (1, 2), flag, (1, 2), flag, flag
-    )
+    knobs = itertools.product((1, 2), (2, 3, 4), (1, 2), *[flag] * 5, (1, 2), flag, (1, 2), flag)
     for consumers, num_buf, dq_split, *rest in knobs:
-        share, tma, persistent, staged, turns, ds_bufs, dynamic, dq_bufs, first, early = rest
+        share, tma, persistent, staged, turns, ds_bufs, dynamic, dq_bufs, first = rest
         try:
             cfg = HopperBwdConfig(consumers, num_buf, dq_split, min(_regs(consumers), 248),
                                   share, False, persistent, dq_tma=tma, stats_smem=staged,
                                   dq_turns=turns, ds_bufs=ds_bufs, dynamic=dynamic,
-                                  dq_bufs=dq_bufs, dq_first=first, dv_early=early)  # fmt: skip
+                                  dq_bufs=dq_bufs, dq_first=first)  # fmt: skip
         except FieldError:  # e.g. shared dS with one consumer
             continue
         out.append(cfg)

@@ -90,7 +90,6 @@ def test_search_finds_the_fake_optimum_and_never_times_a_misfit():
             raise RuntimeError("pretend compile failure")
         penalty = (cfg.num_buf != 3) + (not cfg.share_ds) + (not cfg.dq_tma) + cfg.dq_split - 1
         penalty += (cfg.ds_bufs - 1) + cfg.dynamic  # the target has one dS slot, a static grid
-        penalty += cfg.dq_first + cfg.dv_early  # ... and its products in the default order
         return 1.0 + penalty + (not cfg.stats_smem)
 
     shipped = CONFIGS[128]

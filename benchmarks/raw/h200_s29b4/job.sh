@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Session 29, about 300 s. (1) Issue 15's third bar (hand-written attention models keep their
+# Session 29 B4, about 300 s (prepared as B9). (1) Issue 15's third bar (hand-written attention models keep their
 # gains; last measured in run 6): examples/backend_speed.py, GPT with a tril buffer and Llama
 # with repeat_interleave + hand-written attention, flashgen against Inductor, forward and
 # forward+backward, with its correctness check. (2) Issue 16's padding rows with masks.py's new
 # `ratio_vs_unpadded` (the unmasked kernel on the same sequences without their padding) beside
 # `ratio_vs_plain`, head dims 128 and 64.
-# Results straight under $OUT. Run as FLASHGEN_COMMIT=<sha> bash benchmarks/raw/h200_s29b9/job.sh
+# Results straight under $OUT. Run as FLASHGEN_COMMIT=<sha> bash benchmarks/raw/h200_s29b4/job.sh
 # carrying .whl.
 set -u
 . benchmarks/device_env.sh > /dev/null 2>&1
