@@ -234,6 +234,8 @@ def _causal_column(s: Any) -> str:
     if s.causal is None:
         return ""
     drop = f" + dropout {s.dropout:g}" if getattr(s, "dropout", 0.0) else ""
+    if getattr(s, "softcap", None) is not None:
+        drop = f" + softcap {s.softcap:g}{drop}"
     if getattr(s, "alibi", False):
         drop = f" + ALiBi{drop}"
     if s.window:
@@ -294,6 +296,8 @@ def _impl_summary(site: Any) -> str:
         return "flashgen (sliding window: SDPA has none)"
     if site.alibi:
         return "flashgen (ALiBi: SDPA has none)"
+    if site.softcap is not None:
+        return "flashgen (softcap: SDPA has none)"
     if site.mask:
         return f"flashgen (attn_mask tensor, {site.mask})"
     if site.dropout:

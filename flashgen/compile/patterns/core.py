@@ -29,6 +29,7 @@ SUB_FNS = {operator.sub, torch.sub, torch.Tensor.sub}
 ADD_FNS = {operator.add, torch.add, torch.Tensor.add, operator.iadd} | SUB_FNS
 MASKED_FILL_FNS = {torch.masked_fill, torch.Tensor.masked_fill}
 DROPOUT_FNS = {F.dropout, torch.dropout, torch.nn.functional.dropout}
+TANH_FNS = {torch.tanh, torch.Tensor.tanh, F.tanh}
 CAST_METHODS = {"float", "to", "type", "type_as", "half", "bfloat16", "double"}
 _METADATA_METHODS = {"size", "dim", "numel", "stride", "get_device"}
 _METADATA_ATTRS = {"shape", "dtype", "device", "ndim", "is_cuda"}
@@ -53,6 +54,7 @@ class Site:
     mask: str = ""  # an attention-mask tensor the kernel reads: "bool" or "add" ("": none)
     alibi: bool = False  # an additive bias proven ALiBi: the kernels compute it from slopes
     dropout: float = 0.0  # attention dropout probability in training mode (0: none)
+    softcap: float | None = None  # logit softcapping cap * tanh(s / cap) (Gemma-2's), if proven
     scale: float | None = None
     gqa_group: int = 1
     shape: str = ""
@@ -97,6 +99,7 @@ class Match:
     # get c * slopes as alibi_slopes)
     alibi: tuple[fx.Node, float] | None = None
     dropout_p: float = 0.0  # attention dropout in training mode (the op's dropout_p)
+    softcap: float | None = None  # cap of `cap * tanh(scores / cap)` (the op's softcap)
     # HF BLOOM's layout: q/k/v are [B, H, T, D] tensors the graph flattened to [B * H, T, D]
     # for bmm/baddbmm (the match holds the 4-D ones); the op's output is flattened back
     flat_out: bool = False

@@ -20,6 +20,7 @@ from .core import (
     NEAR_NEG_INF,
     SOFTMAX_FNS,
     SUB_FNS,
+    TANH_FNS,
     Match,
     Site,
     Skip,
@@ -50,7 +51,7 @@ def _leads_to_product(n: Any) -> bool:
         if unflatten_src(n) is not None:
             n = n.args[0]
             continue
-        if _is_float32_cast(n) or is_fn(n, MUL_FNS | DIV_FNS, ("mul", "div")):
+        if _is_float32_cast(n) or is_fn(n, MUL_FNS | DIV_FNS | TANH_FNS, ("mul", "div", "tanh")):
             ins = [a for a in n.args[:2] if isinstance(a, fx.Node) and is_tensor_node(a)]
             n = ins[0] if len(ins) == 1 else None
             continue
@@ -91,8 +92,12 @@ def match_softmax(sm: Any, values: Values) -> Match | None:
     # ((B, H), and how many masks were met above the view, in the 4-D space)
     unflat: tuple[Any, Any] | None = None
     masks_4d = 0
+    # logit softcapping, cap * tanh(scores / cap) (Gemma-2): the cap, and how many masks were met
+    # above the tanh (those come after the softcap, as the kernels apply them)
+    softcap: float | None = None
+    masks_at_cap = 0
     x = sm.args[0] if sm.args else sm.kwargs.get("input")
-    # Up: casts, masked_fill, scale and (refused) additive masks, in any order.
+    # Up: casts, masked_fill, scale, a softcap's tanh and additive masks, in any order.
     while isinstance(x, fx.Node):
         if _is_float32_cast(x):
             nxt = x.args[0]
@@ -138,6 +143,21 @@ def match_softmax(sm: Any, values: Values) -> Match | None:
             out = example_value(x)
             unflat, masks_4d = (out.shape[0], out.shape[1]), len(masks)
             nxt = x.args[0]
+        elif softcap is None and is_fn(x, TANH_FNS, ("tanh",)) and len(x.args) == 1:
+            inner: list[Any] = []
+            arg = x.args[0]
+            nxt = peel_one_scale(arg, inner) if isinstance(arg, fx.Node) else None
+            if nxt is None:  # tanh of the bare scores: no cap to take out again
+                return None
+            try:
+                softcap = _softcap(terms, inner[0], terms_at_add)
+            except Skip as e:
+                problems.append(str(e))
+                softcap = 1.0
+            # The factors above the tanh made the cap; those below it are the scale.
+            terms.clear()
+            masks_at_cap = len(masks)
+            interior.append(arg)
         else:
             break
         interior.append(x)
@@ -270,7 +290,12 @@ def match_softmax(sm: Any, values: Values) -> Match | None:
                     continue
                 masks = masks[:i] + masks[i + 1 :]
                 break
-    if len(masks) > 1:
+    if softcap is not None and len(masks) > masks_at_cap:
+        problems.append(
+            "a mask or bias is applied to the scores inside the softcap's tanh; the kernels "
+            "apply it after the softcap"
+        )
+    elif len(masks) > 1:
         problems.append(
             "more than one mask is applied to the scores; only one causal mask is" + not_alibi
         )
@@ -298,11 +323,39 @@ def match_softmax(sm: Any, values: Values) -> Match | None:
     m.mask_negated = tensor_mask is not None and masks[0][0] == "sub"
     m.alibi = alibi
     m.dropout_p = drop_p
+    m.softcap = softcap
     m.three_d = example_value(q).dim() == 3
     m.flat_out = unflat is not None
     if problems:
         raise Skip(problems[0])
     return m
+
+
+def _softcap(outer: list[Any], inner: tuple[Any, int], terms_at_add: int | None) -> float:
+    """The cap of `cap * tanh(scores / cap)`: `outer` the scale factors met between the tanh and
+    the softmax, `inner` the one factor under the tanh (`/ cap` or `* (1 / cap)`), as
+    `peel_one_scale` records them; both Python numbers making the same positive cap. Skip
+    otherwise, or when an additive mask met on the way (`terms_at_add`) is scaled by the cap's
+    factor (added inside `cap * (...)`), which the kernels cannot compute."""
+    if terms_at_add is not None and terms_at_add > 0:
+        raise Skip("an additive mask is added between the softcap's tanh and its factor")
+
+    def number(term: tuple[Any, int]) -> float:
+        c, power = term
+        if isinstance(c, bool) or not isinstance(c, (int, float)) or c == 0:
+            raise Skip("the softcap's factor is not a nonzero Python number")
+        return float(c) if power > 0 else 1.0 / float(c)
+
+    if not outer:
+        raise Skip("tanh of the scores without a cap factor after it (not a softcap)")
+    cap = math.prod(number(t) for t in outer)
+    below = 1.0 / number(inner)
+    if not (cap > 0 and math.isfinite(cap) and math.isclose(cap, below, rel_tol=1e-6)):
+        raise Skip(
+            f"tanh of the scores scaled by 1/{below:g} then by {cap:g}: a softcap needs "
+            "cap * tanh(scores / cap) with one positive cap"
+        )
+    return cap
 
 
 def _alibi(

@@ -117,6 +117,14 @@ def check_match(m: Match) -> None:
     m.site.window = m.window
     m.site.align = m.align
     m.site.dropout = m.dropout_p
+    if m.softcap is not None:
+        from ...kernels.validate import check_softcap
+
+        try:
+            check_softcap(m.softcap)
+        except ValueError as e:
+            raise Skip(f"the flashgen kernels do not take this softcap: {e}") from e
+        m.site.softcap = m.softcap
     if m.attn_mask is not None:
         mask = example_value(m.attn_mask)
         if m.three_d:
@@ -174,8 +182,8 @@ def _slopes_arg(g: fx.Graph, m: Match, added: list) -> fx.Node:
 
 def rewrite(gm: fx.GraphModule, m: Match, op: Any) -> None:
     """Insert op(q, k, v, causal, scale) before m.out (with [w - 1, 0], the op's window argument,
-    for a proven sliding window; with causal_align "bottom_right" for a KV cache's mask),
-    reroute its users, drop dead interior."""
+    for a proven sliding window; the softcap's cap; with causal_align "bottom_right" for a KV
+    cache's mask; the mask tensor), reroute its users, drop dead interior."""
     g = gm.graph
     fm = fake_mode(example_value(m.out))
     added: list[fx.Node] = []
@@ -188,9 +196,9 @@ def rewrite(gm: fx.GraphModule, m: Match, op: Any) -> None:
             if needs:
                 args[i] = g.call_method("contiguous", (args[i],))
                 added.append(args[i])
-        window = () if m.window is None else ([m.window - 1, 0],)
-        if m.align != "top_left":  # window and softcap None, then causal_align
-            window = (None, None, m.align)
+        # The op's positional tail: window, softcap, causal_align, deterministic, seq_bounds,
+        # attn_mask (a bottom-right causal mask is a KV cache's: no window with it).
+        mask = None
         if m.attn_mask is not None:
             mask = m.attn_mask
             if m.mask_negated:  # `scores - bias`: the kernels add their mask
@@ -199,8 +207,11 @@ def rewrite(gm: fx.GraphModule, m: Match, op: Any) -> None:
             if m.mask_hides:  # masked_fill's mask (True: hidden); the kernels' True: visible
                 mask = g.call_function(torch.logical_not, (mask,))
                 added.append(mask)
-            # window, softcap, causal_align, deterministic, seq_bounds, then attn_mask
-            window = (*window, *(None, None, m.align, None, None)[len(window) :], mask)
+        win = [m.window - 1, 0] if m.window is not None and m.align == "top_left" else None
+        tail = [win, m.softcap, m.align, None, None, mask]
+        while tail and (tail[-1] is None or (len(tail) == 3 and tail[-1] == "top_left")):
+            tail.pop()  # trailing defaults left out
+        window = tuple(tail)
         extra = {"dropout_p": m.dropout_p} if m.dropout_p else {}
         if m.alibi is not None:
             extra["alibi_slopes"] = _slopes_arg(g, m, added)
