@@ -84,7 +84,67 @@ def test_left_padded_llama_replaced_and_matches_eager():
     ids = torch.randint(1, 64, (2, 11), generator=torch.Generator().manual_seed(2))
     mask = torch.ones(2, 11, dtype=torch.long)
     mask[1, :4] = 0  # left padding
-    _padded_batch_matches_eager(model, ids, mask)
+    replaced = _padded_batch_matches_eager(model, ids, mask)
+    # HF's causal & padding mask, split: the causal flag and the padding as one entry per key
+    assert all(s.causal is True and s.mask == "bool" and s.window is None for s in replaced)
+
+
+def test_right_padded_mistral_window_split_into_band_and_key_mask():
+    """HF Mistral with a sliding window over a right-padded batch: its mask (the causal band &
+    the padding per key) reaches the kernels as window w and a key-padding mask; forward and
+    gradients at the unpadded positions equal eager's."""
+    torch.manual_seed(0)
+    cfg = transformers.MistralConfig(
+        vocab_size=64, hidden_size=64, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+        sliding_window=5, attn_implementation="sdpa",
+    )  # fmt: skip
+    model = transformers.MistralModel(cfg)
+    ids = torch.randint(1, 64, (2, 12), generator=torch.Generator().manual_seed(5))
+    mask = torch.ones(2, 12, dtype=torch.long)
+    mask[1, 7:] = 0  # right padding
+    replaced = _padded_batch_matches_eager(model, ids, mask)
+    assert all(s.causal and s.window == 5 and s.mask == "bool" for s in replaced), replaced
+
+
+def _causal_and_keep(q, k, v, keep):
+    """The hand-written form of HF's mask: a causal triangle & a padding entry per key."""
+    t = q.size(-2)
+    causal = torch.ones(t, t, dtype=torch.bool, device=q.device).tril()
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=causal & keep[:, None, None, :])
+
+
+def _keep_per_row(q, k, v, keep):
+    """Not per key: the padding mask varies along the query rows too (read as a tensor)."""
+    t = q.size(-2)
+    causal = torch.ones(t, t, dtype=torch.bool, device=q.device).tril()
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=causal & keep[:, None, :, None])
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_causal_and_key_mask_is_split_at_every_length(dynamic):
+    """`causal & keep[:, None, None, :]` becomes the causal flag and the key mask, proven for
+    every length the graph accepts (dynamic: two lengths through one graph); eager's output
+    and gradients at every row that sees a key. A mask that varies along the rows too is
+    handed over whole (no causal flag)."""
+    compiled = torch.compile(_causal_and_keep, backend="flashgen", dynamic=dynamic)
+    for n in (9, 14):
+        gen = torch.Generator().manual_seed(n)
+        q, k, v = (torch.randn(2, 2, n, 16, generator=gen).requires_grad_() for _ in range(3))
+        keep = torch.rand(2, n, generator=gen) > 0.3
+        keep[:, 0] = True  # every row sees key 0
+        got = compiled(q, k, v, keep)
+        want = _causal_and_keep(q, k, v, keep)
+        torch.testing.assert_close(got, want, atol=2e-5, rtol=1e-4)
+        for g, w in zip(torch.autograd.grad(got.sum(), (q, k, v)),
+                        torch.autograd.grad(want.sum(), (q, k, v)), strict=True):  # fmt: skip
+            torch.testing.assert_close(g, w, atol=5e-5, rtol=1e-4)
+    q, k, v = (torch.randn(2, 2, 9, 16) for _ in range(3))
+    keep = torch.ones(2, 9, dtype=torch.bool)
+    replaced, _ = _replaced(_causal_and_keep, q, k, v, keep)
+    assert len(replaced) == 1 and replaced[0].causal is True and replaced[0].mask == "bool"
+    replaced, _ = _replaced(_keep_per_row, q, k, v, keep)
+    assert len(replaced) == 1 and replaced[0].causal is False and replaced[0].mask == "bool"
 
 
 def test_t5_relative_bias_replaced_and_its_gradient_matches_eager():

@@ -4,6 +4,7 @@ F.scaled_dot_product_attention. Each returns a Match or raises Skip with a reaso
 from __future__ import annotations
 
 import math
+import operator
 from typing import Any
 
 import torch
@@ -508,9 +509,14 @@ def match_sdpa(n: Any, values: Values) -> Match:
             )  # fmt: skip
             is_causal = True
         except Skip:
-            # Not a causal mask: the kernel reads the tensor itself (exact by construction, at
-            # every shape the graph accepts).
-            tensor_mask = _tensor_mask(mask)
+            split = _causal_and_key_mask(mask, values, q, k)
+            if split is not None:  # HF's padded decoder batch: causal + a mask per key
+                (window, align), tensor_mask = split
+                is_causal = True
+            else:
+                # Not a causal mask: the kernel reads the tensor itself (exact by
+                # construction, at every shape the graph accepts).
+                tensor_mask = _tensor_mask(mask)
     terms: list[Any] = [None] if scale is None else [(scale, 1)]
     m = Match(site, q, k, v, n, is_causal, terms, interior=[n], window=window, align=align)
     m.attn_mask = tensor_mask
@@ -520,6 +526,56 @@ def match_sdpa(n: Any, values: Values) -> Match:
     if not enable_gqa and not known_eq(example_value(q).shape[-3], example_value(k).shape[-3]):
         raise Skip("query and key head counts differ without enable_gqa=True")
     return m
+
+
+_AND_FNS = {operator.and_, torch.logical_and, torch.bitwise_and, torch.Tensor.logical_and,
+            torch.Tensor.bitwise_and, torch.Tensor.__and__}  # fmt: skip
+
+
+def _causal_and_key_mask(mask: Any, values: Values, q: Any, k: Any):
+    """((window, alignment), key mask) when an SDPA boolean attn_mask is `causal & keep`, else
+    None: `causal` proven causal (or a causal band) for every length by `prove_causal_aligned`,
+    `keep` a boolean tensor constant along the query rows ([B, 1, 1, Sk] or broadcastable: one
+    entry per key). HF's mask for a padded decoder batch is built so (`masking_utils`: the causal
+    comparison of query and key positions `&` the padding mask indexed per key, expanded to
+    [B, 1, Sq, Sk]). The kernels then take the causal flag and read `keep` as a key-padding mask
+    (one vector a tile) instead of the N x N tensor; exact for any `keep`, as `&` is. Only
+    views that broadcast (expand) and same-dtype casts are looked through above the `&`."""
+    me = example_value(mask)
+    if not (isinstance(mask, fx.Node) and isinstance(me, torch.Tensor) and me.dtype == torch.bool):
+        return None
+    node = mask
+    while isinstance(node, fx.Node):
+        if node.op == "call_method" and node.target in ("expand", "expand_as", "to"):
+            src = example_value(node.args[0])
+            if not (isinstance(src, torch.Tensor) and src.dtype == torch.bool):
+                return None
+            if node.target == "to" and (
+                len(node.args) > 2 or any(kw != "device" for kw in node.kwargs)
+            ):
+                return None
+            node = node.args[0]
+        else:
+            break
+    if not (isinstance(node, fx.Node) and is_fn(node, _AND_FNS, ("logical_and", "bitwise_and"))):
+        return None
+    if len(node.args) != 2 or node.kwargs:
+        return None
+    tq, tk = example_value(q).shape[-2], example_value(k).shape[-2]
+    for causal, keep in (node.args, node.args[::-1]):
+        ke = example_value(keep)
+        if not (isinstance(keep, fx.Node) and isinstance(ke, torch.Tensor)):
+            continue
+        if ke.dtype != torch.bool or ke.dim() > 4 or ke.dim() < 2:
+            continue
+        if not known_eq(ke.shape[-2], 1):  # one entry per key, the same for every query row
+            continue
+        try:  # (top-left only: the op takes no mask tensor with a KV cache's bottom-right one)
+            proven = prove_causal_aligned(causal, values, tq, tk, keep=True, allow_window=True)
+        except Skip:
+            continue
+        return proven, keep
+    return None
 
 
 def _tensor_mask(mask: Any) -> Any:
