@@ -211,11 +211,10 @@ def rewrite(gm: fx.GraphModule, m: Match, op: Any) -> None:
         tail = [win, m.softcap, m.align, None, None, mask]
         while tail and (tail[-1] is None or (len(tail) == 3 and tail[-1] == "top_left")):
             tail.pop()  # trailing defaults left out
-        window = tuple(tail)
         extra = {"dropout_p": m.dropout_p} if m.dropout_p else {}
         if m.alibi is not None:
             extra["alibi_slopes"] = _slopes_arg(g, m, added)
-        new = g.call_function(op, (*args, m.causal, m.scale, *window), extra)
+        new = g.call_function(op, (*args, m.causal, m.scale, *tail), extra)
         result = g.call_method("squeeze", (new, 0)) if m.three_d else new
         if m.flat_out:  # BLOOM: the value product's [B * H, Sq, D]
             result = g.call_method("flatten", (new, 0, 1))
