@@ -129,6 +129,9 @@ def variants(b, n, hq=16):
     keep = torch.arange(n)[None, :] < lens[:, None]  # the same padding as an attn_mask tensor
     bmask = keep[:, None, None, :].cuda()
     out.append(("attn_mask_bool_pad", False, {"attn_mask": bmask}, {"tensor": bmask}, None))
+    # the same padding with causal masking: what the compile backend makes of HF's [B, 1, N, N]
+    # mask of a padded decoder batch (`causal & keep`, split into the flag and the key mask)
+    out.append(("attn_mask_bool_pad_causal", True, {"attn_mask": bmask}, {"tensor": bmask}, None))
     # a sliding window over a padded batch (Mistral-style with HF's padding mask): the window
     # with the key-padding mask, causal and two-sided
     for wname, causal, win in (("causal_1024", True, 1024), ("2sided_512", False, (512, 512))):
