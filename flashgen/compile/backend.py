@@ -296,7 +296,7 @@ def _impl_summary(site: Any) -> str:
         return "flashgen (sliding window: SDPA has none)"
     if site.alibi:
         return "flashgen (ALiBi: SDPA has none)"
-    if getattr(site, "softcap", None) is not None:
+    if site.softcap is not None:
         return "flashgen (softcap: SDPA has none)"
     if site.mask:
         return f"flashgen (attn_mask tensor, {site.mask})"

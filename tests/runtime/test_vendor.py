@@ -351,16 +351,14 @@ def test_explain_names_the_cudnn_backward_on_flashgen_forward(db_url, monkeypatc
     """Records naming flashgen's forward and cuDNN's backward: on a CUDA site explain says the
     backward runs on flashgen's forward (`flashgen.runtime.vendor.hybrid_backward`), not with
     FLASHGEN_VENDOR_BACKWARD=0, never on a CPU site (the mix is CUDA only)."""
-    from types import SimpleNamespace
-
     from flashgen.compile.backend import _impl_summary
+    from flashgen.compile.patterns.core import Site
     from flashgen.runtime.vendor import MIX_ENV
 
     _store(db_url, "fwd", "flashgen", 1.3)
     _store(db_url, "bwd", "sdpa_cudnn", 1.2)
-    site = SimpleNamespace(window=None, alibi=False, mask=None, dropout=False, head_dim=D,
-                           causal=True, dtype="float32", seq_q=SQ, seq_k=SK, device="cuda",
-                           rows=0)  # fmt: skip
+    site = Site(kind="sdpa", location="test", causal=True, dtype="float32", head_dim=D,
+                seq_q=SQ, seq_k=SK, device="cuda", rows=0)  # fmt: skip
     mixed = "flashgen 1.30x (exact) / sdpa_cudnn 1.20x (exact), on flashgen's forward"
     assert _impl_summary(site) == mixed
     monkeypatch.setenv(MIX_ENV, "0")
