@@ -38,7 +38,10 @@ class HopperConfig:
     then end together). late_wait stores each tile's row sums to shared memory before waiting
     for the previous tile's PV product, which keeps that wait after the softmax: without it
     ptxas (CUDA 12.8, Triton 3.6) schedules the wait at the softmax's first instruction and a
-    consumer's softmax no longer overlaps its own PV (static SASS, every shipped config)."""
+    consumer's softmax no longer overlaps its own PV (static SASS, every shipped config).
+    fma_exp (two or three consumers): the last consumer computes its exponentials with FMAs
+    and integer operations instead of the MUFU unit (flashgen.kernels.exp2_fma), which the
+    others keep: the softmax's MUFU load per SM drops by 1/consumers."""
 
     block_m: int
     block_n: int
@@ -50,9 +53,10 @@ class HopperConfig:
     persistent: bool = False
     dynamic: bool = False
     late_wait: bool = False
+    fma_exp: bool = False
 
     def __post_init__(self) -> None:
-        check_kinds(self, bools=("pingpong", "persistent", "dynamic", "late_wait"))
+        check_kinds(self, bools=("pingpong", "persistent", "dynamic", "late_wait", "fma_exp"))
         checks = (
             ("consumers", self.consumers in CONSUMERS, f"one of {CONSUMERS}"),
             ("num_warps", self.num_warps in CONSUMER_WARPS and
@@ -67,6 +71,7 @@ class HopperConfig:
              f"at most {REGS_PER_SM} // {self.threads()} threads"),
             ("pingpong", not self.pingpong or self.consumers == 2, "only with two consumers"),
             ("dynamic", not self.dynamic or self.persistent, "only with a persistent grid"),
+            ("fma_exp", not self.fma_exp or self.consumers > 1, "only with several consumers"),
         )  # fmt: skip
         check_rules(self, checks)
 
@@ -94,7 +99,8 @@ class HopperConfig:
     def short(self) -> str:
         flags = "".join(
             name for name, on in (("pp", self.pingpong), ("P", self.persistent),
-                                  ("D", self.dynamic), ("L", self.late_wait)) if on
+                                  ("D", self.dynamic), ("L", self.late_wait),
+                                  ("F", self.fma_exp)) if on
         )  # fmt: skip
         return (f"(hopper {self.block_m}x{self.block_n} c{self.consumers}w{self.num_warps} "
                 f"b{self.num_buf} r{self.maxnreg}{' ' + flags if flags else ''})")  # fmt: skip

@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 
 from ..core.hopper_config import HopperConfig
 
-PARAMS = ("layout", "block_n", "num_buf", "pingpong", "persistent", "dynamic", "late_wait")
+PARAMS = ("layout", "block_n", "num_buf", "pingpong", "persistent", "dynamic", "late_wait",
+          "fma_exp")  # fmt: skip
 
 
 def layout_name(cfg: HopperConfig) -> str:
@@ -47,12 +48,13 @@ class HopperSpace:
             "persistent": sorted({c.persistent for c in self.candidates}),
             "dynamic": sorted({c.dynamic for c in self.candidates}),
             "late_wait": sorted({c.late_wait for c in self.candidates}),
+            "fma_exp": sorted({c.fma_exp for c in self.candidates}),
         }
 
     @staticmethod
     def _key(cfg: HopperConfig) -> tuple:
         return (layout_name(cfg), cfg.block_n, cfg.num_buf, cfg.pingpong, cfg.persistent,
-                cfg.dynamic, cfg.late_wait)  # fmt: skip
+                cfg.dynamic, cfg.late_wait, cfg.fma_exp)  # fmt: skip
 
     def prune_reason(self, cfg: HopperConfig | None) -> str | None:
         from ..hardware.hopper_tiles import fit_reason
