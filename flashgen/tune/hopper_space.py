@@ -4,7 +4,7 @@ Why apart from `space.Space`: the portable family's space is four integers store
 tuning database (`TileConfig`); the Hopper family's config (`HopperConfig`) has other knobs:
 tile sizes, ring slots, consumer warpgroups with their register split (the launch register
 cap), ping-pong, persistent grid (static or dynamic), PV's wait pinned after the softmax
-(`late_wait`). `HopperSpace` maps them to categorical Optuna parameters and back, and
+(`late_wait`), exponentials on the FMA pipe (`fma_exp`). `HopperSpace` maps them to categorical Optuna parameters and back, and
 prunes with `flashgen.hardware.hopper_tiles` (shared memory, registers) before anything is
 compiled, as `Space` does with the SRAM model. `search` runs a study over one shape with any
 `evaluate(cfg) -> ms` (the GPU timing in benchmarks/hopper_tune.py; a fake in the CPU

@@ -59,10 +59,13 @@ def test_template_prints_the_module_constants():
     assert f"EXP2_CLAMP = gl.constexpr({exp2_fma.CLAMP!r})" in source
 
 
-def test_fma_exp_needs_several_consumers():
+def test_fma_exp_levels_and_consumers():
     from flashgen.core.config import FieldError
 
-    assert HopperConfig(128, 128, 2, 2, 4, 168, False, fma_exp=True).short().endswith("F)")
-    HopperConfig(192, 64, 3, 3, 4, 128, False, fma_exp=True)
+    assert HopperConfig(128, 128, 2, 2, 4, 168, False, fma_exp=2).short().endswith("F2)")
+    assert HopperConfig(192, 64, 3, 3, 4, 128, False, fma_exp=1).short().endswith("F1)")
+    for bad in (True, 3, -1):
+        with pytest.raises(FieldError, match="fma_exp"):
+            HopperConfig(128, 128, 2, 2, 4, 168, False, fma_exp=bad)
     with pytest.raises(FieldError, match="fma_exp"):
-        HopperConfig(128, 128, 2, 1, 8, 168, False, fma_exp=True)
+        HopperConfig(128, 128, 2, 1, 8, 168, False, fma_exp=1)
