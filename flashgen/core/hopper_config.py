@@ -18,8 +18,6 @@ CONSUMERS = (1, 2, 3)
 CONSUMER_WARPS = (4, 8)
 BLOCK_N = (64, 128)
 NUM_BUF = (2, 3, 4)
-# fma_exp's levels: MUFU only; half the last consumer's exponentials by FMAs; half of each one's
-FMA_EXP = (0, 1, 2)
 # Registers a thread: setmaxnreg moves them in steps of 8, and a thread holds at most 255.
 MIN_REGS, MAX_REGS = 24, 248
 REGS_PER_SM = 65_536
@@ -40,11 +38,7 @@ class HopperConfig:
     then end together). late_wait stores each tile's row sums to shared memory before waiting
     for the previous tile's PV product, which keeps that wait after the softmax: without it
     ptxas (CUDA 12.8, Triton 3.6) schedules the wait at the softmax's first instruction and a
-    consumer's softmax no longer overlaps its own PV (static SASS, every shipped config).
-    fma_exp (several consumers): every other key's exponential computed with FMAs and integer
-    operations instead of the MUFU unit (flashgen.kernels.exp2_fma), by the last consumer (1)
-    or by every consumer (2); 0: MUFU only. Moving all of one consumer's exponentials measured
-    0.81-0.91x with softcapping (that consumer's issue slots become its critical path)."""
+    consumer's softmax no longer overlaps its own PV (static SASS, every shipped config)."""
 
     block_m: int
     block_n: int
@@ -56,7 +50,6 @@ class HopperConfig:
     persistent: bool = False
     dynamic: bool = False
     late_wait: bool = False
-    fma_exp: int = 0
 
     def __post_init__(self) -> None:
         check_kinds(self, bools=("pingpong", "persistent", "dynamic", "late_wait"))
@@ -74,8 +67,6 @@ class HopperConfig:
              f"at most {REGS_PER_SM} // {self.threads()} threads"),
             ("pingpong", not self.pingpong or self.consumers == 2, "only with two consumers"),
             ("dynamic", not self.dynamic or self.persistent, "only with a persistent grid"),
-            ("fma_exp", self.fma_exp in FMA_EXP, f"one of {FMA_EXP}"),
-            ("fma_exp", not self.fma_exp or self.consumers > 1, "0 with one consumer"),
         )  # fmt: skip
         check_rules(self, checks)
 
@@ -103,8 +94,7 @@ class HopperConfig:
     def short(self) -> str:
         flags = "".join(
             name for name, on in (("pp", self.pingpong), ("P", self.persistent),
-                                  ("D", self.dynamic), ("L", self.late_wait),
-                                  (f"F{self.fma_exp}", self.fma_exp)) if on
+                                  ("D", self.dynamic), ("L", self.late_wait)) if on
         )  # fmt: skip
         return (f"(hopper {self.block_m}x{self.block_n} c{self.consumers}w{self.num_warps} "
                 f"b{self.num_buf} r{self.maxnreg}{' ' + flags if flags else ''})")  # fmt: skip

@@ -18,7 +18,6 @@ from pathlib import Path
 
 from ..core.hopper_config import (
     BLOCK_N,
-    FMA_EXP,
     NUM_BUF,
     HopperConfig,
     max_regs,
@@ -95,9 +94,7 @@ GRIDS = ((False, False), (True, False), (True, True))
 def candidates(head_dim: int) -> tuple[HopperConfig, ...]:
     """Every config of the knob space for this head dim (tiles, ring slots, consumers, launch
     register cap, ping-pong, grid: one program per item, persistent, persistent taking items
-    dynamically; PV's wait pinned after the softmax or not; with several consumers, every
-    other key's exponential on the FMA pipe in none, the last or every consumer), before the
-    device's fit test.
+    dynamically; PV's wait pinned after the softmax or not), before the device's fit test.
     The register cap is the largest the threads allow, and for one 4-warp consumer also 128
     (two programs per SM)."""
     out = []
@@ -109,11 +106,10 @@ def candidates(head_dim: int) -> tuple[HopperConfig, ...]:
             for block_n in BLOCK_N:
                 for num_buf in NUM_BUF:
                     for pingpong in (False, True) if consumers == 2 else (False,):
-                        fmas = FMA_EXP if consumers > 1 else (0,)
-                        for grid, late, fma in itertools.product(GRIDS, (False, True), fmas):
+                        for grid, late in itertools.product(GRIDS, (False, True)):
                             out.append(HopperConfig(
                                 consumers * 16 * warps, block_n, num_buf, consumers, warps,
-                                maxnreg, pingpong, *grid, late, fma))  # fmt: skip
+                                maxnreg, pingpong, *grid, late))  # fmt: skip
     return tuple(out)
 
 

@@ -37,7 +37,6 @@ import os
 
 from ..core.hopper_config import HopperConfig
 from ..core.spec import DENSE_KEYS, cdiv
-from . import exp2_fma
 from .plans import clamp_window, plan_spec, variant_args
 
 log = logging.getLogger("flashgen")
@@ -162,13 +161,6 @@ def gluon_api() -> tuple[dict | None, str | None]:
     return None, "Gluon's tma module has no known global<->shared copy functions"
 
 
-# _exp2_fma's constants as the template prints them (floats of a fixed module, not of a record)
-_EXP2_FMA = {
-    "round_magic": repr(exp2_fma.ROUND_MAGIC), "clamp": repr(exp2_fma.CLAMP),
-    **{f"c{i}": repr(c) for i, c in enumerate(exp2_fma.COEFFS, start=1)},
-}  # fmt: skip
-
-
 def template_context(spec) -> dict:
     """What the Hopper template may use: ints, bools and fixed names only."""
     api, reason = gluon_api()
@@ -196,7 +188,6 @@ def template_context(spec) -> dict:
         "dense_keys": DENSE_KEYS,
         "tma_load": api["tma_load"],
         "tma_store": api["tma_store"],
-        "exp2_fma": _EXP2_FMA,
     }
 
 
@@ -362,7 +353,7 @@ def constexprs_of(spec, cfg: HopperConfig, per_key: bool = False) -> dict:
     return {
         "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "NUM_BUF": cfg.num_buf,
         "NUM_CONSUMERS": cfg.consumers, "PINGPONG": cfg.pingpong, "DYNAMIC": cfg.dynamic,
-        "LATE_WAIT": cfg.late_wait, "FMA_EXP": cfg.fma_exp, **({"MASK_PER_KEY": bool(per_key)} if spec.attn_mask else {}),
+        "LATE_WAIT": cfg.late_wait, **({"MASK_PER_KEY": bool(per_key)} if spec.attn_mask else {}),
         "num_warps": cfg.num_warps,
     }  # fmt: skip
 

@@ -4,7 +4,7 @@ Why apart from `space.Space`: the portable family's space is four integers store
 tuning database (`TileConfig`); the Hopper family's config (`HopperConfig`) has other knobs:
 tile sizes, ring slots, consumer warpgroups with their register split (the launch register
 cap), ping-pong, persistent grid (static or dynamic), PV's wait pinned after the softmax
-(`late_wait`), exponentials on the FMA pipe (`fma_exp`). `HopperSpace` maps them to categorical Optuna parameters and back, and
+(`late_wait`). `HopperSpace` maps them to categorical Optuna parameters and back, and
 prunes with `flashgen.hardware.hopper_tiles` (shared memory, registers) before anything is
 compiled, as `Space` does with the SRAM model. `search` runs a study over one shape with any
 `evaluate(cfg) -> ms` (the GPU timing in benchmarks/hopper_tune.py; a fake in the CPU
@@ -20,8 +20,7 @@ from dataclasses import dataclass, field
 
 from ..core.hopper_config import HopperConfig
 
-PARAMS = ("layout", "block_n", "num_buf", "pingpong", "persistent", "dynamic", "late_wait",
-          "fma_exp")  # fmt: skip
+PARAMS = ("layout", "block_n", "num_buf", "pingpong", "persistent", "dynamic", "late_wait")
 
 
 def layout_name(cfg: HopperConfig) -> str:
@@ -48,13 +47,12 @@ class HopperSpace:
             "persistent": sorted({c.persistent for c in self.candidates}),
             "dynamic": sorted({c.dynamic for c in self.candidates}),
             "late_wait": sorted({c.late_wait for c in self.candidates}),
-            "fma_exp": sorted({c.fma_exp for c in self.candidates}),
         }
 
     @staticmethod
     def _key(cfg: HopperConfig) -> tuple:
         return (layout_name(cfg), cfg.block_n, cfg.num_buf, cfg.pingpong, cfg.persistent,
-                cfg.dynamic, cfg.late_wait, cfg.fma_exp)  # fmt: skip
+                cfg.dynamic, cfg.late_wait)  # fmt: skip
 
     def prune_reason(self, cfg: HopperConfig | None) -> str | None:
         from ..hardware.hopper_tiles import fit_reason
