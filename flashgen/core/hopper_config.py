@@ -38,10 +38,7 @@ class HopperConfig:
     then end together). late_wait stores each tile's row sums to shared memory before waiting
     for the previous tile's PV product, which keeps that wait after the softmax: without it
     ptxas (CUDA 12.8, Triton 3.6) schedules the wait at the softmax's first instruction and a
-    consumer's softmax no longer overlaps its own PV (static SASS, every shipped config).
-    mma_sum (no dropout: its sums count dropped probabilities) takes the softmax's row sums
-    on the tensor cores (l = P @ ones, one [rows, 8] product beside PV) instead of an FADD a
-    score: the softmax, which sets the tile time, has one instruction a score fewer."""
+    consumer's softmax no longer overlaps its own PV (static SASS, every shipped config)."""
 
     block_m: int
     block_n: int
@@ -53,10 +50,9 @@ class HopperConfig:
     persistent: bool = False
     dynamic: bool = False
     late_wait: bool = False
-    mma_sum: bool = False
 
     def __post_init__(self) -> None:
-        check_kinds(self, bools=("pingpong", "persistent", "dynamic", "late_wait", "mma_sum"))
+        check_kinds(self, bools=("pingpong", "persistent", "dynamic", "late_wait"))
         checks = (
             ("consumers", self.consumers in CONSUMERS, f"one of {CONSUMERS}"),
             ("num_warps", self.num_warps in CONSUMER_WARPS and
@@ -88,8 +84,7 @@ class HopperConfig:
         tiles = (3 * self.block_m + 2 * self.num_buf * self.block_n) * head_dim * elem_bytes
         barriers = BARRIER_BYTES * (4 * self.consumers + 4 * self.num_buf + 2)
         pins = 4 * self.block_m if self.late_wait else 0
-        ones = 8 * self.block_n * elem_bytes if self.mma_sum else 0
-        return tiles + barriers + ITEM_BYTES * 2 * self.consumers + pins + ones
+        return tiles + barriers + ITEM_BYTES * 2 * self.consumers + pins
 
     def threads(self) -> int:
         """Threads of one program: the consumers' warps and the loader's warp, the loader
@@ -99,8 +94,7 @@ class HopperConfig:
     def short(self) -> str:
         flags = "".join(
             name for name, on in (("pp", self.pingpong), ("P", self.persistent),
-                                  ("D", self.dynamic), ("L", self.late_wait),
-                                  ("S", self.mma_sum)) if on
+                                  ("D", self.dynamic), ("L", self.late_wait)) if on
         )  # fmt: skip
         return (f"(hopper {self.block_m}x{self.block_n} c{self.consumers}w{self.num_warps} "
                 f"b{self.num_buf} r{self.maxnreg}{' ' + flags if flags else ''})")  # fmt: skip

@@ -324,12 +324,9 @@ def banded(spec) -> bool:
 def for_spec(cfg: HopperConfig, spec) -> HopperConfig:
     """`cfg` as the spec's kernel can run it: a banded kernel (window, lengths) has no
     ping-pong (its consumers walk different tile ranges, the turn order assumes equal ones),
-    nor has a dropout one (no prefetched product: the template's `prefetch`); a dropout kernel
-    sums its row sums by FADDs (`mma_sum`'s product would count only the kept probabilities)."""
+    nor has a dropout one (no prefetched product: the template's `prefetch`)."""
     if (banded(spec) or spec.dropout) and cfg.pingpong:
-        cfg = dataclasses.replace(cfg, pingpong=False)
-    if spec.dropout and cfg.mma_sum:
-        cfg = dataclasses.replace(cfg, mma_sum=False)
+        return dataclasses.replace(cfg, pingpong=False)
     return cfg
 
 
@@ -356,7 +353,7 @@ def constexprs_of(spec, cfg: HopperConfig, per_key: bool = False) -> dict:
     return {
         "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "NUM_BUF": cfg.num_buf,
         "NUM_CONSUMERS": cfg.consumers, "PINGPONG": cfg.pingpong, "DYNAMIC": cfg.dynamic,
-        "LATE_WAIT": cfg.late_wait, "MMA_SUM": cfg.mma_sum, **({"MASK_PER_KEY": bool(per_key)} if spec.attn_mask else {}),
+        "LATE_WAIT": cfg.late_wait, **({"MASK_PER_KEY": bool(per_key)} if spec.attn_mask else {}),
         "num_warps": cfg.num_warps,
     }  # fmt: skip
 
