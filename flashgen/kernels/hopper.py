@@ -289,11 +289,20 @@ def _log_once(spec, reason: str) -> None:
     log.info("flashgen: %s uses the portable forward: %s", spec.uri(), reason)
 
 
+# Spec extras whose kernels run without `late_wait` even where the record has it: measured on
+# the H200 (benchmarks/RESULTS.md, session 30 B7; B4 H16/4 4k head dim 128 forward): softcap 30
+# 1.017-1.035x faster without it, ALiBi 1.07x (causal) and 1.13x (not causal); a causal 1024
+# window and a boolean key-padding mask level (0.99-1.01x), so they keep the record's.
+LATE_WAIT_OFF = ("softcap", "alibi")
+
+
 def config_for(spec, seq_q: int, narrow: bool = False) -> HopperConfig:
     """The config to launch: `NARROW_CONFIGS` for a narrow window (`narrow`, see
     `narrow_window`) where the head dim has one and it fits this GPU; else the measured one for
     this head dim, mask and query-length bucket (`flashgen.hardware.hopper_tiles.tuned_config`:
-    FLASHGEN_HOPPER_CONFIGS or the shipped tuning_db/hopper/<gpu>.json), else `CONFIGS`."""
+    FLASHGEN_HOPPER_CONFIGS or the shipped tuning_db/hopper/<gpu>.json), else `CONFIGS`. The
+    records are measured on specs without extras; `late_wait` is left off for softcapping and
+    ALiBi, whose longer softmax it slowed (`LATE_WAIT_OFF`)."""
     from ..hardware.hopper_tiles import fit_reason, tuned_config
     from ..hardware.sram import current_device
 
@@ -301,8 +310,10 @@ def config_for(spec, seq_q: int, narrow: bool = False) -> HopperConfig:
     cfg = NARROW_CONFIGS.get(spec.head_dim) if narrow and spec.window else None
     if cfg is not None and fit_reason(cfg, spec.head_dim, device) is None:
         return for_spec(cfg, spec)
-    found = tuned_config(spec.head_dim, spec.causal, seq_q, device)
-    return for_spec(found or CONFIGS[spec.head_dim], spec)
+    cfg = tuned_config(spec.head_dim, spec.causal, seq_q, device) or CONFIGS[spec.head_dim]
+    if cfg.late_wait and any(getattr(spec, extra) for extra in LATE_WAIT_OFF):
+        cfg = dataclasses.replace(cfg, late_wait=False)
+    return for_spec(cfg, spec)
 
 
 def narrow_window(window, seq_k: int) -> bool:

@@ -8,6 +8,7 @@ against float64, including the backward fed by this forward's out and LSE.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import pytest
@@ -557,6 +558,23 @@ def test_banded_kernels_run_without_pingpong():
     assert hopper.for_spec(cfg, MASK_SPECS[2]) == cfg  # softcap alone keeps the tile ranges
     assert not hopper.for_spec(cfg, MASK_SPECS[5]).pingpong  # a mask tensor: banded too
     assert not hopper.for_spec(cfg, MASK_SPECS[13]).pingpong  # dropout: no prefetch
+
+
+def test_softcap_and_alibi_run_without_late_wait(monkeypatch):
+    # the records' late_wait (measured on specs without extras) is dropped for the extras it
+    # slowed, kept for the others and for explicit configs
+    from flashgen.core.hopper_config import HopperConfig
+    from flashgen.hardware import hopper_tiles
+
+    late = HopperConfig(128, 128, 2, 2, 4, 168, False, True, False, True)
+    monkeypatch.setattr(hopper_tiles, "tuned_config", lambda *a: late)
+    plain = KernelSpec(128, False, "bfloat16", "fwd")
+    assert hopper.config_for(plain, 4096) == late
+    for extra in hopper.LATE_WAIT_OFF:
+        spec = KernelSpec(128, True, "bfloat16", "fwd", **{extra: True})
+        assert hopper.config_for(spec, 4096) == dataclasses.replace(late, late_wait=False)
+    windowed = KernelSpec(128, True, "bfloat16", "fwd", window=True)
+    assert hopper.config_for(windowed, 4096).late_wait
 
 
 def test_mask_arguments_follow_the_spec():
