@@ -5,7 +5,7 @@
 # ping-pong (s28 prepared it at 128 but never ran it), a dynamic grid, the plain grid, 64-key
 # tiles with 3 and 4 ring slots; seven alternating rounds, MHA and GQA rows, float64 checks
 # first.
-# Results straight under $OUT. Run as FLASHGEN_COMMIT=<sha> bash benchmarks/raw/next_s30/job.sh
+# Results straight under $OUT. Ran as FLASHGEN_COMMIT=a471a79 bash benchmarks/raw/next_s30/job.sh (moved here once run)
 # carrying .whl.
 set -u
 . benchmarks/device_env.sh > /dev/null 2>&1
