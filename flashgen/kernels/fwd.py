@@ -39,7 +39,7 @@ import torch
 from ..core.config import TileConfig
 from ..core.spec import cdiv
 from ..hardware.tiles import default_config
-from . import block_mask, hopper, tma
+from . import block_mask, hopper, mask_ranges, tma
 from .codegen import load
 from .launch import Launch, capturing, direct_device
 from .plans import (
@@ -78,7 +78,7 @@ class _Plan:
 
     __slots__ = (
         "run", "tail", "strides", "scale", "keep", "hopper", "lse_shape", "lse_numel", "device",
-        "tiles", "blocks",
+        "tiles", "blocks", "ranges",
     )  # fmt: skip
 
     def __init__(
@@ -100,14 +100,20 @@ class _Plan:
         # a boolean mask's portable kernels take the block-sparse lists' arguments last:
         # None (no such arguments), False (placeholders, not read) or True (built per call)
         self.tiles = None
+        # the Hopper kernel's mask-range arguments, last: None (a spec without a mask tensor),
+        # False (placeholders, not read) or True (the mask's key ranges, built per call)
+        self.ranges = None
         if not isinstance(config, TileConfig) and hopper.choose(spec, q, k, v, sq, per_key):
             # The Gluon family, with its own config for this length; launched directly too.
             # MASK_PER_KEY (a mask constant along query rows) is a constexpr there as well.
             self.hopper = spec
+            if mask_kind:
+                self.ranges = (mask_kind == "bool" and not per_key and not bounded
+                               and mask_ranges.enabled())  # fmt: skip
             cfg = hopper.config_for(spec, sq, narrow)
-            self.run = hopper.plan(
-                spec, cfg, q, k, v, out, direct_device(q, aligned), per_key=per_key
-            )
+            device = direct_device(q, aligned)
+            ranges = bool(self.ranges)
+            self.run = hopper.plan(spec, cfg, q, k, v, out, device, per_key=per_key, ranges=ranges)
             self.tail = hopper.sizes(q, k)
             return
         given = config
@@ -158,6 +164,8 @@ class _Plan:
         qk_scale = scale * LOG2E
         # (the key fixed which extras a call has, so the spec needs no check per call)
         win = variant_args(scale, window, softcap, bounds, mask, dropout, alibi)
+        if self.ranges is not None:  # the Hopper kernel's mask ranges, or placeholders
+            win = (*win, *hopper.range_args(self.device, mask if self.ranges else None))
         if self.tiles is not None:  # the block-sparse lists, or placeholders not read
             if self.tiles:
                 win = (*win, *block_mask.tile_lists(mask, *self.blocks))

@@ -37,6 +37,7 @@ import os
 
 from ..core.hopper_config import HopperConfig
 from ..core.spec import DENSE_KEYS, cdiv
+from . import mask_ranges
 from .plans import clamp_window, plan_spec, variant_args
 
 log = logging.getLogger("flashgen")
@@ -188,6 +189,7 @@ def template_context(spec) -> dict:
         "dense_keys": DENSE_KEYS,
         "tma_load": api["tma_load"],
         "tma_store": api["tma_store"],
+        "range_rows": mask_ranges.RANGE_ROWS,
     }
 
 
@@ -358,24 +360,28 @@ def forward(
     run(*call_args(spec, q, k, v, out, lse, scale, window, softcap, bounds, mask, alibi, dropout))
 
 
-def constexprs_of(spec, cfg: HopperConfig, per_key: bool = False) -> dict:
+def constexprs_of(spec, cfg: HopperConfig, per_key: bool = False, ranges: bool = False) -> dict:
     """The kernel's constexpr arguments for `cfg` (what the launch and the ahead-of-time
     compile pass alike), in the kernel's order."""
+    masks = {"MASK_PER_KEY": bool(per_key), "MASK_RANGES": bool(ranges)} if spec.attn_mask else {}
     return {
         "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "NUM_BUF": cfg.num_buf,
         "NUM_CONSUMERS": cfg.consumers, "PINGPONG": cfg.pingpong, "DYNAMIC": cfg.dynamic,
-        "LATE_WAIT": cfg.late_wait, **({"MASK_PER_KEY": bool(per_key)} if spec.attn_mask else {}),
-        "num_warps": cfg.num_warps,
+        "LATE_WAIT": cfg.late_wait, **masks, "num_warps": cfg.num_warps,
     }  # fmt: skip
 
 
-def plan(spec, cfg: HopperConfig, q, k, v, out, device, per_key: bool = False):
+def plan(
+    spec, cfg: HopperConfig, q, k, v, out, device, per_key: bool = False, ranges: bool = False
+):
     """The `flashgen.kernels.launch.Launch` of the Hopper kernel for one call signature (the
     shapes and strides of q, k, v and out, the config): grid, constexprs and the four descriptor templates
     (q, k, v, out with their shared layouts), fixed once. `device`: as `Launch` takes it
     (`direct_device`; None launches through the JIT every time). `per_key` (a spec with a mask
     tensor): the mask's query-row stride is 0, passed as the constexpr MASK_PER_KEY (one vector
-    of keys a tile instead of a gathered tile). Called with `call_args`."""
+    of keys a tile instead of a gathered tile). `ranges` (a boolean mask tensor without
+    lengths): MASK_RANGES, the launch then takes `range_args` of the mask last. Called with
+    `call_args`."""
     from triton.experimental.gluon import language as gl
 
     from .codegen import load_family
@@ -397,7 +403,7 @@ def plan(spec, cfg: HopperConfig, q, k, v, out, device, per_key: bool = False):
 
     descs = ((0, template(q, rows_q)), (1, template(k, cfg.block_n)),
              (2, template(v, cfg.block_n)), (3, template(out, rows_q)))  # fmt: skip
-    constexprs = constexprs_of(spec, cfg, per_key)
+    constexprs = constexprs_of(spec, cfg, per_key, ranges)
     kernel = load_family(spec, "hopper").attn_fwd_ws
     return Launch(kernel, (items,), constexprs, {"maxnreg": cfg.maxnreg}, device, descs)
 
@@ -418,7 +424,17 @@ def call_args(
     return (
         q, k, v, out, lse, sched_counter(q.device), *sizes(q, k), float(scale) * LOG2E,
         *mask_args(spec, scale, window, softcap, bounds, mask, alibi, dropout),
+        *(range_args(q.device, None) if spec.attn_mask else ()),
     )  # fmt: skip
+
+
+def range_args(device, mask=None) -> tuple:
+    """The last three arguments of a rendering with a mask tensor: the mask's key ranges
+    (`flashgen.kernels.mask_ranges.key_ranges`) when the launch has MASK_RANGES, else an
+    int32 placeholder that is never read (the work-item counter) and zero strides."""
+    if mask is None:
+        return sched_counter(device), 0, 0
+    return mask_ranges.key_ranges(mask)
 
 
 def mask_args(

@@ -14,10 +14,12 @@ from ..core.hopper_config import HopperConfig
 from .hopper import CONFIGS, constexprs_of, for_spec
 
 
-def compile_for_sm90(spec, cfg: HopperConfig | None = None, per_key: bool = False) -> dict:
+def compile_for_sm90(
+    spec, cfg: HopperConfig | None = None, per_key: bool = False, ranges: bool = False
+) -> dict:
     """Compile the rendered kernel ahead of time for sm_90, no GPU needed, with the launch's
-    specialisation (`per_key`: MASK_PER_KEY of a spec with a mask tensor, as
-    `flashgen.kernels.hopper.plan` passes it); returns {"shared": bytes, "ptx": text}. Must run in a process that imported
+    specialisation (`per_key`, `ranges`: MASK_PER_KEY and MASK_RANGES of a spec with a mask
+    tensor, as `flashgen.kernels.hopper.plan` passes them); returns {"shared": bytes, "ptx": text}. Must run in a process that imported
     Triton without TRITON_INTERPRET=1: there Gluon's own jit helpers (gl.cdiv, gl.max, ...)
     are interpreter wrappers the compiler refuses."""
     import triton
@@ -54,10 +56,12 @@ def compile_for_sm90(spec, cfg: HopperConfig | None = None, per_key: bool = Fals
         signature.update(Slopes="*fp32", stride_sb="i32")
     if spec.dropout:
         signature.update(drop_p="fp32", drop_seed="i64")
-    constexprs = constexprs_of(spec, cfg, per_key)
+    if spec.attn_mask:
+        signature.update(MaskTab="*i32", stride_tb="i32", stride_th="i32")
+    constexprs = constexprs_of(spec, cfg, per_key, ranges)
     signature.update(dict.fromkeys(constexprs, "constexpr"))
     pointers = [i for i, name in enumerate(signature)
-                if name in ("Lse", "Sched", "SeqBounds", "Mask", "Slopes")]  # fmt: skip
+                if name in ("Lse", "Sched", "SeqBounds", "Mask", "Slopes", "MaskTab")]  # fmt: skip
     source = GluonASTSource(
         fn=load_family(spec, "hopper").attn_fwd_ws,
         signature=signature,

@@ -632,6 +632,7 @@ def test_plan_matches_the_kernel_signature(spec, per_key, monkeypatch):
     assert run.constexprs["num_warps"] == cfg.num_warps and run.options == {"maxnreg": 168}
     # MASK_PER_KEY: a constexpr of the renderings with a mask tensor only
     assert run.constexprs.get("MASK_PER_KEY") == (per_key if spec.attn_mask else None)
+    assert run.constexprs.get("MASK_RANGES") == (False if spec.attn_mask else None)
     assert run.descs.positions == (0, 1, 2, 3)
     rows = {0: 64, 1: 64, 2: 64, 3: 64}  # block_m / consumers for q and out, block_n for k, v
     for pos, t in enumerate((q, k, v, out)):
@@ -641,7 +642,12 @@ def test_plan_matches_the_kernel_signature(spec, per_key, monkeypatch):
         assert layout == gl.NVMMASharedLayout.get_default_for(block, gl.bfloat16)
     assert run.grid == (3 * 2 * 4,)  # cdiv(300, 128) query blocks per (batch, head): < 132
     tail = hopper.mask_args(spec, 0.1, window, softcap, bounds, mask, alibi, drop)
-    assert len(args) == 12 + len(tail)
+    # a mask tensor's ranges (here placeholders: an int32 tensor and zero strides) come last
+    ranged = 3 if spec.attn_mask else 0
+    assert len(args) == 12 + len(tail) + ranged
+    if ranged:
+        assert args[-3].dtype == torch.int32 and args[-2:] == (0, 0)
+        args = args[:-3]
     if drop is not None:  # dropout's p and seed come last
         assert args[-2:] == drop
     elif alibi is not None:  # else the slopes and their batch stride (0: shared)
@@ -673,7 +679,7 @@ for name in sys.argv[1:]:
     uri, _, how = name.partition(":")
     spec = KernelSpec.from_uri(uri)
     cfg = NARROW_CONFIGS[spec.head_dim] if how == "narrow" else None
-    res = hopper_aot.compile_for_sm90(spec, cfg, per_key=how == "per_key")
+    res = hopper_aot.compile_for_sm90(spec, cfg, per_key=how == "per_key", ranges=how == "ranges")
     out[name] = dict(shared=res["shared"], wgmma="wgmma.mma_async" in res["ptx"],
                      tanh="tanh.approx.f32" in res["ptx"])
 json.dump(out, sys.stdout)
@@ -681,7 +687,7 @@ json.dump(out, sys.stdout)
 
 
 def _compile_for_sm90(uris) -> dict:
-    """`_AOT_MASKS` over `uris` ("<uri>[:narrow|:per_key|:tile]") in a process without the
+    """`_AOT_MASKS` over `uris` ("<uri>[:narrow|:per_key|:tile|:ranges]") in a process without the
     interpreter; asserts each compiled to wgmma with the shared memory its config's model
     gives (masks add registers, not buffers) and returns the results."""
     import json
@@ -725,6 +731,9 @@ def test_masked_kernels_compile_for_sm90():
         MASK_SPECS[13].uri(),  # dropout: alone, with a window, with a key-padding mask
         MASK_SPECS[14].uri(),
         f"{MASK_SPECS[15].uri()}:per_key",
+        # a boolean mask tensor walked by its key ranges (MASK_RANGES), causal both ways
+        f"{KernelSpec(128, False, 'bfloat16', 'fwd', attn_mask='bool').uri()}:ranges",
+        f"{KernelSpec(64, True, 'bfloat16', 'fwd', attn_mask='bool').uri()}:ranges",
     ]
     results = _compile_for_sm90(uris)
     for uri in uris:
@@ -954,6 +963,64 @@ def test_hopper_mask_tensors_match_float64(kind, monkeypatch):
     assert (lse[seen].double() - ref_lse[seen]).abs().max().item() <= 1e-2
 
 
+def _structured_mask(kind: str, b: int, hq: int, n: int, device) -> torch.Tensor:
+    """Boolean [B, 1 or Hq, n, n] masks of the shapes models build: HF's causal-and-padding
+    batch (one entry sees no key at all), a block-diagonal document mask, a prefix-LM mask,
+    and a random one (holes inside every row's range)."""
+    gen = torch.Generator(device="cpu").manual_seed(7)
+    i = torch.arange(n)
+    if kind == "hf_causal_pad":
+        keep = i[None, :] < torch.tensor([[n], [n // 3], [0]])[:b]
+        m = (i[:, None] >= i[None, :])[None, None] & keep[:, None, None, :]
+    elif kind == "documents":
+        doc = (i >= n // 3).int() + (i >= n // 2 + 17).int()
+        m = (doc[:, None] == doc[None, :])[None, None].expand(b, 1, n, n)
+    elif kind == "prefix_lm":
+        m = ((i[:, None] >= i[None, :]) | (i[None, :] < 200))[None, None].expand(b, 1, n, n)
+    else:
+        m = torch.rand(b, hq, n, n, generator=gen) > 0.4
+    return m.to(device)
+
+
+@on_sm90
+@pytest.mark.parametrize("persistent", [False, True], ids=["grid", "persistent"])
+@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("kind", ["hf_causal_pad", "documents", "prefix_lm", "random"])
+def test_hopper_mask_ranges_match_float64(kind, causal, head_dim, persistent, monkeypatch):
+    """A boolean mask tensor walked by its key ranges (MASK_RANGES, flashgen.kernels.
+    mask_ranges): key tiles outside what a block of rows sees are skipped and tiles all its rows
+    see run without the mask; the output and lse must still be the mask's, rows that see no
+    key zeros and +inf."""
+    from flashgen.kernels import fwd, mask_ranges
+    from flashgen.kernels.validate import expand_mask
+
+    monkeypatch.setenv(hopper.FAMILY_ENV, "hopper")
+    monkeypatch.setenv(mask_ranges.ENV, "1")
+    if persistent:
+        cfg = hopper.CONFIGS[head_dim].with_persistent(True)
+        monkeypatch.setattr(hopper, "config_for", lambda spec, sq, narrow=False: cfg)
+    fwd._plans.clear()
+    b, hq, hkv, n = 3, 4, 2, 777
+    q, k, v = _qkv(b, hq, hkv, n, n, head_dim, torch.bfloat16, seed=5)
+    mask = _structured_mask(kind, b, hq, n, "cuda")
+    out, lse = fwd.forward(q, k, v, causal=causal, scale=None, mask=expand_mask(mask, q, k))
+    assert any(p.ranges for p in fwd._plans.values())  # the ranges were walked
+    fwd._plans.clear()
+    visible = mask & (torch.ones(n, n, dtype=torch.bool, device="cuda").tril() if causal else True)
+    qd, kd, vd = (t.double() for t in (q, k, v))
+    kd, vd = kd.repeat_interleave(2, 1), vd.repeat_interleave(2, 1)
+    s = ((qd @ kd.transpose(-1, -2)) / head_dim**0.5).masked_fill(~visible, float("-inf"))
+    ref = torch.softmax(s, -1).nan_to_num(0.0) @ vd
+    assert torch.isfinite(out).all()
+    err = max_abs_err(out, ref)
+    assert err <= 2e-2 * max(1.0, ref.abs().max().item()), err
+    seen = visible.expand(b, hq, n, n).any(-1)
+    assert (out[~seen] == 0).all() and (lse[~seen] == float("inf")).all()
+    ref_lse = torch.logsumexp(s, -1)
+    assert (lse[seen].double() - ref_lse[seen]).abs().max().item() <= 1e-2
+
+
 @pytest.mark.parametrize("spec", [KernelSpec(128, True, "bfloat16", "fwd"), *MASK_SPECS],
                          ids=lambda s: s.uri())  # fmt: skip
 def test_forward_plan_passes_what_call_args_checks(spec, monkeypatch):
@@ -968,8 +1035,9 @@ def test_forward_plan_passes_what_call_args_checks(spec, monkeypatch):
     monkeypatch.setattr(hopper, "choose", lambda *a: True)
     monkeypatch.setattr(hopper, "sched_counter", lambda device: counter)
 
-    def plan(*a, per_key=False):
+    def plan(*a, per_key=False, ranges=False):
         per_keys.append(per_key)
+        assert not ranges  # a key-padding mask here: no ranges
         return lambda *args: seen.append(args)
 
     monkeypatch.setattr(hopper, "plan", plan)
