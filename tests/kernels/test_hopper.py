@@ -1012,6 +1012,31 @@ def test_hopper_mask_ranges_match_float64(kind, causal, head_dim, persistent, mo
     _assert_matches_masked_ref(out, lse, ref, ref_lse, ~visible.expand(b, hq, n, n).any(-1), 2e-2)
 
 
+@on_sm90
+@pytest.mark.parametrize("kind", ["hf_causal_pad", "documents"])
+def test_hopper_mask_ranges_within_a_window_match_float64(kind, monkeypatch):
+    """A window with a boolean mask tensor: the tiles walked are the window's band cut by the
+    mask's ranges (both bound them; the whole tiles are whole for both)."""
+    from flashgen.kernels import fwd, mask_ranges
+    from flashgen.kernels.validate import expand_mask
+
+    monkeypatch.setenv(hopper.FAMILY_ENV, "hopper")
+    monkeypatch.setenv(mask_ranges.ENV, "1")
+    fwd._plans.clear()
+    b, hq, hkv, n, left = 3, 4, 2, 777, 300
+    q, k, v = _qkv(b, hq, hkv, n, n, 128, torch.bfloat16, seed=6)
+    mask = _structured_mask(kind, b, hq, n, "cuda")
+    out, lse = fwd.forward(q, k, v, causal=True, scale=None, window=(left, 0),
+                           mask=expand_mask(mask, q, k))  # fmt: skip
+    assert any(p.ranges for p in fwd._plans.values())
+    fwd._plans.clear()
+    i = torch.arange(n, device="cuda")
+    band = (i[None, :] <= i[:, None]) & (i[None, :] >= i[:, None] - left)
+    visible = mask & band
+    ref, ref_lse = _masked_ref(q, k, v, visible, None)
+    _assert_matches_masked_ref(out, lse, ref, ref_lse, ~visible.expand(b, hq, n, n).any(-1), 2e-2)
+
+
 @pytest.mark.parametrize("spec", [KernelSpec(128, True, "bfloat16", "fwd"), *MASK_SPECS],
                          ids=lambda s: s.uri())  # fmt: skip
 def test_forward_plan_passes_what_call_args_checks(spec, monkeypatch):
