@@ -8,7 +8,7 @@ bools in fixed ranges, nothing else). The byte and thread counts are what the ke
 Knobs written, measured on the H200 and removed (benchmarks/RESULTS.md, sessions 29-30; the code
 stands in the commits named there): `lazy_rescale` (O rescaled only when a row's max grew by
 more than 2**8: 0.95-0.97x, the consumer-wide decision costs two named barriers a tile),
-`fma_exp` (some exponentials by FMAs instead of MUFU: 0.84-0.97x, softcap included) and
+`fma_exp` (some exponentials by FMAs instead of MUFU: 0.81-0.97x, softcap included) and
 `mma_sum` (row sums as P @ ones on the tensor cores: 0.84-0.98x, and the lse off by up to
 5.7e-4). The consumer's softmax is on its own critical path: what adds instructions or
 registers there loses, even when it unloads a pipe.

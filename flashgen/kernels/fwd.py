@@ -165,7 +165,7 @@ class _Plan:
         # (the key fixed which extras a call has, so the spec needs no check per call)
         win = variant_args(scale, window, softcap, bounds, mask, dropout, alibi)
         if self.ranges is not None:  # the Hopper kernel's mask ranges, or placeholders
-            win = (*win, *hopper.range_args(self.device, mask if self.ranges else None))
+            win = (*win, *hopper.range_args(mask, self.ranges))
         if self.tiles is not None:  # the block-sparse lists, or placeholders not read
             if self.tiles:
                 win = (*win, *block_mask.tile_lists(mask, *self.blocks))

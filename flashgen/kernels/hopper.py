@@ -424,17 +424,16 @@ def call_args(
     return (
         q, k, v, out, lse, sched_counter(q.device), *sizes(q, k), float(scale) * LOG2E,
         *mask_args(spec, scale, window, softcap, bounds, mask, alibi, dropout),
-        *(range_args(q.device, None) if spec.attn_mask else ()),
+        *(range_args(mask, False) if spec.attn_mask else ()),
     )  # fmt: skip
 
 
-def range_args(device, mask=None) -> tuple:
+def range_args(mask, ranges: bool) -> tuple:
     """The last three arguments of a rendering with a mask tensor: the mask's key ranges
-    (`flashgen.kernels.mask_ranges.key_ranges`) when the launch has MASK_RANGES, else an
-    int32 placeholder that is never read (the work-item counter) and zero strides."""
-    if mask is None:
-        return sched_counter(device), 0, 0
-    return mask_ranges.key_ranges(mask)
+    (`flashgen.kernels.mask_ranges.key_ranges`) when the launch has MASK_RANGES, else the
+    mask itself as a placeholder that is never read and zero strides (nothing built per call,
+    as the portable kernels' block-sparse placeholders)."""
+    return mask_ranges.key_ranges(mask) if ranges else (mask, 0, 0)
 
 
 def mask_args(

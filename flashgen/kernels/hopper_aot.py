@@ -56,8 +56,9 @@ def compile_for_sm90(
         signature.update(Slopes="*fp32", stride_sb="i32")
     if spec.dropout:
         signature.update(drop_p="fp32", drop_seed="i64")
-    if spec.attn_mask:
-        signature.update(MaskTab="*i32", stride_tb="i32", stride_th="i32")
+    if spec.attn_mask:  # without MASK_RANGES the mask itself stands in (never read)
+        signature.update(MaskTab="*i32" if ranges else signature["Mask"], stride_tb="i32",
+                         stride_th="i32")  # fmt: skip
     constexprs = constexprs_of(spec, cfg, per_key, ranges)
     signature.update(dict.fromkeys(constexprs, "constexpr"))
     pointers = [i for i, name in enumerate(signature)

@@ -54,18 +54,15 @@ def key_ranges(mask: torch.Tensor) -> tuple[torch.Tensor, int, int]:
     rows_any = _rows(m, pad, False, bm, hm, blocks, sk).any(3)
     rows_all = _rows(m, pad, True, bm, hm, blocks, sk).all(3)
     keys = torch.arange(sk, device=m.device, dtype=torch.int32)
-    seen = rows_any.any(-1)
-    kv_lo = torch.where(rows_any, keys, sk).amin(-1)
     kv_hi = torch.where(rows_any, keys + 1, 0).amax(-1)
+    # a block that sees no key: kv_hi = 0, and kv_lo (Sk) comes down to it
+    kv_lo = torch.minimum(torch.where(rows_any, keys, sk).amin(-1), kv_hi)
     # the longest run of keys every row sees: at each key, the length of the run ending there
     last_gap = torch.where(rows_all, -1, keys).cummax(-1).values
     run = keys - last_gap
     fv_len, fv_end = run.max(-1)
     fv_hi = torch.where(fv_len > 0, fv_end + 1, 0)
-    table = torch.stack(
-        [torch.where(seen, kv_lo, 0), torch.where(seen, kv_hi, 0), fv_hi - fv_len, fv_hi], -1
-    ).to(torch.int32)
-    table = table.contiguous()
+    table = torch.stack([kv_lo, kv_hi, fv_hi - fv_len, fv_hi], -1).to(torch.int32).contiguous()
     stride_b = hm * blocks * 4 if bm > 1 else 0
     stride_h = blocks * 4 if hm > 1 else 0
     return table, stride_b, stride_h

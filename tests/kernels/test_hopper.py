@@ -642,11 +642,11 @@ def test_plan_matches_the_kernel_signature(spec, per_key, monkeypatch):
         assert layout == gl.NVMMASharedLayout.get_default_for(block, gl.bfloat16)
     assert run.grid == (3 * 2 * 4,)  # cdiv(300, 128) query blocks per (batch, head): < 132
     tail = hopper.mask_args(spec, 0.1, window, softcap, bounds, mask, alibi, drop)
-    # a mask tensor's ranges (here placeholders: an int32 tensor and zero strides) come last
+    # a mask tensor's ranges (here placeholders: the mask itself and zero strides) come last
     ranged = 3 if spec.attn_mask else 0
     assert len(args) == 12 + len(tail) + ranged
     if ranged:
-        assert args[-3].dtype == torch.int32 and args[-2:] == (0, 0)
+        assert args[-3] is mask and args[-2:] == (0, 0)
         args = args[:-3]
     if drop is not None:  # dropout's p and seed come last
         assert args[-2:] == drop
