@@ -153,9 +153,18 @@ def time_shape(shape, causal, cap, cfgs, rounds, rep) -> dict:
     for name, cfg in cfgs.items():
         out = torch.empty_like(q)
         lse = torch.empty(q.shape[:3], dtype=torch.float32, device=q.device)
-        launch = hopper.plan(spec, cfg, q, k, v, out, direct_device(q, True))
+        split = hopper.tail_plan(spec, cfg, q, k, direct_device(q, True))
+        launch = hopper.plan(spec, cfg, q, k, v, out, direct_device(q, True), split=split)
         args = hopper.call_args(spec, q, k, v, out, lse, scale, None, cap, None, None)
-        runs[name] = lambda launch=launch, args=args: launch(*args)
+        if split is None:
+            runs[name] = lambda launch=launch, args=args: launch(*args)
+        else:  # the split items' chunks into fresh buffers, then their merge (as forward does)
+            part, part_lse = split.buffers(q.device)
+            args = (*args[:6], part, part_lse, *args[8:])
+            runs[name] = lambda launch=launch, args=args, split=split, out=out, lse=lse: (
+                launch(*args),
+                split.merge(args[6], args[7], out, lse),
+            )
         runs[name]()
         outs[name] = out
     ref = outs["shipped"].float()

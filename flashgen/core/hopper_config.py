@@ -29,6 +29,8 @@ NUM_BUF = (2, 3, 4)
 # Registers a thread: setmaxnreg moves them in steps of 8, and a thread holds at most 255.
 MIN_REGS, MAX_REGS = 24, 248
 REGS_PER_SM = 65_536
+# Chunks a split item's key tiles may take (the merge reads them as one power-of-two block).
+MAX_SPLIT = 16
 BARRIER_BYTES = 8
 ITEM_BYTES = 4
 
@@ -46,7 +48,11 @@ class HopperConfig:
     then end together). late_wait stores each tile's row sums to shared memory before waiting
     for the previous tile's PV product, which keeps that wait after the softmax: without it
     ptxas (CUDA 12.8, Triton 3.6) schedules the wait at the softmax's first instruction and a
-    consumer's softmax no longer overlaps its own PV (static SASS, every shipped config)."""
+    consumer's softmax no longer overlaps its own PV (static SASS, every shipped config).
+    tail_split (persistent, non-causal renderings without masks only: `hopper.splittable`)
+    splits the items of a last, partial round of the grid into up to that many chunks of
+    their key tiles, merged afterwards, so that round does not leave SMs idle (at 2,048 items
+    over 132 SMs the last round is half full: ~3% of the kernel); 1 is off."""
 
     block_m: int
     block_n: int
@@ -58,6 +64,7 @@ class HopperConfig:
     persistent: bool = False
     dynamic: bool = False
     late_wait: bool = False
+    tail_split: int = 1
 
     def __post_init__(self) -> None:
         check_kinds(self, bools=("pingpong", "persistent", "dynamic", "late_wait"))
@@ -75,6 +82,8 @@ class HopperConfig:
              f"at most {REGS_PER_SM} // {self.threads()} threads"),
             ("pingpong", not self.pingpong or self.consumers == 2, "only with two consumers"),
             ("dynamic", not self.dynamic or self.persistent, "only with a persistent grid"),
+            ("tail_split", 1 <= self.tail_split <= MAX_SPLIT, f"in [1, {MAX_SPLIT}]"),
+            ("tail_split", self.tail_split == 1 or self.persistent, "only with a persistent grid"),
         )  # fmt: skip
         check_rules(self, checks)
 
@@ -104,11 +113,18 @@ class HopperConfig:
             name for name, on in (("pp", self.pingpong), ("P", self.persistent),
                                   ("D", self.dynamic), ("L", self.late_wait)) if on
         )  # fmt: skip
+        if self.tail_split > 1:
+            flags += f"s{self.tail_split}"
         return (f"(hopper {self.block_m}x{self.block_n} c{self.consumers}w{self.num_warps} "
                 f"b{self.num_buf} r{self.maxnreg}{' ' + flags if flags else ''})")  # fmt: skip
 
     def with_persistent(self, persistent: bool = True) -> HopperConfig:
-        return replace(self, persistent=persistent, dynamic=self.dynamic and persistent)
+        return replace(
+            self,
+            persistent=persistent,
+            dynamic=self.dynamic and persistent,
+            tail_split=self.tail_split if persistent else 1,
+        )
 
 
 def max_regs(consumers: int, num_warps: int) -> int:

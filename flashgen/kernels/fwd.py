@@ -78,7 +78,7 @@ class _Plan:
 
     __slots__ = (
         "run", "tail", "strides", "scale", "keep", "hopper", "lse_shape", "lse_numel", "device",
-        "tiles", "blocks", "ranges",
+        "tiles", "blocks", "ranges", "split",
     )  # fmt: skip
 
     def __init__(
@@ -103,6 +103,8 @@ class _Plan:
         # the Hopper kernel's mask-range arguments, last: None (a spec without a mask tensor),
         # False (placeholders, not read) or True (the mask's key ranges, built per call)
         self.ranges = None
+        # the Hopper kernel's split last round (`hopper.TailSplit`), or None
+        self.split = None
         if not isinstance(config, TileConfig) and hopper.choose(spec, q, k, v, sq, per_key):
             # The Gluon family, with its own config for this length; launched directly too.
             # MASK_PER_KEY (a mask constant along query rows) is a constexpr there as well.
@@ -113,7 +115,9 @@ class _Plan:
             cfg = hopper.config_for(spec, sq, narrow)
             device = direct_device(q, aligned)
             ranges = bool(self.ranges)
-            self.run = hopper.plan(spec, cfg, q, k, v, out, device, per_key=per_key, ranges=ranges)
+            self.split = hopper.tail_plan(spec, cfg, q, k, device)
+            self.run = hopper.plan(spec, cfg, q, k, v, out, device, per_key=per_key,
+                                   ranges=ranges, split=self.split)  # fmt: skip
             self.tail = hopper.sizes(q, k)
             return
         given = config
@@ -177,7 +181,12 @@ class _Plan:
         """Launch with the kernel's argument order: the extras' arguments `win` last."""
         if self.hopper is not None:  # the Gluon kernel: the work-item counter before the sizes
             counter = hopper.sched_counter(self.device)
-            self.run(q, k, v, out, lse, counter, *self.tail, qk_scale, *win)
+            if self.split is None:  # (lse stands in for the split chunks' buffers, unused)
+                self.run(q, k, v, out, lse, counter, lse, lse, *self.tail, qk_scale, *win)
+                return
+            part, part_lse = self.split.buffers(self.device)
+            self.run(q, k, v, out, lse, counter, part, part_lse, *self.tail, qk_scale, *win)
+            self.split.merge(part, part_lse, out, lse)
         elif self.strides is None:  # q, k, v, out travel as TMA descriptors
             self.run(q, k, v, out, lse, *self.tail, qk_scale, *win)
         else:

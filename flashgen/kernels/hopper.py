@@ -190,6 +190,7 @@ def template_context(spec) -> dict:
         "tma_load": api["tma_load"],
         "tma_store": api["tma_store"],
         "range_rows": mask_ranges.RANGE_ROWS,
+        "tail_split": splittable(spec),
     }
 
 
@@ -328,6 +329,95 @@ def narrow_window(window, seq_k: int) -> bool:
     return width <= NARROW_WINDOW and width < seq_k
 
 
+def splittable(spec) -> bool:
+    """Whether the rendering can split its last round's items over their key tiles
+    (TAIL_SPLIT, the config's tail_split): every item walks every key tile (no window,
+    lengths, mask tensor or causality) and a chunk's partial result merges by log-sum-exp
+    alone (no ALiBi, whose lse correction is per item, no dropout)."""
+    return not (banded(spec) or spec.causal or spec.alibi or spec.dropout)
+
+
+def tail_splits(spec, cfg: HopperConfig, items: int, grid: int, seq_k: int) -> int:
+    """The chunks each item of the grid's last, partial round is split into (1: none).
+
+    Without a split, a round of `items % grid` items leaves the other programs idle for a whole
+    item; its items split into s chunks of the key tiles are items % grid * s units, which
+    take cdiv(units, grid) rounds of cdiv(tiles, s) tiles. Split only where that is at most
+    3/4 of an item's tiles (the chunks' partial results are stored and merged in float32, a
+    cost the saving must carry), with the largest s up to the config's tail_split that gives
+    the fewest tiles."""
+    rest = items % grid
+    if cfg.tail_split == 1 or not cfg.persistent or not splittable(spec) or rest == 0:
+        return 1
+    tiles = cdiv(seq_k, cfg.block_n)
+    best, best_tiles = 1, tiles
+    for s in range(2, min(cfg.tail_split, tiles) + 1):
+        cost = cdiv(rest * s, grid) * cdiv(tiles, s)
+        if cost <= best_tiles:
+            best, best_tiles = s, cost
+    return best if 4 * best_tiles <= 3 * tiles else 1
+
+
+class TailSplit:
+    """The merge of a split launch (`tail_splits` > 1): the float32 chunk buffers it writes
+    and the decode family's combine kernel (templates/attn_decode.py.jinja,
+    attn_decode_combine: one program per row, out = sum_s 2^(lse_s - m) o_s / sum_s 2^(lse_s -
+    m)) over the split items' rows, which are the flat rows [row0, B * H * Sq) of out and lse
+    (the non-causal items run in (batch, head, query block) order)."""
+
+    __slots__ = ("splits", "row0", "rows", "dim", "combine")
+
+    def __init__(self, spec, splits: int, row0: int, rows: int, device):
+        from ..core.spec import spec_for
+        from .codegen import load_family
+        from .launch import Launch
+
+        self.splits, self.row0, self.rows, self.dim = splits, row0, rows, spec.head_dim
+        module = load_family(spec_for(spec.head_dim, False, spec.dtype, "fwd"), "decode")
+        block_s = 1 << (splits - 1).bit_length()
+        self.combine = Launch(module.attn_decode_combine, (rows,), {"BLOCK_S": block_s},
+                              {"num_warps": 4, "num_stages": 1}, device)  # fmt: skip
+
+    def buffers(self, device) -> tuple:
+        """Part [rows, splits, D] and PartLse [rows, splits], float32, fresh for one call."""
+        import torch
+
+        part = torch.empty((self.rows, self.splits, self.dim), dtype=torch.float32, device=device)
+        return part, torch.empty((self.rows, self.splits), dtype=torch.float32, device=device)
+
+    def merge(self, part, part_lse, out, lse) -> None:
+        """Write the split rows of out (contiguous) and lse from the chunks."""
+        rows_out = out.view(-1, self.dim)[self.row0 :]
+        self.combine(part, part_lse, rows_out, lse.view(-1)[self.row0 :], self.splits)
+
+
+def tail_plan(spec, cfg: HopperConfig, q, k, device) -> TailSplit | None:
+    """The `TailSplit` of `plan`'s launch for this call signature, or None when it splits
+    nothing (the same `tail_splits` decision as `plan`)."""
+    cfg = for_spec(cfg, spec)
+    if cfg.tail_split == 1 or not cfg.persistent or not splittable(spec):
+        return None  # (no grid to look up)
+    batch, hq, sq, _ = q.shape
+    num_m = cdiv(sq, cfg.block_m)
+    items = num_m * batch * hq
+    grid = _grid(cfg, items, q)
+    splits = tail_splits(spec, cfg, items, grid, k.shape[2])
+    if splits == 1:
+        return None
+    whole = items - items % grid
+    row0 = (whole // num_m) * sq + (whole % num_m) * cfg.block_m
+    return TailSplit(spec, splits, row0, batch * hq * sq - row0, device)
+
+
+def _grid(cfg: HopperConfig, items: int, q) -> int:
+    """Programs of the launch: one per item, or (persistent) at most the resident ones."""
+    if not cfg.persistent:
+        return items
+    from ..hardware.hopper_tiles import programs_per_sm
+
+    return min(items, programs_per_sm(cfg, q.shape[3]) * _sm_count(q.device.index or 0))
+
+
 def banded(spec) -> bool:
     """Whether the rendering walks a per-consumer band of key tiles (window or lengths) or masks
     every tile (a mask tensor)."""
@@ -356,23 +446,42 @@ def forward(
     window = clamp_window(window, spec.causal, q.shape[2], k.shape[2])
     narrow = narrow_window(window, k.shape[2])
     cfg = for_spec(config or config_for(spec, q.shape[2], narrow), spec)
-    run = plan(spec, cfg, q, k, v, out, None, per_key=mask is not None and mask.stride(2) == 0)
-    run(*call_args(spec, q, k, v, out, lse, scale, window, softcap, bounds, mask, alibi, dropout))
+    split = tail_plan(spec, cfg, q, k, None)
+    per_key = mask is not None and mask.stride(2) == 0
+    run = plan(spec, cfg, q, k, v, out, None, per_key=per_key, split=split)
+    args = call_args(spec, q, k, v, out, lse, scale, window, softcap, bounds, mask, alibi, dropout)
+    if split is None:
+        run(*args)
+        return
+    part, part_lse = split.buffers(q.device)
+    run(*args[:6], part, part_lse, *args[8:])
+    split.merge(part, part_lse, out, lse)
 
 
-def constexprs_of(spec, cfg: HopperConfig, per_key: bool = False, ranges: bool = False) -> dict:
+def constexprs_of(
+    spec, cfg: HopperConfig, per_key: bool = False, ranges: bool = False, splits: int = 1
+) -> dict:
     """The kernel's constexpr arguments for `cfg` (what the launch and the ahead-of-time
-    compile pass alike), in the kernel's order."""
+    compile pass alike), in the kernel's order; `splits` the launch's `tail_splits`."""
     masks = {"MASK_PER_KEY": bool(per_key), "MASK_RANGES": bool(ranges)} if spec.attn_mask else {}
     return {
         "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "NUM_BUF": cfg.num_buf,
         "NUM_CONSUMERS": cfg.consumers, "PINGPONG": cfg.pingpong, "DYNAMIC": cfg.dynamic,
-        "LATE_WAIT": cfg.late_wait, **masks, "num_warps": cfg.num_warps,
+        "LATE_WAIT": cfg.late_wait, "TAIL_SPLIT": splits, **masks, "num_warps": cfg.num_warps,
     }  # fmt: skip
 
 
 def plan(
-    spec, cfg: HopperConfig, q, k, v, out, device, per_key: bool = False, ranges: bool = False
+    spec,
+    cfg: HopperConfig,
+    q,
+    k,
+    v,
+    out,
+    device,
+    per_key: bool = False,
+    ranges: bool = False,
+    split: TailSplit | None = None,
 ):
     """The `flashgen.kernels.launch.Launch` of the Hopper kernel for one call signature (the
     shapes and strides of q, k, v and out, the config): grid, constexprs and the four descriptor templates
@@ -381,7 +490,10 @@ def plan(
     tensor): the mask's query-row stride is 0, passed as the constexpr MASK_PER_KEY (one vector
     of keys a tile instead of a gathered tile). `ranges` (a boolean mask tensor without
     lengths): MASK_RANGES, the launch then takes `range_args` of the mask last. Called with
-    `call_args`."""
+    `call_args`. `split` (`tail_plan`'s, for the same signature and config): the launch splits
+    the last round's items (TAIL_SPLIT) and takes `split.buffers` as arguments 6 and 7 in place
+    of call_args' placeholders, then `split.merge` must run; without it nothing is split
+    whatever the config says."""
     from triton.experimental.gluon import language as gl
 
     from .codegen import load_family
@@ -391,10 +503,7 @@ def plan(
     cfg = for_spec(cfg, spec)
     rows_q = cfg.block_m // cfg.consumers
     items = cdiv(sq, cfg.block_m) * batch * hq
-    if cfg.persistent:
-        from ..hardware.hopper_tiles import programs_per_sm
-
-        items = min(items, programs_per_sm(cfg, dim) * _sm_count(q.device.index or 0))
+    grid = _grid(cfg, items, q)
     gl_dtype = getattr(gl, spec.dtype)
 
     def template(t, rows):
@@ -403,9 +512,9 @@ def plan(
 
     descs = ((0, template(q, rows_q)), (1, template(k, cfg.block_n)),
              (2, template(v, cfg.block_n)), (3, template(out, rows_q)))  # fmt: skip
-    constexprs = constexprs_of(spec, cfg, per_key, ranges)
+    constexprs = constexprs_of(spec, cfg, per_key, ranges, split.splits if split else 1)
     kernel = load_family(spec, "hopper").attn_fwd_ws
-    return Launch(kernel, (items,), constexprs, {"maxnreg": cfg.maxnreg}, device, descs)
+    return Launch(kernel, (grid,), constexprs, {"maxnreg": cfg.maxnreg}, device, descs)
 
 
 def sizes(q, k) -> tuple[int, int, int, int, int]:
@@ -419,10 +528,11 @@ def call_args(
     spec, q, k, v, out, lse, scale, window, softcap, bounds, mask, alibi=None, dropout=None
 ) -> tuple:
     """The positional arguments of a `plan`'s launch, in the template's order (q, k, v and out
-    as tensors: the launch makes their descriptors), the masks checked against `spec`;
+    as tensors: the launch makes their descriptors; lse stands in for the split chunks'
+    buffers, which `forward` replaces where the launch splits), the masks checked against `spec`;
     `window` as `flashgen.kernels.plans.clamp_window` gives it."""
     return (
-        q, k, v, out, lse, sched_counter(q.device), *sizes(q, k), float(scale) * LOG2E,
+        q, k, v, out, lse, sched_counter(q.device), lse, lse, *sizes(q, k), float(scale) * LOG2E,
         *mask_args(spec, scale, window, softcap, bounds, mask, alibi, dropout),
         *(range_args(mask, False) if spec.attn_mask else ()),
     )  # fmt: skip

@@ -15,11 +15,15 @@ from .hopper import CONFIGS, constexprs_of, for_spec
 
 
 def compile_for_sm90(
-    spec, cfg: HopperConfig | None = None, per_key: bool = False, ranges: bool = False
+    spec,
+    cfg: HopperConfig | None = None,
+    per_key: bool = False,
+    ranges: bool = False,
+    splits: int = 1,
 ) -> dict:
     """Compile the rendered kernel ahead of time for sm_90, no GPU needed, with the launch's
     specialisation (`per_key`, `ranges`: MASK_PER_KEY and MASK_RANGES of a spec with a mask
-    tensor, as `flashgen.kernels.hopper.plan` passes them); returns {"shared": bytes, "ptx": text}. Must run in a process that imported
+    tensor; `splits`: TAIL_SPLIT; as `flashgen.kernels.hopper.plan` passes them); returns {"shared": bytes, "ptx": text}. Must run in a process that imported
     Triton without TRITON_INTERPRET=1: there Gluon's own jit helpers (gl.cdiv, gl.max, ...)
     are interpreter wrappers the compiler refuses."""
     import triton
@@ -40,7 +44,8 @@ def compile_for_sm90(
     rows_q = cfg.block_m // cfg.consumers
     signature = {
         "desc_q": desc(rows_q), "desc_k": desc(cfg.block_n), "desc_v": desc(cfg.block_n),
-        "desc_o": desc(rows_q), "Lse": "*fp32", "Sched": "*i32", "BATCH": "i32", "H": "i32", "GROUP": "i32", "SEQ_Q": "i32",
+        "desc_o": desc(rows_q), "Lse": "*fp32", "Sched": "*i32",
+        "Part": "*fp32", "PartLse": "*fp32", "BATCH": "i32", "H": "i32", "GROUP": "i32", "SEQ_Q": "i32",
         "SEQ_K": "i32", "qk_scale": "fp32",
     }  # fmt: skip
     if spec.window:
@@ -59,15 +64,16 @@ def compile_for_sm90(
     if spec.attn_mask:  # without MASK_RANGES the mask itself stands in (never read)
         signature.update(MaskTab="*i32" if ranges else signature["Mask"], stride_tb="i32",
                          stride_th="i32")  # fmt: skip
-    constexprs = constexprs_of(spec, cfg, per_key, ranges)
+    constexprs = constexprs_of(spec, cfg, per_key, ranges, splits)
     signature.update(dict.fromkeys(constexprs, "constexpr"))
     pointers = [i for i, name in enumerate(signature)
-                if name in ("Lse", "Sched", "SeqBounds", "Mask", "Slopes", "MaskTab")]  # fmt: skip
+                if name in ("Lse", "Sched", "Part", "PartLse", "SeqBounds", "Mask", "Slopes",
+                            "MaskTab")]  # fmt: skip
     source = GluonASTSource(
         fn=load_family(spec, "hopper").attn_fwd_ws,
         signature=signature,
         constexprs=constexprs,
-        # Lse, Sched (and SeqBounds): the JIT's 16-byte pointer specialisation
+        # Lse, Sched, Part, PartLse (and SeqBounds...): the JIT's 16-byte pointer specialisation
         attrs={(i,): [["tt.divisibility", 16]] for i in pointers},
     )
     kernel = triton.compile(

@@ -25,6 +25,10 @@ SHIPPED_128 = HopperConfig(128, 128, 2, 2, 4, 168, False)
         (dict(persistent="yes"), "persistent"),
         (dict(dynamic=True), "dynamic"),  # a dynamic grid is a persistent one
         (dict(persistent=True, dynamic=1), "dynamic"),
+        (dict(persistent=True, tail_split=0), "tail_split"),
+        (dict(persistent=True, tail_split=17), "tail_split"),
+        (dict(persistent=True, tail_split=4.0), "tail_split"),
+        (dict(tail_split=4), "tail_split"),  # a split last round needs a persistent grid
     ],
     ids=lambda x: str(x),
 )
@@ -58,3 +62,9 @@ def test_dynamic_follows_the_grid():
     # a plain grid has no item counter: dropping persistence drops the dynamic choice
     assert dynamic.with_persistent(False) == SHIPPED_128
     assert dynamic.with_persistent(True) == dynamic
+
+
+def test_tail_split_follows_the_grid():
+    split = HopperConfig(128, 128, 2, 2, 4, 168, False, True, tail_split=8)
+    assert split.short().endswith(" Ps8)")
+    assert split.with_persistent(False) == SHIPPED_128

@@ -195,6 +195,100 @@ def test_aot_configs_pass_the_fit_model():
         assert fit_reason(cfg, head_dim, KNOWN_GPUS["nvidia-h200"]) is None, cfg
 
 
+def _split_spec(**kw):
+    return KernelSpec(128, False, "bfloat16", "fwd", **kw)
+
+
+def test_tail_splits_take_the_fewest_tiles():
+    """A last round of 68 items (2,048 over 132 programs: B1 H16 16k at head dim 128) split
+    into s chunks of 128 key tiles takes cdiv(68 s, 132) rounds of cdiv(128, s) tiles: 76 at
+    s = 7 against 128 unsplit (80 at 8). Nothing splits without a partial round, a persistent
+    grid or the knob, nor a rendering whose items differ (causal, masks, ALiBi, dropout), nor
+    where the fewest tiles save less than a quarter."""
+    from flashgen.core.hopper_config import HopperConfig
+
+    cfg = HopperConfig(128, 128, 2, 2, 4, 168, False, True, tail_split=8)
+    assert hopper.tail_splits(_split_spec(), cfg, 2048, 132, 16384) == 7
+    assert hopper.tail_splits(_split_spec(softcap=True), cfg, 2048, 132, 16384) == 7
+    # 8 tiles: 5 rounds of one (544 units) against 6 with 3 to 5 chunks
+    assert hopper.tail_splits(_split_spec(), cfg, 2048, 132, 1000) == 8
+    assert hopper.tail_splits(_split_spec(), cfg, 2 * 132, 132, 16384) == 1
+    assert hopper.tail_splits(_split_spec(), cfg, 100, 100, 16384) == 1
+    assert hopper.tail_splits(_split_spec(), dataclasses.replace(cfg, tail_split=1), 2048,
+                              132, 16384) == 1  # fmt: skip
+    assert hopper.tail_splits(_split_spec(), cfg, 2048, 132, 128) == 1  # one tile
+    # 256 items: a last round of 124, 8 tiles; 2 chunks take 2 rounds of 4 tiles: no saving
+    assert hopper.tail_splits(_split_spec(), cfg, 256, 132, 1024) == 1
+    for spec in (KernelSpec(128, True, "bfloat16", "fwd"), _split_spec(window=True),
+                 _split_spec(attn_mask="bool"), _split_spec(alibi=True),
+                 _split_spec(dropout=True), _split_spec(lengths=True)):  # fmt: skip
+        assert not hopper.splittable(spec)
+        assert hopper.tail_splits(spec, cfg, 2048, 132, 16384) == 1
+
+
+def test_tail_plan_rows_and_merge_buffers(monkeypatch):
+    """The split items are the last ones, in (batch, head, query block) order: their rows are
+    the flat rows from the first split item's first row to the end of out."""
+    from flashgen.core.hopper_config import HopperConfig
+
+    monkeypatch.setattr(hopper, "_sm_count", lambda index: 132)
+    monkeypatch.setattr(hopper, "TailSplit", lambda spec, s, row0, rows, dev: (s, row0, rows))
+    cfg = HopperConfig(128, 128, 2, 2, 4, 168, False, True, tail_split=8)
+    q = torch.empty(2, 9, 1100, 128, dtype=torch.bfloat16)  # 9 query blocks: 162 items
+    k = torch.empty(2, 9, 1100, 128, dtype=torch.bfloat16)
+    s, row0, rows = hopper.tail_plan(_split_spec(), cfg, q, k, None)
+    # 30 items split (162 - 132); item 132 = (batch, head) 14, query block 6
+    assert s == 4 and row0 == 14 * 1100 + 6 * 128 and rows == 18 * 1100 - row0
+    assert hopper.tail_plan(KernelSpec(128, True, "bfloat16", "fwd"), cfg, q, k, None) is None
+
+
+_AOT_SPLIT = """
+import json, sys
+from flashgen.kernels import hopper_aot
+from flashgen.core.spec import KernelSpec
+from flashgen.core.hopper_config import HopperConfig
+out = {}
+for head_dim, fields, splits in json.loads(sys.argv[1]):
+    cfg = HopperConfig(*fields)
+    res = hopper_aot.compile_for_sm90(KernelSpec(head_dim, False, "bfloat16", "fwd"), cfg,
+                                      splits=splits)
+    asm = hopper_aot.assemble_sm90(res["ptx"]) or {}
+    out[f"d{head_dim} {cfg.short()} {splits}"] = dict(
+        shared=res["shared"], model=cfg.shared_bytes(head_dim), spills=asm.get("spills"),
+        parts="st.global.v2." in res["ptx"])  # the chunk's O rows, two floats a store
+json.dump(out, sys.stdout)
+"""
+
+
+@pytest.mark.skipif(AOT_REASON is not None, reason=str(AOT_REASON))
+def test_split_kernels_compile_for_sm90():
+    """The split rendering compiles for sm_90 with TAIL_SPLIT > 1 (the chunks' float32 stores
+    in its PTX, paired: only the lse's single stores without them) and 1, in the same shared
+    memory, and ptxas spills no more with the
+    split than without (the 16k head-dim-128 record's config, late_wait included, and head
+    dim 64's)."""
+    rec = (128, 128, 2, 2, 4, 168, False, True, False, True, 8)
+    cases = [(128, rec, 1), (128, rec, 7), (64, (128, 128, 3, 2, 4, 168, False, True, False,
+                                                 False, 4), 4)]  # fmt: skip
+    results = compile_in_child(_AOT_SPLIT, cases)
+    assert len(results) == 3
+    for name, r in results.items():
+        assert r["model"] <= r["shared"] < r["model"] + 1024, name
+        assert r["parts"] == (not name.endswith(" 1")), name
+    spills = [r["spills"] for r in results.values()]
+    if spills[0] is not None:
+        assert spills[1] <= max(spills[0], 32) and spills[2] <= 16, spills
+
+
+@needs_gluon
+def test_split_rendering_only_where_items_are_alike():
+    split = render(_split_spec(), "hopper")
+    assert "def _unit(" in split and "PartLse" in split
+    for spec in (KernelSpec(128, True, "bfloat16", "fwd"), _split_spec(window=True)):
+        text = render(spec, "hopper")
+        assert "def _unit(" not in text and "this rendering has no split items" in text
+
+
 # ---- numerics on the GPU -----------------------------------------------------------------
 
 
@@ -324,6 +418,51 @@ DYNAMIC_CASES = [
     (64, (128, 128, 3, 2, 4, 168, False, True, True), True, (4, 16, 4, 1000, 1000)),
     (64, (192, 64, 3, 3, 4, 128, False, True, True), True, (2, 8, 2, 300, 129)),
 ]
+
+
+# A persistent grid's last, partial round split over the key tiles (tail_split): shapes whose
+# items leave such a round on 132 SMs, odd lengths (the last chunk holds the masked keys),
+# GQA, ping-pong and a dynamic grid, three consumers at head dim 64.
+SPLIT_CASES = [
+    # (head_dim, HopperConfig fields, causal, (B, Hq, Hkv, Sq, Sk)): chunks on 132 SMs
+    (128, (128, 128, 2, 2, 4, 168, False, True, False, True, 8), False, (2, 9, 9, 1100, 1100)),
+    (128, (128, 128, 2, 2, 4, 168, True, True, True, False, 8), False, (3, 8, 2, 700, 1500)),
+    (128, (128, 128, 2, 2, 4, 168, False, True, False, False, 16), False, (1, 20, 4, 2000, 600)),
+    (64, (128, 128, 3, 2, 4, 168, False, True, False, True, 4), False, (1, 20, 20, 900, 2000)),
+    (64, (192, 64, 3, 3, 4, 128, False, True, False, False, 3), False, (2, 12, 12, 1100, 700)),
+]
+
+
+@on_sm90
+@pytest.mark.parametrize("case", SPLIT_CASES, ids=_layout_case_id)
+def test_split_last_round_matches_float64(case):
+    c = _LayoutCase(case, seed=4)
+    if hopper._sm_count(c.q.device.index or 0) != 132:
+        pytest.skip("the cases are sized for 132 SMs (the H100 SXM's and the H200's)")
+    split = hopper.tail_plan(c.spec, c.cfg, c.q, c.k, None)
+    assert split is not None and split.splits > 1, "the case must split its last round"
+    counter = hopper.sched_counter(c.q.device)
+    for _ in range(2):
+        out, lse = c.launch(fill=float("nan"))  # a row never written stays NaN
+        assert counter.item() == 0
+        c.check(out, lse)
+
+
+@on_sm90
+def test_split_last_round_through_the_forward_plan(monkeypatch):
+    """flashgen.kernels.fwd's plan launches the split kernel and its merge, directly after the
+    first call."""
+    from flashgen.core.hopper_config import HopperConfig
+    from flashgen.kernels import fwd, plans
+
+    cfg = HopperConfig(128, 128, 2, 2, 4, 168, False, True, False, True, 8)
+    monkeypatch.setattr(hopper, "config_for", lambda *a, **kw: cfg)
+    plans.clear_all()
+    c = _LayoutCase((128, dataclasses.astuple(cfg), False, (2, 9, 9, 1100, 1100)), seed=5)
+    for _ in range(2):
+        out, lse = fwd.forward(c.q, c.k, c.v, causal=False, scale=None)
+        c.check(out, lse)
+    plans.clear_all()
 
 
 @on_sm90
@@ -644,7 +783,7 @@ def test_plan_matches_the_kernel_signature(spec, per_key, monkeypatch):
     tail = hopper.mask_args(spec, 0.1, window, softcap, bounds, mask, alibi, drop)
     # a mask tensor's ranges (here placeholders: the mask itself and zero strides) come last
     ranged = 3 if spec.attn_mask else 0
-    assert len(args) == 12 + len(tail) + ranged
+    assert len(args) == 14 + len(tail) + ranged
     if ranged:
         assert args[-3] is mask and args[-2:] == (0, 0)
         args = args[:-3]
@@ -1051,9 +1190,10 @@ def test_forward_plan_passes_what_call_args_checks(spec, monkeypatch):
     monkeypatch.setattr(hopper, "choose", lambda *a: True)
     monkeypatch.setattr(hopper, "sched_counter", lambda device: counter)
 
-    def plan(*a, per_key=False, ranges=False):
+    def plan(*a, per_key=False, ranges=False, split=None):
         per_keys.append(per_key)
         assert not ranges  # a key-padding mask here: no ranges
+        assert split is None  # (the shipped configs split nothing)
         return lambda *args: seen.append(args)
 
     monkeypatch.setattr(hopper, "plan", plan)
