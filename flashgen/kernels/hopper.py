@@ -337,21 +337,28 @@ def splittable(spec) -> bool:
     return not (banded(spec) or spec.causal or spec.alibi or spec.dropout)
 
 
+# The fewest key tiles a chunk of a split item takes (`tail_splits`).
+MIN_CHUNK_TILES = 16
+
+
 def tail_splits(spec, cfg: HopperConfig, items: int, grid: int, seq_k: int) -> int:
     """The chunks each item of the grid's last, partial round is split into (1: none).
 
     Without a split, a round of `items % grid` items leaves the other programs idle for a whole
     item; its items split into s chunks of the key tiles are items % grid * s units, which
     take cdiv(units, grid) rounds of cdiv(tiles, s) tiles. Split only where that is at most
-    3/4 of an item's tiles (the chunks' partial results are stored and merged in float32, a
-    cost the saving must carry), with the largest s up to the config's tail_split that gives
-    the fewest tiles."""
+    3/4 of an item's tiles, into chunks of at least MIN_CHUNK_TILES, with the largest s up to
+    the config's tail_split that gives the fewest tiles. Why the floor: every unit loads its Q
+    tile again and stores its chunk in float32 (merged by a second kernel that reads it back),
+    a cost the model leaves out; on the H200 (benchmarks/RESULTS.md, session 31 B3) 8-tile
+    chunks (1k keys) ran 0.87x and 4-tile ones 0.97x, while 16 to 19-tile chunks (16k keys)
+    ran 1.006-1.027x."""
     rest = items % grid
     if cfg.tail_split == 1 or not cfg.persistent or not splittable(spec) or rest == 0:
         return 1
     tiles = cdiv(seq_k, cfg.block_n)
     best, best_tiles = 1, tiles
-    for s in range(2, min(cfg.tail_split, tiles) + 1):
+    for s in range(2, min(cfg.tail_split, tiles // MIN_CHUNK_TILES) + 1):
         cost = cdiv(rest * s, grid) * cdiv(tiles, s)
         if cost <= best_tiles:
             best, best_tiles = s, cost

@@ -210,15 +210,18 @@ def test_tail_splits_take_the_fewest_tiles():
     cfg = HopperConfig(128, 128, 2, 2, 4, 168, False, True, tail_split=8)
     assert hopper.tail_splits(_split_spec(), cfg, 2048, 132, 16384) == 7
     assert hopper.tail_splits(_split_spec(softcap=True), cfg, 2048, 132, 16384) == 7
-    # 8 tiles: 5 rounds of one (544 units) against 6 with 3 to 5 chunks
-    assert hopper.tail_splits(_split_spec(), cfg, 2048, 132, 1000) == 8
+    # chunks of at least MIN_CHUNK_TILES (16): 32 tiles split in two at most, 8 not at all
+    assert hopper.MIN_CHUNK_TILES == 16
+    assert hopper.tail_splits(_split_spec(), cfg, 4096, 132, 4096) == 2  # 4 items left
+    assert hopper.tail_splits(_split_spec(), cfg, 2048, 132, 4096) == 1  # 2 rounds of 16
+    assert hopper.tail_splits(_split_spec(), cfg, 4096, 132, 1024) == 1
     assert hopper.tail_splits(_split_spec(), cfg, 2 * 132, 132, 16384) == 1
     assert hopper.tail_splits(_split_spec(), cfg, 100, 100, 16384) == 1
     assert hopper.tail_splits(_split_spec(), dataclasses.replace(cfg, tail_split=1), 2048,
                               132, 16384) == 1  # fmt: skip
     assert hopper.tail_splits(_split_spec(), cfg, 2048, 132, 128) == 1  # one tile
-    # 256 items: a last round of 124, 8 tiles; 2 chunks take 2 rounds of 4 tiles: no saving
-    assert hopper.tail_splits(_split_spec(), cfg, 256, 132, 1024) == 1
+    # a last round of 124 of 128 tiles: 2 chunks take 2 rounds of 64 tiles, no saving
+    assert hopper.tail_splits(_split_spec(), cfg, 256, 132, 16384) == 1
     for spec in (KernelSpec(128, True, "bfloat16", "fwd"), _split_spec(window=True),
                  _split_spec(attn_mask="bool"), _split_spec(alibi=True),
                  _split_spec(dropout=True), _split_spec(lengths=True)):  # fmt: skip
@@ -232,6 +235,7 @@ def test_tail_plan_rows_and_merge_buffers(monkeypatch):
     from flashgen.core.hopper_config import HopperConfig
 
     monkeypatch.setattr(hopper, "_sm_count", lambda index: 132)
+    monkeypatch.setattr(hopper, "MIN_CHUNK_TILES", 1)  # chunks of any length (9 tiles here)
     monkeypatch.setattr(hopper, "TailSplit", lambda spec, s, row0, rows, dev: (s, row0, rows))
     cfg = HopperConfig(128, 128, 2, 2, 4, 168, False, True, tail_split=8)
     q = torch.empty(2, 9, 1100, 128, dtype=torch.bfloat16)  # 9 query blocks: 162 items
@@ -422,7 +426,9 @@ DYNAMIC_CASES = [
 
 # A persistent grid's last, partial round split over the key tiles (tail_split): shapes whose
 # items leave such a round on 132 SMs, odd lengths (the last chunk holds the masked keys),
-# GQA, ping-pong and a dynamic grid, three consumers at head dim 64.
+# GQA, ping-pong and a dynamic grid, three consumers at head dim 64. The tests lift the
+# policy's floor on chunk length (MIN_CHUNK_TILES) so that short inputs split, down to chunks
+# of one tile.
 SPLIT_CASES = [
     # (head_dim, HopperConfig fields, causal, (B, Hq, Hkv, Sq, Sk)): chunks on 132 SMs
     (128, (128, 128, 2, 2, 4, 168, False, True, False, True, 8), False, (2, 9, 9, 1100, 1100)),
@@ -435,7 +441,8 @@ SPLIT_CASES = [
 
 @on_sm90
 @pytest.mark.parametrize("case", SPLIT_CASES, ids=_layout_case_id)
-def test_split_last_round_matches_float64(case):
+def test_split_last_round_matches_float64(case, monkeypatch):
+    monkeypatch.setattr(hopper, "MIN_CHUNK_TILES", 1)
     c = _LayoutCase(case, seed=4)
     if hopper._sm_count(c.q.device.index or 0) != 132:
         pytest.skip("the cases are sized for 132 SMs (the H100 SXM's and the H200's)")
@@ -457,12 +464,18 @@ def test_split_last_round_through_the_forward_plan(monkeypatch):
 
     cfg = HopperConfig(128, 128, 2, 2, 4, 168, False, True, False, True, 8)
     monkeypatch.setattr(hopper, "config_for", lambda *a, **kw: cfg)
+    monkeypatch.setattr(hopper, "MIN_CHUNK_TILES", 1)
+    made = []
+    real = hopper.tail_plan
+    monkeypatch.setattr(hopper, "tail_plan", lambda *a: made.append(real(*a)) or made[-1])
     plans.clear_all()
     c = _LayoutCase((128, dataclasses.astuple(cfg), False, (2, 9, 9, 1100, 1100)), seed=5)
     for _ in range(2):
         out, lse = fwd.forward(c.q, c.k, c.v, causal=False, scale=None)
         c.check(out, lse)
     plans.clear_all()
+    if hopper._sm_count(c.q.device.index or 0) == 132:  # (the split is sized for 132 SMs)
+        assert len(made) == 1 and made[0].splits == 4
 
 
 @on_sm90
