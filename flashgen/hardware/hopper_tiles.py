@@ -86,15 +86,18 @@ def fit_reason(cfg: HopperConfig, head_dim: int, device: DeviceLimits) -> str | 
     return None
 
 
-# (persistent, dynamic): the three grids a config can launch.
-GRIDS = ((False, False), (True, False), (True, True))
+# (persistent, dynamic, tail_split): the grids a config can launch; a persistent grid may
+# split its last, partial round over key tiles (up to 8 chunks, where `hopper.tail_splits`
+# finds it pays: the non-causal renderings without masks).
+GRIDS = ((False, False, 1), (True, False, 1), (True, True, 1), (True, False, 8), (True, True, 8))
 
 
 @functools.cache
 def candidates(head_dim: int) -> tuple[HopperConfig, ...]:
     """Every config of the knob space for this head dim (tiles, ring slots, consumers, launch
     register cap, ping-pong, grid: one program per item, persistent, persistent taking items
-    dynamically; PV's wait pinned after the softmax or not), before the device's fit test.
+    dynamically, either persistent one splitting its last round or not; PV's wait pinned
+    after the softmax or not), before the device's fit test.
     The register cap is the largest the threads allow, and for one 4-warp consumer also 128
     (two programs per SM)."""
     out = []
@@ -106,10 +109,12 @@ def candidates(head_dim: int) -> tuple[HopperConfig, ...]:
             for block_n in BLOCK_N:
                 for num_buf in NUM_BUF:
                     for pingpong in (False, True) if consumers == 2 else (False,):
-                        for grid, late in itertools.product(GRIDS, (False, True)):
+                        for (persistent, dynamic, split), late in itertools.product(
+                            GRIDS, (False, True)
+                        ):
                             out.append(HopperConfig(
                                 consumers * 16 * warps, block_n, num_buf, consumers, warps,
-                                maxnreg, pingpong, *grid, late))  # fmt: skip
+                                maxnreg, pingpong, persistent, dynamic, late, split))  # fmt: skip
     return tuple(out)
 
 

@@ -347,12 +347,14 @@ def tail_splits(spec, cfg: HopperConfig, items: int, grid: int, seq_k: int) -> i
     Without a split, a round of `items % grid` items leaves the other programs idle for a whole
     item; its items split into s chunks of the key tiles are items % grid * s units, which
     take cdiv(units, grid) rounds of cdiv(tiles, s) tiles. Split only where that is at most
-    3/4 of an item's tiles, into chunks of at least MIN_CHUNK_TILES, with the largest s up to
-    the config's tail_split that gives the fewest tiles. Why the floor: every unit loads its Q
-    tile again and stores its chunk in float32 (merged by a second kernel that reads it back),
-    a cost the model leaves out; on the H200 (benchmarks/RESULTS.md, session 31 B3) 8-tile
-    chunks (1k keys) ran 0.87x and 4-tile ones 0.97x, while 16 to 19-tile chunks (16k keys)
-    ran 1.006-1.027x."""
+    half an item's tiles, into chunks of at least MIN_CHUNK_TILES, with the largest s up to
+    the config's tail_split that gives the fewest tiles. Why so cautious: every unit loads its
+    Q tile again and stores its chunk in float32 (merged by a second kernel that reads it
+    back), and a half-idle GPU runs its busy SMs faster, costs and savings the tile count
+    leaves out. On the H200 (benchmarks/RESULTS.md, session 31 B3-B4, head dim 128): a last
+    round of 4 items of 128 tiles (B1 H32/8 16k) split into 16-tile chunks ran 1.016-1.027x;
+    one of 68 such items (H16 16k) 0.998-1.006x into 19 to 43-tile chunks; 4-tile chunks 0.97x
+    and 1-tile chunks 0.87x (68 items of 32 and 8 tiles, 4k and 1k)."""
     rest = items % grid
     if cfg.tail_split == 1 or not cfg.persistent or not splittable(spec) or rest == 0:
         return 1
@@ -362,7 +364,7 @@ def tail_splits(spec, cfg: HopperConfig, items: int, grid: int, seq_k: int) -> i
         cost = cdiv(rest * s, grid) * cdiv(tiles, s)
         if cost <= best_tiles:
             best, best_tiles = s, cost
-    return best if 4 * best_tiles <= 3 * tiles else 1
+    return best if 2 * best_tiles <= tiles else 1
 
 
 class TailSplit:

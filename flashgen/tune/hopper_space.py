@@ -4,7 +4,8 @@ Why apart from `space.Space`: the portable family's space is four integers store
 tuning database (`TileConfig`); the Hopper family's config (`HopperConfig`) has other knobs:
 tile sizes, ring slots, consumer warpgroups with their register split (the launch register
 cap), ping-pong, persistent grid (static or dynamic), PV's wait pinned after the softmax
-(`late_wait`). `HopperSpace` maps them to categorical Optuna parameters and back, and
+(`late_wait`), the persistent grid's last round split over key tiles (`tail_split`).
+`HopperSpace` maps them to categorical Optuna parameters and back, and
 prunes with `flashgen.hardware.hopper_tiles` (shared memory, registers) before anything is
 compiled, as `Space` does with the SRAM model. `search` runs a study over one shape with any
 `evaluate(cfg) -> ms` (the GPU timing in benchmarks/hopper_tune.py; a fake in the CPU
@@ -20,7 +21,9 @@ from dataclasses import dataclass, field
 
 from ..core.hopper_config import HopperConfig
 
-PARAMS = ("layout", "block_n", "num_buf", "pingpong", "persistent", "dynamic", "late_wait")
+PARAMS = (
+    "layout", "block_n", "num_buf", "pingpong", "persistent", "dynamic", "late_wait", "tail_split"
+)  # fmt: skip
 
 
 def layout_name(cfg: HopperConfig) -> str:
@@ -47,12 +50,13 @@ class HopperSpace:
             "persistent": sorted({c.persistent for c in self.candidates}),
             "dynamic": sorted({c.dynamic for c in self.candidates}),
             "late_wait": sorted({c.late_wait for c in self.candidates}),
+            "tail_split": sorted({c.tail_split for c in self.candidates}),
         }
 
     @staticmethod
     def _key(cfg: HopperConfig) -> tuple:
         return (layout_name(cfg), cfg.block_n, cfg.num_buf, cfg.pingpong, cfg.persistent,
-                cfg.dynamic, cfg.late_wait)  # fmt: skip
+                cfg.dynamic, cfg.late_wait, cfg.tail_split)  # fmt: skip
 
     def prune_reason(self, cfg: HopperConfig | None) -> str | None:
         from ..hardware.hopper_tiles import fit_reason
@@ -71,7 +75,8 @@ class HopperSpace:
 
     def suggest(self, trial) -> HopperConfig | None:
         """The config of the trial's choices; None for a combination that is no config
-        (ping-pong without two consumers, a dynamic grid that is not persistent)."""
+        (ping-pong without two consumers, a dynamic grid or a split last round that is not
+        persistent)."""
         key = tuple(trial.suggest_categorical(p, self.choices[p]) for p in PARAMS)
         return self._by_params.get(key)
 

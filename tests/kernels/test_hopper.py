@@ -200,16 +200,21 @@ def _split_spec(**kw):
 
 
 def test_tail_splits_take_the_fewest_tiles():
-    """A last round of 68 items (2,048 over 132 programs: B1 H16 16k at head dim 128) split
-    into s chunks of 128 key tiles takes cdiv(68 s, 132) rounds of cdiv(128, s) tiles: 76 at
-    s = 7 against 128 unsplit (80 at 8). Nothing splits without a partial round, a persistent
-    grid or the knob, nor a rendering whose items differ (causal, masks, ALiBi, dropout), nor
-    where the fewest tiles save less than a quarter."""
+    """A last round of 4 items (4,096 over 132 programs: B1 H32 16k at head dim 128) split
+    into s chunks of 128 key tiles takes cdiv(4 s, 132) rounds of cdiv(128, s) tiles: 16 at
+    s = 8. One of 68 items (H16) would take 76 at s = 7: more than half of 128, not split.
+    Nothing splits without a partial round, a persistent grid or the knob, nor a rendering
+    whose items differ (causal, masks, ALiBi, dropout)."""
     from flashgen.core.hopper_config import HopperConfig
 
     cfg = HopperConfig(128, 128, 2, 2, 4, 168, False, True, tail_split=8)
-    assert hopper.tail_splits(_split_spec(), cfg, 2048, 132, 16384) == 7
-    assert hopper.tail_splits(_split_spec(softcap=True), cfg, 2048, 132, 16384) == 7
+    assert hopper.tail_splits(_split_spec(), cfg, 4096, 132, 16384) == 8
+    assert hopper.tail_splits(_split_spec(softcap=True), cfg, 4096, 132, 16384) == 8
+    # 125 tiles (a ragged last one): chunks of 16 or more, so 7 at most
+    assert hopper.tail_splits(_split_spec(), cfg, 4096, 132, 16000) == 7
+    assert hopper.tail_splits(_split_spec(), dataclasses.replace(cfg, tail_split=5), 4096,
+                              132, 16384) == 5  # fmt: skip
+    assert hopper.tail_splits(_split_spec(), cfg, 2048, 132, 16384) == 1  # 76 of 128 tiles
     # chunks of at least MIN_CHUNK_TILES (16): 32 tiles split in two at most, 8 not at all
     assert hopper.MIN_CHUNK_TILES == 16
     assert hopper.tail_splits(_split_spec(), cfg, 4096, 132, 4096) == 2  # 4 items left
@@ -226,7 +231,7 @@ def test_tail_splits_take_the_fewest_tiles():
                  _split_spec(attn_mask="bool"), _split_spec(alibi=True),
                  _split_spec(dropout=True), _split_spec(lengths=True)):  # fmt: skip
         assert not hopper.splittable(spec)
-        assert hopper.tail_splits(spec, cfg, 2048, 132, 16384) == 1
+        assert hopper.tail_splits(spec, cfg, 4096, 132, 16384) == 1
 
 
 def test_tail_plan_rows_and_merge_buffers(monkeypatch):
@@ -433,7 +438,7 @@ SPLIT_CASES = [
     # (head_dim, HopperConfig fields, causal, (B, Hq, Hkv, Sq, Sk)): chunks on 132 SMs
     (128, (128, 128, 2, 2, 4, 168, False, True, False, True, 8), False, (2, 9, 9, 1100, 1100)),
     (128, (128, 128, 2, 2, 4, 168, True, True, True, False, 8), False, (3, 8, 2, 700, 1500)),
-    (128, (128, 128, 2, 2, 4, 168, False, True, False, False, 16), False, (1, 20, 4, 2000, 600)),
+    (128, (128, 128, 2, 2, 4, 168, False, True, False, False, 16), False, (1, 20, 4, 2000, 1100)),
     (64, (128, 128, 3, 2, 4, 168, False, True, False, True, 4), False, (1, 20, 20, 900, 2000)),
     (64, (192, 64, 3, 3, 4, 128, False, True, False, False, 3), False, (2, 12, 12, 1100, 700)),
 ]

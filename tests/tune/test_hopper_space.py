@@ -55,6 +55,7 @@ def test_search_finds_the_fake_optimum_and_never_times_a_misfit():
             + 0.5 * cfg.pingpong
             + 0.25 * cfg.dynamic
             + 0.125 * cfg.late_wait
+            + 0.0625 * (cfg.tail_split > 1)
         )
 
     shipped = HopperConfig(128, 128, 2, 2, 4, 168, False)
