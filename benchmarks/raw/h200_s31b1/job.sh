@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Prepared in session 30 (issues 15, 16; not run: no device time left). Two calls of at most
+# Prepared in session 30 (issues 15, 16); ran in session 31 as B1 (A) and B2 (B), moved here
+# from benchmarks/raw/next_s31/. Two calls of at most
 # ~330 s each: bash benchmarks/raw/next_s31/job.sh A, then B, carrying .whl; results straight
 # under $OUT (file names without commas: the device tool refuses them).
 # A1. The GPU suite on the tree with softcap and ALiBi off late_wait (hopper.LATE_WAIT_OFF) and
