@@ -429,6 +429,17 @@ DYNAMIC_CASES = [
 ]
 
 
+def _check_launches(c: _LayoutCase, times: int) -> None:
+    """`times` launches of case `c` into NaN-filled buffers (a row never written stays NaN),
+    each matching float64, the work-item counter back at 0 after each (the next launch starts
+    from it)."""
+    counter = hopper.sched_counter(c.q.device)
+    for _ in range(times):
+        out, lse = c.launch(fill=float("nan"))
+        assert counter.item() == 0
+        c.check(out, lse)
+
+
 # A persistent grid's last, partial round split over the key tiles (tail_split): shapes whose
 # items leave such a round on 132 SMs, odd lengths (the last chunk holds the masked keys),
 # GQA, ping-pong and a dynamic grid, three consumers at head dim 64. The tests lift the
@@ -453,11 +464,7 @@ def test_split_last_round_matches_float64(case, monkeypatch):
         pytest.skip("the cases are sized for 132 SMs (the H100 SXM's and the H200's)")
     split = hopper.tail_plan(c.spec, c.cfg, c.q, c.k, None)
     assert split is not None and split.splits > 1, "the case must split its last round"
-    counter = hopper.sched_counter(c.q.device)
-    for _ in range(2):
-        out, lse = c.launch(fill=float("nan"))  # a row never written stays NaN
-        assert counter.item() == 0
-        c.check(out, lse)
+    _check_launches(c, 2)
 
 
 @on_sm90
@@ -486,12 +493,7 @@ def test_split_last_round_through_the_forward_plan(monkeypatch):
 @on_sm90
 @pytest.mark.parametrize("case", DYNAMIC_CASES, ids=_layout_case_id)
 def test_dynamic_grid_matches_float64_launch_after_launch(case):
-    c = _LayoutCase(case, seed=3)
-    counter = hopper.sched_counter(c.q.device)
-    for _ in range(3):
-        out, lse = c.launch(fill=float("nan"))  # an item never computed stays NaN
-        assert counter.item() == 0
-        c.check(out, lse)
+    _check_launches(_LayoutCase(case, seed=3), 3)
 
 
 @on_sm90
