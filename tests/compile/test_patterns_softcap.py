@@ -7,6 +7,7 @@ different caps, a tanh without its factor) are left to Inductor with the reason.
 
 from __future__ import annotations
 
+import copy
 import math
 
 import pytest
@@ -134,7 +135,12 @@ transformers = pytest.importorskip("transformers")
 def test_gemma2_eager_attention_replaced_and_matches_eager():
     """HF Gemma-2 from a config (eager attention, the one HF runs softcapping with: local
     sliding-window and global layers, GQA): every site replaced with its softcap, the output
-    and every parameter gradient equal eager's."""
+    equal to eager's, and every parameter gradient as close to float64 eager's as float32
+    eager's is. Why against float64: this loss's weight gradients cancel heavily (the output's
+    norm weight has a gradient of ~150, the attention weights ~1e-4), so float32 eager itself
+    is 10-20% off float64 on some of them, and a fixed tolerance against it read that noise
+    (torch 2.13 with transformers 5.25: eager and Inductor alone differed by 8.5e-5 of 5.9e-4
+    on the embedding)."""
     torch.manual_seed(0)
     cfg = transformers.Gemma2Config(
         vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
@@ -155,6 +161,11 @@ def test_gemma2_eager_attention_replaced_and_matches_eager():
     got = torch.compile(model, backend="flashgen")(input_ids=ids).last_hidden_state
     got.square().sum().backward()
     torch.testing.assert_close(got, want, atol=2e-5, rtol=1e-4)
+    exact = copy.deepcopy(model).double()
+    exact.zero_grad()
+    exact(input_ids=ids).last_hidden_state.square().sum().backward()
     for name, g in want_grads.items():
-        torch.testing.assert_close(model.get_parameter(name).grad, g, atol=1e-4, rtol=1e-3,
-                                   msg=name)  # fmt: skip
+        g64 = exact.get_parameter(name).grad
+        eager_err = (g.double() - g64).abs().max().item()
+        err = (model.get_parameter(name).grad.double() - g64).abs().max().item()
+        assert err <= 3 * eager_err + 1e-6 * g64.abs().max().item(), (name, err, eager_err)
