@@ -49,7 +49,8 @@ class HopperConfig:
     for the previous tile's PV product, which keeps that wait after the softmax: without it
     ptxas (CUDA 12.8, Triton 3.6) schedules the wait at the softmax's first instruction and a
     consumer's softmax no longer overlaps its own PV (static SASS, every shipped config).
-    tail_split (persistent, non-causal renderings without masks only: `hopper.splittable`)
+    tail_split (persistent, non-causal renderings without masks or softcap only:
+    `hopper.splittable`)
     splits the items of a last, partial round of the grid into up to that many chunks of
     their key tiles, merged afterwards, so that round does not leave SMs idle (at 2,048 items
     over 132 SMs the last round is half full: ~3% of the kernel); 1 is off."""
