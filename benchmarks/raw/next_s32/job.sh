@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Session 31, B5: the Hopper split/layout/dynamic GPU tests (the budget left no room for more) on the tree with tail_split in the 16k head-dim-128 record
-# (split where half an item's tiles or more are saved), then that record against itself
-# without the split (s1), 16k MHA (not split by the policy: a sanity row) and GQA (split).
+# Prepared in session 31 as its B5 (issue 13), not run: the device refused three starts and the
+# budget ran out. About 150 s. The 16k head-dim-128 record with tail_split 8 against itself
+# without the split (s1): B1 H16 16k (not split by the policy: a sanity row) and B1 H32/8 16k
+# (split, measured 1.016-1.027x in session 31 B3-B4 before the policy settled); then the
+# Hopper split/layout/dynamic GPU tests. Run as FLASHGEN_COMMIT=<sha> bash
+# benchmarks/raw/next_s32/job.sh carrying .whl; results in $OUT/b5.tgz.
 set -u
 . benchmarks/device_env.sh > /dev/null 2>&1
 W=$OUT/work; mkdir -p $W
