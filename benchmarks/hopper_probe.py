@@ -63,11 +63,12 @@ def prepare(q, k, v, causal, cfg, scale=None):
         grid = (min(grid[0], per_sm * torch.cuda.get_device_properties(0).multi_processor_count),)
 
     meta = dict(BLOCK_M=bm, BLOCK_N=bn, NUM_BUF=nb, NUM_CONSUMERS=nc, PINGPONG=pp)
-    meta.update(DYNAMIC=bool(dynamic), num_warps=w, maxnreg=maxnreg)
+    meta.update(DYNAMIC=bool(dynamic), LATE_WAIT=False, TAIL_SPLIT=1, num_warps=w, maxnreg=maxnreg)
     sizes = (B, H, H // HK, SQ, SK, scale * LOG2E)
 
     def launch():  # the work-item counter of the stream current at launch
-        return mod.attn_fwd_ws[grid](*descs, lse, sched_counter(q.device), *sizes, **meta)
+        # (lse stands in for the split chunks' buffers: TAIL_SPLIT 1 never reads them)
+        return mod.attn_fwd_ws[grid](*descs, lse, sched_counter(q.device), lse, lse, *sizes, **meta)
 
     return launch, out, lse
 
