@@ -53,7 +53,9 @@ class HopperConfig:
     `hopper.splittable`)
     splits the items of a last, partial round of the grid into up to that many chunks of
     their key tiles, merged afterwards, so that round does not leave SMs idle (at 2,048 items
-    over 132 SMs the last round is half full: ~3% of the kernel); 1 is off."""
+    over 132 SMs the last round is half full: ~3% of the kernel); 1 is off. stream_k (static
+    persistent grids without tail_split, the same renderings) instead gives every program an
+    equal run of all items' key tiles, the items cut at the runs' ends merged afterwards."""
 
     block_m: int
     block_n: int
@@ -66,9 +68,10 @@ class HopperConfig:
     dynamic: bool = False
     late_wait: bool = False
     tail_split: int = 1
+    stream_k: bool = False
 
     def __post_init__(self) -> None:
-        check_kinds(self, bools=("pingpong", "persistent", "dynamic", "late_wait"))
+        check_kinds(self, bools=("pingpong", "persistent", "dynamic", "late_wait", "stream_k"))
         checks = (
             ("consumers", self.consumers in CONSUMERS, f"one of {CONSUMERS}"),
             ("num_warps", self.num_warps in CONSUMER_WARPS and
@@ -85,6 +88,9 @@ class HopperConfig:
             ("dynamic", not self.dynamic or self.persistent, "only with a persistent grid"),
             ("tail_split", 1 <= self.tail_split <= MAX_SPLIT, f"in [1, {MAX_SPLIT}]"),
             ("tail_split", self.tail_split == 1 or self.persistent, "only with a persistent grid"),
+            ("stream_k", not self.stream_k or (self.persistent and not self.dynamic
+                                               and self.tail_split == 1),
+             "only with a static persistent grid, without tail_split"),
         )  # fmt: skip
         check_rules(self, checks)
 
@@ -116,6 +122,8 @@ class HopperConfig:
         )  # fmt: skip
         if self.tail_split > 1:
             flags += f"s{self.tail_split}"
+        if self.stream_k:
+            flags += "K"
         return (f"(hopper {self.block_m}x{self.block_n} c{self.consumers}w{self.num_warps} "
                 f"b{self.num_buf} r{self.maxnreg}{' ' + flags if flags else ''})")  # fmt: skip
 
@@ -125,6 +133,7 @@ class HopperConfig:
             persistent=persistent,
             dynamic=self.dynamic and persistent,
             tail_split=self.tail_split if persistent else 1,
+            stream_k=self.stream_k and persistent,
         )
 
 

@@ -400,17 +400,76 @@ class TailSplit:
         rows_out = out.view(-1, self.dim)[self.row0 :]
         self.combine(part, part_lse, rows_out, lse.view(-1)[self.row0 :], self.splits)
 
+    def constexprs(self) -> dict:
+        return {"TAIL_SPLIT": self.splits, "STREAM_K": False}
 
-def tail_plan(spec, cfg: HopperConfig, q, k, device) -> TailSplit | None:
-    """The `TailSplit` of `plan`'s launch for this call signature, or None when it splits
-    nothing (the same `tail_splits` decision as `plan`)."""
+
+class StreamK:
+    """The merge of a stream-K launch (the config's stream_k; `stream_plan`): every program
+    walks an equal run of all items' key tiles, and where a run ends inside an item the two
+    programs' parts of it land in float32 slots, two per boundary between programs
+    (`flashgen.kernels.stream_merge`: its kernel merges them, one program per boundary and
+    32 rows)."""
+
+    __slots__ = ("total", "grid", "n_kt", "num_m", "seq_q", "block_m", "dim", "merge_run")
+
+    ROWS = 32
+
+    def __init__(self, total, grid, n_kt, num_m, seq_q, block_m, dim, device):
+        from . import stream_merge
+        from .launch import Launch
+
+        self.total, self.grid, self.n_kt, self.num_m = total, grid, n_kt, num_m
+        self.seq_q, self.block_m, self.dim = seq_q, block_m, dim
+        self.merge_run = Launch(stream_merge.stream_merge_kernel,
+                                (grid - 1, cdiv(block_m, self.ROWS)),
+                                {"BLOCK_M": block_m, "HEAD_DIM": dim, "ROWS": self.ROWS},
+                                {"num_warps": 4, "num_stages": 1}, device)  # fmt: skip
+
+    def buffers(self, device) -> tuple:
+        """Part [2 (grid - 1) BLOCK_M, D] and PartLse [2 (grid - 1) BLOCK_M], float32."""
+        import torch
+
+        rows = 2 * (self.grid - 1) * self.block_m
+        part = torch.empty((rows, self.dim), dtype=torch.float32, device=device)
+        return part, torch.empty(rows, dtype=torch.float32, device=device)
+
+    def merge(self, part, part_lse, out, lse) -> None:
+        """Write the cut items' rows of out (contiguous) and lse from their two parts."""
+        self.merge_run(part, part_lse, out, lse, self.total, self.grid, self.n_kt, self.num_m,
+                       self.seq_q)  # fmt: skip
+
+    def constexprs(self) -> dict:
+        return {"TAIL_SPLIT": 1, "STREAM_K": True}
+
+
+def stream_plan(spec, cfg: HopperConfig, items: int, grid: int, q, k, device) -> StreamK | None:
+    """The `StreamK` of a launch whose config asks for stream_k, or None where it cannot or need
+    not run: a rendering that is not `splittable`, a grid that already divides the items, a
+    share of fewer tiles than an item has (an item would span three programs), or a tile
+    count that int32 arithmetic in the kernel could not split (grid * tiles >= 2**31)."""
+    if not (cfg.stream_k and cfg.persistent and splittable(spec)) or items % grid == 0:
+        return None
+    n_kt = cdiv(k.shape[2], cfg.block_n)
+    total = items * n_kt
+    if total // grid < n_kt or grid * total >= 2**31:
+        return None
+    return StreamK(total, grid, n_kt, cdiv(q.shape[2], cfg.block_m), q.shape[2], cfg.block_m,
+                   q.shape[3], device)  # fmt: skip
+
+
+def tail_plan(spec, cfg: HopperConfig, q, k, device) -> TailSplit | StreamK | None:
+    """The `TailSplit` or `StreamK` of `plan`'s launch for this call signature, or None when it
+    splits nothing (the same decision as `plan`'s)."""
     cfg = for_spec(cfg, spec)
-    if cfg.tail_split == 1 or not cfg.persistent or not splittable(spec):
+    if (cfg.tail_split == 1 and not cfg.stream_k) or not cfg.persistent or not splittable(spec):
         return None  # (no grid to look up)
     batch, hq, sq, _ = q.shape
     num_m = cdiv(sq, cfg.block_m)
     items = num_m * batch * hq
     grid = _grid(cfg, items, q)
+    if cfg.stream_k:
+        return stream_plan(spec, cfg, items, grid, q, k, device)
     splits = tail_splits(spec, cfg, items, grid, k.shape[2])
     if splits == 1:
         return None
@@ -469,15 +528,17 @@ def forward(
 
 
 def constexprs_of(
-    spec, cfg: HopperConfig, per_key: bool = False, ranges: bool = False, splits: int = 1
+    spec, cfg: HopperConfig, per_key: bool = False, ranges: bool = False, split=None
 ) -> dict:
     """The kernel's constexpr arguments for `cfg` (what the launch and the ahead-of-time
-    compile pass alike), in the kernel's order; `splits` the launch's `tail_splits`."""
+    compile pass alike), in the kernel's order; `split` the launch's `tail_plan` (TAIL_SPLIT
+    and STREAM_K), None for neither."""
+    parts = split.constexprs() if split else {"TAIL_SPLIT": 1, "STREAM_K": False}
     masks = {"MASK_PER_KEY": bool(per_key), "MASK_RANGES": bool(ranges)} if spec.attn_mask else {}
     return {
         "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "NUM_BUF": cfg.num_buf,
         "NUM_CONSUMERS": cfg.consumers, "PINGPONG": cfg.pingpong, "DYNAMIC": cfg.dynamic,
-        "LATE_WAIT": cfg.late_wait, "TAIL_SPLIT": splits, **masks, "num_warps": cfg.num_warps,
+        "LATE_WAIT": cfg.late_wait, **parts, **masks, "num_warps": cfg.num_warps,
     }  # fmt: skip
 
 
@@ -491,7 +552,7 @@ def plan(
     device,
     per_key: bool = False,
     ranges: bool = False,
-    split: TailSplit | None = None,
+    split: TailSplit | StreamK | None = None,
 ):
     """The `flashgen.kernels.launch.Launch` of the Hopper kernel for one call signature (the
     shapes and strides of q, k, v and out, the config): grid, constexprs and the four descriptor templates
@@ -522,7 +583,7 @@ def plan(
 
     descs = ((0, template(q, rows_q)), (1, template(k, cfg.block_n)),
              (2, template(v, cfg.block_n)), (3, template(out, rows_q)))  # fmt: skip
-    constexprs = constexprs_of(spec, cfg, per_key, ranges, split.splits if split else 1)
+    constexprs = constexprs_of(spec, cfg, per_key, ranges, split)
     kernel = load_family(spec, "hopper").attn_fwd_ws
     return Launch(kernel, (grid,), constexprs, {"maxnreg": cfg.maxnreg}, device, descs)
 

@@ -1,16 +1,21 @@
 #!/usr/bin/env bash
-# Prepared in session 31 as its B5 (issue 13), not run: the device refused three starts and the
-# budget ran out. About 150 s. The 16k head-dim-128 record with tail_split 8 against itself
-# without the split (s1): B1 H16 16k (not split by the policy: a sanity row) and B1 H32/8 16k
-# (split, measured 1.016-1.027x in session 31 B3-B4 before the policy settled); then the
-# Hopper split/layout/dynamic GPU tests. Run as FLASHGEN_COMMIT=<sha> bash
-# benchmarks/raw/next_s32/job.sh carrying .whl; results in $OUT/b5.tgz.
+# Prepared in session 31 (issue 13), not run: the device refused three starts and the budget ran
+# out. About 250 s. Results in $OUT/b.tgz. Run as FLASHGEN_COMMIT=<sha> bash
+# benchmarks/raw/next_s32/job.sh carrying .whl.
+# 1. The split and stream-K GPU tests (stream-K's float64 cases have never run) with the layout
+#    and dynamic-grid cases.
+# 2. The non-causal head-dim-128 rows against stream-K (K: the record with stream_k and without
+#    tail_split; every program an equal run of all items' key tiles) and against the record
+#    without its tail split (s1); B1 H16 16k is issue 13's 650 TFLOP/s row, whose last round
+#    of 68 items tail_split did not help (session 31 B3-B4).
 set -u
 . benchmarks/device_env.sh > /dev/null 2>&1
 W=$OUT/work; mkdir -p $W
-timeout 100 python3 benchmarks/fwd_variants.py --out $W --budget 70 --rounds 9 --rep 30 --shapes 2,8 \
-  --check-dtypes bfloat16 --vary s1=tail_split:1@128f > $W/fwd_variants.txt 2>&1
+timeout 100 python3 -m pytest -q -p no:cacheprovider -p no:randomly -m gpu -n 8 tests/kernels/test_hopper.py \
+  -k "split or stream or layouts or dynamic" > $W/gpu_tests.txt 2>&1
+stamp "gpu tests rc=$?"; tail -2 $W/gpu_tests.txt; grep -E "^FAILED|Error" $W/gpu_tests.txt | head
+timeout 200 python3 benchmarks/fwd_variants.py --out $W --budget 170 --rounds 9 --rep 30 --shapes 2,8,1,7 \
+  --check-dtypes bfloat16 --vary K=stream_k:1,tail_split:1,dynamic:0@128f \
+  --vary s1=tail_split:1@128f > $W/fwd_variants.txt 2>&1
 stamp "variants rc=$?"; grep -E '^\{"shape"|geomean|refused|FAILED|budget' $W/fwd_variants.txt | cut -c1-400
-timeout 80 python3 -m pytest -q -p no:cacheprovider -p no:randomly -m gpu -n 8 tests/kernels/test_hopper.py -k "split or layouts or dynamic" > $W/gpu_suite.txt 2>&1
-stamp "gpu suite rc=$?"; tail -2 $W/gpu_suite.txt; grep -E "^FAILED" $W/gpu_suite.txt | head
-cd $W && tar czf $OUT/b5.tgz . && ls
+cd $W && tar czf $OUT/b.tgz . && ls
