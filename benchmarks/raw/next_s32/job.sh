@@ -11,6 +11,11 @@
 set -u
 . benchmarks/device_env.sh > /dev/null 2>&1
 W=$OUT/work; mkdir -p $W
+if [ "${1:-}" = grid ]; then
+  FLASHGEN_IMPL=flashgen timeout 330 python3 benchmarks/bwd_grid.py --out $W --budget 300 --modes fast --fa2 --rounds 3 > $W/bwd_grid.txt 2>&1
+  stamp "grid rc=$?"; python3 benchmarks/bwd_grid.py --table $W/bwd_grid.json > $W/bwd_grid_table.md 2>&1
+  tail -30 $W/bwd_grid_table.md; cd $W && tar czf $OUT/grid.tgz . && exit 0
+fi
 timeout 100 python3 -m pytest -q -p no:cacheprovider -p no:randomly -m gpu -n 8 tests/kernels/test_hopper.py \
   -k "split or stream or layouts or dynamic" > $W/gpu_tests.txt 2>&1
 stamp "gpu tests rc=$?"; tail -2 $W/gpu_tests.txt; grep -E "^FAILED|Error" $W/gpu_tests.txt | head
@@ -19,3 +24,6 @@ timeout 200 python3 benchmarks/fwd_variants.py --out $W --budget 170 --rounds 9 
   --vary s1=tail_split:1@128f > $W/fwd_variants.txt 2>&1
 stamp "variants rc=$?"; grep -E '^\{"shape"|geomean|refused|FAILED|budget' $W/fwd_variants.txt | cut -c1-400
 cd $W && tar czf $OUT/b.tgz . && ls
+# 3. (a second call, about 330 s: bash benchmarks/raw/next_s32/job.sh grid) The forward and
+#    forward+backward grid against cuDNN with FA2, as session 29 B5 read it, on the tree with
+#    the 16k record's tail_split (issue 13's geomean and worst shape, issue 15's margins).
