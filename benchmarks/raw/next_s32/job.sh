@@ -8,6 +8,9 @@
 #    tail_split; every program an equal run of all items' key tiles) and against the record
 #    without its tail split (s1); B1 H16 16k is issue 13's 650 TFLOP/s row, whose last round
 #    of 68 items tail_split did not help (session 31 B3-B4).
+# 3. (a second call, about 330 s: bash benchmarks/raw/next_s32/job.sh grid) The forward and
+#    forward+backward grid against cuDNN with FA2, as session 29 B5 read it, on the tree with
+#    the 16k record's tail_split (issue 13's geomean and worst shape, issue 15's margins).
 set -u
 . benchmarks/device_env.sh > /dev/null 2>&1
 W=$OUT/work; mkdir -p $W
@@ -24,6 +27,3 @@ timeout 200 python3 benchmarks/fwd_variants.py --out $W --budget 170 --rounds 9 
   --vary s1=tail_split:1@128f > $W/fwd_variants.txt 2>&1
 stamp "variants rc=$?"; grep -E '^\{"shape"|geomean|refused|FAILED|budget' $W/fwd_variants.txt | cut -c1-400
 cd $W && tar czf $OUT/b.tgz . && ls
-# 3. (a second call, about 330 s: bash benchmarks/raw/next_s32/job.sh grid) The forward and
-#    forward+backward grid against cuDNN with FA2, as session 29 B5 read it, on the tree with
-#    the 16k record's tail_split (issue 13's geomean and worst shape, issue 15's margins).
