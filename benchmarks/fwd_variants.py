@@ -158,12 +158,9 @@ def time_shape(shape, causal, cap, cfgs, rounds, rep) -> dict:
         args = hopper.call_args(spec, q, k, v, out, lse, scale, None, cap, None, None)
         if split is None:
             runs[name] = lambda launch=launch, args=args: launch(*args)
-        else:  # the split items' chunks into fresh buffers, then their merge (as forward does)
-            part, part_lse = split.buffers(q.device)
-            args = (*args[:6], part, part_lse, *args[8:])
+        else:  # its parts' buffers, the kernel, the merge (as forward launches it)
             runs[name] = lambda launch=launch, args=args, split=split, out=out, lse=lse: (
-                launch(*args),
-                split.merge(args[6], args[7], out, lse),
+                split.launch(launch, args, out, lse)
             )
         runs[name]()
         outs[name] = out

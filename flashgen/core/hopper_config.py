@@ -53,7 +53,7 @@ class HopperConfig:
     `hopper.splittable`)
     splits the items of a last, partial round of the grid into up to that many chunks of
     their key tiles, merged afterwards, so that round does not leave SMs idle (at 2,048 items
-    over 132 SMs the last round is half full: ~3% of the kernel); 1 is off. stream_k (static
+    over 132 SMs the last round is half full: ~3% of the kernel by item count); 1 is off. stream_k (static
     persistent grids without tail_split, the same renderings) instead gives every program an
     equal run of all items' key tiles, the items cut at the runs' ends merged afterwards."""
 

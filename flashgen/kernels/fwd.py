@@ -181,12 +181,12 @@ class _Plan:
         """Launch with the kernel's argument order: the extras' arguments `win` last."""
         if self.hopper is not None:  # the Gluon kernel: the work-item counter before the sizes
             counter = hopper.sched_counter(self.device)
-            if self.split is None:  # (lse stands in for the split chunks' buffers, unused)
+            # (lse stands in for the split parts' buffers: unread unless the launch splits)
+            if self.split is None:
                 self.run(q, k, v, out, lse, counter, lse, lse, *self.tail, qk_scale, *win)
-                return
-            part, part_lse = self.split.buffers(self.device)
-            self.run(q, k, v, out, lse, counter, part, part_lse, *self.tail, qk_scale, *win)
-            self.split.merge(part, part_lse, out, lse)
+            else:
+                args = (q, k, v, out, lse, counter, lse, lse, *self.tail, qk_scale, *win)
+                self.split.launch(self.run, args, out, lse)
         elif self.strides is None:  # q, k, v, out travel as TMA descriptors
             self.run(q, k, v, out, lse, *self.tail, qk_scale, *win)
         else:

@@ -368,7 +368,22 @@ def tail_splits(spec, cfg: HopperConfig, items: int, grid: int, seq_k: int) -> i
     return best if 2 * best_tiles <= tiles else 1
 
 
-class TailSplit:
+class _Split:
+    """What a launch that splits items (TailSplit, StreamK) does around the kernel: fresh float32
+    buffers for the parts (`buffers`), the kernel with them as arguments 6 and 7, then the merge
+    (`merge`) into out and lse."""
+
+    __slots__ = ()
+
+    def launch(self, run, args: tuple, out, lse) -> None:
+        """`run(*args)` (a `plan`'s launch, `call_args`' order: arguments 6 and 7 are replaced)
+        with this split's buffers, then its merge."""
+        part, part_lse = self.buffers(out.device)
+        run(*args[:6], part, part_lse, *args[8:])
+        self.merge(part, part_lse, out, lse)
+
+
+class TailSplit(_Split):
     """The merge of a split launch (`tail_splits` > 1): the float32 chunk buffers it writes
     and the decode family's combine kernel (templates/attn_decode.py.jinja,
     attn_decode_combine: one program per row, out = sum_s 2^(lse_s - m) o_s / sum_s 2^(lse_s -
@@ -401,10 +416,11 @@ class TailSplit:
         self.combine(part, part_lse, rows_out, lse.view(-1)[self.row0 :], self.splits)
 
     def constexprs(self) -> dict:
-        return {"TAIL_SPLIT": self.splits, "STREAM_K": False}
+        """`constexprs_of`'s keywords for this split."""
+        return {"tail_split": self.splits}
 
 
-class StreamK:
+class StreamK(_Split):
     """The merge of a stream-K launch (the config's stream_k; `stream_plan`): every program
     walks an equal run of all items' key tiles, and where a run ends inside an item the two
     programs' parts of it land in float32 slots, two per boundary between programs
@@ -440,7 +456,8 @@ class StreamK:
                        self.seq_q)  # fmt: skip
 
     def constexprs(self) -> dict:
-        return {"TAIL_SPLIT": 1, "STREAM_K": True}
+        """`constexprs_of`'s keywords for this split."""
+        return {"stream_k": True}
 
 
 def stream_plan(spec, cfg: HopperConfig, items: int, grid: int, q, k, device) -> StreamK | None:
@@ -521,24 +538,23 @@ def forward(
     args = call_args(spec, q, k, v, out, lse, scale, window, softcap, bounds, mask, alibi, dropout)
     if split is None:
         run(*args)
-        return
-    part, part_lse = split.buffers(q.device)
-    run(*args[:6], part, part_lse, *args[8:])
-    split.merge(part, part_lse, out, lse)
+    else:
+        split.launch(run, args, out, lse)
 
 
 def constexprs_of(
-    spec, cfg: HopperConfig, per_key: bool = False, ranges: bool = False, split=None
-) -> dict:
+    spec, cfg: HopperConfig, per_key: bool = False, ranges: bool = False, tail_split: int = 1,
+    stream_k: bool = False,
+) -> dict:  # fmt: skip
     """The kernel's constexpr arguments for `cfg` (what the launch and the ahead-of-time
-    compile pass alike), in the kernel's order; `split` the launch's `tail_plan` (TAIL_SPLIT
-    and STREAM_K), None for neither."""
-    parts = split.constexprs() if split else {"TAIL_SPLIT": 1, "STREAM_K": False}
+    compile pass alike), in the kernel's order; `tail_split`, `stream_k`: TAIL_SPLIT and
+    STREAM_K as the launch's `tail_plan` gives them (its `constexprs()`)."""
     masks = {"MASK_PER_KEY": bool(per_key), "MASK_RANGES": bool(ranges)} if spec.attn_mask else {}
     return {
         "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "NUM_BUF": cfg.num_buf,
         "NUM_CONSUMERS": cfg.consumers, "PINGPONG": cfg.pingpong, "DYNAMIC": cfg.dynamic,
-        "LATE_WAIT": cfg.late_wait, **parts, **masks, "num_warps": cfg.num_warps,
+        "LATE_WAIT": cfg.late_wait, "TAIL_SPLIT": tail_split, "STREAM_K": stream_k, **masks,
+        "num_warps": cfg.num_warps,
     }  # fmt: skip
 
 
@@ -562,9 +578,9 @@ def plan(
     of keys a tile instead of a gathered tile). `ranges` (a boolean mask tensor without
     lengths): MASK_RANGES, the launch then takes `range_args` of the mask last. Called with
     `call_args`. `split` (`tail_plan`'s, for the same signature and config): the launch splits
-    the last round's items (TAIL_SPLIT) and takes `split.buffers` as arguments 6 and 7 in place
-    of call_args' placeholders, then `split.merge` must run; without it nothing is split
-    whatever the config says."""
+    the last round's items (TAIL_SPLIT) or walks equal runs of tiles (STREAM_K), and must be
+    run through `split.launch` (its buffers in place of call_args' placeholders, then its
+    merge); without it nothing is split whatever the config says."""
     from triton.experimental.gluon import language as gl
 
     from .codegen import load_family
@@ -583,7 +599,7 @@ def plan(
 
     descs = ((0, template(q, rows_q)), (1, template(k, cfg.block_n)),
              (2, template(v, cfg.block_n)), (3, template(out, rows_q)))  # fmt: skip
-    constexprs = constexprs_of(spec, cfg, per_key, ranges, split)
+    constexprs = constexprs_of(spec, cfg, per_key, ranges, **(split.constexprs() if split else {}))
     kernel = load_family(spec, "hopper").attn_fwd_ws
     return Launch(kernel, (grid,), constexprs, {"maxnreg": cfg.maxnreg}, device, descs)
 

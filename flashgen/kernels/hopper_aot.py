@@ -9,7 +9,6 @@ launches; the tests and `benchmarks/ptx_compare.py` use it to hold the fit and r
 from __future__ import annotations
 
 import os
-from types import SimpleNamespace
 
 from ..core.hopper_config import HopperConfig
 from .hopper import CONFIGS, constexprs_of, for_spec
@@ -66,10 +65,7 @@ def compile_for_sm90(
     if spec.attn_mask:  # without MASK_RANGES the mask itself stands in (never read)
         signature.update(MaskTab="*i32" if ranges else signature["Mask"], stride_tb="i32",
                          stride_th="i32")  # fmt: skip
-    parts = {"TAIL_SPLIT": splits, "STREAM_K": stream_k}
-    constexprs = constexprs_of(
-        spec, cfg, per_key, ranges, SimpleNamespace(constexprs=lambda: parts)
-    )
+    constexprs = constexprs_of(spec, cfg, per_key, ranges, splits, stream_k)
     signature.update(dict.fromkeys(constexprs, "constexpr"))
     pointers = [i for i, name in enumerate(signature)
                 if name in ("Lse", "Sched", "Part", "PartLse", "SeqBounds", "Mask", "Slopes",

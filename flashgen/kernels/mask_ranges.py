@@ -31,8 +31,9 @@ RANGE_ROWS = 64  # query rows a table entry covers: every Hopper config's rows c
 def enabled() -> bool:
     """Opt-in (FLASHGEN_MASK_RANGES=1, read when a launch plan is made). On the H200 (benchmarks/
     RESULTS.md, session 31 B1) it beat the default family only at head dim 128 on a mask with
-    long visible runs (1.08x; 0.85x at head dim 64), and a mask without them reads every tile
-    in the Hopper family, 2.5x slower than the default: not a default choice."""
+    long visible runs (1.08x; 0.85x at head dim 64); without ranges that family read every
+    tile of the same mask at 2.5x the default's time, and a mask without long runs leaves the
+    ranges nothing to skip (not measured): not a default choice."""
     return os.environ.get(ENV) == "1"
 
 
