@@ -462,14 +462,15 @@ class StreamK(_Split):
 
 def stream_plan(spec, cfg: HopperConfig, items: int, grid: int, q, k, device) -> StreamK | None:
     """The `StreamK` of a launch whose config asks for stream_k, or None where it cannot or need
-    not run: a rendering that is not `splittable`, a grid that already divides the items, a
-    share of fewer tiles than an item has (an item would span three programs), or a tile
-    count that int32 arithmetic in the kernel could not split (grid * tiles >= 2**31)."""
+    not run: a rendering that is not `splittable`, a grid that already divides the items, or a
+    tile count that int32 arithmetic in the kernel could not split (grid * tiles >= 2**31).
+    (A grid never exceeds the items, so every program's share holds at least an item's tiles
+    and no item spans more than two programs, as the kernel's parts assume.)"""
     if not (cfg.stream_k and cfg.persistent and splittable(spec)) or items % grid == 0:
         return None
     n_kt = cdiv(k.shape[2], cfg.block_n)
     total = items * n_kt
-    if total // grid < n_kt or grid * total >= 2**31:
+    if grid * total >= 2**31:
         return None
     return StreamK(total, grid, n_kt, cdiv(q.shape[2], cfg.block_m), q.shape[2], cfg.block_m,
                    q.shape[3], device)  # fmt: skip

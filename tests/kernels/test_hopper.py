@@ -315,7 +315,7 @@ def test_stream_plan_where_it_applies(monkeypatch):
 @needs_gluon
 def test_split_rendering_only_where_items_are_alike():
     split = render(_split_spec(), "hopper")
-    assert "def _unit(" in split and "PartLse" in split
+    assert "def _unit(" in split and "def _stream_range(" in split
     for spec in (KernelSpec(128, True, "bfloat16", "fwd"), _split_spec(window=True)):
         text = render(spec, "hopper")
         assert "def _unit(" not in text and "this rendering has no split items" in text
