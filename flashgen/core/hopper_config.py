@@ -5,13 +5,16 @@ and the launch (grid, maxnreg), so every field is validated here on construction
 bools in fixed ranges, nothing else). The byte and thread counts are what the kernel allocates
 (templates/attn_fwd_hopper.py.jinja); `flashgen.hardware.hopper_tiles` decides what fits a GPU.
 
-Knobs written, measured on the H200 and removed (benchmarks/RESULTS.md, sessions 29-30; the code
-stands in the commits named there): `lazy_rescale` (O rescaled only when a row's max grew by
-more than 2**8: 0.95-0.97x, the consumer-wide decision costs two named barriers a tile),
-`fma_exp` (some exponentials by FMAs instead of MUFU: 0.81-0.97x, softcap included) and
-`mma_sum` (row sums as P @ ones on the tensor cores: 0.84-0.98x, and the lse off by up to
-5.7e-4). The consumer's softmax is on its own critical path: what adds instructions or
-registers there loses, even when it unloads a pipe.
+Knobs written, measured on the H200 and removed (benchmarks/RESULTS.md, sessions 29-32; the code
+stands in the commits named there): `lazy_rescale` (O rescaled only when a row's max grew by more
+than 2**8: 0.95-0.97x, the consumer-wide decision costs two named barriers a tile), `fma_exp` (some
+exponentials by FMAs instead of MUFU: 0.81-0.97x, softcap included), `mma_sum` (row sums as P @
+ones on the tensor cores: 0.84-0.98x, and the lse off by up to 5.7e-4) and `stream_k` (every
+program of a persistent grid an equal run of all items' key tiles, the items cut between two
+programs merged afterwards: 0.78-0.998x at head dim 128, 0.91-0.95x at 64, session 32 B1). The first
+three show that the consumer's softmax is on its own critical path: what adds instructions or
+registers there loses, even when it unloads a pipe. Stream-K lost most where items are shortest
+(1k keys, 8 tiles an item: 0.78-0.86x); it was not profiled.
 """
 
 from __future__ import annotations
@@ -50,12 +53,10 @@ class HopperConfig:
     ptxas (CUDA 12.8, Triton 3.6) schedules the wait at the softmax's first instruction and a
     consumer's softmax no longer overlaps its own PV (static SASS, every shipped config).
     tail_split (persistent, non-causal renderings without masks or softcap only:
-    `hopper.splittable`)
-    splits the items of a last, partial round of the grid into up to that many chunks of
-    their key tiles, merged afterwards, so that round does not leave SMs idle (at 2,048 items
-    over 132 SMs the last round is half full: ~3% of the kernel by item count); 1 is off. stream_k (static
-    persistent grids without tail_split, the same renderings) instead gives every program an
-    equal run of all items' key tiles, the items cut at the runs' ends merged afterwards."""
+    `hopper.splittable`) splits the items of a last, partial round of the grid into up to that
+    many chunks of their key tiles, merged afterwards, so that round does not leave SMs idle
+    (at 2,048 items over 132 SMs the last round is half full: ~3% of the kernel by item count);
+    1 is off."""
 
     block_m: int
     block_n: int
@@ -68,10 +69,9 @@ class HopperConfig:
     dynamic: bool = False
     late_wait: bool = False
     tail_split: int = 1
-    stream_k: bool = False
 
     def __post_init__(self) -> None:
-        check_kinds(self, bools=("pingpong", "persistent", "dynamic", "late_wait", "stream_k"))
+        check_kinds(self, bools=("pingpong", "persistent", "dynamic", "late_wait"))
         checks = (
             ("consumers", self.consumers in CONSUMERS, f"one of {CONSUMERS}"),
             ("num_warps", self.num_warps in CONSUMER_WARPS and
@@ -88,9 +88,6 @@ class HopperConfig:
             ("dynamic", not self.dynamic or self.persistent, "only with a persistent grid"),
             ("tail_split", 1 <= self.tail_split <= MAX_SPLIT, f"in [1, {MAX_SPLIT}]"),
             ("tail_split", self.tail_split == 1 or self.persistent, "only with a persistent grid"),
-            ("stream_k", not self.stream_k or (self.persistent and not self.dynamic
-                                               and self.tail_split == 1),
-             "only with a static persistent grid, without tail_split"),
         )  # fmt: skip
         check_rules(self, checks)
 
@@ -122,8 +119,6 @@ class HopperConfig:
         )  # fmt: skip
         if self.tail_split > 1:
             flags += f"s{self.tail_split}"
-        if self.stream_k:
-            flags += "K"
         return (f"(hopper {self.block_m}x{self.block_n} c{self.consumers}w{self.num_warps} "
                 f"b{self.num_buf} r{self.maxnreg}{' ' + flags if flags else ''})")  # fmt: skip
 
@@ -133,7 +128,6 @@ class HopperConfig:
             persistent=persistent,
             dynamic=self.dynamic and persistent,
             tail_split=self.tail_split if persistent else 1,
-            stream_k=self.stream_k and persistent,
         )
 
 

@@ -368,22 +368,7 @@ def tail_splits(spec, cfg: HopperConfig, items: int, grid: int, seq_k: int) -> i
     return best if 2 * best_tiles <= tiles else 1
 
 
-class _Split:
-    """What a launch that splits items (TailSplit, StreamK) does around the kernel: fresh float32
-    buffers for the parts (`buffers`), the kernel with them as arguments 6 and 7, then the merge
-    (`merge`) into out and lse."""
-
-    __slots__ = ()
-
-    def launch(self, run, args: tuple, out, lse) -> None:
-        """`run(*args)` (a `plan`'s launch, `call_args`' order: arguments 6 and 7 are replaced)
-        with this split's buffers, then its merge."""
-        part, part_lse = self.buffers(out.device)
-        run(*args[:6], part, part_lse, *args[8:])
-        self.merge(part, part_lse, out, lse)
-
-
-class TailSplit(_Split):
+class TailSplit:
     """The merge of a split launch (`tail_splits` > 1): the float32 chunk buffers it writes
     and the decode family's combine kernel (templates/attn_decode.py.jinja,
     attn_decode_combine: one program per row, out = sum_s 2^(lse_s - m) o_s / sum_s 2^(lse_s -
@@ -415,79 +400,24 @@ class TailSplit(_Split):
         rows_out = out.view(-1, self.dim)[self.row0 :]
         self.combine(part, part_lse, rows_out, lse.view(-1)[self.row0 :], self.splits)
 
-    def constexprs(self) -> dict:
-        """`constexprs_of`'s keywords for this split."""
-        return {"tail_split": self.splits}
+    def launch(self, run, args: tuple, out, lse) -> None:
+        """`run(*args)` (a `plan`'s launch, `call_args`' order: arguments 6 and 7 are replaced)
+        with fresh chunk buffers, then the merge."""
+        part, part_lse = self.buffers(out.device)
+        run(*args[:6], part, part_lse, *args[8:])
+        self.merge(part, part_lse, out, lse)
 
 
-class StreamK(_Split):
-    """The merge of a stream-K launch (the config's stream_k; `stream_plan`): every program
-    walks an equal run of all items' key tiles, and where a run ends inside an item the two
-    programs' parts of it land in float32 slots, two per boundary between programs
-    (`flashgen.kernels.stream_merge`: its kernel merges them, one program per boundary and
-    32 rows)."""
-
-    __slots__ = ("total", "grid", "n_kt", "num_m", "seq_q", "block_m", "dim", "merge_run")
-
-    ROWS = 32
-
-    def __init__(self, total, grid, n_kt, num_m, seq_q, block_m, dim, device):
-        from . import stream_merge
-        from .launch import Launch
-
-        self.total, self.grid, self.n_kt, self.num_m = total, grid, n_kt, num_m
-        self.seq_q, self.block_m, self.dim = seq_q, block_m, dim
-        self.merge_run = Launch(stream_merge.stream_merge_kernel,
-                                (grid - 1, cdiv(block_m, self.ROWS)),
-                                {"BLOCK_M": block_m, "HEAD_DIM": dim, "ROWS": self.ROWS},
-                                {"num_warps": 4, "num_stages": 1}, device)  # fmt: skip
-
-    def buffers(self, device) -> tuple:
-        """Part [2 (grid - 1) BLOCK_M, D] and PartLse [2 (grid - 1) BLOCK_M], float32."""
-        import torch
-
-        rows = 2 * (self.grid - 1) * self.block_m
-        part = torch.empty((rows, self.dim), dtype=torch.float32, device=device)
-        return part, torch.empty(rows, dtype=torch.float32, device=device)
-
-    def merge(self, part, part_lse, out, lse) -> None:
-        """Write the cut items' rows of out (contiguous) and lse from their two parts."""
-        self.merge_run(part, part_lse, out, lse, self.total, self.grid, self.n_kt, self.num_m,
-                       self.seq_q)  # fmt: skip
-
-    def constexprs(self) -> dict:
-        """`constexprs_of`'s keywords for this split."""
-        return {"stream_k": True}
-
-
-def stream_plan(spec, cfg: HopperConfig, items: int, grid: int, q, k, device) -> StreamK | None:
-    """The `StreamK` of a launch whose config asks for stream_k, or None where it cannot or need
-    not run: a rendering that is not `splittable`, a grid that already divides the items, or a
-    tile count that int32 arithmetic in the kernel could not split (grid * tiles >= 2**31).
-    (A grid never exceeds the items, so every program's share holds at least an item's tiles
-    and no item spans more than two programs, as the kernel's parts assume.)"""
-    if not (cfg.stream_k and cfg.persistent and splittable(spec)) or items % grid == 0:
-        return None
-    n_kt = cdiv(k.shape[2], cfg.block_n)
-    total = items * n_kt
-    if grid * total >= 2**31:
-        return None
-    return StreamK(total, grid, n_kt, cdiv(q.shape[2], cfg.block_m), q.shape[2], cfg.block_m,
-                   q.shape[3], device)  # fmt: skip
-
-
-def tail_plan(spec, cfg: HopperConfig, q, k, device) -> TailSplit | StreamK | None:
-    """The `TailSplit` or `StreamK` of `plan`'s launch for this call signature, or None when it
-    splits nothing (the same decision as `plan`'s)."""
+def tail_plan(spec, cfg: HopperConfig, q, k, device) -> TailSplit | None:
+    """The `TailSplit` of `plan`'s launch for this call signature, or None when it splits
+    nothing (the same `tail_splits` decision as `plan`)."""
     cfg = for_spec(cfg, spec)
-    if (cfg.tail_split == 1 and not cfg.stream_k) or not cfg.persistent or not splittable(spec):
+    if cfg.tail_split == 1 or not cfg.persistent or not splittable(spec):
         return None  # (no grid to look up)
     batch, hq, sq, _ = q.shape
     num_m = cdiv(sq, cfg.block_m)
     items = num_m * batch * hq
     grid = _grid(cfg, items, q)
-    if cfg.stream_k:
-        return stream_plan(spec, cfg, items, grid, q, k, device)
     splits = tail_splits(spec, cfg, items, grid, k.shape[2])
     if splits == 1:
         return None
@@ -544,17 +474,16 @@ def forward(
 
 
 def constexprs_of(
-    spec, cfg: HopperConfig, per_key: bool = False, ranges: bool = False, tail_split: int = 1,
-    stream_k: bool = False,
-) -> dict:  # fmt: skip
+    spec, cfg: HopperConfig, per_key: bool = False, ranges: bool = False, tail_split: int = 1
+) -> dict:
     """The kernel's constexpr arguments for `cfg` (what the launch and the ahead-of-time
-    compile pass alike), in the kernel's order; `tail_split`, `stream_k`: TAIL_SPLIT and
-    STREAM_K as the launch's `tail_plan` gives them (its `constexprs()`)."""
+    compile pass alike), in the kernel's order; `tail_split`: TAIL_SPLIT as the launch's
+    `tail_plan` gives it (its `splits`)."""
     masks = {"MASK_PER_KEY": bool(per_key), "MASK_RANGES": bool(ranges)} if spec.attn_mask else {}
     return {
         "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "NUM_BUF": cfg.num_buf,
         "NUM_CONSUMERS": cfg.consumers, "PINGPONG": cfg.pingpong, "DYNAMIC": cfg.dynamic,
-        "LATE_WAIT": cfg.late_wait, "TAIL_SPLIT": tail_split, "STREAM_K": stream_k, **masks,
+        "LATE_WAIT": cfg.late_wait, "TAIL_SPLIT": tail_split, **masks,
         "num_warps": cfg.num_warps,
     }  # fmt: skip
 
@@ -569,7 +498,7 @@ def plan(
     device,
     per_key: bool = False,
     ranges: bool = False,
-    split: TailSplit | StreamK | None = None,
+    split: TailSplit | None = None,
 ):
     """The `flashgen.kernels.launch.Launch` of the Hopper kernel for one call signature (the
     shapes and strides of q, k, v and out, the config): grid, constexprs and the four descriptor templates
@@ -579,9 +508,9 @@ def plan(
     of keys a tile instead of a gathered tile). `ranges` (a boolean mask tensor without
     lengths): MASK_RANGES, the launch then takes `range_args` of the mask last. Called with
     `call_args`. `split` (`tail_plan`'s, for the same signature and config): the launch splits
-    the last round's items (TAIL_SPLIT) or walks equal runs of tiles (STREAM_K), and must be
-    run through `split.launch` (its buffers in place of call_args' placeholders, then its
-    merge); without it nothing is split whatever the config says."""
+    the last round's items (TAIL_SPLIT) and must be run through `split.launch` (its buffers in
+    place of call_args' placeholders, then its merge); without it nothing is split whatever
+    the config says."""
     from triton.experimental.gluon import language as gl
 
     from .codegen import load_family
@@ -600,7 +529,7 @@ def plan(
 
     descs = ((0, template(q, rows_q)), (1, template(k, cfg.block_n)),
              (2, template(v, cfg.block_n)), (3, template(out, rows_q)))  # fmt: skip
-    constexprs = constexprs_of(spec, cfg, per_key, ranges, **(split.constexprs() if split else {}))
+    constexprs = constexprs_of(spec, cfg, per_key, ranges, split.splits if split else 1)
     kernel = load_family(spec, "hopper").attn_fwd_ws
     return Launch(kernel, (grid,), constexprs, {"maxnreg": cfg.maxnreg}, device, descs)
 

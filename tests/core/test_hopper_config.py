@@ -29,10 +29,6 @@ SHIPPED_128 = HopperConfig(128, 128, 2, 2, 4, 168, False)
         (dict(persistent=True, tail_split=17), "tail_split"),
         (dict(persistent=True, tail_split=4.0), "tail_split"),
         (dict(tail_split=4), "tail_split"),  # a split last round needs a persistent grid
-        (dict(stream_k=True), "stream_k"),  # so does stream-K, static, without tail_split
-        (dict(persistent=True, dynamic=True, stream_k=True), "stream_k"),
-        (dict(persistent=True, tail_split=8, stream_k=True), "stream_k"),
-        (dict(persistent=True, stream_k=1), "stream_k"),
     ],
     ids=lambda x: str(x),
 )
@@ -72,9 +68,3 @@ def test_tail_split_follows_the_grid():
     split = HopperConfig(128, 128, 2, 2, 4, 168, False, True, tail_split=8)
     assert split.short().endswith(" Ps8)")
     assert split.with_persistent(False) == SHIPPED_128
-
-
-def test_stream_k_follows_the_grid():
-    stream = HopperConfig(128, 128, 2, 2, 4, 168, False, True, stream_k=True)
-    assert stream.short().endswith(" PK)")
-    assert stream.with_persistent(False) == SHIPPED_128

@@ -260,8 +260,8 @@ from flashgen.core.hopper_config import HopperConfig
 out = {}
 for head_dim, fields, splits in json.loads(sys.argv[1]):
     cfg = HopperConfig(*fields)
-    how = dict(stream_k=True) if splits == "K" else dict(splits=splits)
-    res = hopper_aot.compile_for_sm90(KernelSpec(head_dim, False, "bfloat16", "fwd"), cfg, **how)
+    res = hopper_aot.compile_for_sm90(KernelSpec(head_dim, False, "bfloat16", "fwd"), cfg,
+                                      splits=splits)
     asm = hopper_aot.assemble_sm90(res["ptx"]) or {}
     out[f"d{head_dim} {cfg.short()} {splits}"] = dict(
         shared=res["shared"], model=cfg.shared_bytes(head_dim), spills=asm.get("spills"),
@@ -279,43 +279,21 @@ def test_split_kernels_compile_for_sm90():
     dim 64's)."""
     rec = (128, 128, 2, 2, 4, 168, False, True, False, True, 8)
     cases = [(128, rec, 1), (128, rec, 7), (64, (128, 128, 3, 2, 4, 168, False, True, False,
-                                                 False, 4), 4),
-             (128, (*rec[:10], 1, True), "K")]  # fmt: skip
+                                                 False, 4), 4)]  # fmt: skip
     results = compile_in_child(_AOT_SPLIT, cases)
-    assert len(results) == 4
+    assert len(results) == 3
     for name, r in results.items():
         assert r["model"] <= r["shared"] < r["model"] + 1024, name
         assert r["parts"] == (not name.endswith(" 1")), name
     spills = [r["spills"] for r in results.values()]
     if spills[0] is not None:
         assert spills[1] <= max(spills[0], 32) and spills[2] <= 16, spills
-        assert spills[3] <= max(spills[0], 32), spills  # stream-K
-
-
-def test_stream_plan_where_it_applies(monkeypatch):
-    """stream_k takes a persistent grid that does not divide the items, on the renderings that
-    split at all, and keeps the kernel's tile arithmetic in int32."""
-    from flashgen.core.hopper_config import HopperConfig
-
-    monkeypatch.setattr(hopper, "_sm_count", lambda index: 132)
-    monkeypatch.setattr(
-        hopper, "StreamK", lambda total, grid, n_kt, num_m, *rest: (total, grid, n_kt, num_m)
-    )
-    cfg = HopperConfig(128, 128, 2, 2, 4, 168, False, True, stream_k=True)
-    q = torch.empty(1, 16, 16384, 128, dtype=torch.bfloat16)  # 2,048 items of 128 key tiles
-    assert hopper.tail_plan(_split_spec(), cfg, q, q, None) == (2048 * 128, 132, 128, 128)
-    assert hopper.tail_plan(KernelSpec(128, True, "bfloat16", "fwd"), cfg, q, q, None) is None
-    even = torch.empty(1, 33, 512, 128, dtype=torch.bfloat16)  # 132 items: one round
-    assert hopper.tail_plan(_split_spec(), cfg, even, even, None) is None
-    assert hopper.stream_plan(_split_spec(), cfg, 2048, 132, q, q, None) is not None
-    huge = torch.empty(1, 1, 1 << 20, 128, dtype=torch.bfloat16)  # 2**20 keys: 8,192 tiles
-    assert hopper.stream_plan(_split_spec(), cfg, 2048, 132, q, huge, None) is None
 
 
 @needs_gluon
 def test_split_rendering_only_where_items_are_alike():
     split = render(_split_spec(), "hopper")
-    assert "def _unit(" in split and "def _stream_range(" in split
+    assert "def _unit(" in split and "PartLse" in split
     for spec in (KernelSpec(128, True, "bfloat16", "fwd"), _split_spec(window=True)):
         text = render(spec, "hopper")
         assert "def _unit(" not in text and "this rendering has no split items" in text
@@ -487,36 +465,6 @@ def test_split_last_round_matches_float64(case, monkeypatch):
         pytest.skip("the cases are sized for 132 SMs (the H100 SXM's and the H200's)")
     split = hopper.tail_plan(c.spec, c.cfg, c.q, c.k, None)
     assert split is not None and split.splits > 1, "the case must split its last round"
-    _check_launches(c, 2)
-
-
-# Stream-K (the config's stream_k): every program walks an equal run of all items' key tiles,
-# items cut between two programs merged (flashgen.kernels.stream_merge). Odd lengths, GQA with
-# ping-pong, three consumers at head dim 64; 162, 144 and 144 items over 132 programs.
-STREAM_CASES = [
-    (
-        128,
-        (128, 128, 2, 2, 4, 168, False, True, False, True, 1, True),
-        False,
-        (2, 9, 9, 1100, 1100),
-    ),
-    (128, (128, 128, 2, 2, 4, 168, True, True, False, False, 1, True), False, (3, 8, 2, 700, 1500)),
-    (
-        64,
-        (192, 64, 3, 3, 4, 128, False, True, False, False, 1, True),
-        False,
-        (2, 12, 12, 1100, 700),
-    ),
-]
-
-
-@on_sm90
-@pytest.mark.parametrize("case", STREAM_CASES, ids=_layout_case_id)
-def test_stream_k_matches_float64(case):
-    c = _LayoutCase(case, seed=6)
-    if hopper._sm_count(c.q.device.index or 0) != 132:
-        pytest.skip("the cases are sized for 132 SMs (the H100 SXM's and the H200's)")
-    assert isinstance(hopper.tail_plan(c.spec, c.cfg, c.q, c.k, None), hopper.StreamK)
     _check_launches(c, 2)
 
 
