@@ -98,8 +98,9 @@ def backend(
     place of attention (default `torch.ops.flashgen.attention.default`); it is called as
     op(q, k, v, causal, scale) and must be traceable by AOTAutograd (a custom op).
     sdpa: False leaves `F.scaled_dot_product_attention` and `nn.MultiheadAttention` calls to
-    PyTorch's fused kernels and replaces hand-written attention only (on the H200, cuDNN's
-    attention is still faster than flashgen's: benchmarks/RESULTS.md, run 6).
+    PyTorch's fused kernels and replaces hand-written attention only. With True (the default),
+    a plain SDPA call in a graph of static sizes is still left alone where the op would run
+    PyTorch's own pick forward and backward (`patterns.choice.keep_reason`).
     impl: force one implementation for every attention call of the process ("flashgen" for
     kernel work and benchmarks; a name from `flashgen.core.impls.IMPLS`), set process-wide
     (`flashgen.runtime.dispatch.set_impl`) when this backend is created; None keeps the run-time
@@ -287,10 +288,9 @@ def _impl_summary(site: Any) -> str:
     makes for this site's traced shape, for the forward alone and for forward+backward (where
     the first names flashgen and the second cuDNN, a plain training call runs both: cuDNN's
     backward on flashgen's forward, `flashgen.runtime.vendor.hybrid_backward`)."""
-    from ..core.impls import FLASHGEN, impl_label
-    from ..core.spec import KernelSpec
-    from ..runtime.dispatch import impl_choice
-    from ..runtime.vendor import HYBRID_BACKEND, host_rule, mix_enabled
+    from ..core.impls import FLASHGEN
+    from ..runtime.vendor import HYBRID_BACKEND, mix_enabled
+    from .patterns.choice import site_choices
 
     if site.window is not None:
         return "flashgen (sliding window: SDPA has none)"
@@ -302,23 +302,9 @@ def _impl_summary(site: Any) -> str:
         return f"flashgen (attn_mask tensor, {site.mask})"
     if site.dropout:
         return "flashgen (dropout: its mask is the kernels' own)"
-    parts, impls = [], []
-    for direction in ("fwd", "bwd"):
-        spec = KernelSpec(
-            site.head_dim, bool(site.causal), site.dtype, direction, site.window is not None
-        )
-        choice = impl_choice(spec, site.seq_q, site.seq_k, site.device == "cuda")
-        impl, ratio, source = choice
-        label = impl if ratio is None else impl_label(impl, ratio)
-        work = (site.rows, 1, site.seq_q, site.seq_k, site.head_dim)
-        instead = None
-        if site.device == "cuda" and site.rows:
-            instead = host_rule(choice, spec, work, bool(site.causal), direction == "bwd")
-        if instead is not None:  # the record's margin saves less than the op's host time
-            parts.append(f"{instead} (default; {label} ({source}) saves < host time)")
-        else:
-            parts.append(f"{label} ({source})")
-        impls.append(instead or impl)
+    choices = site_choices(site)
+    impls = [impl for impl, _ in choices]
+    parts = [label for _, label in choices]
     mix = site.device == "cuda" and mix_enabled()
     if mix and impls == [FLASHGEN, HYBRID_BACKEND]:
         parts[1] += ", on flashgen's forward"  # what a training call runs (the mix)

@@ -67,7 +67,9 @@ def sdpa(q, k, v, *, causal: bool, scale: float, impl: str):
     themselves (`_only_backend`): the context manager's Python (a generator, backend lists and
     enum look-ups, twice) measured about 15 µs per call on the CPU against under 1 µs, and this
     is the path every default call on a GPU whose defaults name an SDPA backend takes."""
-    gqa = q.shape[1] != k.shape[1]
+    # bool(): with symbolic head counts (a graph compiled with dynamic=True whose q, k are its
+    # inputs) the comparison is a SymBool, which SDPA's enable_gqa refuses; bool() guards on it.
+    gqa = bool(q.shape[1] != k.shape[1])
     switches = _switches()
     if switches is None or torch.compiler.is_compiling():
         from torch.nn.attention import sdpa_kernel

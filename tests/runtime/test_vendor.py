@@ -210,8 +210,9 @@ def test_forcing_flashgen_by_argument_env_and_set_impl(db_url, spies, monkeypatc
 
 
 def test_compiled_graph_calls_the_winner(db_url, spies):
-    """torch.compile(backend="flashgen") on SDPA with is_causal: the op's decomposition picks
-    SDPA flash from the records, so the compiled graph runs SDPA, forward and backward."""
+    """torch.compile(backend="flashgen", dynamic=True) on SDPA with is_causal: the op's
+    decomposition picks SDPA flash from the records, so the compiled graph runs SDPA, forward
+    and backward. (With static sizes the call is not replaced at all: the next test.)"""
     import torch.nn.functional as F
 
     _store(db_url, "fwd", "sdpa_flash", 1.3)
@@ -222,7 +223,7 @@ def test_compiled_graph_calls_the_winner(db_url, spies):
 
     torch._dynamo.reset()
     q, k, v = _inputs(True)
-    compiled = torch.compile(f, backend=flashgen.backend(sdpa=True), fullgraph=True)
+    compiled = torch.compile(f, backend=flashgen.backend(sdpa=True), fullgraph=True, dynamic=True)
     out = compiled(q, k, v)
     # AOTAutograd traces the op's decomposition (several passes): SDPA flash each time, and the
     # flashgen kernels never (they are opaque custom ops: they would run at call time).
@@ -238,6 +239,76 @@ def test_compiled_graph_calls_the_winner(db_url, spies):
         torch.testing.assert_close(ours.grad.double(), leaf.grad, atol=1e-4, rtol=1e-4)
     assert spies["fwd"] == [] and spies["bwd"] == []
     torch._dynamo.reset()
+
+
+def _sdpa_site(enable_gqa=True):
+    import torch.nn.functional as F
+
+    def f(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=enable_gqa)
+
+    return f
+
+
+def test_static_call_that_would_run_pytorchs_own_pick_is_left_alone(db_url, spies):
+    """Records naming SDPA flash for the forward and the backward, which PyTorch's own call
+    picks on the CPU too: a graph of static sizes keeps the user's SDPA call (no op, so neither
+    vendor.sdpa nor a flashgen kernel runs), explain says why, and the results match float64
+    forward and backward."""
+    from flashgen.compile import patterns
+
+    _store(db_url, "fwd", "sdpa_flash", 1.3)
+    _store(db_url, "bwd", "sdpa_flash", 1.2)
+    report = flashgen.explain(_sdpa_site(), *_inputs(True))
+    (site,) = report.sites
+    assert not site.replaced
+    assert site.reason.startswith(
+        "left to PyTorch: at this static shape the op would run sdpa_flash"
+    )
+    assert "fwd: sdpa_flash 1.30x (exact); bwd: sdpa_flash 1.20x (exact)" in site.reason
+    torch._dynamo.reset()
+    before = patterns.counters["sdpa.kept"]
+    q, k, v = _inputs(True)
+    out = torch.compile(_sdpa_site(), backend=flashgen.backend(), fullgraph=True)(q, k, v)
+    assert patterns.counters["sdpa.kept"] == before + 1
+    _check_against_float64(q, k, v, out, grad=True)
+    assert spies == {"sdpa": [], "fwd": [], "bwd": []}
+    torch._dynamo.reset()
+
+
+@pytest.mark.parametrize(
+    "fwd, bwd",
+    [
+        (("flashgen", 1.3), ("sdpa_flash", 1.2)),  # flashgen's forward wins: the op runs it
+        (("sdpa_flash", 1.3), ("flashgen", 1.2)),  # flashgen's backward wins
+        (("sdpa_efficient", 1.3), ("sdpa_efficient", 1.2)),  # not what PyTorch picks (flash)
+    ],
+)
+def test_a_static_call_is_replaced_unless_both_directions_run_pytorchs_pick(db_url, fwd, bwd):
+    _store(db_url, "fwd", *fwd)
+    _store(db_url, "bwd", *bwd)
+    (site,) = flashgen.explain(_sdpa_site(), *_inputs(True)).sites
+    assert site.replaced, site.reason
+
+
+def test_a_forced_implementation_or_a_masked_call_is_always_replaced(db_url, monkeypatch):
+    import torch.nn.functional as F
+
+    _store(db_url, "fwd", "sdpa_flash", 1.3)
+    _store(db_url, "bwd", "sdpa_flash", 1.2)
+    monkeypatch.setenv("FLASHGEN_IMPL", "flashgen")
+    dispatch.clear_cache()
+    (site,) = flashgen.explain(_sdpa_site(), *_inputs(True)).sites
+    assert site.replaced
+    monkeypatch.delenv("FLASHGEN_IMPL")
+    dispatch.clear_cache()
+
+    def masked(q, k, v):  # a tensor mask proven causal: PyTorch's own call reads the tensor
+        mask = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool).tril()
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
+
+    (site,) = flashgen.explain(masked, *_inputs(True)).sites
+    assert site.replaced and site.causal, site.reason
 
 
 def test_backend_option_forces_flashgen(db_url, spies):
@@ -325,6 +396,37 @@ def test_gpu_routes_to_sdpa_and_matches_float64(db_url, spies, dtype, causal):
             err = (ours.grad.double() - leaf.grad).abs().max().item()
             assert err / max(1.0, leaf.grad.abs().max().item()) < 6e-2
     assert "sdpa_cudnn" in ran or "sdpa_flash" in ran
+
+
+@pytest.mark.gpu
+def test_gpu_static_sdpa_call_follows_pytorchs_pick_and_matches_float64(db_url):
+    """On the GPU with the defaults (no record): a static bf16 GQA SDPA call is left to PyTorch
+    exactly when the default SDPA backend is what PyTorch's own call picks, and the compiled
+    block matches float64 forward and backward either way."""
+    from flashgen.compile import patterns
+
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    q = torch.randn(2, 8, 300, 64, generator=gen, device="cuda", dtype=torch.bfloat16)
+    k, v = (torch.randn(2, 2, 300, 64, generator=gen, device="cuda", dtype=torch.bfloat16)
+            for _ in range(2))  # fmt: skip
+    q, k, v = (t.requires_grad_(True) for t in (q, k, v))
+    default = impls.default_impl(current_device().name, "bfloat16")
+    pick = torch._fused_sdp_choice(q, k, v, None, 0.0, True, scale=None, enable_gqa=True)
+    want_kept = default != "flashgen" and pick == int(impls.sdpa_backend(default))
+    torch._dynamo.reset()
+    before = patterns.counters["sdpa.kept"]
+    out = torch.compile(_sdpa_site(), backend=flashgen.backend())(q, k, v)
+    assert patterns.counters["sdpa.kept"] - before == int(want_kept), (default, pick)
+    do = torch.randn(out.shape, generator=gen, device="cuda", dtype=torch.bfloat16)
+    out.backward(do)
+    leaves = [t.detach().double().requires_grad_(True) for t in (q, k, v)]
+    ref, _ = attention_ref(*leaves, causal=True)
+    ref.backward(do.double())
+    assert (out.double() - ref).abs().max().item() / ref.abs().max().item() < 2e-2
+    for ours, leaf in zip((q, k, v), leaves, strict=True):
+        err = (ours.grad.double() - leaf.grad).abs().max().item()
+        assert err / leaf.grad.abs().max().item() < 6e-2
+    torch._dynamo.reset()
 
 
 def test_explain_and_db_show_name_the_implementation(db_url, capsys):
