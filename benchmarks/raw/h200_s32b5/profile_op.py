@@ -16,7 +16,11 @@ from torch.profiler import ProfilerActivity, profile
 
 import flashgen
 
-SHAPES = [(1, 16, 16, 16384, 128, False), (1, 32, 32, 16384, 64, False), (1, 32, 8, 16384, 128, False)]
+SHAPES = [
+    (1, 16, 16, 16384, 128, False),
+    (1, 32, 32, 16384, 64, False),
+    (1, 32, 8, 16384, 128, False),
+]
 STEPS = 5
 
 
@@ -26,18 +30,26 @@ def step_fn(kind, q, k, v, do, causal):
             out = flashgen.attention(q, k, v, causal=causal)
         else:
             with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
-                out = F.scaled_dot_product_attention(q, k, v, is_causal=causal,
-                                                     enable_gqa=q.shape[1] != k.shape[1])
+                out = F.scaled_dot_product_attention(
+                    q, k, v, is_causal=causal, enable_gqa=q.shape[1] != k.shape[1]
+                )
         out.backward(do)
+
     return step
 
 
 result = []
 for b, hq, hkv, n, d, causal in SHAPES:
     gen = torch.Generator(device="cuda").manual_seed(0)
-    q = torch.randn(b, hq, n, d, generator=gen, device="cuda", dtype=torch.bfloat16).requires_grad_()
-    k = torch.randn(b, hkv, n, d, generator=gen, device="cuda", dtype=torch.bfloat16).requires_grad_()
-    v = torch.randn(b, hkv, n, d, generator=gen, device="cuda", dtype=torch.bfloat16).requires_grad_()
+    q = torch.randn(
+        b, hq, n, d, generator=gen, device="cuda", dtype=torch.bfloat16
+    ).requires_grad_()
+    k = torch.randn(
+        b, hkv, n, d, generator=gen, device="cuda", dtype=torch.bfloat16
+    ).requires_grad_()
+    v = torch.randn(
+        b, hkv, n, d, generator=gen, device="cuda", dtype=torch.bfloat16
+    ).requires_grad_()
     do = torch.randn(b, hq, n, d, generator=gen, device="cuda", dtype=torch.bfloat16)
     row = {"shape": [b, hq, hkv, n, d, causal]}
     for kind in ("op", "sdpa_cudnn", "op", "sdpa_cudnn"):
@@ -56,14 +68,25 @@ for b, hq, hkv, n, d, causal in SHAPES:
             if ev.device_type == torch.autograd.DeviceType.CUDA and ev.count:
                 kernels[ev.key[:110]] = [ev.count / STEPS, round(ev.device_time_total / STEPS, 1)]
         total = sum(t for _, t in kernels.values())
-        row.setdefault(kind, []).append({"wall_ms": round(wall, 4), "device_us": round(total, 1),
-                                         "kernels": kernels})
-        print(json.dumps({"shape": row["shape"], "kind": kind, "wall_ms": round(wall, 4),
-                          "device_us": round(total, 1)}), flush=True)
+        row.setdefault(kind, []).append(
+            {"wall_ms": round(wall, 4), "device_us": round(total, 1), "kernels": kernels}
+        )
+        print(
+            json.dumps(
+                {
+                    "shape": row["shape"],
+                    "kind": kind,
+                    "wall_ms": round(wall, 4),
+                    "device_us": round(total, 1),
+                }
+            ),
+            flush=True,
+        )
     result.append(row)
     for t in (q, k, v):
         t.grad = None
-json.dump(result, open(sys.argv[1], "w"), indent=1)
+with open(sys.argv[1], "w") as f:
+    json.dump(result, f, indent=1)
 for row in result:
     for kind in ("op", "sdpa_cudnn"):
         print(row["shape"], kind)
