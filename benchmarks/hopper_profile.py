@@ -11,8 +11,10 @@ Usage (RESULTS.md, "Hopper forward: profile"):
       python3 benchmarks/hopper_profile.py run d128_16k d128_1k_causal cudnn_d128_16k
   python3 benchmarks/hopper_profile.py regs > regs.json   # n_regs / n_spills / shared per config
 Case names: [cudnn_]d{64,128}_{1k,4k,16k}[_causal][_gqa]; add `_persistent` for the
-persistent-grid variant where the family has it (flashgen.kernels.hopper), `_alibi` for the
-ALiBi kernel (the standard slopes; flashgen's only): at head dim 64 it ran 0.65x the unmasked
+persistent-grid variant where the family has it (flashgen.kernels.hopper), `_shipped` for the
+config the run time picks (`hopper.config_for`: the shipped records, tail_split included, and
+its split launch with the merge; ncu's regex still catches only the attention kernel),
+`_alibi` for the ALiBi kernel (the standard slopes; flashgen's only): at head dim 64 it ran 0.65x the unmasked
 kernel (benchmarks/RESULTS.md, session 22 B4) while its SASS has ~17% more instructions.
 """
 
@@ -30,7 +32,9 @@ from flashgen.bench import harness, scripts  # noqa: E402
 
 # batch, q heads, kv heads for a sequence length: the grid of RESULTS.md (batch x heads fill the GPU).
 _BATCH = {1024: 16, 4096: 4, 16384: 1}
-_CASE = re.compile(r"^(cudnn_)?d(64|128)_(1k|4k|16k)(_causal)?(_gqa)?(_persistent)?(_alibi)?$")
+_CASE = re.compile(
+    r"^(cudnn_)?d(64|128)_(1k|4k|16k)(_causal)?(_gqa)?(_persistent|_shipped)?(_alibi)?$"
+)
 
 
 def parse_case(name: str) -> dict:
@@ -38,9 +42,9 @@ def parse_case(name: str) -> dict:
     m = _CASE.match(name)
     if not m:
         raise ValueError(f"unknown case {name!r} (expected e.g. d128_16k or cudnn_d64_1k_causal)")
-    vendor, dim, n, causal, gqa, persistent, alibi = m.groups()
-    if vendor and alibi:
-        raise ValueError(f"case {name!r}: ALiBi cases are flashgen's kernel only")
+    vendor, dim, n, causal, gqa, grid, alibi = m.groups()
+    if vendor and (alibi or grid):
+        raise ValueError(f"case {name!r}: ALiBi and config cases are flashgen's kernel only")
     seq = {"1k": 1024, "4k": 4096, "16k": 16384}[n]
     heads = 16 if dim == "128" else 32
     if gqa:
@@ -48,8 +52,8 @@ def parse_case(name: str) -> dict:
     else:
         kv_heads = heads
     return dict(vendor=bool(vendor), head_dim=int(dim), seq=seq, batch=_BATCH[seq], heads=heads,
-                kv_heads=kv_heads, causal=bool(causal), persistent=bool(persistent),
-                alibi=bool(alibi))  # fmt: skip
+                kv_heads=kv_heads, causal=bool(causal), persistent=grid == "_persistent",
+                shipped=grid == "_shipped", alibi=bool(alibi))  # fmt: skip
 
 
 def run_case(name: str) -> None:
@@ -76,6 +80,8 @@ def run_case(name: str) -> None:
         cfg = hopper.CONFIGS[c["head_dim"]]
         if c["persistent"]:
             cfg = hopper.persistent_variant(cfg)
+        if c["shipped"]:
+            cfg = hopper.config_for(spec, c["seq"])
         hopper.forward(q, k, v, out, lse, scale=c["head_dim"] ** -0.5, spec=spec, config=cfg,
                        alibi=slopes)  # fmt: skip
     torch.cuda.synchronize()

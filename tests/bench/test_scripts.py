@@ -483,6 +483,11 @@ def test_hopper_profile_names_alibi_cases():
     assert not module.parse_case("d64_4k")["alibi"]
     with pytest.raises(ValueError, match="flashgen's kernel only"):
         module.parse_case("cudnn_d64_4k_alibi")
+    shipped = module.parse_case("d128_16k_gqa_shipped")  # the run time's config, records and all
+    assert shipped["shipped"] and not shipped["persistent"] and shipped["kv_heads"] == 8
+    assert module.parse_case("d128_16k_persistent")["persistent"]
+    with pytest.raises(ValueError, match="flashgen's kernel only"):
+        module.parse_case("cudnn_d128_16k_shipped")
 
 
 @pytest.mark.parametrize(
