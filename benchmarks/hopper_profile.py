@@ -14,8 +14,9 @@ Case names: [cudnn_]d{64,128}_{1k,4k,16k}[_causal][_gqa]; add `_persistent` for 
 persistent-grid variant where the family has it (flashgen.kernels.hopper), `_shipped` for the
 config the run time picks (`hopper.config_for`: the shipped records, tail_split included, and
 its split launch with the merge; ncu's regex still catches only the attention kernel),
-`_alibi` for the ALiBi kernel (the standard slopes; flashgen's only): at head dim 64 it ran 0.65x the unmasked
-kernel (benchmarks/RESULTS.md, session 22 B4) while its SASS has ~17% more instructions.
+`_alibi` for the ALiBi kernel (the standard slopes; flashgen's only): at head dim 64 it ran
+0.65x the unmasked kernel (benchmarks/RESULTS.md, session 22 B4) while its SASS has ~17% more
+instructions.
 """
 
 from __future__ import annotations

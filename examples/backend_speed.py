@@ -140,7 +140,8 @@ def main(argv: list[str] | None = None) -> int:
             row = run(style, t, args.batch, args.width, dtype, device)
             rows.append(row)
             print(
-                f"{style:13s} T={t:5d} replaced={row['replaced']} kept={row['kept']} ok={row['ok']} "
+                f"{style:13s} T={t:5d} replaced={row['replaced']} kept={row['kept']} "
+                f"ok={row['ok']} "
                 f"rel_err={row['flashgen_rel_err']:.2e}/{row['eager_rel_err']:.2e} "
                 f"grad_rel_err={row['flashgen_grad_rel_err']:.2e}/"
                 f"{row['eager_grad_rel_err']:.2e} (flashgen/eager bf16) "
