@@ -31,11 +31,14 @@ _BACKEND_NAMES = {
     "sdpa_efficient": "EFFICIENT_ATTENTION",
 }
 
-# (GPU name, dtype) -> the implementation that measured fastest with no record to say otherwise.
-# NVIDIA H200, torch 2.11 + triton 3.6, the current templates: cuDNN was faster than flashgen's
-# kernels for every 16-bit shape of the benchmark grid, forward (flashgen 0.81-0.93x) and
-# forward+backward (0.75-0.83x) (benchmarks/RESULTS.md). cuDNN and flash do not take float32,
-# and float32 was never compared: flashgen.
+# (GPU name, dtype) -> the implementation to run with no record to say otherwise. NVIDIA H200,
+# torch 2.11 + triton 3.6: cuDNN was faster than flashgen's portable kernels on every 16-bit shape
+# of the benchmark grid (forward 0.81-0.93x, forward+backward 0.75-0.83x; benchmarks/RESULTS.md,
+# run 3). The Hopper family that beats it at head dims 64 and 128 (session 32: forward 1.039x,
+# forward+backward 1.012x by geometric mean, not on every shape) wins only through records
+# (tuning_db/), which name the winner per bucket; a call with none (another head dim, a GPU of
+# the same name never tuned) keeps cuDNN, what PyTorch itself runs. cuDNN and flash do not take
+# float32, and float32 was never compared: flashgen.
 _DEFAULTS = {
     ("NVIDIA H200", "bfloat16"): "sdpa_cudnn",
     ("NVIDIA H200", "float16"): "sdpa_cudnn",
