@@ -99,8 +99,9 @@ def backend(
     op(q, k, v, causal, scale) and must be traceable by AOTAutograd (a custom op).
     sdpa: False leaves `F.scaled_dot_product_attention` and `nn.MultiheadAttention` calls to
     PyTorch's fused kernels and replaces hand-written attention only. With True (the default),
-    a plain SDPA call in a graph of static sizes is still left alone where the op would run
-    PyTorch's own pick forward and backward (`patterns.choice.keep_reason`).
+    a plain SDPA or nn.MultiheadAttention call in a graph of static sizes is still left alone
+    where the op would run PyTorch's own pick forward and backward
+    (`patterns.choice.keep_reason`).
     impl: force one implementation for every attention call of the process ("flashgen" for
     kernel work and benchmarks; a name from `flashgen.core.impls.IMPLS`), set process-wide
     (`flashgen.runtime.dispatch.set_impl`) when this backend is created; None keeps the run-time

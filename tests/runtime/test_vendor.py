@@ -311,6 +311,54 @@ def test_a_forced_implementation_or_a_masked_call_is_always_replaced(db_url, mon
     assert site.replaced and site.causal, site.reason
 
 
+class _Mha(torch.nn.Module):
+    """nn.MultiheadAttention as an encoder layer calls it (need_weights=False), head dim D."""
+
+    def __init__(self, mask: bool, is_causal: bool):
+        super().__init__()
+        self.mha = torch.nn.MultiheadAttention(HQ * D, HQ, batch_first=True)
+        self.mask, self.is_causal = mask, is_causal
+
+    def forward(self, x):
+        n = x.shape[1]
+        mask = torch.nn.Transformer.generate_square_subsequent_mask(n) if self.mask else None
+        return self.mha(x, x, x, attn_mask=mask, is_causal=self.is_causal, need_weights=False)[0]
+
+
+@pytest.mark.parametrize(
+    "mask, is_causal, kept",
+    [
+        (False, False, True),  # PyTorch calls SDPA without a mask
+        (True, True, True),  # ... with is_causal=True in place of the causal mask
+        (True, False, False),  # ... with the mask tensor: the op's causal kernels differ
+    ],
+)
+def test_multihead_attention_running_pytorchs_pick_is_left_alone(db_url, mask, is_causal, kept):
+    """nn.MultiheadAttention at a static shape whose records name SDPA flash both ways (what
+    PyTorch picks on the CPU): kept as PyTorch's own module call where PyTorch's SDPA call
+    would be the op's, and the compiled module matches eager forward and backward."""
+    from flashgen.compile import patterns
+
+    torch.manual_seed(0)
+    _store(db_url, "fwd", "sdpa_flash", 1.3, causal=mask)
+    _store(db_url, "bwd", "sdpa_flash", 1.2, causal=mask)
+    model = _Mha(mask, is_causal)
+    x = torch.randn(1, SQ, HQ * D, dtype=DTYPE, requires_grad=True)
+    (site,) = flashgen.explain(model, x).sites
+    assert site.kind == "mha" and site.replaced != kept, site.reason
+    assert site.reason.startswith("left to PyTorch") == kept
+    torch._dynamo.reset()
+    before = patterns.counters["mha.kept"]
+    out = torch.compile(model, backend=flashgen.backend(fallback="aot_eager"))(x)
+    assert patterns.counters["mha.kept"] - before == int(kept)
+    want = model(x)
+    torch.testing.assert_close(out, want, atol=1e-4, rtol=1e-4)
+    (g_out,) = torch.autograd.grad(out.square().sum(), x)
+    (g_want,) = torch.autograd.grad(want.square().sum(), x)
+    torch.testing.assert_close(g_out, g_want, atol=1e-4, rtol=1e-4)
+    torch._dynamo.reset()
+
+
 def test_backend_option_forces_flashgen(db_url, spies):
     import torch.nn.functional as F
 

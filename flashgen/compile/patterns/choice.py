@@ -1,5 +1,6 @@
 """What a replaceable attention site runs at its traced shape (`site_choices`), and the
-`F.scaled_dot_product_attention` calls left to PyTorch because of it (`keep_reason`).
+`F.scaled_dot_product_attention` and `nn.MultiheadAttention` calls left to PyTorch because of it
+(`keep_reason`).
 
 Why a site may be left alone: Dynamo guards every size it did not mark dynamic, so a graph
 traced with static sizes only ever runs that shape, and the run-time choice of
@@ -54,19 +55,45 @@ def site_choices(site: Any) -> list[tuple[str, str]]:
     return out
 
 
-def keep_reason(site: Any, node: Any) -> str | None:
-    """Why the SDPA call `node` (a matched, replaceable site) is left to PyTorch, or None to
-    replace it: only a plain call (no mask tensor, window, dropout, ALiBi or softcap, the
-    causal diagonal top-left) on tensors of static sizes whose forward and backward would both
-    run the SDPA backend that PyTorch's own call picks there (on any device: the CPU has SDPA's
-    flash backend too)."""
-    if site.kind != "sdpa" or not _plain(site):
+def keep_reason(m: Any) -> str | None:
+    """Why the matched, replaceable site `m` (a `core.Match`) is left to PyTorch, or None to
+    replace it: only a plain SDPA call or nn.MultiheadAttention (no mask tensor, window,
+    dropout, ALiBi or softcap, the causal diagonal top-left) on tensors of static sizes whose
+    forward and backward would both run the SDPA backend that PyTorch's own call picks there
+    (on any device: the CPU has SDPA's flash backend too)."""
+    site = m.site
+    if site.kind not in ("sdpa", "mha") or not _plain(site):
         return None
-    if node_arg(node, 3, "attn_mask") is not None:
-        return None  # a mask proven causal or padding-free: PyTorch's call reads the tensor
-    q, k, v = (example_value(node_arg(node, i, n)) for i, n in enumerate(("query", "key", "value")))
-    if not all(isinstance(t, torch.Tensor) and t.dim() == 4 for t in (q, k, v)):
-        return None
+    if site.kind == "sdpa":
+        node = m.out
+        if node_arg(node, 3, "attn_mask") is not None:
+            return None  # a mask proven causal or padding-free: PyTorch's call reads the tensor
+        names = ("query", "key", "value")
+        q, k, v = (example_value(node_arg(node, i, n)) for i, n in enumerate(names))
+        if not all(isinstance(t, torch.Tensor) and t.dim() == 4 for t in (q, k, v)):
+            return None
+        flags = _sdpa_flags(node)
+        tensors = (q, k, v)
+    else:
+        # nn.MultiheadAttention (need_weights=False, as matched) projects q, k, v to [batch,
+        # heads, seq, head dim] and calls SDPA: without a mask when it has none, and with
+        # is_causal=True in place of a causal attn_mask when is_causal says so and there is no
+        # key-padding mask (F.multi_head_attention_forward); else it passes SDPA a mask tensor,
+        # which the op does not read (it runs the causal kernels), so that site is replaced.
+        p = m.mha
+        if p["key_padding_mask"] is not None:
+            return None
+        if p["attn_mask"] is not None and not (m.causal and p["is_causal"]):
+            return None
+        q, k, v = (example_value(x) for x in (m.q, m.k, m.v))
+        weight = p["q_proj_weight"] if p["use_separate_proj_weight"] else p["in_proj_weight"]
+        grad = any(
+            getattr(example_value(t), "requires_grad", False) for t in (m.q, m.k, m.v, weight)
+        )
+        heads = p["num_heads"]
+        shaped = [(1, heads, PROBE_SEQ, site.head_dim)] * 3
+        tensors = tuple(_Probe(s, q.dtype, q.device, grad) for s in shaped)
+        flags = (bool(m.causal), None, False)
     if not all(type(s) is int for t in (q, k, v) for s in t.shape):
         return None  # symbolic sizes: the graph serves several shapes, each chooses at run time
     choices = site_choices(site)
@@ -74,7 +101,9 @@ def keep_reason(site: Any, node: Any) -> str | None:
     if len(impls) != 1 or FLASHGEN in impls:
         return None
     (impl,) = impls
-    if impl not in SDPA_IMPLS or pytorch_pick(node, q, k, v) != int(sdpa_backend(impl)):
+    if flags is None or impl not in SDPA_IMPLS:
+        return None
+    if pytorch_pick(*tensors, *flags) != int(sdpa_backend(impl)):
         return None
     return (
         f"left to PyTorch: at this static shape the op would run {impl}, what PyTorch's own "
@@ -93,10 +122,9 @@ def _plain(site: Any) -> bool:
     )
 
 
-def pytorch_pick(node: Any, q: Any, k: Any, v: Any) -> int | None:
-    """The `SDPBackend` value PyTorch's dispatch picks for the call `node` (its flags, the
-    example tensors' dtype, device, head counts and head dim, whether they require grad), asked
-    with small tensors of that kind (batch 1, PROBE_SEQ rows); None when it cannot be asked."""
+def _sdpa_flags(node: Any) -> tuple | None:
+    """(is_causal, scale, enable_gqa) of the SDPA call `node`, or None unless all three are
+    Python constants PyTorch can be asked with."""
     is_causal = node_arg(node, 5, "is_causal", False)
     scale = node_arg(node, 6, "scale", None)
     enable_gqa = node_arg(node, 7, "enable_gqa", False)
@@ -104,6 +132,23 @@ def pytorch_pick(node: Any, q: Any, k: Any, v: Any) -> int | None:
         return None
     if scale is not None and not isinstance(scale, float | int):
         return None
+    return is_causal, scale, enable_gqa
+
+
+class _Probe:
+    """The shape, dtype, device and requires_grad `pytorch_pick` builds a probe tensor from,
+    where there is no tensor of that shape in the graph (nn.MultiheadAttention's heads)."""
+
+    def __init__(self, shape, dtype, device, requires_grad):
+        self.shape, self.dtype, self.device = shape, dtype, device
+        self.requires_grad = requires_grad
+
+
+def pytorch_pick(q: Any, k: Any, v: Any, is_causal: bool, scale, enable_gqa: bool) -> int | None:
+    """The `SDPBackend` value PyTorch's dispatch picks for an SDPA call with these flags on
+    tensors like q, k, v (dtype, device, head counts, head dim, whether they require grad),
+    asked with small tensors of that kind (batch 1, PROBE_SEQ rows); None when it cannot be
+    asked."""
 
     def probe(t):
         return torch.empty(

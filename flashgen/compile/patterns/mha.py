@@ -22,6 +22,7 @@ from .core import (
     known_eq,
     location,
     set_example_values,
+    size_hint,
 )
 from .mask_values import Values
 from .masks import prove_causal
@@ -85,6 +86,8 @@ def match_mha(n: Any, values: Values) -> Match:
     if len(outs) != 1 or any(u.users for u in users if u.args[1] != 0):
         raise Skip("the attention weights of nn.MultiheadAttention are used")
     site = Site(kind="mha", location=location(n))
+    if kpm is not None:  # the op reads it as a mask tensor (rewrite_mha)
+        site.mask = "bool" if example_value(kpm).dtype == torch.bool else "add"
     m = Match(site, q, k, v, outs[0], causal, [None], interior=[n])
     m.mha = p
     m.dropout_p = site.dropout = drop_p
@@ -127,6 +130,12 @@ def check_mha(m: Match) -> None:
     m.site.scale, m.site.causal = scale, m.causal
     shape = "x".join(str(x) for x in shaped[0].shape)
     m.site.shape = f"q[{shape}] {str(q.dtype).replace('torch.', '')}"
+    # what the run-time choice needs (explain's "runs", `choice.keep_reason`), as check_match
+    m.site.dtype = str(q.dtype).replace("torch.", "")
+    m.site.head_dim = d
+    m.site.seq_q, m.site.seq_k = size_hint(shaped[0].shape[2]), size_hint(shaped[1].shape[2])
+    m.site.rows = size_hint(shaped[0].shape[0]) * heads
+    m.site.device = q.device.type
 
 
 def rewrite_mha(gm: fx.GraphModule, m: Match, op: Any) -> None:

@@ -248,8 +248,9 @@ def attention_pass(
     """Find every attention site; replace the eligible ones with `op` (None: report only).
 
     Sites of a kind in `keep_kinds` ("sdpa", "mha") are matched and reported but left to
-    PyTorch (`flashgen.backend(sdpa=False)`), and so is an SDPA call whose static shape makes
-    the op run the kernel PyTorch's own call picks (`choice.keep_reason`)."""
+    PyTorch (`flashgen.backend(sdpa=False)`), and so is an SDPA or nn.MultiheadAttention call
+    whose static shape makes the op run the kernel PyTorch's own call picks
+    (`choice.keep_reason`)."""
     values = Values(gm, example_inputs)
     sites: list[Site] = []
     matches: list[Match] = []
@@ -296,7 +297,7 @@ def attention_pass(
         if m.site.kind in keep_kinds:
             m.site.reason = "left to PyTorch's fused attention: backend(sdpa=False)"
             counters[f"{m.site.kind}.skipped"] += 1
-        elif (kept := keep_reason(m.site, m.out)) is not None:
+        elif (kept := keep_reason(m)) is not None:
             m.site.reason = kept
             counters[f"{m.site.kind}.skipped"] += 1
             counters[f"{m.site.kind}.kept"] += 1
