@@ -477,6 +477,34 @@ def test_gpu_static_sdpa_call_follows_pytorchs_pick_and_matches_float64(db_url):
     torch._dynamo.reset()
 
 
+@pytest.mark.gpu
+def test_gpu_static_multihead_attention_follows_pytorchs_pick(db_url):
+    """On the GPU with the defaults: a bf16 nn.MultiheadAttention with a causal mask and
+    is_causal=True (PyTorch's SDPA call then takes is_causal, no mask) is left to PyTorch
+    exactly when the default SDPA backend is what PyTorch picks for that call, and the compiled
+    module matches eager forward and backward within bf16's tolerance."""
+    from flashgen.compile import patterns
+
+    torch.manual_seed(0)
+    model = _Mha(True, True).cuda().to(torch.bfloat16)
+    x = torch.randn(2, 300, HQ * D, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    probe = torch.empty(1, HQ, 128, D, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    default = impls.default_impl(current_device().name, "bfloat16")
+    pick = torch._fused_sdp_choice(probe, probe, probe, None, 0.0, True)
+    want_kept = default != "flashgen" and pick == int(impls.sdpa_backend(default))
+    torch._dynamo.reset()
+    before = patterns.counters["mha.kept"]
+    out = torch.compile(model, backend=flashgen.backend())(x)
+    assert patterns.counters["mha.kept"] - before == int(want_kept), (default, pick)
+    want = model(x)
+    scale = want.abs().max().item()
+    assert (out - want).abs().max().item() / scale < 2e-2
+    (g_out,) = torch.autograd.grad(out.float().square().sum(), x)
+    (g_want,) = torch.autograd.grad(want.float().square().sum(), x)
+    assert (g_out - g_want).abs().max().item() / g_want.abs().max().item() < 6e-2
+    torch._dynamo.reset()
+
+
 def test_explain_and_db_show_name_the_implementation(db_url, capsys):
     import torch.nn.functional as F
 
