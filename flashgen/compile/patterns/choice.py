@@ -24,7 +24,10 @@ from ...core.spec import KernelSpec
 from .core import example_value, node_arg
 
 # Sequence lengths of the tensors that ask PyTorch which backend it would pick (its checks look
-# at dtypes, head dims, head counts, strides and flags, not at how long the sequences are).
+# at dtypes, head dims, head counts and flags, not at how long the sequences are). The probes
+# are contiguous: a call on strided views (q transposed from [B, S, H, D]) is asked as if it
+# were not; should PyTorch pick otherwise for those strides, the kept call still runs exactly
+# what the user's program ran without flashgen.
 PROBE_SEQ = 128
 
 
