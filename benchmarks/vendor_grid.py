@@ -11,13 +11,17 @@ flushed): the op as users call it (`impl=None`: records and defaults choose), fl
 kernels (`impl="flashgen"`), and every SDPA backend that accepts the shape, each output and
 gradient checked against float64 first (`flashgen.bench.harness`, shared with `flashgen bench`;
 exit status 1 when a check fails). It also reports which implementation the op chose and from
-where (`flashgen.runtime.dispatch.impl_choice`).
+where (`flashgen.runtime.dispatch.impl_choice`), and beside the ratio of medians the paired one
+(`paired_ratio`: the median of each round's ratio, the two readings taken moments apart), which
+cancels the GPU's drift between rounds: rows that run the same cuDNN kernels on both sides read
+0.99-1.09x by medians in one run (benchmarks/RESULTS.md, session 32 B3, B5).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 
 import torch
@@ -80,11 +84,13 @@ def main(argv: list[str] | None = None) -> int:
                 row[f"choice_{direction}"] = [impl, ratio, source]
             for mode in ("fwd", "fwd_bwd"):
                 ms = {r.impl: r.ms for r in measured if r.mode == mode and r.ms is not None}
+                reads = {r.impl: r.readings for r in measured if r.mode == mode and r.readings}
                 row[f"{mode}_ms"] = ms
                 row[f"{mode}_checks"] = {r.impl: r.ok for r in measured if r.mode == mode}
                 sdpa_best = min((ms[s], s) for s in SDPA if s in ms)
                 row[f"{mode}_fastest_sdpa"] = sdpa_best[1]
                 row[f"{mode}_op_vs_fastest_sdpa"] = sdpa_best[0] / ms["op"]
+                row[f"{mode}_paired"] = paired_ratio(reads.get(sdpa_best[1]), reads.get("op"))
                 if "flashgen" in ms:
                     row[f"{mode}_flashgen_vs_fastest_sdpa"] = sdpa_best[0] / ms["flashgen"]
             failed = [f"{r.mode} {r.impl}" for r in measured if r.ok is False]
@@ -96,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"op vs fastest SDPA: fwd {row['fwd_op_vs_fastest_sdpa']:.3f}x "
                 f"({row['fwd_fastest_sdpa']} {_ms(row, 'fwd')}), fwd+bwd "
                 f"{row['fwd_bwd_op_vs_fastest_sdpa']:.3f}x ({row['fwd_bwd_fastest_sdpa']} "
-                f"{_ms(row, 'fwd_bwd')})"
+                f"{_ms(row, 'fwd_bwd')}); paired {_paired(row)}"
                 + _kernels(row)
                 + (f"  CHECK FAILED: {failed}" if failed else ""),
                 flush=True,
@@ -105,7 +111,30 @@ def main(argv: list[str] | None = None) -> int:
                 _write(args.out, harness.run_meta("cuda"), rows)
     worst = _worst(rows)
     print(f"worst op vs fastest SDPA: fwd {worst['fwd']:.3f}x, fwd+bwd {worst['fwd_bwd']:.3f}x")
+    paired = {
+        m: min((r[f"{m}_paired"] for r in rows if r.get(f"{m}_paired") is not None), default=None)
+        for m in ("fwd", "fwd_bwd")
+    }
+    print("worst paired (the rounds' own ratios): " + ", ".join(
+        f"{m.replace('_', '+')} " + ("-" if v is None else f"{v:.3f}x") for m, v in paired.items()
+    ))  # fmt: skip
     return 1 if any(r["checks_failed"] for r in rows) else 0
+
+
+def paired_ratio(theirs: list | None, ours: list | None) -> float | None:
+    """The median over rounds of (the fastest SDPA backend's reading / the op's) in the same
+    round: both were timed moments apart, so the GPU's slow and fast periods (clocks under the
+    power cap) cancel, which the ratio of two medians does not. None without both series."""
+    if not theirs or not ours or len(theirs) != len(ours):
+        return None
+    return statistics.median(a / b for a, b in zip(theirs, ours, strict=True))
+
+
+def _paired(row: dict) -> str:
+    return "/".join(
+        "-" if row.get(f"{m}_paired") is None else f"{row[f'{m}_paired']:.3f}x"
+        for m in ("fwd", "fwd_bwd")
+    )
 
 
 def _worst(rows: list[dict]) -> dict:

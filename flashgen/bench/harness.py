@@ -117,6 +117,9 @@ class Row:
     ok: bool | None = None  # the check's verdict; None: not checked (skipped)
     errors: dict = field(default_factory=dict)  # tensor name -> relative error
     note: str = ""
+    # each round's reading (ms), in round order: the rounds interleave the impls, so two impls'
+    # readings of one round were taken moments apart (paired ratios cancel the GPU's drift)
+    readings: list = field(default_factory=list)
 
     def flat(self) -> dict:
         """The row as one flat dict (the CSV and JSON format)."""
@@ -317,6 +320,7 @@ def bench_case(case: Case, modes, impls, *, device: str, timer, rounds: int = 2,
                     _row.note = _reason(exc)
         for impl, (_fn, row) in runners.items():
             if readings[impl] and not row.note:
+                row.readings = readings[impl]
                 row.ms = statistics.median(readings[impl])
                 row.tflops = tflops(case.flops(mode), row.ms)
         runners.clear()

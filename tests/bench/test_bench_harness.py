@@ -109,8 +109,10 @@ def test_bench_case_times_checks_and_skips(monkeypatch):
         for impl in ("flashgen", "sdpa_math"):
             row = by[(mode, impl)]
             assert row.ok is True and row.ms > 0 and row.tflops > 0, row
+            assert row.readings == [row.ms]  # one round: its reading is the median
         skipped = by[(mode, "sdpa_efficient")]  # no such kernel on the CPU
         assert skipped.ms is None and skipped.ok is None and skipped.note
+        assert skipped.readings == []
     assert set(by[("fwd_bwd", "flashgen")].errors) == {"out", "dq", "dk", "dv"}
     assert harness.fastest_other(rows, by[("fwd", "flashgen")]).impl == "sdpa_math"
     flat = by[("fwd", "flashgen")].flat()

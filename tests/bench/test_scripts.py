@@ -620,3 +620,15 @@ def test_fwd_variants_configs_reference_and_usage(capsys):
         with pytest.raises(SystemExit) as exit_:
             module.main(argv)
         assert exit_.value.code == 2 and words in capsys.readouterr().err, argv
+
+
+def test_vendor_grid_pairs_each_rounds_readings():
+    """vendor_grid.py's paired ratio: the median of the rounds' own ratios (the fastest SDPA
+    backend's reading over the op's), None unless both have one reading a round."""
+    module = repo_scripts.load("benchmarks/vendor_grid.py", "bench_vendor_grid_paired")
+    # the medians' ratio is 1.0 / 2.0 here; the rounds' ratios are 1.0, 0.5 and 2.0
+    assert module.paired_ratio([1.0, 1.0, 4.0], [1.0, 2.0, 2.0]) == 1.0
+    assert module.paired_ratio([1.0, 3.0, 2.0], [1.0, 3.0, 2.0]) == 1.0
+    assert module.paired_ratio([2.0, 2.0, 2.0], [1.0, 1.0, 4.0]) == 2.0
+    assert module.paired_ratio(None, [1.0]) is None
+    assert module.paired_ratio([1.0, 2.0], [1.0]) is None
