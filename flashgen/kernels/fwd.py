@@ -182,10 +182,10 @@ class _Plan:
         if self.hopper is not None:  # the Gluon kernel: the work-item counter before the sizes
             counter = hopper.sched_counter(self.device)
             # (lse stands in for the split parts' buffers: unread unless the launch splits)
+            args = (q, k, v, out, lse, counter, lse, lse, *self.tail, qk_scale, *win)
             if self.split is None:
-                self.run(q, k, v, out, lse, counter, lse, lse, *self.tail, qk_scale, *win)
+                self.run(*args)
             else:
-                args = (q, k, v, out, lse, counter, lse, lse, *self.tail, qk_scale, *win)
                 self.split.launch(self.run, args, out, lse)
         elif self.strides is None:  # q, k, v, out travel as TMA descriptors
             self.run(q, k, v, out, lse, *self.tail, qk_scale, *win)

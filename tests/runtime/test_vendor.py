@@ -360,17 +360,11 @@ def test_multihead_attention_running_pytorchs_pick_is_left_alone(db_url, mask, i
 
 
 def test_backend_option_forces_flashgen(db_url, spies):
-    import torch.nn.functional as F
-
     _store(db_url, "fwd", "sdpa_flash", 1.3)
-
-    def f(q, k, v):
-        return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
-
     torch._dynamo.reset()
     q, k, v = _inputs(False)
     with torch.no_grad():
-        out = torch.compile(f, backend=flashgen.backend(impl="flashgen"))(q, k, v)
+        out = torch.compile(_sdpa_site(), backend=flashgen.backend(impl="flashgen"))(q, k, v)
     _check_against_float64(q, k, v, out)
     assert spies["sdpa"] == [] and spies["fwd"] == [1]
     torch._dynamo.reset()
@@ -506,16 +500,10 @@ def test_gpu_static_multihead_attention_follows_pytorchs_pick(db_url):
 
 
 def test_explain_and_db_show_name_the_implementation(db_url, capsys):
-    import torch.nn.functional as F
-
     from flashgen.db import cli
 
     _store(db_url, "fwd", "sdpa_flash", 1.3)
-
-    def f(q, k, v):
-        return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
-
-    report = flashgen.explain(f, *_inputs(False))
+    report = flashgen.explain(_sdpa_site(), *_inputs(False))
     (site,) = report.sites
     assert site.replaced
     assert site.impl == "sdpa_flash 1.30x (exact) / flashgen (default)"

@@ -76,7 +76,10 @@ def keep_reason(m: Any) -> str | None:
         if not all(isinstance(t, torch.Tensor) and t.dim() == 4 for t in (q, k, v)):
             return None
         flags = _sdpa_flags(node)
-        tensors = (q, k, v)
+        if flags is None:
+            return None
+        grad = any(t.requires_grad for t in (q, k, v))
+        heads = (q.shape[1], k.shape[1], q.shape[3])
     else:
         # nn.MultiheadAttention (need_weights=False, as matched) projects q, k, v to [batch,
         # heads, seq, head dim] and calls SDPA: without a mask when it has none, and with
@@ -93,9 +96,7 @@ def keep_reason(m: Any) -> str | None:
         grad = any(
             getattr(example_value(t), "requires_grad", False) for t in (m.q, m.k, m.v, weight)
         )
-        heads = p["num_heads"]
-        shaped = [(1, heads, PROBE_SEQ, site.head_dim)] * 3
-        tensors = tuple(_Probe(s, q.dtype, q.device, grad) for s in shaped)
+        heads = (p["num_heads"], p["num_heads"], site.head_dim)
         flags = (bool(m.causal), None, False)
     if not all(type(s) is int for t in (q, k, v) for s in t.shape):
         return None  # symbolic sizes: the graph serves several shapes, each chooses at run time
@@ -104,9 +105,7 @@ def keep_reason(m: Any) -> str | None:
     if len(impls) != 1 or FLASHGEN in impls:
         return None
     (impl,) = impls
-    if flags is None or impl not in SDPA_IMPLS:
-        return None
-    if pytorch_pick(*tensors, *flags) != int(sdpa_backend(impl)):
+    if impl not in SDPA_IMPLS or pytorch_pick(q, grad, *heads, *flags) != int(sdpa_backend(impl)):
         return None
     return (
         f"left to PyTorch: at this static shape the op would run {impl}, what PyTorch's own "
@@ -138,31 +137,29 @@ def _sdpa_flags(node: Any) -> tuple | None:
     return is_causal, scale, enable_gqa
 
 
-class _Probe:
-    """The shape, dtype, device and requires_grad `pytorch_pick` builds a probe tensor from,
-    where there is no tensor of that shape in the graph (nn.MultiheadAttention's heads)."""
-
-    def __init__(self, shape, dtype, device, requires_grad):
-        self.shape, self.dtype, self.device = shape, dtype, device
-        self.requires_grad = requires_grad
-
-
-def pytorch_pick(q: Any, k: Any, v: Any, is_causal: bool, scale, enable_gqa: bool) -> int | None:
+def pytorch_pick(
+    like: Any,
+    grad: bool,
+    heads_q: int,
+    heads_kv: int,
+    head_dim: int,
+    is_causal: bool,
+    scale,
+    enable_gqa: bool,
+) -> int | None:
     """The `SDPBackend` value PyTorch's dispatch picks for an SDPA call with these flags on
-    tensors like q, k, v (dtype, device, head counts, head dim, whether they require grad),
-    asked with small tensors of that kind (batch 1, PROBE_SEQ rows); None when it cannot be
-    asked."""
+    [batch, heads, seq, head_dim] tensors of `like`'s dtype and device (requiring grad or
+    not), asked with small ones (batch 1, PROBE_SEQ rows); None when it cannot be asked."""
 
-    def probe(t):
-        return torch.empty(
-            (1, t.shape[1], PROBE_SEQ, t.shape[3]), dtype=t.dtype, device=t.device
-        ).requires_grad_(t.requires_grad)
+    def probe(heads):
+        shape = (1, heads, PROBE_SEQ, head_dim)
+        return torch.empty(shape, dtype=like.dtype, device=like.device).requires_grad_(grad)
 
     try:
         return int(
             torch._fused_sdp_choice(
-                probe(q), probe(k), probe(v), None, 0.0, is_causal, scale=scale,
-                enable_gqa=enable_gqa,
+                probe(heads_q), probe(heads_kv), probe(heads_kv), None, 0.0, is_causal,
+                scale=scale, enable_gqa=enable_gqa,
             )
         )  # fmt: skip
     except Exception:  # (an older torch without the argument, a device it cannot ask)
