@@ -84,7 +84,7 @@ class _Plan:
     def __init__(
         self, q, k, v, out, causal: bool, config, aligned: bool, forced, windowed=False,
         capped=False, bounded=False, mask_kind="", dropped=False, per_key=False, alibi=False,
-        shared=0, sparse=False, narrow=False,
+        shared=0, sparse=False, narrow=False, small_cap=False,
     ):  # fmt: skip
         batch, hq, sq, dim = q.shape
         hkv, sk = k.shape[1], k.shape[2]
@@ -116,8 +116,10 @@ class _Plan:
             device = direct_device(q, aligned)
             ranges = bool(self.ranges)
             self.split = hopper.tail_plan(spec, cfg, q, k, device)
+            # FIXED_MAX where the cap allows (`hopper.small_cap`, part of the plan's key)
+            fixed = small_cap and hopper.renders_fixed_max(spec)
             self.run = hopper.plan(spec, cfg, q, k, v, out, device, per_key=per_key,
-                                   ranges=ranges, split=self.split)  # fmt: skip
+                                   ranges=ranges, split=self.split, fixed=fixed)  # fmt: skip
             self.tail = hopper.sizes(q, k)
             return
         given = config
@@ -252,8 +254,9 @@ def forward(
     narrow = window is not None and hopper.narrow_window(window, k.shape[2])
     key = (q.shape, k.shape, q.stride(), k.stride(), v.stride(), q.dtype, q.device, causal, config,
            aligned, forced, _family(), window is not None, narrow, softcap is not None,
-           bounds is not None, mask_kind(mask), None if mask is None else mask.stride(),
-           dropout is not None, extra_classes(window, bounds, mask, alibi))  # fmt: skip
+           hopper.small_cap(softcap), bounds is not None, mask_kind(mask),
+           None if mask is None else mask.stride(), dropout is not None,
+           extra_classes(window, bounds, mask, alibi))  # fmt: skip
     plan = _plans.get(key)
     if plan is None:
         per_key = mask is not None and mask.stride(2) == 0
@@ -262,7 +265,7 @@ def forward(
         plan = _Plan(
             q, k, v, out, causal, config, aligned, forced, window is not None,
             softcap is not None, bounds is not None, mask_kind(mask), dropout is not None,
-            per_key, alibi is not None, mask_shared(mask), sparse, narrow,
+            per_key, alibi is not None, mask_shared(mask), sparse, narrow, hopper.small_cap(softcap),
         )  # fmt: skip
         _plans.store(key, plan, q)
     if fill:

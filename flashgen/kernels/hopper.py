@@ -435,6 +435,35 @@ def _grid(cfg: HopperConfig, items: int, q) -> int:
     return min(items, programs_per_sm(cfg, q.shape[3]) * _sm_count(q.device.index or 0))
 
 
+# The largest softcap (scaled-score units) whose kernel drops the running max (FIXED_MAX), as a
+# power of two: capped scores lie within +-cap, so exp2 of the scores themselves, from 0, lies
+# within 2**+-FIXED_MAX_LOG2. 80 leaves fp32 room on both sides: the row sums stay below
+# 2**111 for 2**31 keys, the output accumulator below 2**128 while keys * max|v| < 2**48
+# (any fp16 input; bfloat16 values up to 2**28 at a million keys), and a row whose every score
+# is at -cap keeps probabilities of 2**-80, far from fp32's and bfloat16's 2**-126. That takes
+# Gemma-2's cap of 50 (50 * log2(e) = 72.1); a larger cap keeps the running max.
+FIXED_MAX_LOG2 = 80.0
+
+
+def renders_fixed_max(spec) -> bool:
+    """Whether the spec's rendering takes FIXED_MAX: softcapped, without ALiBi or an additive
+    mask (whose added terms the cap does not bound)."""
+    return bool(spec.softcap and not spec.alibi and spec.attn_mask != "add")
+
+
+def small_cap(softcap) -> bool:
+    """Whether a cap (scaled-score units; None: no softcap) is within `FIXED_MAX_LOG2`."""
+    return softcap is not None and float(softcap) * LOG2E <= FIXED_MAX_LOG2
+
+
+def fixed_max(spec, softcap) -> bool:
+    """Whether a softcapped call runs without the running max (the template's FIXED_MAX): its
+    rendering takes it and its cap is small enough. Drops two of the softmax's instructions a
+    score (the row maximum and the rescale of O), which bind a softcapped consumer (RESULTS.md,
+    session 33)."""
+    return renders_fixed_max(spec) and small_cap(softcap)
+
+
 def banded(spec) -> bool:
     """Whether the rendering walks a per-consumer band of key tiles (window or lengths) or masks
     every tile (a mask tensor)."""
@@ -465,7 +494,9 @@ def forward(
     cfg = for_spec(config or config_for(spec, q.shape[2], narrow), spec)
     split = tail_plan(spec, cfg, q, k, None)
     per_key = mask is not None and mask.stride(2) == 0
-    run = plan(spec, cfg, q, k, v, out, None, per_key=per_key, split=split)
+    run = plan(
+        spec, cfg, q, k, v, out, None, per_key=per_key, split=split, fixed=fixed_max(spec, softcap)
+    )
     args = call_args(spec, q, k, v, out, lse, scale, window, softcap, bounds, mask, alibi, dropout)
     if split is None:
         run(*args)
@@ -474,12 +505,22 @@ def forward(
 
 
 def constexprs_of(
-    spec, cfg: HopperConfig, per_key: bool = False, ranges: bool = False, tail_split: int = 1
+    spec,
+    cfg: HopperConfig,
+    per_key: bool = False,
+    ranges: bool = False,
+    tail_split: int = 1,
+    fixed: bool = False,
 ) -> dict:
     """The kernel's constexpr arguments for `cfg` (what the launch and the ahead-of-time
     compile pass alike), in the kernel's order; `tail_split`: TAIL_SPLIT as the launch's
-    `tail_plan` gives it (its `splits`)."""
+    `tail_plan` gives it (its `splits`); `fixed`: FIXED_MAX (`fixed_max` of the call), which
+    a rendering that can drop the running max takes."""
     masks = {"MASK_PER_KEY": bool(per_key), "MASK_RANGES": bool(ranges)} if spec.attn_mask else {}
+    if renders_fixed_max(spec):
+        masks["FIXED_MAX"] = bool(fixed)
+    elif fixed:
+        raise ValueError(f"{spec.uri()}: FIXED_MAX needs a softcap without ALiBi or a bias")
     return {
         "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "NUM_BUF": cfg.num_buf,
         "NUM_CONSUMERS": cfg.consumers, "PINGPONG": cfg.pingpong, "DYNAMIC": cfg.dynamic,
@@ -499,6 +540,7 @@ def plan(
     per_key: bool = False,
     ranges: bool = False,
     split: TailSplit | None = None,
+    fixed: bool = False,
 ):
     """The `flashgen.kernels.launch.Launch` of the Hopper kernel for one call signature (the
     shapes and strides of q, k, v and out, the config): grid, constexprs and the four descriptor templates
@@ -510,7 +552,8 @@ def plan(
     `call_args`. `split` (`tail_plan`'s, for the same signature and config): the launch splits
     the last round's items (TAIL_SPLIT) and must be run through `split.launch` (its buffers in
     place of call_args' placeholders, then its merge); without it nothing is split whatever
-    the config says."""
+    the config says. `fixed`: the call's `fixed_max` (FIXED_MAX), the same for every call that
+    shares the plan."""
     from triton.experimental.gluon import language as gl
 
     from .codegen import load_family
@@ -529,7 +572,7 @@ def plan(
 
     descs = ((0, template(q, rows_q)), (1, template(k, cfg.block_n)),
              (2, template(v, cfg.block_n)), (3, template(out, rows_q)))  # fmt: skip
-    constexprs = constexprs_of(spec, cfg, per_key, ranges, split.splits if split else 1)
+    constexprs = constexprs_of(spec, cfg, per_key, ranges, split.splits if split else 1, fixed)
     kernel = load_family(spec, "hopper").attn_fwd_ws
     return Launch(kernel, (grid,), constexprs, {"maxnreg": cfg.maxnreg}, device, descs)
 

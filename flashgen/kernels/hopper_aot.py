@@ -20,10 +20,11 @@ def compile_for_sm90(
     per_key: bool = False,
     ranges: bool = False,
     splits: int = 1,
+    fixed: bool = False,
 ) -> dict:
     """Compile the rendered kernel ahead of time for sm_90, no GPU needed, with the launch's
     specialisation (`per_key`, `ranges`: MASK_PER_KEY and MASK_RANGES of a spec with a mask
-    tensor; `splits`: TAIL_SPLIT; as `flashgen.kernels.hopper.plan` passes them); returns {"shared": bytes, "ptx": text}. Must run in a process that imported
+    tensor; `splits`: TAIL_SPLIT; `fixed`: FIXED_MAX; as `flashgen.kernels.hopper.plan` passes them); returns {"shared": bytes, "ptx": text}. Must run in a process that imported
     Triton without TRITON_INTERPRET=1: there Gluon's own jit helpers (gl.cdiv, gl.max, ...)
     are interpreter wrappers the compiler refuses."""
     import triton
@@ -64,7 +65,7 @@ def compile_for_sm90(
     if spec.attn_mask:  # without MASK_RANGES the mask itself stands in (never read)
         signature.update(MaskTab="*i32" if ranges else signature["Mask"], stride_tb="i32",
                          stride_th="i32")  # fmt: skip
-    constexprs = constexprs_of(spec, cfg, per_key, ranges, splits)
+    constexprs = constexprs_of(spec, cfg, per_key, ranges, splits, fixed)
     signature.update(dict.fromkeys(constexprs, "constexpr"))
     pointers = [i for i, name in enumerate(signature)
                 if name in ("Lse", "Sched", "Part", "PartLse", "SeqBounds", "Mask", "Slopes",

@@ -790,8 +790,10 @@ def test_plan_matches_the_kernel_signature(spec, per_key, monkeypatch):
     names = run.kernel.arg_names
     assert list(names[len(args) :]) == list(run.constexprs)
     assert run.constexprs["num_warps"] == cfg.num_warps and run.options == {"maxnreg": 168}
-    # MASK_PER_KEY: a constexpr of the renderings with a mask tensor only
+    # MASK_PER_KEY: a constexpr of the renderings with a mask tensor only; FIXED_MAX of the
+    # softcapped ones without ALiBi or a bias (off unless the plan is asked for it)
     assert run.constexprs.get("MASK_PER_KEY") == (per_key if spec.attn_mask else None)
+    assert run.constexprs.get("FIXED_MAX") == (False if hopper.renders_fixed_max(spec) else None)
     assert run.constexprs.get("MASK_RANGES") == (False if spec.attn_mask else None)
     assert run.descs.positions == (0, 1, 2, 3)
     rows = {0: 64, 1: 64, 2: 64, 3: 64}  # block_m / consumers for q and out, block_n for k, v
@@ -839,15 +841,16 @@ for name in sys.argv[1:]:
     uri, _, how = name.partition(":")
     spec = KernelSpec.from_uri(uri)
     cfg = NARROW_CONFIGS[spec.head_dim] if how == "narrow" else None
-    res = hopper_aot.compile_for_sm90(spec, cfg, per_key=how == "per_key", ranges=how == "ranges")
+    res = hopper_aot.compile_for_sm90(spec, cfg, per_key=how == "per_key", ranges=how == "ranges",
+                                      fixed=how == "fixed")
     out[name] = dict(shared=res["shared"], wgmma="wgmma.mma_async" in res["ptx"],
-                     tanh="tanh.approx.f32" in res["ptx"])
+                     tanh="tanh.approx.f32" in res["ptx"], maxes=res["ptx"].count("max.f32"))
 json.dump(out, sys.stdout)
 """
 
 
 def _compile_for_sm90(uris) -> dict:
-    """`_AOT_MASKS` over `uris` ("<uri>[:narrow|:per_key|:tile|:ranges]") in a process without the
+    """`_AOT_MASKS` over `uris` ("<uri>[:narrow|:per_key|:tile|:ranges|:fixed]") in a process without the
     interpreter; asserts each compiled to wgmma with the shared memory its config's model
     gives (masks add registers, not buffers) and returns the results."""
     import json
@@ -894,10 +897,18 @@ def test_masked_kernels_compile_for_sm90():
         # a boolean mask tensor walked by its key ranges (MASK_RANGES), causal both ways
         f"{KernelSpec(128, False, 'bfloat16', 'fwd', attn_mask='bool').uri()}:ranges",
         f"{KernelSpec(64, True, 'bfloat16', 'fwd', attn_mask='bool').uri()}:ranges",
+        # softcap without the running max (FIXED_MAX), alone and with a window and lengths
+        f"{MASK_SPECS[2].uri()}:fixed",
+        f"{MASK_SPECS[4].uri()}:fixed",
     ]
     results = _compile_for_sm90(uris)
     for uri in uris:
         assert results[uri]["tanh"] == ("cap" in uri), uri
+        # the row maximum (max.f32 a score) is gone with FIXED_MAX, there without it
+        if uri.endswith(":fixed"):
+            assert results[uri]["maxes"] == 0, (uri, results[uri])
+        elif "cap" in uri:
+            assert results[uri]["maxes"] >= 128, (uri, results[uri])
 
 
 # (B, Hq, Hkv, Sq, Sk, dtype, causal, window, softcap, (padding, key lengths, query lengths))
@@ -909,6 +920,10 @@ MASK_CASES = [
     (3, 4, 2, 517, 700, torch.bfloat16, False, None, None, ("right", [700, 333, 0], None)),
     (3, 4, 2, 600, 600, torch.bfloat16, True, None, None, ("left", [600, 257, 1], [600, 257, 1])),
     (2, 4, 4, 800, 800, torch.bfloat16, True, (200, 0), 20.0, ("left", [800, 411], [800, 411])),
+    # caps past hopper.FIXED_MAX_LOG2 keep the running max; small ones drop it, rows that see
+    # no key included
+    (2, 4, 2, 1000, 1000, torch.bfloat16, False, None, 60.0, None),
+    (1, 4, 4, 600, 300, torch.float16, False, (64, 64), 2.5, None),
 ]
 
 
@@ -986,6 +1001,67 @@ def test_hopper_masks_match_float64(case, persistent, monkeypatch):
     empty = ~mask.any(-1).expand(b, hq, sq)
     tol = 2e-2 if dtype == torch.bfloat16 else 4e-3
     _assert_matches_masked_ref(out, lse, ref, ref_lse, empty, tol)
+
+
+def test_fixed_max_follows_the_cap_and_the_rendering():
+    """FIXED_MAX (no running max) only where the scores stay within +-cap (no ALiBi, no
+    additive mask) and cap * log2(e) <= FIXED_MAX_LOG2 (Gemma-2's 50 in, 56 out); the
+    constexpr exists exactly in the renderings that can take it."""
+    import math
+
+    limit = hopper.FIXED_MAX_LOG2 / math.log2(math.e)
+    assert 55.4 < limit < 55.5
+    assert hopper.small_cap(50.0) and hopper.small_cap(limit) and hopper.small_cap(0.5)
+    assert not hopper.small_cap(limit * 1.0001) and not hopper.small_cap(None)
+    capped = KernelSpec(128, True, "bfloat16", "fwd", softcap=True)
+    takes = [capped, MASK_SPECS[4], KernelSpec(64, False, "float16", "fwd", softcap=True,
+                                                attn_mask="bool", dropout=True)]  # fmt: skip
+    refuses = [MASK_SPECS[8],  # ALiBi
+               KernelSpec(128, False, "bfloat16", "fwd", softcap=True, attn_mask="add"),
+               KernelSpec(128, False, "bfloat16", "fwd", window=True)]  # fmt: skip
+    cfg = hopper.CONFIGS[128]
+    for spec in takes:
+        assert hopper.renders_fixed_max(spec)
+        assert hopper.fixed_max(spec, 30.0) and not hopper.fixed_max(spec, 60.0)
+        assert hopper.constexprs_of(spec, cfg, fixed=True)["FIXED_MAX"] is True
+        assert hopper.constexprs_of(spec, cfg)["FIXED_MAX"] is False
+    for spec in refuses:
+        assert not hopper.renders_fixed_max(spec) and not hopper.fixed_max(spec, 30.0)
+        assert "FIXED_MAX" not in hopper.constexprs_of(spec, cfg)
+        with pytest.raises(ValueError, match="FIXED_MAX needs a softcap"):
+            hopper.constexprs_of(spec, cfg, fixed=True)
+    source = render(capped, "hopper")
+    assert "FIXED_MAX: gl.constexpr," in source and "p = gl.exp2(qk * qk_scale)" in source
+    assert "FIXED_MAX: gl.constexpr" not in render(refuses[1], "hopper")
+
+
+@on_sm90
+def test_hopper_fixed_max_holds_at_the_caps_ends(monkeypatch):
+    """Without the running max, exp2 of the capped scores spans 2**+-(cap * log2 e): rows whose
+    every score sits at -cap (probabilities 2**-72 at Gemma-2's 50) or at +cap (2**72) must
+    still give their values' mean, and a cap past the limit must take the running max (a plan
+    of its own: the plan key holds `hopper.small_cap`)."""
+    from flashgen.kernels import fwd
+    from flashgen.kernels.fwd import forward
+
+    monkeypatch.setenv(hopper.FAMILY_ENV, "hopper")
+    fwd._plans.clear()
+    gen = torch.Generator(device="cuda").manual_seed(5)
+    b, h, n, d = 2, 4, 700, 128
+    k = torch.randn(b, h, n, d, device="cuda", generator=gen)
+    k = (k + 4.0).to(torch.bfloat16)  # every key leans the same way: q.k has one sign
+    v = torch.randn(b, h, n, d, device="cuda", generator=gen).to(torch.bfloat16)
+    q = torch.randn(b, h, n, d, device="cuda", generator=gen).to(torch.bfloat16)
+    q[:, :, :200] = -8.0  # scores about -4,000: tanh saturates at -1 for every key
+    q[:, :, 200:400] = 8.0  # +4,000: at +1
+    for cap in (50.0, 20.0, 60.0):
+        out, lse = forward(q, k, v, causal=False, scale=None, softcap=cap)
+        mask = torch.ones(1, 1, n, n, dtype=torch.bool, device="cuda")
+        ref, ref_lse = _masked_ref(q, k, v, mask, cap)
+        empty = torch.zeros(b, h, n, dtype=torch.bool, device="cuda")
+        _assert_matches_masked_ref(out, lse, ref, ref_lse, empty, 2e-2)
+    fixed = sorted(p.run.constexprs["FIXED_MAX"] for p in fwd._plans.values() if p.hopper)
+    assert fixed == [False, True], fixed  # 50 and 20 share a plan, 60 has its own
 
 
 # Lengths alone keep the next item's first QK^T in the epilogue: every grid kind, a config
@@ -1208,11 +1284,13 @@ def test_forward_plan_passes_what_call_args_checks(spec, monkeypatch):
     seen = []
     counter = object()
     per_keys = []
+    fixed_seen = []
     monkeypatch.setattr(hopper, "choose", lambda *a: True)
     monkeypatch.setattr(hopper, "sched_counter", lambda device: counter)
 
-    def plan(*a, per_key=False, ranges=False, split=None):
+    def plan(*a, per_key=False, ranges=False, split=None, fixed=False):
         per_keys.append(per_key)
+        fixed_seen.append(fixed)
         assert not ranges  # a key-padding mask here: no ranges
         assert split is None  # (the shipped configs split nothing)
         return lambda *args: seen.append(args)
@@ -1241,6 +1319,8 @@ def test_forward_plan_passes_what_call_args_checks(spec, monkeypatch):
     plans.clear_all()
     (got,) = seen
     assert per_keys == [bool(spec.attn_mask)]
+    # FIXED_MAX with a cap of 30 wherever the rendering takes it
+    assert fixed_seen == [hopper.renders_fixed_max(spec)]
     window = plans.clamp_window(kw.get("window"), spec.causal, 300, 280)
     want = hopper.call_args(spec, q, k, v, out, lse, 0.1, window, kw.get("softcap"),
                             kw.get("bounds"), kw.get("mask"), kw.get("alibi"),
