@@ -154,7 +154,8 @@ def time_shape(shape, causal, cap, cfgs, rounds, rep) -> dict:
         out = torch.empty_like(q)
         lse = torch.empty(q.shape[:3], dtype=torch.float32, device=q.device)
         split = hopper.tail_plan(spec, cfg, q, k, direct_device(q, True))
-        launch = hopper.plan(spec, cfg, q, k, v, out, direct_device(q, True), split=split)
+        launch = hopper.plan(spec, cfg, q, k, v, out, direct_device(q, True), split=split,
+                             fixed=hopper.fixed_max(spec, cap))  # fmt: skip
         args = hopper.call_args(spec, q, k, v, out, lse, scale, None, cap, None, None)
         if split is None:
             runs[name] = lambda launch=launch, args=args: launch(*args)

@@ -6,12 +6,13 @@
 The bar of issue 15: after `flashgen tune`, every shape of the benchmark grid (head dims 64/128,
 1k-16k tokens, causal and not, GQA 32/8) runs through `flashgen.attention` at >= 1.0x the fastest
 SDPA backend, forward and forward+backward. For each shape it times, in one process and
-interleaved over `--rounds` rounds (median of the rounds; each reading a do_bench median with L2
-flushed): the op as users call it (`impl=None`: records and defaults choose), flashgen's own
-kernels (`impl="flashgen"`), and every SDPA backend that accepts the shape, each output and
-gradient checked against float64 first (`flashgen.bench.harness`, shared with `flashgen bench`;
-exit status 1 when a check fails). It also reports which implementation the op chose and from
-where (`flashgen.runtime.dispatch.impl_choice`), and beside the ratio of medians the paired one
+interleaved over `--rounds` rounds, every other one in reverse order (median of the rounds;
+each reading a do_bench median with L2 flushed): the op as users call it (`impl=None`: records
+and defaults choose), flashgen's own kernels (`impl="flashgen"`), and every SDPA backend that
+accepts the shape, each output and gradient checked against float64 first
+(`flashgen.bench.harness`, shared with `flashgen bench`; exit status 1 when a check fails).
+It also reports which implementation the op chose and from where
+(`flashgen.runtime.dispatch.impl_choice`), and beside the ratio of medians the paired one
 (`paired_ratio`: the median of each round's ratio, the two readings taken moments apart), which
 cancels the GPU's drift between rounds: rows that run the same cuDNN kernels on both sides read
 0.99-1.09x by medians in one run (benchmarks/RESULTS.md, session 32 B3, B5).

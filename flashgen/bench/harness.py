@@ -289,7 +289,8 @@ def wall_timer(repeats: int = 3):
 def bench_case(case: Case, modes, impls, *, device: str, timer, rounds: int = 2,
                on_row=None) -> list[Row]:  # fmt: skip
     """Every (mode, impl) of one case, checked and timed; interleaved over `rounds` rounds
-    (median of the rounds) so that a slow moment of the GPU does not fall on one impl."""
+    (median of the rounds; every other round in reverse order) so that neither a slow moment
+    of the GPU nor a place in the round falls on one impl."""
     import torch
 
     if "flex" in impls:
@@ -312,8 +313,12 @@ def bench_case(case: Case, modes, impls, *, device: str, timer, rounds: int = 2,
             runners[impl] = (fn, row)
             rows.append(row)
         readings: dict[str, list[float]] = {impl: [] for impl in runners}
-        for _ in range(max(1, rounds)):
-            for impl, (fn, _row) in runners.items():
+        for i in range(max(1, rounds)):
+            # every other round in reverse order: with one fixed order an impl always runs
+            # first (right after the round before's last, slowest backend) or last, and any
+            # effect of that place on a GPU under its power cap would fall on it alone
+            order = list(runners.items())
+            for impl, (fn, _row) in order[:: -1 if i % 2 else 1]:
                 try:
                     readings[impl].append(timer(fn))
                 except Exception as exc:

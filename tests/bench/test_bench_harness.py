@@ -119,6 +119,24 @@ def test_bench_case_times_checks_and_skips(monkeypatch):
     assert flat["seq"] == 33 and flat["impl"] == "flashgen" and flat["max_rel_err"] < 1e-4
 
 
+def test_bench_case_reverses_every_other_round():
+    """No impl always takes the same place in a round (first after the round before's last
+    backend, or last): rounds alternate the order; each impl keeps its own readings."""
+    case = Case(1, 2, 2, 16, 16, False, "float32")
+    calls = []
+
+    def timer(fn):
+        calls.append(fn)
+        return float(len(calls))
+
+    rows = harness.bench_case(case, ["fwd"], ["flashgen", "sdpa_math"], device="cpu",
+                              timer=timer, rounds=3)  # fmt: skip
+    assert len(calls) == 6 and calls[0] is not calls[1]
+    assert calls[2:4] == calls[1::-1] and calls[4:6] == calls[0:2]
+    flashgen, math_row = rows
+    assert flashgen.readings == [1.0, 4.0, 5.0] and math_row.readings == [2.0, 3.0, 6.0]
+
+
 def test_bench_case_marks_a_wrong_implementation(monkeypatch):
     real = harness.attention_fn
 
