@@ -144,6 +144,7 @@ def time_shape(shape, causal, cap, cfgs, rounds, rep) -> dict:
 
     from flashgen.kernels import hopper
     from flashgen.kernels.launch import direct_device
+    from flashgen.kernels.plans import fixed_max
 
     b, hq, hkv, n, d = shape
     spec = spec_of(d, causal, cap is not None)
@@ -155,7 +156,7 @@ def time_shape(shape, causal, cap, cfgs, rounds, rep) -> dict:
         lse = torch.empty(q.shape[:3], dtype=torch.float32, device=q.device)
         split = hopper.tail_plan(spec, cfg, q, k, direct_device(q, True))
         launch = hopper.plan(spec, cfg, q, k, v, out, direct_device(q, True), split=split,
-                             fixed=hopper.fixed_max(spec, cap))  # fmt: skip
+                             fixed=fixed_max(spec, cap))  # fmt: skip
         args = hopper.call_args(spec, q, k, v, out, lse, scale, None, cap, None, None)
         if split is None:
             runs[name] = lambda launch=launch, args=args: launch(*args)

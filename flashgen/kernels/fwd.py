@@ -49,6 +49,8 @@ from .plans import (
     extra_classes,
     plan_config,
     plan_spec,
+    renders_fixed_max,
+    small_cap,
     variant_args,
 )
 
@@ -84,11 +86,14 @@ class _Plan:
     def __init__(
         self, q, k, v, out, causal: bool, config, aligned: bool, forced, windowed=False,
         capped=False, bounded=False, mask_kind="", dropped=False, per_key=False, alibi=False,
-        shared=0, sparse=False, narrow=False, small_cap=False,
+        shared=0, sparse=False, narrow=False, capped_small=False,
     ):  # fmt: skip
         batch, hq, sq, dim = q.shape
         hkv, sk = k.shape[1], k.shape[2]
         spec = plan_spec(q, "fwd", causal, windowed, capped, bounded, mask_kind, dropped, alibi)
+        # FIXED_MAX (no running max) where the rendering takes it and the cap is small enough
+        # (`plans.small_cap`, part of the plan's key): both families
+        fixed = capped_small and renders_fixed_max(spec)
         self.keep = True
         self.scale = 1.0 / math.sqrt(dim)
         self.hopper = None
@@ -116,8 +121,6 @@ class _Plan:
             device = direct_device(q, aligned)
             ranges = bool(self.ranges)
             self.split = hopper.tail_plan(spec, cfg, q, k, device)
-            # FIXED_MAX where the cap allows (`hopper.small_cap`, part of the plan's key)
-            fixed = small_cap and hopper.renders_fixed_max(spec)
             self.run = hopper.plan(spec, cfg, q, k, v, out, device, per_key=per_key,
                                    ranges=ranges, split=self.split, fixed=fixed)  # fmt: skip
             self.tail = hopper.sizes(q, k)
@@ -150,12 +153,14 @@ class _Plan:
             kernel,
             (cdiv(sq, bm) * batch * hq,),
             # MASK_PER_KEY: a mask constant along query rows is read as one vector per tile;
-            # MASK_SHARED: the programs sharing a mask tensor launched side by side
+            # MASK_SHARED: the programs sharing a mask tensor launched side by side; FIXED_MAX:
+            # a softcapped call without the running max
             {
                 "BLOCK_M": bm,
                 "BLOCK_N": bn,
                 **({"MASK_PER_KEY": per_key, "MASK_SHARED": shared} if mask_kind else {}),
                 **({"BLOCK_SPARSE": sparse} if mask_kind == "bool" else {}),
+                **({"FIXED_MAX": fixed} if renders_fixed_max(spec) else {}),
             },
             {"num_warps": config.num_warps, "num_stages": config.num_stages},
             direct_device(q, aligned),
@@ -254,7 +259,7 @@ def forward(
     narrow = window is not None and hopper.narrow_window(window, k.shape[2])
     key = (q.shape, k.shape, q.stride(), k.stride(), v.stride(), q.dtype, q.device, causal, config,
            aligned, forced, _family(), window is not None, narrow, softcap is not None,
-           hopper.small_cap(softcap), bounds is not None, mask_kind(mask),
+           small_cap(softcap), bounds is not None, mask_kind(mask),
            None if mask is None else mask.stride(), dropout is not None,
            extra_classes(window, bounds, mask, alibi))  # fmt: skip
     plan = _plans.get(key)
@@ -265,7 +270,7 @@ def forward(
         plan = _Plan(
             q, k, v, out, causal, config, aligned, forced, window is not None,
             softcap is not None, bounds is not None, mask_kind(mask), dropout is not None,
-            per_key, alibi is not None, mask_shared(mask), sparse, narrow, hopper.small_cap(softcap),
+            per_key, alibi is not None, mask_shared(mask), sparse, narrow, small_cap(softcap),
         )  # fmt: skip
         _plans.store(key, plan, q)
     if fill:

@@ -38,7 +38,7 @@ import os
 from ..core.hopper_config import HopperConfig
 from ..core.spec import DENSE_KEYS, cdiv
 from . import mask_ranges
-from .plans import clamp_window, plan_spec, variant_args
+from .plans import clamp_window, fixed_max, plan_spec, renders_fixed_max, variant_args
 
 log = logging.getLogger("flashgen")
 
@@ -433,35 +433,6 @@ def _grid(cfg: HopperConfig, items: int, q) -> int:
     from ..hardware.hopper_tiles import programs_per_sm
 
     return min(items, programs_per_sm(cfg, q.shape[3]) * _sm_count(q.device.index or 0))
-
-
-# The largest softcap (scaled-score units) whose kernel drops the running max (FIXED_MAX), as a
-# power of two: capped scores lie within +-cap, so exp2 of the scores themselves, from 0, lies
-# within 2**+-FIXED_MAX_LOG2. 80 leaves fp32 room on both sides: the row sums stay below
-# 2**111 for 2**31 keys, the output accumulator below 2**128 while keys * max|v| < 2**48
-# (any fp16 input; bfloat16 values up to 2**28 at a million keys), and a row whose every score
-# is at -cap keeps probabilities of 2**-80, far from fp32's and bfloat16's 2**-126. That takes
-# Gemma-2's cap of 50 (50 * log2(e) = 72.1); a larger cap keeps the running max.
-FIXED_MAX_LOG2 = 80.0
-
-
-def renders_fixed_max(spec) -> bool:
-    """Whether the spec's rendering takes FIXED_MAX: softcapped, without ALiBi or an additive
-    mask (whose added terms the cap does not bound)."""
-    return bool(spec.softcap and not spec.alibi and spec.attn_mask != "add")
-
-
-def small_cap(softcap) -> bool:
-    """Whether a cap (scaled-score units; None: no softcap) is within `FIXED_MAX_LOG2`."""
-    return softcap is not None and float(softcap) * LOG2E <= FIXED_MAX_LOG2
-
-
-def fixed_max(spec, softcap) -> bool:
-    """Whether a softcapped call runs without the running max (the template's FIXED_MAX): its
-    rendering takes it and its cap is small enough. Drops two of the softmax's instructions a
-    score (the row maximum and the rescale of O), which bind a softcapped consumer (RESULTS.md,
-    session 33)."""
-    return renders_fixed_max(spec) and small_cap(softcap)
 
 
 def banded(spec) -> bool:

@@ -25,7 +25,7 @@ from gluon_aot import (
 )
 
 from flashgen.core.spec import KernelSpec
-from flashgen.kernels import hopper
+from flashgen.kernels import hopper, plans
 from flashgen.kernels.codegen import load_family, render
 from flashgen.kernels.reference import (
     attention_ref,
@@ -793,7 +793,7 @@ def test_plan_matches_the_kernel_signature(spec, per_key, monkeypatch):
     # MASK_PER_KEY: a constexpr of the renderings with a mask tensor only; FIXED_MAX of the
     # softcapped ones without ALiBi or a bias (off unless the plan is asked for it)
     assert run.constexprs.get("MASK_PER_KEY") == (per_key if spec.attn_mask else None)
-    assert run.constexprs.get("FIXED_MAX") == (False if hopper.renders_fixed_max(spec) else None)
+    assert run.constexprs.get("FIXED_MAX") == (False if plans.renders_fixed_max(spec) else None)
     assert run.constexprs.get("MASK_RANGES") == (False if spec.attn_mask else None)
     assert run.descs.positions == (0, 1, 2, 3)
     rows = {0: 64, 1: 64, 2: 64, 3: 64}  # block_m / consumers for q and out, block_n for k, v
@@ -920,7 +920,7 @@ MASK_CASES = [
     (3, 4, 2, 517, 700, torch.bfloat16, False, None, None, ("right", [700, 333, 0], None)),
     (3, 4, 2, 600, 600, torch.bfloat16, True, None, None, ("left", [600, 257, 1], [600, 257, 1])),
     (2, 4, 4, 800, 800, torch.bfloat16, True, (200, 0), 20.0, ("left", [800, 411], [800, 411])),
-    # caps past hopper.FIXED_MAX_LOG2 keep the running max; small ones drop it, rows that see
+    # caps past plans.FIXED_MAX_LOG2 keep the running max; small ones drop it, rows that see
     # no key included
     (2, 4, 2, 1000, 1000, torch.bfloat16, False, None, 60.0, None),
     (1, 4, 4, 600, 300, torch.float16, False, (64, 64), 2.5, None),
@@ -1009,10 +1009,10 @@ def test_fixed_max_follows_the_cap_and_the_rendering():
     constexpr exists exactly in the renderings that can take it."""
     import math
 
-    limit = hopper.FIXED_MAX_LOG2 / math.log2(math.e)
+    limit = plans.FIXED_MAX_LOG2 / math.log2(math.e)
     assert 55.4 < limit < 55.5
-    assert hopper.small_cap(50.0) and hopper.small_cap(limit) and hopper.small_cap(0.5)
-    assert not hopper.small_cap(limit * 1.0001) and not hopper.small_cap(None)
+    assert plans.small_cap(50.0) and plans.small_cap(limit) and plans.small_cap(0.5)
+    assert not plans.small_cap(limit * 1.0001) and not plans.small_cap(None)
     capped = KernelSpec(128, True, "bfloat16", "fwd", softcap=True)
     takes = [capped, MASK_SPECS[4], KernelSpec(64, False, "float16", "fwd", softcap=True,
                                                 attn_mask="bool", dropout=True)]  # fmt: skip
@@ -1021,12 +1021,12 @@ def test_fixed_max_follows_the_cap_and_the_rendering():
                KernelSpec(128, False, "bfloat16", "fwd", window=True)]  # fmt: skip
     cfg = hopper.CONFIGS[128]
     for spec in takes:
-        assert hopper.renders_fixed_max(spec)
-        assert hopper.fixed_max(spec, 30.0) and not hopper.fixed_max(spec, 60.0)
+        assert plans.renders_fixed_max(spec)
+        assert plans.fixed_max(spec, 30.0) and not plans.fixed_max(spec, 60.0)
         assert hopper.constexprs_of(spec, cfg, fixed=True)["FIXED_MAX"] is True
         assert hopper.constexprs_of(spec, cfg)["FIXED_MAX"] is False
     for spec in refuses:
-        assert not hopper.renders_fixed_max(spec) and not hopper.fixed_max(spec, 30.0)
+        assert not plans.renders_fixed_max(spec) and not plans.fixed_max(spec, 30.0)
         assert "FIXED_MAX" not in hopper.constexprs_of(spec, cfg)
         with pytest.raises(ValueError, match="FIXED_MAX needs a softcap"):
             hopper.constexprs_of(spec, cfg, fixed=True)
@@ -1040,7 +1040,7 @@ def test_hopper_fixed_max_holds_at_the_caps_ends(monkeypatch):
     """Without the running max, exp2 of the capped scores spans 2**+-(cap * log2 e): rows whose
     every score sits at -cap (probabilities 2**-72 at Gemma-2's 50) or at +cap (2**72) must
     still give their values' mean, and a cap past the limit must take the running max (a plan
-    of its own: the plan key holds `hopper.small_cap`)."""
+    of its own: the plan key holds `plans.small_cap`)."""
     from flashgen.kernels import fwd
     from flashgen.kernels.fwd import forward
 
@@ -1321,7 +1321,7 @@ def test_forward_plan_passes_what_call_args_checks(spec, monkeypatch):
     (got,) = seen
     assert per_keys == [bool(spec.attn_mask)]
     # FIXED_MAX with a cap of 30 wherever the rendering takes it
-    assert fixed_seen == [hopper.renders_fixed_max(spec)]
+    assert fixed_seen == [plans.renders_fixed_max(spec)]
     window = plans.clamp_window(kw.get("window"), spec.causal, 300, 280)
     want = hopper.call_args(spec, q, k, v, out, lse, 0.1, window, kw.get("softcap"),
                             kw.get("bounds"), kw.get("mask"), kw.get("alibi"),

@@ -80,6 +80,43 @@ def test_forward_backward_match_float64(case, tma, monkeypatch):
         torch.testing.assert_close(got.double(), exp, atol=1e-4, rtol=1e-4, msg=name)
 
 
+@pytest.mark.parametrize("cap", [50.0, 60.0], ids=["fixed_max", "running_max"])
+def test_rows_at_the_caps_ends(cap):
+    """The running max dropped (FIXED_MAX, cap * log2(e) <= 80: `plans.small_cap`) or kept (a
+    larger cap): rows whose every score sits at -cap (probabilities 2**-72 from 0 at a cap of
+    50) or at +cap (2**72), beside ordinary rows, a causal window and a ragged last block,
+    against float64; each cap class has its own plan."""
+    from flashgen.kernels import fwd, plans
+
+    gen = torch.Generator().manual_seed(3)
+    k = torch.randn(1, 2, 45, 32, generator=gen) + 4.0  # every key leans the same way
+    v = torch.randn(1, 2, 45, 32, generator=gen)
+    q = torch.randn(1, 2, 45, 32, generator=gen)
+    q[:, :, :10] = -40.0  # scores about -900: tanh at -1 for every key
+    q[:, :, 10:20] = 40.0  # and at +1
+    window = normalize_window(13, True)
+    fwd._plans.clear()
+    out, _ = forward(q, k, v, causal=True, scale=None, config=TILES, window=window, softcap=cap)
+    ref = capped_ref(q, k, v, cap=cap, causal=True, window=window)
+    torch.testing.assert_close(out.double(), ref, atol=2e-5, rtol=1e-4)
+    (plan,) = fwd._plans.values()
+    assert plan.run.constexprs["FIXED_MAX"] is plans.small_cap(cap) is (cap == 50.0)
+
+
+def test_fixed_max_needs_a_bounded_rendering():
+    """ALiBi and an additive mask add terms the cap does not bound: those renderings keep the
+    running max and have no FIXED_MAX at all; a plain softcapped one has it."""
+    from flashgen.kernels.codegen import render
+    from flashgen.kernels.plans import fixed_max
+
+    capped = KernelSpec(64, True, "float32", "fwd", softcap=True)
+    assert "FIXED_MAX: tl.constexpr = False" in render(capped)
+    assert fixed_max(capped, 30.0) and not fixed_max(capped, 56.0)
+    for extra in ({"alibi": True}, {"attn_mask": "add"}):
+        spec = KernelSpec(64, True, "float32", "fwd", softcap=True, **extra)
+        assert "FIXED_MAX: tl.constexpr" not in render(spec) and not fixed_max(spec, 30.0)
+
+
 def test_fp16_through_the_op_and_compile():
     """fp16 with autograd through `flashgen.attention`, then the op under
     torch.compile(fullgraph=True, dynamic=True) at two lengths."""
@@ -137,9 +174,12 @@ def test_tuner_checks_a_softcapped_candidate(direction):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-def test_bf16_on_gpu():
+@pytest.mark.parametrize("cap", [50.0, 60.0], ids=["fixed_max", "running_max"])
+def test_bf16_on_gpu(cap):
+    """Head dim 256 (Gemma-2's smaller models): the portable family on an H100/H200, with and
+    without the running max."""
     q, k, v = (t.cuda() for t in _inputs(2, 8, 4, 1001, 1001, 256, torch.bfloat16, seed=9,
                                          spread=1.0))  # fmt: skip
-    out = attention(q, k, v, causal=True, window=4096, softcap=50.0)
-    ref = capped_ref(q, k, v, cap=50.0, causal=True, window=(4095, 0))
+    out = attention(q, k, v, causal=True, window=4096, softcap=cap)
+    ref = capped_ref(q, k, v, cap=cap, causal=True, window=(4095, 0))
     torch.testing.assert_close(out.double(), ref, atol=2e-2, rtol=2e-2)
