@@ -32,7 +32,7 @@ def main() -> None:
     m = GPTAttention(c, nh, t).cuda().to(torch.bfloat16)
     x = torch.randn(b, t, c, device="cuda", dtype=torch.bfloat16)
     print(flashgen.explain(m, x), flush=True)
-    compiled = torch.compile(m, backend="flashgen")
+    compiled = torch.compile(m, backend=flashgen.backend())
     with torch.no_grad():
         compiled(x)
         print(f"compiled block forward: {bench(lambda: compiled(x)):.4f} ms", flush=True)
