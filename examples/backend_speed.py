@@ -8,7 +8,9 @@ and each sequence length it compiles the same module with backend="inductor" and
 backend=flashgen.backend(), compares the outputs and input gradients (and eager bf16's) with a
 float32 copy of the model, reports how many attention sites flashgen replaced, and times forward and
 forward+backward (triton.testing.do_bench, median, L2 flushed; `flashgen.bench.harness`'s
-timer). Results go to stdout and, with --json, to a JSON file; the exit status is 1 when a site was not replaced or flashgen's output or
+timer; `--rounds` readings each, Inductor's and flashgen's alternating, the median reported and
+every reading kept in the JSON: a single reading after compiling read one block or the other
+~0.35 ms high in two H200 runs, session 33). Results go to stdout and, with --json, to a JSON file; the exit status is 1 when a site was not replaced or flashgen's output or
 input gradient is off by more than twice eager bf16's own error against a float32 copy.
 """
 
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import math
+import statistics
 
 import common
 import torch
@@ -71,7 +74,9 @@ def build(style: str, c: int, tmax: int) -> nn.Module:
     return LlamaAttention(c, c // 64, max(c // 256, 1), repeat=style == "llama_repeat")
 
 
-def run(style: str, t: int, batch: int, c: int, dtype: torch.dtype, device: str) -> dict:
+def run(
+    style: str, t: int, batch: int, c: int, dtype: torch.dtype, device: str, rounds: int = 1
+) -> dict:
     import flashgen
     from flashgen.bench.harness import gpu_timer, wall_timer
     from flashgen.compile import patterns
@@ -100,10 +105,17 @@ def run(style: str, t: int, batch: int, c: int, dtype: torch.dtype, device: str)
         (grad,) = torch.autograd.grad(out, x, g.to(dtype))
         row[f"{name}_rel_err"] = _rel_err(out, ref)
         row[f"{name}_grad_rel_err"] = _rel_err(grad, gref)
-        if name == "eager":
-            continue
-        row[f"{name}_fwd_ms"] = timer(lambda fn=fn: fn(x))
-        row[f"{name}_fwd_bwd_ms"] = timer(lambda fn=fn: torch.autograd.grad(fn(x), x, g.to(dtype)))
+    timed = {name: fn for name, fn in compiled.items() if name != "eager"}
+    readings: dict = {f"{name}_{mode}": [] for name in timed for mode in ("fwd_ms", "fwd_bwd_ms")}
+    for i in range(max(1, rounds)):
+        for name, fn in list(timed.items())[:: -1 if i % 2 else 1]:
+            readings[f"{name}_fwd_ms"].append(timer(lambda fn=fn: fn(x)))
+            readings[f"{name}_fwd_bwd_ms"].append(
+                timer(lambda fn=fn: torch.autograd.grad(fn(x), x, g.to(dtype)))
+            )
+    for key, values in readings.items():
+        row[key] = statistics.median(values)
+    row["readings"] = readings
     # flashgen's results may not be much worse than what eager bf16 itself gets wrong.
     row["ok"] = all(
         row[f"flashgen_{k}"] <= 2 * row[f"eager_{k}"] + 1e-3 for k in ("rel_err", "grad_rel_err")
@@ -129,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--width", type=int, default=1024, help="model width; head dim is 64")
     ap.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16"])
+    ap.add_argument("--rounds", type=int, default=5, help="timing rounds (median reported)")
     args = ap.parse_args(argv)
     if args.smoke:
         args.seqs, args.batch, args.width = "24", 1, 128
@@ -137,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for style in args.styles.split(","):
         for t in (int(s) for s in args.seqs.split(",")):
-            row = run(style, t, args.batch, args.width, dtype, device)
+            row = run(style, t, args.batch, args.width, dtype, device, args.rounds)
             rows.append(row)
             print(
                 f"{style:13s} T={t:5d} replaced={row['replaced']} kept={row['kept']} "
