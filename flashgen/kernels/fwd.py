@@ -37,7 +37,7 @@ import math
 import torch
 
 from ..core.config import TileConfig
-from ..core.spec import cdiv
+from ..core.spec import cdiv, dtype_name
 from ..hardware.tiles import default_config
 from . import block_mask, hopper, mask_ranges, tma
 from .codegen import load
@@ -257,9 +257,11 @@ def forward(
     forced = _env()
     # a narrow window's Hopper plan takes other tiles (hopper.NARROW_CONFIGS): its own plan
     narrow = window is not None and hopper.narrow_window(window, k.shape[2])
+    # a cap small enough for the dtype runs without the running max (`plans.small_cap`)
+    capped_small = softcap is not None and small_cap(softcap, dtype_name(q.dtype))
     key = (q.shape, k.shape, q.stride(), k.stride(), v.stride(), q.dtype, q.device, causal, config,
            aligned, forced, _family(), window is not None, narrow, softcap is not None,
-           small_cap(softcap), bounds is not None, mask_kind(mask),
+           capped_small, bounds is not None, mask_kind(mask),
            None if mask is None else mask.stride(), dropout is not None,
            extra_classes(window, bounds, mask, alibi))  # fmt: skip
     plan = _plans.get(key)
@@ -270,7 +272,7 @@ def forward(
         plan = _Plan(
             q, k, v, out, causal, config, aligned, forced, window is not None,
             softcap is not None, bounds is not None, mask_kind(mask), dropout is not None,
-            per_key, alibi is not None, mask_shared(mask), sparse, narrow, small_cap(softcap),
+            per_key, alibi is not None, mask_shared(mask), sparse, narrow, capped_small,
         )  # fmt: skip
         _plans.store(key, plan, q)
     if fill:

@@ -28,14 +28,15 @@ MAX_PLANS = 4096
 
 
 # The largest softcap (scaled-score units) whose kernels drop the running max (the templates'
-# FIXED_MAX, both families), as a power of two: capped scores lie within +-cap, so exp2 of the
-# scores themselves, from 0, lies within 2**+-FIXED_MAX_LOG2. 80 leaves fp32 room on both
-# sides: the row sums stay below 2**111 for 2**31 keys, the output accumulator below 2**128
-# while keys * max|v| < 2**48 (any fp16 input; bfloat16 values up to 2**28 at a million keys),
-# and a row whose every score is at -cap keeps probabilities of 2**-80, far from fp32's and
-# bfloat16's 2**-126. That takes Gemma-2's cap of 50 (50 * log2(e) = 72.1); a larger cap keeps
-# the running max.
-FIXED_MAX_LOG2 = 80.0
+# FIXED_MAX, both families), as a power of two per input dtype: capped scores lie within
+# +-cap, so exp2 of the scores themselves, from 0, lies within 2**+-limit, and the
+# probabilities are multiplied into V in the input's dtype. bfloat16 (and float32) share fp32's
+# exponent range: 80 leaves room on both sides (the row sums stay below 2**111 for 2**31 keys,
+# the output accumulator below 2**128 while keys * max|v| < 2**48; a row whose every score is at
+# -cap keeps probabilities of 2**-80, far from 2**-126), and takes Gemma-2's cap of 50 (50 *
+# log2(e) = 72.1). float16 holds 2**-14 to 65504 as normal numbers: 14 keeps every probability
+# there (caps up to 9.7); a larger cap keeps the running max, whose probabilities never pass 1.
+FIXED_MAX_LOG2 = {"bfloat16": 80.0, "float32": 80.0, "float16": 14.0}
 _LOG2E = 1.4426950408889634
 
 
@@ -45,18 +46,20 @@ def renders_fixed_max(spec: KernelSpec) -> bool:
     return bool(spec.softcap and not spec.alibi and spec.attn_mask != "add")
 
 
-def small_cap(softcap) -> bool:
-    """Whether a cap (scaled-score units; None: no softcap) is within `FIXED_MAX_LOG2`, so a
-    forward that renders FIXED_MAX may run without the running max (part of the plan keys)."""
-    return softcap is not None and float(softcap) * _LOG2E <= FIXED_MAX_LOG2
+def small_cap(softcap, dtype: str) -> bool:
+    """Whether a cap (scaled-score units; None: no softcap) is within `FIXED_MAX_LOG2` for
+    inputs of `dtype` (a name, `dtype_name`'s), so a forward that renders FIXED_MAX may run
+    without the running max (part of the plan keys)."""
+    limit = FIXED_MAX_LOG2.get(dtype)
+    return softcap is not None and limit is not None and float(softcap) * _LOG2E <= limit
 
 
 def fixed_max(spec: KernelSpec, softcap) -> bool:
     """Whether a softcapped forward call runs without the running max (FIXED_MAX): its
-    rendering takes it and its cap is small enough. Drops two of the softmax's instructions a
-    score (the row maximum and the rescale of the output), which bind a softcapped Hopper
-    consumer (benchmarks/RESULTS.md, session 33: 4-5% at head dim 128)."""
-    return renders_fixed_max(spec) and small_cap(softcap)
+    rendering takes it and its cap is small enough for its dtype. Drops two of the softmax's
+    instructions a score (the row maximum and the rescale of the output), which bind a
+    softcapped Hopper consumer (benchmarks/RESULTS.md, session 33: 4-5% at head dim 128)."""
+    return renders_fixed_max(spec) and small_cap(softcap, spec.dtype)
 
 
 def plan_config(config, spec: KernelSpec, seq_q: int, seq_k: int, q) -> tuple[TileConfig, bool]:

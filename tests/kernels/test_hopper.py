@@ -1005,14 +1005,18 @@ def test_hopper_masks_match_float64(case, persistent, monkeypatch):
 
 def test_fixed_max_follows_the_cap_and_the_rendering():
     """FIXED_MAX (no running max) only where the scores stay within +-cap (no ALiBi, no
-    additive mask) and cap * log2(e) <= FIXED_MAX_LOG2 (Gemma-2's 50 in, 56 out); the
-    constexpr exists exactly in the renderings that can take it."""
+    additive mask) and cap * log2(e) <= FIXED_MAX_LOG2 of the dtype (bfloat16: Gemma-2's 50 in,
+    56 out; float16: 9.7); the constexpr exists exactly in the renderings that can take it."""
     import math
 
-    limit = plans.FIXED_MAX_LOG2 / math.log2(math.e)
+    limit = plans.FIXED_MAX_LOG2["bfloat16"] / math.log2(math.e)
     assert 55.4 < limit < 55.5
-    assert plans.small_cap(50.0) and plans.small_cap(limit) and plans.small_cap(0.5)
-    assert not plans.small_cap(limit * 1.0001) and not plans.small_cap(None)
+    assert plans.small_cap(50.0, "bfloat16") and plans.small_cap(limit, "bfloat16")
+    assert not plans.small_cap(limit * 1.0001, "bfloat16")
+    assert not plans.small_cap(None, "bfloat16") and not plans.small_cap(30.0, "float64")
+    # float16 holds P as normal numbers only up to 2**14: caps up to 9.7
+    assert plans.small_cap(9.7, "float16") and not plans.small_cap(9.8, "float16")
+    assert not plans.small_cap(50.0, "float16")
     capped = KernelSpec(128, True, "bfloat16", "fwd", softcap=True)
     takes = [capped, MASK_SPECS[4], KernelSpec(64, False, "float16", "fwd", softcap=True,
                                                 attn_mask="bool", dropout=True)]  # fmt: skip
@@ -1022,7 +1026,8 @@ def test_fixed_max_follows_the_cap_and_the_rendering():
     cfg = hopper.CONFIGS[128]
     for spec in takes:
         assert plans.renders_fixed_max(spec)
-        assert plans.fixed_max(spec, 30.0) and not plans.fixed_max(spec, 60.0)
+        small = 9.0 if spec.dtype == "float16" else 50.0
+        assert plans.fixed_max(spec, small) and not plans.fixed_max(spec, 60.0)
         assert hopper.constexprs_of(spec, cfg, fixed=True)["FIXED_MAX"] is True
         assert hopper.constexprs_of(spec, cfg)["FIXED_MAX"] is False
     for spec in refuses:
@@ -1320,8 +1325,8 @@ def test_forward_plan_passes_what_call_args_checks(spec, monkeypatch):
     plans.clear_all()
     (got,) = seen
     assert per_keys == [bool(spec.attn_mask)]
-    # FIXED_MAX with a cap of 30 wherever the rendering takes it
-    assert fixed_seen == [plans.renders_fixed_max(spec)]
+    # FIXED_MAX with a cap of 30 wherever the rendering and the dtype take it
+    assert fixed_seen == [plans.fixed_max(spec, 30.0)]
     window = plans.clamp_window(kw.get("window"), spec.causal, 300, 280)
     want = hopper.call_args(spec, q, k, v, out, lse, 0.1, window, kw.get("softcap"),
                             kw.get("bounds"), kw.get("mask"), kw.get("alibi"),
