@@ -1041,11 +1041,17 @@ def test_fixed_max_follows_the_cap_and_the_rendering():
 
 
 @on_sm90
-def test_hopper_fixed_max_holds_at_the_caps_ends(monkeypatch):
+@pytest.mark.parametrize(
+    ("dtype", "caps"),
+    [(torch.bfloat16, (50.0, 20.0, 60.0)), (torch.float16, (9.0, 50.0))],
+    ids=["bf16", "fp16"],
+)
+def test_hopper_fixed_max_holds_at_the_caps_ends(dtype, caps, monkeypatch):
     """Without the running max, exp2 of the capped scores spans 2**+-(cap * log2 e): rows whose
-    every score sits at -cap (probabilities 2**-72 at Gemma-2's 50) or at +cap (2**72) must
-    still give their values' mean, and a cap past the limit must take the running max (a plan
-    of its own: the plan key holds `plans.small_cap`)."""
+    every score sits at -cap (probabilities 2**-72 at Gemma-2's 50 in bfloat16) or at +cap
+    (2**72) must still give their values' mean; float16 (P up to 65504) drops it only up to a
+    cap of 9.7, and a cap past the dtype's limit takes the running max (a plan of its own: the
+    plan key holds `plans.small_cap`)."""
     from flashgen.kernels import fwd
     from flashgen.kernels.fwd import forward
 
@@ -1054,19 +1060,22 @@ def test_hopper_fixed_max_holds_at_the_caps_ends(monkeypatch):
     gen = torch.Generator(device="cuda").manual_seed(5)
     b, h, n, d = 2, 4, 700, 128
     k = torch.randn(b, h, n, d, device="cuda", generator=gen)
-    k = (k + 4.0).to(torch.bfloat16)  # every key leans the same way: q.k has one sign
-    v = torch.randn(b, h, n, d, device="cuda", generator=gen).to(torch.bfloat16)
-    q = torch.randn(b, h, n, d, device="cuda", generator=gen).to(torch.bfloat16)
+    k = (k + 4.0).to(dtype)  # every key leans the same way: q.k has one sign
+    v = torch.randn(b, h, n, d, device="cuda", generator=gen).to(dtype)
+    q = torch.randn(b, h, n, d, device="cuda", generator=gen).to(dtype)
     q[:, :, :200] = -8.0  # scores about -4,000: tanh saturates at -1 for every key
     q[:, :, 200:400] = 8.0  # +4,000: at +1
-    for cap in (50.0, 20.0, 60.0):
+    name = str(dtype).removeprefix("torch.")
+    for cap in caps:
         out, lse = forward(q, k, v, causal=False, scale=None, softcap=cap)
         mask = torch.ones(1, 1, n, n, dtype=torch.bool, device="cuda")
         ref, ref_lse = _masked_ref(q, k, v, mask, cap)
         empty = torch.zeros(b, h, n, dtype=torch.bool, device="cuda")
-        _assert_matches_masked_ref(out, lse, ref, ref_lse, empty, 2e-2)
+        tol = 2e-2 if dtype == torch.bfloat16 else 4e-3
+        _assert_matches_masked_ref(out, lse, ref, ref_lse, empty, tol)
     fixed = sorted(p.run.constexprs["FIXED_MAX"] for p in fwd._plans.values() if p.hopper)
-    assert fixed == [False, True], fixed  # 50 and 20 share a plan, 60 has its own
+    want = sorted({plans.small_cap(cap, name) for cap in caps})
+    assert fixed == want == [False, True], fixed  # one plan per cap class
 
 
 # Lengths alone keep the next item's first QK^T in the epilogue: every grid kind, a config
