@@ -97,7 +97,7 @@ def test_forward_plan_takes_ranges_only_where_they_apply(monkeypatch):
     monkeypatch.setattr(hopper, "sched_counter", lambda device: None)
     asked, launched = [], []
 
-    def plan(*a, per_key=False, ranges=False, split=None):
+    def plan(*a, per_key=False, ranges=False, split=None, fixed=False):
         asked.append(ranges)
         return lambda *args: launched.append(args)
 
