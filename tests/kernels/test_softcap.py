@@ -172,6 +172,21 @@ def test_spec_uri_round_trip():
     assert KernelSpec(256, True, "bfloat16", softcap=True).uri() == "attn_fwd_d256_causalcap_bf16"
 
 
+def test_tuner_times_and_checks_at_the_run_times_cap():
+    """`flashgen tune --softcap` times Gemma-2's cap, which bfloat16 runs without the running
+    max, and checks against a reference capped alike (not the uncapped one a far cap matched)."""
+    from flashgen.kernels.plans import fixed_max
+    from flashgen.kernels.reference import attention_ref
+    from flashgen.tune import bench
+
+    spec = KernelSpec(64, True, "bfloat16", "fwd", softcap=True)
+    assert bench.bench_softcap(spec) == 50.0 and fixed_max(spec, bench.bench_softcap(spec))
+    q, k, v = _inputs(1, 2, 1, 20, 20, 64, torch.float32, spread=4.0)
+    out, _ = bench._reference(spec, q, k, v)
+    torch.testing.assert_close(out, capped_ref(q, k, v, cap=50.0, causal=True), rtol=0, atol=1e-12)
+    assert (out - attention_ref(q, k, v, causal=True)[0]).abs().max() > 1e-3
+
+
 @pytest.mark.parametrize("direction", ["fwd", "bwd"])
 def test_tuner_checks_a_softcapped_candidate(direction):
     from flashgen.hardware.costmodel import Shape
