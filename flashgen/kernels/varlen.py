@@ -32,6 +32,7 @@ from ..core.config import TileConfig
 from ..core.spec import cdiv, dtype_name, spec_for
 from . import tma
 from .codegen import load
+from .plans import fixed_max
 
 LOG2E = 1.4426950408889634
 
@@ -132,6 +133,8 @@ def forward(
         "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "num_warps": cfg.num_warps,
         "num_stages": cfg.num_stages,
     }  # fmt: skip
+    if fixed_max(spec, softcap):  # a cap that bounds the scores: no running max
+        options["FIXED_MAX"] = True
     if tma.use_tma("FLASHGEN_FWD_TMA", (q, k, v)):
         # Q/K/V through descriptors at batch coordinate 0; out through pointers (a TMA store
         # of a block would write past its sequence's end)

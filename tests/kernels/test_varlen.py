@@ -114,6 +114,29 @@ def test_varlen_forward_backward_match_float64(case, tma_build, monkeypatch):
         torch.testing.assert_close(got.double(), want.grad, atol=5e-5, rtol=1e-4, msg=name)
 
 
+@pytest.mark.parametrize("cap", [20.0, 60.0], ids=["fixed_max", "running_max"])
+def test_packed_softcap_at_the_caps_ends(cap, monkeypatch):
+    """Packed sequences take FIXED_MAX (no running max) where the cap allows, as the padded
+    launch does: rows whose every score sits at +cap or -cap in one sequence beside ordinary
+    rows in the other, against float64."""
+    from flashgen.kernels import plans
+
+    monkeypatch.setattr(varlen, "_config", lambda config, spec: TILES)
+    asked = []
+    real = varlen.fixed_max
+    monkeypatch.setattr(
+        varlen, "fixed_max", lambda spec, c: asked.append(real(spec, c)) or asked[-1]
+    )
+    q, k, v, cu_q, cu_k = _packed([30, 25], [30, 25], 2, 1, 32)
+    k = k + 4.0  # every key leans the same way
+    q[:10] = -40.0  # scores about -900 in the first sequence: tanh at -1
+    q[10:20] = 40.0  # and at +1
+    out = flashgen.attention_varlen(q, k, v, cu_q, cu_k, causal=True, softcap=cap)
+    ref = ref_varlen(q.double(), k.double(), v.double(), cu_q, cu_k, causal=True, softcap=cap)
+    torch.testing.assert_close(out.double(), ref, atol=2e-5, rtol=1e-4)
+    assert asked == [plans.small_cap(cap, "float32")] == [cap == 20.0]
+
+
 def test_varlen_fp16_matches_float64(monkeypatch):
     monkeypatch.setattr(varlen, "_config", lambda config, spec: TILES)
     q, k, v, cu_q, cu_k = _packed([29, 40], [29, 40], 2, 1, 32, dtype=torch.float16)
