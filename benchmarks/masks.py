@@ -115,7 +115,8 @@ def variants(b, n, hq=16):
         ("window_2sided_512", False, {"window": (512, 512)}, {"window": (512, 512)}, None),
         ("softcap_causal", True, {"softcap": 50.0}, {}, 50.0),
         ("softcap_full", False, {"softcap": 50.0}, {}, 50.0),
-        # a cap past the Hopper kernel's FIXED_MAX limit (cap * log2(e) <= 80): the running max
+        # a cap past FIXED_MAX's bfloat16 limit (cap * log2(e) <= 80, plans.small_cap): the
+        # running max
         ("softcap60_causal", True, {"softcap": 60.0}, {}, 60.0),
         ("softcap60_full", False, {"softcap": 60.0}, {}, 60.0),
         ("dropout_causal", True, {"dropout_p": 0.1}, {}, None),

@@ -43,6 +43,7 @@ from . import block_mask, hopper, mask_ranges, tma
 from .codegen import load
 from .launch import Launch, capturing, direct_device
 from .plans import (
+    LOG2E,
     Chooser,
     PlanCache,
     clamp_window,
@@ -54,7 +55,6 @@ from .plans import (
     variant_args,
 )
 
-LOG2E = 1.4426950408889634
 _F32 = torch.float32
 _ENV = "FLASHGEN_FWD_TMA"
 _env = tma.env_reader(_ENV)

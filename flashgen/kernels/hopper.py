@@ -38,14 +38,13 @@ import os
 from ..core.hopper_config import HopperConfig
 from ..core.spec import DENSE_KEYS, cdiv
 from . import mask_ranges
-from .plans import clamp_window, fixed_max, plan_spec, renders_fixed_max, variant_args
+from .plans import LOG2E, clamp_window, fixed_max, plan_spec, renders_fixed_max, variant_args
 
 log = logging.getLogger("flashgen")
 
 FAMILY_ENV = "FLASHGEN_FWD_FAMILY"
 FAMILIES = ("portable", "hopper")
 TEMPLATE = "attn_fwd_hopper.py.jinja"
-LOG2E = 1.4426950408889634
 # Exact wgmma/TMA tiles: the template does not pad the head dim.
 RENDERABLE_HEAD_DIMS = (64, 128)
 # Where it measured faster than the portable family (RESULTS.md): the head dims, and the fewest

@@ -25,6 +25,8 @@ from .launch import capturing, value_classes
 
 Chooser = Callable[..., tuple[TileConfig, bool]]
 MAX_PLANS = 4096
+# log2(e): the kernels' scores are in base-2 units (qk_scale = sm_scale * LOG2E)
+LOG2E = 1.4426950408889634
 
 
 # The largest softcap (scaled-score units) whose kernels drop the running max (the templates'
@@ -37,7 +39,6 @@ MAX_PLANS = 4096
 # log2(e) = 72.1). float16 holds 2**-14 to 65504 as normal numbers: 14 keeps every probability
 # there (caps up to 9.7); a larger cap keeps the running max, whose probabilities never pass 1.
 FIXED_MAX_LOG2 = {"bfloat16": 80.0, "float32": 80.0, "float16": 14.0}
-_LOG2E = 1.4426950408889634
 
 
 def renders_fixed_max(spec: KernelSpec) -> bool:
@@ -51,7 +52,7 @@ def small_cap(softcap, dtype: str) -> bool:
     inputs of `dtype` (a name, `dtype_name`'s), so a forward that renders FIXED_MAX may run
     without the running max (part of the plan keys)."""
     limit = FIXED_MAX_LOG2.get(dtype)
-    return softcap is not None and limit is not None and float(softcap) * _LOG2E <= limit
+    return softcap is not None and limit is not None and float(softcap) * LOG2E <= limit
 
 
 def fixed_max(spec: KernelSpec, softcap) -> bool:

@@ -32,9 +32,7 @@ from ..core.config import TileConfig
 from ..core.spec import cdiv, dtype_name, spec_for
 from . import tma
 from .codegen import load
-from .plans import fixed_max
-
-LOG2E = 1.4426950408889634
+from .plans import LOG2E, fixed_max
 
 
 def check_cu_seqlens(name: str, cu, total: int, device) -> torch.Tensor:
