@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prepared in session 33 (issues 15, 16), not run: the device budget was spent. Two calls,
+# Session 34 B1 (suite) and B2 (speed), prepared in session 33 as next_s34. Two calls,
 # carrying .whl:
 #   FLASHGEN_COMMIT=<sha> bash benchmarks/raw/next_s34/job.sh suite   (about 400 s)
 #     The whole GPU suite on the final tree. New since session 33's B6/B7/B8: FIXED_MAX's limit
