@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Session 34 B1 (suite) and B2 (speed), prepared in session 33 as next_s34. Two calls,
 # carrying .whl:
-#   FLASHGEN_COMMIT=<sha> bash benchmarks/raw/next_s34/job.sh suite   (about 400 s)
+#   FLASHGEN_COMMIT=<sha> bash benchmarks/raw/h200_s34b1/job.sh suite   (about 400 s)
 #     The whole GPU suite on the final tree. New since session 33's B6/B7/B8: FIXED_MAX's limit
 #     per dtype (float16 caps up to 9.7; test_hopper_fixed_max_holds_at_the_caps_ends[fp16]
 #     never ran on the GPU).
-#   FLASHGEN_COMMIT=<sha> bash benchmarks/raw/next_s34/job.sh speed   (about 200 s)
+#   FLASHGEN_COMMIT=<sha> bash benchmarks/raw/h200_s34b1/job.sh speed   (about 200 s)
 #     examples/backend_speed.py with its new alternating rounds (median of 5; B2/B10 read one
 #     block or the other ~0.35 ms high with one reading), the three block styles at 2k.
 # Results in $OUT/<part>.tgz.
