@@ -304,13 +304,14 @@ def config_for(spec, seq_q: int, narrow: bool = False) -> HopperConfig:
     this head dim, mask and query-length bucket (`flashgen.hardware.hopper_tiles.tuned_config`:
     FLASHGEN_HOPPER_CONFIGS or the shipped tuning_db/hopper/<gpu>.json), else `CONFIGS`. The
     records are measured on specs without extras; `late_wait` is left off for softcapping and
-    ALiBi, whose longer softmax it slowed (`LATE_WAIT_OFF`)."""
+    ALiBi, whose longer softmax it slowed (`LATE_WAIT_OFF`). (ALiBi's 4 * block_n bytes of key
+    indices fit wherever the config fits without them: tests/hardware, H200.)"""
     from ..hardware.hopper_tiles import fit_reason, tuned_config
     from ..hardware.sram import current_device
 
     device = current_device()
     cfg = NARROW_CONFIGS.get(spec.head_dim) if narrow and spec.window else None
-    if cfg is not None and fit_reason(cfg, spec.head_dim, device) is None:
+    if cfg is not None and fit_reason(cfg, spec.head_dim, device, alibi=spec.alibi) is None:
         return for_spec(cfg, spec)
     cfg = tuned_config(spec.head_dim, spec.causal, seq_q, device) or CONFIGS[spec.head_dim]
     if cfg.late_wait and any(getattr(spec, extra) for extra in LATE_WAIT_OFF):

@@ -31,6 +31,18 @@ def test_fit_reasons():
     assert "sm_90" in ht.fit_reason(HopperConfig(128, 128, 2, 2, 4, 168, False), 128, a100)
 
 
+def test_alibi_key_indices_fit_wherever_the_config_fits():
+    """`hopper.config_for` does not re-check a record for ALiBi: its 4 * block_n bytes of key
+    indices (a float a key of the tile) fit every config that fits without them, the compiler's
+    alignment padding (under 1 KB, tests/kernels/test_hopper.py) included."""
+    for dim in (64, 128):
+        for cfg in ht.candidates(dim):
+            if ht.fit_reason(cfg, dim, H200) is None:
+                assert ht.fit_reason(cfg, dim, H200, alibi=True) is None, cfg
+                assert cfg.shared_bytes(dim, alibi=True) - cfg.shared_bytes(dim) == 4 * cfg.block_n
+                assert cfg.shared_bytes(dim, alibi=True) + 1024 <= H200.smem_optin_bytes, cfg
+
+
 def test_programs_per_sm():
     assert ht.programs_per_sm(HopperConfig(128, 128, 2, 2, 4, 168, False), 128) == 1
     # One 4-warp consumer capped at 128 registers, 90 KB: two programs an SM; with a third

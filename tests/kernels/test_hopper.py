@@ -598,7 +598,7 @@ def test_render_masks(spec):
     assert ("has_next = _get_item(item_bufs.index(qb_next), WARPS)" in source) == prefetch
     assert ("# Tile 0's QK^T (a window or mask tensor: no prefetch" in source) != prefetch
     # ALiBi: one per-key vector a tile, the per-row part taken off the lse at the end
-    assert ("qk = qk + alibi_col[None, :]" in source) == spec.alibi
+    assert ("qk = qk + slope_raw * key_idx.load(col_layout)[None, :]" in source) == spec.alibi
     assert ("m_i = m_i - (slope_raw * qk_scale) * gl.arange(0, M_C" in source) == spec.alibi
     assert ("Slopes, stride_sb," in source) == spec.alibi
     # dropout: the portable draw per score after the denominator, the epilogue's 1 / (1 - p)
@@ -866,9 +866,10 @@ def _compile_for_sm90(uris) -> dict:
     assert done.returncode == 0, done.stderr[-3000:]
     results = json.loads(done.stdout)
     for uri in uris:
-        d = KernelSpec.from_uri(uri.partition(":")[0]).head_dim
+        spec = KernelSpec.from_uri(uri.partition(":")[0])
+        d = spec.head_dim
         configs = hopper.NARROW_CONFIGS if uri.endswith(":narrow") else hopper.CONFIGS
-        model = configs[d].shared_bytes(d)
+        model = configs[d].shared_bytes(d, alibi=spec.alibi)
         assert results[uri]["wgmma"], uri
         assert model <= results[uri]["shared"] < model + 1024, (uri, results[uri])
     return results
@@ -877,7 +878,8 @@ def _compile_for_sm90(uris) -> dict:
 @pytest.mark.skipif(AOT_REASON is not None, reason=str(AOT_REASON))
 def test_masked_kernels_compile_for_sm90():
     """The masked renderings compile for sm_90 with the shipped config and allocate the same
-    shared memory as the unmasked kernel (the masks add registers, not buffers). Mask tensors
+    shared memory as the unmasked kernel (the masks add registers, not buffers; ALiBi adds its
+    key indices, `HopperConfig.shared_bytes(alibi=True)`). Mask tensors
     both ways (MASK_PER_KEY: one vector of keys a tile; a gathered tile), alone and with
     lengths (a key-padding mask's key range), bool and additive, head dims 64 and 128."""
 
