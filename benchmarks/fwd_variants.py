@@ -9,7 +9,8 @@ benchmarks/bwd_variants.py (same --vary syntax and ratios).
 
 --vary NAME=FIELD:VALUE[,FIELD:VALUE...][@D[c|f]]: HopperConfig fields (flags as 0/1); @D
 limits it to head dim D, with c (causal) or f (not causal) to one causal mode. --softcap CAP
-times every row with logit softcapping (cap * tanh(s / cap)) too, as rows of their own.
+times every row with logit softcapping (cap * tanh(s / cap)) too, as rows of their own; --alibi
+makes every row an ALiBi one (the paper's slopes for the row's heads).
 
 1. Correctness: every variant and the shipped config on a ragged GQA shape (2 x 8/2 heads, 333
    queries and keys), bf16 and fp16, once per distinct shipped config of a (head dim, causal,
@@ -55,10 +56,20 @@ def _bwd_variants():
     return module
 
 
-def spec_of(d: int, causal: bool, softcap: bool, dtype: str = "bfloat16"):
+def spec_of(d: int, causal: bool, softcap: bool, dtype: str = "bfloat16", alibi: bool = False):
     from flashgen.core.spec import KernelSpec
 
-    return KernelSpec(d, causal, dtype, "fwd", softcap=softcap)
+    return KernelSpec(d, causal, dtype, "fwd", softcap=softcap, alibi=alibi)
+
+
+def slopes_for(q, alibi: bool):
+    """The ALiBi slopes of an --alibi row as the kernel reads them (float32 [B, Hq], an expanded
+    view of the paper's [Hq]), else None."""
+    if not alibi:
+        return None
+    from flashgen.kernels.alibi import standard_slopes
+
+    return standard_slopes(q.shape[1]).to(q.device).expand(q.shape[0], q.shape[1])
 
 
 def variants(spec, seq: int, varies) -> tuple[dict, dict]:
@@ -86,17 +97,20 @@ def variants(spec, seq: int, varies) -> tuple[dict, dict]:
     return out, refused
 
 
-def reference(q, k, v, causal: bool, cap: float | None):
-    """float64 (out, lse) with GQA, softcap and causal masking (`flashgen.kernels.reference`'s
-    pieces, as the tests build masked references)."""
+def reference(q, k, v, causal: bool, cap: float | None, slopes=None):
+    """float64 (out, lse) with GQA, softcap, ALiBi (`slopes`) and causal masking
+    (`flashgen.kernels.reference`'s pieces, as the tests build masked references)."""
+    from flashgen.kernels.alibi import bias_ref
     from flashgen.kernels.reference import hidden_ref, rows_ref, scores_ref
 
     scores = scores_ref(q, k, softcap=cap)
+    if slopes is not None:
+        scores = scores + bias_ref(slopes, q.shape[2], k.shape[2])
     hide = hidden_ref(q.shape[2], k.shape[2], causal=causal).to(q.device)
     return rows_ref(scores.masked_fill(hide, -math.inf), v)
 
 
-def run_once(spec, cfg, q, k, v, cap):
+def run_once(spec, cfg, q, k, v, cap, slopes=None):
     import torch
 
     from flashgen.kernels import hopper
@@ -104,22 +118,23 @@ def run_once(spec, cfg, q, k, v, cap):
     out = torch.empty_like(q)
     lse = torch.empty(q.shape[:3], dtype=torch.float32, device=q.device)
     hopper.forward(q, k, v, out, lse, scale=q.shape[-1] ** -0.5, spec=spec, config=cfg,
-                   softcap=cap)  # fmt: skip
+                   softcap=cap, alibi=slopes)  # fmt: skip
     return out, lse
 
 
-def check(d, causal, cap, cfgs, dtypes=("bfloat16", "float16")) -> dict:
+def check(d, causal, cap, cfgs, dtypes=("bfloat16", "float16"), alibi: bool = False) -> dict:
     """{name: passed} on the ragged GQA shape in each of `dtypes` (module docstring)."""
     result = {name: True for name in cfgs}
     for dtype in dtypes:
-        spec = spec_of(d, causal, cap is not None, dtype)
+        spec = spec_of(d, causal, cap is not None, dtype, alibi)
         q, k, v, _ = scripts.inputs(2, 8, 2, 333, 333, d, seed=1, dtype=dtype)
-        ref_out, ref_lse = reference(q, k, v, causal, cap)
+        slopes = slopes_for(q, alibi)
+        ref_out, ref_lse = reference(q, k, v, causal, cap, slopes)
         size = ref_out.abs().max().item()
         errors = {}
         for name, cfg in cfgs.items():
             try:
-                out, lse = run_once(spec, cfg, q, k, v, cap)
+                out, lse = run_once(spec, cfg, q, k, v, cap, slopes)
             except Exception as exc:  # e.g. a compile error: this variant fails, the run goes on
                 print(f"d{d} causal={causal} cap={cap} {dtype} {name}: {exc!r}"[:400], flush=True)
                 result[name] = False
@@ -138,7 +153,7 @@ def check(d, causal, cap, cfgs, dtypes=("bfloat16", "float16")) -> dict:
     return result
 
 
-def time_shape(shape, causal, cap, cfgs, rounds, rep) -> dict:
+def time_shape(shape, causal, cap, cfgs, rounds, rep, alibi: bool = False) -> dict:
     import torch
     import triton.testing
 
@@ -147,8 +162,9 @@ def time_shape(shape, causal, cap, cfgs, rounds, rep) -> dict:
     from flashgen.kernels.plans import fixed_max
 
     b, hq, hkv, n, d = shape
-    spec = spec_of(d, causal, cap is not None)
+    spec = spec_of(d, causal, cap is not None, alibi=alibi)
     q, k, v, _ = scripts.inputs(b, hq, hkv, n, n, d, seed=2)
+    slopes = slopes_for(q, alibi)
     scale = d**-0.5
     outs, runs = {}, {}
     for name, cfg in cfgs.items():
@@ -157,7 +173,7 @@ def time_shape(shape, causal, cap, cfgs, rounds, rep) -> dict:
         split = hopper.tail_plan(spec, cfg, q, k, direct_device(q, True))
         launch = hopper.plan(spec, cfg, q, k, v, out, direct_device(q, True), split=split,
                              fixed=fixed_max(spec, cap))  # fmt: skip
-        args = hopper.call_args(spec, q, k, v, out, lse, scale, None, cap, None, None)
+        args = hopper.call_args(spec, q, k, v, out, lse, scale, None, cap, None, None, slopes)
         if split is None:
             runs[name] = lambda launch=launch, args=args: launch(*args)
         else:  # its parts' buffers, the kernel, the merge (as forward launches it)
@@ -176,7 +192,7 @@ def time_shape(shape, causal, cap, cfgs, rounds, rep) -> dict:
                                                     return_mode="median"))  # fmt: skip
     med = {name: statistics.median(x) for name, x in ms.items()}
     flops = 4 * b * hq * n * n * d / (2 if causal else 1)
-    return dict(shape=list(shape), causal=causal, softcap=cap,
+    return dict(shape=list(shape), causal=causal, softcap=cap, alibi=alibi,
                 configs={name: c.short() for name, c in cfgs.items()}, ms=ms, median=med,
                 tflops={name: round(flops / m / 1e9, 1) for name, m in med.items()},
                 ratio={name: round(med["shipped"] / med[name], 4) for name in med
@@ -184,9 +200,10 @@ def time_shape(shape, causal, cap, cfgs, rounds, rep) -> dict:
 
 
 def label(row) -> str:
-    """A summary group: the head dim, and the softcap where the row has one."""
+    """A summary group: the head dim, and the softcap or ALiBi where the row has one."""
     cap = row["softcap"]
-    return f"head dim {row['shape'][-1]}" + (f" softcap {cap}" if cap else "")
+    extra = (f" softcap {cap}" if cap else "") + (" alibi" if row.get("alibi") else "")
+    return f"head dim {row['shape'][-1]}" + extra
 
 
 def main(argv=None) -> int:
@@ -196,6 +213,8 @@ def main(argv=None) -> int:
     ap.add_argument("--softcap", type=float, default=None, metavar="CAP",
                     help="also time every row with this logit softcap")  # fmt: skip
     ap.add_argument("--only-softcap", action="store_true", help="time the softcap rows only")
+    ap.add_argument("--alibi", action="store_true",
+                    help="every row with ALiBi (the paper's slopes; not with --softcap)")  # fmt: skip
     ap.add_argument("--shapes", default=None, metavar="I,J,...",
                     help="indices into the grid (default: every shape)")  # fmt: skip
     ap.add_argument("--check-dtypes", default="bfloat16,float16", metavar="D,...",
@@ -208,6 +227,9 @@ def main(argv=None) -> int:
         ap.error(f"--softcap must be positive, got {args.softcap}")
     if args.only_softcap and args.softcap is None:
         ap.error("--only-softcap needs --softcap")
+    if args.alibi and args.softcap is not None:
+        ap.error("--alibi times ALiBi rows only: not with --softcap")
+    alibi = args.alibi
     caps = ([] if args.only_softcap else [None]) + ([args.softcap] if args.softcap else [])
     dtypes = tuple(args.check_dtypes.split(","))
     if not set(dtypes) <= {"bfloat16", "float16"}:
@@ -233,12 +255,14 @@ def main(argv=None) -> int:
         d = shape[-1]
         for causal in (False, True):
             for cap in caps:
-                found, refused = variants(spec_of(d, causal, cap is not None), shape[3], varies)
-                key = f"d{d} causal={causal} softcap={cap} {found['shipped'].short()}"
+                spec = spec_of(d, causal, cap is not None, alibi=alibi)
+                found, refused = variants(spec, shape[3], varies)
+                key = (f"d{d} causal={causal} softcap={cap}{' alibi' if alibi else ''} "
+                       f"{found['shipped'].short()}")  # fmt: skip
                 cfgs[tuple(shape), causal, cap] = bwd_variants.checked_variants(
                     report, key, found, refused,
                     lambda d=d, causal=causal, cap=cap, found=found: check(
-                        d, causal, cap, found, dtypes))  # fmt: skip
+                        d, causal, cap, found, dtypes, alibi))  # fmt: skip
     bad = bwd_variants.failed_checks(report)
     save()
     for shape in shapes:
@@ -250,7 +274,7 @@ def main(argv=None) -> int:
                     return 1 if bad else 0
                 found = cfgs[tuple(shape), causal, cap]
                 if len(found) > 1:
-                    row = time_shape(shape, causal, cap, found, args.rounds, args.rep)
+                    row = time_shape(shape, causal, cap, found, args.rounds, args.rep, alibi)
                     report["rows"].append(row)
                     save()
                     print(json.dumps({k: row[k] for k in ("shape", "causal", "softcap", "ratio",

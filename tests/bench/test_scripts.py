@@ -576,8 +576,9 @@ def test_variants_are_checked_once_per_shipped_config(capsys, monkeypatch):
 def test_fwd_variants_configs_reference_and_usage(capsys):
     """fwd_variants.py: --vary over HopperConfig fields applied to the config a shape runs
     (`hopper.config_for`), the fit test and the config class refusing variants with their
-    reasons; its float64 reference (softcap, causal, GQA) against a direct computation; rows
-    summarised per head dim and softcap; bad options are usage errors naming them."""
+    reasons; its float64 reference (softcap, ALiBi, causal, GQA) against a direct computation;
+    rows summarised per head dim and softcap or ALiBi; bad options are usage errors naming
+    them."""
     from flashgen.core.spec import KernelSpec
     from flashgen.kernels import hopper
 
@@ -606,15 +607,30 @@ def test_fwd_variants_configs_reference_and_usage(capsys):
     s = (5.0 * torch.tanh(s / 5.0)).masked_fill(torch.ones(7, 7).triu(1).bool(), -math.inf)
     assert torch.allclose(lse, torch.logsumexp(s, -1))
     assert torch.allclose(out, torch.softmax(s, -1) @ v.double().repeat_interleave(2, 1))
+    # ALiBi: the slopes (one per query head, [B, Hq] as the kernel reads them) times j - i
+    slopes = module.slopes_for(q, True)
+    assert slopes.shape == (1, 4) and module.slopes_for(q, False) is None
+    out, lse = module.reference(q, k, v, True, None, slopes)
+    s = q.double() @ k.double().repeat_interleave(2, 1).transpose(-1, -2) / 4.0
+    s = s + slopes.double()[0, :, None, None] * (
+        torch.arange(7.0)[None, :] - torch.arange(7.0)[:, None]
+    )
+    s = s.masked_fill(torch.ones(7, 7).triu(1).bool(), -math.inf)
+    assert torch.allclose(lse, torch.logsumexp(s, -1))
+    assert torch.allclose(out, torch.softmax(s, -1) @ v.double().repeat_interleave(2, 1))
 
     rows = [dict(shape=[1, 2, 2, 8, d], softcap=cap, ratio={"b2": r})
             for d, cap, r in ((64, None, 0.5), (64, None, 2.0), (64, 30.0, 0.9))]  # fmt: skip
+    rows.append(dict(shape=[1, 2, 2, 8, 128], softcap=None, alibi=True, ratio={"b2": 1.1}))
     summary = module._bwd_variants().summarise(rows, module.label)
-    assert summary[0].startswith("b2 at head dim 64: shipped / variant geomean 1.0000")
-    assert summary[1].startswith("b2 at head dim 64 softcap 30.0: shipped / variant geomean 0.9")
+    for start in ("b2 at head dim 64: shipped / variant geomean 1.0000",
+                  "b2 at head dim 64 softcap 30.0: shipped / variant geomean 0.9",
+                  "b2 at head dim 128 alibi: shipped / variant geomean 1.1"):  # fmt: skip
+        assert sum(line.startswith(start) for line in summary) == 1, (start, summary)
     for argv, words in ((["--vary", "a=nope:1"], "nope"), ([], "no --vary"),
                         (["--vary", "a=num_buf:2", "--softcap", "-1"], "positive"),
                         (["--vary", "a=num_buf:2", "--only-softcap"], "needs --softcap"),
+                        (["--vary", "a=num_buf:2", "--alibi", "--softcap", "30"], "not with --softcap"),
                         (["--vary", "a=num_buf:2", "--shapes", "99"], "--shapes"),
                         (["--vary", "a=num_buf:2", "--check-dtypes", "float32"], "--check-dtypes")):  # fmt: skip
         with pytest.raises(SystemExit) as exit_:
