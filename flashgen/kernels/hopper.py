@@ -296,6 +296,11 @@ def _log_once(spec, reason: str) -> None:
 # 1.017-1.035x faster without it, ALiBi 1.07x (causal) and 1.13x (not causal); a causal 1024
 # window and a boolean key-padding mask level (0.99-1.01x), so they keep the record's.
 LATE_WAIT_OFF = ("softcap", "alibi")
+# Spec extras whose kernels run without ping-pong even where the record has it (head dim 128's
+# 4k non-causal record does): ALiBi, measured on the H200 once its per-key term was a table
+# read (benchmarks/RESULTS.md, session 34 B6; B4 H16 and H32/8 4k head dim 128 forward):
+# 1.035-1.044x faster without it; where the record has none (4k causal), adding it read 0.93x.
+PINGPONG_OFF = ("alibi",)
 
 
 def config_for(spec, seq_q: int, narrow: bool = False) -> HopperConfig:
@@ -304,7 +309,8 @@ def config_for(spec, seq_q: int, narrow: bool = False) -> HopperConfig:
     this head dim, mask and query-length bucket (`flashgen.hardware.hopper_tiles.tuned_config`:
     FLASHGEN_HOPPER_CONFIGS or the shipped tuning_db/hopper/<gpu>.json), else `CONFIGS`. The
     records are measured on specs without extras; `late_wait` is left off for softcapping and
-    ALiBi, whose longer softmax it slowed (`LATE_WAIT_OFF`). (ALiBi's 4 * block_n bytes of key
+    ALiBi, whose longer softmax it slowed (`LATE_WAIT_OFF`), and ping-pong for ALiBi
+    (`PINGPONG_OFF`). (ALiBi's 4 * block_n bytes of key
     indices fit wherever the config fits without them: tests/hardware, H200.)"""
     from ..hardware.hopper_tiles import fit_reason, tuned_config
     from ..hardware.sram import current_device
@@ -316,6 +322,8 @@ def config_for(spec, seq_q: int, narrow: bool = False) -> HopperConfig:
     cfg = tuned_config(spec.head_dim, spec.causal, seq_q, device) or CONFIGS[spec.head_dim]
     if cfg.late_wait and any(getattr(spec, extra) for extra in LATE_WAIT_OFF):
         cfg = dataclasses.replace(cfg, late_wait=False)
+    if cfg.pingpong and any(getattr(spec, extra) for extra in PINGPONG_OFF):
+        cfg = dataclasses.replace(cfg, pingpong=False)
     return for_spec(cfg, spec)
 
 

@@ -737,6 +737,22 @@ def test_softcap_and_alibi_run_without_late_wait(monkeypatch):
     assert hopper.config_for(windowed, 4096).late_wait
 
 
+def test_alibi_runs_without_pingpong(monkeypatch):
+    # the records' ping-pong is dropped for ALiBi (PINGPONG_OFF), kept for the other extras
+    from flashgen.core.hopper_config import HopperConfig
+    from flashgen.hardware import hopper_tiles
+
+    turns = HopperConfig(128, 128, 2, 2, 4, 168, True, True, True, True)
+    monkeypatch.setattr(hopper_tiles, "tuned_config", lambda *a: turns)
+    assert hopper.PINGPONG_OFF == ("alibi",)
+    alibi = KernelSpec(128, False, "bfloat16", "fwd", alibi=True)
+    assert hopper.config_for(alibi, 4096) == dataclasses.replace(
+        turns, pingpong=False, late_wait=False
+    )
+    capped = KernelSpec(128, False, "bfloat16", "fwd", softcap=True)
+    assert hopper.config_for(capped, 4096) == dataclasses.replace(turns, late_wait=False)
+
+
 def test_mask_arguments_follow_the_spec():
     spec = MASK_SPECS[4]
     seq_bounds = torch.zeros(2, 4, dtype=torch.int32)
