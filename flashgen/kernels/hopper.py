@@ -297,10 +297,12 @@ def _log_once(spec, reason: str) -> None:
 # window and a boolean key-padding mask level (0.99-1.01x), so they keep the record's.
 LATE_WAIT_OFF = ("softcap", "alibi")
 # Spec extras whose kernels run without ping-pong even where the record has it (head dim 128's
-# 4k non-causal record does): ALiBi, measured on the H200 once its per-key term was a table
-# read (benchmarks/RESULTS.md, session 34 B6; B4 H16 and H32/8 4k head dim 128 forward):
-# 1.035-1.044x faster without it; where the record has none (4k causal), adding it read 0.93x.
-PINGPONG_OFF = ("alibi",)
+# 4k non-causal record does). Measured on the H200 (benchmarks/RESULTS.md, session 34 B6/B7;
+# B4 H16 and H32/8 4k head dim 128 forward, fwd_variants.py, five alternating rounds): ALiBi
+# (its per-key term a table read) 1.035-1.044x faster without it, and where the record has
+# none (4k causal) adding it read 0.93x; softcap 50 (FIXED_MAX) 1.044x without it (session 33
+# B5: adding it to the causal record read 0.96-0.99x).
+PINGPONG_OFF = ("softcap", "alibi")
 
 
 def config_for(spec, seq_q: int, narrow: bool = False) -> HopperConfig:

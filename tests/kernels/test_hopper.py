@@ -737,20 +737,21 @@ def test_softcap_and_alibi_run_without_late_wait(monkeypatch):
     assert hopper.config_for(windowed, 4096).late_wait
 
 
-def test_alibi_runs_without_pingpong(monkeypatch):
-    # the records' ping-pong is dropped for ALiBi (PINGPONG_OFF), kept for the other extras
+def test_softcap_and_alibi_run_without_pingpong(monkeypatch):
+    # the records' ping-pong is dropped for softcap and ALiBi (PINGPONG_OFF; windows, lengths,
+    # mask tensors and dropout have none anyway: `for_spec`), kept for the plain kernel
     from flashgen.core.hopper_config import HopperConfig
     from flashgen.hardware import hopper_tiles
 
     turns = HopperConfig(128, 128, 2, 2, 4, 168, True, True, True, True)
     monkeypatch.setattr(hopper_tiles, "tuned_config", lambda *a: turns)
-    assert hopper.PINGPONG_OFF == ("alibi",)
-    alibi = KernelSpec(128, False, "bfloat16", "fwd", alibi=True)
-    assert hopper.config_for(alibi, 4096) == dataclasses.replace(
-        turns, pingpong=False, late_wait=False
-    )
-    capped = KernelSpec(128, False, "bfloat16", "fwd", softcap=True)
-    assert hopper.config_for(capped, 4096) == dataclasses.replace(turns, late_wait=False)
+    assert hopper.PINGPONG_OFF == ("softcap", "alibi")
+    for extra in hopper.PINGPONG_OFF:
+        spec = KernelSpec(128, False, "bfloat16", "fwd", **{extra: True})
+        assert hopper.config_for(spec, 4096) == dataclasses.replace(
+            turns, pingpong=False, late_wait=False
+        )
+    assert hopper.config_for(KernelSpec(128, False, "bfloat16", "fwd"), 4096) == turns
 
 
 def test_mask_arguments_follow_the_spec():
