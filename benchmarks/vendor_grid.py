@@ -15,7 +15,10 @@ It also reports which implementation the op chose and from where
 (`flashgen.runtime.dispatch.impl_choice`), and beside the ratio of medians the paired one
 (`paired_ratio`: the median of each round's ratio, the two readings taken moments apart), which
 cancels the GPU's drift between rounds: rows that run the same cuDNN kernels on both sides read
-0.99-1.09x by medians in one run (benchmarks/RESULTS.md, session 32 B3, B5).
+0.99-1.09x by medians in one run (benchmarks/RESULTS.md, session 32 B3, B5). `--control` times
+cuDNN twice in every round (`sdpa_cudnn_again`, the harness's A/A control) and reports the two
+rows' ratio per shape and its range over the grid: how far apart identical kernels read in this
+run, against which a ratio of the op to cuDNN below 1.0 can be read.
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ from flashgen.bench.harness import ANCHOR_SHAPES
 GRID = list(ANCHOR_SHAPES)
 SDPA = ("sdpa_cudnn", "sdpa_flash", "sdpa_efficient")
 IMPLS = ("op", "flashgen", *SDPA)
+# cuDNN timed a second time in every round (--control)
+CONTROL = "sdpa_cudnn_again"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -54,12 +59,21 @@ def main(argv: list[str] | None = None) -> int:
         "--causal", default="both", choices=["both", "true", "false"],
         help="which causal settings of each shape to time",
     )  # fmt: skip
+    ap.add_argument(
+        "--control", action="store_true",
+        help="also time cuDNN a second time in every round (an A/A control: the spread of "
+        "identical kernels in this run); needs sdpa_cudnn in --impls",
+    )  # fmt: skip
     ap.add_argument("--out", default=None, help="JSON, rewritten after every row")
     args = ap.parse_args(argv)
     causals = {"both": (False, True), "true": (True,), "false": (False,)}[args.causal]
     impls = tuple(args.impls.split(","))
     if "op" not in impls or not set(impls) & set(SDPA) or not set(impls) <= set(IMPLS):
         ap.error(f"--impls: 'op' and at least one SDPA backend, from {', '.join(IMPLS)}")
+    if args.control:
+        if "sdpa_cudnn" not in impls:
+            ap.error("--control times cuDNN against itself: add sdpa_cudnn to --impls")
+        impls += (CONTROL,)
     grid = GRID
     if args.shapes:
         grid = [tuple(int(x) for x in shape.split(",")) for shape in args.shapes.split(";")]
@@ -94,6 +108,10 @@ def main(argv: list[str] | None = None) -> int:
                 row[f"{mode}_paired"] = paired_ratio(reads.get(sdpa_best[1]), reads.get("op"))
                 if "flashgen" in ms:
                     row[f"{mode}_flashgen_vs_fastest_sdpa"] = sdpa_best[0] / ms["flashgen"]
+                if CONTROL in ms and "sdpa_cudnn" in ms:
+                    row[f"{mode}_control"] = ms["sdpa_cudnn"] / ms[CONTROL]
+                    row[f"{mode}_control_paired"] = paired_ratio(reads.get("sdpa_cudnn"),
+                                                                 reads.get(CONTROL))  # fmt: skip
             failed = [f"{r.mode} {r.impl}" for r in measured if r.ok is False]
             row["checks_failed"] = failed
             rows.append(row)
@@ -105,6 +123,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{row['fwd_bwd_op_vs_fastest_sdpa']:.3f}x ({row['fwd_bwd_fastest_sdpa']} "
                 f"{_ms(row, 'fwd_bwd')}); paired {_paired(row)}"
                 + _kernels(row)
+                + _control(row)
                 + (f"  CHECK FAILED: {failed}" if failed else ""),
                 flush=True,
             )
@@ -119,7 +138,25 @@ def main(argv: list[str] | None = None) -> int:
     print("worst paired (the rounds' own ratios): " + ", ".join(
         f"{m.replace('_', '+')} " + ("-" if v is None else f"{v:.3f}x") for m, v in paired.items()
     ))  # fmt: skip
+    spread = control_spread(rows)
+    if spread:
+        print("A/A control, cuDNN against itself: " + ", ".join(
+            f"{name} {lo:.3f}-{hi:.3f}x" for name, (lo, hi) in spread.items()
+        ))  # fmt: skip
     return 1 if any(r["checks_failed"] for r in rows) else 0
+
+
+def control_spread(rows: list[dict]) -> dict:
+    """{"fwd", "fwd+bwd", "fwd paired", "fwd+bwd paired": (lowest, highest)}: the A/A
+    control's ratios (--control) over the rows that have one, by medians and paired; {}
+    without."""
+    out = {}
+    for mode in ("fwd", "fwd_bwd"):
+        for suffix, name in (("_control", ""), ("_control_paired", " paired")):
+            vals = [r[mode + suffix] for r in rows if r.get(mode + suffix) is not None]
+            if vals:
+                out[mode.replace("_", "+") + name] = (min(vals), max(vals))
+    return out
 
 
 def paired_ratio(theirs: list | None, ours: list | None) -> float | None:
@@ -151,6 +188,13 @@ def _ms(row: dict, mode: str) -> str:
     """ "op/fastest ms" of one mode."""
     ms = row[f"{mode}_ms"]
     return f"{ms['op']:.4f}/{ms[row[f'{mode}_fastest_sdpa']]:.4f} ms"
+
+
+def _control(row: dict) -> str:
+    """The A/A control's ratios (--control), when timed."""
+    if "fwd_control" not in row:
+        return ""
+    return f"; A/A {row['fwd_control']:.3f}x / {row.get('fwd_bwd_control', float('nan')):.3f}x"
 
 
 def _kernels(row: dict) -> str:

@@ -9,7 +9,9 @@ impl="flashgen")`, configs from the tuning database's records), `op` (the public
 between flashgen and the SDPA backends), each SDPA backend restricted with `sdpa_kernel`
 (`sdpa_cudnn`, `sdpa_flash`, `sdpa_efficient`, `sdpa_math`) and `flex` (FlexAttention under
 `torch.compile`, with a block mask when causal; Dynamo is reset before each case so that one
-case's graphs and guards do not leak into the next). A backend that refuses a case (an SDPA
+case's graphs and guards do not leak into the next). An SDPA backend's name with `AGAIN`
+appended (`sdpa_cudnn_again`) runs that backend once more as a row of its own: an A/A control,
+whose ratio to the backend's own row is the spread of identical kernels in that run. A backend that refuses a case (an SDPA
 backend's "no kernel", FlexAttention on an unsupported input) is recorded as skipped with the
 reason, never as a failure of the run.
 
@@ -37,6 +39,8 @@ from dataclasses import asdict, dataclass, field
 from .checks import check, reference
 
 IMPLS = ("flashgen", "op", "sdpa_cudnn", "sdpa_flash", "sdpa_efficient", "sdpa_math", "flex")
+# The suffix of an SDPA backend timed twice (module docstring: the A/A control).
+AGAIN = "_again"
 DEFAULT_IMPLS = ("flashgen", "sdpa_cudnn", "sdpa_flash", "sdpa_efficient", "sdpa_math", "flex")
 MODES = ("fwd", "bwd", "fwd_bwd")
 DTYPES = ("bfloat16", "float16", "float32")
@@ -174,6 +178,8 @@ def attention_fn(impl: str, case: Case):
 
     scale = 1.0 / math.sqrt(case.head_dim)
     gqa = case.hq != case.hkv
+    if impl.endswith(AGAIN) and impl.removesuffix(AGAIN) in _SDPA_BACKENDS:
+        return attention_fn(impl.removesuffix(AGAIN), case)
     if impl in _SDPA_BACKENDS:
 
         def call(q, k, v):

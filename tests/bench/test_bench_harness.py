@@ -137,6 +137,21 @@ def test_bench_case_reverses_every_other_round():
     assert flashgen.readings == [1.0, 4.0, 5.0] and math_row.readings == [2.0, 3.0, 6.0]
 
 
+def test_an_sdpa_backend_again_is_a_row_of_its_own():
+    """`<sdpa backend>_again` (the A/A control) runs that backend as a separate row, checked and
+    timed like it; other names with the suffix stay unknown."""
+    case = Case(1, 2, 2, 16, 16, True, "float32")
+    rows = harness.bench_case(case, ["fwd"], ["sdpa_math", "sdpa_math" + harness.AGAIN],
+                              device="cpu", timer=lambda fn: 1.0, rounds=2)  # fmt: skip
+    assert [r.impl for r in rows] == ["sdpa_math", "sdpa_math_again"]
+    assert all(r.ok and r.readings == [1.0, 1.0] for r in rows)
+    inputs = harness.make_inputs(case, "cpu")
+    a = harness.attention_fn("sdpa_math", case)(*inputs[:3])
+    assert torch.equal(harness.attention_fn("sdpa_math_again", case)(*inputs[:3]), a)
+    with pytest.raises(ValueError, match="impl must be one of"):
+        harness.attention_fn("flashgen_again", case)
+
+
 def test_bench_case_marks_a_wrong_implementation(monkeypatch):
     real = harness.attention_fn
 

@@ -638,6 +638,27 @@ def test_fwd_variants_configs_reference_and_usage(capsys):
         assert exit_.value.code == 2 and words in capsys.readouterr().err, argv
 
 
+def test_vendor_grid_control_spread_and_usage(capsys):
+    """vendor_grid.py --control: cuDNN timed twice, the two rows' ratio per shape summarised
+    as its range over the grid (medians and paired); it needs sdpa_cudnn among --impls."""
+    module = repo_scripts.load("benchmarks/vendor_grid.py", "bench_vendor_grid_control")
+    rows = [
+        {"fwd_control": 0.99, "fwd_control_paired": 1.0, "fwd_bwd_control": 1.02},
+        {"fwd_control": 1.03, "fwd_control_paired": 0.995, "fwd_bwd_control": 0.98,
+         "fwd_bwd_control_paired": 1.01},
+        {},  # a row timed without the control
+    ]  # fmt: skip
+    assert module.control_spread(rows) == {
+        "fwd": (0.99, 1.03), "fwd paired": (0.995, 1.0), "fwd+bwd": (0.98, 1.02),
+        "fwd+bwd paired": (1.01, 1.01),
+    }  # fmt: skip
+    assert module.control_spread([{}]) == {}
+    assert module._control(rows[0]) == "; A/A 0.990x / 1.020x" and module._control({}) == ""
+    with pytest.raises(SystemExit) as exit_:
+        module.main(["--impls", "op,sdpa_flash", "--control"])
+    assert exit_.value.code == 2 and "add sdpa_cudnn" in capsys.readouterr().err
+
+
 def test_vendor_grid_pairs_each_rounds_readings():
     """vendor_grid.py's paired ratio: the median of the rounds' own ratios (the fastest SDPA
     backend's reading over the op's), None unless both have one reading a round."""

@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
-# Prepared in session 34 (issues 13, 16), not run: the device budget was spent. About 330 s,
+# Prepared in session 34 (issues 13, 15, 16), not run: the device budget was spent. Two calls,
 # carrying .whl:
-#   FLASHGEN_COMMIT=<sha> bash benchmarks/raw/next_s35/job.sh
+#   FLASHGEN_COMMIT=<sha> bash benchmarks/raw/next_s35/job.sh          (about 330 s)
+#   FLASHGEN_COMMIT=<sha> bash benchmarks/raw/next_s35/job.sh grid     (about 260 s)
+# The second: the op against every SDPA backend with the new A/A control (vendor_grid.py
+# --control: cuDNN timed twice a round), so the rows that run cuDNN on both sides and read
+# 0.99x (sessions 32-33) can be set against the spread of identical kernels in the same run.
 # Session 34 B6/B7 found ALiBi and softcapped forwards 1.035-1.045x faster without ping-pong on
 # head dim 128's 4k non-causal record (now hopper.PINGPONG_OFF). The records that have it were
 # picked in session 7, before late_wait, the persistent dynamic grid and FIXED_MAX:
@@ -14,6 +18,12 @@
 set -u
 . benchmarks/device_env.sh > /dev/null 2>&1
 W=$OUT/work; mkdir -p $W
+if [ "${1:-}" = grid ]; then
+  timeout 250 python3 benchmarks/vendor_grid.py --impls op,sdpa_cudnn,sdpa_flash,sdpa_efficient \
+    --control --rounds 6 --rep 20 --out $W/vendor_grid.json > $W/vendor_grid.txt 2>&1
+  stamp "vendor rc=$?"; grep -v Warn $W/vendor_grid.txt | grep -E "worst|A/A control" | tail -4
+  cd $W && tar czf $OUT/grid.tgz . && exit 0
+fi
 timeout 150 python3 benchmarks/fwd_variants.py --grid anchors --shapes 0,1,6,7 --rounds 7 --rep 25 \
   --vary pp0=pingpong:0@128 --budget 120 --out $W/plain > $W/plain.txt 2>&1
 stamp "plain rc=$?"; grep -vi warn $W/plain.txt | tail -6 | cut -c1-260
