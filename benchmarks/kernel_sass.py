@@ -8,8 +8,10 @@ divisibility-16 specialisation; the dQ kernels on their own measured config) and
 with the `cuobjdump` Triton ships; counts are of the static code (a loop body counts once).
 
 `--family hopper` does the same for the Hopper Gluon forward (`hopper_aot.compile_for_sm90`
-with its shipped config, assembled for sm_90a by Triton's ptxas), with the mask flags of the
-spec (`--alibi`, `--softcap`, `--window`, `--lengths`, `--attn-mask bool|add`, `--dropout`).
+with its shipped config, or with `--seq N` the config the run time launches for N query rows:
+`hopper.config_for`, the GPU's record with the extras' rules applied; assembled for sm_90a by
+Triton's ptxas, whose spill bytes it prints too), with the mask flags of the spec (`--alibi`,
+`--softcap`, `--window`, `--lengths`, `--attn-mask bool|add`, `--dropout`).
 
 Usage (repo root; Triton 3.6 is what the H200 runs; an A/B puts the old tree first on
 PYTHONPATH):
@@ -33,8 +35,8 @@ from pathlib import Path
 sys.path.append(str(Path(__file__).resolve().parent))
 sys.path.append(str(Path(__file__).resolve().parent.parent))
 
-OPS = ("IMAD", "LOP3", "SHF", "ISETP", "IADD3", "FSEL", "MUFU", "HGMMA", "FFMA", "FADD", "FMUL",
-       "FMNMX", "I2F", "STL", "LDL")  # fmt: skip
+OPS = ("IMAD", "LOP3", "SHF", "ISETP", "IADD3", "VIADD", "FSEL", "SEL", "PRMT", "MUFU", "HGMMA",
+       "FFMA", "FADD", "FMUL", "FMNMX", "I2F", "I2FP", "LDS", "STL", "LDL")  # fmt: skip
 
 
 def sass_counts(cubin: bytes) -> tuple[dict, collections.Counter]:
@@ -60,17 +62,17 @@ def sass_counts(cubin: bytes) -> tuple[dict, collections.Counter]:
     return resources, opcode_counts(sass)
 
 
-def hopper_cubin(spec, per_key: bool = False, cfg=None) -> tuple[bytes, int]:
-    """(cubin, shared bytes) of the Hopper forward for `spec` with `cfg` (None: its head dim's
-    `CONFIGS` entry): the PTX `hopper_aot.compile_for_sm90` gives, assembled for sm_90a by
-    Triton's ptxas (`hopper_aot.assemble_sm90`)."""
+def hopper_cubin(spec, per_key: bool = False, cfg=None) -> tuple[bytes, int, int | None]:
+    """(cubin, shared bytes, ptxas's spill-store bytes) of the Hopper forward for `spec` with
+    `cfg` (None: its head dim's `CONFIGS` entry): the PTX `hopper_aot.compile_for_sm90` gives,
+    assembled for sm_90a by Triton's ptxas (`hopper_aot.assemble_sm90`)."""
     from flashgen.kernels import hopper_aot
 
     res = hopper_aot.compile_for_sm90(spec, cfg, per_key=per_key)
     asm = hopper_aot.assemble_sm90(res["ptx"])
     if asm is None:
         raise RuntimeError("Triton's ptxas or cuobjdump cannot be found or run")
-    return asm["cubin"], int(res["shared"])
+    return asm["cubin"], int(res["shared"]), asm["spills"]
 
 
 def opcode_counts(sass: str) -> collections.Counter:
@@ -107,6 +109,10 @@ def main(argv=None) -> int:
     )
     p.add_argument("--late-wait", action="store_true",
                    help="(--family hopper) the config with late_wait (PV's wait after the softmax)")  # fmt: skip
+    p.add_argument("--seq", type=int, default=None, metavar="N",
+                   help="(--family hopper) the config the run time launches for N query rows "
+                   "(hopper.config_for on the GPU whose record FLASHGEN_GPU names, default the "
+                   "H200) instead of the head dim's shipped one; --late-wait does not apply")  # fmt: skip
     p.add_argument("--kernels", default="attn_fwd_tma", help="comma-separated kernel names")
     p.add_argument("--config", default="64,64,4,3", help="BLOCK_M,BLOCK_N,warps,stages")
     args = p.parse_args(argv)
@@ -117,15 +123,18 @@ def main(argv=None) -> int:
         spec = KernelSpec(args.head_dim, args.causal, args.dtype, "fwd", args.window,
                           args.softcap, args.lengths, attn_mask=args.attn_mask,
                           dropout=args.dropout, alibi=args.alibi)  # fmt: skip
-        from flashgen.kernels.hopper import CONFIGS
+        from flashgen.kernels.hopper import CONFIGS, config_for
 
-        cfg = dataclasses.replace(CONFIGS[args.head_dim], late_wait=args.late_wait)
-        cubin, shared = hopper_cubin(spec, per_key=bool(args.attn_mask), cfg=cfg)
+        if args.seq is not None:
+            cfg = config_for(spec, args.seq)
+        else:
+            cfg = dataclasses.replace(CONFIGS[args.head_dim], late_wait=args.late_wait)
+        cubin, shared, spills = hopper_cubin(spec, per_key=bool(args.attn_mask), cfg=cfg)
         res, ops = sass_counts(cubin)
         counts = " ".join(f"{op}={ops[op]}" for op in OPS)
         print(f"attn_fwd_ws {spec.uri()} {cfg.short()}: regs {res['regs']} stack {res['stack']} "
-              f"shared {shared} sass {sum(ops.values())} {counts} overlap {res['overlap']}",
-              flush=True)  # fmt: skip
+              f"shared {shared} spills {spills} sass {sum(ops.values())} {counts} "
+              f"overlap {res['overlap']}", flush=True)  # fmt: skip
         return 0
     from sram_vs_compiler import compile_ahead
 
