@@ -11,9 +11,9 @@ between flashgen and the SDPA backends), each SDPA backend restricted with `sdpa
 `torch.compile`, with a block mask when causal; Dynamo is reset before each case so that one
 case's graphs and guards do not leak into the next). An SDPA backend's name with `AGAIN`
 appended (`sdpa_cudnn_again`) runs that backend once more as a row of its own: an A/A control,
-whose ratio to the backend's own row is the spread of identical kernels in that run. A backend that refuses a case (an SDPA
-backend's "no kernel", FlexAttention on an unsupported input) is recorded as skipped with the
-reason, never as a failure of the run.
+whose ratio to the backend's own row is the spread of identical kernels in that run. A backend
+that refuses a case (an SDPA backend's "no kernel", FlexAttention on an unsupported input) is
+recorded as skipped with the reason, never as a failure of the run.
 
 Modes: `fwd` (forward without autograd), `bwd` (the backward alone: autograd.grad of a forward
 run once outside the timed region, with retain_graph), `fwd_bwd` (forward + backward).

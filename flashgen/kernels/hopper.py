@@ -310,10 +310,10 @@ def config_for(spec, seq_q: int, narrow: bool = False) -> HopperConfig:
     `narrow_window`) where the head dim has one and it fits this GPU; else the measured one for
     this head dim, mask and query-length bucket (`flashgen.hardware.hopper_tiles.tuned_config`:
     FLASHGEN_HOPPER_CONFIGS or the shipped tuning_db/hopper/<gpu>.json), else `CONFIGS`. The
-    records are measured on specs without extras; `late_wait` is left off for softcapping and
-    ALiBi, whose longer softmax it slowed (`LATE_WAIT_OFF`), and ping-pong for ALiBi
-    (`PINGPONG_OFF`). (ALiBi's 4 * block_n bytes of key
-    indices fit wherever the config fits without them: tests/hardware, H200.)"""
+    records are measured on specs without extras; `late_wait` and ping-pong are left off for
+    softcapping and ALiBi, which they slowed (`LATE_WAIT_OFF`, `PINGPONG_OFF`). (ALiBi's
+    4 * block_n bytes of key indices fit wherever the config fits without them: tests/hardware,
+    H200.)"""
     from ..hardware.hopper_tiles import fit_reason, tuned_config
     from ..hardware.sram import current_device
 

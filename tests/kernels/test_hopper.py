@@ -597,7 +597,8 @@ def test_render_masks(spec):
     prefetch = not (spec.window or spec.attn_mask or spec.dropout)
     assert ("has_next = _get_item(item_bufs.index(qb_next), WARPS)" in source) == prefetch
     assert ("# Tile 0's QK^T (a window or mask tensor: no prefetch" in source) != prefetch
-    # ALiBi: one per-key vector a tile, the per-row part taken off the lse at the end
+    # ALiBi: the per-key term from the key-index table, the per-row part taken off the lse at
+    # the end
     assert ("qk = qk + slope_raw * key_idx.load(col_layout)[None, :]" in source) == spec.alibi
     assert ("m_i = m_i - (slope_raw * qk_scale) * gl.arange(0, M_C" in source) == spec.alibi
     assert ("Slopes, stride_sb," in source) == spec.alibi
