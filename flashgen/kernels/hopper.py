@@ -301,7 +301,8 @@ LATE_WAIT_OFF = ("softcap", "alibi")
 # B4 H16 and H32/8 4k head dim 128 forward, fwd_variants.py, five alternating rounds): ALiBi
 # (its per-key term a table read) 1.035-1.044x faster without it, and where the record has
 # none (4k causal) adding it read 0.93x; softcap 50 (FIXED_MAX) 1.044x without it (session 33
-# B5: adding it to the causal record read 0.96-0.99x).
+# B5: adding it to the causal record read 0.96-0.99x). Not measured either way: the running-max
+# softcap (caps past FIXED_MAX's limit) and the 1k causal record, which the rule covers too.
 PINGPONG_OFF = ("softcap", "alibi")
 
 
