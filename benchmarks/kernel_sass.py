@@ -112,10 +112,12 @@ def main(argv=None) -> int:
     p.add_argument("--seq", type=int, default=None, metavar="N",
                    help="(--family hopper) the config the run time launches for N query rows "
                    "(hopper.config_for on the GPU whose record FLASHGEN_GPU names, default the "
-                   "H200) instead of the head dim's shipped one; --late-wait does not apply")  # fmt: skip
+                   "H200) instead of the head dim's shipped one; not with --late-wait")  # fmt: skip
     p.add_argument("--kernels", default="attn_fwd_tma", help="comma-separated kernel names")
     p.add_argument("--config", default="64,64,4,3", help="BLOCK_M,BLOCK_N,warps,stages")
     args = p.parse_args(argv)
+    if args.seq is not None and args.late_wait:
+        p.error("--seq takes the run time's config as it is: not with --late-wait")
     from flashgen.core.config import TileConfig
     from flashgen.core.spec import KernelSpec
 

@@ -24,6 +24,17 @@ def test_opcodes_are_counted_without_modifiers_or_predicates():
     assert ops == {"LDC": 1, "IMAD": 2, "SHF": 1, "LOP3": 1, "EXIT": 1}
 
 
+def test_seq_takes_the_run_times_config_as_it_is(capsys):
+    """--seq (the config `hopper.config_for` gives) does not take --late-wait, which edits the
+    shipped one: a usage error naming both, before anything compiles."""
+    import pytest
+
+    sass = repo_scripts.load("benchmarks/kernel_sass.py")
+    with pytest.raises(SystemExit) as exit_:
+        sass.main(["--family", "hopper", "--seq", "4096", "--late-wait"])
+    assert exit_.value.code == 2 and "--late-wait" in capsys.readouterr().err
+
+
 def _hopper_aot_reason() -> str | None:
     """None where this machine can compile the Hopper forward for sm_90 ahead of time and
     disassemble it (Gluon with its AST source, Triton's ptxas and cuobjdump), else why not."""
