@@ -297,12 +297,13 @@ def _log_once(spec, reason: str) -> None:
 # window and a boolean key-padding mask level (0.99-1.01x), so they keep the record's.
 LATE_WAIT_OFF = ("softcap", "alibi")
 # Spec extras whose kernels run without ping-pong even where the record has it (head dim 128's
-# 4k non-causal record does). Measured on the H200 (benchmarks/RESULTS.md, session 34 B6/B7;
-# B4 H16 and H32/8 4k head dim 128 forward, fwd_variants.py, five alternating rounds): ALiBi
-# (its per-key term a table read) 1.035-1.044x faster without it, and where the record has
-# none (4k causal) adding it read 0.93x; softcap 50 (FIXED_MAX) 1.044x without it (session 33
-# B5: adding it to the causal record read 0.96-0.99x). Not measured either way: the running-max
-# softcap (caps past FIXED_MAX's limit) and the 1k causal record, which the rule covers too.
+# 1k causal record does; its 4k non-causal record did until session 35, when the plain kernel
+# read 1.025x faster without it too). Measured on the H200 (benchmarks/RESULTS.md; H16 and
+# H32/8 head dim 128 forward, B4 at 4k, B16 at 1k, fwd_variants.py, alternating rounds): at 4k non-causal (session
+# 34 B6/B7) ALiBi 1.035-1.044x and softcap 50 (FIXED_MAX) 1.044x faster without it, the
+# running-max softcap (cap 60) 1.03-1.04x (session 35 B1); at the 1k causal record (session 35
+# B1) ALiBi 1.03x, softcap 50 level (0.97-1.01x); where a record has none (4k causal) adding it
+# read 0.93x for ALiBi, 0.96-0.99x for softcap (session 33 B5).
 PINGPONG_OFF = ("softcap", "alibi")
 
 
