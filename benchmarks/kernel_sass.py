@@ -11,7 +11,8 @@ with the `cuobjdump` Triton ships; counts are of the static code (a loop body co
 with its shipped config, or with `--seq N` the config the run time launches for N query rows:
 `hopper.config_for`, the GPU's record with the extras' rules applied; assembled for sm_90a by
 Triton's ptxas, whose spill bytes it prints too), with the mask flags of the spec (`--alibi`,
-`--softcap`, `--window`, `--lengths`, `--attn-mask bool|add`, `--dropout`).
+`--softcap`, `--window`, `--lengths`, `--attn-mask bool|add` (read as a key-padding mask; with
+`--dense` as a full [Sq, Sk] tile), `--dropout`).
 
 Usage (repo root; Triton 3.6 is what the H200 runs; an A/B puts the old tree first on
 PYTHONPATH):
@@ -105,8 +106,11 @@ def main(argv=None) -> int:
         "--attn-mask",
         choices=("bool", "add"),
         default="",
-        help="(--family hopper) a mask tensor, read as a key-padding mask",
+        help="(--family hopper) a mask tensor, read as a key-padding mask (MASK_PER_KEY) "
+        "unless --dense",
     )
+    p.add_argument("--dense", action="store_true",
+                   help="(--attn-mask) read as a dense [Sq, Sk] mask: MASK_PER_KEY off")  # fmt: skip
     p.add_argument("--late-wait", action="store_true",
                    help="(--family hopper) the config with late_wait (PV's wait after the softmax)")  # fmt: skip
     p.add_argument("--seq", type=int, default=None, metavar="N",
@@ -118,6 +122,8 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     if args.seq is not None and args.late_wait:
         p.error("--seq takes the run time's config as it is: not with --late-wait")
+    if args.dense and not args.attn_mask:
+        p.error("--dense needs --attn-mask")
     from flashgen.core.config import TileConfig
     from flashgen.core.spec import KernelSpec
 
@@ -131,7 +137,9 @@ def main(argv=None) -> int:
             cfg = config_for(spec, args.seq)
         else:
             cfg = dataclasses.replace(CONFIGS[args.head_dim], late_wait=args.late_wait)
-        cubin, shared, spills = hopper_cubin(spec, per_key=bool(args.attn_mask), cfg=cfg)
+        cubin, shared, spills = hopper_cubin(
+            spec, per_key=bool(args.attn_mask) and not args.dense, cfg=cfg
+        )
         res, ops = sass_counts(cubin)
         counts = " ".join(f"{op}={ops[op]}" for op in OPS)
         print(f"attn_fwd_ws {spec.uri()} {cfg.short()}: regs {res['regs']} stack {res['stack']} "

@@ -35,6 +35,17 @@ def test_seq_takes_the_run_times_config_as_it_is(capsys):
     assert exit_.value.code == 2 and "--late-wait" in capsys.readouterr().err
 
 
+def test_dense_needs_a_mask_tensor(capsys):
+    """--dense (the mask read as a full [Sq, Sk] tile, MASK_PER_KEY off) means nothing without
+    --attn-mask: a usage error before anything compiles."""
+    import pytest
+
+    sass = repo_scripts.load("benchmarks/kernel_sass.py")
+    with pytest.raises(SystemExit) as exit_:
+        sass.main(["--family", "hopper", "--dense"])
+    assert exit_.value.code == 2 and "--dense needs --attn-mask" in capsys.readouterr().err
+
+
 def _hopper_aot_reason() -> str | None:
     """None where this machine can compile the Hopper forward for sm_90 ahead of time and
     disassemble it (Gluon with its AST source, Triton's ptxas and cuobjdump), else why not."""
