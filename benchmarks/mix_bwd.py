@@ -1,0 +1,149 @@
+"""Where a training call that mixes flashgen's forward with cuDNN's backward loses time (issue 15).
+
+The op runs flashgen's forward and cuDNN's backward where the records name that pair
+(`flashgen.runtime.vendor`, "the mix"), since cuDNN's backward takes flashgen's out and
+logsumexp. The grid (`vendor_grid.py`, session 35 B2) read such rows below cuDNN's own forward
++ backward beyond its A/A spread (B16 H16 1k d128: 0.960x paired) while the forward alone read
+level. This script times, per shape and in alternating rounds (medians of `--rounds`):
+
+  cudnn_fb     SDPA on cuDNN, forward + backward (what the op is compared with)
+  op_fb        `flashgen.attention`, forward + backward, as a user calls it (the mix)
+  ours_fwd     flashgen's forward alone (`plain_forward`: out, logsumexp)
+  cudnn_fwd    cuDNN's forward alone (`aten._scaled_dot_product_cudnn_attention`)
+  bwd_own      cuDNN's backward op on cuDNN's own out and statistics
+  bwd_ours     cuDNN's backward op on flashgen's out and logsumexp (`vendor.cudnn_backward`)
+
+so that op_fb - (ours_fwd + bwd_ours) is the op's own overhead, and bwd_ours / bwd_own says
+whether cuDNN's backward runs slower on flashgen's tensors. Prints one JSON line per shape and
+writes them all to --out.
+
+    python benchmarks/mix_bwd.py [--rounds 5] [--rep 30] [--out FILE.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+
+SHAPES = [  # (batch, q heads, kv heads, seq, head dim, causal): the grid's mixed rows
+    (16, 16, 16, 1024, 128, False),
+    (16, 32, 8, 1024, 128, True),
+    (4, 32, 8, 4096, 128, True),
+    (4, 16, 16, 4096, 128, True),
+]
+
+
+def _cudnn_fwd(q, k, v, causal, scale):
+    """cuDNN's forward op: (out, statistics [B, H, Sq, 1])."""
+    import torch
+
+    res = torch.ops.aten._scaled_dot_product_cudnn_attention(
+        q, k, v, None, True, 0.0, causal, False, scale=scale
+    )
+    return res[0], res[1]
+
+
+def _cudnn_bwd(do, q, k, v, out, stats, causal, scale):
+    import torch
+
+    return torch.ops.aten._scaled_dot_product_cudnn_attention_backward(
+        do, q, k, v, out, stats, None, None, None, None, None, q.shape[2], k.shape[2], 0.0,
+        causal, scale=scale,
+    )  # fmt: skip
+
+
+def time_shape(shape, rounds: int, rep: int) -> dict:
+    """The six timings of one shape (ms, medians over rounds) and a sanity check: dq of cuDNN's
+    backward on flashgen's tensors against on its own (bf16, max abs difference)."""
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from triton.testing import do_bench
+
+    import flashgen
+    from flashgen.runtime.primitives import plain_forward
+    from flashgen.runtime.vendor import cudnn_backward
+
+    b, hq, hkv, n, d, causal = shape
+    scale = d**-0.5
+    gen = torch.Generator(device="cuda").manual_seed(0)
+
+    def rnd(*s):
+        return torch.randn(*s, device="cuda", dtype=torch.bfloat16, generator=gen)
+
+    q, k, v = rnd(b, hq, n, d), rnd(b, hkv, n, d), rnd(b, hkv, n, d)
+    do = rnd(b, hq, n, d)
+    qg, kg, vg = (t.clone().requires_grad_() for t in (q, k, v))
+    gqa = hq != hkv
+    ke, ve = (
+        (k, v)
+        if not gqa
+        else (k.repeat_interleave(hq // hkv, 1), v.repeat_interleave(hq // hkv, 1))
+    )
+
+    def cudnn_fb():
+        with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+            out = F.scaled_dot_product_attention(qg, kg, vg, is_causal=causal, enable_gqa=gqa)
+        out.backward(do)
+
+    def op_fb():
+        flashgen.attention(qg, kg, vg, causal=causal).backward(do)
+
+    own_out, own_stats = _cudnn_fwd(q, ke, ve, causal, scale)
+    our_out, our_lse = plain_forward(q, k, v, causal, scale)
+    fns = {
+        "cudnn_fb": cudnn_fb,
+        "op_fb": op_fb,
+        "ours_fwd": lambda: plain_forward(q, k, v, causal, scale),
+        "cudnn_fwd": lambda: _cudnn_fwd(q, ke, ve, causal, scale),
+        "bwd_own": lambda: _cudnn_bwd(do, q, ke, ve, own_out, own_stats, causal, scale),
+        "bwd_ours": lambda: cudnn_backward(do, q, k, v, our_out, our_lse, causal, scale),
+    }
+    own = _cudnn_bwd(do, q, ke, ve, own_out, own_stats, causal, scale)
+    ours = cudnn_backward(do, q, k, v, our_out, our_lse, causal, scale)
+    diff = (own[0].float() - ours[0].float()).abs().max().item()  # dq (dk, dv: GQA-expanded)
+    ms = {name: [] for name in fns}
+    for r in range(rounds):
+        order = list(fns) if r % 2 == 0 else list(reversed(fns))
+        for name in order:
+            ms[name].append(do_bench(fns[name], rep=rep, return_mode="median"))
+    med = {name: round(statistics.median(v), 4) for name, v in ms.items()}
+    return dict(
+        shape=list(shape),
+        ms=med,
+        readings={k: [round(x, 4) for x in v] for k, v in ms.items()},
+        dq_diff=diff,
+        op_overhead_ms=round(med["op_fb"] - med["ours_fwd"] - med["bwd_ours"], 4),
+        bwd_ours_over_own=round(med["bwd_ours"] / med["bwd_own"], 4),
+        op_vs_cudnn=round(med["cudnn_fb"] / med["op_fb"], 4),
+    )
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--rounds", type=int, default=5, help="alternating rounds (5)")
+    p.add_argument("--rep", type=int, default=30, help="do_bench's rep, ms (30)")
+    p.add_argument("--out", default=None, help="write the rows here as JSON")
+    args = p.parse_args(argv)
+    import torch
+
+    if not torch.cuda.is_available():
+        print("mix_bwd.py needs a CUDA GPU", file=sys.stderr)
+        return 2
+    rows = []
+    for shape in SHAPES:
+        row = time_shape(shape, args.rounds, args.rep)
+        print(json.dumps({k: row[k] for k in row if k != "readings"}), flush=True)
+        rows.append(row)
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(rows, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
