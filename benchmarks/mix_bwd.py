@@ -35,30 +35,13 @@ SHAPES = [  # (batch, q heads, kv heads, seq, head dim, causal): the grid's mixe
 ]
 
 
-def _cudnn_fwd(q, k, v, causal, scale):
-    """cuDNN's forward op: (out, statistics [B, H, Sq, 1])."""
-    import torch
-
-    res = torch.ops.aten._scaled_dot_product_cudnn_attention(
-        q, k, v, None, True, 0.0, causal, False, scale=scale
-    )
-    return res[0], res[1]
-
-
-def _cudnn_bwd(do, q, k, v, out, stats, causal, scale):
-    import torch
-
-    return torch.ops.aten._scaled_dot_product_cudnn_attention_backward(
-        do, q, k, v, out, stats, None, None, None, None, None, q.shape[2], k.shape[2], 0.0,
-        causal, scale=scale,
-    )  # fmt: skip
-
-
 def time_shape(shape, rounds: int, rep: int) -> dict:
     """The six timings of one shape (ms, medians over rounds) and a sanity check: dq of cuDNN's
     backward on flashgen's tensors against on its own (bf16, max abs difference)."""
     import torch
     import torch.nn.functional as F
+    from hybrid_probe import cudnn_bwd as _cudnn_bwd  # cuDNN's op pair, called directly
+    from hybrid_probe import cudnn_fwd as _cudnn_fwd
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from triton.testing import do_bench
 
