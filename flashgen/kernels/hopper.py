@@ -298,12 +298,13 @@ def _log_once(spec, reason: str) -> None:
 LATE_WAIT_OFF = ("softcap", "alibi")
 # Spec extras whose kernels run without ping-pong even where the record has it (head dim 128's
 # 1k causal record does; its 4k non-causal record did until session 35, when the plain kernel
-# read 1.025x faster without it too). Measured on the H200 (benchmarks/RESULTS.md; H16 and
-# H32/8 head dim 128 forward, B4 at 4k, B16 at 1k, fwd_variants.py, alternating rounds): at 4k non-causal (session
-# 34 B6/B7) ALiBi 1.035-1.044x and softcap 50 (FIXED_MAX) 1.044x faster without it, the
-# running-max softcap (cap 60) 1.03-1.04x (session 35 B1); at the 1k causal record (session 35
-# B1) ALiBi 1.03x, softcap 50 level (0.97-1.01x); where a record has none (4k causal) adding it
-# read 0.93x for ALiBi, 0.96-0.99x for softcap (session 33 B5).
+# read 1.025x faster without it too). Measured on the H200 (benchmarks/RESULTS.md; head dim
+# 128 forward, H16 and H32/8, B4 at 4k and B16 at 1k, fwd_variants.py, alternating rounds),
+# speed without ping-pong over speed with it: at 4k non-causal ALiBi 1.035-1.044x and softcap
+# 50 (FIXED_MAX) 1.044x (session 34 B6/B7), the running-max softcap (cap 60) 1.03-1.04x
+# (session 35 B1); at the 1k causal record ALiBi 1.03-1.04x, softcap 50 0.99-1.03x (session 35
+# B1); at 4k causal, whose record has none, adding it read 0.93x for ALiBi and 0.96-0.99x for
+# softcap (session 33 B5).
 PINGPONG_OFF = ("softcap", "alibi")
 
 
