@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Prepared in session 35 (issues 13, 15), not run: that session's device time was spent. Two
 # calls, carrying .whl:
-#   FLASHGEN_COMMIT=<sha> bash benchmarks/raw/next_s36/job.sh          (about 200 s)
+#   FLASHGEN_COMMIT=<sha> bash benchmarks/raw/next_s36/job.sh          (about 220 s)
 #   FLASHGEN_COMMIT=<sha> bash benchmarks/raw/next_s36/job.sh grid     (about 120 s)
 # 1. The forward records' flashgen-vs-SDPA comparison redone (recompare.py --direction fwd):
 #    the forward records (`impl`, `impl_ratio`) date from 2026-11-29/30, before late_wait, the
 #    persistent 16k record and session 35's 4k non-causal record without ping-pong (1.025x);
 #    head dim 128's 4k/16k non-causal records named flashgen by 1.017-1.023x, under the op's
-#    1.05 margin (`dispatch.FLASHGEN_MARGIN`), so the op runs cuDNN there. If the redone file
-#    moves a winner past the margin, install it (tuning_db/nvidia-h200.json) and run `grid`.
+#    1.05 margin (`dispatch.FLASHGEN_MARGIN`), so the op runs cuDNN there. Session 35 B10 ran
+#    it once (three rounds): 4k non-causal 1.114x, the rest as before; one reading was not
+#    enough to install (cuDNN's own time spread 10% in B2). Five rounds here: if the 4k row
+#    holds past the margin again, install the file (tuning_db/nvidia-h200.json) and run `grid`.
 # 2. mix_bwd.py again with more rounds: session 35 B6 found the op's forward+backward 0.05 ms
 #    over its two kernels' sum at B16 H16 1k d128 (0.977x cuDNN's), beyond cuDNN's own overhead.
 # `grid`: vendor_grid.py --control on the installed records (cuDNN timed twice a round).
@@ -23,7 +25,7 @@ if [ "${1:-}" = grid ]; then
   cd $W && tar czf $OUT/grid.tgz . && exit 0
 fi
 timeout 150 python3 benchmarks/recompare.py tuning_db/nvidia-h200.json --out $W/nvidia-h200.json \
-  --json $W/recompare.json --direction fwd --rounds 3 --rep 40 > $W/recompare.txt 2>&1
+  --json $W/recompare.json --direction fwd --rounds 5 --rep 40 > $W/recompare.txt 2>&1
 stamp "recompare rc=$?"; grep -v -i warn $W/recompare.txt | tail -14 | cut -c1-220
 timeout 100 python3 benchmarks/mix_bwd.py --rounds 9 --rep 30 --out $W/mix_bwd.json > $W/mix_bwd.txt 2>&1
 stamp "mix_bwd rc=$?"; grep -v -i warn $W/mix_bwd.txt | cut -c1-300
