@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Prepared in session 35 (issues 13, 15), not run: that session's device time was spent. Two
-# calls, carrying .whl:
+# Prepared in session 35 (issues 13, 15, 16), not run: that session's device time was spent.
+# Three calls, carrying .whl:
 #   FLASHGEN_COMMIT=<sha> bash benchmarks/raw/next_s36/job.sh          (about 220 s)
 #   FLASHGEN_COMMIT=<sha> bash benchmarks/raw/next_s36/job.sh grid     (about 120 s)
 # 1. The forward records' flashgen-vs-SDPA comparison redone (recompare.py --direction fwd):
@@ -30,10 +30,11 @@ set -u
 . benchmarks/device_env.sh > /dev/null 2>&1
 W=$OUT/work; mkdir -p $W
 if [ "${1:-}" = prefetch ]; then
-  mkdir -p new_tree && cp -r flashgen templates tuning_db new_tree/
+  # (pytest puts its working directory first on sys.path: the tests run inside new_tree)
+  mkdir -p new_tree && cp -r flashgen templates tuning_db tests pyproject.toml new_tree/
   cp benchmarks/raw/next_s36/attn_fwd.py.jinja.prefetch new_tree/templates/attn_fwd.py.jinja
-  PYTHONPATH=/tmp/site:$PWD/new_tree timeout 150 python3 -m pytest -q -p no:cacheprovider -p no:randomly \
-    -m gpu -n 8 tests/kernels/test_attn_mask.py tests/kernels/test_padding.py > $W/tests.txt 2>&1
+  (cd new_tree && PYTHONPATH=/tmp/site:$PWD timeout 150 python3 -m pytest -q -p no:cacheprovider \
+    -p no:randomly -m gpu -n 8 tests/kernels/test_attn_mask.py tests/kernels/test_padding.py) > $W/tests.txt 2>&1
   stamp "mask tests (patched) rc=$?"; tail -2 $W/tests.txt; grep -E "^FAILED|^ERROR" $W/tests.txt | head
   for rep in 1 2; do
     for tree in old new; do
