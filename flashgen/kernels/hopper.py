@@ -306,6 +306,8 @@ LATE_WAIT_OFF = ("softcap", "alibi")
 # B1); at 4k causal, whose record has none, adding it read 0.93x for ALiBi and 0.96-0.99x for
 # softcap (session 33 B5).
 PINGPONG_OFF = ("softcap", "alibi")
+# A record's knob -> the spec extras whose kernels run with it off (`config_for`).
+KNOBS_OFF = {"late_wait": LATE_WAIT_OFF, "pingpong": PINGPONG_OFF}
 
 
 def config_for(spec, seq_q: int, narrow: bool = False) -> HopperConfig:
@@ -314,9 +316,9 @@ def config_for(spec, seq_q: int, narrow: bool = False) -> HopperConfig:
     this head dim, mask and query-length bucket (`flashgen.hardware.hopper_tiles.tuned_config`:
     FLASHGEN_HOPPER_CONFIGS or the shipped tuning_db/hopper/<gpu>.json), else `CONFIGS`. The
     records are measured on specs without extras; `late_wait` and ping-pong are left off for
-    softcapping and ALiBi, which they slowed (`LATE_WAIT_OFF`, `PINGPONG_OFF`). (ALiBi's
-    4 * block_n bytes of key indices fit wherever the config fits without them: tests/hardware,
-    H200.)"""
+    softcapping and ALiBi, which they slowed (`KNOBS_OFF`: `LATE_WAIT_OFF`, `PINGPONG_OFF`).
+    (ALiBi's 4 * block_n bytes of key indices fit wherever the config fits without them:
+    tests/hardware, H200.)"""
     from ..hardware.hopper_tiles import fit_reason, tuned_config
     from ..hardware.sram import current_device
 
@@ -325,10 +327,9 @@ def config_for(spec, seq_q: int, narrow: bool = False) -> HopperConfig:
     if cfg is not None and fit_reason(cfg, spec.head_dim, device, alibi=spec.alibi) is None:
         return for_spec(cfg, spec)
     cfg = tuned_config(spec.head_dim, spec.causal, seq_q, device) or CONFIGS[spec.head_dim]
-    if cfg.late_wait and any(getattr(spec, extra) for extra in LATE_WAIT_OFF):
-        cfg = dataclasses.replace(cfg, late_wait=False)
-    if cfg.pingpong and any(getattr(spec, extra) for extra in PINGPONG_OFF):
-        cfg = dataclasses.replace(cfg, pingpong=False)
+    for knob, extras in KNOBS_OFF.items():
+        if getattr(cfg, knob) and any(getattr(spec, extra) for extra in extras):
+            cfg = dataclasses.replace(cfg, **{knob: False})
     return for_spec(cfg, spec)
 
 
