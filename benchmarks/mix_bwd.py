@@ -15,17 +15,24 @@ level. This script times, per shape and in alternating rounds (medians of `--rou
 
 so that op_fb - (ours_fwd + bwd_ours) is the op's own overhead, and bwd_ours / bwd_own says
 whether cuDNN's backward runs slower on flashgen's tensors. Prints one JSON line per shape and
-writes them all to --out.
+writes them all to --out (a file, or mix_bwd.json in a directory; default $OUT or here), after
+every shape. (Session 35 B6 ran an earlier version that left the two forward+backward calls'
+gradients accumulating into .grad, timed on both sides.)
 
-    python benchmarks/mix_bwd.py [--rounds 5] [--rep 30] [--out FILE.json]
+    python benchmarks/mix_bwd.py [--rounds 5] [--rep 30] [--out FILE.json|DIR]
 """
 
 from __future__ import annotations
 
-import argparse
 import json
+import os
 import statistics
 import sys
+from pathlib import Path
+
+sys.path.append(str(Path(__file__).resolve().parent.parent))
+
+from flashgen.bench import scripts  # noqa: E402
 
 SHAPES = [  # (batch, q heads, kv heads, seq, head dim, causal): the grid's mixed rows
     (16, 16, 16, 1024, 128, False),
@@ -37,61 +44,43 @@ SHAPES = [  # (batch, q heads, kv heads, seq, head dim, causal): the grid's mixe
 
 def time_shape(shape, rounds: int, rep: int) -> dict:
     """The six timings of one shape (ms, medians over rounds) and a sanity check: dq of cuDNN's
-    backward on flashgen's tensors against on its own (bf16, max abs difference)."""
-    import torch
-    import torch.nn.functional as F
-    from hybrid_probe import cudnn_bwd as _cudnn_bwd  # cuDNN's op pair, called directly
-    from hybrid_probe import cudnn_fwd as _cudnn_fwd
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-    from triton.testing import do_bench
+    backward on flashgen's tensors against on its own (bf16, max abs difference). The two
+    forward+backward calls reset their leaves' gradients each run (`scripts.fwd_bwd`), so no
+    accumulation into .grad is timed."""
+    from hybrid_probe import cudnn_bwd, cudnn_fwd  # cuDNN's op pair, called directly
 
     import flashgen
+    from flashgen.bench import harness
     from flashgen.runtime.primitives import plain_forward
     from flashgen.runtime.vendor import cudnn_backward
 
     b, hq, hkv, n, d, causal = shape
     scale = d**-0.5
-    gen = torch.Generator(device="cuda").manual_seed(0)
-
-    def rnd(*s):
-        return torch.randn(*s, device="cuda", dtype=torch.bfloat16, generator=gen)
-
-    q, k, v = rnd(b, hq, n, d), rnd(b, hkv, n, d), rnd(b, hkv, n, d)
-    do = rnd(b, hq, n, d)
-    qg, kg, vg = (t.clone().requires_grad_() for t in (q, k, v))
-    gqa = hq != hkv
-    ke, ve = (
-        (k, v)
-        if not gqa
-        else (k.repeat_interleave(hq // hkv, 1), v.repeat_interleave(hq // hkv, 1))
-    )
-
-    def cudnn_fb():
-        with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
-            out = F.scaled_dot_product_attention(qg, kg, vg, is_causal=causal, enable_gqa=gqa)
-        out.backward(do)
-
-    def op_fb():
-        flashgen.attention(qg, kg, vg, causal=causal).backward(do)
-
-    own_out, own_stats = _cudnn_fwd(q, ke, ve, causal, scale)
+    q, k, v, do = scripts.inputs(b, hq, hkv, n, n, d, seed=0)
+    # cuDNN's own op pair takes K/V with q's head count (SDPA's enable_gqa expands them too)
+    ke, ve = (k, v) if hq == hkv else (t.repeat_interleave(hq // hkv, 1) for t in (k, v))
+    theirs = [t.clone().requires_grad_() for t in (q, k, v)]
+    mine = [t.clone().requires_grad_() for t in (q, k, v)]
+    own_out, own_stats = cudnn_fwd(q, ke, ve, causal, scale)
     our_out, our_lse = plain_forward(q, k, v, causal, scale)
     fns = {
-        "cudnn_fb": cudnn_fb,
-        "op_fb": op_fb,
+        "cudnn_fb": scripts.fwd_bwd(
+            lambda: harness.sdpa("sdpa_cudnn", *theirs, causal=causal, scale=scale), theirs, do
+        ),
+        "op_fb": scripts.fwd_bwd(lambda: flashgen.attention(*mine, causal=causal), mine, do),
         "ours_fwd": lambda: plain_forward(q, k, v, causal, scale),
-        "cudnn_fwd": lambda: _cudnn_fwd(q, ke, ve, causal, scale),
-        "bwd_own": lambda: _cudnn_bwd(do, q, ke, ve, own_out, own_stats, causal, scale),
+        "cudnn_fwd": lambda: cudnn_fwd(q, ke, ve, causal, scale),
+        "bwd_own": lambda: cudnn_bwd(do, q, ke, ve, own_out, own_stats, causal, scale),
         "bwd_ours": lambda: cudnn_backward(do, q, k, v, our_out, our_lse, causal, scale),
     }
-    own = _cudnn_bwd(do, q, ke, ve, own_out, own_stats, causal, scale)
+    own = cudnn_bwd(do, q, ke, ve, own_out, own_stats, causal, scale)
     ours = cudnn_backward(do, q, k, v, our_out, our_lse, causal, scale)
     diff = (own[0].float() - ours[0].float()).abs().max().item()  # dq (dk, dv: GQA-expanded)
+    time_fn = scripts.timer("cuda", rep)
     ms = {name: [] for name in fns}
     for r in range(rounds):
-        order = list(fns) if r % 2 == 0 else list(reversed(fns))
-        for name in order:
-            ms[name].append(do_bench(fns[name], rep=rep, return_mode="median"))
+        for name in list(fns) if r % 2 == 0 else list(reversed(fns)):
+            ms[name].append(time_fn(fns[name]))
     med = {name: round(statistics.median(v), 4) for name, v in ms.items()}
     return dict(
         shape=list(shape),
@@ -105,26 +94,22 @@ def time_shape(shape, rounds: int, rep: int) -> dict:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    p.add_argument("--rounds", type=int, default=5, help="alternating rounds (5)")
-    p.add_argument("--rep", type=int, default=30, help="do_bench's rep, ms (30)")
-    p.add_argument("--out", default=None, help="write the rows here as JSON")
-    args = p.parse_args(argv)
+    ap = scripts.parser(__doc__, out=os.environ.get("OUT", "."))
+    ap.add_argument("--rounds", type=int, default=5, help="alternating rounds (5)")
+    ap.add_argument("--rep", type=int, default=30, help="do_bench's rep, ms (30)")
+    args = ap.parse_args(argv)
     import torch
 
     if not torch.cuda.is_available():
         print("mix_bwd.py needs a CUDA GPU", file=sys.stderr)
         return 2
-    rows = []
+    path = scripts.out_path(args.out, "mix_bwd.json")
+    doc = scripts.result_doc(rows=[])
     for shape in SHAPES:
         row = time_shape(shape, args.rounds, args.rep)
         print(json.dumps({k: row[k] for k in row if k != "readings"}), flush=True)
-        rows.append(row)
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(rows, f, indent=1)
+        doc["rows"].append(row)
+        scripts.save_json(path, doc)  # after every shape: a cut run keeps what it measured
     return 0
 
 

@@ -236,6 +236,7 @@ PARSE_CASES = [
     ("loss_spread", ["ref.json=fp32", "a.json"], dict(runs=["ref.json=fp32", "a.json"])),
     ("masked_tiles", ["--shape", "1,2,1,512,64", "--rep", "5", "--only", "bool_b1nn"],
      dict(shape="1,2,1,512,64", rep=5, budget=300.0, out=None, only="bool_b1nn")),
+    ("mix_bwd", ["--rounds", "9", "--out", "m.json"], dict(rounds=9, rep=30, out="m.json")),
 ]  # fmt: skip
 
 
