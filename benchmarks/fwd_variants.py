@@ -67,9 +67,9 @@ def slopes_for(q, alibi: bool):
     view of the paper's [Hq]), else None."""
     if not alibi:
         return None
-    from flashgen.kernels.alibi import standard_slopes
+    from flashgen.kernels.alibi import check_slopes, standard_slopes
 
-    return standard_slopes(q.shape[1]).to(q.device).expand(q.shape[0], q.shape[1])
+    return check_slopes(standard_slopes(q.shape[1]).to(q.device), q)
 
 
 def variants(spec, seq: int, varies) -> tuple[dict, dict]:
