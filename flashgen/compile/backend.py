@@ -287,8 +287,8 @@ def explain(model: Any, *args: Any, **kwargs: Any) -> ExplainReport:
 def _impl_summary(site: Any) -> str:
     """ "sdpa_cudnn 1.21x (default) / sdpa_cudnn 1.30x (exact)": the choice `flashgen.runtime.vendor`
     makes for this site's traced shape, for the forward alone and for forward+backward (where
-    the first names flashgen and the second cuDNN, a plain training call runs both: cuDNN's
-    backward on flashgen's forward, `flashgen.runtime.vendor.hybrid_backward`)."""
+    the second names cuDNN and a training call's forward flashgen, a plain training call runs
+    both: cuDNN's backward on flashgen's forward, `flashgen.runtime.vendor.hybrid_backward`)."""
     from ..core.impls import FLASHGEN
     from ..runtime.vendor import HYBRID_BACKEND, mix_enabled
     from .patterns.choice import site_choices
@@ -307,6 +307,8 @@ def _impl_summary(site: Any) -> str:
     impls = [impl for impl, _ in choices]
     parts = [label for _, label in choices]
     mix = site.device == "cuda" and mix_enabled()
-    if mix and impls == [FLASHGEN, HYBRID_BACKEND]:
-        parts[1] += ", on flashgen's forward"  # what a training call runs (the mix)
+    # what a training call runs (the mix), whose forward takes the margin of a call with a
+    # backward (a forward alone may name flashgen where a training call's does not)
+    if mix and impls == [FLASHGEN, HYBRID_BACKEND] and site_choices(site, True)[0][0] == FLASHGEN:
+        parts[1] += ", on flashgen's forward"
     return " / ".join(parts)

@@ -156,16 +156,21 @@ def winner(q, k, v, causal: bool, backward: bool | None = None) -> str:
     return vendor
 
 
-def host_rule(choice: tuple, spec, work: tuple, causal: bool, backward: bool) -> str | None:
+def host_rule(
+    choice: tuple, spec, work: tuple, causal: bool, backward: bool, margin: float | None = None
+) -> str | None:
     """The SDPA backend to run instead of flashgen's kernel when a record's `choice` (impl,
     ratio, source; see `flashgen.runtime.dispatch.impl_choice`) names flashgen but a CUDA call
     of `work` (batch, query heads, query rows, key rows, head dim) would save less GPU time
-    than HOST_MARGIN_S; None to keep the choice (also for a forced one or one without a
-    comparison, and where the defaults name flashgen themselves)."""
+    than `margin` seconds (None: `host_margin_s(backward)`); None to keep the choice (also for
+    a forced one or one without a comparison, and where the defaults name flashgen
+    themselves)."""
     impl, ratio, source = choice
     if impl != FLASHGEN or source == "forced" or ratio is None:
         return None
-    if gain_s(work, causal, backward, ratio) >= HOST_MARGIN_S:
+    if margin is None:
+        margin = host_margin_s(backward)
+    if gain_s(work, causal, backward, ratio) >= margin:
         return None
     vendor = default_choice(spec, True)
     return None if vendor == FLASHGEN else vendor
@@ -178,10 +183,26 @@ def host_rule(choice: tuple, spec, work: tuple, causal: bool, backward: bool) ->
 # compiled forward slower than Inductor's in 6 of 7 paired rounds (0.96x paired, 0.81x by
 # medians) when the op took flashgen's forward by its 1.06x record, where the kernel could save
 # ~3 µs; with this rule it ran 1.03x over 41 rounds (benchmarks/RESULTS.md, session 10 B3, B5).
-# So flashgen's kernel runs only where its expected saving is at least HOST_MARGIN_S (the order
-# of the op's extra host time in a compiled graph, not measured exactly); elsewhere the GPU's
-# default SDPA backend does.
-HOST_MARGIN_S = 50e-6
+# So flashgen's kernel runs only where its expected saving is at least the order of the op's
+# extra host time; elsewhere the GPU's default SDPA backend does. That extra time is now much
+# smaller without a backward than with one: on the H200 (session 32 B3, `host_time.py`) the
+# op's forward with flashgen's kernel cost 18.7 µs of host time against SDPA's 18.9 and its
+# forward+backward 179.5 against 131.6 (48 µs more). So a call with a backward keeps the 50 µs
+# margin (HOST_MARGIN_BWD_S) and a forward alone takes 10 µs (HOST_MARGIN_FWD_S): with 50 µs for
+# both, forward calls of 1k-4k sequences whose records name flashgen by 1.06-1.15x ran cuDNN
+# (the op level with it, 0.997-1.002x) where flashgen's kernel, forced, ran 1.02-1.08x faster
+# than cuDNN's, do_bench and back-to-back alike (session 36 B4, B5). The Llama block's forward
+# (~3 µs expected saving) stays under either margin.
+HOST_MARGIN_FWD_S = 10e-6
+HOST_MARGIN_BWD_S = 50e-6
+
+
+def host_margin_s(backward: bool) -> float:
+    """The least expected saving (seconds) for which a call runs flashgen's kernel on its
+    record: HOST_MARGIN_BWD_S when a backward follows, HOST_MARGIN_FWD_S for a forward alone."""
+    return HOST_MARGIN_BWD_S if backward else HOST_MARGIN_FWD_S
+
+
 # The GPU time a call is expected to take is its FLOPs at this rate: above what attention
 # reaches on the H200 (600-690 TFLOP/s at head dim 128), so the estimate errs short and the
 # rule toward the vendor kernel (never slower than PyTorch).
@@ -351,7 +372,22 @@ def hybrid_backward(
         return False
     if (bwd_winner or winner(q, k, v, causal, True)) != HYBRID_BACKEND:
         return False
-    return winner(q, k, v, causal, False) == FLASHGEN
+    return winner(q, k, v, causal, False) == FLASHGEN and _forward_pays_in_training(q, k, causal)
+
+
+def _forward_pays_in_training(q, k, causal: bool) -> bool:
+    """Whether a training call's forward, which `winner` (asked for a forward alone) gave to
+    flashgen, also clears the margin of a call with a backward (HOST_MARGIN_BWD_S): the mix
+    runs flashgen's forward only there, as it did before forward calls got their smaller
+    margin, since the mix's own host time was measured only with the larger one."""
+    batch, heads, seq_q, head_dim = (_hint(n) for n in q.shape)
+    seq_k = _hint(k.shape[2])
+    if None in (batch, heads, seq_q, seq_k, head_dim):
+        return True
+    spec = spec_for(head_dim, causal, dtype_name(q.dtype), "fwd")
+    choice = impl_choice(spec, seq_q, seq_k, True)
+    work = (batch, heads, seq_q, seq_k, head_dim)
+    return host_rule(choice, spec, work, causal, False, HOST_MARGIN_BWD_S) is None
 
 
 def mix_enabled() -> bool:

@@ -7,6 +7,8 @@ implementation ran; float64 references check what it computed, forward and backw
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -532,3 +534,29 @@ def test_explain_names_the_cudnn_backward_on_flashgen_forward(db_url, monkeypatc
     monkeypatch.delenv(MIX_ENV)
     site.device = "cpu"
     assert _impl_summary(site) == mixed.removesuffix(", on flashgen's forward")
+
+
+def test_a_training_site_takes_flashgens_forward_only_past_the_training_margin(db_url, monkeypatch):
+    """A forward alone takes flashgen's record where its expected saving reaches the forward's
+    host margin; a training call's forward (the mix, and whether the site is left to PyTorch)
+    only where it reaches the margin of a call with a backward (`vendor.host_margin_s`). The
+    GPU's defaults name cuDNN (as the H200's do; the rule keeps a default naming flashgen)."""
+    from flashgen.compile.backend import _impl_summary
+    from flashgen.compile.patterns.choice import site_choices
+    from flashgen.compile.patterns.core import Site
+
+    monkeypatch.setattr(vendor, "default_choice", lambda spec, cuda: "sdpa_cudnn")
+    _store(db_url, "fwd", "flashgen", 1.3)
+    _store(db_url, "bwd", "sdpa_cudnn", 1.2)
+    per_row = vendor.gain_s((1, 1, SQ, SK, D), True, False, 1.3)  # one (batch, head) row
+    between = math.ceil(vendor.host_margin_s(False) / per_row) + 1  # past the forward's margin
+    assert between * per_row < vendor.host_margin_s(True)  # and under the training one
+    site = Site(kind="sdpa", location="test", causal=True, dtype="float32", head_dim=D,
+                seq_q=SQ, seq_k=SK, device="cuda", rows=between)  # fmt: skip
+    assert [impl for impl, _ in site_choices(site)] == ["flashgen", "sdpa_cudnn"]
+    assert site_choices(site, grad=True)[0][0] == "sdpa_cudnn"
+    assert "saves < host time" in site_choices(site, grad=True)[0][1]
+    assert not _impl_summary(site).endswith(", on flashgen's forward")  # no mix for training
+    site.rows = math.ceil(vendor.host_margin_s(True) / per_row) + 1
+    assert site_choices(site, grad=True)[0][0] == "flashgen"
+    assert _impl_summary(site).endswith(", on flashgen's forward")

@@ -231,6 +231,11 @@ class _Cuda:
     [
         # the Llama block's attention: ~57 µs of GPU time, a 1.06x record saves ~3 µs
         ((4, 16, 2048, 64), 1.06, "shipped", "sdpa_cudnn"),
+        # 16 x 16 x 1k, head dim 128, causal: ~98 µs; a 1.15x record saves ~13 µs, past the
+        # forward's 10 µs margin (under the 50 µs of a call with a backward)
+        ((16, 16, 1024, 128), 1.15, "shipped", "flashgen"),
+        # the same record on a quarter of the batch: ~3 µs, under it
+        ((4, 16, 1024, 128), 1.15, "shipped", "sdpa_cudnn"),
         # 1 x 16 x 16k, head dim 128: ~3 ms, 1.10x saves ~0.3 ms
         ((1, 16, 16384, 128), 1.10, "shipped", "flashgen"),
         # forced, or a choice without a comparison: never second-guessed
@@ -247,6 +252,42 @@ def test_flashgen_wins_only_where_it_saves_more_than_its_host_time(
     q = _Cuda(*shape)
     k = _Cuda(shape[0], shape[1] // 4, shape[2], shape[3])
     assert vendor.winner(q, k, k, True, False) == want
+
+
+def test_a_call_with_a_backward_needs_the_larger_margin(monkeypatch):
+    """The same record's saving clears the forward's margin and not a training call's: the
+    backward record's ratio is applied to ~3.5x the forward's time (gain_s)."""
+    monkeypatch.setattr(vendor, "remember_impl", lambda key, *a, **kw: "flashgen")
+    monkeypatch.setattr(vendor, "impl_choice", lambda *a: ("flashgen", 1.03, "shipped"))
+    monkeypatch.setattr(vendor, "default_choice", lambda spec, cuda: "sdpa_cudnn")
+    monkeypatch.setattr(vendor, "settled_impls", {})  # no choice cached by another test
+    q = _Cuda(16, 16, 1024, 128)  # ~196 µs not causal: 1.03x saves ~5.7 µs, ~20 µs with a backward
+    assert vendor.winner(q, q, q, False, False) == "sdpa_cudnn"
+    monkeypatch.setattr(vendor, "impl_choice", lambda *a: ("flashgen", 1.1, "shipped"))
+    assert vendor.winner(q, q, q, False, False) == "flashgen"  # ~18 µs forward
+    assert vendor.winner(q, q, q, False, True) == "flashgen"  # ~62 µs with a backward
+    monkeypatch.setattr(vendor, "impl_choice", lambda *a: ("flashgen", 1.06, "shipped"))
+    assert vendor.winner(q, q, q, False, False) == "flashgen"  # ~11 µs
+    assert vendor.winner(q, q, q, False, True) == "sdpa_cudnn"  # ~39 µs
+    assert vendor.host_margin_s(False) < vendor.host_margin_s(True)
+
+
+def test_the_mix_takes_the_forward_only_where_a_training_call_would(monkeypatch):
+    """A training call runs flashgen's forward under cuDNN's backward (the mix) only where the
+    forward's record saves the margin of a call with a backward, not the forward alone's."""
+    monkeypatch.setattr(vendor, "winner", lambda q, k, v, causal, backward: (
+        "sdpa_cudnn" if backward else "flashgen"
+    ))  # fmt: skip
+    monkeypatch.setattr(vendor, "needs_backward", lambda q, k, v: True)
+    monkeypatch.setattr(vendor, "default_choice", lambda spec, cuda: "sdpa_cudnn")
+    q = _Cuda(16, 16, 1024, 128)  # ~196 µs not causal
+    q.requires_grad = True
+    for ratio, want in ((1.15, False), (1.5, True)):  # saves ~26 µs / ~65 µs
+        monkeypatch.setattr(vendor, "impl_choice", lambda *a, r=ratio: ("flashgen", r, "shipped"))
+        assert vendor.hybrid_backward(q, q, q, False, True) is want
+    # forced or without a comparison: not second-guessed, as in `winner`
+    monkeypatch.setattr(vendor, "impl_choice", lambda *a: ("flashgen", 1.01, "forced"))
+    assert vendor.hybrid_backward(q, q, q, False, True) is True
 
 
 def test_a_vendor_default_is_kept_by_the_host_rule(monkeypatch):

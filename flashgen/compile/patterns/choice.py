@@ -31,11 +31,13 @@ from .core import example_value, node_arg
 PROBE_SEQ = 128
 
 
-def site_choices(site: Any) -> list[tuple[str, str]]:
+def site_choices(site: Any, grad: bool = False) -> list[tuple[str, str]]:
     """[(impl, label)] for a call without and with a backward at the site's traced shape: the
     implementation `flashgen.runtime.vendor` would run (the host-time rule applied) and words
     saying why ("sdpa_cudnn 1.10x (shipped)", "sdpa_cudnn (default; flashgen 1.06x (shipped)
-    saves < host time)")."""
+    saves < host time)"). `grad`: the site's calls have a backward, so the forward's choice
+    takes the margin of such calls (`vendor.host_margin_s(True)`), as the run time's mix does
+    (`vendor.hybrid_backward`)."""
     from ...runtime import dispatch, vendor
 
     cuda = site.device == "cuda"
@@ -50,7 +52,9 @@ def site_choices(site: Any) -> list[tuple[str, str]]:
         instead = None
         if cuda and site.rows:
             work = (site.rows, 1, site.seq_q, site.seq_k, site.head_dim)
-            instead = vendor.host_rule(choice, spec, work, bool(site.causal), direction == "bwd")
+            backward = direction == "bwd"
+            margin = vendor.host_margin_s(backward or grad)
+            instead = vendor.host_rule(choice, spec, work, bool(site.causal), backward, margin)
         if instead is not None:  # the record's margin saves less than the op's host time
             out.append((instead, f"{instead} (default; {label} ({source}) saves < host time)"))
         else:
@@ -100,7 +104,7 @@ def keep_reason(m: Any) -> str | None:
         flags = (bool(m.causal), None, False)
     if not all(type(s) is int for t in (q, k, v) for s in t.shape):
         return None  # symbolic sizes: the graph serves several shapes, each chooses at run time
-    choices = site_choices(site)
+    choices = site_choices(site, grad)
     impls = {impl for impl, _ in choices}
     if len(impls) != 1 or FLASHGEN in impls:
         return None

@@ -4,7 +4,9 @@ and what its TTGIR loads (pipelined TMA copies against plain `tt.load`s in the l
     env -u TRITON_INTERPRET PYTHONPATH=/path/to/triton36:.:benchmarks \
         python benchmarks/raw/next_s36/portable_mask_aot.py
 (Dense mask, causal, head dim 128, bf16, 128 x 64 tiles, 8 warps, 3 stages; MASK_PER_KEY off,
-MASK_SHARED 0.)"""
+MASK_SHARED 0; the mask's key stride the constant 1, as a launch with a contiguous mask compiles
+it. Session 35's version passed it as an int32 argument and read a plain tt.load; with it
+specialised the mask tile arrives by pipelined cp.async copies, session 36.)"""
 
 import sys
 
@@ -30,7 +32,7 @@ for kind in ("", "add"):
     for i, name in enumerate(fn.arg_names):
         if name == "Mask":
             arg = "*bf16"
-        elif name in CONSTEXPRS:
+        elif name in CONSTEXPRS or name == "stride_mn":
             arg = "constexpr"
         else:
             arg = svc._arg_kind(name, spec.dtype, cfg, spec.block_d)
@@ -38,6 +40,11 @@ for kind in ("", "add"):
         if arg.startswith("*") or arg == "i32":
             attrs[(i,)] = [["tt.divisibility", 16]]
     consts = {"BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n}
+    if "stride_mn" in fn.arg_names:
+        # the launch passes the mask's key stride, 1 for a contiguous mask, which Triton's
+        # launcher specialises as the constant 1 (session 36): without it the mask load's
+        # contiguity is unknown and the pipeliner leaves it a plain tt.load
+        consts["stride_mn"] = 1
     if "MASK_PER_KEY" in fn.arg_names:
         consts.update(MASK_PER_KEY=False, MASK_SHARED=0)
     src = ASTSource(fn=fn, signature=sig, constexprs=consts, attrs=attrs)

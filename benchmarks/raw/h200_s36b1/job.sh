@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Prepared in session 35 (issues 13, 15, 16), not run: that session's device time was spent.
+# Prepared in session 35 (issues 13, 15, 16) as next_s36; run in session 36 as B1 (`job.sh`, output
+# here) and B2 (`job.sh prefetch`, output in ../h200_s36b2/); `grid` not run (nothing installed).
 # Three calls, carrying .whl:
 #   FLASHGEN_COMMIT=<sha> bash benchmarks/raw/next_s36/job.sh          (about 220 s)
 #   FLASHGEN_COMMIT=<sha> bash benchmarks/raw/next_s36/job.sh grid     (about 120 s)
