@@ -35,6 +35,7 @@ def test_the_mix_needs_flashgen_forward_and_cudnn_backward(monkeypatch, fwd, bwd
     monkeypatch.setattr(
         vendor, "winner", lambda q, k, v, causal, backward: bwd if backward else fwd
     )
+    monkeypatch.setattr(vendor, "_forward_pays_in_training", lambda q, k, causal: True)
     q = _fake()
     assert vendor.hybrid_backward(q, q, q, True, True) is want
 
@@ -43,6 +44,7 @@ def test_the_mix_needs_a_gradient_a_16_bit_cuda_input_and_no_determinism(monkeyp
     monkeypatch.setattr(
         vendor, "winner", lambda q, k, v, causal, backward: "sdpa_cudnn" if backward else FLASHGEN
     )
+    monkeypatch.setattr(vendor, "_forward_pays_in_training", lambda q, k, causal: True)
     assert vendor.hybrid_backward(*[_fake()] * 3, False, True) is True
     assert vendor.hybrid_backward(*[_fake()] * 3, False, False) is False  # no backward
     assert vendor.hybrid_backward(*[_fake(cuda=False)] * 3, False, True) is False
@@ -57,12 +59,14 @@ def test_the_mix_needs_a_gradient_a_16_bit_cuda_input_and_no_determinism(monkeyp
 
 
 def _choose_mix(monkeypatch, *, cuda: bool):
-    """Records naming cuDNN for the backward and flashgen for the forward at every shape, and
-    no call launch-bound (`route` would hand a small eager call to SDPA). On the CPU the mix's
-    own conditions (CUDA, 16-bit) cannot hold: there `hybrid_backward` is taken as true too."""
+    """Records naming cuDNN for the backward and flashgen for the forward at every shape, with
+    a forward saving past a training call's host margin, and no call launch-bound (`route`
+    would hand a small eager call to SDPA). On the CPU the mix's own conditions (CUDA, 16-bit)
+    cannot hold: there `hybrid_backward` is taken as true too."""
     monkeypatch.setattr(
         vendor, "winner", lambda q, k, v, causal, backward: "sdpa_cudnn" if backward else FLASHGEN
     )
+    monkeypatch.setattr(vendor, "_forward_pays_in_training", lambda q, k, causal: True)
     monkeypatch.setattr(vendor, "launch_bound", lambda q, k: False)
     if not cuda:
         monkeypatch.setattr(vendor, "hybrid_backward", lambda *a, **kw: True)
