@@ -670,3 +670,20 @@ def test_vendor_grid_pairs_each_rounds_readings():
     assert module.paired_ratio([2.0, 2.0, 2.0], [1.0, 1.0, 4.0]) == 2.0
     assert module.paired_ratio(None, [1.0]) is None
     assert module.paired_ratio([1.0, 2.0], [1.0]) is None
+
+
+@pytest.mark.parametrize("inference", [False, True], ids=["training", "inference"])
+def test_llama_block_smoke(capsys, inference):
+    """benchmarks/llama_block.py on the CPU (--smoke): the block compiled both ways, checked
+    against float32 and timed; --inference runs it under torch.no_grad, forward only, so the
+    compiled graph has no backward and its timing no fwd_bwd row."""
+    module = repo_scripts.load("benchmarks/llama_block.py", "bench_llama_block")
+    torch._dynamo.reset()
+    try:
+        assert module.main(["--smoke"] + (["--inference"] if inference else [])) == 0
+    finally:
+        torch._dynamo.reset()
+    out = capsys.readouterr().out
+    assert "check ok=True replaced=1" in out
+    assert out.count("inductor ") == (1 if inference else 2)
+    assert ("fwd_bwd" in out) is not inference
