@@ -380,8 +380,9 @@ def _forward_pays_in_training(q, k, causal: bool) -> bool:
     flashgen, also clears the margin of a call with a backward (HOST_MARGIN_BWD_S): the mix
     runs flashgen's forward only there. Its host time is the reason: on the H200 a forward+
     backward through the mix cost 444 µs of host time against 272 for SDPA's own (session 36
-    B10), while below the margin the mix gained 0.8-2.2% of GPU time (B9), a call too short to
-    hide 170 µs."""
+    B10); below the margin the mix gained 0.8-2.2% of GPU time at the grid rows measured (B9),
+    which a host-bound step would not see while paying the ~170 µs more. Whether a smaller
+    margin pays in models was not measured, so the mix keeps the larger one."""
     batch, heads, seq_q, head_dim = (_hint(n) for n in q.shape)
     seq_k = _hint(k.shape[2])
     if None in (batch, heads, seq_q, seq_k, head_dim):
