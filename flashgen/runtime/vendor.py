@@ -343,6 +343,9 @@ MIX_ENV = "FLASHGEN_VENDOR_BACKWARD"
 _mix_env = env_reader(MIX_ENV)
 # The refusals cache's name for cuDNN's backward refusing flashgen's forward (`refuse_mix`).
 MIX_REFUSAL = "sdpa_cudnn_backward_on_flashgen"
+# The first item of the `settled_impls` keys under which `_forward_pays_in_training` keeps what
+# a training call's forward runs (FLASHGEN, or the SDPA backend the training margin gives).
+MIX_FORWARD = "mix_forward"
 # `route`'s answer for a call that runs flashgen's forward and cuDNN's backward on it.
 MIX = object()
 # Set by the composite op around the autograd function it applies for a MIX call, read by
@@ -382,15 +385,27 @@ def _forward_pays_in_training(q, k, causal: bool) -> bool:
     backward through the mix cost 444 µs of host time against 272 for SDPA's own (session 36
     B10); below the margin the mix gained 0.8-2.2% of GPU time at the grid rows measured (B9),
     which a host-bound step would not see while paying the ~170 µs more. Whether a smaller
-    margin pays in models was not measured, so the mix keeps the larger one."""
+    margin pays in models was not measured, so the mix keeps the larger one. The answer is
+    kept in `settled_impls` beside the forward's own choice once that is settled (asking
+    again cost ~20 µs of host time a call on a CPU)."""
     batch, heads, seq_q, head_dim = (_hint(n) for n in q.shape)
     seq_k = _hint(k.shape[2])
     if None in (batch, heads, seq_q, seq_k, head_dim):
         return True
+    key = (MIX_FORWARD, batch, heads, seq_q, seq_k, head_dim, causal, q.dtype)
+    found = settled_impls.get(key)
+    if found is not None:
+        return found == FLASHGEN
     spec = spec_for(head_dim, causal, dtype_name(q.dtype), "fwd")
     choice = impl_choice(spec, seq_q, seq_k, True)
     work = (batch, heads, seq_q, seq_k, head_dim)
-    return host_rule(choice, spec, work, causal, False, HOST_MARGIN_BWD_S) is None
+    instead = host_rule(choice, spec, work, causal, False, HOST_MARGIN_BWD_S)
+    # winner's key of the forward alone: present once that choice is cached for good
+    if (batch, heads, seq_q, seq_k, head_dim, causal, q.dtype, False, q.is_cuda) in settled_impls:
+        if len(settled_impls) >= MAX_SETTLED:
+            settled_impls.clear()
+        settled_impls[key] = FLASHGEN if instead is None else instead
+    return instead is None
 
 
 def mix_enabled() -> bool:

@@ -297,3 +297,27 @@ def test_a_vendor_default_is_kept_by_the_host_rule(monkeypatch):
     monkeypatch.setattr(vendor, "default_choice", lambda spec, cuda: "flashgen")
     q = _Cuda(1, 1, 128, 64)
     assert vendor.winner(q, q, q, False, False) == "flashgen"
+
+
+def test_the_training_margin_check_is_kept_once_the_forward_choice_is_settled(monkeypatch):
+    """`_forward_pays_in_training` asks the records and the host rule once a shape: its answer
+    is kept beside the forward's own choice once that is settled (and not before), and goes
+    with the run-time choice's caches."""
+    asked = []
+    dispatch.clear_cache()
+    monkeypatch.setattr(vendor, "default_choice", lambda spec, cuda: "sdpa_cudnn")
+    monkeypatch.setattr(
+        vendor, "impl_choice", lambda *a: asked.append(1) or ("flashgen", 1.15, "shipped")
+    )
+    q = _Cuda(16, 16, 1024, 128)  # ~196 µs not causal: 1.15x saves ~26 µs, under 50
+    assert vendor._forward_pays_in_training(q, q, False) is False
+    assert vendor._forward_pays_in_training(q, q, False) is False
+    assert len(asked) == 2  # the forward's choice is not settled: nothing kept
+    vendor.settled_impls[(16, 16, 1024, 1024, 128, False, q.dtype, False, True)] = "flashgen"
+    assert vendor._forward_pays_in_training(q, q, False) is False
+    assert vendor._forward_pays_in_training(q, q, False) is False
+    assert len(asked) == 3  # kept after the first ask
+    key = (vendor.MIX_FORWARD, 16, 16, 1024, 1024, 128, False, q.dtype)
+    assert vendor.settled_impls[key] == "sdpa_cudnn"
+    dispatch.clear_cache()
+    assert key not in vendor.settled_impls
