@@ -687,3 +687,34 @@ def test_llama_block_smoke(capsys, inference):
     assert "check ok=True replaced=1" in out
     assert out.count("inductor ") == (1 if inference else 2)
     assert ("fwd_bwd" in out) is not inference
+
+
+def test_masks_ab_alternates_trees_and_checks_once(tmp_path):
+    """benchmarks/masks_ab.sh with `timeout` stubbed (it logs the tree on PYTHONPATH and the
+    masks.py arguments, and prints a row as masks.py does): old and new alternate REPS times,
+    each run in its own process with its tree first on PYTHONPATH, only the new tree's first
+    run checks against float64, and each run's rows are printed, cut to the ratio."""
+    import shutil
+    import subprocess
+
+    tree, stubs, out = tmp_path / "tree", tmp_path / "stubs", tmp_path / "out"
+    for folder in (tree / "benchmarks", stubs, out):
+        folder.mkdir(parents=True)
+    shutil.copy(repo_scripts.ROOT / "benchmarks" / "masks_ab.sh", tree / "benchmarks")
+    (stubs / "timeout").write_text(
+        '#!/bin/bash\necho "$PYTHONPATH $*" >> "$CALLS"\n'
+        'echo "name=r b=4 hq=16 dir=fwd flashgen_ms=1.0 sdpa_ms=2.0 ratio_vs_plain=0.5 '
+        'speedup_vs_sdpa=2.0"\n'
+    )
+    (stubs / "timeout").chmod(0o755)
+    env = dict(PATH=f"{stubs}:/usr/bin:/bin", CALLS=str(tmp_path / "calls"))
+    done = subprocess.run(
+        ["bash", "benchmarks/masks_ab.sh", "/OLD", "/NEW", str(out), "a,b", "1,2,1,64,16", "2"],
+        cwd=tree, env=env, check=True, capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    calls = (tmp_path / "calls").read_text().splitlines()
+    assert [c.split()[0] for c in calls] == ["/tmp/site:/OLD", "/tmp/site:/NEW"] * 2
+    assert ["--no-check" in c for c in calls] == [True, False, True, True]
+    assert all("--only a,b" in c and "--shape 1,2,1,64,16" in c for c in calls)
+    assert f"--out {out}/masks_new_2.csv" in calls[3]
+    assert done.stdout.count("name=r fwd flashgen_ms=1.0 ratio=0.5") == 4

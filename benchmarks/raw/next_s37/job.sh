@@ -37,16 +37,7 @@ if [ "${1:-}" = interior ]; then
     -p no:randomly -m gpu -n 8 tests/kernels/test_attn_mask.py tests/kernels/test_padding.py \
     tests/kernels/test_window.py tests/kernels/test_bias_grad.py) > $W/tests.txt 2>&1
   stamp "mask tests (patched) rc=$?"; tail -2 $W/tests.txt; grep -E "^FAILED|^ERROR" $W/tests.txt | head
-  for rep in 1 2; do
-    for tree in old new; do
-      root=$PWD; [ $tree = new ] && root=$PWD/new_tree
-      check=--no-check; [ $tree$rep = new1 ] && check=
-      PYTHONPATH=/tmp/site:$root timeout 80 python3 benchmarks/masks.py $check --dirs fwd,fwd+bwd \
-        --rounds 3 --budget 70 --shape 4,16,4,4096,128 --only attn_mask_bias_causal,attn_mask_bool_b1nn \
-        --out $W/masks_${tree}_$rep.csv > $W/masks_${tree}_$rep.txt 2>&1
-      stamp "$tree $rep rc=$?"; grep -h "^name=\|^check\|failed" $W/masks_${tree}_$rep.txt | sed 's/ b=4.*dir=/ /; s/ sdpa_ms.*ratio_vs_plain=/ ratio=/; s/ speedup.*//' | cut -c1-200
-    done
-  done
+  bash benchmarks/masks_ab.sh $PWD $PWD/new_tree $W attn_mask_bias_causal,attn_mask_bool_b1nn
   cd $W && tar czf $OUT/interior.tgz . && exit 0
 fi
 for run in "infer_small --inference" "infer_4k --inference --batch 4 --seq 4096 --width 2048" \
