@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prepared in session 36 (issue 15), not run: that session's device time was spent.
+# Prepared in session 36 (issues 15, 16), not run: that session's device time was spent.
 #   FLASHGEN_COMMIT=<sha> bash benchmarks/raw/next_s37/job.sh           (carrying .whl; about 150 s)
 #   FLASHGEN_COMMIT=<sha> bash benchmarks/raw/next_s37/job.sh interior  (about 250 s)
 # 1. The forward's smaller host margin in a compiled inference graph (llama_block.py
