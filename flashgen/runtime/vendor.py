@@ -129,9 +129,17 @@ def needs_backward(q, k, v) -> bool:
     return torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
 
 
-def winner(q, k, v, causal: bool, backward: bool | None = None) -> str:
+# The last item of the `settled_impls` keys of `winner(..., in_training=True)`: the forward
+# of a call with a backward, whose choice takes that call's host margin.
+MIX_FORWARD = "mix_forward"
+
+
+def winner(q, k, v, causal: bool, backward: bool | None = None, in_training: bool = False) -> str:
     """The implementation `route` would pick for these inputs (records, defaults, forcing).
-    `backward`: whether a gradient is wanted (None: `needs_backward` asks)."""
+    `backward`: whether a gradient is wanted (None: `needs_backward` asks); it picks the
+    backward's record. `in_training` (with backward False): the forward's record for a call
+    that has a backward too, the mix's forward (`hybrid_backward`), so the host rule takes
+    the margin of such calls (`host_margin_s(True)`)."""
     seq_q, seq_k = _hint(q.shape[2]), _hint(k.shape[2])
     if seq_q is None or seq_k is None:  # an unbacked size: nothing to look up
         return FLASHGEN
@@ -139,6 +147,8 @@ def winner(q, k, v, causal: bool, backward: bool | None = None) -> str:
         backward = needs_backward(q, k, v)
     batch, heads, head_dim = _hint(q.shape[0]), _hint(q.shape[1]), _hint(q.shape[3])
     key = (batch, heads, seq_q, seq_k, head_dim, causal, q.dtype, backward, q.is_cuda)
+    if in_training and not backward:
+        key += (MIX_FORWARD,)  # its own answer under the host rule, kept apart
     found = settled_impls.get(key)
     if found is not None:
         return found
@@ -148,7 +158,8 @@ def winner(q, k, v, causal: bool, backward: bool | None = None) -> str:
     if impl != FLASHGEN or not q.is_cuda or None in (batch, heads, head_dim):
         return impl
     choice = impl_choice(spec, seq_q, seq_k, True)  # cached by remember_impl's ask
-    vendor = host_rule(choice, spec, (batch, heads, seq_q, seq_k, head_dim), causal, backward)
+    work = (batch, heads, seq_q, seq_k, head_dim)
+    vendor = host_rule(choice, spec, work, causal, backward, host_margin_s(backward or in_training))
     if vendor is None:
         return impl
     if key in settled_impls:
@@ -157,19 +168,16 @@ def winner(q, k, v, causal: bool, backward: bool | None = None) -> str:
 
 
 def host_rule(
-    choice: tuple, spec, work: tuple, causal: bool, backward: bool, margin: float | None = None
+    choice: tuple, spec, work: tuple, causal: bool, backward: bool, margin: float
 ) -> str | None:
     """The SDPA backend to run instead of flashgen's kernel when a record's `choice` (impl,
     ratio, source; see `flashgen.runtime.dispatch.impl_choice`) names flashgen but a CUDA call
     of `work` (batch, query heads, query rows, key rows, head dim) would save less GPU time
-    than `margin` seconds (None: `host_margin_s(backward)`); None to keep the choice (also for
-    a forced one or one without a comparison, and where the defaults name flashgen
-    themselves)."""
+    than `margin` seconds (`host_margin_s`); None to keep the choice (also for a forced one or
+    one without a comparison, and where the defaults name flashgen themselves)."""
     impl, ratio, source = choice
     if impl != FLASHGEN or source == "forced" or ratio is None:
         return None
-    if margin is None:
-        margin = host_margin_s(backward)
     if gain_s(work, causal, backward, ratio) >= margin:
         return None
     vendor = default_choice(spec, True)
@@ -343,9 +351,6 @@ MIX_ENV = "FLASHGEN_VENDOR_BACKWARD"
 _mix_env = env_reader(MIX_ENV)
 # The refusals cache's name for cuDNN's backward refusing flashgen's forward (`refuse_mix`).
 MIX_REFUSAL = "sdpa_cudnn_backward_on_flashgen"
-# The first item of the `settled_impls` keys under which `_forward_pays_in_training` keeps what
-# a training call's forward runs (FLASHGEN, or the SDPA backend the training margin gives).
-MIX_FORWARD = "mix_forward"
 # `route`'s answer for a call that runs flashgen's forward and cuDNN's backward on it.
 MIX = object()
 # Set by the composite op around the autograd function it applies for a MIX call, read by
@@ -375,37 +380,12 @@ def hybrid_backward(
         return False
     if (bwd_winner or winner(q, k, v, causal, True)) != HYBRID_BACKEND:
         return False
-    return winner(q, k, v, causal, False) == FLASHGEN and _forward_pays_in_training(q, k, causal)
-
-
-def _forward_pays_in_training(q, k, causal: bool) -> bool:
-    """Whether a training call's forward, which `winner` (asked for a forward alone) gave to
-    flashgen, also clears the margin of a call with a backward (HOST_MARGIN_BWD_S): the mix
-    runs flashgen's forward only there. Its host time is the reason: on the H200 a forward+
-    backward through the mix cost 444 µs of host time against 272 for SDPA's own (session 36
-    B10); below the margin the mix gained 0.8-2.2% of GPU time at the grid rows measured (B9),
-    which a host-bound step would not see while paying the ~170 µs more. Whether a smaller
-    margin pays in models was not measured, so the mix keeps the larger one. The answer is
-    kept in `settled_impls` beside the forward's own choice once that is settled (asking
-    again cost ~20 µs of host time a call on a CPU)."""
-    batch, heads, seq_q, head_dim = (_hint(n) for n in q.shape)
-    seq_k = _hint(k.shape[2])
-    if None in (batch, heads, seq_q, seq_k, head_dim):
-        return True
-    key = (MIX_FORWARD, batch, heads, seq_q, seq_k, head_dim, causal, q.dtype)
-    found = settled_impls.get(key)
-    if found is not None:
-        return found == FLASHGEN
-    spec = spec_for(head_dim, causal, dtype_name(q.dtype), "fwd")
-    choice = impl_choice(spec, seq_q, seq_k, True)
-    work = (batch, heads, seq_q, seq_k, head_dim)
-    instead = host_rule(choice, spec, work, causal, False, HOST_MARGIN_BWD_S)
-    # winner's key of the forward alone: present once that choice is cached for good
-    if (batch, heads, seq_q, seq_k, head_dim, causal, q.dtype, False, q.is_cuda) in settled_impls:
-        if len(settled_impls) >= MAX_SETTLED:
-            settled_impls.clear()
-        settled_impls[key] = FLASHGEN if instead is None else instead
-    return instead is None
+    # The forward's record under a training call's host margin: a forward+backward through
+    # the mix cost 444 µs of host time against 272 for SDPA's own on the H200 (session 36
+    # B10), while below that margin the mix gained 0.8-2.2% of GPU time at the grid rows
+    # measured (B9), which a host-bound step would not see. Whether a smaller margin pays
+    # in models was not measured, so the mix keeps the larger one.
+    return winner(q, k, v, causal, False, in_training=True) == FLASHGEN
 
 
 def mix_enabled() -> bool:

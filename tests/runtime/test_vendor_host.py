@@ -275,19 +275,18 @@ def test_a_call_with_a_backward_needs_the_larger_margin(monkeypatch):
 def test_the_mix_takes_the_forward_only_where_a_training_call_would(monkeypatch):
     """A training call runs flashgen's forward under cuDNN's backward (the mix) only where the
     forward's record saves the margin of a call with a backward, not the forward alone's."""
-    monkeypatch.setattr(vendor, "winner", lambda q, k, v, causal, backward: (
-        "sdpa_cudnn" if backward else "flashgen"
-    ))  # fmt: skip
+    monkeypatch.setattr(vendor, "remember_impl", lambda key, *a, **kw: "flashgen")
     monkeypatch.setattr(vendor, "needs_backward", lambda q, k, v: True)
     monkeypatch.setattr(vendor, "default_choice", lambda spec, cuda: "sdpa_cudnn")
+    monkeypatch.setattr(vendor, "settled_impls", {})
     q = _Cuda(16, 16, 1024, 128)  # ~196 µs not causal
-    q.requires_grad = True
     for ratio, want in ((1.15, False), (1.5, True)):  # saves ~26 µs / ~65 µs
         monkeypatch.setattr(vendor, "impl_choice", lambda *a, r=ratio: ("flashgen", r, "shipped"))
-        assert vendor.hybrid_backward(q, q, q, False, True) is want
+        assert vendor.winner(q, q, q, False, False) == "flashgen"  # a forward alone: >= 10 µs
+        assert vendor.hybrid_backward(q, q, q, False, True, "sdpa_cudnn") is want
     # forced or without a comparison: not second-guessed, as in `winner`
     monkeypatch.setattr(vendor, "impl_choice", lambda *a: ("flashgen", 1.01, "forced"))
-    assert vendor.hybrid_backward(q, q, q, False, True) is True
+    assert vendor.hybrid_backward(q, q, q, False, True, "sdpa_cudnn") is True
 
 
 def test_a_vendor_default_is_kept_by_the_host_rule(monkeypatch):
@@ -299,25 +298,23 @@ def test_a_vendor_default_is_kept_by_the_host_rule(monkeypatch):
     assert vendor.winner(q, q, q, False, False) == "flashgen"
 
 
-def test_the_training_margin_check_is_kept_once_the_forward_choice_is_settled(monkeypatch):
-    """`_forward_pays_in_training` asks the records and the host rule once a shape: its answer
-    is kept beside the forward's own choice once that is settled (and not before), and goes
-    with the run-time choice's caches."""
+def test_a_training_forwards_choice_is_kept_apart_from_a_forward_alones(monkeypatch):
+    """`winner(..., in_training=True)` (the mix's forward) and the forward alone read the same
+    record under different host margins: each settled answer is kept under its own key, and
+    a later call of either takes it without asking the records again."""
     asked = []
-    dispatch.clear_cache()
+    settled = {}
+    monkeypatch.setattr(vendor, "settled_impls", settled)
+    monkeypatch.setattr(
+        vendor, "remember_impl", lambda key, *a, **kw: settled.setdefault(key, "flashgen")
+    )
     monkeypatch.setattr(vendor, "default_choice", lambda spec, cuda: "sdpa_cudnn")
     monkeypatch.setattr(
         vendor, "impl_choice", lambda *a: asked.append(1) or ("flashgen", 1.15, "shipped")
     )
     q = _Cuda(16, 16, 1024, 128)  # ~196 µs not causal: 1.15x saves ~26 µs, under 50
-    assert vendor._forward_pays_in_training(q, q, False) is False
-    assert vendor._forward_pays_in_training(q, q, False) is False
-    assert len(asked) == 2  # the forward's choice is not settled: nothing kept
-    vendor.settled_impls[(16, 16, 1024, 1024, 128, False, q.dtype, False, True)] = "flashgen"
-    assert vendor._forward_pays_in_training(q, q, False) is False
-    assert vendor._forward_pays_in_training(q, q, False) is False
-    assert len(asked) == 3  # kept after the first ask
-    key = (vendor.MIX_FORWARD, 16, 16, 1024, 1024, 128, False, q.dtype)
-    assert vendor.settled_impls[key] == "sdpa_cudnn"
-    dispatch.clear_cache()
-    assert key not in vendor.settled_impls
+    for _ in range(2):
+        assert vendor.winner(q, q, q, False, False) == "flashgen"
+        assert vendor.winner(q, q, q, False, False, in_training=True) == "sdpa_cudnn"
+    assert len(asked) == 2  # once each
+    assert sorted(settled.values()) == ["flashgen", "sdpa_cudnn"]

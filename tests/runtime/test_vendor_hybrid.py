@@ -33,18 +33,18 @@ def _fake(shape=(1, 2, 8, 16), dtype=torch.bfloat16, cuda=True, grad=True):
 )
 def test_the_mix_needs_flashgen_forward_and_cudnn_backward(monkeypatch, fwd, bwd, want):
     monkeypatch.setattr(
-        vendor, "winner", lambda q, k, v, causal, backward: bwd if backward else fwd
+        vendor, "winner", lambda q, k, v, causal, backward, **kw: bwd if backward else fwd
     )
-    monkeypatch.setattr(vendor, "_forward_pays_in_training", lambda q, k, causal: True)
     q = _fake()
     assert vendor.hybrid_backward(q, q, q, True, True) is want
 
 
 def test_the_mix_needs_a_gradient_a_16_bit_cuda_input_and_no_determinism(monkeypatch):
     monkeypatch.setattr(
-        vendor, "winner", lambda q, k, v, causal, backward: "sdpa_cudnn" if backward else FLASHGEN
+        vendor,
+        "winner",
+        lambda q, k, v, causal, backward, **kw: "sdpa_cudnn" if backward else FLASHGEN,
     )
-    monkeypatch.setattr(vendor, "_forward_pays_in_training", lambda q, k, causal: True)
     assert vendor.hybrid_backward(*[_fake()] * 3, False, True) is True
     assert vendor.hybrid_backward(*[_fake()] * 3, False, False) is False  # no backward
     assert vendor.hybrid_backward(*[_fake(cuda=False)] * 3, False, True) is False
@@ -59,14 +59,15 @@ def test_the_mix_needs_a_gradient_a_16_bit_cuda_input_and_no_determinism(monkeyp
 
 
 def _choose_mix(monkeypatch, *, cuda: bool):
-    """Records naming cuDNN for the backward and flashgen for the forward at every shape, with
-    a forward saving past a training call's host margin, and no call launch-bound (`route`
-    would hand a small eager call to SDPA). On the CPU the mix's own conditions (CUDA, 16-bit)
+    """Records naming cuDNN for the backward and flashgen for the forward at every shape (a
+    training call's forward included), and no call launch-bound (`route` would hand a small
+    eager call to SDPA). On the CPU the mix's own conditions (CUDA, 16-bit)
     cannot hold: there `hybrid_backward` is taken as true too."""
     monkeypatch.setattr(
-        vendor, "winner", lambda q, k, v, causal, backward: "sdpa_cudnn" if backward else FLASHGEN
+        vendor,
+        "winner",
+        lambda q, k, v, causal, backward, **kw: "sdpa_cudnn" if backward else FLASHGEN,
     )
-    monkeypatch.setattr(vendor, "_forward_pays_in_training", lambda q, k, causal: True)
     monkeypatch.setattr(vendor, "launch_bound", lambda q, k: False)
     if not cuda:
         monkeypatch.setattr(vendor, "hybrid_backward", lambda *a, **kw: True)
