@@ -77,9 +77,10 @@ def main(argv: list[str] | None = None) -> int:
     x = torch.randn(args.batch, args.seq, args.width, device=dev, dtype=dtype)
     x.requires_grad_(not args.inference)
     g = torch.randn_like(x)
-    xf = x.detach().float().requires_grad_(True)
+    xf = x.detach().float().requires_grad_(not args.inference)
     ref = reference(xf)
-    (gref,) = torch.autograd.grad(ref, xf, g.float())
+    if not args.inference:
+        (gref,) = torch.autograd.grad(ref, xf, g.float())
     # inference: no autograd graph anywhere (the model's weights require grad too)
     grad_mode = torch.no_grad if args.inference else contextlib.nullcontext
     before = sum(n for key, n in patterns.counters.items() if key.endswith(".replaced"))
@@ -113,20 +114,17 @@ def main(argv: list[str] | None = None) -> int:
         for ours, theirs in zip(report["err"]["flashgen"], report["err"]["inductor"], strict=True)
     )
     timer = gpu_timer(args.rep) if cuda else wall_timer(1)
-    modes = {
-        "fwd": lambda fn: lambda: fn(x),
-        "fwd_bwd": lambda fn: lambda: torch.autograd.grad(fn(x), x, g),
-    }
-    if args.inference:
 
-        def infer(fn):
-            def run():
-                with torch.no_grad():
-                    return fn(x)
+    def forward(fn):
+        def run():
+            with grad_mode():
+                return fn(x)
 
-            return run
+        return run
 
-        modes = {"fwd": infer}
+    modes = {"fwd": forward}
+    if not args.inference:
+        modes["fwd_bwd"] = lambda fn: lambda: torch.autograd.grad(fn(x), x, g)
     readings = {(mode, name): [] for mode in modes for name in runs}
     for _ in range(args.rounds):
         for mode, make in modes.items():

@@ -198,7 +198,7 @@ def host_rule(
 # forward+backward 179.5 against 131.6 (48 µs more). So a call with a backward keeps the 50 µs
 # margin (HOST_MARGIN_BWD_S) and a forward alone takes 10 µs (HOST_MARGIN_FWD_S): with 50 µs for
 # both, forward calls of 1k-4k sequences whose records name flashgen by 1.06-1.15x ran cuDNN
-# (the op level with it, 0.997-1.002x) where flashgen's kernel, forced, ran 1.02-1.08x faster
+# (the op level with it, 0.997-0.999x) where flashgen's kernel, forced, ran 1.02-1.08x faster
 # than cuDNN's, do_bench and back-to-back alike (session 36 B4, B5). The Llama block's forward
 # (~3 µs expected saving) stays under either margin.
 HOST_MARGIN_FWD_S = 10e-6
