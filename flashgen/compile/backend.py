@@ -140,9 +140,34 @@ def backend(
         for graph_pass in PASSES:
             sites.extend(graph_pass(gm, example_inputs, target, _graph_counter, sdpa=sdpa))
         _log_summary(_graph_counter, sites)
-        return compile_rest(gm, example_inputs)
+        with _cache_tag():
+            return compile_rest(gm, example_inputs)
 
     return flashgen_compile
+
+
+def _cache_tag():
+    """A context that adds flashgen's version and its ops' revision
+    (`flashgen.runtime.library.OPS_REVISION`) to `torch.compiler.config.cache_key_tag` (after
+    the user's own tag) while the rest of the graph compiles.
+
+    Inductor's FX graph and AOTAutograd caches key compiled code on the graph and its inputs,
+    not on the ops' fake functions, and the code they keep asserts the strides those functions
+    gave (`assert_size_stride`). When a release changes them (session 37: the forward's output
+    in q's layout), code cached by the previous one would fail that assert; with the tag its
+    entries are simply not found. A torch without the setting gets no tag."""
+    import contextlib
+
+    from torch.compiler import config as compiler_config
+
+    from ..core.version import VERSION
+    from ..runtime.library import OPS_REVISION
+
+    if not hasattr(compiler_config, "cache_key_tag"):
+        return contextlib.nullcontext()
+    user = compiler_config.cache_key_tag
+    ours = f"flashgen-{VERSION}-ops{OPS_REVISION}"
+    return compiler_config.patch(cache_key_tag=f"{user}|{ours}" if user else ours)
 
 
 def _inductor_with_cudagraphs(gm: Any, example_inputs: Sequence[Any]) -> Callable:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import torch
 
 from . import bwd, fwd
+from .layout import new_out
 
 ALIGNS = ("top_left", "bottom_right")
 
@@ -64,7 +65,7 @@ def forward(q, k, v, *, scale, softcap=None, config=None):
         return fwd.forward(
             q, k, v, causal=False, scale=scale, window=band, softcap=softcap, config=config
         )
-    out = torch.zeros(q.shape, dtype=q.dtype, device=q.device)
+    out = new_out(q, zeros=True)  # the layout `fwd.forward` gives (`flashgen.kernels.layout`)
     lse = torch.full(q.shape[:3], float("inf"), dtype=torch.float32, device=q.device)
     if skip < q.shape[2]:
         rows_out, rows_lse = fwd.forward(

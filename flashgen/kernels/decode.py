@@ -43,6 +43,7 @@ from ..hardware import decode as hw
 from . import tma
 from .codegen import load_family
 from .launch import Launch, capturing, direct_device
+from .layout import new_out
 from .plans import PlanCache
 from .validate import expand_mask
 
@@ -170,19 +171,26 @@ def decode_forward(
             if len(_calls) >= _MAX_PLANS:
                 _calls.clear()
             _calls[key] = call
-    out = torch.empty(call.out_shape, dtype=q.dtype, device=q.device)
+    out = new_out(q)  # (`flashgen.kernels.layout`: q's layout when heads are inner)
     lse = torch.empty(call.out_shape[:3], dtype=torch.float32, device=q.device)
     if call.plan is None:  # nothing to compute
         return out, lse
     tail = call.tail if mask is None else (*call.tail, mask, *call.mask_strides)
     plan = call.plan
     if plan.final:
-        plan.split(q, k, v, out, lse, *call.ints, *tail)  # (K, V become descriptors with TMA)
+        # the split kernel writes a contiguous output: a head-transposed one (several query
+        # rows of a q laid out so; a single row is contiguous either way) gets a copy
+        final = out if out.is_contiguous() else torch.empty(call.out_shape, dtype=q.dtype,
+                                                            device=q.device)  # fmt: skip
+        plan.split(q, k, v, final, lse, *call.ints, *tail)  # (K, V: descriptors with TMA)
+        if final is not out:
+            out.copy_(final)
         return out, lse
     part = torch.empty(call.part_shape, dtype=torch.float32, device=q.device)
     part_lse = torch.empty(call.part_shape[:2], dtype=torch.float32, device=q.device)
     plan.split(q, k, v, part, part_lse, *call.ints, *tail)
-    plan.combine(part, part_lse, out, lse, plan.cfg.num_splits)
+    _, hq, sq, _ = call.out_shape
+    plan.combine(part, part_lse, out, lse, plan.cfg.num_splits, 0, sq, hq, *out.stride()[:3])
     return out, lse
 
 

@@ -42,6 +42,7 @@ from ..hardware.tiles import default_config
 from . import block_mask, hopper, mask_ranges, tma
 from .codegen import load
 from .launch import Launch, capturing, direct_device
+from .layout import new_out
 from .plans import (
     LOG2E,
     Chooser,
@@ -66,9 +67,9 @@ _plans = PlanCache()  # `flashgen.runtime.primitives` clears it with the run-tim
 
 def use_tma(q, k, v, out=None) -> bool:
     """Whether `forward` takes the descriptor kernel: q, k, v and the output it writes must all
-    be TMA-compatible (`out` None: the contiguous output `forward` would allocate)."""
+    be TMA-compatible (`out` None: the output `forward` would allocate, `layout.new_out`)."""
     if out is None:
-        out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+        out = new_out(q)
     return tma.use_tma(_ENV, (q, k, v, out))
 
 
@@ -148,7 +149,7 @@ class _Plan:
         else:
             kernel = module.attn_fwd
             descs = ()
-            self.strides = (*q.stride()[:3], *k.stride()[:3], *v.stride()[:3])
+            self.strides = (*q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *out.stride()[:3])
         self.run = Launch(
             kernel,
             (cdiv(sq, bm) * batch * hq,),
@@ -208,7 +209,9 @@ def forward(
     """Attention forward: returns (out, lse).
 
     q [B, Hq, Sq, D], k/v [B, Hkv, Sk, D] (Hq % Hkv == 0, last dim contiguous, any other
-    strides). out is a new contiguous tensor in q's dtype; lse is float32 [B, Hq, Sq], the
+    strides). out is a new tensor in q's dtype, contiguous or, for a q laid out as [B, Sq, Hq,
+    D] in memory, laid out so too (`flashgen.kernels.layout.new_out`: SDPA's layout, so that a
+    model's transpose back is a view); lse is float32 [B, Hq, Sq], the
     natural log of the softmax denominator over the keys each row sees (what the backward needs).
     `config`: a TileConfig (tuning, benchmarks), the caller's chooser (`flashgen.runtime.primitives` passes the
     run-time choice) or None (the hardware default); see `flashgen.kernels.plans`.
@@ -247,10 +250,7 @@ def forward(
     """
     window = clamp_window(window, causal, q.shape[2], k.shape[2])
     fill = bounds is not None and not rows_whole  # the kernel stores only the valid rows
-    if fill:
-        out = torch.zeros_like(q, memory_format=torch.contiguous_format)
-    else:
-        out = torch.empty_like(q, memory_format=torch.contiguous_format)
+    out = new_out(q, zeros=fill)
     if out.numel() == 0:  # nothing to launch: no config lookup, no pending record either
         return out, q.new_empty(q.shape[:3], dtype=torch.float32)
     aligned = not ((q.data_ptr() | k.data_ptr() | v.data_ptr() | out.data_ptr()) & 15)
@@ -293,7 +293,7 @@ def forward_plain(q, k, v, causal: bool, scale: float | None, config, keep_lse: 
     17 µs call (benchmarks/RESULTS.md, session 15, host steps). The output is not part of the
     alignment test: a fresh allocation starts 512-byte aligned (PyTorch's allocators), so it is
     aligned whenever q, k and v are."""
-    out = torch.empty_like(q, memory_format=torch.contiguous_format)
+    out = new_out(q)
     if out.numel() == 0:  # nothing to launch: no config lookup, no pending record either
         return out, q.new_empty(q.shape[:3], dtype=torch.float32)
     aligned = not ((q.data_ptr() | k.data_ptr() | v.data_ptr()) & 15)

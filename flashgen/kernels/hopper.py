@@ -410,9 +410,11 @@ class TailSplit:
         return part, torch.empty((self.rows, self.splits), dtype=torch.float32, device=device)
 
     def merge(self, part, part_lse, out, lse) -> None:
-        """Write the split rows of out (contiguous) and lse from the chunks."""
-        rows_out = out.view(-1, self.dim)[self.row0 :]
-        self.combine(part, part_lse, rows_out, lse.view(-1)[self.row0 :], self.splits)
+        """Write the split rows of out (at its strides: `flashgen.kernels.layout`) and lse from
+        the chunks."""
+        _, heads, seq_q, _ = out.shape
+        self.combine(part, part_lse, out, lse, self.splits, self.row0, seq_q, heads,
+                     *out.stride()[:3])  # fmt: skip
 
     def launch(self, run, args: tuple, out, lse) -> None:
         """`run(*args)` (a `plan`'s launch, `call_args`' order: arguments 6 and 7 are replaced)

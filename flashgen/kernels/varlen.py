@@ -144,7 +144,7 @@ def forward(
         ]
         module.attn_fwd_tma[grid](*descs, out, lse, *ints, **options)
     else:
-        strides = (*_strides(q), *_strides(k), *_strides(v))
+        strides = (*_strides(q), *_strides(k), *_strides(v), *_strides(out))
         module.attn_fwd[grid](q, k, v, out, lse, *strides, *ints, **options)
     return out, lse
 

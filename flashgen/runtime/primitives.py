@@ -18,6 +18,7 @@ import torch
 from ..kernels import aligned, bias_grad, bwd, decode, dropout, fwd, hopper
 from ..kernels.alibi import check_slopes
 from ..kernels.aligned import check_align
+from ..kernels.layout import new_out
 from ..kernels.padding import check_bounds, key_hull
 from ..kernels.plans import clear_all as _clear_plans
 from ..kernels.tma import device_has_tma, env_reader
@@ -187,8 +188,8 @@ def _attention_fwd_fake(
     q, k, v, causal, scale, window=None, softcap=None, causal_align="top_left", seq_bounds=None,
     attn_mask=None, dropout_p=0.0, dropout_seed=None, alibi_slopes=None,
 ):  # fmt: skip
-    batch, heads, seq_q, head_dim = q.shape
-    out = q.new_empty((batch, heads, seq_q, head_dim))
+    batch, heads, seq_q, _ = q.shape
+    out = new_out(q)  # the strides the kernels' output has (`flashgen.kernels.layout`)
     lse = q.new_empty((batch, heads, seq_q), dtype=torch.float32)
     return out, lse
 

@@ -380,6 +380,35 @@ def test_configurable_backend_and_module_call(caplog):
     assert any("1 attention site(s) found, 1 replaced (sdpa x1), 0 skipped" in m for m in lines)
 
 
+def test_rest_of_the_graph_compiles_under_a_cache_tag_naming_the_ops_revision():
+    """Inductor's caches key compiled code on the graph, not on the ops' fake functions, whose
+    strides that code asserts: the backend tags the cache key with flashgen's version and the
+    ops' revision while the rest compiles (after the user's own tag, which it leaves in place
+    and restores)."""
+    from torch.compiler import config as compiler_config
+
+    from flashgen.core.version import VERSION
+    from flashgen.runtime.library import OPS_REVISION
+
+    seen = []
+
+    def rest(gm, example_inputs):
+        seen.append(compiler_config.cache_key_tag)
+        return gm.forward
+
+    def f(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v)
+
+    q, k, v = (torch.randn(1, 2, 9, 16, device=DEVICE) for _ in range(3))
+    ours = f"flashgen-{VERSION}-ops{OPS_REVISION}"
+    for user in ("", "mine"):
+        torch._dynamo.reset()
+        with compiler_config.patch(cache_key_tag=user):
+            torch.compile(f, backend=flashgen.backend(fallback=rest))(q, k, v)
+            assert compiler_config.cache_key_tag == user
+        assert seen[-1] == (f"{user}|{ours}" if user else ours)
+
+
 def test_sdpa_false_keeps_pytorch_attention_and_replaces_hand_written():
     """backend(sdpa=False): SDPA sites stay PyTorch's (reported as kept), hand-written
     attention in the same graph is still replaced, and the result matches eager."""

@@ -343,7 +343,9 @@ def test_hopper_forward_matches_float64(case, monkeypatch):
     ref_out, ref_lse = attention_ref(q, k, v, causal=causal)
     sdpa_err = max_abs_err(sdpa_same_dtype(q, k, v, causal=causal), ref_out)
     _, atol = tolerance(dtype, sdpa_err)
-    assert out.is_contiguous() and torch.isfinite(out).all()
+    # contiguous, or laid out like a head-transposed q (flashgen.kernels.layout)
+    assert (out.transpose(1, 2) if layout == "bshd" else out).is_contiguous()
+    assert torch.isfinite(out).all()
     err = max_abs_err(out, ref_out)
     assert err <= atol, f"out err {err:.3e} > {atol:.3e} (sdpa {sdpa_err:.3e})"
     lse_err = (lse.double() - ref_lse).abs().max().item()
@@ -378,12 +380,13 @@ class _LayoutCase:
     inputs, the float64 reference (out, lse) and the output tolerance (from SDPA's own bf16
     error on the same inputs)."""
 
-    def __init__(self, case, seed: int):
+    def __init__(self, case, seed: int, layout: str = "bhsd"):
         from flashgen.core.hopper_config import HopperConfig
 
         d, fields, causal, (b, hq, hkv, sq, sk) = case
         self.cfg, self.d, self.lse_shape = HopperConfig(*fields), d, (b, hq, sq)
-        self.q, self.k, self.v = _qkv(b, hq, hkv, sq, sk, d, torch.bfloat16, seed=seed)
+        self.q, self.k, self.v = _qkv(b, hq, hkv, sq, sk, d, torch.bfloat16, seed=seed,
+                                      layout=layout)  # fmt: skip
         self.ref_out, self.ref_lse = attention_ref(self.q, self.k, self.v, causal=causal)
         _, self.atol = tolerance(
             torch.bfloat16,
@@ -392,7 +395,8 @@ class _LayoutCase:
         self.spec = KernelSpec(d, causal, "bfloat16", "fwd")
 
     def launch(self, fill: float | None = None):
-        """(out, lse) of one `hopper.forward` into fresh buffers: uninitialised, or all `fill`."""
+        """(out, lse) of one `hopper.forward` into fresh buffers (out laid out like q):
+        uninitialised, or all `fill`."""
         if fill is None:
             out = torch.empty_like(self.q)
             lse = torch.empty(self.lse_shape, device=self.q.device, dtype=torch.float32)
@@ -457,10 +461,13 @@ SPLIT_CASES = [
 
 
 @on_sm90
+@pytest.mark.parametrize("layout", ["bhsd", "bshd"])
 @pytest.mark.parametrize("case", SPLIT_CASES, ids=_layout_case_id)
-def test_split_last_round_matches_float64(case, monkeypatch):
+def test_split_last_round_matches_float64(case, layout, monkeypatch):
+    """bshd: q and out laid out as [B, S, H, D] (a model's head-transposed view and the output
+    `flashgen.kernels.layout` gives it): the merge writes the split rows at out's strides."""
     monkeypatch.setattr(hopper, "MIN_CHUNK_TILES", 1)
-    c = _LayoutCase(case, seed=4)
+    c = _LayoutCase(case, seed=4, layout=layout)
     if hopper._sm_count(c.q.device.index or 0) != 132:
         pytest.skip("the cases are sized for 132 SMs (the H100 SXM's and the H200's)")
     split = hopper.tail_plan(c.spec, c.cfg, c.q, c.k, None)
@@ -469,9 +476,10 @@ def test_split_last_round_matches_float64(case, monkeypatch):
 
 
 @on_sm90
-def test_split_last_round_through_the_forward_plan(monkeypatch):
+@pytest.mark.parametrize("layout", ["bhsd", "bshd"])
+def test_split_last_round_through_the_forward_plan(layout, monkeypatch):
     """flashgen.kernels.fwd's plan launches the split kernel and its merge, directly after the
-    first call."""
+    first call; for a head-transposed q (bshd) into an output laid out the same way."""
     from flashgen.core.hopper_config import HopperConfig
     from flashgen.kernels import fwd, plans
 
@@ -482,9 +490,11 @@ def test_split_last_round_through_the_forward_plan(monkeypatch):
     real = hopper.tail_plan
     monkeypatch.setattr(hopper, "tail_plan", lambda *a: made.append(real(*a)) or made[-1])
     plans.clear_all()
-    c = _LayoutCase((128, dataclasses.astuple(cfg), False, (2, 9, 9, 1100, 1100)), seed=5)
+    c = _LayoutCase((128, dataclasses.astuple(cfg), False, (2, 9, 9, 1100, 1100)), seed=5,
+                    layout=layout)  # fmt: skip
     for _ in range(2):
         out, lse = fwd.forward(c.q, c.k, c.v, causal=False, scale=None)
+        assert (out.transpose(1, 2) if layout == "bshd" else out).is_contiguous()
         c.check(out, lse)
     plans.clear_all()
     if hopper._sm_count(c.q.device.index or 0) == 132:  # (the split is sized for 132 SMs)
