@@ -171,15 +171,15 @@ def decode_forward(
             if len(_calls) >= _MAX_PLANS:
                 _calls.clear()
             _calls[key] = call
-    out = new_out(q)  # (`flashgen.kernels.layout`: q's layout when heads are inner)
+    out = new_out(q)  # (`flashgen.kernels.layout`: q's dimension order)
     lse = torch.empty(call.out_shape[:3], dtype=torch.float32, device=q.device)
     if call.plan is None:  # nothing to compute
         return out, lse
     tail = call.tail if mask is None else (*call.tail, mask, *call.mask_strides)
     plan = call.plan
     if plan.final:
-        # the split kernel writes a contiguous output: a head-transposed one (several query
-        # rows of a q laid out so; a single row is contiguous either way) gets a copy
+        # the split kernel writes a contiguous output: another layout (q's order, several
+        # query rows of a [B, S, H, D] view; a single row is contiguous either way) gets a copy
         final = out if out.is_contiguous() else torch.empty(call.out_shape, dtype=q.dtype,
                                                             device=q.device)  # fmt: skip
         plan.split(q, k, v, final, lse, *call.ints, *tail)  # (K, V: descriptors with TMA)

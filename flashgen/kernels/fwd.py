@@ -209,9 +209,9 @@ def forward(
     """Attention forward: returns (out, lse).
 
     q [B, Hq, Sq, D], k/v [B, Hkv, Sk, D] (Hq % Hkv == 0, last dim contiguous, any other
-    strides). out is a new tensor in q's dtype, contiguous or, for a q laid out as [B, Sq, Hq,
-    D] in memory, laid out so too (`flashgen.kernels.layout.new_out`: SDPA's layout, so that a
-    model's transpose back is a view); lse is float32 [B, Hq, Sq], the
+    strides). out is a new dense tensor in q's dtype whose strides follow q's dimension order
+    (`flashgen.kernels.layout.new_out`: SDPA's rule, so that a model's transpose back of a
+    [B, Sq, Hq, D] view is a view); lse is float32 [B, Hq, Sq], the
     natural log of the softmax denominator over the keys each row sees (what the backward needs).
     `config`: a TileConfig (tuning, benchmarks), the caller's chooser (`flashgen.runtime.primitives` passes the
     run-time choice) or None (the hardware default); see `flashgen.kernels.plans`.

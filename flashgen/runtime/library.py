@@ -6,8 +6,8 @@ Ops (namespace `flashgen`):
 
 - `torch.ops.flashgen.attention_fwd(Tensor q, Tensor k, Tensor v, bool causal, float scale,
   int[]? window=None, float? softcap=None) -> (Tensor out, Tensor lse)`: opaque; `out` in q's
-  dtype, contiguous, or laid out as [B, Sq, Hq, D] in memory when q is (`flashgen.kernels.layout`:
-  SDPA's layout, so a model's transpose back is a view), `lse` float32 [B, Hq, Sq] (natural
+  dtype, dense, its strides in q's dimension order (`flashgen.kernels.layout`: as SDPA's, so a
+  model's transpose back of a [B, S, H, D] view is a view), `lse` float32 [B, Hq, Sq] (natural
   log). Not differentiable by itself: autograd lives one level up.
 - `torch.ops.flashgen.attention_bwd(Tensor do, Tensor q, Tensor k, Tensor v, Tensor out,
   Tensor lse, bool causal, float scale, bool need_dq, bool need_dk, bool need_dv,
@@ -76,9 +76,10 @@ import torch
 
 # What the ops' fake functions give (shapes, dtypes, strides), as a number: raised whenever
 # they change, so that code Inductor cached for the previous ones is not reused
-# (`flashgen.compile.backend._cache_tag`). 2: the forward's output in q's layout
+# (`flashgen.compile.backend._cache_tag`). 2: the forward's output laid out as [B, S, H, D] for
+# a dense q laid out so; 3: the forward's output in q's dimension order, whatever q's layout
 # (`flashgen.kernels.layout`).
-OPS_REVISION = 2
+OPS_REVISION = 3
 
 _LIB = torch.library.Library("flashgen", "FRAGMENT")
 _TAGS = (torch.Tag.pt2_compliant_tag,)

@@ -407,8 +407,8 @@ def _has_cudnn_backward() -> bool:
 
 def cudnn_backward(do, q, k, v, out, lse, causal: bool, scale: float):
     """(dq, dk, dv) of flashgen's forward (out, lse: float32 [B, H, Sq], natural log) by cuDNN's
-    SDPA backward. dO takes out's layout (flashgen's out is contiguous or q's head-transposed
-    layout, `flashgen.kernels.layout`; a gradient in another layout is copied into out's)."""
+    SDPA backward. dO takes out's layout (flashgen's out follows q's dimension order,
+    `flashgen.kernels.layout`; a gradient in another layout is copied into out's)."""
     if do.stride() != out.stride():
         do = torch.empty_like(out).copy_(do)
     return torch.ops.aten._scaled_dot_product_cudnn_attention_backward(

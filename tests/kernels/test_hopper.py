@@ -343,7 +343,7 @@ def test_hopper_forward_matches_float64(case, monkeypatch):
     ref_out, ref_lse = attention_ref(q, k, v, causal=causal)
     sdpa_err = max_abs_err(sdpa_same_dtype(q, k, v, causal=causal), ref_out)
     _, atol = tolerance(dtype, sdpa_err)
-    # contiguous, or laid out like a head-transposed q (flashgen.kernels.layout)
+    # dense in q's dimension order (flashgen.kernels.layout)
     assert (out.transpose(1, 2) if layout == "bshd" else out).is_contiguous()
     assert torch.isfinite(out).all()
     err = max_abs_err(out, ref_out)
@@ -464,7 +464,7 @@ SPLIT_CASES = [
 @pytest.mark.parametrize("layout", ["bhsd", "bshd"])
 @pytest.mark.parametrize("case", SPLIT_CASES, ids=_layout_case_id)
 def test_split_last_round_matches_float64(case, layout, monkeypatch):
-    """bshd: q and out laid out as [B, S, H, D] (a model's head-transposed view and the output
+    """bshd: q and out laid out as [B, S, H, D] (a model's transposed view and the output
     `flashgen.kernels.layout` gives it): the merge writes the split rows at out's strides."""
     monkeypatch.setattr(hopper, "MIN_CHUNK_TILES", 1)
     c = _LayoutCase(case, seed=4, layout=layout)
@@ -479,7 +479,7 @@ def test_split_last_round_matches_float64(case, layout, monkeypatch):
 @pytest.mark.parametrize("layout", ["bhsd", "bshd"])
 def test_split_last_round_through_the_forward_plan(layout, monkeypatch):
     """flashgen.kernels.fwd's plan launches the split kernel and its merge, directly after the
-    first call; for a head-transposed q (bshd) into an output laid out the same way."""
+    first call; for a [B, S, H, D] view (bshd) into an output laid out the same way."""
     from flashgen.core.hopper_config import HopperConfig
     from flashgen.kernels import fwd, plans
 

@@ -1,6 +1,7 @@
 """Session 37 B5: where a forward+backward call's host time goes (1x1x128x64 bf16, flashgen's
 own kernels forced, as host_time.py's fwd_bwd case), against its fwd_grad and bwd cases:
 cProfile of N calls of each, top functions by own time and by cumulative time."""
+
 import cProfile
 import io
 import pstats
@@ -42,8 +43,12 @@ def sdpa_fwd_bwd():
     torch.autograd.grad(out, (qg, kg, vg), do)
 
 
-for name, fn in (("fwd_bwd", fwd_bwd), ("fwd_grad", fwd_grad), ("bwd", bwd),
-                 ("sdpa_fwd_bwd", sdpa_fwd_bwd)):
+for name, fn in (
+    ("fwd_bwd", fwd_bwd),
+    ("fwd_grad", fwd_grad),
+    ("bwd", bwd),
+    ("sdpa_fwd_bwd", sdpa_fwd_bwd),
+):
     for _ in range(300):
         fn()
     torch.cuda.synchronize()
