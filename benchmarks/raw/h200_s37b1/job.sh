@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Prepared in session 36 (issues 15, 16), not run: that session's device time was spent.
-#   FLASHGEN_COMMIT=<sha> bash benchmarks/raw/next_s37/job.sh           (carrying .whl; about 150 s)
-#   FLASHGEN_COMMIT=<sha> bash benchmarks/raw/next_s37/job.sh interior  (about 250 s)
+#   FLASHGEN_COMMIT=<sha> bash benchmarks/raw/h200_s37b1/job.sh           (carrying .whl; about 150 s)
+#   FLASHGEN_COMMIT=<sha> bash benchmarks/raw/h200_s37b1/job.sh interior  (about 250 s)
 # 1. The forward's smaller host margin in a compiled inference graph (llama_block.py
 #    --inference, new in session 36): at the default block (4 x 2048, width 1024: 16 heads,
 #    head dim 64, GQA 16/4, causal) the forward's expected saving is ~3 µs, under the 10 µs
@@ -32,7 +32,7 @@ set -u
 W=$OUT/work; mkdir -p $W
 if [ "${1:-}" = interior ]; then
   mkdir -p new_tree && cp -r flashgen templates tuning_db tests pyproject.toml new_tree/
-  cp benchmarks/raw/next_s37/attn_fwd.py.jinja.interior new_tree/templates/attn_fwd.py.jinja
+  cp benchmarks/raw/h200_s37b2/attn_fwd.py.jinja.interior new_tree/templates/attn_fwd.py.jinja
   (cd new_tree && PYTHONPATH=/tmp/site:$PWD timeout 150 python3 -m pytest -q -p no:cacheprovider \
     -p no:randomly -m gpu -n 8 tests/kernels/test_attn_mask.py tests/kernels/test_padding.py \
     tests/kernels/test_window.py tests/kernels/test_bias_grad.py) > $W/tests.txt 2>&1
