@@ -470,7 +470,8 @@ def forward(
     q, k, v, out, lse, *, scale: float, spec, config: HopperConfig | None = None, window=None,
     softcap=None, bounds=None, mask=None, alibi=None, dropout=None,
 ) -> None:  # fmt: skip
-    """Launch the Hopper kernel through Gluon's JIT, writing `out` (contiguous, q's dtype) and
+    """Launch the Hopper kernel through Gluon's JIT, writing `out` (q's dtype, any strides with
+    16-byte aligned rows: through its TMA descriptor; `flashgen.kernels.layout`) and
     `lse` (float32 [B, Hq, Sq], natural log: what flashgen's backward reads). The masks as in
     `flashgen.kernels.fwd.forward` (window (left, right) with right = 0 when causal, softcap,
     bounds int32 [B, 4]; with bounds, `out` must hold zeros and `lse` +inf beforehand), each
