@@ -76,9 +76,9 @@ import torch
 
 # What the ops' fake functions give (shapes, dtypes, strides), as a number: raised whenever
 # they change, so that code Inductor cached for the previous ones is not reused
-# (`flashgen.compile.backend._cache_tag`). 2: the forward's output laid out as [B, S, H, D] for
-# a dense q laid out so; 3: the forward's output in q's dimension order, whatever q's layout
-# (`flashgen.kernels.layout`).
+# (`flashgen.compile.backend._cache_tag`). 3: the forward's output dense in q's dimension
+# order (`flashgen.kernels.layout`; before, contiguous; 2 was an intermediate rule of session
+# 37's development that some local caches hold).
 OPS_REVISION = 3
 
 _LIB = torch.library.Library("flashgen", "FRAGMENT")
