@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Prepared in session 37, not run (its device time was spent).
-#   FLASHGEN_COMMIT=<sha> bash benchmarks/raw/next_s38/job.sh         (carrying .whl; ~400-550 s)
-#   FLASHGEN_COMMIT=<sha> bash benchmarks/raw/next_s38/job.sh speed   (~300 s)
+#   FLASHGEN_COMMIT=<sha> bash benchmarks/raw/h200_s38b1/job.sh         (carrying .whl; ~400-550 s)
+#   FLASHGEN_COMMIT=<sha> bash benchmarks/raw/h200_s38b1/job.sh speed   (~300 s)
 # default: the whole GPU suite on session 37's final tree (its B3 run was stopped by the job's
 #   380 s limit at about 81%, no failure up to there; B4, B6 and B8 ran every kernel test file,
 #   tests/compile and tests/runtime: 246, 261 and 70 passed).
@@ -19,7 +19,7 @@ set -u
 W=$OUT/work; mkdir -p $W
 if [ "${1:-}" = speed ]; then
   mkdir -p old_tree && cp -r flashgen templates tuning_db pyproject.toml old_tree/
-  (cd old_tree && patch -s -p1 -R < ../benchmarks/raw/next_s38/session37.patch) || { echo "patch failed"; exit 1; }
+  (cd old_tree && patch -s -p1 -R < ../benchmarks/raw/h200_s38b1/session37.patch) || { echo "patch failed"; exit 1; }
   ROOT=$PWD
   for run in old1 new1 old2 new2; do
     tree=$ROOT; case $run in old*) tree=$ROOT/old_tree;; esac
