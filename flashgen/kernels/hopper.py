@@ -317,7 +317,8 @@ def config_for(spec, seq_q: int, narrow: bool = False) -> HopperConfig:
     FLASHGEN_HOPPER_CONFIGS or the shipped tuning_db/hopper/<gpu>.json), else `CONFIGS`. The
     records are measured on specs without extras; `late_wait` and ping-pong are left off for
     softcapping and ALiBi, which they slowed (`KNOBS_OFF`: `LATE_WAIT_OFF`, `PINGPONG_OFF`).
-    (ALiBi's 4 * block_n bytes of key indices fit wherever the config fits without them:
+    (An ALiBi rendering needs less shared memory than the config without it: its key-index
+    tables take less than the O tiles it does without, so it fits wherever the config fits:
     tests/hardware, H200.)"""
     from ..hardware.hopper_tiles import fit_reason, tuned_config
     from ..hardware.sram import current_device

@@ -108,5 +108,7 @@ for _ in range(ROUNDS):
         samples[name].append((time.perf_counter() - t0) / CALLS * 1e6)
         torch.cuda.synchronize()
 for name, xs in samples.items():
-    print(f"{name:20s} {statistics.median(xs):8.2f} µs  (rounds {' '.join(f'{x:.1f}' for x in xs)})")
+    print(
+        f"{name:20s} {statistics.median(xs):8.2f} µs  (rounds {' '.join(f'{x:.1f}' for x in xs)})"
+    )
 print("torch", torch.__version__, "python", sys.version.split()[0])
