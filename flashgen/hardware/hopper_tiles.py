@@ -74,13 +74,15 @@ def programs_per_sm(cfg: HopperConfig, head_dim: int, smem_per_sm: int = SMEM_PE
 
 
 def fit_reason(
-    cfg: HopperConfig, head_dim: int, device: DeviceLimits, alibi: bool = False
-) -> str | None:
-    """Why `cfg` cannot run well on `device` for this head dim (`alibi`: in an ALiBi
-    rendering, whose key indices take shared memory too); None if it fits."""
+    cfg: HopperConfig, head_dim: int, device: DeviceLimits, alibi: bool = False,
+    alibi_mma: bool = False,
+) -> str | None:  # fmt: skip
+    """Why `cfg` cannot run well on `device` for this head dim (`alibi`, `alibi_mma`: in an
+    ALiBi rendering, whose shared memory differs: `HopperConfig.shared_bytes`); None if it
+    fits."""
     if device.capability != (9, 0):
         return f"the Hopper family needs sm_90 (wgmma, setmaxnreg), not sm_{device.capability_str}"
-    need = cfg.shared_bytes(head_dim, alibi=alibi)
+    need = cfg.shared_bytes(head_dim, alibi=alibi, alibi_mma=alibi_mma)
     if need > device.smem_optin_bytes:
         return f"{need} bytes of shared memory > {device.smem_optin_bytes}"
     if spill_risk(cfg, head_dim):

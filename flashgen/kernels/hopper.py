@@ -190,7 +190,18 @@ def template_context(spec) -> dict:
         "tma_store": api["tma_store"],
         "range_rows": mask_ranges.RANGE_ROWS,
         "tail_split": splittable(spec),
+        "alibi_mma": alibi_mma(spec),
     }
+
+
+def alibi_mma(spec) -> bool:
+    """Whether the rendering adds ALiBi's per-key term on the tensor cores (one more k = 16
+    product a tile: the slope in three parts against a [BLOCK_N, 16] table of key indices in
+    shared memory; benchmarks/RESULTS.md, session 38 B5: 4-6% faster forward at head dim 128).
+    bfloat16 only: the slope travels in the input dtype, and float16 overflows at 65504, a slope
+    over sm_scale that a legal input can reach. Not with a softcap, whose ALiBi term is added to
+    the capped scores, not to the products."""
+    return bool(spec.alibi) and not spec.softcap and spec.dtype == "bfloat16"
 
 
 def spec_reason(spec, *, forced: bool = False, per_key: bool = False) -> str | None:
@@ -325,7 +336,11 @@ def config_for(spec, seq_q: int, narrow: bool = False) -> HopperConfig:
 
     device = current_device()
     cfg = NARROW_CONFIGS.get(spec.head_dim) if narrow and spec.window else None
-    if cfg is not None and fit_reason(cfg, spec.head_dim, device, alibi=spec.alibi) is None:
+    if (
+        cfg is not None
+        and fit_reason(cfg, spec.head_dim, device, alibi=spec.alibi, alibi_mma=alibi_mma(spec))
+        is None
+    ):
         return for_spec(cfg, spec)
     cfg = tuned_config(spec.head_dim, spec.causal, seq_q, device) or CONFIGS[spec.head_dim]
     for knob, extras in KNOBS_OFF.items():

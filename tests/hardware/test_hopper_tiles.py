@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from flashgen.core.hopper_config import HopperConfig
 from flashgen.hardware import hopper_tiles as ht
 from flashgen.hardware.sram import KNOWN_GPUS
@@ -31,18 +33,24 @@ def test_fit_reasons():
     assert "sm_90" in ht.fit_reason(HopperConfig(128, 128, 2, 2, 4, 168, False), 128, a100)
 
 
-def test_alibi_key_indices_fit_wherever_the_config_fits():
-    """`hopper.config_for` does not re-check a record for ALiBi: its key indices (a float and
-    16 B-operand elements a key of the tile) take less than the O staging tiles it does without
-    (O is staged in the item's Q buffer), so every config that fits without ALiBi fits with it,
-    the compiler's alignment padding (under 1 KB, tests/kernels/test_hopper.py) included."""
+@pytest.mark.parametrize("mma", [False, True])
+def test_alibi_key_indices_fit_wherever_the_config_fits(mma):
+    """An ALiBi rendering fits every config that fits without ALiBi: its key indices (a float
+    a key of the tile, and with the per-key term on the tensor cores 16 B-operand elements a key
+    too) take less than the O staging tiles it does without (O is staged in the item's Q
+    buffer), the compiler's alignment padding (under 1 KB, tests/kernels/test_hopper.py)
+    included."""
     for dim in (64, 128):
         for cfg in ht.candidates(dim):
             if ht.fit_reason(cfg, dim, H200) is None:
-                assert ht.fit_reason(cfg, dim, H200, alibi=True) is None, cfg
-                extra = (4 + 16 * 2) * cfg.block_n - cfg.block_m * dim * 2
-                assert cfg.shared_bytes(dim, alibi=True) - cfg.shared_bytes(dim) == extra < 0
-                assert cfg.shared_bytes(dim, alibi=True) + 1024 <= H200.smem_optin_bytes, cfg
+                assert ht.fit_reason(cfg, dim, H200, alibi=True, alibi_mma=mma) is None, cfg
+                need = cfg.shared_bytes(dim, alibi=True, alibi_mma=mma)
+                extra = (4 + 16 * 2 * mma) * cfg.block_n - cfg.block_m * dim * 2
+                assert need - cfg.shared_bytes(dim) == extra < 0
+                assert need + 1024 <= H200.smem_optin_bytes, cfg
+    # the table only where the rendering has ALiBi
+    cfg = ht.candidates(128)[0]
+    assert cfg.shared_bytes(128, alibi_mma=True) == cfg.shared_bytes(128)
 
 
 def test_programs_per_sm():

@@ -897,7 +897,7 @@ def _compile_for_sm90(uris) -> dict:
         spec = KernelSpec.from_uri(uri.partition(":")[0])
         d = spec.head_dim
         configs = hopper.NARROW_CONFIGS if uri.endswith(":narrow") else hopper.CONFIGS
-        model = configs[d].shared_bytes(d, alibi=spec.alibi)
+        model = configs[d].shared_bytes(d, alibi=spec.alibi, alibi_mma=hopper.alibi_mma(spec))
         assert results[uri]["wgmma"], uri
         assert model <= results[uri]["shared"] < model + 1024, (uri, results[uri])
     return results
