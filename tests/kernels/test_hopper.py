@@ -731,6 +731,27 @@ def test_banded_kernels_run_without_pingpong():
     assert not hopper.for_spec(cfg, MASK_SPECS[13]).pingpong  # dropout: no prefetch
 
 
+@pytest.mark.parametrize(
+    "dtype, softcap, mma",
+    [("bfloat16", False, True), ("float16", False, False), ("bfloat16", True, False)],
+)
+def test_alibi_per_key_term_on_the_tensor_cores_where_it_is_exact(dtype, softcap, mma):
+    """ALiBi's per-key term is one more k = 16 product of QK^T (the slope in A, the key indices
+    in `kx`) in bfloat16 without a softcap; float16 (the slope in A could overflow at 65504)
+    and softcapped renderings (the term is added to the capped scores) keep the FMA. Every
+    ALiBi rendering stages O in the item's Q buffer (no O buffers) and releases that buffer
+    only once the store has read it."""
+    spec = KernelSpec(128, True, dtype, "fwd", alibi=True, softcap=softcap)
+    assert hopper.alibi_mma(spec) is mma
+    src = render(spec, "hopper")
+    assert ("warpgroup_mma(ax, kx_t, qk_tok" in src) is mma
+    assert ("kx = gl.allocate_shared_memory" in src) is mma
+    assert "o_bufs = q_bufs" in src and "o_smem = q_bufs.index(qb)" in src
+    assert "tma.store_wait(0)\n            _release(q_empty.index(2 * cid + ((it + 1) & 1)))" in src
+    plain = render(KernelSpec(128, True, dtype, "fwd"), "hopper")
+    assert "o_bufs = q_bufs" not in plain and "kx_t" not in plain
+
+
 def test_softcap_and_alibi_run_without_late_wait(monkeypatch):
     # the records' late_wait (measured on specs without extras) is dropped for the extras it
     # slowed, kept for the others and for explicit configs
