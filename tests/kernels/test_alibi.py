@@ -423,3 +423,41 @@ def test_backward_with_a_mask_hiding_whole_rows():
     )
     for name, a, e in zip(("dq", "dk", "dv"), got, exp, strict=True):
         torch.testing.assert_close(a.double(), e, atol=5e-5, rtol=1e-4, msg=name)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(
+    not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
+    reason="the Hopper family needs an sm_90 GPU",
+)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+@pytest.mark.parametrize("grid", ["plain", "static", "dynamic"])
+@pytest.mark.parametrize("causal", [False, True])
+def test_hopper_alibi_over_every_grid_matches_float64(dtype, grid, causal):
+    """The Hopper family's ALiBi renderings stage O in the item's own Q buffer and hand that
+    buffer back to the producer during the next item, once the store has read it: checked on
+    one program an item and on persistent grids (static and dynamic) whose programs walk many
+    items (34 row blocks of 2 x 16 heads: 1,088 items), in bfloat16 (the per-key term on the
+    tensor cores) and float16 (by FMA), out and lse against float64."""
+    from flashgen.core.hopper_config import HopperConfig
+    from flashgen.kernels import hopper
+    from flashgen.kernels.alibi import check_slopes
+
+    b, h, n, d = 2, 16, 64 * 66 + 5, 128
+    q, k, v = (t.detach() for t in _inputs(b, h, h, n, n, d, seed=7, dtype=dtype, device="cuda"))
+    slopes = check_slopes(_slopes(b, h, True, "cuda"), q)
+    persistent, dynamic = {"plain": (False, False), "static": (True, False),
+                           "dynamic": (True, True)}[grid]  # fmt: skip
+    cfg = HopperConfig(128, 128, 2, 2, 4, 168, False, persistent, dynamic)
+    name = str(dtype).removeprefix("torch.")
+    spec = KernelSpec(d, causal, name, "fwd", alibi=True)
+    assert hopper.alibi_mma(spec) is (dtype == torch.bfloat16)
+    out = torch.empty_like(q)
+    lse = torch.empty(b, h, n, dtype=torch.float32, device="cuda")
+    hopper.forward(q, k, v, out, lse, scale=d**-0.5, spec=spec, config=cfg, alibi=slopes)
+    s = scores_ref(q, k) + bias_ref(slopes, n, n)
+    s = s.masked_fill(hidden_ref(n, n, causal=causal).to(s.device), float("-inf"))
+    want, want_lse = rows_ref(s, v)
+    tol = 2e-2 if dtype == torch.bfloat16 else 4e-3
+    assert (out.double() - want).abs().max().item() <= tol * want.abs().max().item()
+    assert (lse.double() - want_lse).abs().max().item() <= 1e-3 * want_lse.abs().max().item()
