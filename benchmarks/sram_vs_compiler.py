@@ -97,6 +97,8 @@ def _arg_kind(name: str, dtype: str, cfg: TileConfig, block_d: int) -> str:
         return "i64"
     if name in FP32_POINTERS:
         return "*fp32"
+    if name == "RowKeys":  # dropout's row keys (int32 bits), attn_bwd.py.jinja
+        return "*i32"
     if name in POINTERS:
         return "*" + _TRITON_DTYPE[dtype]
     return "i32"

@@ -109,7 +109,7 @@ class _Plan:
 
     __slots__ = (
         "pre", "pre_tail", "dkdv", "dq", "strides", "ints", "keep", "onepass", "convert",
-        "bounded", "tiles", "dq_delta", "out_strides",
+        "bounded", "tiles", "dq_delta", "out_strides", "row_keys",
     )  # fmt: skip
 
     def __init__(
@@ -145,6 +145,7 @@ class _Plan:
             device,
         )
         self.pre_tail = (*_strides3(out), *_strides3(do), heads_q, seq_q)
+        self.row_keys = False  # dropout's row keys stored by the preprocess (below)
         self.ints = (heads_q, heads_kv, seq_q, seq_k)
         self.onepass = self.convert = None
         self.strides = ()
@@ -186,6 +187,18 @@ class _Plan:
             self.dkdv = Launch(
                 dkdv, dkdv_grid, {**blocks, **per_key_arg, **sparse_arg}, options, device, descs
             )
+            if dropped:
+                # this dK/dV kernel reads each query row's dropout key, which the preprocess
+                # stores (hashed in the kernel, every thread holding a row's column of its
+                # transposed tile hashed it again)
+                self.row_keys = True
+                self.pre = Launch(
+                    module.attn_bwd_preprocess_drop,
+                    (cdiv(seq_q, block_m), batch * heads_q),
+                    {"BLOCK_M": block_m},
+                    {},
+                    device,
+                )
         else:
             self.dkdv = None
         dq_tiles = (block_m, block_n)  # (the dQ launch's own, below, when there is one)
@@ -268,6 +281,8 @@ class _Plan:
         refill = pause_fill()
         try:
             delta = torch.empty_like(lse)  # lse is contiguous float32 [B, Hq, Sq]
+            # dropout's row keys, laid out as delta (every element stored by the preprocess)
+            row_keys = torch.empty_like(lse, dtype=torch.int32) if self.row_keys else None
             new = torch.zeros_like if self.bounded else torch.empty_like
             dq = dk = dv = None
             if self.dq is not None:
@@ -286,7 +301,11 @@ class _Plan:
             if self.dkdv is not None:
                 self.dkdv(q, k, v, do, lse, delta, dk, dv, *self.strides, *ints)
             return dq, dk, dv
-        self.pre(out, do, delta, *self.pre_tail)
+        if row_keys is not None:
+            self.pre(out, do, delta, row_keys, *self.pre_tail, int(dropout[1]))
+            dkdv_ints = (*dkdv_ints, row_keys)
+        else:
+            self.pre(out, do, delta, *self.pre_tail)
         if side is not None:  # the dQ kernel beside the dK/dV kernel (`flashgen.kernels.streams`)
             main = torch.cuda.current_stream(q.device)
             side.wait_stream(main)
