@@ -10,9 +10,25 @@
 #   (session 34 B4; hopper.AUTO_MASKS["alibi"] is {128}): both families in alternating
 #   processes, twice. (2) Head dim 128 at 1k and 16k keys against the unmasked kernel (B5 read
 #   4k only). Forward only; float64 checks on the first run of each shape.
+#   FLASHGEN_COMMIT=<sha> bash benchmarks/raw/next_s39/job.sh rowkeys (~250 s)
+# rowkeys: session 38's last kernel change, landed after its device time was spent and never
+#   timed (split_rowkeys.patch: the split backward's dK/dV kernels read dropout's row keys from
+#   the preprocess instead of hashing them, static SASS 15-18% fewer instructions): the tree
+#   before it (the patch reversed in old_tree/) against this one, masks.py's dropout rows
+#   forward+backward at BERT's 512 keys (the split kind runs dropout below 1k), in alternating
+#   processes twice; the new tree's first run checks against float64.
 set -u
 . benchmarks/device_env.sh > /dev/null 2>&1
 W=$OUT/work; mkdir -p $W
+if [ "${1:-}" = rowkeys ]; then
+  mkdir -p old_tree && cp -r flashgen templates tuning_db pyproject.toml old_tree/
+  (cd old_tree && patch -s -p1 -R < ../benchmarks/raw/next_s39/split_rowkeys.patch) || { echo "patch failed"; exit 1; }
+  for shape in 32,12,12,512,64 16,16,4,512,128; do
+    mkdir -p $W/${shape//,/_}
+    t0=$(date +%s) bash benchmarks/masks_ab.sh $PWD/old_tree $PWD $W/${shape//,/_} dropout_full,dropout_causal $shape 2
+  done
+  cd $W && tar czf $OUT/rowkeys.tgz . && exit 0
+fi
 if [ "${1:-}" = alibi ]; then
   for rep in 1 2; do
     for fam in portable hopper; do
