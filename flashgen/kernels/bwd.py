@@ -11,8 +11,10 @@ deterministic, no atomics) and `attn_bwd_dq` (one program per query block and he
 dQ and dK/dV kernels run one after the other on one stream (`flashgen.kernels.streams` does not
 overlap them: short calls, graph capture) a call without extras launches two: the dQ kernel
 first, computing delta of its own rows from O and dO as it loads dO (`attn_bwd_dq_delta`), then
-dK/dV reading it. A launch costs host time (10-15 µs each on the H200's host in
-benchmarks/host_steps.py), and a short call is bound by it. The N x N
+dK/dV reading it. With dropout the preprocess is `attn_bwd_preprocess_drop`, which also stores
+each query row's dropout key for the dK/dV kernel (there every thread holding a row's column
+of the transposed tile would hash it again). A launch costs host time (10-15 µs each on the
+H200's host in benchmarks/host_steps.py), and a short call is bound by it. The N x N
 probability matrix is never stored; both kernels recompute it from the forward's logsumexp.
 Gradients nobody asked for are not computed: `needs=(dq, dk, dv)` skips the dQ kernel, or the
 dK/dV kernel when neither dK nor dV is wanted.
