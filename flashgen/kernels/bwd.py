@@ -139,13 +139,8 @@ class _Plan:
         # programs sharing a mask tensor are launched side by side (`fwd.mask_shared`)
         per_key_arg = {"MASK_PER_KEY": per_key, "MASK_SHARED": shared} if mask_kind else {}
         options = {"num_warps": config.num_warps, "num_stages": config.num_stages}
-        self.pre = Launch(
-            module.attn_bwd_preprocess,
-            (cdiv(seq_q, block_m), batch * heads_q),
-            {"BLOCK_M": block_m},
-            {},
-            device,
-        )
+        pre_grid = (cdiv(seq_q, block_m), batch * heads_q)
+        self.pre = Launch(module.attn_bwd_preprocess, pre_grid, {"BLOCK_M": block_m}, {}, device)
         self.pre_tail = (*_strides3(out), *_strides3(do), heads_q, seq_q)
         self.row_keys = False  # dropout's row keys stored by the preprocess (below)
         self.ints = (heads_q, heads_kv, seq_q, seq_k)
@@ -195,11 +190,7 @@ class _Plan:
                 # transposed tile hashed it again)
                 self.row_keys = True
                 self.pre = Launch(
-                    module.attn_bwd_preprocess_drop,
-                    (cdiv(seq_q, block_m), batch * heads_q),
-                    {"BLOCK_M": block_m},
-                    {},
-                    device,
+                    module.attn_bwd_preprocess_drop, pre_grid, {"BLOCK_M": block_m}, {}, device
                 )
         else:
             self.dkdv = None
@@ -304,7 +295,7 @@ class _Plan:
                 self.dkdv(q, k, v, do, lse, delta, dk, dv, *self.strides, *ints)
             return dq, dk, dv
         if row_keys is not None:
-            self.pre(out, do, delta, row_keys, *self.pre_tail, int(dropout[1]))
+            self.pre(out, do, delta, row_keys, *self.pre_tail, int(dropout[1]))  # (the seed)
             dkdv_ints = (*dkdv_ints, row_keys)
         else:
             self.pre(out, do, delta, *self.pre_tail)
