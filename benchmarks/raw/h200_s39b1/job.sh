@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Prepared in session 38, not run (its device time was spent).
-#   FLASHGEN_COMMIT=<sha> bash benchmarks/raw/next_s39/job.sh         (carrying .whl; ~350-450 s)
-#   FLASHGEN_COMMIT=<sha> bash benchmarks/raw/next_s39/job.sh alibi   (~300 s)
+#   FLASHGEN_COMMIT=<sha> bash benchmarks/raw/h200_s39b1/job.sh         (carrying .whl; ~350-450 s)
+#   FLASHGEN_COMMIT=<sha> bash benchmarks/raw/h200_s39b1/job.sh alibi   (~300 s)
 # default: the whole GPU suite on session 38's final tree (its kernel changes: the Hopper
 #   backward's dropout row keys, B2; ALiBi's per-key term on the tensor cores with O staged in
 #   the Q buffer, B5; each ran its own GPU tests, not the whole suite).
@@ -10,7 +10,7 @@
 #   (session 34 B4; hopper.AUTO_MASKS["alibi"] is {128}): both families in alternating
 #   processes, twice. (2) Head dim 128 at 1k and 16k keys against the unmasked kernel (B5 read
 #   4k only). Forward only; float64 checks on the first run of each shape.
-#   FLASHGEN_COMMIT=<sha> bash benchmarks/raw/next_s39/job.sh rowkeys (~250 s)
+#   FLASHGEN_COMMIT=<sha> bash benchmarks/raw/h200_s39b1/job.sh rowkeys (~250 s)
 # rowkeys: session 38's last kernel change, landed after its device time was spent and never
 #   timed (split_rowkeys.patch: the split backward's dK/dV kernels read dropout's row keys from
 #   the preprocess instead of hashing them, static SASS 15-18% fewer instructions): the tree
@@ -22,7 +22,7 @@ set -u
 W=$OUT/work; mkdir -p $W
 if [ "${1:-}" = rowkeys ]; then
   mkdir -p old_tree && cp -r flashgen templates tuning_db pyproject.toml old_tree/
-  (cd old_tree && patch -s -p1 -R < ../benchmarks/raw/next_s39/split_rowkeys.patch) || { echo "patch failed"; exit 1; }
+  (cd old_tree && patch -s -p1 -R < ../benchmarks/raw/h200_s39b1/split_rowkeys.patch) || { echo "patch failed"; exit 1; }
   for shape in 32,12,12,512,64 16,16,4,512,128; do
     mkdir -p $W/${shape//,/_}
     t0=$(date +%s) bash benchmarks/masks_ab.sh $PWD/old_tree $PWD $W/${shape//,/_} dropout_full,dropout_causal $shape 2
