@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
 import triton
@@ -143,6 +144,36 @@ def test_the_rate_resolves_finely_and_every_seed_and_row_bit_counts():
     rows = torch.tensor([5, 5 + 2**32, 5 + 2**33], dtype=torch.int64)
     flags = _keep_rows(SEED, rows, 0.5, 64)
     assert not torch.equal(flags[0], flags[1]) and not torch.equal(flags[0], flags[2])
+
+
+def _lowbias32(x, last=True):
+    """Chris Wellons' lowbias32 on uint64 numpy arrays holding uint32 values."""
+    m = np.uint64(0xFFFFFFFF)
+    x = x ^ (x >> np.uint64(16))
+    x = (x * np.uint64(0x7FEB352D)) & m
+    x = x ^ (x >> np.uint64(15))
+    x = (x * np.uint64(0x846CA68B)) & m
+    return x ^ (x >> np.uint64(16)) if last else x
+
+
+def test_the_draw_is_the_documented_hash():
+    """keep_mask's flags against the draw written out in numpy from its definition
+    (dropout_ref.keep_tile): row r's key R = lowbias32(lowbias32(lo(r) ^ lo(s)) ^ hi(r) ^ hi(s)),
+    key j kept iff lowbias32-without-its-last-xorshift(R ^ j * 0x9E3779B9 mod 2**32) >=
+    p * 2**32. Pins the draw itself, which the backward must redraw and which the kernels
+    compute in pieces (the first xorshift split between the row's and the key's halves)."""
+    seed, p, rows, keys = SEED, 0.3, 2 * 3 * 17, 70
+    flags = dropout.keep_mask(seed, p, 2, 3, 17, keys, "cpu").reshape(rows, keys).numpy()
+    m = np.uint64(0xFFFFFFFF)
+    r = np.arange(rows, dtype=np.uint64)
+    s_lo, s_hi = np.uint64(seed & 0xFFFFFFFF), np.uint64(seed >> 32)
+    row_key = _lowbias32(_lowbias32(r & m ^ s_lo) ^ (r >> np.uint64(32)) ^ s_hi)
+    code = (np.arange(keys, dtype=np.uint64) * np.uint64(0x9E3779B9)) & m
+    draw = _lowbias32(row_key[:, None] ^ code[None, :], last=False)
+    threshold = np.uint64(int(np.float32(p) * np.float32(2.0**32)))
+    expected = draw >= threshold
+    assert 0.6 < expected.mean() < 0.8
+    np.testing.assert_array_equal(flags, expected)
 
 
 @triton.jit(do_not_specialize=["seed"])

@@ -613,7 +613,7 @@ def test_render_masks(spec):
     assert ("m_i = m_i - (slope_raw * qk_scale) * gl.arange(0, M_C" in source) == spec.alibi
     assert ("Slopes, stride_sb," in source) == spec.alibi
     # dropout: the portable draw per score after the denominator, the epilogue's 1 / (1 - p)
-    assert ("p = gl.where(keep_of(drop_keys[:, None], keys[None, :], drop_thr)" in source) == (
+    assert ("p = kept(p, draw_of(drop_keys[:, None], keys[None, :]), drop_thr)" in source) == (
         spec.dropout
     )
     assert ("drop_scale" in source) == spec.dropout
