@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Prepared in session 39, not run (its device was taken back after B1 and no machine was lent
+# again). Run as FLASHGEN_COMMIT=<sha> bash benchmarks/raw/<dir>/job.sh [part], carrying .whl:
+#   (default) ~300 s: the whole GPU suite on session 39's final tree: its dropout draw change
+#             (draw.patch: the first xorshift split between row and key, `kept`'s inline-PTX
+#             select) runs on a GPU for the first time here, in every dropout kernel.
+#   drop      ~400 s: draw.patch's A/B at 4k (B4 H16/4 d128): masks.py's dropout rows forward
+#             and forward+backward, the tree before it (old_tree/) against this one in
+#             alternating processes, twice with the default forward family (portable), once
+#             with FLASHGEN_FWD_FAMILY=hopper (the Hopper forward lost its 308 bytes of spills:
+#             does it now beat the portable one? session 22 read it 1.9x slower).
+#   drop64    ~300 s: the same at head dim 64 (B4 H32/8), once per family.
+#   rowkeys   ~350 s: BERT's 512 keys, where the split backward runs dropout: three trees in
+#             alternating processes (A: before session 38's split row keys, split_rowkeys.patch
+#             reversed on B; B: before draw.patch; C: this tree), dropout rows forward+backward,
+#             two shapes; the first run of C checks against float64.
+#   tflops    ~150 s: issue 13's 650 TFLOP/s row again (B1 H16 16k d128), eleven rounds.
+set -u
+. benchmarks/device_env.sh > /dev/null 2>&1
+HERE=$(dirname "$0")
+W=$OUT/work; mkdir -p $W
+trees() {  # old_tree = before draw.patch; tree_a = before the split row keys too
+  mkdir -p old_tree && cp -r flashgen templates tuning_db pyproject.toml old_tree/
+  (cd old_tree && patch -s -p1 -R < ../$HERE/draw.patch) || { echo "draw.patch failed"; exit 1; }
+  mkdir -p tree_a && cp -r old_tree/. tree_a/
+  (cd tree_a && patch -s -p1 -R < ../$HERE/split_rowkeys.patch) || { echo "rowkeys patch failed"; exit 1; }
+}
+case "${1:-}" in
+drop)
+  trees
+  mkdir -p $W/portable $W/hopper
+  t0=$(date +%s) bash benchmarks/masks_ab.sh $PWD/old_tree $PWD $W/portable dropout_causal,dropout_full 4,16,4,4096,128 2
+  FLASHGEN_FWD_FAMILY=hopper t0=$(date +%s) bash benchmarks/masks_ab.sh $PWD/old_tree $PWD $W/hopper \
+    dropout_causal,dropout_full 4,16,4,4096,128 1
+  cd $W && tar czf $OUT/drop.tgz . ;;
+drop64)
+  trees
+  for fam in portable hopper; do
+    mkdir -p $W/$fam
+    FLASHGEN_FWD_FAMILY=$fam t0=$(date +%s) bash benchmarks/masks_ab.sh $PWD/old_tree $PWD $W/$fam \
+      dropout_causal,dropout_full 4,32,8,4096,64 1
+  done
+  cd $W && tar czf $OUT/drop64.tgz . ;;
+rowkeys)
+  trees
+  t0=$(date +%s)
+  for shape in 32,12,12,512,64 16,16,4,512,128; do
+    d=$W/${shape//,/_}; mkdir -p $d
+    for rep in 1 2; do
+      for tree in a b c; do
+        root=$PWD/tree_a; [ $tree = b ] && root=$PWD/old_tree; [ $tree = c ] && root=$PWD
+        check=--no-check; [ $tree$rep = c1 ] && check=
+        PYTHONPATH=/tmp/site:$root timeout 70 python3 benchmarks/masks.py $check --dirs fwd+bwd \
+          --rounds 3 --budget 60 --shape $shape --only dropout_full,dropout_causal \
+          --out $d/masks_${tree}_$rep.csv > $d/masks_${tree}_$rep.txt 2>&1
+        stamp "$shape $tree $rep rc=$?"
+        grep -h "^name=\|^check\|failed" $d/masks_${tree}_$rep.txt | sed 's/ b=[0-9].*dir=/ /' | cut -c1-160
+      done
+    done
+  done
+  cd $W && tar czf $OUT/rowkeys.tgz . ;;
+tflops)
+  timeout 150 python3 benchmarks/fwd_variants.py --grid anchors --shapes 2 --rounds 11 --rep 40 \
+    --check-dtypes bfloat16 --budget 140 --out $OUT/tflops > $OUT/tflops.txt 2>&1
+  stamp "tflops rc=$?"; grep '"tflops"' $OUT/tflops.txt | cut -c1-200
+  nvidia-smi --query-gpu=clocks.sm,power.draw,temperature.gpu --format=csv ;;
+*)
+  timeout 560 python3 -m pytest -q -p no:cacheprovider -p no:randomly -m gpu -n 8 tests > $OUT/suite.txt 2>&1
+  stamp "suite rc=$?"; tail -3 $OUT/suite.txt; grep -E "^FAILED|^ERROR" $OUT/suite.txt | head -20 ;;
+esac
