@@ -140,8 +140,10 @@ def _kept_where(x, draw, threshold):
 # select past the conversion to 16 bits (a select of a constant commutes with a truncation),
 # and ptxas then selects 16-bit halves of packed registers, unpacking and repacking them (one
 # SEL and about two PRMT a score in the Hopper forward, static SASS); as inline PTX the select
-# stays on the fp32 value (one FSEL). Triton's interpreter runs no PTX: there (the
-# interpreter is chosen at import, as `triton.jit` chooses it) the same select as tl.where.
+# stays on the fp32 value (one FSEL). (Masking the value's bits with -keep instead compiles
+# to the same select as tl.where: LLVM recognises it.) Triton's interpreter runs no PTX: there
+# the same select as tl.where, chosen when this module is imported, as `triton.jit` chooses
+# the interpreter for every function decorated here.
 kept = _kept_where if triton.knobs.runtime.interpret else _kept_asm
 
 
