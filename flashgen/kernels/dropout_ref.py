@@ -88,8 +88,9 @@ def keep_tile(seed, rows, start_n, threshold, BLOCK_N: tl.constexpr):
     """Keep flags [len(rows), BLOCK_N] for the flat query rows `rows` (int64; bh * Sq + i) and
     the keys start_n + [0, BLOCK_N) (keys counted from the sequence's first key): key j of row
     r draws lowbias32 (without its last xorshift) of R ^ (j * 0x9E3779B9), R = two lowbias32
-    rounds of the seed and r, and is kept iff that is >= threshold (uint32, `threshold_of`). The key is spread by the golden-ratio multiplier before the xor
-    so that neighbouring keys of two rows with neighbouring row keys do not share inputs."""
+    rounds of the seed and r, and is kept iff that is >= threshold (uint32, `threshold_of`).
+    The key is spread by the golden-ratio multiplier before the xor so that neighbouring keys
+    of two rows with neighbouring row keys do not share inputs."""
     return keep_of(
         row_keys(seed, rows)[:, None], (start_n + tl.arange(0, BLOCK_N))[None, :], threshold
     )
