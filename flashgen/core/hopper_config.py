@@ -96,8 +96,9 @@ class HopperConfig:
         return self.block_m // self.consumers
 
     def shared_bytes(
-        self, head_dim: int, elem_bytes: int = 2, alibi: bool = False, alibi_mma: bool = False
-    ) -> int:
+        self, head_dim: int, elem_bytes: int = 2, alibi: bool = False, alibi_mma: bool = False,
+        mask_elem: int = 0,
+    ) -> int:  # fmt: skip
         """Shared memory of the kernel's allocations: each consumer's two Q tiles (the next
         item's Q loads while the current one is in use) and O staging tile, the K and V
         rings, the mbarriers, each Q buffer's work-item index (dynamic grids; a static one
@@ -105,16 +106,22 @@ class HopperConfig:
         With ALiBi (`alibi`) no O tiles (O is staged in the item's own Q buffer) but a tile's
         key indices as floats, and where the tensor cores add its per-key term (`alibi_mma`,
         `flashgen.kernels.hopper.alibi_mma`) as B's 16 extra rows of QK^T too (the template's
-        `kx`). On sm_90 the compiler adds alignment padding only (tests/kernels/test_hopper.py
+        `kx`). With a mask tensor read by TMA (MASK_TMA; `mask_elem`: its element's bytes) no
+        O tiles either, but each consumer's [M_C, BLOCK_N] mask tile and its two mbarriers.
+        On sm_90 the compiler adds alignment padding only (tests/kernels/test_hopper.py
         compiles configs and compares)."""
-        rows = 2 * self.block_m if alibi else 3 * self.block_m
+        staged = alibi or mask_elem > 0
+        rows = 2 * self.block_m if staged else 3 * self.block_m
         tiles = (rows + 2 * self.num_buf * self.block_n) * head_dim * elem_bytes
         barriers = BARRIER_BYTES * (4 * self.consumers + 4 * self.num_buf + 2)
         pins = 4 * self.block_m if self.late_wait else 0
         keys = 4 * self.block_n if alibi else 0
         if alibi and alibi_mma:
             keys += 16 * elem_bytes * self.block_n
-        return tiles + barriers + ITEM_BYTES * 2 * self.consumers + pins + keys
+        masks = 0
+        if mask_elem:
+            masks = mask_elem * self.block_m * self.block_n + BARRIER_BYTES * 2 * self.consumers
+        return tiles + barriers + ITEM_BYTES * 2 * self.consumers + pins + keys + masks
 
     def threads(self) -> int:
         """Threads of one program: the consumers' warps and the loader's warp, the loader

@@ -81,13 +81,13 @@ class _Plan:
 
     __slots__ = (
         "run", "tail", "strides", "scale", "keep", "hopper", "lse_shape", "lse_numel", "device",
-        "tiles", "blocks", "ranges", "split",
+        "tiles", "blocks", "ranges", "split", "tma_mask",
     )  # fmt: skip
 
     def __init__(
         self, q, k, v, out, causal: bool, config, aligned: bool, forced, windowed=False,
         capped=False, bounded=False, mask_kind="", dropped=False, per_key=False, alibi=False,
-        shared=0, sparse=False, narrow=False, capped_small=False,
+        shared=0, sparse=False, narrow=False, capped_small=False, mask=None,
     ):  # fmt: skip
         batch, hq, sq, dim = q.shape
         hkv, sk = k.shape[1], k.shape[2]
@@ -111,6 +111,9 @@ class _Plan:
         self.ranges = None
         # the Hopper kernel's split last round (`hopper.TailSplit`), or None
         self.split = None
+        # the Hopper kernel's MASK_TMA (its mask tile by TMA; desc_mask last), or None for a
+        # rendering without it
+        self.tma_mask = None
         if not isinstance(config, TileConfig) and hopper.choose(spec, q, k, v, sq, per_key):
             # The Gluon family, with its own config for this length; launched directly too.
             # MASK_PER_KEY (a mask constant along query rows) is a constexpr there as well.
@@ -122,8 +125,12 @@ class _Plan:
             device = direct_device(q, aligned)
             ranges = bool(self.ranges)
             self.split = hopper.tail_plan(spec, cfg, q, k, device)
+            desc = None
+            if mask_kind:
+                self.tma_mask, desc = hopper.mask_tma_plan(spec, cfg, mask, q.device)
             self.run = hopper.plan(spec, cfg, q, k, v, out, device, per_key=per_key,
-                                   ranges=ranges, split=self.split, fixed=fixed)  # fmt: skip
+                                   ranges=ranges, split=self.split, fixed=fixed,
+                                   mask_desc=desc)  # fmt: skip
             self.tail = hopper.sizes(q, k)
             return
         given = config
@@ -178,6 +185,8 @@ class _Plan:
         win = variant_args(scale, window, softcap, bounds, mask, dropout, alibi)
         if self.ranges is not None:  # the Hopper kernel's mask ranges, or placeholders
             win = (*win, *hopper.range_args(mask, self.ranges))
+        if self.tma_mask is not None:  # its desc_mask (a descriptor or a placeholder)
+            win = (*win, hopper.mask_tma_arg(mask, self.tma_mask))
         if self.tiles is not None:  # the block-sparse lists, or placeholders not read
             if self.tiles:
                 win = (*win, *block_mask.tile_lists(mask, *self.blocks))
@@ -262,7 +271,8 @@ def forward(
     key = (q.shape, k.shape, q.stride(), k.stride(), v.stride(), q.dtype, q.device, causal, config,
            aligned, forced, _family(), window is not None, narrow, softcap is not None,
            capped_small, bounds is not None, mask_kind(mask),
-           None if mask is None else mask.stride(), dropout is not None,
+           None if mask is None else (mask.stride(), mask.dtype, mask.data_ptr() % 16 == 0),
+           dropout is not None,
            extra_classes(window, bounds, mask, alibi))  # fmt: skip
     plan = _plans.get(key)
     if plan is None:
@@ -272,7 +282,7 @@ def forward(
         plan = _Plan(
             q, k, v, out, causal, config, aligned, forced, window is not None,
             softcap is not None, bounds is not None, mask_kind(mask), dropout is not None,
-            per_key, alibi is not None, mask_shared(mask), sparse, narrow, capped_small,
+            per_key, alibi is not None, mask_shared(mask), sparse, narrow, capped_small, mask,
         )  # fmt: skip
         _plans.store(key, plan, q)
     if fill:

@@ -191,7 +191,87 @@ def template_context(spec) -> dict:
         "range_rows": mask_ranges.RANGE_ROWS,
         "tail_split": splittable(spec),
         "alibi_mma": alibi_mma(spec),
+        "mask_tma": mask_tma_rendered(spec),
     }
+
+
+# Issue 16: a gathered mask tensor (one varying along the query rows: T5's bias, HF's 4-D
+# masks) read by the producer with TMA instead of by the consumers from global memory. The
+# gathered path read 0.41-0.53 of the unmasked kernel (benchmarks/RESULTS.md, sessions 31 and
+# 37): every masked tile waited for its loads in the softmax. Opt-in (FLASHGEN_MASK_TMA=1, read
+# when a process first renders a spec's kernel) until its GPU checks and timings are in.
+MASK_TMA_ENV = "FLASHGEN_MASK_TMA"
+# the mask dtypes the TMA path reads (a boolean mask as its bytes), by torch dtype name
+_MASK_TMA_GL = {"bool": "uint8", "uint8": "uint8", "bfloat16": "bfloat16", "float16": "float16",
+                "float32": "float32"}  # fmt: skip
+
+
+def mask_tma_rendered(spec) -> bool:
+    """Whether `spec`'s rendering has the MASK_TMA path (template `mask_tma`): a mask tensor
+    without lengths (with lengths the mask is a key-padding one, read as one vector of keys),
+    with FLASHGEN_MASK_TMA=1. A launch asks the loaded module (`has_mask_tma`), which keeps
+    what was rendered if the variable changes later in the process."""
+    return bool(spec.attn_mask) and not spec.lengths and os.environ.get(MASK_TMA_ENV) == "1"
+
+
+def has_mask_tma(spec) -> bool:
+    """Whether `spec`'s loaded kernel takes desc_mask and MASK_TMA (its `MASK_TMA_RENDERED`)."""
+    from .codegen import load_family
+
+    if not spec.attn_mask or gluon_api()[0] is None:
+        return False
+    return bool(getattr(load_family(spec, "hopper"), "MASK_TMA_RENDERED", False))
+
+
+def mask_tma_plan(spec, cfg: HopperConfig, mask, device):
+    """(MASK_TMA, desc_mask's template) of a launch plan for `mask`: (None, None) where the
+    kernel has no MASK_TMA, (False, None) where TMA cannot read this mask (`mask_tma_template`),
+    else (True, its template)."""
+    if not has_mask_tma(spec):
+        return None, None
+    desc = mask_tma_template(spec, cfg, mask, smem_optin(device))
+    return desc is not None, desc
+
+
+def mask_tma_template(spec, cfg: HopperConfig, mask, smem_limit: int):
+    """The descriptor template (shape, strides, block, shared layout) the producer's TMA reads
+    `mask` through, or None where the launch keeps the gathered loads (MASK_TMA off): a
+    key-padding mask (stride 0 along query rows), a dtype or layout TMA cannot read (the last
+    stride 1, the others and the base 16-byte aligned), or a config whose shared memory, O
+    staged in the Q buffers and one [M_C, BLOCK_N] mask tile a consumer, exceeds `smem_limit`.
+    `mask`: the 4-D [B, H, Sq, Sk] view the kernel's strides describe (0 along broadcast
+    dims), which the template gives size 1 there."""
+    from triton.experimental.gluon import language as gl
+
+    dtype = str(mask.dtype).removeprefix("torch.")
+    if dtype not in _MASK_TMA_GL or mask.stride(2) == 0:
+        return None
+    size = mask.element_size()
+    b, h, sq, sk = mask.shape
+    row = mask.stride(2)
+    if (mask.stride(3) != 1 and sk > 1) or (row * size) % 16 or mask.data_ptr() % 16:
+        return None
+    shape, strides = [b, h, sq, sk], [mask.stride(0), mask.stride(1), row, 1]
+    inner = row * sq  # a size-1 dim's stride: never stepped, but TMA wants a 16-byte multiple
+    for d in (1, 0):
+        if shape[d] == 1 or strides[d] == 0:
+            shape[d], strides[d] = 1, inner
+        elif (strides[d] * size) % 16:
+            return None
+        inner = strides[d] * shape[d]
+    if cfg.shared_bytes(spec.head_dim, mask_elem=size) > smem_limit:
+        return None
+    block = [1, 1, cfg.block_m // cfg.consumers, cfg.block_n]
+    layout = gl.NVMMASharedLayout.get_default_for(block, getattr(gl, _MASK_TMA_GL[dtype]))
+    return shape, strides, block, layout
+
+
+def mask_tma_arg(mask, tma: bool):
+    """desc_mask's argument: the mask (a boolean one as its bytes) where the launch reads it by
+    TMA, else the mask itself as a placeholder never read."""
+    import torch
+
+    return mask.view(torch.uint8) if tma and mask.dtype == torch.bool else mask
 
 
 def alibi_mma(spec) -> bool:
@@ -498,10 +578,14 @@ def forward(
     cfg = for_spec(config or config_for(spec, q.shape[2], narrow), spec)
     split = tail_plan(spec, cfg, q, k, None)
     per_key = mask is not None and mask.stride(2) == 0
+    tma_mask, desc = mask_tma_plan(spec, cfg, mask, q.device)
     run = plan(
-        spec, cfg, q, k, v, out, None, per_key=per_key, split=split, fixed=fixed_max(spec, softcap)
+        spec, cfg, q, k, v, out, None, per_key=per_key, split=split, fixed=fixed_max(spec, softcap),
+        mask_desc=desc,
+    )  # fmt: skip
+    args = call_args(
+        spec, q, k, v, out, lse, scale, window, softcap, bounds, mask, alibi, dropout, tma_mask
     )
-    args = call_args(spec, q, k, v, out, lse, scale, window, softcap, bounds, mask, alibi, dropout)
     if split is None:
         run(*args)
     else:
@@ -515,12 +599,16 @@ def constexprs_of(
     ranges: bool = False,
     tail_split: int = 1,
     fixed: bool = False,
+    tma_mask: bool | None = None,
 ) -> dict:
     """The kernel's constexpr arguments for `cfg` (what the launch and the ahead-of-time
     compile pass alike), in the kernel's order; `tail_split`: TAIL_SPLIT as the launch's
     `tail_plan` gives it (its `splits`); `fixed`: FIXED_MAX (`fixed_max` of the call), which
-    a rendering that can drop the running max takes."""
+    a rendering that can drop the running max takes; `tma_mask`: MASK_TMA, None for a
+    rendering without it (`has_mask_tma`)."""
     masks = {"MASK_PER_KEY": bool(per_key), "MASK_RANGES": bool(ranges)} if spec.attn_mask else {}
+    if tma_mask is not None:
+        masks["MASK_TMA"] = bool(tma_mask)
     if renders_fixed_max(spec):
         masks["FIXED_MAX"] = bool(fixed)
     elif fixed:
@@ -545,6 +633,7 @@ def plan(
     ranges: bool = False,
     split: TailSplit | None = None,
     fixed: bool = False,
+    mask_desc=None,
 ):
     """The `flashgen.kernels.launch.Launch` of the Hopper kernel for one call signature (the
     shapes and strides of q, k, v and out, the config): grid, constexprs and the four descriptor templates
@@ -557,7 +646,9 @@ def plan(
     the last round's items (TAIL_SPLIT) and must be run through `split.launch` (its buffers in
     place of call_args' placeholders, then its merge); without it nothing is split whatever
     the config says. `fixed`: the call's `fixed_max` (FIXED_MAX), the same for every call that
-    shares the plan."""
+    shares the plan. `mask_desc`: in a rendering with MASK_TMA (`has_mask_tma`), the mask's
+    `mask_tma_template` (MASK_TMA on, desc_mask a descriptor) or None (off); `call_args`
+    then ends with `mask_tma_arg`."""
     from triton.experimental.gluon import language as gl
 
     from .codegen import load_family
@@ -576,8 +667,16 @@ def plan(
 
     descs = ((0, template(q, rows_q)), (1, template(k, cfg.block_n)),
              (2, template(v, cfg.block_n)), (3, template(out, rows_q)))  # fmt: skip
-    constexprs = constexprs_of(spec, cfg, per_key, ranges, split.splits if split else 1, fixed)
-    kernel = load_family(spec, "hopper").attn_fwd_ws
+    module = load_family(spec, "hopper")
+    tma_mask = None
+    if spec.attn_mask and getattr(module, "MASK_TMA_RENDERED", False):
+        tma_mask = mask_desc is not None
+        if tma_mask:
+            descs = (*descs, (module.attn_fwd_ws.arg_names.index("desc_mask"), mask_desc))
+    constexprs = constexprs_of(
+        spec, cfg, per_key, ranges, split.splits if split else 1, fixed, tma_mask
+    )
+    kernel = module.attn_fwd_ws
     return Launch(kernel, (grid,), constexprs, {"maxnreg": cfg.maxnreg}, device, descs)
 
 
@@ -589,16 +688,19 @@ def sizes(q, k) -> tuple[int, int, int, int, int]:
 
 
 def call_args(
-    spec, q, k, v, out, lse, scale, window, softcap, bounds, mask, alibi=None, dropout=None
-) -> tuple:
+    spec, q, k, v, out, lse, scale, window, softcap, bounds, mask, alibi=None, dropout=None,
+    tma_mask=None,
+) -> tuple:  # fmt: skip
     """The positional arguments of a `plan`'s launch, in the template's order (q, k, v and out
     as tensors: the launch makes their descriptors; lse stands in for the split chunks'
     buffers, which `forward` replaces where the launch splits), the masks checked against `spec`;
-    `window` as `flashgen.kernels.plans.clamp_window` gives it."""
+    `window` as `flashgen.kernels.plans.clamp_window` gives it; `tma_mask`: the plan's
+    MASK_TMA in a rendering with it (desc_mask last), else None."""
     return (
         q, k, v, out, lse, sched_counter(q.device), lse, lse, *sizes(q, k), float(scale) * LOG2E,
         *mask_args(spec, scale, window, softcap, bounds, mask, alibi, dropout),
         *(range_args(mask, False) if spec.attn_mask else ()),
+        *(() if tma_mask is None else (mask_tma_arg(mask, tma_mask),)),
     )  # fmt: skip
 
 
@@ -645,6 +747,20 @@ def sched_counter(device):
 
 
 _COUNTERS: dict = {}
+
+
+@functools.cache
+def _smem_optin(index: int) -> int:
+    import torch
+
+    return torch.cuda.get_device_properties(index).shared_memory_per_block_optin
+
+
+def smem_optin(device) -> int:
+    """The shared memory a program of `device` may take (opt-in), for `mask_tma_template`."""
+    import torch
+
+    return _smem_optin(device.index if device.index is not None else torch.cuda.current_device())
 
 
 @functools.cache

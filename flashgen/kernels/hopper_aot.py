@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 
 from ..core.hopper_config import HopperConfig
-from .hopper import CONFIGS, constexprs_of, for_spec
+from .hopper import CONFIGS, constexprs_of, for_spec, has_mask_tma
 
 
 def compile_for_sm90(
@@ -21,10 +21,14 @@ def compile_for_sm90(
     ranges: bool = False,
     splits: int = 1,
     fixed: bool = False,
+    mask_dtype: str | None = None,
 ) -> dict:
     """Compile the rendered kernel ahead of time for sm_90, no GPU needed, with the launch's
     specialisation (`per_key`, `ranges`: MASK_PER_KEY and MASK_RANGES of a spec with a mask
-    tensor; `splits`: TAIL_SPLIT; `fixed`: FIXED_MAX; as `flashgen.kernels.hopper.plan` passes them); returns {"shared": bytes, "ptx": text}. Must run in a process that imported
+    tensor; `splits`: TAIL_SPLIT; `fixed`: FIXED_MAX; as `flashgen.kernels.hopper.plan` passes
+    them; `mask_dtype`: in a rendering with MASK_TMA (`hopper.has_mask_tma`), the mask's torch
+    dtype name read by TMA ("bool", "bfloat16", ...: MASK_TMA on), None: off); returns
+    {"shared": bytes, "ptx": text}. Must run in a process that imported
     Triton without TRITON_INTERPRET=1: there Gluon's own jit helpers (gl.cdiv, gl.max, ...)
     are interpreter wrappers the compiler refuses."""
     import triton
@@ -65,7 +69,19 @@ def compile_for_sm90(
     if spec.attn_mask:  # without MASK_RANGES the mask itself stands in (never read)
         signature.update(MaskTab="*i32" if ranges else signature["Mask"], stride_tb="i32",
                          stride_th="i32")  # fmt: skip
-    constexprs = constexprs_of(spec, cfg, per_key, ranges, splits, fixed)
+    tma_mask = None
+    if has_mask_tma(spec):  # desc_mask: the mask's descriptor with MASK_TMA, else the mask
+        tma_mask = mask_dtype is not None
+        signature["desc_mask"] = signature["Mask"]
+        if tma_mask:
+            name = {"bool": "uint8"}.get(mask_dtype, mask_dtype)
+            block = [1, 1, rows_q, cfg.block_n]
+            layout = gl.NVMMASharedLayout.get_default_for(block, getattr(gl, name))
+            elem = {"uint8": "u8", "bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}[name]
+            signature["desc_mask"] = f"tensordesc<{elem}{block},{layout!r}>"
+    elif mask_dtype is not None:
+        raise ValueError(f"{spec.uri()}: this rendering has no MASK_TMA (FLASHGEN_MASK_TMA)")
+    constexprs = constexprs_of(spec, cfg, per_key, ranges, splits, fixed, tma_mask)
     signature.update(dict.fromkeys(constexprs, "constexpr"))
     pointers = [i for i, name in enumerate(signature)
                 if name in ("Lse", "Sched", "Part", "PartLse", "SeqBounds", "Mask", "Slopes",
