@@ -15,6 +15,12 @@
 #             reversed on B; B: before draw.patch; C: this tree), dropout rows forward+backward,
 #             two shapes; the first run of C checks against float64.
 #   tflops    ~150 s: issue 13's 650 TFLOP/s row again (B1 H16 16k d128), eleven rounds.
+#   masktma   ~450 s: the Hopper forward's mask tiles by TMA (FLASHGEN_MASK_TMA=1, session
+#             39, opt-in, never run): masks.py's dense-mask rows (T5-like bf16 bias [1, H, N, N]
+#             causal; HF's boolean [B, 1, N, N]) forward at 4k, head dims 128 and 64, three
+#             ways in separate processes: the default (portable family), the Hopper family
+#             gathering the mask (FLASHGEN_FWD_FAMILY=hopper), and with TMA; float64 checks on
+#             the TMA runs. Its GPU tests (test_hopper_mask_tma.py) are in the default part.
 set -u
 . benchmarks/device_env.sh > /dev/null 2>&1
 HERE=$(dirname "$0")
@@ -59,6 +65,20 @@ rowkeys)
     done
   done
   cd $W && tar czf $OUT/rowkeys.tgz . ;;
+masktma)
+  for shape in 4,16,4,4096,128 4,32,8,4096,64; do
+    for way in portable hopper tma; do
+      fam=; tma=; check=--no-check
+      [ $way != portable ] && fam=hopper
+      [ $way = tma ] && tma=1 && check=
+      d=$W/${shape//,/_}_$way.txt
+      FLASHGEN_FWD_FAMILY=$fam FLASHGEN_MASK_TMA=$tma timeout 90 python3 benchmarks/masks.py $check \
+        --dirs fwd --rounds 3 --budget 80 --shape $shape --only attn_mask_bias_causal,attn_mask_bool_b1nn \
+        --out ${d%.txt}.csv > $d 2>&1
+      stamp "$shape $way rc=$?"; grep -h "^name=\|^check\|failed" $d | sed 's/ b=[0-9].*dir=/ /' | cut -c1-200
+    done
+  done
+  cd $W && tar czf $OUT/masktma.tgz . ;;
 tflops)
   timeout 150 python3 benchmarks/fwd_variants.py --grid anchors --shapes 2 --rounds 11 --rep 40 \
     --check-dtypes bfloat16 --budget 140 --out $OUT/tflops > $OUT/tflops.txt 2>&1
