@@ -196,10 +196,11 @@ def template_context(spec) -> dict:
 
 
 # Issue 16: a gathered mask tensor (one varying along the query rows: T5's bias, HF's 4-D
-# masks) read by the producer with TMA instead of by the consumers from global memory. The
-# gathered path read 0.41-0.53 of the unmasked kernel (benchmarks/RESULTS.md, sessions 31 and
-# 37): every masked tile waited for its loads in the softmax. Opt-in (FLASHGEN_MASK_TMA=1, read
-# when a process first renders a spec's kernel) until its GPU checks and timings are in.
+# masks) read by the producer with TMA instead of by the consumers from global memory, where
+# every masked tile waited for its loads in the softmax: gathered, HF's 4-D mask took 2.5x the
+# default (portable) family's time, which itself reads dense masks at 0.41-0.53 of the
+# unmasked kernel (benchmarks/RESULTS.md, sessions 31 and 37). Opt-in (FLASHGEN_MASK_TMA=1,
+# read when a process first renders a spec's kernel) until its GPU checks and timings are in.
 MASK_TMA_ENV = "FLASHGEN_MASK_TMA"
 # the mask dtypes the TMA path reads (a boolean mask as its bytes), by torch dtype name
 _MASK_TMA_GL = {"bool": "uint8", "uint8": "uint8", "bfloat16": "bfloat16", "float16": "float16",
