@@ -197,7 +197,7 @@ def template_context(spec) -> dict:
 
 # Issue 16: a gathered mask tensor (one varying along the query rows: T5's bias, HF's 4-D
 # masks) read by the producer with TMA instead of by the consumers from global memory, where
-# every masked tile waited for its loads in the softmax: gathered, HF's 4-D mask took 2.5x the
+# every masked tile waited for its loads in the softmax: gathered, HF's 4-D mask took 2.5-4.7x the
 # default (portable) family's time, which itself reads dense masks at 0.41-0.53 of the
 # unmasked kernel (benchmarks/RESULTS.md, sessions 31 and 37). Opt-in (FLASHGEN_MASK_TMA=1,
 # read when a process first renders a spec's kernel) until its GPU checks and timings are in.
