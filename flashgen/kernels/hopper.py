@@ -260,7 +260,10 @@ def mask_tma_template(spec, cfg: HopperConfig, mask, smem_limit: int):
         elif (strides[d] * size) % 16:
             return None
         inner = strides[d] * shape[d]
-    if cfg.shared_bytes(spec.head_dim, mask_elem=size) > smem_limit:
+    need = cfg.shared_bytes(
+        spec.head_dim, alibi=spec.alibi, alibi_mma=alibi_mma(spec), mask_elem=size
+    )
+    if need > smem_limit:
         return None
     block = [1, 1, cfg.block_m // cfg.consumers, cfg.block_n]
     layout = gl.NVMMASharedLayout.get_default_for(block, getattr(gl, _MASK_TMA_GL[dtype]))

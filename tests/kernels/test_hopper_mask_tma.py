@@ -113,7 +113,11 @@ def test_descriptor_template_refusals():
     assert _template(f32) is None
     d64 = KernelSpec(64, True, "bfloat16", "fwd", attn_mask="add")
     assert _template(f32, hopper.CONFIGS[64], spec=d64) is not None
-    assert _template(torch.zeros(1, 1, 256, 512, dtype=torch.bfloat16), smem=200_000) is None
+    bf16 = torch.zeros(1, 1, 256, 512, dtype=torch.bfloat16)
+    assert _template(bf16, smem=200_000) is None
+    # ALiBi's key-index tables beside the mask tiles: 234,176 bytes by the model at head dim 128
+    alibi = KernelSpec(128, True, "bfloat16", "fwd", attn_mask="add", alibi=True)
+    assert _template(bf16, spec=alibi) is None and _template(bf16) is not None
 
 
 def test_shared_bytes_model_with_mask_tiles():
