@@ -97,7 +97,7 @@ class HopperConfig:
 
     def shared_bytes(
         self, head_dim: int, elem_bytes: int = 2, alibi: bool = False, alibi_mma: bool = False,
-        mask_elem: int = 0,
+        mask_elem: int = 0, mask_bufs: int = 1,
     ) -> int:  # fmt: skip
         """Shared memory of the kernel's allocations: each consumer's two Q tiles (the next
         item's Q loads while the current one is in use) and O staging tile, the K and V
@@ -107,7 +107,8 @@ class HopperConfig:
         key indices as floats, and where the tensor cores add its per-key term (`alibi_mma`,
         `flashgen.kernels.hopper.alibi_mma`) as B's 16 extra rows of QK^T too (the template's
         `kx`). With a mask tensor read by TMA (MASK_TMA; `mask_elem`: its element's bytes) no
-        O tiles either, but each consumer's [M_C, BLOCK_N] mask tile and its two mbarriers.
+        O tiles either, but each consumer's `mask_bufs` [M_C, BLOCK_N] mask tiles and their two
+        mbarriers each.
         On sm_90 the compiler adds alignment padding only (tests/kernels/test_hopper.py
         compiles configs and compares)."""
         staged = alibi or mask_elem > 0
@@ -120,7 +121,8 @@ class HopperConfig:
             keys += 16 * elem_bytes * self.block_n
         masks = 0
         if mask_elem:
-            masks = mask_elem * self.block_m * self.block_n + BARRIER_BYTES * 2 * self.consumers
+            tile = mask_elem * self.block_m * self.block_n  # (M_C rows a consumer)
+            masks = mask_bufs * (tile + BARRIER_BYTES * 2 * self.consumers)
         return tiles + barriers + ITEM_BYTES * 2 * self.consumers + pins + keys + masks
 
     def threads(self) -> int:

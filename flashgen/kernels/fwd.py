@@ -111,8 +111,8 @@ class _Plan:
         self.ranges = None
         # the Hopper kernel's split last round (`hopper.TailSplit`), or None
         self.split = None
-        # the Hopper kernel's MASK_TMA (its mask tile by TMA; desc_mask last), or None for a
-        # rendering without it
+        # the Hopper kernel's MASK_TMA (its mask tiles by TMA, the buffers a consumer; 0: the
+        # gathered loads; desc_mask last), or None for a rendering without it
         self.tma_mask = None
         if not isinstance(config, TileConfig) and hopper.choose(spec, q, k, v, sq, per_key):
             # The Gluon family, with its own config for this length; launched directly too.
@@ -130,7 +130,7 @@ class _Plan:
                 self.tma_mask, desc = hopper.mask_tma_plan(spec, cfg, mask, q.device)
             self.run = hopper.plan(spec, cfg, q, k, v, out, device, per_key=per_key,
                                    ranges=ranges, split=self.split, fixed=fixed,
-                                   mask_desc=desc)  # fmt: skip
+                                   mask_tma=(self.tma_mask, desc))  # fmt: skip
             self.tail = hopper.sizes(q, k)
             return
         given = config

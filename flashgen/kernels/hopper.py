@@ -226,22 +226,24 @@ def has_mask_tma(spec) -> bool:
 
 def mask_tma_plan(spec, cfg: HopperConfig, mask, device):
     """(MASK_TMA, desc_mask's template) of a launch plan for `mask`: (None, None) where the
-    kernel has no MASK_TMA, (False, None) where TMA cannot read this mask (`mask_tma_template`),
-    else (True, its template)."""
+    kernel has no MASK_TMA, (0, None) where TMA cannot read this mask (`mask_tma_template`),
+    else (its mask buffers a consumer, its template)."""
     if not has_mask_tma(spec):
         return None, None
-    desc = mask_tma_template(spec, cfg, mask, smem_optin(device))
-    return desc is not None, desc
+    found = mask_tma_template(spec, cfg, mask, smem_optin(device))
+    return found if found is not None else (0, None)
 
 
 def mask_tma_template(spec, cfg: HopperConfig, mask, smem_limit: int):
-    """The descriptor template (shape, strides, block, shared layout) the producer's TMA reads
-    `mask` through, or None where the launch keeps the gathered loads (MASK_TMA off): a
-    key-padding mask (stride 0 along query rows), a dtype or layout TMA cannot read (the last
-    stride 1, the others and the base 16-byte aligned), or a config whose shared memory, O
-    staged in the Q buffers and one [M_C, BLOCK_N] mask tile a consumer, exceeds `smem_limit`.
-    `mask`: the 4-D [B, H, Sq, Sk] view the kernel's strides describe (0 along broadcast
-    dims), which the template gives size 1 there."""
+    """(MASK_TMA, the descriptor template (shape, strides, block, shared layout)) the
+    producer's TMA reads `mask` through: MASK_TMA the mask buffers a consumer, two where
+    `smem_limit` holds them (the next tile's copy then lands while the softmax reads this one),
+    else one; None where the launch keeps the gathered loads: a key-padding mask (stride 0
+    along query rows), a dtype or layout TMA cannot read (the last stride 1, the others and the
+    base 16-byte aligned), or a config whose shared memory, O staged in the Q buffers and one
+    [M_C, BLOCK_N] mask tile a consumer, exceeds `smem_limit`. `mask`: the 4-D [B, H, Sq, Sk]
+    view the kernel's strides describe (0 along broadcast dims), which the template gives size
+    1 there."""
     from triton.experimental.gluon import language as gl
 
     dtype = str(mask.dtype).removeprefix("torch.")
@@ -260,17 +262,19 @@ def mask_tma_template(spec, cfg: HopperConfig, mask, smem_limit: int):
         elif (strides[d] * size) % 16:
             return None
         inner = strides[d] * shape[d]
-    need = cfg.shared_bytes(
-        spec.head_dim, alibi=spec.alibi, alibi_mma=alibi_mma(spec), mask_elem=size
-    )
-    if need > smem_limit:
+    fits = [
+        n for n in (2, 1)
+        if cfg.shared_bytes(spec.head_dim, alibi=spec.alibi, alibi_mma=alibi_mma(spec),
+                            mask_elem=size, mask_bufs=n) <= smem_limit
+    ]  # fmt: skip
+    if not fits:
         return None
     block = [1, 1, cfg.block_m // cfg.consumers, cfg.block_n]
     layout = gl.NVMMASharedLayout.get_default_for(block, getattr(gl, _MASK_TMA_GL[dtype]))
-    return shape, strides, block, layout
+    return fits[0], (shape, strides, block, layout)
 
 
-def mask_tma_arg(mask, tma: bool):
+def mask_tma_arg(mask, tma: int):
     """desc_mask's argument: the mask (a boolean one as its bytes) where the launch reads it by
     TMA, else the mask itself as a placeholder never read."""
     import torch
@@ -585,7 +589,7 @@ def forward(
     tma_mask, desc = mask_tma_plan(spec, cfg, mask, q.device)
     run = plan(
         spec, cfg, q, k, v, out, None, per_key=per_key, split=split, fixed=fixed_max(spec, softcap),
-        mask_desc=desc,
+        mask_tma=(tma_mask, desc),
     )  # fmt: skip
     args = call_args(
         spec, q, k, v, out, lse, scale, window, softcap, bounds, mask, alibi, dropout, tma_mask
@@ -603,16 +607,16 @@ def constexprs_of(
     ranges: bool = False,
     tail_split: int = 1,
     fixed: bool = False,
-    tma_mask: bool | None = None,
+    tma_mask: int | None = None,
 ) -> dict:
     """The kernel's constexpr arguments for `cfg` (what the launch and the ahead-of-time
     compile pass alike), in the kernel's order; `tail_split`: TAIL_SPLIT as the launch's
     `tail_plan` gives it (its `splits`); `fixed`: FIXED_MAX (`fixed_max` of the call), which
-    a rendering that can drop the running max takes; `tma_mask`: MASK_TMA, None for a
-    rendering without it (`has_mask_tma`)."""
+    a rendering that can drop the running max takes; `tma_mask`: MASK_TMA (the mask buffers a
+    consumer, 0: gathered loads), None for a rendering without it (`has_mask_tma`)."""
     masks = {"MASK_PER_KEY": bool(per_key), "MASK_RANGES": bool(ranges)} if spec.attn_mask else {}
     if tma_mask is not None:
-        masks["MASK_TMA"] = bool(tma_mask)
+        masks["MASK_TMA"] = int(tma_mask)
     if renders_fixed_max(spec):
         masks["FIXED_MAX"] = bool(fixed)
     elif fixed:
@@ -637,7 +641,7 @@ def plan(
     ranges: bool = False,
     split: TailSplit | None = None,
     fixed: bool = False,
-    mask_desc=None,
+    mask_tma=(None, None),
 ):
     """The `flashgen.kernels.launch.Launch` of the Hopper kernel for one call signature (the
     shapes and strides of q, k, v and out, the config): grid, constexprs and the four descriptor templates
@@ -650,9 +654,9 @@ def plan(
     the last round's items (TAIL_SPLIT) and must be run through `split.launch` (its buffers in
     place of call_args' placeholders, then its merge); without it nothing is split whatever
     the config says. `fixed`: the call's `fixed_max` (FIXED_MAX), the same for every call that
-    shares the plan. `mask_desc`: in a rendering with MASK_TMA (`has_mask_tma`), the mask's
-    `mask_tma_template` (MASK_TMA on, desc_mask a descriptor) or None (off); `call_args`
-    then ends with `mask_tma_arg`."""
+    shares the plan. `mask_tma`: `mask_tma_plan`'s (MASK_TMA, template): in a rendering with
+    MASK_TMA, its mask buffers a consumer and desc_mask's template, or (0, None) for the
+    gathered loads; `call_args` then ends with `mask_tma_arg`."""
     from triton.experimental.gluon import language as gl
 
     from .codegen import load_family
@@ -672,11 +676,15 @@ def plan(
     descs = ((0, template(q, rows_q)), (1, template(k, cfg.block_n)),
              (2, template(v, cfg.block_n)), (3, template(out, rows_q)))  # fmt: skip
     module = load_family(spec, "hopper")
-    tma_mask = None
+    tma_mask, mask_desc = mask_tma
     if spec.attn_mask and getattr(module, "MASK_TMA_RENDERED", False):
-        tma_mask = mask_desc is not None
+        tma_mask = tma_mask or 0
         if tma_mask:
             descs = (*descs, (module.attn_fwd_ws.arg_names.index("desc_mask"), mask_desc))
+    elif tma_mask:
+        raise ValueError(f"{spec.uri()}: MASK_TMA asked of a kernel rendered without it")
+    else:
+        tma_mask = None
     constexprs = constexprs_of(
         spec, cfg, per_key, ranges, split.splits if split else 1, fixed, tma_mask
     )
@@ -699,7 +707,7 @@ def call_args(
     as tensors: the launch makes their descriptors; lse stands in for the split chunks'
     buffers, which `forward` replaces where the launch splits), the masks checked against `spec`;
     `window` as `flashgen.kernels.plans.clamp_window` gives it; `tma_mask`: the plan's
-    MASK_TMA in a rendering with it (desc_mask last), else None."""
+    MASK_TMA in a rendering with it (desc_mask last: `mask_tma_arg`), else None."""
     return (
         q, k, v, out, lse, sched_counter(q.device), lse, lse, *sizes(q, k), float(scale) * LOG2E,
         *mask_args(spec, scale, window, softcap, bounds, mask, alibi, dropout),

@@ -22,12 +22,14 @@ def compile_for_sm90(
     splits: int = 1,
     fixed: bool = False,
     mask_dtype: str | None = None,
+    mask_bufs: int = 1,
 ) -> dict:
     """Compile the rendered kernel ahead of time for sm_90, no GPU needed, with the launch's
     specialisation (`per_key`, `ranges`: MASK_PER_KEY and MASK_RANGES of a spec with a mask
     tensor; `splits`: TAIL_SPLIT; `fixed`: FIXED_MAX; as `flashgen.kernels.hopper.plan` passes
     them; `mask_dtype`: in a rendering with MASK_TMA (`hopper.has_mask_tma`), the mask's torch
-    dtype name read by TMA ("bool", "bfloat16", ...: MASK_TMA on), None: off); returns
+    dtype name read by TMA ("bool", "bfloat16", ...; MASK_TMA = `mask_bufs`), None: the
+    gathered loads (MASK_TMA 0)); returns
     {"shared": bytes, "ptx": text}. Must run in a process that imported
     Triton without TRITON_INTERPRET=1: there Gluon's own jit helpers (gl.cdiv, gl.max, ...)
     are interpreter wrappers the compiler refuses."""
@@ -71,7 +73,7 @@ def compile_for_sm90(
                          stride_th="i32")  # fmt: skip
     tma_mask = None
     if has_mask_tma(spec):  # desc_mask: the mask's descriptor with MASK_TMA, else the mask
-        tma_mask = mask_dtype is not None
+        tma_mask = mask_bufs if mask_dtype is not None else 0
         signature["desc_mask"] = signature["Mask"]
         if tma_mask:
             name = {"bool": "uint8"}.get(mask_dtype, mask_dtype)

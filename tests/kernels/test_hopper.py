@@ -1354,8 +1354,8 @@ def test_forward_plan_passes_what_call_args_checks(spec, monkeypatch):
     monkeypatch.setattr(hopper, "choose", lambda *a: True)
     monkeypatch.setattr(hopper, "sched_counter", lambda device: counter)
 
-    def plan(*a, per_key=False, ranges=False, split=None, fixed=False, mask_desc=None):
-        assert mask_desc is None  # (no MASK_TMA rendering here: FLASHGEN_MASK_TMA unset)
+    def plan(*a, per_key=False, ranges=False, split=None, fixed=False, mask_tma=(None, None)):
+        assert mask_tma == (None, None)  # (no MASK_TMA rendering here: FLASHGEN_MASK_TMA unset)
         per_keys.append(per_key)
         fixed_seen.append(fixed)
         assert not ranges  # a key-padding mask here: no ranges

@@ -63,17 +63,25 @@ def test_rendering_with_it(mask_tma):
     source = codegen.render(ADD, "hopper")
     assert "MASK_TMA_RENDERED = True" in source
     assert "    desc_mask,\n" in source and "    MASK_TMA: gl.constexpr,\n" in source
-    assert "tm = mask_tile.load(col_layout.parent)" in source
+    assert (
+        "tm = mask_bufs.index(mslot).reshape([qk.shape[0], BLOCK_N]).load(col_layout.parent)"
+        in source
+    )
     # O staged in the Q buffers: the mask tiles take the O buffers' shared memory
     assert "o_bufs = q_bufs" in source
     # the producer loads each consumer's tile, the consumers wait, arrive, and skip
     assert source.count("_load_mask(desc_mask,") == 1
-    assert source.count("_skip_mask(mask_ready.index(cid), mask_empty.index(cid)") == 2
-    assert source.count("mbarrier.arrive(mask_empty.index(cid))") == 2
+    assert source.count("_skip_mask(mask_ready, mask_empty, t + j") == 2
+    assert source.count("mbarrier.arrive(mask_empty.index(mslot))") == 2
+
+
+def _found(mask, cfg=None, smem=H200_SMEM, spec=ADD):
+    return hopper.mask_tma_template(spec, cfg or hopper.CONFIGS[128], mask, smem)
 
 
 def _template(mask, cfg=None, smem=H200_SMEM, spec=ADD):
-    return hopper.mask_tma_template(spec, cfg or hopper.CONFIGS[128], mask, smem)
+    found = _found(mask, cfg, smem, spec)
+    return None if found is None else found[1]
 
 
 @needs_gluon
@@ -92,8 +100,25 @@ def test_descriptor_template_of_broadcast_masks():
     shape, strides, block, layout = _template(hf, spec=BOOL)
     assert shape == [2, 1, 300, 304] and strides == [300 * 304, 300 * 304, 304, 1]
     assert layout == gl.NVMMASharedLayout.get_default_for(block, gl.uint8)
-    assert hopper.mask_tma_arg(hf, True).dtype == torch.uint8
-    assert hopper.mask_tma_arg(hf, False) is hf
+    assert hopper.mask_tma_arg(hf, 2).dtype == torch.uint8
+    assert hopper.mask_tma_arg(hf, 0) is hf
+
+
+@needs_gluon
+def test_two_mask_buffers_where_they_fit():
+    """Two buffers a consumer where shared memory holds them (the next tile's copy lands while
+    the softmax reads this one), else one: at head dim 128 a boolean mask's tiles fit twice,
+    a 16-bit mask's once (O's buffers make room for one); at head dim 64 both fit twice."""
+    cfg128, cfg64 = hopper.CONFIGS[128], hopper.CONFIGS[64]
+    d64 = KernelSpec(64, False, "bfloat16", "fwd", attn_mask="bool")
+    hf = torch.ones(2, 1, 256, 512, dtype=torch.bool)
+    bias = torch.zeros(1, 4, 256, 512, dtype=torch.bfloat16)
+    assert _found(hf, spec=BOOL)[0] == 2 and _found(bias)[0] == 1
+    assert _found(hf, cfg64, spec=d64)[0] == 2 and _found(bias, cfg64, spec=d64)[0] == 2
+    for cfg, spec, mask in ((cfg128, BOOL, hf), (cfg128, ADD, bias), (cfg64, d64, bias)):
+        n = _found(mask, cfg, spec=spec)[0]
+        need = cfg.shared_bytes(spec.head_dim, mask_elem=mask.element_size(), mask_bufs=n)
+        assert need <= H200_SMEM
 
 
 @needs_gluon
@@ -112,7 +137,7 @@ def test_descriptor_template_refusals():
     f32 = torch.zeros(1, 1, 256, 512)
     assert _template(f32) is None
     d64 = KernelSpec(64, True, "bfloat16", "fwd", attn_mask="add")
-    assert _template(f32, hopper.CONFIGS[64], spec=d64) is not None
+    assert _found(f32, hopper.CONFIGS[64], spec=d64) is not None
     bf16 = torch.zeros(1, 1, 256, 512, dtype=torch.bfloat16)
     assert _template(bf16, smem=200_000) is None
     # ALiBi's key-index tables beside the mask tiles: 234,176 bytes by the model at head dim 128
@@ -128,6 +153,9 @@ def test_shared_bytes_model_with_mask_tiles():
     o_tiles = 128 * 128 * 2
     assert cfg.shared_bytes(128, mask_elem=2) == plain - o_tiles + 128 * 128 * 2 + 8 * 2 * 2
     assert cfg.shared_bytes(128, mask_elem=1) == plain - o_tiles + 128 * 128 + 8 * 2 * 2
+    assert cfg.shared_bytes(128, mask_elem=1, mask_bufs=2) == (
+        plain - o_tiles + 2 * (128 * 128 + 8 * 2 * 2)
+    )
 
 
 @needs_gluon
@@ -142,16 +170,16 @@ def test_plan_matches_the_kernel_signature(tma, mask_tma, monkeypatch):
     out = torch.empty_like(q)
     mask = torch.zeros(1, 4, 256, 256, dtype=torch.bfloat16).expand(2, 4, 256, 256)
     cfg = hopper.CONFIGS[128]
-    desc = _template(mask) if tma else None
-    assert (desc is not None) == tma
-    run = hopper.plan(ADD, cfg, q, k, v, out, None, mask_desc=desc)
+    bufs, desc = _found(mask) if tma else (0, None)
+    assert bufs == (1 if tma else 0)
+    run = hopper.plan(ADD, cfg, q, k, v, out, None, mask_tma=(bufs, desc))
     lse = torch.empty(2, 4, 256)
     args = hopper.call_args(ADD, q, k, v, out, lse, 0.1, None, None, None, mask, None, None,
-                            tma)  # fmt: skip
+                            bufs)  # fmt: skip
     names = run.kernel.arg_names
     assert names[len(args) - 1] == "desc_mask"
     assert list(names[len(args) :]) == list(run.constexprs)
-    assert run.constexprs["MASK_TMA"] is tma and run.constexprs["MASK_PER_KEY"] is False
+    assert run.constexprs["MASK_TMA"] == bufs and run.constexprs["MASK_PER_KEY"] is False
     assert args[-1] is mask  # (an additive mask travels as itself either way)
     if tma:
         assert run.descs.positions == (0, 1, 2, 3, len(args) - 1)
@@ -167,10 +195,10 @@ from flashgen.core.spec import KernelSpec
 from flashgen.kernels import hopper_aot
 from flashgen.kernels.hopper import CONFIGS, for_spec
 out = {}
-for uri, dtype in json.loads(sys.argv[1]):
+for uri, dtype, bufs in json.loads(sys.argv[1]):
     spec = KernelSpec.from_uri(uri)
     cfg = for_spec(CONFIGS[spec.head_dim], spec)
-    res = hopper_aot.compile_for_sm90(spec, cfg, mask_dtype=dtype)
+    res = hopper_aot.compile_for_sm90(spec, cfg, mask_dtype=dtype, mask_bufs=bufs)
     ptx = res["ptx"]
     out[f"{uri}:{dtype}"] = dict(shared=res["shared"], wgmma="wgmma.mma_async" in ptx,
                                  tma=ptx.count("cp.async.bulk.tensor"), gathered="ld.global" in ptx)
@@ -188,10 +216,12 @@ def test_compiles_for_sm90_and_fits():
     specs = [KernelSpec(128, True, "bfloat16", "fwd", attn_mask="add"),
              KernelSpec(128, False, "bfloat16", "fwd", attn_mask="bool"),
              KernelSpec(64, True, "float16", "fwd", attn_mask="bool")]  # fmt: skip
-    cases = [(s.uri(), "bfloat16" if s.attn_mask == "add" else "bool") for s in specs]
-    cases += [(s.uri(), None) for s in specs]
+    # the buffers a consumer the plan takes (`test_two_mask_buffers_where_they_fit`)
+    cases = [(s.uri(), "bfloat16" if s.attn_mask == "add" else "bool",
+              1 if s.attn_mask == "add" and s.head_dim == 128 else 2) for s in specs]  # fmt: skip
+    cases += [(s.uri(), None, 1) for s in specs]
     results = compile_in_child(_AOT, cases)
-    for spec, (uri, dtype) in zip([*specs, *specs], cases, strict=True):
+    for spec, (uri, dtype, bufs) in zip([*specs, *specs], cases, strict=True):
         got = results[f"{uri}:{dtype}"]
         assert got["wgmma"], uri
         if dtype is None:
@@ -199,7 +229,8 @@ def test_compiles_for_sm90_and_fits():
             continue
         assert got["tma"] > results[f"{uri}:None"]["tma"], (uri, got)
         elem = 2 if dtype == "bfloat16" else 1
-        model = hopper.CONFIGS[spec.head_dim].shared_bytes(spec.head_dim, mask_elem=elem)
+        model = hopper.CONFIGS[spec.head_dim].shared_bytes(spec.head_dim, mask_elem=elem,
+                                                           mask_bufs=bufs)  # fmt: skip
         assert model <= got["shared"] < model + 1024 and got["shared"] <= H200_SMEM, (uri, got)
         assert not got["gathered"], uri
 
@@ -267,4 +298,4 @@ def test_dense_masks_match_float64(case, persistent, mask_tma, monkeypatch):
     from flashgen.kernels import fwd
 
     (plan,) = [p for p in fwd._plans.values() if getattr(p, "hopper", None) is not None]
-    assert plan.tma_mask == ((sk * mask.element_size()) % 16 == 0), plan.tma_mask
+    assert bool(plan.tma_mask) == ((sk * mask.element_size()) % 16 == 0), plan.tma_mask

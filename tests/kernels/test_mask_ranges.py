@@ -97,8 +97,8 @@ def test_forward_plan_takes_ranges_only_where_they_apply(monkeypatch):
     monkeypatch.setattr(hopper, "sched_counter", lambda device: None)
     asked, launched = [], []
 
-    def plan(*a, per_key=False, ranges=False, split=None, fixed=False, mask_desc=None):
-        assert mask_desc is None  # (no MASK_TMA rendering here: FLASHGEN_MASK_TMA unset)
+    def plan(*a, per_key=False, ranges=False, split=None, fixed=False, mask_tma=(None, None)):
+        assert mask_tma == (None, None)  # (no MASK_TMA rendering here: FLASHGEN_MASK_TMA unset)
         asked.append(ranges)
         return lambda *args: launched.append(args)
 
