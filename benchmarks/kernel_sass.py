@@ -63,13 +63,18 @@ def sass_counts(cubin: bytes) -> tuple[dict, collections.Counter]:
     return resources, opcode_counts(sass)
 
 
-def hopper_cubin(spec, per_key: bool = False, cfg=None) -> tuple[bytes, int, int | None]:
+def hopper_cubin(
+    spec, per_key: bool = False, cfg=None, mask_tma=None
+) -> tuple[bytes, int, int | None]:
     """(cubin, shared bytes, ptxas's spill-store bytes) of the Hopper forward for `spec` with
     `cfg` (None: its head dim's `CONFIGS` entry): the PTX `hopper_aot.compile_for_sm90` gives,
-    assembled for sm_90a by Triton's ptxas (`hopper_aot.assemble_sm90`)."""
+    assembled for sm_90a by Triton's ptxas (`hopper_aot.assemble_sm90`). `mask_tma`: (the mask's
+    dtype name, buffers a consumer) for a rendering with MASK_TMA, else None."""
     from flashgen.kernels import hopper_aot
 
-    res = hopper_aot.compile_for_sm90(spec, cfg, per_key=per_key)
+    dtype, bufs = mask_tma or (None, 1)
+    res = hopper_aot.compile_for_sm90(spec, cfg, per_key=per_key, mask_dtype=dtype,
+                                      mask_bufs=bufs)  # fmt: skip
     asm = hopper_aot.assemble_sm90(res["ptx"])
     if asm is None:
         raise RuntimeError("Triton's ptxas or cuobjdump cannot be found or run")
@@ -111,6 +116,10 @@ def main(argv=None) -> int:
     )
     p.add_argument("--dense", action="store_true",
                    help="(--attn-mask) read as a dense [Sq, Sk] mask: MASK_PER_KEY off")  # fmt: skip
+    p.add_argument("--mask-tma", default=None, metavar="DTYPE[:BUFS]",
+                   help="(--dense) the mask's tiles by the producer's TMA (FLASHGEN_MASK_TMA's "
+                   "rendering, MASK_TMA = BUFS, default 1) for a mask of torch dtype DTYPE "
+                   "(bool, bfloat16, float16, float32)")  # fmt: skip
     p.add_argument("--late-wait", action="store_true",
                    help="(--family hopper) the config with late_wait (PV's wait after the softmax)")  # fmt: skip
     p.add_argument("--seq", type=int, default=None, metavar="N",
@@ -124,6 +133,15 @@ def main(argv=None) -> int:
         p.error("--seq takes the run time's config as it is: not with --late-wait")
     if args.dense and not args.attn_mask:
         p.error("--dense needs --attn-mask")
+    mask_tma = None
+    if args.mask_tma:
+        if not args.dense:
+            p.error("--mask-tma needs --dense")
+        import os
+
+        os.environ["FLASHGEN_MASK_TMA"] = "1"  # (read when the kernel is rendered, below)
+        dtype, _, bufs = args.mask_tma.partition(":")
+        mask_tma = (dtype, int(bufs or 1))
     from flashgen.core.config import TileConfig
     from flashgen.core.spec import KernelSpec
 
@@ -138,7 +156,7 @@ def main(argv=None) -> int:
         else:
             cfg = dataclasses.replace(CONFIGS[args.head_dim], late_wait=args.late_wait)
         cubin, shared, spills = hopper_cubin(
-            spec, per_key=bool(args.attn_mask) and not args.dense, cfg=cfg
+            spec, per_key=bool(args.attn_mask) and not args.dense, cfg=cfg, mask_tma=mask_tma
         )
         res, ops = sass_counts(cubin)
         counts = " ".join(f"{op}={ops[op]}" for op in OPS)
