@@ -3,7 +3,8 @@
 # again). Run as FLASHGEN_COMMIT=<sha> bash benchmarks/raw/<dir>/job.sh [part], carrying .whl:
 #   (default) ~300 s: the whole GPU suite on session 39's final tree: its dropout draw change
 #             (draw.patch: the first xorshift split between row and key, `kept`'s inline-PTX
-#             select) runs on a GPU for the first time here, in every dropout kernel.
+#             select, the split backward's 1 / (1 - p) folded out of its per-score work) runs on
+#             a GPU for the first time here, in every dropout kernel.
 #   drop      ~400 s: draw.patch's A/B at 4k (B4 H16/4 d128): masks.py's dropout rows forward
 #             and forward+backward, the tree before it (old_tree/) against this one in
 #             alternating processes, twice with the default forward family (portable), once
