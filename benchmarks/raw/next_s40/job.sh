@@ -16,6 +16,10 @@
 #             reversed on B; B: before draw.patch; C: this tree), dropout rows forward+backward,
 #             two shapes; the first run of C checks against float64.
 #   tflops    ~150 s: issue 13's 650 TFLOP/s row again (B1 H16 16k d128), eleven rounds.
+#   fuzz      ~500 s: fuzz.py's random calls (shapes, dtypes, layouts, masks, windows, softcaps,
+#             ALiBi, key lengths, learned biases; forward and gradients against float64) on the
+#             GPU, three ways: the default families, the Hopper forward forced, and forced with
+#             FLASHGEN_MASK_TMA=1.
 #   masktma   ~450 s: the Hopper forward's mask tiles by TMA (FLASHGEN_MASK_TMA=1, session
 #             39, opt-in, never run): masks.py's dense-mask rows (T5-like bf16 bias [1, H, N, N]
 #             causal; HF's boolean [B, 1, N, N]) forward at 4k, head dims 128 and 64, three
@@ -80,6 +84,16 @@ masktma)
     done
   done
   cd $W && tar czf $OUT/masktma.tgz . ;;
+fuzz)
+  for way in default hopper tma; do
+    fam=; tma=
+    [ $way != default ] && fam=hopper
+    [ $way = tma ] && tma=1
+    FLASHGEN_FWD_FAMILY=$fam FLASHGEN_MASK_TMA=$tma timeout 170 python3 $HERE/fuzz.py 60 7 cuda \
+      > $W/fuzz_$way.txt 2>&1
+    stamp "fuzz $way rc=$?"; grep -h "^done\|^MISMATCH\|^ERROR" $W/fuzz_$way.txt | cut -c1-300
+  done
+  cd $W && tar czf $OUT/fuzz.tgz . ;;
 tflops)
   timeout 150 python3 benchmarks/fwd_variants.py --grid anchors --shapes 2 --rounds 11 --rep 40 \
     --check-dtypes bfloat16 --budget 140 --out $OUT/tflops > $OUT/tflops.txt 2>&1
