@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Prepared in session 39, not run (its device was taken back after B1 and no machine was lent
-# again). Run as FLASHGEN_COMMIT=<sha> bash benchmarks/raw/<dir>/job.sh [part], carrying .whl:
+# again). Run as FLASHGEN_COMMIT=<sha> bash benchmarks/raw/<dir>/job.sh [part], carrying .whl.
+# The parts add up to more than a session's 1,800 s: by value, run the default first (without
+# it nothing below is known correct on a GPU), then masktma, drop, fuzz, tflops, rowkeys, drop64.
 #   (default) ~300 s: the whole GPU suite on session 39's final tree: its dropout draw change
 #             (draw.patch: the first xorshift split between row and key, `kept`'s inline-PTX
 #             select, the split backward's 1 / (1 - p) folded out of its per-score work) runs on
