@@ -614,7 +614,9 @@ def constexprs_of(
     `tail_plan` gives it (its `splits`); `fixed`: FIXED_MAX (`fixed_max` of the call), which
     a rendering that can drop the running max takes; `tma_mask`: MASK_TMA (the mask buffers a
     consumer, 0: gathered loads), None for a rendering without it (`has_mask_tma`)."""
-    masks = {"MASK_PER_KEY": bool(per_key), "MASK_RANGES": bool(ranges)} if spec.attn_mask else {}
+    masks: dict[str, bool | int] = (
+        {"MASK_PER_KEY": bool(per_key), "MASK_RANGES": bool(ranges)} if spec.attn_mask else {}
+    )
     if tma_mask is not None:
         masks["MASK_TMA"] = int(tma_mask)
     if renders_fixed_max(spec):
@@ -673,8 +675,8 @@ def plan(
         layout = gl.NVMMASharedLayout.get_default_for([1, 1, rows, dim], gl_dtype)
         return list(t.shape), list(t.stride()), [1, 1, rows, dim], layout
 
-    descs = ((0, template(q, rows_q)), (1, template(k, cfg.block_n)),
-             (2, template(v, cfg.block_n)), (3, template(out, rows_q)))  # fmt: skip
+    descs: tuple = ((0, template(q, rows_q)), (1, template(k, cfg.block_n)),
+                    (2, template(v, cfg.block_n)), (3, template(out, rows_q)))  # fmt: skip
     module = load_family(spec, "hopper")
     tma_mask, mask_desc = mask_tma
     if spec.attn_mask and getattr(module, "MASK_TMA_RENDERED", False):
@@ -765,7 +767,8 @@ _COUNTERS: dict = {}
 def _smem_optin(index: int) -> int:
     import torch
 
-    return torch.cuda.get_device_properties(index).shared_memory_per_block_optin
+    # (the opt-in maximum, not the 48 KB default `shared_memory_per_block`)
+    return int(torch.cuda.get_device_properties(index).shared_memory_per_block_optin)  # type: ignore[attr-defined]
 
 
 def smem_optin(device) -> int:

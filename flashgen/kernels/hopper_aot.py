@@ -75,7 +75,7 @@ def compile_for_sm90(
     if has_mask_tma(spec):  # desc_mask: the mask's descriptor with MASK_TMA, else the mask
         tma_mask = mask_bufs if mask_dtype is not None else 0
         signature["desc_mask"] = signature["Mask"]
-        if tma_mask:
+        if mask_dtype is not None:
             name = {"bool": "uint8"}.get(mask_dtype, mask_dtype)
             block = [1, 1, rows_q, cfg.block_n]
             layout = gl.NVMMASharedLayout.get_default_for(block, getattr(gl, name))
