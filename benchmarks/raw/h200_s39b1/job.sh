@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Prepared in session 38, not run (its device time was spent).
+# Prepared in session 38 (its device time was spent). Session 39 ran the default part as B1
+# (`ed8c527`: 361 passed, suite.txt); `rowkeys` did not run (the device was taken back; the
+# A/B moved to next_s40/job.sh rowkeys); `alibi` was not run.
 #   FLASHGEN_COMMIT=<sha> bash benchmarks/raw/h200_s39b1/job.sh         (carrying .whl; ~350-450 s)
 #   FLASHGEN_COMMIT=<sha> bash benchmarks/raw/h200_s39b1/job.sh alibi   (~300 s)
 # default: the whole GPU suite on session 38's final tree (its kernel changes: the Hopper
