@@ -2,7 +2,8 @@
 # Prepared in session 39, not run (its device was taken back after B1 and no machine was lent
 # again). Run as FLASHGEN_COMMIT=<sha> bash benchmarks/raw/<dir>/job.sh [part], carrying .whl.
 # The parts add up to more than a session's 1,800 s: by value, run the default first (without
-# it nothing below is known correct on a GPU), then masktma, drop, fuzz, tflops, rowkeys, drop64.
+# it nothing below is known correct on a GPU), then masktma, drop, fuzz, alibi, tflops, rowkeys,
+# drop64.
 #   (default) ~300 s: the whole GPU suite on session 39's final tree: its dropout draw change
 #             (draw.patch: the first xorshift split between row and key, `kept`'s inline-PTX
 #             select, the split backward's 1 / (1 - p) folded out of its per-score work) runs on
@@ -18,6 +19,10 @@
 #             reversed on B; B: before draw.patch; C: this tree), dropout rows forward+backward,
 #             two shapes; the first run of C checks against float64.
 #   tflops    ~150 s: issue 13's 650 TFLOP/s row again (B1 H16 16k d128), eleven rounds.
+#   alibi     ~300 s: session 38's prepared ALiBi timings, never run: head dim 64 (which keeps the
+#             portable family, hopper.AUTO_MASKS["alibi"] = {128}) both families alternating
+#             twice, now that the Hopper forward adds the per-key term on the tensor cores; head
+#             dim 128 at 1k and 16k keys against the unmasked kernel.
 #   fuzz      ~500 s: fuzz.py's random calls (shapes, dtypes, layouts, masks, windows, softcaps,
 #             ALiBi, key lengths, learned biases; forward and gradients against float64) on the
 #             GPU, three ways: the default families, the Hopper forward forced, and forced with
@@ -96,6 +101,22 @@ fuzz)
     stamp "fuzz $way rc=$?"; grep -h "^done\|^MISMATCH\|^ERROR" $W/fuzz_$way.txt | cut -c1-300
   done
   cd $W && tar czf $OUT/fuzz.tgz . ;;
+alibi)
+  for rep in 1 2; do
+    for fam in portable hopper; do
+      check=--no-check; [ $rep$fam = 1hopper ] && check=
+      FLASHGEN_FWD_FAMILY=$fam timeout 80 python3 benchmarks/masks.py $check --dirs fwd --rounds 3 \
+        --budget 70 --shape 4,32,8,4096,64 --only alibi_causal,alibi_full \
+        --out $W/d64_${fam}_$rep.csv > $W/d64_${fam}_$rep.txt 2>&1
+      stamp "d64 $fam $rep rc=$?"; grep -h "^name=" $W/d64_${fam}_$rep.txt | sed 's/ b=[0-9].*dir=/ /' | cut -c1-160
+    done
+  done
+  for shape in 16,16,4,1024,128 1,16,4,16384,128; do
+    timeout 90 python3 benchmarks/masks.py --dirs fwd --rounds 3 --budget 80 --shape $shape \
+      --only alibi_causal,alibi_full > $W/d128_${shape//,/_}.txt 2>&1
+    stamp "d128 $shape rc=$?"; grep -h "^check\|^name=" $W/d128_${shape//,/_}.txt | sed 's/ b=[0-9].*dir=/ /' | cut -c1-200
+  done
+  cd $W && tar czf $OUT/alibi.tgz . ;;
 tflops)
   timeout 150 python3 benchmarks/fwd_variants.py --grid anchors --shapes 2 --rounds 11 --rep 40 \
     --check-dtypes bfloat16 --budget 140 --out $OUT/tflops > $OUT/tflops.txt 2>&1
