@@ -140,7 +140,6 @@ class _Plan:
         per_key_arg = {"MASK_PER_KEY": per_key, "MASK_SHARED": shared} if mask_kind else {}
         options = {"num_warps": config.num_warps, "num_stages": config.num_stages}
         pre_grid = (cdiv(seq_q, block_m), batch * heads_q)
-        self.pre = Launch(module.attn_bwd_preprocess, pre_grid, {"BLOCK_M": block_m}, {}, device)
         self.pre_tail = (*_strides3(out), *_strides3(do), heads_q, seq_q)
         self.row_keys = False  # dropout's row keys stored by the preprocess (below)
         self.ints = (heads_q, heads_kv, seq_q, seq_k)
@@ -152,6 +151,9 @@ class _Plan:
         # None (no such arguments), or (sparse, the dK/dV launch's blocks, the dQ launch's)
         self.tiles = None
         if kind == "onepass":
+            self.pre = Launch(
+                module.attn_bwd_preprocess, pre_grid, {"BLOCK_M": block_m}, {}, device
+            )
             self._onepass(q, k, v, do, spec, blocks, options, device, use_descriptors)
             self.dkdv = self.dq = None
             return
@@ -184,16 +186,14 @@ class _Plan:
             self.dkdv = Launch(
                 dkdv, dkdv_grid, {**blocks, **per_key_arg, **sparse_arg}, options, device, descs
             )
-            if dropped:
-                # this dK/dV kernel reads each query row's dropout key, which the preprocess
-                # stores (hashed in the kernel, every thread holding a row's column of its
-                # transposed tile hashed it again)
-                self.row_keys = True
-                self.pre = Launch(
-                    module.attn_bwd_preprocess_drop, pre_grid, {"BLOCK_M": block_m}, {}, device
-                )
+            # with dropout this dK/dV kernel reads each query row's dropout key, which the
+            # preprocess stores (hashed in the kernel, every thread holding a row's column of
+            # its transposed tile hashed it again)
+            self.row_keys = dropped
         else:
             self.dkdv = None
+        pre = module.attn_bwd_preprocess_drop if self.row_keys else module.attn_bwd_preprocess
+        self.pre = Launch(pre, pre_grid, {"BLOCK_M": block_m}, {}, device)
         dq_tiles = (block_m, block_n)  # (the dQ launch's own, below, when there is one)
         self.dq = None
         if need_dq:

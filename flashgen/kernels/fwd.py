@@ -127,7 +127,7 @@ class _Plan:
             self.split = hopper.tail_plan(spec, cfg, q, k, device)
             desc = None
             if mask_kind:
-                self.tma_mask, desc = hopper.mask_tma_plan(spec, cfg, mask, q.device)
+                self.tma_mask, desc = hopper.mask_tma_plan(spec, cfg, mask)
             self.run = hopper.plan(spec, cfg, q, k, v, out, device, per_key=per_key,
                                    ranges=ranges, split=self.split, fixed=fixed,
                                    mask_tma=(self.tma_mask, desc))  # fmt: skip

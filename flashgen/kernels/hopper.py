@@ -224,13 +224,16 @@ def has_mask_tma(spec) -> bool:
     return bool(getattr(load_family(spec, "hopper"), "MASK_TMA_RENDERED", False))
 
 
-def mask_tma_plan(spec, cfg: HopperConfig, mask, device):
+def mask_tma_plan(spec, cfg: HopperConfig, mask):
     """(MASK_TMA, desc_mask's template) of a launch plan for `mask`: (None, None) where the
     kernel has no MASK_TMA, (0, None) where TMA cannot read this mask (`mask_tma_template`),
     else (its mask buffers a consumer, its template)."""
+    from ..hardware.sram import current_device
+
     if not has_mask_tma(spec):
         return None, None
-    found = mask_tma_template(spec, cfg, mask, smem_optin(device))
+    # (the device the configs are fitted to, as `config_for` fits them: `fit_reason`)
+    found = mask_tma_template(spec, cfg, mask, current_device().smem_optin_bytes)
     return found if found is not None else (0, None)
 
 
@@ -586,7 +589,7 @@ def forward(
     cfg = for_spec(config or config_for(spec, q.shape[2], narrow), spec)
     split = tail_plan(spec, cfg, q, k, None)
     per_key = mask is not None and mask.stride(2) == 0
-    tma_mask, desc = mask_tma_plan(spec, cfg, mask, q.device)
+    tma_mask, desc = mask_tma_plan(spec, cfg, mask)
     run = plan(
         spec, cfg, q, k, v, out, None, per_key=per_key, split=split, fixed=fixed_max(spec, softcap),
         mask_tma=(tma_mask, desc),
@@ -679,14 +682,11 @@ def plan(
                     (2, template(v, cfg.block_n)), (3, template(out, rows_q)))  # fmt: skip
     module = load_family(spec, "hopper")
     tma_mask, mask_desc = mask_tma
-    if spec.attn_mask and getattr(module, "MASK_TMA_RENDERED", False):
-        tma_mask = tma_mask or 0
-        if tma_mask:
-            descs = (*descs, (module.attn_fwd_ws.arg_names.index("desc_mask"), mask_desc))
-    elif tma_mask:
-        raise ValueError(f"{spec.uri()}: MASK_TMA asked of a kernel rendered without it")
-    else:
-        tma_mask = None
+    if (tma_mask is not None) != bool(getattr(module, "MASK_TMA_RENDERED", False)):
+        raise ValueError(f"{spec.uri()}: MASK_TMA {tma_mask} for a kernel rendered "
+                         f"{'without' if tma_mask is not None else 'with'} it")  # fmt: skip
+    if tma_mask:
+        descs = (*descs, (module.attn_fwd_ws.arg_names.index("desc_mask"), mask_desc))
     constexprs = constexprs_of(
         spec, cfg, per_key, ranges, split.splits if split else 1, fixed, tma_mask
     )
@@ -761,21 +761,6 @@ def sched_counter(device):
 
 
 _COUNTERS: dict = {}
-
-
-@functools.cache
-def _smem_optin(index: int) -> int:
-    import torch
-
-    # (the opt-in maximum, not the 48 KB default `shared_memory_per_block`)
-    return int(torch.cuda.get_device_properties(index).shared_memory_per_block_optin)  # type: ignore[attr-defined]
-
-
-def smem_optin(device) -> int:
-    """The shared memory a program of `device` may take (opt-in), for `mask_tma_template`."""
-    import torch
-
-    return _smem_optin(device.index if device.index is not None else torch.cuda.current_device())
 
 
 @functools.cache

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 
 from ..core.hopper_config import HopperConfig
-from .hopper import CONFIGS, constexprs_of, for_spec, has_mask_tma
+from .hopper import _MASK_TMA_GL, CONFIGS, constexprs_of, for_spec, has_mask_tma
 
 
 def compile_for_sm90(
@@ -76,7 +76,7 @@ def compile_for_sm90(
         tma_mask = mask_bufs if mask_dtype is not None else 0
         signature["desc_mask"] = signature["Mask"]
         if mask_dtype is not None:
-            name = {"bool": "uint8"}.get(mask_dtype, mask_dtype)
+            name = _MASK_TMA_GL[mask_dtype]
             block = [1, 1, rows_q, cfg.block_n]
             layout = gl.NVMMASharedLayout.get_default_for(block, getattr(gl, name))
             elem = {"uint8": "u8", "bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}[name]
