@@ -1,9 +1,11 @@
 """Random attention calls through `flashgen.attention` against a float64 reference, forward and
 gradients: shapes (odd lengths, GQA, head dims 16-64, bhsd and bshd layouts), dtypes, causal
 alignment, windows, softcaps, boolean / additive (learned too) / key-padding masks, ALiBi, key
-lengths. Calls the op refuses (ValueError) are counted, not failed.
-  python3 fuzz.py N SEED [cpu|cuda]   (cpu: Triton's interpreter; sizes scaled up on cuda)
-Prepared in session 39 (the CPU runs: 221 passed, 19 refused, 0 failed)."""
+lengths; with `dropout`, attention dropout at p = 0.1-0.5 too (the reference applies the keep
+mask the call drew: `flashgen.kernels.dropout.keep_mask` of the seed the same generator state
+gives). Calls the op refuses (ValueError) are counted, not failed.
+  python3 fuzz.py N SEED [cpu|cuda] [dropout]   (cpu: Triton's interpreter; longer on cuda)
+Session 39's CPU runs: benchmarks/RESULTS.md, "CPU correctness sweep"."""
 
 import math
 import os
@@ -12,17 +14,21 @@ import sys
 import traceback
 
 DEVICE = sys.argv[3] if len(sys.argv) > 3 else "cpu"
+DROPOUT = "dropout" in sys.argv[4:]
 if DEVICE == "cpu":
     os.environ["TRITON_INTERPRET"] = "1"
 import torch  # noqa: E402
 
 import flashgen  # noqa: E402
+from flashgen.kernels import dropout  # noqa: E402
 
 torch.set_num_threads(1)
 SCALE = 16 if DEVICE == "cuda" else 1  # longer sequences on the GPU (its kernels' real tiles)
 
 
-def ref(q, k, v, causal, window, softcap, mask, slopes, klen, qlen, scale, shift=0):
+def ref(q, k, v, causal, window, softcap, mask, slopes, klen, scale, shift=0, keep=None, p=0.0):
+    """float64 attention; a row that sees no key gives zeros. `keep` (with `p`): dropout's
+    keep mask, the kept probabilities scaled by 1 / (1 - p)."""
     b, hq, sq, d = q.shape
     hk, sk = k.shape[1], k.shape[2]
     g = hq // hk
@@ -49,11 +55,11 @@ def ref(q, k, v, causal, window, softcap, mask, slopes, klen, qlen, scale, shift
             vis &= mask != float("-inf")
     if klen is not None:
         vis &= j < klen[:, None, None, None]
-    if qlen is not None:
-        vis &= i0 < qlen[:, None, None, None]
     s = s.masked_fill(~vis, float("-inf"))
-    p = torch.softmax(s, -1).nan_to_num(0.0)
-    return p @ vd
+    probs = torch.softmax(s, -1).nan_to_num(0.0)
+    if keep is not None:
+        probs = probs * keep.double() / (1 - p)
+    return probs @ vd
 
 
 def case(rng):
@@ -109,8 +115,9 @@ def main(n, seed):
     for t in range(n):
         b, hq, hk, sq, sk, d, causal, window, softcap, mask, slopes, klen = case(rng)
         ex = extras(rng)
-        if ex["align"] == "bottom_right" and not causal:
+        if ex["align"] == "bottom_right" and (not causal or DROPOUT):
             ex["align"] = "top_left"
+        drop_p = rng.choice([0.1, 0.3, 0.5]) if DROPOUT else 0.0
         desc = dict(
             b=b,
             hq=hq,
@@ -124,6 +131,7 @@ def main(n, seed):
             mask=None if mask is None else (mask.dtype, tuple(mask.shape)),
             alibi=slopes is not None,
             klen=None if klen is None else klen.tolist(),
+            p=drop_p,
             **ex,
         )
         gen = torch.Generator().manual_seed(t)
@@ -145,6 +153,7 @@ def main(n, seed):
                 mask = mask.clone().requires_grad_()
         scale = 1 / math.sqrt(d)
         try:
+            torch.manual_seed(1000 + t)  # the dropout seed's generator state, drawn again below
             out = flashgen.attention(
                 q,
                 k,
@@ -156,6 +165,7 @@ def main(n, seed):
                 alibi_slopes=slopes,
                 key_lengths=klen,
                 causal_align=ex["align"],
+                dropout_p=drop_p,
             )
         except (ValueError, NotImplementedError) as exc:
             refused += 1
@@ -172,7 +182,14 @@ def main(n, seed):
             md = mask.detach().double().requires_grad_()
             leaves_got = (q, k, v, mask)
         shift = sk - sq if ex["align"] == "bottom_right" else 0
-        want = ref(qd, kd, vd, causal, window, softcap, md, slopes, klen, None, scale, shift)
+        keep = None
+        if DROPOUT:
+            torch.manual_seed(1000 + t)
+            seed = int(dropout.new_seed().item())
+            keep = dropout.keep_mask(seed, drop_p, b, hq, sq, sk, q.device)
+        want = ref(
+            qd, kd, vd, causal, window, softcap, md, slopes, klen, scale, shift, keep, drop_p
+        )
         err = (out.double() - want).abs().max().item()
         do = torch.randn(out.shape, generator=gen).to(out.device)
         got = torch.autograd.grad(out, leaves_got, do.to(out.dtype))

@@ -19,14 +19,14 @@
 #             reversed on B; B: before draw.patch; C: this tree), dropout rows forward+backward,
 #             two shapes; the first run of C checks against float64.
 #   tflops    ~150 s: issue 13's 650 TFLOP/s row again (B1 H16 16k d128), eleven rounds.
-#   alibi     ~300 s: session 38's prepared ALiBi timings, never run: head dim 64 (which keeps the
+#   alibi     ~300 s: session 38's prepared ALiBi timings, never run (h200_s39b1/job.sh alibi): head dim 64 (which keeps the
 #             portable family, hopper.AUTO_MASKS["alibi"] = {128}) both families alternating
 #             twice, now that the Hopper forward adds the per-key term on the tensor cores; head
 #             dim 128 at 1k and 16k keys against the unmasked kernel.
 #   fuzz      ~500 s: fuzz.py's random calls (shapes, dtypes, layouts, masks, windows, softcaps,
 #             ALiBi, key lengths, learned biases; forward and gradients against float64) on the
-#             GPU, three ways: the default families, the Hopper forward forced, and forced with
-#             FLASHGEN_MASK_TMA=1.
+#             GPU, four ways: the default families, the Hopper forward forced, forced with
+#             FLASHGEN_MASK_TMA=1, and the default families with dropout.
 #   masktma   ~450 s: the Hopper forward's mask tiles by TMA (FLASHGEN_MASK_TMA=1, session
 #             39, opt-in, never run): masks.py's dense-mask rows (T5-like bf16 bias [1, H, N, N]
 #             causal; HF's boolean [B, 1, N, N]) forward at 4k, head dims 128 and 64, three
@@ -92,31 +92,18 @@ masktma)
   done
   cd $W && tar czf $OUT/masktma.tgz . ;;
 fuzz)
-  for way in default hopper tma; do
-    fam=; tma=
-    [ $way != default ] && fam=hopper
+  for way in default hopper tma dropout; do
+    fam=; tma=; drop=
+    [ $way = hopper ] || [ $way = tma ] && fam=hopper
     [ $way = tma ] && tma=1
-    FLASHGEN_FWD_FAMILY=$fam FLASHGEN_MASK_TMA=$tma timeout 170 python3 $HERE/fuzz.py 60 7 cuda \
+    [ $way = dropout ] && drop=dropout
+    FLASHGEN_FWD_FAMILY=$fam FLASHGEN_MASK_TMA=$tma timeout 135 python3 $HERE/fuzz.py 50 7 cuda $drop \
       > $W/fuzz_$way.txt 2>&1
     stamp "fuzz $way rc=$?"; grep -h "^done\|^MISMATCH\|^ERROR" $W/fuzz_$way.txt | cut -c1-300
   done
   cd $W && tar czf $OUT/fuzz.tgz . ;;
-alibi)
-  for rep in 1 2; do
-    for fam in portable hopper; do
-      check=--no-check; [ $rep$fam = 1hopper ] && check=
-      FLASHGEN_FWD_FAMILY=$fam timeout 80 python3 benchmarks/masks.py $check --dirs fwd --rounds 3 \
-        --budget 70 --shape 4,32,8,4096,64 --only alibi_causal,alibi_full \
-        --out $W/d64_${fam}_$rep.csv > $W/d64_${fam}_$rep.txt 2>&1
-      stamp "d64 $fam $rep rc=$?"; grep -h "^name=" $W/d64_${fam}_$rep.txt | sed 's/ b=[0-9].*dir=/ /' | cut -c1-160
-    done
-  done
-  for shape in 16,16,4,1024,128 1,16,4,16384,128; do
-    timeout 90 python3 benchmarks/masks.py --dirs fwd --rounds 3 --budget 80 --shape $shape \
-      --only alibi_causal,alibi_full > $W/d128_${shape//,/_}.txt 2>&1
-    stamp "d128 $shape rc=$?"; grep -h "^check\|^name=" $W/d128_${shape//,/_}.txt | sed 's/ b=[0-9].*dir=/ /' | cut -c1-200
-  done
-  cd $W && tar czf $OUT/alibi.tgz . ;;
+alibi)  # (session 38's job as prepared: its own tree-independent commands and output)
+  bash benchmarks/raw/h200_s39b1/job.sh alibi ;;
 tflops)
   timeout 150 python3 benchmarks/fwd_variants.py --grid anchors --shapes 2 --rounds 11 --rep 40 \
     --check-dtypes bfloat16 --budget 140 --out $OUT/tflops > $OUT/tflops.txt 2>&1
