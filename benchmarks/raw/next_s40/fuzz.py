@@ -141,14 +141,9 @@ def main(n, seed):
         )
         if DEVICE == "cuda":
             q, k, v = (x.detach().cuda().requires_grad_() for x in (q, k, v))
-        if mask is not None and DEVICE == "cuda":
-            mask = mask.cuda()
-        if slopes is not None and DEVICE == "cuda":
-            slopes = slopes.cuda()
-        if klen is not None and DEVICE == "cuda":
-            klen = klen.cuda()
+            mask, slopes, klen = (None if x is None else x.cuda() for x in (mask, slopes, klen))
         if mask is not None and mask.dtype != torch.bool:
-            mask = mask.to(dt if dt != torch.float32 else torch.float32)
+            mask = mask.to(dt)
             if ex["bias_grad"]:
                 mask = mask.clone().requires_grad_()
         scale = 1 / math.sqrt(d)
