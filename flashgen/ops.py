@@ -59,7 +59,9 @@ def attention(
     outside the band are skipped, not masked): an int w with causal=True is Mistral's window,
     query i sees keys i - w < j <= i; a pair (left, right) sees i - left <= j <= i + right (with
     causal=True, right is 0). A query whose band holds no key (possible with a two-sided band
-    and Sq > Sk) gets zeros. SDPA has no window, so windowed calls always run flashgen's kernels.
+    and Sq > Sk) gets zeros. With causal_align="bottom_right" the window ends at that diagonal
+    (a KV cache's sliding window). SDPA has no window, so windowed calls always run flashgen's
+    kernels.
 
     `softcap` (a positive float, Gemma-2's 50.0): logit softcapping, the scaled scores s become
     softcap * tanh(s / softcap) before the softmax, forward and backward; flashgen's kernels

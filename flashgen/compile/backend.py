@@ -265,6 +265,11 @@ def _causal_column(s: Any) -> str:
         drop = f" + softcap {s.softcap:g}{drop}"
     if getattr(s, "alibi", False):
         drop = f" + ALiBi{drop}"
+    if isinstance(s.window, tuple):  # a two-sided band: keys i - left <= j <= i + right
+        from .patterns.masks import UNBOUNDED
+
+        left, right = (str(n) if n < UNBOUNDED else "all" for n in s.window)
+        return f"band -{left}/+{right}{drop}"
     if s.window:
         return f"window {s.window}{drop}"
     if s.mask:

@@ -14,6 +14,12 @@ Why no new kernel: with offset c = seq_k - seq_q,
   FlashAttention gives), and rows i >= -c are top-left causal over all keys, so the kernels run
   on those rows only.
 The decode kernels take the offset directly (`flashgen.kernels.decode`).
+
+A causal sliding window counted from that diagonal (`left` keys before it: query i sees
+i + c - left <= j <= i + c, a KV cache under Mistral's window) is the band (left - c, c) while
+c <= left. Past that, keys j < c - left are seen by no query: the kernels run on the keys from
+there (a view; their gradients are zeros), where the offset is left again. The rows of a
+negative c are dropped as above, the rest being a top-left causal window.
 """
 
 from __future__ import annotations
@@ -45,56 +51,83 @@ def offset(seq_q: int, seq_k: int) -> int:
     return seq_k - seq_q
 
 
-def _plan(seq_q: int, seq_k: int) -> tuple[int, tuple[int, int] | None]:
-    """(query rows that see no key, the band for the rest or None for top-left causal)."""
+def first_key(seq_q: int, seq_k: int, left: int) -> int:
+    """The first key any query sees under a bottom-right causal window of `left` keys before
+    the diagonal (0 when the offset is within the window)."""
+    return max(0, offset(seq_q, seq_k) - left)
+
+
+def _plan(seq_q: int, seq_k: int, left: int | None = None):
+    """(query rows that see no key, the first key any row sees, causal, the window for the
+    rest: None for top-left causal; `left`: a causal window's keys before the diagonal)."""
     c = offset(seq_q, seq_k)
-    if c < 0:
-        return -c, None
-    return 0, (None if c == 0 else (seq_q + seq_k, c))
+    if c < 0:  # rows i < -c see nothing; the rest are top-left over every key
+        return -c, 0, True, (None if left is None else (left, 0))
+    if left is None:
+        return 0, 0, c == 0, (None if c == 0 else (seq_q + seq_k, c))
+    start = first_key(seq_q, seq_k, left)  # keys before it are seen by no query
+    c -= start
+    return 0, start, c == 0, (left - c, c)
 
 
-def forward(q, k, v, *, scale, softcap=None, config=None):
+def _keys(t, start: int):
+    return t if start == 0 else t[:, :, start:]
+
+
+def forward(q, k, v, *, scale, softcap=None, config=None, left=None):
     """(out, lse) of bottom-right causal attention (`flashgen.kernels.fwd.forward`'s contract;
-    `softcap` and `config` as there: `flashgen.kernels.plans`). Every path passes the cap on:
-    the cap applies to the scores before the mask, so it commutes with the band and the rows
-    this plan drops."""
-    skip, band = _plan(q.shape[2], k.shape[2])
+    `softcap` and `config` as there: `flashgen.kernels.plans`; `left`: a causal window of left
+    + 1 keys ending at the diagonal, or None). Every path passes the cap on: the cap applies to
+    the scores before the mask, so it commutes with the band and the rows this plan drops."""
+    skip, start, causal, band = _plan(q.shape[2], k.shape[2], left)
+    k, v = _keys(k, start), _keys(v, start)
     if skip == 0:
-        if band is None:
-            return fwd.forward(q, k, v, causal=True, scale=scale, softcap=softcap, config=config)
         return fwd.forward(
-            q, k, v, causal=False, scale=scale, window=band, softcap=softcap, config=config
+            q, k, v, causal=causal, scale=scale, window=band, softcap=softcap, config=config
         )
     out = new_out(q, zeros=True)  # the layout `fwd.forward` gives (`flashgen.kernels.layout`)
     lse = torch.full(q.shape[:3], float("inf"), dtype=torch.float32, device=q.device)
     if skip < q.shape[2]:
         rows_out, rows_lse = fwd.forward(
-            q[:, :, skip:], k, v, causal=True, scale=scale, softcap=softcap, config=config
-        )
+            q[:, :, skip:], k, v, causal=True, scale=scale, window=band, softcap=softcap,
+            config=config,
+        )  # fmt: skip
         out[:, :, skip:] = rows_out
         lse[:, :, skip:] = rows_lse
     return out, lse
 
 
-def backward(do, q, k, v, out, lse, *, scale, needs, softcap=None, config=None):
+def backward(do, q, k, v, out, lse, *, scale, needs, softcap=None, config=None, left=None):
     """(dq, dk, dv) of bottom-right causal attention (`flashgen.kernels.bwd.backward`'s
-    contract: None where `needs` says a gradient is not wanted; `softcap` as `forward`)."""
-    skip, band = _plan(q.shape[2], k.shape[2])
-    if skip == 0:
+    contract: None where `needs` says a gradient is not wanted; `softcap` and `left` as
+    `forward`)."""
+    skip, start, causal, band = _plan(q.shape[2], k.shape[2], left)
+    if skip == 0 and start == 0:
         return bwd.backward(
-            do, q, k, v, out, lse, causal=band is None, scale=scale, needs=needs, window=band,
+            do, q, k, v, out, lse, causal=causal, scale=scale, needs=needs, window=band,
             softcap=softcap, config=config,
         )  # fmt: skip
     dq = torch.zeros(q.shape, dtype=q.dtype, device=q.device) if needs[0] else None
-    dk = torch.zeros(k.shape, dtype=k.dtype, device=k.device) if needs[1] else None
-    dv = torch.zeros(v.shape, dtype=v.dtype, device=v.device) if needs[2] else None
     if skip >= q.shape[2]:
+        dk, dv = (
+            torch.zeros_like(t) if n else None for t, n in zip((k, v), needs[1:], strict=True)
+        )
         return dq, dk, dv
     rows = slice(skip, None)
     gq, gk, gv = bwd.backward(
-        do[:, :, rows], q[:, :, rows], k, v, out[:, :, rows], lse[:, :, rows],
-        causal=True, scale=scale, needs=needs, softcap=softcap, config=config,
+        do[:, :, rows], q[:, :, rows], _keys(k, start), _keys(v, start), out[:, :, rows],
+        lse[:, :, rows], causal=causal, scale=scale, needs=needs, window=band, softcap=softcap,
+        config=config,
     )  # fmt: skip
     if dq is not None:
         dq[:, :, rows] = gq
-    return dq, gk if needs[1] else dk, gv if needs[2] else dv
+    return dq, _all_keys(gk, k, start), _all_keys(gv, v, start)
+
+
+def _all_keys(g, t, start: int):
+    """A gradient of the keys from `start` as one of every key (zeros before `start`)."""
+    if g is None or start == 0:
+        return g
+    full = torch.zeros(t.shape, dtype=g.dtype, device=g.device)
+    full[:, :, start:] = g
+    return full

@@ -52,8 +52,6 @@ def _attention(
     softcap = check_softcap(softcap)
     deterministic = check_deterministic(deterministic)
     bottom_right = check_align(causal, causal_align)
-    if bottom_right and window is not None:
-        raise ValueError("causal_align='bottom_right' does not take a window yet")
     dropout_p = dropout.check_dropout(dropout_p)
     if dropout_p > 0.0 and dropout_seed is None:
         dropout_seed = dropout.new_seed()  # PyTorch's generator: manual_seed reproduces it
@@ -71,7 +69,7 @@ def _attention(
                 "alibi_slopes run flashgen's kernels only; use impl='flashgen' or None"
             )
         impl = FLASHGEN
-    if bottom_right and _same_as_sdpa(q, k):
+    if bottom_right and _same_as_sdpa(q, k, window):
         # One query row sees every key; equal lengths are top-left causal: SDPA's own masks.
         causal, causal_align, bottom_right = q.shape[2] == k.shape[2], "top_left", False
     backward = needs_backward(q, k, v)  # asked once: for the routing and for autograd
@@ -165,14 +163,15 @@ def check_deterministic(value):
     raise ValueError(f"deterministic must be True, False or None, got {value!r}")
 
 
-def _same_as_sdpa(q, k) -> bool:
-    """Whether a bottom-right causal call is also one of SDPA's masks at every size this call
-    can have: static sizes (plain ints, also under tracing) with one query row (it sees every
-    key: no mask) or equal lengths (top-left causal)."""
+def _same_as_sdpa(q, k, window=None) -> bool:
+    """Whether a bottom-right causal call is also top-left (or, one query row without a
+    window, no mask at all) at every size this call can have: static sizes (plain ints, also
+    under tracing) with one query row (it sees every key: no mask) or equal lengths (top-left
+    causal, the window as it is). With a window one query row sees its last keys only."""
     seq_q, seq_k = q.shape[2], k.shape[2]
     if not (type(seq_q) is int and type(seq_k) is int):
         return False
-    return seq_q == 1 or seq_q == seq_k
+    return (seq_q == 1 and window is None) or seq_q == seq_k
 
 
 _LIB.impl("attention", _attention, "CompositeImplicitAutograd")

@@ -86,17 +86,23 @@ def _attention_fwd(
             bounds=_bounds(seq_bounds, mask, lambda: _forward_hull(q, k, v, mask, *flags)),
             rows_whole=seq_bounds is None,  # a mask's key range (`_bounds`) or no bounds
         )  # fmt: skip
+    if bottom_right and window is not None and q.shape[2] == 1 and not _decode_off():
+        if decode.applies(q, k, None, softcap):
+            # A decode step under a sliding window: its one row sees the window's last keys,
+            # all of them: the decode kernels on those keys, without a mask.
+            start = aligned.first_key(1, k.shape[2], _window(window)[0])
+            k, v = k[:, :, start:], v[:, :, start:]
+            return decode.decode_forward(q, k, v, causal_offset=None, scale=scale)
     if not _decode_off() and decode.applies(q, k, window, softcap):
         off = None  # no mask
         if causal:  # query i sees keys j <= i + off
             off = aligned.offset(q.shape[2], k.shape[2]) if bottom_right else 0
         return decode.decode_forward(q, k, v, causal_offset=off, scale=scale)
-    if bottom_right:
-        if window is not None:  # the op can be called raw: never drop the window silently
-            raise ValueError("causal_align='bottom_right' takes no window")
+    if bottom_right:  # (a causal window's right side is 0: its left side is the window)
         return aligned.forward(
-            q, k, v, scale=scale, softcap=check_softcap(softcap), config=plan_config
-        )
+            q, k, v, scale=scale, softcap=check_softcap(softcap), config=plan_config,
+            left=None if window is None else _window(window)[0],
+        )  # fmt: skip
     return fwd.forward(
         q, k, v, causal=causal, scale=scale, config=plan_config, window=_window(window),
         softcap=check_softcap(softcap),
@@ -206,11 +212,9 @@ def _attention_bwd(
     if seq_bounds is not None or attn_mask is not None or drop is not None or alibi is not None:
         _check_extras(q, seq_bounds, attn_mask, bottom_right)
     if bottom_right:
-        if window is not None:
-            raise ValueError("causal_align='bottom_right' takes no window")
         grads = aligned.backward(
             do, q, k, v, out, lse, scale=scale, needs=needs, softcap=check_softcap(softcap),
-            config=plan_config,
+            config=plan_config, left=None if window is None else _window(window)[0],
         )  # fmt: skip
     else:
         mask = None if attn_mask is None else expand_mask(attn_mask, q, k)

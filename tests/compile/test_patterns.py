@@ -263,11 +263,12 @@ def dropout_all(q, k, v, mask):
 
 
 class NotCausalBuffer(nn.Module):
-    """A triangular buffer shifted by one: looks like a causal mask, is not one."""
+    """A triangular buffer shifted by one, its diagonal cleared: looks like a causal mask, is
+    not one, nor a band (each query sees the keys before it and the one after)."""
 
     def __init__(self):
         super().__init__()
-        self.register_buffer("bias", torch.tril(torch.ones(64, 64), diagonal=1))
+        self.register_buffer("bias", torch.tril(torch.ones(64, 64), diagonal=1) - torch.eye(64))
 
     def forward(self, q, k, v, mask):
         t = q.size(-2)

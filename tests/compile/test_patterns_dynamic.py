@@ -259,12 +259,42 @@ def _band_with_a_hole(q, k, v):
     return _scores(q, k).masked_fill(~keep, float("-inf")).softmax(-1) @ v
 
 
-@pytest.mark.parametrize("fn", [_two_sided_band, _band_with_a_hole])
-def test_bands_that_are_not_causal_windows_are_skipped(fn):
-    """Only the causal band is taken: a band that reaches above the diagonal, or one with a
-    gap, is left to Inductor, and the compiled graph still matches eager."""
-    graphs = _run_lengths(fn, True)
+def test_a_band_with_a_gap_is_skipped():
+    """A band with a hole is neither causal nor a window: left to Inductor, and the compiled
+    graph still matches eager."""
+    graphs = _run_lengths(_band_with_a_hole, True)
     assert graphs and all(g[1] == 0 and "not causal" in g[2][0] for g in graphs), graphs
+
+
+def _upper_offset(q, k, v):
+    """`tril(2)`: every key up to two past the query (a band open on the left)."""
+    t = q.size(-2)
+    keep = torch.ones(t, t, dtype=torch.bool, device=q.device).tril(2)
+    return _scores(q, k).masked_fill(~keep, torch.finfo(q.dtype).min).softmax(-1) @ v
+
+
+def _sdpa_two_sided(q, k, v):
+    t = q.size(-2)
+    r = torch.arange(t, device=q.device)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=(r[None, :] - r[:, None]).abs() < W)
+
+
+@pytest.mark.parametrize("dynamic", [True, None], ids=["dynamic_true", "automatic_dynamic"])
+@pytest.mark.parametrize(
+    "fn, window",
+    [(_two_sided_band, (W - 1, 2)), (_upper_offset, (patterns.masks.UNBOUNDED, 2)),
+     (_sdpa_two_sided, (W - 1, W - 1))],
+    ids=["tril_triu", "tril_offset", "sdpa_abs"],
+)  # fmt: skip
+def test_two_sided_band_is_replaced_as_a_window_at_every_length(fn, window, dynamic):
+    """A band reaching above the diagonal is the windowed kernel without causal, window (left,
+    right) (a side the mask never closes: UNBOUNDED), proven for every length: every graph
+    replaces it and matches float64 eager at lengths below, at and above the band's width."""
+    graphs = _run_lengths(fn, dynamic)
+    assert graphs and all(g[1] == 1 for g in graphs), graphs
+    q, k, v = _qkv(W + 3)
+    sites = [s for sym, found in _report_sites(fn, q, k, v, dynamic=True) for s in found if sym]
+    assert [(s.replaced, s.causal, s.window) for s in sites] == [(True, False, window)], sites
 
 
 @pytest.mark.parametrize("dynamic", [True, None], ids=["dynamic_true", "automatic_dynamic"])
@@ -406,3 +436,104 @@ def test_unprovable_masks_are_skipped_and_correct(fn, extra, reason):
         q, k, v = _qkv(t)
         torch.testing.assert_close(compiled(q, k, v, *extra), fn(q, k, v, *extra))
     torch._dynamo.reset()
+
+
+# ------------------------------------------------------------------ masks from key - query offsets
+
+
+def _offsets(q):
+    t = q.size(-2)
+    r = torch.arange(t, device=q.device)
+    return r[:, None], r[None, :]  # i (query rows), j (keys)
+
+
+def _masked(q, k, v, hide):
+    return _scores(q, k).masked_fill(hide, float("-inf")).softmax(-1) @ v
+
+
+def offset_abs_method(q, k, v):
+    i, j = _offsets(q)
+    return _masked(q, k, v, (j - i).abs() >= W)
+
+
+def offset_torch_abs(q, k, v):
+    i, j = _offsets(q)
+    return _masked(q, k, v, ~(torch.abs(i - j) <= W - 1))
+
+
+def offset_causal(q, k, v):
+    i, j = _offsets(q)
+    return _masked(q, k, v, (i - j) < 0)
+
+
+def offset_window(q, k, v):
+    i, j = _offsets(q)
+    return _masked(q, k, v, ((j - i) > 0) | (j - i <= -W))
+
+
+def offset_shifted_abs(q, k, v):
+    """|d + 2| < 3: offsets -4 to 0, a causal window of 5 keys."""
+    i, j = _offsets(q)
+    return _masked(q, k, v, (j - i + 2).abs() >= 3)
+
+
+@pytest.mark.parametrize(
+    "fn, causal, window",
+    [(offset_abs_method, False, (W - 1, W - 1)), (offset_torch_abs, False, (W - 1, W - 1)),
+     (offset_causal, True, None), (offset_window, True, W), (offset_shifted_abs, True, 5)],
+    ids=["abs_method", "torch_abs", "causal", "window", "shifted_abs"],
+)  # fmt: skip
+def test_masks_from_the_key_query_offset(fn, causal, window):
+    """`j - i` of a column and a row arange, compared with constants (through abs, negation and
+    added constants): the causal mask, a causal window or a two-sided band, proven for every
+    length and replaced; numbers match float64 eager at every length."""
+    graphs = _run_lengths(fn, True)
+    assert graphs and all(g[1] == 1 for g in graphs), graphs
+    q, k, v = _qkv(W + 3)
+    sites = [s for sym, found in _report_sites(fn, q, k, v, dynamic=True) for s in found if sym]
+    assert [(s.replaced, s.causal, s.window) for s in sites] == [(True, causal, window)], sites
+
+
+def offset_outside_band(q, k, v):
+    i, j = _offsets(q)
+    return _masked(q, k, v, (j - i).abs() < 1)  # every key but the diagonal
+
+
+def test_a_mask_that_hides_the_diagonal_by_offset_is_skipped():
+    """Every key but the query's own: not causal, not a band; left to Inductor (every
+    row still sees a key at these lengths, so eager has no NaN to compare)."""
+    graphs = _run_lengths(offset_outside_band, True)
+    assert graphs and all(g[1] == 0 and "not causal" in g[2][0] for g in graphs), graphs
+
+
+def kv_cache_window(q, k, v):
+    """Mistral's sliding window over a KV cache: the last tq of tk positions, each seeing the
+    W keys ending at its own position."""
+    tq, tk = q.size(-2), k.size(-2)
+    i = torch.arange(tk - tq, tk, device=q.device)[:, None]
+    j = torch.arange(tk, device=q.device)[None, :]
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=(j <= i) & (j > i - W))
+
+
+def test_kv_cache_window_is_replaced_counted_from_the_bottom_right():
+    """Query and key lengths with separate symbols (automatic dynamic): the band is proven as a
+    causal window of W keys ending at the bottom-right diagonal, for every pair of lengths, and
+    replaced so; numbers match float64 eager at pairs on both sides of the window."""
+    compile_graph, graphs = _recording_backend()
+    torch._dynamo.reset()
+    compiled = torch.compile(kv_cache_window, backend=compile_graph, dynamic=None)
+    for tq, tk in ((3, 3), (2, 9), (4, 5), (1, 12), (7, 16)):
+        q = _qkv(tq, seed=1)[0]
+        _, k, v = _qkv(tk, seed=2)
+        with torch.no_grad():
+            got = compiled(q, k, v)
+            want = kv_cache_window(*(x.double() for x in (q, k, v)))
+        torch.testing.assert_close(got.double(), want, atol=1e-4, rtol=1e-4, msg=f"{tq}, {tk}")
+    torch._dynamo.reset()
+    assert graphs and all(g[1] == 1 for g in graphs), graphs
+    q, k = _qkv(2, seed=1)[0], _qkv(9, seed=2)[1]
+    sites = [s for sym, found in _report_sites(kv_cache_window, q, k, k, dynamic=True)
+             for s in found if sym]  # fmt: skip
+    assert [(s.replaced, s.causal, s.window, s.align) for s in sites] == [
+        (True, True, W, "bottom_right")
+    ], sites

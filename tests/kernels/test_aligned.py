@@ -2,7 +2,8 @@
 
 Against float64 with query i seeing keys j <= i + Sk - Sq: Sq < Sk (the window kernels' band),
 Sq == Sk (plain causal), Sq > Sk (leading rows see nothing: zeros and no gradient), query
-lengths on both sides of the decode path's 16, GQA, odd lengths; the op under
+lengths on both sides of the decode path's 16, GQA, odd lengths, causal windows counted from
+that diagonal; the op under
 torch.compile(dynamic=True), opcheck, and the argument errors. `causal=True` alone stays
 SDPA's top-left alignment.
 """
@@ -17,7 +18,9 @@ import torch
 from flashgen.ops import attention
 
 
-def ref(q, k, v, *, bottom_right=True):
+def ref(q, k, v, *, bottom_right=True, window=None):
+    """float64 attention, query i seeing keys j <= i + off (off = Sk - Sq bottom-right, else
+    0) and, with a window w, j > i + off - w; rows that see no key give zeros."""
     q, k, v = (t.double() for t in (q, k, v))
     group = q.shape[1] // k.shape[1]
     k, v = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
@@ -25,7 +28,10 @@ def ref(q, k, v, *, bottom_right=True):
     off = k.shape[2] - q.shape[2] if bottom_right else 0
     i = torch.arange(q.shape[2], device=q.device)[:, None]
     j = torch.arange(k.shape[2], device=q.device)[None, :]
-    return torch.softmax(s.masked_fill(j > i + off, float("-inf")), -1).nan_to_num(0.0) @ v
+    hidden = j > i + off
+    if window is not None:
+        hidden = hidden | (j <= i + off - window)
+    return torch.softmax(s.masked_fill(hidden, float("-inf")), -1).nan_to_num(0.0) @ v
 
 
 def _inputs(b, hq, hkv, sq, sk, d, seed=0):
@@ -36,12 +42,12 @@ def _inputs(b, hq, hkv, sq, sk, d, seed=0):
     ]
 
 
-def _grads_match(out, want, q, k, v, tol=5e-5):
+def _grads_match(out, want, q, k, v, tol=5e-5, window=None):
     gen = torch.Generator().manual_seed(9)
     g = torch.randn(out.shape, generator=gen, dtype=torch.float64)
     out.backward(g.float())
     qd, kd, vd = (t.detach().double().requires_grad_() for t in (q, k, v))
-    ref(qd, kd, vd).backward(g)
+    ref(qd, kd, vd, window=window).backward(g)
     for got, exp in ((q.grad, qd.grad), (k.grad, kd.grad), (v.grad, vd.grad)):
         assert not got.isnan().any()
         torch.testing.assert_close(got.double(), exp, atol=tol, rtol=1e-4)
@@ -64,6 +70,44 @@ def test_bottom_right_forward_backward(hq, hkv, sq, sk, d):
     want = ref(q, k, v)
     torch.testing.assert_close(out.detach().double(), want, atol=2e-5, rtol=1e-4)
     _grads_match(out, want, q, k, v)
+
+
+@pytest.mark.parametrize(
+    "sq,sk,w",
+    [
+        (20, 37, 30),  # Sk - Sq < w: one band over every key
+        (20, 37, 6),  # Sk - Sq >= w: the band over the keys from Sk - Sq - w + 1
+        (1, 37, 5),  # one query row (a decode step): its last 5 keys
+        (9, 64, 1),  # each query its own position only
+        (37, 37, 7),  # equal lengths: the top-left causal window
+        (40, 23, 6),  # 17 rows see no key, the rest a top-left window
+    ],
+    ids=lambda x: str(x),
+)
+def test_bottom_right_window_forward_backward(sq, sk, w):
+    """A causal window counted from the bottom-right diagonal (a KV cache under Mistral's
+    sliding window), GQA: forward and gradients against float64, zeros for the keys no query
+    sees."""
+    q, k, v = _inputs(1, 4, 2, sq, sk, 16, seed=sq + w)
+    out = attention(q, k, v, causal=True, causal_align="bottom_right", window=w)
+    want = ref(q, k, v, window=w)
+    torch.testing.assert_close(out.detach().double(), want, atol=2e-5, rtol=1e-4)
+    _grads_match(out, want, q, k, v, window=w)
+    if sk - sq >= w:
+        assert not k.grad[:, :, : sk - sq - w + 1].any()
+
+
+def test_bottom_right_window_under_compile_dynamic():
+    def f(q, k, v):
+        return attention(q, k, v, causal=True, causal_align="bottom_right", window=5)
+
+    compiled = torch.compile(f, fullgraph=True, dynamic=True)
+    for sq, sk in ((3, 41), (9, 12), (12, 9)):
+        q, k, v = _inputs(1, 2, 1, sq, sk, 16, seed=sk)
+        out = compiled(q, k, v)
+        torch.testing.assert_close(
+            out.detach().double(), ref(q, k, v, window=5), atol=2e-5, rtol=1e-4
+        )
 
 
 def test_causal_true_stays_top_left():
@@ -95,7 +139,6 @@ def test_bottom_right_under_compile_dynamic_and_opcheck():
     [
         ({"causal": False, "causal_align": "bottom_right"}, "needs causal=True"),
         ({"causal": True, "causal_align": "bottom-right"}, "causal_align must be one of"),
-        ({"causal": True, "causal_align": "bottom_right", "window": 4}, "window"),
         (
             {"causal": True, "causal_align": "bottom_right", "impl": "sdpa_efficient"},
             "bottom-right",
@@ -109,18 +152,19 @@ def test_bad_alignment_arguments(kwargs, match):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("window", [None, 256], ids=["no_window", "window_256"])
 @pytest.mark.parametrize("sq,sk", [(1, 4099), (9, 2048), (300, 1000), (1000, 300)])
-def test_bottom_right_bf16_on_gpu(sq, sk):
+def test_bottom_right_bf16_on_gpu(sq, sk, window):
     q, k, v = (
         t.detach().cuda().to(torch.bfloat16).requires_grad_()
         for t in _inputs(2, 8, 2, sq, sk, 128, seed=sk)
     )
-    out = attention(q, k, v, causal=True, causal_align="bottom_right")
-    want = ref(q, k, v)
+    out = attention(q, k, v, causal=True, causal_align="bottom_right", window=window)
+    want = ref(q, k, v, window=window)
     torch.testing.assert_close(out.double(), want, atol=2e-2, rtol=2e-2)
     out.backward(torch.ones_like(out))
     qd, kd, vd = (t.detach().double().requires_grad_() for t in (q, k, v))
-    ref(qd, kd, vd).sum().backward()
+    ref(qd, kd, vd, window=window).sum().backward()
     for got, exp in ((q.grad, qd.grad), (k.grad, kd.grad), (v.grad, vd.grad)):
         torch.testing.assert_close(got.double(), exp, atol=5e-2, rtol=5e-2)
 
@@ -145,3 +189,26 @@ def test_bottom_right_keeps_softcap(sq, sk):
     want.backward(g)
     for got, exp in ((q.grad, qd.grad), (k.grad, kd.grad), (v.grad, vd.grad)):
         torch.testing.assert_close(got.double(), exp, atol=5e-5, rtol=1e-4)
+
+
+def test_a_decode_step_under_a_window_reads_its_last_keys(monkeypatch):
+    """One query row with a bottom-right window of w keys: the decode kernels run on those w
+    keys, without a mask (so a generation step costs the window, not the cache), and match
+    float64; the backward of that forward matches too."""
+    from flashgen.kernels import decode
+
+    seen = []
+    real = decode.decode_forward
+
+    def spy(q, k, v, **kw):
+        seen.append((k.shape[2], kw.get("causal_offset"), kw.get("mask")))
+        return real(q, k, v, **kw)
+
+    monkeypatch.setattr(decode, "decode_forward", spy)
+    q, k, v = _inputs(2, 4, 2, 1, 50, 16, seed=5)
+    out = attention(q, k, v, causal=True, causal_align="bottom_right", window=7)
+    assert seen == [(7, None, None)]
+    want = ref(q, k, v, window=7)
+    torch.testing.assert_close(out.detach().double(), want, atol=2e-5, rtol=1e-4)
+    _grads_match(out, want, q, k, v, window=7)
+    assert not k.grad[:, :, :43].any() and k.grad[:, :, 43:].abs().sum() > 0

@@ -49,7 +49,9 @@ class Site:
     replaced: bool = False
     reason: str = ""
     causal: bool | None = None
-    window: int | None = None  # a causal sliding window of this many keys (None: no window)
+    # a causal sliding window of this many keys, or a two-sided band (left, right) without
+    # causal (None: no window)
+    window: int | tuple[int, int] | None = None
     align: str = "top_left"  # where the causal diagonal lies when Sq != Sk ("bottom_right")
     mask: str = ""  # an attention-mask tensor the kernel reads: "bool" or "add" ("": none)
     alibi: bool = False  # an additive bias proven ALiBi: the kernels compute it from slopes
@@ -86,7 +88,8 @@ class Match:
     scale: float = 0.0
     contiguous: list[bool] = field(default_factory=lambda: [False, False, False])
     mha: dict[str, Any] | None = None  # nn.MultiheadAttention: projections to rebuild
-    window: int | None = None  # causal sliding window (w keys ending at the query), if proven
+    # causal sliding window (w keys ending at the query), or a two-sided band (left, right)
+    window: int | tuple[int, int] | None = None
     align: str = "top_left"  # proven causal alignment (`flashgen.ops.attention`'s causal_align)
     attn_mask: fx.Node | None = None  # a mask tensor handed to the kernel as it is (attn_mask)
     mask_negated: bool = False  # attn_mask was subtracted from the scores: the kernel gets -mask

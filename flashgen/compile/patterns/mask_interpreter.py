@@ -23,6 +23,7 @@ from .mask_values import (
     VIEWS,
     Diag,
     Index,
+    Offset,
     Values,
     check_not_mutated,
     combine,
@@ -109,7 +110,9 @@ class Interpreter:
     # -- helpers
     def _cast(self, n: fx.Node, a: Any) -> Any:
         """Convert pattern values to n's dtype, as the tensor op does."""
-        if isinstance(a, Index):
+        if isinstance(a, (Index, Offset)):
+            if isinstance(a, Offset) and example_value(n).dtype == torch.bool:
+                raise Skip("the mask casts a key - query offset to bool")
             return a
         dt = example_value(n).dtype
         if dt == torch.bool:
@@ -126,6 +129,17 @@ class Interpreter:
         rhs = n.args[1] if len(n.args) > 1 else n.kwargs.get("other")
         a, b = self(n.args[0]), self(rhs)
         out = example_value(n)
+        if isinstance(a, Offset) or isinstance(b, Offset):
+            if compare is None or (isinstance(a, Offset) and isinstance(b, Offset)):
+                raise Skip("the mask uses a key - query offset other than comparing it")
+            off, c, swapped = (a, b, False) if isinstance(a, Offset) else (b, a, True)
+            if isinstance(c, Diag):
+                if c.cuts:
+                    raise Skip("the mask compares a key - query offset with a pattern")
+                c = c.vals[0]
+            if isinstance(c, Index):
+                raise Skip("the mask compares a key - query offset with an arange")
+            return off.compare(fn, c, swapped)
         if isinstance(a, Index) or isinstance(b, Index):
             if compare is None or not (isinstance(a, Index) and isinstance(b, Index)):
                 raise Skip(
@@ -153,6 +167,10 @@ class Interpreter:
             shift = expr(evs[1 - i])
             return Index(idx.pos, idx.off + (shift if name == "add" else -shift))
         a, b = self(n.args[0]), self(n.args[1] if len(n.args) > 1 else n.kwargs.get("other"))
+        if isinstance(a, Index) and isinstance(b, Index) and name == "sub":
+            return _index_difference(a, b, (n.args[0], n.args[1]), example_value(n), self.shift)
+        if isinstance(a, Offset) or isinstance(b, Offset):
+            return _offset_arith(a, b, name)
         if isinstance(a, Index) or isinstance(b, Index):
             # arange + c, c + arange, arange - c: still an index with a shifted offset.
             idx, other = (a, b) if isinstance(a, Index) else (b, a)
@@ -170,7 +188,7 @@ class Interpreter:
     # -- ops with their own rules
     def _op_bitwise_not(self, n: fx.Node) -> Any:
         a = self(n.args[0])
-        if isinstance(a, Index):
+        if isinstance(a, (Index, Offset)):
             raise Skip("the mask inverts an arange")
         if example_value(n.args[0]).dtype == torch.bool:
             return combine([a], lambda v: not v)
@@ -178,7 +196,7 @@ class Interpreter:
 
     def _op_logical_not(self, n: fx.Node) -> Any:
         a = self(n.args[0])
-        if isinstance(a, Index):
+        if isinstance(a, (Index, Offset)):
             raise Skip("the mask negates an arange")
         return self._cast(n, combine([a], lambda v: not v))
 
@@ -186,11 +204,21 @@ class Interpreter:
         a = self(n.args[0])
         if isinstance(a, Index):
             raise Skip("the mask negates an arange")
+        if isinstance(a, Offset):
+            return a.negated()
         return self._cast(n, combine([a], operator.neg))
+
+    def _op_abs(self, n: fx.Node) -> Any:
+        a = self(n.args[0])
+        if isinstance(a, Index):
+            raise Skip("the mask takes abs of an arange")
+        if isinstance(a, Offset):
+            return a.abs()
+        return self._cast(n, combine([a], abs))
 
     def _triangle(self, n: fx.Node, keep_lower: bool) -> Any:
         a = self(n.args[0])
-        if isinstance(a, Index):
+        if isinstance(a, (Index, Offset)):
             raise Skip("the mask takes tril/triu of an arange")
         k = n.args[1] if len(n.args) > 1 else n.kwargs.get("diagonal", 0)
         k = const_int(example_value(k) if isinstance(k, fx.Node) else k, "tril/triu diagonal")
@@ -223,7 +251,7 @@ class Interpreter:
     def _op_masked_fill(self, n: fx.Node) -> Any:
         x, mask = self(n.args[0]), self(n.args[1])
         value = self(n.args[2] if len(n.args) > 2 else n.kwargs.get("value"))
-        if any(isinstance(t, Index) for t in (x, mask, value)):
+        if any(isinstance(t, (Index, Offset)) for t in (x, mask, value)):
             raise Skip("the mask fills an arange")
         for node, part in zip(n.args[:2], (x, mask), strict=True):
             _check_trailing_diag(node, part, example_value(n))
@@ -236,7 +264,7 @@ class Interpreter:
         if len(n.args) != 3:
             raise Skip("the mask uses torch.where with one argument")
         parts = [self(a) for a in n.args]
-        if any(isinstance(t, Index) for t in parts):
+        if any(isinstance(t, (Index, Offset)) for t in parts):
             raise Skip("the mask selects from an arange")
         for node, part in zip(n.args, parts, strict=True):
             _check_trailing_diag(node, part, example_value(n))
@@ -245,6 +273,46 @@ class Interpreter:
 
 def _as_diag(x: Any) -> Diag:
     return x if isinstance(x, Diag) else const(x)
+
+
+def _index_difference(a: Index, b: Index, nodes: tuple, out: torch.Tensor, shift: Any) -> Offset:
+    """`a - b` of a row and a column arange (in either order) as an `Offset`: col + o2 - (row +
+    o1) = d + (o2 - o1), its negation for row - col; counted from the bottom-right, as
+    `_compare_indices` does, when o1 - o2 is Sk - Sq plus a constant."""
+    if out.dim() < 2:
+        raise Skip("the mask subtracts two aranges along one axis")
+    for idx, node in zip((a, b), nodes, strict=True):
+        if not known_eq(example_value(node).shape[idx.pos], out.shape[idx.pos]):
+            raise Skip("an arange in the mask is broadcast along its own axis")
+    if {a.pos, b.pos} != {-2, -1}:
+        raise Skip("the mask subtracts aranges that are not its row and column indices")
+    row, col = (a, b) if a.pos == -2 else (b, a)
+    rest = None if shift is None else sympy.simplify(row.off - col.off - shift)
+    if rest is not None and rest.is_Integer:
+        diff = Offset(-int(rest), bottom_right=True)  # col - row = d' - rest
+    else:
+        diff = Offset(const_int(col.off - row.off, "arange offset"))
+    return diff if a is col else diff.negated()
+
+
+def _offset_arith(a: Any, b: Any, name: str) -> Offset:
+    """An `Offset` plus, minus or subtracted from an integer constant."""
+    if isinstance(a, Offset) and isinstance(b, Offset):
+        raise Skip("the mask does arithmetic on two key - query offsets")
+    off, c = (a, b) if isinstance(a, Offset) else (b, a)
+    if isinstance(c, Diag):
+        if c.cuts:
+            raise Skip("the mask does arithmetic on a key - query offset and a pattern")
+        c = c.vals[0]
+    if isinstance(c, Index):
+        raise Skip("the mask does arithmetic on a key - query offset and an arange")
+    if name == "add":
+        return off.plus(c)
+    if name == "sub":
+        return off.plus(-c) if off is a else off.negated().plus(c)
+    if name == "rsub":  # rsub(a, b) = b - a
+        return off.negated().plus(c) if off is a else off.plus(-c)
+    raise Skip(f"the mask applies {name} to a key - query offset")
 
 
 def _check_trailing_diag(node: Any, part: Any, out: torch.Tensor) -> None:

@@ -6,6 +6,7 @@ the tables of ops it understands, and the in-place-change check.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import math
 import operator
 import re
@@ -158,7 +159,61 @@ class Index:
     off: Any
 
 
-_Abstract = Diag | Index
+@dataclass(frozen=True)
+class Offset:
+    """The key - query offset itself as a mask's value, before a comparison with a constant
+    turns it into a `Diag`: mult * g(d) + post with g(d) = |d + off| if `absolute`, else d +
+    off (d = j - i over the last two dims, counted from the bottom-right as in `Diag` when
+    `bottom_right`). What `j - i` or `(i - j).abs()` of a column and a row arange gives (a
+    two-sided band written `(j - i).abs() < w`)."""
+
+    off: int = 0
+    absolute: bool = False
+    mult: int = 1  # +1 or -1
+    post: int = 0
+    bottom_right: bool = False
+
+    def at(self, d: int) -> int:
+        g = d + self.off
+        return self.mult * (abs(g) if self.absolute else g) + self.post
+
+    def plus(self, c: Any) -> Offset:
+        if isinstance(c, bool) or not isinstance(c, int):
+            raise Skip(f"the mask adds {c!r} to a key - query offset (an integer is followed)")
+        return dataclasses.replace(self, post=self.post + c)
+
+    def negated(self) -> Offset:
+        return dataclasses.replace(self, mult=-self.mult, post=-self.post)
+
+    def abs(self) -> Offset:
+        if self.absolute:
+            raise Skip("the mask takes abs of an absolute key - query offset")
+        # mult (d + off) + post = mult (d + off + mult post): |.| = |d + off + mult post|
+        return Offset(self.off + self.mult * self.post, True, 1, 0, self.bottom_right)
+
+    def shifted(self, s: int) -> Offset:
+        """f(d + s), as `Diag.shifted`."""
+        return dataclasses.replace(self, off=self.off + s)
+
+    def compare(self, fn: Any, c: Any, swapped: bool) -> Diag:
+        """The pattern of `self fn c` (`c fn self` when `swapped`) for a number c: the truth
+        changes only next to where mult * g(d) + post crosses c, or at g's kink."""
+        if isinstance(c, bool) or not isinstance(c, (int, float)) or not math.isfinite(c):
+            raise Skip(f"the mask compares a key - query offset with {c!r}")
+        t = (c - self.post) * self.mult  # g(d) = t
+        roots = [-self.off + t, -self.off - t, -self.off]
+        cuts = sorted({math.floor(r) + k for r in roots for k in (-1, 0, 1, 2)})
+
+        def holds(d: int) -> bool:
+            v = self.at(d)
+            return bool(fn(c, v) if swapped else fn(v, c))
+
+        vals = [holds(cuts[0] - 1), *(holds(x) for x in cuts)]
+        raw = Diag(tuple(cuts), tuple(vals), self.bottom_right)
+        return combine([raw], bool)
+
+
+_Abstract = Diag | Index | Offset
 
 
 def expr(x: Any) -> Any:

@@ -13,7 +13,7 @@ from torch import fx
 from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 from .core import Skip, example_value, known_eq
-from .mask_values import Diag, Index, const_int, expr, op_name
+from .mask_values import Diag, Index, Offset, const_int, expr, op_name
 
 
 def _axis_map(src: torch.Tensor, out: torch.Tensor, n: fx.Node) -> list[int | None]:
@@ -102,7 +102,7 @@ def _getitem_map(src: torch.Tensor, index: Any) -> list[Any]:
 def relayout(a: Any, src: torch.Tensor, out: torch.Tensor, n: fx.Node) -> Any:
     """Follow a view/slice of an abstract value: an arange's axis moves, a diagonal pattern
     must keep its rows and columns last (and shifts by a slice's column start minus row start)."""
-    if not isinstance(a, (Diag, Index)):
+    if not isinstance(a, (Diag, Index, Offset)):
         raise Skip("a view of a non-tensor in the mask")
     if isinstance(a, Diag) and not a.cuts:
         return a

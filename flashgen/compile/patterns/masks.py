@@ -20,6 +20,12 @@ same way: its pattern keeps exactly -(w - 1) <= d <= 0 at every length, so it is
 kernel's mask at every length the graph accepts (at lengths <= w it equals the causal mask, and so
 does the windowed kernel). `prove_causal(..., allow_window=True)` returns w for such a band.
 
+A two-sided band (query i keeps keys i - left <= j <= i + right, both constants, the diagonal
+inside; or one side unbounded, e.g. `tril(2)`) is the windowed kernel's mask without causal:
+`prove_band` returns (left, right) for it, and `prove_structure` tries the causal proof first,
+then the band. Only for equal query and key lengths: the kernels count a window from the
+top-left diagonal.
+
 This module holds the proof; what it works on (values, op tables) is `mask_values`, the
 symbolic interpreter `mask_interpreter`.
 """
@@ -34,7 +40,7 @@ from torch import fx
 
 from .core import NEAR_NEG_INF, Skip, example_value, known_eq
 from .mask_interpreter import Interpreter
-from .mask_values import Diag, Index, Values, expr
+from .mask_values import Diag, Index, Offset, Values, expr
 
 # ----------------------------------------------------------------------------- the proof
 
@@ -52,6 +58,8 @@ def diagonal_pattern(mask: Any, values: Values, shift: Any = None) -> Diag:
         raise Skip(f"could not follow the mask ({type(e).__name__}: {e})") from e
     if isinstance(got, Index):
         raise Skip("the mask is an arange, not a comparison of row and column indices")
+    if isinstance(got, Offset):
+        raise Skip("the mask is a key - query offset, not a comparison of it with a constant")
     if not isinstance(got, Diag):
         raise Skip("the mask is not a tensor")
     return got
@@ -113,7 +121,8 @@ def prove_causal_aligned(
     accepted when the mask compares query positions arange(Sq) + (Sk - Sq) + c with key
     positions (what a KV cache's mask does: HF's `cache_position`, built inside the graph from
     the cache length): the pattern is then counted from the bottom-right diagonal, proven for
-    every (Sq, Sk) the graph accepts, and the alignment is "bottom_right"."""
+    every (Sq, Sk) the graph accepts, and the alignment is "bottom_right" (a causal window
+    then ends at that diagonal: a KV cache under a sliding window)."""
     if not isinstance(mask, fx.Node):
         raise Skip("the mask is not a tensor computed in the graph")
     equal = known_eq(tq, tk)
@@ -166,9 +175,81 @@ def prove_causal_aligned(
                 f"graph accepts ({longest})"
             )
     align = "bottom_right" if pattern.bottom_right else "top_left"
-    if window is not None and pattern.bottom_right:
-        raise Skip("a sliding window counted from the bottom-right diagonal is not supported yet")
     return (None if window is None else 1 - window), align
+
+
+#: a band side the mask leaves open at every length (`prove_band`): as a window size it covers
+#: every key, the launch clamping it to the lengths (`flashgen.kernels.plans.clamp_window`)
+UNBOUNDED = 2**30
+
+
+def prove_structure(
+    mask: Any, values: Values, tq: Any, tk: Any, *, keep: bool, allow_bottom_right: bool = True
+) -> tuple[bool, int | tuple[int, int] | None, str]:
+    """(causal, window, alignment) of a mask proven for every length the graph accepts: the
+    causal mask (True, None, alignment) or a causal band (True, w, "top_left") by
+    `prove_causal_aligned`, else a two-sided band by `prove_band` (False, (left, right),
+    "top_left"; (False, None, "top_left") for a mask that keeps every key). Skip with the causal
+    proof's reason when neither holds."""
+    try:
+        window, align = prove_causal_aligned(
+            mask, values, tq, tk, keep=keep, allow_window=True,
+            allow_bottom_right=allow_bottom_right,
+        )  # fmt: skip
+        return True, window, align
+    except Skip as e:
+        causal_reason = e
+    try:
+        band = prove_band(mask, values, tq, tk, keep=keep)
+    except Skip:
+        raise causal_reason from None
+    return False, band, "top_left"
+
+
+def prove_band(
+    mask: Any, values: Values, tq: Any, tk: Any, *, keep: bool
+) -> tuple[int, int] | None:
+    """(left, right) when `mask` keeps exactly the keys i - left <= j <= i + right of every
+    query i, at every length the graph accepts (equal query and key lengths), the diagonal
+    included (left, right >= 0: no row is left without a key, so a finite fill is as exact as
+    -inf); a side the mask never closes is UNBOUNDED; None for a mask that keeps every key.
+    Skip otherwise (`keep` and the mask kinds as in `prove_causal_aligned`)."""
+    if not isinstance(mask, fx.Node):
+        raise Skip("the mask is not a tensor computed in the graph")
+    if not known_eq(tq, tk):
+        raise Skip("query and key lengths may differ (a two-sided band is proven for equal ones)")
+    me = example_value(mask)
+    if not isinstance(me, torch.Tensor) or me.is_complex():
+        raise Skip("the mask is not a real tensor")
+    additive = me.is_floating_point()
+    if not additive and me.dtype != torch.bool:
+        raise Skip(f"a {me.dtype} mask is neither boolean nor additive")
+    pattern = diagonal_pattern(mask, values)
+    if pattern.cuts and not (
+        me.dim() >= 2 and known_eq(me.shape[-2], tq) and known_eq(me.shape[-1], tk)
+    ):
+        raise Skip("the mask's last two dims are not [query length, key length]")
+    reach = _max_length(tq) - 1
+    regions = []
+    for lo, hi, v in pattern.regions():
+        lo, hi = max(lo, -reach), min(hi, reach)
+        if lo > hi:
+            continue
+        kept = _kept(v, keep=keep, additive=additive)
+        if kept is None:
+            raise Skip(
+                f"the mask has value {v!r} (neither kept nor -inf) at key - query offset {int(lo)}"
+            )
+        regions.append((lo, hi, kept))
+    inside = [n for n, (_, _, kept) in enumerate(regions) if kept]
+    if not inside or inside != list(range(inside[0], inside[-1] + 1)):
+        raise Skip("the mask is not a band: the key - query offsets it keeps are not one run")
+    lo, hi = regions[inside[0]][0], regions[inside[-1]][1]
+    if not lo <= 0 <= hi:
+        raise Skip("the band leaves out the diagonal (a query row may see no key)")
+    left = UNBOUNDED if lo <= -reach else int(-lo)
+    right = UNBOUNDED if hi >= reach else int(hi)
+    return None if left == right == UNBOUNDED else (left, right)
 
 
 def _band_start(split: Diag, reach: float, *, keep: bool, additive: bool) -> int | None:

@@ -42,10 +42,14 @@ from .core import (
     unflatten_src,
 )
 from .mask_values import Values
-from .masks import prove_causal_aligned
+from .masks import prove_structure
 
 
 def _leads_to_product(n: Any) -> bool:
+    """Whether `n` is the scores product, reached through the ops the walk in `match_softmax`
+    goes up through (casts, scales, a softcap's tanh, views, masks and added biases): so that
+    a `torch.where` or an add can tell the scores' side from the mask's or the bias's side
+    whatever was applied to the scores first (e.g. ALiBi added, then a window's `where`)."""
     while isinstance(n, fx.Node):
         if split_scores_product(n) is not None or split_baddbmm(n) is not None:
             return True
@@ -56,6 +60,12 @@ def _leads_to_product(n: Any) -> bool:
             ins = [a for a in n.args[:2] if isinstance(a, fx.Node) and is_tensor_node(a)]
             n = ins[0] if len(ins) == 1 else None
             continue
+        if is_fn(n, MASKED_FILL_FNS, ("masked_fill", "masked_fill_")):
+            n = n.args[0]
+            continue
+        if is_fn(n, ADD_FNS, ("add", "add_", "sub")) or is_fn(n, {torch.where}, ("where",)):
+            ins = [a for a in n.args[-2:] if isinstance(a, fx.Node) and is_tensor_node(a)]
+            return any(_leads_to_product(a) for a in ins)
         return False
     return False
 
@@ -304,8 +314,7 @@ def match_softmax(sm: Any, values: Values) -> Match | None:
         try:
             if masks[0][0] == "sub":
                 raise Skip("a subtracted mask is not proven causal; it is read as a negated bias")
-            window, align = _check_causal(masks[0], x, values)
-            causal = True
+            causal, window, align = _check_causal(masks[0], x, values)
         except Skip as e:
             try:  # an additive bias (ALiBi, T5's): the kernel reads the tensor as it is
                 added = _additive_bias(masks[0], terms_at_add)
@@ -428,10 +437,11 @@ def _refused_as_tensor(mask: tuple[str, Any, Any], e: Skip) -> str:
 
 def _check_causal(
     mask: tuple[str, Any, Any], scores: Any, values: Values
-) -> tuple[int | None, str]:
-    """(None, alignment) if the one mask on the scores is exactly causal (top-left, or
-    bottom-right for a KV cache's mask), (w, "top_left") if it is a causal sliding window of w
-    keys (`prove_causal_aligned`); Skip (with the reason) if neither."""
+) -> tuple[bool, int | tuple[int, int] | None, str]:
+    """(True, None, alignment) if the one mask on the scores is exactly causal (top-left, or
+    bottom-right for a KV cache's mask), (True, w, "top_left") if it is a causal sliding window
+    of w keys, (False, (left, right), "top_left") if it is a two-sided band
+    (`masks.prove_structure`); Skip (with the reason) if none."""
     how, mask_node, fill = mask
     if how == "add":
         unsupported = (
@@ -459,14 +469,8 @@ def _check_causal(
     try:
         # Lengths that may differ: proven only as a KV cache's bottom-right mask (a slice
         # causal at one (Tq, Tk) pair may not be at another; `prove_causal_aligned`).
-        return prove_causal_aligned(
-            mask_node,
-            values,
-            se.shape[-2],
-            se.shape[-1],
-            keep=how == "where_keep",
-            allow_window=True,
-            allow_bottom_right=True,
+        return prove_structure(
+            mask_node, values, se.shape[-2], se.shape[-1], keep=how == "where_keep"
         )
     except Skip as e:
         raise Skip(f"{unsupported} ({e})" if how == "add" else str(e)) from e
@@ -503,16 +507,13 @@ def match_sdpa(n: Any, values: Values) -> Match:
             pass
     if mask is not None:
         try:
-            window, align = prove_causal_aligned(
-                mask, values, example_value(q).shape[-2], example_value(k).shape[-2], keep=True, allow_window=True,
-                allow_bottom_right=True,
-            )  # fmt: skip
-            is_causal = True
+            is_causal, window, align = prove_structure(
+                mask, values, example_value(q).shape[-2], example_value(k).shape[-2], keep=True
+            )
         except Skip:
             split = _causal_and_key_mask(mask, values, q, k)
-            if split is not None:  # HF's padded decoder batch: causal + a mask per key
-                (window, align), tensor_mask = split
-                is_causal = True
+            if split is not None:  # HF's padded decoder batch: causal (or a band) + a key mask
+                (is_causal, window, align), tensor_mask = split
             else:
                 # Not a causal mask: the kernel reads the tensor itself (exact by
                 # construction, at every shape the graph accepts).
@@ -533,8 +534,9 @@ _AND_FNS = {operator.and_, torch.logical_and, torch.bitwise_and, torch.Tensor.lo
 
 
 def _causal_and_key_mask(mask: Any, values: Values, q: Any, k: Any):
-    """((window, alignment), key mask) when an SDPA boolean attn_mask is `causal & keep`, else
-    None: `causal` proven causal (or a causal band) for every length by `prove_causal_aligned`,
+    """((causal, window, alignment), key mask) when an SDPA boolean attn_mask is `causal & keep`,
+    else None: `causal` proven causal, a causal band or a two-sided band for every length by
+    `masks.prove_structure` (top-left),
     `keep` a boolean tensor constant along the query rows ([B, 1, 1, Sk] or broadcastable: one
     entry per key). HF's mask for a padded decoder batch is built so (`masking_utils`: the causal
     comparison of query and key positions `&` the padding mask indexed per key, expanded to
@@ -571,7 +573,7 @@ def _causal_and_key_mask(mask: Any, values: Values, q: Any, k: Any):
         if not known_eq(ke.shape[-2], 1):  # one entry per key, the same for every query row
             continue
         try:  # (top-left only: the op takes no mask tensor with a KV cache's bottom-right one)
-            proven = prove_causal_aligned(causal, values, tq, tk, keep=True, allow_window=True)
+            proven = prove_structure(causal, values, tq, tk, keep=True, allow_bottom_right=False)
         except Skip:
             continue
         return proven, keep

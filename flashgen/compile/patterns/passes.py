@@ -183,8 +183,8 @@ def _slopes_arg(g: fx.Graph, m: Match, added: list) -> fx.Node:
 
 def rewrite(gm: fx.GraphModule, m: Match, op: Any) -> None:
     """Insert op(q, k, v, causal, scale) before m.out (with [w - 1, 0], the op's window argument,
-    for a proven sliding window; the softcap's cap; with causal_align "bottom_right" for a KV
-    cache's mask; the mask tensor), reroute its users, drop dead interior."""
+    for a proven causal sliding window, [left, right] for a two-sided band; the softcap's cap; with causal_align "bottom_right" for a KV
+    cache's mask, its window too; the mask tensor), reroute its users, drop dead interior."""
     g = gm.graph
     fm = fake_mode(example_value(m.out))
     added: list[fx.Node] = []
@@ -198,7 +198,7 @@ def rewrite(gm: fx.GraphModule, m: Match, op: Any) -> None:
                 args[i] = g.call_method("contiguous", (args[i],))
                 added.append(args[i])
         # The op's positional tail: window, softcap, causal_align, deterministic, seq_bounds,
-        # attn_mask (a bottom-right causal mask is a KV cache's: no window with it).
+        # attn_mask.
         mask = None
         if m.attn_mask is not None:
             mask = m.attn_mask
@@ -208,7 +208,11 @@ def rewrite(gm: fx.GraphModule, m: Match, op: Any) -> None:
             if m.mask_hides:  # masked_fill's mask (True: hidden); the kernels' True: visible
                 mask = g.call_function(torch.logical_not, (mask,))
                 added.append(mask)
-        win = [m.window - 1, 0] if m.window is not None and m.align == "top_left" else None
+        win = None
+        if isinstance(m.window, tuple):  # a two-sided band (causal False): (left, right)
+            win = list(m.window)
+        elif m.window is not None:  # a causal window (from the bottom-right diagonal too)
+            win = [m.window - 1, 0]
         tail = [win, m.softcap, m.align, None, None, mask]
         while tail and (tail[-1] is None or (len(tail) == 3 and tail[-1] == "top_left")):
             tail.pop()  # trailing defaults left out
