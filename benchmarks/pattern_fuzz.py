@@ -60,6 +60,9 @@ class Case:
     alibi: str  # "none" | "relative" | "key" (slopes times key position: BLOOM's form)
     softmax: str  # "method" | "float32" | "torch"
     dynamic: str  # "auto" | "true" | "false"
+    layout: str = "contiguous"  # or "bthd": q, k, v laid out [B, T, H, D] in memory
+    inplace: bool = False  # masked_fill_ (by hand only)
+    dropout: str = "none"  # "functional": F.dropout(training=False); "module": nn.Dropout, eval
 
 
 def draw(seed: int) -> Case:
@@ -93,6 +96,9 @@ def draw(seed: int) -> Case:
         alibi=alibi,
         softmax=r.choice(["method", "float32", "torch"]),
         dynamic=r.choice(["auto", "true", "false"]),
+        layout=r.choice(["contiguous", "contiguous", "bthd"]),
+        inplace=r.random() < 0.2,
+        dropout=r.choice(["none", "none", "functional", "module"]),
     )
 
 
@@ -157,7 +163,11 @@ def source(case: Case) -> str:
         f'self.register_buffer("slopes", 2.0 ** (-torch.arange(1, {H} + 1) / 2.0))',
         *_buffer_init(case),
     ]
+    if case.dropout == "module":
+        init.append("self.drop = nn.Dropout(0.1)  # (the module is in eval mode)")
     body = ["tq, tk = q.size(-2), k.size(-2)"]
+    if case.layout == "bthd":
+        body += ["q, k, v = (t.transpose(1, 2).contiguous().transpose(1, 2) for t in (q, k, v))"]
     if case.gqa == "repeat_interleave":
         body += ["k = k.repeat_interleave(2, dim=1)", "v = v.repeat_interleave(2, dim=1)"]
     elif case.gqa == "expand":
@@ -199,6 +209,11 @@ def source(case: Case) -> str:
             "float32": ["p = F.softmax(s, dim=-1, dtype=torch.float32).to(q.dtype)"],
             "torch": ["p = torch.softmax(s, dim=-1)"],
         }[case.softmax]
+        body += {
+            "none": [],
+            "functional": ["p = F.dropout(p, 0.1, training=False)"],
+            "module": ["p = self.drop(p)"],
+        }[case.dropout]
         body += ["return p @ v"]
     else:
         body += ["s = q.new_zeros(())  # (the fill's dtype)"]
@@ -213,6 +228,9 @@ def source(case: Case) -> str:
             body += ["    " + x for x in _additive_lines(case, "bias" if mask == "bias" else None)]
         body += ["else:", f"    bias = {mask}"]
         flags = ["attn_mask=bias"]
+        if case.dropout != "none":  # HF's spelling, and an explicit zero
+            flags.append("dropout_p=0.1 if self.training else 0.0" if case.dropout == "module"
+                         else "dropout_p=0.0")  # fmt: skip
         if case.struct == "is_causal":
             flags.append("is_causal=True")
         if case.score == "mul":
@@ -230,6 +248,8 @@ def source(case: Case) -> str:
 def _apply_lines(case: Case) -> list[str]:
     fill = _fill(case)
     if case.apply in ("masked_fill", "bool"):
+        if case.inplace:
+            return [f"s.masked_fill_(~keep, {fill})"]
         return [f"s = s.masked_fill(~keep, {fill})"]
     if case.apply == "where":
         return [f"s = torch.where(keep, s, {fill})"]
@@ -256,7 +276,8 @@ def build(case: Case):
 
     scope = {"torch": torch, "F": F, "math": math, "nn": nn}
     exec(compile(source(case), f"<case {case.seed}>", "exec"), scope)
-    return scope["Model"]()
+    model = scope["Model"]()
+    return model.eval() if case.dropout == "module" else model
 
 
 def lengths(case: Case) -> list[tuple[int, int]]:

@@ -86,13 +86,13 @@ def _attention_fwd(
             bounds=_bounds(seq_bounds, mask, lambda: _forward_hull(q, k, v, mask, *flags)),
             rows_whole=seq_bounds is None,  # a mask's key range (`_bounds`) or no bounds
         )  # fmt: skip
-    if bottom_right and window is not None and q.shape[2] == 1 and not _decode_off():
-        if decode.applies(q, k, None, softcap):
-            # A decode step under a sliding window: its one row sees the window's last keys,
-            # all of them: the decode kernels on those keys, without a mask.
-            start = aligned.first_key(1, k.shape[2], _window(window)[0])
-            k, v = k[:, :, start:], v[:, :, start:]
-            return decode.decode_forward(q, k, v, causal_offset=None, scale=scale)
+    one_row = bottom_right and window is not None and q.shape[2] == 1
+    if one_row and not _decode_off() and decode.applies(q, k, None, softcap):
+        # A decode step under a sliding window: its one row sees the window's last keys, all
+        # of them: the decode kernels on those keys, without a mask.
+        start = aligned.first_key(1, k.shape[2], _window(window)[0])
+        k, v = k[:, :, start:], v[:, :, start:]
+        return decode.decode_forward(q, k, v, causal_offset=None, scale=scale)
     if not _decode_off() and decode.applies(q, k, window, softcap):
         off = None  # no mask
         if causal:  # query i sees keys j <= i + off

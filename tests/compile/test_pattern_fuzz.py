@@ -45,6 +45,19 @@ CASES = {
         pad="right", apply="hf_additive", fill="finfo_min", score="einsum", softcap=True,
         alibi="none", softmax="torch", dynamic="false",
     ),
+    # GQA by repeat_interleave under dynamic=True leaves q's head count a symbol (2 * s) beside
+    # the ALiBi slopes' constant 4 heads: equal by a guard on the head count (once refused)
+    "alibi_symbolic_heads": _case(
+        style="sdpa", gqa="repeat_interleave", past="fixed", struct="none", build="arange",
+        pad="none", apply="where", fill="finfo_min", score="prescale", softcap=False,
+        alibi="key", softmax="method", dynamic="true", dropout="functional",
+    ),
+    # the same with an additive causal mask of the slopes' 4 heads as SDPA's attn_mask
+    "mask_symbolic_heads": _case(
+        style="sdpa", gqa="repeat_interleave", past="none", struct="causal", build="arange",
+        pad="none", apply="hf_additive", fill="finfo_min", score="prescale", softcap=False,
+        alibi="key", softmax="torch", dynamic="true",
+    ),
 }  # fmt: skip
 
 

@@ -162,6 +162,20 @@ def known_eq(a: Any, b: Any) -> bool:
     return bool(statically_known_true(a == b))
 
 
+def equal_heads(a: Any, b: Any) -> bool:
+    """Whether head counts a and b are equal: proven (`known_eq`), or equal at this trace with
+    one of them symbolic (`dynamic=True` makes q's head count a symbol beside a buffer's
+    constant), then guarded, `a == b` evaluated into the graph's guards as the head dim's is
+    (`const_value`): a head count is fixed in a model, so the guard costs no recompile per
+    length. Call it only once nothing else can refuse the site."""
+    if known_eq(a, b):
+        return True
+    try:
+        return size_hint(a) == size_hint(b) and bool(a == b)
+    except Skip:
+        return False
+
+
 def location(n: Any) -> str:
     """`file.py:LINE in fn` of the user's source line that made node n, from Dynamo's meta."""
     trace = n.meta.get("stack_trace") or ""

@@ -21,6 +21,7 @@ from .core import (
     Skip,
     const_value,
     counters,
+    equal_heads,
     erase_dead,
     example_value,
     fake_mode,
@@ -132,14 +133,18 @@ def check_match(m: Match) -> None:
             raise Skip("attn_mask with 3-D q/k/v")
         shape = (1,) * (4 - mask.dim()) + tuple(mask.shape)
         full = (*q.shape[:3], k.shape[2])
-        if not all(known_eq(a, 1) or known_eq(a, b) for a, b in zip(shape, full, strict=True)):
+        broadcasts = [known_eq(a, 1) or known_eq(a, b) for a, b in zip(shape, full, strict=True)]
+        if not all(broadcasts[i] for i in (0, 2, 3)):
             raise Skip(f"attn_mask of shape {tuple(mask.shape)} does not broadcast to {full}")
+        heads_open = not broadcasts[1]  # (guarded below, once nothing else can refuse)
         m.site.mask = "bool" if mask.dtype == torch.bool else "add"
     if m.align != "top_left" and (m.alibi is not None or m.dropout_p):
         # (a KV cache's decode step: `flashgen.ops.attention` refuses these together)
         raise Skip("ALiBi or dropout with a bottom-right causal mask (KV cache) is not supported")
     if m.alibi is not None:
         _check_slopes(m, q)
+    if m.attn_mask is not None and heads_open and not equal_heads(shape[1], full[1]):
+        raise Skip(f"attn_mask of shape {tuple(mask.shape)} does not broadcast to {full}")
     m.site.gqa_group = group
     shape = "x".join(str(s) for s in q.shape)
     m.site.shape = f"q[{shape}] {str(q.dtype).replace('torch.', '')}"
@@ -158,8 +163,8 @@ def _check_slopes(m: Match, q: Any) -> None:
         raise Skip("ALiBi with 3-D q/k/v")
     s = example_value(m.alibi[0])
     shape = (1,) * (4 - s.dim()) + tuple(s.shape)
-    if not known_eq(shape[1], q.shape[1]) or not (
-        known_eq(shape[0], 1) or known_eq(shape[0], q.shape[0])
+    if not (known_eq(shape[0], 1) or known_eq(shape[0], q.shape[0])) or not equal_heads(
+        shape[1], q.shape[1]
     ):
         raise Skip(f"ALiBi slopes of shape {tuple(s.shape)}: one per query head is supported")
     m.site.alibi = True
