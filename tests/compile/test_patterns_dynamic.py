@@ -537,4 +537,3 @@ def test_kv_cache_window_is_replaced_counted_from_the_bottom_right():
     assert [(s.replaced, s.causal, s.window, s.align) for s in sites] == [
         (True, True, W, "bottom_right")
     ], sites
-
