@@ -487,3 +487,39 @@ def test_gqa_mask_from_input_with_fully_hidden_rows_matches_eager():
     torch._dynamo.reset()
     compiled = torch.compile(_gqa_fill_min_from_input, backend=backend(fallback="eager"))
     inputs_match_eager(_gqa_fill_min_from_input, compiled, q, k, v, hidden, grad_tol=(1e-4, 1e-3))
+
+
+class InPlaceFill(nn.Module):
+    """`att.masked_fill_(mask, -inf)`: the in-place spelling of a causal mask on the scores
+    (`after`: the fill comes after the softmax has read the scores, so it is no mask at all)."""
+
+    def __init__(self, after=False):
+        super().__init__()
+        self.after = after
+        self.register_buffer("bias", torch.tril(torch.ones(64, 64, dtype=torch.bool)))
+
+    def forward(self, q, k, v):
+        t = q.size(-2)
+        att = (q @ k.transpose(-2, -1)) * SCALE
+        if self.after:
+            p = att.softmax(-1)
+            att.masked_fill_(~self.bias[:t, :t], float("-inf"))
+            return p @ v, att
+        att.masked_fill_(~self.bias[:t, :t], float("-inf"))
+        return att.softmax(-1) @ v
+
+
+def test_in_place_masked_fill_is_the_scores_mask():
+    """The fill before the softmax is taken as the mask (causal, replaced); one after it is not
+    (the scores are used elsewhere: left to Inductor). Both compiled graphs match eager."""
+    q, k, v = _qkv()
+    for after, replaced in ((False, 1), (True, 0)):
+        model = InPlaceFill(after).to(DEVICE)
+        report = flashgen.explain(model, q, k, v)
+        assert (report.found, report.replaced) == (1, replaced), str(report)
+        if replaced:
+            assert report.sites[0].causal is True, str(report)
+        torch._dynamo.reset()
+        got = torch.compile(model, backend=backend(fallback="aot_eager"))(q, k, v)
+        want = model(q, k, v)
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)

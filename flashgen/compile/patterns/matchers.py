@@ -108,8 +108,16 @@ def match_softmax(sm: Any, values: Values) -> Match | None:
     softcap: float | None = None
     masks_at_cap = 0
     x = sm.args[0] if sm.args else sm.kwargs.get("input")
+    fills: set[fx.Node] = set()  # in-place masked_fill_ calls taken as masks (`_fill_in_place`)
+    below = sm  # the node that reads x
     # Up: casts, masked_fill, scale, a softcap's tanh and additive masks, in any order.
     while isinstance(x, fx.Node):
+        u = _fill_in_place(x, below)
+        if u is not None:  # `s.masked_fill_(mask, v)` before `below` reads s: s's mask
+            masks.append(("masked_fill", node_arg(u, 1, "mask"), node_arg(u, 2, "value")))
+            interior.append(u)
+            fills.add(u)
+        below = x
         if _is_float32_cast(x):
             nxt = x.args[0]
         elif is_fn(x, MASKED_FILL_FNS, ("masked_fill", "masked_fill_")):
@@ -239,13 +247,15 @@ def match_softmax(sm: Any, values: Values) -> Match | None:
 
     # Upstream side of the products: pre-applied scales, transposes, GQA repeats.
     for n in interior:
-        if n is not sm and n is not x and n is not p and len(n.users) != 1:
+        if n in fills:  # (an in-place fill's result is not read)
+            continue
+        if n is not sm and n is not x and n is not p and len(n.users.keys() - fills) != 1:
             problems.append(
                 f"an intermediate of the attention ({n.name}) is also used elsewhere; "
                 "flashgen never materialises the attention matrix"
             )
             break
-    if len(x.users) != 1:
+    if len(x.users.keys() - fills) != 1:
         problems.append("the attention scores are also used outside the attention")
     q = peel_scale(q_side, terms) if isinstance(q_side, fx.Node) else q_side
     if transposed:
@@ -339,6 +349,24 @@ def match_softmax(sm: Any, values: Values) -> Match | None:
     if problems:
         raise Skip(problems[0])
     return m
+
+
+def _fill_in_place(x: fx.Node, reader: fx.Node) -> fx.Node | None:
+    """The one `x.masked_fill_(mask, value)` that runs before `reader` reads x (the in-place
+    spelling of a mask on the scores), when x has exactly that one besides its readers; None
+    otherwise (any other in-place use of x leaves it with a user the walk does not know, which
+    the user counts in `match_softmax` refuse)."""
+    fills = [
+        u for u in x.users
+        if u.op == "call_method" and u.target == "masked_fill_" and u.args and u.args[0] is x
+    ]  # fmt: skip
+    if len(fills) != 1 or fills[0].users:
+        return None
+    u = fills[0]
+    n = u.next  # graph order is program order: the fill must come before the read
+    while n is not reader and n.op != "root":
+        n = n.next
+    return u if n is reader else None
 
 
 def _softcap(outer: list[Any], inner: tuple[Any, int], terms_at_add: int | None) -> float:
