@@ -72,6 +72,8 @@ def attention(
     the queries are the last Sq positions, query i sees keys j <= i + Sk - Sq; a query that
     sees no key, possible when Sq > Sk, gets zeros). It needs causal=True; equal lengths make
     the two the same. SDPA has no bottom-right alignment, so such calls run flashgen's kernels.
+    It combines with a window, softcap, attn_mask (not one that requires grad) and ALiBi, not
+    with key_lengths or dropout.
 
     When flashgen's kernels run a short query (Sq <= 16: a decoding step, a speculative draft)
     without window or softcap, they are the split-KV decode kernels (`flashgen.kernels.decode`;
@@ -111,8 +113,8 @@ def attention(
     key j (key index minus query index, positions local to key_lengths' ranges; with
     causal=True that is HF's -slope * (i - j)), after a softcap, computed from the positions
     (no N x N tensor). The slopes are constants: no gradient, and one that requires grad is a
-    ValueError (pass `.detach()`). Combines with causal, window, softcap, GQA, attn_mask,
-    key_lengths and dropout; not with causal_align="bottom_right". Flashgen's own kernels only
+    ValueError (pass `.detach()`). Combines with causal (either alignment), window, softcap,
+    GQA, attn_mask, key_lengths and dropout. Flashgen's own kernels only
     (never an SDPA backend, the decode or one-pass kernels; the Hopper forward family without
     key_lengths; `flashgen.kernels.alibi`).
 

@@ -74,38 +74,54 @@ def _keys(t, start: int):
     return t if start == 0 else t[:, :, start:]
 
 
-def forward(q, k, v, *, scale, softcap=None, config=None, left=None):
+def _part(mask, skip: int, start: int):
+    """The [B, H, Sq, Sk] mask view of the rows from `skip` and the keys from `start`."""
+    if mask is None or (skip == 0 and start == 0):
+        return mask
+    return mask[:, :, skip:, start:]
+
+
+def forward(q, k, v, *, scale, softcap=None, config=None, left=None, mask=None, alibi=None):
     """(out, lse) of bottom-right causal attention (`flashgen.kernels.fwd.forward`'s contract;
-    `softcap` and `config` as there: `flashgen.kernels.plans`; `left`: a causal window of left
-    + 1 keys ending at the diagonal, or None). Every path passes the cap on: the cap applies to
-    the scores before the mask, so it commutes with the band and the rows this plan drops."""
+    `softcap`, `config`, `mask` (the expanded [B, H, Sq, Sk] view) and `alibi` as there:
+    `flashgen.kernels.plans`; `left`: a causal window of left + 1 keys ending at the diagonal,
+    or None). Every path passes the cap on: the cap applies to the scores before the mask, so
+    it commutes with the band and the rows this plan drops. The mask is sliced with the rows
+    and keys; ALiBi's slope * (j - i) is counted on the kept ones, a shift by a constant per
+    row, which the softmax does not see (lse shifts with it, and the backward uses the same)."""
     skip, start, causal, band = _plan(q.shape[2], k.shape[2], left)
     k, v = _keys(k, start), _keys(v, start)
+    mask = _part(mask, skip, start)
     if skip == 0:
         return fwd.forward(
-            q, k, v, causal=causal, scale=scale, window=band, softcap=softcap, config=config
-        )
+            q, k, v, causal=causal, scale=scale, window=band, softcap=softcap, config=config,
+            mask=mask, alibi=alibi,
+        )  # fmt: skip
     out = new_out(q, zeros=True)  # the layout `fwd.forward` gives (`flashgen.kernels.layout`)
     lse = torch.full(q.shape[:3], float("inf"), dtype=torch.float32, device=q.device)
     if skip < q.shape[2]:
         rows_out, rows_lse = fwd.forward(
             q[:, :, skip:], k, v, causal=True, scale=scale, window=band, softcap=softcap,
-            config=config,
+            config=config, mask=mask, alibi=alibi,
         )  # fmt: skip
         out[:, :, skip:] = rows_out
         lse[:, :, skip:] = rows_lse
     return out, lse
 
 
-def backward(do, q, k, v, out, lse, *, scale, needs, softcap=None, config=None, left=None):
+def backward(
+    do, q, k, v, out, lse, *, scale, needs, softcap=None, config=None, left=None, mask=None,
+    alibi=None,
+):  # fmt: skip
     """(dq, dk, dv) of bottom-right causal attention (`flashgen.kernels.bwd.backward`'s
-    contract: None where `needs` says a gradient is not wanted; `softcap` and `left` as
-    `forward`)."""
+    contract: None where `needs` says a gradient is not wanted; `softcap`, `left`, `mask` and
+    `alibi` as `forward`)."""
     skip, start, causal, band = _plan(q.shape[2], k.shape[2], left)
+    mask = _part(mask, skip, start)
     if skip == 0 and start == 0:
         return bwd.backward(
             do, q, k, v, out, lse, causal=causal, scale=scale, needs=needs, window=band,
-            softcap=softcap, config=config,
+            softcap=softcap, config=config, mask=mask, alibi=alibi,
         )  # fmt: skip
     dq = torch.zeros(q.shape, dtype=q.dtype, device=q.device) if needs[0] else None
     if skip >= q.shape[2]:
@@ -117,7 +133,7 @@ def backward(do, q, k, v, out, lse, *, scale, needs, softcap=None, config=None, 
     gq, gk, gv = bwd.backward(
         do[:, :, rows], q[:, :, rows], _keys(k, start), _keys(v, start), out[:, :, rows],
         lse[:, :, rows], causal=causal, scale=scale, needs=needs, window=band, softcap=softcap,
-        config=config,
+        config=config, mask=mask, alibi=alibi,
     )  # fmt: skip
     if dq is not None:
         dq[:, :, rows] = gq

@@ -62,7 +62,12 @@ def _attention(
             expand_mask(attn_mask, q, k)  # the checks, naming attn_mask
         if alibi:
             check_slopes(alibi_slopes, q)  # the checks, naming alibi_slopes
-        _check_extras(q, seq_bounds, attn_mask, bottom_right)
+        _check_extras(q, seq_bounds, attn_mask, bottom_right, dropout_p > 0.0)
+        if bottom_right and attn_mask is not None and attn_mask.requires_grad:
+            raise ValueError(
+                "attn_mask that requires grad (a learned bias) with causal_align='bottom_right' "
+                "is not supported yet"
+            )
         if impl is not None and check_impl(impl) != FLASHGEN:
             raise ValueError(
                 f"impl={impl!r}: key_lengths/query_lengths, attn_mask, dropout_p and "

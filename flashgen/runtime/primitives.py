@@ -56,11 +56,13 @@ def _attention_fwd(
     bottom_right = check_align(causal, causal_align)
     drop = dropout.launch_args(dropout.check_dropout(dropout_p), dropout_seed)
     if alibi_slopes is not None:  # flashgen's kernels only (never decode or SDPA)
-        _check_extras(q, seq_bounds, attn_mask, bottom_right)
+        _check_extras(q, seq_bounds, attn_mask, bottom_right, drop is not None)
         if not _decode_off() and decode.applies(q, k, window, softcap):
             _log_no_decode(q.shape[-1])
         mask = None if attn_mask is None else expand_mask(attn_mask, q, k)
         alibi = check_slopes(alibi_slopes, q)
+        if bottom_right:
+            return _aligned_fwd(q, k, v, scale, window, softcap, mask, alibi)
         flags = (causal, window, softcap, drop, alibi)
         return fwd.forward(
             q, k, v, causal=causal, scale=scale, config=plan_config, window=_window(window),
@@ -69,16 +71,19 @@ def _attention_fwd(
             rows_whole=seq_bounds is None,  # a mask's key range (`_bounds`) or no bounds
         )  # fmt: skip
     if seq_bounds is not None or attn_mask is not None or drop is not None:
-        _check_extras(q, seq_bounds, attn_mask, bottom_right)
+        _check_extras(q, seq_bounds, attn_mask, bottom_right, drop is not None)
         decodable = seq_bounds is None and drop is None and attn_mask is not None
         if decodable and not _decode_off() and decode.applies(q, k, window, softcap):
             # A short query with SDPA's attn_mask (HF generate()'s KV-cache masks): the split-KV
             # kernels read the mask tensor, so what runs is that mask, exactly.
             # decode_forward checks the mask once per call signature (`expand_mask`).
-            return decode.decode_forward(
-                q, k, v, causal_offset=0 if causal else None, scale=scale, mask=attn_mask
-            )
+            off = None
+            if causal:  # query i sees keys j <= i + off
+                off = aligned.offset(q.shape[2], k.shape[2]) if bottom_right else 0
+            return decode.decode_forward(q, k, v, causal_offset=off, scale=scale, mask=attn_mask)
         mask = None if attn_mask is None else expand_mask(attn_mask, q, k)
+        if bottom_right:  # (a mask only: _check_extras refused lengths and dropout)
+            return _aligned_fwd(q, k, v, scale, window, softcap, mask, None)
         flags = (causal, window, softcap, drop, None)
         return fwd.forward(
             q, k, v, causal=causal, scale=scale, config=plan_config, window=_window(window),
@@ -98,14 +103,20 @@ def _attention_fwd(
         if causal:  # query i sees keys j <= i + off
             off = aligned.offset(q.shape[2], k.shape[2]) if bottom_right else 0
         return decode.decode_forward(q, k, v, causal_offset=off, scale=scale)
-    if bottom_right:  # (a causal window's right side is 0: its left side is the window)
-        return aligned.forward(
-            q, k, v, scale=scale, softcap=check_softcap(softcap), config=plan_config,
-            left=None if window is None else _window(window)[0],
-        )  # fmt: skip
+    if bottom_right:
+        return _aligned_fwd(q, k, v, scale, window, softcap, None, None)
     return fwd.forward(
         q, k, v, causal=causal, scale=scale, config=plan_config, window=_window(window),
         softcap=check_softcap(softcap),
+    )  # fmt: skip
+
+
+def _aligned_fwd(q, k, v, scale, window, softcap, mask, alibi):
+    """The bottom-right causal forward (`flashgen.kernels.aligned`), a causal window's left
+    side as its `left` (its right side is 0), `mask` the expanded attn_mask or None."""
+    return aligned.forward(
+        q, k, v, scale=scale, softcap=check_softcap(softcap), config=plan_config,
+        left=None if window is None else _window(window)[0], mask=mask, alibi=alibi,
     )  # fmt: skip
 
 
@@ -176,17 +187,19 @@ def _forward_hull(q, k, v, mask, causal, window, softcap, drop, alibi) -> bool:
     )  # fmt: skip
 
 
-def _check_extras(q, seq_bounds, attn_mask, bottom_right) -> None:
+def _check_extras(q, seq_bounds, attn_mask, bottom_right, dropped: bool) -> None:
     """What the primitives check about seq_bounds, attn_mask, dropout and alibi_slopes (they
-    can be called raw)."""
+    can be called raw). The bottom-right alignment takes an attn_mask and ALiBi (run on the
+    rows and keys `flashgen.kernels.aligned` keeps: a mask sliced alike, ALiBi unchanged, its
+    per-row shift being one the softmax ignores), not lengths or dropout (whose draws are
+    numbered by position)."""
     if seq_bounds is not None:
         check_bounds(seq_bounds, q.shape[0], q.device)
     if seq_bounds is not None and attn_mask is not None:
         raise ValueError("attn_mask together with key_lengths/query_lengths is not supported")
-    if bottom_right:
+    if bottom_right and (seq_bounds is not None or dropped):
         raise ValueError(
-            "causal_align='bottom_right' takes no key_lengths/query_lengths, attn_mask, "
-            "dropout_p or alibi_slopes yet"
+            "causal_align='bottom_right' takes no key_lengths/query_lengths or dropout_p yet"
         )
 
 
@@ -210,11 +223,12 @@ def _attention_bwd(
     drop = dropout.launch_args(dropout.check_dropout(dropout_p), dropout_seed)
     alibi = None if alibi_slopes is None else check_slopes(alibi_slopes, q)
     if seq_bounds is not None or attn_mask is not None or drop is not None or alibi is not None:
-        _check_extras(q, seq_bounds, attn_mask, bottom_right)
+        _check_extras(q, seq_bounds, attn_mask, bottom_right, drop is not None)
     if bottom_right:
         grads = aligned.backward(
             do, q, k, v, out, lse, scale=scale, needs=needs, softcap=check_softcap(softcap),
             config=plan_config, left=None if window is None else _window(window)[0],
+            mask=None if attn_mask is None else expand_mask(attn_mask, q, k), alibi=alibi,
         )  # fmt: skip
     else:
         mask = None if attn_mask is None else expand_mask(attn_mask, q, k)

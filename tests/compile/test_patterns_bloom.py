@@ -93,8 +93,8 @@ def test_bloom_attention_mask_left_unreplaced(padded):
 
 def test_bloom_kv_cache_decode_step():
     """With a KV cache, the prefill is replaced (causal + ALiBi); a decode step's causal mask
-    is bottom-right, which the op does not take with ALiBi yet: skipped with the reason, and
-    both steps' logits equal eager's."""
+    is bottom-right, which the backend leaves to Inductor with ALiBi (the decode kernels have
+    none): skipped with the reason, and both steps' logits equal eager's."""
     model = _bloom()
     ids = token_ids(7)
     torch._dynamo.reset()

@@ -191,7 +191,6 @@ def test_tuner_checks_an_alibi_candidate(direction):
         (torch.ones(2, dtype=torch.float64), {}, "alibi_slopes must be float32"),
         ([0.5, 0.25], {}, "alibi_slopes must be a tensor"),
         (torch.ones(2, requires_grad=True), {}, r"alibi_slopes requires grad.*detach"),
-        (torch.ones(2), {"causal": True, "causal_align": "bottom_right"}, "alibi_slopes"),
         (torch.ones(2), {"impl": "sdpa_efficient"}, "alibi_slopes run flashgen's kernels only"),
     ],
 )

@@ -212,3 +212,78 @@ def test_a_decode_step_under_a_window_reads_its_last_keys(monkeypatch):
     torch.testing.assert_close(out.detach().double(), want, atol=2e-5, rtol=1e-4)
     _grads_match(out, want, q, k, v, window=7)
     assert not k.grad[:, :, :43].any() and k.grad[:, :, 43:].abs().sum() > 0
+
+
+def _ref_extras(q, k, v, window, mask, slopes):
+    """float64 bottom-right causal attention (a window, an attn_mask: boolean kept or added,
+    ALiBi slope * (j - i)); rows that see no key give zeros."""
+    q, k, v = (t.double() for t in (q, k, v))
+    group = q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
+    s = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
+    off = k.shape[2] - q.shape[2]
+    i = torch.arange(q.shape[2])[:, None]
+    j = torch.arange(k.shape[2])[None, :]
+    if slopes is not None:
+        s = s + slopes.double()[None, :, None, None] * (j - i)
+    hidden = (j > i + off).expand(s.shape)
+    if window is not None:
+        hidden = hidden | (j <= i + off - window)
+    if mask is not None and mask.dtype == torch.bool:
+        hidden = hidden | ~mask
+    elif mask is not None:
+        s = s + mask.double()
+    return torch.softmax(s.masked_fill(hidden, float("-inf")), -1).nan_to_num(0.0) @ v
+
+
+@pytest.mark.parametrize("extra", ["bool_mask", "add_mask", "key_mask", "alibi", "alibi_mask"])
+@pytest.mark.parametrize(
+    "sq,sk,w", [(20, 37, None), (20, 37, 6), (40, 23, None), (3, 30, None), (1, 30, 4)],
+    ids=lambda x: str(x),
+)  # fmt: skip
+def test_bottom_right_with_a_mask_or_alibi(sq, sk, w, extra):
+    """An attn_mask (boolean, additive, one per key) and ALiBi with the bottom-right alignment,
+    a window or not, more queries than keys, short queries (the decode kernels read the mask
+    with the offset): forward and gradients against float64."""
+    from flashgen.kernels.alibi import standard_slopes
+
+    q, k, v = _inputs(2, 4, 2, sq, sk, 16, seed=sq + sk)
+    gen = torch.Generator().manual_seed(sk)
+    mask = slopes = None
+    if extra in ("bool_mask", "alibi_mask"):
+        mask = torch.rand(2, 1, sq, sk, generator=gen) > 0.3
+    elif extra == "add_mask":
+        mask = torch.randn(1, 4, sq, sk, generator=gen)
+    elif extra == "key_mask":
+        mask = torch.rand(2, 1, 1, sk, generator=gen) > 0.3
+    if extra.startswith("alibi"):
+        slopes = standard_slopes(4)
+    out = attention(
+        q, k, v, causal=True, causal_align="bottom_right", window=w, attn_mask=mask,
+        alibi_slopes=slopes,
+    )  # fmt: skip
+    qd, kd, vd = (t.detach().double().requires_grad_() for t in (q, k, v))
+    want = _ref_extras(qd, kd, vd, w, mask, slopes)
+    torch.testing.assert_close(out.detach().double(), want.detach(), atol=2e-5, rtol=1e-4)
+    g = torch.randn(out.shape, generator=gen, dtype=torch.float64)
+    out.backward(g.float())
+    want.backward(g)
+    for got, exp in ((q.grad, qd.grad), (k.grad, kd.grad), (v.grad, vd.grad)):
+        torch.testing.assert_close(got.double(), exp, atol=5e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [({"key_lengths": [20]}, "key_lengths"), ({"dropout_p": 0.1}, "dropout_p")],
+)
+def test_bottom_right_refuses_lengths_and_dropout(kwargs, match):
+    q, k, v = (t.detach() for t in _inputs(1, 2, 1, 20, 30, 16))
+    with pytest.raises(ValueError, match=match):
+        attention(q, k, v, causal=True, causal_align="bottom_right", **kwargs)
+
+
+def test_bottom_right_refuses_a_learned_bias():
+    q, k, v = _inputs(1, 2, 1, 20, 30, 16)
+    bias = torch.zeros(1, 2, 20, 30, requires_grad=True)
+    with pytest.raises(ValueError, match="requires grad"):
+        attention(q, k, v, causal=True, causal_align="bottom_right", attn_mask=bias)

@@ -564,7 +564,7 @@ _AND_FNS = {operator.and_, torch.logical_and, torch.bitwise_and, torch.Tensor.lo
 def _causal_and_key_mask(mask: Any, values: Values, q: Any, k: Any):
     """((causal, window, alignment), key mask) when an SDPA boolean attn_mask is `causal & keep`,
     else None: `causal` proven causal, a causal band or a two-sided band for every length by
-    `masks.prove_structure` (top-left),
+    `masks.prove_structure` (either alignment),
     `keep` a boolean tensor constant along the query rows ([B, 1, 1, Sk] or broadcastable: one
     entry per key). HF's mask for a padded decoder batch is built so (`masking_utils`: the causal
     comparison of query and key positions `&` the padding mask indexed per key, expanded to
@@ -600,8 +600,8 @@ def _causal_and_key_mask(mask: Any, values: Values, q: Any, k: Any):
             continue
         if not known_eq(ke.shape[-2], 1):  # one entry per key, the same for every query row
             continue
-        try:  # (top-left only: the op takes no mask tensor with a KV cache's bottom-right one)
-            proven = prove_structure(causal, values, tq, tk, keep=True, allow_bottom_right=False)
+        try:  # (a KV cache's bottom-right causal part too: the op slices `keep` with its keys)
+            proven = prove_structure(causal, values, tq, tk, keep=True)
         except Skip:
             continue
         return proven, keep
