@@ -537,3 +537,37 @@ def test_kv_cache_window_is_replaced_counted_from_the_bottom_right():
     assert [(s.replaced, s.causal, s.window, s.align) for s in sites] == [
         (True, True, W, "bottom_right")
     ], sites
+
+
+def kv_cache_padded(q, k, v, pad):
+    """A padded batch over a KV cache: the bottom-right causal comparison `&` a key mask."""
+    tq, tk = q.size(-2), k.size(-2)
+    i = torch.arange(tk - tq, tk, device=q.device)[:, None]
+    j = torch.arange(tk, device=q.device)[None, :]
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=(j <= i) & pad[:, None, None, :])
+
+
+def test_kv_cache_causal_and_key_mask_is_split_bottom_right():
+    """`causal & keep` with a KV cache's query positions: the op gets bottom-right causal and
+    `keep` as a key mask, for every pair of lengths; numbers match float64 eager."""
+    compile_graph, graphs = _recording_backend()
+    torch._dynamo.reset()
+    compiled = torch.compile(kv_cache_padded, backend=compile_graph, dynamic=True)
+    for tq, tk in ((2, 9), (4, 5), (1, 12), (6, 6)):
+        q = _qkv(tq, seed=1)[0]
+        _, k, v = _qkv(tk, seed=2)
+        pad = torch.ones(B, tk, dtype=torch.bool, device=DEVICE)
+        pad[:, :2] = False  # left padding: the first keys hidden
+        with torch.no_grad():
+            got = compiled(q, k, v, pad)
+            want = kv_cache_padded(*(x.double() for x in (q, k, v)), pad)
+        torch.testing.assert_close(got.double(), want, atol=1e-4, rtol=1e-4, msg=f"{tq}, {tk}")
+    torch._dynamo.reset()
+    assert graphs and all(g[1] == 1 for g in graphs), graphs
+    q, k = _qkv(2, seed=1)[0], _qkv(9, seed=2)[1]
+    pad = torch.ones(B, 9, dtype=torch.bool, device=DEVICE)
+    sites = [s for sym, found in _report_sites(kv_cache_padded, q, k, k, pad, dynamic=True)
+             for s in found if sym]  # fmt: skip
+    assert [(s.replaced, s.causal, s.align, s.mask) for s in sites] == [
+        (True, True, "bottom_right", "bool")
+    ], sites
