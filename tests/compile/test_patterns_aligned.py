@@ -3,7 +3,8 @@
 A mask that compares query positions arange(Sq) + (Sk - Sq) with key positions (what HF builds
 from its cache length) is causal counted from the bottom-right diagonal for every (Sq, Sk) the
 graph accepts: the site is replaced by flashgen's op with causal_align="bottom_right", under
-dynamic shapes and static ones, for SDPA's attn_mask and hand-written masked_fill. Offsets that
+dynamic shapes and static ones, for SDPA's attn_mask and hand-written masked_fill; so is
+`tril(Sk - Sq)`, the same mask by its diagonal. Offsets that
 are not Sk - Sq, and a top-left mask with lengths that may differ, stay with Inductor.
 """
 
@@ -43,6 +44,14 @@ def handwritten_site(q, k, v):
     return torch.softmax(s, dim=-1) @ v
 
 
+def tril_site(q, k, v):  # the cache's causal mask as tril(Sk - Sq), filled in place
+    sq, sk = q.shape[-2], k.shape[-2]
+    keep = torch.ones(sq, sk, dtype=torch.bool, device=q.device).tril(sk - sq)
+    s = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
+    s.masked_fill_(~keep, float("-inf"))
+    return torch.softmax(s, dim=-1) @ v
+
+
 def shifted_site(q, k, v):  # one key more than the bottom-right diagonal: not causal
     return F.scaled_dot_product_attention(q, k, v, attn_mask=cache_mask(q, k, extra=1))
 
@@ -58,7 +67,7 @@ def _inputs(sq, sk, seed):
     return [torch.randn(1, 2, s, 16, generator=gen) for s in (sq, sk, sk)]
 
 
-@pytest.mark.parametrize("fn", [sdpa_site, handwritten_site], ids=lambda f: f.__name__)
+@pytest.mark.parametrize("fn", [sdpa_site, handwritten_site, tril_site], ids=lambda f: f.__name__)
 @pytest.mark.parametrize("dynamic", [True, False], ids=["dynamic", "static"])
 def test_cache_mask_replaced_bottom_right(fn, dynamic):
     report = flashgen.explain(fn, *_inputs(3, 11, 0))

@@ -221,9 +221,15 @@ class Interpreter:
         if isinstance(a, (Index, Offset)):
             raise Skip("the mask takes tril/triu of an arange")
         k = n.args[1] if len(n.args) > 1 else n.kwargs.get("diagonal", 0)
-        k = const_int(example_value(k) if isinstance(k, fx.Node) else k, "tril/triu diagonal")
+        k = example_value(k) if isinstance(k, fx.Node) else k
+        # A diagonal Sk - Sq + c (`tril(tk - tq)`: a KV cache's causal mask) is c counted from
+        # the bottom-right, as `_compare_indices` counts an offset of Sk - Sq plus a constant.
+        rest = None if self.shift is None else sympy.simplify(expr(k) - self.shift)
+        bottom_right = rest is not None and rest.is_Integer
+        k = int(rest) if bottom_right else const_int(k, "tril/triu diagonal")
         # tril(k) keeps d <= k; triu(k) keeps d >= k; the rest becomes zero.
         keep = Diag((k + 1,), (True, False)) if keep_lower else Diag((k,), (False, True))
+        keep = Diag(keep.cuts, keep.vals, bottom_right)
         zero = False if example_value(n).dtype == torch.bool else 0
         return self._cast(n, combine([a, keep], lambda v, kept: v if kept else zero))
 
