@@ -130,16 +130,10 @@ class Interpreter:
         a, b = self(n.args[0]), self(rhs)
         out = example_value(n)
         if isinstance(a, Offset) or isinstance(b, Offset):
-            if compare is None or (isinstance(a, Offset) and isinstance(b, Offset)):
+            if compare is None:
                 raise Skip("the mask uses a key - query offset other than comparing it")
-            off, c, swapped = (a, b, False) if isinstance(a, Offset) else (b, a, True)
-            if isinstance(c, Diag):
-                if c.cuts:
-                    raise Skip("the mask compares a key - query offset with a pattern")
-                c = c.vals[0]
-            if isinstance(c, Index):
-                raise Skip("the mask compares a key - query offset with an arange")
-            return off.compare(fn, c, swapped)
+            off, c = _offset_and_number(a, b, "compares")
+            return off.compare(fn, c, off is b)
         if isinstance(a, Index) or isinstance(b, Index):
             if compare is None or not (isinstance(a, Index) and isinstance(b, Index)):
                 raise Skip(
@@ -301,17 +295,21 @@ def _index_difference(a: Index, b: Index, nodes: tuple, out: torch.Tensor, shift
     return diff if a is col else diff.negated()
 
 
+def _offset_and_number(a: Any, b: Any, does: str) -> tuple[Offset, Any]:
+    """(the `Offset`, the number) of a binary op's two operands, one of them an `Offset` and
+    the other a number (or a constant pattern); Skip otherwise, saying what the mask `does`."""
+    off, c = (a, b) if isinstance(a, Offset) else (b, a)
+    if isinstance(c, Diag) and not c.cuts:
+        c = c.vals[0]
+    if isinstance(c, (Offset, Diag, Index)):
+        what = {Offset: "another key - query offset", Diag: "a pattern", Index: "an arange"}
+        raise Skip(f"the mask {does} a key - query offset and {what[type(c)]}")
+    return off, c
+
+
 def _offset_arith(a: Any, b: Any, name: str) -> Offset:
     """An `Offset` plus, minus or subtracted from an integer constant."""
-    if isinstance(a, Offset) and isinstance(b, Offset):
-        raise Skip("the mask does arithmetic on two key - query offsets")
-    off, c = (a, b) if isinstance(a, Offset) else (b, a)
-    if isinstance(c, Diag):
-        if c.cuts:
-            raise Skip("the mask does arithmetic on a key - query offset and a pattern")
-        c = c.vals[0]
-    if isinstance(c, Index):
-        raise Skip("the mask does arithmetic on a key - query offset and an arange")
+    off, c = _offset_and_number(a, b, "does arithmetic on")
     if name == "add":
         return off.plus(c)
     if name == "sub":

@@ -79,6 +79,20 @@ def _max_length(t: Any) -> float:
     raise Skip("the sequence length is not an integer")
 
 
+def _mask_kind(mask: Any) -> tuple[torch.Tensor, bool]:
+    """(the mask's example value, whether it is additive: floating, not boolean); Skip for
+    anything but a boolean or real floating tensor computed in the graph."""
+    if not isinstance(mask, fx.Node):
+        raise Skip("the mask is not a tensor computed in the graph")
+    me = example_value(mask)
+    if not isinstance(me, torch.Tensor) or me.is_complex():
+        raise Skip("the mask is not a real tensor")
+    additive = me.is_floating_point()
+    if not additive and me.dtype != torch.bool:
+        raise Skip(f"a {me.dtype} mask is neither boolean nor additive")
+    return me, additive
+
+
 def _kept(v: Any, *, keep: bool, additive: bool) -> bool | None:
     """Whether mask value v lets a score through (None: neither kept nor -inf)."""
     if additive:
@@ -123,17 +137,10 @@ def prove_causal_aligned(
     the cache length): the pattern is then counted from the bottom-right diagonal, proven for
     every (Sq, Sk) the graph accepts, and the alignment is "bottom_right" (a causal window
     then ends at that diagonal: a KV cache under a sliding window)."""
-    if not isinstance(mask, fx.Node):
-        raise Skip("the mask is not a tensor computed in the graph")
     equal = known_eq(tq, tk)
-    if not equal and not allow_bottom_right:
+    if isinstance(mask, fx.Node) and not equal and not allow_bottom_right:
         raise Skip("query and key lengths may differ")
-    me = example_value(mask)
-    if not isinstance(me, torch.Tensor) or me.is_complex():
-        raise Skip("the mask is not a real tensor")
-    additive = me.is_floating_point()
-    if not additive and me.dtype != torch.bool:
-        raise Skip(f"a {me.dtype} mask is neither boolean nor additive")
+    me, additive = _mask_kind(mask)
     differ = "query and key lengths may differ (a mask for lengths that may differ is proven"
     differ += (
         " only as a KV cache's bottom-right causal mask: query positions arange(Sq) + Sk - Sq)"
@@ -214,16 +221,9 @@ def prove_band(
     included (left, right >= 0: no row is left without a key, so a finite fill is as exact as
     -inf); a side the mask never closes is UNBOUNDED; None for a mask that keeps every key.
     Skip otherwise (`keep` and the mask kinds as in `prove_causal_aligned`)."""
-    if not isinstance(mask, fx.Node):
-        raise Skip("the mask is not a tensor computed in the graph")
+    me, additive = _mask_kind(mask)
     if not known_eq(tq, tk):
         raise Skip("query and key lengths may differ (a two-sided band is proven for equal ones)")
-    me = example_value(mask)
-    if not isinstance(me, torch.Tensor) or me.is_complex():
-        raise Skip("the mask is not a real tensor")
-    additive = me.is_floating_point()
-    if not additive and me.dtype != torch.bool:
-        raise Skip(f"a {me.dtype} mask is neither boolean nor additive")
     pattern = diagonal_pattern(mask, values)
     if pattern.cuts and not (
         me.dim() >= 2 and known_eq(me.shape[-2], tq) and known_eq(me.shape[-1], tk)
