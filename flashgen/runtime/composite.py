@@ -63,11 +63,6 @@ def _attention(
         if alibi:
             check_slopes(alibi_slopes, q)  # the checks, naming alibi_slopes
         _check_extras(q, seq_bounds, attn_mask, bottom_right, dropout_p > 0.0)
-        if bottom_right and attn_mask is not None and attn_mask.requires_grad:
-            raise ValueError(
-                "attn_mask that requires grad (a learned bias) with causal_align='bottom_right' "
-                "is not supported yet"
-            )
         if impl is not None and check_impl(impl) != FLASHGEN:
             raise ValueError(
                 f"impl={impl!r}: key_lengths/query_lengths, attn_mask, dropout_p and "
@@ -77,6 +72,18 @@ def _attention(
     if bottom_right and _same_as_sdpa(q, k, window):
         # One query row sees every key; equal lengths are top-left causal: SDPA's own masks.
         causal, causal_align, bottom_right = q.shape[2] == k.shape[2], "top_left", False
+    if (
+        bottom_right
+        and attn_mask is not None
+        and attn_mask.requires_grad
+        and torch.is_grad_enabled()
+    ):
+        # (its gradient kernel, `flashgen.kernels.bias_grad`, counts the causal diagonal from
+        # the top-left)
+        raise ValueError(
+            "attn_mask that requires grad (a learned bias) with causal_align='bottom_right' "
+            "is not supported yet"
+        )
     backward = needs_backward(q, k, v)  # asked once: for the routing and for autograd
     mix = False  # flashgen's forward with cuDNN's backward (`route` says MIX)
     if attn_mask is not None and attn_mask.requires_grad and torch.is_grad_enabled():

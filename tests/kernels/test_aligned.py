@@ -283,7 +283,19 @@ def test_bottom_right_refuses_lengths_and_dropout(kwargs, match):
 
 
 def test_bottom_right_refuses_a_learned_bias():
+    """A bias that requires grad has no bottom-right gradient kernel: refused by name where a
+    gradient may be wanted; without grad mode it is an additive mask like any other, and equal
+    lengths are top-left (its gradient as there)."""
     q, k, v = _inputs(1, 2, 1, 20, 30, 16)
-    bias = torch.zeros(1, 2, 20, 30, requires_grad=True)
+    bias = torch.randn(1, 2, 20, 30).requires_grad_()
     with pytest.raises(ValueError, match="requires grad"):
         attention(q, k, v, causal=True, causal_align="bottom_right", attn_mask=bias)
+    with torch.no_grad():
+        out = attention(q, k, v, causal=True, causal_align="bottom_right", attn_mask=bias)
+    want = _ref_extras(q.detach(), k.detach(), v.detach(), None, bias.detach(), None)
+    torch.testing.assert_close(out.double(), want, atol=2e-5, rtol=1e-4)
+    q, k, v = _inputs(1, 2, 1, 30, 30, 16)
+    bias = torch.randn(1, 2, 30, 30).requires_grad_()
+    out = attention(q, k, v, causal=True, causal_align="bottom_right", attn_mask=bias)
+    out.sum().backward()
+    assert bias.grad is not None and bias.grad.abs().sum() > 0
