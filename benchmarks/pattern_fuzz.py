@@ -262,7 +262,8 @@ def _additive_lines(case: Case, base: str | None) -> list[str]:
     if case.apply == "hf_additive":
         line = f"bias = (1.0 - keep.to(s.dtype)) * {fill}"
     else:
-        line = f"bias = torch.zeros(keep.shape, dtype=s.dtype, device=q.device).masked_fill(~keep, {fill})"
+        zeros = "torch.zeros(keep.shape, dtype=s.dtype, device=q.device)"
+        line = f"bias = {zeros}.masked_fill(~keep, {fill})"
     lines = [line]
     if base is not None:
         lines = [line.replace("bias =", "add ="), f"bias = {base} + add"]

@@ -197,8 +197,9 @@ def _slopes_arg(g: fx.Graph, m: Match, added: list) -> fx.Node:
 
 def rewrite(gm: fx.GraphModule, m: Match, op: Any) -> None:
     """Insert op(q, k, v, causal, scale) before m.out (with [w - 1, 0], the op's window argument,
-    for a proven causal sliding window, [left, right] for a two-sided band; the softcap's cap; with causal_align "bottom_right" for a KV
-    cache's mask, its window too; the mask tensor), reroute its users, drop dead interior."""
+    for a proven causal sliding window, [left, right] for a two-sided band; the softcap's cap;
+    with causal_align "bottom_right" for a KV cache's mask, its window too; the mask tensor),
+    reroute its users, drop dead interior."""
     g = gm.graph
     fm = fake_mode(example_value(m.out))
     added: list[fx.Node] = []
