@@ -571,3 +571,37 @@ def test_kv_cache_causal_and_key_mask_is_split_bottom_right():
     assert [(s.replaced, s.causal, s.align, s.mask) for s in sites] == [
         (True, True, "bottom_right", "bool")
     ], sites
+
+
+class ScaleAttribute(nn.Module):
+    """HF's spelling of the scale: a float attribute (`self.scaling = head_dim ** -0.5`), which
+    `dynamic=True` leaves a symbolic float."""
+
+    def __init__(self, scaling):
+        super().__init__()
+        self.scaling = scaling
+
+    def forward(self, q, k, v):
+        t = q.size(-2)
+        keep = torch.ones(t, t, dtype=torch.bool, device=q.device).tril()
+        s = torch.matmul(q, k.transpose(2, 3)) * self.scaling
+        return s.masked_fill(~keep, float("-inf")).softmax(-1) @ v
+
+
+def test_a_float_attribute_scale_is_guarded_not_refused():
+    """The symbolic float is guarded to its value (as the head dim is): replaced, one graph for
+    every length, matching float64 eager; another value compiles again and is used."""
+    compile_graph, graphs = _recording_backend()
+    torch._dynamo.reset()
+    for scaling in (D**-0.5, 0.1):
+        model = ScaleAttribute(scaling)
+        compiled = torch.compile(model, backend=compile_graph, dynamic=True)
+        for t in (5, 9):
+            q, k, v = _qkv(t)
+            with torch.no_grad():
+                got = compiled(q, k, v)
+            want = model(*(x.double() for x in (q, k, v)))
+            torch.testing.assert_close(got.double(), want, atol=1e-4, rtol=1e-4)
+    torch._dynamo.reset()
+    assert graphs and all(g[1] == 1 for g in graphs), graphs
+    assert len(graphs) <= 3, graphs  # not one graph per length

@@ -205,8 +205,9 @@ def const_value(x: Any, allowed_symbols: set) -> float:
 
     Dynamo keeps `1/math.sqrt(k.size(-1))` symbolic under dynamic shapes; evaluating it with a
     guard specialises only the head dim (which the kernel needs fixed anyway), so a new sequence
-    length still reuses the graph. Values read from tensors (e.g. a float attribute that
-    `dynamic=True` turned into an input) cannot be guarded from here and are refused.
+    length still reuses the graph; a float attribute left symbolic (`_float_symbols`) is guarded
+    the same way. Values read from tensors (e.g. a float attribute that `dynamic=True` turned
+    into a 0-d tensor input) cannot be guarded from here and are refused.
     """
     if isinstance(x, bool):
         raise Skip("scale is a bool")
@@ -215,11 +216,11 @@ def const_value(x: Any, allowed_symbols: set) -> float:
     val = example_value(x)
     if isinstance(val, (torch.SymInt, torch.SymFloat)):
         free = val.node.expr.free_symbols
-        if not free <= allowed_symbols:
+        if not free - _float_symbols(free) <= allowed_symbols:
             raise Skip(
                 "scale depends on a dynamic size other than the head dim; use a constant scale"
             )
-        return float(val)
+        return float(val)  # (guards the head dim and the float attributes it reads)
     if isinstance(val, (int, float)) and not isinstance(val, bool):
         return float(val)
     raise Skip(
@@ -227,6 +228,18 @@ def const_value(x: Any, allowed_symbols: set) -> float:
         "dynamic=True a float module attribute becomes a tensor input: use a literal or "
         "math.sqrt of the head dim)"
     )
+
+
+def _float_symbols(free: set) -> set:
+    """The symbols among `free` that stand for Python floats Dynamo left unspecialised (under
+    `dynamic=True` a float module attribute, HF's `self.scaling`, becomes a backed SymFloat):
+    guarding one costs a recompile only if the attribute changes, never one per length. Empty
+    where this torch lacks the symbol kinds."""
+    try:
+        from torch.utils._sympy.symbol import SymT, symbol_is_type
+    except ImportError:  # pragma: no cover - older torch: such floats were tensors
+        return set()
+    return {s for s in free if symbol_is_type(s, SymT.FLOAT)}
 
 
 def _scalar_operand(n: Any, chain: Any) -> Any | None:
