@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import torch
 
-from . import bwd, fwd
+from . import bias_grad, bwd, fwd
 from .layout import new_out
 
 ALIGNS = ("top_left", "bottom_right")
@@ -147,3 +147,29 @@ def _all_keys(g, t, start: int):
     full = torch.zeros(t.shape, dtype=g.dtype, device=g.device)
     full[:, :, start:] = g
     return full
+
+
+def bias_backward(
+    do, q, k, v, out, lse, mask, *, scale, softcap=None, config=None, left=None, alibi=None
+):  # fmt: skip
+    """(dq, dbias float32 [B, Hq, Sq, Sk]) of bottom-right causal attention with the additive
+    `mask` (the expanded view) that requires grad (`flashgen.kernels.bias_grad.dq_dbias` on
+    the rows and keys `forward` ran; zeros for the rest: no row saw those keys, and the rows
+    that see none have no gradient)."""
+    skip, start, causal, band = _plan(q.shape[2], k.shape[2], left)
+    rows = slice(skip, None)
+    if skip >= q.shape[2]:
+        dbias = torch.zeros(mask.shape, dtype=torch.float32, device=q.device)
+        return torch.zeros(q.shape, dtype=q.dtype, device=q.device), dbias
+    gq, gb = bias_grad.dq_dbias(
+        do[:, :, rows], q[:, :, rows], _keys(k, start), _keys(v, start), out[:, :, rows],
+        lse[:, :, rows], _part(mask, skip, start), causal=causal, scale=scale, window=band,
+        softcap=softcap, config=config, alibi=alibi,
+    )  # fmt: skip
+    if skip == 0 and start == 0:
+        return gq, gb
+    dq = torch.zeros(q.shape, dtype=q.dtype, device=q.device)
+    dq[:, :, rows] = gq
+    dbias = torch.zeros(mask.shape, dtype=torch.float32, device=q.device)
+    dbias[:, :, skip:, start:] = gb
+    return dq, dbias

@@ -91,7 +91,7 @@ class _Attention(torch.autograd.Function):
             # a learned additive bias: dq comes with its gradient (one walk of the dQ kernel)
             dq, dbias = _bias_op(
                 dout, q, k, v, out, lse, attn_mask, ctx.causal, ctx.scale, ctx.window,
-                ctx.softcap, ctx.dropout_p, dropout_seed, alibi_slopes,
+                ctx.softcap, ctx.dropout_p, dropout_seed, alibi_slopes, ctx.causal_align,
             )  # fmt: skip
             dq, need_dq = (dq if need_dq else None), False
         if need_dq or need_dk or need_dv:

@@ -72,18 +72,6 @@ def _attention(
     if bottom_right and _same_as_sdpa(q, k, window):
         # One query row sees every key; equal lengths are top-left causal: SDPA's own masks.
         causal, causal_align, bottom_right = q.shape[2] == k.shape[2], "top_left", False
-    if (
-        bottom_right
-        and attn_mask is not None
-        and attn_mask.requires_grad
-        and torch.is_grad_enabled()
-    ):
-        # (its gradient kernel, `flashgen.kernels.bias_grad`, counts the causal diagonal from
-        # the top-left)
-        raise ValueError(
-            "attn_mask that requires grad (a learned bias) with causal_align='bottom_right' "
-            "is not supported yet"
-        )
     backward = needs_backward(q, k, v)  # asked once: for the routing and for autograd
     mix = False  # flashgen's forward with cuDNN's backward (`route` says MIX)
     if attn_mask is not None and attn_mask.requires_grad and torch.is_grad_enabled():

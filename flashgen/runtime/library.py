@@ -27,8 +27,8 @@ Ops (namespace `flashgen`):
 
 - `torch.ops.flashgen.attention_bwd_bias(Tensor do, Tensor q, Tensor k, Tensor v, Tensor out,
   Tensor lse, Tensor attn_mask, bool causal, float scale, int[]? window=None,
-  float? softcap=None, float dropout_p=0.0, Tensor? dropout_seed=None) -> (Tensor dq,
-  Tensor dbias)`: the gradients of q and of an additive `attn_mask` that requires grad (`dbias`
+  float? softcap=None, float dropout_p=0.0, Tensor? dropout_seed=None, Tensor?
+  alibi_slopes=None, str causal_align="top_left") -> (Tensor dq, Tensor dbias)`: the gradients of q and of an additive `attn_mask` that requires grad (`dbias`
   in the mask's own shape and dtype, summed over the dims it was broadcast along;
   `flashgen.kernels.bias_grad`). The autograd runs `attention_bwd` for dk/dv beside it.
 
@@ -101,8 +101,8 @@ _LIB.define(
 _LIB.define(
     "attention_bwd_bias(Tensor do, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, "
     "Tensor attn_mask, bool causal, float scale, int[]? window=None, float? softcap=None, "
-    "float dropout_p=0.0, Tensor? dropout_seed=None, Tensor? alibi_slopes=None) "
-    "-> (Tensor, Tensor)",
+    "float dropout_p=0.0, Tensor? dropout_seed=None, Tensor? alibi_slopes=None, "
+    'str causal_align="top_left") -> (Tensor, Tensor)',
     tags=_TAGS,
 )
 _LIB.define(

@@ -259,12 +259,21 @@ def _attention_bwd(
 
 def _attention_bwd_bias(
     do, q, k, v, out, lse, attn_mask, causal, scale, window=None, softcap=None, dropout_p=0.0,
-    dropout_seed=None, alibi_slopes=None,
+    dropout_seed=None, alibi_slopes=None, causal_align="top_left",
 ):  # fmt: skip
     if not attn_mask.is_floating_point():
         raise ValueError("attn_mask: only an additive (floating) mask has a gradient")
     drop = dropout.launch_args(dropout.check_dropout(dropout_p), dropout_seed)
     alibi = None if alibi_slopes is None else check_slopes(alibi_slopes, q)
+    if check_align(causal, causal_align):
+        if drop is not None:
+            raise ValueError("causal_align='bottom_right' takes no dropout_p yet")
+        dq, dbias = aligned.bias_backward(
+            do, q, k, v, out, lse, expand_mask(attn_mask, q, k), scale=scale,
+            left=None if window is None else _window(window)[0],
+            softcap=check_softcap(softcap), config=plan_config, alibi=alibi,
+        )  # fmt: skip
+        return dq, bias_grad.reduce_to(dbias, attn_mask)
     dq, dbias = bias_grad.dq_dbias(
         do, q, k, v, out, lse, expand_mask(attn_mask, q, k), causal=causal, scale=scale,
         window=_window(window), softcap=check_softcap(softcap), dropout=drop, config=plan_config,
@@ -275,7 +284,7 @@ def _attention_bwd_bias(
 
 def _attention_bwd_bias_fake(
     do, q, k, v, out, lse, attn_mask, causal, scale, window=None, softcap=None, dropout_p=0.0,
-    dropout_seed=None, alibi_slopes=None,
+    dropout_seed=None, alibi_slopes=None, causal_align="top_left",
 ):  # fmt: skip
     return q.new_empty(q.shape), attn_mask.new_empty(attn_mask.shape)
 

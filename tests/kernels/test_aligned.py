@@ -282,20 +282,27 @@ def test_bottom_right_refuses_lengths_and_dropout(kwargs, match):
         attention(q, k, v, causal=True, causal_align="bottom_right", **kwargs)
 
 
-def test_bottom_right_refuses_a_learned_bias():
-    """A bias that requires grad has no bottom-right gradient kernel: refused by name where a
-    gradient may be wanted; without grad mode it is an additive mask like any other, and equal
-    lengths are top-left (its gradient as there)."""
-    q, k, v = _inputs(1, 2, 1, 20, 30, 16)
-    bias = torch.randn(1, 2, 20, 30).requires_grad_()
-    with pytest.raises(ValueError, match="requires grad"):
-        attention(q, k, v, causal=True, causal_align="bottom_right", attn_mask=bias)
-    with torch.no_grad():
-        out = attention(q, k, v, causal=True, causal_align="bottom_right", attn_mask=bias)
-    want = _ref_extras(q.detach(), k.detach(), v.detach(), None, bias.detach(), None)
-    torch.testing.assert_close(out.double(), want, atol=2e-5, rtol=1e-4)
-    q, k, v = _inputs(1, 2, 1, 30, 30, 16)
-    bias = torch.randn(1, 2, 30, 30).requires_grad_()
-    out = attention(q, k, v, causal=True, causal_align="bottom_right", attn_mask=bias)
-    out.sum().backward()
-    assert bias.grad is not None and bias.grad.abs().sum() > 0
+@pytest.mark.parametrize(
+    "sq,sk,w,shape",
+    [(20, 37, None, (1, 4, 20, 37)), (20, 37, 6, (4, 20, 37)), (40, 23, None, (2, 1, 40, 23)),
+     (3, 30, 4, (1, 1, 3, 30))],
+    ids=lambda x: str(x),
+)  # fmt: skip
+def test_bottom_right_learned_bias_gradient(sq, sk, w, shape):
+    """A bias that requires grad with the bottom-right alignment (a window, more queries than
+    keys, a short query; broadcast shapes): its gradient and q, k, v's against float64, zeros
+    where no row sees a key."""
+    q, k, v = _inputs(2, 4, 2, sq, sk, 16, seed=sq * sk)
+    gen = torch.Generator().manual_seed(sq)
+    bias = torch.randn(shape, generator=gen).requires_grad_()
+    out = attention(q, k, v, causal=True, causal_align="bottom_right", window=w, attn_mask=bias)
+    qd, kd, vd, bd = (t.detach().double().requires_grad_() for t in (q, k, v, bias))
+    want = _ref_extras(qd, kd, vd, w, bd, None)
+    torch.testing.assert_close(out.detach().double(), want.detach(), atol=2e-5, rtol=1e-4)
+    g = torch.randn(out.shape, generator=gen, dtype=torch.float64)
+    out.backward(g.float())
+    want.backward(g)
+    pairs = ((q.grad, qd.grad), (k.grad, kd.grad), (v.grad, vd.grad), (bias.grad, bd.grad))
+    for got, exp in pairs:
+        torch.testing.assert_close(got.double(), exp, atol=5e-5, rtol=1e-4)
+    assert bias.grad.abs().sum() > 0
