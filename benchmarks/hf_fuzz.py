@@ -1,0 +1,227 @@
+"""Random HF transformers models (built from configs: random weights, no download) compiled with
+the flashgen backend and compared with eager: a correctness sweep of the backend on the model
+code people run (no timing).
+
+Each seed draws a model family (Llama, Mistral and Qwen2 with or without a sliding window,
+Qwen3, Gemma-2/3, Phi-3, OLMo, StableLM, Starcoder2, Cohere, GPT-2, GPT-NeoX, OPT, GPT-J,
+Falcon, BLOOM, BERT), its attention implementation (`sdpa` or `eager`), head count and head dim,
+GQA, a batch with right, left or no padding, and the compile mode (static, automatic dynamic,
+`dynamic=True`). It compiles the model with `flashgen.backend(fallback="aot_eager")`, then
+compares with eager: the logits (BERT: the last hidden state) at the padded batch's valid
+positions, at a second length, and for causal LMs a prefill with a KV cache followed by two
+decoding steps, each side with its own cache. It reports the largest difference, how many
+attention sites the backend replaced of those it found, and the reasons for the others.
+
+Usage: python benchmarks/hf_fuzz.py [--seed S] [--cases N]   (CPU: Triton's interpreter;
+20-40 s a case). A case is BAD when a difference exceeds --tol or the compiled model fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import sys
+import traceback
+
+VOCAB = 96
+
+# family -> (config class, auto class); the decoder families share one config shape
+DECODERS = {
+    "llama": "LlamaConfig", "mistral": "MistralConfig", "qwen2": "Qwen2Config",
+    "qwen3": "Qwen3Config", "gemma2": "Gemma2Config", "gemma3": "Gemma3TextConfig",
+    "phi3": "Phi3Config", "olmo": "OlmoConfig", "stablelm": "StableLmConfig",
+    "starcoder2": "Starcoder2Config", "cohere": "CohereConfig",
+}  # fmt: skip
+WINDOWED = {"mistral", "gemma2", "gemma3", "qwen2", "starcoder2"}
+OTHERS = ["gpt2", "gpt_neox", "opt", "bert", "bloom", "falcon", "gptj"]
+FAMILIES = sorted(DECODERS) + OTHERS
+# families whose HF code has no SDPA path (they run their eager attention)
+EAGER_ONLY = {"gemma2", "bloom"}
+
+
+def config_for(family: str, r: random.Random):
+    """(config, auto class) of a small random model of `family`."""
+    import transformers
+
+    heads = r.choice([2, 4])
+    dim = r.choice([16, 32])
+    hidden = heads * dim
+    if family in DECODERS:
+        kw = dict(
+            vocab_size=VOCAB, num_hidden_layers=2, hidden_size=hidden,
+            intermediate_size=2 * hidden, num_attention_heads=heads,
+            num_key_value_heads=r.choice([1, max(heads // 2, 1), heads]),
+            max_position_embeddings=128, pad_token_id=0,
+        )  # fmt: skip
+        if family in ("gemma2", "gemma3", "qwen3"):
+            kw["head_dim"] = dim
+        if family in WINDOWED and r.random() < 0.7:
+            kw["sliding_window"] = r.choice([3, 5, 8])
+            if family == "qwen2":
+                kw.update(use_sliding_window=True, max_window_layers=1)
+        if family == "stablelm":
+            kw["num_key_value_heads"] = heads
+        cfg = getattr(transformers, DECODERS[family])(**kw)
+        return cfg, transformers.AutoModelForCausalLM
+    causal_lm = transformers.AutoModelForCausalLM
+    if family == "gpt2":
+        cfg = transformers.GPT2Config(
+            n_embd=hidden, n_head=heads, n_layer=2, n_positions=128, vocab_size=VOCAB,
+            attn_pdrop=0.0, resid_pdrop=0.0, embd_pdrop=0.0,
+        )  # fmt: skip
+    elif family == "gpt_neox":
+        cfg = transformers.GPTNeoXConfig(
+            hidden_size=hidden, num_attention_heads=heads, num_hidden_layers=2,
+            intermediate_size=2 * hidden, vocab_size=VOCAB, max_position_embeddings=128,
+        )  # fmt: skip
+    elif family == "opt":
+        cfg = transformers.OPTConfig(
+            hidden_size=hidden, num_attention_heads=heads, num_hidden_layers=2,
+            ffn_dim=2 * hidden, vocab_size=VOCAB, max_position_embeddings=128,
+            word_embed_proj_dim=hidden, dropout=0.0,
+        )  # fmt: skip
+    elif family == "bert":
+        cfg = transformers.BertConfig(
+            hidden_size=hidden, num_attention_heads=heads, num_hidden_layers=2,
+            intermediate_size=2 * hidden, vocab_size=VOCAB, max_position_embeddings=128,
+            hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+        )  # fmt: skip
+        return cfg, transformers.AutoModel
+    elif family == "bloom":
+        cfg = transformers.BloomConfig(
+            hidden_size=hidden, n_head=heads, n_layer=2, vocab_size=VOCAB
+        )
+    elif family == "falcon":
+        cfg = transformers.FalconConfig(
+            hidden_size=hidden, num_attention_heads=heads, num_hidden_layers=2, vocab_size=VOCAB,
+            new_decoder_architecture=False, multi_query=r.random() < 0.5, alibi=False,
+        )  # fmt: skip
+    elif family == "gptj":
+        cfg = transformers.GPTJConfig(
+            n_embd=hidden, n_head=heads, n_layer=2, vocab_size=VOCAB, n_positions=128,
+            rotary_dim=dim // 2,
+        )  # fmt: skip
+    else:
+        raise ValueError(f"unknown family {family!r}")
+    return cfg, causal_lm
+
+
+def padding_mask(r: random.Random, batch: int, length: int, side: str):
+    """[batch, length] 0/1 attention_mask: entry 0 whole, the others padded on `side`."""
+    import torch
+
+    mask = torch.ones(batch, length, dtype=torch.long)
+    if side != "none":
+        for b in range(1, batch):
+            n = r.randint(1, length - 2)
+            if side == "right":
+                mask[b, length - n :] = 0
+            else:
+                mask[b, :n] = 0
+    return mask
+
+
+def run_case(seed: int) -> dict:
+    """Build, compile and compare one drawn model; the record (errors are raised)."""
+    import torch
+
+    from flashgen.compile.backend import backend
+    from flashgen.compile.patterns import attention_pass
+
+    r = random.Random(seed)
+    family = r.choice(FAMILIES)
+    attn = "eager" if family in EAGER_ONLY else r.choice(["sdpa", "eager"])
+    cfg, auto = config_for(family, r)
+    torch.manual_seed(seed)
+    model = auto.from_config(cfg, attn_implementation=attn).eval()
+    batch, length = r.choice([1, 2, 3]), r.choice([5, 7, 11])
+    side = r.choice(["none", "right", "left"])
+    dynamic = r.choice([None, True, False])
+    rec = {"seed": seed, "family": family, "attn": attn, "padding": side, "dynamic": dynamic,
+           "batch": batch, "length": length, "diff": 0.0, "found": 0, "replaced": 0,
+           "skips": []}  # fmt: skip
+    inner = backend(fallback="aot_eager")
+
+    def compile_graph(gm, example_inputs):
+        for site in attention_pass(gm, list(example_inputs), None, rewrite_graph=False):
+            rec["found"] += 1
+            rec["replaced"] += site.replaced
+            if not site.replaced and site.reason not in rec["skips"]:
+                rec["skips"].append(site.reason)
+        return inner(gm, example_inputs)
+
+    torch._dynamo.reset()
+    compiled = torch.compile(model, backend=compile_graph, dynamic=dynamic)
+    key = "last_hidden_state" if family == "bert" else "logits"
+    diffs = []
+    try:
+        with torch.no_grad():
+            for n, t in enumerate((length, length + 3)):
+                ids = torch.randint(1, VOCAB, (batch, t))
+                mask = padding_mask(r, batch, t, side)
+                want = getattr(model(input_ids=ids, attention_mask=mask), key)
+                got = getattr(compiled(input_ids=ids, attention_mask=mask), key)
+                valid = mask.bool()[..., None]
+                diffs.append(((got - want).abs() * valid).max().item())
+                if n == 0 and family != "bert":
+                    diffs.append(_decode_steps(model, compiled, ids, mask))
+    finally:
+        torch._dynamo.reset()
+    rec["diff"] = max(diffs)
+    return rec
+
+
+def _decode_steps(model, compiled, ids, mask, steps: int = 2) -> float:
+    """Largest logit difference over a prefill with a KV cache and `steps` decoding steps, the
+    eager and the compiled model each with its own cache."""
+    import torch
+
+    kw = {"attention_mask": mask, "use_cache": True}
+    want, got = model(input_ids=ids, **kw), compiled(input_ids=ids, **kw)
+    cache_w, cache_g = want.past_key_values, got.past_key_values
+    worst = ((want.logits - got.logits).abs() * mask.bool()[..., None]).max().item()
+    for _ in range(steps):
+        token = torch.randint(1, VOCAB, (ids.shape[0], 1))
+        mask = torch.cat([mask, torch.ones_like(mask[:, :1])], 1)
+        want = model(input_ids=token, attention_mask=mask, past_key_values=cache_w, use_cache=True)
+        got = compiled(
+            input_ids=token, attention_mask=mask, past_key_values=cache_g, use_cache=True
+        )
+        cache_w, cache_g = want.past_key_values, got.past_key_values
+        worst = max(worst, (want.logits - got.logits).abs().max().item())
+    return worst
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seed", type=int, default=0, help="first seed")
+    parser.add_argument("--cases", type=int, default=20, help="how many seeds")
+    parser.add_argument("--tol", type=float, default=1e-3, help="largest difference allowed")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("FLASHGEN_IMPL", "flashgen")
+    import torch
+
+    if not torch.cuda.is_available():
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+    bad = []
+    found = replaced = 0
+    for seed in range(args.seed, args.seed + args.cases):
+        try:
+            rec = run_case(seed)
+        except Exception:  # noqa: BLE001 - a sweep records every error, with its trace
+            bad.append(seed)
+            print(f"BAD seed {seed}: error\n{traceback.format_exc(limit=8)}", flush=True)
+            continue
+        found += rec["found"]
+        replaced += rec["replaced"]
+        status = "BAD" if rec["diff"] > args.tol else "ok"
+        if status == "BAD":
+            bad.append(seed)
+        print(f"{status} {rec}", flush=True)
+    print(f"\n{args.cases} cases: {len(bad)} bad {bad}; {replaced} of {found} sites replaced")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
