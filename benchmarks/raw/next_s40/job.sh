@@ -14,7 +14,10 @@
 #             with FLASHGEN_FWD_FAMILY=hopper (the Hopper forward lost its 308 bytes of spills:
 #             does it now beat the portable one? session 22 read it 1.9x slower).
 #   drop64    ~300 s: the same at head dim 64 (B4 H32/8), once per family.
-#   rowkeys   ~350 s: BERT's 512 keys, where the split backward runs dropout: three trees in
+#   rowkeys   ~350 s (split_rowkeys.patch regenerated in session 40: session 39's no longer
+#             applied after draw.patch, its review commit having moved the preprocess launch;
+#             tree A checked against float64 on the CPU): BERT's 512 keys, where the split
+#             backward runs dropout: three trees in
 #             alternating processes (A: before session 38's split row keys, split_rowkeys.patch
 #             reversed on B; B: before draw.patch; C: this tree), dropout rows forward+backward,
 #             two shapes; the first run of C checks against float64.
