@@ -30,6 +30,11 @@
 #             ALiBi, key lengths, learned biases; forward and gradients against float64) on the
 #             GPU, four ways: the default families, the Hopper forward forced, forced with
 #             FLASHGEN_MASK_TMA=1, and the default families with dropout.
+#   kvwindow  ~200 s (added in session 40): kv_window.py, session 40's new routes against SDPA
+#             given the equivalent boolean mask: a KV cache's sliding window (decode step, an
+#             8-row draft, 1024-row prefill chunks), a two-sided band, a KV cache's causal & key
+#             padding; outputs checked against SDPA's. Run it right after the default part: a
+#             route slower than SDPA's here goes back to the mask tensor.
 #   masktma   ~450 s: the Hopper forward's mask tiles by TMA (FLASHGEN_MASK_TMA=1, session
 #             39, opt-in, never run): masks.py's dense-mask rows (T5-like bf16 bias [1, H, N, N]
 #             causal; HF's boolean [B, 1, N, N]) forward at 4k, head dims 128 and 64, three
@@ -105,6 +110,9 @@ fuzz)
     stamp "fuzz $way rc=$?"; grep -h "^done\|^MISMATCH\|^ERROR" $W/fuzz_$way.txt | cut -c1-300
   done
   cd $W && tar czf $OUT/fuzz.tgz . ;;
+kvwindow)
+  timeout 300 python3 $HERE/kv_window.py --rounds 3 > $OUT/kv_window.txt 2>&1
+  stamp "kv_window rc=$?"; cut -c1-200 $OUT/kv_window.txt ;;
 alibi)  # (session 38's job as prepared: its own tree-independent commands and output)
   bash benchmarks/raw/h200_s39b1/job.sh alibi ;;
 tflops)
