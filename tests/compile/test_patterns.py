@@ -523,3 +523,39 @@ def test_in_place_masked_fill_is_the_scores_mask():
         got = torch.compile(model, backend=backend(fallback="aot_eager"))(q, k, v)
         want = model(q, k, v)
         torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+
+
+def padded_causal_by_hand(q, k, v, pad):
+    """A padded decoder batch written by hand: causal `&` the padding per key, hidden keys
+    filled with finfo.min (HF's eager spelling), so left padding hides whole query rows."""
+    t = q.size(-2)
+    causal = torch.ones(t, t, dtype=torch.bool, device=q.device).tril()
+    keep = causal & pad[:, None, None, :]
+    s = (q @ k.transpose(-2, -1)) * SCALE
+    return s.masked_fill(~keep, torch.finfo(s.dtype).min).softmax(-1) @ v
+
+
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+def test_hand_written_causal_and_key_mask_is_split(dynamic):
+    """The kernels get the causal flag and the padding as a key mask (not the N x N tensor);
+    every row, the ones left padding hides whole included (eager's uniform softmax: the mean
+    of v), and the gradients match float64 eager."""
+    q, k, v = (t.requires_grad_() for t in _qkv())
+    pad = torch.ones(B, T, dtype=torch.bool, device=DEVICE)
+    pad[-1, :3] = False  # left padding: the last entry's first 3 query rows see no key
+    report = flashgen.explain(padded_causal_by_hand, q, k, v, pad)
+    assert report.replaced == 1, str(report)
+    site = report.sites[0]
+    assert (site.causal, site.mask) == (True, "bool"), str(report)
+    torch._dynamo.reset()
+    compiled = torch.compile(padded_causal_by_hand, backend=backend(fallback="aot_eager"),
+                             dynamic=dynamic)  # fmt: skip
+    got = compiled(q, k, v, pad)
+    qd, kd, vd = (t.detach().double().requires_grad_() for t in (q, k, v))
+    want = padded_causal_by_hand(qd, kd, vd, pad)
+    torch.testing.assert_close(got.double(), want, atol=2e-5, rtol=1e-4)
+    g = torch.randn(got.shape, dtype=torch.float64, device=DEVICE)
+    got.backward(g.float())
+    want.backward(g)
+    for a, b in ((q, qd), (k, kd), (v, vd)):
+        torch.testing.assert_close(a.grad.double(), b.grad, atol=1e-4, rtol=1e-3)

@@ -98,6 +98,10 @@ class Match:
     # v of a site whose boolean mask (with a finite fill) may hide whole rows: eager gives them
     # a uniform softmax, the mean of v over the keys, which the rewrite puts on those rows
     empty_rows: fx.Node | None = None
+    # the whole boolean mask those rows are read from, and whether True hides a key, where the
+    # kernels get less of it (a `causal & keep` split: the causal flag and `keep` alone); None:
+    # attn_mask itself, polarity mask_hides
+    rows_from: tuple[fx.Node, bool] | None = None
     # a bias proven ALiBi (`alibi.prove_alibi`): the slopes node and its factor c (the kernels
     # get c * slopes as alibi_slopes)
     alibi: tuple[fx.Node, float] | None = None

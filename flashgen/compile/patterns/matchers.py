@@ -293,6 +293,7 @@ def match_softmax(sm: Any, values: Values) -> Match | None:
     align = "top_left"
     tensor_mask = None
     hides = None  # a boolean mask read as a tensor: True where it hides a key (or keeps one)
+    rows_from = None  # the whole mask, where the kernels read only its per-key part
     alibi = None
     not_alibi = ""
     if len(masks) == 2 or (len(masks) == 1 and masks[0][0] in ("add", "sub")):
@@ -336,10 +337,16 @@ def match_softmax(sm: Any, values: Values) -> Match | None:
                     tensor_mask, hides = _hiding_mask(masks[0], drop_p, unflat)
                 except Skip as e2:
                     problems.append(str(e) + not_alibi + _refused_as_tensor(masks[0], e2))
+                else:
+                    split = _split_hiding_mask(tensor_mask, hides, values, example_value(x))
+                    if split is not None:  # `causal & keep` by hand: causal, `keep` per key
+                        (causal, window, align), keep = split
+                        rows_from = (tensor_mask, hides)  # (for the rows it hides whole)
+                        tensor_mask, hides = keep, False
     m = Match(site, q, k, v, out, causal, terms, interior=interior, window=window, align=align)
     m.attn_mask = tensor_mask
     if hides is not None:
-        m.mask_hides, m.empty_rows = hides, v
+        m.mask_hides, m.empty_rows, m.rows_from = hides, v, rows_from
     m.mask_negated = tensor_mask is not None and masks[0][0] == "sub"
     m.alibi = alibi
     m.dropout_p = drop_p
@@ -456,6 +463,23 @@ def _hiding_mask(mask: tuple[str, Any, Any], drop_p: float, unflat: Any) -> tupl
     return _tensor_mask(node), how != "where_keep"
 
 
+_NOT_FNS = {torch.logical_not, torch.bitwise_not, operator.invert, torch.Tensor.logical_not}
+
+
+def _split_hiding_mask(mask: Any, hides: bool, values: Values, scores: torch.Tensor):
+    """`_causal_and_key_mask`'s split of a boolean mask that hand-written attention applies
+    with a finite fill (`_hiding_mask`): `causal & keep` under `torch.where`, `~(causal &
+    keep)` under `masked_fill` (`hides`), None for anything else (then the whole tensor is
+    read). `scores`: the scores' example value, whose last dims are the lengths."""
+    if hides:
+        if not (
+            isinstance(mask, fx.Node) and is_fn(mask, _NOT_FNS, ("logical_not", "bitwise_not"))
+        ):
+            return None
+        mask = mask.args[0]
+    return _causal_and_key_mask(mask, values, scores.shape[-2], scores.shape[-1])
+
+
 def _refused_as_tensor(mask: tuple[str, Any, Any], e: Skip) -> str:
     """Why a boolean mask that is not proven causal is not read as a tensor either."""
     if mask[0] not in ("masked_fill", "where_keep", "where_mask"):
@@ -539,7 +563,9 @@ def match_sdpa(n: Any, values: Values) -> Match:
                 mask, values, example_value(q).shape[-2], example_value(k).shape[-2], keep=True
             )
         except Skip:
-            split = _causal_and_key_mask(mask, values, q, k)
+            split = _causal_and_key_mask(
+                mask, values, example_value(q).shape[-2], example_value(k).shape[-2]
+            )
             if split is not None:  # HF's padded decoder batch: causal (or a band) + a key mask
                 (is_causal, window, align), tensor_mask = split
             else:
@@ -561,7 +587,7 @@ _AND_FNS = {operator.and_, torch.logical_and, torch.bitwise_and, torch.Tensor.lo
             torch.Tensor.bitwise_and, torch.Tensor.__and__}  # fmt: skip
 
 
-def _causal_and_key_mask(mask: Any, values: Values, q: Any, k: Any):
+def _causal_and_key_mask(mask: Any, values: Values, tq: Any, tk: Any):
     """((causal, window, alignment), key mask) when an SDPA boolean attn_mask is `causal & keep`,
     else None: `causal` proven causal, a causal band or a two-sided band for every length by
     `masks.prove_structure` (either alignment),
@@ -591,7 +617,6 @@ def _causal_and_key_mask(mask: Any, values: Values, q: Any, k: Any):
         return None
     if len(node.args) != 2 or node.kwargs:
         return None
-    tq, tk = example_value(q).shape[-2], example_value(k).shape[-2]
     for causal, keep in (node.args, node.args[::-1]):
         ke = example_value(keep)
         if not (isinstance(keep, fx.Node) and isinstance(ke, torch.Tensor)):

@@ -240,8 +240,8 @@ def rewrite(gm: fx.GraphModule, m: Match, op: Any) -> None:
             result = g.call_method("flatten", (new, 0, 1))
         after = [] if result is new else [result]
         if m.empty_rows is not None:  # rows the mask hides entirely: eager's uniform softmax
-            hidden = m.attn_mask
-            if not m.mask_hides:
+            hidden, hides = m.rows_from or (m.attn_mask, m.mask_hides)
+            if not hides:
                 hidden = g.call_function(torch.logical_not, (hidden,))
                 after.append(hidden)
             empty = g.call_method("all", (hidden, -1, True))
