@@ -605,3 +605,33 @@ def test_a_float_attribute_scale_is_guarded_not_refused():
     torch._dynamo.reset()
     assert graphs and all(g[1] == 1 for g in graphs), graphs
     assert len(graphs) <= 3, graphs  # not one graph per length
+
+
+class SoftcapAttribute(nn.Module):
+    """Gemma-2's spelling: the cap a float attribute, which `dynamic=True` leaves symbolic."""
+
+    def __init__(self, cap):
+        super().__init__()
+        self.cap = cap
+
+    def forward(self, q, k, v):
+        t = q.size(-2)
+        keep = torch.ones(t, t, dtype=torch.bool, device=q.device).tril()
+        s = _scores(q, k)
+        s = torch.tanh(s / self.cap) * self.cap
+        return s.masked_fill(~keep, float("-inf")).softmax(-1) @ v
+
+
+def test_a_float_attribute_softcap_is_guarded_not_refused():
+    compile_graph, graphs = _recording_backend()
+    torch._dynamo.reset()
+    model = SoftcapAttribute(1.5)  # small against these scores: a dropped cap would show
+    compiled = torch.compile(model, backend=compile_graph, dynamic=True)
+    for t in (5, 9):
+        q, k, v = _qkv(t)
+        with torch.no_grad():
+            got = compiled(q, k, v)
+        want = model(*(x.double() for x in (q, k, v)))
+        torch.testing.assert_close(got.double(), want, atol=1e-4, rtol=1e-4)
+    torch._dynamo.reset()
+    assert graphs and all(g[1] == 1 for g in graphs), graphs

@@ -234,6 +234,23 @@ def const_value(x: Any, allowed_symbols: set) -> float:
     )
 
 
+def guarded_number(x: Any) -> int | float | None:
+    """`x` (a Python number, or a node or SymFloat standing for one) as a Python number: a
+    float attribute that `dynamic=True` left symbolic (HF's `self.beta`, Gemma-2's softcap) is
+    guarded to its value (`_float_symbols`: no recompile per length); None for anything else
+    (a tensor, a size, a value computed from one)."""
+    v = example_value(x) if isinstance(x, fx.Node) else x
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, (int, float)):
+        return v
+    if isinstance(v, torch.SymFloat):
+        free = v.node.expr.free_symbols
+        if free and free == _float_symbols(free):
+            return float(v)
+    return None
+
+
 def _float_symbols(free: set) -> set:
     """The symbols among `free` that stand for Python floats Dynamo left unspecialised (under
     `dynamic=True` a float module attribute, HF's `self.scaling`, becomes a backed SymFloat):

@@ -29,6 +29,7 @@ from .core import (
     dropout_prob,
     example_value,
     flattens,
+    guarded_number,
     is_fn,
     is_tensor_node,
     known_eq,
@@ -189,8 +190,10 @@ def match_softmax(sm: Any, values: Values) -> Match | None:
         # bias.baddbmm(q, k^T, beta=, alpha=): beta * bias + alpha * q @ k^T, the bias added
         # after the scale alpha (HF BLOOM's ALiBi, unscaled, beside its scaled scores)
         bias, q_side, k_side, beta, alpha = baddbmm
+        beta = guarded_number(beta)
+        alpha = alpha if guarded_number(alpha) is None else guarded_number(alpha)
         kind, transposed = "baddbmm", True
-        if isinstance(beta, bool) or not isinstance(beta, (int, float)):
+        if beta is None:
             problems.append("baddbmm's beta is not a Python number")
         elif beta != 0:  # beta=0: the bias is ignored (PyTorch's rule)
             if beta != 1:
@@ -387,7 +390,8 @@ def _softcap(outer: list[Any], inner: tuple[Any, int], terms_at_add: int | None)
 
     def number(term: tuple[Any, int]) -> float:
         c, power = term
-        if isinstance(c, bool) or not isinstance(c, (int, float)) or c == 0:
+        c = guarded_number(c)
+        if c is None or c == 0:
             raise Skip("the softcap's factor is not a nonzero Python number")
         return float(c) if power > 0 else 1.0 / float(c)
 
