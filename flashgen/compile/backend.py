@@ -257,7 +257,8 @@ class ExplainReport:
 
 
 def _causal_column(s: Any) -> str:
-    """ "True", "False", "window W", or "bottom-right" (a KV cache's causal alignment)."""
+    """ "True", "False", "window W" (and its alignment), "band -L/+R" (a two-sided band), or
+    "bottom-right" (a KV cache's causal alignment)."""
     if s.causal is None:
         return ""
     drop = f" + dropout {s.dropout:g}" if getattr(s, "dropout", 0.0) else ""
@@ -271,7 +272,8 @@ def _causal_column(s: Any) -> str:
         left, right = (str(n) if n < UNBOUNDED else "all" for n in s.window)
         return f"band -{left}/+{right}{drop}"
     if s.window:
-        return f"window {s.window}{drop}"
+        edge = " bottom-right" if s.align == "bottom_right" else ""
+        return f"window {s.window}{edge}{drop}"
     if s.mask:
         return f"{s.causal} + {s.mask} mask{drop}"
     return ("bottom-right" if s.causal and s.align == "bottom_right" else str(s.causal)) + drop

@@ -21,6 +21,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+import flashgen
 from flashgen.compile import patterns
 from flashgen.compile.backend import backend
 from flashgen.compile.patterns import attention_pass
@@ -537,6 +538,8 @@ def test_kv_cache_window_is_replaced_counted_from_the_bottom_right():
     assert [(s.replaced, s.causal, s.window, s.align) for s in sites] == [
         (True, True, W, "bottom_right")
     ], sites
+    report = flashgen.explain(kv_cache_window, q, k, k)
+    assert f"window {W} bottom-right" in str(report), str(report)
 
 
 def kv_cache_padded(q, k, v, pad):
