@@ -4,7 +4,8 @@ A mask that compares query positions arange(Sq) + (Sk - Sq) with key positions (
 from its cache length) is causal counted from the bottom-right diagonal for every (Sq, Sk) the
 graph accepts: the site is replaced by flashgen's op with causal_align="bottom_right", under
 dynamic shapes and static ones, for SDPA's attn_mask and hand-written masked_fill; so is
-`tril(Sk - Sq)`, the same mask by its diagonal. Offsets that
+`tril(Sk - Sq)`, the same mask by its diagonal, and a causal buffer's rows sliced from Sk - Sq
+(the slice start guarded non-negative). Offsets that
 are not Sk - Sq, and a top-left mask with lengths that may differ, stay with Inductor.
 """
 
@@ -52,6 +53,24 @@ def tril_site(q, k, v):  # the cache's causal mask as tril(Sk - Sq), filled in p
     return torch.softmax(s, dim=-1) @ v
 
 
+class BufferSite(torch.nn.Module):
+    """nanoGPT's causal buffer sliced for a KV cache: the last Sq of its first Sk rows."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("bias", torch.tril(torch.ones(64, 64, dtype=torch.bool)))
+
+    def forward(self, q, k, v):
+        sq, sk = q.shape[-2], k.shape[-2]
+        s = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
+        s = s.masked_fill(~self.bias[sk - sq : sk, :sk], float("-inf"))
+        return torch.softmax(s, dim=-1) @ v
+
+
+buffer_site = BufferSite()
+buffer_site.__name__ = "buffer_site"
+
+
 def shifted_site(q, k, v):  # one key more than the bottom-right diagonal: not causal
     return F.scaled_dot_product_attention(q, k, v, attn_mask=cache_mask(q, k, extra=1))
 
@@ -67,7 +86,9 @@ def _inputs(sq, sk, seed):
     return [torch.randn(1, 2, s, 16, generator=gen) for s in (sq, sk, sk)]
 
 
-@pytest.mark.parametrize("fn", [sdpa_site, handwritten_site, tril_site], ids=lambda f: f.__name__)
+@pytest.mark.parametrize(
+    "fn", [sdpa_site, handwritten_site, tril_site, buffer_site], ids=lambda f: f.__name__
+)
 @pytest.mark.parametrize("dynamic", [True, False], ids=["dynamic", "static"])
 def test_cache_mask_replaced_bottom_right(fn, dynamic):
     report = flashgen.explain(fn, *_inputs(3, 11, 0))

@@ -102,7 +102,7 @@ class Interpreter:
             fill = n.args[i] if len(n.args) > i else n.kwargs.get("fill_value")
             return self._cast(n, const(self._scalar(fill)))
         if name in VIEWS:
-            return relayout(self(n.args[0]), example_value(n.args[0]), val, n)
+            return relayout(self(n.args[0]), example_value(n.args[0]), val, n, self.shift)
         if handler is None:
             raise Skip(f"the mask uses {n.target!r}, which flashgen cannot prove anything about")
         return handler(n)

@@ -5,6 +5,7 @@ Used by the interpreter (`mask_interpreter`)."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import sympy
@@ -92,16 +93,29 @@ def _getitem_map(src: torch.Tensor, index: Any) -> list[Any]:
             start = 0
         if isinstance(start, int) and start < 0:
             start = src.shape[axis] + start
-        elif isinstance(start, torch.SymInt) and not statically_known_true(start >= 0):
+        elif isinstance(start, torch.SymInt) and not _guard_non_negative(start):
             raise Skip("the mask is sliced from a start that may be negative")
         out.append((axis, expr(start)))
         axis += 1
     return out
 
 
-def relayout(a: Any, src: torch.Tensor, out: torch.Tensor, n: fx.Node) -> Any:
+def _guard_non_negative(start: torch.SymInt) -> bool:
+    """Whether a symbolic slice start is >= 0: proven, or so at this trace and then guarded to
+    stay so (a KV cache's rows of a causal buffer, `bias[tk - tq : tk]`; a negative start would
+    wrap around instead). False for one negative now, or unbacked."""
+    if statically_known_true(start >= 0):
+        return True
+    hint = start.node.hint
+    return hint is not None and hint >= 0 and bool(start >= 0)
+
+
+def relayout(a: Any, src: torch.Tensor, out: torch.Tensor, n: fx.Node, kv_shift: Any = None) -> Any:
     """Follow a view/slice of an abstract value: an arange's axis moves, a diagonal pattern
-    must keep its rows and columns last (and shifts by a slice's column start minus row start)."""
+    must keep its rows and columns last (and shifts by a slice's column start minus row start).
+    `kv_shift`: Sk - Sq where lengths may differ (`Interpreter.shift`): a buffer's rows sliced
+    from Sk - Sq + c (`bias[tk - tq : tk]`, a KV cache's rows of a causal buffer) shift its
+    pattern by a length, which read from the bottom-right diagonal is the constant c."""
     if not isinstance(a, (Diag, Index, Offset)):
         raise Skip("a view of a non-tensor in the mask")
     if isinstance(a, Diag) and not a.cuts:
@@ -132,5 +146,12 @@ def relayout(a: Any, src: torch.Tensor, out: torch.Tensor, n: fx.Node) -> Any:
     rows, cols = out_axis(src.dim() - 2), out_axis(src.dim() - 1)
     if (rows, cols) != (out.dim() - 2, out.dim() - 1):
         raise Skip("the mask's view moves its row/column axes")
-    shift = const_int(sympy.sympify(starts[cols]) - sympy.sympify(starts[rows]), "slice offset")
-    return a.shifted(shift)
+    offset = sympy.sympify(starts[cols]) - sympy.sympify(starts[rows])
+    try:
+        return a.shifted(const_int(offset, "slice offset"))
+    except Skip:
+        rest = None if kv_shift is None else sympy.simplify(offset + kv_shift)
+        if rest is None or not rest.is_Integer or a.bottom_right:
+            raise
+    # f(d + offset) with offset = c - (Sk - Sq) is f(d' + c), d' = d - (Sk - Sq)
+    return dataclasses.replace(a.shifted(int(rest)), bottom_right=True)
