@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Prepared in session 39, run in session 40 (B1, 4d4242f): the default part, kvwindow, masktma,
 # drop and fuzz ran (fuzz: every way hit its 135 s limit before its summary with 50 calls; now
-# 20 calls a way); alibi, tflops, rowkeys and drop64 are left (no machine after fuzz).
+# 20 calls a way), and tflops by hand with 7 rounds (its command below lacked a --vary, now
+# given); alibi, rowkeys and drop64 are left.
 # Run as FLASHGEN_COMMIT=<sha> bash benchmarks/raw/<dir>/job.sh [part], carrying .whl.
 # The parts add up to more than a session's 1,800 s: by value, run the default first (without
 # it nothing below is known correct on a GPU), then masktma, drop, fuzz, alibi, tflops, rowkeys,
@@ -118,8 +119,10 @@ kvwindow)
 alibi)  # (session 38's job as prepared: its own tree-independent commands and output)
   bash benchmarks/raw/h200_s39b1/job.sh alibi ;;
 tflops)
+  # (session 40: without a --vary the script refuses to run; tail_split 4 is session 37's)
   timeout 150 python3 benchmarks/fwd_variants.py --grid anchors --shapes 2 --rounds 11 --rep 40 \
-    --check-dtypes bfloat16 --budget 140 --out $OUT/tflops > $OUT/tflops.txt 2>&1
+    --vary ts4=tail_split:4@128f --check-dtypes bfloat16 --budget 140 --out $OUT/tflops \
+    > $OUT/tflops.txt 2>&1
   stamp "tflops rc=$?"; grep '"tflops"' $OUT/tflops.txt | cut -c1-200
   nvidia-smi --query-gpu=clocks.sm,power.draw,temperature.gpu --format=csv ;;
 *)
