@@ -123,29 +123,26 @@ def backward(
             do, q, k, v, out, lse, causal=causal, scale=scale, needs=needs, window=band,
             softcap=softcap, config=config, mask=mask, alibi=alibi,
         )  # fmt: skip
-    dq = torch.zeros(q.shape, dtype=q.dtype, device=q.device) if needs[0] else None
-    if skip >= q.shape[2]:
-        dk, dv = (
-            torch.zeros_like(t) if n else None for t, n in zip((k, v), needs[1:], strict=True)
+    if skip >= q.shape[2]:  # no row sees a key: no gradient anywhere
+        return tuple(
+            torch.zeros_like(t) if n else None for t, n in zip((q, k, v), needs, strict=True)
         )
-        return dq, dk, dv
     rows = slice(skip, None)
     gq, gk, gv = bwd.backward(
         do[:, :, rows], q[:, :, rows], _keys(k, start), _keys(v, start), out[:, :, rows],
         lse[:, :, rows], causal=causal, scale=scale, needs=needs, window=band, softcap=softcap,
         config=config, mask=mask, alibi=alibi,
     )  # fmt: skip
-    if dq is not None:
-        dq[:, :, rows] = gq
-    return dq, _all_keys(gk, k, start), _all_keys(gv, v, start)
+    return _padded(gq, q.shape, skip), _padded(gk, k.shape, start), _padded(gv, v.shape, start)
 
 
-def _all_keys(g, t, start: int):
-    """A gradient of the keys from `start` as one of every key (zeros before `start`)."""
-    if g is None or start == 0:
+def _padded(g, shape, start: int, end: int = 0):
+    """A gradient of the rows (dim 2) from `start`, and with `end` of the columns (dim 3) from
+    `end` too, as one of the whole `shape`: zeros before them; `g` itself when it is whole."""
+    if g is None or (start == 0 and end == 0):
         return g
-    full = torch.zeros(t.shape, dtype=g.dtype, device=g.device)
-    full[:, :, start:] = g
+    full = torch.zeros(shape, dtype=g.dtype, device=g.device)
+    full[:, :, start:, end:] = g
     return full
 
 
@@ -159,17 +156,10 @@ def bias_backward(
     skip, start, causal, band = _plan(q.shape[2], k.shape[2], left)
     rows = slice(skip, None)
     if skip >= q.shape[2]:
-        dbias = torch.zeros(mask.shape, dtype=torch.float32, device=q.device)
-        return torch.zeros(q.shape, dtype=q.dtype, device=q.device), dbias
+        return torch.zeros_like(q), torch.zeros(mask.shape, dtype=torch.float32, device=q.device)
     gq, gb = bias_grad.dq_dbias(
         do[:, :, rows], q[:, :, rows], _keys(k, start), _keys(v, start), out[:, :, rows],
         lse[:, :, rows], _part(mask, skip, start), causal=causal, scale=scale, window=band,
         softcap=softcap, config=config, alibi=alibi,
     )  # fmt: skip
-    if skip == 0 and start == 0:
-        return gq, gb
-    dq = torch.zeros(q.shape, dtype=q.dtype, device=q.device)
-    dq[:, :, rows] = gq
-    dbias = torch.zeros(mask.shape, dtype=torch.float32, device=q.device)
-    dbias[:, :, skip:, start:] = gb
-    return dq, dbias
+    return _padded(gq, q.shape, skip), _padded(gb, mask.shape, skip, start)

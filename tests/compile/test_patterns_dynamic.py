@@ -593,21 +593,10 @@ class ScaleAttribute(nn.Module):
 
 def test_a_float_attribute_scale_is_guarded_not_refused():
     """The symbolic float is guarded to its value (as the head dim is): replaced, one graph for
-    every length, matching float64 eager; another value compiles again and is used."""
-    compile_graph, graphs = _recording_backend()
-    torch._dynamo.reset()
+    every length, matching float64 eager at each (`_run_lengths`), for two values."""
     for scaling in (D**-0.5, 0.1):
-        model = ScaleAttribute(scaling)
-        compiled = torch.compile(model, backend=compile_graph, dynamic=True)
-        for t in (5, 9):
-            q, k, v = _qkv(t)
-            with torch.no_grad():
-                got = compiled(q, k, v)
-            want = model(*(x.double() for x in (q, k, v)))
-            torch.testing.assert_close(got.double(), want, atol=1e-4, rtol=1e-4)
-    torch._dynamo.reset()
-    assert graphs and all(g[1] == 1 for g in graphs), graphs
-    assert len(graphs) <= 3, graphs  # not one graph per length
+        graphs = _run_lengths(ScaleAttribute(scaling), True)
+        assert [g[1] for g in graphs] == [1], graphs  # one graph for every length, replaced
 
 
 class SoftcapAttribute(nn.Module):
@@ -626,15 +615,6 @@ class SoftcapAttribute(nn.Module):
 
 
 def test_a_float_attribute_softcap_is_guarded_not_refused():
-    compile_graph, graphs = _recording_backend()
-    torch._dynamo.reset()
-    model = SoftcapAttribute(1.5)  # small against these scores: a dropped cap would show
-    compiled = torch.compile(model, backend=compile_graph, dynamic=True)
-    for t in (5, 9):
-        q, k, v = _qkv(t)
-        with torch.no_grad():
-            got = compiled(q, k, v)
-        want = model(*(x.double() for x in (q, k, v)))
-        torch.testing.assert_close(got.double(), want, atol=1e-4, rtol=1e-4)
-    torch._dynamo.reset()
-    assert graphs and all(g[1] == 1 for g in graphs), graphs
+    # a cap small against these scores: a dropped cap would show in `_run_lengths`' comparison
+    graphs = _run_lengths(SoftcapAttribute(1.5), True)
+    assert [g[1] for g in graphs] == [1], graphs
