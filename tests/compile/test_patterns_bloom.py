@@ -9,9 +9,12 @@ the scaled scores, as the kernels add theirs. The pass proves it for every lengt
 accepts and hands the op causal=True and the slopes; output and gradients equal eager's.
 
 With an attention_mask the positions are `(cumsum(mask) - 1) * mask`, a function of the mask's
-values: not slope * position for every mask the graph accepts, so the site stays unreplaced
-(with a reason) and the compiled model still equals eager. A baddbmm whose bias is not ALiBi
-is never taken as ALiBi.
+values: not slope * position for every mask the graph accepts, so it is not taken as ALiBi. It
+is read as the tensor it is, a per-key bias [B * H, 1, T], beside HF's causal & padding mask,
+which splits into the causal flag and the per-key padding: the op gets causal=True and one
+additive mask `where(keep, bias, -inf)` of shape [B, H, 1, T], and rows the padding hides
+whole (left padding) get eager's uniform softmax. A baddbmm whose bias is not ALiBi is never
+taken as ALiBi: beside a causal mask it is read as a tensor too.
 """
 
 from __future__ import annotations
@@ -71,24 +74,59 @@ def test_bloom_matches_eager(monkeypatch, dynamic):
         torch.testing.assert_close(s.reshape(-1), standard_slopes(H))
 
 
-@pytest.mark.parametrize("padded", [False, True])
-def test_bloom_attention_mask_left_unreplaced(padded):
-    """An attention_mask (padded, or all ones: the same graph) makes BLOOM's ALiBi positions
-    depend on the mask's values: the site is skipped with the reason, and the compiled model
-    (Inductor's attention) equals eager."""
+@pytest.mark.parametrize("padding", ["none", "left", "right"])
+@pytest.mark.parametrize("dynamic", [False, None])
+def test_bloom_attention_mask_bias_beside_padding(padding, dynamic):
+    """An attention_mask (padded on either side, or all ones: the same graph) makes BLOOM's
+    ALiBi positions depend on the mask's values: not ALiBi, so the bias is read as a tensor
+    beside the causal flag and the per-key padding. Logits (the left-padded rows too, which
+    eager makes uniform) and every parameter gradient equal eager's, at a second length too
+    (with `dynamic` None, a graph with symbolic lengths: the rewrite holds for every length)."""
     model = _bloom()
-    mask = torch.ones(2, 19, dtype=torch.long)
-    if padded:
-        mask[1, :5] = 0  # left padding
-    report = flashgen.explain(model, input_ids=token_ids(19), attention_mask=mask)
-    assert report.found == 2 and report.replaced == 0, str(report)
+
+    def mask_for(t):
+        mask = torch.ones(2, t, dtype=torch.long)
+        if padding == "left":
+            mask[1, :5] = 0
+        elif padding == "right":
+            mask[1, t - 6 :] = 0
+        return mask
+
+    report = flashgen.explain(model, input_ids=token_ids(19), attention_mask=mask_for(19))
+    assert report.found == 2 and report.replaced == 2, str(report)
     for site in report.sites:
-        assert "baddbmm's bias is not ALiBi" in site.reason, site
+        assert site.causal is True and not site.alibi and site.mask == "add", site
+    torch._dynamo.reset()
+    counters.clear()
+    compiled = torch.compile(model, backend=backend(fallback="eager"), dynamic=dynamic)
+    for t in (19, 26):
+        params_match_eager(model, compiled, input_ids=token_ids(t), attention_mask=mask_for(t))
+    assert counters["baddbmm.skipped"] == 0, dict(counters)
+    assert counters["baddbmm.replaced"] >= 2, dict(counters)
+
+
+def test_bloom_attention_mask_kv_cache():
+    """A padded batch's prefill and two decode steps with a KV cache (the steps' causal part is
+    bottom-right, the bias and padding per key): replaced, logits equal eager's."""
+    model = _bloom()
+    ids = token_ids(9)
+    mask = torch.ones(2, 9, dtype=torch.long)
+    mask[1, :3] = 0
     torch._dynamo.reset()
     counters.clear()
     compiled = torch.compile(model, backend=backend(fallback="eager"))
-    params_match_eager(model, compiled, input_ids=token_ids(19), attention_mask=mask)
-    assert counters["baddbmm.replaced"] == 0 and counters["baddbmm.skipped"] == 2
+    with torch.no_grad():
+        want = model(input_ids=ids, attention_mask=mask, use_cache=True)
+        got = compiled(input_ids=ids, attention_mask=mask, use_cache=True)
+        torch.testing.assert_close(got.logits, want.logits, atol=2e-5, rtol=1e-4)
+        for _ in range(2):
+            step = want.logits[:, -1].argmax(-1, keepdim=True)
+            mask = torch.cat([mask, torch.ones_like(mask[:, :1])], 1)
+            want = model(input_ids=step, attention_mask=mask, cache=want.cache, use_cache=True)
+            got = compiled(input_ids=step, attention_mask=mask, cache=got.cache, use_cache=True)
+            torch.testing.assert_close(got.logits, want.logits, atol=2e-5, rtol=1e-4)
+    assert counters["baddbmm.skipped"] == 0, dict(counters)
+    assert counters["baddbmm.replaced"] >= 4, dict(counters)
 
 
 def test_bloom_kv_cache_decode_step():
@@ -116,12 +154,12 @@ def test_bloom_kv_cache_decode_step():
 
 
 def test_bloom_bfloat16_alibi_is_rounded():
-    """A bf16 model rounds its ALiBi to bf16 before the add: not what the kernels add (float32
-    slope * position), so the site is skipped with that reason."""
+    """A bf16 model rounds its ALiBi to bf16 before the add: not what the kernels compute
+    (float32 slope * position), so it is not taken as ALiBi but read as the tensor it is."""
     report = flashgen.explain(_bloom(torch.bfloat16), token_ids(19))
-    assert report.found == 2 and report.replaced == 0, str(report)
+    assert report.found == 2 and report.replaced == 2, str(report)
     for site in report.sites:
-        assert "proven in float32/float64 only" in site.reason, site
+        assert site.causal is True and not site.alibi and site.mask == "add", site
 
 
 class FlatAttention(torch.nn.Module):
@@ -180,21 +218,26 @@ def test_flat_alibi_replaced():
     assert counters["baddbmm.replaced"] == 1, dict(counters)
 
 
-@pytest.mark.parametrize(
-    "bias,beta,why",
-    [
-        ("square", 1.0, "multiplies positions by positions"),
-        ("interleave", 1.0, "not ALiBi"),
-        ("table", 1.0, "not slopes times key positions"),
-        ("alibi", 2.0, "beta=2.0"),
-    ],
-)
-def test_flat_non_alibi_not_taken(bias, beta, why):
-    """A baddbmm bias that is not per-head slope * key position (or one scaled by beta) is not
-    ALiBi: the site is skipped with the reason, and the compiled module equals eager."""
-    model = FlatAttention(bias, beta)
+@pytest.mark.parametrize("bias", ["square", "interleave", "table"])
+def test_flat_non_alibi_read_as_bias(bias):
+    """A baddbmm bias that is not per-head slope * key position is not ALiBi: beside the
+    proven causal mask it is read as a tensor (unflattened to [B, H, 1, T]); the compiled
+    module's output and gradients equal eager's."""
+    model = FlatAttention(bias)
+    report = flashgen.explain(model, *_qkv(21))
+    assert report.found == 1 and report.replaced == 1, str(report)
+    site = report.sites[0]
+    assert site.causal is True and not site.alibi and site.mask == "add", site
+    _flat_matches_eager(model)
+    assert counters["baddbmm.replaced"] == 1, dict(counters)
+
+
+def test_flat_beta_not_taken():
+    """A bias scaled by baddbmm's beta is neither ALiBi nor a bias the kernels add: skipped
+    with the reason, and the compiled module equals eager."""
+    model = FlatAttention("alibi", 2.0)
     report = flashgen.explain(model, *_qkv(21))
     assert report.found == 1 and report.replaced == 0, str(report)
-    assert why in report.sites[0].reason, report.sites[0].reason
+    assert "beta=2.0" in report.sites[0].reason, report.sites[0].reason
     _flat_matches_eager(model)
     assert counters["baddbmm.replaced"] == 0, dict(counters)

@@ -105,6 +105,10 @@ class Match:
     # a bias proven ALiBi (`alibi.prove_alibi`): the slopes node and its factor c (the kernels
     # get c * slopes as alibi_slopes)
     alibi: tuple[fx.Node, float] | None = None
+    # a floating bias beside the boolean attn_mask (or alone, beside a proven causal mask), with
+    # the head count H to unflatten it by from BLOOM's [B * H, ...] (None: already 4-D): the
+    # rewrite hands the op `where(attn_mask, bias, -inf)` (`matchers._bias_beside_mask`)
+    key_bias: tuple[fx.Node, int | None] | None = None
     dropout_p: float = 0.0  # attention dropout in training mode (the op's dropout_p)
     softcap: float | None = None  # cap of `cap * tanh(scores / cap)` (the op's softcap)
     # HF BLOOM's layout: q/k/v are [B, H, T, D] tensors the graph flattened to [B * H, T, D]

@@ -100,6 +100,7 @@ def match_softmax(sm: Any, values: Values) -> Match | None:
     terms: list[Any] = []
     masks: list[tuple[str, Any, Any]] = []
     terms_at_add = None  # scale factors met walking up before the additive mask, if any
+    add_terms: dict[int, int] = {}  # the same for each additive mask, by its index in masks
     # HF BLOOM: 3-D scores [B * H, Sq, Sk] viewed as [B, H, Sq, Sk] on the way to the softmax
     # ((B, H), and how many masks were met above the view, in the 4-D space)
     unflat: tuple[Any, Any] | None = None
@@ -148,7 +149,7 @@ def match_softmax(sm: Any, values: Values) -> Match | None:
                 )
             bias = tensors[0] if nxt is tensors[1] else tensors[1]
             masks.append(("sub" if sub else "add", bias, None))
-            terms_at_add = len(terms)
+            terms_at_add = add_terms[len(masks) - 1] = len(terms)
         elif is_fn(x, {torch.where}, ("where",)) and len(x.args) == 3 and not x.kwargs:
             cond, a, b = x.args
             if _leads_to_product(a) and not is_tensor_node(b):
@@ -201,7 +202,7 @@ def match_softmax(sm: Any, values: Values) -> Match | None:
             if not (isinstance(bias, fx.Node) and is_tensor_node(bias)):
                 problems.append("baddbmm's bias is not a tensor")
             masks.append(("add", bias, None))
-            terms_at_add = len(terms)
+            terms_at_add = add_terms[len(masks) - 1] = len(terms)
         if not (isinstance(alpha, (int, float)) and not isinstance(alpha, bool) and alpha == 1):
             terms.append((alpha, 1))
     elif prod is None:
@@ -297,6 +298,7 @@ def match_softmax(sm: Any, values: Values) -> Match | None:
     tensor_mask = None
     hides = None  # a boolean mask read as a tensor: True where it hides a key (or keeps one)
     rows_from = None  # the whole mask, where the kernels read only its per-key part
+    key_bias = None  # `_bias_beside_mask`'s bias (attn_mask is then its boolean mask's keys)
     alibi = None
     not_alibi = ""
     if len(masks) == 2 or (len(masks) == 1 and masks[0][0] in ("add", "sub")):
@@ -314,44 +316,59 @@ def match_softmax(sm: Any, values: Values) -> Match | None:
                         not_alibi = f"; baddbmm's bias is not ALiBi ({e})"
                     continue
                 masks = masks[:i] + masks[i + 1 :]
+                add_terms = {j - (j > i): t for j, t in add_terms.items() if j != i}
                 break
     if softcap is not None and len(masks) > masks_at_cap:
         problems.append(
             "a mask or bias is applied to the scores inside the softcap's tanh; the kernels "
             "apply it after the softcap"
         )
-    elif len(masks) > 1:
-        problems.append(
-            "more than one mask is applied to the scores; only one causal mask is" + not_alibi
-        )
+    elif len(masks) == 2:
+        try:  # a bias beside a boolean mask (BLOOM: its ALiBi from the padding, HF's mask)
+            both = _bias_beside_mask(masks, add_terms, x, values, drop_p, unflat, masks_4d)
+        except Skip as e:
+            problems.append(
+                "more than one mask is applied to the scores; only one causal mask is, or a "
+                f"bias beside one boolean mask ({e})" + not_alibi
+            )
+        else:
+            (causal, window, align), tensor_mask, hides, key_bias, rows_from = both
+    elif len(masks) > 2:
+        problems.append("more than two masks are applied to the scores" + not_alibi)
     elif masks:
         try:
             if masks[0][0] == "sub":
                 raise Skip("a subtracted mask is not proven causal; it is read as a negated bias")
             causal, window, align = _check_causal(masks[0], x, values)
         except Skip as e:
-            try:  # an additive bias (ALiBi, T5's): the kernel reads the tensor as it is
-                added = _additive_bias(masks[0], terms_at_add)
-                if unflat is not None:  # (a mask tensor in BLOOM's layout: not supported)
-                    raise Skip("an additive mask beside [batch x heads]-flattened scores")
-                tensor_mask = added
-            except Skip:
-                try:  # a boolean mask filled with finfo.min (HF's padded batch): read as it is
-                    tensor_mask, hides = _hiding_mask(masks[0], drop_p, unflat)
-                except Skip as e2:
-                    problems.append(str(e) + not_alibi + _refused_as_tensor(masks[0], e2))
-                else:
-                    split = _split_hiding_mask(tensor_mask, hides, values, example_value(x))
-                    if split is not None:  # `causal & keep` by hand: causal, `keep` per key
-                        (causal, window, align), keep = split
-                        rows_from = (tensor_mask, hides)  # (for the rows it hides whole)
-                        tensor_mask, hides = keep, False
+            split = _additive_split(masks[0], add_terms.get(0), drop_p, unflat, values, x)
+            if split is not None:  # HF's eager padded batch: + where(causal & keep, 0, min)
+                (causal, window, align), tensor_mask, rows_from = split
+                hides = False
+            else:
+                try:  # an additive bias (ALiBi, T5's): the kernel reads the tensor as it is
+                    added = _additive_bias(masks[0], terms_at_add)
+                    if unflat is not None:  # (a mask tensor in BLOOM's layout: not supported)
+                        raise Skip("an additive mask beside [batch x heads]-flattened scores")
+                    tensor_mask = added
+                except Skip:
+                    try:  # a boolean mask filled with finfo.min (HF's padded batch): read as it is
+                        tensor_mask, hides = _hiding_mask(masks[0], drop_p, unflat)
+                    except Skip as e2:
+                        problems.append(str(e) + not_alibi + _refused_as_tensor(masks[0], e2))
+                    else:
+                        split = _split_hiding_mask(tensor_mask, hides, values, example_value(x))
+                        if split is not None:  # `causal & keep` by hand: causal, `keep` per key
+                            (causal, window, align), keep = split
+                            rows_from = (tensor_mask, hides)  # (for the rows it hides whole)
+                            tensor_mask, hides = keep, False
     m = Match(site, q, k, v, out, causal, terms, interior=interior, window=window, align=align)
     m.attn_mask = tensor_mask
     if hides is not None:
         m.mask_hides, m.empty_rows, m.rows_from = hides, v, rows_from
     m.mask_negated = tensor_mask is not None and masks[0][0] == "sub"
     m.alibi = alibi
+    m.key_bias = key_bias
     m.dropout_p = drop_p
     m.softcap = softcap
     m.three_d = example_value(q).dim() == 3
@@ -465,6 +482,114 @@ def _hiding_mask(mask: tuple[str, Any, Any], drop_p: float, unflat: Any) -> tupl
     if unflat is not None:
         raise Skip("beside [batch x heads]-flattened scores")
     return _tensor_mask(node), how != "where_keep"
+
+
+# A fill that absorbs any score added to it: fill + s == fill in float32 (and bfloat16) for
+# every |s| below 2**99, so a row it hides entirely is uniform in eager whatever was added
+# (finfo(float32).min and finfo(bfloat16).min are below it; finfo(float16).min is not).
+ABSORBING_FILL = -(2.0**100)
+_ZERO_FNS = {torch.zeros, torch.zeros_like, torch.Tensor.new_zeros}
+
+
+def _is_zero(a: Any) -> bool:
+    """Whether `a` is 0: a Python number, or a tensor node made by zeros / zeros_like /
+    new_zeros (HF's mask builders add `where(keep, torch.zeros(()), finfo.min)`)."""
+    if isinstance(a, (int, float)) and not isinstance(a, bool):
+        return a == 0
+    return isinstance(a, fx.Node) and is_fn(a, _ZERO_FNS, ("new_zeros", "zero_"))
+
+
+def _as_hiding(mask: tuple[str, Any, Any], terms_at: int | None):
+    """The boolean mask that an additive `where(keep, 0, fill)` (or `where(hide, fill, 0)`)
+    applies, as the walk records `torch.where` masks (("where_keep" | "where_mask", cond,
+    fill)), when added after every scale factor (`terms_at` 0) with an ABSORBING_FILL: then
+    scores + it equals `where(keep, scores, fill)` exactly (a hidden key's score is the fill,
+    a kept one's s + 0). None for anything else."""
+    how, node, _ = mask
+    if how != "add" or terms_at != 0 or not isinstance(node, fx.Node):
+        return None
+    if not (is_fn(node, {torch.where}, ("where",)) and len(node.args) == 3 and not node.kwargs):
+        return None
+    cond, a, b = node.args
+    ce = example_value(cond)
+    if not (isinstance(ce, torch.Tensor) and ce.dtype == torch.bool):
+        return None
+    for kind, zero, fill in (("where_keep", a, b), ("where_mask", b, a)):
+        if _is_zero(zero) and isinstance(fill, float) and -math.inf < fill <= ABSORBING_FILL:
+            return (kind, cond, fill)
+    return None
+
+
+def _additive_split(mask, terms_at, drop_p, unflat, values, scores):
+    """((causal, window, align), keep, rows_from) for one additive mask that is HF's eager
+    padded batch, `scores + where(causal & keep, 0, finfo.min)` (`_as_hiding`, then
+    `_split_hiding_mask`): the kernels take the causal flag and the per-key `keep` instead of
+    reading the N x N tensor; rows it hides whole get eager's uniform softmax
+    (`Match.empty_rows`, from rows_from). None when it is not so (the tensor is read)."""
+    hider = _as_hiding(mask, terms_at)
+    if hider is None or unflat is not None:
+        return None
+    try:
+        tensor, hides = _hiding_mask(hider, drop_p, None)
+    except Skip:
+        return None
+    split = _split_hiding_mask(tensor, hides, values, example_value(scores))
+    if split is None:
+        return None
+    structure, keep = split
+    return structure, keep, (tensor, hides)
+
+
+def _bias_beside_mask(masks, add_terms, scores, values, drop_p, unflat, masks_4d):
+    """A floating bias added after the scale beside one boolean mask (HF BLOOM with an
+    attention_mask: ALiBi whose positions count only the kept keys, which `prove_alibi` does
+    not prove, beside HF's additive causal & padding mask). Returns (structure, tensor_mask,
+    hides, key_bias, rows_from): the boolean mask proven causal / a band (tensor_mask None),
+    split into that and a per-key `keep`, or else read whole (`_hiding_mask`); key_bias is
+    (bias node, H) with H the head count to unflatten it by when it was added to BLOOM's
+    [B * H, Sq, Sk] scores, else None. The rewrite merges the two into the kernels' additive
+    mask `where(keep, bias, -inf)`. A row the mask hides whole is uniform in eager only if the
+    fill absorbs the bias added to it, so an additive mask, or one the bias is added after,
+    needs an ABSORBING_FILL (and a bias below 2**99 there: one that itself holds finfo.min
+    would make such a row eager's softmax over its other keys). Skip otherwise."""
+    for bi, hi in ((0, 1), (1, 0)):
+        how, bias, _ = masks[bi]
+        if how != "add" or add_terms.get(bi) != 0:
+            continue
+        hider = masks[hi]
+        if hider[0] == "add":
+            hider = _as_hiding(hider, add_terms.get(hi))
+        if hider is None or hider[0] not in ("masked_fill", "where_keep", "where_mask"):
+            continue
+        break
+    else:
+        raise Skip("neither is a floating bias added after the scale beside a boolean mask")
+    bias = _additive_bias(("add", bias, None), 0)
+    in_3d = unflat is not None and bi >= masks_4d  # added to the [B * H, Sq, Sk] scores
+    if unflat is not None and hi >= masks_4d:
+        raise Skip("a boolean mask applied to the [batch x heads]-flattened scores")
+    heads = None
+    if in_3d:
+        heads = guarded_number(unflat[1])
+        if not isinstance(heads, int):
+            raise Skip("the flattened scores' head count is not a number")
+    fill = hider[2]
+    absorbed = isinstance(fill, float) and fill <= ABSORBING_FILL
+    if (masks[hi][0] == "add" or bi < hi) and not absorbed:
+        raise Skip(
+            f"the bias is added to the fill {fill!r}, which does not absorb it (a row hidden "
+            "whole would not be uniform)"
+        )
+    try:
+        return _check_causal(hider, scores, values), None, None, (bias, heads), None
+    except Skip:
+        pass
+    tensor, hides = _hiding_mask(hider, drop_p, None)
+    split = _split_hiding_mask(tensor, hides, values, example_value(scores))
+    if split is None:
+        return (False, None, "top_left"), tensor, hides, (bias, heads), (tensor, hides)
+    structure, keep = split
+    return structure, keep, False, (bias, heads), (tensor, hides)
 
 
 _NOT_FNS = {torch.logical_not, torch.bitwise_not, operator.invert, torch.Tensor.logical_not}

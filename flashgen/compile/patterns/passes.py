@@ -127,17 +127,19 @@ def check_match(m: Match) -> None:
         except ValueError as e:
             raise Skip(f"the flashgen kernels do not take this softcap: {e}") from e
         m.site.softcap = m.softcap
-    if m.attn_mask is not None:
-        mask = example_value(m.attn_mask)
+    full = (*q.shape[:3], k.shape[2])
+    open_heads = []  # mask shapes whose head dim is neither 1 nor provably H (guarded below)
+    for shape, what in _mask_shapes(m, q):
         if m.three_d:
             raise Skip("attn_mask with 3-D q/k/v")
-        shape = (1,) * (4 - mask.dim()) + tuple(mask.shape)
-        full = (*q.shape[:3], k.shape[2])
         broadcasts = [known_eq(a, 1) or known_eq(a, b) for a, b in zip(shape, full, strict=True)]
         if not all(broadcasts[i] for i in (0, 2, 3)):
-            raise Skip(f"attn_mask of shape {tuple(mask.shape)} does not broadcast to {full}")
-        heads_open = not broadcasts[1]  # (guarded below, once nothing else can refuse)
-        m.site.mask = "bool" if mask.dtype == torch.bool else "add"
+            raise Skip(f"{what} of shape {shape} does not broadcast to {full}")
+        if not broadcasts[1]:  # (guarded below, once nothing else can refuse)
+            open_heads.append((shape, what))
+    if m.attn_mask is not None or m.key_bias is not None:
+        bool_mask = m.key_bias is None and example_value(m.attn_mask).dtype == torch.bool
+        m.site.mask = "bool" if bool_mask else "add"
     if m.align != "top_left" and m.dropout_p:
         # (`flashgen.ops.attention` refuses these together: dropout's draws are numbered by
         # position)
@@ -152,8 +154,9 @@ def check_match(m: Match) -> None:
         )
     if m.alibi is not None:
         _check_slopes(m, q)
-    if m.attn_mask is not None and heads_open and not equal_heads(shape[1], full[1]):
-        raise Skip(f"attn_mask of shape {tuple(mask.shape)} does not broadcast to {full}")
+    for shape, what in open_heads:
+        if not equal_heads(shape[1], full[1]):
+            raise Skip(f"{what} of shape {shape} does not broadcast to {full}")
     m.site.gqa_group = group
     shape = "x".join(str(s) for s in q.shape)
     m.site.shape = f"q[{shape}] {str(q.dtype).replace('torch.', '')}"
@@ -162,6 +165,24 @@ def check_match(m: Match) -> None:
     m.site.seq_q, m.site.seq_k = size_hint(q.shape[-2]), size_hint(k.shape[-2])
     m.site.rows = math.prod(size_hint(n) or 0 for n in q.shape[:-2])
     m.site.device = q.device.type
+
+
+def _mask_shapes(m: Match, q: Any) -> list[tuple[tuple[Any, ...], str]]:
+    """The 4-D shapes of the mask tensors the op's attn_mask is made of: attn_mask, and a
+    bias beside it (`Match.key_bias`), the latter as the rewrite unflattens it from BLOOM's
+    [B * H, ...] (which must then be B x H, not 1)."""
+    shapes = []
+    if m.attn_mask is not None:
+        shapes.append((tuple(example_value(m.attn_mask).shape), "attn_mask"))
+    if m.key_bias is not None:
+        bias, heads = m.key_bias
+        shape = tuple(example_value(bias).shape)
+        if heads is not None:
+            if len(shape) != 3 or not known_eq(shape[0], q.shape[0] * heads):
+                raise Skip(f"the bias of shape {shape} beside the [batch x heads] scores")
+            shape = (q.shape[0], heads, *shape[1:])
+        shapes.append((shape, "the bias"))
+    return [((1,) * (4 - len(s)) + s, what) for s, what in shapes]
 
 
 def _check_slopes(m: Match, q: Any) -> None:
@@ -223,6 +244,15 @@ def rewrite(gm: fx.GraphModule, m: Match, op: Any) -> None:
             if m.mask_hides:  # masked_fill's mask (True: hidden); the kernels' True: visible
                 mask = g.call_function(torch.logical_not, (mask,))
                 added.append(mask)
+        if m.key_bias is not None:  # a bias beside the boolean mask: one additive mask
+            bias, heads = m.key_bias
+            if heads is not None:  # added to BLOOM's [B * H, Sq, Sk] scores
+                bias = g.call_method("unflatten", (bias, 0, (-1, heads)))
+                added.append(bias)
+            if mask is not None:
+                bias = g.call_function(torch.where, (mask, bias, -math.inf))
+                added.append(bias)
+            mask = bias
         win = None
         if isinstance(m.window, tuple):  # a two-sided band (causal False): (left, right)
             win = list(m.window)
@@ -236,8 +266,6 @@ def rewrite(gm: fx.GraphModule, m: Match, op: Any) -> None:
             extra["alibi_slopes"] = _slopes_arg(g, m, added)
         new = g.call_function(op, (*args, m.causal, m.scale, *tail), extra)
         result = g.call_method("squeeze", (new, 0)) if m.three_d else new
-        if m.flat_out:  # BLOOM: the value product's [B * H, Sq, D]
-            result = g.call_method("flatten", (new, 0, 1))
         after = [] if result is new else [result]
         if m.empty_rows is not None:  # rows the mask hides entirely: eager's uniform softmax
             hidden, hides = m.rows_from or (m.attn_mask, m.mask_hides)
@@ -248,6 +276,9 @@ def rewrite(gm: fx.GraphModule, m: Match, op: Any) -> None:
             mean = g.call_method("mean", (m.empty_rows, -2, True))
             result = g.call_function(torch.where, (empty, mean, result))
             after += [empty, mean, result]
+        if m.flat_out:  # BLOOM: the value product's [B * H, Sq, D]
+            result = g.call_method("flatten", (result, 0, 1))
+            after.append(result)
     set_example_values(fm, [*added, new, *after])
     new.meta["stack_trace"] = m.out.meta.get("stack_trace")
     dead = [*m.interior, m.out]
