@@ -107,6 +107,96 @@ def test_right_padded_mistral_window_split_into_band_and_key_mask():
     assert all(s.causal and s.window == 5 and s.mask == "bool" for s in replaced), replaced
 
 
+@pytest.mark.parametrize(
+    "family,side", [("llama", "left"), ("mistral", "right"), ("gemma2", "left")]
+)
+def test_eager_additive_padding_mask_split(family, side):
+    """HF's eager attention adds `where(causal & keep, 0, finfo.min)` to the scores; finfo.min
+    absorbs any score added to it, so that is `where(causal & keep, scores, finfo.min)`
+    exactly, and it reaches the kernels as the causal flag (a window with Mistral's and
+    Gemma-2's sliding layers) and a key-padding mask, not the N x N tensor. The forward equals
+    eager's at every position, the left-padded rows that see no key (eager's uniform softmax)
+    included; the gradients of a loss of the unpadded positions too. (A loss of a row that
+    sees no key would differ: eager's uniform softmax there still passes a gradient to q and k
+    through `scores + finfo.min`, the replacement's mean of v does not; such rows are padding,
+    whose outputs reach no kept position: `flashgen.compile.patterns.matchers._additive_split`.)"""
+    torch.manual_seed(0)
+    kw = dict(
+        vocab_size=64, hidden_size=64, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+        attn_implementation="eager",
+    )  # fmt: skip
+    if family == "llama":
+        model = transformers.LlamaModel(transformers.LlamaConfig(**kw))
+    elif family == "mistral":
+        model = transformers.MistralModel(transformers.MistralConfig(sliding_window=5, **kw))
+    else:
+        cfg = transformers.Gemma2Config(head_dim=16, sliding_window=5, **kw)
+        model = transformers.Gemma2Model(cfg)
+    ids = torch.randint(1, 64, (2, 12), generator=torch.Generator().manual_seed(5))
+    mask = torch.ones(2, 12, dtype=torch.long)
+    if side == "left":
+        mask[1, :4] = 0
+    else:
+        mask[1, 7:] = 0
+    inputs = {"input_ids": ids, "attention_mask": mask}
+    replaced, skipped = _replaced(model, **inputs)
+    assert len(replaced) == 2 and not skipped, skipped
+    assert all(s.causal is True and s.mask == "bool" for s in replaced), replaced
+    windows = {s.window for s in replaced}
+    assert windows == ({None} if family == "llama" else {5} if family == "mistral" else {5, None})
+
+    # a random projection of the unpadded positions (a loss of their squares makes Gemma-2's
+    # gradients ill-conditioned: Inductor alone is off by a third on its embedding's there)
+    weights = torch.randn(2, 12, 64, generator=torch.Generator().manual_seed(9))
+    weights *= mask[..., None]
+
+    def loss(out):
+        return (out.last_hidden_state * weights).sum()
+
+    want, got, want_grads, grads = _compiled_matches_eager(model, inputs, loss)
+    torch.testing.assert_close(got.last_hidden_state, want.last_hidden_state, atol=2e-5,
+                               rtol=1e-4)  # fmt: skip
+    for name, g in want_grads.items():
+        torch.testing.assert_close(grads[name], g, atol=1e-3, rtol=1e-4, msg=name)
+
+
+def _added_where(q, k, v, keep, fill):
+    """Hand-written: `scores + where(causal & keep, 0, fill)`."""
+    t = q.size(-2)
+    causal = torch.ones(t, t, dtype=torch.bool, device=q.device).tril()
+    hidden = torch.where(causal & keep[:, None, None, :], 0.0, fill)
+    s = q @ k.transpose(-1, -2) / q.size(-1) ** 0.5 + hidden
+    return s.softmax(-1) @ v
+
+
+@pytest.mark.parametrize("fill", [torch.finfo(torch.float32).min, -1e9])
+def test_added_where_split_only_with_an_absorbing_fill(fill):
+    """-1e9 does not absorb what is added to it (a fully hidden row is softmax(s - 1e9) in
+    eager, not uniform): that mask is read whole as an additive tensor; finfo.min is split
+    into the causal flag and the key mask. Both equal eager at every row; the gradients of a
+    loss of the rows that see a key too (see `test_eager_additive_padding_mask_split`)."""
+    gen = torch.Generator().manual_seed(4)
+    q, k, v = (torch.randn(2, 2, 9, 16, generator=gen).requires_grad_() for _ in range(3))
+    keep = torch.ones(2, 9, dtype=torch.bool)
+    keep[1, :3] = False  # rows 0-2 of entry 1 see no key
+    site = flashgen.explain(_added_where, q, k, v, keep, fill).sites[0]
+    assert site.replaced, site
+    split = fill < -(2.0**100)
+    assert (site.causal, site.mask) == ((True, "bool") if split else (False, "add")), site
+    torch._dynamo.reset()
+    compiled = torch.compile(_added_where, backend="flashgen")
+    got = compiled(q, k, v, keep, fill)
+    want = _added_where(q, k, v, keep, fill)
+    torch.testing.assert_close(got, want, atol=2e-5, rtol=1e-4)
+    seen = torch.ones(2, 1, 9, 1)
+    seen[1, :, :3] = 0
+    g_got = torch.autograd.grad((got * seen).square().sum(), (q, k, v))
+    g_want = torch.autograd.grad((want * seen).square().sum(), (q, k, v))
+    for a, b in zip(g_got, g_want, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-3)
+
+
 def _causal_and_keep(q, k, v, keep):
     """The hand-written form of HF's mask: a causal triangle & a padding entry per key."""
     t = q.size(-2)

@@ -525,7 +525,10 @@ def _additive_split(mask, terms_at, drop_p, unflat, values, scores):
     padded batch, `scores + where(causal & keep, 0, finfo.min)` (`_as_hiding`, then
     `_split_hiding_mask`): the kernels take the causal flag and the per-key `keep` instead of
     reading the N x N tensor; rows it hides whole get eager's uniform softmax
-    (`Match.empty_rows`, from rows_from). None when it is not so (the tensor is read)."""
+    (`Match.empty_rows`, from rows_from), whose value is the mean of v. Not its gradient with
+    respect to q and k: eager's `scores + finfo.min` still passes one there (as the tensor path
+    did not either: its kernels give such rows none); those rows are padding, whose outputs
+    no kept position reads. None when it is not so (the tensor is read)."""
     hider = _as_hiding(mask, terms_at)
     if hider is None or unflat is not None:
         return None
