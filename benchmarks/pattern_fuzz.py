@@ -53,7 +53,9 @@ class Case:
     struct: str  # "none" | "causal" | "window" | "two_sided" | "is_causal" (SDPA's flag)
     build: str  # "tril" | "arange" (comparisons) | "buffer" (sliced) | "offset" (of j - i)
     pad: str  # "none" | "right" | "left" (a [B, Tk] keep mask read from an input)
-    apply: str  # "masked_fill" | "where" | "additive" | "hf_additive" | "bool" (SDPA only)
+    # "masked_fill" | "where" | "additive" (zeros.masked_fill) | "hf_where" (HF's masking_utils:
+    # where(keep, 0, fill)) | "hf_additive" ((1 - keep) * fill) | "bool" (SDPA only)
+    apply: str
     fill: str  # "-inf" | "finfo_min" | "-1e9"
     score: str  # "div_sqrt" | "mul" | "prescale" | "einsum"
     softcap: bool
@@ -81,6 +83,8 @@ def draw(seed: int) -> Case:
     fill = r.choice(["-inf", "finfo_min", "-1e9"])
     if apply == "hf_additive" and fill == "-inf":
         fill = "finfo_min"  # (1 - keep) * -inf is NaN where kept: nobody writes it
+    if apply == "additive" and random.Random(seed * 7919 + 1).random() < 0.5:
+        apply = "hf_where"  # (its own draw: every other field of a seed is as before)
     return Case(
         seed=seed,
         style=style,
@@ -261,6 +265,9 @@ def _additive_lines(case: Case, base: str | None) -> list[str]:
     fill = _fill(case)
     if case.apply == "hf_additive":
         line = f"bias = (1.0 - keep.to(s.dtype)) * {fill}"
+    elif case.apply == "hf_where":
+        zero = "torch.zeros((), dtype=s.dtype, device=q.device)"  # (a float 0.0: float32)
+        line = f"bias = torch.where(keep, {zero}, {fill})"
     else:
         zeros = "torch.zeros(keep.shape, dtype=s.dtype, device=q.device)"
         line = f"bias = {zeros}.masked_fill(~keep, {fill})"
