@@ -18,7 +18,7 @@ hf)
   (cd old_tree && patch -s -p1 -R < ../$HERE/pattern.patch) || { echo "pattern.patch failed"; exit 1; }
   for run in bloom:new llama:new llama:old gemma2:new gemma2:old; do
     fam=${run%%:*}; tree=${run##*:}; root=$PWD; [ $tree = old ] && root=$PWD/old_tree
-    PYTHONPATH=/tmp/site:$root timeout 110 python3 -u benchmarks/hf_padded.py --family $fam \
+    PYTHONPATH=/tmp/site:$root timeout 115 python3 -u benchmarks/hf_padded.py --family $fam \
       --out $OUT/${fam}_$tree.json > $OUT/${fam}_$tree.txt 2>&1
     stamp "$fam $tree rc=$?"; grep -E "^fwd|^check" $OUT/${fam}_$tree.txt | cut -c1-200
   done ;;
