@@ -309,6 +309,57 @@ def test_learned_bias_replaced_and_its_gradient_matches_eager():
         torch.testing.assert_close(g, w, atol=5e-5, rtol=1e-4, msg=name)
 
 
+class _BiasBesidePadding(torch.nn.Module):
+    """Hand-written: a learned relative bias [1, H, T, T] added after the scale, then a padding
+    mask (with `causal`: causal & padding) applied with masked_fill(finfo.min): two masks."""
+
+    def __init__(self, causal: bool):
+        super().__init__()
+        self.causal = causal
+        self.rel = torch.nn.Parameter(torch.randn(1, 2, 9, 9) * 2)
+
+    def forward(self, q, k, v, pad):
+        t = q.size(-2)
+        s = q @ k.transpose(-1, -2) * 0.25 + self.rel[..., :t, :t]
+        keep = pad[:, None, None, :]
+        if self.causal:
+            keep = torch.ones(t, t, dtype=torch.bool, device=q.device).tril() & keep
+        s = s.masked_fill(~keep, torch.finfo(s.dtype).min)
+        return s.softmax(-1) @ v
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_learned_bias_beside_a_padding_mask(causal):
+    """A bias and a boolean mask on the same scores: one additive mask for the kernels,
+    `where(keep, bias, -inf)` (with the causal flag and the per-key padding when the mask is
+    `causal & keep`, else the whole mask). Output (the rows that see no key: eager's mean of
+    v) and the gradients of q, k, v and the bias equal eager's."""
+    torch.manual_seed(0)
+    model = _BiasBesidePadding(causal)
+    gen = torch.Generator().manual_seed(6)
+    q, k, v = (torch.randn(3, 2, 9, 16, generator=gen).requires_grad_() for _ in range(3))
+    pad = torch.ones(3, 9, dtype=torch.bool)
+    pad[1, :3] = False  # left padding: with causal, rows 0-2 of entry 1 see no key
+    pad[2, 6:] = False
+    replaced, skipped = _replaced(model, q, k, v, pad)
+    assert len(replaced) == 1 and not skipped, skipped
+    site = replaced[0]
+    assert site.mask == "add" and site.causal is causal and not site.alibi, site
+    torch._dynamo.reset()
+    compiled = torch.compile(model, backend="flashgen")
+    got = compiled(q, k, v, pad)
+    want = model(q, k, v, pad)
+    torch.testing.assert_close(got, want, atol=2e-5, rtol=1e-4)
+    leaves = (q, k, v, model.rel)
+    for name, g, w in zip(
+        ("dq", "dk", "dv", "dbias"),
+        torch.autograd.grad((got * 1.5).sum(), leaves),
+        torch.autograd.grad((want * 1.5).sum(), leaves),
+        strict=True,
+    ):
+        torch.testing.assert_close(g, w, atol=5e-5, rtol=1e-4, msg=name)
+
+
 def test_arbitrary_additive_and_boolean_masks_from_inputs():
     """SDPA with an additive mask and a boolean mask computed from an input: replaced as mask
     tensors, equal to eager (forward and gradients)."""
