@@ -170,24 +170,35 @@ def _added_where(q, k, v, keep, fill):
     return s.softmax(-1) @ v
 
 
+def _sdpa_added_where(q, k, v, keep, fill):
+    """SDPA given the float mask `where(causal & keep, 0, fill)`."""
+    t = q.size(-2)
+    causal = torch.ones(t, t, dtype=torch.bool, device=q.device).tril()
+    zero = torch.zeros((), dtype=q.dtype, device=q.device)
+    return F.scaled_dot_product_attention(
+        q, k, v, attn_mask=torch.where(causal & keep[:, None, None, :], zero, fill)
+    )
+
+
+@pytest.mark.parametrize("fn", [_added_where, _sdpa_added_where])
 @pytest.mark.parametrize("fill", [torch.finfo(torch.float32).min, -1e9])
-def test_added_where_split_only_with_an_absorbing_fill(fill):
-    """-1e9 does not absorb what is added to it (a fully hidden row is softmax(s - 1e9) in
-    eager, not uniform): that mask is read whole as an additive tensor; finfo.min is split
-    into the causal flag and the key mask. Both equal eager at every row; the gradients of a
+def test_added_where_split_only_with_an_absorbing_fill(fn, fill):
+    """By hand, and as SDPA's float attn_mask: -1e9 does not absorb what is added to it (a
+    fully hidden row is softmax(s - 1e9) in eager, not uniform): that mask is read whole as an
+    additive tensor; finfo.min is split into the causal flag and the key mask. Both equal eager at every row; the gradients of a
     loss of the rows that see a key too (see `test_eager_additive_padding_mask_split`)."""
     gen = torch.Generator().manual_seed(4)
     q, k, v = (torch.randn(2, 2, 9, 16, generator=gen).requires_grad_() for _ in range(3))
     keep = torch.ones(2, 9, dtype=torch.bool)
     keep[1, :3] = False  # rows 0-2 of entry 1 see no key
-    site = flashgen.explain(_added_where, q, k, v, keep, fill).sites[0]
+    site = flashgen.explain(fn, q, k, v, keep, fill).sites[0]
     assert site.replaced, site
     split = fill < -(2.0**100)
     assert (site.causal, site.mask) == ((True, "bool") if split else (False, "add")), site
     torch._dynamo.reset()
-    compiled = torch.compile(_added_where, backend="flashgen")
+    compiled = torch.compile(fn, backend="flashgen")
     got = compiled(q, k, v, keep, fill)
-    want = _added_where(q, k, v, keep, fill)
+    want = fn(q, k, v, keep, fill)
     torch.testing.assert_close(got, want, atol=2e-5, rtol=1e-4)
     seen = torch.ones(2, 1, 9, 1)
     seen[1, :, :3] = 0

@@ -341,7 +341,10 @@ def match_softmax(sm: Any, values: Values) -> Match | None:
                 raise Skip("a subtracted mask is not proven causal; it is read as a negated bias")
             causal, window, align = _check_causal(masks[0], x, values)
         except Skip as e:
-            split = _additive_split(masks[0], add_terms.get(0), drop_p, unflat, values, x)
+            se = example_value(x)
+            split = _additive_split(
+                masks[0], add_terms.get(0), drop_p, unflat, values, se.shape[-2], se.shape[-1]
+            )
             if split is not None:  # HF's eager padded batch: + where(causal & keep, 0, min)
                 (causal, window, align), tensor_mask, rows_from = split
                 hides = False
@@ -357,7 +360,9 @@ def match_softmax(sm: Any, values: Values) -> Match | None:
                     except Skip as e2:
                         problems.append(str(e) + not_alibi + _refused_as_tensor(masks[0], e2))
                     else:
-                        split = _split_hiding_mask(tensor_mask, hides, values, example_value(x))
+                        split = _split_hiding_mask(
+                            tensor_mask, hides, values, *example_value(x).shape[-2:]
+                        )
                         if split is not None:  # `causal & keep` by hand: causal, `keep` per key
                             (causal, window, align), keep = split
                             rows_from = (tensor_mask, hides)  # (for the rows it hides whole)
@@ -520,7 +525,7 @@ def _as_hiding(mask: tuple[str, Any, Any], terms_at: int | None):
     return None
 
 
-def _additive_split(mask, terms_at, drop_p, unflat, values, scores):
+def _additive_split(mask, terms_at, drop_p, unflat, values, tq, tk):
     """((causal, window, align), keep, rows_from) for one additive mask that is HF's eager
     padded batch, `scores + where(causal & keep, 0, finfo.min)` (`_as_hiding`, then
     `_split_hiding_mask`): the kernels take the causal flag and the per-key `keep` instead of
@@ -536,7 +541,7 @@ def _additive_split(mask, terms_at, drop_p, unflat, values, scores):
         tensor, hides = _hiding_mask(hider, drop_p, None)
     except Skip:
         return None
-    split = _split_hiding_mask(tensor, hides, values, example_value(scores))
+    split = _split_hiding_mask(tensor, hides, values, tq, tk)
     if split is None:
         return None
     structure, keep = split
@@ -588,7 +593,7 @@ def _bias_beside_mask(masks, add_terms, scores, values, drop_p, unflat, masks_4d
     except Skip:
         pass
     tensor, hides = _hiding_mask(hider, drop_p, None)
-    split = _split_hiding_mask(tensor, hides, values, example_value(scores))
+    split = _split_hiding_mask(tensor, hides, values, *example_value(scores).shape[-2:])
     if split is None:
         return (False, None, "top_left"), tensor, hides, (bias, heads), (tensor, hides)
     structure, keep = split
@@ -598,18 +603,18 @@ def _bias_beside_mask(masks, add_terms, scores, values, drop_p, unflat, masks_4d
 _NOT_FNS = {torch.logical_not, torch.bitwise_not, operator.invert, torch.Tensor.logical_not}
 
 
-def _split_hiding_mask(mask: Any, hides: bool, values: Values, scores: torch.Tensor):
+def _split_hiding_mask(mask: Any, hides: bool, values: Values, tq: Any, tk: Any):
     """`_causal_and_key_mask`'s split of a boolean mask that hand-written attention applies
     with a finite fill (`_hiding_mask`): `causal & keep` under `torch.where`, `~(causal &
     keep)` under `masked_fill` (`hides`), None for anything else (then the whole tensor is
-    read). `scores`: the scores' example value, whose last dims are the lengths."""
+    read). tq, tk: the scores' lengths."""
     if hides:
         if not (
             isinstance(mask, fx.Node) and is_fn(mask, _NOT_FNS, ("logical_not", "bitwise_not"))
         ):
             return None
         mask = mask.args[0]
-    return _causal_and_key_mask(mask, values, scores.shape[-2], scores.shape[-1])
+    return _causal_and_key_mask(mask, values, tq, tk)
 
 
 def _refused_as_tensor(mask: tuple[str, Any, Any], e: Skip) -> str:
@@ -679,7 +684,10 @@ def match_sdpa(n: Any, values: Values) -> Match:
     window = None
     align = "top_left"
     tensor_mask = None
+    rows_from = None  # (an additive mask split: the whole mask, for the rows it hides whole)
     alibi = None
+    qe, ke = example_value(q), example_value(k)
+    tq, tk = qe.shape[-2], ke.shape[-2]
     if mask is not None and is_causal:
         raise Skip("attn_mask together with is_causal=True is not supported")
     me = example_value(mask)
@@ -698,8 +706,15 @@ def match_sdpa(n: Any, values: Values) -> Match:
             split = _causal_and_key_mask(
                 mask, values, example_value(q).shape[-2], example_value(k).shape[-2]
             )
+            added = None
+            if split is None and (not enable_gqa or known_eq(qe.shape[-3], ke.shape[-3])):
+                # a float mask `where(causal & keep, 0, finfo.min)`: as it, split (rows it
+                # hides whole: eager's mean of v, which takes v's heads equal to q's)
+                added = _additive_split(("add", mask, None), 0, dropout_p, None, values, tq, tk)
             if split is not None:  # HF's padded decoder batch: causal (or a band) + a key mask
                 (is_causal, window, align), tensor_mask = split
+            elif added is not None:
+                (is_causal, window, align), tensor_mask, rows_from = added
             else:
                 # Not a causal mask: the kernel reads the tensor itself (exact by
                 # construction, at every shape the graph accepts).
@@ -707,6 +722,8 @@ def match_sdpa(n: Any, values: Values) -> Match:
     terms: list[Any] = [None] if scale is None else [(scale, 1)]
     m = Match(site, q, k, v, n, is_causal, terms, interior=[n], window=window, align=align)
     m.attn_mask = tensor_mask
+    if rows_from is not None:
+        m.empty_rows, m.rows_from = v, rows_from
     m.alibi = alibi
     m.dropout_p = dropout_p
     m.three_d = example_value(q).dim() == 3
