@@ -1,7 +1,10 @@
 """benchmarks/hf_fuzz.py, the random HF-model sweep of the backend, on the CPU: every family's
 config builds a model, and one drawn case (Mistral's eager attention, a 5-key sliding window, a
 left-padded batch of two, `dynamic=True`, then a KV cache's prefill and two decoding steps)
-compiles, replaces every attention site and matches eager. The sweep itself is the script's."""
+compiles, replaces every attention site and matches eager; so does a left-padded BLOOM under
+`dynamic=True` (its ALiBi from the attention_mask read as a bias beside the padding; the graph
+Dynamo discards, its float attribute traced as a tensor, not counted). The sweep itself is the
+script's."""
 
 from __future__ import annotations
 
@@ -27,3 +30,11 @@ def test_a_windowed_left_padded_decoder_matches_eager():
     assert (rec["family"], rec["padding"], rec["dynamic"]) == ("mistral", "left", True), rec
     assert rec["diff"] <= 1e-3, rec
     assert rec["found"] > 0 and rec["replaced"] == rec["found"], rec
+
+
+def test_a_left_padded_bloom_matches_eager():
+    rec = fuzz.run_case(50)
+    assert (rec["family"], rec["padding"], rec["dynamic"]) == ("bloom", "left", True), rec
+    assert rec["diff"] <= 1e-3, rec
+    assert rec["found"] > 0 and rec["replaced"] == rec["found"], rec
+    assert rec["discarded"] > 0, rec  # (the float attribute's first trace)
