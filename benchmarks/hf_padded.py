@@ -23,7 +23,6 @@ import argparse
 import copy
 import json
 import os
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -95,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     import transformers
 
     import flashgen
-    from flashgen.bench.harness import gpu_timer, run_meta, wall_timer
+    from flashgen.bench.harness import alternate, gpu_timer, run_meta, wall_timer
     from flashgen.compile import patterns
 
     dev, dtype = ("cuda", torch.bfloat16) if cuda else ("cpu", torch.float32)
@@ -155,22 +154,17 @@ def main(argv: list[str] | None = None) -> int:
         )
 
     modes = {"fwd": forward, "fwd_bwd": forward_backward}
-    for make in modes.values():  # (the no_grad forward compiles its own graph: not timed)
-        for fn in runs.values():
-            make(fn)()
-    readings = {(mode, name): [] for mode in modes for name in runs}
-    for _ in range(args.rounds):
-        for mode, make in modes.items():
-            for name, fn in runs.items():
-                readings[mode, name].append(timer(make(fn)))
-    report["ms"] = {f"{mode} {name}": values for (mode, name), values in readings.items()}
+    # (the first call of each, untimed, compiles the no_grad forward's own graph)
+    timed = alternate(runs, modes, timer, args.rounds)
+    report["ms"] = {f"{mode} {name}": values for (mode, name), values in timed["readings"].items()}
     for mode in modes:
-        ind = statistics.median(readings[mode, "inductor"])
-        ours = statistics.median(readings[mode, "flashgen"])
-        report[f"{mode}_ratio"] = ind / ours
+        ind, ours = timed["ms"][mode, "inductor"], timed["ms"][mode, "flashgen"]
+        report[f"{mode}_ratio"] = timed["ratio"][mode, "flashgen"]
+        report[f"{mode}_paired_ratio"] = timed["paired"][mode, "flashgen"]
         print(
             f"{mode:<8} inductor {ind:.4f} ms  flashgen {ours:.4f} ms  ratio {ind / ours:.3f}x "
-            f"(median of {args.rounds} alternating do_bench readings)"
+            f"(median of {args.rounds} alternating do_bench readings); median of the rounds' "
+            f"ratios {report[f'{mode}_paired_ratio']:.3f}x"
         )
     print(f"check ok={report['ok']} replaced={report['replaced']} err={report['err']}")
     print(f"compile s: {report['compile_s']}")

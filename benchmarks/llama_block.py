@@ -24,7 +24,6 @@ import argparse
 import contextlib
 import copy
 import json
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -68,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     from backend_speed import build
 
     import flashgen
-    from flashgen.bench.harness import gpu_timer, run_meta, wall_timer
+    from flashgen.bench.harness import alternate, gpu_timer, run_meta, wall_timer
     from flashgen.compile import patterns
 
     torch.manual_seed(0)
@@ -125,21 +124,14 @@ def main(argv: list[str] | None = None) -> int:
     modes = {"fwd": forward}
     if not args.inference:
         modes["fwd_bwd"] = lambda fn: lambda: torch.autograd.grad(fn(x), x, g)
-    readings = {(mode, name): [] for mode in modes for name in runs}
-    for _ in range(args.rounds):
-        for mode, make in modes.items():
-            for name, fn in runs.items():
-                readings[mode, name].append(timer(make(fn)))
-    report["ms"] = {f"{mode} {name}": values for (mode, name), values in readings.items()}
+    timed = alternate(runs, modes, timer, args.rounds)
+    report["ms"] = {f"{mode} {name}": values for (mode, name), values in timed["readings"].items()}
     for mode in modes:
-        ind = statistics.median(readings[mode, "inductor"])
-        ours = statistics.median(readings[mode, "flashgen"])
-        report[f"{mode}_ratio"] = ind / ours
+        ind, ours = timed["ms"][mode, "inductor"], timed["ms"][mode, "flashgen"]
+        report[f"{mode}_ratio"] = timed["ratio"][mode, "flashgen"]
         # each round's two readings were taken back to back: their ratio cancels the host's
         # slow and fast periods, which move both (this block is host-bound at its default size)
-        pairs = zip(readings[mode, "inductor"], readings[mode, "flashgen"], strict=True)
-        paired = statistics.median(a / b for a, b in pairs)
-        report[f"{mode}_paired_ratio"] = paired
+        paired = report[f"{mode}_paired_ratio"] = timed["paired"][mode, "flashgen"]
         print(
             f"{mode:<8} inductor {ind:.4f} ms  flashgen {ours:.4f} ms  ratio {ind / ours:.3f}x "
             f"(median of {args.rounds} alternating do_bench readings); median of the rounds' "

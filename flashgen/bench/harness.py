@@ -292,6 +292,32 @@ def wall_timer(repeats: int = 3):
     return timer
 
 
+def alternate(runs: dict, modes: dict, timer, rounds: int) -> dict:
+    """Time `modes[mode](runs[name])` (a callable made per run) for every mode and run, in
+    turn, for `rounds` rounds: a slow period of the host or the GPU falls on every run alike
+    instead of on whichever ran then. Returns the readings, the median of each (mode, name)
+    ("ms"), and per mode the first run's median over each other run's ("ratio": > 1, the
+    other is faster) with the median of the rounds' back-to-back ratios ("paired"), which
+    cancels what moves both. Each callable runs once before the timing (compiles, caches)."""
+    made = {(mode, name): make(fn) for mode, make in modes.items() for name, fn in runs.items()}
+    for call in made.values():
+        call()
+    readings: dict = {key: [] for key in made}
+    for _ in range(rounds):
+        for key, call in made.items():
+            readings[key].append(timer(call))
+    ms = {key: statistics.median(values) for key, values in readings.items()}
+    first, *others = runs
+    ratio, paired = {}, {}
+    for mode in modes:
+        for name in others:
+            base, it = readings[mode, first], readings[mode, name]
+            ratio[mode, name] = ms[mode, first] / ms[mode, name]
+            pairs = zip(base, it, strict=True)
+            paired[mode, name] = statistics.median(a / b for a, b in pairs)
+    return {"readings": readings, "ms": ms, "ratio": ratio, "paired": paired}
+
+
 def bench_case(case: Case, modes, impls, *, device: str, timer, rounds: int = 2,
                on_row=None) -> list[Row]:  # fmt: skip
     """Every (mode, impl) of one case, checked and timed; interleaved over `rounds` rounds

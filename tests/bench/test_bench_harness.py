@@ -164,3 +164,29 @@ def test_bench_case_marks_a_wrong_implementation(monkeypatch):
     rows = harness.bench_case(case, ["fwd"], ["flashgen", "sdpa_math"], device="cpu",
                               timer=harness.wall_timer(1), rounds=1)  # fmt: skip
     assert [r.ok for r in rows] == [False, True]
+
+
+def test_alternate_times_every_run_in_turn():
+    """`harness.alternate`: each (mode, run) callable made once, called once untimed, then
+    timed once a round in turn; medians, the first run's median over the others', and the
+    median of the rounds' back-to-back ratios."""
+    calls: list[str] = []
+    made: list[str] = []
+
+    def make(fn):
+        made.append(fn)
+        return lambda: calls.append(fn)
+
+    times = iter([2.0, 1.0, 2.0, 4.0, 6.0, 3.0])  # (a, b) per round
+
+    def timer(call):
+        call()
+        return next(times)
+
+    got = harness.alternate({"a": "A", "b": "B"}, {"fwd": make}, timer, rounds=3)
+    assert made == ["A", "B"]
+    assert calls == ["A", "B"] + ["A", "B"] * 3  # the untimed first calls, then alternating
+    assert got["readings"] == {("fwd", "a"): [2.0, 2.0, 6.0], ("fwd", "b"): [1.0, 4.0, 3.0]}
+    assert got["ms"] == {("fwd", "a"): 2.0, ("fwd", "b"): 3.0}
+    assert got["ratio"] == {("fwd", "b"): 2.0 / 3.0}
+    assert got["paired"] == {("fwd", "b"): 2.0}  # rounds' ratios 2.0, 0.5, 2.0

@@ -689,6 +689,22 @@ def test_llama_block_smoke(capsys, inference):
     assert ("fwd_bwd" in out) is not inference
 
 
+@pytest.mark.parametrize("family", ["bloom", "llama"])
+def test_hf_padded_smoke(capsys, family):
+    """benchmarks/hf_padded.py on the CPU (--smoke): a left-padded HF model compiled both ways,
+    its attention replaced (BLOOM: its ALiBi read as a bias beside the padding), checked
+    against float32 and timed forward and forward+backward."""
+    module = repo_scripts.load("benchmarks/hf_padded.py", "bench_hf_padded")
+    torch._dynamo.reset()
+    try:
+        assert module.main(["--smoke", "--family", family]) == 0
+    finally:
+        torch._dynamo.reset()
+    out = capsys.readouterr().out
+    assert "check ok=True replaced=1" in out
+    assert out.count("inductor ") == 2 and "fwd_bwd" in out
+
+
 def test_masks_ab_alternates_trees_and_checks_once(tmp_path):
     """benchmarks/masks_ab.sh with `timeout` stubbed (it logs the tree on PYTHONPATH and the
     masks.py arguments, and prints a row as masks.py does): old and new alternate REPS times,

@@ -5,7 +5,8 @@ lengths; with `dropout`, attention dropout at p = 0.1-0.5 too (the reference app
 mask the call drew: `flashgen.kernels.dropout.keep_mask` of the seed the same generator state
 gives). Calls the op refuses (ValueError) are counted, not failed.
   python3 fuzz.py N SEED [cpu|cuda] [dropout]   (cpu: Triton's interpreter; longer on cuda)
-Session 39's CPU runs: benchmarks/RESULTS.md, "CPU correctness sweep"."""
+Session 39's CPU runs: benchmarks/RESULTS.md, "CPU correctness sweep". (Session 41: a line for
+every passing call too, so a run cut short by its time limit still says how far it got.)"""
 
 import math
 import os
@@ -200,6 +201,7 @@ def main(n, seed):
             print("MISMATCH", desc, f"out {err:.2e} grads {gerr:.2e}", flush=True)
         else:
             ok += 1
+            print("ok", desc, f"out {err:.1e} grads {gerr:.1e}", flush=True)
     print(f"done ok={ok} bad={bad} refused={refused}", flush=True)
 
 

@@ -7,9 +7,10 @@
 #        as a per-key bias beside them): BLOOM (unreplaced before), Llama eager with this tree
 #        and with the tree before it (old_tree/, the patch reversed), Gemma-2 eager with this
 #        tree (its old-tree run dropped when the device budget shrank).
-#   fuzz ~260 s: fuzz.py's random op calls against float64 on the GPU, default families and
+#   fuzz ~260 s: ../h200_s40b1/fuzz.py's random op calls against float64 on the GPU, default families and
 #        with dropout, 10 calls a way, unbuffered (session 40's runs printed nothing before
-#        their time limit: Python's buffered stdout died with them).
+#        their time limit: Python's buffered stdout died with them; the script now prints a
+#        line for every passing call too).
 set -u
 . benchmarks/device_env.sh > /dev/null 2>&1
 HERE=$(dirname "$0")
@@ -26,7 +27,7 @@ hf)
 fuzz)
   for way in default dropout; do
     drop=; [ $way = dropout ] && drop=dropout
-    timeout 125 python3 -u $HERE/fuzz.py 10 7 cuda $drop > $OUT/fuzz_$way.txt 2>&1
+    timeout 125 python3 -u $HERE/../h200_s40b1/fuzz.py 10 7 cuda $drop > $OUT/fuzz_$way.txt 2>&1
     stamp "fuzz $way rc=$?"; grep -c "^ok" $OUT/fuzz_$way.txt; grep -h "^done\|^MISMATCH\|^ERROR\|^refused" $OUT/fuzz_$way.txt | cut -c1-300
   done ;;
 esac
