@@ -180,7 +180,18 @@ def _sdpa_added_where(q, k, v, keep, fill):
     )
 
 
-@pytest.mark.parametrize("fn", [_added_where, _sdpa_added_where])
+def _added_where_tensor_zero(q, k, v, keep, fill):
+    """`scores + where(causal & keep, torch.tensor(0.0), fill)`: transformers 5.17's eager
+    mask spells its zero so."""
+    t = q.size(-2)
+    causal = torch.ones(t, t, dtype=torch.bool, device=q.device).tril()
+    zero = torch.tensor(0.0, dtype=q.dtype, device=q.device)
+    hidden = torch.where(causal & keep[:, None, None, :], zero, fill)
+    s = q @ k.transpose(-1, -2) / q.size(-1) ** 0.5 + hidden
+    return s.softmax(-1) @ v
+
+
+@pytest.mark.parametrize("fn", [_added_where, _added_where_tensor_zero, _sdpa_added_where])
 @pytest.mark.parametrize("fill", [torch.finfo(torch.float32).min, -1e9])
 def test_added_where_split_only_with_an_absorbing_fill(fn, fill):
     """By hand, and as SDPA's float attn_mask: -1e9 does not absorb what is added to it (a

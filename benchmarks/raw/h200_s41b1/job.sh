@@ -18,7 +18,7 @@ case "${1:-hf}" in
 hf)
   mkdir -p old_tree && cp -r flashgen templates tuning_db pyproject.toml old_tree/
   (cd old_tree && patch -s -p1 -R < ../$HERE/pattern.patch) || { echo "pattern.patch failed"; exit 1; }
-  for run in bloom:new llama:new llama:old gemma2:new; do
+  for run in ${MODELS:-bloom:new llama:new llama:old gemma2:new}; do
     fam=${run%%:*}; tree=${run##*:}; root=$PWD; [ $tree = old ] && root=$PWD/old_tree
     PYTHONPATH=/tmp/site:$root timeout 115 python3 -u benchmarks/hf_padded.py --family $fam \
       --out $OUT/${fam}_$tree.json > $OUT/${fam}_$tree.txt 2>&1
