@@ -22,8 +22,6 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import os
-import sys
 import time
 from pathlib import Path
 
@@ -65,6 +63,8 @@ def padded_mask(batch: int, seq: int, side: str, device):
 
 
 def main(argv: list[str] | None = None) -> int:
+    from flashgen.bench.harness import SMOKE_HELP, gpu_or_smoke
+
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--family", choices=["bloom", "llama", "gemma2"], default="bloom")
     ap.add_argument("--batch", type=int, default=4)
@@ -76,25 +76,26 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--rep", type=int, default=40, help="do_bench rep in ms per reading")
     ap.add_argument("--out", default=None)
-    ap.add_argument(
-        "--smoke", action="store_true",
-        help="without a GPU: tiny sizes, float32, Triton's interpreter, AOTAutograd run eagerly "
-        "instead of Inductor's code generation (checks this script; the figures mean nothing)",
-    )  # fmt: skip
+    ap.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
     args = ap.parse_args(argv)
     import torch
 
-    cuda = torch.cuda.is_available()
-    if not cuda and not args.smoke:
-        print("needs a CUDA GPU (--smoke checks the script on the CPU)", file=sys.stderr)
+    cuda = gpu_or_smoke(args.smoke)
+    if cuda is None:
         return 2
     if not cuda:
-        os.environ.setdefault("TRITON_INTERPRET", "1")
         args.batch, args.seq, args.width, args.heads, args.layers, args.rounds = 2, 24, 64, 4, 1, 1
     import transformers
 
     import flashgen
-    from flashgen.bench.harness import alternate, gpu_timer, run_meta, wall_timer
+    from flashgen.bench.harness import (
+        alternate,
+        gpu_timer,
+        print_backend_ratios,
+        rel_err,
+        run_meta,
+        wall_timer,
+    )
     from flashgen.compile import patterns
 
     dev, dtype = ("cuda", torch.bfloat16) if cuda else ("cpu", torch.float32)
@@ -127,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
         start = time.perf_counter()
         out = fn(inputs_embeds=x, attention_mask=mask).logits * valid
         (grad,) = torch.autograd.grad(loss_of(out), x)
-        report["err"][name] = [_rel_err(out, ref), _rel_err(grad, gref)]
+        report["err"][name] = [rel_err(out, ref), rel_err(grad, gref)]
         if cuda:
             torch.cuda.synchronize()
         report["compile_s"][name] = round(time.perf_counter() - start, 1)
@@ -156,27 +157,13 @@ def main(argv: list[str] | None = None) -> int:
     modes = {"fwd": forward, "fwd_bwd": forward_backward}
     # (the first call of each, untimed, compiles the no_grad forward's own graph)
     timed = alternate(runs, modes, timer, args.rounds)
-    report["ms"] = {f"{mode} {name}": values for (mode, name), values in timed["readings"].items()}
-    for mode in modes:
-        ind, ours = timed["ms"][mode, "inductor"], timed["ms"][mode, "flashgen"]
-        report[f"{mode}_ratio"] = timed["ratio"][mode, "flashgen"]
-        report[f"{mode}_paired_ratio"] = timed["paired"][mode, "flashgen"]
-        print(
-            f"{mode:<8} inductor {ind:.4f} ms  flashgen {ours:.4f} ms  ratio {ind / ours:.3f}x "
-            f"(median of {args.rounds} alternating do_bench readings); median of the rounds' "
-            f"ratios {report[f'{mode}_paired_ratio']:.3f}x"
-        )
+    print_backend_ratios(report, timed, modes, args.rounds)
     print(f"check ok={report['ok']} replaced={report['replaced']} err={report['err']}")
     print(f"compile s: {report['compile_s']}")
     print(report["explain"])
     if args.out:
         Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
     return 0 if report["ok"] else 1
-
-
-def _rel_err(got, want) -> float:
-    """Max abs error over the reference's max abs value."""
-    return ((got.float() - want).abs().max() / want.abs().max()).item()
 
 
 if __name__ == "__main__":

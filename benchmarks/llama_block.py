@@ -32,6 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
 
 
 def main(argv: list[str] | None = None) -> int:
+    from flashgen.bench.harness import SMOKE_HELP, gpu_or_smoke
+
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--seq", type=int, default=2048)
@@ -46,28 +48,28 @@ def main(argv: list[str] | None = None) -> int:
         help="an inference graph: the block compiled and timed under torch.no_grad, forward only "
         "(its attention takes the choice of a forward alone, whose host margin is smaller)",
     )  # fmt: skip
-    ap.add_argument(
-        "--smoke", action="store_true",
-        help="without a GPU: tiny sizes, float32, Triton's interpreter, AOTAutograd run eagerly "
-        "instead of Inductor's code generation (checks this script; the figures mean nothing)",
-    )  # fmt: skip
+    ap.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
     args = ap.parse_args(argv)
-    import os
 
     import torch
 
-    cuda = torch.cuda.is_available()
-    if not cuda and not args.smoke:
-        print("needs a CUDA GPU (--smoke checks the script on the CPU)", file=sys.stderr)
+    cuda = gpu_or_smoke(args.smoke)
+    if cuda is None:
         return 2
     if not cuda:
-        os.environ.setdefault("TRITON_INTERPRET", "1")
         args.batch, args.seq, args.width, args.rounds = 1, 24, 128, 1
     dev, dtype = ("cuda", torch.bfloat16) if cuda else ("cpu", torch.float32)
     from backend_speed import build
 
     import flashgen
-    from flashgen.bench.harness import alternate, gpu_timer, run_meta, wall_timer
+    from flashgen.bench.harness import (
+        alternate,
+        gpu_timer,
+        print_backend_ratios,
+        rel_err,
+        run_meta,
+        wall_timer,
+    )
     from flashgen.compile import patterns
 
     torch.manual_seed(0)
@@ -95,10 +97,10 @@ def main(argv: list[str] | None = None) -> int:
         start = time.perf_counter()
         with grad_mode():
             out = fn(x)
-        report["err"][name] = [_rel_err(out, ref)]
+        report["err"][name] = [rel_err(out, ref)]
         if not args.inference:
             (grad,) = torch.autograd.grad(out, x, g)
-            report["err"][name].append(_rel_err(grad, gref))
+            report["err"][name].append(rel_err(grad, gref))
         if cuda:
             torch.cuda.synchronize()
         report["compile_s"][name] = round(time.perf_counter() - start, 1)
@@ -125,18 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.inference:
         modes["fwd_bwd"] = lambda fn: lambda: torch.autograd.grad(fn(x), x, g)
     timed = alternate(runs, modes, timer, args.rounds)
-    report["ms"] = {f"{mode} {name}": values for (mode, name), values in timed["readings"].items()}
-    for mode in modes:
-        ind, ours = timed["ms"][mode, "inductor"], timed["ms"][mode, "flashgen"]
-        report[f"{mode}_ratio"] = timed["ratio"][mode, "flashgen"]
-        # each round's two readings were taken back to back: their ratio cancels the host's
-        # slow and fast periods, which move both (this block is host-bound at its default size)
-        paired = report[f"{mode}_paired_ratio"] = timed["paired"][mode, "flashgen"]
-        print(
-            f"{mode:<8} inductor {ind:.4f} ms  flashgen {ours:.4f} ms  ratio {ind / ours:.3f}x "
-            f"(median of {args.rounds} alternating do_bench readings); median of the rounds' "
-            f"ratios {paired:.3f}x"
-        )
+    print_backend_ratios(report, timed, modes, args.rounds)
     print(
         f"check ok={report['ok']} replaced={report['replaced']} kept={report['kept']} "
         f"err={report['err']}"
@@ -146,11 +137,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.out:
         Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
     return 0 if report["ok"] else 1
-
-
-def _rel_err(got, want) -> float:
-    """Max abs error over the reference's max abs value."""
-    return ((got.float() - want).abs().max() / want.abs().max()).item()
 
 
 if __name__ == "__main__":

@@ -292,6 +292,30 @@ def wall_timer(repeats: int = 3):
     return timer
 
 
+SMOKE_HELP = (
+    "without a GPU: tiny sizes, float32, Triton's interpreter, AOTAutograd run eagerly instead "
+    "of Inductor's code generation (checks this script; the figures mean nothing)"
+)
+
+
+def gpu_or_smoke(smoke: bool) -> bool | None:
+    """For a GPU benchmark script with a `--smoke` option (`SMOKE_HELP`): True with CUDA, False
+    for a smoke run on the CPU (Triton's interpreter switched on), None (after saying why on
+    stderr) when there is neither: the script then exits with status 2."""
+    import os
+    import sys
+
+    import torch
+
+    if torch.cuda.is_available():
+        return True
+    if not smoke:
+        print("needs a CUDA GPU (--smoke checks the script on the CPU)", file=sys.stderr)
+        return None
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+    return False
+
+
 def alternate(runs: dict, modes: dict, timer, rounds: int) -> dict:
     """Time `modes[mode](runs[name])` (a callable made per run) for every mode and run, in
     turn, for `rounds` rounds: a slow period of the host or the GPU falls on every run alike
@@ -316,6 +340,29 @@ def alternate(runs: dict, modes: dict, timer, rounds: int) -> dict:
             pairs = zip(base, it, strict=True)
             paired[mode, name] = statistics.median(a / b for a, b in pairs)
     return {"readings": readings, "ms": ms, "ratio": ratio, "paired": paired}
+
+
+def print_backend_ratios(report: dict, timed: dict, modes, rounds: int) -> None:
+    """For the scripts that time a model compiled by Inductor against flashgen's backend
+    (`alternate`'s `timed`, runs "inductor" then "flashgen"): the readings into report["ms"],
+    each mode's ratio (Inductor's median over flashgen's) and paired ratio (the median of the
+    rounds' back-to-back ratios, which cancels the host's slow and fast periods) into
+    report[mode + "_ratio"] / [mode + "_paired_ratio"], and a line a mode printed."""
+    report["ms"] = {f"{mode} {name}": values for (mode, name), values in timed["readings"].items()}
+    for mode in modes:
+        ind, ours = timed["ms"][mode, "inductor"], timed["ms"][mode, "flashgen"]
+        report[f"{mode}_ratio"] = timed["ratio"][mode, "flashgen"]
+        paired = report[f"{mode}_paired_ratio"] = timed["paired"][mode, "flashgen"]
+        print(
+            f"{mode:<8} inductor {ind:.4f} ms  flashgen {ours:.4f} ms  ratio {ind / ours:.3f}x "
+            f"(median of {rounds} alternating do_bench readings); median of the rounds' "
+            f"ratios {paired:.3f}x"
+        )
+
+
+def rel_err(got, want) -> float:
+    """Max abs error over the reference's max abs value."""
+    return ((got.float() - want).abs().max() / want.abs().max()).item()
 
 
 def bench_case(case: Case, modes, impls, *, device: str, timer, rounds: int = 2,

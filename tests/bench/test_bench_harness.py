@@ -190,3 +190,12 @@ def test_alternate_times_every_run_in_turn():
     assert got["ms"] == {("fwd", "a"): 2.0, ("fwd", "b"): 3.0}
     assert got["ratio"] == {("fwd", "b"): 2.0 / 3.0}
     assert got["paired"] == {("fwd", "b"): 2.0}  # rounds' ratios 2.0, 0.5, 2.0
+
+
+def test_gpu_or_smoke_without_cuda(monkeypatch, capsys):
+    """Without CUDA: a smoke run gets False (the interpreter on), any other run None and the
+    reason on stderr (the scripts exit with status 2)."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert harness.gpu_or_smoke(smoke=False) is None
+    assert "needs a CUDA GPU" in capsys.readouterr().err
+    assert harness.gpu_or_smoke(smoke=True) is False
