@@ -191,7 +191,30 @@ def _added_where_tensor_zero(q, k, v, keep, fill):
     return s.softmax(-1) @ v
 
 
-@pytest.mark.parametrize("fn", [_added_where, _added_where_tensor_zero, _sdpa_added_where])
+def _added_filled_zeros(q, k, v, keep, fill):
+    """`scores + zeros.masked_fill(~(causal & keep), fill)`."""
+    t = q.size(-2)
+    causal = torch.ones(t, t, dtype=torch.bool, device=q.device).tril()
+    zeros = torch.zeros(q.size(0), 1, t, t, dtype=q.dtype, device=q.device)
+    hidden = zeros.masked_fill(~(causal & keep[:, None, None, :]), fill)
+    s = q @ k.transpose(-1, -2) / q.size(-1) ** 0.5 + hidden
+    return s.softmax(-1) @ v
+
+
+def _added_one_minus(q, k, v, keep, fill):
+    """`scores + (1 - (causal & keep).to(dtype)) * fill` (HF's older extended masks)."""
+    t = q.size(-2)
+    causal = torch.ones(t, t, dtype=torch.bool, device=q.device).tril()
+    hidden = (1.0 - (causal & keep[:, None, None, :]).to(q.dtype)) * fill
+    s = q @ k.transpose(-1, -2) / q.size(-1) ** 0.5 + hidden
+    return s.softmax(-1) @ v
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [_added_where, _added_where_tensor_zero, _added_filled_zeros, _added_one_minus,
+     _sdpa_added_where],
+)  # fmt: skip
 @pytest.mark.parametrize("fill", [torch.finfo(torch.float32).min, -1e9])
 def test_added_where_split_only_with_an_absorbing_fill(fn, fill):
     """By hand, and as SDPA's float attn_mask: -1e9 does not absorb what is added to it (a

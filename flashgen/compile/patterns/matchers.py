@@ -510,24 +510,62 @@ def _is_zero(a: Any) -> bool:
 
 
 def _as_hiding(mask: tuple[str, Any, Any], terms_at: int | None):
-    """The boolean mask that an additive `where(keep, 0, fill)` (or `where(hide, fill, 0)`)
-    applies, as the walk records `torch.where` masks (("where_keep" | "where_mask", cond,
+    """The boolean mask that an additive mask of 0 and a fill applies, as the walk records
+    `torch.where` / `masked_fill` masks (("where_keep" | "where_mask" | "masked_fill", mask,
     fill)), when added after every scale factor (`terms_at` 0) with an ABSORBING_FILL: then
     scores + it equals `where(keep, scores, fill)` exactly (a hidden key's score is the fill,
-    a kept one's s + 0). None for anything else."""
+    a kept one's s + 0). Its spellings: `where(keep, 0, fill)` (HF's masking_utils; or
+    `where(hide, fill, 0)`), `zeros.masked_fill(hide, fill)`, and `(1 - keep.to(dtype)) * fill`
+    with `keep` boolean (so 0 or 1: HF's older extended masks, from a boolean mask). None for
+    anything else."""
     how, node, _ = mask
     if how != "add" or terms_at != 0 or not isinstance(node, fx.Node):
         return None
-    if not (is_fn(node, {torch.where}, ("where",)) and len(node.args) == 3 and not node.kwargs):
+
+    def absorbing(fill: Any) -> bool:
+        return isinstance(fill, float) and -math.inf < fill <= ABSORBING_FILL
+
+    if is_fn(node, {torch.where}, ("where",)) and len(node.args) == 3 and not node.kwargs:
+        cond, a, b = node.args
+        if _is_bool(cond):
+            for kind, zero, fill in (("where_keep", a, b), ("where_mask", b, a)):
+                if _is_zero(zero) and absorbing(fill):
+                    return (kind, cond, fill)
         return None
-    cond, a, b = node.args
-    ce = example_value(cond)
-    if not (isinstance(ce, torch.Tensor) and ce.dtype == torch.bool):
+    if is_fn(node, MASKED_FILL_FNS, ("masked_fill",)) and len(node.args) == 3:
+        base, hide, fill = node.args
+        if _is_zero(base) and _is_bool(hide) and absorbing(fill):
+            return ("masked_fill", hide, fill)
         return None
-    for kind, zero, fill in (("where_keep", a, b), ("where_mask", b, a)):
-        if _is_zero(zero) and isinstance(fill, float) and -math.inf < fill <= ABSORBING_FILL:
-            return (kind, cond, fill)
+    if is_fn(node, MUL_FNS, ("mul",)) and len(node.args) == 2 and not node.kwargs:
+        for inv, fill in (node.args, node.args[::-1]):
+            keep = _one_minus_bool(inv)
+            if keep is not None and absorbing(fill):
+                return ("where_keep", keep, fill)
     return None
+
+
+def _is_bool(a: Any) -> bool:
+    ae = example_value(a) if isinstance(a, fx.Node) else None
+    return isinstance(ae, torch.Tensor) and ae.dtype == torch.bool
+
+
+def _one_minus_bool(n: Any) -> Any:
+    """`keep` when `n` is `1 - keep.to(<floating dtype>)` (or `.float()`, ...) of a boolean
+    `keep`, else None."""
+    if not (is_fn(n, SUB_FNS, ("rsub",)) and len(n.args) == 2 and not n.kwargs):
+        return None
+    one, cast = n.args
+    if isinstance(one, bool) or not isinstance(one, (int, float)) or one != 1:
+        return None
+    if not (isinstance(cast, fx.Node) and cast.op == "call_method" and cast.args):
+        return None
+    if cast.target not in CAST_METHODS and cast.target != "to":
+        return None
+    src, ce = cast.args[0], example_value(cast)
+    if not (_is_bool(src) and isinstance(ce, torch.Tensor) and ce.is_floating_point()):
+        return None
+    return src
 
 
 def _additive_split(mask, terms_at, drop_p, unflat, values, tq, tk):
