@@ -455,3 +455,20 @@ def test_multihead_attention_key_padding_mask(kind):
     wx, ww = torch.autograd.grad(want.sum(), (x, mha.in_proj_weight))
     torch.testing.assert_close(gx, wx, atol=5e-5, rtol=1e-4)
     torch.testing.assert_close(gw, ww, atol=5e-5, rtol=1e-4)
+
+
+def test_added_fill_that_is_inf_in_the_mask_dtype_is_not_split():
+    """float32's min is -inf in bfloat16: `(1 - keep.to(bf16)) * finfo(float32).min` hides
+    with -inf (a row it hides whole is NaN in eager, not the uniform softmax the split's rows
+    get), so that mask is read whole; bfloat16's own min is split."""
+    gen = torch.Generator().manual_seed(4)
+    q, k, v = (torch.randn(2, 2, 9, 16, generator=gen).bfloat16() for _ in range(3))
+    keep = torch.ones(2, 9, dtype=torch.bool)
+    keep[1, :3] = False
+    for fill, split in (
+        (torch.finfo(torch.float32).min, False),
+        (torch.finfo(torch.bfloat16).min, True),
+    ):
+        site = flashgen.explain(_added_one_minus, q, k, v, keep, fill).sites[0]
+        assert site.replaced, site
+        assert (site.causal, site.mask) == ((True, "bool") if split else (False, "add")), site

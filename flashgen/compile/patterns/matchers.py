@@ -521,9 +521,16 @@ def _as_hiding(mask: tuple[str, Any, Any], terms_at: int | None):
     how, node, _ = mask
     if how != "add" or terms_at != 0 or not isinstance(node, fx.Node):
         return None
+    ne = example_value(node)
+    if not (isinstance(ne, torch.Tensor) and ne.is_floating_point()):
+        return None
 
     def absorbing(fill: Any) -> bool:
-        return isinstance(fill, float) and -math.inf < fill <= ABSORBING_FILL
+        # (finite in the mask's dtype too: float32's min is -inf in bfloat16, and a row hidden
+        # whole by -inf is NaN in eager, which the rows' mean would not reproduce)
+        if not (isinstance(fill, float) and -math.inf < fill <= ABSORBING_FILL):
+            return False
+        return math.isfinite(float(torch.tensor(fill, dtype=ne.dtype)))
 
     if is_fn(node, {torch.where}, ("where",)) and len(node.args) == 3 and not node.kwargs:
         cond, a, b = node.args
