@@ -64,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     import flashgen
     from flashgen.bench.harness import (
         alternate,
+        backend_pair,
         gpu_timer,
         print_backend_ratios,
         rel_err,
@@ -86,12 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     grad_mode = torch.no_grad if args.inference else contextlib.nullcontext
     before = sum(n for key, n in patterns.counters.items() if key.endswith(".replaced"))
     kept_before = patterns.counters["sdpa.kept"]
-    runs = {
-        "inductor": torch.compile(model, backend="inductor" if cuda else "aot_eager"),
-        "flashgen": torch.compile(
-            model, backend=flashgen.backend(fallback="inductor" if cuda else "eager")
-        ),
-    }
+    runs = backend_pair(model, cuda)
     report: dict = {"meta": run_meta(dev), "args": vars(args), "compile_s": {}, "err": {}}
     for name, fn in runs.items():
         start = time.perf_counter()

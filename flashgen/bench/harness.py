@@ -342,6 +342,22 @@ def alternate(runs: dict, modes: dict, timer, rounds: int) -> dict:
     return {"readings": readings, "ms": ms, "ratio": ratio, "paired": paired}
 
 
+def backend_pair(model, cuda: bool) -> dict:
+    """{"inductor": ..., "flashgen": ...}: `model` under torch.compile with Inductor and with
+    flashgen's backend (its fallback Inductor); on the CPU (a smoke run) AOTAutograd run
+    eagerly instead, since Inductor's code generation is not what such a run checks."""
+    import torch
+
+    import flashgen
+
+    return {
+        "inductor": torch.compile(model, backend="inductor" if cuda else "aot_eager"),
+        "flashgen": torch.compile(
+            model, backend=flashgen.backend(fallback="inductor" if cuda else "eager")
+        ),
+    }
+
+
 def print_backend_ratios(report: dict, timed: dict, modes, rounds: int) -> None:
     """For the scripts that time a model compiled by Inductor against flashgen's backend
     (`alternate`'s `timed`, runs "inductor" then "flashgen"): the readings into report["ms"],

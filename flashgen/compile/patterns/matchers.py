@@ -99,8 +99,9 @@ def match_softmax(sm: Any, values: Values) -> Match | None:
     interior: list[fx.Node] = [sm]
     terms: list[Any] = []
     masks: list[tuple[str, Any, Any]] = []
-    terms_at_add = None  # scale factors met walking up before the additive mask, if any
-    add_terms: dict[int, int] = {}  # the same for each additive mask, by its index in masks
+    # for each additive mask, by its index in masks: the scale factors met walking up from the
+    # softmax before it (0: added after every scale factor)
+    add_terms: dict[int, int] = {}
     # HF BLOOM: 3-D scores [B * H, Sq, Sk] viewed as [B, H, Sq, Sk] on the way to the softmax
     # ((B, H), and how many masks were met above the view, in the 4-D space)
     unflat: tuple[Any, Any] | None = None
@@ -149,7 +150,7 @@ def match_softmax(sm: Any, values: Values) -> Match | None:
                 )
             bias = tensors[0] if nxt is tensors[1] else tensors[1]
             masks.append(("sub" if sub else "add", bias, None))
-            terms_at_add = add_terms[len(masks) - 1] = len(terms)
+            add_terms[len(masks) - 1] = len(terms)
         elif is_fn(x, {torch.where}, ("where",)) and len(x.args) == 3 and not x.kwargs:
             cond, a, b = x.args
             if _leads_to_product(a) and not is_tensor_node(b):
@@ -171,7 +172,7 @@ def match_softmax(sm: Any, values: Values) -> Match | None:
             if nxt is None:  # tanh of the bare scores: no cap to take out again
                 return None
             try:
-                softcap = _softcap(terms, inner[0], terms_at_add)
+                softcap = _softcap(terms, inner[0], max(add_terms.values(), default=None))
             except Skip as e:
                 problems.append(str(e))
                 softcap = 1.0
@@ -202,7 +203,7 @@ def match_softmax(sm: Any, values: Values) -> Match | None:
             if not (isinstance(bias, fx.Node) and is_tensor_node(bias)):
                 problems.append("baddbmm's bias is not a tensor")
             masks.append(("add", bias, None))
-            terms_at_add = add_terms[len(masks) - 1] = len(terms)
+            add_terms[len(masks) - 1] = len(terms)
         if not (isinstance(alpha, (int, float)) and not isinstance(alpha, bool) and alpha == 1):
             terms.append((alpha, 1))
     elif prod is None:
@@ -304,7 +305,7 @@ def match_softmax(sm: Any, values: Values) -> Match | None:
     if len(masks) == 2 or (len(masks) == 1 and masks[0][0] in ("add", "sub")):
         # an ALiBi bias (beside a causal mask, or alone): the kernels compute it
         for i, (how, node, _) in enumerate(masks):
-            if how in ("add", "sub") and terms_at_add == 0:
+            if how in ("add", "sub") and add_terms.get(i) == 0:
                 in_3d = unflat is not None and i >= masks_4d  # added to the 3-D scores
                 try:
                     alibi = _alibi(
@@ -350,23 +351,19 @@ def match_softmax(sm: Any, values: Values) -> Match | None:
                 hides = False
             else:
                 try:  # an additive bias (ALiBi, T5's): the kernel reads the tensor as it is
-                    added = _additive_bias(masks[0], terms_at_add)
+                    added = _additive_bias(masks[0], add_terms.get(0))
                     if unflat is not None:  # (a mask tensor in BLOOM's layout: not supported)
                         raise Skip("an additive mask beside [batch x heads]-flattened scores")
                     tensor_mask = added
                 except Skip:
-                    try:  # a boolean mask filled with finfo.min (HF's padded batch): read as it is
-                        tensor_mask, hides = _hiding_mask(masks[0], drop_p, unflat)
+                    try:  # a boolean mask filled with finfo.min (HF's padded batch)
+                        read = _read_hiding(masks[0], drop_p, unflat, values, *se.shape[-2:])
                     except Skip as e2:
                         problems.append(str(e) + not_alibi + _refused_as_tensor(masks[0], e2))
                     else:
-                        split = _split_hiding_mask(
-                            tensor_mask, hides, values, *example_value(x).shape[-2:]
-                        )
-                        if split is not None:  # `causal & keep` by hand: causal, `keep` per key
-                            (causal, window, align), keep = split
-                            rows_from = (tensor_mask, hides)  # (for the rows it hides whole)
-                            tensor_mask, hides = keep, False
+                        structure, tensor_mask, hides, rows_from = read
+                        if structure is not None:  # `causal & keep` by hand
+                            causal, window, align = structure
     m = Match(site, q, k, v, out, causal, terms, interior=interior, window=window, align=align)
     m.attn_mask = tensor_mask
     if hides is not None:
@@ -588,14 +585,10 @@ def _additive_split(mask, terms_at, drop_p, unflat, values, tq, tk):
     if hider is None or unflat is not None:
         return None
     try:
-        tensor, hides = _hiding_mask(hider, drop_p, None)
+        structure, keep, _, rows_from = _read_hiding(hider, drop_p, None, values, tq, tk)
     except Skip:
         return None
-    split = _split_hiding_mask(tensor, hides, values, tq, tk)
-    if split is None:
-        return None
-    structure, keep = split
-    return structure, keep, (tensor, hides)
+    return None if structure is None else (structure, keep, rows_from)
 
 
 def _bias_beside_mask(masks, add_terms, scores, values, drop_p, unflat, masks_4d):
@@ -642,12 +635,11 @@ def _bias_beside_mask(masks, add_terms, scores, values, drop_p, unflat, masks_4d
         return _check_causal(hider, scores, values), None, None, (bias, heads), None
     except Skip:
         pass
-    tensor, hides = _hiding_mask(hider, drop_p, None)
-    split = _split_hiding_mask(tensor, hides, values, *example_value(scores).shape[-2:])
-    if split is None:
-        return (False, None, "top_left"), tensor, hides, (bias, heads), (tensor, hides)
-    structure, keep = split
-    return structure, keep, False, (bias, heads), (tensor, hides)
+    structure, tensor, hides, rows_from = _read_hiding(
+        hider, drop_p, None, values, *example_value(scores).shape[-2:]
+    )
+    structure = structure or (False, None, "top_left")
+    return structure, tensor, hides, (bias, heads), rows_from
 
 
 _NOT_FNS = {torch.logical_not, torch.bitwise_not, operator.invert, torch.Tensor.logical_not}
@@ -665,6 +657,20 @@ def _split_hiding_mask(mask: Any, hides: bool, values: Values, tq: Any, tk: Any)
             return None
         mask = mask.args[0]
     return _causal_and_key_mask(mask, values, tq, tk)
+
+
+def _read_hiding(mask: tuple[str, Any, Any], drop_p: float, unflat: Any, values, tq, tk):
+    """How the kernels read a boolean mask applied with a finite fill (`_hiding_mask`, whose
+    Skip it raises): (structure, tensor, hides, rows_from). Split as `causal & keep`
+    (`_split_hiding_mask`): the proven (causal, window, align), `keep` (True keeps) and the
+    whole mask with its polarity, for the rows it hides whole; else (None, the mask, its
+    polarity, None), the mask read whole (those rows read from it)."""
+    tensor, hides = _hiding_mask(mask, drop_p, unflat)
+    split = _split_hiding_mask(tensor, hides, values, tq, tk)
+    if split is None:
+        return None, tensor, hides, None
+    structure, keep = split
+    return structure, keep, False, (tensor, hides)
 
 
 def _refused_as_tensor(mask: tuple[str, Any, Any], e: Skip) -> str:
