@@ -78,11 +78,15 @@ def render(spec: KernelSpec, family: str = "portable") -> str:
     """The generated source for `spec` (what `flashgen kernel` prints): the portable Triton
     family, the Hopper Gluon family (`flashgen.kernels.hopper`, forward; `hopper_bwd`,
     backward: `flashgen.kernels.hopper_bwd`), the split-KV
-    decode family (`flashgen.kernels.decode`, forward without window or softcap) or the
+    decode family (`flashgen.kernels.decode`, forward without window, softcap, lengths or
+    dropout; ALiBi not beside an additive mask) or the
     one-pass backward (`flashgen.kernels.bwd`, kind "onepass"; backward without window or
     softcap)."""
     if family == "decode":
-        if spec.direction != "fwd" or spec.window or spec.softcap or spec.alibi:
+        if (
+            spec.direction != "fwd" or spec.window or spec.softcap or spec.lengths
+            or spec.dropout or spec.packed or (spec.alibi and spec.attn_mask == "add")
+        ):  # fmt: skip
             raise ValueError(f"the decode family has no kernel for {spec.uri()}")
         context = {**template_context(spec), "uri": family_uri(spec, family)}
         return _environment().get_template(DECODE_TEMPLATE).render(**context)

@@ -16,7 +16,10 @@ bottom-right alignment of a KV cache). `mask`: SDPA's attn_mask, broadcastable t
 [B, Hq, Sq, Sk], boolean (True: visible) or additive, checked by
 `flashgen.kernels.validate.expand_mask`; the kernel reads it with stride 0 along broadcast dims
 (nothing is copied), key block by key block, together with the causal offset. That is how HF's `generate()` masks (a KV cache's causal part and its padding, whatever they are)
-reach these kernels exactly.
+reach these kernels exactly. `alibi`: ALiBi slopes (float32 [B, Hq], as
+`flashgen.kernels.alibi.check_slopes` gives them), slope * (j - i) added in the kernel, with a
+boolean mask or none (a KV cache's decode step of BLOOM / MPT-style models): the lse is that of
+`flashgen.kernels.fwd.forward` with the same slopes, so the backward takes it unchanged.
 
 Per call the host does: one dict lookup of everything the call signature fixes (`_Call`: the
 launch plan, the integer arguments, the mask's strides), two or four allocations and one or two
@@ -66,6 +69,17 @@ def applies(q, k, window=None, softcap=None) -> bool:
     return window is None and softcap is None and q.shape[2] <= hw.MAX_DECODE_Q
 
 
+def takes_alibi(q, k, mask, causal_offset) -> bool:
+    """Whether the decode kernels run an ALiBi call that `applies`: with no mask or a boolean
+    one (not an additive mask, whose hidden-row test reads the scores' size), and a causal
+    offset, if any, that hides no query row whole (offset >= 0: a bottom-right diagonal with
+    more queries than keys runs the forward kernels on the rows that see keys, which count
+    ALiBi's i from the first of them)."""
+    if mask is not None and mask.dtype != torch.bool:
+        return False
+    return causal_offset is None or causal_offset >= 0
+
+
 def _spec_bits(ints) -> tuple:
     """What Triton's JIT specialises an int argument on: divisible by 16, equal to 1."""
     return tuple((n % 16 == 0) + 2 * (n == 1) for n in ints)
@@ -85,7 +99,7 @@ class _Plan:
 
     def __init__(
         self, q, k, v, causal: bool, cfg: hw.DecodeConfig | None, aligned: bool, ints, use_tma,
-        mask_kind: str = "",
+        mask_kind: str = "", alibi: bool = False,
     ):  # fmt: skip
         batch, hq, sq, dim = q.shape
         hkv, sk = k.shape[1], k.shape[2]
@@ -97,7 +111,7 @@ class _Plan:
         self.final = cfg.num_splits == 1
         self.scale = 1.0 / math.sqrt(dim)
         block_m = hw.row_block(group, sq)
-        spec = spec_for(dim, causal, dtype, "fwd", attn_mask=mask_kind)
+        spec = spec_for(dim, causal, dtype, "fwd", attn_mask=mask_kind, alibi=alibi)
         module = load_family(spec, "decode")
         device = direct_device(q, aligned)
         rows = cdiv(group * sq, block_m)
@@ -142,7 +156,8 @@ def _use_tma(k, v) -> bool:
 
 
 def decode_forward(
-    q, k, v, *, causal_offset: int | None, scale: float | None, config=None, mask=None
+    q, k, v, *, causal_offset: int | None, scale: float | None, config=None, mask=None,
+    alibi=None,
 ):  # fmt: skip
     """Attention for a short query against a long key sequence: returns (out, lse).
 
@@ -150,7 +165,8 @@ def decode_forward(
     `flashgen.kernels.validate.check_inputs`). `config` (a `DecodeConfig`) overrides the
     default for the bucket (tuning, benchmarks). `mask`: None, or a boolean or floating tensor
     broadcastable to [B, Hq, Sq, Sk] (SDPA's attn_mask, checked by `validate.expand_mask`; an
-    expanded view is fine too), applied with the causal offset.
+    expanded view is fine too), applied with the causal offset. `alibi`: None, or the checked
+    float32 [B, Hq] slopes (`flashgen.kernels.alibi.check_slopes`), where `takes_alibi`.
 
     A repeated call (a static cache's decoding steps: the same shapes, strides and offset every
     token) costs one dict lookup (`_calls`) besides the allocations and launches; a new
@@ -160,13 +176,17 @@ def decode_forward(
     if mask is not None:
         ptrs |= mask.data_ptr()
         mask_key = (mask.shape, mask.stride(), mask.dtype, mask.get_device())
+    alibi_key = None
+    if alibi is not None:
+        ptrs |= alibi.data_ptr()
+        alibi_key = alibi.stride(0)
     # Everything `_prepare` derives its result from, except the output buffers (fresh from the
     # allocator: 16-byte aligned) and the data pointers beyond their alignment.
     key = (q.shape, q.stride(), k.shape, k.stride(), v.stride(), q.dtype, q.get_device(),
-           causal_offset, scale, config, not (ptrs & 15), mask_key, _env())  # fmt: skip
+           causal_offset, scale, config, not (ptrs & 15), mask_key, alibi_key, _env())  # fmt: skip
     call = _calls.get(key)
     if call is None:
-        call = _prepare(q, k, v, causal_offset, scale, config, mask, not (ptrs & 15))
+        call = _prepare(q, k, v, causal_offset, scale, config, mask, not (ptrs & 15), alibi)
         if not capturing(q):
             if len(_calls) >= _MAX_PLANS:
                 _calls.clear()
@@ -176,6 +196,8 @@ def decode_forward(
     if call.plan is None:  # nothing to compute
         return out, lse
     tail = call.tail if mask is None else (*call.tail, mask, *call.mask_strides)
+    if alibi is not None:
+        tail = (*tail, alibi, alibi.stride(0))
     plan = call.plan
     if plan.final:
         # the split kernel writes a contiguous output: another layout (q's order, several
@@ -210,7 +232,7 @@ class _Call:
         self.part_shape = part_shape
 
 
-def _prepare(q, k, v, causal_offset, scale, config, mask, aligned: bool) -> _Call:
+def _prepare(q, k, v, causal_offset, scale, config, mask, aligned: bool, alibi=None) -> _Call:
     """The `_Call` of a new signature: checks the mask, finds (or builds) the launch plan."""
     batch, hq, sq, dim = q.shape
     sk = k.shape[2]
@@ -219,6 +241,11 @@ def _prepare(q, k, v, causal_offset, scale, config, mask, aligned: bool) -> _Cal
     if mask is not None:
         mask_strides = tuple(expand_mask(mask, q, k).stride())
         kind = "bool" if mask.dtype == torch.bool else "add"
+    if alibi is not None and not takes_alibi(q, k, mask, causal_offset):
+        raise ValueError(
+            "the decode kernels take alibi with no mask or a boolean one and a causal offset "
+            ">= 0 (`takes_alibi`)"
+        )
     out_shape = (batch, hq, sq, dim)
     if math.prod(out_shape) == 0:
         return _Call(None, (), (), mask_strides, out_shape, ())
@@ -227,7 +254,8 @@ def _prepare(q, k, v, causal_offset, scale, config, mask, aligned: bool) -> _Cal
     # A descriptor fixes K/V's shape and strides: with TMA the plan is per exact K/V layout.
     layout = (k.shape, k.stride(), v.stride()) if use_tma else None
     base = (q.shape, k.shape[:2], dim, q.dtype, q.device, causal, config, aligned,
-            hw.decode_bucket(batch, sk), layout, kind, None if mask is None else mask.dtype)  # fmt: skip
+            hw.decode_bucket(batch, sk), layout, kind, None if mask is None else mask.dtype,
+            alibi is not None)  # fmt: skip
     plan = _plans.get(base)
     cfg = plan.cfg if plan is not None else (config or _default(q, k))
     sl = split_len(sk, cfg)
@@ -235,12 +263,13 @@ def _prepare(q, k, v, causal_offset, scale, config, mask, aligned: bool) -> _Cal
     tail_ints = () if causal_offset is None else (int(causal_offset),)
     # The offset is an int argument too: its bits belong in the key (it changes every token);
     # so are the mask's strides.
-    bits = _spec_bits((*ints, *tail_ints, *mask_strides))
+    alibi_ints = () if alibi is None else (alibi.stride(0),)
+    bits = _spec_bits((*ints, *tail_ints, *mask_strides, *alibi_ints))
     if plan is None or plan.fixed != bits:
         key = (*base, bits)
         plan = _plans.get(key)
         if plan is None:
-            plan = _Plan(q, k, v, causal, cfg, aligned, bits, use_tma, kind)
+            plan = _Plan(q, k, v, causal, cfg, aligned, bits, use_tma, kind, alibi is not None)
             if not capturing(q):
                 if len(_plans) >= _MAX_PLANS:
                     _plans.clear()

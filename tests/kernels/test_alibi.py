@@ -2,7 +2,7 @@
 slope_h * (j - i) to the scaled scores, forward and backward, against a float64 reference:
 odd lengths (37 x 53), GQA, causal both ways, slopes [H] and [B, H], with a window, softcap,
 lengths and an additive mask beside it, both kernel builds; the spec flag and its uri, the
-tuner's check, the argument errors, the routing (never SDPA or the decode kernels) and the op
+tuner's check, the argument errors, the routing (never SDPA) and the op
 under torch.compile. Bf16 numerics on the GPU (`gpu` tests)."""
 
 from __future__ import annotations
@@ -201,19 +201,17 @@ def test_argument_errors_name_alibi_slopes(slopes, kwargs, match):
 
 
 @pytest.mark.impl_choice
-def test_never_routed_to_sdpa_or_the_decode_kernels(monkeypatch, caplog):
-    """A short query (the decode kernels' case) and an SDPA-forcing environment still run the
-    portable kernels with the bias (SDPA has no ALiBi; the decode kernels neither), saying so."""
-    from flashgen.runtime import primitives
-
-    primitives._log_no_decode.cache_clear()
+def test_never_routed_to_sdpa(monkeypatch):
+    """A call with the slopes runs flashgen's kernels with the bias even where the environment
+    forces an SDPA backend (SDPA has no ALiBi): a short query the decode kernels
+    (tests/kernels/test_decode_alibi.py), a longer one the forward kernels."""
     monkeypatch.setenv("FLASHGEN_IMPL", "sdpa_efficient")
-    q, k, v = (t.detach() for t in _inputs(1, 4, 2, 3, 37, 16, seed=4))
     slopes = standard_slopes(4)
-    with caplog.at_level("INFO", logger="flashgen"):
+    for sq in (3, 29):
+        q, k, v = (t.detach() for t in _inputs(1, 4, 2, sq, 37, 16, seed=4))
         out = attention(q, k, v, alibi_slopes=slopes)
-    torch.testing.assert_close(out.double(), alibi_ref(q, k, v, slopes), atol=2e-5, rtol=1e-4)
-    assert "the decode kernels have no ALiBi" in caplog.text
+        want = alibi_ref(q, k, v, slopes)
+        torch.testing.assert_close(out.double(), want, atol=2e-5, rtol=1e-4)
 
 
 def test_op_under_compile_dynamic():

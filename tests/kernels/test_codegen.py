@@ -227,8 +227,11 @@ def test_flashgen_kernel_prints_mask_and_alibi_kernels_of_every_family(capsys):
         assert code == 0 and "Slopes, stride_sb," in printed.out
         code, printed = run("--alibi", "--family", "hopper_bwd", "--direction", "bwd")
         assert code == 0 and "# Kernel: attn_bwd_hopper_d64_fullalibi_f16" in printed.out
+    code, printed = run("--alibi", "--attn-mask", "bool", "--family", "decode")
+    assert code == 0 and "# Kernel: attn_decode_d64_fullbmaskalibi_f16" in printed.out
+    assert "Slopes, stride_sb," in printed.out and "row_shift" in printed.out
     for argv, said in (
-        (("--alibi", "--family", "decode"), "the decode family has no kernel for"),
+        (("--alibi", "--attn-mask", "add", "--family", "decode"), "the decode family has no kernel"),
         (("--alibi", "--family", "onepass", "--direction", "bwd"), "the one-pass backward has no"),
         (("--packed", "--family", "hopper"), "packed sequences have portable kernels only"),
     ):
