@@ -705,6 +705,20 @@ def test_hf_padded_smoke(capsys, family):
     assert out.count("inductor ") == 2 and "fwd_bwd" in out
 
 
+def test_alibi_decode_smoke(capsys):
+    """benchmarks/alibi_decode.py on the CPU (--smoke): ALiBi over a KV cache (a decode step and
+    a 4-row draft) compiled both ways, the site replaced (bottom-right causal + ALiBi, which
+    the decode kernels run), checked against float32 eager and timed."""
+    module = repo_scripts.load("benchmarks/alibi_decode.py", "bench_alibi_decode")
+    torch._dynamo.reset()
+    try:
+        assert module.main(["--smoke"]) == 0
+    finally:
+        torch._dynamo.reset()
+    out = capsys.readouterr().out
+    assert out.count("replaced 1 ") == 2 and out.count("ok=True") == 2, out
+
+
 def test_masks_ab_alternates_trees_and_checks_once(tmp_path):
     """benchmarks/masks_ab.sh with `timeout` stubbed (it logs the tree on PYTHONPATH and the
     masks.py arguments, and prints a row as masks.py does): old and new alternate REPS times,

@@ -130,9 +130,9 @@ def test_bloom_attention_mask_kv_cache():
 
 
 def test_bloom_kv_cache_decode_step():
-    """With a KV cache, the prefill is replaced (causal + ALiBi); a decode step's causal mask
-    is bottom-right, which the backend leaves to Inductor with ALiBi (the decode kernels have
-    none): skipped with the reason, and both steps' logits equal eager's."""
+    """With a KV cache, the prefill is replaced (causal + ALiBi), and so are the decode steps:
+    their causal mask is bottom-right, which the op takes with the slopes (the decode kernels
+    add ALiBi); every step's logits equal eager's."""
     model = _bloom()
     ids = token_ids(7)
     torch._dynamo.reset()
@@ -146,11 +146,15 @@ def test_bloom_kv_cache_decode_step():
         step = want.logits[:, -1].argmax(-1, keepdim=True)
         # (explain runs the step: a copy of the cache, which it would extend)
         report = flashgen.explain(model, input_ids=step, cache=copy.deepcopy(want.cache))
-        assert report.found == 2 and report.replaced == 0, str(report)
-        assert all("bottom-right" in site.reason for site in report.sites), str(report)
-        got2 = compiled(input_ids=step, cache=got.cache).logits
-        want2 = model(input_ids=step, cache=want.cache).logits
-    torch.testing.assert_close(got2, want2, atol=2e-5, rtol=1e-4)
+        assert report.found == 2 and report.replaced == 2, str(report)
+        for site in report.sites:
+            assert site.causal is True and site.alibi and site.align == "bottom_right", site
+        for _ in range(2):
+            got = compiled(input_ids=step, cache=got.cache, use_cache=True)
+            want = model(input_ids=step, cache=want.cache, use_cache=True)
+            torch.testing.assert_close(got.logits, want.logits, atol=2e-5, rtol=1e-4)
+            step = want.logits[:, -1].argmax(-1, keepdim=True)
+    assert counters["baddbmm.skipped"] == 0, dict(counters)
 
 
 def test_bloom_bfloat16_alibi_is_rounded():

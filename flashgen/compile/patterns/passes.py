@@ -144,14 +144,6 @@ def check_match(m: Match) -> None:
         # (`flashgen.ops.attention` refuses these together: dropout's draws are numbered by
         # position)
         raise Skip("dropout with a bottom-right causal mask (KV cache) is not supported")
-    if m.align != "top_left" and m.alibi is not None:
-        # The op takes them together, but a KV cache's decode step with ALiBi would run the
-        # portable forward kernel (the decode kernels have no ALiBi), not timed against what
-        # Inductor makes of the eager attention: left to Inductor until it is.
-        raise Skip(
-            "ALiBi with a bottom-right causal mask (a KV cache's decode step) is left to "
-            "Inductor: flashgen's decode kernels have no ALiBi"
-        )
     if m.alibi is not None:
         _check_slopes(m, q)
     for shape, what in open_heads:
