@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 42, B1. Run as FLASHGEN_COMMIT=<sha> bash benchmarks/raw/h200_s42b1/job.sh <part>,
+# Session 42, B1. Run as FLASHGEN_COMMIT=<sha> bash benchmarks/raw/h100_s42b1/job.sh <part>,
 # carrying .whl. Parts, by value:
 #   windows ~250 s: issue 16's sliding-window rows against the geometric bound. masks.py
 #        --windows (new): causal windows 256..8192 at 16k keys (B1 H16, d128) and 256..2048 at
