@@ -266,14 +266,16 @@ def _causal_column(s: Any) -> str:
         drop = f" + softcap {s.softcap:g}{drop}"
     if getattr(s, "alibi", False):
         drop = f" + ALiBi{drop}"
+    # a mask tensor beside a window or band (HF's padding split off a sliding-window mask)
+    beside = f" + {s.mask} mask{drop}" if s.mask else drop
     if isinstance(s.window, tuple):  # a two-sided band: keys i - left <= j <= i + right
         from .patterns.masks import UNBOUNDED
 
         left, right = (str(n) if n < UNBOUNDED else "all" for n in s.window)
-        return f"band -{left}/+{right}{drop}"
+        return f"band -{left}/+{right}{beside}"
     if s.window:
         edge = " bottom-right" if s.align == "bottom_right" else ""
-        return f"window {s.window}{edge}{drop}"
+        return f"window {s.window}{edge}{beside}"
     if s.mask:
         return f"{s.causal} + {s.mask} mask{drop}"
     return ("bottom-right" if s.causal and s.align == "bottom_right" else str(s.causal)) + drop

@@ -105,6 +105,9 @@ def test_right_padded_mistral_window_split_into_band_and_key_mask():
     mask[1, 7:] = 0  # right padding
     replaced = _padded_batch_matches_eager(model, ids, mask)
     assert all(s.causal and s.window == 5 and s.mask == "bool" for s in replaced), replaced
+    # flashgen.explain's column names both (it once showed the window alone)
+    report = str(flashgen.explain(model, input_ids=ids, attention_mask=mask))
+    assert report.count("window 5 + bool mask") == 2, report
 
 
 @pytest.mark.parametrize(
