@@ -74,3 +74,47 @@ def test_padded_mpt_replaced_with_mask_tensor_and_alibi(monkeypatch, side):
     compiled = torch.compile(model, backend=backend(fallback="eager"))
     params_match_eager(model, compiled, input_ids=ids, attention_mask=mask)
     assert seen and all(tuple(s.shape) == (4,) for s in seen)  # the kernels ran with ALiBi
+
+
+@pytest.mark.parametrize("padded", [False, True], ids=["full", "leftpad"])
+def test_mpt_kv_cache_decoding_steps_replaced(padded):
+    """A prefill with a KV cache and three decoding steps (the second recompiles with symbolic
+    lengths, the third reuses that graph): every graph's sites are replaced, the steps running
+    the decode kernels with ALiBi beside HF's boolean mask, and every step's logits equal
+    eager's. In the symbolic graph MPT's bias, built for max_seq_len and sliced to the last
+    keys, is 64 - Max(0, 63 - s) long beside s + 1 keys: equal for every length the model
+    takes, guarded so (`flashgen.compile.patterns.core.same_length`), not provable from the
+    sizes alone."""
+    from flashgen.compile.patterns import counters
+    from flashgen.kernels import decode
+
+    model = _mpt()
+    ids = token_ids(9)
+    mask = torch.ones(2, 9, dtype=torch.long)
+    if padded:
+        mask[1, :3] = 0
+    calls = []
+    real = decode.decode_forward
+
+    def spy(*args, **kwargs):
+        calls.append(kwargs.get("alibi") is not None and kwargs.get("mask") is not None)
+        return real(*args, **kwargs)
+
+    torch._dynamo.reset()
+    counters.clear()
+    compiled = torch.compile(model, backend=backend(fallback="eager"))
+    with torch.no_grad(), pytest.MonkeyPatch.context() as mp:
+        mp.setattr(decode, "decode_forward", spy)
+        want = model(input_ids=ids, attention_mask=mask, use_cache=True)
+        got = compiled(input_ids=ids, attention_mask=mask, use_cache=True)
+        torch.testing.assert_close(got.logits, want.logits, atol=2e-5, rtol=1e-4)
+        for _ in range(3):
+            step = want.logits[:, -1].argmax(-1, keepdim=True)
+            mask = torch.cat([mask, torch.ones_like(mask[:, :1])], 1)
+            kw = {"attention_mask": mask, "use_cache": True}
+            want = model(input_ids=step, past_key_values=want.past_key_values, **kw)
+            got = compiled(input_ids=step, past_key_values=got.past_key_values, **kw)
+            torch.testing.assert_close(got.logits, want.logits, atol=2e-5, rtol=1e-4)
+    assert counters["matmul.skipped"] == 0 and counters["matmul.replaced"] == 6, dict(counters)
+    # 3 steps x 2 layers on the decode kernels (more calls where compiling ran a graph too)
+    assert len(calls) >= 6 and all(calls), calls

@@ -35,7 +35,7 @@ from typing import Any
 import torch
 from torch import fx
 
-from .core import Skip, example_value, known_eq
+from .core import Skip, example_value, known_eq, same_length
 from .mask_values import check_not_mutated, op_name
 
 _EXACT = (torch.float32, torch.float64)  # dtypes in which the bias is what the kernels add
@@ -68,7 +68,7 @@ def prove_alibi(bias: Any, seq_k: Any, scores_dim: int, heads: Any = None) -> tu
     be = example_value(bias)
     if not (isinstance(be, torch.Tensor) and be.dtype in _EXACT):
         raise Skip("an ALiBi bias is proven in float32/float64 only (a rounded one is a tensor)")
-    if be.dim() > scores_dim or be.dim() < 1 or not known_eq(be.shape[-1], seq_k):
+    if be.dim() > scores_dim or be.dim() < 1 or not same_length(be.shape[-1], seq_k):
         raise Skip("the bias does not run along the keys")
     got = _Walk()(bias)
     if not isinstance(got, _Scaled):

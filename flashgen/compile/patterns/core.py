@@ -184,6 +184,38 @@ def equal_heads(a: Any, b: Any) -> bool:
         return False
 
 
+def same_length(a: Any, b: Any) -> bool:
+    """Whether sequence lengths a and b are equal at every size the graph accepts: proven
+    (`known_eq`), or equal at this trace's sizes and with every size symbol one above and one
+    below its value (so not one length's coincidence, which a guard would pin), then guarded,
+    `a == b` evaluated into the graph's guards. HF MPT's ALiBi, built for max_seq_len and
+    sliced to the last keys, is 64 - Max(0, 63 - s) long beside the keys' s + 1 in a dynamic
+    decoding step: equal at every length the model takes (its own add of the two guards as
+    much) but not provable from the sizes' ranges alone."""
+    if known_eq(a, b):
+        return True
+    if not (isinstance(a, torch.SymInt) or isinstance(b, torch.SymInt)):
+        return False  # two ints that differ
+    try:
+        if size_hint(a) != size_hint(b):
+            return False
+    except Skip:
+        return False
+    import sympy
+
+    sym = a if isinstance(a, torch.SymInt) else b
+    env = sym.node.shape_env
+    ea, eb = (x.node.expr if isinstance(x, torch.SymInt) else sympy.Integer(x) for x in (a, b))
+    free = ea.free_symbols | eb.free_symbols
+    if not free or any(s not in env.var_to_val for s in free):
+        return False
+    for delta in (1, -1):
+        at = {s: sympy.Integer(int(env.var_to_val[s]) + delta) for s in free}
+        if sympy.simplify(ea.subs(at) - eb.subs(at)) != 0:
+            return False
+    return bool(a == b)
+
+
 def location(n: Any) -> str:
     """`file.py:LINE in fn` of the user's source line that made node n, from Dynamo's meta."""
     trace = n.meta.get("stack_trace") or ""

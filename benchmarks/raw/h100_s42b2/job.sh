@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 42, B2. Run as FLASHGEN_COMMIT=<sha> bash benchmarks/raw/h200_s42b2/job.sh, carrying
+# Session 42, B2. Run as FLASHGEN_COMMIT=<sha> bash benchmarks/raw/h100_s42b2/job.sh, carrying
 # .whl (~300 s): ALiBi in the decode kernels (new this session), first on a GPU.
 #   1. the GPU tests of the decode and ALiBi kernels (bf16 against float64), ~60 s;
 #   2. benchmarks/alibi_decode.py: hand-written ALiBi attention over a KV cache (a decode step
