@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Session 42, B3. Run as FLASHGEN_COMMIT=<sha> bash benchmarks/raw/s42b3/job.sh <part>, carrying
+# .whl. (The directory is named after the card that ran it once known: see run*/device.txt.)
+#   alibi ~200 s: B2 again where it was launch-bound: ALiBi over a KV cache at batch 1 (caches
+#         of 256, 1024 and 4096 keys, a step and a 4-row draft) with 9 alternating rounds, and
+#         the GPU tests of the decode kernels' ALiBi alone (B2's pytest of four files ran out of
+#         its 150 s compiling before its summary; 22 passed, none failed).
+#   h200  ~300 s (on an H200, needs_h200): issue 16's window sweep (B1's `windows` part) and
+#         issue 15's host time (`host`) on the card the bars name, then issue 13's 650 TFLOP/s
+#         row (B1 H16 16k d128 non-causal, eleven rounds).
+set -u
+. benchmarks/device_env.sh > /dev/null 2>&1
+HERE=$(dirname "$0")
+case "${1:-alibi}" in
+alibi)
+  timeout 100 python3 -u -m pytest -q -m gpu -p no:cacheprovider tests/kernels/test_decode_alibi.py \
+    > $OUT/gpu_tests.txt 2>&1
+  stamp "gpu tests rc=$?"; tail -3 $OUT/gpu_tests.txt
+  timeout 300 python3 -u benchmarks/alibi_decode.py --batches 1 --rows 1,4 --caches 256,1024,4096 \
+    --rounds 9 --out $OUT/alibi_decode_b1.json > $OUT/alibi_decode_b1.txt 2>&1
+  stamp "alibi_decode rc=$?"; grep -E "^B[0-9]" $OUT/alibi_decode_b1.txt ;;
+h200)
+  nvidia-smi --query-gpu=name --format=csv,noheader
+  bash $HERE/../h100_s42b1/job.sh windows
+  bash $HERE/../h100_s42b1/job.sh host
+  timeout 150 python3 benchmarks/fwd_variants.py --grid anchors --shapes 2 --rounds 11 --rep 40 \
+    --vary ts4=tail_split:4@128f --check-dtypes bfloat16 --budget 140 --out $OUT/tflops \
+    > $OUT/tflops.txt 2>&1
+  stamp "tflops rc=$?"; grep '"tflops"' $OUT/tflops.txt | cut -c1-200
+  nvidia-smi --query-gpu=clocks.sm,power.draw,temperature.gpu --format=csv ;;
+esac
