@@ -37,8 +37,11 @@ DECODERS = {
 WINDOWED = {"mistral", "gemma2", "gemma3", "qwen2", "starcoder2"}
 OTHERS = ["gpt2", "gpt_neox", "opt", "bert", "bloom", "falcon", "gptj"]
 FAMILIES = sorted(DECODERS) + OTHERS
+# Drawn only when asked (`--families`): adding them to FAMILIES would change every seed's draw,
+# and the recorded sweeps' seeds would no longer name the models they ran.
+EXTRA = ["mpt"]
 # families whose HF code has no SDPA path (they run their eager attention)
-EAGER_ONLY = {"gemma2", "bloom"}
+EAGER_ONLY = {"gemma2", "bloom", "mpt"}
 
 
 def config_for(family: str, r: random.Random):
@@ -98,6 +101,10 @@ def config_for(family: str, r: random.Random):
             hidden_size=hidden, num_attention_heads=heads, num_hidden_layers=2, vocab_size=VOCAB,
             new_decoder_architecture=False, multi_query=r.random() < 0.5, alibi=False,
         )  # fmt: skip
+    elif family == "mpt":  # ALiBi over max_seq_len, sliced to the keys
+        cfg = transformers.MptConfig(
+            d_model=hidden, n_heads=heads, n_layers=2, vocab_size=VOCAB, max_seq_len=128
+        )
     elif family == "gptj":
         cfg = transformers.GPTJConfig(
             n_embd=hidden, n_head=heads, n_layer=2, vocab_size=VOCAB, n_positions=128,
@@ -123,15 +130,16 @@ def padding_mask(r: random.Random, batch: int, length: int, side: str):
     return mask
 
 
-def run_case(seed: int) -> dict:
-    """Build, compile and compare one drawn model; the record (errors are raised)."""
+def run_case(seed: int, families=None) -> dict:
+    """Build, compile and compare one drawn model (of `families`, default FAMILIES); the
+    record (errors are raised)."""
     import torch
 
     from flashgen.compile.backend import backend
     from flashgen.compile.patterns import attention_pass
 
     r = random.Random(seed)
-    family = r.choice(FAMILIES)
+    family = r.choice(families or FAMILIES)
     attn = "eager" if family in EAGER_ONLY else r.choice(["sdpa", "eager"])
     cfg, auto = config_for(family, r)
     torch.manual_seed(seed)
@@ -214,7 +222,16 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="first seed")
     parser.add_argument("--cases", type=int, default=20, help="how many seeds")
     parser.add_argument("--tol", type=float, default=1e-3, help="largest difference allowed")
+    parser.add_argument(
+        "--families", default="",
+        help=f"comma-separated families to draw from (default: {', '.join(FAMILIES)}; also "
+        f"{', '.join(EXTRA)})",
+    )  # fmt: skip
     args = parser.parse_args(argv)
+    families = [f for f in args.families.split(",") if f] or None
+    unknown = sorted(set(families or ()) - set(FAMILIES) - set(EXTRA))
+    if unknown:
+        parser.error(f"--families: unknown {', '.join(unknown)}")
     os.environ.setdefault("FLASHGEN_IMPL", "flashgen")
     import torch
 
@@ -224,7 +241,7 @@ def main(argv=None) -> int:
     found = replaced = 0
     for seed in range(args.seed, args.seed + args.cases):
         try:
-            rec = run_case(seed)
+            rec = run_case(seed, families)
         except Exception:  # noqa: BLE001 - a sweep records every error, with its trace
             bad.append(seed)
             print(f"BAD seed {seed}: error\n{traceback.format_exc(limit=8)}", flush=True)

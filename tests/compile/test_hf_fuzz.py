@@ -3,8 +3,9 @@ config builds a model, and one drawn case (Mistral's eager attention, a 5-key sl
 left-padded batch of two, `dynamic=True`, then a KV cache's prefill and two decoding steps)
 compiles, replaces every attention site and matches eager; so does a left-padded BLOOM under
 `dynamic=True` (its ALiBi from the attention_mask read as a bias beside the padding; the graph
-Dynamo discards, its float attribute traced as a tensor, not counted). The sweep itself is the
-script's."""
+Dynamo discards, its float attribute traced as a tensor, not counted), and a left-padded MPT
+(drawn with `--families`), whose decoding steps run ALiBi beside the padding on the decode
+kernels. The sweep itself is the script's."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ pytest.importorskip("transformers")
 fuzz = repo_scripts.load("benchmarks/hf_fuzz.py", "hf_fuzz_under_test")
 
 
-@pytest.mark.parametrize("family", fuzz.FAMILIES)
+@pytest.mark.parametrize("family", fuzz.FAMILIES + fuzz.EXTRA)
 def test_every_family_builds(family):
     cfg, auto = fuzz.config_for(family, random.Random(0))
     attn = "eager" if family in fuzz.EAGER_ONLY else "sdpa"
@@ -38,3 +39,10 @@ def test_a_left_padded_bloom_matches_eager():
     assert rec["diff"] <= 1e-3, rec
     assert rec["found"] > 0 and rec["replaced"] == rec["found"], rec
     assert rec["discarded"] > 0, rec  # (the float attribute's first trace)
+
+
+def test_a_left_padded_mpt_with_decoding_steps_matches_eager():
+    rec = fuzz.run_case(900, ["mpt", "bloom"])
+    assert (rec["family"], rec["padding"]) == ("mpt", "left"), rec
+    assert rec["diff"] <= 1e-3, rec
+    assert rec["found"] > 0 and rec["replaced"] == rec["found"], rec
