@@ -460,6 +460,124 @@ def test_multihead_attention_key_padding_mask(kind):
     torch.testing.assert_close(gw, ww, atol=5e-5, rtol=1e-4)
 
 
+MHA_MASKS = [
+    # attn_mask kind, key_padding_mask kind, is_causal
+    ("bool", None, False),  # an arbitrary boolean mask (True hides)
+    ("float", None, False),  # additive, -inf and finite values
+    ("heads", None, False),  # 3-D [B * heads, L, S]
+    ("bool", "bool", True),  # nn.TransformerDecoder's tgt_mask + tgt_key_padding_mask
+    ("float", "float", False),  # both additive: added, as PyTorch merges them
+    ("heads", "bool", True),
+]
+# (A boolean mask beside a floating one makes PyTorch warn, which breaks Dynamo's graph: no
+# graph holds such a site.)
+
+
+@pytest.mark.parametrize("am_kind,kpm_kind,is_causal", MHA_MASKS)
+def test_multihead_attention_attn_mask_read_as_a_tensor(am_kind, kpm_kind, is_causal):
+    """nn.MultiheadAttention(need_weights=False) with an attn_mask that is not proven causal
+    (from a forward() input): the kernels read it as a mask tensor, merged with a
+    key_padding_mask as PyTorch merges them (with one, PyTorch ignores is_causal and reads the
+    mask). Rows that see no key (entry 2's padding covers query 0's only visible keys) are
+    zeros in both. Forward and gradients match eager."""
+    torch.manual_seed(0)
+    heads, b, t = 2, 3, 10
+    mha = torch.nn.MultiheadAttention(32, heads, batch_first=True)
+    x = torch.randn(b, t, 32, requires_grad=True)
+    gen = torch.Generator().manual_seed(3)
+    hide = torch.rand(t, t, generator=gen) < 0.3
+    hide.fill_diagonal_(False)
+    hide[0] = True
+    hide[0, :2] = False  # row 0 sees keys 0 and 1 only
+    if am_kind == "heads":
+        am = torch.rand(b * heads, t, t, generator=gen) < 0.3
+        am[:, :, 0] = False
+    elif am_kind == "float":
+        am = torch.randn(t, t, generator=gen).masked_fill(hide, float("-inf"))
+    else:
+        am = hide
+    kpm = None
+    if kpm_kind is not None:
+        pad = torch.zeros(b, t, dtype=torch.bool)
+        pad[1, 7:] = True
+        pad[2, :2] = True  # entry 2: row 0 sees no key
+        kpm = pad if kpm_kind == "bool" else torch.zeros(b, t).masked_fill(pad, float("-inf"))
+
+    def f(x, am, kpm):
+        return mha(x, x, x, attn_mask=am, key_padding_mask=kpm, need_weights=False,
+                   is_causal=is_causal)[0]  # fmt: skip
+
+    replaced, skipped = _replaced(f, x, am, kpm)
+    assert len(replaced) == 1 and not skipped, skipped
+    assert replaced[0].causal is False and replaced[0].mask, replaced[0]
+    torch._dynamo.reset()
+    got = torch.compile(f, backend="flashgen")(x, am, kpm)
+    want = f(x, am, kpm)
+    assert not want.isnan().any()
+    torch.testing.assert_close(got, want, atol=2e-5, rtol=1e-4)
+    gx, gw = torch.autograd.grad(got.sum(), (x, mha.in_proj_weight))
+    wx, ww = torch.autograd.grad(want.sum(), (x, mha.in_proj_weight))
+    torch.testing.assert_close(gx, wx, atol=5e-5, rtol=1e-4)
+    torch.testing.assert_close(gw, ww, atol=5e-5, rtol=1e-4)
+
+
+def test_multihead_attention_is_causal_hint_without_padding():
+    """is_causal=True beside an attn_mask from an input and no key_padding_mask: PyTorch drops
+    the mask and runs causal attention, and so does the replacement (the causal flag)."""
+    torch.manual_seed(0)
+    mha = torch.nn.MultiheadAttention(32, 2, batch_first=True)
+    x = torch.randn(2, 9, 32)
+    causal = torch.nn.Transformer.generate_square_subsequent_mask(9)
+
+    def f(x, am):
+        return mha(x, x, x, attn_mask=am, need_weights=False, is_causal=True)[0]
+
+    replaced, skipped = _replaced(f, x, causal)
+    assert len(replaced) == 1 and replaced[0].causal is True and not replaced[0].mask, replaced
+    torch._dynamo.reset()
+    got = torch.compile(f, backend="flashgen")(x, causal)
+    torch.testing.assert_close(got, f(x, causal), atol=2e-5, rtol=1e-4)
+
+
+def test_transformer_decoder_with_padding_masks():
+    """nn.Transformer in training mode the way its tutorials train it: a causal tgt_mask and
+    key padding masks for source and target (boolean, one dtype: a float tgt_mask beside a
+    boolean padding mask makes PyTorch warn, which breaks Dynamo's graph and leaves the whole
+    model eager under any backend). Every attention site is replaced (the decoder's
+    self-attention reads its mask as a tensor), and the output and gradients match eager
+    (dropout 0)."""
+    torch.manual_seed(0)
+    model = torch.nn.Transformer(
+        d_model=64, nhead=4, num_encoder_layers=1, num_decoder_layers=1, dim_feedforward=64,
+        dropout=0.0, batch_first=True,
+    )  # fmt: skip
+    src, tgt = torch.randn(2, 9, 64), torch.randn(2, 7, 64, requires_grad=True)
+    src_pad = torch.zeros(2, 9, dtype=torch.bool)
+    src_pad[1, 6:] = True
+    tgt_pad = torch.zeros(2, 7, dtype=torch.bool)
+    tgt_pad[1, 5:] = True
+    tgt_mask = torch.triu(torch.ones(7, 7, dtype=torch.bool), 1)
+    kw = dict(
+        tgt_mask=tgt_mask, tgt_is_causal=True, src_key_padding_mask=src_pad,
+        tgt_key_padding_mask=tgt_pad, memory_key_padding_mask=src_pad,
+    )  # fmt: skip
+    report = flashgen.explain(model, src, tgt, **kw)
+    assert (report.found, report.replaced) == (3, 3), str(report)
+    torch._dynamo.reset()
+    got = torch.compile(model, backend="flashgen")(src, tgt, **kw)
+    want = model(src, tgt, **kw)
+    valid = ~tgt_pad[..., None]
+    torch.testing.assert_close(got * valid, want * valid, atol=2e-5, rtol=1e-4)
+    g = torch.autograd.grad(
+        (got * valid).sum(), (tgt, model.decoder.layers[0].self_attn.in_proj_weight)
+    )
+    w = torch.autograd.grad(
+        (want * valid).sum(), (tgt, model.decoder.layers[0].self_attn.in_proj_weight)
+    )
+    for a, e in zip(g, w, strict=True):
+        torch.testing.assert_close(a, e, atol=5e-5, rtol=1e-4)
+
+
 def test_added_fill_that_is_inf_in_the_mask_dtype_is_not_split():
     """float32's min is -inf in bfloat16: `(1 - keep.to(bf16)) * finfo(float32).min` hides
     with -inf (a row it hides whole is NaN in eager, not the uniform softmax the split's rows

@@ -31,7 +31,12 @@ from .masks import prove_causal
 def match_mha(n: Any, values: Values) -> Match:
     """`F.multi_head_attention_forward` (what nn.MultiheadAttention calls; Dynamo keeps it as one
     node): rebuilt as projections -> flashgen op -> output projection when no weights are
-    returned, no padding mask, no bias_k/v or zero-attn, and any mask is causal."""
+    returned and no bias_k/v or zero-attn. Masks: an attn_mask proven causal is the causal
+    flag; with `is_causal=True` and no key_padding_mask, PyTorch itself drops attn_mask for the
+    flag, and so does this; any other attn_mask (boolean, True hiding a key, or additive; 2-D
+    [L, S] or 3-D [B * heads, L, S]) is handed to the kernels as a mask tensor, merged with a
+    key_padding_mask as PyTorch merges them (`_mha_mask`). Rows that see no key are zeros in
+    both: PyTorch's attention gives them zeros too."""
 
     try:
         a = inspect.signature(F.multi_head_attention_forward).bind(*n.args, **n.kwargs)
@@ -54,7 +59,11 @@ def match_mha(n: Any, values: Values) -> Match:
         raise Skip("num_heads / is_causal are not Python constants")
     q, k, v = p["query"], p["key"], p["value"]
     causal = False
-    if p["attn_mask"] is not None:
+    kpm = p["key_padding_mask"]
+    tensor_mask = None  # an attn_mask read by the kernels as it is (`_mha_mask`)
+    if p["attn_mask"] is not None and p["is_causal"] and kpm is None:
+        causal = True  # (PyTorch's own reading of the hint: attn_mask is not used)
+    elif p["attn_mask"] is not None:
         try:
             prove_causal(
                 p["attn_mask"],
@@ -63,15 +72,11 @@ def match_mha(n: Any, values: Values) -> Match:
                 example_value(k).shape[0],
                 keep=False,
             )
-        except Skip as e:
-            raise Skip(
-                "nn.MultiheadAttention attn_mask is not supported: only a causal mask is "
-                f"(nn.Transformer.generate_square_subsequent_mask); left to Inductor ({e})"
-            ) from e
-        causal = True
+            causal = True
+        except Skip:
+            tensor_mask = _check_attn_mask(p["attn_mask"], example_value(q), p["num_heads"])
     elif p["is_causal"]:
         raise Skip("is_causal=True without attn_mask")
-    kpm = p["key_padding_mask"]
     if kpm is not None:
         # [B, S]: True (or -inf) hides a key; the kernels read it as a [B, 1, 1, S] mask tensor
         km = example_value(kpm)
@@ -86,12 +91,57 @@ def match_mha(n: Any, values: Values) -> Match:
     if len(outs) != 1 or any(u.users for u in users if u.args[1] != 0):
         raise Skip("the attention weights of nn.MultiheadAttention are used")
     site = Site(kind="mha", location=location(n))
-    if kpm is not None:  # the op reads it as a mask tensor (rewrite_mha)
-        site.mask = "bool" if example_value(kpm).dtype == torch.bool else "add"
+    masks = [x for x in (tensor_mask, kpm) if x is not None]
+    if masks:  # the op reads them as one mask tensor (rewrite_mha)
+        boolean = all(example_value(x).dtype == torch.bool for x in masks)
+        site.mask = "bool" if boolean else "add"
     m = Match(site, q, k, v, outs[0], causal, [None], interior=[n])
-    m.mha = p
+    # (the arguments as given, and the attn_mask the kernels read whole: `_mha_mask`)
+    m.mha = {**p, "tensor_mask": tensor_mask}
     m.dropout_p = site.dropout = drop_p
     return m
+
+
+def _check_attn_mask(node: Any, q: torch.Tensor, heads: int) -> Any:
+    """An attn_mask the kernels can read as a tensor: boolean or floating without grad, 2-D
+    [L, S] or 3-D [B * heads, L, S] (q is [L, B, E]); Skip otherwise."""
+    am = example_value(node)
+    if not isinstance(am, torch.Tensor) or am.dim() not in (2, 3):
+        raise Skip("nn.MultiheadAttention attn_mask is not a 2-D or 3-D tensor")
+    if not (am.dtype == torch.bool or am.is_floating_point()) or am.requires_grad:
+        raise Skip("nn.MultiheadAttention attn_mask must be boolean, or floating without grad")
+    if am.dim() == 3 and not known_eq(am.shape[0], q.shape[1] * heads):
+        raise Skip(
+            f"nn.MultiheadAttention attn_mask of shape {tuple(am.shape)}: not [B * heads, L, S]"
+        )
+    return node
+
+
+def _mha_mask(call: Any, p: dict[str, Any], heads: int, dtype: torch.dtype) -> Any:
+    """The op's attn_mask for MHA's attn_mask and key_padding_mask (either may be None, not
+    both): [1 or B, 1 or heads, L, S]. Both boolean: True where neither hides the key (MHA's
+    True hides, the op's shows). Otherwise additive, as `F.multi_head_attention_forward`
+    merges them: a boolean one as 0 / -inf in q's dtype, a floating one as it is, added."""
+    am, kpm = p["tensor_mask"], p["key_padding_mask"]
+    parts = []
+    if am is not None:
+        if example_value(am).dim() == 2:
+            am4 = call(operator.getitem, am, (None, None))
+        else:  # [B * heads, L, S], batch-major as MHA lays it out
+            am4 = call("unflatten", am, 0, (-1, heads))
+        parts.append((am4, example_value(am).dtype == torch.bool))
+    if kpm is not None:
+        kpm4 = call(operator.getitem, kpm, (slice(None), None, None, slice(None)))
+        parts.append((kpm4, example_value(kpm).dtype == torch.bool))
+    if all(boolean for _, boolean in parts):
+        keep = [call(torch.logical_not, x) for x, _ in parts]
+        return keep[0] if len(keep) == 1 else call(torch.logical_and, *keep)
+    added = []
+    for x, boolean in parts:
+        if boolean:  # MHA's True hides: -inf there, 0 elsewhere, in q's dtype
+            x = call("to", call(torch.where, x, float("-inf"), 0.0), dtype)
+        added.append(x)
+    return added[0] if len(added) == 1 else call(operator.add, *added)
 
 
 def _mha_projection(p: dict[str, Any], which: int) -> tuple[Any, Any]:
@@ -168,19 +218,16 @@ def rewrite_mha(gm: fx.GraphModule, m: Match, op: Any) -> None:
             y = call(F.linear, x, piece(w, which), piece(b, which))
             y = call("unflatten", y, -1, (heads, d))
             heads_in.append(call("contiguous", call("permute", y, 1, 2, 0, 3)))
-        kpm = p["key_padding_mask"]
         # window, softcap, causal_align, deterministic, seq_bounds, attn_mask, dropout_p
         drop = (m.dropout_p,) if m.dropout_p else ()
-        if kpm is None:
+        if p["key_padding_mask"] is None and p["tensor_mask"] is None:
             tail = (None, None, "top_left", None, None, None, *drop) if drop else ()
             o = call(op, *heads_in, m.causal, m.scale, *tail)
-        else:  # MHA's True hides a key; attn_mask's True shows it
-            mask = call(torch.logical_not, kpm) if example_value(kpm).dtype == torch.bool else kpm
-            mask = call(operator.getitem, mask, (slice(None), None, None, slice(None)))
+        else:
+            mask = _mha_mask(call, p, heads, example_value(m.q).dtype)
             o = call(
                 op, *heads_in, m.causal, m.scale, None, None, "top_left", None, None, mask, *drop
             )
-            m.site.mask = "bool" if example_value(kpm).dtype == torch.bool else "add"
         o = call("flatten", call("permute", o, 2, 0, 1, 3), -2)
         out = call(F.linear, o, p["out_proj_weight"], p["out_proj_bias"])
     set_example_values(fm, added)
