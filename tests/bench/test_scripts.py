@@ -719,6 +719,21 @@ def test_alibi_decode_smoke(capsys):
     assert out.count("replaced 1 ") == 2 and out.count("ok=True") == 2, out
 
 
+def test_transformer_masks_smoke(capsys):
+    """benchmarks/transformer_masks.py on the CPU (--smoke): nn.Transformer with a causal
+    tgt_mask and padding masks compiled both ways, its three attention sites replaced, checked
+    against float32 (a random-weighted loss: the model ends in a LayerNorm) and timed."""
+    module = repo_scripts.load("benchmarks/transformer_masks.py", "bench_transformer_masks")
+    torch._dynamo.reset()
+    try:
+        assert module.main(["--smoke"]) == 0
+    finally:
+        torch._dynamo.reset()
+    out = capsys.readouterr().out
+    assert "check ok=True replaced=3" in out
+    assert out.count("inductor ") == 2 and "fwd_bwd" in out
+
+
 def test_masks_ab_alternates_trees_and_checks_once(tmp_path):
     """benchmarks/masks_ab.sh with `timeout` stubbed (it logs the tree on PYTHONPATH and the
     masks.py arguments, and prints a row as masks.py does): old and new alternate REPS times,

@@ -568,13 +568,14 @@ def test_transformer_decoder_with_padding_masks():
     want = model(src, tgt, **kw)
     valid = ~tgt_pad[..., None]
     torch.testing.assert_close(got * valid, want * valid, atol=2e-5, rtol=1e-4)
-    g = torch.autograd.grad(
-        (got * valid).sum(), (tgt, model.decoder.layers[0].self_attn.in_proj_weight)
-    )
-    w = torch.autograd.grad(
-        (want * valid).sum(), (tgt, model.decoder.layers[0].self_attn.in_proj_weight)
-    )
+    # a loss of random weights: the model ends in a LayerNorm, whose rows' sum (and sum of
+    # squares) does not move, so a plain sum would have no gradient to compare
+    r = torch.randn(got.shape, generator=torch.Generator().manual_seed(7)) * valid
+    params = (tgt, model.decoder.layers[0].self_attn.in_proj_weight)
+    g = torch.autograd.grad((got * r).sum(), params)
+    w = torch.autograd.grad((want * r).sum(), params)
     for a, e in zip(g, w, strict=True):
+        assert e.abs().max() > 1e-2
         torch.testing.assert_close(a, e, atol=5e-5, rtol=1e-4)
 
 

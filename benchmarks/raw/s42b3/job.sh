@@ -5,6 +5,10 @@
 #         of 256, 1024 and 4096 keys, a step and a 4-row draft) with 9 alternating rounds, and
 #         the GPU tests of the decode kernels' ALiBi alone (B2's pytest of four files ran out of
 #         its 150 s compiling before its summary; 22 passed, none failed).
+#   mha   ~150 s (any card; added after B3's first tries): benchmarks/transformer_masks.py,
+#         nn.Transformer (B8, 1k source and target, width 1024, 16 heads, 2 + 2 layers, bf16,
+#         dropout 0.1) with a causal tgt_mask and padding masks, whose decoder self-attention
+#         the backend now hands the kernels as a mask tensor: flashgen against Inductor.
 #   h200  ~300 s (on an H200, needs_h200): issue 16's window sweep (B1's `windows` part) and
 #         issue 15's host time (`host`) on the card the bars name, then issue 13's 650 TFLOP/s
 #         row (B1 H16 16k d128 non-causal, eleven rounds).
@@ -19,6 +23,10 @@ alibi)
   timeout 300 python3 -u benchmarks/alibi_decode.py --batches 1 --rows 1,4 --caches 256,1024,4096 \
     --rounds 9 --out $OUT/alibi_decode_b1.json > $OUT/alibi_decode_b1.txt 2>&1
   stamp "alibi_decode rc=$?"; grep -E "^B[0-9]" $OUT/alibi_decode_b1.txt ;;
+mha)
+  timeout 280 python3 -u benchmarks/transformer_masks.py --out $OUT/transformer_masks.json \
+    > $OUT/transformer_masks.txt 2>&1
+  stamp "transformer_masks rc=$?"; grep -E "^fwd|^check" $OUT/transformer_masks.txt | cut -c1-250 ;;
 h200)
   nvidia-smi --query-gpu=name --format=csv,noheader
   bash $HERE/../h100_s42b1/job.sh windows
