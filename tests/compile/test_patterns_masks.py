@@ -45,13 +45,19 @@ def _padded_batch_matches_eager(model, ids, mask):
     replaced, skipped = _replaced(model, **inputs)
     assert len(replaced) == 2 and not skipped, skipped
     valid = mask.bool()[..., None]
+    # random weights on the unpadded positions: the models end in a norm, whose rows' sum of
+    # squares does not move, so a loss of it leaves the attention no gradient to compare
+    width = model.config.hidden_size
+    weights = torch.randn(*ids.shape, width, generator=torch.Generator().manual_seed(4)) * valid
 
     def loss(out):
-        return (out.last_hidden_state * valid).square().sum()
+        return (out.last_hidden_state * weights).sum()
 
     want, got, want_grads, grads = _compiled_matches_eager(model, inputs, loss)
     torch.testing.assert_close(got.last_hidden_state * valid, want.last_hidden_state * valid,
                                atol=2e-5, rtol=1e-4)  # fmt: skip
+    attention = [n for n in want_grads if "q_proj" in n or "query" in n]
+    assert attention and all(want_grads[n].abs().max() > 1e-3 for n in attention), attention
     for name, g in want_grads.items():
         torch.testing.assert_close(grads[name], g, atol=1e-4, rtol=1e-3, msg=name)
     return replaced
