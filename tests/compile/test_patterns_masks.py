@@ -56,7 +56,9 @@ def _padded_batch_matches_eager(model, ids, mask):
     want, got, want_grads, grads = _compiled_matches_eager(model, inputs, loss)
     torch.testing.assert_close(got.last_hidden_state * valid, want.last_hidden_state * valid,
                                atol=2e-5, rtol=1e-4)  # fmt: skip
-    attention = [n for n in want_grads if "q_proj" in n or "query" in n]
+    attention = [
+        n for n in want_grads if n.endswith(("q_proj.weight", "query.weight", ".q.weight"))
+    ]
     assert attention and all(want_grads[n].abs().max() > 1e-3 for n in attention), attention
     for name, g in want_grads.items():
         torch.testing.assert_close(grads[name], g, atol=1e-4, rtol=1e-3, msg=name)
