@@ -2,7 +2,7 @@
 
     python benchmarks/masks.py [--out FILE.csv] [--budget SECONDS] [--only NAME,...]
                                [--dirs fwd,fwd+bwd] [--rounds N] [--no-check] [--warm]
-                               [--bwd-kinds hopper,split]
+                               [--bwd-kinds hopper,split] [--windows W,...]
 
 1. Correctness: every mask kind the kernels take (sliding window causal and two-sided, softcap,
    ALiBi slopes, and key/query padding when this checkout has it), forward and backward in bf16 through
@@ -37,6 +37,10 @@ fills Triton's cache, so a later timing run does not spend its time limit compil
 (FLASHGEN_BWD_KIND), alternating, `--rounds` readings each, in this process (`kinds` lines):
 the A/B that decides `hopper_bwd.AUTO_EXTRAS` / `AUTO_WINDOW` / `AUTO_SCORE_MODS`, free of the
 few-percent spread between processes that made two such runs disagree (session 21 B4-B6).
+`--windows 256,4096` adds causal window rows of those sizes (`window_causal_<w>`); every row
+carries `tile_frac`, the visible pairs over the pairs of the 128 x 128 tiles that hold one: the
+most of the unmasked kernel's TFLOP/s a kernel with 128-row items can reach counted on the
+visible pairs (a causal window of w keys: about w / (w + 128)).
 """
 
 from __future__ import annotations
