@@ -602,3 +602,77 @@ def test_added_fill_that_is_inf_in_the_mask_dtype_is_not_split():
         site = flashgen.explain(_added_one_minus, q, k, v, keep, fill).sites[0]
         assert site.replaced, site
         assert (site.causal, site.mask) == ((True, "bool") if split else (False, "add")), site
+
+
+MHA_DRAWS = [
+    # attn_mask: None | "bool" | "float" | "bool3" | "float3" (3-D, per head) | "causal" (a
+    # float causal mask built in forward()); key_padding_mask: None | "bool" | "float";
+    # is_causal; batch_first; self-attention (else cross-attention, another key length)
+    (am, kpm, hint, bf, self_attn)
+    for am in (None, "bool", "float", "bool3", "causal")
+    for kpm in (None, "bool", "float")
+    for hint in (False, True)
+    for bf in (True, False)
+    for self_attn in (True, False)
+    if not (hint and am is None)  # (PyTorch refuses is_causal without a mask)
+    if not (am == "causal" and not self_attn)  # (a causal mask is square)
+][::5]  # every fifth of the 96 combinations: 20 cases, each property drawn several times
+
+
+@pytest.mark.parametrize("am,kpm,hint,bf,self_attn", MHA_DRAWS)
+def test_multihead_attention_mask_combinations_match_eager(am, kpm, hint, bf, self_attn):
+    """nn.MultiheadAttention over a spread of its mask arguments (boolean and additive,
+    2-D and 3-D attn_mask, a causal mask built in forward(), key padding of either kind, the
+    is_causal hint, batch_first both ways, self- and cross-attention): the compiled module's
+    output and gradients equal eager's, whether the site was replaced or (a boolean mask beside
+    a floating one: PyTorch's warning breaks the graph) left to PyTorch."""
+    torch.manual_seed(0)
+    b, heads, tq = 2, 2, 7
+    tk = tq if self_attn else 10
+    mha = torch.nn.MultiheadAttention(32, heads, batch_first=bf)
+    gen = torch.Generator().manual_seed(5)
+    xq = torch.randn(b, tq, 32, generator=gen)
+    xk = xq if self_attn else torch.randn(b, tk, 32, generator=gen)
+    if not bf:
+        xq, xk = xq.transpose(0, 1), xk.transpose(0, 1)
+    xq.requires_grad_()
+    masks = {}
+    if am in ("bool", "float"):
+        hide = torch.rand(tq, tk, generator=gen) < 0.3
+        hide[:, 0] = False
+        masks["attn_mask"] = (
+            hide
+            if am == "bool"
+            else torch.randn(tq, tk, generator=gen).masked_fill(hide, float("-inf"))
+        )
+    elif am == "bool3":
+        hide = torch.rand(b * heads, tq, tk, generator=gen) < 0.3
+        hide[..., 0] = False
+        masks["attn_mask"] = hide
+    if kpm is not None:
+        pad = torch.zeros(b, tk, dtype=torch.bool)
+        pad[1, tk - 3 :] = True
+        masks["key_padding_mask"] = (
+            pad if kpm == "bool" else torch.zeros(b, tk).masked_fill(pad, float("-inf"))
+        )
+
+    def f(xq, xk, masks):
+        kw = dict(masks)
+        if am == "causal":
+            kw["attn_mask"] = torch.nn.Transformer.generate_square_subsequent_mask(tq)
+        return mha(xq, xk, xk, need_weights=False, is_causal=hint, **kw)[0]
+
+    from flashgen.compile.patterns import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    got = torch.compile(f, backend="flashgen")(xq, xk, masks)
+    want = f(xq, xk, masks)
+    torch.testing.assert_close(got, want, atol=2e-5, rtol=1e-4)
+    mixed = None not in (am, kpm) and (am in ("float", "causal")) != (kpm == "float")
+    assert counters["mha.replaced"] == (0 if mixed else 1), dict(counters)
+    r = torch.randn(want.shape, generator=gen)
+    params = (xq, mha.in_proj_weight)
+    for g, w in zip(torch.autograd.grad((got * r).sum(), params),
+                    torch.autograd.grad((want * r).sum(), params), strict=True):  # fmt: skip
+        torch.testing.assert_close(g, w, atol=5e-5, rtol=1e-4)
