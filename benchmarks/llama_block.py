@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
-import json
 import sys
 import time
 from pathlib import Path
@@ -63,11 +62,10 @@ def main(argv: list[str] | None = None) -> int:
 
     import flashgen
     from flashgen.bench.harness import (
-        alternate,
         backend_pair,
         gpu_timer,
-        print_backend_ratios,
         rel_err,
+        report_backends,
         run_meta,
         wall_timer,
     )
@@ -122,17 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     modes = {"fwd": forward}
     if not args.inference:
         modes["fwd_bwd"] = lambda fn: lambda: torch.autograd.grad(fn(x), x, g)
-    timed = alternate(runs, modes, timer, args.rounds)
-    print_backend_ratios(report, timed, modes, args.rounds)
-    print(
-        f"check ok={report['ok']} replaced={report['replaced']} kept={report['kept']} "
-        f"err={report['err']}"
-    )
-    print(f"compile s: {report['compile_s']}")
-    print(report["explain"])
-    if args.out:
-        Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
-    return 0 if report["ok"] else 1
+    return report_backends(report, runs, modes, timer, args.rounds, args.out)
 
 
 if __name__ == "__main__":

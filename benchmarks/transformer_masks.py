@@ -23,9 +23,7 @@ from __future__ import annotations
 
 import argparse
 import copy
-import json
 import time
-from pathlib import Path
 
 
 def padding(batch: int, seq: int, device):
@@ -65,11 +63,10 @@ def main(argv: list[str] | None = None) -> int:
         args.layers, args.rounds = 1, 1
     import flashgen
     from flashgen.bench.harness import (
-        alternate,
         backend_pair,
         gpu_timer,
-        print_backend_ratios,
         rel_err,
+        report_backends,
         run_meta,
         wall_timer,
     )
@@ -141,14 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         return lambda: torch.autograd.grad(loss_of(fn(x, y, **kw)), y)
 
     modes = {"fwd": forward, "fwd_bwd": forward_backward}
-    timed = alternate(runs, modes, timer, args.rounds)
-    print_backend_ratios(report, timed, modes, args.rounds)
-    print(f"check ok={report['ok']} replaced={report['replaced']} err={report['err']}")
-    print(f"compile s: {report['compile_s']}")
-    print(report["explain"])
-    if args.out:
-        Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
-    return 0 if report["ok"] else 1
+    return report_backends(report, runs, modes, timer, args.rounds, args.out)
 
 
 if __name__ == "__main__":

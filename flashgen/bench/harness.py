@@ -376,6 +376,27 @@ def print_backend_ratios(report: dict, timed: dict, modes, rounds: int) -> None:
         )
 
 
+def report_backends(report: dict, runs: dict, modes: dict, timer, rounds: int, out=None) -> int:
+    """The end the scripts comparing a model compiled by Inductor and by flashgen's backend
+    share (`backend_pair`: hf_padded.py, llama_block.py, transformer_masks.py): `modes` timed
+    in turn (`alternate`), the ratios printed (`print_backend_ratios`), then the check line
+    (the report's ok, replaced, kept where it has one, err), the compile times and
+    `flashgen.explain`'s table, and the report written to `out` as JSON. Returns the exit
+    status: 0 when report["ok"]."""
+    import json
+    from pathlib import Path
+
+    timed = alternate(runs, modes, timer, rounds)
+    print_backend_ratios(report, timed, modes, rounds)
+    kept = f" kept={report['kept']}" if "kept" in report else ""
+    print(f"check ok={report['ok']} replaced={report['replaced']}{kept} err={report['err']}")
+    print(f"compile s: {report['compile_s']}")
+    print(report["explain"])
+    if out:
+        Path(out).write_text(json.dumps(report, indent=1) + "\n")
+    return 0 if report["ok"] else 1
+
+
 def rel_err(got, want) -> float:
     """Max abs error over the reference's max abs value."""
     return ((got.float() - want).abs().max() / want.abs().max()).item()

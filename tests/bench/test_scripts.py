@@ -672,18 +672,24 @@ def test_vendor_grid_pairs_each_rounds_readings():
     assert module.paired_ratio([1.0, 2.0], [1.0]) is None
 
 
+def _compiled_smoke(capsys, script: str, *argv: str) -> str:
+    """benchmarks/<script>.py's main(["--smoke", *argv]) with Dynamo's caches reset around it
+    (each script compiles models of its own), its exit status 0 asserted; what it printed."""
+    module = repo_scripts.load(f"benchmarks/{script}.py", f"bench_{script}_smoke")
+    torch._dynamo.reset()
+    try:
+        assert module.main(["--smoke", *argv]) == 0
+    finally:
+        torch._dynamo.reset()
+    return capsys.readouterr().out
+
+
 @pytest.mark.parametrize("inference", [False, True], ids=["training", "inference"])
 def test_llama_block_smoke(capsys, inference):
     """benchmarks/llama_block.py on the CPU (--smoke): the block compiled both ways, checked
     against float32 and timed; --inference runs it under torch.no_grad, forward only, so the
     compiled graph has no backward and its timing no fwd_bwd row."""
-    module = repo_scripts.load("benchmarks/llama_block.py", "bench_llama_block")
-    torch._dynamo.reset()
-    try:
-        assert module.main(["--smoke"] + (["--inference"] if inference else [])) == 0
-    finally:
-        torch._dynamo.reset()
-    out = capsys.readouterr().out
+    out = _compiled_smoke(capsys, "llama_block", *(["--inference"] if inference else []))
     assert "check ok=True replaced=1" in out
     assert out.count("inductor ") == (1 if inference else 2)
     assert ("fwd_bwd" in out) is not inference
@@ -694,13 +700,7 @@ def test_hf_padded_smoke(capsys, family):
     """benchmarks/hf_padded.py on the CPU (--smoke): a left-padded HF model compiled both ways,
     its attention replaced (BLOOM: its ALiBi read as a bias beside the padding), checked
     against float32 and timed forward and forward+backward."""
-    module = repo_scripts.load("benchmarks/hf_padded.py", "bench_hf_padded")
-    torch._dynamo.reset()
-    try:
-        assert module.main(["--smoke", "--family", family]) == 0
-    finally:
-        torch._dynamo.reset()
-    out = capsys.readouterr().out
+    out = _compiled_smoke(capsys, "hf_padded", "--family", family)
     assert "check ok=True replaced=1" in out
     assert out.count("inductor ") == 2 and "fwd_bwd" in out
 
@@ -709,13 +709,7 @@ def test_alibi_decode_smoke(capsys):
     """benchmarks/alibi_decode.py on the CPU (--smoke): ALiBi over a KV cache (a decode step and
     a 4-row draft) compiled both ways, the site replaced (bottom-right causal + ALiBi, which
     the decode kernels run), checked against float32 eager and timed."""
-    module = repo_scripts.load("benchmarks/alibi_decode.py", "bench_alibi_decode")
-    torch._dynamo.reset()
-    try:
-        assert module.main(["--smoke"]) == 0
-    finally:
-        torch._dynamo.reset()
-    out = capsys.readouterr().out
+    out = _compiled_smoke(capsys, "alibi_decode")
     assert out.count("replaced 1 ") == 2 and out.count("ok=True") == 2, out
 
 
@@ -723,13 +717,7 @@ def test_transformer_masks_smoke(capsys):
     """benchmarks/transformer_masks.py on the CPU (--smoke): nn.Transformer with a causal
     tgt_mask and padding masks compiled both ways, its three attention sites replaced, checked
     against float32 (a random-weighted loss: the model ends in a LayerNorm) and timed."""
-    module = repo_scripts.load("benchmarks/transformer_masks.py", "bench_transformer_masks")
-    torch._dynamo.reset()
-    try:
-        assert module.main(["--smoke"]) == 0
-    finally:
-        torch._dynamo.reset()
-    out = capsys.readouterr().out
+    out = _compiled_smoke(capsys, "transformer_masks")
     assert "check ok=True replaced=3" in out
     assert out.count("inductor ") == 2 and "fwd_bwd" in out
 
