@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Session 42, B3. Run as FLASHGEN_COMMIT=<sha> bash benchmarks/raw/s42b3/job.sh <part>, carrying
-# .whl. (The directory is named after the card that ran it once known: see run*/device.txt.)
+# Prepared in session 42 (its B3: no machine came; run1/, run2/ hold the replies). Run as
+# FLASHGEN_COMMIT=<sha> bash benchmarks/raw/next_s43/job.sh <part>, carrying .whl; the outputs
+# go to benchmarks/raw/<card>_s43bN/ with their results.
 #   alibi ~200 s: B2 again where it was launch-bound: ALiBi over a KV cache at batch 1 (caches
 #         of 256, 1024 and 4096 keys, a step and a 4-row draft) with 9 alternating rounds, and
 #         the GPU tests of the decode kernels' ALiBi alone (B2's pytest of four files ran out of
