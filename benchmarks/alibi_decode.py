@@ -10,8 +10,9 @@ bias ALiBi and the mask bottom-right causal for every length, and the op runs su
 queries on the split-KV decode kernels, which add the bias themselves; Inductor runs its own
 code for the eager graph (matmuls and a fused softmax). For each (batch, query rows, cache
 length): both outputs checked against float32 eager (flashgen's error at most twice Inductor's
-plus 1e-3), then timed in turn for `--rounds` rounds (do_bench medians, L2 flushed). A ratio is
-Inductor's median over flashgen's (> 1: flashgen faster). Exit status 1 when a check fails or a
+plus 1e-3), then timed in turn for `--rounds` rounds (do_bench medians, L2 flushed), and each
+one's host time per call (`host_us`: where a step is launch-bound, that is its time). A ratio
+is Inductor's median over flashgen's (> 1: flashgen faster). Exit status 1 when a check fails or a
 site was not replaced.
 """
 
@@ -44,6 +45,31 @@ def attention_module(heads: int):
             return torch.softmax(s.float(), -1).to(q.dtype) @ v
 
     return AlibiCacheAttention()
+
+
+def host_us(run, cuda: bool, calls: int = 200, rounds: int = 5) -> float:
+    """Host time of one call, µs: `calls` back-to-back calls timed without a synchronisation
+    (the median of `rounds`), after one synchronised call. Where a step is launch-bound this is
+    what its GPU time is made of: do_bench's reading follows it."""
+    import statistics
+    import time
+
+    import torch
+
+    def sync():
+        if cuda:
+            torch.cuda.synchronize()
+
+    run()
+    readings = []
+    for _ in range(rounds):
+        sync()
+        start = time.perf_counter()
+        for _ in range(calls):
+            run()
+        readings.append((time.perf_counter() - start) / calls * 1e6)
+        sync()
+    return statistics.median(readings)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -112,18 +138,22 @@ def main(argv: list[str] | None = None) -> int:
 
                 timed = alternate(runs, {"fwd": forward}, timer, args.rounds)
                 ind, ours = timed["ms"]["fwd", "inductor"], timed["ms"]["fwd", "flashgen"]
+                # (a smoke run: one call, the interpreter's seconds mean nothing)
+                reps = (200, 5) if cuda else (1, 1)
+                host = {name: host_us(forward(fn), cuda, *reps) for name, fn in runs.items()}
                 row = {
                     "batch": batch, "rows": tq, "cache": tk, "inductor_ms": round(ind, 4),
                     "flashgen_ms": round(ours, 4), "ratio": round(ind / ours, 3),
                     "paired": round(timed["paired"]["fwd", "flashgen"], 3),
                     "readings": {f"{m} {n}": r for (m, n), r in timed["readings"].items()},
-                    "err": err, "replaced": replaced, "ok": row_ok,
+                    "err": err, "replaced": replaced, "ok": row_ok, "host_us": host,
                 }  # fmt: skip
                 report["rows"].append(row)
                 print(
                     f"B{batch} rows {tq} cache {tk}: inductor {ind:.4f} ms flashgen {ours:.4f} ms "
                     f"ratio {ind / ours:.3f}x (paired {row['paired']:.3f}x) replaced {replaced} "
-                    f"err {err['flashgen']:.2e} / {err['inductor']:.2e} ok={row_ok}",
+                    f"err {err['flashgen']:.2e} / {err['inductor']:.2e} ok={row_ok} host µs "
+                    f"{host['inductor']:.1f} / {host['flashgen']:.1f}",
                     flush=True,
                 )
     if args.out:
