@@ -205,10 +205,13 @@ def flashgen_backend(gm: Any, example_inputs: Sequence[Any]) -> Callable:
 
 @dataclass
 class ExplainReport:
-    """found/replaced: counts; skipped: the sites left alone, each with its reason."""
+    """found/replaced: counts; skipped: the sites left alone, each with its reason; breaks:
+    the graph breaks Dynamo reported while tracing (what it could not trace: the code there
+    ran eagerly, under any backend; a model with no graph at all shows only these)."""
 
     sites: list = field(default_factory=list)
     graphs: int = 0
+    breaks: list = field(default_factory=list)
 
     @property
     def found(self) -> int:
@@ -227,8 +230,11 @@ class ExplainReport:
             f"flashgen.explain: {self.graphs} graph(s), {self.found} attention site(s) found, "
             f"{self.replaced} replaceable, {len(self.skipped)} skipped"
         )
+        if self.breaks:
+            head += f", {len(self.breaks)} graph break(s)"
+        notes = [f"graph break: {reason}" for reason in self.breaks]
         if not self.sites:
-            return head
+            return "\n".join([head, *notes])
         rows = [("graph", "where", "kind", "status", "causal", "scale", "gqa", "runs (fwd / bwd)",
                  "shape / reason")]  # fmt: skip
         for s in self.sites:
@@ -251,7 +257,7 @@ class ExplainReport:
             lines.append(
                 "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)) + "  " + r[-1]
             )
-        return "\n".join(lines)
+        return "\n".join([*lines, *notes])
 
     __repr__ = __str__
 
@@ -305,17 +311,31 @@ def explain(model: Any, *args: Any, **kwargs: Any) -> ExplainReport:
         )
         return gm.forward
 
+    from torch._dynamo.utils import counters
+
     torch._dynamo.reset()
+    before = dict(counters["graph_break"])  # (Dynamo's counters outlive its reset)
     try:
         # No torch.no_grad(): some modules (nn.MultiheadAttention) take a different path
         # without grad, and the report must describe the graph the user's own call produces.
         torch.compile(model, backend=report_backend)(*args, **kwargs)
     finally:
         torch._dynamo.reset()
+    after = counters["graph_break"]
+    report.breaks = [_break_reason(k) for k in after if after[k] > before.get(k, 0)]
     for site in report.sites:
         if site.replaced and site.seq_q and site.seq_k:
             site.impl = _impl_summary(site)
     return report
+
+
+def _break_reason(text: str) -> str:
+    """Dynamo's graph-break message in one line: its first line and its explanation."""
+    lines = [line.strip() for line in str(text).splitlines() if line.strip()]
+    if not lines:
+        return "(no reason given)"
+    why = next((ln for ln in lines[1:] if ln.startswith("Explanation:")), None)
+    return lines[0] if why is None else f"{lines[0]}: {why.removeprefix('Explanation:').strip()}"
 
 
 def _impl_summary(site: Any) -> str:

@@ -571,6 +571,13 @@ def test_transformer_decoder_with_padding_masks():
     )  # fmt: skip
     report = flashgen.explain(model, src, tgt, **kw)
     assert (report.found, report.replaced) == (3, 3), str(report)
+    assert not report.breaks, str(report)
+    # PyTorch's own graph break, which explain names: a tgt_mask without tgt_is_causal makes
+    # PyTorch read the mask's values (.item()) to tell whether it is causal
+    unhinted = {name: value for name, value in kw.items() if name != "tgt_is_causal"}
+    report = flashgen.explain(model, src, tgt, **unhinted)
+    assert any("item()" in b for b in report.breaks), str(report)
+    assert f"graph break: {report.breaks[0]}" in str(report)
     torch._dynamo.reset()
     got = torch.compile(model, backend="flashgen")(src, tgt, **kw)
     want = model(src, tgt, **kw)
