@@ -115,8 +115,9 @@ def attention(
     (no N x N tensor). The slopes are constants: no gradient, and one that requires grad is a
     ValueError (pass `.detach()`). Combines with causal (either alignment), window, softcap,
     GQA, attn_mask, key_lengths and dropout. Flashgen's own kernels only
-    (never an SDPA backend, the decode or one-pass kernels; the Hopper forward family without
-    key_lengths; `flashgen.kernels.alibi`).
+    (never an SDPA backend or the one-pass backward; the Hopper forward family without
+    key_lengths; a query of at most 16 rows the decode kernels, alone or beside a boolean
+    attn_mask; `flashgen.kernels.alibi`).
 
     `deterministic`: True gives bit-identical gradients run to run (flashgen's two-kernel
     backward); False allows the faster one-pass backward, whose fp32 dQ atomics add in a
