@@ -363,13 +363,46 @@ def test_subtracted_bias_is_negated_and_matches_eager():
     torch.testing.assert_close(compiled(q, k, v, bias), bias_minus_scores(q, k, v, bias))
 
 
-def test_multihead_attention_needs_need_weights_false():
+def test_multihead_attention_with_unused_weights():
+    """nn.MultiheadAttention called the default way (need_weights=True) whose weights are
+    dropped is replaced with no mask or a causal one (PyTorch's explicit softmax path computes
+    the same attention), and matches eager; used weights, a key_padding_mask or a mask not
+    proven causal beside need_weights=True are left alone (that path gives a row that sees no
+    key NaN, the kernels zeros), and a learned attn_mask too."""
     mha = nn.MultiheadAttention(H * D, H, batch_first=True).to(DEVICE)
     x = torch.randn(B, T, H * D, device=DEVICE)
-    report = flashgen.explain(lambda x: mha(x, x, x)[0], x)
-    assert report.replaced == 0 and "need_weights=False" in report.skipped[0].reason
-    report = flashgen.explain(lambda x: mha(x, x, x, need_weights=False)[0], x)
-    assert (report.found, report.replaced) == (1, 1), str(report)
+
+    def default_call(x):
+        return mha(x, x, x)[0]
+
+    def causal_call(x):
+        mask = nn.Transformer.generate_square_subsequent_mask(x.size(1), device=x.device)
+        out, _ = mha(x, x, x, attn_mask=mask)
+        return out
+
+    for fn, causal in ((default_call, False), (causal_call, True)):
+        report = flashgen.explain(fn, x)
+        assert (report.found, report.replaced) == (1, 1), str(report)
+        assert report.sites[0].causal is causal, str(report)
+        torch._dynamo.reset()
+        xg, xw = x.clone().requires_grad_(), x.clone().requires_grad_()
+        got = torch.compile(fn, backend=backend(fallback="aot_eager"))(xg)
+        want = fn(xw)
+        torch.testing.assert_close(got, want, atol=2e-5, rtol=1e-4)
+        r = torch.randn(want.shape, device=DEVICE)
+        (gx,) = torch.autograd.grad((got * r).sum(), xg)
+        (wx,) = torch.autograd.grad((want * r).sum(), xw)
+        torch.testing.assert_close(gx, wx, atol=5e-5, rtol=1e-4)
+
+    def weights_used(x):
+        out, w = mha(x, x, x)
+        return out.sum() + w.sum()
+
+    report = flashgen.explain(weights_used, x)
+    assert report.replaced == 0 and "weights" in report.skipped[0].reason, str(report)
+    pad = torch.zeros(B, T, dtype=torch.bool, device=DEVICE)
+    report = flashgen.explain(lambda x: mha(x, x, x, key_padding_mask=pad)[0], x)
+    assert report.replaced == 0 and "need_weights=False" in report.skipped[0].reason, str(report)
     bias = torch.randn(T, T, device=DEVICE)
     bias.requires_grad_()  # a learned MHA attn_mask: not read as a tensor (no gradient path)
     report = flashgen.explain(lambda x: mha(x, x, x, need_weights=False, attn_mask=bias)[0], x)

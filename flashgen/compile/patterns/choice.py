@@ -91,6 +91,8 @@ def keep_reason(m: Any) -> str | None:
         # key-padding mask (F.multi_head_attention_forward); else it passes SDPA a mask tensor,
         # which the op does not read (it runs the causal kernels), so that site is replaced.
         p = m.mha
+        if p["need_weights"]:  # PyTorch's call takes its explicit softmax, not SDPA
+            return None
         if p["key_padding_mask"] is not None:
             return None
         if p["attn_mask"] is not None and not (m.causal and p["is_causal"]):

@@ -36,7 +36,9 @@ def match_mha(n: Any, values: Values) -> Match:
     flag, and so does this; any other attn_mask (boolean, True hiding a key, or additive; 2-D
     [L, S] or 3-D [B * heads, L, S]) is handed to the kernels as a mask tensor, merged with a
     key_padding_mask as PyTorch merges them (`_mha_mask`). Rows that see no key are zeros in
-    both: PyTorch's attention gives them zeros too."""
+    both: PyTorch's attention gives them zeros too. With need_weights=True (the default) whose
+    weights are not used, PyTorch computes the same attention by its explicit softmax, which
+    gives such rows NaN: then only no mask or a causal one (no row hidden whole) is taken."""
 
     try:
         a = inspect.signature(F.multi_head_attention_forward).bind(*n.args, **n.kwargs)
@@ -44,11 +46,9 @@ def match_mha(n: Any, values: Values) -> Match:
         raise Skip(f"unexpected multi_head_attention_forward call: {e}") from e
     a.apply_defaults()
     p = a.arguments
-    if p["need_weights"] is not False:
-        raise Skip(
-            "nn.MultiheadAttention returns attention weights (need_weights=True, the default); "
-            "call it with need_weights=False"
-        )
+    if not isinstance(p["need_weights"], bool):
+        raise Skip("need_weights is not a Python constant")
+    weights = p["need_weights"]  # (the weights themselves must be unused: below)
     for name in ("bias_k", "bias_v", "static_k", "static_v"):
         if p[name] is not None:
             raise Skip(f"nn.MultiheadAttention with {name} is not supported")
@@ -61,7 +61,7 @@ def match_mha(n: Any, values: Values) -> Match:
     causal = False
     kpm = p["key_padding_mask"]
     tensor_mask = None  # an attn_mask read by the kernels as it is (`_mha_mask`)
-    if p["attn_mask"] is not None and p["is_causal"] and kpm is None:
+    if p["attn_mask"] is not None and p["is_causal"] and kpm is None and not weights:
         causal = True  # (PyTorch's own reading of the hint: attn_mask is not used)
     elif p["attn_mask"] is not None:
         try:
@@ -73,10 +73,14 @@ def match_mha(n: Any, values: Values) -> Match:
                 keep=False,
             )
             causal = True
-        except Skip:
+        except Skip as e:
+            if weights:
+                raise Skip(_weights_reason("an attn_mask not proven causal", e)) from e
             tensor_mask = _check_attn_mask(p["attn_mask"], example_value(q), p["num_heads"])
     elif p["is_causal"]:
         raise Skip("is_causal=True without attn_mask")
+    if kpm is not None and weights:
+        raise Skip(_weights_reason("a key_padding_mask"))
     if kpm is not None:
         # [B, S]: True (or -inf) hides a key; the kernels read it as a [B, 1, 1, S] mask tensor
         km = example_value(kpm)
@@ -100,6 +104,16 @@ def match_mha(n: Any, values: Values) -> Match:
     m.mha = {**p, "tensor_mask": tensor_mask}
     m.dropout_p = site.dropout = drop_p
     return m
+
+
+def _weights_reason(what: str, why: Any = None) -> str:
+    """Why a need_weights=True site with `what` is left alone (`match_mha`)."""
+    tail = f" ({why})" if why is not None else ""
+    return (
+        f"nn.MultiheadAttention with need_weights=True (the default) and {what}: PyTorch's "
+        "explicit softmax for it gives a row that sees no key NaN, the kernels zeros; call it "
+        f"with need_weights=False{tail}"
+    )
 
 
 def _check_attn_mask(node: Any, q: torch.Tensor, heads: int) -> Any:
