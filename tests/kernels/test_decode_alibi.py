@@ -22,7 +22,7 @@ from flashgen.ops import attention
 
 def _slopes(b, h, per_batch):
     slopes = standard_slopes(h)
-    if per_batch:  # another set per batch entry, the last ones negative
+    if per_batch:  # another set per batch entry (negative from the third entry on)
         slopes = torch.stack([slopes * (1.0 - 0.7 * i) for i in range(b)])
     return slopes
 
@@ -51,7 +51,7 @@ CASES = [
     # b, hq, hkv, sq, sk, d, causal offset ("br": Sk - Sq, "top": 0, None), config, per batch
     (2, 8, 2, 1, 301, 64, "br", hw.DecodeConfig(32, 4, 2, 4), False),  # 4 splits, a step
     (2, 8, 2, 3, 301, 64, None, hw.DecodeConfig(32, 4, 2, 4), True),  # no causal mask
-    (3, 4, 4, 3, 77, 37, "top", None, False),  # MHA, odd head dim, top-left
+    (3, 4, 4, 3, 77, 37, "top", None, True),  # MHA, odd head dim, top-left, negative slopes
     (1, 16, 1, 9, 133, 16, "br", hw.DecodeConfig(16, 2, 2, 2), True),  # 9-row draft, 2 row blocks
     (2, 8, 2, 1, 301, 64, "br", hw.DecodeConfig(32, 4, 2, 1), True),  # one split (FINAL)
 ]
