@@ -73,7 +73,7 @@ def host_us(run, cuda: bool, calls: int = 200, rounds: int = 5) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from flashgen.bench.harness import SMOKE_HELP, gpu_or_smoke
+    from flashgen.bench.harness import backend_script_args, gpu_or_smoke
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--heads", type=int, default=32)
@@ -81,10 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batches", default="1,8", help="comma-separated batch sizes")
     ap.add_argument("--rows", default="1,4", help="comma-separated query rows (1: a step)")
     ap.add_argument("--caches", default="1024,4096,16384", help="comma-separated cache lengths")
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--rep", type=int, default=20, help="do_bench rep in ms per reading")
-    ap.add_argument("--out", default=None)
-    ap.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
+    backend_script_args(ap, rounds=3, rep=20)
     args = ap.parse_args(argv)
     import torch
 
@@ -119,13 +116,13 @@ def main(argv: list[str] | None = None) -> int:
                 want = model(q, k, v)
                 q, k, v = (t.to(dtype) for t in (q, k, v))
                 torch._dynamo.reset()
-                before = patterns.counters["matmul.replaced"]
+                before = patterns.replaced_total()
                 runs = backend_pair(model, cuda)
                 err = {}
                 with torch.no_grad():
                     for name, fn in runs.items():
                         err[name] = rel_err(fn(q, k, v), want)
-                replaced = patterns.counters["matmul.replaced"] - before
+                replaced = patterns.replaced_total() - before
                 row_ok = replaced > 0 and err["flashgen"] <= 2 * err["inductor"] + 1e-3
                 ok &= row_ok
 

@@ -61,7 +61,7 @@ def padded_mask(batch: int, seq: int, side: str, device):
 
 
 def main(argv: list[str] | None = None) -> int:
-    from flashgen.bench.harness import SMOKE_HELP, gpu_or_smoke
+    from flashgen.bench.harness import backend_script_args, gpu_or_smoke
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--family", choices=["bloom", "llama", "gemma2"], default="bloom")
@@ -71,10 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--heads", type=int, default=16)
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--pad", choices=["left", "right"], default="left")
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--rep", type=int, default=40, help="do_bench rep in ms per reading")
-    ap.add_argument("--out", default=None)
-    ap.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
+    backend_script_args(ap, rounds=3, rep=40)
     args = ap.parse_args(argv)
     import torch
 
@@ -114,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
 
     ref = reference(inputs_embeds=xf, attention_mask=mask).logits * valid
     (gref,) = torch.autograd.grad(loss_of(ref), xf)
-    before = sum(n for key, n in patterns.counters.items() if key.endswith(".replaced"))
+    before = patterns.replaced_total()
     runs = backend_pair(model, cuda)
     report: dict = {"meta": run_meta(dev), "args": vars(args), "compile_s": {}, "err": {}}
     for name, fn in runs.items():
@@ -125,9 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         if cuda:
             torch.cuda.synchronize()
         report["compile_s"][name] = round(time.perf_counter() - start, 1)
-    report["replaced"] = (
-        sum(n for key, n in patterns.counters.items() if key.endswith(".replaced")) - before
-    )
+    report["replaced"] = patterns.replaced_total() - before
     report["explain"] = str(flashgen.explain(model, inputs_embeds=x, attention_mask=mask))
     report["ok"] = report["replaced"] > 0 and all(
         ours <= 2 * theirs + 1e-3

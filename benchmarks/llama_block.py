@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
 
 
 def main(argv: list[str] | None = None) -> int:
-    from flashgen.bench.harness import SMOKE_HELP, gpu_or_smoke
+    from flashgen.bench.harness import backend_script_args, gpu_or_smoke
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--batch", type=int, default=4)
@@ -39,15 +39,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--width", type=int, default=1024, help="model width; head dim 64, kv heads 1/4"
     )
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--rep", type=int, default=20, help="do_bench rep in ms per reading")
-    ap.add_argument("--out", default=None)
+    backend_script_args(ap, rounds=5, rep=20)
     ap.add_argument(
         "--inference", action="store_true",
         help="an inference graph: the block compiled and timed under torch.no_grad, forward only "
         "(its attention takes the choice of a forward alone, whose host margin is smaller)",
     )  # fmt: skip
-    ap.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
     args = ap.parse_args(argv)
 
     import torch
@@ -83,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
         (gref,) = torch.autograd.grad(ref, xf, g.float())
     # inference: no autograd graph anywhere (the model's weights require grad too)
     grad_mode = torch.no_grad if args.inference else contextlib.nullcontext
-    before = sum(n for key, n in patterns.counters.items() if key.endswith(".replaced"))
+    before = patterns.replaced_total()
     kept_before = patterns.counters["sdpa.kept"]
     runs = backend_pair(model, cuda)
     report: dict = {"meta": run_meta(dev), "args": vars(args), "compile_s": {}, "err": {}}
@@ -98,9 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         if cuda:
             torch.cuda.synchronize()
         report["compile_s"][name] = round(time.perf_counter() - start, 1)
-    report["replaced"] = (
-        sum(n for key, n in patterns.counters.items() if key.endswith(".replaced")) - before
-    )
+    report["replaced"] = patterns.replaced_total() - before
     report["kept"] = patterns.counters["sdpa.kept"] - kept_before
     with grad_mode():
         report["explain"] = str(flashgen.explain(model, x))

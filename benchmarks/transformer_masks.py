@@ -38,7 +38,7 @@ def padding(batch: int, seq: int, device):
 
 
 def main(argv: list[str] | None = None) -> int:
-    from flashgen.bench.harness import SMOKE_HELP, gpu_or_smoke
+    from flashgen.bench.harness import backend_script_args, gpu_or_smoke
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--batch", type=int, default=8)
@@ -48,10 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--heads", type=int, default=16)
     ap.add_argument("--layers", type=int, default=2, help="encoder and decoder layers each")
     ap.add_argument("--dropout", type=float, default=0.1)
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--rep", type=int, default=40, help="do_bench rep in ms per reading")
-    ap.add_argument("--out", default=None)
-    ap.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
+    backend_script_args(ap, rounds=3, rep=40)
     args = ap.parse_args(argv)
     import torch
 
@@ -105,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     model.eval()
     ref = reference(src, yf, **kw) * valid
     (gref,) = torch.autograd.grad(loss_of(ref), yf)
-    before = sum(n for key, n in patterns.counters.items() if key.endswith(".replaced"))
+    before = patterns.replaced_total()
     runs = backend_pair(model, cuda)
     report: dict = {"meta": run_meta(dev), "args": vars(args), "compile_s": {}, "err": {}}
     for name, fn in runs.items():
@@ -118,9 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         report["compile_s"][name] = round(time.perf_counter() - start, 1)
     report["explain"] = str(flashgen.explain(model, x, y, **kw))
     model.train()  # the timing: dropout on, as in training
-    report["replaced"] = (
-        sum(n for key, n in patterns.counters.items() if key.endswith(".replaced")) - before
-    )
+    report["replaced"] = patterns.replaced_total() - before
     report["ok"] = report["replaced"] > 0 and all(
         ours <= 2 * theirs + 1e-3
         for ours, theirs in zip(report["err"]["flashgen"], report["err"]["inductor"], strict=True)

@@ -90,7 +90,7 @@ def run(
     # by 1/numel, where every error looks like 1e-9).
     g = torch.randn(batch, t, c, device=device)
     row: dict = {"style": style, "seq": t, "batch": batch, "width": c, "dtype": str(dtype)}
-    before = sum(v for k, v in patterns.counters.items() if k.endswith(".replaced"))
+    before = patterns.replaced_total()
     kept_before = sum(v for k, v in patterns.counters.items() if k.endswith(".kept"))
     compiled = {
         "eager": model,
@@ -120,9 +120,7 @@ def run(
     row["ok"] = all(
         row[f"flashgen_{k}"] <= 2 * row[f"eager_{k}"] + 1e-3 for k in ("rel_err", "grad_rel_err")
     )
-    row["replaced"] = (
-        sum(v for k, v in patterns.counters.items() if k.endswith(".replaced")) - before
-    )
+    row["replaced"] = patterns.replaced_total() - before
     # SDPA calls left to PyTorch because the op would run PyTorch's own pick (static shapes)
     row["kept"] = sum(v for k, v in patterns.counters.items() if k.endswith(".kept")) - kept_before
     row["explain"] = str(flashgen.explain(model, x))

@@ -126,7 +126,7 @@ def replaced_sites() -> int:
     """How many attention sites flashgen's backend has replaced so far in this process."""
     from flashgen.compile import patterns
 
-    return sum(v for k, v in patterns.counters.items() if k.endswith(".replaced"))
+    return patterns.replaced_total()
 
 
 def sync(device: str) -> None:

@@ -298,6 +298,16 @@ SMOKE_HELP = (
 )
 
 
+def backend_script_args(ap, *, rounds: int, rep: int) -> None:
+    """The options the backend-vs-Inductor scripts share (hf_padded.py, llama_block.py,
+    transformer_masks.py, alibi_decode.py): --rounds (alternating readings, `alternate`),
+    --rep (do_bench ms a reading), --out (the JSON report) and --smoke (`SMOKE_HELP`)."""
+    ap.add_argument("--rounds", type=int, default=rounds)
+    ap.add_argument("--rep", type=int, default=rep, help="do_bench rep in ms per reading")
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
+
+
 def gpu_or_smoke(smoke: bool) -> bool | None:
     """For a GPU benchmark script with a `--smoke` option (`SMOKE_HELP`): True with CUDA, False
     for a smoke run on the CPU (Triton's interpreter switched on), None (after saying why on

@@ -22,7 +22,7 @@ place afterwards is not seen (Dynamo does not guard on buffer values).
 
 from __future__ import annotations
 
-from .core import Match, Site, Skip, counters, location
+from .core import Match, Site, Skip, counters, location, replaced_total
 from .masks import diagonal_pattern, prove_causal
 from .matchers import match_sdpa, match_softmax
 from .mha import match_mha
@@ -38,6 +38,7 @@ __all__ = [
     "diagonal_pattern",
     "location",
     "match_mha",
+    "replaced_total",
     "match_sdpa",
     "match_softmax",
     "prove_causal",

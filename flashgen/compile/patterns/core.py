@@ -17,6 +17,14 @@ from ...core.spec import DTYPES
 
 counters: collections.Counter[str] = collections.Counter()
 
+
+def replaced_total() -> int:
+    """How many attention sites the pass has replaced so far in this process, every kind
+    (`counters`' "<kind>.replaced" entries): what scripts and examples compare before and
+    after compiling a model."""
+    return sum(n for key, n in counters.items() if key.endswith(".replaced"))
+
+
 SUPPORTED_DTYPES = tuple(getattr(torch, name) for name in DTYPES)  # what the kernels take
 
 SDPA_FNS = {torch._C._nn.scaled_dot_product_attention, F.scaled_dot_product_attention}
