@@ -69,7 +69,7 @@ def applies(q, k, window=None, softcap=None) -> bool:
     return window is None and softcap is None and q.shape[2] <= hw.MAX_DECODE_Q
 
 
-def takes_alibi(q, k, mask, causal_offset) -> bool:
+def takes_alibi(mask, causal_offset) -> bool:
     """Whether the decode kernels run an ALiBi call that `applies`: with no mask or a boolean
     one (not an additive mask, whose hidden-row test reads the scores' size), and a causal
     offset, if any, that hides no query row whole (offset >= 0: a bottom-right diagonal with
@@ -241,7 +241,7 @@ def _prepare(q, k, v, causal_offset, scale, config, mask, aligned: bool, alibi=N
     if mask is not None:
         mask_strides = tuple(expand_mask(mask, q, k).stride())
         kind = "bool" if mask.dtype == torch.bool else "add"
-    if alibi is not None and not takes_alibi(q, k, mask, causal_offset):
+    if alibi is not None and not takes_alibi(mask, causal_offset):
         raise ValueError(
             "the decode kernels take alibi with no mask or a boolean one and a causal offset "
             ">= 0 (`takes_alibi`)"

@@ -57,19 +57,20 @@ def _attention_fwd(
     drop = dropout.launch_args(dropout.check_dropout(dropout_p), dropout_seed)
     if alibi_slopes is not None:  # flashgen's kernels only (never SDPA)
         _check_extras(q, seq_bounds, attn_mask, bottom_right, drop is not None)
-        mask = None if attn_mask is None else expand_mask(attn_mask, q, k)
         alibi = check_slopes(alibi_slopes, q)
         short = not _decode_off() and decode.applies(q, k, window, softcap)
         if short and seq_bounds is None and drop is None:
             off = None  # query i sees keys j <= i + off
             if causal:
                 off = aligned.offset(q.shape[2], k.shape[2]) if bottom_right else 0
-            if decode.takes_alibi(q, k, attn_mask, off):
-                # (a KV cache's decode step of an ALiBi model: the decode kernels add it)
+            if decode.takes_alibi(attn_mask, off):
+                # (a KV cache's decode step of an ALiBi model: the decode kernels add it and
+                # check the mask once per call signature, as `decode_forward` does)
                 return decode.decode_forward(
                     q, k, v, causal_offset=off, scale=scale, mask=attn_mask, alibi=alibi
                 )
             _log_no_decode(q.shape[-1])
+        mask = None if attn_mask is None else expand_mask(attn_mask, q, k)
         if bottom_right:
             return _aligned_fwd(q, k, v, scale, window, softcap, mask, alibi)
         flags = (causal, window, softcap, drop, alibi)
