@@ -4,10 +4,11 @@ code people run (no timing).
 
 Each seed draws a model family (Llama, Mistral and Qwen2 with or without a sliding window,
 Qwen3, Gemma-2/3, Phi-3, OLMo, StableLM, Starcoder2, Cohere, GPT-2, GPT-NeoX, OPT, GPT-J,
-Falcon, BLOOM, BERT), its attention implementation (`sdpa` or `eager`), head count and head dim,
+Falcon, BLOOM, BERT; with `--families` also MPT and the encoders ModernBERT, RoBERTa and
+DistilBERT), its attention implementation (`sdpa` or `eager`), head count and head dim,
 GQA, a batch with right, left or no padding, and the compile mode (static, automatic dynamic,
 `dynamic=True`). It compiles the model with `flashgen.backend(fallback="aot_eager")`, then
-compares with eager: the logits (BERT: the last hidden state) at the padded batch's valid
+compares with eager: the logits (encoders: the last hidden state) at the padded batch's valid
 positions, at a second length, and for causal LMs a prefill with a KV cache followed by two
 decoding steps, each side with its own cache. It reports the largest difference, how many
 attention sites the backend replaced of those it found in the graphs that ran (not those Dynamo
@@ -39,7 +40,9 @@ OTHERS = ["gpt2", "gpt_neox", "opt", "bert", "bloom", "falcon", "gptj"]
 FAMILIES = sorted(DECODERS) + OTHERS
 # Drawn only when asked (`--families`): adding them to FAMILIES would change every seed's draw,
 # and the recorded sweeps' seeds would no longer name the models they ran.
-EXTRA = ["mpt"]
+EXTRA = ["mpt", "modernbert", "roberta", "distilbert"]
+# encoders: compared on their last hidden state, no decoding steps
+ENCODERS = {"bert", "modernbert", "roberta", "distilbert"}
 # families whose HF code has no SDPA path (they run their eager attention)
 EAGER_ONLY = {"gemma2", "bloom", "mpt"}
 
@@ -90,6 +93,27 @@ def config_for(family: str, r: random.Random):
             hidden_size=hidden, num_attention_heads=heads, num_hidden_layers=2,
             intermediate_size=2 * hidden, vocab_size=VOCAB, max_position_embeddings=128,
             hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+        )  # fmt: skip
+        return cfg, transformers.AutoModel
+    elif family == "roberta":
+        cfg = transformers.RobertaConfig(
+            hidden_size=hidden, num_attention_heads=heads, num_hidden_layers=2,
+            intermediate_size=2 * hidden, vocab_size=VOCAB, max_position_embeddings=130,
+            hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, pad_token_id=0,
+        )  # fmt: skip
+        return cfg, transformers.AutoModel
+    elif family == "distilbert":
+        cfg = transformers.DistilBertConfig(
+            dim=hidden, n_heads=heads, n_layers=2, hidden_dim=2 * hidden, vocab_size=VOCAB,
+            max_position_embeddings=128, dropout=0.0, attention_dropout=0.0,
+        )  # fmt: skip
+        return cfg, transformers.AutoModel
+    elif family == "modernbert":  # local layers: a two-sided window beside the padding
+        cfg = transformers.ModernBertConfig(
+            hidden_size=hidden, num_attention_heads=heads, num_hidden_layers=3,
+            intermediate_size=2 * hidden, vocab_size=VOCAB, max_position_embeddings=128,
+            global_attn_every_n_layers=r.choice([2, 3]), local_attention=r.choice([2, 4, 6]),
+            pad_token_id=0, reference_compile=False,
         )  # fmt: skip
         return cfg, transformers.AutoModel
     elif family == "bloom":
@@ -167,7 +191,7 @@ def run_case(seed: int, families=None) -> dict:
 
     torch._dynamo.reset()
     compiled = torch.compile(model, backend=compile_graph, dynamic=dynamic)
-    key = "last_hidden_state" if family == "bert" else "logits"
+    key = "last_hidden_state" if family in ENCODERS else "logits"
     diffs = []
     try:
         with torch.no_grad():
@@ -178,7 +202,7 @@ def run_case(seed: int, families=None) -> dict:
                 got = getattr(compiled(input_ids=ids, attention_mask=mask), key)
                 valid = mask.bool()[..., None]
                 diffs.append(((got - want).abs() * valid).max().item())
-                if n == 0 and family != "bert":
+                if n == 0 and family not in ENCODERS:
                     diffs.append(_decode_steps(model, compiled, ids, mask))
     finally:
         torch._dynamo.reset()

@@ -1,4 +1,4 @@
-"""HF decoder models on a padded batch (random weights from a config, no download) under
+"""HF decoder and encoder models on a padded batch (random weights from a config, no download) under
 torch.compile: the flashgen backend against Inductor, forward and forward+backward, timed
 alternately (needs CUDA; --smoke checks the script on the CPU).
 
@@ -8,7 +8,10 @@ The cases issue 16's coverage added: HF's eager attention adds `where(causal & k
 finfo.min)` to the scores, which the backend now hands the kernels as the causal flag and the
 per-key padding instead of the N x N tensor (Llama, Gemma-2, Mistral eager), and BLOOM's ALiBi
 with an attention_mask (positions counted over the kept keys) is read as a per-key bias beside
-them. Each entry of the batch but the first is padded (`--pad` side) by a share of the length.
+them. HF's encoders (BERT, ModernBERT: `--family bert|modernbert`, best with `--attn sdpa`,
+what HF picks by default) build `(q_idx >= 0) & padding[b, kv_idx]` as a [B, 1, N, N] tensor,
+now handed over as the per-key padding (ModernBERT's local layers: a two-sided window beside
+it); PyTorch runs SDPA with that mask. Each entry of the batch but the first is padded (`--pad` side) by a share of the length.
 Both backends compile the same model; their logits at the valid positions, and the gradient
 of a loss of them with respect to the embeddings, are checked against a float32 copy
 (flashgen's error may not exceed twice Inductor's plus 1e-3); then the two are timed in turn
@@ -43,7 +46,21 @@ def config(family: str, width: int, heads: int, layers: int, seq: int):
         return transformers.LlamaConfig(**kw)
     if family == "gemma2":
         return transformers.Gemma2Config(head_dim=width // heads, sliding_window=seq // 4, **kw)
+    enc = dict(hidden_size=width, num_attention_heads=heads, num_hidden_layers=layers,
+               intermediate_size=2 * width, max_position_embeddings=seq, **common)  # fmt: skip
+    if family == "bert":
+        return transformers.BertConfig(
+            hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, **enc
+        )
+    if family == "modernbert":  # a local layer (window 128) then a global one, repeated
+        return transformers.ModernBertConfig(
+            global_attn_every_n_layers=2, local_attention=128, reference_compile=False,
+            embedding_dropout=0.0, mlp_dropout=0.0, attention_dropout=0.0, **enc,
+        )  # fmt: skip
     raise ValueError(f"unknown family {family!r}")
+
+
+ENCODERS = ("bert", "modernbert")
 
 
 def padded_mask(batch: int, seq: int, side: str, device):
@@ -64,7 +81,9 @@ def main(argv: list[str] | None = None) -> int:
     from flashgen.bench.harness import backend_script_args, gpu_or_smoke
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--family", choices=["bloom", "llama", "gemma2"], default="bloom")
+    ap.add_argument("--family", choices=["bloom", "llama", "gemma2", *ENCODERS], default="bloom")
+    ap.add_argument("--attn", choices=["eager", "sdpa"], default="eager",
+                    help="HF's attn_implementation (BLOOM and Gemma-2 have eager only)")  # fmt: skip
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--seq", type=int, default=2048)
     ap.add_argument("--width", type=int, default=2048)
@@ -96,8 +115,13 @@ def main(argv: list[str] | None = None) -> int:
     dev, dtype = ("cuda", torch.bfloat16) if cuda else ("cpu", torch.float32)
     torch.manual_seed(0)
     cfg = config(args.family, args.width, args.heads, args.layers, args.seq)
-    reference = transformers.AutoModelForCausalLM.from_config(cfg, attn_implementation="eager")
+    auto = transformers.AutoModel if args.family in ENCODERS else transformers.AutoModelForCausalLM
+    reference = auto.from_config(cfg, attn_implementation=args.attn)
     reference = reference.to(dev).float().train()
+
+    def logits(out):  # (an encoder's last hidden state)
+        return out.last_hidden_state if args.family in ENCODERS else out.logits
+
     model = copy.deepcopy(reference).to(dtype)
     ids = torch.randint(1, cfg.vocab_size, (args.batch, args.seq), device=dev)
     mask = padded_mask(args.batch, args.seq, args.pad, dev)
@@ -106,17 +130,23 @@ def main(argv: list[str] | None = None) -> int:
     x = embed(ids).detach().requires_grad_()
     xf = x.detach().float().requires_grad_()
 
-    def loss_of(logits):
-        return (logits.float() * valid).square().mean()
+    # An encoder ends in a LayerNorm, whose rows' sum of squares does not move: a loss of it
+    # would leave the gradient rounding noise, so its rows are weighted at random.
+    weights = valid
+    if args.family in ENCODERS:
+        weights = valid * torch.randn(*ids.shape, cfg.hidden_size, device=dev)
 
-    ref = reference(inputs_embeds=xf, attention_mask=mask).logits * valid
+    def loss_of(logits):
+        return (logits.float() * weights).square().mean()
+
+    ref = logits(reference(inputs_embeds=xf, attention_mask=mask)) * valid
     (gref,) = torch.autograd.grad(loss_of(ref), xf)
     before = patterns.replaced_total()
     runs = backend_pair(model, cuda)
     report: dict = {"meta": run_meta(dev), "args": vars(args), "compile_s": {}, "err": {}}
     for name, fn in runs.items():
         start = time.perf_counter()
-        out = fn(inputs_embeds=x, attention_mask=mask).logits * valid
+        out = logits(fn(inputs_embeds=x, attention_mask=mask)) * valid
         (grad,) = torch.autograd.grad(loss_of(out), x)
         report["err"][name] = [rel_err(out, ref), rel_err(grad, gref)]
         if cuda:
@@ -133,13 +163,13 @@ def main(argv: list[str] | None = None) -> int:
     def forward(fn):
         def run():
             with torch.no_grad():
-                return fn(inputs_embeds=x, attention_mask=mask).logits
+                return logits(fn(inputs_embeds=x, attention_mask=mask))
 
         return run
 
     def forward_backward(fn):
         return lambda: torch.autograd.grad(
-            loss_of(fn(inputs_embeds=x, attention_mask=mask).logits), x
+            loss_of(logits(fn(inputs_embeds=x, attention_mask=mask))), x
         )
 
     modes = {"fwd": forward, "fwd_bwd": forward_backward}

@@ -65,6 +65,9 @@ class Case:
     layout: str = "contiguous"  # or "bthd": q, k, v laid out [B, T, H, D] in memory
     inplace: bool = False  # masked_fill_ (by hand only)
     dropout: str = "none"  # "functional": F.dropout(training=False); "module": nn.Dropout, eval
+    # padding alone written as HF's bidirectional masks are: `(q_idx >= 0) & kp`, a row term
+    # every row passes, broadcast to [B, 1, Tq, Tk]
+    row_term: bool = False
 
 
 def draw(seed: int) -> Case:
@@ -85,8 +88,11 @@ def draw(seed: int) -> Case:
         fill = "finfo_min"  # (1 - keep) * -inf is NaN where kept: nobody writes it
     if apply == "additive" and random.Random(seed * 7919 + 1).random() < 0.5:
         apply = "hf_where"  # (its own draw: every other field of a seed is as before)
+    # (its own draw: every other field of a seed is as before)
+    row_term = struct == "none" and pad != "none" and random.Random(seed * 7919 + 2).random() < 0.5
     return Case(
         seed=seed,
+        row_term=row_term,
         style=style,
         gqa=r.choice(["none", "none", "repeat_interleave", "expand"] + sdpa_gqa),
         past=r.choice(["none", "none", "fixed", "vary"]),
@@ -186,6 +192,10 @@ def source(case: Case) -> str:
             "kp = pad[:, None, None, :]",
             "keep = kp if keep is None else keep & kp",
         ]
+        if case.row_term:
+            body += [
+                "keep = ((torch.arange(tq, device=q.device) + (tk - tq))[:, None] >= 0) & keep"
+            ]
     if case.alibi != "none":
         if case.alibi == "relative":
             body += [

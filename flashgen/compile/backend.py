@@ -273,7 +273,8 @@ def _causal_column(s: Any) -> str:
     if getattr(s, "alibi", False):
         drop = f" + ALiBi{drop}"
     # a mask tensor beside a window or band (HF's padding split off a sliding-window mask)
-    beside = f" + {s.mask} mask{drop}" if s.mask else drop
+    per_key = " per key" if getattr(s, "key_mask", False) else ""
+    beside = f" + {s.mask} mask{per_key}{drop}" if s.mask else drop
     if isinstance(s.window, tuple):  # a two-sided band: keys i - left <= j <= i + right
         from .patterns.masks import UNBOUNDED
 
@@ -283,7 +284,7 @@ def _causal_column(s: Any) -> str:
         edge = " bottom-right" if s.align == "bottom_right" else ""
         return f"window {s.window}{edge}{beside}"
     if s.mask:
-        return f"{s.causal} + {s.mask} mask{drop}"
+        return f"{s.causal}{beside}"
     return ("bottom-right" if s.causal and s.align == "bottom_right" else str(s.causal)) + drop
 
 

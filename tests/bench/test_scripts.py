@@ -695,13 +695,18 @@ def test_llama_block_smoke(capsys, inference):
     assert ("fwd_bwd" in out) is not inference
 
 
-@pytest.mark.parametrize("family", ["bloom", "llama"])
-def test_hf_padded_smoke(capsys, family):
+@pytest.mark.parametrize(
+    "argv", [["bloom"], ["llama"], ["bert", "--attn", "sdpa"]], ids=lambda a: "-".join(a)
+)
+def test_hf_padded_smoke(capsys, argv):
     """benchmarks/hf_padded.py on the CPU (--smoke): a left-padded HF model compiled both ways,
-    its attention replaced (BLOOM: its ALiBi read as a bias beside the padding), checked
-    against float32 and timed forward and forward+backward."""
-    out = _compiled_smoke(capsys, "hf_padded", "--family", family)
+    its attention replaced (BLOOM: its ALiBi read as a bias beside the padding; BERT: its
+    bidirectional mask as the padding per key), checked against float32 and timed forward and
+    forward+backward."""
+    out = _compiled_smoke(capsys, "hf_padded", "--family", *argv)
     assert "check ok=True replaced=1" in out
+    if argv[0] == "bert":
+        assert "False + bool mask per key" in out, out
     assert out.count("inductor ") == 2 and "fwd_bwd" in out
 
 

@@ -57,7 +57,9 @@ def _padded_batch_matches_eager(model, ids, mask):
     torch.testing.assert_close(got.last_hidden_state * valid, want.last_hidden_state * valid,
                                atol=2e-5, rtol=1e-4)  # fmt: skip
     attention = [
-        n for n in want_grads if n.endswith(("q_proj.weight", "query.weight", ".q.weight"))
+        n
+        for n in want_grads
+        if n.endswith(("q_proj.weight", "query.weight", ".q.weight", "Wqkv.weight"))
     ]
     assert attention and all(want_grads[n].abs().max() > 1e-3 for n in attention), attention
     for name, g in want_grads.items():
@@ -78,7 +80,9 @@ def test_bert_padded_batch_replaced_and_matches_eager():
     mask[1, 9:] = 0  # right padding
     mask[2, 4:] = 0
     replaced = _padded_batch_matches_eager(model, ids, mask)
-    assert all(s.mask for s in replaced)
+    # HF's bidirectional mask `(q_idx >= 0) & padding[b, kv_idx]` (materialised [B, 1, N, N])
+    # reaches the kernels as the padding alone, one entry per key
+    assert all(s.mask == "bool" and s.key_mask and s.causal is False for s in replaced)
 
 
 def test_left_padded_llama_replaced_and_matches_eager():
@@ -115,7 +119,7 @@ def test_right_padded_mistral_window_split_into_band_and_key_mask():
     assert all(s.causal and s.window == 5 and s.mask == "bool" for s in replaced), replaced
     # flashgen.explain's column names both (it once showed the window alone)
     report = str(flashgen.explain(model, input_ids=ids, attention_mask=mask))
-    assert report.count("window 5 + bool mask") == 2, report
+    assert report.count("window 5 + bool mask per key") == 2, report
 
 
 @pytest.mark.parametrize(
@@ -310,6 +314,118 @@ def test_t5_relative_bias_replaced_and_its_gradient_matches_eager():
     assert all(s.mask == "add" for s in replaced)
     bias = "encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight"
     assert model.get_parameter(bias).grad.abs().sum() > 0  # the bias got its gradient
+
+
+def _bidirectional(q, k, v, keep, low=0, op="ge"):
+    """HF's bidirectional padding mask as `masking_utils` builds it: the comparison `q_idx >= 0`
+    (a row term every row passes) `&` the padding indexed per key, broadcast to [B, 1, Sq, Sk]
+    (a materialised tensor); `low` / `op` change the row term for the controls below."""
+    q_idx = (torch.arange(q.size(-2), device=q.device) + 0)[None, None, :, None]
+    kv_idx = torch.arange(k.size(-2), device=q.device)[None, None, None, :]
+    b_idx = torch.arange(q.size(0), device=q.device)[:, None, None, None]
+    rows = q_idx >= low if op == "ge" else q_idx < low
+    mask = q_idx.new_ones((), dtype=torch.bool) & rows.to(q.device)
+    mask = (mask & keep[b_idx, kv_idx]).expand(q.size(0), -1, q.size(-2), k.size(-2))
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_bidirectional_padding_mask_read_per_key_at_every_length(dynamic):
+    """`(q_idx >= 0) & keep[b, kv_idx]`: the row term holds for every row at every length (an
+    arange's least value is its offset), so the mask is the padding alone and the kernels read
+    it as one entry per key, self-attention and cross-attention lengths alike; output and
+    gradients equal eager's through one graph at several lengths. Row terms that do not hold
+    everywhere (`q_idx >= 1` hides row 0; `q_idx < 6` depends on the length) leave the tensor
+    read whole, and still match."""
+    compiled = torch.compile(_bidirectional, backend="flashgen", dynamic=dynamic)
+    for sq, sk in ((9, 9), (14, 14), (6, 11), (10, 7)):
+        gen = torch.Generator().manual_seed(sq * sk)
+        q = torch.randn(3, 2, sq, 16, generator=gen).requires_grad_()
+        k, v = (torch.randn(3, 2, sk, 16, generator=gen).requires_grad_() for _ in range(2))
+        keep = torch.rand(3, sk, generator=gen) > 0.4
+        keep[:, 0] = True
+        got, want = compiled(q, k, v, keep), _bidirectional(q, k, v, keep)
+        torch.testing.assert_close(got, want, atol=2e-5, rtol=1e-4)
+        for g, w in zip(torch.autograd.grad(got.sum(), (q, k, v)),
+                        torch.autograd.grad(want.sum(), (q, k, v)), strict=True):  # fmt: skip
+            torch.testing.assert_close(g, w, atol=5e-5, rtol=1e-4)
+        replaced, skipped = _replaced(_bidirectional, q, k, v, keep)
+        assert len(replaced) == 1 and not skipped, skipped
+        site = replaced[0]
+        assert (site.causal, site.window, site.mask, site.key_mask) == (False, None, "bool", True)
+        assert "False + bool mask per key" in str(flashgen.explain(_bidirectional, q, k, v, keep))
+    q, k, v = (torch.randn(2, 2, 9, 16) for _ in range(3))
+    keep = torch.ones(2, 9, dtype=torch.bool)
+    for low, op in ((1, "ge"), (6, "lt")):
+        replaced, _ = _replaced(_bidirectional, q, k, v, keep, low, op)
+        assert len(replaced) == 1 and not replaced[0].key_mask, (low, op)
+        torch._dynamo.reset()
+        got = torch.compile(_bidirectional, backend="flashgen")(q, k, v, keep, low, op)
+        want = _bidirectional(q, k, v, keep, low, op)
+        visible = (torch.arange(9) >= low) if op == "ge" else (torch.arange(9) < low)
+        torch.testing.assert_close(got[:, :, visible], want[:, :, visible], atol=2e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("attn", ["sdpa", "eager"])
+def test_modernbert_local_layers_band_and_key_mask(attn):
+    """HF ModernBERT over a padded batch: its local layers' mask (a two-sided sliding window
+    & the padding, `q_idx >= 0` beside them) reaches the kernels as the band and a per-key
+    mask, its global layers' as the per-key mask alone; forward and gradients at the unpadded
+    positions equal eager's. With eager attention the mask is additive (finfo.min), split the
+    same way."""
+    torch.manual_seed(0)
+    cfg = transformers.ModernBertConfig(
+        vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=2, global_attn_every_n_layers=2, local_attention=4,
+        max_position_embeddings=64, pad_token_id=0, attn_implementation=attn,
+        reference_compile=False, embedding_dropout=0.0, mlp_dropout=0.0, attention_dropout=0.0,
+    )  # fmt: skip
+    model = transformers.ModernBertModel(cfg)
+    ids = torch.randint(1, 64, (3, 13), generator=torch.Generator().manual_seed(6))
+    mask = torch.ones(3, 13, dtype=torch.long)
+    mask[1, 9:] = 0
+    mask[2, :4] = 0
+    replaced = _padded_batch_matches_eager(model, ids, mask)
+    assert all(s.causal is False and s.key_mask for s in replaced), replaced
+    assert sorted(str(s.window) for s in replaced) == ["(2, 2)", "None"], replaced
+
+
+def test_bart_encoder_and_cross_attention_read_padding_per_key():
+    """HF BART with a padded source batch: the encoder's self-attention and the decoder's
+    cross-attention (queries and keys of different lengths) read the source padding per key,
+    the decoder's self-attention is causal; the seq2seq logits and every gradient equal
+    eager's."""
+    torch.manual_seed(0)
+    cfg = transformers.BartConfig(
+        vocab_size=64, d_model=32, encoder_layers=1, decoder_layers=1,
+        encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64,
+        decoder_ffn_dim=64, max_position_embeddings=64, dropout=0.0, attention_dropout=0.0,
+        activation_dropout=0.0, attn_implementation="sdpa", init_std=0.3,
+    )  # fmt: skip
+    # (init_std: at BART's 0.02 the scores are so small that q's gradients are ~1e-6, and a
+    # comparison of them could not fail)
+    model = transformers.BartForConditionalGeneration(cfg)
+    gen = torch.Generator().manual_seed(7)
+    ids = torch.randint(3, 64, (3, 12), generator=gen)
+    mask = torch.ones(3, 12, dtype=torch.long)
+    mask[1, 8:] = 0
+    mask[2, :5] = 0
+    inputs = {"input_ids": ids, "attention_mask": mask,
+              "decoder_input_ids": torch.randint(3, 64, (3, 7), generator=gen)}  # fmt: skip
+    replaced, skipped = _replaced(model, **inputs)
+    assert len(replaced) == 3 and not skipped, skipped
+    kinds = sorted((s.causal, s.key_mask, s.seq_q, s.seq_k) for s in replaced)
+    assert kinds == [(False, True, 7, 12), (False, True, 12, 12), (True, False, 7, 7)], kinds
+    weights = torch.randn(3, 7, 64, generator=gen)
+
+    def loss(out):
+        return (out.logits * weights).sum()
+
+    want, got, want_grads, grads = _compiled_matches_eager(model, inputs, loss)
+    torch.testing.assert_close(got.logits, want.logits, atol=2e-5, rtol=1e-4)
+    assert want_grads["model.encoder.layers.0.self_attn.q_proj.weight"].abs().max() > 1e-3
+    for name, g in want_grads.items():
+        torch.testing.assert_close(grads[name], g, atol=1e-4, rtol=1e-3, msg=name)
 
 
 class _MaskedSDPA(torch.nn.Module):

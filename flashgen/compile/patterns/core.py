@@ -62,6 +62,9 @@ class Site:
     window: int | tuple[int, int] | None = None
     align: str = "top_left"  # where the causal diagonal lies when Sq != Sk ("bottom_right")
     mask: str = ""  # an attention-mask tensor the kernel reads: "bool" or "add" ("": none)
+    # that tensor has one entry per key, the same for every query row (a key-padding mask: the
+    # kernels read one vector of it a tile, not an N x N tile)
+    key_mask: bool = False
     alibi: bool = False  # an additive bias proven ALiBi: the kernels compute it from slopes
     dropout: float = 0.0  # attention dropout probability in training mode (0: none)
     softcap: float | None = None  # logit softcapping cap * tanh(s / cap) (Gemma-2's), if proven

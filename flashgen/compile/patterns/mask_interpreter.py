@@ -135,11 +135,10 @@ class Interpreter:
             off, c = _offset_and_number(a, b, "compares")
             return off.compare(fn, c, off is b)
         if isinstance(a, Index) or isinstance(b, Index):
-            if compare is None or not (isinstance(a, Index) and isinstance(b, Index)):
-                raise Skip(
-                    "the mask compares an arange with something other than another arange "
-                    "(e.g. a padding length); only row/column index comparisons are diagonal"
-                )
+            if compare is not None and not (isinstance(a, Index) and isinstance(b, Index)):
+                return self._cast(n, _index_bound(a, b, compare))
+            if compare is None:
+                raise Skip(f"the mask combines an arange by {op_name(n)}, not by a comparison")
             return _compare_indices(a, b, compare, (n.args[0], rhs), out, self.shift)
         for x, node in ((a, n.args[0]), (b, rhs)):
             if isinstance(x, Diag) and x.cuts:
@@ -372,6 +371,36 @@ def _compare_indices(
     }
     got = inside[op]
     return Diag(got.cuts, got.vals, bottom_right)
+
+
+_SWAPPED = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le", "eq": "eq", "ne": "ne"}
+
+
+def _index_bound(a: Any, b: Any, op: str) -> Diag:
+    """An arange compared with a number, `idx OP c` (or `c OP idx`), as a constant pattern when
+    it holds for every element at every length: the arange's values are off, off + 1, ... (as
+    many as the axis is long, any length), so only a lower bound can hold throughout, `idx >= c`
+    when off >= c and `idx > c` when off > c. HF's bidirectional masks are built so
+    (`masking_utils.and_masks` of `q_idx >= 0` and the padding mask indexed per key): the
+    comparison keeps every row, and the mask is the padding alone. Skip for any other
+    comparison (one that depends on the length, or on a padding length: not diagonal)."""
+    if isinstance(b, Index):
+        a, b, op = b, a, _SWAPPED[op]
+    if isinstance(b, Diag) and not b.cuts:
+        b = b.vals[0]
+    if isinstance(b, bool) or not isinstance(b, (int, float)):
+        raise Skip(
+            "the mask compares an arange with something other than another arange or a "
+            "constant (e.g. a padding length); only row/column index comparisons are diagonal"
+        )
+    if op in ("ge", "gt"):
+        margin = sympy.simplify(a.off - sympy.nsimplify(b))
+        if (margin.is_nonnegative if op == "ge" else margin.is_positive) is True:
+            return const(True)
+    raise Skip(
+        f"the mask compares an arange with the constant {b!r} ({op}), which is not proven true "
+        "of every element at every length"
+    )
 
 
 def _from_tensor(t: torch.Tensor, name: str) -> Diag:

@@ -226,9 +226,13 @@ def prove_band(
     -inf); a side the mask never closes is UNBOUNDED; None for a mask that keeps every key.
     Skip otherwise (`keep` and the mask kinds as in `prove_causal_aligned`)."""
     me, additive = _mask_kind(mask)
-    if not known_eq(tq, tk):
-        raise Skip("query and key lengths may differ (a two-sided band is proven for equal ones)")
     pattern = diagonal_pattern(mask, values)
+    if not known_eq(tq, tk):
+        # A mask that keeps every key whatever the offset is no band at any alignment (HF's
+        # bidirectional part of a cross-attention's padding mask).
+        if not pattern.cuts and _kept(pattern.vals[0], keep=keep, additive=additive) is True:
+            return None
+        raise Skip("query and key lengths may differ (a two-sided band is proven for equal ones)")
     if pattern.cuts and not (
         me.dim() >= 2 and known_eq(me.shape[-2], tq) and known_eq(me.shape[-1], tk)
     ):

@@ -140,6 +140,9 @@ def check_match(m: Match) -> None:
     if m.attn_mask is not None or m.key_bias is not None:
         bool_mask = m.key_bias is None and example_value(m.attn_mask).dtype == torch.bool
         m.site.mask = "bool" if bool_mask else "add"
+        if m.key_bias is None:
+            mask_shape = example_value(m.attn_mask).shape
+            m.site.key_mask = len(mask_shape) >= 2 and known_eq(mask_shape[-2], 1)
     if m.align != "top_left" and m.dropout_p:
         # (`flashgen.ops.attention` refuses these together: dropout's draws are numbered by
         # position)
