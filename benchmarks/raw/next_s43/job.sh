@@ -10,6 +10,11 @@
 #         nn.Transformer (B8, 1k source and target, width 1024, 16 heads, 2 + 2 layers, bf16,
 #         dropout 0.1) with a causal tgt_mask and padding masks, whose decoder self-attention
 #         the backend now hands the kernels as a mask tensor: flashgen against Inductor.
+#   enc   ~250 s (any card; added in session 43): hf_padded.py on HF's encoders with SDPA
+#         attention, whose bidirectional padding mask the backend now hands the kernels per
+#         key (was the [B, 1, N, N] tensor): BERT (B8 T512 width 768, 12 heads of 64) and
+#         ModernBERT (B4 T2048 width 1024, 16 heads of 64, a 128-key local layer beside a
+#         global one), right padding, flashgen against Inductor (PyTorch's SDPA with the mask).
 #   h200  ~300 s (on an H200, needs_h200): issue 16's window sweep (B1's `windows` part) and
 #         issue 15's host time (`host`) on the card the bars name, then issue 13's 650 TFLOP/s
 #         row (B1 H16 16k d128 non-causal, eleven rounds).
@@ -28,6 +33,14 @@ mha)
   timeout 280 python3 -u benchmarks/transformer_masks.py --out $OUT/transformer_masks.json \
     > $OUT/transformer_masks.txt 2>&1
   stamp "transformer_masks rc=$?"; grep -E "^fwd|^check" $OUT/transformer_masks.txt | cut -c1-250 ;;
+enc)
+  timeout 120 python3 -u benchmarks/hf_padded.py --family bert --attn sdpa --batch 8 --seq 512 \
+    --width 768 --heads 12 --pad right --out $OUT/hf_bert.json > $OUT/hf_bert.txt 2>&1
+  stamp "bert rc=$?"; grep -E "^fwd|^check" $OUT/hf_bert.txt | cut -c1-250
+  timeout 120 python3 -u benchmarks/hf_padded.py --family modernbert --attn sdpa --batch 4 \
+    --seq 2048 --width 1024 --heads 16 --pad right --out $OUT/hf_modernbert.json \
+    > $OUT/hf_modernbert.txt 2>&1
+  stamp "modernbert rc=$?"; grep -E "^fwd|^check" $OUT/hf_modernbert.txt | cut -c1-250 ;;
 h200)
   nvidia-smi --query-gpu=name --format=csv,noheader
   bash $HERE/../h100_s42b1/job.sh windows
