@@ -574,6 +574,7 @@ def test_multihead_attention_key_padding_mask(kind):
 
     replaced, skipped = _replaced(f, x, kpm)
     assert len(replaced) == 1 and not skipped, skipped
+    assert replaced[0].key_mask  # (explain: "mask per key")
     torch._dynamo.reset()
     got = torch.compile(f, backend="flashgen")(x, kpm)
     want = f(x, kpm)
@@ -634,6 +635,7 @@ def test_multihead_attention_attn_mask_read_as_a_tensor(am_kind, kpm_kind, is_ca
     replaced, skipped = _replaced(f, x, am, kpm)
     assert len(replaced) == 1 and not skipped, skipped
     assert replaced[0].causal is False and replaced[0].mask, replaced[0]
+    assert not replaced[0].key_mask  # (an N x N attn_mask: not one entry per key)
     torch._dynamo.reset()
     got = torch.compile(f, backend="flashgen")(x, am, kpm)
     want = f(x, am, kpm)

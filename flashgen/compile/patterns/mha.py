@@ -99,6 +99,7 @@ def match_mha(n: Any, values: Values) -> Match:
     if masks:  # the op reads them as one mask tensor (rewrite_mha)
         boolean = all(example_value(x).dtype == torch.bool for x in masks)
         site.mask = "bool" if boolean else "add"
+        site.key_mask = tensor_mask is None  # key_padding_mask alone: [B, 1, 1, S]
     m = Match(site, q, k, v, outs[0], causal, [None], interior=[n])
     # (the arguments as given, and the attn_mask the kernels read whole: `_mha_mask`)
     m.mha = {**p, "tensor_mask": tensor_mask}
