@@ -17,7 +17,10 @@ from pathlib import Path
 import pytest
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-SMOKE = ["train_hf_llama", "train_nanogpt", "vision_encoder", "generate_kv_cache", "backend_speed"]
+SMOKE = [
+    "train_hf_llama", "train_nanogpt", "vision_encoder", "generate_kv_cache", "backend_speed",
+    "finetune_encoder",
+]  # fmt: skip
 
 
 def _run(name, *argv, timeout=600):
