@@ -15,6 +15,8 @@
 #         key (was the [B, 1, N, N] tensor): BERT (B8 T512 width 768, 12 heads of 64) and
 #         ModernBERT (B4 T2048 width 1024, 16 heads of 64, a 128-key local layer beside a
 #         global one), right padding, flashgen against Inductor (PyTorch's SDPA with the mask).
+#   ft    ~400 s (any card; session 43): examples/finetune_encoder.py, BERT-base fine-tuning
+#         (32 x 512, right padding, attention dropout 0.1) eager / Inductor / flashgen.
 #   h200  ~300 s (on an H200, needs_h200): issue 16's window sweep (B1's `windows` part) and
 #         issue 15's host time (`host`) on the card the bars name, then issue 13's 650 TFLOP/s
 #         row (B1 H16 16k d128 non-causal, eleven rounds).
@@ -41,6 +43,10 @@ enc)
     --seq 2048 --width 1024 --heads 16 --pad right --out $OUT/hf_modernbert.json \
     > $OUT/hf_modernbert.txt 2>&1
   stamp "modernbert rc=$?"; grep -E "^fwd|^check" $OUT/hf_modernbert.txt | cut -c1-250 ;;
+ft)
+  timeout 450 python3 -u examples/finetune_encoder.py --json $OUT/finetune_bert.json \
+    > $OUT/finetune_bert.txt 2>&1
+  stamp "finetune rc=$?"; tail -6 $OUT/finetune_bert.txt | cut -c1-200 ;;
 h200)
   nvidia-smi --query-gpu=name --format=csv,noheader
   bash $HERE/../h100_s42b1/job.sh windows
