@@ -1,5 +1,5 @@
-"""HF decoder and encoder models on a padded batch (random weights from a config, no download) under
-torch.compile: the flashgen backend against Inductor, forward and forward+backward, timed
+"""HF decoder and encoder models on a padded batch (random weights from a config, no download)
+under torch.compile: the flashgen backend against Inductor, forward and forward+backward, timed
 alternately (needs CUDA; --smoke checks the script on the CPU).
 
     python benchmarks/hf_padded.py --family bloom --out bloom.json
@@ -11,7 +11,8 @@ with an attention_mask (positions counted over the kept keys) is read as a per-k
 them. HF's encoders (BERT, ModernBERT: `--family bert|modernbert`, best with `--attn sdpa`,
 what HF picks by default) build `(q_idx >= 0) & padding[b, kv_idx]` as a [B, 1, N, N] tensor,
 now handed over as the per-key padding (ModernBERT's local layers: a two-sided window beside
-it); PyTorch runs SDPA with that mask. Each entry of the batch but the first is padded (`--pad` side) by a share of the length.
+it); PyTorch runs SDPA with that mask. Each entry of the batch but the first is padded (`--pad`
+side) by a share of the length.
 Both backends compile the same model; their logits at the valid positions, and the gradient
 of a loss of them with respect to the embeddings, are checked against a float32 copy
 (flashgen's error may not exceed twice Inductor's plus 1e-3); then the two are timed in turn
@@ -119,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     reference = auto.from_config(cfg, attn_implementation=args.attn)
     reference = reference.to(dev).float().train()
 
-    def logits(out):  # (an encoder's last hidden state)
+    def output_of(out):  # the logits, or an encoder's last hidden state
         return out.last_hidden_state if args.family in ENCODERS else out.logits
 
     model = copy.deepcopy(reference).to(dtype)
@@ -139,14 +140,14 @@ def main(argv: list[str] | None = None) -> int:
     def loss_of(logits):
         return (logits.float() * weights).square().mean()
 
-    ref = logits(reference(inputs_embeds=xf, attention_mask=mask)) * valid
+    ref = output_of(reference(inputs_embeds=xf, attention_mask=mask)) * valid
     (gref,) = torch.autograd.grad(loss_of(ref), xf)
     before = patterns.replaced_total()
     runs = backend_pair(model, cuda)
     report: dict = {"meta": run_meta(dev), "args": vars(args), "compile_s": {}, "err": {}}
     for name, fn in runs.items():
         start = time.perf_counter()
-        out = logits(fn(inputs_embeds=x, attention_mask=mask)) * valid
+        out = output_of(fn(inputs_embeds=x, attention_mask=mask)) * valid
         (grad,) = torch.autograd.grad(loss_of(out), x)
         report["err"][name] = [rel_err(out, ref), rel_err(grad, gref)]
         if cuda:
@@ -163,13 +164,13 @@ def main(argv: list[str] | None = None) -> int:
     def forward(fn):
         def run():
             with torch.no_grad():
-                return logits(fn(inputs_embeds=x, attention_mask=mask))
+                return output_of(fn(inputs_embeds=x, attention_mask=mask))
 
         return run
 
     def forward_backward(fn):
         return lambda: torch.autograd.grad(
-            loss_of(logits(fn(inputs_embeds=x, attention_mask=mask))), x
+            loss_of(output_of(fn(inputs_embeds=x, attention_mask=mask))), x
         )
 
     modes = {"fwd": forward, "fwd_bwd": forward_backward}
