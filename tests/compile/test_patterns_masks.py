@@ -316,28 +316,55 @@ def test_t5_relative_bias_replaced_and_its_gradient_matches_eager():
     assert model.get_parameter(bias).grad.abs().sum() > 0  # the bias got its gradient
 
 
-def _bidirectional(q, k, v, keep, low=0, op="ge"):
-    """HF's bidirectional padding mask as `masking_utils` builds it: the comparison `q_idx >= 0`
-    (a row term every row passes) `&` the padding indexed per key, broadcast to [B, 1, Sq, Sk]
-    (a materialised tensor); `low` / `op` change the row term for the controls below."""
-    q_idx = (torch.arange(q.size(-2), device=q.device) + 0)[None, None, :, None]
+def _q_idx(q):
+    return (torch.arange(q.size(-2), device=q.device) + 0)[None, None, :, None]
+
+
+def _and_padding(q, k, v, keep, rows):
+    """SDPA under HF's bidirectional padding mask as `masking_utils` builds it: a row term
+    `rows` (a comparison of q_idx) `&` the padding indexed per key, broadcast to [B, 1, Sq, Sk]
+    (a materialised tensor)."""
     kv_idx = torch.arange(k.size(-2), device=q.device)[None, None, None, :]
     b_idx = torch.arange(q.size(0), device=q.device)[:, None, None, None]
-    rows = q_idx >= low if op == "ge" else q_idx < low
-    mask = q_idx.new_ones((), dtype=torch.bool) & rows.to(q.device)
+    mask = rows.new_ones((), dtype=torch.bool) & rows.to(q.device)
     mask = (mask & keep[b_idx, kv_idx]).expand(q.size(0), -1, q.size(-2), k.size(-2))
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+
+# (the row terms' constants are literals: an int argument, or one a closure holds, is a graph
+# input under dynamic=True, as it is not in HF's code)
+def _bidirectional(q, k, v, keep):
+    return _and_padding(q, k, v, keep, _q_idx(q) >= 0)  # HF's row term: every row passes
+
+
+def _rows_from_1(q, k, v, keep):
+    return _and_padding(q, k, v, keep, _q_idx(q) >= 1)  # hides row 0
+
+
+def _rows_below_6(q, k, v, keep):
+    return _and_padding(q, k, v, keep, _q_idx(q) < 6)  # depends on the length
 
 
 @pytest.mark.parametrize("dynamic", [False, True])
 def test_bidirectional_padding_mask_read_per_key_at_every_length(dynamic):
     """`(q_idx >= 0) & keep[b, kv_idx]`: the row term holds for every row at every length (an
     arange's least value is its offset), so the mask is the padding alone and the kernels read
-    it as one entry per key, self-attention and cross-attention lengths alike; output and
-    gradients equal eager's through one graph at several lengths. Row terms that do not hold
-    everywhere (`q_idx >= 1` hides row 0; `q_idx < 6` depends on the length) leave the tensor
-    read whole, and still match."""
-    compiled = torch.compile(_bidirectional, backend="flashgen", dynamic=dynamic)
+    it as one entry per key, self-attention and cross-attention lengths alike (the masks the
+    op is called with, recorded at run time); output and gradients equal eager's at several
+    lengths (one graph with dynamic shapes). Row terms that do not hold everywhere (`q_idx >= 1`
+    hides row 0; `q_idx < 6` depends on the length) leave the tensor read whole, and still
+    match."""
+    import flashgen.ops  # noqa: F401 - registers torch.ops.flashgen
+
+    real, masks = torch.ops.flashgen.attention.default, []
+
+    def recording_op(q, k, v, *args, **kwargs):
+        masks.append(tuple(args[7].shape))  # (attn_mask: the op's 11th argument)
+        return real(q, k, v, *args, **kwargs)
+
+    torch._dynamo.reset()
+    compiled = torch.compile(_bidirectional, dynamic=dynamic,
+                             backend=flashgen.backend(op=recording_op, fallback="eager"))  # fmt: skip
     for sq, sk in ((9, 9), (14, 14), (6, 11), (10, 7)):
         gen = torch.Generator().manual_seed(sq * sk)
         q = torch.randn(3, 2, sq, 16, generator=gen).requires_grad_()
@@ -354,15 +381,18 @@ def test_bidirectional_padding_mask_read_per_key_at_every_length(dynamic):
         site = replaced[0]
         assert (site.causal, site.window, site.mask, site.key_mask) == (False, None, "bool", True)
         assert "False + bool mask per key" in str(flashgen.explain(_bidirectional, q, k, v, keep))
+    assert masks and all(m[-2] == 1 for m in masks), masks
     q, k, v = (torch.randn(2, 2, 9, 16) for _ in range(3))
     keep = torch.ones(2, 9, dtype=torch.bool)
-    for low, op in ((1, "ge"), (6, "lt")):
-        replaced, _ = _replaced(_bidirectional, q, k, v, keep, low, op)
-        assert len(replaced) == 1 and not replaced[0].key_mask, (low, op)
+    for attend, visible in (
+        (_rows_from_1, torch.arange(9) >= 1),
+        (_rows_below_6, torch.arange(9) < 6),
+    ):
+        replaced, _ = _replaced(attend, q, k, v, keep)
+        assert len(replaced) == 1 and not replaced[0].key_mask, attend
         torch._dynamo.reset()
-        got = torch.compile(_bidirectional, backend="flashgen")(q, k, v, keep, low, op)
-        want = _bidirectional(q, k, v, keep, low, op)
-        visible = (torch.arange(9) >= low) if op == "ge" else (torch.arange(9) < low)
+        got = torch.compile(attend, backend="flashgen", dynamic=dynamic)(q, k, v, keep)
+        want = attend(q, k, v, keep)
         torch.testing.assert_close(got[:, :, visible], want[:, :, visible], atol=2e-5, rtol=1e-4)
 
 
