@@ -4,13 +4,14 @@ code people run (no timing).
 
 Each seed draws a model family (Llama, Mistral and Qwen2 with or without a sliding window,
 Qwen3, Gemma-2/3, Phi-3, OLMo, StableLM, Starcoder2, Cohere, GPT-2, GPT-NeoX, OPT, GPT-J,
-Falcon, BLOOM, BERT; with `--families` also MPT and the encoders ModernBERT, RoBERTa and
-DistilBERT), its attention implementation (`sdpa` or `eager`), head count and head dim,
+Falcon, BLOOM, BERT; with `--families` also MPT, the encoders ModernBERT, RoBERTa and
+DistilBERT, and the encoder-decoders BART and T5), its attention implementation (`sdpa` or `eager`), head count and head dim,
 GQA, a batch with right, left or no padding, and the compile mode (static, automatic dynamic,
 `dynamic=True`). It compiles the model with `flashgen.backend(fallback="aot_eager")`, then
 compares with eager: the logits (encoders: the last hidden state) at the padded batch's valid
 positions, at a second length, and for causal LMs a prefill with a KV cache followed by two
-decoding steps, each side with its own cache. It reports the largest difference, how many
+decoding steps, each side with its own cache (encoder-decoders: every target position, then the
+scores of three greedy `generate()` steps). It reports the largest difference, how many
 attention sites the backend replaced of those it found in the graphs that ran (not those Dynamo
 compiled and then discarded), and the reasons for the others.
 
@@ -40,9 +41,11 @@ OTHERS = ["gpt2", "gpt_neox", "opt", "bert", "bloom", "falcon", "gptj"]
 FAMILIES = sorted(DECODERS) + OTHERS
 # Drawn only when asked (`--families`): adding them to FAMILIES would change every seed's draw,
 # and the recorded sweeps' seeds would no longer name the models they ran.
-EXTRA = ["mpt", "modernbert", "roberta", "distilbert"]
+EXTRA = ["mpt", "modernbert", "roberta", "distilbert", "bart", "t5"]
 # encoders: compared on their last hidden state, no decoding steps
 ENCODERS = {"bert", "modernbert", "roberta", "distilbert"}
+# encoder-decoders: logits of a target shorter than the source, then `generate()` (`_generate`)
+SEQ2SEQ = {"bart", "t5"}
 # families whose HF code has no SDPA path (they run their eager attention)
 EAGER_ONLY = {"gemma2", "bloom", "mpt"}
 
@@ -116,6 +119,21 @@ def config_for(family: str, r: random.Random):
             pad_token_id=0, reference_compile=False,
         )  # fmt: skip
         return cfg, transformers.AutoModel
+    elif family == "bart":  # init_std: BART's 0.02 leaves the scores near zero
+        cfg = transformers.BartConfig(
+            d_model=hidden, encoder_layers=2, decoder_layers=2, encoder_attention_heads=heads,
+            decoder_attention_heads=heads, encoder_ffn_dim=2 * hidden, decoder_ffn_dim=2 * hidden,
+            vocab_size=VOCAB, max_position_embeddings=128, dropout=0.0, attention_dropout=0.0,
+            activation_dropout=0.0, init_std=0.3, pad_token_id=0, decoder_start_token_id=2,
+        )  # fmt: skip
+        return cfg, transformers.AutoModelForSeq2SeqLM
+    elif family == "t5":  # a relative position bias beside the padding
+        cfg = transformers.T5Config(
+            d_model=hidden, d_kv=dim, d_ff=2 * hidden, num_layers=2, num_heads=heads,
+            vocab_size=VOCAB, relative_attention_num_buckets=8, dropout_rate=0.0,
+            pad_token_id=0, decoder_start_token_id=0,
+        )  # fmt: skip
+        return cfg, transformers.AutoModelForSeq2SeqLM
     elif family == "bloom":
         cfg = transformers.BloomConfig(
             hidden_size=hidden, n_head=heads, n_layer=2, vocab_size=VOCAB
@@ -198,11 +216,17 @@ def run_case(seed: int, families=None) -> dict:
             for n, t in enumerate((length, length + 3)):
                 ids = torch.randint(1, VOCAB, (batch, t))
                 mask = padding_mask(r, batch, t, side)
-                want = getattr(model(input_ids=ids, attention_mask=mask), key)
-                got = getattr(compiled(input_ids=ids, attention_mask=mask), key)
+                kw = {"input_ids": ids, "attention_mask": mask}
                 valid = mask.bool()[..., None]
+                if family in SEQ2SEQ:  # every target position is compared
+                    kw["decoder_input_ids"] = torch.randint(1, VOCAB, (batch, t - 2))
+                    valid = True
+                want = getattr(model(**kw), key)
+                got = getattr(compiled(**kw), key)
                 diffs.append(((got - want).abs() * valid).max().item())
-                if n == 0 and family not in ENCODERS:
+                if n == 0 and family in SEQ2SEQ:
+                    diffs.append(_generate(model, compile_graph, dynamic, ids, mask))
+                elif n == 0 and family not in ENCODERS:
                     diffs.append(_decode_steps(model, compiled, ids, mask))
     finally:
         torch._dynamo.reset()
@@ -218,6 +242,25 @@ def run_case(seed: int, families=None) -> dict:
             if not site.replaced and site.reason not in rec["skips"]:
                 rec["skips"].append(site.reason)
     return rec
+
+
+def _generate(model, backend, dynamic, ids, mask, steps: int = 3) -> float:
+    """Largest difference of the scores of `steps` greedy tokens that an encoder-decoder's
+    `generate()` gives eagerly and with its forward compiled (the decoding steps' self-attention
+    over the cache and cross-attention over the padded source); inf where the tokens differ."""
+    import torch
+
+    kw = {"attention_mask": mask, "max_new_tokens": steps, "do_sample": False, "num_beams": 1,
+          "output_scores": True, "return_dict_in_generate": True}  # fmt: skip
+    want = model.generate(ids, **kw)
+    model.forward = torch.compile(model.forward, backend=backend, dynamic=dynamic)
+    try:
+        got = model.generate(ids, **kw)
+    finally:
+        del model.forward
+    if not torch.equal(got.sequences, want.sequences):
+        return float("inf")
+    return max((g - w).abs().max().item() for g, w in zip(got.scores, want.scores, strict=True))
 
 
 def _decode_steps(model, compiled, ids, mask, steps: int = 2) -> float:

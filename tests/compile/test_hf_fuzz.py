@@ -5,7 +5,8 @@ compiles, replaces every attention site and matches eager; so does a left-padded
 `dynamic=True` (its ALiBi from the attention_mask read as a bias beside the padding; the graph
 Dynamo discards, its float attribute traced as a tensor, not counted), and a left-padded MPT
 (drawn with `--families`), whose decoding steps run ALiBi beside the padding on the decode
-kernels. The sweep itself is the script's."""
+kernels, and a BART and a T5 with `generate()` (drawn with `--families` too). The sweep itself
+is the script's."""
 
 from __future__ import annotations
 
@@ -44,5 +45,18 @@ def test_a_left_padded_bloom_matches_eager():
 def test_a_left_padded_mpt_with_decoding_steps_matches_eager():
     rec = fuzz.run_case(900, ["mpt", "bloom"])
     assert (rec["family"], rec["padding"]) == ("mpt", "left"), rec
+    assert rec["diff"] <= 1e-3, rec
+    assert rec["found"] > 0 and rec["replaced"] == rec["found"], rec
+
+
+@pytest.mark.parametrize(
+    "seed,family,side", [(100, "bart", "left"), (103, "t5", "right")], ids=["bart", "t5"]
+)
+def test_an_encoder_decoder_with_generate_matches_eager(seed, family, side):
+    """The encoder-decoders (drawn with `--families`): a padded source under `dynamic=True`,
+    the target's logits, then `generate()`'s decoding steps (self-attention over the cache,
+    cross-attention over the source's padding per key), every site replaced."""
+    rec = fuzz.run_case(seed, ["bart", "t5"])
+    assert (rec["family"], rec["padding"], rec["dynamic"]) == (family, side, True), rec
     assert rec["diff"] <= 1e-3, rec
     assert rec["found"] > 0 and rec["replaced"] == rec["found"], rec
