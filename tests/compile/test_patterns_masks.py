@@ -316,6 +316,53 @@ def test_t5_relative_bias_replaced_and_its_gradient_matches_eager():
     assert model.get_parameter(bias).grad.abs().sum() > 0  # the bias got its gradient
 
 
+def _eager_causal_with(zero):
+    """HF's eager attention over its causal mask with no padding, the mask's zero spelled as
+    `zero(dtype)` builds it: transformers 5.25 `torch.zeros(())`, 5.17 `torch.tensor(0.0)`."""
+
+    def attend(q, k, v):
+        q_idx = torch.arange(q.size(-2), device=q.device)[None, None, :, None]
+        kv_idx = torch.arange(k.size(-2), device=q.device)[None, None, None, :]
+        causal = (kv_idx <= q_idx).expand(q.size(0), -1, q.size(-2), k.size(-2))
+        mask = torch.where(causal, zero(q.dtype), torch.finfo(q.dtype).min)
+        s = q @ k.transpose(-1, -2) * q.size(-1) ** -0.5 + mask
+        return torch.softmax(s, -1) @ v
+
+    return attend
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+@pytest.mark.parametrize(
+    "zero",
+    [
+        lambda dt: torch.zeros((), dtype=dt),
+        lambda dt: torch.tensor(0.0, dtype=dt),
+        lambda dt: torch.scalar_tensor(0.0, dtype=dt),
+    ],
+    ids=["zeros", "tensor", "scalar_tensor"],
+)
+def test_eager_causal_mask_with_any_zero_spelling_is_causal(zero, dynamic):
+    """`where(kv <= q, 0, finfo.min)` added to the scores is the causal mask whichever way the
+    0 is made: the kernels get the causal flag, not the N x N tensor (with transformers 5.17's
+    `torch.tensor(0.0)` the proof did not follow the constant, and HF Llama's eager attention
+    with no padding read an N x N float mask); eager's output and gradients at every length."""
+    attend = _eager_causal_with(zero)
+    q, k, v = (torch.randn(2, 2, 9, 16) for _ in range(3))
+    replaced, skipped = _replaced(attend, q, k, v)
+    assert len(replaced) == 1 and not skipped, skipped
+    assert (replaced[0].causal, replaced[0].mask) == (True, ""), replaced[0]
+    torch._dynamo.reset()
+    compiled = torch.compile(attend, backend="flashgen", dynamic=dynamic)
+    for n in (9, 13):
+        gen = torch.Generator().manual_seed(n)
+        q, k, v = (torch.randn(2, 2, n, 16, generator=gen).requires_grad_() for _ in range(3))
+        got, want = compiled(q, k, v), attend(q, k, v)
+        torch.testing.assert_close(got, want, atol=2e-5, rtol=1e-4)
+        for g, w in zip(torch.autograd.grad(got.sum(), (q, k, v)),
+                        torch.autograd.grad(want.sum(), (q, k, v)), strict=True):  # fmt: skip
+            torch.testing.assert_close(g, w, atol=5e-5, rtol=1e-4)
+
+
 def _q_idx(q):
     return (torch.arange(q.size(-2), device=q.device) + 0)[None, None, :, None]
 

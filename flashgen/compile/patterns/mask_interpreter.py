@@ -259,6 +259,16 @@ class Interpreter:
             combine([_as_diag(x), _as_diag(mask), _as_diag(value)], lambda a, m, f: f if m else a),
         )
 
+    def _op_tensor(self, n: fx.Node) -> Any:
+        """`torch.tensor(c)` of a Python number: a constant (transformers 5.17's mask builders
+        spell their zero `torch.tensor(0.0)` in `where(causal, zero, finfo.min)`)."""
+        value = n.args[0] if n.args else n.kwargs.get("data")
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise Skip("the mask makes a tensor of something other than one number")
+        return self._cast(n, const(value))
+
+    _op_scalar_tensor = _op_tensor
+
     def _op_where(self, n: fx.Node) -> Any:
         if len(n.args) != 3:
             raise Skip("the mask uses torch.where with one argument")
