@@ -6,9 +6,11 @@ its range. A sliding-window band evaluated at a length shorter than its window e
 mask, and is not one at longer lengths; baking "causal" in gave wrong results (issue 11).
 
 So the ops that build the mask are interpreted symbolically, as a function of the diagonal offset
-d = key index - query index: fills (ones/zeros/full), tril/triu offsets, comparisons of arange
-row and column indices, slices of buffers whose diagonals are constant, casts, comparisons with
-constants and boolean logic. Such a mask is piecewise constant in d with integer breakpoints
+d = key index - query index: fills (ones/zeros/full, `torch.tensor` of a number), tril/triu
+offsets, comparisons of arange row and column indices, slices of buffers whose diagonals are
+constant, casts, comparisons with constants (an arange against a constant only where it holds
+for every element at every length: `idx >= c` with the arange's first value >= c) and boolean
+logic. Such a mask is piecewise constant in d with integer breakpoints
 (`mask_values.Diag`), so it can be checked for every d that the largest accepted length reaches: the upper
 bound of the length in the graph's shape env (the length itself for static shapes; unbounded
 for plain dynamic lengths). Any op not understood, an offset that is not a constant, a mask
