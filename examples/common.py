@@ -70,6 +70,19 @@ class GpuLock:
         self._flock("LOCK_UN")
 
 
+def backend_list(args) -> list[str]:
+    """--backends as a list. Under --smoke the default leaves Inductor out (its C++ build is
+    CI's slowest part); naming it keeps it."""
+    if args.smoke and args.backends == ",".join(BACKENDS):
+        return ["eager", "flashgen"]
+    return args.backends.split(",")
+
+
+def shape_list(text: str) -> list[tuple[int, int]]:
+    """`--shapes` "BxT,BxT" as [(B, T), ...]."""
+    return [tuple(int(x) for x in s.lower().split("x")) for s in text.split(",")]
+
+
 def setup(args) -> str:
     """The device to run on; without CUDA only --smoke runs (in the interpreter), else exit 2."""
     import torch

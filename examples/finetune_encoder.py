@@ -52,10 +52,8 @@ def parse(argv=None):
     if args.smoke:
         args.shapes, args.layers, args.hidden, args.heads = "3x24", 2, 64, 4
         args.vocab, args.steps, args.warmup = 128, 2, 1
-        if args.backends == "eager,inductor,flashgen":  # Inductor's C++ build is CI's slowest part
-            args.backends = "eager,flashgen"
-    args.shapes = [tuple(int(x) for x in s.lower().split("x")) for s in args.shapes.split(",")]
-    args.backends = args.backends.split(",")
+    args.shapes = common.shape_list(args.shapes)
+    args.backends = common.backend_list(args)
     return args
 
 

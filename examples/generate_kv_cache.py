@@ -45,9 +45,7 @@ def parse(argv=None):
     if args.smoke:
         args.prompt, args.new, args.layers, args.hidden, args.heads = 12, 4, 1, 64, 4
         args.kv_heads, args.intermediate, args.vocab = 2, 64, 64
-        if args.backends == "eager,inductor,flashgen":
-            args.backends = "eager,flashgen"
-    args.backends = args.backends.split(",")
+    args.backends = common.backend_list(args)
     return args
 
 

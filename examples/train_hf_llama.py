@@ -65,10 +65,8 @@ def parse(argv=None):
         args.shapes, args.layers, args.hidden, args.heads, args.kv_heads = "2x32", 2, 64, 4, 2
         args.intermediate, args.vocab, args.steps, args.warmup = 128, 128, 1, 1
         args.layers = 1
-        if args.backends == "eager,inductor,flashgen":  # Inductor's C++ build is CI's slowest part
-            args.backends = "eager,flashgen"
-    args.shapes = [tuple(int(x) for x in s.lower().split("x")) for s in args.shapes.split(",")]
-    args.backends = args.backends.split(",")
+    args.shapes = common.shape_list(args.shapes)
+    args.backends = common.backend_list(args)
     return args
 
 

@@ -42,9 +42,7 @@ def parse(argv=None):
     if args.smoke:
         args.layers, args.heads, args.width, args.block_size, args.batch = 1, 2, 32, 24, 2
         args.vocab, args.steps, args.warmup = 64, 1, 1
-        if args.backends == "eager,inductor,flashgen":
-            args.backends = "eager,flashgen"
-    args.backends = args.backends.split(",")
+    args.backends = common.backend_list(args)
     return args
 
 

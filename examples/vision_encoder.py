@@ -41,11 +41,9 @@ def parse(argv=None):
     if args.smoke:
         args.image, args.patch, args.layers, args.width, args.heads = 20, 4, 1, 32, 2
         args.batch, args.classes, args.steps, args.warmup = 2, 10, 1, 1
-        if args.backends == "eager,inductor,flashgen":
-            args.backends = "eager,flashgen"
     if args.image % args.patch:
         p.error(f"--image ({args.image}) must be a multiple of --patch ({args.patch})")
-    args.backends = args.backends.split(",")
+    args.backends = common.backend_list(args)
     return args
 
 

@@ -467,11 +467,10 @@ def test_modernbert_local_layers_band_and_key_mask(attn):
     assert sorted(str(s.window) for s in replaced) == ["(2, 2)", "None"], replaced
 
 
-def test_bart_encoder_and_cross_attention_read_padding_per_key():
-    """HF BART with a padded source batch: the encoder's self-attention and the decoder's
-    cross-attention (queries and keys of different lengths) read the source padding per key,
-    the decoder's self-attention is causal; the seq2seq logits and every gradient equal
-    eager's."""
+def _small_bart():
+    """A seeded one-layer HF BART with SDPA attention and no dropout. (init_std: at BART's 0.02
+    the scores are so small that q's gradients are ~1e-6, and a comparison of them could not
+    fail.)"""
     torch.manual_seed(0)
     cfg = transformers.BartConfig(
         vocab_size=64, d_model=32, encoder_layers=1, decoder_layers=1,
@@ -479,9 +478,15 @@ def test_bart_encoder_and_cross_attention_read_padding_per_key():
         decoder_ffn_dim=64, max_position_embeddings=64, dropout=0.0, attention_dropout=0.0,
         activation_dropout=0.0, attn_implementation="sdpa", init_std=0.3,
     )  # fmt: skip
-    # (init_std: at BART's 0.02 the scores are so small that q's gradients are ~1e-6, and a
-    # comparison of them could not fail)
-    model = transformers.BartForConditionalGeneration(cfg)
+    return transformers.BartForConditionalGeneration(cfg)
+
+
+def test_bart_encoder_and_cross_attention_read_padding_per_key():
+    """HF BART with a padded source batch: the encoder's self-attention and the decoder's
+    cross-attention (queries and keys of different lengths) read the source padding per key,
+    the decoder's self-attention is causal; the seq2seq logits and every gradient equal
+    eager's."""
+    model = _small_bart()
     gen = torch.Generator().manual_seed(7)
     ids = torch.randint(3, 64, (3, 12), generator=gen)
     mask = torch.ones(3, 12, dtype=torch.long)
@@ -512,14 +517,7 @@ def test_bart_generate_with_padded_source_matches_eager():
     equal eager's (greedy tokens, and the scores `generate` returns)."""
     from flashgen.compile import patterns
 
-    torch.manual_seed(0)
-    cfg = transformers.BartConfig(
-        vocab_size=64, d_model=32, encoder_layers=1, decoder_layers=1,
-        encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64,
-        decoder_ffn_dim=64, max_position_embeddings=64, dropout=0.0, attention_dropout=0.0,
-        activation_dropout=0.0, attn_implementation="sdpa", init_std=0.3,
-    )  # fmt: skip
-    model = transformers.BartForConditionalGeneration(cfg).eval()
+    model = _small_bart().eval()
     gen = torch.Generator().manual_seed(8)
     ids = torch.randint(3, 64, (3, 10), generator=gen)
     mask = torch.ones(3, 10, dtype=torch.long)
