@@ -11,9 +11,9 @@ queries on the split-KV decode kernels, which add the bias themselves; Inductor 
 code for the eager graph (matmuls and a fused softmax). For each (batch, query rows, cache
 length): both outputs checked against float32 eager (flashgen's error at most twice Inductor's
 plus 1e-3), then timed in turn for `--rounds` rounds (do_bench medians, L2 flushed), and each
-one's host time per call (`host_us`: where a step is launch-bound, that is its time). A ratio
-is Inductor's median over flashgen's (> 1: flashgen faster). Exit status 1 when a check fails or a
-site was not replaced.
+one's host time per call (`harness.host_us`: where a step is launch-bound, that is its time).
+A ratio is Inductor's median over flashgen's (> 1: flashgen faster). Exit status 1 when a check
+fails or a site was not replaced.
 """
 
 from __future__ import annotations
@@ -47,31 +47,6 @@ def attention_module(heads: int):
     return AlibiCacheAttention()
 
 
-def host_us(run, cuda: bool, calls: int = 200, rounds: int = 5) -> float:
-    """Host time of one call, µs: `calls` back-to-back calls timed without a synchronisation
-    (the median of `rounds`), after one synchronised call. Where a step is launch-bound this is
-    what its GPU time is made of: do_bench's reading follows it."""
-    import statistics
-    import time
-
-    import torch
-
-    def sync():
-        if cuda:
-            torch.cuda.synchronize()
-
-    run()
-    readings = []
-    for _ in range(rounds):
-        sync()
-        start = time.perf_counter()
-        for _ in range(calls):
-            run()
-        readings.append((time.perf_counter() - start) / calls * 1e6)
-        sync()
-    return statistics.median(readings)
-
-
 def main(argv: list[str] | None = None) -> int:
     from flashgen.bench.harness import backend_script_args, gpu_or_smoke
 
@@ -94,11 +69,16 @@ def main(argv: list[str] | None = None) -> int:
         alternate,
         backend_pair,
         gpu_timer,
+        host_us,
         rel_err,
         run_meta,
         wall_timer,
     )
     from flashgen.compile import patterns
+
+    def sync():
+        if cuda:
+            torch.cuda.synchronize()
 
     dev, dtype = ("cuda", torch.bfloat16) if cuda else ("cpu", torch.float32)
     model = attention_module(args.heads).to(dev)
@@ -137,7 +117,10 @@ def main(argv: list[str] | None = None) -> int:
                 ind, ours = timed["ms"]["fwd", "inductor"], timed["ms"]["fwd", "flashgen"]
                 # (a smoke run: one call, the interpreter's seconds mean nothing)
                 reps = (200, 5) if cuda else (1, 1)
-                host = {name: host_us(forward(fn), cuda, *reps) for name, fn in runs.items()}
+                host = {
+                    name: host_us(forward(fn), calls=reps[0], rounds=reps[1], sync=sync)
+                    for name, fn in runs.items()
+                }
                 row = {
                     "batch": batch, "rows": tq, "cache": tk, "inductor_ms": round(ind, 4),
                     "flashgen_ms": round(ours, 4), "ratio": round(ind / ours, 3),

@@ -28,25 +28,15 @@ another: compare steps of one run, not across runs.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
 
 
 def timed(fn, calls: int, rounds: int, sync) -> float:
-    """Median host µs per call of `fn` over `rounds` rounds of `calls` calls."""
-    for _ in range(min(calls, 200)):
-        fn()
-    sync()
-    samples = []
-    for _ in range(rounds):
-        sync()
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        samples.append((time.perf_counter() - start) / calls * 1e6)
-    sync()
-    return statistics.median(samples)
+    """Median host µs per call of `fn` over `rounds` rounds of `calls` calls
+    (`flashgen.bench.harness.host_us`, after up to 200 warm-up calls)."""
+    from flashgen.bench.harness import host_us
+
+    return host_us(fn, calls=calls, rounds=rounds, sync=sync, warmup=min(calls, 200))
 
 
 def steps(q, k, v, causal: bool) -> dict:

@@ -292,6 +292,25 @@ def wall_timer(repeats: int = 3):
     return timer
 
 
+def host_us(fn, *, calls: int, rounds: int, sync, warmup: int = 1) -> float:
+    """Host time of one call of `fn`, µs: `calls` back-to-back calls timed without a
+    synchronisation, the median of `rounds` such rounds, after `warmup` calls. `sync` waits for
+    the device (a no-op on the CPU). Where a call is launch-bound, this is what its time is
+    made of (host_steps.py, alibi_decode.py)."""
+    for _ in range(warmup):
+        fn()
+    sync()
+    readings = []
+    for _ in range(rounds):
+        sync()
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        readings.append((time.perf_counter() - start) / calls * 1e6)
+    sync()
+    return statistics.median(readings)
+
+
 SMOKE_HELP = (
     "without a GPU: tiny sizes, float32, Triton's interpreter, AOTAutograd run eagerly instead "
     "of Inductor's code generation (checks this script; the figures mean nothing)"

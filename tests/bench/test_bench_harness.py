@@ -199,3 +199,23 @@ def test_gpu_or_smoke_without_cuda(monkeypatch, capsys):
     assert harness.gpu_or_smoke(smoke=False) is None
     assert "needs a CUDA GPU" in capsys.readouterr().err
     assert harness.gpu_or_smoke(smoke=True) is False
+
+
+def test_host_us_times_calls_between_syncs(monkeypatch):
+    """`host_us`: the warm-up calls, then `rounds` rounds of `calls` calls between synchronisations,
+    the median of the rounds' µs per call (a fake clock: 2 µs a call, a slow round in the
+    middle that the median ignores)."""
+    clock = {"t": 0.0, "calls": 0, "syncs": 0}
+
+    def fn():
+        clock["calls"] += 1
+        clock["t"] += 2e-6 if clock["calls"] != 7 else 1e-3  # round 2 holds the slow call
+
+    def sync():
+        clock["syncs"] += 1
+
+    monkeypatch.setattr(harness.time, "perf_counter", lambda: clock["t"])
+    got = harness.host_us(fn, calls=3, rounds=3, sync=sync, warmup=2)
+    assert clock["calls"] == 2 + 3 * 3
+    assert clock["syncs"] == 1 + 3 + 1
+    assert got == pytest.approx(2.0)
