@@ -11,7 +11,9 @@ GQA, a batch with right, left or no padding, and the compile mode (static, autom
 compares with eager: the logits (encoders: the last hidden state) at the padded batch's valid
 positions, at a second length, and for causal LMs a prefill with a KV cache followed by two
 decoding steps, each side with its own cache (encoder-decoders: every target position, then the
-scores of three greedy `generate()` steps). It reports the largest difference, how many
+scores of three greedy `generate()` steps). With `--grad` it also compares the gradients of
+every parameter of a random-weighted loss over the valid positions (eval mode: no dropout; the
+backward kernels with the same masks). It reports the largest difference, how many
 attention sites the backend replaced of those it found in the graphs that ran (not those Dynamo
 compiled and then discarded), and the reasons for the others.
 
@@ -172,9 +174,9 @@ def padding_mask(r: random.Random, batch: int, length: int, side: str):
     return mask
 
 
-def run_case(seed: int, families=None) -> dict:
-    """Build, compile and compare one drawn model (of `families`, default FAMILIES); the
-    record (errors are raised)."""
+def run_case(seed: int, families=None, grad: bool = False) -> dict:
+    """Build, compile and compare one drawn model (of `families`, default FAMILIES); with
+    `grad`, also its parameters' gradients (`_grad_diff`); the record (errors are raised)."""
     import torch
 
     from flashgen.compile.backend import backend
@@ -235,6 +237,9 @@ def run_case(seed: int, families=None) -> dict:
                     diffs.append(_generate(model, compile_graph, dynamic, ids, mask))
                 elif n == 0 and family not in ENCODERS:
                     diffs.append(_decode_steps(model, compiled, ids, mask))
+        if grad:
+            rec["grad"] = _grad_diff(model, compiled, kw, valid, key)
+            diffs.append(rec["grad"])
     finally:
         torch._dynamo.reset()
     rec["diff"] = max(diffs)
@@ -249,6 +254,34 @@ def run_case(seed: int, families=None) -> dict:
             if not site.replaced and site.reason not in rec["skips"]:
                 rec["skips"].append(site.reason)
     return rec
+
+
+def _grad_diff(model, compiled, kw, valid, key) -> float:
+    """Largest difference between the compiled and the eager model's parameter gradients of the
+    loss sum(w * output) over the valid positions (`valid`: a padded query row's output is
+    zeros in flashgen's kernels and HF's own choice eagerly, and reaches no valid position), w
+    random. Each parameter's difference is taken relative to its largest eager entry, but not
+    below 1e-3 of the largest entry of any parameter: a key projection's bias has a zero
+    gradient in exact arithmetic (adding q.b to a whole row of scores leaves the softmax as it
+    was), so both sides' values there are rounding noise. A parameter that does not reach the
+    loss has no gradient eagerly and zeros from the compiled graph: both count as zeros."""
+    import torch
+
+    params = [p for p in model.parameters() if p.requires_grad]
+    out = getattr(model(**kw), key)
+    weight = torch.randn(out.shape, generator=torch.Generator().manual_seed(1)) * valid
+    want = torch.autograd.grad((out * weight).sum(), params, allow_unused=True)
+    got = torch.autograd.grad(
+        (getattr(compiled(**kw), key) * weight).sum(), params, allow_unused=True
+    )
+    zero = torch.zeros(())
+    want = [zero if w is None else w for w in want]
+    got = [zero if g is None else g for g in got]
+    floor = 1e-3 * max(w.abs().max().item() for w in want)
+    return max(
+        ((g - w).abs().max() / max(w.abs().max().item(), floor, 1e-30)).item()
+        for g, w in zip(got, want, strict=True)
+    )
 
 
 def _generate(model, backend, dynamic, ids, mask, steps: int = 3) -> float:
@@ -301,6 +334,10 @@ def main(argv=None) -> int:
         help=f"comma-separated families to draw from (default: {', '.join(FAMILIES)}; also "
         f"{', '.join(EXTRA)})",
     )  # fmt: skip
+    parser.add_argument(
+        "--grad", action="store_true",
+        help="also compare every parameter's gradient (relative to its largest eager entry)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     families = [f for f in args.families.split(",") if f] or None
     unknown = sorted(set(families or ()) - set(FAMILIES) - set(EXTRA))
@@ -315,7 +352,7 @@ def main(argv=None) -> int:
     found = replaced = 0
     for seed in range(args.seed, args.seed + args.cases):
         try:
-            rec = run_case(seed, families)
+            rec = run_case(seed, families, args.grad)
         except Exception:  # noqa: BLE001 - a sweep records every error, with its trace
             bad.append(seed)
             print(f"BAD seed {seed}: error\n{traceback.format_exc(limit=8)}", flush=True)

@@ -5,8 +5,9 @@ compiles, replaces every attention site and matches eager; so does a left-padded
 `dynamic=True` (its ALiBi from the attention_mask read as a bias beside the padding; the graph
 Dynamo discards, its float attribute traced as a tensor, not counted), and a left-padded MPT
 (drawn with `--families`), whose decoding steps run ALiBi beside the padding on the decode
-kernels, and a BART and a T5 with `generate()` (drawn with `--families` too). The sweep itself
-is the script's."""
+kernels, and a BART and a T5 with `generate()` (drawn with `--families` too); with `--grad`, a padded T5's
+parameter gradients (its relative bias's through the kernels), and the gradient check's own
+reading of a planted 1% error. The sweep itself is the script's."""
 
 from __future__ import annotations
 
@@ -60,3 +61,39 @@ def test_an_encoder_decoder_with_generate_matches_eager(seed, family, side):
     assert (rec["family"], rec["padding"], rec["dynamic"]) == (family, side, True), rec
     assert rec["diff"] <= 1e-3, rec
     assert rec["found"] > 0 and rec["replaced"] == rec["found"], rec
+
+
+def test_gradients_of_a_padded_t5_match_eager():
+    """`--grad`: every parameter's gradient through the compiled model, here T5's (its learned
+    relative position bias reaches the kernels as an additive mask that requires grad, beside
+    the source's right padding)."""
+    rec = fuzz.run_case(103, ["bart", "t5"], grad=True)
+    assert (rec["family"], rec["padding"]) == ("t5", "right"), rec
+    assert rec["grad"] <= 1e-3, rec
+    assert rec["found"] > 0 and rec["replaced"] == rec["found"], rec
+
+
+def test_grad_diff_reports_a_one_percent_error():
+    """The gradient check itself: a compiled side whose output is 1% off reads ~0.01; a
+    parameter that reaches no loss (None eagerly) is not a difference."""
+    import torch
+
+    class Out:
+        def __init__(self, logits):
+            self.logits = logits
+
+    class Tiny(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 3)
+            self.unused = torch.nn.Linear(2, 2)
+
+        def forward(self, input_ids):
+            return Out(self.lin(input_ids))
+
+    model = Tiny()
+    kw = {"input_ids": torch.randn(2, 5, 4)}
+    valid = torch.ones(2, 5, 1, dtype=torch.bool)
+    assert fuzz._grad_diff(model, model, kw, valid, "logits") == 0.0
+    off = fuzz._grad_diff(model, lambda **k: Out(model(**k).logits * 1.01), kw, valid, "logits")
+    assert 0.009 < off < 0.011, off
