@@ -6,7 +6,9 @@ the body in place (`patterns.passes._checkpoint_bodies`): the sites are replaced
 (recorded at run time) with the causal flag proven inside the body, for an SDPA `is_causal`
 call and for a hand-written softmax whose mask is a `tril` buffer (module state, proven from
 its real value as outside a body); output and gradients equal eager's, static and dynamic
-shapes, through AOTAutograd's recompute and through Inductor."""
+shapes, through AOTAutograd's recompute and through Inductor; dropout recomputes the mask it
+drew. A mask built before the checkpointed blocks (HF's layout, HF's own gradient checkpointing
+included) is proven inside them once its computation is copied in (`patterns.checkpoint`)."""
 
 from __future__ import annotations
 
@@ -64,7 +66,7 @@ def test_checkpointed_attention_is_replaced_and_matches_eager(hand_written, dyna
 
     def recording_op(q, k, v, causal, *args, **kwargs):
         if not is_fake(q):  # (compiling runs the graph once on fake tensors)
-            calls.append((tuple(q.shape), causal, args[5:6]))  # (args[5]: attn_mask, if given)
+            calls.append((tuple(q.shape), causal, args[6:7]))  # (args[6]: attn_mask, if given)
         return real(q, k, v, causal, *args, **kwargs)
 
     for fallback in ("eager", "aot_eager"):
@@ -148,3 +150,111 @@ def test_checkpointed_dropout_recomputes_the_same_mask():
     torch.testing.assert_close(out_ac, out, atol=0, rtol=0)
     for g, w in zip(grads_ac, grads, strict=True):
         torch.testing.assert_close(g, w, atol=1e-6, rtol=1e-5)
+
+
+class _MaskOutside(torch.nn.Module):
+    """Blocks checkpointed one by one, the mask built once in the model's forward and handed to
+    each (HF's layout): from a `tril` buffer (provable) or from a forward() input (not)."""
+
+    def __init__(self, from_input: bool):
+        super().__init__()
+        self.from_input = from_input
+        self.qkv = torch.nn.ModuleList(torch.nn.Linear(32, 96) for _ in range(2))
+        self.register_buffer("tril", torch.tril(torch.ones(32, 32, dtype=torch.bool)))
+
+    def attend(self, x, mask, qkv):
+        b, t, c = x.shape
+        q, k, v = qkv(x).view(b, t, 3, 2, 16).permute(2, 0, 3, 1, 4)
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        return x + y.transpose(1, 2).reshape(b, t, c)
+
+    def forward(self, x, keep):
+        t = x.shape[1]
+        mask = keep[:, None, :, None] & keep[:, None, None, :] if self.from_input else None
+        if mask is None:
+            mask = self.tril[:t, :t][None, None] & keep[:, None, None, :]
+        for qkv in self.qkv:
+            x = checkpoint(self.attend, x, mask, qkv, use_reentrant=False)
+        return x
+
+
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+def test_a_mask_built_outside_the_checkpoint_is_proven_inside(dynamic):
+    """A causal-and-padding mask built before the checkpointed blocks reaches each body as a
+    placeholder; its computation is copied into the bodies, so the kernels take the causal flag
+    and the padding per key (recorded at run time) instead of the [B, 1, N, N] tensor. A mask
+    that cannot be proven (here from a forward() input alone) is left an operand, read whole.
+    Output and gradients equal eager's either way, and through AOTAutograd (the parent graph
+    recompiled with the bodies' new operands)."""
+    import flashgen.ops  # noqa: F401 - registers torch.ops.flashgen
+
+    real, calls = torch.ops.flashgen.attention.default, []
+
+    def recording_op(q, k, v, causal, *args, **kwargs):
+        if not is_fake(q):
+            calls.append((causal, tuple(args[6].shape)))  # (args[6]: attn_mask)
+        return real(q, k, v, causal, *args, **kwargs)
+
+    for from_input, fallback in ((False, "eager"), (True, "eager"), (False, "aot_eager")):
+        torch.manual_seed(0)
+        model = _MaskOutside(from_input)
+        torch._dynamo.reset()
+        op = recording_op if fallback == "eager" else None
+        compiled = torch.compile(
+            model, dynamic=dynamic, backend=flashgen.backend(op=op, fallback=fallback)
+        )
+        for t in (9, 12):
+            x = torch.randn(2, t, 32, requires_grad=True)
+            keep = torch.ones(2, t, dtype=torch.bool)
+            keep[1, t - 3 :] = False
+            params = [x, *model.parameters()]
+            want = model(x, keep)
+            loss_weight = keep[..., None]  # (padded rows: eager's NaN-free choice is its own)
+            want_grads = torch.autograd.grad((want * loss_weight).square().sum(), params)
+            calls.clear()
+            got = compiled(x, keep)
+            got_grads = torch.autograd.grad((got * loss_weight).square().sum(), params)
+            expected = (False, (2, 1, t, t)) if from_input else (True, (2, 1, 1, t))
+            if fallback == "eager":
+                assert calls == [expected] * 4, (from_input, calls)
+            torch.testing.assert_close(got * loss_weight, want * loss_weight, atol=2e-5, rtol=1e-4)
+            for g, w in zip(got_grads, want_grads, strict=True):
+                torch.testing.assert_close(g, w, atol=1e-4, rtol=1e-4)
+
+
+def test_hf_llama_with_gradient_checkpointing():
+    """HF's own `gradient_checkpointing_enable` on a left-padded Llama batch: every layer's
+    attention is replaced inside its checkpoint, causal with the padding per key (the mask HF
+    builds once, copied into the bodies); logits and every gradient equal eager's. (HF's hub
+    kernels layer sets a context variable in the attention's forward, a side effect Dynamo
+    refuses under a checkpoint unless told to skip it in the backward's replay.)"""
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    cfg = transformers.LlamaConfig(
+        vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=64,
+    )  # fmt: skip
+    model = transformers.LlamaForCausalLM(cfg).train()
+    model.config._attn_implementation = "sdpa"
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    ids = torch.randint(1, 64, (2, 11))
+    mask = torch.ones(2, 11, dtype=torch.long)
+    mask[1, :4] = 0
+    valid = mask.bool()[..., None]
+    params = list(model.parameters())
+    want = model(input_ids=ids, attention_mask=mask).logits
+    want_grads = torch.autograd.grad((want * valid).square().sum(), params, allow_unused=True)
+    with torch._dynamo.config.patch(skip_fwd_side_effects_in_bwd_under_checkpoint=True):
+        report = flashgen.explain(model, input_ids=ids, attention_mask=mask)
+        assert len(report.sites) == 2, report
+        assert all(s.replaced and s.causal and s.key_mask for s in report.sites), report
+        torch._dynamo.reset()
+        compiled = torch.compile(model, backend=flashgen.backend(fallback="aot_eager"))
+        got = compiled(input_ids=ids, attention_mask=mask).logits
+        got_grads = torch.autograd.grad((got * valid).square().sum(), params, allow_unused=True)
+    torch.testing.assert_close(got * valid, want * valid, atol=2e-5, rtol=1e-4)
+    for g, w in zip(got_grads, want_grads, strict=True):
+        if w is None:
+            assert g is None or not g.any()
+        else:
+            torch.testing.assert_close(g, w, atol=1e-4, rtol=1e-4)

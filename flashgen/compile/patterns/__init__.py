@@ -14,7 +14,7 @@ Anything else is left as it is (Inductor compiles it) and reported with a reason
 
 Layout: `core` (records, node helpers, products, GQA), `masks` (proving a mask causal for every length),
 `matchers` (softmax walk, SDPA), `mha` (nn.MultiheadAttention), `passes` (checks, rewrite, the
-pass).
+pass), `checkpoint` (the bodies of activation-checkpointed regions, which the pass visits too).
 
 Masks read from module buffers are checked once, at compile time: mutating such a buffer in
 place afterwards is not seen (Dynamo does not guard on buffer values).

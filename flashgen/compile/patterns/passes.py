@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import fx
 
+from . import checkpoint
 from .choice import keep_reason
 from .core import (
     SDPA_FNS,
@@ -358,56 +359,34 @@ def attention_pass(
     if rewrite_graph and op is not None and any(m.site.replaced for m in matches):
         gm.graph.lint()
         gm.recompile()
-    for body, inputs in _checkpoint_bodies(gm, values.by_node):
-        sites += attention_pass(
-            body, inputs, op, rewrite_graph=rewrite_graph, graph_index=graph_index,
-            keep_kinds=keep_kinds,
+    for body, inputs, call in checkpoint.bodies(gm, values.by_node):
+        sites += _body_sites(
+            gm, body, inputs, call, values.by_node, op, rewrite_graph, graph_index, keep_kinds
         )  # fmt: skip
     return sites
 
 
-def _checkpoint_bodies(gm: fx.GraphModule, real: dict[Any, Any]) -> list[tuple[Any, list]]:
-    """The bodies of the activation-checkpointed regions of `gm` (Dynamo traces
-    `torch.utils.checkpoint.checkpoint(fn, ...)` as the higher-order op
-    `tag_activation_checkpoint(body, *operands)`, `body` a submodule of `gm`), each with the
-    example inputs of its placeholders, so that the attention inside one (a training loop that
-    checkpoints every block) is found and rewritten in place like the attention outside:
-    AOTAutograd then recomputes the op in the backward as it would have recomputed SDPA.
-    `real`: `gm`'s placeholders' example inputs (`Values.by_node`).
-
-    A body's placeholder takes the operand's real example input where the operand is one of
-    `gm`'s placeholders (else its fake example value), and Dynamo's record of where the
-    operand came from (`grapharg`), so that a mask built from a module buffer (a `tril`
-    buffer) is proven inside the body as outside. A body two calls share is visited once."""
-    hop = getattr(torch.ops.higher_order, "tag_activation_checkpoint", None)
-    if hop is None:
-        return []
-    seen: set[int] = set()
-    bodies = []
-    for n in gm.graph.nodes:
-        if n.op != "call_function" or n.target is not hop or not n.args:
-            continue
-        ref = n.args[0]
-        if not (isinstance(ref, fx.Node) and ref.op == "get_attr"):
-            continue
-        body = gm.get_submodule(str(ref.target))
-        if not isinstance(body, fx.GraphModule) or id(body) in seen:
-            continue
-        seen.add(id(body))
-        phs = [p for p in body.graph.nodes if p.op == "placeholder"]
-        operands = list(n.args[1:])
-        if len(phs) != len(operands):
-            continue
-        inputs = []
-        for ph, arg in zip(phs, operands, strict=True):
-            if isinstance(arg, fx.Node):
-                if "grapharg" in arg.meta and "grapharg" not in ph.meta:
-                    ph.meta["grapharg"] = arg.meta["grapharg"]
-                inputs.append(real[arg] if arg in real else example_value(arg))
-            else:
-                inputs.append(arg)
-        bodies.append((body, inputs))
-    return bodies
+def _body_sites(
+    gm, body, inputs, call, real, op, rewrite_graph, graph_index, keep_kinds
+) -> list[Site]:
+    """`attention_pass` over one activation-checkpointed body (`checkpoint`), with the parent's
+    computation of its mask operands copied in where that lets a site read less than the whole
+    mask (both ways tried report-only first; `counters` count the final pass only)."""
+    kw = {"graph_index": graph_index, "keep_kinds": keep_kinds}
+    change = checkpoint.inline_masks(gm, call, body, real)
+    if change is not None:
+        saved = counters.copy()
+        trial = attention_pass(body, [*inputs, *change.inputs], op, rewrite_graph=False, **kw)
+        change.undo()
+        plain = attention_pass(body, inputs, op, rewrite_graph=False, **kw)
+        counters.clear()
+        counters.update(saved)
+        replaced = [sum(s.replaced for s in run) for run in (trial, plain)]
+        better = checkpoint.whole_masks(trial) < checkpoint.whole_masks(plain)
+        if better and replaced[0] >= replaced[1]:
+            change = checkpoint.inline_masks(gm, call, body, real)
+            inputs = change.keep(inputs)
+    return attention_pass(body, inputs, op, rewrite_graph=rewrite_graph, **kw)
 
 
 def _kind_of(n: Any, kind: str) -> str:

@@ -1,0 +1,241 @@
+"""Attention inside activation checkpointing: the bodies of `tag_activation_checkpoint`.
+
+Dynamo traces `torch.utils.checkpoint.checkpoint(fn, *args, use_reentrant=False)` (a training
+loop that checkpoints every block; HF's `gradient_checkpointing_enable`) as the higher-order op
+`tag_activation_checkpoint(body, *operands)`, `body` a submodule of the graph the backend gets
+with one placeholder per operand. `passes.attention_pass` visits each body as a graph of its
+own (`bodies`) and rewrites it in place; AOTAutograd then recomputes the op in the backward as
+it would have recomputed SDPA.
+
+What a body cannot see is how an operand was computed. HF builds the causal-and-padding mask
+once, in the model's forward, and hands it to every checkpointed layer: inside the body it is a
+placeholder, which the kernels could only read whole (the N x N tensor), where outside a
+checkpoint the same mask is proven causal with the padding read per key. `inline_masks` copies
+the parent's computation of such an operand (a boolean or floating tensor of two or more dims,
+built by pure ops from the parent's inputs and state, nothing that requires grad) into the body,
+so the proof sees the ops that build it; `attention_pass` keeps the copy only where it lets a
+site read less than the whole mask (`whole_masks`), and undoes it otherwise (a mask the body
+would then build again at every layer and at every recompute, for nothing).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import fx
+
+from .core import erase_dead, example_value
+
+# the most parent nodes copied for one operand: HF's mask builders take 20-40
+MAX_COPIED = 96
+
+
+def _hop() -> Any:
+    return getattr(torch.ops.higher_order, "tag_activation_checkpoint", None)
+
+
+def bodies(gm: fx.GraphModule, real: dict[Any, Any]) -> list[tuple[fx.GraphModule, list, Any]]:
+    """(body, example inputs of its placeholders, the call) for each activation-checkpointed
+    region of `gm` whose body no other call shares. `real`: `gm`'s placeholders' example inputs
+    (`Values.by_node`). A placeholder takes the operand's real example input where the operand
+    is one of `gm`'s placeholders (else its fake example value), and Dynamo's record of where the
+    operand came from (`grapharg`), so that a mask built from a module buffer (a `tril` buffer)
+    is proven inside the body as outside."""
+    hop = _hop()
+    if hop is None:
+        return []
+    calls: dict[int, list] = {}
+    for n in gm.graph.nodes:
+        if n.op != "call_function" or n.target is not hop or not n.args:
+            continue
+        ref = n.args[0]
+        if not (isinstance(ref, fx.Node) and ref.op == "get_attr"):
+            continue
+        body = gm.get_submodule(str(ref.target))
+        if isinstance(body, fx.GraphModule):
+            calls.setdefault(id(body), []).append((body, n))
+    found = []
+    for uses in calls.values():
+        if len(uses) != 1:  # (a body two calls share: its operands need not agree)
+            continue
+        body, call = uses[0]
+        phs = _placeholders(body)
+        if len(phs) != len(call.args) - 1:
+            continue
+        found.append((body, [_example(ph, a, real) for ph, a in zip(phs, call.args[1:], strict=True)], call))  # fmt: skip
+    return found
+
+
+def _placeholders(body: fx.GraphModule) -> list[fx.Node]:
+    return [p for p in body.graph.nodes if p.op == "placeholder"]
+
+
+def _example(ph: fx.Node, arg: Any, real: dict[Any, Any]) -> Any:
+    """The example input of body placeholder `ph` for operand `arg` (see `bodies`)."""
+    if not isinstance(arg, fx.Node):
+        return arg
+    if "grapharg" in arg.meta and "grapharg" not in ph.meta:
+        ph.meta["grapharg"] = arg.meta["grapharg"]
+    return real[arg] if arg in real else example_value(arg)
+
+
+@dataclass
+class Inlined:
+    """What `inline_masks` changed, to keep (`keep`) or undo (`undo`)."""
+
+    gm: fx.GraphModule
+    body: fx.GraphModule
+    call: Any
+    args: tuple  # the call's arguments before
+    # (body placeholder, the copy of its operand now in its place)
+    swapped: list[tuple[fx.Node, fx.Node]] = field(default_factory=list)
+    copied: list[fx.Node] = field(default_factory=list)
+    added: list[fx.Node] = field(default_factory=list)  # new placeholders (the copies' leaves)
+    inputs: list = field(default_factory=list)  # their example inputs
+
+    def undo(self) -> None:
+        for ph, copy in self.swapped:
+            copy.replace_all_uses_with(ph)
+        for n in reversed(self.copied):
+            self.body.graph.erase_node(n)
+        for ph in reversed(self.added):
+            self.body.graph.erase_node(ph)
+        self.call.args = self.args
+
+    def keep(self, inputs: list) -> list:
+        """Drop the placeholders the copies replaced, their operands from the call, and the
+        parent's computation of those operands where nothing else reads it; the body's example
+        inputs after (`inputs`: before the change)."""
+        gone = {ph for ph, _ in self.swapped}
+        phs = _placeholders(self.body)
+        pairs = list(zip(phs, self.call.args[1:], strict=True))
+        examples = [*inputs, *self.inputs]
+        self.call.args = (self.call.args[0], *(a for ph, a in pairs if ph not in gone))
+        for ph in gone:
+            self.body.graph.erase_node(ph)
+        dropped = [a for ph, a in pairs if ph in gone]
+        erase_dead(self.gm.graph, [a for a in dropped if not a.users])
+        self.body.recompile()
+        self.gm.recompile()
+        return [x for (ph, _), x in zip(pairs, examples, strict=True) if ph not in gone]
+
+
+def inline_masks(gm: fx.GraphModule, call: Any, body: fx.GraphModule, real: dict) -> Inlined | None:
+    """Copy into `body` the parent's computation of each mask-like operand of `call` (see the
+    module's docstring); the copies' leaves (the parent's placeholders and attributes they
+    read) become new operands. None when no operand qualifies."""
+    phs = _placeholders(body)
+    change = Inlined(gm, body, call, tuple(call.args))
+    leaves: dict[fx.Node, fx.Node] = {
+        a: ph for ph, a in zip(phs, call.args[1:], strict=True) if isinstance(a, fx.Node)
+    }  # parent node -> the body node holding its value
+    first = next((n for n in body.graph.nodes if n.op != "placeholder"), None)
+    for ph, arg in zip(phs, call.args[1:], strict=True):
+        if not (_mask_like(arg) and _feeds_a_mask(ph)):
+            continue
+        nodes = _computation(arg)
+        if nodes is None:
+            continue
+        env: dict[fx.Node, fx.Node] = {}
+        for n in nodes:
+            for leaf in n.all_input_nodes:
+                if leaf.op in ("placeholder", "get_attr") and leaf not in env:
+                    env[leaf] = leaves.get(leaf) or _add_operand(change, leaf, real)
+                    leaves[leaf] = env[leaf]
+        with body.graph.inserting_before(first):
+            for n in nodes:
+                env[n] = body.graph.node_copy(n, lambda x, env=env: env[x])
+                change.copied.append(env[n])
+        ph.replace_all_uses_with(env[arg])
+        change.swapped.append((ph, env[arg]))
+    if not change.swapped:
+        return None
+    return change
+
+
+def _mask_like(arg: Any) -> bool:
+    v = example_value(arg)
+    return (
+        isinstance(arg, fx.Node)
+        and arg.op in ("call_function", "call_method")
+        and isinstance(v, torch.Tensor)
+        and v.dim() >= 2
+        and (v.dtype == torch.bool or v.is_floating_point())
+        and not v.requires_grad
+    )
+
+
+# ops a mask passes through on its way to the scores: no product (a tensor that reaches the
+# softmax only through q or k, as rotary tables do, is not a mask)
+_PRODUCTS = ("matmul", "bmm", "baddbmm", "linear", "einsum", "mm", "addmm", "__matmul__")
+
+
+def _feeds_a_mask(ph: fx.Node, depth: int = 8) -> bool:
+    """Whether `ph` reaches an SDPA call's attn_mask, or a softmax, within `depth` ops and
+    through no product."""
+    from .core import SDPA_FNS, is_fn
+    from .matchers import is_softmax
+
+    frontier = [ph]
+    for _ in range(depth):
+        nxt = []
+        for n in frontier:
+            for user in n.users:
+                if is_fn(user, SDPA_FNS):
+                    mask = user.args[3] if len(user.args) > 3 else user.kwargs.get("attn_mask")
+                    if mask is n:
+                        return True
+                    continue
+                if is_softmax(user):
+                    return True
+                name = getattr(user.target, "__name__", str(user.target))
+                if not any(p == name for p in _PRODUCTS):
+                    nxt.append(user)
+        frontier = nxt
+    return False
+
+
+def _computation(arg: fx.Node) -> list[fx.Node] | None:
+    """The parent's nodes that compute `arg` from its placeholders and attributes, in graph
+    order; None when there are more than MAX_COPIED, or one is impure, a module call, or a
+    tensor that requires grad (a learned bias stays an operand)."""
+    seen: set[fx.Node] = set()
+    work = [arg]
+    while work:
+        n = work.pop()
+        if n in seen or n.op in ("placeholder", "get_attr"):
+            continue
+        v = example_value(n)
+        if (
+            n.op not in ("call_function", "call_method")
+            or n.is_impure()
+            or (n.op == "call_method" and str(n.target).endswith("_"))
+            or (isinstance(v, torch.Tensor) and v.requires_grad)
+        ):
+            return None
+        seen.add(n)
+        if len(seen) > MAX_COPIED:
+            return None
+        work.extend(n.all_input_nodes)
+    return [n for n in arg.graph.nodes if n in seen]
+
+
+def _add_operand(change: Inlined, leaf: fx.Node, real: dict) -> fx.Node:
+    """A new last placeholder of the body for parent node `leaf`, and `leaf` as the call's new
+    last operand."""
+    body = change.body
+    last = _placeholders(body)[-1]
+    with body.graph.inserting_after(last):
+        ph = body.graph.placeholder(f"{leaf.name}_inlined")
+    ph.meta.update(leaf.meta)
+    change.added.append(ph)
+    change.inputs.append(_example(ph, leaf, real))
+    change.call.args = (*change.call.args, leaf)
+    return ph
+
+
+def whole_masks(sites: list) -> int:
+    """How many replaced sites read their mask tensor whole (not per key)."""
+    return sum(1 for s in sites if s.replaced and s.mask is not None and not s.key_mask)
