@@ -222,12 +222,15 @@ def test_a_mask_built_outside_the_checkpoint_is_proven_inside(dynamic):
                 torch.testing.assert_close(g, w, atol=1e-4, rtol=1e-4)
 
 
-def test_hf_llama_with_gradient_checkpointing():
-    """HF's own `gradient_checkpointing_enable` on a left-padded Llama batch: every layer's
-    attention is replaced inside its checkpoint, causal with the padding per key (the mask HF
-    builds once, copied into the bodies); logits and every gradient equal eager's. (HF's hub
-    kernels layer sets a context variable in the attention's forward, a side effect Dynamo
-    refuses under a checkpoint unless told to skip it in the backward's replay.)"""
+@pytest.mark.parametrize("padded", [True, False], ids=["left_padded", "no_mask"])
+def test_hf_llama_with_gradient_checkpointing(padded):
+    """HF's own `gradient_checkpointing_enable` on a Llama batch: every layer's attention is
+    replaced inside its checkpoint, causal, with a left-padded batch's padding per key; without
+    an attention_mask (HF's training call: the mask from its own position ids, see
+    test_hf_position_masks) causal alone. HF builds the mask once, outside the layers; it is
+    copied into the bodies. Logits and every gradient equal eager's. (HF's hub kernels layer
+    sets a context variable in the attention's forward, a side effect Dynamo refuses under a
+    checkpoint unless told to skip it in the backward's replay.)"""
     transformers = pytest.importorskip("transformers")
     torch.manual_seed(0)
     cfg = transformers.LlamaConfig(
@@ -240,17 +243,19 @@ def test_hf_llama_with_gradient_checkpointing():
     ids = torch.randint(1, 64, (2, 11))
     mask = torch.ones(2, 11, dtype=torch.long)
     mask[1, :4] = 0
-    valid = mask.bool()[..., None]
+    kw = {"input_ids": ids, "attention_mask": mask} if padded else {"input_ids": ids}
+    valid = mask.bool()[..., None] if padded else torch.ones(2, 11, 1, dtype=torch.bool)
     params = list(model.parameters())
-    want = model(input_ids=ids, attention_mask=mask).logits
+    want = model(**kw).logits
     want_grads = torch.autograd.grad((want * valid).square().sum(), params, allow_unused=True)
     with torch._dynamo.config.patch(skip_fwd_side_effects_in_bwd_under_checkpoint=True):
-        report = flashgen.explain(model, input_ids=ids, attention_mask=mask)
+        report = flashgen.explain(model, **kw)
         assert len(report.sites) == 2, report
-        assert all(s.replaced and s.causal and s.key_mask for s in report.sites), report
+        assert all(s.replaced and s.causal for s in report.sites), report
+        assert all(s.key_mask if padded else not s.mask for s in report.sites), report
         torch._dynamo.reset()
         compiled = torch.compile(model, backend=flashgen.backend(fallback="aot_eager"))
-        got = compiled(input_ids=ids, attention_mask=mask).logits
+        got = compiled(**kw).logits
         got_grads = torch.autograd.grad((got * valid).square().sum(), params, allow_unused=True)
     torch.testing.assert_close(got * valid, want * valid, atol=2e-5, rtol=1e-4)
     for g, w in zip(got_grads, want_grads, strict=True):

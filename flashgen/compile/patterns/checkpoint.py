@@ -238,4 +238,4 @@ def _add_operand(change: Inlined, leaf: fx.Node, real: dict) -> fx.Node:
 
 def whole_masks(sites: list) -> int:
     """How many replaced sites read their mask tensor whole (not per key)."""
-    return sum(1 for s in sites if s.replaced and s.mask is not None and not s.key_mask)
+    return sum(1 for s in sites if s.replaced and s.mask and not s.key_mask)

@@ -101,6 +101,8 @@ class Interpreter:
             i = FULL[name]
             fill = n.args[i] if len(n.args) > i else n.kwargs.get("fill_value")
             return self._cast(n, const(self._scalar(fill)))
+        if name == "getitem" and _tensor_index(n.args[1]):
+            return self._gather(n)
         if name in VIEWS:
             return relayout(self(n.args[0]), example_value(n.args[0]), val, n, self.shift)
         if handler is None:
@@ -247,6 +249,72 @@ class Interpreter:
             start = int(start)
         return Index(-1, expr(start))
 
+    def _gather(self, n: fx.Node) -> Any:
+        """`src[i0, ..., ik]` with index tensors (what HF's vmap-free mask builders do: position
+        ids or sequence ids indexed by batch, query and key aranges). A constant stays itself;
+        an arange along src's last axis (the same in every batch row: `arange(N)` expanded
+        to [B, N]) indexed in full, its last index an arange too, is that arange plus the
+        offset. Anything else is refused."""
+        src, index = self(n.args[0]), n.args[1]
+        if isinstance(src, Diag) and not src.cuts:
+            return src
+        entries = index if isinstance(index, tuple) else (index,)
+        if not (
+            isinstance(src, Index)
+            and src.pos == -1
+            and len(entries) == example_value(n.args[0]).dim()
+            and all(isinstance(i, fx.Node) for i in entries)
+        ):
+            raise Skip("the mask is indexed with tensors")
+        last, out = self(entries[-1]), example_value(n)
+        if not isinstance(last, Index) or sympy.simplify(last.off).is_nonnegative is not True:
+            # (a negative index would wrap around to the other end)
+            raise Skip("the mask is indexed with a tensor that is not an arange from 0 up")
+        if example_value(entries[-1]).dim() > out.dim() or not known_eq(
+            example_value(entries[-1]).shape[last.pos], out.shape[last.pos]
+        ):
+            raise Skip("the mask's index arange is broadcast along its own axis")
+        return Index(last.pos, src.off + last.off)
+
+    def _op_diff(self, n: fx.Node) -> Any:
+        """`torch.diff(x, dim=-1, prepend=p)` of an arange along its axis (all ones when p is the
+        arange's first value minus one, as HF's packed-sequence check writes it, or absent) or
+        of a constant (all zeros when p is that constant, or absent)."""
+        args = list(n.args) + [None] * 5
+        order = n.kwargs.get("n", args[1] if args[1] is not None else 1)
+        dim = n.kwargs.get("dim", args[2] if args[2] is not None else -1)
+        prepend = n.kwargs.get("prepend", args[3])
+        append = n.kwargs.get("append", args[4])
+        x, rank = self(n.args[0]), example_value(n.args[0]).dim()
+        if order != 1 or append is not None or not isinstance(dim, int):
+            raise Skip("the mask uses torch.diff other than once, with a prepend, along a dim")
+        axis = dim - rank if dim >= 0 else dim
+        first = None if prepend is None else self(prepend)
+        if isinstance(first, Index) and first.pos == axis:
+            # a one-element slice of an arange along the axis: its value is the offset
+            one = known_eq(example_value(prepend).shape[axis], 1)
+            first = first.off if one else None
+        elif isinstance(first, Diag) and not first.cuts and isinstance(first.vals[0], int):
+            first = expr(first.vals[0])
+        else:
+            first = None
+        if isinstance(x, Index) and x.pos == axis:
+            step, start = 1, x.off
+        elif isinstance(x, Diag) and not x.cuts and isinstance(x.vals[0], int):
+            step, start = 0, expr(x.vals[0])
+        else:
+            raise Skip("the mask takes torch.diff of something not an arange or a constant")
+        if prepend is not None and (first is None or sympy.simplify(start - first - step) != 0):
+            raise Skip("the mask's torch.diff prepends a value that breaks the steps")
+        return self._cast(n, const(step))
+
+    def _op_cumsum(self, n: fx.Node) -> Any:
+        """A cumulative sum of zeros (HF's sequence ids of an unpacked batch) is zeros."""
+        x = self(n.args[0])
+        if isinstance(x, Diag) and not x.cuts and not x.vals[0]:
+            return self._cast(n, const(0))
+        raise Skip("the mask takes a cumulative sum of something other than zeros")
+
     def _op_masked_fill(self, n: fx.Node) -> Any:
         x, mask = self(n.args[0]), self(n.args[1])
         value = self(n.args[2] if len(n.args) > 2 else n.kwargs.get("value"))
@@ -278,6 +346,14 @@ class Interpreter:
         for node, part in zip(n.args, parts, strict=True):
             _check_trailing_diag(node, part, example_value(n))
         return self._cast(n, combine([_as_diag(p) for p in parts], lambda c, a, b: a if c else b))
+
+
+def _tensor_index(index: Any) -> bool:
+    """Whether a getitem index holds a tensor (advanced indexing)."""
+    entries = index if isinstance(index, tuple) else (index,)
+    return any(
+        isinstance(i, fx.Node) and isinstance(example_value(i), torch.Tensor) for i in entries
+    )
 
 
 def _as_diag(x: Any) -> Diag:
