@@ -12,7 +12,11 @@ them. HF's encoders (BERT, ModernBERT: `--family bert|modernbert`, best with `--
 what HF picks by default) build `(q_idx >= 0) & padding[b, kv_idx]` as a [B, 1, N, N] tensor,
 now handed over as the per-key padding (ModernBERT's local layers: a two-sided window beside
 it); PyTorch runs SDPA with that mask. Each entry of the batch but the first is padded (`--pad`
-side) by a share of the length.
+side) by a share of the length; `--pad none` passes no attention_mask and use_cache=False (HF's
+training call: decoders build their mask from their own position ids, proven causal).
+`--checkpointing`: HF's `gradient_checkpointing_enable` (non-reentrant) on the compiled models,
+the attention then inside each layer's checkpoint (Dynamo told to skip the forward's side
+effects in the backward's replay, which HF's hub-kernels layer needs).
 Both backends compile the same model; their logits at the valid positions, and the gradient
 of a loss of them with respect to the embeddings, are checked against a float32 copy
 (flashgen's error may not exceed twice Inductor's plus 1e-3); then the two are timed in turn
@@ -90,7 +94,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--width", type=int, default=2048)
     ap.add_argument("--heads", type=int, default=16)
     ap.add_argument("--layers", type=int, default=2)
-    ap.add_argument("--pad", choices=["left", "right"], default="left")
+    ap.add_argument("--pad", choices=["left", "right", "none"], default="left")
+    ap.add_argument("--checkpointing", action="store_true",
+                    help="HF's gradient checkpointing on the compiled models")  # fmt: skip
     backend_script_args(ap, rounds=3, rep=40)
     args = ap.parse_args(argv)
     import torch
@@ -124,8 +130,16 @@ def main(argv: list[str] | None = None) -> int:
         return out.last_hidden_state if args.family in ENCODERS else out.logits
 
     model = copy.deepcopy(reference).to(dtype)
+    if args.checkpointing:
+        torch._dynamo.config.skip_fwd_side_effects_in_bwd_under_checkpoint = True
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     ids = torch.randint(1, cfg.vocab_size, (args.batch, args.seq), device=dev)
-    mask = padded_mask(args.batch, args.seq, args.pad, dev)
+    if args.pad == "none":  # the training call: no mask, no cache
+        mask = torch.ones(args.batch, args.seq, dtype=torch.long, device=dev)
+        kw = {} if args.family in ENCODERS else {"use_cache": False}
+    else:
+        mask = padded_mask(args.batch, args.seq, args.pad, dev)
+        kw = {"attention_mask": mask}
     valid = mask.bool()[..., None]
     embed = model.get_input_embeddings()
     x = embed(ids).detach().requires_grad_()
@@ -140,21 +154,21 @@ def main(argv: list[str] | None = None) -> int:
     def loss_of(logits):
         return (logits.float() * weights).square().mean()
 
-    ref = output_of(reference(inputs_embeds=xf, attention_mask=mask)) * valid
+    ref = output_of(reference(inputs_embeds=xf, **kw)) * valid
     (gref,) = torch.autograd.grad(loss_of(ref), xf)
     before = patterns.replaced_total()
     runs = backend_pair(model, cuda)
     report: dict = {"meta": run_meta(dev), "args": vars(args), "compile_s": {}, "err": {}}
     for name, fn in runs.items():
         start = time.perf_counter()
-        out = output_of(fn(inputs_embeds=x, attention_mask=mask)) * valid
+        out = output_of(fn(inputs_embeds=x, **kw)) * valid
         (grad,) = torch.autograd.grad(loss_of(out), x)
         report["err"][name] = [rel_err(out, ref), rel_err(grad, gref)]
         if cuda:
             torch.cuda.synchronize()
         report["compile_s"][name] = round(time.perf_counter() - start, 1)
     report["replaced"] = patterns.replaced_total() - before
-    report["explain"] = str(flashgen.explain(model, inputs_embeds=x, attention_mask=mask))
+    report["explain"] = str(flashgen.explain(model, inputs_embeds=x, **kw))
     report["ok"] = report["replaced"] > 0 and all(
         ours <= 2 * theirs + 1e-3
         for ours, theirs in zip(report["err"]["flashgen"], report["err"]["inductor"], strict=True)
@@ -164,14 +178,12 @@ def main(argv: list[str] | None = None) -> int:
     def forward(fn):
         def run():
             with torch.no_grad():
-                return output_of(fn(inputs_embeds=x, attention_mask=mask))
+                return output_of(fn(inputs_embeds=x, **kw))
 
         return run
 
     def forward_backward(fn):
-        return lambda: torch.autograd.grad(
-            loss_of(output_of(fn(inputs_embeds=x, attention_mask=mask))), x
-        )
+        return lambda: torch.autograd.grad(loss_of(output_of(fn(inputs_embeds=x, **kw))), x)
 
     modes = {"fwd": forward, "fwd_bwd": forward_backward}
     # (the first call of each, untimed, compiles the no_grad forward's own graph)

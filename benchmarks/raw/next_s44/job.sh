@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Prepared in session 44. Run as FLASHGEN_COMMIT=<sha> bash benchmarks/raw/next_s44/job.sh <part>,
+# carrying .whl; outputs to benchmarks/raw/<card>_s44bN/ with their results.
+#   ckpt ~400 s (any card): hf_padded.py on HF Llama (sdpa, B4 T2048 width 2048, 16 heads of 128,
+#        GQA 4, 2 layers, bf16 training graphs) with HF's gradient checkpointing, whose attention
+#        the backend now replaces inside each checkpoint (before: not found, Inductor's SDPA ran):
+#        left padding (causal + padding per key) and HF's training call without attention_mask
+#        (the mask from its own position ids, now proven causal), flashgen against Inductor.
+#   nomask ~120 s (any card): the training call without attention_mask or cache and without
+#        checkpointing (before this session: the [B, 1, N, N] packed-sequence mask read whole).
+# The parts of benchmarks/raw/next_s43/job.sh (alibi, mha, enc, ft, h200) are still to run.
+set -u
+. benchmarks/device_env.sh > /dev/null 2>&1
+case "${1:-ckpt}" in
+ckpt)
+  for pad in left none; do
+    timeout 190 python3 -u benchmarks/hf_padded.py --family llama --attn sdpa --checkpointing \
+      --pad $pad --out $OUT/ckpt_$pad.json > $OUT/ckpt_$pad.txt 2>&1
+    stamp "ckpt $pad rc=$?"; grep -E "^fwd|^check|sdpa  " $OUT/ckpt_$pad.txt | cut -c1-250
+  done ;;
+nomask)
+  timeout 110 python3 -u benchmarks/hf_padded.py --family llama --attn sdpa --pad none \
+    --out $OUT/nomask.json > $OUT/nomask.txt 2>&1
+  stamp "nomask rc=$?"; grep -E "^fwd|^check|sdpa  " $OUT/nomask.txt | cut -c1-250 ;;
+esac
