@@ -12,8 +12,11 @@ compares with eager: the logits (encoders: the last hidden state) at the padded 
 positions, at a second length, and for causal LMs a prefill with a KV cache followed by two
 decoding steps, each side with its own cache (encoder-decoders: every target position, then the
 scores of three greedy `generate()` steps). With `--grad` it also compares the gradients of
-every parameter of a random-weighted loss over the valid positions (eval mode: no dropout; the
-backward kernels with the same masks). It reports the largest difference, how many
+every parameter of a random-weighted loss over the valid positions (no dropout: the configs
+have none; the backward kernels with the same masks), an unpadded batch then called as HF's
+training call (no attention_mask; decoders `use_cache=False`: the mask from HF's own position
+ids); `--checkpointing` adds HF's gradient checkpointing (non-reentrant, training mode) to that
+call, the attention then inside each layer's checkpoint. It reports the largest difference, how many
 attention sites the backend replaced of those it found in the graphs that ran (not those Dynamo
 compiled and then discarded), and the reasons for the others.
 
@@ -174,9 +177,10 @@ def padding_mask(r: random.Random, batch: int, length: int, side: str):
     return mask
 
 
-def run_case(seed: int, families=None, grad: bool = False) -> dict:
+def run_case(seed: int, families=None, grad: bool = False, checkpointing: bool = False) -> dict:
     """Build, compile and compare one drawn model (of `families`, default FAMILIES); with
-    `grad`, also its parameters' gradients (`_grad_diff`); the record (errors are raised)."""
+    `grad`, also its parameters' gradients (`_grad_diff`), with `checkpointing` under HF's
+    gradient checkpointing; the record (errors are raised)."""
     import torch
 
     from flashgen.compile.backend import backend
@@ -238,7 +242,15 @@ def run_case(seed: int, families=None, grad: bool = False) -> dict:
                 elif n == 0 and family not in ENCODERS:
                     diffs.append(_decode_steps(model, compiled, ids, mask))
         if grad:
-            rec["grad"] = _grad_diff(model, compiled, kw, valid, key)
+            if side == "none":  # HF's training call
+                del kw["attention_mask"]
+                if family not in ENCODERS:
+                    kw["use_cache"] = False
+            rec["checkpointing"] = checkpointing and model.supports_gradient_checkpointing
+            with torch._dynamo.config.patch(skip_fwd_side_effects_in_bwd_under_checkpoint=True):
+                if rec["checkpointing"]:  # (HF checkpoints only in training mode)
+                    model.train().gradient_checkpointing_enable({"use_reentrant": False})
+                rec["grad"] = _grad_diff(model, compiled, kw, valid, key)
             diffs.append(rec["grad"])
     finally:
         torch._dynamo.reset()
@@ -338,6 +350,10 @@ def main(argv=None) -> int:
         "--grad", action="store_true",
         help="also compare every parameter's gradient (relative to its largest eager entry)",
     )  # fmt: skip
+    parser.add_argument(
+        "--checkpointing", action="store_true",
+        help="with --grad: under HF's gradient checkpointing (training mode)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     families = [f for f in args.families.split(",") if f] or None
     unknown = sorted(set(families or ()) - set(FAMILIES) - set(EXTRA))
@@ -352,7 +368,7 @@ def main(argv=None) -> int:
     found = replaced = 0
     for seed in range(args.seed, args.seed + args.cases):
         try:
-            rec = run_case(seed, families, args.grad)
+            rec = run_case(seed, families, args.grad, args.checkpointing)
         except Exception:  # noqa: BLE001 - a sweep records every error, with its trace
             bad.append(seed)
             print(f"BAD seed {seed}: error\n{traceback.format_exc(limit=8)}", flush=True)

@@ -263,3 +263,27 @@ def test_hf_llama_with_gradient_checkpointing(padded):
             assert g is None or not g.any()
         else:
             torch.testing.assert_close(g, w, atol=1e-4, rtol=1e-4)
+
+
+def test_a_report_only_pass_leaves_the_graphs_as_they_were():
+    """`attention_pass(rewrite_graph=False)` (explain, the sweeps' reports) tries the copied
+    mask and undoes it: the parent's and the bodies' code are unchanged, and the report says
+    what the rewrite would do (causal, the padding per key)."""
+    from flashgen.compile.patterns import attention_pass
+
+    seen = []
+
+    def capture(gm, example_inputs):
+        codes = [gm.code, *(m.code for m in gm.children())]
+        sites = attention_pass(gm, list(example_inputs), None, rewrite_graph=False)
+        seen.append((codes, [gm.code, *(m.code for m in gm.children())], sites))
+        return gm.forward
+
+    torch.manual_seed(0)
+    model = _MaskOutside(from_input=False)
+    keep = torch.ones(2, 9, dtype=torch.bool)
+    torch._dynamo.reset()
+    torch.compile(model, backend=capture)(torch.randn(2, 9, 32), keep)
+    ((before, after, sites),) = seen
+    assert len(before) == 3 and before == after
+    assert len(sites) == 2 and all(s.causal and s.key_mask for s in sites), sites

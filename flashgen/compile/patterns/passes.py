@@ -371,7 +371,8 @@ def _body_sites(
 ) -> list[Site]:
     """`attention_pass` over one activation-checkpointed body (`checkpoint`), with the parent's
     computation of its mask operands copied in where that lets a site read less than the whole
-    mask (both ways tried report-only first; `counters` count the final pass only)."""
+    mask (both ways tried report-only first; `counters` count the final pass only). A
+    report-only pass (`rewrite_graph=False`) leaves both graphs as they were."""
     kw = {"graph_index": graph_index, "keep_kinds": keep_kinds}
     change = checkpoint.inline_masks(gm, call, body, real)
     if change is not None:
@@ -385,6 +386,12 @@ def _body_sites(
         better = checkpoint.whole_masks(trial) < checkpoint.whole_masks(plain)
         if better and replaced[0] >= replaced[1]:
             change = checkpoint.inline_masks(gm, call, body, real)
+            if not rewrite_graph:
+                sites = attention_pass(
+                    body, [*inputs, *change.inputs], op, rewrite_graph=False, **kw
+                )
+                change.undo()
+                return sites
             inputs = change.keep(inputs)
     return attention_pass(body, inputs, op, rewrite_graph=rewrite_graph, **kw)
 
