@@ -7,6 +7,21 @@ from __future__ import annotations
 import torch
 
 
+def tiny_llama(vocab: int = 64):
+    """A two-layer HF Llama in training mode with SDPA attention (2 query heads of 16, 1 key/value
+    head), seeded weights from a config, no download."""
+    import transformers
+
+    torch.manual_seed(0)
+    cfg = transformers.LlamaConfig(
+        vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=64,
+    )  # fmt: skip
+    model = transformers.LlamaForCausalLM(cfg).train()
+    model.config._attn_implementation = "sdpa"
+    return model
+
+
 def token_ids(t: int, seed: int = 1, vocab: int = 100, batch: int = 2) -> torch.Tensor:
     """A [batch, t] batch of random token ids (a seeded generator: the same ids every call)."""
     return torch.randint(0, vocab, (batch, t), generator=torch.Generator().manual_seed(seed))

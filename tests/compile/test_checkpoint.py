@@ -51,30 +51,43 @@ def _model(hand_written: bool):
     return torch.nn.Sequential(*(_Block(32, 2, hand_written) for _ in range(2)))
 
 
+def _recording_op(calls: list, record):
+    """The op, appending `record(q, causal, args)` to `calls` at every call on real tensors
+    (compiling runs the graph once on fake ones); `args` the op's arguments after `causal`."""
+    import flashgen.ops  # noqa: F401 - registers torch.ops.flashgen
+
+    real = torch.ops.flashgen.attention.default
+
+    def op(q, k, v, causal, *args, **kwargs):
+        if not is_fake(q):
+            calls.append(record(q, causal, args))
+        return real(q, k, v, causal, *args, **kwargs)
+
+    return op
+
+
+def _compiled(model, dynamic, op, fallback):
+    """`model` compiled with the backend; `op` (recording) only with the eager fallback, which
+    runs the rewritten graph as Python (AOTAutograd would trace through a Python op)."""
+    torch._dynamo.reset()
+    op = op if fallback == "eager" else None
+    return torch.compile(model, dynamic=dynamic, backend=flashgen.backend(op=op, fallback=fallback))
+
+
 @pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
 @pytest.mark.parametrize("hand_written", [False, True], ids=["sdpa", "hand_written"])
 def test_checkpointed_attention_is_replaced_and_matches_eager(hand_written, dynamic):
     """The op runs in the forward and again in the backward's recompute (recorded at run time:
     the rewritten graph run as Python, `fallback="eager"`), with the causal flag and no mask
     tensor; then the same graph through AOTAutograd (`aot_eager`): output and gradients."""
-    import flashgen.ops  # noqa: F401 - registers torch.ops.flashgen
-
     model = _model(hand_written)
     report = flashgen.explain(model, torch.randn(2, 9, 32))
     assert len(report.sites) == 2 and all(s.replaced and s.causal for s in report.sites), report
-    real, calls = torch.ops.flashgen.attention.default, []
-
-    def recording_op(q, k, v, causal, *args, **kwargs):
-        if not is_fake(q):  # (compiling runs the graph once on fake tensors)
-            calls.append((tuple(q.shape), causal, args[6:7]))  # (args[6]: attn_mask, if given)
-        return real(q, k, v, causal, *args, **kwargs)
-
+    calls: list = []
+    # (args[6]: attn_mask, when given)
+    op = _recording_op(calls, lambda q, causal, args: (tuple(q.shape), causal, args[6:7]))
     for fallback in ("eager", "aot_eager"):
-        torch._dynamo.reset()
-        op = recording_op if fallback == "eager" else None
-        compiled = torch.compile(
-            model, dynamic=dynamic, backend=flashgen.backend(op=op, fallback=fallback)
-        )
+        compiled = _compiled(model, dynamic, op, fallback)
         for t in (9, 13):
             x = torch.randn(2, t, 32, requires_grad=True)
             params = [x, *model.parameters()]
@@ -186,23 +199,12 @@ def test_a_mask_built_outside_the_checkpoint_is_proven_inside(dynamic):
     that cannot be proven (here from a forward() input alone) is left an operand, read whole.
     Output and gradients equal eager's either way, and through AOTAutograd (the parent graph
     recompiled with the bodies' new operands)."""
-    import flashgen.ops  # noqa: F401 - registers torch.ops.flashgen
-
-    real, calls = torch.ops.flashgen.attention.default, []
-
-    def recording_op(q, k, v, causal, *args, **kwargs):
-        if not is_fake(q):
-            calls.append((causal, tuple(args[6].shape)))  # (args[6]: attn_mask)
-        return real(q, k, v, causal, *args, **kwargs)
-
+    calls: list = []
+    op = _recording_op(calls, lambda q, causal, args: (causal, tuple(args[6].shape)))
     for from_input, fallback in ((False, "eager"), (True, "eager"), (False, "aot_eager")):
         torch.manual_seed(0)
         model = _MaskOutside(from_input)
-        torch._dynamo.reset()
-        op = recording_op if fallback == "eager" else None
-        compiled = torch.compile(
-            model, dynamic=dynamic, backend=flashgen.backend(op=op, fallback=fallback)
-        )
+        compiled = _compiled(model, dynamic, op, fallback)
         for t in (9, 12):
             x = torch.randn(2, t, 32, requires_grad=True)
             keep = torch.ones(2, t, dtype=torch.bool)
@@ -231,14 +233,10 @@ def test_hf_llama_with_gradient_checkpointing(padded):
     copied into the bodies. Logits and every gradient equal eager's. (HF's hub kernels layer
     sets a context variable in the attention's forward, a side effect Dynamo refuses under a
     checkpoint unless told to skip it in the backward's replay.)"""
-    transformers = pytest.importorskip("transformers")
-    torch.manual_seed(0)
-    cfg = transformers.LlamaConfig(
-        vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-        num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=64,
-    )  # fmt: skip
-    model = transformers.LlamaForCausalLM(cfg).train()
-    model.config._attn_implementation = "sdpa"
+    pytest.importorskip("transformers")
+    from model_checks import tiny_llama
+
+    model = tiny_llama()
     model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     ids = torch.randint(1, 64, (2, 11))
     mask = torch.ones(2, 11, dtype=torch.long)

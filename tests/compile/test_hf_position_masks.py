@@ -16,35 +16,18 @@ import torch
 import flashgen
 
 transformers = pytest.importorskip("transformers")
-
-
-def _llama():
-    torch.manual_seed(0)
-    cfg = transformers.LlamaConfig(
-        vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-        num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=64,
-    )  # fmt: skip
-    model = transformers.LlamaForCausalLM(cfg).train()
-    model.config._attn_implementation = "sdpa"
-    return model
+from model_checks import params_match_eager, tiny_llama  # noqa: E402  (tests/ is on the path)
 
 
 def _matches_eager(model, dynamic, **kw):
-    params = list(model.parameters())
-    want = model(**kw).logits
-    want_grads = torch.autograd.grad(want.square().sum(), params)
     torch._dynamo.reset()
     compiled = torch.compile(model, dynamic=dynamic, backend=flashgen.backend(fallback="aot_eager"))
-    got = compiled(**kw).logits
-    got_grads = torch.autograd.grad(got.square().sum(), params)
-    torch.testing.assert_close(got, want, atol=2e-5, rtol=1e-4)
-    for g, w in zip(got_grads, want_grads, strict=True):
-        torch.testing.assert_close(g, w, atol=1e-4, rtol=1e-4)
+    params_match_eager(model, compiled, **kw)
 
 
 @pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
 def test_training_call_without_attention_mask_is_causal(dynamic):
-    model = _llama()
+    model = tiny_llama()
     for t in (9, 14):
         ids = torch.randint(1, 64, (2, t))
         report = flashgen.explain(model, input_ids=ids, use_cache=False)
@@ -56,7 +39,7 @@ def test_training_call_without_attention_mask_is_causal(dynamic):
 def test_packed_position_ids_are_read_whole_and_match_eager():
     """Two sequences packed in each row (position ids restart): the mask depends on the input,
     so the kernels read it as a tensor; output and gradients equal eager's."""
-    model = _llama()
+    model = tiny_llama()
     ids = torch.randint(1, 64, (2, 10))
     pos = torch.tensor([[0, 1, 2, 3, 0, 1, 2, 3, 4, 5], [0, 1, 2, 3, 4, 5, 6, 0, 1, 2]])
     report = flashgen.explain(model, input_ids=ids, position_ids=pos, use_cache=False)
