@@ -169,9 +169,9 @@ class _MaskOutside(torch.nn.Module):
     """Blocks checkpointed one by one, the mask built once in the model's forward and handed to
     each (HF's layout): from a `tril` buffer (provable) or from a forward() input (not)."""
 
-    def __init__(self, from_input: bool):
+    def __init__(self, from_input: bool, random_keys: bool = False):
         super().__init__()
-        self.from_input = from_input
+        self.from_input, self.random_keys = from_input, random_keys
         self.qkv = torch.nn.ModuleList(torch.nn.Linear(32, 96) for _ in range(2))
         self.register_buffer("tril", torch.tril(torch.ones(32, 32, dtype=torch.bool)))
 
@@ -185,6 +185,8 @@ class _MaskOutside(torch.nn.Module):
         t = x.shape[1]
         mask = keep[:, None, :, None] & keep[:, None, None, :] if self.from_input else None
         if mask is None:
+            if self.random_keys:  # a per-key mask drawn here: never drawn again in a body
+                keep = keep & (torch.rand(x.shape[0], t) > 0.3)
             mask = self.tril[:t, :t][None, None] & keep[:, None, None, :]
         for qkv in self.qkv:
             x = checkpoint(self.attend, x, mask, qkv, use_reentrant=False)
@@ -285,3 +287,24 @@ def test_a_report_only_pass_leaves_the_graphs_as_they_were():
     ((before, after, sites),) = seen
     assert len(before) == 3 and before == after
     assert len(sites) == 2 and all(s.causal and s.key_mask for s in sites), sites
+
+
+def test_a_random_mask_is_not_copied_into_the_bodies():
+    """`tril & (keep & rand > 0.3)`, drawn once before the checkpointed blocks: a copy in each
+    body would draw again there and in the backward's recompute, so it stays an operand (no op
+    outside `checkpoint.COPYABLE` is copied), read whole; with the same seed the compiled model
+    equals eager."""
+    torch.manual_seed(0)
+    model = _MaskOutside(from_input=False, random_keys=True)
+    x = torch.randn(2, 9, 32, requires_grad=True)
+    keep = torch.ones(2, 9, dtype=torch.bool)
+    report = flashgen.explain(model, x, keep)
+    assert len(report.sites) == 2, report
+    assert all(s.replaced and not s.causal and s.mask == "bool" for s in report.sites), report
+    torch._dynamo.reset()
+    compiled = torch.compile(model, backend=flashgen.backend(fallback="eager"))
+    torch.manual_seed(5)
+    want = model(x, keep)
+    torch.manual_seed(5)
+    got = compiled(x, keep)
+    torch.testing.assert_close(got, want, atol=2e-5, rtol=1e-4)

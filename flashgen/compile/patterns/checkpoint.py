@@ -27,9 +27,18 @@ import torch
 from torch import fx
 
 from .core import erase_dead, example_value
+from .mask_values import ARITH, CASTS, CMP, CREATE, FULL, LOGIC, VIEWS, op_name
 
 # the most parent nodes copied for one operand: HF's mask builders take 20-40
 MAX_COPIED = 96
+# The ops a copied computation may hold: those the mask proof follows, and sizes. A copy runs
+# again in every body and in the backward's recompute, so a random op (a mask drawn with
+# torch.rand) would draw a different mask there: none is on the list.
+COPYABLE = frozenset(
+    {*CMP, *LOGIC, *ARITH, *CASTS, *CREATE, *FULL, *VIEWS, "bitwise_not", "logical_not", "neg",
+     "abs", "tril", "triu", "arange", "masked_fill", "tensor", "scalar_tensor", "where", "diff",
+     "cumsum", "size", "sym_size"}
+)  # fmt: skip
 
 
 def _hop() -> Any:
@@ -199,8 +208,8 @@ def _feeds_a_mask(ph: fx.Node, depth: int = 8) -> bool:
 
 def _computation(arg: fx.Node) -> list[fx.Node] | None:
     """The parent's nodes that compute `arg` from its placeholders and attributes, in graph
-    order; None when there are more than MAX_COPIED, or one is impure, a module call, or a
-    tensor that requires grad (a learned bias stays an operand)."""
+    order; None when there are more than MAX_COPIED, or one is an op not in COPYABLE, impure,
+    or a tensor that requires grad (a learned bias stays an operand)."""
     seen: set[fx.Node] = set()
     work = [arg]
     while work:
@@ -210,6 +219,7 @@ def _computation(arg: fx.Node) -> list[fx.Node] | None:
         v = example_value(n)
         if (
             n.op not in ("call_function", "call_method")
+            or op_name(n) not in COPYABLE
             or n.is_impure()
             or (n.op == "call_method" and str(n.target).endswith("_"))
             or (isinstance(v, torch.Tensor) and v.requires_grad)
