@@ -291,9 +291,9 @@ def test_a_report_only_pass_leaves_the_graphs_as_they_were():
 
 def test_a_random_mask_is_not_copied_into_the_bodies():
     """`tril & (keep & rand > 0.3)`, drawn once before the checkpointed blocks: a copy in each
-    body would draw again there and in the backward's recompute, so it stays an operand (no op
-    outside `checkpoint.COPYABLE` is copied), read whole; with the same seed the compiled model
-    equals eager."""
+    body would draw again there and in the backward's recompute, so it stays an operand, read
+    whole (two rules refuse the copy: FX counts a random op impure, and no op outside
+    `checkpoint.COPYABLE` is copied); with the same seed the compiled model equals eager."""
     torch.manual_seed(0)
     model = _MaskOutside(from_input=False, random_keys=True)
     x = torch.randn(2, 9, 32, requires_grad=True)
