@@ -267,8 +267,9 @@ def test_hf_llama_with_gradient_checkpointing(padded):
 
 def test_a_report_only_pass_leaves_the_graphs_as_they_were():
     """`attention_pass(rewrite_graph=False)` (explain, the sweeps' reports) tries the copied
-    mask and undoes it: the parent's and the bodies' code are unchanged, and the report says
-    what the rewrite would do (causal, the padding per key)."""
+    mask and undoes it: the parent's and the bodies' code are unchanged (and no body keeps the
+    Dynamo records lent to its placeholders), and the report says what the rewrite would do
+    (causal, the padding per key)."""
     from flashgen.compile.patterns import attention_pass
 
     seen = []
@@ -277,6 +278,8 @@ def test_a_report_only_pass_leaves_the_graphs_as_they_were():
         codes = [gm.code, *(m.code for m in gm.children())]
         sites = attention_pass(gm, list(example_inputs), None, rewrite_graph=False)
         seen.append((codes, [gm.code, *(m.code for m in gm.children())], sites))
+        # (the records of where operands came from, lent to the bodies for the proof, are back)
+        assert not any("grapharg" in n.meta for m in gm.children() for n in m.graph.nodes)
         return gm.forward
 
     torch.manual_seed(0)

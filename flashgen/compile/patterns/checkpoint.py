@@ -77,6 +77,18 @@ def bodies(gm: fx.GraphModule, real: dict[Any, Any]) -> list[tuple[fx.GraphModul
     return found
 
 
+# marks a body placeholder's `grapharg` as lent by `_example` for the pass alone (`unlend`)
+_LENT = "flashgen_lent_grapharg"
+
+
+def unlend(body: fx.GraphModule) -> None:
+    """Take back the records `_example` lent the body's placeholders: Dynamo puts `grapharg` on
+    the top graph's inputs only, and nothing after the pass should find one on a body's."""
+    for ph in _placeholders(body):
+        if ph.meta.pop(_LENT, False):
+            ph.meta.pop("grapharg", None)
+
+
 def _placeholders(body: fx.GraphModule) -> list[fx.Node]:
     return [p for p in body.graph.nodes if p.op == "placeholder"]
 
@@ -87,6 +99,7 @@ def _example(ph: fx.Node, arg: Any, real: dict[Any, Any]) -> Any:
         return arg
     if "grapharg" in arg.meta and "grapharg" not in ph.meta:
         ph.meta["grapharg"] = arg.meta["grapharg"]
+        ph.meta[_LENT] = True
     return real[arg] if arg in real else example_value(arg)
 
 
@@ -239,7 +252,7 @@ def _add_operand(change: Inlined, leaf: fx.Node, real: dict) -> fx.Node:
     last = _placeholders(body)[-1]
     with body.graph.inserting_after(last):
         ph = body.graph.placeholder(f"{leaf.name}_inlined")
-    ph.meta.update(leaf.meta)
+    ph.meta.update({k: v for k, v in leaf.meta.items() if k != "grapharg"})
     change.added.append(ph)
     change.inputs.append(_example(ph, leaf, real))
     change.call.args = (*change.call.args, leaf)

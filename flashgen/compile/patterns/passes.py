@@ -374,26 +374,29 @@ def _body_sites(
     mask (both ways tried report-only first; `counters` count the final pass only). A
     report-only pass (`rewrite_graph=False`) leaves both graphs as they were."""
     kw = {"graph_index": graph_index, "keep_kinds": keep_kinds}
-    change = checkpoint.inline_masks(gm, call, body, real)
-    if change is not None:
-        saved = counters.copy()
-        trial = attention_pass(body, [*inputs, *change.inputs], op, rewrite_graph=False, **kw)
-        change.undo()
-        plain = attention_pass(body, inputs, op, rewrite_graph=False, **kw)
-        counters.clear()
-        counters.update(saved)
-        replaced = [sum(s.replaced for s in run) for run in (trial, plain)]
-        better = checkpoint.whole_masks(trial) < checkpoint.whole_masks(plain)
-        if better and replaced[0] >= replaced[1]:
-            change = checkpoint.inline_masks(gm, call, body, real)
-            if not rewrite_graph:
-                sites = attention_pass(
-                    body, [*inputs, *change.inputs], op, rewrite_graph=False, **kw
-                )
-                change.undo()
-                return sites
-            inputs = change.keep(inputs)
-    return attention_pass(body, inputs, op, rewrite_graph=rewrite_graph, **kw)
+    try:
+        change = checkpoint.inline_masks(gm, call, body, real)
+        if change is not None:
+            saved = counters.copy()
+            trial = attention_pass(body, [*inputs, *change.inputs], op, rewrite_graph=False, **kw)
+            change.undo()
+            plain = attention_pass(body, inputs, op, rewrite_graph=False, **kw)
+            counters.clear()
+            counters.update(saved)
+            replaced = [sum(s.replaced for s in run) for run in (trial, plain)]
+            better = checkpoint.whole_masks(trial) < checkpoint.whole_masks(plain)
+            if better and replaced[0] >= replaced[1]:
+                change = checkpoint.inline_masks(gm, call, body, real)
+                if not rewrite_graph:
+                    sites = attention_pass(
+                        body, [*inputs, *change.inputs], op, rewrite_graph=False, **kw
+                    )
+                    change.undo()
+                    return sites
+                inputs = change.keep(inputs)
+        return attention_pass(body, inputs, op, rewrite_graph=rewrite_graph, **kw)
+    finally:
+        checkpoint.unlend(body)
 
 
 def _kind_of(n: Any, kind: str) -> str:
