@@ -141,6 +141,8 @@ def is_fn(n: Any, fns: set, methods: tuple[str, ...] = ()) -> bool:
 def dropout_prob(p: Any, training: Any, where: str) -> float:
     """The dropout probability a site applies: 0.0 outside training, else `p`, which must be
     a Python constant in [0, 1) (a traced graph fixes module.training and p; Skip otherwise)."""
+    if isinstance(p, fx.Node) and (number := guarded_number(p)) is not None:
+        p = number  # (a float attribute under dynamic=True: guarded to its value)
     if training is False or (isinstance(p, (int, float)) and p == 0):
         return 0.0
     if training is not True:
@@ -257,8 +259,8 @@ def const_value(x: Any, allowed_symbols: set) -> float:
     Dynamo keeps `1/math.sqrt(k.size(-1))` symbolic under dynamic shapes; evaluating it with a
     guard specialises only the head dim (which the kernel needs fixed anyway), so a new sequence
     length still reuses the graph; a float attribute left symbolic (`_float_symbols`) is guarded
-    the same way. Values read from tensors (e.g. a float attribute that `dynamic=True` turned
-    into a 0-d tensor input) cannot be guarded from here and are refused.
+    the same way, and so is one that `dynamic=True` turned into a 0-d tensor input read with
+    `.item()` (`attribute_number`). Other values read from tensors are refused.
     """
     if isinstance(x, bool):
         raise Skip("scale is a bool")
@@ -266,6 +268,8 @@ def const_value(x: Any, allowed_symbols: set) -> float:
         return float(x)
     val = example_value(x)
     if isinstance(val, (torch.SymInt, torch.SymFloat)):
+        if (number := attribute_number(x)) is not None:
+            return number
         free = val.node.expr.free_symbols
         if not free - _float_symbols(free) <= allowed_symbols:
             raise Skip(
@@ -275,9 +279,8 @@ def const_value(x: Any, allowed_symbols: set) -> float:
     if isinstance(val, (int, float)) and not isinstance(val, bool):
         return float(val)
     raise Skip(
-        "scale is not a compile-time constant (it is computed from a tensor at run time; with "
-        "dynamic=True a float module attribute becomes a tensor input: use a literal or "
-        "math.sqrt of the head dim)"
+        "scale is not a compile-time constant (it is computed from a tensor at run time: use a "
+        "literal, a module's float attribute or math.sqrt of the head dim)"
     )
 
 
@@ -295,7 +298,39 @@ def guarded_number(x: Any) -> int | float | None:
         free = v.node.expr.free_symbols
         if free and free == _float_symbols(free):
             return float(v)
+        return attribute_number(x)
     return None
+
+
+def attribute_number(x: Any) -> float | None:
+    """The value of a module's float attribute that `dynamic=True` turned into a tensor input
+    read with `.item()` (HF's `self.attention_dropout` in training mode, Gemma-2's softcap), with
+    a guard that it stays so: Dynamo then recompiles the frame when the attribute changes
+    instead of handing the graph a new value (the kernels take these numbers when compiled).
+    None for anything else: not `item()` of an input, a forward() argument rather than module
+    state, no record of its source, or no Dynamo compile running (nothing to guard)."""
+    if not (isinstance(x, fx.Node) and x.op == "call_method" and x.target == "item"):
+        return None
+    ph = x.args[0] if len(x.args) == 1 else None
+    if not (isinstance(ph, fx.Node) and ph.op == "placeholder"):
+        return None
+    from .mask_values import is_buffer_placeholder
+
+    arg = ph.meta.get("grapharg")
+    source = getattr(arg, "source", None)
+    context = torch._guards.TracingContext.try_get()
+    if source is None or context is None or not is_buffer_placeholder(ph):
+        return None
+    try:
+        real = arg.example
+    except (AttributeError, AssertionError):  # the tensor is gone
+        return None
+    if not isinstance(real, torch.Tensor) or real.numel() != 1 or not real.is_floating_point():
+        return None
+    from torch._dynamo.guards import GuardBuilder
+
+    context.guards_context.dynamo_guards.add(source.make_guard(GuardBuilder.EQUALS_MATCH))
+    return float(real.item())
 
 
 def _float_symbols(free: set) -> set:
