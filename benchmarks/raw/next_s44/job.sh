@@ -8,6 +8,9 @@
 #        (the mask from its own position ids, now proven causal), flashgen against Inductor.
 #   nomask ~120 s (any card): the training call without attention_mask or cache and without
 #        checkpointing (before this session: the [B, 1, N, N] packed-sequence mask read whole).
+#   compat ~150 s (any card): the session's new CPU tests (checkpoint bodies, position-id masks,
+#        float attributes under dynamic=True) under the device's torch 2.11 and transformers 5.17,
+#        whose Dynamo internals (the checkpoint HOP, guards added from a backend) they lean on.
 # The parts of benchmarks/raw/next_s43/job.sh (alibi, mha, enc, ft, h200) are still to run.
 set -u
 . benchmarks/device_env.sh > /dev/null 2>&1
@@ -18,6 +21,11 @@ ckpt)
       --pad $pad --out $OUT/ckpt_$pad.json > $OUT/ckpt_$pad.txt 2>&1
     stamp "ckpt $pad rc=$?"; grep -E "^fwd|^check|sdpa  " $OUT/ckpt_$pad.txt | cut -c1-250
   done ;;
+compat)
+  TRITON_INTERPRET=1 timeout 280 python3 -u -m pytest -q -p no:cacheprovider \
+    tests/compile/test_checkpoint.py tests/compile/test_hf_position_masks.py \
+    tests/compile/test_float_attributes.py > $OUT/compat.txt 2>&1
+  stamp "compat rc=$?"; tail -3 $OUT/compat.txt ;;
 nomask)
   timeout 110 python3 -u benchmarks/hf_padded.py --family llama --attn sdpa --pad none \
     --out $OUT/nomask.json > $OUT/nomask.txt 2>&1
