@@ -27,6 +27,11 @@ compiles each decoder layer instead of the whole model (PyTorch's regional compi
 compile time of one layer); HF then builds its mask outside the compiled region, and with the
 sdpa implementation and no padding calls SDPA with is_causal instead of a mask tensor, so
 Inductor's graph runs SDPA's own default kernel while flashgen's runs the op's choice.
+`--checkpointing` turns on HF's gradient checkpointing (non-reentrant): each decoder layer's
+activations are recomputed in the backward, and the backend replaces the attention inside each
+layer's checkpoint (HF's mask, built once outside the layers, is copied in and proven causal).
+It sets `torch._dynamo.config.skip_fwd_side_effects_in_bwd_under_checkpoint`, which HF's
+hub-kernels layer (the `kernels` package) needs for Dynamo to trace a checkpointed layer.
 """
 
 from __future__ import annotations
@@ -45,6 +50,8 @@ def parse(argv=None):
         help="compile the whole model (default) or each decoder layer (regional compilation: "
         "one layer's compile time; HF then builds the mask eagerly and passes is_causal)",
     )  # fmt: skip
+    p.add_argument("--checkpointing", action="store_true",
+                   help="HF's gradient checkpointing: layers recomputed in the backward")  # fmt: skip
     p.add_argument("--layers", type=int, default=8)
     p.add_argument("--hidden", type=int, default=2048)
     p.add_argument("--heads", type=int, default=16)
@@ -81,7 +88,11 @@ def build(args, device, dtype, max_len):
         num_key_value_heads=args.kv_heads, max_position_embeddings=max_len,
         attn_implementation=args.attn,
     )  # fmt: skip
-    return transformers.LlamaForCausalLM(cfg).to(device=device, dtype=dtype).train()
+    model = transformers.LlamaForCausalLM(cfg).to(device=device, dtype=dtype).train()
+    if args.checkpointing:
+        torch._dynamo.config.skip_fwd_side_effects_in_bwd_under_checkpoint = True
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    return model
 
 
 def main(argv=None) -> int:

@@ -50,6 +50,18 @@ def test_smoke(name, tmp_path):
         assert r.get("loss_agrees", True) is True, r
 
 
+def test_hf_llama_with_gradient_checkpointing(tmp_path):
+    """`train_hf_llama.py --checkpointing`: the attention replaced inside each checkpointed
+    layer, the loss curve agreeing with eager's."""
+    out = tmp_path / "r.json"
+    done = _run("train_hf_llama", "--smoke", "--checkpointing", "--json", str(out))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    rows = json.loads(out.read_text())["rows"]
+    fg = [r for r in rows if r.get("backend") == "flashgen"]
+    assert fg and all(r.get("replaced", 0) >= 1 for r in fg), rows
+    assert all(r.get("loss_agrees", True) is True for r in rows), rows
+
+
 # Examples with their own CPU tests elsewhere: distributed_train runs under torchrun with two gloo
 # ranks (tests/compile/test_distributed.py, which also checks its --help and flags).
 ELSEWHERE = {"distributed_train": "tests/compile/test_distributed.py"}
