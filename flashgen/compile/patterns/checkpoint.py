@@ -12,7 +12,8 @@ once, in the model's forward, and hands it to every checkpointed layer: inside t
 placeholder, which the kernels could only read whole (the N x N tensor), where outside a
 checkpoint the same mask is proven causal with the padding read per key. `inline_masks` copies
 the parent's computation of such an operand (a boolean or floating tensor of two or more dims,
-built by pure ops from the parent's inputs and state, nothing that requires grad) into the body,
+built from the parent's inputs and state by ops the proof follows, `COPYABLE`, nothing that
+requires grad) into the body,
 so the proof sees the ops that build it; `attention_pass` keeps the copy only where it lets a
 site read less than the whole mask (`whole_masks`), and undoes it otherwise (a mask the body
 would then build again at every layer and at every recompute, for nothing).
@@ -73,7 +74,8 @@ def bodies(gm: fx.GraphModule, real: dict[Any, Any]) -> list[tuple[fx.GraphModul
         phs = _placeholders(body)
         if len(phs) != len(call.args) - 1:
             continue
-        found.append((body, [_example(ph, a, real) for ph, a in zip(phs, call.args[1:], strict=True)], call))  # fmt: skip
+        examples = [_example(ph, a, real) for ph, a in zip(phs, call.args[1:], strict=True)]
+        found.append((body, examples, call))
     return found
 
 
