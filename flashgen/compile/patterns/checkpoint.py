@@ -27,8 +27,9 @@ from typing import Any
 import torch
 from torch import fx
 
-from .core import erase_dead, example_value
+from .core import SDPA_FNS, erase_dead, example_value, is_fn, node_arg
 from .mask_values import ARITH, CASTS, CMP, CREATE, FULL, LOGIC, VIEWS, op_name
+from .matchers import is_softmax
 
 # the most parent nodes copied for one operand: HF's mask builders take 20-40
 MAX_COPIED = 96
@@ -146,22 +147,28 @@ class Inlined:
         return [x for (ph, _), x in zip(pairs, examples, strict=True) if ph not in gone]
 
 
-def inline_masks(gm: fx.GraphModule, call: Any, body: fx.GraphModule, real: dict) -> Inlined | None:
-    """Copy into `body` the parent's computation of each mask-like operand of `call` (see the
-    module's docstring); the copies' leaves (the parent's placeholders and attributes they
-    read) become new operands. None when no operand qualifies."""
-    phs = _placeholders(body)
+def mask_operands(call: Any, body: fx.GraphModule) -> list[tuple[fx.Node, fx.Node, list]]:
+    """(body placeholder, the call's operand, the parent's nodes computing it) for each operand
+    `inline_masks` would copy in (see the module's docstring); nothing is changed yet."""
+    found = []
+    for ph, arg in zip(_placeholders(body), call.args[1:], strict=True):
+        if _mask_like(arg) and _feeds_a_mask(ph) and (nodes := _computation(arg)) is not None:
+            found.append((ph, arg, nodes))
+    return found
+
+
+def inline_masks(
+    gm: fx.GraphModule, call: Any, body: fx.GraphModule, real: dict, operands: list
+) -> Inlined:
+    """Copy `operands` (`mask_operands`) into `body`: each placeholder's uses go to the copy of
+    its operand; the copies' leaves (the parent's placeholders and attributes they read) are
+    the body's placeholders for them, or new operands."""
     change = Inlined(gm, body, call, tuple(call.args))
-    leaves: dict[fx.Node, fx.Node] = {
-        a: ph for ph, a in zip(phs, call.args[1:], strict=True) if isinstance(a, fx.Node)
-    }  # parent node -> the body node holding its value
+    # parent node -> the body node holding its value
+    pairs = zip(_placeholders(body), call.args[1:], strict=True)
+    leaves = {a: ph for ph, a in pairs if isinstance(a, fx.Node)}
     first = next((n for n in body.graph.nodes if n.op != "placeholder"), None)
-    for ph, arg in zip(phs, call.args[1:], strict=True):
-        if not (_mask_like(arg) and _feeds_a_mask(ph)):
-            continue
-        nodes = _computation(arg)
-        if nodes is None:
-            continue
+    for ph, arg, nodes in operands:
         env: dict[fx.Node, fx.Node] = {}
         for n in nodes:
             for leaf in n.all_input_nodes:
@@ -174,8 +181,6 @@ def inline_masks(gm: fx.GraphModule, call: Any, body: fx.GraphModule, real: dict
                 change.copied.append(env[n])
         ph.replace_all_uses_with(env[arg])
         change.swapped.append((ph, env[arg]))
-    if not change.swapped:
-        return None
     return change
 
 
@@ -191,32 +196,26 @@ def _mask_like(arg: Any) -> bool:
     )
 
 
-# ops a mask passes through on its way to the scores: no product (a tensor that reaches the
-# softmax only through q or k, as rotary tables do, is not a mask)
-_PRODUCTS = ("matmul", "bmm", "baddbmm", "linear", "einsum", "mm", "addmm", "__matmul__")
+# ops a mask does not pass through on its way to the scores (a tensor that reaches the softmax
+# only through q or k, as rotary tables do, is not a mask)
+_PRODUCTS = frozenset({"matmul", "bmm", "baddbmm", "linear", "einsum", "mm", "addmm"})
 
 
 def _feeds_a_mask(ph: fx.Node, depth: int = 8) -> bool:
     """Whether `ph` reaches an SDPA call's attn_mask, or a softmax, within `depth` ops and
     through no product."""
-    from .core import SDPA_FNS, is_fn
-    from .matchers import is_softmax
-
     frontier = [ph]
     for _ in range(depth):
         nxt = []
         for n in frontier:
             for user in n.users:
                 if is_fn(user, SDPA_FNS):
-                    mask = user.args[3] if len(user.args) > 3 else user.kwargs.get("attn_mask")
-                    if mask is n:
+                    if node_arg(user, 3, "attn_mask") is n:
                         return True
-                    continue
-                if is_softmax(user):
+                elif is_softmax(user):
                     return True
-                name = getattr(user.target, "__name__", str(user.target))
-                if not any(p == name for p in _PRODUCTS):
-                    nxt.append(user)
+                elif (op_name(user) or getattr(user.target, "__name__", "")) not in _PRODUCTS:
+                    nxt.append(user)  # (F.linear is torch._C._nn's, which op_name leaves out)
         frontier = nxt
     return False
 
@@ -232,11 +231,10 @@ def _computation(arg: fx.Node) -> list[fx.Node] | None:
         if n in seen or n.op in ("placeholder", "get_attr"):
             continue
         v = example_value(n)
+        # (op_name names functions and methods only; an in-place method is on no list)
         if (
-            n.op not in ("call_function", "call_method")
-            or op_name(n) not in COPYABLE
+            op_name(n) not in COPYABLE
             or n.is_impure()
-            or (n.op == "call_method" and str(n.target).endswith("_"))
             or (isinstance(v, torch.Tensor) and v.requires_grad)
         ):
             return None

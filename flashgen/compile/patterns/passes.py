@@ -371,29 +371,35 @@ def _body_sites(
 ) -> list[Site]:
     """`attention_pass` over one activation-checkpointed body (`checkpoint`), with the parent's
     computation of its mask operands copied in where that lets a site read less than the whole
-    mask (both ways tried report-only first; `counters` count the final pass only). A
+    mask: the body as it is and with the copy are read report-only, the copy kept or undone,
+    and only then is the body rewritten. `counters` count one pass, the one chosen. A
     report-only pass (`rewrite_graph=False`) leaves both graphs as they were."""
     kw = {"graph_index": graph_index, "keep_kinds": keep_kinds}
     try:
-        change = checkpoint.inline_masks(gm, call, body, real)
-        if change is not None:
-            saved = counters.copy()
-            trial = attention_pass(body, [*inputs, *change.inputs], op, rewrite_graph=False, **kw)
-            change.undo()
+        operands = checkpoint.mask_operands(call, body)
+        if operands:
+            before = counters.copy()
             plain = attention_pass(body, inputs, op, rewrite_graph=False, **kw)
+            counted = counters.copy()
             counters.clear()
-            counters.update(saved)
+            counters.update(before)
+            change = checkpoint.inline_masks(gm, call, body, real, operands)
+            trial = attention_pass(body, [*inputs, *change.inputs], op, rewrite_graph=False, **kw)
             replaced = [sum(s.replaced for s in run) for run in (trial, plain)]
-            better = checkpoint.whole_masks(trial) < checkpoint.whole_masks(plain)
-            if better and replaced[0] >= replaced[1]:
-                change = checkpoint.inline_masks(gm, call, body, real)
-                if not rewrite_graph:
-                    sites = attention_pass(
-                        body, [*inputs, *change.inputs], op, rewrite_graph=False, **kw
-                    )
-                    change.undo()
-                    return sites
+            copy = replaced[0] >= replaced[1] and (
+                checkpoint.whole_masks(trial) < checkpoint.whole_masks(plain)
+            )
+            if copy and rewrite_graph:
                 inputs = change.keep(inputs)
+            else:
+                change.undo()
+            if not rewrite_graph:  # (the chosen reading's counts stand)
+                if not copy:
+                    counters.clear()
+                    counters.update(counted)
+                return trial if copy else plain
+            counters.clear()
+            counters.update(before)
         return attention_pass(body, inputs, op, rewrite_graph=rewrite_graph, **kw)
     finally:
         checkpoint.unlend(body)
