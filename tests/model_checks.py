@@ -22,6 +22,27 @@ def tiny_llama(vocab: int = 64):
     return model
 
 
+def recording_op(calls: list, record):
+    """flashgen's op, appending `record(q, causal, args, kwargs)` to `calls` at every call on
+    real tensors (compiling runs the graph once on fake ones): what the kernels were handed, at
+    run time, for a backend built with `flashgen.backend(op=..., fallback="eager")` (the eager
+    fallback runs the rewritten graph as Python; AOTAutograd would trace through it). `args`:
+    the op's positional arguments after `causal` (scale, window, softcap, causal_align,
+    deterministic, seq_bounds, attn_mask; trailing defaults left out)."""
+    from torch._subclasses.fake_tensor import is_fake
+
+    import flashgen.ops  # noqa: F401 - registers torch.ops.flashgen
+
+    real = torch.ops.flashgen.attention.default
+
+    def op(q, k, v, causal, *args, **kwargs):
+        if not is_fake(q):
+            calls.append(record(q, causal, args, kwargs))
+        return real(q, k, v, causal, *args, **kwargs)
+
+    return op
+
+
 def token_ids(t: int, seed: int = 1, vocab: int = 100, batch: int = 2) -> torch.Tensor:
     """A [batch, t] batch of random token ids (a seeded generator: the same ids every call)."""
     return torch.randint(0, vocab, (batch, t), generator=torch.Generator().manual_seed(seed))

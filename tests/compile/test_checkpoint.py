@@ -17,7 +17,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from torch._subclasses.fake_tensor import is_fake
+from model_checks import recording_op  # (tests/ is on the path)
 from torch.utils.checkpoint import checkpoint
 
 import flashgen
@@ -51,21 +51,6 @@ def _model(hand_written: bool):
     return torch.nn.Sequential(*(_Block(32, 2, hand_written) for _ in range(2)))
 
 
-def _recording_op(calls: list, record):
-    """The op, appending `record(q, causal, args)` to `calls` at every call on real tensors
-    (compiling runs the graph once on fake ones); `args` the op's arguments after `causal`."""
-    import flashgen.ops  # noqa: F401 - registers torch.ops.flashgen
-
-    real = torch.ops.flashgen.attention.default
-
-    def op(q, k, v, causal, *args, **kwargs):
-        if not is_fake(q):
-            calls.append(record(q, causal, args))
-        return real(q, k, v, causal, *args, **kwargs)
-
-    return op
-
-
 def _compiled(model, dynamic, op, fallback):
     """`model` compiled with the backend; `op` (recording) only with the eager fallback, which
     runs the rewritten graph as Python (AOTAutograd would trace through a Python op)."""
@@ -85,7 +70,7 @@ def test_checkpointed_attention_is_replaced_and_matches_eager(hand_written, dyna
     assert len(report.sites) == 2 and all(s.replaced and s.causal for s in report.sites), report
     calls: list = []
     # (args[6]: attn_mask, when given)
-    op = _recording_op(calls, lambda q, causal, args: (tuple(q.shape), causal, args[6:7]))
+    op = recording_op(calls, lambda q, causal, args, _: (tuple(q.shape), causal, args[6:7]))
     for fallback in ("eager", "aot_eager"):
         compiled = _compiled(model, dynamic, op, fallback)
         for t in (9, 13):
@@ -202,7 +187,7 @@ def test_a_mask_built_outside_the_checkpoint_is_proven_inside(dynamic):
     Output and gradients equal eager's either way, and through AOTAutograd (the parent graph
     recompiled with the bodies' new operands)."""
     calls: list = []
-    op = _recording_op(calls, lambda q, causal, args: (causal, tuple(args[6].shape)))
+    op = recording_op(calls, lambda q, causal, args, _: (causal, tuple(args[6].shape)))
     for from_input, fallback in ((False, "eager"), (True, "eager"), (False, "aot_eager")):
         torch.manual_seed(0)
         model = _MaskOutside(from_input)

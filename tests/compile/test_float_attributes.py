@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from torch._subclasses.fake_tensor import is_fake
+from model_checks import recording_op  # (tests/ is on the path)
 
 
 class _Attention(torch.nn.Module):
@@ -25,20 +25,13 @@ class _Attention(torch.nn.Module):
 
 
 def test_a_float_attribute_is_guarded_not_left_to_pytorch():
-    import flashgen.ops  # noqa: F401 - registers torch.ops.flashgen
+    import flashgen
 
-    real, calls = torch.ops.flashgen.attention.default, []
-
-    def recording_op(q, k, v, causal, scale, *args, **kwargs):
-        if not is_fake(q):
-            calls.append((scale, kwargs.get("dropout_p", 0.0)))
-        return real(q, k, v, causal, scale, *args, **kwargs)
-
+    calls: list = []
+    op = recording_op(calls, lambda q, causal, args, kw: (args[0], kw.get("dropout_p", 0.0)))
     model = _Attention().train()
     torch._dynamo.reset()
-    compiled = torch.compile(
-        model, dynamic=True, backend=flashgen.backend(op=recording_op, fallback="eager")
-    )
+    compiled = torch.compile(model, dynamic=True, backend=flashgen.backend(op=op, fallback="eager"))
     for t in (7, 10):  # a new length: the same graph
         q, k, v = (torch.randn(2, 2, t, 16, requires_grad=True) for _ in range(3))
         got, want = compiled(q, k, v), model(q, k, v)

@@ -401,17 +401,13 @@ def test_bidirectional_padding_mask_read_per_key_at_every_length(dynamic):
     lengths (one graph with dynamic shapes). Row terms that do not hold everywhere (`q_idx >= 1`
     hides row 0; `q_idx < 6` depends on the length) leave the tensor read whole, and still
     match."""
-    import flashgen.ops  # noqa: F401 - registers torch.ops.flashgen
+    from model_checks import recording_op
 
-    real, masks = torch.ops.flashgen.attention.default, []
-
-    def recording_op(q, k, v, *args, **kwargs):
-        masks.append(tuple(args[7].shape))  # (attn_mask: the op's 11th argument)
-        return real(q, k, v, *args, **kwargs)
-
+    masks: list = []
+    op = recording_op(masks, lambda q, causal, args, _: tuple(args[6].shape))  # (attn_mask)
     torch._dynamo.reset()
     compiled = torch.compile(_bidirectional, dynamic=dynamic,
-                             backend=flashgen.backend(op=recording_op, fallback="eager"))  # fmt: skip
+                             backend=flashgen.backend(op=op, fallback="eager"))  # fmt: skip
     for sq, sk in ((9, 9), (14, 14), (6, 11), (10, 7)):
         gen = torch.Generator().manual_seed(sq * sk)
         q = torch.randn(3, 2, sq, 16, generator=gen).requires_grad_()
