@@ -16,9 +16,9 @@ every parameter of a random-weighted loss over the valid positions (no dropout: 
 have none; the backward kernels with the same masks), an unpadded batch then called as HF's
 training call (no attention_mask; decoders `use_cache=False`: the mask from HF's own position
 ids); `--checkpointing` adds HF's gradient checkpointing (non-reentrant, training mode) to that
-call, the attention then inside each layer's checkpoint. It reports the largest difference, how many
-attention sites the backend replaced of those it found in the graphs that ran (not those Dynamo
-compiled and then discarded), and the reasons for the others.
+call, the attention then inside each layer's checkpoint. It reports the largest difference, how
+many attention sites the backend replaced of those it found in the graphs that ran (not those
+Dynamo compiled and then discarded), and the reasons for the others.
 
 Usage: python benchmarks/hf_fuzz.py [--seed S] [--cases N]   (CPU: Triton's interpreter;
 20-40 s a case). A case is BAD when a difference exceeds --tol or the compiled model fails.
@@ -355,6 +355,8 @@ def main(argv=None) -> int:
         help="with --grad: under HF's gradient checkpointing (training mode)",
     )  # fmt: skip
     args = parser.parse_args(argv)
+    if args.checkpointing and not args.grad:
+        parser.error("--checkpointing applies to the gradient check: add --grad")
     families = [f for f in args.families.split(",") if f] or None
     unknown = sorted(set(families or ()) - set(FAMILIES) - set(EXTRA))
     if unknown:
