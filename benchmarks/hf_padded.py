@@ -16,7 +16,8 @@ side) by a share of the length; `--pad none` passes no attention_mask and use_ca
 training call: decoders build their mask from their own position ids, proven causal).
 `--checkpointing`: HF's `gradient_checkpointing_enable` (non-reentrant) on the compiled models,
 the attention then inside each layer's checkpoint (Dynamo told to skip the forward's side
-effects in the backward's replay, which HF's hub-kernels layer needs).
+effects in the backward's replay, which HF's hub-kernels layer needs), and a decoder is called
+with use_cache=False as HF's gradient checkpointing forces.
 Both backends compile the same model; their logits at the valid positions, and the gradient
 of a loss of them with respect to the embeddings, are checked against a float32 copy
 (flashgen's error may not exceed twice Inductor's plus 1e-3); then the two are timed in turn
@@ -140,6 +141,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         mask = padded_mask(args.batch, args.seq, args.pad, dev)
         kw = {"attention_mask": mask}
+        if args.checkpointing and args.family not in ENCODERS:
+            kw["use_cache"] = False  # else HF logs a warning inside forward(): a graph break
     valid = mask.bool()[..., None]
     embed = model.get_input_embeddings()
     x = embed(ids).detach().requires_grad_()
