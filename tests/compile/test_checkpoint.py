@@ -296,3 +296,43 @@ def test_a_random_mask_is_not_copied_into_the_bodies():
     torch.manual_seed(5)
     got = compiled(x, keep)
     torch.testing.assert_close(got, want, atol=2e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("padded", [True, False], ids=["left_padded", "no_mask"])
+def test_hf_bloom_with_gradient_checkpointing(padded):
+    """BLOOM builds its ALiBi bias outside the layers too (from the attention_mask's cumsum, or
+    an arange without one) and hands it to each checkpointed layer, where it reaches the scores
+    as baddbmm's input, not through a product: the bias's computation is copied into the
+    bodies like a mask's, where it is proven ALiBi (no mask) or read per key beside the padding
+    (see test_patterns_bloom), so every site is replaced, causal. Logits and every gradient
+    equal eager's."""
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    cfg = transformers.BloomConfig(hidden_size=64, n_head=4, n_layer=2, vocab_size=64)
+    model = transformers.BloomForCausalLM(cfg).train()
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    ids = torch.randint(1, 64, (2, 11))
+    mask = torch.ones(2, 11, dtype=torch.long)
+    mask[1, :4] = 0
+    kw = {"input_ids": ids, "use_cache": False}
+    if padded:
+        kw["attention_mask"] = mask
+    valid = mask.bool()[..., None] if padded else torch.ones(2, 11, 1, dtype=torch.bool)
+    params = list(model.parameters())
+    want = model(**kw).logits
+    want_grads = torch.autograd.grad((want * valid).square().sum(), params, allow_unused=True)
+    with torch._dynamo.config.patch(skip_fwd_side_effects_in_bwd_under_checkpoint=True):
+        report = flashgen.explain(model, **kw)
+        assert len(report.sites) == 2, report
+        assert all(s.replaced and s.causal for s in report.sites), report
+        assert all(s.mask if padded else s.alibi for s in report.sites), report
+        torch._dynamo.reset()
+        compiled = torch.compile(model, backend=flashgen.backend(fallback="aot_eager"))
+        got = compiled(**kw).logits
+        got_grads = torch.autograd.grad((got * valid).square().sum(), params, allow_unused=True)
+    torch.testing.assert_close(got * valid, want * valid, atol=2e-5, rtol=1e-4)
+    for g, w in zip(got_grads, want_grads, strict=True):
+        if w is None:
+            assert g is None or not g.any()
+        else:
+            torch.testing.assert_close(g, w, atol=1e-4, rtol=1e-4)

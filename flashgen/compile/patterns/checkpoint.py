@@ -10,12 +10,14 @@ it would have recomputed SDPA.
 What a body cannot see is how an operand was computed. HF builds the causal-and-padding mask
 once, in the model's forward, and hands it to every checkpointed layer: inside the body it is a
 placeholder, which the kernels could only read whole (the N x N tensor), where outside a
-checkpoint the same mask is proven causal with the padding read per key. `inline_masks` copies
+checkpoint the same mask is proven causal with the padding read per key (BLOOM's ALiBi bias,
+built outside as well, is proven ALiBi only where its arange is seen). `inline_masks` copies
 the parent's computation of such an operand (a boolean or floating tensor of two or more dims,
 built from the parent's inputs and state by ops the proof follows, `COPYABLE`, nothing that
 requires grad) into the body,
-so the proof sees the ops that build it; `attention_pass` keeps the copy only where it lets a
-site read less than the whole mask (`whole_masks`), and undoes it otherwise (a mask the body
+so the proof sees the ops that build it; `attention_pass` keeps the copy only where it lets
+more sites be replaced, or as many read less of a mask tensor (`cost`), and undoes it
+otherwise (a mask the body
 would then build again at every layer and at every recompute, for nothing).
 """
 
@@ -33,13 +35,14 @@ from .matchers import is_softmax
 
 # the most parent nodes copied for one operand: HF's mask builders take 20-40
 MAX_COPIED = 96
-# The ops a copied computation may hold: those the mask proof follows, and sizes. A copy runs
+# The ops a copied computation may hold: those the mask proof follows, sizes, and those of
+# BLOOM's ALiBi bias (its slopes, a power per head, repeated over the batch). A copy runs
 # again in every body and in the backward's recompute, so a random op (a mask drawn with
 # torch.rand) would draw a different mask there: none is on the list.
 COPYABLE = frozenset(
     {*CMP, *LOGIC, *ARITH, *CASTS, *CREATE, *FULL, *VIEWS, "bitwise_not", "logical_not", "neg",
      "abs", "tril", "triu", "arange", "masked_fill", "tensor", "scalar_tensor", "where", "diff",
-     "cumsum", "size", "sym_size"}
+     "cumsum", "size", "sym_size", "pow", "repeat", "cat"}
 )  # fmt: skip
 
 
@@ -197,13 +200,15 @@ def _mask_like(arg: Any) -> bool:
 
 
 # ops a mask does not pass through on its way to the scores (a tensor that reaches the softmax
-# only through q or k, as rotary tables do, is not a mask)
+# only through q or k, as rotary tables do, is not a mask), but as the added term of baddbmm
+# and addmm (their first argument: BLOOM's ALiBi bias)
 _PRODUCTS = frozenset({"matmul", "bmm", "baddbmm", "linear", "einsum", "mm", "addmm"})
+_ADDED_TERM = frozenset({"baddbmm", "addmm"})
 
 
 def _feeds_a_mask(ph: fx.Node, depth: int = 8) -> bool:
     """Whether `ph` reaches an SDPA call's attn_mask, or a softmax, within `depth` ops and
-    through no product."""
+    through no product but as its added term."""
     frontier = [ph]
     for _ in range(depth):
         nxt = []
@@ -214,7 +219,9 @@ def _feeds_a_mask(ph: fx.Node, depth: int = 8) -> bool:
                         return True
                 elif is_softmax(user):
                     return True
-                elif (op_name(user) or getattr(user.target, "__name__", "")) not in _PRODUCTS:
+                elif (name := op_name(user) or getattr(user.target, "__name__", "")) not in (
+                    _PRODUCTS
+                ) or (name in _ADDED_TERM and user.args and user.args[0] is n):
                     nxt.append(user)  # (F.linear is torch._C._nn's, which op_name leaves out)
         frontier = nxt
     return False
@@ -259,6 +266,11 @@ def _add_operand(change: Inlined, leaf: fx.Node, real: dict) -> fx.Node:
     return ph
 
 
-def whole_masks(sites: list) -> int:
-    """How many replaced sites read their mask tensor whole (not per key)."""
-    return sum(1 for s in sites if s.replaced and s.mask and not s.key_mask)
+def cost(sites: list) -> tuple[int, int, int]:
+    """What a body's sites leave undone or read, to compare two readings of it (lower is
+    better): minus the sites replaced, then the replaced sites that read a mask tensor whole
+    (not per key), then those that read a mask tensor at all (a per-key one rather than none:
+    BLOOM's ALiBi proven from its arange, read as slopes)."""
+    done = [s for s in sites if s.replaced]
+    whole = sum(1 for s in done if s.mask and not s.key_mask)
+    return -len(done), whole, sum(1 for s in done if s.mask)

@@ -370,9 +370,9 @@ def _body_sites(
     gm, body, inputs, call, real, op, rewrite_graph, graph_index, keep_kinds
 ) -> list[Site]:
     """`attention_pass` over one activation-checkpointed body (`checkpoint`), with the parent's
-    computation of its mask operands copied in where that lets a site read less than the whole
-    mask: the body as it is and with the copy are read report-only, the copy kept or undone,
-    and only then is the body rewritten. `counters` count one pass, the one chosen. A
+    computation of its mask operands copied in where that lets more sites be replaced, or as
+    many read less of a mask tensor (`checkpoint.cost`): the body as it is and with the copy
+    are read report-only, the copy kept or undone, and only then is the body rewritten. `counters` count one pass, the one chosen. A
     report-only pass (`rewrite_graph=False`) leaves both graphs as they were."""
     kw = {"graph_index": graph_index, "keep_kinds": keep_kinds}
     try:
@@ -385,10 +385,7 @@ def _body_sites(
             counters.update(before)
             change = checkpoint.inline_masks(gm, call, body, real, operands)
             trial = attention_pass(body, [*inputs, *change.inputs], op, rewrite_graph=False, **kw)
-            replaced = [sum(s.replaced for s in run) for run in (trial, plain)]
-            copy = replaced[0] >= replaced[1] and (
-                checkpoint.whole_masks(trial) < checkpoint.whole_masks(plain)
-            )
+            copy = checkpoint.cost(trial) < checkpoint.cost(plain)
             if copy and rewrite_graph:
                 inputs = change.keep(inputs)
             else:
