@@ -190,7 +190,7 @@ def run_case(
     from flashgen.compile.patterns import attention_pass
 
     r = random.Random(seed)
-    family = r.choice(families or FAMILIES)
+    family = r.choice(families or FAMILIES)  # (`drawn_family`)
     attn = "eager" if family in EAGER_ONLY else r.choice(["sdpa", "eager"])
     cfg, auto = config_for(family, r)
     torch.manual_seed(seed)
@@ -379,8 +379,9 @@ def main(argv=None) -> int:
             trace = traceback.format_exc(limit=8)
             if _fails_without_flashgen(seed, families, args, exc):
                 torch_errors.append(seed)
-                print(f"TORCH seed {seed}: fails the same way without flashgen's pass "
-                      f"(aot_eager): {type(exc).__name__}: {str(exc)[:200]}", flush=True)  # fmt: skip
+                print(f"TORCH seed {seed} ({drawn_family(seed, families)}): fails the same way "
+                      f"without flashgen's pass (aot_eager): {type(exc).__name__}: "
+                      f"{str(exc)[:200]}", flush=True)  # fmt: skip
                 continue
             bad.append(seed)
             print(f"BAD seed {seed}: error\n{trace}", flush=True)
@@ -395,6 +396,11 @@ def main(argv=None) -> int:
     if torch_errors:
         print(f"{len(torch_errors)} cases PyTorch's own compile fails as well: {torch_errors}")
     return 1 if bad else 0
+
+
+def drawn_family(seed: int, families=None) -> str:
+    """The family `run_case` draws for `seed` (its first draw), for a case that raised."""
+    return random.Random(seed).choice(families or FAMILIES)
 
 
 def _fails_without_flashgen(seed, families, args, exc: Exception) -> bool:

@@ -97,3 +97,23 @@ def test_grad_diff_reports_a_one_percent_error():
     assert fuzz._grad_diff(model, model, kw, valid, "logits") == 0.0
     off = fuzz._grad_diff(model, lambda **k: Out(model(**k).logits * 1.01), kw, valid, "logits")
     assert 0.009 < off < 0.011, off
+
+
+@pytest.mark.parametrize("plain_fails", [True, False], ids=["torch's", "flashgen's"])
+def test_an_error_is_told_apart_by_compiling_without_flashgen(monkeypatch, capsys, plain_fails):
+    """A case that raises is run again with aot_eager alone: the same error there is PyTorch's
+    (reported as TORCH, not bad, exit 0); an error only flashgen's pass raises stays bad."""
+
+    def run_case(seed, families, grad, checkpointing, plain=False):
+        if plain and not plain_fails:
+            return {}
+        raise AssertionError("lift_tracked_freevar_to_input")
+
+    monkeypatch.setattr(fuzz, "run_case", run_case)
+    for name, value in (("FLASHGEN_IMPL", "flashgen"), ("TRITON_INTERPRET", "1")):
+        monkeypatch.setenv(name, value)  # (main sets both when unset: undone after the test)
+    code = fuzz.main(["--seed", "8002", "--cases", "1"])
+    out = capsys.readouterr().out
+    assert code == (0 if plain_fails else 1), out
+    assert ("TORCH seed 8002 (gptj)" in out) == plain_fails, out
+    assert ("BAD seed 8002" in out) != plain_fails, out
