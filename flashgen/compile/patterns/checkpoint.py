@@ -14,11 +14,10 @@ checkpoint the same mask is proven causal with the padding read per key (BLOOM's
 built outside as well, is proven ALiBi only where its arange is seen). `inline_masks` copies
 the parent's computation of such an operand (a boolean or floating tensor of two or more dims,
 built from the parent's inputs and state by ops the proof follows, `COPYABLE`, nothing that
-requires grad) into the body,
-so the proof sees the ops that build it; `attention_pass` keeps the copy only where it lets
-more sites be replaced, or as many read less of a mask tensor (`cost`), and undoes it
-otherwise (a mask the body
-would then build again at every layer and at every recompute, for nothing).
+requires grad) into the body, so the proof sees the ops that build it; `attention_pass` keeps
+the copy only where it lets more sites be replaced, or as many read less of a mask tensor
+(`cost`), and undoes it otherwise (a mask the body would then build again at every layer and
+at every recompute, for nothing).
 """
 
 from __future__ import annotations
@@ -219,10 +218,11 @@ def _feeds_a_mask(ph: fx.Node, depth: int = 8) -> bool:
                         return True
                 elif is_softmax(user):
                     return True
-                elif (name := op_name(user) or getattr(user.target, "__name__", "")) not in (
-                    _PRODUCTS
-                ) or (name in _ADDED_TERM and user.args and user.args[0] is n):
-                    nxt.append(user)  # (F.linear is torch._C._nn's, which op_name leaves out)
+                else:  # (F.linear is torch._C._nn's, which op_name leaves out)
+                    name = op_name(user) or getattr(user.target, "__name__", "")
+                    added = name in _ADDED_TERM and user.args and user.args[0] is n
+                    if name not in _PRODUCTS or added:
+                        nxt.append(user)
         frontier = nxt
     return False
 

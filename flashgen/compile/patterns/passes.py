@@ -372,8 +372,9 @@ def _body_sites(
     """`attention_pass` over one activation-checkpointed body (`checkpoint`), with the parent's
     computation of its mask operands copied in where that lets more sites be replaced, or as
     many read less of a mask tensor (`checkpoint.cost`): the body as it is and with the copy
-    are read report-only, the copy kept or undone, and only then is the body rewritten. `counters` count one pass, the one chosen. A
-    report-only pass (`rewrite_graph=False`) leaves both graphs as they were."""
+    are read report-only, the copy kept or undone, and only then is the body rewritten.
+    `counters` count one pass, the one chosen. A report-only pass (`rewrite_graph=False`)
+    leaves both graphs as they were."""
     kw = {"graph_index": graph_index, "keep_kinds": keep_kinds}
     try:
         operands = checkpoint.mask_operands(call, body)
