@@ -339,6 +339,43 @@ def _bias_site_matches_float64(fn, bias):
     return q, k, v, bias
 
 
+def two_biases(q, k, v, bias, padding):
+    s = q @ k.transpose(-2, -1) * SCALE + bias  # T5's relative bias, then its padding mask
+    s = s + padding
+    return s.softmax(-1) @ v
+
+
+def test_two_added_biases_are_read_as_their_sum():
+    """Two floating tensors added after the scale, both forward() inputs (T5's relative bias
+    [1, H, T, T] that requires grad and its additive padding mask [B, 1, 1, T], as a
+    checkpointed T5 layer gets them): the kernels read their sum as one additive mask; output
+    and gradients, the bias's too, equal eager's in float64. A second bias added before the
+    scale is still refused."""
+    q, k, v = (t.requires_grad_() for t in _qkv())
+    bias = torch.randn(1, H, T, T, device=DEVICE, requires_grad=True)
+    padding = torch.zeros(B, 1, 1, T, device=DEVICE)
+    padding[1, ..., :5] = torch.finfo(torch.float32).min  # left padding
+    report = flashgen.explain(two_biases, q, k, v, bias, padding)
+    assert report.replaced == 1 and report.sites[0].mask == "add", str(report)
+    assert not report.sites[0].key_mask, str(report)  # (the [B, H, T, T] sum is read whole)
+    torch._dynamo.reset()
+    got = torch.compile(two_biases, backend=backend(fallback="aot_eager"))(q, k, v, bias, padding)
+    leaves = (q, k, v, bias)
+    got_grads = torch.autograd.grad(got.square().sum(), leaves)
+    ref = [t.detach().double().requires_grad_() for t in leaves]
+    want = two_biases(*ref, padding.double())
+    want_grads = torch.autograd.grad(want.square().sum(), ref)
+    torch.testing.assert_close(got.double(), want, atol=1e-4, rtol=1e-4)
+    for g, w in zip(got_grads, want_grads, strict=True):
+        torch.testing.assert_close(g.double(), w, atol=1e-4, rtol=1e-4)
+
+    def scaled_second(q, k, v, bias, padding):
+        return ((q @ k.transpose(-2, -1) + padding) * SCALE + bias).softmax(-1) @ v
+
+    report = flashgen.explain(scaled_second, q, k, v, bias, padding)
+    assert (report.found, report.replaced) == (1, 0), str(report)
+
+
 def subtracted_bias_input(q, k, v, mask):
     s = q @ k.transpose(-2, -1) * SCALE - mask  # a penalty: the kernels must add -mask
     return s.softmax(-1) @ v

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Session 45's second call: on an H200 the bar figures of next_s43's `h200` part, closest bars
+# Session 45's later calls: on an H200 the bar figures of next_s43's `h200` part, closest bars
 # first (issue 15's host time, issue 13's 650 TFLOP/s row, then issue 16's window sweep); on an
-# H100 the checkpointed training example (next_s44 `train`).
+# H100 BLOOM under HF's gradient checkpointing (its ALiBi bias now copied into the checkpointed
+# layers), then the checkpointed training example (next_s44 `train`).
 export FLASHGEN_COMMIT=${FLASHGEN_COMMIT:-5f7c4dd}
 name=$(nvidia-smi --query-gpu=name --format=csv,noheader)
 echo "card: $name"
@@ -15,5 +16,10 @@ if echo "$name" | grep -q H200; then
   nvidia-smi --query-gpu=clocks.sm,power.draw,temperature.gpu --format=csv
   bash benchmarks/raw/h100_s42b1/job.sh windows
 else
+  for pad in none left; do
+    timeout 150 python3 -u benchmarks/hf_padded.py --family bloom --attn eager --checkpointing \
+      --pad $pad --out $OUT/bloom_ckpt_$pad.json > $OUT/bloom_ckpt_$pad.txt 2>&1
+    stamp "bloom ckpt $pad rc=$?"; grep -E "^fwd|^check|baddbmm" $OUT/bloom_ckpt_$pad.txt | cut -c1-250
+  done
   bash benchmarks/raw/next_s44/job.sh train
 fi

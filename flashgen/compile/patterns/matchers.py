@@ -328,10 +328,14 @@ def match_softmax(sm: Any, values: Values) -> Match | None:
         try:  # a bias beside a boolean mask (BLOOM: its ALiBi from the padding, HF's mask)
             both = _bias_beside_mask(masks, add_terms, x, values, drop_p, unflat, masks_4d)
         except Skip as e:
-            problems.append(
-                "more than one mask is applied to the scores; only one causal mask is, or a "
-                f"bias beside one boolean mask ({e})" + not_alibi
-            )
+            try:  # two floating biases (T5's under checkpointing): read as their sum
+                tensor_mask, key_bias = _two_biases(masks, add_terms, unflat)
+            except Skip as e2:
+                problems.append(
+                    "more than one mask is applied to the scores; only one causal mask is, a "
+                    f"bias beside one boolean mask ({e}), or two floating biases ({e2})"
+                    + not_alibi
+                )
         else:
             (causal, window, align), tensor_mask, hides, key_bias, rows_from = both
     elif len(masks) > 2:
@@ -640,6 +644,24 @@ def _bias_beside_mask(masks, add_terms, scores, values, drop_p, unflat, masks_4d
     )
     structure = structure or (False, None, "top_left")
     return structure, tensor, hides, (bias, heads), rows_from
+
+
+def _two_biases(masks, add_terms, unflat) -> tuple[Any, tuple[Any, None]]:
+    """Two floating tensors added to the scores after the scale, neither proven anything (HF
+    T5 under gradient checkpointing: its relative position bias and its additive padding mask
+    reach a checkpointed layer apart, as inputs): (attn_mask, key_bias) for the rewrite, which
+    hands the op their sum, as the kernels read T5's bias and mask summed outside a checkpoint
+    (`Match.key_bias`). Exact up to the order of one rounding: eager adds them to the scores
+    one after the other. Skip otherwise."""
+    if unflat is not None:
+        raise Skip("biases added to [batch x heads]-flattened scores")
+    first, second = (
+        _additive_bias(mask, add_terms.get(i)) if mask[0] == "add" else None
+        for i, mask in enumerate(masks)
+    )
+    if first is None or second is None:
+        raise Skip("not both added")
+    return first, (second, None)
 
 
 _NOT_FNS = {torch.logical_not, torch.bitwise_not, operator.invert, torch.Tensor.logical_not}

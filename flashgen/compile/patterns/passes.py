@@ -245,8 +245,11 @@ def rewrite(gm: fx.GraphModule, m: Match, op: Any) -> None:
             if heads is not None:  # added to BLOOM's [B * H, Sq, Sk] scores
                 bias = g.call_method("unflatten", (bias, 0, (-1, heads)))
                 added.append(bias)
-            if mask is not None:
+            if mask is not None and example_value(m.attn_mask).dtype == torch.bool:
                 bias = g.call_function(torch.where, (mask, bias, -math.inf))
+                added.append(bias)
+            elif mask is not None:  # two floating biases (`matchers._two_biases`): their sum
+                bias = g.call_function(operator.add, (mask, bias))
                 added.append(bias)
             mask = bias
         win = None
