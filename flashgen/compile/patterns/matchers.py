@@ -333,8 +333,7 @@ def match_softmax(sm: Any, values: Values) -> Match | None:
             except Skip as e2:
                 problems.append(
                     "more than one mask is applied to the scores; only one causal mask is, a "
-                    f"bias beside one boolean mask ({e}), or two floating biases ({e2})"
-                    + not_alibi
+                    f"bias beside one boolean mask ({e}), or two floating biases ({e2})" + not_alibi
                 )
         else:
             (causal, window, align), tensor_mask, hides, key_bias, rows_from = both
