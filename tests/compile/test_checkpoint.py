@@ -351,3 +351,39 @@ def test_hf_bloom_with_gradient_checkpointing(padded):
         kw["attention_mask"] = mask
     valid = mask.bool()[..., None] if padded else torch.ones(2, 11, 1, dtype=torch.bool)
     _hf_matches_eager(model, kw, valid, lambda s: s.mask if padded else s.alibi)
+
+
+def test_hf_t5_with_gradient_checkpointing():
+    """HF T5 (eager attention) under its own gradient checkpointing, a left-padded batch: T5
+    sets `position_bias.requires_grad = True` there, a graph break, and the layers compiled
+    after it get the relative bias and the additive padding mask as two inputs added to the
+    scores one after the other, read as their sum (`matchers._two_biases`). Every site found
+    is replaced; logits and every gradient equal eager's."""
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    cfg = transformers.T5Config(
+        d_model=64, d_kv=16, d_ff=128, num_layers=2, num_heads=4, vocab_size=64,
+        relative_attention_num_buckets=8, dropout_rate=0.0, decoder_start_token_id=0,
+    )  # fmt: skip
+    model = transformers.T5ForConditionalGeneration._from_config(cfg, attn_implementation="eager")
+    model.train().gradient_checkpointing_enable({"use_reentrant": False})
+    ids = torch.randint(1, 64, (2, 11))
+    mask = torch.ones(2, 11, dtype=torch.long)
+    mask[1, :4] = 0
+    kw = {"input_ids": ids, "attention_mask": mask, "decoder_input_ids": ids[:, :9]}
+    params = list(model.parameters())
+    want = model(**kw).logits
+    want_grads = torch.autograd.grad(want.square().sum(), params, allow_unused=True)
+    report = flashgen.explain(model, **kw)
+    assert report.found >= 4 and report.replaced == report.found, report
+    assert any(s.mask == "add" for s in report.sites), report
+    torch._dynamo.reset()
+    compiled = torch.compile(model, backend=flashgen.backend(fallback="aot_eager"))
+    got = compiled(**kw).logits
+    got_grads = torch.autograd.grad(got.square().sum(), params, allow_unused=True)
+    torch.testing.assert_close(got, want, atol=2e-5, rtol=1e-4)
+    for g, w in zip(got_grads, want_grads, strict=True):
+        if w is None:
+            assert g is None or not g.any()
+        else:
+            torch.testing.assert_close(g, w, atol=1e-4, rtol=1e-4)
