@@ -404,8 +404,8 @@ def drawn_family(seed: int, families=None) -> str:
 
 
 def _fails_without_flashgen(seed, families, args, exc: Exception) -> bool:
-    """Whether the case that raised `exc` raises the same exception type compiled with
-    aot_eager alone: then the error is PyTorch's (or the model's) under torch.compile, which
+    """Whether the case that raised `exc` raises the same exception (type and message)
+    compiled with aot_eager alone: then the error is PyTorch's (or the model's) under torch.compile, which
     no backend can avoid, not flashgen's; its seed is reported apart, not as bad."""
     try:
         run_case(seed, families, args.grad, args.checkpointing, plain=True)
