@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Session 45's later calls: on an H200 the bar figures of next_s43's `h200` part, closest bars
+# Prepared in session 45 and not run (every call made with it got no machine; dev3.sh ran). For
+# a later call: on an H200 the bar figures of next_s43's `h200` part, closest bars
 # first (issue 15's host time, issue 13's 650 TFLOP/s row, then issue 16's window sweep); on an
 # H100 BLOOM under HF's gradient checkpointing (its ALiBi bias now copied into the checkpointed
 # layers), then the checkpointed training example (next_s44 `train`).
