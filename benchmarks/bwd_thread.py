@@ -121,7 +121,7 @@ def measure(cases, calls, rounds, sync):
 
     results = {}
     modes = (("threads", True), ("calling_thread", False))
-    for name, run in cases.items():  # warm-up, both modes
+    for run in cases.values():  # warm-up, both modes
         for _, on in modes:
             with torch.autograd.set_multithreading_enabled(on):
                 for _ in range(20):

@@ -133,12 +133,15 @@ def impl_choice(spec: KernelSpec, seq_q: int, seq_k: int, cuda: bool, *, query_d
     lookup source of a record that compared implementations ("exact", "nearest", ...), or
     "default". Cached like the config. `query_db=False` (a CUDA graph is being captured): a
     miss is answered from what is cached and the defaults, without the database, and is not
-    cached (the next ordinary call asks the database)."""
+    cached (the next ordinary call asks the database); a callable returning that is asked on a
+    miss only, as `choose_impl` does."""
     key = (spec, shape_bucket(seq_q, seq_k), cuda)
     choice = _cached(key, _impls, _impls_degraded)
     if choice is not None:
         return choice
     forced = _state["impl"] or forced_impl()
+    if forced is None and callable(query_db):
+        query_db = query_db()
     if forced is not None:
         choice = (forced, None, "forced")
     elif not query_db:

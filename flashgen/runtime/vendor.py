@@ -157,7 +157,8 @@ def winner(q, k, v, causal: bool, backward: bool | None = None, in_training: boo
     impl = remember_impl(key, spec, seq_q, seq_k, q.is_cuda, query_db=lambda: not _capturing(q))
     if impl != FLASHGEN or not q.is_cuda or None in (batch, heads, head_dim):
         return impl
-    choice = impl_choice(spec, seq_q, seq_k, True)  # cached by remember_impl's ask
+    # cached by remember_impl's ask, except a capture-time default: then not the database
+    choice = impl_choice(spec, seq_q, seq_k, True, query_db=lambda: not _capturing(q))
     work = (batch, heads, seq_q, seq_k, head_dim)
     vendor = host_rule(choice, spec, work, causal, backward, host_margin_s(backward or in_training))
     if vendor is None:

@@ -247,7 +247,7 @@ def test_flashgen_wins_only_where_it_saves_more_than_its_host_time(
     monkeypatch, shape, ratio, source, want
 ):
     monkeypatch.setattr(vendor, "remember_impl", lambda key, *a, **kw: "flashgen")
-    monkeypatch.setattr(vendor, "impl_choice", lambda *a: ("flashgen", ratio, source))
+    monkeypatch.setattr(vendor, "impl_choice", lambda *a, **kw: ("flashgen", ratio, source))
     monkeypatch.setattr(vendor, "default_choice", lambda spec, cuda: "sdpa_cudnn")
     q = _Cuda(*shape)
     k = _Cuda(shape[0], shape[1] // 4, shape[2], shape[3])
@@ -258,15 +258,15 @@ def test_a_call_with_a_backward_needs_the_larger_margin(monkeypatch):
     """The same record's saving clears the forward's margin and not a training call's: the
     backward record's ratio is applied to ~3.5x the forward's time (gain_s)."""
     monkeypatch.setattr(vendor, "remember_impl", lambda key, *a, **kw: "flashgen")
-    monkeypatch.setattr(vendor, "impl_choice", lambda *a: ("flashgen", 1.03, "shipped"))
+    monkeypatch.setattr(vendor, "impl_choice", lambda *a, **kw: ("flashgen", 1.03, "shipped"))
     monkeypatch.setattr(vendor, "default_choice", lambda spec, cuda: "sdpa_cudnn")
     monkeypatch.setattr(vendor, "settled_impls", {})  # no choice cached by another test
     q = _Cuda(16, 16, 1024, 128)  # ~196 µs not causal: 1.03x saves ~5.7 µs, ~20 µs with a backward
     assert vendor.winner(q, q, q, False, False) == "sdpa_cudnn"
-    monkeypatch.setattr(vendor, "impl_choice", lambda *a: ("flashgen", 1.1, "shipped"))
+    monkeypatch.setattr(vendor, "impl_choice", lambda *a, **kw: ("flashgen", 1.1, "shipped"))
     assert vendor.winner(q, q, q, False, False) == "flashgen"  # ~18 µs forward
     assert vendor.winner(q, q, q, False, True) == "flashgen"  # ~62 µs with a backward
-    monkeypatch.setattr(vendor, "impl_choice", lambda *a: ("flashgen", 1.06, "shipped"))
+    monkeypatch.setattr(vendor, "impl_choice", lambda *a, **kw: ("flashgen", 1.06, "shipped"))
     assert vendor.winner(q, q, q, False, False) == "flashgen"  # ~11 µs
     assert vendor.winner(q, q, q, False, True) == "sdpa_cudnn"  # ~39 µs
     assert vendor.host_margin_s(False) < vendor.host_margin_s(True)
@@ -281,18 +281,20 @@ def test_the_mix_takes_the_forward_only_where_a_training_call_would(monkeypatch)
     monkeypatch.setattr(vendor, "settled_impls", {})
     q = _Cuda(16, 16, 1024, 128)  # ~196 µs not causal
     for ratio, want in ((1.15, False), (1.5, True)):  # saves ~26 µs / ~65 µs
-        monkeypatch.setattr(vendor, "impl_choice", lambda *a, r=ratio: ("flashgen", r, "shipped"))
+        monkeypatch.setattr(
+            vendor, "impl_choice", lambda *a, r=ratio, **kw: ("flashgen", r, "shipped")
+        )
         assert vendor.winner(q, q, q, False, False) == "flashgen"  # a forward alone: >= 10 µs
         assert vendor.hybrid_backward(q, q, q, False, True, "sdpa_cudnn") is want
     # forced or without a comparison: not second-guessed, as in `winner`
-    monkeypatch.setattr(vendor, "impl_choice", lambda *a: ("flashgen", 1.01, "forced"))
+    monkeypatch.setattr(vendor, "impl_choice", lambda *a, **kw: ("flashgen", 1.01, "forced"))
     assert vendor.hybrid_backward(q, q, q, False, True, "sdpa_cudnn") is True
 
 
 def test_a_vendor_default_is_kept_by_the_host_rule(monkeypatch):
     """Where the defaults name flashgen (an unknown GPU), a small call keeps flashgen."""
     monkeypatch.setattr(vendor, "remember_impl", lambda key, *a, **kw: "flashgen")
-    monkeypatch.setattr(vendor, "impl_choice", lambda *a: ("flashgen", 1.06, "exact"))
+    monkeypatch.setattr(vendor, "impl_choice", lambda *a, **kw: ("flashgen", 1.06, "exact"))
     monkeypatch.setattr(vendor, "default_choice", lambda spec, cuda: "flashgen")
     q = _Cuda(1, 1, 128, 64)
     assert vendor.winner(q, q, q, False, False) == "flashgen"
@@ -310,7 +312,7 @@ def test_a_training_forwards_choice_is_kept_apart_from_a_forward_alones(monkeypa
     )
     monkeypatch.setattr(vendor, "default_choice", lambda spec, cuda: "sdpa_cudnn")
     monkeypatch.setattr(
-        vendor, "impl_choice", lambda *a: asked.append(1) or ("flashgen", 1.15, "shipped")
+        vendor, "impl_choice", lambda *a, **kw: asked.append(1) or ("flashgen", 1.15, "shipped")
     )
     q = _Cuda(16, 16, 1024, 128)  # ~196 µs not causal: 1.15x saves ~26 µs, under 50
     for _ in range(2):
@@ -318,3 +320,23 @@ def test_a_training_forwards_choice_is_kept_apart_from_a_forward_alones(monkeypa
         assert vendor.winner(q, q, q, False, False, in_training=True) == "sdpa_cudnn"
     assert len(asked) == 2  # once each
     assert sorted(settled.values()) == ["flashgen", "sdpa_cudnn"]
+
+
+def test_a_capture_on_a_gpu_whose_defaults_name_flashgen_skips_the_database(monkeypatch):
+    """During a CUDA graph capture a miss takes the defaults without asking the database; where
+    they name flashgen (any GPU but the H200), the host rule's look at the record must not ask
+    it either. (On an H100 the GPU test of this ran into the database through that look.)"""
+    dispatch.clear_cache()
+    monkeypatch.setattr(dispatch, "_gpu_name", lambda: "NVIDIA H100 80GB HBM3")
+    monkeypatch.setattr(vendor, "_capturing", lambda t: True)
+
+    def no_query(key):
+        raise AssertionError("the tuning database was asked during capture")
+
+    monkeypatch.setattr(dispatch, "_miss", no_query)
+    q = _Cuda(1, 4, 512, 64)
+    try:
+        assert vendor.winner(q, q, q, True, False) == "flashgen"
+        assert vendor.winner(q, q, q, True, True) == "flashgen"
+    finally:
+        dispatch.clear_cache()
