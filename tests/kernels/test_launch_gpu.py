@@ -280,13 +280,17 @@ def test_routing_during_capture_skips_the_database(monkeypatch):
     _forbid_database(monkeypatch)
     # Warm up first, on a side stream, as PyTorch asks before any capture, with the choice a
     # capture makes (no database: the defaults): SDPA's cuDNN backend builds its graph for a
-    # shape on its first call, which fails inside a capture (seen on the H200).
+    # shape on its first call, which fails inside a capture (seen on the H200). Where the
+    # defaults name flashgen (an H100), the kernel's launch plan is told so too: its config is
+    # then the default, not the database's.
     capturing = vendor._capturing
     monkeypatch.setattr(vendor, "_capturing", lambda t: True)
+    monkeypatch.setattr(plans, "capturing", lambda t: True)
     with torch.no_grad():
         _warm_up(lambda: attention(q, k, v, causal=True))
         want = attention(q, k, v, causal=True)
     monkeypatch.setattr(vendor, "_capturing", capturing)
+    monkeypatch.setattr(plans, "capturing", launch.capturing)
     _forbid_database(monkeypatch)  # empty caches again: the capture makes the choice anew
     graph = torch.cuda.CUDAGraph()
     with torch.no_grad(), torch.cuda.graph(graph):
