@@ -23,7 +23,8 @@ of a loss of them with respect to the embeddings, are checked against a float32 
 (flashgen's error may not exceed twice Inductor's plus 1e-3); then the two are timed in turn
 for `--rounds` rounds (do_bench medians, L2 flushed: `flashgen.bench.harness.gpu_timer`). A
 ratio is Inductor's median over flashgen's (> 1: flashgen faster). Exit status 1 when the
-check fails or no attention site was replaced.
+check fails or no attention site was replaced or left to PyTorch on purpose (`kept`: too small
+for flashgen to gain, `flashgen.explain` says why).
 """
 
 from __future__ import annotations
@@ -159,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
 
     ref = output_of(reference(inputs_embeds=xf, **kw)) * valid
     (gref,) = torch.autograd.grad(loss_of(ref), xf)
-    before = patterns.replaced_total()
+    before, kept_before = patterns.replaced_total(), patterns.kept_total()
     runs = backend_pair(model, cuda)
     report: dict = {"meta": run_meta(dev), "args": vars(args), "compile_s": {}, "err": {}}
     for name, fn in runs.items():
@@ -171,8 +172,9 @@ def main(argv: list[str] | None = None) -> int:
             torch.cuda.synchronize()
         report["compile_s"][name] = round(time.perf_counter() - start, 1)
     report["replaced"] = patterns.replaced_total() - before
+    report["kept"] = patterns.kept_total() - kept_before
     report["explain"] = str(flashgen.explain(model, inputs_embeds=x, **kw))
-    report["ok"] = report["replaced"] > 0 and all(
+    report["ok"] = report["replaced"] + report["kept"] > 0 and all(
         ours <= 2 * theirs + 1e-3
         for ours, theirs in zip(report["err"]["flashgen"], report["err"]["inductor"], strict=True)
     )

@@ -135,6 +135,14 @@ def compiled(model, backend: str, *, smoke: bool = False, regions=None, **kwargs
     return model
 
 
+def kept_sites() -> int:
+    """How many attention sites flashgen's backend has left to PyTorch on purpose so far in this
+    process (PyTorch's own call is as fast or faster there: `flashgen.explain` says why)."""
+    from flashgen.compile import patterns
+
+    return patterns.kept_total()
+
+
 def replaced_sites() -> int:
     """How many attention sites flashgen's backend has replaced so far in this process."""
     from flashgen.compile import patterns
@@ -213,8 +221,9 @@ def compare_training(build, batches, loss_of, *, backends, warmup, steps, tokens
     `loss_of(model, batch) -> loss`. Every backend starts from the same seeded weights (build
     seeds torch first). Each row: label, backend, what `train` returns, and for backends after
     eager `loss_gap` (largest |loss - eager's| over the steps) and `loss_agrees`; for flashgen
-    `replaced` (attention sites its backend swapped: 0 would make it Inductor's figure, and is
-    reported as a disagreement) and `speedup_vs_best_other` (tokens/s over the best of the
+    `replaced` (attention sites its backend swapped) and `kept` (sites it left to PyTorch on
+    purpose, PyTorch's call being as fast or faster there): both 0 would make it Inductor's
+    figure by accident, reported as a disagreement and `speedup_vs_best_other` (tokens/s over the best of the
     other backends). Out of memory is a row with a note, not a crash. `regions(model)`, when
     given, names the submodules to compile instead of the whole model (see `compiled`).
     `gpu_lock`: a file path, shared with other processes on this GPU (`GpuLock`).
@@ -237,7 +246,7 @@ def compare_training(build, batches, loss_of, *, backends, warmup, steps, tokens
             opt.zero_grad(set_to_none=True)
             return loss
 
-        before = replaced_sites()
+        before, kept_before = replaced_sites(), kept_sites()
         try:
             result = train(step, batches, warmup=warmup, steps=steps,
                            tokens_per_step=tokens_per_step, device=device, lock=lock)  # fmt: skip
@@ -247,10 +256,11 @@ def compare_training(build, batches, loss_of, *, backends, warmup, steps, tokens
         row = {"case": label, "backend": backend, **result}
         if backend == "flashgen":
             row["replaced"] = replaced_sites() - before
+            row["kept"] = kept_sites() - kept_before
         eager = next((r for r in rows if r["backend"] == "eager"), None)
         if eager and eager["losses"] and row["losses"]:
             compare_losses(row, eager, loss_tol)
-        if backend == "flashgen" and row["losses"] and not row["replaced"]:
+        if backend == "flashgen" and row["losses"] and not (row["replaced"] or row["kept"]):
             row["loss_agrees"] = False
             row["note"] = "flashgen replaced no attention site: this is Inductor's figure"
         row["final_loss"] = row["losses"][-1] if row["losses"] else None
@@ -272,6 +282,7 @@ TRAIN_COLUMNS = [
     ("final_loss", "last loss", ".4f"), ("loss_gap", "loss gap", ".4f"),
     ("loss_gap_mean", "mean gap", ".4f"),
     ("speedup_vs_best_other", "vs best other", ".2f"), ("replaced", "sites replaced", "d"),
+    ("kept", "sites kept", "d"),
 ]  # fmt: skip
 
 

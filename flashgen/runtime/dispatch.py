@@ -139,7 +139,7 @@ def impl_choice(spec: KernelSpec, seq_q: int, seq_k: int, cuda: bool, *, query_d
     choice = _cached(key, _impls, _impls_degraded)
     if choice is not None:
         return choice
-    forced = _state["impl"] or forced_impl()
+    forced = _state["impl"] or forced_impl()  # (`forced()`, inline on this path)
     if forced is None and callable(query_db):
         query_db = query_db()
     if forced is not None:
@@ -180,6 +180,12 @@ def decisive(rec) -> bool:
     if not getattr(rec, "compared", False):
         return False
     return rec.impl != FLASHGEN or rec.impl_ratio >= FLASHGEN_MARGIN
+
+
+def forced() -> str | None:
+    """The implementation every call of this process is forced to run (`set_impl`, else
+    FLASHGEN_IMPL), or None for the run-time choice."""
+    return _state["impl"] or forced_impl()
 
 
 def set_impl(impl: str | None) -> None:

@@ -22,7 +22,7 @@ place afterwards is not seen (Dynamo does not guard on buffer values).
 
 from __future__ import annotations
 
-from .core import Match, Site, Skip, counters, location, replaced_total
+from .core import Match, Site, Skip, counters, kept_total, location, replaced_total
 from .masks import diagonal_pattern, prove_causal
 from .matchers import match_sdpa, match_softmax
 from .mha import match_mha
@@ -36,6 +36,7 @@ __all__ = [
     "check_match",
     "counters",
     "diagonal_pattern",
+    "kept_total",
     "location",
     "match_mha",
     "replaced_total",

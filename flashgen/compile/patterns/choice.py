@@ -67,9 +67,14 @@ def keep_reason(m: Any) -> str | None:
     replace it: only a plain SDPA call or nn.MultiheadAttention (no mask tensor, window,
     dropout, ALiBi or softcap, the causal diagonal top-left) on tensors of static sizes whose
     forward and backward would both run the SDPA backend that PyTorch's own call picks there
-    (on any device: the CPU has SDPA's flash backend too)."""
+    (on any device: the CPU has SDPA's flash backend too); or such a call whose only extra is
+    a mask tensor, too small for flashgen's masked path to gain (`masked_keep_reason`)."""
     site = m.site
-    if site.kind not in ("sdpa", "mha") or not _plain(site):
+    if site.kind not in ("sdpa", "mha"):
+        return None
+    if _mask_only(site):
+        return masked_keep_reason(m)
+    if not _plain(site):
         return None
     if site.kind == "sdpa":
         node = m.out
@@ -116,6 +121,87 @@ def keep_reason(m: Any) -> str | None:
     return (
         f"left to PyTorch: at this static shape the op would run {impl}, what PyTorch's own "
         f"call runs (fwd: {choices[0][1]}; bwd: {choices[1][1]})"
+    )
+
+
+# Issue 15 for masked calls (a boolean or additive mask tensor, the kernels' only extra): the
+# least forward FLOPs (4 x batch x heads x query rows x keys x head dim, halved when causal) at
+# which flashgen's kernels replace a static SDPA or nn.MultiheadAttention call, by (dense mask,
+# head dim >= 128, with a backward). Below them the call stays as the user wrote it. Why: a
+# masked call goes through the op's general path (mask checks, the key range of a key-padding
+# mask, the block lists of a dense boolean one: host work that plain calls do not have), and
+# SDPA with the same mask is PyTorch's C++ path. On an H100 (benchmarks/RESULTS.md, session
+# 46; back-to-back calls, host and GPU together, boolean masks, bf16) flashgen against SDPA read
+# per-key masks at head dim 64: 6.4 GFLOP 0.66x forward / 0.49x forward+backward, 34 GFLOP
+# 0.66x / 0.46x, 69 GFLOP 1.11x / 0.98x, 137 GFLOP 1.63-1.88x / 1.39-1.52x; at head dim 128,
+# 69 GFLOP 1.40x / 1.16x. Dense causal-and-padding masks at head dim 64: 34 GFLOP 1.08x /
+# 0.93x, 69 GFLOP 0.62x / 0.63x, 137 GFLOP 1.15x / 0.79x; at head dim 128, 137 GFLOP 1.52x /
+# 1.24x. In a model the host time partly overlaps other work, so these err toward PyTorch.
+MASKED_MIN_FLOPS = {
+    # (dense, head dim >= 128, backward): forward FLOPs
+    (False, False, False): 50e9,
+    (False, False, True): 100e9,
+    (False, True, False): 35e9,
+    (False, True, True): 50e9,
+    (True, False, False): 100e9,
+    (True, False, True): 200e9,
+    (True, True, False): 100e9,
+    (True, True, True): 100e9,
+}
+# The devices whose masked calls the rule applies to (the figures above are a GPU's; on the CPU
+# the kernels run in Triton's interpreter, for tests).
+MASKED_RULE_DEVICES = ("cuda",)
+
+
+def masked_keep_reason(m: Any) -> str | None:
+    """Why the masked site `m` (an SDPA or nn.MultiheadAttention call whose only extra is its
+    mask tensor, `_mask_only`) is left to PyTorch, or None to replace it: static sizes, a CUDA
+    call, and fewer FLOPs than `MASKED_MIN_FLOPS` asks for its kind. Graphs with symbolic sizes
+    are replaced (they serve lengths this rule cannot see), and so is every site while
+    flashgen's kernels are forced (FLASHGEN_IMPL=flashgen: the kernels' own figures)."""
+    from ...runtime import dispatch
+
+    site = m.site
+    if site.device not in MASKED_RULE_DEVICES or not site.rows or dispatch.forced() == FLASHGEN:
+        return None
+    if site.kind == "sdpa":
+        names = ("query", "key", "value")
+        tensors = [example_value(node_arg(m.out, i, n)) for i, n in enumerate(names)]
+        weights = []
+    else:
+        p = m.mha
+        tensors = [example_value(x) for x in (m.q, m.k, m.v)]
+        weights = [p["q_proj_weight"] if p["use_separate_proj_weight"] else p["in_proj_weight"]]
+    if not all(isinstance(t, torch.Tensor) for t in tensors):
+        return None
+    if not all(type(s) is int for t in tensors for s in t.shape):
+        return None
+    grad = any(t.requires_grad for t in tensors) or any(
+        getattr(example_value(w), "requires_grad", False) for w in weights
+    )
+    flops = 4.0 * site.rows * site.seq_q * site.seq_k * site.head_dim
+    flops *= 0.5 if site.causal else 1.0
+    dense = not site.key_mask
+    least = MASKED_MIN_FLOPS[(dense, site.head_dim >= 128, grad)]
+    if flops >= least:
+        return None
+    kind = "dense" if dense else "per-key"
+    return (
+        f"left to PyTorch: a {kind} masked call of {flops / 1e9:.1f} GFLOP"
+        f"{' with a backward' if grad else ''} runs faster as SDPA with its mask (flashgen from "
+        f"{least / 1e9:.0f} GFLOP: the op's host time exceeds what its kernel saves)"
+    )
+
+
+def _mask_only(site: Any) -> bool:
+    """A site whose kernels' only extra is a mask tensor (no window, dropout, ALiBi, softcap,
+    bottom-right diagonal)."""
+    return bool(site.mask) and not (
+        site.window is not None
+        or site.dropout
+        or site.alibi
+        or site.softcap is not None
+        or site.align != "top_left"
     )
 
 

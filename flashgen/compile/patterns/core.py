@@ -25,6 +25,14 @@ def replaced_total() -> int:
     return sum(n for key, n in counters.items() if key.endswith(".replaced"))
 
 
+def kept_total() -> int:
+    """How many replaceable attention sites the pass has left to PyTorch on purpose so far in
+    this process (`choice.keep_reason`: PyTorch's own call is as fast or faster there), every
+    kind: beside `replaced_total`, a compiled model whose sites were all kept ran what it
+    should."""
+    return sum(n for key, n in counters.items() if key.endswith(".kept"))
+
+
 SUPPORTED_DTYPES = tuple(getattr(torch, name) for name in DTYPES)  # what the kernels take
 
 SDPA_FNS = {torch._C._nn.scaled_dot_product_attention, F.scaled_dot_product_attention}

@@ -1,0 +1,150 @@
+"""Masked SDPA and nn.MultiheadAttention calls too small for flashgen's masked path are left to
+PyTorch (`flashgen.compile.patterns.choice.masked_keep_reason`, issue 15 for masks).
+
+The rule applies to CUDA sites; here the CPU is added to its devices (`MASKED_RULE_DEVICES`), so
+the decisions a GPU graph would get are taken on CPU tensors: which sites are kept (by kind of
+mask, head dim, backward, causal halving, static sizes), that forcing flashgen's kernels turns
+it off, and that a kept site compiles to what eager computes.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import flashgen
+from flashgen.compile import patterns
+from flashgen.compile.patterns import choice
+from flashgen.runtime import dispatch
+
+
+@pytest.fixture(autouse=True)
+def cpu_rule(monkeypatch):
+    monkeypatch.setattr(choice, "MASKED_RULE_DEVICES", ("cuda", "cpu"))
+    monkeypatch.delenv("FLASHGEN_IMPL", raising=False)
+    dispatch.set_impl(None)
+    torch._dynamo.reset()
+    yield
+    dispatch.set_impl(None)
+    torch._dynamo.reset()
+
+
+def _per_key(q, k, v, mask):
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+
+def _per_key_causal(q, k, v, mask):
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask & torch.ones(
+        q.shape[2], k.shape[2], dtype=torch.bool).tril())  # fmt: skip
+
+
+def _inputs(b, h, s, d, *, grad=False, dense=False):
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(b, h, s, d, generator=gen).requires_grad_(grad) for _ in range(3))
+    keep = torch.arange(s)[None, :] < torch.tensor([s - 3] + [s] * (b - 1))[:, None]
+    if dense:
+        mask = torch.rand(b, 1, s, s, generator=gen) < 0.7
+        mask[..., 0] = True
+    else:
+        mask = keep[:, None, None, :]
+    return q, k, v, mask
+
+
+def _site(fn, *args):
+    (site,) = flashgen.explain(fn, *args).sites
+    return site
+
+
+def _flops(b, h, s, d, causal=False):
+    return 4.0 * b * h * s * s * d * (0.5 if causal else 1.0)
+
+
+@pytest.mark.parametrize(
+    ("shape", "grad", "dense", "kept"),
+    [
+        # per-key mask, head dim 64: 50 GFLOP forward, 100 with a backward
+        ((4, 12, 512, 64), False, False, True),  # BERT-like, 3.2 GFLOP
+        ((4, 12, 512, 64), True, False, True),
+        ((2, 16, 2048, 64), False, False, True),  # 34 GFLOP < 50: kept
+        ((4, 16, 2048, 64), False, False, False),  # 69 GFLOP: replaced
+        ((4, 16, 2048, 64), True, False, True),  # 69 GFLOP with a backward: kept
+        # head dim 128: 35 / 50 GFLOP
+        ((2, 16, 2048, 128), True, False, False),  # 69 GFLOP: replaced
+        ((1, 16, 2048, 128), True, False, True),  # 34 GFLOP: kept
+        # dense mask: 100 GFLOP forward, 200 with a backward at head dim 64
+        ((4, 16, 2048, 64), False, True, True),  # 69 GFLOP: kept
+        ((8, 16, 2048, 64), True, True, True),  # 137 GFLOP with a backward: kept
+    ],
+)
+def test_small_masked_calls_are_left_to_pytorch(shape, grad, dense, kept):
+    site = _site(_per_key, *_inputs(*shape, grad=grad, dense=dense))
+    assert site.replaced is not kept, site.reason
+    if kept:
+        least = choice.MASKED_MIN_FLOPS[(dense, shape[3] >= 128, grad)]
+        assert _flops(*shape) < least
+        assert site.reason.startswith("left to PyTorch: a ")
+        assert f"{_flops(*shape) / 1e9:.1f} GFLOP" in site.reason
+
+
+def test_causal_calls_count_half_their_scores():
+    """A per-key mask beside a causal one: the site is causal with a per-key mask, and its work
+    is half the scores' (69 GFLOP of scores, 34 counted: kept without a backward)."""
+    q, k, v, mask = _inputs(4, 16, 2048, 64)
+    site = _site(_per_key_causal, q, k, v, mask)
+    assert site.causal and site.key_mask, site
+    assert not site.replaced and "34.4 GFLOP" in site.reason, site.reason
+    site = _site(_per_key, q, k, v, mask)  # the same work without causal: replaced
+    assert site.replaced, site.reason
+
+
+def test_forcing_flashgens_kernels_replaces_them(monkeypatch):
+    args = _inputs(2, 4, 64, 32)
+    assert not _site(_per_key, *args).replaced
+    monkeypatch.setenv("FLASHGEN_IMPL", "flashgen")
+    assert _site(_per_key, *args).replaced
+    monkeypatch.delenv("FLASHGEN_IMPL")
+    dispatch.set_impl("flashgen")
+    assert _site(_per_key, *args).replaced
+
+
+def test_the_rule_is_off_on_devices_it_was_not_measured_on(monkeypatch):
+    monkeypatch.setattr(choice, "MASKED_RULE_DEVICES", ("cuda",))
+    assert _site(_per_key, *_inputs(2, 4, 64, 32)).replaced
+
+
+def test_dynamic_sizes_are_replaced():
+    q, k, v, mask = _inputs(2, 4, 64, 32)
+    torch._dynamo.mark_dynamic(q, 2)
+    torch._dynamo.mark_dynamic(k, 2)
+    torch._dynamo.mark_dynamic(v, 2)
+    torch._dynamo.mark_dynamic(mask, 3)
+    assert _site(_per_key, q, k, v, mask).replaced
+
+
+def test_multihead_attention_with_a_key_padding_mask():
+    mha = torch.nn.MultiheadAttention(64, 4, batch_first=True)
+    x = torch.randn(2, 32, 64)
+    pad = torch.zeros(2, 32, dtype=torch.bool)
+    pad[1, -5:] = True
+
+    def f(x, pad):
+        return mha(x, x, x, key_padding_mask=pad, need_weights=False)[0]
+
+    (site,) = flashgen.explain(f, x, pad).sites
+    assert site.kind == "mha" and not site.replaced, site
+    assert "with a backward" in site.reason  # the module's weights require grad
+
+
+def test_a_kept_site_compiles_to_eagers_result():
+    q, k, v, mask = _inputs(2, 4, 37, 16, grad=True)
+    before = patterns.counters["sdpa.kept"]
+    compiled = torch.compile(_per_key, backend="flashgen", fullgraph=True)
+    out = compiled(q, k, v, mask)
+    assert patterns.counters["sdpa.kept"] == before + 1
+    want = _per_key(q, k, v, mask)
+    torch.testing.assert_close(out, want)
+    grads = torch.autograd.grad(out.sum(), (q, k, v))
+    want_grads = torch.autograd.grad(want.sum(), (q, k, v))
+    for g, w in zip(grads, want_grads, strict=True):
+        torch.testing.assert_close(g, w)
