@@ -157,12 +157,12 @@ def masked_keep_reason(m: Any) -> str | None:
     """Why the masked site `m` (an SDPA or nn.MultiheadAttention call whose only extra is its
     mask tensor, `_mask_only`) is left to PyTorch, or None to replace it: static sizes, a CUDA
     call, and fewer FLOPs than `MASKED_MIN_FLOPS` asks for its kind. Graphs with symbolic sizes
-    are replaced (they serve lengths this rule cannot see), and so is every site while
-    flashgen's kernels are forced (FLASHGEN_IMPL=flashgen: the kernels' own figures)."""
+    are replaced (they serve lengths this rule cannot see), and so is every site while an
+    implementation is forced (FLASHGEN_IMPL=flashgen: the kernels' own figures)."""
     from ...runtime import dispatch
 
     site = m.site
-    if site.device not in MASKED_RULE_DEVICES or not site.rows or dispatch.forced() == FLASHGEN:
+    if site.device not in MASKED_RULE_DEVICES or not site.rows or dispatch.forced() is not None:
         return None
     if site.kind == "sdpa":
         names = ("query", "key", "value")
