@@ -115,6 +115,9 @@ def main(argv: list[str] | None = None) -> int:
         report["compile_s"][name] = round(time.perf_counter() - start, 1)
     report["explain"] = str(flashgen.explain(model, x, y, **kw))
     model.train()  # the timing: dropout on, as in training
+    # what the timed (training) graphs run: with dropout on, a site's choice may differ from the
+    # check's (session 46's JSON counted the eval graphs' sites only)
+    report["explain_train"] = str(flashgen.explain(model, x, y, **kw))
     report["replaced"] = patterns.replaced_total() - before
     report["kept"] = patterns.kept_total() - kept_before
     report["ok"] = report["replaced"] + report["kept"] > 0 and all(

@@ -421,6 +421,9 @@ def report_backends(report: dict, runs: dict, modes: dict, timer, rounds: int, o
     print(f"check ok={report['ok']} replaced={report['replaced']}{kept} err={report['err']}")
     print(f"compile s: {report['compile_s']}")
     print(report["explain"])
+    if "explain_train" in report:  # (transformer_masks.py: the timed graphs in training mode)
+        print("in training mode (timed):")
+        print(report["explain_train"])
     if out:
         Path(out).write_text(json.dumps(report, indent=1) + "\n")
     return 0 if report["ok"] else 1

@@ -149,3 +149,23 @@ def test_a_kept_site_compiles_to_eagers_result():
     want_grads = torch.autograd.grad(want.sum(), (q, k, v))
     for g, w in zip(grads, want_grads, strict=True):
         torch.testing.assert_close(g, w)
+
+
+def test_dropout_beside_the_mask_takes_the_same_rule():
+    """SDPA's dropout_p with a mask (nn.Transformer in training): PyTorch's call takes both, so
+    a small call is kept; a window beside the mask is flashgen's only, so it is replaced."""
+
+    def dropped(q, k, v, mask):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=0.1)
+
+    site = _site(dropped, *_inputs(2, 4, 64, 32, grad=True))
+    assert site.dropout == 0.1 and not site.replaced, site
+    assert "per-key masked call with dropout" in site.reason, site.reason
+
+    def windowed(q, k, v, mask):
+        i = torch.arange(q.shape[2])
+        band = (i[:, None] - i[None, :]).abs() <= 8
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=band & mask)
+
+    site = _site(windowed, *_inputs(2, 4, 64, 32, grad=True))
+    assert site.window is not None and site.replaced, site

@@ -141,7 +141,9 @@ def keep_reason(m: Any) -> str | None:
 # it turns into a dense additive mask. HF ModernBERT (B4 T2048, 16 heads of 64, training; the
 # same H100 session) ran 1.31x Inductor with its 69 GFLOP per-key global layers replaced and
 # 0.87x with them left to PyTorch, so the per-key threshold with a backward at head dim 64 is
-# 50 GFLOP, not the sweep's ~100.
+# 50 GFLOP, not the sweep's ~100. Attention dropout beside the mask (SDPA's dropout_p) takes the
+# same thresholds: nn.Transformer in training (B8, 1k tokens, 16 heads of 64, dropout 0.1: 34
+# GFLOP a site) ran 0.86-0.87x Inductor forward+backward with flashgen's dropout kernels.
 MASKED_MIN_FLOPS = {
     # (dense, head dim >= 128, backward): forward FLOPs
     (False, False, False): 50e9,
@@ -159,8 +161,8 @@ MASKED_RULE_DEVICES = ("cuda",)
 
 
 def masked_keep_reason(m: Any) -> str | None:
-    """Why the masked site `m` (an SDPA or nn.MultiheadAttention call whose only extra is its
-    mask tensor, `_mask_only`) is left to PyTorch, or None to replace it: static sizes, a CUDA
+    """Why the masked site `m` (an SDPA or nn.MultiheadAttention call whose only extras are its
+    mask tensor and perhaps dropout, `_mask_only`) is left to PyTorch, or None to replace it: static sizes, a CUDA
     call, and fewer FLOPs than `MASKED_MIN_FLOPS` asks for its kind. Graphs with symbolic sizes
     are replaced (they serve lengths this rule cannot see), and so is every site while an
     implementation is forced (FLASHGEN_IMPL=flashgen: the kernels' own figures)."""
@@ -190,20 +192,21 @@ def masked_keep_reason(m: Any) -> str | None:
     least = MASKED_MIN_FLOPS[(dense, site.head_dim >= 128, grad)]
     if flops >= least:
         return None
-    kind = "dense" if dense else "per-key"
+    kind = ("dense" if dense else "per-key") + (
+        " masked call with dropout" if site.dropout else " masked call"
+    )
     return (
-        f"left to PyTorch: a {kind} masked call of {flops / 1e9:.1f} GFLOP"
+        f"left to PyTorch: a {kind} of {flops / 1e9:.1f} GFLOP"
         f"{' with a backward' if grad else ''} runs faster as SDPA with its mask (flashgen from "
         f"{least / 1e9:.0f} GFLOP: the op's host time exceeds what its kernel saves)"
     )
 
 
 def _mask_only(site: Any) -> bool:
-    """A site whose kernels' only extra is a mask tensor (no window, dropout, ALiBi, softcap,
-    bottom-right diagonal)."""
+    """A site whose kernels' only extras are a mask tensor and perhaps attention dropout, both
+    of which PyTorch's own call takes (no window, ALiBi, softcap, bottom-right diagonal)."""
     return bool(site.mask) and not (
         site.window is not None
-        or site.dropout
         or site.alibi
         or site.softcap is not None
         or site.align != "top_left"
