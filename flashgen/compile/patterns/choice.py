@@ -124,7 +124,7 @@ def keep_reason(m: Any) -> str | None:
     )
 
 
-# Issue 15 for masked calls (a boolean or additive mask tensor, the kernels' only extra): the
+# Issue 15 for masked calls (a boolean or additive mask tensor, perhaps with dropout): the
 # least forward FLOPs (4 x batch x heads x query rows x keys x head dim, halved when causal) at
 # which flashgen's kernels replace a static SDPA or nn.MultiheadAttention call, by (dense mask,
 # head dim >= 128, with a backward). Below them the call stays as the user wrote it. Why: a
@@ -162,10 +162,11 @@ MASKED_RULE_DEVICES = ("cuda",)
 
 def masked_keep_reason(m: Any) -> str | None:
     """Why the masked site `m` (an SDPA or nn.MultiheadAttention call whose only extras are its
-    mask tensor and perhaps dropout, `_mask_only`) is left to PyTorch, or None to replace it: static sizes, a CUDA
-    call, and fewer FLOPs than `MASKED_MIN_FLOPS` asks for its kind. Graphs with symbolic sizes
-    are replaced (they serve lengths this rule cannot see), and so is every site while an
-    implementation is forced (FLASHGEN_IMPL=flashgen: the kernels' own figures)."""
+    mask tensor and perhaps dropout, `_mask_only`) is left to PyTorch, or None to replace it:
+    static sizes, a CUDA call, and fewer FLOPs than `MASKED_MIN_FLOPS` asks for its kind.
+    Graphs with symbolic sizes are replaced (they serve lengths this rule cannot see), and so
+    is every site while an implementation is forced (FLASHGEN_IMPL=flashgen: the kernels' own
+    figures)."""
     from ...runtime import dispatch
 
     site = m.site
