@@ -130,12 +130,11 @@ def key_hull(mask) -> torch.Tensor | None:
     portable forward only strips it. Why: with the mask read on every tile the Hopper forward
     issued 71% more instructions than with the same padding as key lengths and ran 824 against
     586 µs (benchmarks/RESULTS.md, session 14 B3). None from DENSE_KEYS keys on (the flag's
-    bit). One kernel launch (`flashgen.kernels.hull_kernel`; on the CPU under Triton's
-    interpreter, as every kernel there), no host sync."""
+    bit). One kernel launch (`flashgen.kernels.hull_kernel`, directly after its first:
+    `_hull_launches`; on the CPU under Triton's interpreter, as every kernel there), no host
+    sync."""
     if mask.stride(1) != 0 or mask.stride(2) != 0 or mask.shape[-1] >= DENSE_KEYS:
         return None
-    from .hull_kernel import key_hull_kernel
-
     batch, _, seq_q, seq_k = mask.shape
     out = torch.empty(batch, 4, dtype=torch.int32, device=mask.device)
     if batch == 0:  # no launch of an empty grid
@@ -145,11 +144,30 @@ def key_hull(mask) -> torch.Tensor | None:
     block = min(max(next_pow2(seq_k), 16), 2048)
     # a boolean mask as its bytes (as `block_mask` hands masks to `tile_kinds`)
     keys = mask if additive else mask.view(torch.uint8)
-    key_hull_kernel[(batch,)](
-        keys, out, mask.stride(0), mask.stride(3), seq_q, seq_k, hidden, half,
-        ADDITIVE=additive, DENSE=DENSE_KEYS, BLOCK=block,
-    )  # fmt: skip
+    ints = (mask.stride(0), mask.stride(3), seq_q, seq_k)
+    aligned = not keys.data_ptr() & 15
+    key = (keys.dtype, keys.device, aligned, batch, ints)
+    launch = _hull_launches.get(key)
+    if launch is None:
+        from .hull_kernel import key_hull_kernel
+        from .launch import Launch, direct_device
+
+        constexprs = {"ADDITIVE": additive, "DENSE": DENSE_KEYS, "BLOCK": block}
+        launch = Launch(key_hull_kernel, (batch,), constexprs, {}, direct_device(keys, aligned))
+        if len(_hull_launches) >= MAX_HULL_LAUNCHES:
+            _hull_launches.clear()
+        _hull_launches[key] = launch
+    launch(keys, out, *ints, hidden, half)
     return out
+
+
+# `key_hull`'s launches by what Triton specialises the kernel on (the mask's dtype, device and
+# alignment, the batch as its grid, its strides and lengths, which also fix BLOCK): after the
+# first call through the JIT each is launched directly (`flashgen.kernels.launch`), since the
+# JIT's own per-call work was most of a masked call's extra host time (benchmarks/RESULTS.md,
+# session 46: ~80 µs a call under cProfile on an H100). A Launch holds no device memory.
+_hull_launches: dict = {}
+MAX_HULL_LAUNCHES = 256
 
 
 @functools.cache

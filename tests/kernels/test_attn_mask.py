@@ -356,6 +356,26 @@ def test_key_hull_kernel_equals_the_torch_ops():
     assert key_hull(empty).shape == (0, 4)
 
 
+def test_key_hull_launches_are_kept_per_signature():
+    """`padding.key_hull` keeps one launch per mask signature (dtype, alignment, batch, strides,
+    lengths) and runs it again for new values of the same signature; another signature gets
+    its own."""
+    from flashgen.kernels import padding
+
+    padding._hull_launches.clear()
+    q = torch.zeros(3, 2, 5, 8)
+    k = torch.zeros(3, 1, 40, 8)
+    masks = [torch.rand(3, 1, 1, 40, generator=torch.Generator().manual_seed(s)) < 0.6
+             for s in range(3)]  # fmt: skip
+    for mask in masks:
+        m = expand_mask(mask, q, k)
+        assert padding.key_hull(m).tolist() == _hull_reference(m).tolist()
+    assert len(padding._hull_launches) == 1
+    m = expand_mask(masks[0].float().masked_fill(~masks[0], float("-inf")), q, k)
+    assert padding.key_hull(m).tolist() == _hull_reference(m).tolist()
+    assert len(padding._hull_launches) == 2
+
+
 _HULL_AOT = """
 import json, sys
 import triton
@@ -399,6 +419,9 @@ def test_key_hull_on_the_gpu_equals_the_torch_ops():
         k = torch.zeros(mask.shape[0], 1, mask.shape[-1], 8, device="cuda")
         m = expand_mask(mask, q, k)
         assert key_hull(m).tolist() == _hull_reference(m).tolist(), (mask.dtype, mask.shape)
+        # the same signature again, other values: the direct launch after the JIT's first
+        m2 = expand_mask(mask.flip(-1).clone(), q, k)
+        assert key_hull(m2).tolist() == _hull_reference(m2).tolist(), (mask.dtype, mask.shape)
 
 
 def _record_hulls(monkeypatch) -> list:
