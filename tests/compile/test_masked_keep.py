@@ -169,3 +169,12 @@ def test_dropout_beside_the_mask_takes_the_same_rule():
 
     site = _site(windowed, *_inputs(2, 4, 64, 32, grad=True))
     assert site.window is not None and site.replaced, site
+
+
+def test_calls_with_fewer_query_rows_than_keys_are_replaced():
+    """A decode step or a prefill chunk over a KV cache (few query rows, many keys) is not what
+    the thresholds were measured on: replaced, however few its FLOPs."""
+    q, _, _, _ = _inputs(2, 4, 1, 32)
+    _, k, v, mask = _inputs(2, 4, 64, 32)
+    site = _site(_per_key, q, k, v, mask)
+    assert site.seq_q == 1 and site.seq_k == 64 and site.replaced, site

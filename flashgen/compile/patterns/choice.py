@@ -163,14 +163,18 @@ MASKED_RULE_DEVICES = ("cuda",)
 def masked_keep_reason(m: Any) -> str | None:
     """Why the masked site `m` (an SDPA or nn.MultiheadAttention call whose only extras are its
     mask tensor and perhaps dropout, `_mask_only`) is left to PyTorch, or None to replace it:
-    static sizes, a CUDA call, and fewer FLOPs than `MASKED_MIN_FLOPS` asks for its kind.
-    Graphs with symbolic sizes are replaced (they serve lengths this rule cannot see), and so
+    static sizes, a CUDA call, as many query rows as keys (the sweep's calls; a decode step
+    over a KV cache has few FLOPs and much to read, where flashgen's split-KV kernels ran
+    3-4x faster than SDPA given the same mask, session 40), and fewer FLOPs than
+    `MASKED_MIN_FLOPS` asks for its kind. Graphs with symbolic sizes are replaced (they serve lengths this rule cannot see), and so
     is every site while an implementation is forced (FLASHGEN_IMPL=flashgen: the kernels' own
     figures)."""
     from ...runtime import dispatch
 
     site = m.site
     if site.device not in MASKED_RULE_DEVICES or not site.rows or dispatch.forced() is not None:
+        return None
+    if site.seq_q != site.seq_k:  # not what was measured: a KV cache's decode or prefill chunk
         return None
     if site.kind == "sdpa":
         names = ("query", "key", "value")
