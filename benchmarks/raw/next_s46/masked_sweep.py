@@ -2,7 +2,9 @@
 back-to-back calls (host and GPU together: per call, the time of `calls` calls without a sync
 between them, then one sync), forward (no grad) and forward+backward, three alternating
 rounds, medians. Boolean masks without GQA: per key ([B, 1, 1, S], right padding to 50-100%)
-and dense ([B, 1, S, S], causal and padding). Usage: python masked_sweep.py OUT.csv"""
+and dense ([B, 1, S, S], causal and padding); with --hf, per-key masks as HF's encoders hand
+them to SDPA: the [B, 1, S, S] expansion of the [B, 1, 1, S] mask (stride 0 along the rows).
+Usage: python masked_sweep.py OUT.csv [--hf]"""
 
 import statistics
 import sys
@@ -35,6 +37,8 @@ def row(b, h, s, d, kind, out):
     keep = torch.arange(s, device="cuda")[None, :] < lengths[:, None]
     if kind == "key":
         mask = keep[:, None, None, :]
+        if HF:
+            mask = mask.expand(b, 1, s, s)
     else:
         tri = torch.ones(s, s, dtype=torch.bool, device="cuda").tril()
         mask = (tri[None] & keep[:, None, :])[:, None]
@@ -68,7 +72,8 @@ def row(b, h, s, d, kind, out):
         out.write(line + "\n")
 
 
-print("card:", torch.cuda.get_device_name())
+HF = "--hf" in sys.argv[2:]
+print("card:", torch.cuda.get_device_name(), "(HF's expanded masks)" if HF else "")
 with open(sys.argv[1], "w") as out:
     out.write("mask,b,h,s,d,dir,gflop_fwd,flashgen_us,sdpa_us,sdpa_over_flashgen\n")
     for kind, b, h, s, d in [
