@@ -2,7 +2,8 @@
 back-to-back calls (host and GPU together: per call, the time of `calls` calls without a sync
 between them, then one sync), forward (no grad) and forward+backward, three alternating
 rounds, medians. Boolean masks without GQA: per key ([B, 1, 1, S], right padding to 50-100%)
-and dense ([B, 1, S, S], causal and padding); with --hf, per-key masks as HF's encoders hand
+and dense ([B, 1, S, S], causal and padding); "drop" rows: causal with dropout 0.1 and no
+mask, as GPT-2 trains (the forward rows run without grad: no dropout there for either); with --hf, per-key masks as HF's encoders hand
 them to SDPA: the [B, 1, S, S] expansion of the [B, 1, 1, S] mask (stride 0 along the rows).
 Usage: python masked_sweep.py OUT.csv [--hf]"""
 
@@ -39,11 +40,16 @@ def row(b, h, s, d, kind, out):
         mask = keep[:, None, None, :]
         if HF:
             mask = mask.expand(b, 1, s, s)
-    else:
+    elif kind == "dense":
         tri = torch.ones(s, s, dtype=torch.bool, device="cuda").tril()
         mask = (tri[None] & keep[:, None, :])[:, None]
-    ours = lambda: flashgen.attention(q, k, v, attn_mask=mask)  # noqa: E731
-    ref = lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # noqa: E731
+    else:  # "drop": causal with dropout 0.1, no mask (GPT-2's attention in training)
+        mask = None
+    causal, p = (True, 0.1) if kind == "drop" else (False, 0.0)
+    ours = lambda: flashgen.attention(q, k, v, attn_mask=mask, causal=causal, dropout_p=p)  # noqa: E731
+    ref = lambda: F.scaled_dot_product_attention(  # noqa: E731
+        q, k, v, attn_mask=mask, is_causal=causal, dropout_p=p
+    )
 
     def fb(fn):
         return lambda: torch.autograd.grad(fn(), (q, k, v), do)
@@ -82,5 +88,6 @@ with open(sys.argv[1], "w") as out:
         ("key", 4, 16, 4096, 64), ("key", 8, 16, 1024, 128), ("key", 4, 16, 2048, 128),
         ("key", 2, 16, 4096, 128), ("dense", 8, 16, 1024, 64), ("dense", 4, 16, 2048, 64),
         ("dense", 8, 16, 2048, 64), ("dense", 4, 16, 2048, 128),
+        ("drop", 8, 12, 1024, 64), ("drop", 8, 16, 2048, 64), ("drop", 4, 16, 2048, 128),
     ]:  # fmt: skip
         row(b, h, s, d, kind, out)
