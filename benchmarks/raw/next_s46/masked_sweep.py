@@ -3,8 +3,9 @@ back-to-back calls (host and GPU together: per call, the time of `calls` calls w
 between them, then one sync), forward (no grad) and forward+backward, three alternating
 rounds, medians. Boolean masks without GQA: per key ([B, 1, 1, S], right padding to 50-100%)
 and dense ([B, 1, S, S], causal and padding); "drop" rows: causal with dropout 0.1 and no
-mask, as GPT-2 trains (both sides drop in the forward rows too); with --hf, per-key masks as HF's encoders hand
-them to SDPA: the [B, 1, S, S] expansion of the [B, 1, 1, S] mask (stride 0 along the rows).
+mask, as GPT-2 trains (both sides drop in the forward rows too); with --hf, per-key masks as
+HF's encoders hand them to SDPA: the [B, 1, S, S] expansion of the [B, 1, 1, S] mask (stride
+0 along the rows).
 Usage: python masked_sweep.py OUT.csv [--hf]"""
 
 import statistics
