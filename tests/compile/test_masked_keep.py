@@ -114,13 +114,30 @@ def test_the_rule_is_off_on_devices_it_was_not_measured_on(monkeypatch):
     assert _site(_per_key, *_inputs(2, 4, 64, 32)).replaced
 
 
-def test_dynamic_sizes_are_replaced():
-    q, k, v, mask = _inputs(2, 4, 64, 32)
-    torch._dynamo.mark_dynamic(q, 2)
-    torch._dynamo.mark_dynamic(k, 2)
-    torch._dynamo.mark_dynamic(v, 2)
-    torch._dynamo.mark_dynamic(mask, 3)
-    assert _site(_per_key, q, k, v, mask).replaced
+def test_symbolic_sizes_are_judged_at_the_traced_shape():
+    """A graph whose length is symbolic (Dynamo's automatic dynamic shapes, after a batch of
+    another length) is judged at its traced length: kept when that is small, replaced when it
+    is large."""
+    for s, kept in ((64, True), (2048, False)):
+        q, k, v, mask = _inputs(4, 16, s, 64)
+        for t in (q, k, v):
+            torch._dynamo.mark_dynamic(t, 2)
+        torch._dynamo.mark_dynamic(mask, 3)
+        site = _site(_per_key, q, k, v, mask)
+        assert site.replaced is not kept, site.reason
+        if kept:
+            assert "at its traced size" in site.reason, site.reason
+
+
+def test_a_dynamic_graph_traced_short_keeps_pytorchs_call_for_every_length():
+    """torch.compile with dynamic=True, traced at a small length: one graph, PyTorch's SDPA
+    kept in it, its results eager's at another length too."""
+    before = patterns.counters["sdpa.kept"]
+    compiled = torch.compile(_per_key, backend="flashgen", dynamic=True, fullgraph=True)
+    for s in (37, 53):
+        q, k, v, mask = _inputs(2, 4, s, 16)
+        torch.testing.assert_close(compiled(q, k, v, mask), _per_key(q, k, v, mask))
+    assert patterns.counters["sdpa.kept"] == before + 1  # traced once
 
 
 def test_multihead_attention_with_a_key_padding_mask():

@@ -162,13 +162,15 @@ MASKED_RULE_DEVICES = ("cuda",)
 
 def masked_keep_reason(m: Any) -> str | None:
     """Why the masked site `m` (an SDPA or nn.MultiheadAttention call whose only extras are its
-    mask tensor and perhaps dropout, `_mask_only`) is left to PyTorch, or None to replace it:
-    static sizes, a CUDA call, as many query rows as keys (the sweep's calls; a decode step
-    over a KV cache has few FLOPs and much to read, where flashgen's split-KV kernels ran
-    3-4x faster than SDPA given the same mask, session 40), and fewer FLOPs than
-    `MASKED_MIN_FLOPS` asks for its kind. Graphs with symbolic sizes are replaced (they serve lengths this rule cannot see), and so
-    is every site while an implementation is forced (FLASHGEN_IMPL=flashgen: the kernels' own
-    figures)."""
+    mask tensor and perhaps dropout, `_mask_only`) is left to PyTorch, or None to replace it: a
+    CUDA call with as many query rows as keys (the sweep's calls; a decode step over a KV cache
+    has few FLOPs and much to read, where flashgen's split-KV kernels ran 3-4x faster than SDPA
+    given the same mask, session 40) and fewer FLOPs than `MASKED_MIN_FLOPS` asks for its kind.
+    Sizes are the traced ones: a graph with symbolic sizes is judged at its traced shape and
+    serves every other length alike (a graph traced short keeps PyTorch's call, which is never
+    slower than PyTorch; one traced long replaces it), as HF fine-tuning with padding per batch
+    meets once Dynamo marks the length dynamic. Every site is replaced while an implementation
+    is forced (FLASHGEN_IMPL=flashgen: the kernels' own figures)."""
     from ...runtime import dispatch
 
     site = m.site
@@ -186,8 +188,7 @@ def masked_keep_reason(m: Any) -> str | None:
         weights = [p["q_proj_weight"] if p["use_separate_proj_weight"] else p["in_proj_weight"]]
     if not all(isinstance(t, torch.Tensor) for t in tensors):
         return None
-    if not all(type(s) is int for t in tensors for s in t.shape):
-        return None
+    traced = "" if all(type(s) is int for t in tensors for s in t.shape) else " at its traced size"
     grad = any(t.requires_grad for t in tensors) or any(
         getattr(example_value(w), "requires_grad", False) for w in weights
     )
@@ -201,7 +202,7 @@ def masked_keep_reason(m: Any) -> str | None:
         " masked call with dropout" if site.dropout else " masked call"
     )
     return (
-        f"left to PyTorch: a {kind} of {flops / 1e9:.1f} GFLOP"
+        f"left to PyTorch: a {kind} of {flops / 1e9:.1f} GFLOP{traced}"
         f"{' with a backward' if grad else ''} runs faster as SDPA with its mask (flashgen from "
         f"{least / 1e9:.0f} GFLOP: the op's host time exceeds what its kernel saves)"
     )
