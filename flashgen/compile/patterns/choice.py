@@ -10,7 +10,9 @@ backend PyTorch's own call picks at that shape, replacing the call would run the
 through a Python custom op: more host time, and a different graph for Inductor to compile
 (the Llama block of benchmarks/RESULTS.md ran the same kernels either way and read 0.98-0.99x
 Inductor forward+backward, host-bound). Left as the user wrote it, the call compiles exactly
-as without flashgen. Graphs with symbolic sizes are replaced as before and choose per call.
+as without flashgen. Graphs with symbolic sizes are replaced as before and choose per call,
+except that a masked call too small for flashgen's masked path (`masked_keep_reason`) is judged
+at its traced shape whatever its sizes.
 """
 
 from __future__ import annotations
