@@ -195,3 +195,45 @@ def test_calls_with_fewer_query_rows_than_keys_are_replaced():
     _, k, v, mask = _inputs(2, 4, 64, 32)
     site = _site(_per_key, q, k, v, mask)
     assert site.seq_q == 1 and site.seq_k == 64 and site.replaced, site
+
+
+def test_modernbert_with_its_global_layer_kept_and_its_local_layer_replaced():
+    """HF ModernBERT (SDPA attention) over a padded batch with the rule on: the global layer's
+    per-key masked call is small enough to keep, the local layer's window is flashgen's only,
+    so one graph holds PyTorch's call beside the op, their mask computations shared; the
+    compiled model's output and gradients at the unpadded positions equal eager's."""
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    cfg = transformers.ModernBertConfig(
+        vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=2, global_attn_every_n_layers=2, local_attention=4,
+        max_position_embeddings=64, pad_token_id=0, attn_implementation="sdpa",
+        reference_compile=False, embedding_dropout=0.0, mlp_dropout=0.0, attention_dropout=0.0,
+    )  # fmt: skip
+    model = transformers.ModernBertModel(cfg)
+    ids = torch.randint(1, 64, (3, 13), generator=torch.Generator().manual_seed(6))
+    mask = torch.ones(3, 13, dtype=torch.long)
+    mask[1, 9:] = 0
+    mask[2, :4] = 0
+    sites = flashgen.explain(model, input_ids=ids, attention_mask=mask).sites
+    kept = [s for s in sites if not s.replaced]
+    replaced = [s for s in sites if s.replaced]
+    assert len(kept) == 1 and kept[0].window is None, sites
+    assert kept[0].reason.startswith("left to PyTorch: a per-key masked call"), kept[0].reason
+    assert len(replaced) == 1 and replaced[0].window == (2, 2), sites
+    valid = mask.bool()[..., None]
+    weights = torch.randn(3, 13, 32, generator=torch.Generator().manual_seed(4)) * valid
+    torch._dynamo.reset()
+    want = model(input_ids=ids, attention_mask=mask).last_hidden_state
+    (want * weights).sum().backward()
+    want_grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+    model.zero_grad()
+    compiled = torch.compile(model, backend="flashgen")
+    got = compiled(input_ids=ids, attention_mask=mask).last_hidden_state
+    (got * weights).sum().backward()
+    torch.testing.assert_close(got * valid, want * valid, atol=2e-5, rtol=1e-4)
+    qkv = [n for n in want_grads if n.endswith("Wqkv.weight")]
+    assert len(qkv) == 2 and all(want_grads[n].abs().max() > 1e-3 for n in qkv), qkv
+    for name, g in want_grads.items():
+        torch.testing.assert_close(dict(model.named_parameters())[name].grad, g, atol=1e-4,
+                                   rtol=1e-3, msg=name)  # fmt: skip
