@@ -221,10 +221,10 @@ def compare_training(build, batches, loss_of, *, backends, warmup, steps, tokens
     `loss_of(model, batch) -> loss`. Every backend starts from the same seeded weights (build
     seeds torch first). Each row: label, backend, what `train` returns, and for backends after
     eager `loss_gap` (largest |loss - eager's| over the steps) and `loss_agrees`; for flashgen
-    `replaced` (attention sites its backend swapped) and `kept` (sites it left to PyTorch on
-    purpose, PyTorch's call being as fast or faster there): both 0 would make it Inductor's
-    figure by accident, reported as a disagreement and `speedup_vs_best_other` (tokens/s over the best of the
-    other backends). Out of memory is a row with a note, not a crash. `regions(model)`, when
+    `replaced` (attention sites its backend swapped), `kept` (sites it left to PyTorch on
+    purpose, PyTorch's call being as fast or faster there; both 0 would make it Inductor's
+    figure by accident, reported as a disagreement) and `speedup_vs_best_other` (tokens/s over
+    the best of the other backends). Out of memory is a row with a note, not a crash. `regions(model)`, when
     given, names the submodules to compile instead of the whole model (see `compiled`).
     `gpu_lock`: a file path, shared with other processes on this GPU (`GpuLock`).
     """
