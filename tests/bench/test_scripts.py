@@ -237,6 +237,8 @@ PARSE_CASES = [
     ("masked_tiles", ["--shape", "1,2,1,512,64", "--rep", "5", "--only", "bool_b1nn"],
      dict(shape="1,2,1,512,64", rep=5, budget=300.0, out=None, only="bool_b1nn")),
     ("mix_bwd", ["--rounds", "9", "--out", "m.json"], dict(rounds=9, rep=30, out="m.json")),
+    ("bwd_thread", ["--shape", "1,1,64,64", "--rounds", "2"],
+     dict(shape="1,1,64,64", rounds=2, calls=300, device="cuda")),
 ]  # fmt: skip
 
 
@@ -756,3 +758,32 @@ def test_masks_ab_alternates_trees_and_checks_once(tmp_path):
     assert all("--only a,b" in c and "--shape 1,2,1,64,16" in c for c in calls)
     assert f"--out {out}/masks_new_2.csv" in calls[3]
     assert done.stdout.count("name=r fwd flashgen_ms=1.0 ratio=0.5") == 4
+
+
+def test_bwd_thread_splits_the_grad_call_on_the_cpu(tmp_path):
+    """bwd_thread.py on CPU tensors (Triton's interpreter; the engine runs CPU graphs on the
+    calling thread, so the figures mean nothing): every case and mode reported, flashgen's and
+    the identity node's spans present and adding up to at most the whole call, and
+    `_PlainAttention.backward` itself again afterwards."""
+    import json
+
+    from flashgen.runtime import autograd as fg_autograd
+
+    before = fg_autograd._PlainAttention.__dict__["backward"]
+    module = repo_scripts.load("benchmarks/bwd_thread.py", "bench_bwd_thread")
+    out = tmp_path / "t.json"
+    argv = ["--device", "cpu", "--calls", "2", "--rounds", "1", "--shape", "1,1,16,16"]
+    assert module.main([*argv, "--out", str(out)]) == 0
+    assert fg_autograd._PlainAttention.__dict__["backward"] is before
+    cases = json.loads(out.read_text())["cases"]
+    modes = ("threads", "calling_thread")
+    names = ("flashgen", "sdpa", "sdpa+identity")
+    assert set(cases) == {f"{n} [{m}]" for n in names for m in modes}
+    for mode in modes:
+        assert set(cases[f"sdpa [{mode}]"]) == {"total"}
+        for name in ("flashgen", "sdpa+identity"):
+            parts = cases[f"{name} [{mode}]"]
+            assert set(parts) == {"total", "enter", "body", "leave"}
+            assert parts["body"] > 0 and parts["enter"] + parts["body"] + parts["leave"] <= (
+                parts["total"] * 1.001 + 1.0
+            )
