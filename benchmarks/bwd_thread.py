@@ -1,4 +1,4 @@
-"""Host time around flashgen's backward node, engine threads on and off (issue 15).
+"""Host time around flashgen's backward node (issue 15).
 
     python benchmarks/bwd_thread.py [--shape 1,1,128,64] [--calls 300] [--rounds 5] [--out F]
 
