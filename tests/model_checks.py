@@ -22,6 +22,27 @@ def tiny_llama(vocab: int = 64):
     return model
 
 
+def tiny_modernbert(attn: str = "sdpa"):
+    """A two-layer HF ModernBERT (a local layer with a 4-key window, then a global one; 2 heads
+    of 16), seeded weights from a config, no dropout; and a padded batch for it (3 x 13 ids, one
+    entry right-padded, one left-padded) as (model, input_ids, attention_mask)."""
+    import transformers
+
+    torch.manual_seed(0)
+    cfg = transformers.ModernBertConfig(
+        vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=2, global_attn_every_n_layers=2, local_attention=4,
+        max_position_embeddings=64, pad_token_id=0, attn_implementation=attn,
+        reference_compile=False, embedding_dropout=0.0, mlp_dropout=0.0, attention_dropout=0.0,
+    )  # fmt: skip
+    model = transformers.ModernBertModel(cfg)
+    ids = torch.randint(1, 64, (3, 13), generator=torch.Generator().manual_seed(6))
+    mask = torch.ones(3, 13, dtype=torch.long)
+    mask[1, 9:] = 0
+    mask[2, :4] = 0
+    return model, ids, mask
+
+
 def recording_op(calls: list, record):
     """flashgen's op, appending `record(q, causal, args, kwargs)` to `calls` at every call on
     real tensors (compiling runs the graph once on fake ones): what the kernels were handed, at

@@ -202,19 +202,10 @@ def test_modernbert_with_its_global_layer_kept_and_its_local_layer_replaced():
     per-key masked call is small enough to keep, the local layer's window is flashgen's only,
     so one graph holds PyTorch's call beside the op, their mask computations shared; the
     compiled model's output and gradients at the unpadded positions equal eager's."""
-    transformers = pytest.importorskip("transformers")
-    torch.manual_seed(0)
-    cfg = transformers.ModernBertConfig(
-        vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-        num_attention_heads=2, global_attn_every_n_layers=2, local_attention=4,
-        max_position_embeddings=64, pad_token_id=0, attn_implementation="sdpa",
-        reference_compile=False, embedding_dropout=0.0, mlp_dropout=0.0, attention_dropout=0.0,
-    )  # fmt: skip
-    model = transformers.ModernBertModel(cfg)
-    ids = torch.randint(1, 64, (3, 13), generator=torch.Generator().manual_seed(6))
-    mask = torch.ones(3, 13, dtype=torch.long)
-    mask[1, 9:] = 0
-    mask[2, :4] = 0
+    pytest.importorskip("transformers")
+    from model_checks import tiny_modernbert
+
+    model, ids, mask = tiny_modernbert()
     sites = flashgen.explain(model, input_ids=ids, attention_mask=mask).sites
     kept = [s for s in sites if not s.replaced]
     replaced = [s for s in sites if s.replaced]

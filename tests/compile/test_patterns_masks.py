@@ -446,18 +446,9 @@ def test_modernbert_local_layers_band_and_key_mask(attn):
     mask, its global layers' as the per-key mask alone; forward and gradients at the unpadded
     positions equal eager's. With eager attention the mask is additive (finfo.min), split the
     same way."""
-    torch.manual_seed(0)
-    cfg = transformers.ModernBertConfig(
-        vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-        num_attention_heads=2, global_attn_every_n_layers=2, local_attention=4,
-        max_position_embeddings=64, pad_token_id=0, attn_implementation=attn,
-        reference_compile=False, embedding_dropout=0.0, mlp_dropout=0.0, attention_dropout=0.0,
-    )  # fmt: skip
-    model = transformers.ModernBertModel(cfg)
-    ids = torch.randint(1, 64, (3, 13), generator=torch.Generator().manual_seed(6))
-    mask = torch.ones(3, 13, dtype=torch.long)
-    mask[1, 9:] = 0
-    mask[2, :4] = 0
+    from model_checks import tiny_modernbert
+
+    model, ids, mask = tiny_modernbert(attn)
     replaced = _padded_batch_matches_eager(model, ids, mask)
     assert all(s.causal is False and s.key_mask for s in replaced), replaced
     assert sorted(str(s.window) for s in replaced) == ["(2, 2)", "None"], replaced
