@@ -146,6 +146,9 @@ def keep_reason(m: Any) -> str | None:
 # 50 GFLOP, not the sweep's ~100. Attention dropout beside the mask (SDPA's dropout_p) takes the
 # same thresholds: nn.Transformer in training (B8, 1k tokens, 16 heads of 64, dropout 0.1: 34
 # GFLOP a site) ran 0.86-0.87x Inductor forward+backward with flashgen's dropout kernels.
+# Where no measured row lies near a threshold it sits below the nearest measured win, by the
+# head-dim-64 rows' shape (their crossing lay between half of a winning size and the whole):
+# head dim 128 per-key 35 / 50 GFLOP (69 won), dense 100 / 100 (137 won).
 MASKED_MIN_FLOPS = {
     # (dense, head dim >= 128, backward): forward FLOPs
     (False, False, False): 50e9,
