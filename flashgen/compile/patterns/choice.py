@@ -69,27 +69,27 @@ def keep_reason(m: Any) -> str | None:
     replace it: only a plain SDPA call or nn.MultiheadAttention (no mask tensor, window,
     dropout, ALiBi or softcap, the causal diagonal top-left) on tensors of static sizes whose
     forward and backward would both run the SDPA backend that PyTorch's own call picks there
-    (on any device: the CPU has SDPA's flash backend too); or such a call whose only extra is
-    a mask tensor, too small for flashgen's masked path to gain (`masked_keep_reason`)."""
+    (on any device: the CPU has SDPA's flash backend too); or such a call whose only extras
+    are a mask tensor and perhaps dropout, too small for flashgen's masked path to gain
+    (`masked_keep_reason`)."""
     site = m.site
-    if site.kind not in ("sdpa", "mha"):
+    if site.kind not in ("sdpa", "mha") or not _sdpa_extras_only(site):
         return None
-    if _mask_only(site):
+    if site.mask:
         return masked_keep_reason(m)
-    if not _plain(site):
+    operands = _operands(m)
+    if site.dropout or operands is None:
         return None
+    (q, k, v), grad = operands
     if site.kind == "sdpa":
         node = m.out
         if node_arg(node, 3, "attn_mask") is not None:
             return None  # a mask proven causal or padding-free: PyTorch's call reads the tensor
-        names = ("query", "key", "value")
-        q, k, v = (example_value(node_arg(node, i, n)) for i, n in enumerate(names))
-        if not all(isinstance(t, torch.Tensor) and t.dim() == 4 for t in (q, k, v)):
+        if not all(t.dim() == 4 for t in (q, k, v)):
             return None
         flags = _sdpa_flags(node)
         if flags is None:
             return None
-        grad = any(t.requires_grad for t in (q, k, v))
         heads = (q.shape[1], k.shape[1], q.shape[3])
     else:
         # nn.MultiheadAttention (need_weights=False, as matched) projects q, k, v to [batch,
@@ -104,11 +104,6 @@ def keep_reason(m: Any) -> str | None:
             return None
         if p["attn_mask"] is not None and not (m.causal and p["is_causal"]):
             return None
-        q, k, v = (example_value(x) for x in (m.q, m.k, m.v))
-        weight = p["q_proj_weight"] if p["use_separate_proj_weight"] else p["in_proj_weight"]
-        grad = any(
-            getattr(example_value(t), "requires_grad", False) for t in (m.q, m.k, m.v, weight)
-        )
         heads = (p["num_heads"], p["num_heads"], site.head_dim)
         flags = (bool(m.causal), None, False)
     if not all(type(s) is int for t in (q, k, v) for s in t.shape):
@@ -167,7 +162,7 @@ MASKED_RULE_DEVICES = ("cuda",)
 
 def masked_keep_reason(m: Any) -> str | None:
     """Why the masked site `m` (an SDPA or nn.MultiheadAttention call whose only extras are its
-    mask tensor and perhaps dropout, `_mask_only`) is left to PyTorch, or None to replace it: a
+    mask tensor and perhaps dropout) is left to PyTorch, or None to replace it: a
     CUDA call with as many query rows as keys (the sweep's calls; a decode step over a KV cache
     has few FLOPs and much to read, where flashgen's split-KV kernels ran 3-4x faster than SDPA
     given the same mask, session 40) and fewer FLOPs than `MASKED_MIN_FLOPS` asks for its kind.
@@ -183,20 +178,11 @@ def masked_keep_reason(m: Any) -> str | None:
         return None
     if site.seq_q != site.seq_k:  # not what was measured: a KV cache's decode or prefill chunk
         return None
-    if site.kind == "sdpa":
-        names = ("query", "key", "value")
-        tensors = [example_value(node_arg(m.out, i, n)) for i, n in enumerate(names)]
-        weights = []
-    else:
-        p = m.mha
-        tensors = [example_value(x) for x in (m.q, m.k, m.v)]
-        weights = [p["q_proj_weight"] if p["use_separate_proj_weight"] else p["in_proj_weight"]]
-    if not all(isinstance(t, torch.Tensor) for t in tensors):
+    operands = _operands(m)
+    if operands is None:
         return None
+    tensors, grad = operands
     traced = "" if all(type(s) is int for t in tensors for s in t.shape) else " at its traced size"
-    grad = any(t.requires_grad for t in tensors) or any(
-        getattr(example_value(w), "requires_grad", False) for w in weights
-    )
     flops = 4.0 * site.rows * site.seq_q * site.seq_k * site.head_dim
     flops *= 0.5 if site.causal else 1.0
     dense = not site.key_mask
@@ -213,10 +199,10 @@ def masked_keep_reason(m: Any) -> str | None:
     )
 
 
-def _mask_only(site: Any) -> bool:
-    """A site whose kernels' only extras are a mask tensor and perhaps attention dropout, both
-    of which PyTorch's own call takes (no window, ALiBi, softcap, bottom-right diagonal)."""
-    return bool(site.mask) and not (
+def _sdpa_extras_only(site: Any) -> bool:
+    """Whether the site's extras, if any, are ones PyTorch's own call takes too (a mask tensor,
+    dropout): no window, ALiBi, softcap or bottom-right diagonal."""
+    return not (
         site.window is not None
         or site.alibi
         or site.softcap is not None
@@ -224,15 +210,25 @@ def _mask_only(site: Any) -> bool:
     )
 
 
-def _plain(site: Any) -> bool:
-    return not (
-        site.mask
-        or site.window is not None
-        or site.dropout
-        or site.alibi
-        or site.softcap is not None
-        or site.align != "top_left"
+def _operands(m: Any) -> tuple[tuple[torch.Tensor, ...], bool] | None:
+    """((q, k, v) example values, whether a gradient flows through the site) for an SDPA site
+    (its query, key and value) or an nn.MultiheadAttention one (its inputs; its projection
+    weight counts for the gradient); None when one is not a tensor."""
+    if m.site.kind == "sdpa":
+        names = ("query", "key", "value")
+        nodes = [node_arg(m.out, i, n) for i, n in enumerate(names)]
+        weights = []
+    else:
+        p = m.mha
+        nodes = [m.q, m.k, m.v]
+        weights = [p["q_proj_weight"] if p["use_separate_proj_weight"] else p["in_proj_weight"]]
+    tensors = tuple(example_value(x) for x in nodes)
+    if not all(isinstance(t, torch.Tensor) for t in tensors):
+        return None
+    grad = any(t.requires_grad for t in tensors) or any(
+        getattr(example_value(w), "requires_grad", False) for w in weights
     )
+    return tensors, grad
 
 
 def _sdpa_flags(node: Any) -> tuple | None:
