@@ -107,8 +107,6 @@ def choose_impl(spec: KernelSpec, seq_q: int, seq_k: int, cuda: bool, *, query_d
     that, asked on a cache miss only (the hot path stays one dict lookup)."""
     choice = _impls.get((spec, shape_bucket(seq_q, seq_k), cuda))
     if choice is None:
-        if callable(query_db):
-            query_db = query_db()
         choice = impl_choice(spec, seq_q, seq_k, cuda, query_db=query_db)
     return choice[0]
 
@@ -128,22 +126,22 @@ def remember_impl(
     return impl
 
 
-def impl_choice(spec: KernelSpec, seq_q: int, seq_k: int, cuda: bool, *, query_db: bool = True):
+def impl_choice(spec: KernelSpec, seq_q: int, seq_k: int, cuda: bool, *, query_db=True):
     """(impl, ratio to the runner-up or None, source) for this call; source is "forced", the
     lookup source of a record that compared implementations ("exact", "nearest", ...), or
     "default". Cached like the config. `query_db=False` (a CUDA graph is being captured): a
     miss is answered from what is cached and the defaults, without the database, and is not
-    cached (the next ordinary call asks the database); a callable returning that is asked on a
-    miss only, as `choose_impl` does."""
+    cached (the next ordinary call asks the database); or a callable returning that, asked only
+    when the answer is not cached or forced."""
     key = (spec, shape_bucket(seq_q, seq_k), cuda)
     choice = _cached(key, _impls, _impls_degraded)
     if choice is not None:
         return choice
-    forced = _state["impl"] or forced_impl()  # (`forced()`, inline on this path)
-    if forced is None and callable(query_db):
+    impl = forced()
+    if impl is None and callable(query_db):
         query_db = query_db()
-    if forced is not None:
-        choice = (forced, None, "forced")
+    if impl is not None:
+        choice = (impl, None, "forced")
     elif not query_db:
         rec = _records.get(key[:2])
         if rec is not None and decisive(rec):
@@ -158,7 +156,7 @@ def impl_choice(spec: KernelSpec, seq_q: int, seq_k: int, cuda: bool, *, query_d
             gpu = _gpu_name() if cuda else None
             choice = (default_impl(gpu, spec.dtype), None, "default")
     degraded = _degraded.get(key[:2])
-    if forced is None and degraded is not None:  # the database is at fault: ask again later
+    if impl is None and degraded is not None:  # the database is at fault: ask again later
         _impls_degraded[key] = (choice, degraded[1])
     else:
         _impls[key] = choice
