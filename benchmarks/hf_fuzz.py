@@ -189,8 +189,7 @@ def run_case(
     from flashgen.compile.backend import backend
     from flashgen.compile.patterns import attention_pass
 
-    r = random.Random(seed)
-    family = r.choice(families or FAMILIES)  # (`drawn_family`)
+    r, family = _first_draw(seed, families)
     attn = "eager" if family in EAGER_ONLY else r.choice(["sdpa", "eager"])
     cfg, auto = config_for(family, r)
     torch.manual_seed(seed)
@@ -398,15 +397,22 @@ def main(argv=None) -> int:
     return 1 if bad else 0
 
 
+def _first_draw(seed: int, families=None) -> tuple[random.Random, str]:
+    """`run_case`'s generator for `seed` after its first draw, and that draw: the family."""
+    r = random.Random(seed)
+    return r, r.choice(families or FAMILIES)
+
+
 def drawn_family(seed: int, families=None) -> str:
-    """The family `run_case` draws for `seed` (its first draw), for a case that raised."""
-    return random.Random(seed).choice(families or FAMILIES)
+    """The family `run_case` draws for `seed`, for a case that raised."""
+    return _first_draw(seed, families)[1]
 
 
 def _fails_without_flashgen(seed, families, args, exc: Exception) -> bool:
     """Whether the case that raised `exc` raises the same exception (type and message)
-    compiled with aot_eager alone: then the error is PyTorch's (or the model's) under torch.compile, which
-    no backend can avoid, not flashgen's; its seed is reported apart, not as bad."""
+    compiled with aot_eager alone: then the error is PyTorch's (or the model's) under
+    torch.compile, which no backend can avoid, not flashgen's; its seed is reported apart, not
+    as bad."""
     try:
         run_case(seed, families, args.grad, args.checkpointing, plain=True)
     except Exception as again:  # noqa: BLE001
