@@ -5,8 +5,9 @@ operations a score on every tile, visible or not (on the H200 HF's [B, 1, N, N] 
 padding mask at 4k ran the portable forward at 1.74 ms against 0.98 for no mask at all, and it
 walks every tile: the kernel is not told the mask is causal). Most tiles of a structured mask
 are all hidden (skipped) or all visible (run without the mask, as the unmasked kernel does);
-only the rest need the mask. `tile_lists` says which, once per call, with a few tensor
-operations over the mask (FlexAttention's block masks are the same idea); the portable forward
+only the rest need the mask. `tile_lists` says which, once per call, in two small kernel
+launches over the mask (`flashgen.kernels.tile_kinds`; FlexAttention's block masks are the same
+idea); the portable forward
 and the split backward's dQ kernel, which walk key tiles per query block, then walk the whole
 tiles and the partial ones as two lists, and the dK/dV kernel, which walks query tiles per key
 block, the lists of those (`per="key"`) for each query head of its group
@@ -65,33 +66,65 @@ def tile_lists(mask: torch.Tensor, block_m: int, block_n: int, per: str = "query
     Sq / block_m] lists the query tiles that see the key block whole, then in part; a query
     tile past Sq in part is never whole (that kernel loads whole tiles without bounds).
 
-    Tiles no row sees are in neither list. Bm, Hm are 1 along a broadcast dim. stride_b and
+    Tiles no row sees are in neither list; entries past a list's count are -1. Bm, Hm are 1
+    along a broadcast dim. stride_b and
     stride_h count blocks of the walk (0 along a broadcast dim): block x of (b, h) is block
     j = b * stride_b + h * stride_h + x, its lists start at idx[j * 2 * L] (L the lists'
     length, the last dim of idx) and its counts at cnt[2 * j]."""
     if per not in ("query", "key"):
         raise ValueError(f"per must be 'query' or 'key', got {per!r}")
-    from .tile_kinds import ALL, NONE, tile_kinds_kernel
-
     b_str, h_str = mask.stride(0), mask.stride(1)
     compact = mask[: 1 if b_str == 0 else None, : 1 if h_str == 0 else None]
     bm_, hm_, sq, sk = compact.shape
     nm, nn = -(-sq // block_m), -(-sk // block_n)
-    # each tile's kind in one read of the mask (`flashgen.kernels.tile_kinds`)
+    blocks, length = (nm, nn) if per == "query" else (nn, nm)
     kinds = torch.empty(bm_ * hm_, nm, nn, dtype=torch.int8, device=mask.device)
-    tile_kinds_kernel[(bm_ * hm_, nm, nn)](
-        compact.view(torch.uint8), kinds, *compact.stride(), hm_, sq, sk, nm, nn,
-        PAST_SQ_COUNTS=per == "key", BLOCK_M=block_m, BLOCK_N=block_n,
-    )  # fmt: skip
-    kinds = kinds.view(bm_, hm_, nm, nn)
-    whole, seen = kinds == ALL, kinds != NONE  # [Bm, Hm, nm, nn]
-    if per == "key":  # [Bm, Hm, nn, nm]: per key block, its query tiles
-        whole, seen = whole.transpose(2, 3), seen.transpose(2, 3)
-    blocks = whole.shape[2]
-    lists = torch.stack((whole, seen & ~whole), dim=3)  # [Bm, Hm, blocks, 2, L]
-    # each list ascending, its tiles first: a stable sort on "not in the list"
-    idx = torch.sort((~lists).to(torch.uint8), dim=-1, stable=True).indices.to(torch.int32)
-    cnt = lists.sum(dim=-1, dtype=torch.int32)
+    idx = torch.empty(bm_, hm_, blocks, 2, length, dtype=torch.int32, device=mask.device)
+    cnt = torch.empty(bm_, hm_, blocks, 2, dtype=torch.int32, device=mask.device)
+    if not kinds.numel():  # no tile: empty lists
+        cnt.zero_()
+    else:
+        keys = compact.view(torch.uint8)
+        ints = (*compact.stride(), hm_, sq, sk, nm, nn)
+        aligned = not keys.data_ptr() & 15
+        key = (keys.device, aligned, bm_ * hm_, ints, per == "key", block_m, block_n)
+        launches = _launches.get(key)
+        if launches is None:
+            launches = _keep(key, keys, aligned, bm_ * hm_, nm, nn, per == "key", block_m, block_n)
+        kinds_run, lists_run = launches
+        kinds_run(keys, kinds, *ints)  # each tile's kind in one read of the mask
+        # per query block: a row of kinds; per key block: a column
+        steps = (nn, 1) if per == "query" else (1, nn)
+        lists_run(kinds, idx, cnt, *steps, blocks, length)
     stride_b = 0 if bm_ == 1 else hm_ * blocks
     stride_h = 0 if hm_ == 1 else blocks
-    return idx.contiguous(), cnt.contiguous(), stride_b, stride_h
+    return idx, cnt, stride_b, stride_h
+
+
+def _keep(key, keys, aligned: bool, entries: int, nm: int, nn: int, per_key: bool, bm, bn):
+    """`tile_lists`'s two launches for `key`, kept: each tile's kind, then each walk block's
+    lists, through Triton's JIT the first time and directly after (`flashgen.kernels.launch`)."""
+    from .launch import Launch, direct_device
+    from .tile_kinds import tile_kinds_kernel, tile_lists_kernel
+
+    blocks, length = (nn, nm) if per_key else (nm, nn)
+    flags = {"PAST_SQ_COUNTS": per_key, "BLOCK_M": bm, "BLOCK_N": bn}
+    kinds = Launch(tile_kinds_kernel, (entries, nm, nn), flags, {}, direct_device(keys, aligned))
+    chunk = min(max(1 << (length - 1).bit_length(), 16), 1024)
+    # (the lists kernel reads and writes new tensors only: aligned)
+    lists = Launch(
+        tile_lists_kernel, (entries, blocks), {"CHUNK": chunk}, {}, direct_device(keys, True)
+    )
+    if len(_launches) >= MAX_LAUNCHES:
+        _launches.clear()
+    _launches[key] = kinds, lists
+    return kinds, lists
+
+
+# `tile_lists`'s launch pairs by what Triton specialises the kernels on (the mask's device and
+# alignment, its shared shape, strides and tile counts, the walk and the tile sizes; the other
+# tensors are new, so aligned). Why kept: each launch through the JIT and the PyTorch operations
+# that built the lists before `tile_lists_kernel` were most of a dense mask's extra host time
+# (benchmarks/RESULTS.md, session 47). A Launch holds no device memory.
+_launches: dict = {}
+MAX_LAUNCHES = 256

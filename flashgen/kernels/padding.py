@@ -146,7 +146,7 @@ def key_hull(mask) -> torch.Tensor | None:
     keys = mask if additive else mask.view(torch.uint8)
     ints = (mask.stride(0), mask.stride(3), seq_q, seq_k)
     aligned = not keys.data_ptr() & 15
-    key = (keys.dtype, keys.device, aligned, batch, ints)
+    key = (keys.dtype, keys.device, aligned, batch, ints)  # (BLOCK follows from seq_k)
     launch = _hull_launches.get(key)
     if launch is None:
         from .hull_kernel import key_hull_kernel

@@ -1020,6 +1020,50 @@ def test_tile_lists_read_any_strides(per):
         assert got[0].equal(want[0]) and got[1].equal(want[1]) and got[2:] == want[2:]
 
 
+def test_tile_lists_kernel_compacts_in_chunks():
+    """`tile_lists_kernel` alone, on kinds drawn at random and a chunk smaller than the lists
+    (the running count across chunks): per walk block the ALL tiles ascending, then the SOME
+    ones, each list padded with -1, and the two counts, for both walks' strides."""
+    from flashgen.kernels.tile_kinds import ALL, SOME, tile_lists_kernel
+
+    gen = torch.Generator().manual_seed(31)
+    entries, nm, nn = 2, 3, 40
+    kinds = torch.randint(0, 3, (entries, nm, nn), generator=gen, dtype=torch.int8)
+    kinds[0, 1] = ALL  # a block whose tiles are all whole
+    for per_key in (False, True):
+        blocks, length = (nn, nm) if per_key else (nm, nn)
+        steps = (1, nn) if per_key else (nn, 1)
+        idx = torch.empty(entries, blocks, 2, length, dtype=torch.int32)
+        cnt = torch.empty(entries, blocks, 2, dtype=torch.int32)
+        tile_lists_kernel[(entries, blocks)](kinds, idx, cnt, *steps, blocks, length, CHUNK=16)
+        for e in range(entries):
+            for x in range(blocks):
+                row = kinds[e, :, x] if per_key else kinds[e, x]
+                for which, kind in ((0, ALL), (1, SOME)):
+                    want = [y for y in range(length) if row[y] == kind]
+                    got = idx[e, x, which].tolist()
+                    assert got == want + [-1] * (length - len(want)), (per_key, e, x, which)
+                    assert cnt[e, x, which] == len(want)
+
+
+def test_tile_lists_launches_are_kept_per_signature():
+    """`block_mask.tile_lists` keeps one pair of launches per signature (the mask's shared
+    shape, strides and alignment, the walk, the tiles) and runs it again for new masks of
+    that signature; another walk gets its own."""
+    from flashgen.kernels import block_mask
+
+    block_mask._launches.clear()
+    gen = torch.Generator().manual_seed(32)
+    for _ in range(2):
+        mask = (torch.rand(2, 1, 37, 45, generator=gen) > 0.5).expand(2, 3, 37, 45)
+        idx, cnt, _, _ = block_mask.tile_lists(mask, 16, 16)
+        want, want_cnt, _, _ = block_mask.tile_lists(mask.contiguous(), 16, 16)  # heads apart
+        assert idx.equal(want[:, :1]) and cnt.equal(want_cnt[:, :1])
+    assert len(block_mask._launches) == 2  # the expanded view, the contiguous copy
+    block_mask.tile_lists(mask, 16, 16, per="key")
+    assert len(block_mask._launches) == 3
+
+
 def test_block_sparse_walk_is_on_unless_switched_off(monkeypatch):
     """A boolean mask's forward walks the lists by default (and with FLASHGEN_BLOCK_SPARSE=1);
     FLASHGEN_BLOCK_SPARSE=0 reads the mask tile by tile. Both equal float64."""
