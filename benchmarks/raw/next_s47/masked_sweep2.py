@@ -6,8 +6,9 @@ flashgen faster). Kinds: key (a [B, 1, 1, S] right-padding mask), hfkey (its [B,
 expansion, as HF's encoders hand it to SDPA), dense (causal and padding, [B, 1, S, S]), and
 keydrop / densedrop (the same with dropout 0.1, both sides dropping).
 --final: the rows that set MASKED_MIN_FLOPS again after the block lists' kernel (dense) and
-per-key rows near the thresholds.
-Usage: python masked_sweep2.py OUT.csv [--final]"""
+per-key rows near the thresholds. --dense1k: dense masks of 1k x 1k scores (below
+block_mask.MIN_SCORES: no block lists), with --min-scores N to move that bound.
+Usage: python masked_sweep2.py OUT.csv [--final | --dense1k [--min-scores N]]"""
 
 import statistics
 import sys
@@ -96,9 +97,22 @@ FINAL = [
     *[r for r in ROWS if r[0].startswith("dense")],
 ]  # fmt: skip
 
+DENSE_1K = [
+    ("dense", 4, 16, 1024, 64), ("dense", 8, 16, 1024, 64), ("dense", 16, 16, 1024, 64),
+    ("dense", 4, 16, 1024, 128), ("densedrop", 8, 16, 1024, 64),
+]  # fmt: skip
+
 if __name__ == "__main__":
     print("card:", torch.cuda.get_device_name())
     with open(sys.argv[1], "w") as out:
         out.write("mask,b,h,s,d,dir,gflop_fwd,flashgen_us,sdpa_us,sdpa_over_flashgen\n")
-        for r in FINAL if "--final" in sys.argv[2:] else ROWS:
+        rows = FINAL if "--final" in sys.argv[2:] else ROWS
+        if "--dense1k" in sys.argv[2:]:
+            rows = DENSE_1K
+        if "--min-scores" in sys.argv[2:]:
+            from flashgen.kernels import block_mask
+
+            block_mask.MIN_SCORES = int(sys.argv[sys.argv.index("--min-scores") + 1])
+            print("block lists from", block_mask.MIN_SCORES, "scores")
+        for r in rows:
             row(*r, out)
