@@ -33,9 +33,12 @@ import torch
 
 ENV = "FLASHGEN_BLOCK_SPARSE"
 
-# Sq * Sk below which the lists are not built: at 1k x 1k a forward is ~tens of µs, about
-# what building them costs on the host.
-MIN_SCORES = 1 << 21
+# Sq * Sk below which the lists are not built (their two launches and the kernels' second walk
+# cost more than they save). Since the lists are one kernel launched directly, 1k x 1k dense
+# masks gain from them on an H100: 8 and 16 x 16 heads of 64, forward 1.87-1.95x SDPA against
+# 1.08x without, forward+backward 1.36-1.56x against 0.93-0.95x; at 512 x 512 no size was
+# measured (benchmarks/RESULTS.md, session 47).
+MIN_SCORES = 1 << 20
 
 
 def eligible(mask, causal: bool, window, bounds, per_key: bool, *, sq: int, sk: int) -> bool:

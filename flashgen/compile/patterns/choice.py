@@ -128,32 +128,31 @@ def keep_reason(m: Any) -> str | None:
 # masked call goes through the op's general path (mask checks, the key range of a key-padding
 # mask, the block lists of a dense boolean one: host work that plain calls do not have), and
 # SDPA with the same mask is PyTorch's C++ path. On an H100 (benchmarks/RESULTS.md, session
-# 46; back-to-back calls, host and GPU together, boolean masks, bf16) flashgen against SDPA read
-# per-key masks at head dim 64: 6.4 GFLOP 0.66x forward / 0.49x forward+backward, 34 GFLOP
-# 0.66x / 0.46x, 69 GFLOP 1.11x / 0.98x, 137 GFLOP 1.63-1.88x / 1.39-1.52x; at head dim 128,
-# 69 GFLOP 1.40x / 1.16x. Dense causal-and-padding masks at head dim 64: 34 GFLOP 1.08x /
-# 0.93x, 69 GFLOP 0.62x / 0.63x, 137 GFLOP 1.15x / 0.79x; at head dim 128, 137 GFLOP 1.52x /
-# 1.24x. In a model the host time partly overlaps other work, and SDPA's own cost can be higher
-# than there: HF's encoders hand SDPA a [B, 1, N, N] expansion of their key-padding mask, which
-# it turns into a dense additive mask. HF ModernBERT (B4 T2048, 16 heads of 64, training; the
-# same H100 session) ran 1.31x Inductor with its 69 GFLOP per-key global layers replaced and
-# 0.87x with them left to PyTorch, so the per-key threshold with a backward at head dim 64 is
-# 50 GFLOP, not the sweep's ~100. Attention dropout beside the mask (SDPA's dropout_p) takes the
-# same thresholds: nn.Transformer in training (B8, 1k tokens, 16 heads of 64, dropout 0.1: 34
-# GFLOP a site) ran 0.86-0.87x Inductor forward+backward with flashgen's dropout kernels.
-# Where no measured row lies near a threshold it sits below the nearest measured win, by the
-# head-dim-64 rows' shape (their crossing lay between half of a winning size and the whole):
-# head dim 128 per-key 35 / 50 GFLOP (69 won), dense 100 / 100 (137 won).
+# 47, after the key range and the block lists became direct launches; back-to-back calls, host
+# and GPU together, boolean masks, bf16, SDPA's time over flashgen's, > 1: flashgen faster):
+# per-key masks at head dim 64, forward: 6.4 GFLOP 0.66-0.76x, 17 GFLOP 0.81x, 19 GFLOP
+# 1.33x, 26 GFLOP 1.30x, 34 GFLOP 1.81x; with a backward: 19 GFLOP 0.83-0.86x, 26 GFLOP
+# 0.88-1.17x, 34 GFLOP 0.97-1.28x, 69 GFLOP 1.48x; at head dim 128, 34 GFLOP 0.66-1.41x /
+# 0.75-0.85x, 69 GFLOP 1.24-1.58x / 1.32-1.34x. HF's encoders hand SDPA the [B, 1, N, N]
+# expansion of their key-padding mask, which costs SDPA more (the same sizes read 1.08-1.38x
+# with a backward from 19 GFLOP). Dense masks (causal and padding), head dim 64: forward 17
+# GFLOP 1.13-1.24x and every larger size 1.08-2.41x; with a backward 17 GFLOP 0.69-0.72x, 34
+# GFLOP 1.25-1.36x, 69 GFLOP 1.56-1.67x, 103-137 GFLOP 1.99-2.08x (with the block lists, which
+# 1k x 1k calls now take: `block_mask.MIN_SCORES`); head dim 128: forward 34 GFLOP 1.64x, with
+# a backward 34 GFLOP 0.71x, 69 GFLOP 1.58x, 137 GFLOP 1.86x. Dropout beside a dense mask (34
+# GFLOP) 2.79x / 1.28x. Attention dropout takes the thresholds of its mask. Each threshold
+# sits just below the least measured size that won where a loss lies below it; where none was
+# measured below, at the nearest win's half or the session-46 figure, whichever is higher.
 MASKED_MIN_FLOPS = {
     # (dense, head dim >= 128, backward): forward FLOPs
-    (False, False, False): 50e9,
+    (False, False, False): 19e9,
     (False, False, True): 50e9,
-    (False, True, False): 35e9,
+    (False, True, False): 50e9,
     (False, True, True): 50e9,
-    (True, False, False): 100e9,
-    (True, False, True): 200e9,
-    (True, True, False): 100e9,
-    (True, True, True): 100e9,
+    (True, False, False): 15e9,
+    (True, False, True): 30e9,
+    (True, True, False): 30e9,
+    (True, True, True): 60e9,
 }
 # The devices whose masked calls the rule applies to (the figures above are a GPU's; on the CPU
 # the kernels run in Triton's interpreter, for tests).
