@@ -136,13 +136,15 @@ def keep_reason(m: Any) -> str | None:
 # 0.75-0.85x, 69 GFLOP 1.24-1.58x / 1.32-1.34x. HF's encoders hand SDPA the [B, 1, N, N]
 # expansion of their key-padding mask, which costs SDPA more (the same sizes read 1.08-1.38x
 # with a backward from 19 GFLOP). Dense masks (causal and padding), head dim 64: forward 17
-# GFLOP 1.13-1.24x and every larger size 1.08-2.41x; with a backward 17 GFLOP 0.69-0.72x, 34
+# GFLOP 1.12-1.24x and every larger size 1.08-2.41x; with a backward 17 GFLOP 0.69-0.89x, 34
 # GFLOP 1.25-1.36x, 69 GFLOP 1.56-1.67x, 103-137 GFLOP 1.99-2.08x (with the block lists, which
 # 1k x 1k calls now take: `block_mask.MIN_SCORES`); head dim 128: forward 34 GFLOP 1.64x, with
 # a backward 34 GFLOP 0.71x, 69 GFLOP 1.58x, 137 GFLOP 1.86x. Dropout beside a dense mask (34
 # GFLOP) 2.79x / 1.28x. Attention dropout takes the thresholds of its mask. Each threshold
-# sits just below the least measured size that won where a loss lies below it; where none was
-# measured below, at the nearest win's half or the session-46 figure, whichever is higher.
+# lies above the largest size that lost and at or below the least that won in every reading
+# (a size that read both ways, such as 34 GFLOP per key with a backward or at head dim 128,
+# counts as lost); the dense forwards, which won at every size measured, sit just below the
+# least (17 GFLOP at head dim 64, 34 at 128).
 MASKED_MIN_FLOPS = {
     # (dense, head dim >= 128, backward): forward FLOPs
     (False, False, False): 19e9,
