@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Prepared in session 47 for the next device call (either card; the card's name is printed).
+# Carrying .whl. Parts, by value:
+#   models ~330 s: first, on a machine that has run nothing yet, HF ModernBERT (its 0.73x
+#         reading of session 47 came as a machine's first model run after the GPU suite, and
+#         did not come again); then the model scripts under session 47's masked thresholds
+#         (BERT, ModernBERT, nn.Transformer in training) and `nvidia-smi` before and after.
+#   sweep ~70 s: masked_sweep2.py --final on the tree (block lists from 1k x 1k).
+#   h200 (an H200 only): issue 15's host time and issue 13's 650 TFLOP/s row, issue 16's
+#         windows (next_s46/dev.sh).
+export FLASHGEN_COMMIT=${FLASHGEN_COMMIT:-?}
+echo "card: $(nvidia-smi --query-gpu=name --format=csv,noheader)"; uptime
+. benchmarks/device_env.sh > /dev/null 2>&1
+case "${1:-models}" in
+models)
+  nvidia-smi --query-gpu=clocks.sm,power.draw,temperature.gpu --format=csv
+  timeout 150 python3 -u benchmarks/hf_padded.py --family modernbert --attn sdpa --batch 4 \
+    --seq 2048 --width 1024 --heads 16 --pad right --out $OUT/modernbert_first.json \
+    > $OUT/modernbert_first.txt 2>&1
+  stamp "modernbert first rc=$?"; grep -E "^fwd|^check|^compile" $OUT/modernbert_first.txt | cut -c1-200
+  for p in mha enc; do bash benchmarks/raw/next_s43/job.sh $p; done
+  nvidia-smi --query-gpu=clocks.sm,power.draw,temperature.gpu --format=csv ;;
+sweep)
+  timeout 150 python3 -u benchmarks/raw/next_s47/masked_sweep2.py $OUT/sweep.csv --final 2>&1 \
+    | grep -v -i warn ;;
+h200)
+  bash benchmarks/raw/next_s46/dev.sh ;;
+esac
