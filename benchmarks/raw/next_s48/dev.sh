@@ -6,6 +6,8 @@
 #         did not come again); then the model scripts under session 47's masked thresholds
 #         (BERT, ModernBERT, nn.Transformer in training) and `nvidia-smi` before and after.
 #   sweep ~70 s: masked_sweep2.py --final on the tree (block lists from 1k x 1k).
+#   repro ~450 s: the GPU suite, then ModernBERT at once (session 47's order: was its 0.73x
+#         the suite's wake?), nvidia-smi and the processes left between.
 #   h200 (an H200 only): issue 15's host time and issue 13's 650 TFLOP/s row, issue 16's
 #         windows (next_s46/dev.sh).
 export FLASHGEN_COMMIT=${FLASHGEN_COMMIT:-?}
@@ -20,6 +22,15 @@ models)
   stamp "modernbert first rc=$?"; grep -E "^fwd|^check|^compile" $OUT/modernbert_first.txt | cut -c1-200
   for p in mha enc; do bash benchmarks/raw/next_s43/job.sh $p; done
   nvidia-smi --query-gpu=clocks.sm,power.draw,temperature.gpu --format=csv ;;
+repro)
+  timeout 400 python3 -m pytest -q -p no:cacheprovider -p no:randomly -m gpu -n 8 tests > $OUT/suite.txt 2>&1
+  stamp "suite rc=$?"; tail -2 $OUT/suite.txt
+  nvidia-smi --query-gpu=clocks.sm,power.draw,temperature.gpu,utilization.gpu --format=csv
+  ps aux --sort=-%cpu | head -8 | cut -c1-150
+  timeout 150 python3 -u benchmarks/hf_padded.py --family modernbert --attn sdpa --batch 4 \
+    --seq 2048 --width 1024 --heads 16 --pad right --out $OUT/modernbert_after.json \
+    > $OUT/modernbert_after.txt 2>&1
+  stamp "modernbert after the suite rc=$?"; grep -E "^fwd|^check" $OUT/modernbert_after.txt | cut -c1-200 ;;
 sweep)
   timeout 150 python3 -u benchmarks/raw/next_s47/masked_sweep2.py $OUT/sweep.csv --final 2>&1 \
     | grep -v -i warn ;;
