@@ -1064,6 +1064,71 @@ def test_tile_lists_launches_are_kept_per_signature():
     assert len(block_mask._launches) == 3
 
 
+def _tile_lists_reference(full, bm, bn, per):
+    """`tile_lists`'s (idx, cnt) by tensor operations (the stable sort it used before its
+    kernel), for a [B, H, Sq, Sk] boolean mask without broadcast dims."""
+    b, h, sq, sk = full.shape
+    nm, nn = -(-sq // bm), -(-sk // bn)
+    pad = torch.zeros(b, h, nm * bm, nn * bn, dtype=torch.bool)
+    pad[..., :sq, :sk] = full
+    tiles = pad.view(b, h, nm, bm, nn, bn)
+    seen = tiles.any(5).any(3)  # [b, h, nm, nn]
+    row_all = tiles.all(5)  # [b, h, nm, bm, nn]: the row sees every key of the tile
+    if per == "query":  # rows past Sq are never stored: they do not count
+        past = (torch.arange(nm * bm) >= sq).view(nm, bm)
+        row_all = row_all | past[None, None, :, :, None]
+    whole = row_all.all(3)
+    if per == "key":
+        whole, seen = whole.transpose(2, 3), seen.transpose(2, 3)
+    lists = torch.stack((whole, seen & ~whole), dim=3)  # [b, h, blocks, 2, L]
+    idx = torch.sort((~lists).to(torch.uint8), dim=-1, stable=True).indices.to(torch.int32)
+    cnt = lists.sum(-1, dtype=torch.int32)
+    slots = torch.arange(idx.shape[-1])
+    return idx.masked_fill(slots >= cnt[..., None], -1), cnt
+
+
+@pytest.mark.parametrize("per", ["query", "key"])
+def test_tile_lists_match_the_tensor_reading(per):
+    """`tile_lists` (its two kernels) equals `_tile_lists_reference` (the GPU test's
+    reference) on banded masks with random holes, ragged tiles and heads of their own."""
+    from flashgen.kernels import block_mask
+
+    gen = torch.Generator().manual_seed(34)
+    for b, h, sq, sk, bm, bn in ((2, 1, 37, 45, 16, 16), (2, 3, 50, 200, 16, 32)):
+        i, j = torch.arange(sq)[:, None], torch.arange(sk)[None, :]
+        mask = (j <= 3 * i + 5).expand(b, h, sq, sk) & (
+            torch.rand(b, h, sq, sk, generator=gen) > 0.01
+        )
+        mask[-1, :, :, sk // 2 :] = True
+        want_idx, want_cnt = _tile_lists_reference(mask, bm, bn, per)
+        idx, cnt, _, _ = block_mask.tile_lists(mask, bm, bn, per=per)
+        assert idx.equal(want_idx) and cnt.equal(want_cnt), (b, h, sq, sk)
+        assert (want_cnt[..., 0] > 0).any() and (want_cnt[..., 1] > 0).any()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("per", ["query", "key"])
+def test_tile_lists_on_gpu(per):
+    """`tile_lists` on the GPU (its kernels compiled, launched directly from the second call)
+    equals the tensor-operation reading, with more tiles a list than one chunk of the lists
+    kernel holds (1250 key tiles a query block): a band, random holes and a ragged last tile."""
+    from flashgen.kernels import block_mask
+
+    gen = torch.Generator().manual_seed(33)
+    b, h, sq, sk, bm, bn = 2, 1, 300, 20000, 16, 16
+    i, j = torch.arange(sq)[:, None], torch.arange(sk)[None, :]
+    mask = (j <= 60 * i + 16).expand(b, h, sq, sk) & (
+        torch.rand(b, h, sq, sk, generator=gen) > 0.001
+    )
+    mask[1, :, :, 5000:] = True  # whole tiles past the band in one entry
+    want_idx, want_cnt = _tile_lists_reference(mask, bm, bn, per)
+    for _ in range(2):
+        idx, cnt, stride_b, stride_h = block_mask.tile_lists(mask.cuda(), bm, bn, per=per)
+        assert idx.cpu().equal(want_idx) and cnt.cpu().equal(want_cnt)
+    assert (want_cnt[..., 0] > 0).any() and (want_cnt[..., 1] > 0).any()
+
+
 def test_block_sparse_walk_is_on_unless_switched_off(monkeypatch):
     """A boolean mask's forward walks the lists by default (and with FLASHGEN_BLOCK_SPARSE=1);
     FLASHGEN_BLOCK_SPARSE=0 reads the mask tile by tile. Both equal float64."""
