@@ -194,6 +194,24 @@ def test_dropout_beside_the_mask_takes_the_same_rule():
     assert site.window is not None and site.replaced, site
 
 
+def test_per_key_masks_with_dropout_take_their_own_thresholds():
+    """A per-key masked call with dropout is replaced from MASKED_MIN_FLOPS_DROPOUT's smaller
+    thresholds (SDPA's dropout path with a mask costs it more): 34 GFLOP with a backward is
+    replaced with dropout and kept without; 17 GFLOP with a backward is kept either way."""
+
+    def dropped(q, k, v, mask):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=0.1)
+
+    for shape, kept_with, kept_without in (((2, 16, 2048, 64), False, True),
+                                           ((1, 16, 2048, 64), True, True)):  # fmt: skip
+        args = _inputs(*shape, grad=True)
+        with_drop, without = _site(dropped, *args), _site(_per_key, *args)
+        assert with_drop.replaced is not kept_with, with_drop.reason
+        assert without.replaced is not kept_without, without.reason
+        if kept_with:
+            assert "from 30 GFLOP" in with_drop.reason, with_drop.reason
+
+
 def test_calls_with_fewer_query_rows_than_keys_are_replaced():
     """A decode step or a prefill chunk over a KV cache (few query rows, many keys) is not what
     the thresholds were measured on: replaced, however few its FLOPs."""

@@ -156,6 +156,16 @@ MASKED_MIN_FLOPS = {
     (True, True, False): 30e9,
     (True, True, True): 60e9,
 }
+# The thresholds of a per-key masked call with attention dropout, where they differ from
+# MASKED_MIN_FLOPS: SDPA's dropout path with a mask costs it more than the mask alone (session
+# 47, same sweep, boolean per-key masks, p 0.1, head dim 64: 12.9 GFLOP 1.53x forward / 0.64x
+# with a backward, 34 GFLOP 1.89x / 1.36x, 69 GFLOP 1.90x / 1.80x; without dropout 0.99x /
+# 0.71x, 1.81-1.84x / 0.97-1.28x and 1.93x / 1.48x); placed as MASKED_MIN_FLOPS's are.
+# Dense masks with dropout read like dense masks without (34 GFLOP 2.79x / 1.28x).
+MASKED_MIN_FLOPS_DROPOUT = {
+    (False, False, False): 12e9,
+    (False, False, True): 30e9,
+}
 # The devices whose masked calls the rule applies to (the figures above are a GPU's; on the CPU
 # the kernels run in Triton's interpreter, for tests).
 MASKED_RULE_DEVICES = ("cuda",)
@@ -166,7 +176,8 @@ def masked_keep_reason(m: Any) -> str | None:
     mask tensor and perhaps dropout) is left to PyTorch, or None to replace it: a
     CUDA call with as many query rows as keys (the sweep's calls; a decode step over a KV cache
     has few FLOPs and much to read, where flashgen's split-KV kernels ran 3-4x faster than SDPA
-    given the same mask, session 40) and fewer FLOPs than `MASKED_MIN_FLOPS` asks for its kind.
+    given the same mask, session 40) and fewer FLOPs than `MASKED_MIN_FLOPS` asks for its kind
+    (`MASKED_MIN_FLOPS_DROPOUT` with attention dropout, where it has the kind).
     Sizes are the traced ones: a graph with symbolic sizes is judged at its traced shape and
     serves every other length alike (a graph traced short keeps PyTorch's call, which is never
     slower than PyTorch; one traced long replaces it), as HF fine-tuning with padding per batch
@@ -187,7 +198,10 @@ def masked_keep_reason(m: Any) -> str | None:
     flops = 4.0 * site.rows * site.seq_q * site.seq_k * site.head_dim
     flops *= 0.5 if site.causal else 1.0
     dense = not site.key_mask
-    least = MASKED_MIN_FLOPS[(dense, site.head_dim >= 128, grad)]
+    kind_key = (dense, site.head_dim >= 128, grad)
+    least = MASKED_MIN_FLOPS[kind_key]
+    if site.dropout:
+        least = MASKED_MIN_FLOPS_DROPOUT.get(kind_key, least)
     if flops >= least:
         return None
     kind = ("dense" if dense else "per-key") + (
