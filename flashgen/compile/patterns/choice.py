@@ -140,11 +140,12 @@ def keep_reason(m: Any) -> str | None:
 # GFLOP 1.25-1.36x, 69 GFLOP 1.56-1.67x, 103-137 GFLOP 1.99-2.08x (with the block lists, which
 # 1k x 1k calls now take: `block_mask.MIN_SCORES`); head dim 128: forward 34 GFLOP 1.64x, with
 # a backward 34 GFLOP 0.71x, 69 GFLOP 1.58x, 137 GFLOP 1.86x. Dropout beside a dense mask (34
-# GFLOP) 2.79x / 1.28x. Attention dropout takes the thresholds of its mask. Each threshold
-# lies above the largest size that lost and at or below the least that won in every reading
-# (a size that read both ways, such as 34 GFLOP per key with a backward or at head dim 128,
-# counts as lost); the dense forwards, which won at every size measured, sit just below the
-# least (17 GFLOP at head dim 64, 34 at 128).
+# GFLOP) 2.79x / 1.28x. Attention dropout takes its mask's thresholds, except beside a
+# per-key mask (`MASKED_MIN_FLOPS_DROPOUT`). Each threshold lies above the largest size that
+# lost and at or below the least that won in every reading (a size that read both ways, such
+# as 34 GFLOP per key with a backward or at head dim 128, counts as lost); the dense forwards,
+# which won at every size measured, sit just below the least (17 GFLOP at head dim 64, 34 at
+# 128).
 MASKED_MIN_FLOPS = {
     # (dense, head dim >= 128, backward): forward FLOPs
     (False, False, False): 19e9,
