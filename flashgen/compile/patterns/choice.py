@@ -167,6 +167,18 @@ MASKED_MIN_FLOPS_DROPOUT = {
     (False, False, False): 12e9,
     (False, False, True): 30e9,
 }
+# The thresholds of a per-key masked SDPA call whose mask PyTorch's call gets expanded along
+# the query rows (HF's encoders hand SDPA the [B, 1, N, N] expansion of their padding mask,
+# which SDPA turns into a dense additive mask: it costs SDPA more than a [B, 1, 1, N] one),
+# where they differ from MASKED_MIN_FLOPS. Session 47, the same sweep in that form, head dim 64:
+# forward 6.4 GFLOP 0.69-0.93x, 12.9 1.24x, 17.2 0.94x, 19.3 1.54-1.74x; with a backward 12.9
+# GFLOP 0.77x, 17.2 0.69x, 19.3 1.08-1.16x, 25.8 1.17x, 34.4 1.14-1.38x; head dim 128 forward
+# 17.2 GFLOP 0.73x, 34.4 1.29x, with a backward 34.4 0.83x, 68.7 1.47x. Placed as
+# MASKED_MIN_FLOPS's are. With dropout too, MASKED_MIN_FLOPS_DROPOUT's (not measured together).
+MASKED_MIN_FLOPS_EXPANDED = {
+    (False, False, True): 19e9,
+    (False, True, False): 30e9,
+}
 # The devices whose masked calls the rule applies to (the figures above are a GPU's; on the CPU
 # the kernels run in Triton's interpreter, for tests).
 MASKED_RULE_DEVICES = ("cuda",)
@@ -178,7 +190,8 @@ def masked_keep_reason(m: Any) -> str | None:
     CUDA call with as many query rows as keys (the sweep's calls; a decode step over a KV cache
     has few FLOPs and much to read, where flashgen's split-KV kernels ran 3-4x faster than SDPA
     given the same mask, session 40) and fewer FLOPs than `MASKED_MIN_FLOPS` asks for its kind
-    (`MASKED_MIN_FLOPS_DROPOUT` with attention dropout, where it has the kind).
+    (`MASKED_MIN_FLOPS_DROPOUT` with attention dropout, `MASKED_MIN_FLOPS_EXPANDED` for a
+    per-key mask SDPA gets expanded along the query rows, where they have the kind).
     Sizes are the traced ones: a graph with symbolic sizes is judged at its traced shape and
     serves every other length alike (a graph traced short keeps PyTorch's call, which is never
     slower than PyTorch; one traced long replaces it), as HF fine-tuning with padding per batch
@@ -203,6 +216,8 @@ def masked_keep_reason(m: Any) -> str | None:
     least = MASKED_MIN_FLOPS[kind_key]
     if site.dropout:
         least = MASKED_MIN_FLOPS_DROPOUT.get(kind_key, least)
+    elif not dense and _rows_expanded(m):
+        least = MASKED_MIN_FLOPS_EXPANDED.get(kind_key, least)
     if flops >= least:
         return None
     kind = ("dense" if dense else "per-key") + (
@@ -213,6 +228,22 @@ def masked_keep_reason(m: Any) -> str | None:
         f"{' with a backward' if grad else ''} runs faster as SDPA with its mask (flashgen from "
         f"{least / 1e9:.0f} GFLOP: the op's host time exceeds what its kernel saves)"
     )
+
+
+def _rows_expanded(m: Any) -> bool:
+    """Whether the SDPA call of the per-key masked site `m` gets its mask with more than one
+    query row (HF's [B, 1, N, N] expansion), which SDPA reads as a dense mask; False for an
+    nn.MultiheadAttention site (its key_padding_mask reaches SDPA as [B, H, 1, N]) and for a
+    size without a hint."""
+    if m.site.kind != "sdpa":
+        return False
+    mask = example_value(node_arg(m.out, 3, "attn_mask"))
+    if not isinstance(mask, torch.Tensor) or mask.dim() < 2:
+        return False
+    rows = mask.shape[-2]
+    if type(rows) is not int:
+        rows = getattr(getattr(rows, "node", None), "hint", None)
+    return rows is not None and rows > 1
 
 
 def _sdpa_extras_only(site: Any) -> bool:
