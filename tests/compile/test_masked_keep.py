@@ -229,6 +229,20 @@ def test_hf_expanded_padding_masks_take_the_expanded_thresholds(monkeypatch):
     assert len(sites) == 2 and all(s.replaced and s.key_mask for s in sites), sites
 
 
+def test_dense_additive_masks_with_a_backward_keep_the_older_thresholds():
+    """A dense additive mask runs without the block lists that made dense boolean masks win
+    with a backward from 30 GFLOP: with a backward it is judged by MASKED_MIN_FLOPS_ADDITIVE
+    (69 GFLOP kept, the boolean mask replaced); forward alone, as a boolean one (replaced)."""
+    q, k, v, mask = _inputs(4, 16, 2048, 64, grad=True, dense=True)
+    bias = torch.zeros(mask.shape).masked_fill(~mask, float("-inf"))
+    site = _site(_per_key, q, k, v, bias)
+    assert site.mask == "add" and not site.key_mask and not site.replaced, site
+    assert "from 200 GFLOP" in site.reason, site.reason
+    assert _site(_per_key, q, k, v, mask).replaced
+    q, k, v, _ = _inputs(4, 16, 2048, 64, dense=True)
+    assert _site(_per_key, q, k, v, bias).replaced
+
+
 def test_calls_with_fewer_query_rows_than_keys_are_replaced():
     """A decode step or a prefill chunk over a KV cache (few query rows, many keys) is not what
     the thresholds were measured on: replaced, however few its FLOPs."""

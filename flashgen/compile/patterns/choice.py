@@ -180,6 +180,16 @@ MASKED_MIN_FLOPS_DROPOUT = {
 MASKED_MIN_FLOPS_EXPANDED = {
     (False, False, True): 19e9,
 }
+# The thresholds of a dense additive mask with a backward: session 46's, since nothing was
+# measured since. The dense figures above are boolean masks', whose block lists (boolean only)
+# made them win with a backward from 34 GFLOP; without the lists, as an additive mask runs, the
+# 1k x 1k boolean rows read 0.93-0.96x with a backward at 34-69 GFLOP. Forward alone they read
+# 1.07-1.14x, so the forward keeps MASKED_MIN_FLOPS's. With dropout, MASKED_MIN_FLOPS's
+# (nn.Transformer's dense additive sites with dropout, replaced: 1.02x Inductor, session 47).
+MASKED_MIN_FLOPS_ADDITIVE = {
+    (True, False, True): 200e9,
+    (True, True, True): 100e9,
+}
 # The devices whose masked calls the rule applies to (the figures above are a GPU's; on the CPU
 # the kernels run in Triton's interpreter, for tests).
 MASKED_RULE_DEVICES = ("cuda",)
@@ -191,8 +201,9 @@ def masked_keep_reason(m: Any) -> str | None:
     CUDA call with as many query rows as keys (the sweep's calls; a decode step over a KV cache
     has few FLOPs and much to read, where flashgen's split-KV kernels ran 3-4x faster than SDPA
     given the same mask, session 40) and fewer FLOPs than `MASKED_MIN_FLOPS` asks for its kind
-    (`MASKED_MIN_FLOPS_DROPOUT` with attention dropout, `MASKED_MIN_FLOPS_EXPANDED` for a
-    per-key mask SDPA gets expanded along the query rows, where they have the kind).
+    (`MASKED_MIN_FLOPS_DROPOUT` with attention dropout, `MASKED_MIN_FLOPS_ADDITIVE` for a
+    dense additive mask, `MASKED_MIN_FLOPS_EXPANDED` for a per-key mask SDPA gets expanded
+    along the query rows, where they have the kind).
     Sizes are the traced ones: a graph with symbolic sizes is judged at its traced shape and
     serves every other length alike (a graph traced short keeps PyTorch's call, which is never
     slower than PyTorch; one traced long replaces it), as HF fine-tuning with padding per batch
@@ -217,6 +228,8 @@ def masked_keep_reason(m: Any) -> str | None:
     least = MASKED_MIN_FLOPS[kind_key]
     if site.dropout:
         least = MASKED_MIN_FLOPS_DROPOUT.get(kind_key, least)
+    elif dense and site.mask == "add":
+        least = MASKED_MIN_FLOPS_ADDITIVE.get(kind_key, least)
     elif not dense and _rows_expanded(m):
         least = MASKED_MIN_FLOPS_EXPANDED.get(kind_key, least)
     if flops >= least:
