@@ -4,7 +4,8 @@
 #   models ~330 s: first, on a machine that has run nothing yet, HF ModernBERT (its 0.73x
 #         reading of session 47 came as a machine's first model run after the GPU suite, and
 #         did not come again); then the model scripts under session 47's masked thresholds
-#         (BERT, ModernBERT, nn.Transformer in training) and `nvidia-smi` before and after.
+#         (BERT, ModernBERT, nn.Transformer in training, BERT at 32 x 512 without dropout)
+#         and `nvidia-smi` before and after.
 #   sweep ~70 s: masked_sweep2.py --final on the tree (block lists from 1k x 1k).
 #   repro ~450 s: the GPU suite, then ModernBERT at once (session 47's order: was its 0.73x
 #         the suite's wake?), nvidia-smi and the processes left between.
@@ -21,6 +22,11 @@ models)
     > $OUT/modernbert_first.txt 2>&1
   stamp "modernbert first rc=$?"; grep -E "^fwd|^check|^compile" $OUT/modernbert_first.txt | cut -c1-200
   for p in mha enc; do bash benchmarks/raw/next_s43/job.sh $p; done
+  # HF BERT at 32 x 512 without dropout (26 GFLOP a site): replaced under the expanded-mask
+  # thresholds (19 GFLOP with a backward), kept before
+  timeout 150 python3 -u benchmarks/hf_padded.py --family bert --attn sdpa --batch 32 --seq 512 \
+    --width 768 --heads 12 --pad right --out $OUT/hf_bert32.json > $OUT/hf_bert32.txt 2>&1
+  stamp "bert 32 rc=$?"; grep -E "^fwd|^check" $OUT/hf_bert32.txt | cut -c1-200
   nvidia-smi --query-gpu=clocks.sm,power.draw,temperature.gpu --format=csv ;;
 repro)
   timeout 400 python3 -m pytest -q -p no:cacheprovider -p no:randomly -m gpu -n 8 tests > $OUT/suite.txt 2>&1
