@@ -180,8 +180,8 @@ MASKED_MIN_FLOPS_DROPOUT = {
 MASKED_MIN_FLOPS_EXPANDED = {
     (False, False, True): 19e9,
 }
-# The thresholds of a dense additive mask with a backward: session 46's, since nothing was
-# measured since. The dense figures above are boolean masks', whose block lists (boolean only)
+# The thresholds of a dense additive mask with a backward: session 46's (no additive row has
+# been measured). The dense figures above are boolean masks', whose block lists (boolean only)
 # made them win with a backward from 34 GFLOP; without the lists, as an additive mask runs, the
 # 1k x 1k boolean rows read 0.93-0.96x with a backward at 34-69 GFLOP. Forward alone they read
 # 1.07-1.14x, so the forward keeps MASKED_MIN_FLOPS's. With dropout, MASKED_MIN_FLOPS's
