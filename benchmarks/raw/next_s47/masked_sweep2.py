@@ -7,8 +7,10 @@ expansion, as HF's encoders hand it to SDPA), dense (causal and padding, [B, 1, 
 keydrop / densedrop (the same with dropout 0.1, both sides dropping).
 --final: the rows that set MASKED_MIN_FLOPS again after the block lists' kernel (dense) and
 per-key rows near the thresholds. --dense1k: dense masks of 1k x 1k scores (below
-block_mask.MIN_SCORES: no block lists), with --min-scores N to move that bound.
-Usage: python masked_sweep2.py OUT.csv [--final | --dense1k [--min-scores N]]"""
+block_mask.MIN_SCORES: no block lists), with --min-scores N to move that bound. --additive
+(session 47, for the next device time): the dense rows as additive bf16 masks (0 / -inf), for
+choice.MASKED_MIN_FLOPS_ADDITIVE.
+Usage: python masked_sweep2.py OUT.csv [--final | --dense1k [--min-scores N] | --additive]"""
 
 import statistics
 import sys
@@ -39,9 +41,12 @@ def row(kind, b, h, s, d, out):
     do = torch.randn_like(q)
     lengths = torch.randint(s // 2, s + 1, (b,), device="cuda", generator=gen)
     keep = torch.arange(s, device="cuda")[None, :] < lengths[:, None]
-    if kind.startswith("dense"):
+    if kind.startswith("dense") or kind.startswith("adddense"):
         tri = torch.ones(s, s, dtype=torch.bool, device="cuda").tril()
         mask = (tri[None] & keep[:, None, :])[:, None]
+        if kind.startswith("adddense"):  # the same mask as an additive one (0 / -inf)
+            mask = torch.zeros(mask.shape, device="cuda").masked_fill(~mask, float("-inf"))
+            mask = mask.to(torch.bfloat16)
     else:
         mask = keep[:, None, None, :]
         if kind == "hfkey":
@@ -97,6 +102,12 @@ FINAL = [
     *[r for r in ROWS if r[0].startswith("dense")],
 ]  # fmt: skip
 
+ADDITIVE = [
+    ("adddense", 4, 16, 1024, 64), ("adddense", 8, 16, 1024, 64), ("adddense", 16, 16, 1024, 64),
+    ("adddense", 4, 16, 2048, 64), ("adddense", 8, 16, 2048, 64), ("adddense", 4, 16, 2048, 128),
+    ("adddensedrop", 8, 16, 1024, 64),
+]  # fmt: skip
+
 DENSE_1K = [
     ("dense", 4, 16, 1024, 64), ("dense", 8, 16, 1024, 64), ("dense", 16, 16, 1024, 64),
     ("dense", 4, 16, 1024, 128), ("densedrop", 8, 16, 1024, 64),
@@ -109,6 +120,8 @@ if __name__ == "__main__":
         rows = FINAL if "--final" in sys.argv[2:] else ROWS
         if "--dense1k" in sys.argv[2:]:
             rows = DENSE_1K
+        if "--additive" in sys.argv[2:]:
+            rows = ADDITIVE
         if "--min-scores" in sys.argv[2:]:
             from flashgen.kernels import block_mask
 

@@ -6,7 +6,8 @@
 #         did not come again); then the model scripts under session 47's masked thresholds
 #         (BERT, ModernBERT, nn.Transformer in training, BERT at 32 x 512 without dropout)
 #         and `nvidia-smi` before and after.
-#   sweep ~70 s: masked_sweep2.py --final on the tree (block lists from 1k x 1k).
+#   sweep ~110 s: masked_sweep2.py --final on the tree (block lists from 1k x 1k), then
+#         --additive (dense additive masks: choice.MASKED_MIN_FLOPS_ADDITIVE is unmeasured).
 #   repro ~450 s: the GPU suite, then ModernBERT at once (session 47's order: was its 0.73x
 #         the suite's wake?), nvidia-smi and the processes left between.
 #   h200 (an H200 only): issue 15's host time and issue 13's 650 TFLOP/s row, issue 16's
@@ -39,7 +40,9 @@ repro)
   stamp "modernbert after the suite rc=$?"; grep -E "^fwd|^check" $OUT/modernbert_after.txt | cut -c1-200 ;;
 sweep)
   timeout 150 python3 -u benchmarks/raw/next_s47/masked_sweep2.py $OUT/sweep.csv --final 2>&1 \
-    | grep -v -i warn ;;
+    | grep -v -i warn
+  timeout 150 python3 -u benchmarks/raw/next_s47/masked_sweep2.py $OUT/additive.csv --additive \
+    2>&1 | grep -v -i warn ;;
 h200)
   bash benchmarks/raw/next_s46/dev.sh ;;
 esac
