@@ -7,12 +7,11 @@ walks every tile: the kernel is not told the mask is causal). Most tiles of a st
 are all hidden (skipped) or all visible (run without the mask, as the unmasked kernel does);
 only the rest need the mask. `tile_lists` says which, once per call, in two small kernel
 launches over the mask (`flashgen.kernels.tile_kinds`; FlexAttention's block masks are the same
-idea); the portable forward
-and the split backward's dQ kernel, which walk key tiles per query block, then walk the whole
-tiles and the partial ones as two lists, and the dK/dV kernel, which walks query tiles per key
-block, the lists of those (`per="key"`) for each query head of its group
-(templates/attn_fwd.py.jinja and attn_bwd.py.jinja, BLOCK_SPARSE; each kernel the lists of its
-own tiles).
+idea); the portable forward and the split backward's dQ kernel, which walk key tiles per query
+block, then walk the whole tiles and the partial ones as two lists, and the dK/dV kernel, which
+walks query tiles per key block, the lists of those (`per="key"`) for each query head of its
+group (templates/attn_fwd.py.jinja and attn_bwd.py.jinja, BLOCK_SPARSE; each kernel the lists of
+its own tiles).
 
 Used for a boolean mask that varies along query rows, without causal, window or lengths (those
 bound the walk their own way) and on calls large enough (`MIN_SCORES`) that the lists' host
@@ -70,10 +69,9 @@ def tile_lists(mask: torch.Tensor, block_m: int, block_n: int, per: str = "query
     tile past Sq in part is never whole (that kernel loads whole tiles without bounds).
 
     Tiles no row sees are in neither list; entries past a list's count are -1. Bm, Hm are 1
-    along a broadcast dim. stride_b and
-    stride_h count blocks of the walk (0 along a broadcast dim): block x of (b, h) is block
-    j = b * stride_b + h * stride_h + x, its lists start at idx[j * 2 * L] (L the lists'
-    length, the last dim of idx) and its counts at cnt[2 * j]."""
+    along a broadcast dim. stride_b and stride_h count blocks of the walk (0 along a broadcast
+    dim): block x of (b, h) is block j = b * stride_b + h * stride_h + x, its lists start at
+    idx[j * 2 * L] (L the lists' length, the last dim of idx) and its counts at cnt[2 * j]."""
     if per not in ("query", "key"):
         raise ValueError(f"per must be 'query' or 'key', got {per!r}")
     b_str, h_str = mask.stride(0), mask.stride(1)
