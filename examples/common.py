@@ -224,8 +224,9 @@ def compare_training(build, batches, loss_of, *, backends, warmup, steps, tokens
     `replaced` (attention sites its backend swapped), `kept` (sites it left to PyTorch on
     purpose, PyTorch's call being as fast or faster there; both 0 would make it Inductor's
     figure by accident, reported as a disagreement) and `speedup_vs_best_other` (tokens/s over
-    the best of the other backends). Out of memory is a row with a note, not a crash. `regions(model)`, when
-    given, names the submodules to compile instead of the whole model (see `compiled`).
+    the best of the other backends). Out of memory is a row with a note, not a crash.
+    `regions(model)`, when given, names the submodules to compile instead of the whole model
+    (see `compiled`).
     `gpu_lock`: a file path, shared with other processes on this GPU (`GpuLock`).
     """
     import torch

@@ -74,9 +74,10 @@ def tile_lists(mask: torch.Tensor, block_m: int, block_n: int, per: str = "query
     idx[j * 2 * L] (L the lists' length, the last dim of idx) and its counts at cnt[2 * j]."""
     if per not in ("query", "key"):
         raise ValueError(f"per must be 'query' or 'key', got {per!r}")
-    b_str, h_str = mask.stride(0), mask.stride(1)
-    compact = mask[: 1 if b_str == 0 else None, : 1 if h_str == 0 else None]
-    bm_, hm_, sq, sk = compact.shape
+    batch, heads, sq, sk = mask.shape
+    # what is shared is built once: an entry or a head of its own only where its stride is not 0
+    bm_ = 1 if mask.stride(0) == 0 else batch
+    hm_ = 1 if mask.stride(1) == 0 else heads
     nm, nn = -(-sq // block_m), -(-sk // block_n)
     blocks, length = (nm, nn) if per == "query" else (nn, nm)
     kinds = torch.empty(bm_ * hm_, nm, nn, dtype=torch.int8, device=mask.device)
@@ -85,27 +86,26 @@ def tile_lists(mask: torch.Tensor, block_m: int, block_n: int, per: str = "query
     if not kinds.numel():  # no tile: empty lists
         cnt.zero_()
     else:
-        keys = compact.view(torch.uint8)
-        ints = (*compact.stride(), hm_, sq, sk, nm, nn)
+        keys = mask.view(torch.uint8)
+        ints = (*mask.stride(), hm_, sq, sk, nm, nn)
         aligned = not keys.data_ptr() & 15
-        key = (keys.device, aligned, bm_ * hm_, ints, per == "key", block_m, block_n)
+        key = (keys.device, aligned, bm_ * hm_, ints, per, block_m, block_n)
         launches = _launches.get(key)
         if launches is None:
             launches = _keep(key, keys, aligned, bm_ * hm_, nm, nn, per == "key", block_m, block_n)
-        kinds_run, lists_run = launches
+        kinds_run, lists_run, lists_ints = launches
         kinds_run(keys, kinds, *ints)  # each tile's kind in one read of the mask
-        # per query block: a row of kinds; per key block: a column
-        steps = (nn, 1) if per == "query" else (1, nn)
-        lists_run(kinds, idx, cnt, *steps, blocks, length)
+        lists_run(kinds, idx, cnt, *lists_ints)
     stride_b = 0 if bm_ == 1 else hm_ * blocks
     stride_h = 0 if hm_ == 1 else blocks
     return idx, cnt, stride_b, stride_h
 
 
 def _keep(key, keys, aligned: bool, entries: int, nm: int, nn: int, per_key: bool, bm, bn):
-    """`tile_lists`'s two launches for `key`, kept: each tile's kind, then each walk block's
-    lists, through Triton's JIT the first time and directly after (`flashgen.kernels.launch`)."""
-    from .launch import Launch, direct_device
+    """`tile_lists`'s two launches for `key`, kept (`flashgen.kernels.launch.keep`), with the
+    lists kernel's int arguments: each tile's kind, then each walk block's lists, through
+    Triton's JIT the first time and directly after."""
+    from .launch import Launch, direct_device, keep
     from .tile_kinds import tile_kinds_kernel, tile_lists_kernel
 
     blocks, length = (nn, nm) if per_key else (nm, nn)
@@ -116,16 +116,14 @@ def _keep(key, keys, aligned: bool, entries: int, nm: int, nn: int, per_key: boo
     lists = Launch(
         tile_lists_kernel, (entries, blocks), {"CHUNK": chunk}, {}, direct_device(keys, True)
     )
-    if len(_launches) >= MAX_LAUNCHES:
-        _launches.clear()
-    _launches[key] = kinds, lists
-    return kinds, lists
+    # per query block its row of kinds, per key block its column: (stride_x, stride_y, ...)
+    steps = (1, nn) if per_key else (nn, 1)
+    return keep(_launches, key, (kinds, lists, (*steps, blocks, length)))
 
 
 # `tile_lists`'s launch pairs by what Triton specialises the kernels on (the mask's device and
 # alignment, its shared shape, strides and tile counts, the walk and the tile sizes; the other
 # tensors are new, so aligned). Why kept: each launch through the JIT and the PyTorch operations
 # that built the lists before `tile_lists_kernel` were most of a dense mask's extra host time
-# (benchmarks/RESULTS.md, session 47). A Launch holds no device memory.
+# (benchmarks/RESULTS.md, session 47). Bounded by `launch.keep`.
 _launches: dict = {}
-MAX_LAUNCHES = 256

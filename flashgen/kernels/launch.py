@@ -94,6 +94,21 @@ def direct_device(t, aligned: bool):
     return t.device.index
 
 
+def keep(cache: dict, key, value):
+    """`value`, stored in `cache` under `key`, for a small helper kernel's launches kept per
+    call signature (a key-padding mask's key range, a dense mask's block lists): the cache is
+    emptied first when it holds MAX_KEPT entries, as `plans.PlanCache` starts over. Unlike a
+    plan, a Launch holds no config and no device memory, so it is kept during a capture too.
+    Called on a miss only (the callers' hits are one dict `get`, with nothing imported)."""
+    if len(cache) >= MAX_KEPT:
+        cache.clear()
+    cache[key] = value
+    return value
+
+
+MAX_KEPT = 256
+
+
 def value_classes(*values) -> tuple:
     """What Triton specialises a compiled kernel on, for arguments a launch plan's key does not
     fix otherwise: per int, (== 1, % 16 == 0) (an int equal to 1 is compiled in as a

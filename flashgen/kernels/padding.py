@@ -141,22 +141,20 @@ def key_hull(mask) -> torch.Tensor | None:
         return out
     additive = mask.dtype != torch.bool
     hidden, half = _thresholds(mask.dtype) if additive else (0.0, 0.0)
-    block = min(max(next_pow2(seq_k), 16), 2048)
     # a boolean mask as its bytes (as `block_mask` hands masks to `tile_kinds`)
     keys = mask if additive else mask.view(torch.uint8)
     ints = (mask.stride(0), mask.stride(3), seq_q, seq_k)
     aligned = not keys.data_ptr() & 15
-    key = (keys.dtype, keys.device, aligned, batch, ints)  # (BLOCK follows from seq_k)
+    key = (keys.dtype, keys.device, aligned, batch, ints)
     launch = _hull_launches.get(key)
     if launch is None:
         from .hull_kernel import key_hull_kernel
-        from .launch import Launch, direct_device
+        from .launch import Launch, direct_device, keep
 
+        block = min(max(next_pow2(seq_k), 16), 2048)  # (fixed by seq_k, in the key)
         constexprs = {"ADDITIVE": additive, "DENSE": DENSE_KEYS, "BLOCK": block}
         launch = Launch(key_hull_kernel, (batch,), constexprs, {}, direct_device(keys, aligned))
-        if len(_hull_launches) >= MAX_HULL_LAUNCHES:
-            _hull_launches.clear()
-        _hull_launches[key] = launch
+        keep(_hull_launches, key, launch)
     launch(keys, out, *ints, hidden, half)
     return out
 
@@ -165,9 +163,8 @@ def key_hull(mask) -> torch.Tensor | None:
 # alignment, the batch as its grid, its strides and lengths, which also fix BLOCK): after the
 # first call through the JIT each is launched directly (`flashgen.kernels.launch`), since the
 # JIT's own per-call work was most of a masked call's extra host time (benchmarks/RESULTS.md,
-# session 46: ~80 µs a call under cProfile on an H100). A Launch holds no device memory.
+# session 46: ~80 µs a call under cProfile on an H100). Bounded by `launch.keep`.
 _hull_launches: dict = {}
-MAX_HULL_LAUNCHES = 256
 
 
 @functools.cache
