@@ -16,8 +16,8 @@ from ..kernels.aligned import check_align
 from ..kernels.validate import (
     check_inputs,
     check_kernel_device,
+    check_mask,
     check_softcap,
-    expand_mask,
     input_signature,
     normalize_window,
 )
@@ -59,7 +59,7 @@ def _attention(
     alibi = alibi_slopes is not None
     if seq_bounds is not None or attn_mask is not None or dropout_p > 0.0 or alibi:
         if attn_mask is not None:
-            expand_mask(attn_mask, q, k)  # the checks, naming attn_mask
+            check_mask(attn_mask, q, k)  # naming attn_mask (the primitive expands it)
         if alibi:
             check_slopes(alibi_slopes, q)  # the checks, naming alibi_slopes
         _check_extras(q, seq_bounds, attn_mask, bottom_right, dropout_p > 0.0)
