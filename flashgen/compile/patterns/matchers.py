@@ -12,79 +12,30 @@ from torch import fx
 
 from .alibi import prove_alibi
 from .core import (
-    ADD_FNS,
     CAST_METHODS,
-    DIV_FNS,
-    DROPOUT_FNS,
     MASKED_FILL_FNS,
     MUL_FNS,
     NEAR_NEG_INF,
     SOFTMAX_FNS,
     SUB_FNS,
-    TANH_FNS,
     Match,
     Site,
     Skip,
-    _transpose_base,
     dropout_prob,
     example_value,
-    flattens,
     guarded_number,
     is_fn,
-    is_tensor_node,
     known_eq,
     location,
     node_arg,
-    peel_one_scale,
-    peel_scale,
-    split_baddbmm,
-    split_scores_product,
-    split_value_product,
-    unflatten_src,
 )
 from .mask_values import Values
 from .masks import prove_structure
-
-
-def _leads_to_product(n: Any) -> bool:
-    """Whether `n` is the scores product, reached through the ops the walk in `match_softmax`
-    goes up through (casts, scales, a softcap's tanh, views, masks and added biases): so that
-    a `torch.where` or an add can tell the scores' side from the mask's or the bias's side
-    whatever was applied to the scores first (e.g. ALiBi added, then a window's `where`)."""
-    while isinstance(n, fx.Node):
-        if split_scores_product(n) is not None or split_baddbmm(n) is not None:
-            return True
-        if unflatten_src(n) is not None:
-            n = n.args[0]
-            continue
-        if _is_float32_cast(n) or is_fn(n, MUL_FNS | DIV_FNS | TANH_FNS, ("mul", "div", "tanh")):
-            ins = [a for a in n.args[:2] if isinstance(a, fx.Node) and is_tensor_node(a)]
-            n = ins[0] if len(ins) == 1 else None
-            continue
-        if is_fn(n, MASKED_FILL_FNS, ("masked_fill", "masked_fill_")):
-            n = n.args[0]
-            continue
-        if is_fn(n, ADD_FNS, ("add", "add_", "sub")) or is_fn(n, {torch.where}, ("where",)):
-            ins = [a for a in n.args[-2:] if isinstance(a, fx.Node) and is_tensor_node(a)]
-            return any(_leads_to_product(a) for a in ins)
-        return False
-    return False
+from .softmax_walk import SoftmaxWalk
 
 
 def is_softmax(n: Any) -> bool:
     return is_fn(n, SOFTMAX_FNS, ("softmax",))
-
-
-def _is_float32_cast(n: Any) -> bool:
-    """Casts an upcast may use; checked by dtype on the example values, not by spelling."""
-    if not (n.op == "call_method" and n.target in CAST_METHODS) and not (
-        n.op == "call_function" and n.target in (torch.Tensor.float, torch.Tensor.to)
-    ):
-        return False
-    src, dst = example_value(n.args[0]), example_value(n)
-    if not (isinstance(src, torch.Tensor) and isinstance(dst, torch.Tensor)):
-        return False
-    return src.shape == dst.shape and src.device == dst.device and dst.is_floating_point()
 
 
 def softmax_dim_ok(n: Any) -> bool:
@@ -94,339 +45,134 @@ def softmax_dim_ok(n: Any) -> bool:
 
 
 def match_softmax(sm: Any, values: Values) -> Match | None:
-    """Walk up from a softmax to Q K^T and down to P V. None if this is not attention."""
-    problems: list[str] = []
-    interior: list[fx.Node] = [sm]
-    terms: list[Any] = []
-    masks: list[tuple[str, Any, Any]] = []
-    # for each additive mask, by its index in masks: the scale factors met walking up from the
-    # softmax before it (0: added after every scale factor)
-    add_terms: dict[int, int] = {}
-    # HF BLOOM: 3-D scores [B * H, Sq, Sk] viewed as [B, H, Sq, Sk] on the way to the softmax
-    # ((B, H), and how many masks were met above the view, in the 4-D space)
-    unflat: tuple[Any, Any] | None = None
-    masks_4d = 0
-    # logit softcapping, cap * tanh(scores / cap) (Gemma-2): the cap, and how many masks were met
-    # above the tanh (those come after the softcap, as the kernels apply them)
-    softcap: float | None = None
-    masks_at_cap = 0
-    x = sm.args[0] if sm.args else sm.kwargs.get("input")
-    fills: set[fx.Node] = set()  # in-place masked_fill_ calls taken as masks (`_fill_in_place`)
-    below = sm  # the node that reads x
-    # Up: casts, masked_fill, scale, a softcap's tanh and additive masks, in any order.
-    while isinstance(x, fx.Node):
-        u = _fill_in_place(x, below)
-        if u is not None:  # `s.masked_fill_(mask, v)` before `below` reads s: s's mask
-            masks.append(("masked_fill", node_arg(u, 1, "mask"), node_arg(u, 2, "value")))
-            interior.append(u)
-            fills.add(u)
-        below = x
-        if _is_float32_cast(x):
-            nxt = x.args[0]
-        elif is_fn(x, MASKED_FILL_FNS, ("masked_fill", "masked_fill_")):
-            masks.append(("masked_fill", node_arg(x, 1, "mask"), node_arg(x, 2, "value")))
-            nxt = x.args[0]
-        elif is_fn(x, MUL_FNS | DIV_FNS, ("mul", "div", "mul_", "div_")):
-            try:
-                got = peel_one_scale(x, terms)
-            except Skip as e:
-                problems.append(str(e))
-                ins = [a for a in x.args[:2] if isinstance(a, fx.Node) and _leads_to_product(a)]
-                got = ins[0] if ins else None
-            if got is None:
-                return None
-            nxt = got
-        elif is_fn(x, ADD_FNS, ("add", "add_", "sub")) and len(x.args) == 2 and not x.kwargs:
-            tensors = [a for a in x.args[:2] if isinstance(a, fx.Node) and is_tensor_node(a)]
-            if len(tensors) != 2:
-                return None
-            nxt = tensors[1] if _leads_to_product(tensors[1]) else tensors[0]
-            # The sign matters: `scores - bias` is the additive mask -bias; `bias - scores`
-            # negates the scores, which no kernel computes.
-            sub = is_fn(x, SUB_FNS, ("sub",))
-            if sub and nxt is tensors[1]:
-                problems.append(
-                    "the scores are subtracted from a tensor (negated scores); left to Inductor"
-                )
-            bias = tensors[0] if nxt is tensors[1] else tensors[1]
-            masks.append(("sub" if sub else "add", bias, None))
-            add_terms[len(masks) - 1] = len(terms)
-        elif is_fn(x, {torch.where}, ("where",)) and len(x.args) == 3 and not x.kwargs:
-            cond, a, b = x.args
-            if _leads_to_product(a) and not is_tensor_node(b):
-                nxt = a
-                masks.append(("where_keep", cond, b))
-            elif _leads_to_product(b) and not is_tensor_node(a):
-                nxt = b
-                masks.append(("where_mask", cond, a))
-            else:
-                return None
-        elif unflat is None and unflatten_src(x) is not None:
-            out = example_value(x)
-            unflat, masks_4d = (out.shape[0], out.shape[1]), len(masks)
-            nxt = x.args[0]
-        elif softcap is None and is_fn(x, TANH_FNS, ("tanh",)) and len(x.args) == 1:
-            inner: list[Any] = []
-            arg = x.args[0]
-            nxt = peel_one_scale(arg, inner) if isinstance(arg, fx.Node) else None
-            if nxt is None:  # tanh of the bare scores: no cap to take out again
-                return None
-            try:
-                softcap = _softcap(terms, inner[0], max(add_terms.values(), default=None))
-            except Skip as e:
-                problems.append(str(e))
-                softcap = 1.0
-            # The factors above the tanh made the cap; those below it are the scale.
-            terms.clear()
-            masks_at_cap = len(masks)
-            interior.append(arg)
-        else:
-            break
-        interior.append(x)
-        x = nxt
-    if not isinstance(x, fx.Node):
+    """Walk up from a softmax to Q K^T and down to P V (`softmax_walk`), then read the masks
+    met on the way: ALiBi, a causal structure, a window, or a tensor the kernels read. None if
+    this is not attention; Skip with the first problem met where it is but cannot run."""
+    w = SoftmaxWalk(sm)
+    if not (w.up() and w.product() and w.down()):
         return None
-    prod = split_scores_product(x)
-    baddbmm = split_baddbmm(x) if prod is None else None
-    if baddbmm is not None:
-        # bias.baddbmm(q, k^T, beta=, alpha=): beta * bias + alpha * q @ k^T, the bias added
-        # after the scale alpha (HF BLOOM's ALiBi, unscaled, beside its scaled scores)
-        bias, q_side, k_side, beta, alpha = baddbmm
-        beta = guarded_number(beta)
-        alpha = alpha if guarded_number(alpha) is None else guarded_number(alpha)
-        kind, transposed = "baddbmm", True
-        if beta is None:
-            problems.append("baddbmm's beta is not a Python number")
-        elif beta != 0:  # beta=0: the bias is ignored (PyTorch's rule)
-            if beta != 1:
-                problems.append(f"baddbmm scales its bias by beta={beta!r} (1 is supported)")
-            if not (isinstance(bias, fx.Node) and is_tensor_node(bias)):
-                problems.append("baddbmm's bias is not a tensor")
-            masks.append(("add", bias, None))
-            add_terms[len(masks) - 1] = len(terms)
-        if not (isinstance(alpha, (int, float)) and not isinstance(alpha, bool) and alpha == 1):
-            terms.append((alpha, 1))
-    elif prod is None:
-        return None
-    else:
-        kind, q_side, k_side, transposed = prod
-    interior.append(x)
+    site = Site(kind=w.kind, location=location(sm))
+    q, k, v = w.operands()
+    alibi, not_alibi = _take_alibi(w)
+    causal, window, align, tensor_mask, hides, rows_from, key_bias = _read_masks(
+        w, values, not_alibi
+    )
+    m = Match(
+        site, q, k, v, w.out, causal, w.terms, interior=w.interior, window=window, align=align
+    )
+    m.attn_mask = tensor_mask
+    if hides is not None:
+        m.mask_hides, m.empty_rows, m.rows_from = hides, v, rows_from
+    m.mask_negated = tensor_mask is not None and w.masks[0][0] == "sub"
+    m.alibi = alibi
+    m.key_bias = key_bias
+    m.dropout_p = w.drop_p
+    m.softcap = w.softcap
+    m.three_d = example_value(q).dim() == 3
+    m.flat_out = w.unflat is not None
+    if w.problems:
+        raise Skip(w.problems[0])
+    return m
 
-    # Down: optional cast back, dropout, then P @ V.
-    p = sm
-    v = None
-    drop_p = 0.0
-    merged = False  # BLOOM: the probabilities viewed back as [B * H, Sq, Sk] for bmm
-    while v is None:
-        users = list(p.users)
-        products = [(u, split_value_product(u, p)) for u in users]
-        products = [(u, vv) for u, vv in products if vv is not None]
-        if products:
-            if len(users) != 1:
-                problems.append(
-                    "the attention probabilities are also used outside the attention (e.g. "
-                    "returned as attention weights); flashgen never materialises them"
-                )
-            out, v = products[0]
-            break
-        if len(users) != 1:
-            return None
-        (u,) = users
-        if _is_float32_cast(u):
-            pass
-        elif unflat is not None and not merged and flattens(u, *unflat) is not None:
-            merged = True
-        elif is_fn(u, DROPOUT_FNS, ("dropout",)):
-            training = node_arg(
-                u, 2, "training" if u.target is not torch.dropout else "train", True
-            )
-            try:
-                drop_p = dropout_prob(node_arg(u, 1, "p", 0.5), training, "attention dropout")
-            except Skip as e:
-                problems.append(str(e))
-        else:
-            return None
-        interior.append(u)
-        p = u
-    site = Site(kind=kind, location=location(sm))
 
-    # Upstream side of the products: pre-applied scales, transposes, GQA repeats.
-    for n in interior:
-        if n in fills:  # (an in-place fill's result is not read)
-            continue
-        if n is not sm and n is not x and n is not p and len(n.users.keys() - fills) != 1:
-            problems.append(
-                f"an intermediate of the attention ({n.name}) is also used elsewhere; "
-                "flashgen never materialises the attention matrix"
-            )
-            break
-    if len(x.users.keys() - fills) != 1:
-        problems.append("the attention scores are also used outside the attention")
-    q = peel_scale(q_side, terms) if isinstance(q_side, fx.Node) else q_side
-    if transposed:
-        kt = peel_scale(k_side, terms)
-        k = _transpose_base(kt)
-        if k is None:
-            problems.append(
-                "the key operand of Q @ K^T is not a transpose of the last two dims "
-                "(k.transpose(-2, -1), k.mT, permute); left to Inductor"
-            )
-            k = kt
-        k = peel_scale(k, terms)
-    else:
-        k = peel_scale(k_side, terms)
-    if unflat is not None:
-        # The flattened q, k, v are [B, H, T, D] tensors viewed as [B * H, T, D]: the op gets
-        # those, and its output is flattened back (`Match.flat_out`).
-        if not merged:
-            problems.append(
-                "the scores are viewed as [batch, heads, ...] but the probabilities are not "
-                "viewed back for the value product"
-            )
-        else:
-            flat = [flattens(t, *unflat) for t in (q, k, v)]
-            if any(t is None for t in flat):
-                problems.append(
-                    "q, k or v of the flattened [batch x heads] product is not a view of a "
-                    "[batch, heads, seq, dim] tensor"
-                )
-            else:
-                q, k, v = flat
-
-    causal = False
-    window = None
-    align = "top_left"
-    tensor_mask = None
-    hides = None  # a boolean mask read as a tensor: True where it hides a key (or keeps one)
-    rows_from = None  # the whole mask, where the kernels read only its per-key part
-    key_bias = None  # `_bias_beside_mask`'s bias (attn_mask is then its boolean mask's keys)
-    alibi = None
+def _take_alibi(w: SoftmaxWalk) -> tuple[Any, str]:
+    """(ALiBi's (slopes, factor) or None, why baddbmm's bias is not ALiBi or ""): the first bias
+    added after every scale factor that is ALiBi, beside one other mask or alone, taken out of
+    `w.masks` (the kernels compute it)."""
+    masks, add_terms, unflat = w.masks, w.add_terms, w.unflat
+    if not (len(masks) == 2 or (len(masks) == 1 and masks[0][0] in ("add", "sub"))):
+        return None, ""
     not_alibi = ""
-    if len(masks) == 2 or (len(masks) == 1 and masks[0][0] in ("add", "sub")):
-        # an ALiBi bias (beside a causal mask, or alone): the kernels compute it
-        for i, (how, node, _) in enumerate(masks):
-            if how in ("add", "sub") and add_terms.get(i) == 0:
-                in_3d = unflat is not None and i >= masks_4d  # added to the 3-D scores
-                try:
-                    alibi = _alibi(
-                        how, node, x, 4 if unflat is not None and not in_3d else None,
-                        unflat[1] if unflat is not None and in_3d else None,
-                    )  # fmt: skip
-                except Skip as e:
-                    if baddbmm is not None and node is baddbmm[0]:
-                        not_alibi = f"; baddbmm's bias is not ALiBi ({e})"
-                    continue
-                masks = masks[:i] + masks[i + 1 :]
-                add_terms = {j - (j > i): t for j, t in add_terms.items() if j != i}
-                break
-    if softcap is not None and len(masks) > masks_at_cap:
-        problems.append(
+    for i, (how, node, _) in enumerate(masks):
+        if how in ("add", "sub") and add_terms.get(i) == 0:
+            in_3d = unflat is not None and i >= w.masks_4d  # added to the 3-D scores
+            try:
+                alibi = _alibi(
+                    how, node, w.scores, 4 if unflat is not None and not in_3d else None,
+                    unflat[1] if unflat is not None and in_3d else None,
+                )  # fmt: skip
+            except Skip as e:
+                if w.baddbmm is not None and node is w.baddbmm[0]:
+                    not_alibi = f"; baddbmm's bias is not ALiBi ({e})"
+                continue
+            w.masks = masks[:i] + masks[i + 1 :]
+            w.add_terms = {j - (j > i): t for j, t in add_terms.items() if j != i}
+            return alibi, not_alibi
+    return None, not_alibi
+
+
+def _read_masks(w: SoftmaxWalk, values: Values, not_alibi: str) -> tuple:
+    """(causal, window, align, tensor_mask, hides, rows_from, key_bias) from the masks left
+    after ALiBi: hides is True / False where a boolean mask is read as a tensor (True marks a
+    hidden key), rows_from the whole mask where the kernels read only its per-key part,
+    key_bias `_bias_beside_mask`'s or `_two_biases`' bias; problems into `w.problems`."""
+    masks, add_terms, unflat = w.masks, w.add_terms, w.unflat
+    none = (False, None, "top_left", None, None, None, None)
+    if w.softcap is not None and len(masks) > w.masks_at_cap:
+        w.problems.append(
             "a mask or bias is applied to the scores inside the softcap's tanh; the kernels "
             "apply it after the softcap"
         )
-    elif len(masks) == 2:
+        return none
+    if len(masks) > 2:
+        w.problems.append("more than two masks are applied to the scores" + not_alibi)
+        return none
+    if len(masks) == 2:
         try:  # a bias beside a boolean mask (BLOOM: its ALiBi from the padding, HF's mask)
-            both = _bias_beside_mask(masks, add_terms, x, values, drop_p, unflat, masks_4d)
+            both = _bias_beside_mask(
+                masks, add_terms, w.scores, values, w.drop_p, unflat, w.masks_4d
+            )
         except Skip as e:
             try:  # two floating biases (T5's under checkpointing): read as their sum
                 tensor_mask, key_bias = _two_biases(masks, add_terms, unflat)
             except Skip as e2:
-                problems.append(
+                w.problems.append(
                     "more than one mask is applied to the scores; only one causal mask is, a "
                     f"bias beside one boolean mask ({e}), or two floating biases ({e2})" + not_alibi
                 )
-        else:
-            (causal, window, align), tensor_mask, hides, key_bias, rows_from = both
-    elif len(masks) > 2:
-        problems.append("more than two masks are applied to the scores" + not_alibi)
-    elif masks:
-        try:
-            if masks[0][0] == "sub":
-                raise Skip("a subtracted mask is not proven causal; it is read as a negated bias")
-            causal, window, align = _check_causal(masks[0], x, values)
-        except Skip as e:
-            se = example_value(x)
-            split = _additive_split(
-                masks[0], add_terms.get(0), drop_p, unflat, values, se.shape[-2], se.shape[-1]
-            )
-            if split is not None:  # HF's eager padded batch: + where(causal & keep, 0, min)
-                (causal, window, align), tensor_mask, rows_from = split
-                hides = False
-            else:
-                try:  # an additive bias (ALiBi, T5's): the kernel reads the tensor as it is
-                    added = _additive_bias(masks[0], add_terms.get(0))
-                    if unflat is not None:  # (a mask tensor in BLOOM's layout: not supported)
-                        raise Skip("an additive mask beside [batch x heads]-flattened scores")
-                    tensor_mask = added
-                except Skip:
-                    try:  # a boolean mask filled with finfo.min (HF's padded batch)
-                        read = _read_hiding(masks[0], drop_p, unflat, values, *se.shape[-2:])
-                    except Skip as e2:
-                        problems.append(str(e) + not_alibi + _refused_as_tensor(masks[0], e2))
-                    else:
-                        structure, tensor_mask, hides, rows_from = read
-                        if structure is not None:  # `causal & keep` by hand
-                            causal, window, align = structure
-    m = Match(site, q, k, v, out, causal, terms, interior=interior, window=window, align=align)
-    m.attn_mask = tensor_mask
-    if hides is not None:
-        m.mask_hides, m.empty_rows, m.rows_from = hides, v, rows_from
-    m.mask_negated = tensor_mask is not None and masks[0][0] == "sub"
-    m.alibi = alibi
-    m.key_bias = key_bias
-    m.dropout_p = drop_p
-    m.softcap = softcap
-    m.three_d = example_value(q).dim() == 3
-    m.flat_out = unflat is not None
-    if problems:
-        raise Skip(problems[0])
-    return m
+                return none
+            return (False, None, "top_left", tensor_mask, None, None, key_bias)
+        (causal, window, align), tensor_mask, hides, key_bias, rows_from = both
+        return causal, window, align, tensor_mask, hides, rows_from, key_bias
+    if masks:
+        return _read_one_mask(w, values, not_alibi)
+    return none
 
 
-def _fill_in_place(x: fx.Node, reader: fx.Node) -> fx.Node | None:
-    """The one `x.masked_fill_(mask, value)` that runs before `reader` reads x (the in-place
-    spelling of a mask on the scores), when x has exactly that one besides its readers; None
-    otherwise (any other in-place use of x leaves it with a user the walk does not know, which
-    the user counts in `match_softmax` refuse)."""
-    fills = [
-        u for u in x.users
-        if u.op == "call_method" and u.target == "masked_fill_" and u.args and u.args[0] is x
-    ]  # fmt: skip
-    if len(fills) != 1 or fills[0].users:
-        return None
-    u = fills[0]
-    n = u.next  # graph order is program order: the fill must come before the read
-    while n is not reader and n.op != "root":
-        n = n.next
-    return u if n is reader else None
-
-
-def _softcap(outer: list[Any], inner: tuple[Any, int], terms_at_add: int | None) -> float:
-    """The cap of `cap * tanh(scores / cap)`: `outer` the scale factors met between the tanh and
-    the softmax, `inner` the one factor under the tanh (`/ cap` or `* (1 / cap)`), as
-    `peel_one_scale` records them; both Python numbers making the same positive cap. Skip
-    otherwise, or when an additive mask met on the way (`terms_at_add`) is scaled by the cap's
-    factor (added inside `cap * (...)`), which the kernels cannot compute."""
-    if terms_at_add is not None and terms_at_add > 0:
-        raise Skip("an additive mask is added between the softcap's tanh and its factor")
-
-    def number(term: tuple[Any, int]) -> float:
-        c, power = term
-        c = guarded_number(c)
-        if c is None or c == 0:
-            raise Skip("the softcap's factor is not a nonzero Python number")
-        return float(c) if power > 0 else 1.0 / float(c)
-
-    if not outer:
-        raise Skip("tanh of the scores without a cap factor after it (not a softcap)")
-    cap = math.prod(number(t) for t in outer)
-    below = 1.0 / number(inner)
-    if not (cap > 0 and math.isfinite(cap) and math.isclose(cap, below, rel_tol=1e-6)):
-        raise Skip(
-            f"tanh of the scores scaled by 1/{below:g} then by {cap:g}: a softcap needs "
-            "cap * tanh(scores / cap) with one positive cap"
-        )
-    return cap
+def _read_one_mask(w: SoftmaxWalk, values: Values, not_alibi: str) -> tuple:
+    """`_read_masks` of one mask: proven causal (with a window or bottom-right), else HF's
+    eager padded batch (an additive causal-and-keep mask), else an additive bias read as it
+    is, else a boolean mask filled with finfo.min read as a tensor."""
+    mask = w.masks[0]
+    terms_at = w.add_terms.get(0)
+    try:
+        if mask[0] == "sub":
+            raise Skip("a subtracted mask is not proven causal; it is read as a negated bias")
+        causal, window, align = _check_causal(mask, w.scores, values)
+        return causal, window, align, None, None, None, None
+    except Skip as e:
+        reason = e
+    se = example_value(w.scores)
+    tq, tk = se.shape[-2], se.shape[-1]
+    split = _additive_split(mask, terms_at, w.drop_p, w.unflat, values, tq, tk)
+    if split is not None:  # HF's eager padded batch: + where(causal & keep, 0, min)
+        (causal, window, align), tensor_mask, rows_from = split
+        return causal, window, align, tensor_mask, False, rows_from, None
+    try:  # an additive bias (ALiBi, T5's): the kernel reads the tensor as it is
+        added = _additive_bias(mask, terms_at)
+        if w.unflat is not None:  # (a mask tensor in BLOOM's layout: not supported)
+            raise Skip("an additive mask beside [batch x heads]-flattened scores")
+        return False, None, "top_left", added, None, None, None
+    except Skip:
+        pass
+    try:  # a boolean mask filled with finfo.min (HF's padded batch)
+        read = _read_hiding(mask, w.drop_p, w.unflat, values, tq, tk)
+    except Skip as e2:
+        w.problems.append(str(reason) + not_alibi + _refused_as_tensor(mask, e2))
+        return False, None, "top_left", None, None, None, None
+    structure, tensor_mask, hides, rows_from = read
+    causal, window, align = structure if structure is not None else (False, None, "top_left")
+    return causal, window, align, tensor_mask, hides, rows_from, None
 
 
 def _alibi(
