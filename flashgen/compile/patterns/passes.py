@@ -43,7 +43,27 @@ from .mha import check_mha, match_mha, rewrite_mha
 
 
 def check_match(m: Match) -> None:
-    """Kernel eligibility on the example (fake) values; fills scale, shape and GQA group."""
+    """Kernel eligibility on the example (fake) values; fills scale, shape and GQA group. The
+    checks that add guards on symbolic sizes come last, once nothing else can refuse."""
+    q, k, v = _checked_operands(m)
+    k, group = _kernel_operands(m, q, k, v)
+    # Decisions that add guards come last, once everything else passed.
+    hd = int(q.shape[-1])
+    m.scale = _scale(m, q, k, hd)
+    _check_extras(m, q, k)
+    m.site.gqa_group = group
+    shape = "x".join(str(s) for s in q.shape)
+    m.site.shape = f"q[{shape}] {str(q.dtype).replace('torch.', '')}"
+    m.site.dtype = str(q.dtype).replace("torch.", "")
+    m.site.head_dim = hd
+    m.site.seq_q, m.site.seq_k = size_hint(q.shape[-2]), size_hint(k.shape[-2])
+    m.site.rows = math.prod(size_hint(n) or 0 for n in q.shape[:-2])
+    m.site.device = q.device.type
+
+
+def _checked_operands(m: Match) -> tuple[Any, Any, Any]:
+    """q, k, v's example values, after checking that they and the output are tensors of one
+    supported dtype and device whose shapes the kernels take."""
     q, k, v, o = example_value(m.q), example_value(m.k), example_value(m.v), example_value(m.out)
     if not all(isinstance(t, torch.Tensor) for t in (q, k, v, o)):
         raise Skip("an operand is not a tensor")
@@ -80,6 +100,14 @@ def check_match(m: Match) -> None:
         raise Skip("k and v have different head counts")
     if not (known_eq(o.shape[-1], d) and known_eq(o.shape[-2], q.shape[-2])):
         raise Skip("the output shape is not [..., seq_q, head_dim]")
+    return q, k, v
+
+
+def _kernel_operands(m: Match, q: Any, k: Any, v: Any) -> tuple[Any, int]:
+    """(k as the kernels get it, the GQA group): a K/V repeated for GQA is replaced by the
+    un-repeated tensors (`m.k`, `m.v`), and the operands as the op receives them (4-D, last
+    dim contiguous: `m.contiguous` says which the rewrite copies) pass the op's own input
+    checks on the example values."""
     # GQA spelled as a copy of K/V: hand the kernel the un-repeated tensors instead.
     kb, nk = repeat_base(m.k)
     vb, nv = repeat_base(m.v)
@@ -99,8 +127,12 @@ def check_match(m: Match) -> None:
         check_kernel_device(q.device)
     except (ValueError, RuntimeError) as e:
         raise Skip(f"the flashgen kernels do not take this site: {e}") from e
-    # Decisions that add guards come last, once everything else passed.
-    hd = int(d)
+    return k, group
+
+
+def _scale(m: Match, q: Any, k: Any, hd: int) -> float:
+    """The softmax scale the matched factors make (None: SDPA's default 1 / sqrt(head dim)),
+    a positive finite number; head-dim symbols become their values (guards)."""
     syms = head_dim_symbols(q, k)
     scale = 1.0
     for term in m.scale_terms:
@@ -114,8 +146,15 @@ def check_match(m: Match) -> None:
         scale *= val if power > 0 else 1.0 / val
     if not (scale > 0 and math.isfinite(scale)):
         raise Skip(f"scale {scale} is not a positive finite number")
-    m.scale = scale
-    m.site.scale = scale
+    return scale
+
+
+def _check_extras(m: Match, q: Any, k: Any) -> None:
+    """The site's scale, masking, softcap, dropout and ALiBi into `m.site`, after checking
+    that the kernels take them: a softcap the op accepts, mask tensors that broadcast to
+    [B, Hq, Sq, Sk] (their head dim proven last: it may add a guard), no dropout beside a
+    bottom-right causal mask, ALiBi slopes one per query head."""
+    m.site.scale = m.scale
     m.site.causal = m.causal
     m.site.window = m.window
     m.site.align = m.align
@@ -153,14 +192,6 @@ def check_match(m: Match) -> None:
     for shape, what in open_heads:
         if not equal_heads(shape[1], full[1]):
             raise Skip(f"{what} of shape {shape} does not broadcast to {full}")
-    m.site.gqa_group = group
-    shape = "x".join(str(s) for s in q.shape)
-    m.site.shape = f"q[{shape}] {str(q.dtype).replace('torch.', '')}"
-    m.site.dtype = str(q.dtype).replace("torch.", "")
-    m.site.head_dim = hd
-    m.site.seq_q, m.site.seq_k = size_hint(q.shape[-2]), size_hint(k.shape[-2])
-    m.site.rows = math.prod(size_hint(n) or 0 for n in q.shape[:-2])
-    m.site.device = q.device.type
 
 
 def _mask_shapes(m: Match, q: Any) -> list[tuple[tuple[Any, ...], str]]:
