@@ -14,8 +14,9 @@ tiles), with the walk forced on at every size (`block_mask.MIN_SCORES` = 0). It 
 lists, then the output and the gradients of q, k and v against float64 (rows that see no key:
 zeros). A case that fails prints its seed; `--seed S --cases 1` runs it alone.
 
-Usage: python benchmarks/block_sparse_fuzz.py [--cases N] [--seed S]   (CPU: Triton's
-interpreter, set up here; a few seconds a case.)
+Usage: python benchmarks/block_sparse_fuzz.py [--cases N] [--seed S] [--device cuda]
+(default: the CPU, in Triton's interpreter, set up here, a few seconds a case; `cuda`: the
+compiled kernels on the GPU, float32 inputs as on the CPU, so the same tolerance holds.)
 """
 
 from __future__ import annotations
@@ -32,6 +33,10 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cases", type=int, default=50, help="how many seeds (default 50)")
     parser.add_argument("--seed", type=int, default=0, help="first seed (default 0)")
+    parser.add_argument(
+        "--device", choices=("cpu", "cuda"), default="cpu",
+        help="cpu: Triton's interpreter (default); cuda: the compiled kernels on the GPU",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     if args.cases < 1:
         parser.error(f"--cases must be at least 1, got {args.cases}")
@@ -76,7 +81,7 @@ def draw_mask(rng: random.Random, sq: int, sk: int, torch):
     return mask
 
 
-def run_case(seed: int) -> str:
+def run_case(seed: int, device: str = "cpu") -> str:
     """One random case; returns a one-line description (raises on a mismatch)."""
     import torch
 
@@ -97,6 +102,7 @@ def run_case(seed: int) -> str:
     q = torch.randn(b, hq, sq, d, generator=gen)
     k, v = (torch.randn(b, hkv, sk, d, generator=gen) for _ in range(2))
     do = torch.randn(b, hq, sq, d, generator=gen)
+    q, k, v, do = (t.to(device) for t in (q, k, v, do))
     shape = rng.choice(["[Sq,Sk]", "[B,1,Sq,Sk]", "[1,H,Sq,Sk]", "[B,H,Sq,Sk]"])
     if shape == "[Sq,Sk]":
         mask = draw_mask(rng, sq, sk, torch)
@@ -105,6 +111,7 @@ def run_case(seed: int) -> str:
         nh = hq if ",H," in shape else 1
         mask = torch.stack([draw_mask(rng, sq, sk, torch) for _ in range(nb * nh)])
         mask = mask.view(nb, nh, sq, sk)
+    mask = mask.to(device)
     fwd._plans.clear()
     bwd._plans.clear()
     full = expand_mask(mask, q, k)
@@ -135,7 +142,8 @@ def run_case(seed: int) -> str:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    os.environ["TRITON_INTERPRET"] = "1"
+    if args.device == "cpu":
+        os.environ["TRITON_INTERPRET"] = "1"
     os.environ["FLASHGEN_BLOCK_SPARSE"] = "1"
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
     import torch
@@ -148,7 +156,7 @@ def main(argv=None) -> int:
     start = time.time()
     for n, seed in enumerate(range(args.seed, args.seed + args.cases), 1):
         try:
-            line = f"ok {run_case(seed)}"
+            line = f"ok {run_case(seed, args.device)}"
         except Exception:
             failed.append(seed)
             line = "FAILED\n" + traceback.format_exc()
