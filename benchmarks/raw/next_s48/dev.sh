@@ -12,6 +12,10 @@
 #         the suite's wake?), nvidia-smi and the processes left between.
 #   h200 (an H200 only): issue 15's host time and issue 13's 650 TFLOP/s row, issue 16's
 #         windows (next_s46/dev.sh).
+#   bsfuzz ~150 s (added in session 48, which had no device): block_sparse_fuzz.py on the
+#         GPU (the dense-mask block lists' two kernels and the walk, compiled, at random masks,
+#         shapes and tiles, forward and gradients against float64), then the new GPU test
+#         test_tile_lists_on_gpu with the rest of test_attn_mask.py.
 export FLASHGEN_COMMIT=${FLASHGEN_COMMIT:-?}
 echo "card: $(nvidia-smi --query-gpu=name --format=csv,noheader)"; uptime
 . benchmarks/device_env.sh > /dev/null 2>&1
@@ -45,4 +49,11 @@ sweep)
     2>&1 | grep -v -i warn ;;
 h200)
   bash benchmarks/raw/next_s46/dev.sh ;;
+bsfuzz)
+  timeout 120 python3 -u benchmarks/block_sparse_fuzz.py --device cuda --cases 300 --seed 100 \
+    > $OUT/bsfuzz.txt 2>&1
+  stamp "bsfuzz rc=$?"; tail -3 $OUT/bsfuzz.txt
+  timeout 60 python3 -m pytest -q -p no:cacheprovider -m gpu tests/kernels/test_attn_mask.py \
+    > $OUT/attn_mask_gpu.txt 2>&1
+  stamp "attn_mask gpu rc=$?"; tail -2 $OUT/attn_mask_gpu.txt ;;
 esac
