@@ -268,19 +268,20 @@ class _Plan:
             if self.dq is not None:
                 dq_ints = (*ints, *(block_mask.tile_lists(mask, *dq_blocks) if sparse else unread))
         # The kernels write every element of delta, dQ, dK and dV (key rows no query sees get
-        # zeros), except that with lengths they store only the valid rows: the padded ones must
-        # be zero (dQ's only where some query row is outside the bounds: `rows_whole`). So no
+        # zeros), except that with lengths dQ's rows outside the bounds and dK/dV's before the
+        # key start are not stored and must be zero: dQ's only where some query row is outside
+        # the bounds, dK/dV's only where a key range may start past 0 (`rows_whole`: the
+        # bounds are a key-padding mask's key range, which starts at 0). So no
         # deterministic-mode fill (`flashgen.kernels.buffers`).
         refill = pause_fill()
         try:
             delta = torch.empty_like(lse)  # lse is contiguous float32 [B, Hq, Sq]
             # dropout's row keys, laid out as delta (every element stored by the preprocess)
             row_keys = torch.empty_like(lse, dtype=torch.int32) if self.row_keys else None
-            new = torch.zeros_like if self.bounded else torch.empty_like
+            new = torch.zeros_like if self.bounded and not rows_whole else torch.empty_like
             dq = dk = dv = None
             if self.dq is not None:
-                new_dq = torch.empty_like if rows_whole else new
-                dq = new_dq(q, memory_format=torch.contiguous_format)
+                dq = new(q, memory_format=torch.contiguous_format)
             if self.dkdv is not None:
                 dk = new(k, memory_format=torch.contiguous_format)
                 dv = new(v, memory_format=torch.contiguous_format)
@@ -498,9 +499,9 @@ def backward(
     `AUTO_SCORE_MODS` lists them.
     `dq_config`: the split kind's dQ kernel's own config (blocks, warps, stages), which may
     differ from the dK/dV kernel's `config`; None: see the module docstring.
-    `rows_whole`: `bounds` leave every query row valid (`padding.key_hull`'s): the dQ kernel
-    then stores every row, so dQ is not zero-filled first (dK and dV still are: keys past a
-    range are not stored).
+    `rows_whole`: `bounds` leave every query row valid and start every key range at 0
+    (`padding.key_hull`'s): the dQ kernel then stores every row and the dK/dV kernel every key
+    row (zeros past the range), so none of the three is zero-filled first.
     """
     window = clamp_window(window, causal, q.shape[2], k.shape[2])  # as the forward does
     need_dq, need_dk, need_dv = needs = (bool(needs[0]), bool(needs[1]), bool(needs[2]))

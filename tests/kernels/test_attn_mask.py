@@ -712,9 +712,10 @@ def test_key_padding_mask_skips_the_tiles_past_its_last_key(causal, additive, mo
 
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 def test_key_padding_outputs_are_not_filled_and_every_row_is_written(causal, monkeypatch):
-    """A key-padding mask's key range leaves every query row valid, so the launchers are told
-    so (`rows_whole`) and allocate out, lse and dQ without filling them first: the kernels
-    must write every row. With the deterministic mode's fill on (a new tensor is NaN; the
+    """A key-padding mask's key range leaves every query row valid and starts every key range
+    at 0, so the launchers are told so (`rows_whole`) and allocate out, lse, dQ, dK and dV
+    without filling them first: the kernels must write every row (dK/dV's past the range as
+    zeros). With the deterministic mode's fill on (a new tensor is NaN; the
     backward's own pause of that fill switched off here) forward and gradients still equal
     float64 and are finite, an entry that sees no key included. Key lengths (rows outside
     their bounds) are not `rows_whole`."""
