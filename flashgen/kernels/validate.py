@@ -199,7 +199,7 @@ def expand_mask(attn_mask, q, k):
     tensor broadcastable to that shape, as SDPA's attn_mask; ValueError naming the argument
     for anything else (`check_mask`)."""
     full = check_mask(attn_mask, q, k)
-    if attn_mask.dim() != 4:  # (a 4-D mask, HF's, expands as it is: one op, ~1.2 µs, fewer)
+    if attn_mask.dim() != 4:  # (a 4-D mask, HF's, expands as it is: one view fewer, ~1.2 µs)
         attn_mask = attn_mask.view((1,) * (4 - attn_mask.dim()) + tuple(attn_mask.shape))
     return attn_mask.expand(full)
 
