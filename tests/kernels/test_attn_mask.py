@@ -407,6 +407,60 @@ def test_key_hull_kernel_compiles_for_sm90():
     assert aot_compile.run_without_interpreter(_HULL_AOT, kinds, timeout=600) == [True] * 4
 
 
+_DKDV_AOT = """
+import json, sys
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from flashgen.core.spec import KernelSpec
+from flashgen.kernels.codegen import load_family
+done = []
+for d, causal, kind, build in json.loads(sys.argv[1]):
+    spec = KernelSpec(d, causal, "bfloat16", "bwd", False, False, True, kind, False)
+    fn = getattr(load_family(spec, "portable"), build)
+    sig = {}
+    for n in fn.arg_names:
+        if n in ("BLOCK_M", "BLOCK_N", "MASK_PER_KEY", "MASK_SHARED", "BLOCK_SPARSE"):
+            sig[n] = "constexpr"
+        elif n.startswith("desc_"):
+            sig[n] = f"tensordesc<bf16[1, 1, 64, {d}]>"  # (one entry, one head, a tile)
+        elif n in ("Q", "K", "V", "DO", "DK", "DV") or (n == "Mask" and kind == "add"):
+            sig[n] = "*bf16"
+        elif n in ("Lse", "Delta"):
+            sig[n] = "*fp32"
+        elif n in ("SeqBounds", "TileIdx", "TileCnt"):
+            sig[n] = "*i32"
+        elif n == "Mask":  # (a boolean mask's bytes)
+            sig[n] = "*u8"
+        elif n == "sm_scale":
+            sig[n] = "fp32"
+        else:  # strides, head counts and lengths
+            sig[n] = "i32"
+    flags = {"BLOCK_M": 64, "BLOCK_N": 64, "MASK_PER_KEY": True, "MASK_SHARED": 1,
+             "BLOCK_SPARSE": False}
+    src = ASTSource(fn=fn, signature=sig,
+                    constexprs={k: v for k, v in flags.items() if k in fn.arg_names})
+    kernel = triton.compile(src, target=GPUTarget("cuda", 90, 32),
+                            options={"num_warps": 4, "num_stages": 2})
+    done.append(len(kernel.asm["ptx"]) > 0)
+print(json.dumps(done))
+"""
+
+
+def test_dkdv_kernel_with_a_key_range_compiles_for_sm90():
+    """The split backward's dK/dV kernel with a key range and a key-padding mask (which zeroes
+    the keys past the range and stores every row from the key start:
+    `test_key_padding_outputs_are_not_filled_and_every_row_is_written`) compiles for sm_90
+    ahead of time, both builds (pointers and TMA descriptors), boolean and additive masks."""
+    import aot_compile
+
+    if not aot_compile.cuda_backend_available():
+        pytest.skip("Triton's CUDA backend is not installed")
+    jobs = [[64, False, "bool", "attn_bwd_dkdv"], [64, False, "bool", "attn_bwd_dkdv_tma"],
+            [128, True, "add", "attn_bwd_dkdv"], [128, True, "add", "attn_bwd_dkdv_tma"]]  # fmt: skip
+    assert aot_compile.run_without_interpreter(_DKDV_AOT, jobs, timeout=600) == [True] * 4
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_key_hull_on_the_gpu_equals_the_torch_ops():
