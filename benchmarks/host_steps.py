@@ -111,6 +111,7 @@ def backward_steps(q, k, v, causal: bool) -> dict:
     import torch.nn.functional as F
 
     import flashgen
+    from flashgen.bench.harness import identity_node
     from flashgen.kernels import bwd
     from flashgen.runtime import primitives, vendor
     from flashgen.runtime.dispatch import plan_config
@@ -123,16 +124,7 @@ def backward_steps(q, k, v, causal: bool) -> dict:
     g = torch.randn_like(out_f)
     doubled = qg * 2
 
-    class Identity(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, x):
-            return x.view_as(x)
-
-        @staticmethod
-        def backward(ctx, dx):
-            return dx
-
-    ident = Identity.apply(qg)
+    ident = identity_node().apply(qg)
     # the two autograd nodes a plain call can take: the general one (14 arguments) and, where
     # the tree has it, the plain one (`autograd._PlainAttention`), in the same process
     from flashgen.runtime import autograd

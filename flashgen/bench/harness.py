@@ -311,6 +311,25 @@ def host_us(fn, *, calls: int, rounds: int, sync, warmup: int = 1) -> float:
     return statistics.median(readings)
 
 
+def identity_node():
+    """A trivial `torch.autograd.Function` (forward a view of its input, backward the gradient
+    as it comes): the cost any Python autograd node pays in the engine, beside which the
+    host-time scripts (host_steps.py, bwd_thread.py) read flashgen's own node. A new class a
+    call, so a script that wraps its backward (bwd_thread.py's spans) wraps its own."""
+    import torch
+
+    class Identity(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x.view_as(x)
+
+        @staticmethod
+        def backward(ctx, g):
+            return g
+
+    return Identity
+
+
 SMOKE_HELP = (
     "without a GPU: tiny sizes, float32, Triton's interpreter, AOTAutograd run eagerly instead "
     "of Inductor's code generation (checks this script; the figures mean nothing)"

@@ -219,3 +219,15 @@ def test_host_us_times_calls_between_syncs(monkeypatch):
     assert clock["calls"] == 2 + 3 * 3
     assert clock["syncs"] == 1 + 3 + 1
     assert got == pytest.approx(2.0)
+
+
+def test_identity_node_passes_values_and_gradients_through():
+    """`harness.identity_node`, the Python autograd node the host-time scripts read flashgen's
+    beside: the value and the gradient unchanged, one node recorded, a new class a call."""
+    node = harness.identity_node()
+    x = torch.randn(3, requires_grad=True)
+    y = node.apply(x)
+    assert torch.equal(y, x) and y.grad_fn is not None
+    (g,) = torch.autograd.grad(y, x, torch.tensor([1.0, 2.0, 3.0]))
+    assert g.tolist() == [1.0, 2.0, 3.0]
+    assert harness.identity_node() is not node
