@@ -15,6 +15,7 @@ lists, then the output and the gradients of q, k and v against float64 (rows tha
 zeros). A case that fails prints its seed; `--seed S --cases 1` runs it alone.
 
 Usage: python benchmarks/block_sparse_fuzz.py [--cases N] [--seed S] [--device cuda]
+       [--via attention]
 (default: the CPU, in Triton's interpreter, set up here, a few seconds a case; `cuda`: the
 compiled kernels on the GPU, float32 inputs as on the CPU, so the same tolerance holds.)
 """
@@ -36,6 +37,13 @@ def parse_args(argv=None):
     parser.add_argument(
         "--device", choices=("cpu", "cuda"), default="cpu",
         help="cpu: Triton's interpreter (default); cuda: the compiled kernels on the GPU",
+    )  # fmt: skip
+    parser.add_argument(
+        "--via", choices=("launchers", "attention"), default="launchers",
+        help="launchers: the forward and backward launchers with the drawn tiles (default); "
+        "attention: flashgen.attention and autograd, with the tiles the run-time choice picks "
+        "for each kernel (on an sm_90 GPU the dQ kernel's own measured ones, so its lists "
+        "differ from the dK/dV kernel's)",
     )  # fmt: skip
     args = parser.parse_args(argv)
     if args.cases < 1:
@@ -81,7 +89,7 @@ def draw_mask(rng: random.Random, sq: int, sk: int, torch):
     return mask
 
 
-def run_case(seed: int, device: str = "cpu") -> str:
+def run_case(seed: int, device: str = "cpu", via: str = "launchers") -> str:
     """One random case; returns a one-line description (raises on a mismatch)."""
     import torch
 
@@ -91,6 +99,7 @@ def run_case(seed: int, device: str = "cpu") -> str:
     from flashgen.kernels.fwd import forward
     from flashgen.kernels.reference import rows_ref, scores_ref
     from flashgen.kernels.validate import expand_mask
+    from flashgen.ops import attention
 
     rng = random.Random(seed)
     b, hkv = rng.randint(1, 2), rng.randint(1, 2)
@@ -116,11 +125,19 @@ def run_case(seed: int, device: str = "cpu") -> str:
     bwd._plans.clear()
     full = expand_mask(mask, q, k)
     scale = d**-0.5
-    out, lse = forward(q, k, v, causal=False, scale=scale, config=tiles, mask=full)
-    grads = backward(do, q, k, v, out, lse, causal=False, scale=scale, config=tiles,
-                     needs=(True, True, True), mask=full)  # fmt: skip
+    if via == "attention":  # the run-time choice's tiles, the autograd node, the op
+        leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+        out = attention(*leaves, scale=scale, attn_mask=mask, impl="flashgen")
+        grads = torch.autograd.grad(out, leaves, do)
+    else:
+        out, lse = forward(q, k, v, causal=False, scale=scale, config=tiles, mask=full)
+        grads = backward(do, q, k, v, out, lse, causal=False, scale=scale, config=tiles,
+                         needs=(True, True, True), mask=full)  # fmt: skip
     (plan,) = fwd._plans.values()
     (bplan,) = bwd._plans.values()
+    blocks = plan.run.constexprs
+    tiles = TileConfig(blocks["BLOCK_M"], blocks["BLOCK_N"], 4, 1)  # (what the forward ran)
+    _, kv_tiles, dq_tiles = bplan.tiles  # the backward's lists: per dK/dV and dQ block
     walks = (plan.run.constexprs, bplan.dq.constexprs, bplan.dkdv.constexprs)
     if not all(c.get("BLOCK_SPARSE") is True for c in walks):
         raise AssertionError("a plan does not walk the block-sparse lists")
@@ -136,8 +153,9 @@ def run_case(seed: int, device: str = "cpu") -> str:
     seen = full.any(-1).float().mean().item()
     _, cnt, _, _ = block_mask.tile_lists(full, tiles.block_m, tiles.block_n)
     whole, part = (int(n) for n in cnt.sum(dim=(0, 1, 2)))
-    return (f"B{b} H{hq}/{hkv} {sq}x{sk} d{d} tiles {tiles.block_m}x{tiles.block_n} mask {shape} "
-            f"rows seeing a key {seen:.2f}, query-block lists {whole} whole / {part} partial")  # fmt: skip
+    return (f"B{b} H{hq}/{hkv} {sq}x{sk} d{d} tiles fwd {tiles.block_m}x{tiles.block_n} "
+            f"dK/dV {kv_tiles[0]}x{kv_tiles[1]} dQ {dq_tiles[0]}x{dq_tiles[1]} mask {shape} "
+            f"rows seeing a key {seen:.2f}, forward lists {whole} whole / {part} partial")  # fmt: skip
 
 
 def main(argv=None) -> int:
@@ -156,7 +174,7 @@ def main(argv=None) -> int:
     start = time.time()
     for n, seed in enumerate(range(args.seed, args.seed + args.cases), 1):
         try:
-            line = f"ok {run_case(seed, args.device)}"
+            line = f"ok {run_case(seed, args.device, args.via)}"
         except Exception:
             failed.append(seed)
             line = "FAILED\n" + traceback.format_exc()

@@ -22,13 +22,22 @@ def walk_everywhere(monkeypatch):
 
 
 @pytest.mark.parametrize("seed", [5, 9, 111])
-def test_cases_match_float64_through_the_lists(seed, walk_everywhere):
+def test_cases_match_float64_through_the_lists(seed, walk_everywhere, device):
     """5 (a band, one mask for every head and entry) and 9 (bands, cells and documents, a mask
     per head and entry, GQA), whose lists hold whole and partial tiles, and 111 (cells, a mask
     per entry, 64-row tiles), whose hold partial ones only: the forward and both backward
     kernels walk the lists and match float64."""
-    line = fuzz.run_case(seed)
-    assert "query-block lists" in line
+    line = fuzz.run_case(seed, device)
+    assert "forward lists" in line
+
+
+def test_a_case_through_the_public_function(walk_everywhere, device):
+    """`--via attention`: flashgen.attention and autograd with the run-time choice's tiles
+    (on the CPU the forward's 128 rows against the backward kernels' 64) walk the lists too
+    and match float64."""
+    line = fuzz.run_case(0, device, via="attention")
+    if device == "cpu":
+        assert "tiles fwd 128x64 dK/dV 64x64" in line
 
 
 def test_masks_have_whole_partial_and_hidden_tiles(walk_everywhere):
@@ -49,6 +58,7 @@ def test_masks_have_whole_partial_and_hidden_tiles(walk_everywhere):
 
 def test_arguments():
     assert fuzz.parse_args(["--cases", "3", "--device", "cuda"]).device == "cuda"
+    assert fuzz.parse_args(["--via", "attention"]).via == "attention"
     with pytest.raises(SystemExit):
         fuzz.parse_args(["--cases", "0"])
     with pytest.raises(SystemExit):
