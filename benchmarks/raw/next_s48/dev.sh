@@ -12,7 +12,7 @@
 #         the suite's wake?), nvidia-smi and the processes left between.
 #   h200 (an H200 only): issue 15's host time and issue 13's 650 TFLOP/s row, issue 16's
 #         windows (next_s46/dev.sh).
-#   bsfuzz ~150 s (added in session 48, which had no device): block_sparse_fuzz.py on the
+#   bsfuzz ~240 s (added in session 48, which had no device): block_sparse_fuzz.py on the
 #         GPU (the dense-mask block lists' two kernels and the walk, compiled, at random masks,
 #         shapes and tiles, forward and gradients against float64), then the new GPU test
 #         test_tile_lists_on_gpu with the rest of test_attn_mask.py.
@@ -53,6 +53,10 @@ bsfuzz)
   timeout 120 python3 -u benchmarks/block_sparse_fuzz.py --device cuda --cases 300 --seed 100 \
     > $OUT/bsfuzz.txt 2>&1
   stamp "bsfuzz rc=$?"; tail -3 $OUT/bsfuzz.txt
+  # through flashgen.attention: the GPU's run-time tiles (the dQ kernel's own on sm_90)
+  timeout 90 python3 -u benchmarks/block_sparse_fuzz.py --device cuda --cases 150 --seed 500 \
+    --via attention > $OUT/bsfuzz_attention.txt 2>&1
+  stamp "bsfuzz attention rc=$?"; tail -3 $OUT/bsfuzz_attention.txt
   timeout 60 python3 -m pytest -q -p no:cacheprovider -m gpu tests/kernels/test_attn_mask.py \
     > $OUT/attn_mask_gpu.txt 2>&1
   stamp "attn_mask gpu rc=$?"; tail -2 $OUT/attn_mask_gpu.txt ;;
