@@ -94,7 +94,8 @@ class SoftmaxWalk:
 
     # -- up: from the softmax's input to the scores product
     def up(self) -> bool:
-        """Walks up to the node below everything applied to the scores (left in `scores`)."""
+        """Walks up from the softmax's input past everything applied to the scores, leaving in
+        `scores` the node they were applied to (the product, if this is attention)."""
         x, below = self.scores, self.sm  # `below`: the node that reads x
         while isinstance(x, fx.Node):
             u = fill_in_place(x, below)
