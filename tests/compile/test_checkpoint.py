@@ -357,7 +357,7 @@ def test_hf_t5_with_gradient_checkpointing():
     """HF T5 (eager attention) under its own gradient checkpointing, a left-padded batch: T5
     sets `position_bias.requires_grad = True` there, a graph break, and the layers compiled
     after it get the relative bias and the additive padding mask as two inputs added to the
-    scores one after the other, read as their sum (`matchers._two_biases`). Every site found
+    scores one after the other, read as their sum (`mask_reading._two_biases`). Every site found
     is replaced; logits and every gradient equal eager's."""
     transformers = pytest.importorskip("transformers")
     torch.manual_seed(0)

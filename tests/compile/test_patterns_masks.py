@@ -134,7 +134,7 @@ def test_eager_additive_padding_mask_split(family, side):
     included; the gradients of a loss of the unpadded positions too. (A loss of a row that
     sees no key would differ: eager's uniform softmax there still passes a gradient to q and k
     through `scores + finfo.min`, the replacement's mean of v does not; such rows are padding,
-    whose outputs reach no kept position: `flashgen.compile.patterns.matchers._additive_split`.)"""
+    whose outputs reach no kept position: `flashgen.compile.patterns.mask_reading.additive_split`.)"""
     torch.manual_seed(0)
     kw = dict(
         vocab_size=64, hidden_size=64, intermediate_size=64, num_hidden_layers=2,

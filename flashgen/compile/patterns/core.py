@@ -126,8 +126,8 @@ class Match:
     alibi: tuple[fx.Node, float] | None = None
     # a floating bias beside the boolean attn_mask (or alone, beside a proven causal mask), with
     # the head count H to unflatten it by from BLOOM's [B * H, ...] (None: already 4-D): the
-    # rewrite hands the op `where(attn_mask, bias, -inf)` (`matchers._bias_beside_mask`); beside
-    # a floating attn_mask, `attn_mask + bias` (`matchers._two_biases`)
+    # rewrite hands the op `where(attn_mask, bias, -inf)` (`mask_reading._bias_beside_mask`); beside
+    # a floating attn_mask, `attn_mask + bias` (`mask_reading._two_biases`)
     key_bias: tuple[fx.Node, int | None] | None = None
     dropout_p: float = 0.0  # attention dropout in training mode (the op's dropout_p)
     softcap: float | None = None  # cap of `cap * tanh(scores / cap)` (the op's softcap)

@@ -279,7 +279,7 @@ def rewrite(gm: fx.GraphModule, m: Match, op: Any) -> None:
             if mask is not None and example_value(m.attn_mask).dtype == torch.bool:
                 bias = g.call_function(torch.where, (mask, bias, -math.inf))
                 added.append(bias)
-            elif mask is not None:  # two floating biases (`matchers._two_biases`): their sum
+            elif mask is not None:  # two floating biases (`mask_reading._two_biases`): their sum
                 bias = g.call_function(operator.add, (mask, bias))
                 added.append(bias)
             mask = bias
