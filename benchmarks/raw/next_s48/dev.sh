@@ -8,8 +8,10 @@
 #         and `nvidia-smi` before and after.
 #   sweep ~110 s: masked_sweep2.py --final on the tree (block lists from 1k x 1k), then
 #         --additive (dense additive masks: choice.MASKED_MIN_FLOPS_ADDITIVE is unmeasured).
-#   repro ~450 s: the GPU suite, then ModernBERT at once (session 47's order: was its 0.73x
-#         the suite's wake?), nvidia-smi and the processes left between.
+#   repro ~450 s: the GPU suite (since session 48 it also checks the split backward's dK/dV
+#         kernel storing zeros past a key-padding mask's range, d882302), then ModernBERT at
+#         once (session 47's order: was its 0.73x the suite's wake?), nvidia-smi and the
+#         processes left between.
 #   h200 (an H200 only): issue 15's host time and issue 13's 650 TFLOP/s row, issue 16's
 #         windows (next_s46/dev.sh).
 #   bsfuzz ~240 s (added in session 48, which had no device): block_sparse_fuzz.py on the
