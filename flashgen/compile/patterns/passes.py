@@ -47,7 +47,6 @@ def check_match(m: Match) -> None:
     checks that add guards on symbolic sizes come last, once nothing else can refuse."""
     q, k, v = _checked_operands(m)
     k, group = _kernel_operands(m, q, k, v)
-    # Decisions that add guards come last, once everything else passed.
     hd = int(q.shape[-1])
     m.scale = _scale(m, q, k, hd)
     _check_extras(m, q, k)
