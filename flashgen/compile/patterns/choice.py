@@ -170,16 +170,16 @@ MASKED_MIN_FLOPS_DROPOUT = {
 # The thresholds of a per-key masked SDPA call whose mask PyTorch's call gets expanded along
 # the query rows (HF's encoders hand SDPA the [B, 1, N, N] expansion of their padding mask,
 # which SDPA turns into a dense additive mask: it costs SDPA more than a [B, 1, 1, N] one),
-# where they differ from MASKED_MIN_FLOPS. Session 47, the same sweep in that form, head dim 64:
-# forward 6.4 GFLOP 0.69-0.93x, 12.9 1.24x, 17.2 0.94x, 19.3 1.54-1.74x; with a backward 12.9
-# GFLOP 0.77x, 17.2 0.69x, 19.3 1.08-1.16x, 25.8 1.17x, 34.4 1.14-1.38x; head dim 128 forward
-# 17.2 GFLOP 0.73x, 34.4 1.29x, with a backward 34.4 0.83x, 68.7 1.47x. Placed as
-# MASKED_MIN_FLOPS's are, except head dim 128's forward, which stays at 50: its one winning
-# reading at 34.4 GFLOP is too few where the [B, 1, 1, N] form read 0.66x and 1.41x there. With
-# dropout too, MASKED_MIN_FLOPS_DROPOUT's (not measured together).
-MASKED_MIN_FLOPS_EXPANDED = {
-    (False, False, True): 19e9,
-}
+# where they differ from MASKED_MIN_FLOPS. None at present. Session 47's sweep of the call alone
+# in that form (head dim 64: forward 6.4 GFLOP 0.69-0.93x, 12.9 1.24x, 17.2 0.94x, 19.3
+# 1.54-1.74x; with a backward 12.9 GFLOP 0.77x, 17.2 0.69x, 19.3 1.08-1.16x, 25.8 1.17x, 34.4
+# 1.14-1.38x; head dim 128 forward 17.2 GFLOP 0.73x, 34.4 1.29x, with a backward 34.4 0.83x,
+# 68.7 1.47x) had set 19 GFLOP for head dim 64 with a backward; under it HF BERT at 32 x 512
+# without dropout (25.8 GFLOP a site, both replaced) trained at 0.973x Inductor (forward 1.097x;
+# H100, session 48), so such calls take MASKED_MIN_FLOPS's 50 again until a model between 26
+# and 50 GFLOP says otherwise. With dropout, MASKED_MIN_FLOPS_DROPOUT's.
+MASKED_MIN_FLOPS_EXPANDED: dict[tuple[bool, bool, bool], float] = {}
+
 # The thresholds of a dense additive mask with a backward: session 46's (no additive row has
 # been measured). The dense figures above are boolean masks', whose block lists (boolean only)
 # made them win with a backward from 34 GFLOP; without the lists, as an additive mask runs, the
