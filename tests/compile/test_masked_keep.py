@@ -229,10 +229,10 @@ def test_hf_expanded_padding_masks_take_the_expanded_thresholds(monkeypatch):
     assert len(sites) == 2 and all(s.replaced and s.key_mask for s in sites), sites
 
 
-def test_dense_additive_masks_with_a_backward_keep_the_older_thresholds():
+def test_dense_additive_masks_take_their_own_thresholds():
     """A dense additive mask runs without the block lists that made dense boolean masks win
-    with a backward from 30 GFLOP: with a backward it is judged by MASKED_MIN_FLOPS_ADDITIVE
-    (69 GFLOP kept, the boolean mask replaced); forward alone, as a boolean one (replaced)."""
+    from 15 / 30 GFLOP: it is judged by MASKED_MIN_FLOPS_ADDITIVE, with a backward and forward
+    alone (69 GFLOP at head dim 64 kept both ways; the boolean mask replaced)."""
     q, k, v, mask = _inputs(4, 16, 2048, 64, grad=True, dense=True)
     bias = torch.zeros(mask.shape).masked_fill(~mask, float("-inf"))
     site = _site(_per_key, q, k, v, bias)
@@ -240,7 +240,9 @@ def test_dense_additive_masks_with_a_backward_keep_the_older_thresholds():
     assert "from 200 GFLOP" in site.reason, site.reason
     assert _site(_per_key, q, k, v, mask).replaced
     q, k, v, _ = _inputs(4, 16, 2048, 64, dense=True)
-    assert _site(_per_key, q, k, v, bias).replaced
+    forward_only = _site(_per_key, q, k, v, bias)
+    assert not forward_only.replaced and "from 200 GFLOP" in forward_only.reason, forward_only
+    assert _site(_per_key, q, k, v, mask).replaced
 
 
 def test_calls_with_fewer_query_rows_than_keys_are_replaced():

@@ -180,14 +180,19 @@ MASKED_MIN_FLOPS_DROPOUT = {
 # and 50 GFLOP says otherwise. With dropout, MASKED_MIN_FLOPS_DROPOUT's.
 MASKED_MIN_FLOPS_EXPANDED: dict[tuple[bool, bool, bool], float] = {}
 
-# The thresholds of a dense additive mask with a backward: session 46's (no additive row has
-# been measured). The dense figures above are boolean masks', whose block lists (boolean only)
-# made them win with a backward from 34 GFLOP; without the lists, as an additive mask runs, the
-# 1k x 1k boolean rows read 0.93-0.96x with a backward at 34-69 GFLOP. Forward alone they read
-# 1.07-1.14x, so the forward keeps MASKED_MIN_FLOPS's. With dropout, MASKED_MIN_FLOPS's
-# (nn.Transformer's dense additive sites with dropout, replaced: 1.02x Inductor, session 47).
+# The thresholds of a dense additive mask (no block lists: they are boolean only), forward and
+# with a backward. Measured on the H100 in session 48 (`masked_sweep2.py --additive`: SDPA given
+# the same [B, 1, N, N] additive mask over flashgen, wall time of back-to-back calls): head dim
+# 64 forward 17.2 GFLOP 0.989x, 34.4 0.972x, 68.7 0.954-0.973x, 137.4 0.961x; with a backward
+# 0.944x, 0.936x, 0.953-0.955x, 0.968x; head dim 128 at 137.4 GFLOP 1.024x / 1.010x. So head dim
+# 64 keeps PyTorch's call up to the largest size measured (session 46's 200 with a backward now
+# the forward's too) and head dim 128 takes flashgen's from 100 (nothing below 137 measured).
+# With dropout, MASKED_MIN_FLOPS's (8 x 16 x 1k, head dim 64: 1.64x / 1.08x in the same sweep;
+# nn.Transformer's dense additive sites with dropout, replaced: 1.02x Inductor, session 47).
 MASKED_MIN_FLOPS_ADDITIVE = {
+    (True, False, False): 200e9,
     (True, False, True): 200e9,
+    (True, True, False): 100e9,
     (True, True, True): 100e9,
 }
 # The devices whose masked calls the rule applies to (the figures above are a GPU's; on the CPU
