@@ -212,23 +212,6 @@ def test_per_key_masks_with_dropout_take_their_own_thresholds():
             assert "from 30 GFLOP" in with_drop.reason, with_drop.reason
 
 
-def test_hf_expanded_padding_masks_take_the_expanded_thresholds(monkeypatch):
-    """HF ModernBERT's global layer hands SDPA the [B, 1, N, N] expansion of its padding mask
-    (the pass hands flashgen the [B, 1, 1, N] one): the site is judged by
-    MASKED_MIN_FLOPS_EXPANDED. With that threshold set below its FLOPs it is replaced, while
-    MASKED_MIN_FLOPS (above them) keeps it otherwise (the ModernBERT test below)."""
-    pytest.importorskip("transformers")
-    from model_checks import tiny_modernbert
-
-    model, ids, mask = tiny_modernbert()
-    sites = flashgen.explain(model, input_ids=ids, attention_mask=mask).sites
-    assert [s.replaced for s in sites if s.window is None] == [False], sites
-    monkeypatch.setitem(choice.MASKED_MIN_FLOPS_EXPANDED, (False, False, True), 1.0)
-    torch._dynamo.reset()
-    sites = flashgen.explain(model, input_ids=ids, attention_mask=mask).sites
-    assert len(sites) == 2 and all(s.replaced and s.key_mask for s in sites), sites
-
-
 def test_dense_additive_masks_take_their_own_thresholds():
     """A dense additive mask runs without the block lists that made dense boolean masks win
     from 15 / 30 GFLOP: it is judged by MASKED_MIN_FLOPS_ADDITIVE, with a backward and forward

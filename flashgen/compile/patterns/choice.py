@@ -167,18 +167,14 @@ MASKED_MIN_FLOPS_DROPOUT = {
     (False, False, False): 12e9,
     (False, False, True): 30e9,
 }
-# The thresholds of a per-key masked SDPA call whose mask PyTorch's call gets expanded along
-# the query rows (HF's encoders hand SDPA the [B, 1, N, N] expansion of their padding mask,
-# which SDPA turns into a dense additive mask: it costs SDPA more than a [B, 1, 1, N] one),
-# where they differ from MASKED_MIN_FLOPS. None at present. Session 47's sweep of the call alone
-# in that form (head dim 64: forward 6.4 GFLOP 0.69-0.93x, 12.9 1.24x, 17.2 0.94x, 19.3
-# 1.54-1.74x; with a backward 12.9 GFLOP 0.77x, 17.2 0.69x, 19.3 1.08-1.16x, 25.8 1.17x, 34.4
-# 1.14-1.38x; head dim 128 forward 17.2 GFLOP 0.73x, 34.4 1.29x, with a backward 34.4 0.83x,
-# 68.7 1.47x) had set 19 GFLOP for head dim 64 with a backward; under it HF BERT at 32 x 512
+# A per-key mask that PyTorch's call gets expanded along the query rows (HF's encoders hand
+# SDPA the [B, 1, N, N] expansion of their padding mask, which SDPA reads as a dense additive
+# mask) takes MASKED_MIN_FLOPS's per-key thresholds too. Session 47's sweep of the call alone in
+# that form (head dim 64 with a backward: 12.9 GFLOP 0.77x, 17.2 0.69x, 19.3 1.08-1.16x, 25.8
+# 1.17x, 34.4 1.14-1.38x) had given it 19 GFLOP with a backward; under it HF BERT at 32 x 512
 # without dropout (25.8 GFLOP a site, both replaced) trained at 0.973x Inductor (forward 1.097x;
-# H100, session 48), so such calls take MASKED_MIN_FLOPS's 50 again until a model between 26
-# and 50 GFLOP says otherwise. With dropout, MASKED_MIN_FLOPS_DROPOUT's.
-MASKED_MIN_FLOPS_EXPANDED: dict[tuple[bool, bool, bool], float] = {}
+# H100, session 48), so that threshold is gone until a model between 26 and 50 GFLOP says
+# otherwise.
 
 # The thresholds of a dense additive mask (no block lists: they are boolean only), forward and
 # with a backward. Measured on the H100 in session 48 (`masked_sweep2.py --additive`: SDPA given
@@ -207,8 +203,7 @@ def masked_keep_reason(m: Any) -> str | None:
     has few FLOPs and much to read, where flashgen's split-KV kernels ran 3-4x faster than SDPA
     given the same mask, session 40) and fewer FLOPs than `MASKED_MIN_FLOPS` asks for its kind
     (`MASKED_MIN_FLOPS_DROPOUT` with attention dropout, `MASKED_MIN_FLOPS_ADDITIVE` for a
-    dense additive mask, `MASKED_MIN_FLOPS_EXPANDED` for a per-key mask SDPA gets expanded
-    along the query rows, where they have the kind).
+    dense additive mask, where they have the kind).
     Sizes are the traced ones: a graph with symbolic sizes is judged at its traced shape and
     serves every other length alike (a graph traced short keeps PyTorch's call, which is never
     slower than PyTorch; one traced long replaces it), as HF fine-tuning with padding per batch
@@ -235,8 +230,6 @@ def masked_keep_reason(m: Any) -> str | None:
         least = MASKED_MIN_FLOPS_DROPOUT.get(kind_key, least)
     elif dense and site.mask == "add":
         least = MASKED_MIN_FLOPS_ADDITIVE.get(kind_key, least)
-    elif not dense and _rows_expanded(m):
-        least = MASKED_MIN_FLOPS_EXPANDED.get(kind_key, least)
     if flops >= least:
         return None
     kind = ("dense" if dense else "per-key") + (
@@ -247,22 +240,6 @@ def masked_keep_reason(m: Any) -> str | None:
         f"{' with a backward' if grad else ''} runs faster as SDPA with its mask (flashgen from "
         f"{least / 1e9:.0f} GFLOP: the op's host time exceeds what its kernel saves)"
     )
-
-
-def _rows_expanded(m: Any) -> bool:
-    """Whether the SDPA call of the per-key masked site `m` gets its mask with more than one
-    query row (HF's [B, 1, N, N] expansion), which SDPA reads as a dense mask; False for an
-    nn.MultiheadAttention site (its key_padding_mask reaches SDPA as [B, H, 1, N]) and for a
-    size without a hint."""
-    if m.site.kind != "sdpa":
-        return False
-    mask = example_value(node_arg(m.out, 3, "attn_mask"))
-    if not isinstance(mask, torch.Tensor) or mask.dim() < 2:
-        return False
-    rows = mask.shape[-2]
-    if type(rows) is not int:
-        rows = getattr(getattr(rows, "node", None), "hint", None)
-    return rows is not None and rows > 1
 
 
 def _sdpa_extras_only(site: Any) -> bool:
