@@ -397,7 +397,7 @@ class _Refused:
 
 def _hopper(
     do, q, k, v, out, lse, causal, scale, config, aligned, bounds=None, mask=None, window=None,
-    softcap=None, alibi=None, dropout=None,
+    softcap=None, alibi=None, dropout=None, rows_whole=False,
 ):  # fmt: skip
     """The "hopper" kind's gradients, or None (logged once per reason) where it cannot run
     these tensors. A portable `config` (TileConfig or chooser) does not apply to it. Its
@@ -409,7 +409,8 @@ def _hopper(
     the kind runs only as a key-padding mask (`hopper_bwd.usable`), `bounds` then its key range
     (`flashgen.runtime.primitives._backward_bounds`); `window`: (left, right) as clamped for
     the launch (`plans.clamp_window`), `softcap` (the cap), `alibi` (the checked slopes) and
-    `dropout` ((p, seed)): run-time arguments of the renderings with them."""
+    `dropout` ((p, seed)): run-time arguments of the renderings with them; `rows_whole` as in
+    `backward`."""
     cfg = config if isinstance(config, hopper_bwd.HopperBwdConfig) else None
     tma_ok = aligned or not ((q.data_ptr() | k.data_ptr() | v.data_ptr() | do.data_ptr()) & 15)
     lengths = bounds is not None
@@ -436,7 +437,10 @@ def _hopper(
         return None
     scale = float(scale)
     extras = variant_args(scale, window, softcap, None, None, dropout, alibi)
-    return plan(do, q, k, v, out, lse, scale, bounds=bounds, mask=mask, extras=extras)
+    return plan(
+        do, q, k, v, out, lse, scale, bounds=bounds, mask=mask, extras=extras,
+        rows_whole=rows_whole,
+    )  # fmt: skip
 
 
 @functools.cache
@@ -532,7 +536,7 @@ def backward(
     if kind == "hopper":
         grads = _hopper(
             do, q, k, v, out, lse, causal, scale, config, aligned, bounds, mask, window, softcap,
-            alibi, dropout,
+            alibi, dropout, rows_whole,
         )  # fmt: skip
         if grads is not None:
             return tuple(g if n else None for g, n in zip(grads, needs, strict=True))

@@ -637,16 +637,18 @@ class Plan:
     descriptor templates, and the dQ conversion (the one-pass template's
     `attn_bwd_dq_convert`), each a `flashgen.kernels.launch.Launch` (`device` as Launch takes
     it: None launches through the JIT every time). Called as
-    plan(do, q, k, v, out, lse, scale[, delta, dk, dv, bounds, mask, extras])
+    plan(do, q, k, v, out, lse, scale[, delta, dk, dv, bounds, mask, extras, rows_whole])
     -> (dq or None, dk, dv); `extras`: the run-time arguments after the scale of a spec with a
     window, softcap, ALiBi or dropout, as `flashgen.kernels.plans.variant_args` gives them for
     every kernel family (the window's sizes, softcap / scale, the slopes and their batch
     stride, dropout's p and seed);
     `mask` exactly when `spec.attn_mask`: a key-padding mask, the expanded [B, Hq, Sq, Sk] view
     constant along heads and query rows (its `bounds` the mask's key range, `padding.key_hull`);
-    `bounds` (SeqBounds, int32 [B, 4]) exactly when `spec.lengths`: dK and dV are then
-    zero-filled first (rows outside the key ranges are not stored; dQ's fp32 buffer is zeroed
-    anyway, so its rows outside the query ranges convert to zeros)."""
+    `bounds` (SeqBounds, int32 [B, 4]) exactly when `spec.lengths`: dK and dV rows before a
+    key range's start are not stored (rows past its end are stored as zeros), so dK and dV are
+    zero-filled first unless `rows_whole` says every range starts at key 0 (a key-padding
+    mask's, `padding.key_hull`); dQ's fp32 buffer is zeroed anyway, so its rows outside the
+    query ranges convert to zeros."""
 
     __slots__ = (
         "pre",
@@ -714,7 +716,7 @@ class Plan:
 
     def __call__(
         self, do, q, k, v, out, lse, scale, delta=None, dk=None, dv=None, bounds=None, mask=None,
-        extras=(),
+        extras=(), rows_whole=False,
     ):  # fmt: skip
         import torch
 
@@ -723,7 +725,7 @@ class Plan:
             delta = torch.empty_like(lse)
             self.pre(out, do, delta, *self.pre_args)
         if dk is None:
-            alloc = torch.zeros if self.lengths else torch.empty
+            alloc = torch.zeros if self.lengths and not rows_whole else torch.empty
             dk = alloc((batch, hkv, sk, dim), dtype=k.dtype, device=k.device)
             dv = alloc((batch, hkv, sk, dim), dtype=k.dtype, device=k.device)
         if self.compute_dq:

@@ -632,7 +632,9 @@ def test_hopper_kind_keeps_a_plan_per_signature(monkeypatch):
             built.append(q.shape)
             self.calls = 0
 
-        def __call__(self, do, q, k, v, out, lse, scale, bounds=None, mask=None, extras=()):
+        def __call__(
+            self, do, q, k, v, out, lse, scale, bounds=None, mask=None, extras=(), rows_whole=False
+        ):
             assert bounds is None and mask is None and extras == ()
             self.calls += 1
             return bwd.backward(do, q, k, v, out, lse, causal=False, scale=scale, kind="split")
@@ -1316,7 +1318,14 @@ for b, hq, hkv, n, d, dtype, causal, kind, pattern in json.loads(sys.argv[1]):
     out, lse = forward(q, k, v, causal=causal, scale=None, bounds=hull, mask=mask)
     kw = dict(causal=causal, scale=d**-0.5, bounds=hull, mask=mask, rows_whole=True)
     before = len(built)
-    got = bwd.backward(do, q, k, v, out, lse, kind="hopper", **kw)
+    # The key range starts at key 0 (rows_whole): dK and dV are allocated without a zero fill,
+    # so the kernel must store every key row (zeros past the range). With the deterministic
+    # mode's fill on, a new tensor is NaN: a row left unwritten fails the finite check below.
+    torch.use_deterministic_algorithms(True)
+    try:
+        got = bwd.backward(do, q, k, v, out, lse, kind="hopper", deterministic=False, **kw)
+    finally:
+        torch.use_deterministic_algorithms(False)
     assert len(built) == before + 1, f"{name}: the hopper kind did not run"
     split = bwd.backward(do, q, k, v, out, lse, kind="split", **kw)
     visible = keep.cuda()[:, None, None, :].expand(b, 1, n, n)
@@ -1331,8 +1340,9 @@ print("ok", len(json.loads(sys.argv[1])))
 @on_sm90
 def test_key_padding_masks_match_float64():
     """The hopper kind with a key-padding mask: boolean and additive (HF's finfo.min, and
-    -inf), right padding (the range flagged dense: the mask is not read), left padding and
-    holes (read once a work item), GQA, causal both ways, both head dims."""
+    -inf), right padding (the range flagged dense: the mask is not read; key blocks past it
+    store zeros), left padding and holes (read once a work item), GQA, causal both ways, both
+    head dims; dK and dV not zero-filled first (the key range starts at key 0)."""
     cases = [
         (2, 4, 4, 700, 128, "bfloat16", True, "bool", "right"),
         (2, 4, 2, 777, 128, "float16", False, "add", "left"),
