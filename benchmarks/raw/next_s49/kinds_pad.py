@@ -1,0 +1,68 @@
+"""Session 49: the split and hopper backward kinds on key-padding masks, alternating in one
+process (bwd.backward with kind=, the mask's key hull as bounds, rows_whole as the op passes
+it), forward output from flashgen's forward. Right padding, each entry keeps 50-100% of its keys
+(seeded), boolean and additive (HF's finfo.min) masks, bf16. Prints one CSV line per case:
+mask,causal,b,h,n,d,split_ms,hopper_ms,split_over_hopper (medians of 3 alternating do_bench
+readings of the backward alone). Usage: python kinds_pad.py OUT.csv"""
+
+import functools
+import statistics
+import sys
+
+import torch
+from triton.testing import do_bench
+
+from flashgen.kernels import bwd
+from flashgen.kernels.fwd import forward
+from flashgen.kernels.padding import key_hull
+
+CASES = [  # (mask, causal, b, h, n, d)
+    ("bool", False, 4, 16, 2048, 64),
+    ("bool", False, 8, 16, 1024, 64),
+    ("bool", False, 2, 16, 4096, 64),
+    ("add", False, 4, 16, 2048, 64),
+    ("bool", True, 4, 16, 2048, 64),
+    ("bool", False, 4, 16, 2048, 128),
+    ("bool", True, 4, 16, 2048, 128),
+]
+
+
+def main(path):
+    lines = ["mask,causal,b,h,n,d,split_ms,hopper_ms,split_over_hopper"]
+    for kind, causal, b, h, n, d in CASES:
+        gen = torch.Generator().manual_seed(0)
+        q, k, v, do = (
+            torch.randn(b, h, n, d, generator=gen).to(torch.bfloat16).cuda() for _ in range(4)
+        )
+        lens = (n * (0.5 + 0.5 * torch.rand(b, generator=gen))).long().clamp(1, n)
+        keep = torch.arange(n)[None, :] < lens[:, None]
+        if kind == "bool":
+            m = keep
+        else:
+            m = torch.zeros(b, n, dtype=torch.bfloat16).masked_fill(
+                ~keep, torch.finfo(torch.bfloat16).min
+            )
+        mask = m.cuda()[:, None, None, :].expand(b, h, n, n)
+        hull = key_hull(mask)
+        out, lse = forward(q, k, v, causal=causal, scale=None, bounds=hull, mask=mask)
+        kw = dict(causal=causal, scale=d**-0.5, bounds=hull, mask=mask, rows_whole=True)
+        args = (do, q, k, v, out, lse)
+        runs = {
+            x: functools.partial(bwd.backward, *args, kind=x, **kw) for x in ("split", "hopper")
+        }
+        got = {x: [] for x in runs}
+        for f in runs.values():
+            f()
+        for _ in range(3):
+            for x, f in runs.items():
+                got[x].append(do_bench(f, warmup=25, rep=150, return_mode="median"))
+        s, hp = (statistics.median(got[x]) for x in ("split", "hopper"))
+        line = f"{kind},{causal},{b},{h},{n},{d},{s:.4f},{hp:.4f},{s / hp:.3f}"
+        print(line, flush=True)
+        lines.append(line)
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
