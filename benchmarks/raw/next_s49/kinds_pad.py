@@ -3,7 +3,8 @@ process (bwd.backward with kind=, the mask's key hull as bounds, rows_whole as t
 it), forward output from flashgen's forward. Right padding, each entry keeps 50-100% of its keys
 (seeded), boolean and additive (HF's finfo.min) masks, bf16. Prints one CSV line per case:
 mask,causal,b,h,n,d,split_ms,hopper_ms,split_over_hopper (medians of 3 alternating do_bench
-readings of the backward alone). Usage: python kinds_pad.py OUT.csv"""
+readings of the backward alone). Usage: python kinds_pad.py OUT.csv [--grid]
+(--grid: head dims 64/128, causal both ways, both mask kinds, 512-4096 keys at 8k tokens)"""
 
 import functools
 import statistics
@@ -27,9 +28,18 @@ CASES = [  # (mask, causal, b, h, n, d)
 ]
 
 
-def main(path):
+GRID = [
+    (mask, causal, b, 16, n, d)
+    for d in (64, 128)
+    for causal in (False, True)
+    for mask in ("bool", "add")
+    for b, n in ((16, 512), (8, 1024), (4, 2048), (2, 4096))
+]
+
+
+def main(path, grid=False):
     lines = ["mask,causal,b,h,n,d,split_ms,hopper_ms,split_over_hopper"]
-    for kind, causal, b, h, n, d in CASES:
+    for kind, causal, b, h, n, d in GRID if grid else CASES:
         gen = torch.Generator().manual_seed(0)
         q, k, v, do = (
             torch.randn(b, h, n, d, generator=gen).to(torch.bfloat16).cuda() for _ in range(4)
@@ -65,4 +75,4 @@ def main(path):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], grid=sys.argv[2:] == ["--grid"])
