@@ -333,25 +333,30 @@ AUTO_GROUPED: dict[tuple[int, bool], int] = {
 
 # The same for calls with lengths (SeqBounds), alone or with a key-padding mask: (head dim,
 # causal, mask kind "" / "bool" / "add") -> the shortest key length measured faster than the
-# split kind (benchmarks/RESULTS.md, session 21 B2 and B4, forward+backward, GQA Hq/Hkv 4, 47-79%
-# of the pairs visible; split time over hopper time): head dim 128 with lengths 1.12-1.20x at
-# 1k keys and 1.06-1.20x at 4k (full and causal), an additive key-padding mask 1.12x / 1.05-1.20x;
-# head dim 64 at 4k with lengths 1.05-1.07x, an additive mask 1.10x, a boolean one 1.03x. The
-# boolean mask at head dim 128 read 1.04x at 1k but 1.03x and 0.93x at 4k in two runs (its
-# kernel 23% slower than the additive one on the same padding: B4's profile); applied as an
-# additive vector since, it read 1.09x at 4k (B5). Head dim 64 at 1k keys (session 22 B2, one
-# process): an additive mask 1.09x (taken from 1k), a boolean one 1.00x, right-padded lengths
-# 0.98x, left-padded causal lengths 1.11x with readings spread 0.63-0.95 ms (not taken). Masks
-# with causal masking were not measured: the split kind stays their default.
+# split kind (benchmarks/RESULTS.md; split time over hopper time, backward alone or with the
+# forward). Lengths alone (sessions 21-22, H200, GQA Hq/Hkv 4, 47-79% of the pairs visible):
+# head dim 128 1.12-1.20x at 1k keys and 1.06-1.20x at 4k (full and causal); head dim 64 at 4k
+# 1.05-1.07x, at 1k right-padded 0.98x, left-padded causal 1.11x with readings spread
+# 0.63-0.95 ms (not taken). Key-padding masks (session 49, H100, `next_s49/kinds_pad.py --grid`:
+# right padding keeping 50-100% of each entry's keys, 8k tokens a call, 16 heads, the backward
+# alone, medians of three alternating readings, both kinds without a zero fill of dK/dV): from
+# 1k keys the hopper kind is faster in every case, boolean and additive, causal both ways, both
+# head dims: 1.07-1.21x at head dim 64, 1.03-1.34x at 128 (1.10-1.34x from 2k); at 512 keys
+# 0.88-1.10x (split kept). Sessions 21-22 on the H200 had read masks at head dim 64 and 1k
+# keys 1.00x (boolean) / 1.09x (additive), before the later changes to both kinds.
 AUTO_EXTRAS: dict[tuple[int, bool, str], int] = {
     (128, False, ""): 1024,
     (128, True, ""): 1024,
-    (128, False, "add"): 1024,
-    (128, False, "bool"): 1024,
     (64, False, ""): 4096,
     (64, True, ""): 4096,
+    (128, False, "add"): 1024,
+    (128, False, "bool"): 1024,
+    (128, True, "add"): 1024,
+    (128, True, "bool"): 1024,
     (64, False, "add"): 1024,
-    (64, False, "bool"): 4096,
+    (64, False, "bool"): 1024,
+    (64, True, "add"): 1024,
+    (64, True, "bool"): 1024,
 }
 
 # The same for calls with a sliding window (alone, with lengths or with a key-padding mask):
