@@ -3,8 +3,9 @@ process (bwd.backward with kind=, the mask's key hull as bounds, rows_whole as t
 it), forward output from flashgen's forward. Right padding, each entry keeps 50-100% of its keys
 (seeded), boolean and additive (HF's finfo.min) masks, bf16. Prints one CSV line per case:
 mask,causal,b,h,n,d,split_ms,hopper_ms,split_over_hopper (medians of 3 alternating do_bench
-readings of the backward alone). Usage: python kinds_pad.py OUT.csv [--grid]
-(--grid: head dims 64/128, causal both ways, both mask kinds, 512-4096 keys at 8k tokens)"""
+readings of the backward alone). Usage: python kinds_pad.py OUT.csv [--grid | --lengths]
+(--grid: head dims 64/128, causal both ways, both mask kinds, 512-4096 keys at 8k tokens;
+--lengths: key lengths without a mask, right and left padding, head dim 64, 1k-4k keys)"""
 
 import functools
 import statistics
@@ -15,6 +16,7 @@ from triton.testing import do_bench
 
 from flashgen.kernels import bwd
 from flashgen.kernels.fwd import forward
+from flashgen.kernels.padding import bounds as seq_bounds
 from flashgen.kernels.padding import key_hull
 
 CASES = [  # (mask, causal, b, h, n, d)
@@ -37,25 +39,38 @@ GRID = [
 ]
 
 
+LENGTHS = [
+    (kind, causal, b, 16, n, 64)
+    for causal in (False, True)
+    for kind in ("len", "lenleft")
+    for b, n in ((8, 1024), (4, 2048), (2, 4096))
+]
+
+
 def main(path, grid=False):
     lines = ["mask,causal,b,h,n,d,split_ms,hopper_ms,split_over_hopper"]
-    for kind, causal, b, h, n, d in GRID if grid else CASES:
+    for kind, causal, b, h, n, d in {"--grid": GRID, "--lengths": LENGTHS}.get(grid, CASES):
         gen = torch.Generator().manual_seed(0)
         q, k, v, do = (
             torch.randn(b, h, n, d, generator=gen).to(torch.bfloat16).cuda() for _ in range(4)
         )
         lens = (n * (0.5 + 0.5 * torch.rand(b, generator=gen))).long().clamp(1, n)
         keep = torch.arange(n)[None, :] < lens[:, None]
-        if kind == "bool":
-            m = keep
+        if kind in ("len", "lenleft"):  # key lengths alone (flashgen.attention's key_lengths)
+            side = "left" if kind == "lenleft" else "right"
+            sb = seq_bounds(b, n, n, lens, None, side, "cuda")
+            out, lse = forward(q, k, v, causal=causal, scale=None, bounds=sb)
+            kw = dict(causal=causal, scale=d**-0.5, bounds=sb)
         else:
-            m = torch.zeros(b, n, dtype=torch.bfloat16).masked_fill(
-                ~keep, torch.finfo(torch.bfloat16).min
-            )
-        mask = m.cuda()[:, None, None, :].expand(b, h, n, n)
-        hull = key_hull(mask)
-        out, lse = forward(q, k, v, causal=causal, scale=None, bounds=hull, mask=mask)
-        kw = dict(causal=causal, scale=d**-0.5, bounds=hull, mask=mask, rows_whole=True)
+            if kind == "bool":
+                m = keep
+            else:
+                low = torch.finfo(torch.bfloat16).min
+                m = torch.zeros(b, n, dtype=torch.bfloat16).masked_fill(~keep, low)
+            mask = m.cuda()[:, None, None, :].expand(b, h, n, n)
+            hull = key_hull(mask)
+            out, lse = forward(q, k, v, causal=causal, scale=None, bounds=hull, mask=mask)
+            kw = dict(causal=causal, scale=d**-0.5, bounds=hull, mask=mask, rows_whole=True)
         args = (do, q, k, v, out, lse)
         runs = {
             x: functools.partial(bwd.backward, *args, kind=x, **kw) for x in ("split", "hopper")
@@ -75,4 +90,4 @@ def main(path, grid=False):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], grid=sys.argv[2:] == ["--grid"])
+    main(sys.argv[1], grid=sys.argv[2] if len(sys.argv) > 2 else None)
