@@ -341,7 +341,7 @@ AUTO_GROUPED: dict[tuple[int, bool], int] = {
 # right padding keeping 50-100% of each entry's keys, 8k tokens a call, 16 heads, the backward
 # alone, medians of three alternating readings, both kinds without a zero fill of dK/dV): from
 # 1k keys the hopper kind is faster in every case, boolean and additive, causal both ways, both
-# head dims: 1.07-1.21x at head dim 64, 1.03-1.34x at 128 (1.10-1.34x from 2k); at 512 keys
+# head dims: 1.07-1.22x at head dim 64, 1.03-1.34x at 128 (1.17-1.34x from 2k); at 512 keys
 # 0.88-1.10x (split kept). Sessions 21-22 on the H200 had read masks at head dim 64 and 1k
 # keys 1.00x (boolean) / 1.09x (additive), before the later changes to both kinds.
 AUTO_EXTRAS: dict[tuple[int, bool, str], int] = {
