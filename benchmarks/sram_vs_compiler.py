@@ -80,17 +80,23 @@ BAND = (0.8, 1.25)
 BOUNDARY = 8192  # bytes above the limit within which a false reject is possible (max over-estimate)
 
 
-def _arg_kind(name: str, dtype: str, cfg: TileConfig, block_d: int) -> str:
+def _arg_kind(name: str, dtype: str, cfg: TileConfig, block_d: int, mask: str = "") -> str:
     """Triton signature type of one kernel argument, from the signatures the templates document
     in their headers: 4-D TMA descriptors (desc_*: [1, 1, rows, BLOCK_D] blocks), the named
-    pointers, the fp32 scale, the BLOCK_* constexprs, else int32."""
+    pointers (a mask tensor's: bytes for `mask` "bool", the inputs' dtype for "add"; the int32
+    SeqBounds and block-sparse lists), the fp32 scale, the BLOCK_* / MASK_* constexprs, else
+    int32."""
     if name == "desc_dqacc":  # the one-pass backward's fp32 dQ accumulator
         return f"tensordesc<fp32[1, 1, {cfg.block_m}, {block_d}]>"
     if name.startswith("desc_"):
         rows = cfg.block_m if name in ("desc_q", "desc_o", "desc_do") else cfg.block_n
         return f"tensordesc<{_TRITON_DTYPE[dtype]}[1, 1, {rows}, {block_d}]>"
-    if name.startswith("BLOCK_") or name == "DQ_TMA":
+    if name.startswith(("BLOCK_", "MASK_")) or name == "DQ_TMA":
         return "constexpr"
+    if name == "Mask":
+        return "*u8" if mask == "bool" else "*" + _TRITON_DTYPE[dtype]
+    if name in ("SeqBounds", "TileIdx", "TileCnt"):
+        return "*i32"
     if name in FLOAT_ARGS:
         return "fp32"
     if name == "drop_seed":  # seeds are drawn >= 2**31 (flashgen.kernels.dropout): int64
@@ -133,10 +139,14 @@ def compile_kernel(spec: KernelSpec, kernel_name: str, cfg: TileConfig, cap: int
     return int(compile_ahead(spec, kernel_name, cfg, cap)[0].metadata.shared)
 
 
-def compile_ahead(spec: KernelSpec, kernel_name: str, cfg: TileConfig, cap: int):
+def compile_ahead(
+    spec: KernelSpec, kernel_name: str, cfg: TileConfig, cap: int, flags: dict | None = None
+):
     """(Triton's compiled kernel, the config it was compiled with) of one generated kernel,
     ahead of time for sm_<cap>: the dQ kernels take their own config where one was measured
-    (`flashgen.hardware.dq_tiles`), as the launcher runs them.
+    (`flashgen.hardware.dq_tiles`), as the launcher runs them. `flags`: the values of the
+    kernel's other constexprs (a mask kernel's MASK_PER_KEY, MASK_SHARED, BLOCK_SPARSE), those
+    it has.
 
     The JIT marks pointers and ints divisible by 16 at launch (tt.divisibility); with the common
     shapes (head dim and lengths multiples of 16) every pointer and int is, and that is the case
@@ -155,13 +165,14 @@ def compile_ahead(spec: KernelSpec, kernel_name: str, cfg: TileConfig, cap: int)
         cfg = dq_config(spec, cfg, (cap // 10, cap % 10))
     signature, attrs = {}, {}
     for i, name in enumerate(fn.arg_names):
-        kind = _arg_kind(name, spec.dtype, cfg, spec.block_d)
+        kind = _arg_kind(name, spec.dtype, cfg, spec.block_d, spec.attn_mask)
         signature[name] = kind
         if kind.startswith("*") or kind == "i32":
             attrs[(i,)] = [["tt.divisibility", 16]]
     constexprs = {"BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n}
     if "DQ_TMA" in fn.arg_names:
         constexprs["DQ_TMA"] = False  # element atomics: the default build
+    constexprs.update({k: v for k, v in (flags or {}).items() if k in fn.arg_names})
     src = ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs)
     options = {"num_warps": cfg.num_warps, "num_stages": cfg.num_stages}
     return triton.compile(src, target=GPUTarget("cuda", cap, 32), options=options), cfg

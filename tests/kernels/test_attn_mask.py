@@ -409,39 +409,15 @@ def test_key_hull_kernel_compiles_for_sm90():
 
 _DKDV_AOT = """
 import json, sys
-import triton
-from triton.backends.compiler import GPUTarget
-from triton.compiler import ASTSource
+sys.path.insert(0, "benchmarks")
+from sram_vs_compiler import compile_ahead
 from flashgen.core.spec import KernelSpec
-from flashgen.kernels.codegen import load_family
+from flashgen.core.config import TileConfig
 done = []
 for d, causal, kind, build in json.loads(sys.argv[1]):
     spec = KernelSpec(d, causal, "bfloat16", "bwd", False, False, True, kind, False)
-    fn = getattr(load_family(spec, "portable"), build)
-    sig = {}
-    for n in fn.arg_names:
-        if n in ("BLOCK_M", "BLOCK_N", "MASK_PER_KEY", "MASK_SHARED", "BLOCK_SPARSE"):
-            sig[n] = "constexpr"
-        elif n.startswith("desc_"):
-            sig[n] = f"tensordesc<bf16[1, 1, 64, {d}]>"  # (one entry, one head, a tile)
-        elif n in ("Q", "K", "V", "DO", "DK", "DV") or (n == "Mask" and kind == "add"):
-            sig[n] = "*bf16"
-        elif n in ("Lse", "Delta"):
-            sig[n] = "*fp32"
-        elif n in ("SeqBounds", "TileIdx", "TileCnt"):
-            sig[n] = "*i32"
-        elif n == "Mask":  # (a boolean mask's bytes)
-            sig[n] = "*u8"
-        elif n == "sm_scale":
-            sig[n] = "fp32"
-        else:  # strides, head counts and lengths
-            sig[n] = "i32"
-    flags = {"BLOCK_M": 64, "BLOCK_N": 64, "MASK_PER_KEY": True, "MASK_SHARED": 1,
-             "BLOCK_SPARSE": False}
-    src = ASTSource(fn=fn, signature=sig,
-                    constexprs={k: v for k, v in flags.items() if k in fn.arg_names})
-    kernel = triton.compile(src, target=GPUTarget("cuda", 90, 32),
-                            options={"num_warps": 4, "num_stages": 2})
+    flags = {"MASK_PER_KEY": True, "MASK_SHARED": 1, "BLOCK_SPARSE": False}
+    kernel, _ = compile_ahead(spec, build, TileConfig(64, 64, 4, 2), 90, flags)
     done.append(len(kernel.asm["ptx"]) > 0)
 print(json.dumps(done))
 """
