@@ -11,7 +11,10 @@ deterministic, no atomics) and `attn_bwd_dq` (one program per query block and he
 dQ and dK/dV kernels run one after the other on one stream (`flashgen.kernels.streams` does not
 overlap them: short calls, graph capture) a call without extras launches two: the dQ kernel
 first, computing delta of its own rows from O and dO as it loads dO (`attn_bwd_dq_delta`), then
-dK/dV reading it. With dropout the preprocess is `attn_bwd_preprocess_drop`, which also stores
+dK/dV reading it; and a short call without extras (keys that fit one block, a few query
+blocks: `SHORT_MAX_K`, `SHORT_MAX_Q`) launches one, `attn_bwd_short`, whose program per kv head
+holds every key, so each query block's dQ is complete in it (no atomics: still deterministic).
+With dropout the preprocess is `attn_bwd_preprocess_drop`, which also stores
 each query row's dropout key for the dK/dV kernel (there every thread holding a row's column
 of the transposed tile would hash it again). A launch costs host time (10-15 µs each on the
 H200's host in benchmarks/host_steps.py), and a short call is bound by it. The N x N
@@ -111,7 +114,7 @@ class _Plan:
 
     __slots__ = (
         "pre", "pre_tail", "dkdv", "dq", "strides", "ints", "keep", "onepass", "convert",
-        "bounded", "tiles", "dq_delta", "out_strides", "row_keys",
+        "bounded", "tiles", "dq_delta", "out_strides", "row_keys", "short",
     )  # fmt: skip
 
     def __init__(
@@ -150,6 +153,10 @@ class _Plan:
         # a boolean mask's dK/dV and dQ kernels take the block-sparse lists' arguments last:
         # None (no such arguments), or (sparse, the dK/dV launch's blocks, the dQ launch's)
         self.tiles = None
+        self.short = None
+        if kind == "split" and not isinstance(explicit, TileConfig) and _short(spec, q, k, needs):
+            self._short(q, k, spec, device)
+            return
         if kind == "onepass":
             self.pre = Launch(
                 module.attn_bwd_preprocess, pre_grid, {"BLOCK_M": block_m}, {}, device
@@ -216,6 +223,17 @@ class _Plan:
         if mask_kind == "bool":
             self.tiles = (sparse, (block_m, block_n), dq_tiles)
 
+    def _short(self, q, k, spec, device):
+        """The one launch of `attn_bwd_short` (`_short` said the call fits it): one program per
+        (batch entry, kv head), its tiles from the lengths (`short_config`)."""
+        batch, heads_kv = q.shape[0], k.shape[1]
+        cfg = short_config(spec, q.shape[2], k.shape[2])
+        blocks = {"BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n}
+        options = {"num_warps": cfg.num_warps, "num_stages": cfg.num_stages}
+        module = load(spec)
+        self.short = Launch(module.attn_bwd_short, (batch * heads_kv,), blocks, options, device)
+        self.pre = self.dkdv = self.dq = None
+
     def _onepass(self, q, k, v, do, spec, blocks, options, device, use_descriptors):
         """The "onepass" kind's two launches: the one-pass kernel (all three gradients; dK/dV
         are cheap beside dQ's products, so `needs` does not trim it) and the dQ conversion."""
@@ -252,6 +270,8 @@ class _Plan:
         self, do, q, k, v, out, lse, scale: float, window=None, softcap=None, bounds=None,
         mask=None, dropout=None, alibi=None, rows_whole=False,
     ):  # fmt: skip
+        if self.short is not None:
+            return self._launch_short(do, q, k, v, out, lse, scale)
         if self.onepass is not None:
             delta = torch.empty_like(lse)  # lse is contiguous float32 [B, Hq, Sq]
             self.pre(out, do, delta, *self.pre_tail)
@@ -316,6 +336,21 @@ class _Plan:
             main.wait_stream(side)
         elif dq is not None:
             self.dq(q, k, v, do, lse, delta, dq, *self.strides, *dq_ints)
+        return dq, dk, dv
+
+    def _launch_short(self, do, q, k, v, out, lse, scale):
+        # every element of dQ, dK and dV is stored: no deterministic-mode fill
+        refill = pause_fill()
+        try:
+            dq = torch.empty_like(q, memory_format=torch.contiguous_format)
+            dk = torch.empty_like(k, memory_format=torch.contiguous_format)
+            dv = torch.empty_like(v, memory_format=torch.contiguous_format)
+        finally:
+            if refill:
+                resume_fill()
+        self.short(q, k, v, do, lse, dq, dk, dv, out, *self.out_strides,
+                   *_strides3(q), *_strides3(k), *_strides3(v), *_strides3(do), *self.ints,
+                   float(scale))  # fmt: skip
         return dq, dk, dv
 
     def _launch_onepass(self, do, q, k, v, lse, delta, scale):
@@ -446,6 +481,40 @@ def _hopper(
 @functools.cache
 def _log_fallback(spec, reason: str) -> None:
     log.info("flashgen: %s runs the split backward, not the hopper kind: %s", spec.uri(), reason)
+
+
+# The split kind's calls short enough for `attn_bwd_short` (one launch instead of two or
+# three): keys that fit one block and a few query blocks. A short call's time is its host's
+# launches (10-15 µs each on the H200's host, benchmarks/host_steps.py); the one program per
+# (batch entry, kv head) walks its query blocks in turn, so long queries stay with the split
+# kernels, whose grids split them. FLASHGEN_BWD_SHORT=0: plans built from then on do not take it.
+SHORT_MAX_K = 128
+SHORT_MAX_Q = 256
+_short_env = _tma.env_reader("FLASHGEN_BWD_SHORT")
+
+
+def _short(spec, q, k, needs) -> bool:
+    """Whether a split-kind call of `spec` runs `attn_bwd_short`: no extras, dQ and dK or dV
+    wanted (dQ alone is one launch already), head dim <= 128, at most SHORT_MAX_K keys and
+    SHORT_MAX_Q query rows, and FLASHGEN_BWD_SHORT not 0."""
+    return (
+        not spec.has_extras
+        and needs[0]
+        and (needs[1] or needs[2])
+        and spec.block_d <= 128
+        and k.shape[2] <= SHORT_MAX_K
+        and q.shape[2] <= SHORT_MAX_Q
+        and _short_env() not in ("0", b"0")
+    )
+
+
+def short_config(spec, seq_q: int, seq_k: int) -> TileConfig:
+    """`attn_bwd_short`'s tiles: every key in one block (a power of two >= 16), query blocks of
+    up to 64 rows, 8 warps once the key block's K, V, dK and dV outgrow 64 x 64 per warp group."""
+    block_n = max(16, 1 << (seq_k - 1).bit_length())
+    block_m = max(16, min(64, 1 << (seq_q - 1).bit_length()))
+    warps = 4 if block_n * spec.block_d <= 64 * 64 else 8
+    return TileConfig(block_m, block_n, warps, 2)
 
 
 _dq_tma_env = _tma.env_reader("FLASHGEN_BWD_DQ_TMA")

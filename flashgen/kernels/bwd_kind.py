@@ -12,7 +12,8 @@ Three kinds (`KINDS`):
   tensors other than key-padding masks, packed sequences, ALiBi with lengths and dropout with
   softcap. On CUDA, for large enough calls, its dQ
   kernel runs on a second stream beside the dK/dV kernel (`flashgen.kernels.streams`,
-  FLASHGEN_BWD_OVERLAP; same bits).
+  FLASHGEN_BWD_OVERLAP; same bits); a short call without extras runs both as one kernel
+  (`attn_bwd_short`, `flashgen.kernels.bwd.SHORT_MAX_K`), deterministic as well.
 - "onepass" (templates/attn_bwd_onepass.py.jinja): one program per key block and kv head
   computes dK, dV and adds its share of dQ into an fp32 buffer with atomics (5 matrix products
   per tile pair instead of 7); `attn_bwd_dq_convert` scales and casts the buffer to dQ. The

@@ -209,14 +209,17 @@ def test_backward_separate_dq_config(cfg, dq_cfg, causal, tma):
     assert (None, *astuple(cfg), cfg.block_m, cfg.block_n) in launched
 
 
-def test_run_time_config_runs_the_dq_kernels_own():
+def test_run_time_config_runs_the_dq_kernels_own(monkeypatch):
     """A config chosen at run time (config=None: the defaults) runs the dQ kernel on
     `dq_config_for` (flashgen.hardware.dq_tiles for the current device; the CPU plans for the
-    H200, so the measured table applies here), an explicit one on itself; both right."""
+    H200, so the measured table applies here), an explicit one on itself; both right. (A call
+    this short would run attn_bwd_short: FLASHGEN_BWD_SHORT=0 keeps the split kernels.)"""
     from flashgen.core.spec import KernelSpec
     from flashgen.hardware.tiles import default_config
     from flashgen.kernels.bwd import dq_config_for
 
+    monkeypatch.setenv("FLASHGEN_BWD_SHORT", "0")
+    bwd_module._plans.clear()
     q, k, v, do = make_inputs(1, 2, 1, 70, 53, 64, F16, seed=7)
     got = kernel_grads(q, k, v, do, causal=True, config=None)
     assert_grads_close(got, q, k, v, do, causal=True)
@@ -352,6 +355,104 @@ def test_dq_kernel_computing_delta(monkeypatch, tma, dtype, d, sq, sk, causal, h
             assert launched[0] == "attn_bwd_preprocess" and len(launched) == 3
     for a, b in zip(results["1"], results["0"], strict=True):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5 * max(1.0, b.abs().max().item()))
+    bwd_module._plans.clear()
+
+
+def _launch_names(monkeypatch):
+    """The kernel names every `Launch` call runs from now on, in order."""
+    launched = []
+    real_call = Launch.__call__
+
+    def call(self, *args):
+        launched.append(self.kernel.fn.__name__)
+        return real_call(self, *args)
+
+    monkeypatch.setattr(Launch, "__call__", call)
+    return launched
+
+
+@pytest.mark.parametrize(
+    "dtype,d,sq,sk,causal,hq,hkv",
+    [
+        _case(F32, 64, 128, 128, True, 1, 1),
+        _case(F32, 40, 37, 53, True, 4, 2),
+        _case(F32, 32, 256, 128, False, 2, 2),
+        _case(F16, 128, 5, 128, True, 3, 1),
+        _case(BF16, 64, 200, 19, False, 2, 2),
+        _case(F32, 16, 1, 1, True, 2, 1),
+    ],
+)
+def test_short_backward_is_one_launch(monkeypatch, dtype, d, sq, sk, causal, hq, hkv):
+    """A call without extras whose keys fit one block (<= SHORT_MAX_K) and queries a few
+    (<= SHORT_MAX_Q), its tiles chosen at run time, runs the whole backward as one launch of
+    attn_bwd_short (odd lengths, both causal ways, GQA, padded head dims, more queries than
+    keys and fewer): it matches float64, repeats bit for bit, and matches the two split
+    kernels it replaces (FLASHGEN_BWD_SHORT=0)."""
+    q, k, v, do = make_inputs(2, hq, hkv, sq, sk, d, dtype, seed=11)
+    launched = _launch_names(monkeypatch)
+    results = {}
+    for short in ("1", "0"):
+        monkeypatch.setenv("FLASHGEN_BWD_SHORT", short)
+        bwd_module._plans.clear()
+        launched.clear()
+        results[short] = kernel_grads(q, k, v, do, causal=causal, config=None)
+        assert_grads_close(results[short], q, k, v, do, causal=causal)
+        if short == "1":
+            assert launched == ["attn_bwd_short"]
+        else:
+            assert "attn_bwd_short" not in launched and len(launched) >= 2
+    again = kernel_grads(q, k, v, do, causal=causal, config=None)
+    for a, b in zip(results["0"], again, strict=True):  # (the plan built for "0" is kept)
+        assert torch.equal(a, b)
+    bwd_module._plans.clear()
+    once = kernel_grads(q, k, v, do, causal=causal, config=None)
+    twice = kernel_grads(q, k, v, do, causal=causal, config=None)
+    for a, b, c in zip(once, twice, results["0"], strict=True):
+        assert torch.equal(a, b)
+        tol = 1e-5 if dtype == F32 else 2e-2
+        torch.testing.assert_close(a, c, rtol=tol, atol=tol * max(1.0, c.abs().max().item()))
+    bwd_module._plans.clear()
+
+
+@pytest.mark.parametrize(
+    "sq,sk,needs,config",
+    [
+        (37, bwd_module.SHORT_MAX_K + 1, (True, True, True), None),
+        (bwd_module.SHORT_MAX_Q + 1, 37, (True, True, True), None),
+        (37, 53, (True, False, False), None),
+        (37, 53, (False, True, True), None),
+        (37, 53, (True, True, True), SMALL),
+    ],
+    ids=["long-keys", "long-queries", "dq-only", "no-dq", "explicit-config"],
+)
+def test_calls_the_short_backward_does_not_take(monkeypatch, sq, sk, needs, config):
+    """Longer keys or queries than the limits, a call that wants dQ alone (one launch already)
+    or no dQ, and an explicit TileConfig (tests and benchmarks naming the split kernels'
+    tiles) run the split kernels."""
+    q, k, v, do = make_inputs(1, 2, 2, sq, sk, 16, F32, seed=12)
+    launched = _launch_names(monkeypatch)
+    bwd_module._plans.clear()
+    got = kernel_grads(q, k, v, do, causal=True, config=config, needs=needs)
+    assert launched and "attn_bwd_short" not in launched
+    assert_grads_close(got, q, k, v, do, causal=True)
+    bwd_module._plans.clear()
+
+
+def test_short_backward_writes_every_element(monkeypatch):
+    """attn_bwd_short's dQ, dK and dV come from torch.empty_like without the deterministic
+    mode's fill; with the fill kept on (NaN in every new element) the gradients are still
+    exact, so the kernel wrote every element (ragged blocks, padded head dim, GQA)."""
+    q, k, v, do = make_inputs(1, 4, 2, 45, 37, 40, F32, seed=13)
+    launched = _launch_names(monkeypatch)
+    monkeypatch.setattr(bwd_module, "pause_fill", lambda: False)
+    bwd_module._plans.clear()
+    torch.use_deterministic_algorithms(True)
+    try:
+        got = kernel_grads(q, k, v, do, causal=True, config=None)
+    finally:
+        torch.use_deterministic_algorithms(False)
+    assert launched == ["attn_bwd_short"]
+    assert_grads_close(got, q, k, v, do, causal=True)
     bwd_module._plans.clear()
 
 

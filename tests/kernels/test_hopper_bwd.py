@@ -578,6 +578,7 @@ def test_split_plan_launches_the_chosen_dkdv_kernel(monkeypatch):
 
     monkeypatch.setenv("FLASHGEN_BWD_TMA", "1")
     monkeypatch.setenv("FLASHGEN_BWD_OVERLAP", "0")
+    monkeypatch.setenv("FLASHGEN_BWD_SHORT", "0")  # (37 x 45 would run attn_bwd_short)
     bwd._plans.clear()
     tiles = TileConfig(32, 32, 4, 1)
     calls = []
