@@ -414,6 +414,37 @@ def test_short_backward_is_one_launch(monkeypatch, dtype, d, sq, sk, causal, hq,
     bwd_module._plans.clear()
 
 
+_SHORT_AOT = """
+import json, sys
+sys.path.insert(0, "benchmarks")
+from sram_vs_compiler import compile_ahead
+from flashgen.core.spec import KernelSpec
+from flashgen.kernels.bwd import SHORT_MAX_K, SHORT_MAX_Q, short_config
+shared = []
+for d, causal, dtype in json.loads(sys.argv[1]):
+    spec = KernelSpec(d, causal, dtype, "bwd")
+    kernel, _ = compile_ahead(spec, "attn_bwd_short", short_config(spec, SHORT_MAX_Q, SHORT_MAX_K), 90)
+    shared.append(kernel.metadata.shared)
+print(json.dumps(shared))
+"""
+
+
+def test_short_backward_fits_sm90_at_its_largest_tiles():
+    """attn_bwd_short at the tiles of the longest call it takes (SHORT_MAX_Q x SHORT_MAX_K),
+    compiled for sm_90 ahead of time (no GPU), fits the H100/H200's shared memory for the
+    16-bit head dims up to 128 (`bwd._short` takes it on CUDA there only)."""
+    import aot_compile
+
+    from flashgen.hardware.sram import KNOWN_GPUS
+
+    if not aot_compile.cuda_backend_available():
+        pytest.skip("Triton's CUDA backend is not installed")
+    jobs = [[64, True, "bfloat16"], [128, False, "float16"], [128, True, "bfloat16"]]
+    shared = aot_compile.run_without_interpreter(_SHORT_AOT, jobs, timeout=600)
+    limit = KNOWN_GPUS["nvidia-h200"].smem_optin_bytes
+    assert len(shared) == 3 and all(0 < b <= limit for b in shared), shared
+
+
 @pytest.mark.parametrize(
     "sq,sk,needs,config",
     [
