@@ -70,7 +70,7 @@ short)
   stamp "short tests rc=$?"; tail -2 $OUT/short_tests.txt | cut -c1-300
   timeout 200 python3 -u benchmarks/raw/next_s50/short_ab.py $OUT/short_ab.json 2>&1 | grep -v -i warn
   stamp "short_ab rc=$?"
-  for s in 1 0 1 0; do
+  for s in 1 0; do
     FLASHGEN_BWD_SHORT=$s timeout 100 python3 benchmarks/host_time.py --rounds 5 --label short$s \
       --out $OUT/host_short$s.json > $OUT/host_short$s.txt 2>&1
     stamp "host short=$s rc=$?"; grep -E "^ *(fwd_bwd|bwd|fwd) " $OUT/host_short$s.txt | cut -c1-160
