@@ -322,6 +322,19 @@ def test_backward_is_deterministic():
         assert torch.equal(a, b)
 
 
+def _launch_names(monkeypatch):
+    """The kernel names every `Launch` call runs from now on, in order."""
+    launched = []
+    real_call = Launch.__call__
+
+    def call(self, *args):
+        launched.append(self.kernel.fn.__name__)
+        return real_call(self, *args)
+
+    monkeypatch.setattr(Launch, "__call__", call)
+    return launched
+
+
 @pytest.mark.parametrize("tma", [False, True], ids=["pointers", "tma"])
 @pytest.mark.parametrize(
     "dtype,d,sq,sk,causal,hq,hkv",
@@ -333,14 +346,7 @@ def test_dq_kernel_computing_delta(monkeypatch, tma, dtype, d, sq, sk, causal, h
     FLASHGEN_BWD_OWN_DELTA=0 keeps the preprocess launch. Both match float64 and each other."""
     monkeypatch.setenv("FLASHGEN_BWD_TMA", "1" if tma else "0")
     q, k, v, do = make_inputs(2, hq, hkv, sq, sk, d, dtype, seed=5)
-    launched = []
-    real_call = Launch.__call__
-
-    def call(self, *args):
-        launched.append(self.kernel.fn.__name__)
-        return real_call(self, *args)
-
-    monkeypatch.setattr(Launch, "__call__", call)
+    launched = _launch_names(monkeypatch)
     results = {}
     for own in ("1", "0"):
         monkeypatch.setenv("FLASHGEN_BWD_OWN_DELTA", own)
@@ -356,19 +362,6 @@ def test_dq_kernel_computing_delta(monkeypatch, tma, dtype, d, sq, sk, causal, h
     for a, b in zip(results["1"], results["0"], strict=True):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5 * max(1.0, b.abs().max().item()))
     bwd_module._plans.clear()
-
-
-def _launch_names(monkeypatch):
-    """The kernel names every `Launch` call runs from now on, in order."""
-    launched = []
-    real_call = Launch.__call__
-
-    def call(self, *args):
-        launched.append(self.kernel.fn.__name__)
-        return real_call(self, *args)
-
-    monkeypatch.setattr(Launch, "__call__", call)
-    return launched
 
 
 @pytest.mark.parametrize(
