@@ -12,7 +12,7 @@ dQ and dK/dV kernels run one after the other on one stream (`flashgen.kernels.st
 overlap them: short calls, graph capture) a call without extras launches two: the dQ kernel
 first, computing delta of its own rows from O and dO as it loads dO (`attn_bwd_dq_delta`), then
 dK/dV reading it; and a short call without extras (keys that fit one block, a few query
-blocks: `SHORT_MAX_K`, `SHORT_MAX_Q`) launches one, `attn_bwd_short`, whose program per kv head
+blocks: `SHORT_MAX_K`, `SHORT_MAX_STEPS`) launches one, `attn_bwd_short`, whose program per kv head
 holds every key, so each query block's dQ is complete in it (no atomics: still deterministic).
 With dropout the preprocess is `attn_bwd_preprocess_drop`, which also stores
 each query row's dropout key for the dK/dV kernel (there every thread holding a row's column
@@ -484,40 +484,52 @@ def _log_fallback(spec, reason: str) -> None:
 
 
 # The split kind's calls short enough for `attn_bwd_short` (one launch instead of two or
-# three): keys that fit one block and a few query blocks. A short call's time is its host's
-# launches (10-15 µs each on the H200's host, benchmarks/host_steps.py); the one program per
-# (batch entry, kv head) walks its query blocks in turn, so long queries stay with the split
-# kernels, whose grids split them. FLASHGEN_BWD_SHORT=0: plans built from then on do not take it.
+# three). A short call's time is its host's launches (10-15 µs each on the H200's host,
+# benchmarks/host_steps.py), so the launch saved is the gain; what the GPU does is bounded
+# instead of measured: every key of a kv head in one block (SHORT_MAX_K), at most
+# SHORT_MAX_STEPS (query head, query block of SHORT_BLOCK_M rows) steps a program, which walks
+# them in turn (the split kernels' grids run them side by side), and at most one program an SM
+# (batch x kv heads <= the SM count), so the kernel takes one program's few steps, a few
+# microseconds, where the split kernels take two launches. Calls past those bounds keep the
+# split kernels until a GPU timing says otherwise. FLASHGEN_BWD_SHORT=0: plans built from then
+# on do not take it.
 SHORT_MAX_K = 128
-SHORT_MAX_Q = 256
+SHORT_BLOCK_M = 64
+SHORT_MAX_STEPS = 4
 _short_env = _tma.env_reader("FLASHGEN_BWD_SHORT")
 
 
 def _short(spec, q, k, needs) -> bool:
     """Whether a split-kind call of `spec` runs `attn_bwd_short`: no extras, dQ and dK or dV
-    wanted (dQ alone is one launch already), head dim <= 128, at most SHORT_MAX_K keys and
-    SHORT_MAX_Q query rows, and FLASHGEN_BWD_SHORT not 0; on CUDA only 16-bit inputs on sm_90
-    (its largest tiles take 148 KB of shared memory there, compiled ahead of time in the
-    tests: more than sm_86/89 have; float32 is not a speed path). The CPU interpreter runs it
-    for every dtype, which is how the tests check its arithmetic in float32."""
-    if q.is_cuda and (q.element_size() != 2 or current_device().capability[0] != 9):
-        return False
-    return (
+    wanted (dQ alone is one launch already), head dim <= 128, the bounds above, and
+    FLASHGEN_BWD_SHORT not 0; on CUDA only 16-bit inputs on sm_90 (its largest tiles take
+    148 KB of shared memory there, compiled ahead of time in the tests: more than sm_86/89
+    have; float32 is not a speed path). The CPU interpreter runs it for every dtype, which is
+    how the tests check its arithmetic in float32."""
+    batch, heads_q, seq_q = q.shape[0], q.shape[1], q.shape[2]
+    heads_kv, seq_k = k.shape[1], k.shape[2]
+    if not (
         not spec.has_extras
         and needs[0]
         and (needs[1] or needs[2])
         and spec.block_d <= 128
-        and k.shape[2] <= SHORT_MAX_K
-        and q.shape[2] <= SHORT_MAX_Q
+        and seq_k <= SHORT_MAX_K
+        and (heads_q // heads_kv) * cdiv(seq_q, SHORT_BLOCK_M) <= SHORT_MAX_STEPS
         and _short_env() not in ("0", b"0")
-    )
+    ):
+        return False
+    device = current_device()
+    if q.is_cuda and (q.element_size() != 2 or device.capability[0] != 9):
+        return False
+    return batch * heads_kv <= device.sm_count
 
 
 def short_config(spec, seq_q: int, seq_k: int) -> TileConfig:
     """`attn_bwd_short`'s tiles: every key in one block (a power of two >= 16), query blocks of
-    up to 64 rows, 8 warps once the key block's K, V, dK and dV outgrow 64 x 64 per warp group."""
+    up to SHORT_BLOCK_M rows, 8 warps once the key block's K, V, dK and dV outgrow 64 x 64 per
+    warp group."""
     block_n = max(16, 1 << (seq_k - 1).bit_length())
-    block_m = max(16, min(64, 1 << (seq_q - 1).bit_length()))
+    block_m = max(16, min(SHORT_BLOCK_M, 1 << (seq_q - 1).bit_length()))
     warps = 4 if block_n * spec.block_d <= 64 * 64 else 8
     return TileConfig(block_m, block_n, warps, 2)
 

@@ -377,7 +377,7 @@ def test_dq_kernel_computing_delta(monkeypatch, tma, dtype, d, sq, sk, causal, h
 )
 def test_short_backward_is_one_launch(monkeypatch, dtype, d, sq, sk, causal, hq, hkv):
     """A call without extras whose keys fit one block (<= SHORT_MAX_K) and queries a few
-    (<= SHORT_MAX_Q), its tiles chosen at run time, runs the whole backward as one launch of
+    (<= SHORT_MAX_STEPS blocks a kv head's program), its tiles chosen at run time, runs the whole backward as one launch of
     attn_bwd_short (odd lengths, both causal ways, GQA, padded head dims, more queries than
     keys and fewer): it matches float64, repeats bit for bit, and matches the two split
     kernels it replaces (FLASHGEN_BWD_SHORT=0)."""
@@ -412,18 +412,20 @@ import json, sys
 sys.path.insert(0, "benchmarks")
 from sram_vs_compiler import compile_ahead
 from flashgen.core.spec import KernelSpec
-from flashgen.kernels.bwd import SHORT_MAX_K, SHORT_MAX_Q, short_config
+from flashgen.kernels.bwd import SHORT_BLOCK_M, SHORT_MAX_K, SHORT_MAX_STEPS, short_config
 shared = []
 for d, causal, dtype in json.loads(sys.argv[1]):
     spec = KernelSpec(d, causal, dtype, "bwd")
-    kernel, _ = compile_ahead(spec, "attn_bwd_short", short_config(spec, SHORT_MAX_Q, SHORT_MAX_K), 90)
+    cfg = short_config(spec, SHORT_MAX_STEPS * SHORT_BLOCK_M, SHORT_MAX_K)
+    kernel, _ = compile_ahead(spec, "attn_bwd_short", cfg, 90)
     shared.append(kernel.metadata.shared)
 print(json.dumps(shared))
 """
 
 
 def test_short_backward_fits_sm90_at_its_largest_tiles():
-    """attn_bwd_short at the tiles of the longest call it takes (SHORT_MAX_Q x SHORT_MAX_K),
+    """attn_bwd_short at the tiles of the longest call it takes (SHORT_MAX_STEPS blocks of
+    queries, SHORT_MAX_K keys),
     compiled for sm_90 ahead of time (no GPU), fits the H100/H200's shared memory for the
     16-bit head dims up to 128 (`bwd._short` takes it on CUDA there only)."""
     import aot_compile
@@ -438,22 +440,30 @@ def test_short_backward_fits_sm90_at_its_largest_tiles():
     assert len(shared) == 3 and all(0 < b <= limit for b in shared), shared
 
 
+_STEPS_Q = bwd_module.SHORT_MAX_STEPS * bwd_module.SHORT_BLOCK_M
+
+
 @pytest.mark.parametrize(
-    "sq,sk,needs,config",
+    "b,hq,hkv,sq,sk,needs,config",
     [
-        (37, bwd_module.SHORT_MAX_K + 1, (True, True, True), None),
-        (bwd_module.SHORT_MAX_Q + 1, 37, (True, True, True), None),
-        (37, 53, (True, False, False), None),
-        (37, 53, (False, True, True), None),
-        (37, 53, (True, True, True), SMALL),
+        (1, 2, 2, 37, bwd_module.SHORT_MAX_K + 1, (True, True, True), None),
+        (1, 2, 2, _STEPS_Q + 1, 37, (True, True, True), None),
+        (1, 4, 2, _STEPS_Q // 2 + 1, 37, (True, True, True), None),
+        (67, 4, 2, 16, 16, (True, True, True), None),
+        (1, 2, 2, 37, 53, (True, False, False), None),
+        (1, 2, 2, 37, 53, (False, True, True), None),
+        (1, 2, 2, 37, 53, (True, True, True), SMALL),
     ],
-    ids=["long-keys", "long-queries", "dq-only", "no-dq", "explicit-config"],
-)
-def test_calls_the_short_backward_does_not_take(monkeypatch, sq, sk, needs, config):
-    """Longer keys or queries than the limits, a call that wants dQ alone (one launch already)
+    ids=["long-keys", "long-queries", "gqa-walk", "programs", "dq-only", "no-dq",
+         "explicit-config"],
+)  # fmt: skip
+def test_calls_the_short_backward_does_not_take(monkeypatch, b, hq, hkv, sq, sk, needs, config):
+    """Longer keys than one block, a program walk of more than SHORT_MAX_STEPS (query head,
+    query block) steps (long queries, or GQA heads times blocks), more programs than the
+    planned GPU's SMs (132: 67 x 2 kv heads), a call that wants dQ alone (one launch already)
     or no dQ, and an explicit TileConfig (tests and benchmarks naming the split kernels'
     tiles) run the split kernels."""
-    q, k, v, do = make_inputs(1, 2, 2, sq, sk, 16, F32, seed=12)
+    q, k, v, do = make_inputs(b, hq, hkv, sq, sk, 16, F32, seed=12)
     launched = _launch_names(monkeypatch)
     bwd_module._plans.clear()
     got = kernel_grads(q, k, v, do, causal=True, config=config, needs=needs)

@@ -4,9 +4,12 @@ replaces (FLASHGEN_BWD_SHORT=0), GPU time of the backward alone per shape.
 For each shape (B, Hq, Hkv, S, D, causal; bf16, random inputs): flashgen's forward, then
 `bwd.backward_plain` (the eager path's launcher, config chosen at run time) with the short
 kernel and without, each checked against float64 first, then timed by do_bench medians over
---rounds alternating readings (plans rebuilt when the setting changes). Writes JSON to argv[1].
+ROUNDS alternating readings (plans rebuilt when the setting changes). Writes JSON to argv[1].
+The short kernel is forced past the shipped bounds (SHORT_MAX_STEPS, the SM count) for the
+shapes outside them (`inside` false in the output), to see whether the bounds may widen.
 """
 
+import dataclasses
 import json
 import os
 import statistics
@@ -33,6 +36,20 @@ SHAPES = [
 ROUNDS = int(os.environ.get("ROUNDS", "5"))
 
 
+_device = bwd.current_device
+
+
+def widen(on: bool):
+    """Lift the step and program bounds (on) or restore the shipped ones."""
+    bwd.SHORT_MAX_STEPS = 1 << 20 if on else 4
+    wide = dataclasses.replace(_device(), sm_count=1 << 30)
+    bwd.current_device = (lambda: wide) if on else _device
+
+
+def inside(b, hq, hkv, s):
+    return (hq // hkv) * -(-s // 64) <= 4 and b * hkv <= _device().sm_count
+
+
 def grads(setting, q, k, v, do, out, lse, causal):
     os.environ["FLASHGEN_BWD_SHORT"] = setting
     bwd._plans.clear()
@@ -44,6 +61,7 @@ def grads(setting, q, k, v, do, out, lse, causal):
 def main():
     rows = []
     for b, hq, hkv, s, d, causal in SHAPES:
+        widen(not inside(b, hq, hkv, s))
         gen = torch.Generator().manual_seed(s * 7 + d)
         q, do = (torch.randn(b, hq, s, d, generator=gen).bfloat16().cuda() for _ in range(2))
         k, v = (torch.randn(b, hkv, s, d, generator=gen).bfloat16().cuda() for _ in range(2))
@@ -79,6 +97,7 @@ def main():
         short, split = (statistics.median(times[x]) for x in ("1", "0"))
         row = {
             "shape": [b, hq, hkv, s, d, causal],
+            "inside": inside(b, hq, hkv, s),
             "short_ms": short,
             "split_ms": split,
             "speedup": split / short,
@@ -88,7 +107,8 @@ def main():
         }
         rows.append(row)
         print(
-            f"B{b} H{hq}/{hkv} S{s} d{d} {'causal' if causal else 'full'}: short {short * 1e3:.1f} us"
+            f"B{b} H{hq}/{hkv} S{s} d{d} {'causal' if causal else 'full'}"
+            f" ({'inside' if inside(b, hq, hkv, s) else 'outside'}): short {short * 1e3:.1f} us"
             f" split {split * 1e3:.1f} us -> {split / short:.3f}x; max err short {err['1']} split {err['0']}",
             flush=True,
         )
