@@ -155,7 +155,7 @@ class _Plan:
         self.tiles = None
         self.short = None
         if kind == "split" and not isinstance(explicit, TileConfig) and _short(spec, q, k, needs):
-            self._short(q, k, spec, device)
+            self._short(q, k, v, do, spec, device)
             return
         if kind == "onepass":
             self.pre = Launch(
@@ -223,7 +223,7 @@ class _Plan:
         if mask_kind == "bool":
             self.tiles = (sparse, (block_m, block_n), dq_tiles)
 
-    def _short(self, q, k, spec, device):
+    def _short(self, q, k, v, do, spec, device):
         """The one launch of `attn_bwd_short` (`_short` said the call fits it): one program per
         (batch entry, kv head), its tiles from the lengths (`short_config`)."""
         batch, heads_kv = q.shape[0], k.shape[1]
@@ -233,6 +233,7 @@ class _Plan:
         module = load(spec)
         self.short = Launch(module.attn_bwd_short, (batch * heads_kv,), blocks, options, device)
         self.pre = self.dkdv = self.dq = None
+        self.strides = (*_strides3(q), *_strides3(k), *_strides3(v), *_strides3(do))
 
     def _onepass(self, q, k, v, do, spec, blocks, options, device, use_descriptors):
         """The "onepass" kind's two launches: the one-pass kernel (all three gradients; dK/dV
@@ -348,9 +349,8 @@ class _Plan:
         finally:
             if refill:
                 resume_fill()
-        self.short(q, k, v, do, lse, dq, dk, dv, out, *self.out_strides,
-                   *_strides3(q), *_strides3(k), *_strides3(v), *_strides3(do), *self.ints,
-                   float(scale))  # fmt: skip
+        self.short(q, k, v, do, lse, dq, dk, dv, out, *self.out_strides, *self.strides,
+                   *self.ints, float(scale))  # fmt: skip
         return dq, dk, dv
 
     def _launch_onepass(self, do, q, k, v, lse, delta, scale):

@@ -364,6 +364,14 @@ def test_dq_kernel_computing_delta(monkeypatch, tma, dtype, d, sq, sk, causal, h
     bwd_module._plans.clear()
 
 
+def _short_here(dtype) -> bool:
+    """Whether this device runs attn_bwd_short for `dtype` (`bwd._short`): the interpreter for
+    every dtype, CUDA for 16-bit inputs on sm_90."""
+    if DEVICE == "cpu":
+        return True
+    return dtype != F32 and torch.cuda.get_device_capability()[0] == 9
+
+
 @pytest.mark.parametrize(
     "dtype,d,sq,sk,causal,hq,hkv",
     [
@@ -377,8 +385,8 @@ def test_dq_kernel_computing_delta(monkeypatch, tma, dtype, d, sq, sk, causal, h
 )
 def test_short_backward_is_one_launch(monkeypatch, dtype, d, sq, sk, causal, hq, hkv):
     """A call without extras whose keys fit one block (<= SHORT_MAX_K) and queries a few
-    (<= SHORT_MAX_STEPS blocks a kv head's program), its tiles chosen at run time, runs the whole backward as one launch of
-    attn_bwd_short (odd lengths, both causal ways, GQA, padded head dims, more queries than
+    (<= SHORT_MAX_STEPS blocks a kv head's program), its tiles chosen at run time, runs the
+    whole backward as one launch of attn_bwd_short (odd lengths, both causal ways, GQA, padded head dims, more queries than
     keys and fewer): it matches float64, repeats bit for bit, and matches the two split
     kernels it replaces (FLASHGEN_BWD_SHORT=0)."""
     q, k, v, do = make_inputs(2, hq, hkv, sq, sk, d, dtype, seed=11)
@@ -390,7 +398,7 @@ def test_short_backward_is_one_launch(monkeypatch, dtype, d, sq, sk, causal, hq,
         launched.clear()
         results[short] = kernel_grads(q, k, v, do, causal=causal, config=None)
         assert_grads_close(results[short], q, k, v, do, causal=causal)
-        if short == "1":
+        if short == "1" and _short_here(dtype):
             assert launched == ["attn_bwd_short"]
         else:
             assert "attn_bwd_short" not in launched and len(launched) >= 2
@@ -476,7 +484,9 @@ def test_short_backward_writes_every_element(monkeypatch):
     """attn_bwd_short's dQ, dK and dV come from torch.empty_like without the deterministic
     mode's fill; with the fill kept on (NaN in every new element) the gradients are still
     exact, so the kernel wrote every element (ragged blocks, padded head dim, GQA)."""
-    q, k, v, do = make_inputs(1, 4, 2, 45, 37, 40, F32, seed=13)
+    if not _short_here(F16):
+        pytest.skip("this GPU does not run attn_bwd_short")
+    q, k, v, do = make_inputs(1, 4, 2, 45, 37, 40, F16, seed=13)
     launched = _launch_names(monkeypatch)
     monkeypatch.setattr(bwd_module, "pause_fill", lambda: False)
     bwd_module._plans.clear()
