@@ -75,5 +75,15 @@ short)
       --out $OUT/host_short$s.json > $OUT/host_short$s.txt 2>&1
     stamp "host short=$s rc=$?"; grep -E "^ *(fwd_bwd|bwd|fwd) " $OUT/host_short$s.txt | cut -c1-160
   done ;;
+mini)
+  # what the last 254 s allowed: the short kernel's tests on CUDA tensors and one host_time each way
+  timeout 70 python3 -m pytest -q -p no:cacheprovider -p no:randomly tests/kernels/test_backward.py \
+    -k "short_backward_is_one_launch or writes_every" > $OUT/short_tests.txt 2>&1
+  stamp "short tests rc=$?"; tail -2 $OUT/short_tests.txt | cut -c1-300
+  for s in 1 0; do
+    FLASHGEN_BWD_SHORT=$s timeout 45 python3 benchmarks/host_time.py --rounds 3 --label short$s \
+      --out $OUT/host_short$s.json > $OUT/host_short$s.txt 2>&1
+    stamp "host short=$s rc=$?"; grep -E "^ *(fwd_bwd|bwd|fwd) " $OUT/host_short$s.txt | cut -c1-160
+  done ;;
 esac
 done
