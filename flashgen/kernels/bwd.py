@@ -484,18 +484,19 @@ def _log_fallback(spec, reason: str) -> None:
 
 
 # The split kind's calls short enough for `attn_bwd_short` (one launch instead of two or
-# three). A short call's time is its host's launches (10-15 µs each on the H200's host,
-# benchmarks/host_steps.py), so the launch saved is the gain; what the GPU does is bounded
-# instead of measured: every key of a kv head in one block (SHORT_MAX_K), at most
-# SHORT_MAX_STEPS (query head, query block of SHORT_BLOCK_M rows) steps a program, which walks
-# them in turn (the split kernels' grids run them side by side), and at most one program an SM
-# (batch x kv heads <= the SM count), so the kernel takes one program's few steps, a few
-# microseconds, where the split kernels take two launches. Calls past those bounds keep the
-# split kernels until a GPU timing says otherwise. FLASHGEN_BWD_SHORT=0: plans built from then
-# on do not take it.
+# three). Every key of a kv head fits one block (SHORT_MAX_K); a program walks its (query head,
+# query block of SHORT_BLOCK_M rows) steps in turn, where the split kernels' grids run them side
+# by side, so the walk is bounded: at most SHORT_WIDE_STEPS steps, or SHORT_MAX_STEPS with at
+# most one program an SM (batch x kv heads <= the SM count). Timed on an H100 (session 50,
+# benchmarks/RESULTS.md; one reading a shape), the backward alone against the split kernels:
+# 1.24-1.81x inside those bounds (1 x 1 x 128 to 8 x 16 x 128 at head dim 128), 1.33-1.38x with
+# 2 steps and 384-1,024 programs (32 x 12 x 128, 64 x 16 x 77), 0.995x with 4 steps and 256
+# programs (16 x 16 x 256) and 0.942x with 8 (GQA 4 x 2 blocks): outside. FLASHGEN_BWD_SHORT=0:
+# plans built from then on do not take it.
 SHORT_MAX_K = 128
 SHORT_BLOCK_M = 64
 SHORT_MAX_STEPS = 4
+SHORT_WIDE_STEPS = 2
 _short_env = _tma.env_reader("FLASHGEN_BWD_SHORT")
 
 
@@ -514,14 +515,16 @@ def _short(spec, q, k, needs) -> bool:
         and (needs[1] or needs[2])
         and spec.block_d <= 128
         and seq_k <= SHORT_MAX_K
-        and (heads_q // heads_kv) * cdiv(seq_q, SHORT_BLOCK_M) <= SHORT_MAX_STEPS
         and _short_env() not in ("0", b"0")
     ):
         return False
     device = current_device()
     if q.is_cuda and (q.element_size() != 2 or device.capability[0] != 9):
         return False
-    return batch * heads_kv <= device.sm_count
+    steps = (heads_q // heads_kv) * cdiv(seq_q, SHORT_BLOCK_M)
+    return steps <= SHORT_WIDE_STEPS or (
+        steps <= SHORT_MAX_STEPS and batch * heads_kv <= device.sm_count
+    )
 
 
 def short_config(spec, seq_q: int, seq_k: int) -> TileConfig:

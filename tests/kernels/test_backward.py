@@ -457,7 +457,7 @@ _STEPS_Q = bwd_module.SHORT_MAX_STEPS * bwd_module.SHORT_BLOCK_M
         (1, 2, 2, 37, bwd_module.SHORT_MAX_K + 1, (True, True, True), None),
         (1, 2, 2, _STEPS_Q + 1, 37, (True, True, True), None),
         (1, 4, 2, _STEPS_Q // 2 + 1, 37, (True, True, True), None),
-        (67, 4, 2, 16, 16, (True, True, True), None),
+        (67, 4, 2, 65, 16, (True, True, True), None),
         (1, 2, 2, 37, 53, (True, False, False), None),
         (1, 2, 2, 37, 53, (False, True, True), None),
         (1, 2, 2, 37, 53, (True, True, True), SMALL),
@@ -467,8 +467,9 @@ _STEPS_Q = bwd_module.SHORT_MAX_STEPS * bwd_module.SHORT_BLOCK_M
 )  # fmt: skip
 def test_calls_the_short_backward_does_not_take(monkeypatch, b, hq, hkv, sq, sk, needs, config):
     """Longer keys than one block, a program walk of more than SHORT_MAX_STEPS (query head,
-    query block) steps (long queries, or GQA heads times blocks), more programs than the
-    planned GPU's SMs (132: 67 x 2 kv heads), a call that wants dQ alone (one launch already)
+    query block) steps (long queries, or GQA heads times blocks), more than SHORT_WIDE_STEPS
+    with more programs than the planned GPU's SMs (4 steps, 132 SMs: 67 x 2 kv heads), a call
+    that wants dQ alone (one launch already)
     or no dQ, and an explicit TileConfig (tests and benchmarks naming the split kernels'
     tiles) run the split kernels."""
     q, k, v, do = make_inputs(b, hq, hkv, sq, sk, 16, F32, seed=12)
@@ -477,6 +478,20 @@ def test_calls_the_short_backward_does_not_take(monkeypatch, b, hq, hkv, sq, sk,
     got = kernel_grads(q, k, v, do, causal=True, config=config, needs=needs)
     assert launched and "attn_bwd_short" not in launched
     assert_grads_close(got, q, k, v, do, causal=True)
+    bwd_module._plans.clear()
+
+
+def test_short_backward_takes_many_programs_of_two_steps(monkeypatch):
+    """Past the SM count (67 x 2 kv heads on the planned 132), a walk of SHORT_WIDE_STEPS steps
+    still runs attn_bwd_short (GQA 2, one query block), and matches float64."""
+    if not _short_here(F16):
+        pytest.skip("this GPU does not run attn_bwd_short")
+    q, k, v, do = make_inputs(67, 4, 2, 20, 16, 16, F16, seed=14)
+    launched = _launch_names(monkeypatch)
+    bwd_module._plans.clear()
+    got = kernel_grads(q, k, v, do, causal=False, config=None)
+    assert launched == ["attn_bwd_short"]
+    assert_grads_close(got, q, k, v, do, causal=False)
     bwd_module._plans.clear()
 
 

@@ -25,13 +25,15 @@ from flashgen.kernels.reference import attention_ref
 SHAPES = [
     (1, 1, 1, 128, 64, True),
     (1, 1, 1, 128, 64, False),
+    (4, 16, 16, 128, 64, True),
+    (8, 16, 16, 128, 128, False),
+    (2, 32, 8, 64, 128, True),
+    (1, 16, 16, 256, 64, True),
     (32, 12, 12, 128, 64, False),
     (32, 12, 12, 128, 64, True),
-    (8, 16, 16, 128, 128, True),
     (8, 32, 8, 128, 128, True),
     (16, 16, 16, 256, 64, True),
     (64, 16, 16, 77, 64, False),
-    (4, 8, 8, 64, 128, False),
 ]
 ROUNDS = int(os.environ.get("ROUNDS", "5"))
 
@@ -42,12 +44,14 @@ _device = bwd.current_device
 def widen(on: bool):
     """Lift the step and program bounds (on) or restore the shipped ones."""
     bwd.SHORT_MAX_STEPS = 1 << 20 if on else 4
+    bwd.SHORT_WIDE_STEPS = 1 << 20 if on else 2
     wide = dataclasses.replace(_device(), sm_count=1 << 30)
     bwd.current_device = (lambda: wide) if on else _device
 
 
 def inside(b, hq, hkv, s):
-    return (hq // hkv) * -(-s // 64) <= 4 and b * hkv <= _device().sm_count
+    steps = (hq // hkv) * -(-s // 64)
+    return steps <= 2 or (steps <= 4 and b * hkv <= _device().sm_count)
 
 
 def grads(setting, q, k, v, do, out, lse, causal):
