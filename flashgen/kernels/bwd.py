@@ -54,7 +54,7 @@ import logging
 import torch
 
 from ..core.config import TileConfig
-from ..core.spec import cdiv, dtype_name, spec_for
+from ..core.spec import cdiv, dtype_name, next_pow2, spec_for
 from ..hardware.dq_tiles import dq_config as _dq_config
 from ..hardware.sram import current_device
 from ..hardware.tiles import config_for_kind
@@ -128,6 +128,11 @@ class _Plan:
         explicit = config
         self.keep = True
         self.bounded = bounded
+        self.short = None
+        if kind == "split" and not isinstance(config, TileConfig) and _short(spec, q, k, needs):
+            # its own tiles (`short_config`): no record or default to look up
+            self._short(q, k, v, do, out, spec, direct_device(q, aligned))
+            return
         if not isinstance(config, TileConfig):
             config, self.keep = plan_config(config, spec, seq_q, seq_k, q)
             if dq_config is None:  # a config chosen at run time: the dQ kernel's own for it
@@ -153,10 +158,6 @@ class _Plan:
         # a boolean mask's dK/dV and dQ kernels take the block-sparse lists' arguments last:
         # None (no such arguments), or (sparse, the dK/dV launch's blocks, the dQ launch's)
         self.tiles = None
-        self.short = None
-        if kind == "split" and not isinstance(explicit, TileConfig) and _short(spec, q, k, needs):
-            self._short(q, k, v, do, spec, device)
-            return
         if kind == "onepass":
             self.pre = Launch(
                 module.attn_bwd_preprocess, pre_grid, {"BLOCK_M": block_m}, {}, device
@@ -223,17 +224,24 @@ class _Plan:
         if mask_kind == "bool":
             self.tiles = (sparse, (block_m, block_n), dq_tiles)
 
-    def _short(self, q, k, v, do, spec, device):
+    def _short(self, q, k, v, do, out, spec, device):
         """The one launch of `attn_bwd_short` (`_short` said the call fits it): one program per
-        (batch entry, kv head), its tiles from the lengths (`short_config`)."""
-        batch, heads_kv = q.shape[0], k.shape[1]
-        cfg = short_config(spec, q.shape[2], k.shape[2])
+        (batch entry, kv head), its tiles from the lengths (`short_config`); the other
+        launches' slots empty."""
+        batch, heads_q, seq_q, _ = q.shape
+        heads_kv, seq_k = k.shape[1], k.shape[2]
+        cfg = short_config(spec, seq_q, seq_k)
         blocks = {"BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n}
         options = {"num_warps": cfg.num_warps, "num_stages": cfg.num_stages}
-        module = load(spec)
-        self.short = Launch(module.attn_bwd_short, (batch * heads_kv,), blocks, options, device)
-        self.pre = self.dkdv = self.dq = None
+        kernel = load(spec).attn_bwd_short
+        self.short = Launch(kernel, (batch * heads_kv,), blocks, options, device)
         self.strides = (*_strides3(q), *_strides3(k), *_strides3(v), *_strides3(do))
+        self.out_strides = _strides3(out)
+        self.ints = (heads_q, heads_kv, seq_q, seq_k)
+        self.pre = self.dkdv = self.dq = self.onepass = self.convert = None
+        self.dq_delta = self.tiles = None
+        self.pre_tail = ()
+        self.row_keys = False
 
     def _onepass(self, q, k, v, do, spec, blocks, options, device, use_descriptors):
         """The "onepass" kind's two launches: the one-pass kernel (all three gradients; dK/dV
@@ -488,11 +496,11 @@ def _log_fallback(spec, reason: str) -> None:
 # query block of SHORT_BLOCK_M rows) steps in turn, where the split kernels' grids run them side
 # by side, so the walk is bounded: at most SHORT_WIDE_STEPS steps, or SHORT_MAX_STEPS with at
 # most one program an SM (batch x kv heads <= the SM count). Timed on an H100 (session 50,
-# benchmarks/RESULTS.md; one reading a shape), the backward alone against the split kernels:
-# 1.24-1.81x inside those bounds (1 x 1 x 128 to 8 x 16 x 128 at head dim 128), 1.33-1.38x with
-# 2 steps and 384-1,024 programs (32 x 12 x 128, 64 x 16 x 77), 0.995x with 4 steps and 256
-# programs (16 x 16 x 256) and 0.942x with 8 (GQA 4 x 2 blocks): outside. FLASHGEN_BWD_SHORT=0:
-# plans built from then on do not take it.
+# benchmarks/RESULTS.md; one do_bench reading a shape), the backward alone against the split
+# kernels, B x H x S: 1.24-1.81x inside those bounds (1 x 1 x 128 and 4 x 8 x 64 to 8 x 16 x
+# 128), 1.33-1.38x with 2 steps and 384-1,024 programs (32 x 12 x 128, 64 x 16 x 77), 0.995x
+# with 4 steps and 256 programs (16 x 16 x 256) and 0.942x with 8 (GQA 4 x 2 blocks): outside.
+# FLASHGEN_BWD_SHORT=0: plans built from then on do not take it.
 SHORT_MAX_K = 128
 SHORT_BLOCK_M = 64
 SHORT_MAX_STEPS = 4
@@ -531,8 +539,8 @@ def short_config(spec, seq_q: int, seq_k: int) -> TileConfig:
     """`attn_bwd_short`'s tiles: every key in one block (a power of two >= 16), query blocks of
     up to SHORT_BLOCK_M rows, 8 warps once the key block's K, V, dK and dV outgrow 64 x 64 per
     warp group."""
-    block_n = max(16, 1 << (seq_k - 1).bit_length())
-    block_m = max(16, min(SHORT_BLOCK_M, 1 << (seq_q - 1).bit_length()))
+    block_n = max(16, next_pow2(seq_k))
+    block_m = max(16, min(SHORT_BLOCK_M, next_pow2(seq_q)))
     warps = 4 if block_n * spec.block_d <= 64 * 64 else 8
     return TileConfig(block_m, block_n, warps, 2)
 

@@ -335,6 +335,18 @@ def _launch_names(monkeypatch):
     return launched
 
 
+def _grads_with(monkeypatch, launched, env, value, q, k, v, do, causal, **kw):
+    """`kernel_grads` from a new plan with the environment variable `env` set to `value`,
+    checked against float64; `launched` (a `_launch_names` list) then holds this call's
+    launches only."""
+    monkeypatch.setenv(env, value)
+    bwd_module._plans.clear()
+    launched.clear()
+    grads = kernel_grads(q, k, v, do, causal=causal, **kw)
+    assert_grads_close(grads, q, k, v, do, causal=causal)
+    return grads
+
+
 @pytest.mark.parametrize("tma", [False, True], ids=["pointers", "tma"])
 @pytest.mark.parametrize(
     "dtype,d,sq,sk,causal,hq,hkv",
@@ -349,11 +361,9 @@ def test_dq_kernel_computing_delta(monkeypatch, tma, dtype, d, sq, sk, causal, h
     launched = _launch_names(monkeypatch)
     results = {}
     for own in ("1", "0"):
-        monkeypatch.setenv("FLASHGEN_BWD_OWN_DELTA", own)
-        bwd_module._plans.clear()
-        launched.clear()
-        results[own] = kernel_grads(q, k, v, do, causal=causal)
-        assert_grads_close(results[own], q, k, v, do, causal=causal)
+        results[own] = _grads_with(
+            monkeypatch, launched, "FLASHGEN_BWD_OWN_DELTA", own, q, k, v, do, causal
+        )
         suffix = "_tma" if tma else ""
         if own == "1":
             assert launched == [f"attn_bwd_dq_delta{suffix}", f"attn_bwd_dkdv{suffix}"]
@@ -386,27 +396,24 @@ def _short_here(dtype) -> bool:
 def test_short_backward_is_one_launch(monkeypatch, dtype, d, sq, sk, causal, hq, hkv):
     """A call without extras whose keys fit one block (<= SHORT_MAX_K) and queries a few
     (<= SHORT_MAX_STEPS blocks a kv head's program), its tiles chosen at run time, runs the
-    whole backward as one launch of attn_bwd_short (odd lengths, both causal ways, GQA, padded head dims, more queries than
-    keys and fewer): it matches float64, repeats bit for bit, and matches the two split
-    kernels it replaces (FLASHGEN_BWD_SHORT=0)."""
+    whole backward as one launch of attn_bwd_short (odd lengths, both causal ways, GQA, padded
+    head dims, more queries than keys and fewer): it matches float64, repeats bit for bit, and
+    matches the two split kernels it replaces (FLASHGEN_BWD_SHORT=0)."""
     q, k, v, do = make_inputs(2, hq, hkv, sq, sk, d, dtype, seed=11)
     launched = _launch_names(monkeypatch)
     results = {}
     for short in ("1", "0"):
-        monkeypatch.setenv("FLASHGEN_BWD_SHORT", short)
-        bwd_module._plans.clear()
-        launched.clear()
-        results[short] = kernel_grads(q, k, v, do, causal=causal, config=None)
-        assert_grads_close(results[short], q, k, v, do, causal=causal)
+        results[short] = _grads_with(
+            monkeypatch, launched, "FLASHGEN_BWD_SHORT", short, q, k, v, do, causal, config=None
+        )
         if short == "1" and _short_here(dtype):
             assert launched == ["attn_bwd_short"]
         else:
             assert "attn_bwd_short" not in launched and len(launched) >= 2
     # the short kernel again, from a new plan and then from the kept one: the same bits
-    monkeypatch.setenv("FLASHGEN_BWD_SHORT", "1")
-    bwd_module._plans.clear()
-    launched.clear()
-    once = kernel_grads(q, k, v, do, causal=causal, config=None)
+    once = _grads_with(
+        monkeypatch, launched, "FLASHGEN_BWD_SHORT", "1", q, k, v, do, causal, config=None
+    )
     twice = kernel_grads(q, k, v, do, causal=causal, config=None)
     if _short_here(dtype):
         assert launched == ["attn_bwd_short"] * 2
@@ -476,7 +483,7 @@ def test_calls_the_short_backward_does_not_take(monkeypatch, b, hq, hkv, sq, sk,
     that wants dQ alone (one launch already)
     or no dQ, and an explicit TileConfig (tests and benchmarks naming the split kernels'
     tiles) run the split kernels."""
-    q, k, v, do = make_inputs(b, hq, hkv, sq, sk, 16, F32, seed=12)
+    q, k, v, do = make_inputs(b, hq, hkv, sq, sk, 16, F16, seed=12)
     launched = _launch_names(monkeypatch)
     bwd_module._plans.clear()
     got = kernel_grads(q, k, v, do, causal=True, config=config, needs=needs)
@@ -496,6 +503,23 @@ def test_short_backward_takes_many_programs_of_two_steps(monkeypatch):
     got = kernel_grads(q, k, v, do, causal=False, config=None)
     assert launched == ["attn_bwd_short"]
     assert_grads_close(got, q, k, v, do, causal=False)
+    bwd_module._plans.clear()
+
+
+def test_short_plan_looks_up_no_config(monkeypatch):
+    """A short call's plan takes its own tiles (`short_config`): it asks neither the records
+    nor the defaults (`plans.plan_config`, which would fail here)."""
+    if not _short_here(F16):
+        pytest.skip("this GPU does not run attn_bwd_short")
+
+    def no_lookup(*args):
+        raise AssertionError("plan_config called for a short plan")
+
+    monkeypatch.setattr(bwd_module, "plan_config", no_lookup)
+    q, k, v, do = make_inputs(1, 2, 2, 33, 17, 32, F16, seed=15)
+    launched = _launch_names(monkeypatch)
+    _grads_with(monkeypatch, launched, "FLASHGEN_BWD_SHORT", "1", q, k, v, do, True, config=None)
+    assert launched == ["attn_bwd_short"]
     bwd_module._plans.clear()
 
 
