@@ -5,10 +5,11 @@ code people run (no timing).
 Each seed draws a model family (Llama, Mistral and Qwen2 with or without a sliding window,
 Qwen3, Gemma-2/3, Phi-3, OLMo, StableLM, Starcoder2, Cohere, GPT-2, GPT-NeoX, OPT, GPT-J,
 Falcon, BLOOM, BERT; with `--families` also MPT, the encoders ModernBERT, RoBERTa and
-DistilBERT, and the encoder-decoders BART and T5), its attention implementation (`sdpa` or `eager`), head count and head dim,
-GQA, a batch with right, left or no padding, and the compile mode (static, automatic dynamic,
-`dynamic=True`). It compiles the model with `flashgen.backend(fallback="aot_eager")`, then
-compares with eager: the logits (encoders: the last hidden state) at the padded batch's valid
+DistilBERT, the encoder-decoders BART and T5, and the decoders of EXTRA_DECODERS), its
+attention implementation (`sdpa` or `eager`), head count and head dim, GQA, a batch with right,
+left or no padding, and the compile mode (static, automatic dynamic, `dynamic=True`). It
+compiles the model with `flashgen.backend(fallback="aot_eager")`, then compares with eager: the
+logits (encoders: the last hidden state) at the padded batch's valid
 positions, at a second length, and for causal LMs a prefill with a KV cache followed by two
 decoding steps, each side with its own cache (encoder-decoders: every target position, then the
 scores of three greedy `generate()` steps). With `--grad` it also compares the gradients of
@@ -47,12 +48,24 @@ FAMILIES = sorted(DECODERS) + OTHERS
 # Drawn only when asked (`--families`): adding them to FAMILIES would change every seed's draw,
 # and the recorded sweeps' seeds would no longer name the models they ran.
 EXTRA = ["mpt", "modernbert", "roberta", "distilbert", "bart", "t5"]
+# decoders drawn only when asked, each with what sets it apart: Granite's attention_multiplier
+# (a scale other than 1/sqrt(d)), Llama-4's and SmolLM3's layers without rotary embeddings,
+# Cohere-2's and EXAONE-4's sliding-window layers beside global ones, Mixtral's experts,
+# GPT-OSS's attention sinks (a learned logit per head beside the keys: no site of it may be
+# replaced) and DeepSeek-V3's latent attention (values of another head dim than the keys':
+# found, then kept with a reason)
+EXTRA_DECODERS = {
+    "granite": "GraniteConfig", "llama4": "Llama4TextConfig", "smollm3": "SmolLM3Config",
+    "cohere2": "Cohere2Config", "exaone4": "Exaone4Config", "mixtral": "MixtralConfig",
+    "gpt_oss": "GptOssConfig", "deepseek_v3": "DeepseekV3Config",
+}  # fmt: skip
+EXTRA += sorted(EXTRA_DECODERS)
 # encoders: compared on their last hidden state, no decoding steps
 ENCODERS = {"bert", "modernbert", "roberta", "distilbert"}
 # encoder-decoders: logits of a target shorter than the source, then `generate()` (`_generate`)
 SEQ2SEQ = {"bart", "t5"}
 # families whose HF code has no SDPA path (they run their eager attention)
-EAGER_ONLY = {"gemma2", "bloom", "mpt"}
+EAGER_ONLY = {"gemma2", "bloom", "mpt", "gpt_oss"}
 
 
 def config_for(family: str, r: random.Random):
@@ -62,7 +75,7 @@ def config_for(family: str, r: random.Random):
     heads = r.choice([2, 4])
     dim = r.choice([16, 32])
     hidden = heads * dim
-    if family in DECODERS:
+    if family in DECODERS or family in EXTRA_DECODERS:
         kw = dict(
             vocab_size=VOCAB, num_hidden_layers=2, hidden_size=hidden,
             intermediate_size=2 * hidden, num_attention_heads=heads,
@@ -77,7 +90,8 @@ def config_for(family: str, r: random.Random):
                 kw.update(use_sliding_window=True, max_window_layers=1)
         if family == "stablelm":
             kw["num_key_value_heads"] = heads
-        cfg = getattr(transformers, DECODERS[family])(**kw)
+        kw.update(_extra_decoder(family, r, dim, heads))
+        cfg = getattr(transformers, {**DECODERS, **EXTRA_DECODERS}[family])(**kw)
         return cfg, transformers.AutoModelForCausalLM
     causal_lm = transformers.AutoModelForCausalLM
     if family == "gpt2":
@@ -160,6 +174,29 @@ def config_for(family: str, r: random.Random):
     else:
         raise ValueError(f"unknown family {family!r}")
     return cfg, causal_lm
+
+
+def _extra_decoder(family: str, r: random.Random, dim: int, heads: int) -> dict:
+    """The config entries an EXTRA_DECODERS family adds to the shared decoder shape (no draw
+    for the others, so FAMILIES' seeds keep their models)."""
+    if family == "granite":
+        return {"attention_multiplier": r.choice([0.37, 1.5 / dim])}
+    if family in ("cohere2", "exaone4", "gpt_oss"):  # sliding-window layers, then global ones
+        kw = {"sliding_window": r.choice([3, 5, 8])}
+        kw["layer_types"] = ["sliding_attention", "full_attention"]
+        if family == "gpt_oss":
+            kw.update(head_dim=dim, num_local_experts=2, num_experts_per_tok=1)
+        return kw
+    if family == "mixtral":
+        return {"num_local_experts": 2, "num_experts_per_tok": 1}
+    if family == "deepseek_v3":  # keys of 16 + 8 (rotary) dims, values of `dim`; a kv head a head
+        return {
+            "num_key_value_heads": heads,
+            "q_lora_rank": None, "kv_lora_rank": 16, "qk_nope_head_dim": 16,
+            "qk_rope_head_dim": 8, "v_head_dim": dim, "n_routed_experts": 2,
+            "num_experts_per_tok": 1, "first_k_dense_replace": 2,
+        }  # fmt: skip
+    return {}
 
 
 def padding_mask(r: random.Random, batch: int, length: int, side: str):
