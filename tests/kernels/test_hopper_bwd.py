@@ -1351,7 +1351,7 @@ def test_key_padding_masks_match_float64():
         (2, 4, 4, 513, 64, "bfloat16", True, "add", "right"),
         (1, 4, 4, 300, 128, "bfloat16", False, "add_inf", "holes"),
         (2, 8, 2, 1000, 64, "bfloat16", True, "bool", "holes"),  # causal GQA (a default since
-        (1, 8, 2, 1030, 128, "float16", True, "add", "left"),  # session 49, AUTO_EXTRAS)
+        (2, 8, 2, 1030, 128, "float16", True, "add", "left"),  # session 49, AUTO_EXTRAS)
     ]
     _run_on_gpu(_MASK_GPU_SCRIPT, cases)
 

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Session 51's device calls (either card; its name is printed first). Carrying .whl.
+#   mbert ~420 s: is HF ModernBERT's 0.770x (session 51's validate call, right after the GPU
+#         suite) the tree or the machine's state? ModernBERT on the fresh machine, the GPU
+#         suite (with the mended key-padding case), ModernBERT again, and the flashgen cache
+#         dir's listing in between.
+export FLASHGEN_COMMIT=${FLASHGEN_COMMIT:-?}
+name=$(nvidia-smi --query-gpu=name --format=csv,noheader)
+echo "card: $name"; uptime | cut -c1-80
+. benchmarks/device_env.sh > /dev/null 2>&1
+mbert() {
+  timeout 120 python3 -u benchmarks/hf_padded.py --family modernbert --attn sdpa --batch 4 \
+    --seq 2048 --width 1024 --heads 16 --pad right --out $OUT/mbert_$1.json > $OUT/mbert_$1.txt 2>&1
+  stamp "modernbert $1 rc=$?"; grep -E "^fwd|^check" $OUT/mbert_$1.txt | cut -c1-200
+}
+for part in "$@"; do
+case "$part" in
+mbert)
+  mbert fresh
+  ls -la ~/.cache/flashgen 2>&1 | head; ls ~/.cache/flashgen/* 2>/dev/null | head
+  timeout 100 python3 -m pytest -q -p no:cacheprovider -m gpu -n 8 tests/kernels/test_hopper_bwd.py \
+    -k key_padding_masks_match > $OUT/hopper_mask_gpu.txt 2>&1
+  stamp "hopper mask gpu rc=$?"; tail -2 $OUT/hopper_mask_gpu.txt | cut -c1-300
+  timeout 160 python3 -m pytest -q -p no:cacheprovider -m gpu -n 8 tests/kernels/test_attn_mask.py \
+    tests/kernels/test_padding.py tests/kernels/test_bwd_kind.py tests/compile > $OUT/validate_gpu.txt 2>&1
+  stamp "gpu tests rc=$?"; tail -1 $OUT/validate_gpu.txt | cut -c1-300
+  ls -la ~/.cache/flashgen 2>&1 | head; find ~/.cache/flashgen -maxdepth 1 -newer $OUT/mbert_fresh.txt | head
+  mbert after_suite ;;
+esac
+done
