@@ -26,5 +26,42 @@ mbert)
   stamp "gpu tests rc=$?"; tail -1 $OUT/validate_gpu.txt | cut -c1-300
   ls -la ~/.cache/flashgen 2>&1 | head; find ~/.cache/flashgen -maxdepth 1 -newer $OUT/mbert_fresh.txt | head
   mbert after_suite ;;
+state)
+  # what is left running on the GPU after the suite: processes, utilisation, clocks
+  timeout 160 python3 -m pytest -q -p no:cacheprovider -m gpu -n 8 tests/kernels/test_attn_mask.py \
+    tests/kernels/test_padding.py tests/kernels/test_bwd_kind.py tests/compile > $OUT/validate_gpu2.txt 2>&1
+  stamp "gpu tests rc=$?"; tail -1 $OUT/validate_gpu2.txt | cut -c1-200
+  for i in 1 2 3; do
+    nvidia-smi --query-gpu=utilization.gpu,clocks.sm,power.draw,temperature.gpu,memory.used --format=csv,noheader
+    nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv,noheader
+    sleep 2
+  done
+  ps aux --sort=-%cpu | head -8 | cut -c1-200
+  mbert state1
+  nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv,noheader
+  sleep 20; mbert state2 ;;
+files)
+  # which files the GPU suite writes (repository copy, HOME, /tmp), then ModernBERT
+  touch $OUT/marker; sleep 1
+  timeout 160 python3 -m pytest -q -p no:cacheprovider -m gpu -n 8 tests/kernels/test_attn_mask.py \
+    tests/kernels/test_padding.py tests/kernels/test_bwd_kind.py tests/compile > $OUT/validate_gpu3.txt 2>&1
+  stamp "gpu tests rc=$?"; tail -1 $OUT/validate_gpu3.txt | cut -c1-200
+  echo "-- repo"; find . -newer $OUT/marker -type f -not -path "./.git/*" -not -name "*.pyc" | head -30
+  git status --short 2>&1 | head -20
+  echo "-- home"; find ~ -maxdepth 4 -newer $OUT/marker -not -path "*/.triton/*" 2>/dev/null | head -30
+  echo "-- tmp"; find /tmp -maxdepth 2 -newer $OUT/marker 2>/dev/null | head -30
+  env | grep -i -E "cache|flashgen|triton|inductor" | head
+  mbert files ;;
+ab)
+  # the tree of session 48's 1.342x reading (de5cb9f, carried as old_tree/) against this one,
+  # alternating, each a fresh process
+  for i in 1 2; do
+    for t in old new; do
+      if [ $t = old ]; then pp=/tmp/site:$PWD/old_tree; else pp=/tmp/site:$PWD; fi
+      PYTHONPATH=$pp timeout 70 python3 -u benchmarks/hf_padded.py --family modernbert --attn sdpa \
+        --batch 4 --seq 2048 --width 1024 --heads 16 --pad right --out $OUT/ab_${t}$i.json > $OUT/ab_${t}$i.txt 2>&1
+      stamp "$t $i rc=$?"; grep -E "^fwd|compile" $OUT/ab_${t}$i.txt | cut -c1-140
+    done
+  done ;;
 esac
 done
