@@ -46,6 +46,7 @@ def attention(
     attn_mask: Tensor | None = None,
     dropout_p: float = 0.0,
     alibi_slopes: Tensor | None = None,
+    sinks: Tensor | None = None,
     impl: str | None = None,
 ):
     """FlashAttention with SDPA semantics: q [B, Hq, Sq, D], k/v [B, Hkv, Sk, D] -> [B, Hq, Sq, D].
@@ -119,6 +120,14 @@ def attention(
     key_lengths; a query of at most 16 rows the decode kernels, alone or beside a boolean
     attn_mask; `flashgen.kernels.alibi`).
 
+    `sinks` (attention sinks, GPT-OSS's): a floating tensor [Hq], one logit per query head
+    that joins every row's softmax as a key without a value, so a row's probabilities sum to
+    less than one (exp(s_ij - logsumexp(s_i, sink_h))); differentiable (its gradient comes
+    from the output and the row's logsumexp, no extra kernel). Combines with every other
+    argument except dropout_p; a row that sees no key gets zeros. Flashgen's kernels only
+    (SDPA has no sinks): their output is rescaled by each row's share
+    (`flashgen.runtime.sinks`).
+
     `deterministic`: True gives bit-identical gradients run to run (flashgen's two-kernel
     backward); False allows the faster one-pass backward, whose fp32 dQ atomics add in a
     varying order; None (the default) follows `torch.are_deterministic_algorithms_enabled()`
@@ -138,6 +147,7 @@ def attention(
         and type(dropout_p) is float
         and dropout_p == 0.0
         and alibi_slopes is None
+        and sinks is None
         and causal_align == "top_left"
         and padding == "right"
         and not torch.compiler.is_compiling()
@@ -165,15 +175,16 @@ def attention(
             window = list(normalize_window(window, causal))
         # dropout_p only when given: the plain call's graph stays exactly what it was
         drop = () if dropout_p == 0.0 else (dropout.check_dropout(dropout_p),)
-        # alibi_slopes likewise only when given
-        slopes = {} if alibi_slopes is None else {"alibi_slopes": alibi_slopes}
+        # alibi_slopes and sinks likewise only when given
+        given = {"alibi_slopes": alibi_slopes, "sinks": sinks}
+        named = {name: t for name, t in given.items() if t is not None}
         return _composite_op(
             q, k, v, causal, scale, window, check_softcap(softcap), causal_align,
-            check_deterministic(deterministic), seq_bounds, attn_mask, *drop, **slopes,
+            check_deterministic(deterministic), seq_bounds, attn_mask, *drop, **named,
         )  # fmt: skip
     return _attention(
         q, k, v, causal, scale, window, softcap, causal_align, deterministic, seq_bounds,
-        attn_mask, dropout_p, None, alibi_slopes, impl,
+        attn_mask, dropout_p, None, alibi_slopes, sinks, impl,
     )  # fmt: skip
 
 

@@ -17,21 +17,26 @@ import torch
 
 from .eager import function_apply, plain_eager
 from .primitives import _bias_op, _bwd_op, _fwd_op, plain_backward, plain_forward
+from .sinks import apply_sinks, sink_grad
 from .vendor import MIXED_BACKWARD, cudnn_backward, refuse_mix
 
 
 class _Attention(torch.autograd.Function):
     """out = attention(q, k, v): forward through `attention_fwd`, gradients through
     `attention_bwd` (only those autograd asks for); an additive attn_mask that requires grad
-    gets its gradient, with dq, from `attention_bwd_bias`."""
+    gets its gradient, with dq, from `attention_bwd_bias`. With `sinks` the forward's out and
+    lse are those of the softmax with the sinks (`flashgen.runtime.sinks`), which is all the
+    backward kernels need, and the sinks get their gradient from them."""
 
     @staticmethod
     def forward(
         ctx, q, k, v, causal, scale, window, softcap, causal_align, deterministic, seq_bounds,
-        attn_mask, dropout_p, dropout_seed, alibi_slopes,
+        attn_mask, dropout_p, dropout_seed, alibi_slopes, sinks,
     ):  # fmt: skip
-        plain = alibi_slopes is None and _plain(
-            window, softcap, causal_align, seq_bounds, attn_mask, dropout_p
+        plain = (
+            alibi_slopes is None
+            and sinks is None
+            and _plain(window, softcap, causal_align, seq_bounds, attn_mask, dropout_p)
         )
         if plain and plain_eager(q):
             out, lse = plain_forward(q, k, v, causal, scale)
@@ -40,14 +45,17 @@ class _Attention(torch.autograd.Function):
                 q, k, v, causal, scale, window, softcap, causal_align, seq_bounds, attn_mask,
                 dropout_p, dropout_seed, alibi_slopes,
             )  # fmt: skip
+        if sinks is not None:
+            out, lse = apply_sinks(out, lse, sinks)
         ctx.plain = plain
         # optional tensors saved only when given (a None saved under AOTAutograd is no tensor)
         ctx.extras = (
             seq_bounds is not None, attn_mask is not None, dropout_seed is not None,
-            alibi_slopes is not None,
+            alibi_slopes is not None, sinks is not None,
         )  # fmt: skip
         ctx.dropout_p = dropout_p
-        extras = [t for t in (seq_bounds, attn_mask, dropout_seed, alibi_slopes) if t is not None]
+        given = (seq_bounds, attn_mask, dropout_seed, alibi_slopes, sinks)
+        extras = [t for t in given if t is not None]
         ctx.save_for_backward(q, k, v, out, lse, *extras)
         ctx.causal = causal
         ctx.scale = scale
@@ -76,17 +84,21 @@ class _Attention(torch.autograd.Function):
         attn_mask = rest.pop(0) if ctx.extras[1] else None
         dropout_seed = rest.pop(0) if ctx.extras[2] else None
         alibi_slopes = rest.pop(0) if ctx.extras[3] else None  # constants: no gradient
+        sinks = rest.pop(0) if ctx.extras[4] else None
         need_dq, need_dk, need_dv = needs = ctx.needs_input_grad[:3]
+        unused = (None,) * 12  # the gradients of the arguments after v
         if ctx.mixed:
             grads = _cudnn_grads(dout, q, k, v, out, lse, ctx.causal, ctx.scale, needs)
             if grads is not None:
-                return (*grads, None, None, None, None, None, None, None, None, None, None, None)
-        if ctx.plain and plain_eager(dout):  # (no attn_mask: no bias gradient either)
+                return (*grads, *unused)
+        if ctx.plain and plain_eager(dout):  # (no attn_mask or sinks: no other gradient)
             dq, dk, dv = plain_backward(
                 dout, q, k, v, out, lse, ctx.causal, ctx.scale, needs, ctx.deterministic
             )
-            return (dq, dk, dv, None, None, None, None, None, None, None, None, None, None, None)
-        dq = dk = dv = dbias = None
+            return (dq, dk, dv, *unused)
+        dq = dk = dv = dbias = dsinks = None
+        if sinks is not None and ctx.needs_input_grad[14]:
+            dsinks = sink_grad(dout, out, lse, sinks)
         if attn_mask is not None and ctx.needs_input_grad[10]:
             # a learned additive bias: dq comes with its gradient (one walk of the dQ kernel)
             dq, dbias = _bias_op(
@@ -116,6 +128,7 @@ class _Attention(torch.autograd.Function):
             None,
             None,
             None,
+            dsinks,
         )
 
 

@@ -26,6 +26,7 @@ from .dispatch import settled_impls
 from .eager import plain_eager
 from .library import _LIB
 from .primitives import _check_extras, _fwd_op, plain_forward
+from .sinks import apply_sinks, check_sinks
 from .vendor import (
     MIX,
     MIXED_BACKWARD,
@@ -39,11 +40,12 @@ from .vendor import (
 def _attention(
     q, k, v, causal=False, scale=None, window=None, softcap=None, causal_align="top_left",
     deterministic=None, seq_bounds=None, attn_mask=None, dropout_p=0.0, dropout_seed=None,
-    alibi_slopes=None, impl=None,
+    alibi_slopes=None, sinks=None, impl=None,
 ):  # fmt: skip
     """The body shared by the eager function and the composite op: check, let the run-time
     choice send the call to an SDPA backend (`flashgen.runtime.vendor.route`), else flashgen's forward
-    with autograd when a gradient is wanted, or the forward op alone (no autograd node)."""
+    with autograd when a gradient is wanted, or the forward op alone (no autograd node; with
+    `sinks`, its output scaled by `flashgen.runtime.sinks.apply_sinks`)."""
     scale = check_inputs(q, k, v, causal=causal, scale=scale)
     if window is not None:
         window = list(
@@ -57,15 +59,21 @@ def _attention(
         dropout_seed = dropout.new_seed()  # PyTorch's generator: manual_seed reproduces it
     # (the seed is not read here: under tracing it is a value of the graph)
     alibi = alibi_slopes is not None
-    if seq_bounds is not None or attn_mask is not None or dropout_p > 0.0 or alibi:
+    extras = seq_bounds is not None or attn_mask is not None or dropout_p > 0.0 or alibi
+    if extras or sinks is not None:
         if attn_mask is not None:
             check_mask(attn_mask, q, k)  # naming attn_mask (the primitive expands it)
         if alibi:
             check_slopes(alibi_slopes, q)  # the checks, naming alibi_slopes
-        _check_extras(q, seq_bounds, attn_mask, bottom_right, dropout_p > 0.0)
+        if sinks is not None:
+            check_sinks(sinks, q)
+            if dropout_p > 0.0:
+                raise ValueError("sinks: dropout_p > 0 with attention sinks is not supported")
+        if extras:
+            _check_extras(q, seq_bounds, attn_mask, bottom_right, dropout_p > 0.0)
         if impl is not None and check_impl(impl) != FLASHGEN:
             raise ValueError(
-                f"impl={impl!r}: key_lengths/query_lengths, attn_mask, dropout_p and "
+                f"impl={impl!r}: key_lengths/query_lengths, attn_mask, dropout_p, sinks and "
                 "alibi_slopes run flashgen's kernels only; use impl='flashgen' or None"
             )
         impl = FLASHGEN
@@ -76,6 +84,8 @@ def _attention(
     mix = False  # flashgen's forward with cuDNN's backward (`route` says MIX)
     if attn_mask is not None and attn_mask.requires_grad and torch.is_grad_enabled():
         backward = True  # a learned additive bias: its gradient (flashgen's kernels only)
+    if sinks is not None and sinks.requires_grad and torch.is_grad_enabled():
+        backward = True  # learned sinks: their gradient
     if impl != "flashgen":
         # SDPA's is_causal is top-left only. Whatever reaches flashgen's forward with a short
         # query runs the split-KV decode kernels there (`_attention_fwd`).
@@ -93,12 +103,13 @@ def _attention(
     if backward:
         return _apply_with(
             mix, q, k, v, causal, scale, window, softcap, causal_align, deterministic, seq_bounds,
-            attn_mask, dropout_p, dropout_seed, alibi_slopes,
+            attn_mask, dropout_p, dropout_seed, alibi_slopes, sinks,
         )  # fmt: skip
-    return _fwd_op(
+    out, lse = _fwd_op(
         q, k, v, causal, scale, window, softcap, causal_align, seq_bounds, attn_mask, dropout_p,
         dropout_seed, alibi_slopes,
-    )[0]  # fmt: skip
+    )  # fmt: skip
+    return out if sinks is None else apply_sinks(out, lse, sinks)[0]
 
 
 def _plain_attention(q, k, v, causal, scale, deterministic, impl):
@@ -137,7 +148,7 @@ def _plain_attention(q, k, v, causal, scale, deterministic, impl):
             return _plain_apply(q, k, v, causal, scale, deterministic, mix)
         return _apply_with(
             mix, q, k, v, causal, scale, None, None, "top_left", deterministic, None, None, 0.0,
-            None, None,
+            None, None, None,
         )  # fmt: skip
     if plain_eager(q):
         return plain_forward(q, k, v, causal, scale, keep_lse=False)[0]

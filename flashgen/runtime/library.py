@@ -50,6 +50,10 @@ draws one from PyTorch's generator when it is None, and the backward gets the fo
 `alibi_slopes` (last, in all four attention ops): None or float32 ALiBi slopes, [Hq] or
 [B, Hq] (`flashgen.kernels.alibi.check_slopes`; the primitives take the checked [B, Hq] view):
 slope * (j - i) is added to the scaled scores in the kernels; constants, no gradient.
+`sinks` (last, in the composite op only): None or a floating tensor [Hq], one logit per query
+head joining each row's softmax as a key without a value (GPT-OSS); differentiable. The
+primitives do not take it: the composite op scales their output and logsumexp
+(`flashgen.runtime.sinks`).
 `seq_bounds` and `attn_mask` (before those): None, or contiguous int32
 [B, 4] on q's device, each batch entry's valid query rows and keys as (q_start, len_q, k_start,
 len_k) (`flashgen.kernels.padding.bounds` builds it from lengths and a padding side; the public
@@ -121,7 +125,8 @@ _LIB.define(
     "attention(Tensor q, Tensor k, Tensor v, bool causal=False, float? scale=None, "
     "int[]? window=None, float? softcap=None, str causal_align='top_left', "
     "bool? deterministic=None, Tensor? seq_bounds=None, Tensor? attn_mask=None, "
-    "float dropout_p=0.0, Tensor? dropout_seed=None, Tensor? alibi_slopes=None) -> Tensor",
+    "float dropout_p=0.0, Tensor? dropout_seed=None, Tensor? alibi_slopes=None, "
+    "Tensor? sinks=None) -> Tensor",
     tags=_TAGS,
 )
 

@@ -24,6 +24,7 @@ def test_positions_are_the_schemas_tensor_arguments():
         "attn_mask",
         "dropout_seed",
         "alibi_slopes",
+        "sinks",
     ]
 
 
