@@ -4,6 +4,10 @@
 #         suite) the tree or the machine's state? ModernBERT on the fresh machine, the GPU
 #         suite (with the mended key-padding case), ModernBERT again, and the flashgen cache
 #         dir's listing in between.
+#   state / files / ab: what session 51's later calls ran (README of raw/h100_s51).
+#   prof ~150 s: mbert_prof.py, the flashgen-compiled ModernBERT's forward in 8 rounds, each a
+#         do_bench reading and a profile (kernel times against the wall, the SM clock), fresh,
+#         then again after the GPU suite (where the slow readings came).
 export FLASHGEN_COMMIT=${FLASHGEN_COMMIT:-?}
 name=$(nvidia-smi --query-gpu=name --format=csv,noheader)
 echo "card: $name"; uptime | cut -c1-80
@@ -63,5 +67,13 @@ ab)
       stamp "$t $i rc=$?"; grep -E "^fwd|compile" $OUT/ab_${t}$i.txt | cut -c1-140
     done
   done ;;
+prof)
+  timeout 150 python3 -u benchmarks/raw/next_s51/mbert_prof.py $OUT/prof_fresh.json 2>&1 | grep -v -i warn
+  stamp "prof fresh rc=$?"
+  timeout 160 python3 -m pytest -q -p no:cacheprovider -m gpu -n 8 tests/kernels/test_attn_mask.py \
+    tests/kernels/test_padding.py tests/kernels/test_bwd_kind.py tests/compile > $OUT/validate_gpu4.txt 2>&1
+  stamp "gpu tests rc=$?"
+  timeout 150 python3 -u benchmarks/raw/next_s51/mbert_prof.py $OUT/prof_after.json 2>&1 | grep -v -i warn
+  stamp "prof after rc=$?" ;;
 esac
 done
