@@ -272,6 +272,8 @@ def _causal_column(s: Any) -> str:
         drop = f" + softcap {s.softcap:g}{drop}"
     if getattr(s, "alibi", False):
         drop = f" + ALiBi{drop}"
+    if getattr(s, "sinks", False):
+        drop = f" + sinks{drop}"
     # a mask tensor beside a window or band (HF's padding split off a sliding-window mask)
     per_key = " per key" if getattr(s, "key_mask", False) else ""
     beside = f" + {s.mask} mask{per_key}{drop}" if s.mask else drop
@@ -352,6 +354,8 @@ def _impl_summary(site: Any) -> str:
         return "flashgen (sliding window: SDPA has none)"
     if site.alibi:
         return "flashgen (ALiBi: SDPA has none)"
+    if site.sinks:
+        return "flashgen (sinks: SDPA has none)"
     if site.softcap is not None:
         return "flashgen (softcap: SDPA has none)"
     if site.mask:

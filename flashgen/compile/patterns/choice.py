@@ -248,6 +248,7 @@ def _sdpa_extras_only(site: Any) -> bool:
     return not (
         site.window is not None
         or site.alibi
+        or site.sinks
         or site.softcap is not None
         or site.align != "top_left"
     )

@@ -74,6 +74,7 @@ class Site:
     # kernels read one vector of it a tile, not an N x N tile)
     key_mask: bool = False
     alibi: bool = False  # an additive bias proven ALiBi: the kernels compute it from slopes
+    sinks: bool = False  # attention sinks: a per-head logit beside each row's scores (GPT-OSS)
     dropout: float = 0.0  # attention dropout probability in training mode (0: none)
     softcap: float | None = None  # logit softcapping cap * tanh(s / cap) (Gemma-2's), if proven
     scale: float | None = None
@@ -131,6 +132,9 @@ class Match:
     key_bias: tuple[fx.Node, int | None] | None = None
     dropout_p: float = 0.0  # attention dropout in training mode (the op's dropout_p)
     softcap: float | None = None  # cap of `cap * tanh(scores / cap)` (the op's softcap)
+    # attention sinks: the tensor of one logit per query head (`sinks.sink_concat`; the op's
+    # sinks, flattened to [Hq])
+    sinks: fx.Node | None = None
     # HF BLOOM's layout: q/k/v are [B, H, T, D] tensors the graph flattened to [B * H, T, D]
     # for bmm/baddbmm (the match holds the 4-D ones); the op's output is flattened back
     flat_out: bool = False

@@ -60,6 +60,7 @@ def match_softmax(sm: Any, values: Values) -> Match | None:
     m.key_bias = key_bias
     m.dropout_p = w.drop_p
     m.softcap = w.softcap
+    m.sinks = w.sinks
     m.three_d = example_value(q).dim() == 3
     m.flat_out = w.unflat is not None
     if w.problems:

@@ -188,6 +188,12 @@ def _check_extras(m: Match, q: Any, k: Any) -> None:
         raise Skip("dropout with a bottom-right causal mask (KV cache) is not supported")
     if m.alibi is not None:
         _check_slopes(m, q)
+    if m.sinks is not None:
+        if m.three_d or m.flat_out:
+            raise Skip("attention sinks with 3-D or [batch x heads]-flattened q/k/v")
+        if m.dropout_p:
+            raise Skip("attention dropout beside attention sinks is not supported")
+        m.site.sinks = True
     for shape, what in open_heads:
         if not equal_heads(shape[1], full[1]):
             raise Skip(f"{what} of shape {shape} does not broadcast to {full}")
@@ -293,6 +299,9 @@ def rewrite(gm: fx.GraphModule, m: Match, op: Any) -> None:
         extra = {"dropout_p": m.dropout_p} if m.dropout_p else {}
         if m.alibi is not None:
             extra["alibi_slopes"] = _slopes_arg(g, m, added)
+        if m.sinks is not None:  # one logit per query head: the op's [Hq]
+            extra["sinks"] = g.call_method("reshape", (m.sinks, -1))
+            added.append(extra["sinks"])
         new = g.call_function(op, (*args, m.causal, m.scale, *tail), extra)
         result = g.call_method("squeeze", (new, 0)) if m.three_d else new
         after = [] if result is new else [result]

@@ -46,6 +46,7 @@ from .core import (
     split_value_product,
     unflatten_src,
 )
+from .sinks import drops_sink_column, row_max_shift, sink_concat
 
 
 class SoftmaxWalk:
@@ -91,12 +92,30 @@ class SoftmaxWalk:
         self.v: Any = None
         self.drop_p = 0.0
         self.merged = False  # BLOOM: the probabilities viewed back as [B * H, Sq, Sk] for bmm
+        # attention sinks (`sinks.sink_concat`): the per-head logits' tensor, whether their
+        # column comes after the keys', whether the walk down met that column's drop
+        self.sinks: Any = None
+        self.sink_last = True
+        self.sink_dropped = False
+        self.row_max_src: Any = None  # the node a row-max shift under the softmax reads twice
 
     # -- up: from the softmax's input to the scores product
     def up(self) -> bool:
         """Walks up from the softmax's input past everything applied to the scores, leaving in
         `scores` the node they were applied to (the product, if this is attention)."""
         x, below = self.scores, self.sm  # `below`: the node that reads x
+        shift = row_max_shift(x)  # `softmax(x - rowmax(x))`: the softmax's own no-op
+        if shift is not None:
+            x, nodes = shift
+            self.interior += nodes
+            self.row_max_src, below = x, nodes[0]
+        cat = sink_concat(x)  # attention sinks: a column of per-head logits beside the scores
+        if cat is not None:
+            scores, self.sinks, self.sink_last = cat
+            # the concatenation and the sinks' expand go with the site (the op takes the
+            # per-head tensor itself)
+            self.interior += [x, *(a for a in node_arg(x, 0, "tensors") if a is not scores)]
+            x, below = scores, x
         while isinstance(x, fx.Node):
             u = fill_in_place(x, below)
             if u is not None:  # `s.masked_fill_(mask, v)` before `below` reads s: s's mask
@@ -229,6 +248,8 @@ class SoftmaxWalk:
             products = [(u, split_value_product(u, p)) for u in users]
             products = [(u, vv) for u, vv in products if vv is not None]
             if products:
+                if self.sinks is not None and not self.sink_dropped:
+                    return False  # (a product over the sink column too: not attention)
                 if len(users) != 1:
                     self.problems.append(
                         "the attention probabilities are also used outside the attention (e.g. "
@@ -248,6 +269,9 @@ class SoftmaxWalk:
     def _step_down(self, u: fx.Node) -> bool:
         if is_float32_cast(u):
             return True
+        if self.sinks is not None and not self.sink_dropped:
+            self.sink_dropped = drops_sink_column(u, u.args[0], self.sink_last)
+            return self.sink_dropped
         if self.unflat is not None and not self.merged and flattens(u, *self.unflat) is not None:
             self.merged = True
             return True
@@ -307,13 +331,24 @@ class SoftmaxWalk:
             if n in fills:  # (an in-place fill's result is not read)
                 continue
             ends = n is self.sm or n is x or n is self.probs  # (their uses are checked apart)
+            if n is self.row_max_src and not ends:  # read by the shift's max and subtraction
+                ends = set(n.users) <= set(self.interior)
+                if not ends:
+                    self.problems.append(
+                        f"an intermediate of the attention ({n.name}) is also used elsewhere; "
+                        "flashgen never materialises the attention matrix"
+                    )
+                    break
             if not ends and len(n.users.keys() - fills) != 1:
                 self.problems.append(
                     f"an intermediate of the attention ({n.name}) is also used elsewhere; "
                     "flashgen never materialises the attention matrix"
                 )
                 break
-        if len(x.users.keys() - fills) != 1:
+        readers = x.users.keys() - fills
+        if x is self.row_max_src:  # `softmax(s - rowmax(s))` of the bare scores
+            readers = readers - set(self.interior)
+        if len(readers) != (0 if x is self.row_max_src else 1):
             self.problems.append("the attention scores are also used outside the attention")
 
 
