@@ -119,15 +119,24 @@ def row_max_shift(q, k, v):
     return torch.softmax(s, -1) @ v
 
 
-def test_a_row_max_shift_is_the_softmax_and_replaced():
+def row_max_shift_of_the_product(q, k, v):
+    """The shift of the bare product (q scaled first), no mask."""
+    s = (q * q.size(-1) ** -0.5) @ k.transpose(-2, -1)
+    return torch.softmax(s - torch.amax(s, -1, keepdim=True), -1) @ v
+
+
+@pytest.mark.parametrize("fn", [row_max_shift, row_max_shift_of_the_product])
+def test_a_row_max_shift_is_the_softmax_and_replaced(fn):
     qkv = _inputs(seed=4)
-    report = flashgen.explain(row_max_shift, *(x.detach() for x in qkv))
+    causal = fn is row_max_shift
+    report = flashgen.explain(fn, *(x.detach() for x in qkv))
     (site,) = report.sites
-    assert site.replaced and not site.sinks and site.causal is True, site.reason
+    assert site.replaced and not site.sinks and site.causal is causal, site.reason
     torch._dynamo.reset()
-    out = torch.compile(row_max_shift, backend=backend(fallback="aot_eager"))(*qkv)
+    out = torch.compile(fn, backend=backend(fallback="aot_eager"))(*qkv)
     ref_in = [x.detach().double().requires_grad_() for x in qkv]
-    ref = torch.softmax(_causal(_scores(*ref_in[:2])), -1) @ ref_in[2]
+    s = _scores(*ref_in[:2])
+    ref = torch.softmax(_causal(s) if causal else s, -1) @ ref_in[2]
     torch.testing.assert_close(out.double(), ref, atol=1e-5, rtol=1e-4)
     do = torch.randn_like(out)
     got = torch.autograd.grad(out, qkv, do)

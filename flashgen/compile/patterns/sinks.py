@@ -71,7 +71,7 @@ def row_max_shift(x: Any) -> tuple[Any, list[fx.Node]] | None:
 def sink_concat(x: Any) -> tuple[Any, Any, bool] | None:
     """(scores, sinks, last) if `x` concatenates the scores [B, H, Sq, Sk] with one column of
     per-head logits along the last dim (`last`: the sink column after the keys'), where that
-    column is an expand of a tensor with one entry per query head ([H], [H, 1, 1] or
+    column is an expand of a tensor with one entry per query head ([H, 1, 1] or
     [1, H, 1, 1]); `sinks` is that tensor. None otherwise."""
     if not is_fn(x, _CAT_FNS, ("cat",)):
         return None
@@ -109,7 +109,8 @@ def _per_head(s: Any, heads: Any) -> Any:
 def drops_sink_column(u: Any, p: Any, last: bool) -> bool:
     """Whether `u` is `p[..., :-1]` (`last`) or `p[..., 1:]`: the probabilities without the
     sink column (also spelled with a full slice for each leading dim)."""
-    if not (u.op == "call_function" and u.target is operator.getitem and u.args[0] is p):
+    getitem = u.op == "call_function" and u.target is operator.getitem
+    if not (getitem and len(u.args) == 2 and u.args[0] is p):
         return False
     index = u.args[1]
     if not isinstance(index, tuple) or not index:

@@ -261,16 +261,16 @@ class SoftmaxWalk:
             if len(users) != 1:
                 return False
             (u,) = users
-            if not self._step_down(u):
+            if not self._step_down(u, p):
                 return False
             self.interior.append(u)
             p = u
 
-    def _step_down(self, u: fx.Node) -> bool:
+    def _step_down(self, u: fx.Node, p: fx.Node) -> bool:
         if is_float32_cast(u):
             return True
         if self.sinks is not None and not self.sink_dropped:
-            self.sink_dropped = drops_sink_column(u, u.args[0], self.sink_last)
+            self.sink_dropped = drops_sink_column(u, p, self.sink_last)
             return self.sink_dropped
         if self.unflat is not None and not self.merged and flattens(u, *self.unflat) is not None:
             self.merged = True
