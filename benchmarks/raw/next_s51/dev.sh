@@ -7,7 +7,10 @@
 #   state / files / ab: what session 51's later calls ran (README of raw/h100_s51).
 #   prof ~150 s: mbert_prof.py, the flashgen-compiled ModernBERT's forward in 8 rounds, each a
 #         do_bench reading and a profile (kernel times against the wall, the SM clock), fresh,
-#         then again after the GPU suite (where the slow readings came).
+#         then again after the GPU suite (where the slow readings came). ~350 s in all.
+#   sinks ~200 s: sinks_time.py, what attention sinks' extra pass over the output costs
+#         (GPT-OSS-like shapes), against the call without sinks, SDPA and GPT-OSS's eager
+#         attention; the output checked against float32 eager.
 export FLASHGEN_COMMIT=${FLASHGEN_COMMIT:-?}
 name=$(nvidia-smi --query-gpu=name --format=csv,noheader)
 echo "card: $name"; uptime | cut -c1-80
@@ -75,5 +78,8 @@ prof)
   stamp "gpu tests rc=$?"
   timeout 150 python3 -u benchmarks/raw/next_s51/mbert_prof.py $OUT/prof_after.json 2>&1 | grep -v -i warn
   stamp "prof after rc=$?" ;;
+sinks)
+  timeout 200 python3 -u benchmarks/raw/next_s51/sinks_time.py $OUT/sinks_time.json 2>&1 | grep -v -i warn
+  stamp "sinks_time rc=$?" ;;
 esac
 done
