@@ -5,9 +5,10 @@ compiles, replaces every attention site and matches eager; so does a left-padded
 `dynamic=True` (its ALiBi from the attention_mask read as a bias beside the padding; the graph
 Dynamo discards, its float attribute traced as a tensor, not counted), and a left-padded MPT
 (drawn with `--families`), whose decoding steps run ALiBi beside the padding on the decode
-kernels, and a BART and a T5 with `generate()` (drawn with `--families` too); with `--grad`, a padded T5's
-parameter gradients (its relative bias's through the kernels), and the gradient check's own
-reading of a planted 1% error. The sweep itself is the script's."""
+kernels, and a BART and a T5 with `generate()` (drawn with `--families` too); with `--grad`, a
+padded T5's parameter gradients (its relative bias's through the kernels), Granite's scale,
+GPT-OSS's attention sinks and DeepSeek-V3's kept latent attention (EXTRA_DECODERS), and the
+gradient check's own reading of a planted 1% error. The sweep itself is the script's."""
 
 from __future__ import annotations
 
