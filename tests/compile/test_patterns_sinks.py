@@ -112,6 +112,22 @@ def test_sinks_under_dynamic_shapes():
                                atol=1e-5, rtol=1e-4)  # fmt: skip
 
 
+class Checkpointed(GptOss):
+    """GPT-OSS's spelling inside an activation checkpoint (HF's gradient checkpointing): the
+    region's body takes the max's (values, indices) pair apart and leaves the indices unread."""
+
+    def forward(self, q, k, v):
+        return torch.utils.checkpoint.checkpoint(super().forward, q, k, v, use_reentrant=False)
+
+
+def test_sinks_inside_an_activation_checkpoint():
+    module = Checkpointed()
+    report = flashgen.explain(module, *(x.detach() for x in _inputs()))
+    (site,) = report.sites
+    assert site.replaced and site.sinks, site.reason
+    _compiled_matches_float64(module, _inputs(seed=6))
+
+
 def row_max_shift(q, k, v):
     """A plain attention with the numerically careful spelling (no sinks)."""
     s = _causal(_scores(q, k))

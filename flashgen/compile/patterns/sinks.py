@@ -54,18 +54,22 @@ def _row_max_of(m: Any) -> Any:
     return None
 
 
-def row_max_shift(x: Any) -> tuple[Any, list[fx.Node]] | None:
-    """(c, the nodes of the shift) if `x` is `c - rowmax(c)`, else None."""
+def row_max_shift(x: Any) -> tuple[Any, list[fx.Node], list[fx.Node]] | None:
+    """(c, the nodes of the shift, the unread ones among them) if `x` is `c - rowmax(c)`, else
+    None. Unread: the max's indices, which a graph may take out of its (values, indices) pair
+    without reading them (a checkpointed region's body does)."""
     if not (is_fn(x, SUB_FNS, ("sub",)) and len(x.args) == 2 and not x.kwargs):
         return None
     c, m = x.args
     if not (isinstance(c, fx.Node) and isinstance(m, fx.Node)) or _row_max_of(m) is not c:
         return None
-    interior, n = [x], m
+    interior, unread, n = [x], [], m
     while n is not c:  # the getitem / amax, the max, a detach
         interior.append(n)
+        if is_fn(n, _MAX_FNS, ("max",)):
+            unread += [u for u in n.users if u not in interior and not u.users]
         n = n.args[0]
-    return c, interior
+    return c, interior + unread, unread
 
 
 def sink_concat(x: Any) -> tuple[Any, Any, bool] | None:

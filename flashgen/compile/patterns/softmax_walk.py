@@ -80,7 +80,7 @@ class SoftmaxWalk:
         self.masks_4d = 0
         self.softcap: float | None = None
         self.masks_at_cap = 0
-        self.fills: set[fx.Node] = set()
+        self.fills: set[fx.Node] = set()  # (and a row-max shift's unread indices)
         self.scores: Any = sm.args[0] if sm.args else sm.kwargs.get("input")
         self.baddbmm: Any = None
         self.kind = ""
@@ -106,8 +106,9 @@ class SoftmaxWalk:
         x, below = self.scores, self.sm  # `below`: the node that reads x
         shift = row_max_shift(x)  # `softmax(x - rowmax(x))`: the softmax's own no-op
         if shift is not None:
-            x, nodes = shift
+            x, nodes, unread = shift
             self.interior += nodes
+            self.fills.update(unread)  # (like an in-place fill's result: not read)
             self.row_max_src, below = x, nodes[0]
         cat = sink_concat(x)  # attention sinks: a column of per-head logits beside the scores
         if cat is not None:
