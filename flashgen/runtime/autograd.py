@@ -20,6 +20,9 @@ from .primitives import _bias_op, _bwd_op, _fwd_op, plain_backward, plain_forwar
 from .sinks import apply_sinks, sink_grad
 from .vendor import MIXED_BACKWARD, cudnn_backward, refuse_mix
 
+# `_Attention.backward`'s gradients of the arguments after v where none of them gets one
+_AFTER_V = (None,) * 12
+
 
 class _Attention(torch.autograd.Function):
     """out = attention(q, k, v): forward through `attention_fwd`, gradients through
@@ -86,16 +89,15 @@ class _Attention(torch.autograd.Function):
         alibi_slopes = rest.pop(0) if ctx.extras[3] else None  # constants: no gradient
         sinks = rest.pop(0) if ctx.extras[4] else None
         need_dq, need_dk, need_dv = needs = ctx.needs_input_grad[:3]
-        unused = (None,) * 12  # the gradients of the arguments after v
         if ctx.mixed:
             grads = _cudnn_grads(dout, q, k, v, out, lse, ctx.causal, ctx.scale, needs)
             if grads is not None:
-                return (*grads, *unused)
+                return (*grads, *_AFTER_V)
         if ctx.plain and plain_eager(dout):  # (no attn_mask or sinks: no other gradient)
             dq, dk, dv = plain_backward(
                 dout, q, k, v, out, lse, ctx.causal, ctx.scale, needs, ctx.deterministic
             )
-            return (dq, dk, dv, *unused)
+            return (dq, dk, dv, *_AFTER_V)
         dq = dk = dv = dbias = dsinks = None
         if sinks is not None and ctx.needs_input_grad[14]:
             dsinks = sink_grad(dout, out, lse, sinks)

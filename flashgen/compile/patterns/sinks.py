@@ -35,7 +35,7 @@ def _last_dim(dim: Any, ndim: int) -> bool:
 def _row_max_of(m: Any) -> Any:
     """c if `m` is the max of c over its last dim with keepdim (`c.max(-1, keepdim=True)[0]`,
     its `.values`, `amax`, maybe detached), else None."""
-    if is_fn(m, set(), ("detach",)) or (m.op == "call_function" and m.target is torch.detach):
+    if is_fn(m, {torch.detach, torch.Tensor.detach}, ("detach",)):
         m = m.args[0]
     if not isinstance(m, fx.Node):
         return None
