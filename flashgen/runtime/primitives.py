@@ -18,6 +18,7 @@ import torch
 from ..kernels import aligned, bias_grad, bwd, decode, dropout, fwd, hopper
 from ..kernels.alibi import check_slopes
 from ..kernels.aligned import check_align
+from ..kernels.launch import keep
 from ..kernels.layout import new_out
 from ..kernels.padding import check_bounds, key_hull
 from ..kernels.plans import clear_all as _clear_plans
@@ -191,11 +192,35 @@ def _backward_bounds(seq_bounds, mask):
 def _forward_hull(q, k, v, mask, causal, window, softcap, drop, alibi) -> bool:
     """Whether the forward of this call runs in the Hopper family with its key-padding mask's
     key range as lengths (`flashgen.kernels.hopper.takes_key_hull`), for `_bounds`, which asks
-    on a TMA GPU only (elsewhere it takes the hull anyway)."""
-    return hopper.takes_key_hull(
-        q, k, v, mask, causal=causal, window=window is not None, softcap=softcap is not None,
-        dropout=drop is not None, alibi=alibi is not None,
+    on a TMA GPU only (elsewhere it takes the hull anyway).
+
+    Asked once per call signature (`_hulls`): the answer depends only on what the key holds
+    (shapes, strides and dtype, the device, the 16-byte alignment TMA needs, the flags, the two
+    environment variables `hopper.choose` reads), and asking was a quarter of a masked
+    forward's host work on an H100 (benchmarks/RESULTS.md, session 52)."""
+    key = (
+        q.shape, k.shape, q.stride(), k.stride(), v.stride(), q.dtype, q.device, mask.stride(),
+        mask.dtype, not (q.data_ptr() | k.data_ptr() | v.data_ptr()) & 15, causal,
+        window is not None, softcap is not None, drop is not None, alibi is not None,
+        _family_env(), _fwd_tma_env(),
     )  # fmt: skip
+    hit = _hulls.get(key)
+    if hit is None:
+        hit = hopper.takes_key_hull(
+            q, k, v, mask, causal=causal, window=window is not None,
+            softcap=softcap is not None, dropout=drop is not None, alibi=alibi is not None,
+        )  # fmt: skip
+        keep(_hulls, key, hit)
+    return hit
+
+
+# `_forward_hull`'s answers by call signature, bounded by `launch.keep`; emptied with the
+# run-time choice's caches (`on_clear`) so that a test or tool changing what `choose` sees
+# starts over.
+_hulls: dict = {}
+_family_env = env_reader(hopper.FAMILY_ENV)
+_fwd_tma_env = env_reader("FLASHGEN_FWD_TMA")
+on_clear(_hulls.clear)
 
 
 def _check_extras(q, seq_bounds, attn_mask, bottom_right, dropped: bool) -> None:

@@ -843,6 +843,7 @@ def test_the_forward_asks_the_hopper_choice_for_the_key_hull(alibi, monkeypatch)
 
     monkeypatch.setattr(primitives, "_bounds", bounds)
     monkeypatch.setattr(hopper, "takes_key_hull", lambda *a, **kw: asked.append(kw) or True)
+    monkeypatch.setattr(primitives, "_hulls", {})  # (answers kept per signature: test below)
     monkeypatch.setattr(fwd, "forward", lambda *a, **kw: launched.append(kw) or (None, None))
     slopes = torch.rand(2) if alibi else None
     primitives._attention_fwd(q, k, v, True, None, [3, 0], 20.0, attn_mask=keep,
@@ -858,6 +859,62 @@ def test_the_forward_asks_the_hopper_choice_for_the_key_hull(alibi, monkeypatch)
                               attn_mask=keep)  # fmt: skip
     assert len(callables) == 1  # the backward does not ask the forward's choice
     assert given[0]["bounds"].tolist() == [[0, 29, 0, 45 + flag], [0, 29, 0, 30 + flag]]
+
+
+def test_the_key_hull_answer_is_kept_per_call_signature(monkeypatch):
+    """`_forward_hull` asks `hopper.takes_key_hull` once per call signature: again for another
+    shape, flag, mask layout or alignment, under another forward-family override, and after the
+    run-time choice's caches are cleared (`dispatch.clear_cache`)."""
+    from flashgen.kernels import hopper
+    from flashgen.runtime import dispatch, primitives
+
+    asked = []
+    monkeypatch.setattr(hopper, "takes_key_hull", lambda *a, **kw: asked.append(kw) or True)
+    monkeypatch.setattr(primitives, "_hulls", {})
+    monkeypatch.setattr(dispatch, "_clear_hooks", [primitives._hulls.clear])
+    q, k, v = _inputs(2, 2, 1, 29, 45, 16, seed=3)
+    keys = torch.ones(2, 1, 1, 45, dtype=torch.bool)
+    mask = keys.expand(2, 2, 29, 45)
+    flags = (True, None, None, None, None)
+    assert primitives._forward_hull(q, k, v, mask, *flags)
+    assert primitives._forward_hull(q, k, v, mask, *flags)
+    assert len(asked) == 1
+    primitives._forward_hull(q, k, v, mask, False, None, None, None, None)  # causal
+    primitives._forward_hull(q, k, v, mask, True, (3, 0), None, None, None)  # a window
+    primitives._forward_hull(q, k, v, mask.float(), *flags)  # another mask dtype
+    primitives._forward_hull(q[:, :, 1:], k, v, mask[:, :, 1:], *flags)  # another shape
+    odd = torch.empty(q.numel() + 1, dtype=q.dtype)[1:].view(q.shape)  # 2-byte aligned
+    primitives._forward_hull(odd, k, v, mask, *flags)
+    assert len(asked) == 6
+    monkeypatch.setenv(hopper.FAMILY_ENV, "portable")
+    primitives._forward_hull(q, k, v, mask, *flags)
+    assert len(asked) == 7
+    monkeypatch.delenv(hopper.FAMILY_ENV)
+    primitives._forward_hull(q, k, v, mask, *flags)
+    assert len(asked) == 7  # (the first answer again)
+    dispatch.clear_cache()
+    primitives._forward_hull(q, k, v, mask, *flags)
+    assert len(asked) == 8
+
+
+def test_expand_mask_checks_each_signature_and_refuses_after_a_kept_one():
+    """`expand_mask` keeps the shape a checked signature expands to; a mask that fails the
+    checks is never kept, so it is refused at every call, and a kept one still expands."""
+    q = torch.zeros(2, 3, 5, 16)
+    k = torch.zeros(2, 3, 7, 16)
+    good = torch.ones(2, 1, 1, 7, dtype=torch.bool)
+    for _ in range(2):
+        assert expand_mask(good, q, k).shape == (2, 3, 5, 7)
+        assert expand_mask(good, q, k).stride() == (7, 0, 0, 1)
+        with pytest.raises(ValueError, match="does not broadcast"):
+            expand_mask(torch.ones(2, 1, 1, 6, dtype=torch.bool), q, k)
+        with pytest.raises(ValueError, match="boolean .* or floating"):
+            expand_mask(torch.ones(2, 1, 1, 7, dtype=torch.int32), q, k)
+        with pytest.raises(ValueError, match="tensor or None"):
+            expand_mask([1, 0], q, k)
+    # the same mask against other q/k shapes is checked again
+    with pytest.raises(ValueError, match="does not broadcast"):
+        expand_mask(good, q, torch.zeros(2, 3, 8, 16))
 
 
 @pytest.mark.parametrize(
