@@ -52,8 +52,9 @@ draws one from PyTorch's generator when it is None, and the backward gets the fo
 slope * (j - i) is added to the scaled scores in the kernels; constants, no gradient.
 `sinks` (last, in the composite op only): None or a floating tensor [Hq], one logit per query
 head joining each row's softmax as a key without a value (GPT-OSS); differentiable. The
-primitives do not take it: the composite op scales their output and logsumexp
-(`flashgen.runtime.sinks`).
+primitives do not take it: the composite op scales their output and logsumexp with
+`sinks_fwd(out, lse, sinks) -> (out, lse)` and gets the sinks' gradient from
+`sinks_bwd(dout, out, lse, sinks) -> Tensor` (`flashgen.runtime.sinks`).
 `seq_bounds` and `attn_mask` (before those): None, or contiguous int32
 [B, 4] on q's device, each batch entry's valid query rows and keys as (q_start, len_q, k_start,
 len_k) (`flashgen.kernels.padding.bounds` builds it from lengths and a padding side; the public
@@ -121,6 +122,8 @@ _LIB.define(
     "float? softcap=None) -> (Tensor, Tensor, Tensor)",
     tags=_TAGS,
 )
+_LIB.define("sinks_fwd(Tensor out, Tensor lse, Tensor sinks) -> (Tensor, Tensor)", tags=_TAGS)
+_LIB.define("sinks_bwd(Tensor dout, Tensor out, Tensor lse, Tensor sinks) -> Tensor", tags=_TAGS)
 _LIB.define(
     "attention(Tensor q, Tensor k, Tensor v, bool causal=False, float? scale=None, "
     "int[]? window=None, float? softcap=None, str causal_align='top_left', "

@@ -17,12 +17,16 @@ logsumexp of the row with its sink. So the kernels need no change:
 
 A row that sees no key (lse = +inf in the kernels' convention) gets w = 0: all of its
 probability is on the sink, so its output is zeros, as eager attention with sinks gives. The
-extra work is one pass over the output; the kernels' epilogue could fold it in.
+extra work is one kernel pass over the output (and one over dout and the output for the
+sinks' gradient: `flashgen.kernels.sinks`); the attention kernels' epilogue could fold the
+first in.
 """
 
 from __future__ import annotations
 
 import torch
+
+from .library import register_primitive
 
 
 def check_sinks(sinks, q) -> None:
@@ -43,18 +47,39 @@ def check_sinks(sinks, q) -> None:
 def apply_sinks(out, lse, sinks):
     """(out, lse) of the plain forward -> (out, lse) of attention with `sinks` [Hq]: out
     scaled by each row's share of its softmax that is not the sink's, lse the row's
-    logsumexp with the sink (float32)."""
-    sink = sinks.detach().float()[None, :, None]
-    full = torch.logaddexp(lse, sink)
-    # a row with no visible key (lse = +inf: inf - inf) has no share; rows the kernels leave
-    # unwritten (query padding, whose output is zeros) are kept finite the same way
-    share = torch.nan_to_num(torch.exp(lse - full), nan=0.0, posinf=0.0)
-    return (out.float() * share.unsqueeze(-1)).to(out.dtype), full
+    logsumexp with the sink (float32). A row with no visible key (lse = +inf: inf - inf) has
+    no share; rows the kernels leave unwritten (query padding, whose output is zeros) are kept
+    finite the same way. One kernel pass (`flashgen.kernels.sinks.rescale`) through the
+    `flashgen::sinks_fwd` op, so that a compiled graph traces it by its fake."""
+    return torch.ops.flashgen.sinks_fwd(out, lse.contiguous(), sinks.detach().contiguous())
 
 
 def sink_grad(dout, out, lse, sinks):
-    """The gradient of `sinks` from the forward's `apply_sinks` output and logsumexp."""
-    delta = (dout.float() * out.float()).sum(-1)
-    p_sink = torch.nan_to_num(torch.exp(sinks.detach().float()[None, :, None] - lse), nan=0.0,
-                              posinf=0.0)  # fmt: skip
-    return (-(p_sink * delta).sum((0, 2))).to(sinks.dtype)
+    """The gradient of `sinks` from the forward's `apply_sinks` output and logsumexp (the
+    `flashgen::sinks_bwd` op: one pass over dout and out, `flashgen.kernels.sinks.grad`)."""
+    grad = torch.ops.flashgen.sinks_bwd(dout, out, lse.contiguous(), sinks.detach().contiguous())
+    return grad.to(sinks.dtype)
+
+
+def _fwd(out, lse, sinks):
+    from ..kernels import sinks as kernels
+
+    return kernels.rescale(out, lse, sinks)
+
+
+def _fwd_fake(out, lse, sinks):
+    return torch.empty_like(out), torch.empty_like(lse)
+
+
+def _bwd(dout, out, lse, sinks):
+    from ..kernels import sinks as kernels
+
+    return kernels.grad(dout, out, lse, sinks)
+
+
+def _bwd_fake(dout, out, lse, sinks):
+    return out.new_empty((out.shape[1],), dtype=torch.float32)
+
+
+register_primitive("sinks_fwd", _fwd, _fwd_fake)
+register_primitive("sinks_bwd", _bwd, _bwd_fake)
