@@ -14,8 +14,10 @@ now handed over as the per-key padding (ModernBERT's local layers: a two-sided w
 it); PyTorch runs SDPA with that mask. Each entry of the batch but the first is padded (`--pad`
 side) by a share of the length; `--pad none` passes no attention_mask and use_cache=False (HF's
 training call: decoders build their mask from their own position ids, proven causal).
-`--checkpointing`: HF's `gradient_checkpointing_enable` (non-reentrant) on the compiled models,
-the attention then inside each layer's checkpoint (Dynamo told to skip the forward's side
+`--cudagraphs`: both backends run their graphs as CUDA graphs (a model whose host work outlasts
+its kernels, as this ModernBERT's forward at B4 T2048 on an H100, benchmarks/RESULTS.md session
+52). `--checkpointing`: HF's `gradient_checkpointing_enable` (non-reentrant) on the compiled
+models, the attention then inside each layer's checkpoint (Dynamo told to skip the forward's side
 effects in the backward's replay, which HF's hub-kernels layer needs), and a decoder is called
 with use_cache=False as HF's gradient checkpointing forces.
 Both backends compile the same model; their logits at the valid positions, and the gradient
@@ -99,6 +101,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pad", choices=["left", "right", "none"], default="left")
     ap.add_argument("--checkpointing", action="store_true",
                     help="HF's gradient checkpointing on the compiled models")  # fmt: skip
+    ap.add_argument("--cudagraphs", action="store_true",
+                    help="both backends run CUDA graphs (Inductor's mode='reduce-overhead', "
+                    "flashgen.backend(cudagraphs=True)): the kernels without the host's work")  # fmt: skip
     backend_script_args(ap, rounds=3, rep=40)
     args = ap.parse_args(argv)
     import torch
@@ -161,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     ref = output_of(reference(inputs_embeds=xf, **kw)) * valid
     (gref,) = torch.autograd.grad(loss_of(ref), xf)
     before, kept_before = patterns.replaced_total(), patterns.kept_total()
-    runs = backend_pair(model, cuda)
+    runs = backend_pair(model, cuda, args.cudagraphs)
     report: dict = {"meta": run_meta(dev), "args": vars(args), "compile_s": {}, "err": {}}
     for name, fn in runs.items():
         start = time.perf_counter()

@@ -390,14 +390,22 @@ def alternate(runs: dict, modes: dict, timer, rounds: int) -> dict:
     return {"readings": readings, "ms": ms, "ratio": ratio, "paired": paired}
 
 
-def backend_pair(model, cuda: bool) -> dict:
+def backend_pair(model, cuda: bool, cudagraphs: bool = False) -> dict:
     """{"inductor": ..., "flashgen": ...}: `model` under torch.compile with Inductor and with
     flashgen's backend (its fallback Inductor); on the CPU (a smoke run) AOTAutograd run
-    eagerly instead, since Inductor's code generation is not what such a run checks."""
+    eagerly instead, since Inductor's code generation is not what such a run checks.
+    `cudagraphs` (CUDA only): both run their graphs as CUDA graphs, Inductor through
+    mode="reduce-overhead" and flashgen through `backend(cudagraphs=True)` (the same Inductor
+    setting), for models whose host work outlasts their kernels."""
     import torch
 
     import flashgen
 
+    if cudagraphs and cuda:
+        return {
+            "inductor": torch.compile(model, mode="reduce-overhead"),
+            "flashgen": torch.compile(model, backend=flashgen.backend(cudagraphs=True)),
+        }
     return {
         "inductor": torch.compile(model, backend="inductor" if cuda else "aot_eager"),
         "flashgen": torch.compile(
