@@ -2,7 +2,7 @@
 `flashgen.runtime.sinks`): `rescale` after the forward, `grad` for the sinks' gradient.
 
 Each launch is kept per call signature (dtypes, device, alignment, sizes and strides: all
-that Triton specialises the kernel on) and, after its first call through the JIT, launched
+that Triton specialises the kernel on; and the grid) and, after its first call through the JIT, launched
 directly (`flashgen.kernels.launch`), as `padding.key_hull`'s: a decode step with sinks pays
 one direct launch, not the JIT's per-call work. Triton is imported on the first launch only.
 """
@@ -24,9 +24,10 @@ def _blocks(dim: int) -> tuple[int, int]:
 
 
 def _launch(cache: dict, name: str, tensors: tuple, ints: tuple, grid: tuple, blocks: tuple):
-    """The kept Launch of kernel `name` for these tensors and ints (which fix the grid)."""
+    """The kept Launch of kernel `name` for these tensors, ints and grid (a Launch holds its
+    grid: two calls that differ only in the batch size share every int, not the grid)."""
     aligned = not any(t.data_ptr() & 15 for t in tensors)
-    key = (tuple(t.dtype for t in tensors), tensors[0].device, aligned, ints)
+    key = (tuple(t.dtype for t in tensors), tensors[0].device, aligned, ints, grid)
     launch = cache.get(key)
     if launch is None:
         from . import sinks_kernel

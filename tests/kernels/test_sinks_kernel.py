@@ -92,3 +92,20 @@ def test_ops_opcheck():
     lse = torch.nan_to_num(lse, nan=0.0)
     torch.library.opcheck(torch.ops.flashgen.sinks_fwd.default, (out, lse, sink))
     torch.library.opcheck(torch.ops.flashgen.sinks_bwd.default, (out.clone(), out, lse, sink))
+
+
+def test_a_kept_launch_is_not_reused_for_another_batch_size():
+    """Two calls that differ only in the batch size have the same strides and sizes but not
+    the same grid: each gets its own launch (a launch with the larger batch's grid would
+    write past the smaller call's buffers)."""
+    sinks._fwd_launches.clear()
+    sinks._bwd_launches.clear()
+    big = _case(3, 2, 7, 16, torch.float32, "bhnd", seed=4)
+    small = tuple(t[:1] if t.dim() > 1 else t for t in big)
+    for out, lse, sink in (big, small):
+        got_out, got_lse = sinks.rescale(out, lse, sink)
+        want_out, _ = _want(out, lse, sink)
+        assert got_out.shape == out.shape
+        assert ((got_out.double() - want_out).abs() <= 1e-6 * want_out.abs() + 1e-7).all()
+        assert torch.equal(sinks.grad(out, out, lse, sink), sinks.grad(out, out, lse, sink))
+    assert len(sinks._fwd_launches) == 2 and len(sinks._bwd_launches) == 2
