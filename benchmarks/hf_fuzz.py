@@ -52,8 +52,8 @@ EXTRA = ["mpt", "modernbert", "roberta", "distilbert", "bart", "t5"]
 # (a scale other than 1/sqrt(d)), Llama-4's and SmolLM3's layers without rotary embeddings,
 # Cohere-2's and EXAONE-4's sliding-window layers beside global ones, Mixtral's experts,
 # GPT-OSS's attention sinks (a learned logit per head beside the keys: the op's sinks=) and
-# DeepSeek-V3's latent attention (values of another head dim than the keys': found, then
-# kept with a reason)
+# DeepSeek-V3's latent attention (values of another head dim than the keys': replaced
+# padded when written by hand, HF's eager; through SDPA kept with a reason)
 EXTRA_DECODERS = {
     "granite": "GraniteConfig", "llama4": "Llama4TextConfig", "smollm3": "SmolLM3Config",
     "cohere2": "Cohere2Config", "exaone4": "Exaone4Config", "mixtral": "MixtralConfig",

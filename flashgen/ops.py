@@ -52,7 +52,10 @@ def attention(
     """FlashAttention with SDPA semantics: q [B, Hq, Sq, D], k/v [B, Hkv, Sk, D] -> [B, Hq, Sq, D].
 
     `causal` is SDPA's is_causal (top-left aligned), `scale` defaults to 1/sqrt(D), GQA when
-    Hq is a multiple of Hkv. Differentiable in q, k and v. Raises ValueError (naming the
+    Hq is a multiple of Hkv. v may have its own head dim Dv (latent attention, DeepSeek's):
+    the output is then [B, Hq, Sq, Dv] and the scale defaults to q's 1/sqrt(D); the kernels run
+    the narrower side zero-padded to the wider (`flashgen.runtime.value_dim`).
+    Differentiable in q, k and v. Raises ValueError (naming the
     argument) for inputs the kernels do not support, and RuntimeError for CPU tensors when
     Triton's interpreter is off (TRITON_INTERPRET=1 runs the kernels on the CPU).
 

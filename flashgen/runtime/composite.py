@@ -21,6 +21,7 @@ from ..kernels.validate import (
     input_signature,
     normalize_window,
 )
+from . import value_dim
 from .autograd import _attention_apply, _plain_apply
 from .dispatch import settled_impls
 from .eager import plain_eager
@@ -45,7 +46,15 @@ def _attention(
     """The body shared by the eager function and the composite op: check, let the run-time
     choice send the call to an SDPA backend (`flashgen.runtime.vendor.route`), else flashgen's forward
     with autograd when a gradient is wanted, or the forward op alone (no autograd node; with
-    `sinks`, its output scaled by `flashgen.runtime.sinks.apply_sinks`)."""
+    `sinks`, its output scaled by `flashgen.runtime.sinks.apply_sinks`). Values of another head
+    dim than q's and k's run padded to the larger one, the output sliced back
+    (`flashgen.runtime.value_dim`)."""
+    if value_dim.differs(q, k, v):
+        q, k, v, scale, dv = value_dim.pad(q, k, v, scale)
+        return _attention(
+            q, k, v, causal, scale, window, softcap, causal_align, deterministic, seq_bounds,
+            attn_mask, dropout_p, dropout_seed, alibi_slopes, sinks, impl,
+        )[..., :dv]  # fmt: skip
     scale = check_inputs(q, k, v, causal=causal, scale=scale)
     if window is not None:
         window = list(
@@ -130,7 +139,14 @@ def _plain_attention(q, k, v, causal, scale, deterministic, impl):
             return F.scaled_dot_product_attention(
                 q, k, v, is_causal=causal, scale=scale, enable_gqa=q.shape[1] != k.shape[1]
             )
-    scale = check_inputs(q, k, v, causal=causal, scale=scale, signature=signature)
+    try:
+        checked = check_inputs(q, k, v, causal=causal, scale=scale, signature=signature)
+    except ValueError:
+        if not value_dim.differs(q, k, v):
+            raise
+        # values of another head dim (`_attention` pads them): off the common path
+        return _attention(q, k, v, causal, scale, deterministic=deterministic, impl=impl)
+    scale = checked
     if deterministic is not None:
         check_deterministic(deterministic)
     backward = needs_backward(q, k, v)

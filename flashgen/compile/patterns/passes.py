@@ -49,10 +49,13 @@ def check_match(m: Match) -> None:
     k, group = _kernel_operands(m, q, k, v)
     hd = int(q.shape[-1])
     m.scale = _scale(m, q, k, hd)
+    hd = max(hd, int(v.shape[-1]))  # (the width the kernels run: `runtime.value_dim`)
     _check_extras(m, q, k)
     m.site.gqa_group = group
     shape = "x".join(str(s) for s in q.shape)
     m.site.shape = f"q[{shape}] {str(q.dtype).replace('torch.', '')}"
+    if not known_eq(v.shape[-1], q.shape[-1]):
+        m.site.shape += f", values of head dim {v.shape[-1]}"
     m.site.dtype = str(q.dtype).replace("torch.", "")
     m.site.head_dim = hd
     m.site.seq_q, m.site.seq_k = size_hint(q.shape[-2]), size_hint(k.shape[-2])
@@ -82,8 +85,13 @@ def _checked_operands(m: Match) -> tuple[Any, Any, Any]:
     if len({q.device.type, k.device.type, v.device.type}) != 1:
         raise Skip("q, k, v are on different devices")
     d = q.shape[-1]
-    if not (known_eq(k.shape[-1], d) and known_eq(v.shape[-1], d)):
-        raise Skip("q, k and v must have the same head dim")
+    if not known_eq(k.shape[-1], d):
+        raise Skip("q and k must have the same head dim")
+    if not known_eq(v.shape[-1], d) and m.site.kind in ("sdpa", "mha"):
+        # (the op pads them: `flashgen.runtime.value_dim`; not measured against SDPA, whose
+        # kernels take them as they are)
+        raise Skip("values of another head dim than the keys' (latent attention): left to "
+                   "PyTorch's SDPA, which takes them as they are")  # fmt: skip
     # A KV cache's keys and values are two graph inputs whose lengths Dynamo gives two symbols
     # (HF's dynamic cache: torch.cat of each past with the new step), so equality is rarely
     # provable. It need not be: attention with different K and V lengths fails in the original
@@ -97,8 +105,8 @@ def _checked_operands(m: Match) -> tuple[Any, Any, Any]:
     hk, hv = k.shape[-3], v.shape[-3]
     if not known_eq(hk, hv):
         raise Skip("k and v have different head counts")
-    if not (known_eq(o.shape[-1], d) and known_eq(o.shape[-2], q.shape[-2])):
-        raise Skip("the output shape is not [..., seq_q, head_dim]")
+    if not (known_eq(o.shape[-1], v.shape[-1]) and known_eq(o.shape[-2], q.shape[-2])):
+        raise Skip("the output shape is not [..., seq_q, the values' head dim]")
     return q, k, v
 
 
@@ -121,6 +129,12 @@ def _kernel_operands(m: Match, q: Any, k: Any, v: Any) -> tuple[Any, int]:
     group = max(size_hint(operands[0].shape[1]) // max(size_hint(operands[1].shape[1]), 1), 1)
     from ...kernels.validate import check_inputs, check_kernel_device
 
+    if not known_eq(operands[2].shape[-1], operands[0].shape[-1]):
+        # values of another head dim: the op pads the narrower side (`runtime.value_dim`), so
+        # its checks are those of the padded call's (the larger dim, k's layout for v's)
+        wide = max(size_hint(operands[0].shape[-1]), size_hint(operands[2].shape[-1]))
+        with fake_mode(operands[0]) or contextlib.nullcontext():
+            operands = [t.new_empty((*t.shape[:-1], wide)) for t in (*operands[:2], operands[1])]
     try:
         check_inputs(*operands, causal=m.causal, scale=None)
         check_kernel_device(q.device)
