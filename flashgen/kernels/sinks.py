@@ -2,9 +2,10 @@
 `flashgen.runtime.sinks`): `rescale` after the forward, `grad` for the sinks' gradient.
 
 Each launch is kept per call signature (dtypes, device, alignment, sizes and strides: all
-that Triton specialises the kernel on; and the grid) and, after its first call through the JIT, launched
-directly (`flashgen.kernels.launch`), as `padding.key_hull`'s: a decode step with sinks pays
-one direct launch, not the JIT's per-call work. Triton is imported on the first launch only.
+that Triton specialises the kernel on; and the grid) and, after its first call through the
+JIT, launched directly (`flashgen.kernels.launch`), as `padding.key_hull`'s: a decode step with
+sinks pays one direct launch, not the JIT's per-call work. Triton is imported on the first
+launch only.
 """
 
 from __future__ import annotations
