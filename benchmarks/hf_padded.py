@@ -24,9 +24,10 @@ Both backends compile the same model; their logits at the valid positions, and t
 of a loss of them with respect to the embeddings, are checked against a float32 copy
 (flashgen's error may not exceed twice Inductor's plus 1e-3); then the two are timed in turn
 for `--rounds` rounds (do_bench medians, L2 flushed: `flashgen.bench.harness.gpu_timer`). A
-ratio is Inductor's median over flashgen's (> 1: flashgen faster). Exit status 1 when the
-check fails or no attention site was replaced or left to PyTorch on purpose (`kept`: too small
-for flashgen to gain, `flashgen.explain` says why).
+ratio is Inductor's median over flashgen's (> 1: flashgen faster); beside them each side's host
+time a forward (`host us a forward`). Exit status 1 when the check fails or no attention site
+was replaced or left to PyTorch on purpose (`kept`: too small for flashgen to gain,
+`flashgen.explain` says why).
 """
 
 from __future__ import annotations
@@ -119,6 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     from flashgen.bench.harness import (
         backend_pair,
         gpu_timer,
+        host_us,
         rel_err,
         report_backends,
         run_meta,
@@ -196,6 +198,16 @@ def main(argv: list[str] | None = None) -> int:
         return lambda: torch.autograd.grad(loss_of(output_of(fn(inputs_embeds=x, **kw))), x)
 
     modes = {"fwd": forward, "fwd_bwd": forward_backward}
+    if cuda:
+        # each side's host work a no-grad forward (20 calls back to back, no sync): where it
+        # outlasts the kernels the forward is host-bound, and a slower host shows in its time
+        # (session 52's ModernBERT, benchmarks/RESULTS.md)
+        sync = torch.cuda.synchronize
+        report["host_us_fwd"] = {
+            name: round(host_us(forward(fn), calls=20, rounds=5, sync=sync, warmup=2), 1)
+            for name, fn in runs.items()
+        }
+        print(f"host us a forward: {report['host_us_fwd']}")
     # (the first call of each, untimed, compiles the no_grad forward's own graph)
     return report_backends(report, runs, modes, timer, args.rounds, args.out)
 
