@@ -8,7 +8,9 @@ The cases issue 16's coverage added: HF's eager attention adds `where(causal & k
 finfo.min)` to the scores, which the backend now hands the kernels as the causal flag and the
 per-key padding instead of the N x N tensor (Llama, Gemma-2, Mistral eager), and BLOOM's ALiBi
 with an attention_mask (positions counted over the kept keys) is read as a per-key bias beside
-them. HF's encoders (BERT, ModernBERT: `--family bert|modernbert`, best with `--attn sdpa`,
+them; DeepSeek-V3's latent attention (`--family deepseek_v3 --attn eager`: values of another
+head dim than the keys', every layer dense) is replaced with its values padded. HF's encoders
+(BERT, ModernBERT: `--family bert|modernbert`, best with `--attn sdpa`,
 what HF picks by default) build `(q_idx >= 0) & padding[b, kv_idx]` as a [B, 1, N, N] tensor,
 now handed over as the per-key padding (ModernBERT's local layers: a two-sided window beside
 it); PyTorch runs SDPA with that mask. Each entry of the batch but the first is padded (`--pad`
@@ -56,6 +58,13 @@ def config(family: str, width: int, heads: int, layers: int, seq: int):
         return transformers.LlamaConfig(**kw)
     if family == "gemma2":
         return transformers.Gemma2Config(head_dim=width // heads, sliding_window=seq // 4, **kw)
+    if family == "deepseek_v3":  # latent attention: keys of d + d/2 (rotary) dims, values of d
+        d = width // heads
+        kw.update(num_key_value_heads=heads, first_k_dense_replace=layers, n_routed_experts=2)
+        return transformers.DeepseekV3Config(
+            q_lora_rank=None, kv_lora_rank=width // 2, qk_nope_head_dim=d,
+            qk_rope_head_dim=d // 2, v_head_dim=d, **kw,
+        )  # fmt: skip
     enc = dict(hidden_size=width, num_attention_heads=heads, num_hidden_layers=layers,
                intermediate_size=2 * width, max_position_embeddings=seq, **common)  # fmt: skip
     if family == "bert":
@@ -91,7 +100,8 @@ def main(argv: list[str] | None = None) -> int:
     from flashgen.bench.harness import backend_script_args, gpu_or_smoke
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--family", choices=["bloom", "llama", "gemma2", *ENCODERS], default="bloom")
+    ap.add_argument("--family", choices=["bloom", "llama", "gemma2", "deepseek_v3", *ENCODERS],
+                    default="bloom")  # fmt: skip
     ap.add_argument("--attn", choices=["eager", "sdpa"], default="eager",
                     help="HF's attn_implementation (BLOOM and Gemma-2 have eager only)")  # fmt: skip
     ap.add_argument("--batch", type=int, default=4)

@@ -109,3 +109,26 @@ def test_a_kept_launch_is_not_reused_for_another_batch_size():
         assert ((got_out.double() - want_out).abs() <= 1e-6 * want_out.abs() + 1e-7).all()
         assert torch.equal(sinks.grad(out, out, lse, sink), sinks.grad(out, out, lse, sink))
     assert len(sinks._fwd_launches) == 2 and len(sinks._bwd_launches) == 2
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("layout", ["bhnd", "bnhd"])
+def test_both_passes_on_the_gpu(layout):
+    """Compiled for the GPU and launched directly after the first call: both passes against
+    float64, bf16 output, two batch sizes of one signature otherwise (the kept launches)."""
+    sinks._fwd_launches.clear()
+    for b in (3, 1, 3):
+        out, lse, sink = (t.cuda() for t in _case(b, 8, 300, 64, torch.bfloat16, layout))
+        got_out, got_lse = sinks.rescale(out, lse, sink)
+        want_out, want_lse = _want(out, lse, sink)
+        assert ((got_out.double() - want_out).abs() <= 2**-7 * want_out.abs() + 1e-7).all()
+        finite = torch.isfinite(want_lse)
+        assert (got_lse.double()[finite] - want_lse[finite]).abs().max().item() <= 1e-5
+        dout = torch.randn_like(out)
+        delta = (dout.double() * out.double()).sum(-1)
+        p = torch.nan_to_num(torch.exp(sink.double()[None, :, None] - lse.double()), nan=0.0,
+                             posinf=0.0)  # fmt: skip
+        want = -(p * delta).sum((0, 2))
+        got = sinks.grad(dout, out, lse, sink)
+        assert (got.double() - want).abs().max().item() <= 1e-4 * max(1.0, want.abs().max().item())

@@ -20,8 +20,8 @@ def reference(q, k, v, *, causal=False, scale=None, window=None, visible=None, s
     k, v = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
     s = (q @ k.transpose(-1, -2)) * (q.shape[-1] ** -0.5 if scale is None else scale)
     sq, sk = s.shape[-2:]
-    i, j = torch.arange(sq)[:, None], torch.arange(sk)[None, :]
-    hidden = torch.zeros(sq, sk, dtype=torch.bool)
+    i, j = torch.arange(sq, device=q.device)[:, None], torch.arange(sk, device=q.device)[None, :]
+    hidden = torch.zeros(sq, sk, dtype=torch.bool, device=q.device)
     if causal:
         hidden |= j > i
     if window is not None:
@@ -130,3 +130,24 @@ def test_what_is_still_refused():
     wide = torch.randn(1, 2, 5, 300)
     with pytest.raises(ValueError, match="head_dim must be between"):  # padded past the limit
         flashgen.attention(q, k, wide)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize(("dqk", "dv"), [(192, 128), (64, 128)])
+def test_bf16_on_the_gpu(dqk, dv):
+    """DeepSeek-V3's dims (keys 128 + 64, values 128) and wider values, bf16 on the GPU, against
+    float64 with every gradient (bf16 tolerances)."""
+    g = torch.Generator(device="cuda").manual_seed(0)
+    q, k, v = (
+        torch.randn(2, 8, 300, d, device="cuda", generator=g, dtype=torch.bfloat16).requires_grad_()
+        for d in (dqk, dqk, dv)
+    )
+    got = flashgen.attention(q, k, v, causal=True)
+    want = reference(q, k, v, causal=True)
+    assert got.shape == want.shape and (got.double() - want).abs().max().item() < 2e-2
+    dout = torch.randn(got.shape, device="cuda", generator=g, dtype=torch.bfloat16)
+    ours = torch.autograd.grad(got, (q, k, v), dout)
+    theirs = torch.autograd.grad(want, (q, k, v), dout.double())
+    for a, b in zip(ours, theirs, strict=True):
+        assert (a.double() - b).abs().max().item() < 5e-2 * max(1.0, b.abs().max().item())
