@@ -883,7 +883,7 @@ def test_the_key_hull_answer_is_kept_per_call_signature(monkeypatch):
     primitives._forward_hull(q, k, v, mask, True, (3, 0), None, None, None)  # a window
     primitives._forward_hull(q, k, v, mask.float(), *flags)  # another mask dtype
     primitives._forward_hull(q[:, :, 1:], k, v, mask[:, :, 1:], *flags)  # another shape
-    odd = torch.empty(q.numel() + 1, dtype=q.dtype)[1:].view(q.shape)  # 2-byte aligned
+    odd = torch.empty(q.numel() + 1, dtype=q.dtype)[1:].view(q.shape)  # not 16-byte aligned
     primitives._forward_hull(odd, k, v, mask, *flags)
     assert len(asked) == 6
     monkeypatch.setenv(hopper.FAMILY_ENV, "portable")
