@@ -6,7 +6,7 @@ diagonal) from the ops that build them, and each proof must hold for every lengt
 graph accepts. The unit tests pin one spelling per property; this draws many combinations at
 once (how the scores are scaled, how the mask is built and applied, which fill value, padding on
 either side, a KV-cache offset, GQA, ALiBi, softcapping, the softmax's dtype, SDPA or by hand,
-static, automatic-dynamic or dynamic compiles) and checks the numbers, so a proof that is wrong
+values of another head dim than the keys', static, automatic-dynamic or dynamic compiles) and checks the numbers, so a proof that is wrong
 for some combination shows up as a mismatch rather than waiting for a model to hit it.
 
 Each case is a module generated as Python source (printed with a failure, so it reproduces
@@ -68,6 +68,7 @@ class Case:
     # padding alone written as HF's bidirectional masks are: `(q_idx >= 0) & kp`, a row term
     # every row passes, broadcast to [B, 1, Tq, Tk]
     row_term: bool = False
+    vdim: int = D  # the values' head dim: another than D is latent attention (DeepSeek's)
 
 
 def draw(seed: int) -> Case:
@@ -90,9 +91,11 @@ def draw(seed: int) -> Case:
         apply = "hf_where"  # (its own draw: every other field of a seed is as before)
     # (its own draw: every other field of a seed is as before)
     row_term = struct == "none" and pad != "none" and random.Random(seed * 7919 + 2).random() < 0.5
+    vdim = random.Random(seed * 7919 + 3).choice([D, D, D, 8, 24])  # (its own draw too)
     return Case(
         seed=seed,
         row_term=row_term,
+        vdim=vdim,
         style=style,
         gqa=r.choice(["none", "none", "repeat_interleave", "expand"] + sdpa_gqa),
         past=r.choice(["none", "none", "fixed", "vary"]),
@@ -311,7 +314,7 @@ def inputs(case: Case, tq: int, tk: int, seed: int):
     hk = H // 2 if case.gqa != "none" else H
     q = torch.randn(B, H, tq, D, generator=g)
     k = torch.randn(B, hk, tk, D, generator=g)
-    v = torch.randn(B, hk, tk, D, generator=g)
+    v = torch.randn(B, hk, tk, case.vdim, generator=g)
     pad = None
     if case.pad != "none":
         valid = [tk, max(1, tk - 3)]  # batch 1 loses 3 keys (never all)
@@ -376,7 +379,7 @@ def run_case(case: Case, backend_factory) -> dict:
         for n, (tq, tk) in enumerate(lengths(case)):
             q, k, v, pad = inputs(case, tq, tk, case.seed * 100 + n)
             seen = visible(case, tq, tk, pad)
-            w = torch.randn(B, H, tq, D, generator=torch.Generator().manual_seed(n))
+            w = torch.randn(B, H, tq, case.vdim, generator=torch.Generator().manual_seed(n))
             want, want_g = _forward_backward(ref, (q, k, v), pad, seen, w, torch.float64)
             got, got_g = _forward_backward(compiled, (q, k, v), pad, seen, w, torch.float32)
             call = {"tq": tq, "tk": tk, "out": _diff(got, want, seen), "grads": None}

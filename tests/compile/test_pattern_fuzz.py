@@ -16,8 +16,9 @@ fuzz = repo_scripts.load("benchmarks/pattern_fuzz.py", "pattern_fuzz_under_test"
 
 
 def _case(**fields):
-    """A drawn case with some fields set (a spelling the test must cover)."""
-    return dataclasses.replace(fuzz.draw(0), **fields)
+    """A drawn case with some fields set (a spelling the test must cover); values of the keys'
+    head dim unless `vdim` is given."""
+    return dataclasses.replace(fuzz.draw(0), **{"vdim": fuzz.D, **fields})
 
 
 CASES = {
@@ -57,6 +58,13 @@ CASES = {
         style="sdpa", gqa="repeat_interleave", past="none", struct="causal", build="arange",
         pad="none", apply="hf_additive", fill="finfo_min", score="prescale", softcap=False,
         alibi="key", softmax="torch", dynamic="true",
+    ),
+    # latent attention (values of another head dim than the keys', DeepSeek's) by hand, with
+    # right padding under dynamic=True: the op pads the values to the keys' width
+    "latent_values_padding": _case(
+        style="manual", gqa="expand", past="none", struct="causal", build="arange", pad="right",
+        apply="hf_where", fill="finfo_min", score="div_sqrt", softcap=False, alibi="none",
+        softmax="float32", dynamic="true", vdim=24,
     ),
 }  # fmt: skip
 
