@@ -126,7 +126,7 @@ def attention(
     `sinks` (attention sinks, GPT-OSS's): a floating tensor [Hq], one logit per query head
     that joins every row's softmax as a key without a value, so a row's probabilities sum to
     less than one (exp(s_ij - logsumexp(s_i, sink_h))); differentiable (its gradient comes
-    from the output and the row's logsumexp, no extra kernel). Combines with every other
+    from dout, the output and the row's logsumexp, one pass over them). Combines with every other
     argument except dropout_p; a row that sees no key gets zeros. Flashgen's kernels only
     (SDPA has no sinks): their output is rescaled by each row's share
     (`flashgen.runtime.sinks`).

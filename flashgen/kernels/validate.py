@@ -19,6 +19,7 @@ import torch
 
 from ..core.paths import interpret_mode
 from ..core.spec import DTYPES, MAX_HEAD_DIM, MIN_HEAD_DIM, dtype_name
+from .launch import keep
 
 _passed: dict[tuple, float] = {}
 _MAX_REMEMBERED = 4096
@@ -203,10 +204,7 @@ def expand_mask(attn_mask, q, k):
         key = (attn_mask.shape, attn_mask.dtype, attn_mask.device, q.shape, q.device, k.shape)
         full = _checked.get(key)
         if full is None:
-            full = check_mask(attn_mask, q, k)
-            if len(_checked) >= 256:
-                _checked.clear()
-            _checked[key] = full
+            full = keep(_checked, key, check_mask(attn_mask, q, k))
     else:
         full = check_mask(attn_mask, q, k)
     if attn_mask.dim() != 4:  # (a 4-D mask, HF's, expands as it is: one view fewer, ~1.2 µs)
@@ -214,7 +212,7 @@ def expand_mask(attn_mask, q, k):
     return attn_mask.expand(full)
 
 
-# `expand_mask`'s checked signatures -> the shape the mask expands to (a few hundred at most).
+# `expand_mask`'s checked signatures -> the shape the mask expands to (`launch.keep` bounds it).
 _checked: dict = {}
 
 
