@@ -62,6 +62,14 @@ _env = tma.env_reader(_ENV)
 _family = tma.env_reader(
     hopper.FAMILY_ENV
 )  # which forward family (`flashgen.kernels.hopper.choose`)
+
+
+def env_state() -> tuple:
+    """The two environment variables the forward's family choice reads (FLASHGEN_FWD_TMA and
+    `hopper.FAMILY_ENV`), raw: for callers that keep an answer of that choice per signature."""
+    return _env(), _family()
+
+
 _plans = PlanCache()  # `flashgen.runtime.primitives` clears it with the run-time choice's cache
 
 

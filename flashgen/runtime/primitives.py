@@ -196,13 +196,13 @@ def _forward_hull(q, k, v, mask, causal, window, softcap, drop, alibi) -> bool:
 
     Asked once per call signature (`_hulls`): the answer depends only on what the key holds
     (shapes, strides and dtype, the device, the 16-byte alignment TMA needs, the flags, the two
-    environment variables `hopper.choose` reads), and asking was a quarter of a masked
-    forward's host work on an H100 (benchmarks/RESULTS.md, session 52)."""
+    environment variables `hopper.choose` reads: `fwd.env_state`), and asking was a quarter of
+    a masked forward's cProfile time on an H100 (benchmarks/RESULTS.md, session 52)."""
     key = (
         q.shape, k.shape, q.stride(), k.stride(), v.stride(), q.dtype, q.device, mask.stride(),
         mask.dtype, not (q.data_ptr() | k.data_ptr() | v.data_ptr()) & 15, causal,
         window is not None, softcap is not None, drop is not None, alibi is not None,
-        _family_env(), _fwd_tma_env(),
+        *fwd.env_state(),
     )  # fmt: skip
     hit = _hulls.get(key)
     if hit is None:
@@ -218,8 +218,6 @@ def _forward_hull(q, k, v, mask, causal, window, softcap, drop, alibi) -> bool:
 # run-time choice's caches (`on_clear`) so that a test or tool changing what `choose` sees
 # starts over.
 _hulls: dict = {}
-_family_env = env_reader(hopper.FAMILY_ENV)
-_fwd_tma_env = env_reader("FLASHGEN_FWD_TMA")
 on_clear(_hulls.clear)
 
 
