@@ -32,6 +32,7 @@ resolves it properly.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -41,6 +42,7 @@ from ..core.spec import cdiv, dtype_name
 from ..hardware.tiles import default_config
 from . import block_mask, hopper, mask_ranges, tma
 from .codegen import load
+from .lasting import lasting
 from .launch import Launch, capturing, direct_device
 from .layout import new_out
 from .plans import (
@@ -343,14 +345,17 @@ def _scratch_lse(plan: _Plan, q):
     stream, a replayed CUDA graph that captured its address) can hit memory handed out again;
     it is 1 MiB, so only calls with at most SCRATCH_FLOATS rows use it (larger ones are not
     launch-bound), and it is not created during a capture (it would come from the graph's
-    pool). Both families' kernels take lse as a pointer to contiguous [B, H, Sq] floats."""
+    pool) nor inside a CUDA-graph pool otherwise (`lasting`: Inductor's CUDA-graph trees route
+    the allocations of their warm-up calls there). Both families' kernels take lse as a
+    pointer to contiguous [B, H, Sq] floats."""
     if plan.lse_numel > SCRATCH_FLOATS:
         return None
     buf = _scratch.get(plan.device)
     if buf is None:
         if capturing(q):
             return None
-        buf = _scratch[plan.device] = torch.empty(SCRATCH_FLOATS, dtype=_F32, device=plan.device)
+        make = functools.partial(torch.empty, SCRATCH_FLOATS, dtype=_F32, device=plan.device)
+        buf = _scratch[plan.device] = lasting(make, plan.device) if q.is_cuda else make()
     return buf
 
 

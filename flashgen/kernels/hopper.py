@@ -749,14 +749,18 @@ def sched_counter(device):
     the current stream of `device`: zero between launches (the kernel resets it), so one per
     stream serves every launch in that stream's order; two streams must not share one. Keyed
     by the raw stream handle (what the launch itself reads; cheaper than a Stream object): a
-    handle reused after its stream is gone may share a counter, never concurrently."""
+    handle reused after its stream is gone may share a counter, never concurrently. Made by
+    `lasting.lasting`: a counter kept from a CUDA-graph pool breaks Inductor's CUDA-graph trees."""
     import torch
+
+    from .lasting import lasting
 
     index = device.index if device.index is not None else torch.cuda.current_device()
     key = (index, torch._C._cuda_getCurrentRawStream(index))
     counter = _COUNTERS.get(key)
     if counter is None:
-        counter = _COUNTERS[key] = torch.zeros(1, dtype=torch.int32, device=device)
+        make = functools.partial(torch.zeros, 1, dtype=torch.int32, device=device)
+        counter = _COUNTERS[key] = lasting(make, device)
     return counter
 
 

@@ -5,7 +5,8 @@
   and the pointer kernels, forward and backward; and it is really taken.
 - Captured CUDA graphs (by hand, `torch.cuda.make_graphed_callables` for forward+backward, and
   `torch.compile` with `flashgen.backend(cudagraphs=True)`) replayed with new input values give
-  what eager calls give; a plan first needed during a capture does not ask the database.
+  what eager calls give; a plan first needed during a capture does not ask the database; the
+  buffers the launchers keep are made outside any CUDA-graph pool.
 """
 
 from __future__ import annotations
@@ -268,6 +269,65 @@ def test_compiled_with_cudagraphs_matches_compiled_without():
     assert replaced - before == 2  # one site in each compiled model
     assert counters["inductor"]["cudagraph_skips"] == 0
     torch._dynamo.reset()
+
+
+def test_compiled_with_cudagraphs_at_2k_then_without_grad():
+    """backend(cudagraphs=True) at 2k tokens (where an H100 runs the Hopper family with its
+    work-item counter), forward+backward then no-grad forwards, as a training loop's evaluation
+    does: every call completes (a counter made during the trees' warm-up stopped HF Llama's
+    first no-grad call, session 53) and matches the backend without CUDA graphs."""
+    from flashgen.compile.backend import backend
+
+    torch.manual_seed(1)
+    model = GroupedSdpa(width=512, causal=True).cuda().to(BF16)
+    torch._dynamo.reset()
+    graphed = torch.compile(copy.deepcopy(model), backend=backend(cudagraphs=True))
+    plain = torch.compile(copy.deepcopy(model), backend=backend())
+    x = rand(2, 2048, 512, seed=60)
+    for _ in range(2):
+        results = []
+        for compiled in (graphed, plain):
+            torch.compiler.cudagraph_mark_step_begin()
+            xi = x.clone().requires_grad_()
+            out = compiled(xi)
+            (grad,) = torch.autograd.grad(out.float().square().mean(), xi)
+            results.append((out.detach().clone(), grad.clone()))
+        torch.testing.assert_close(results[0], results[1])
+    with torch.no_grad():
+        for seed in range(3):
+            x = rand(2, 2048, 512, seed=70 + seed)
+            torch.compiler.cudagraph_mark_step_begin()
+            out = graphed(x).clone()
+            torch.testing.assert_close(out, plain(x))
+    torch._dynamo.reset()
+
+
+def test_kept_buffers_stay_out_of_a_graph_pool(monkeypatch):
+    """The Hopper work-item counter and the no-grad forward's scratch lse, first needed while the
+    thread's allocations go to a CUDA-graph pool (Inductor's CUDA-graph trees warming a graph
+    up: no capture under way), are made outside that pool, and ready: the counter reads 0."""
+    from types import SimpleNamespace
+
+    from flashgen.kernels import hopper
+
+    monkeypatch.setattr(fwd, "_scratch", {})
+    dev = torch.cuda.current_device()
+    pool = torch.cuda.graph_pool_handle()
+    stream = torch.cuda.Stream()  # a new stream: a new counter
+    q = torch.empty(1, device="cuda")
+    with torch.cuda.stream(stream):
+        torch._C._cuda_beginAllocateCurrentThreadToPool(dev, pool)
+        try:
+            inside = torch.empty(64, device="cuda")  # what the routing does to the rest
+            counter = hopper.sched_counter(q.device)
+            scratch = fwd._scratch_lse(SimpleNamespace(lse_numel=1, device=q.device), q)
+        finally:
+            torch._C._cuda_endAllocateToPool(dev, pool)
+    only_inside = torch._C._cuda_checkPoolLiveAllocations(dev, pool, {inside.data_ptr()})
+    del inside
+    torch._C._cuda_releasePool(dev, pool)
+    assert only_inside
+    assert counter.item() == 0 and scratch.numel() == fwd.SCRATCH_FLOATS
 
 
 @pytest.mark.impl_choice

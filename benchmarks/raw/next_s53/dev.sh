@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Session 53's device calls (carry .whl).
+#   cg ~150 s: which backend fails HF ModernBERT under CUDA graphs (cg_probe.py), Llama beside it
+#   cgfix ~300 s: the same after flashgen/kernels/lasting.py, with the GPU launch tests
+export FLASHGEN_COMMIT=${FLASHGEN_COMMIT:-?}
+name=$(nvidia-smi --query-gpu=name --format=csv,noheader)
+echo "card: $name"; uptime | cut -c1-80
+. benchmarks/device_env.sh > /dev/null 2>&1
+for part in "$@"; do
+case "$part" in
+cg)
+  for w in flashgen inductor; do for fam in modernbert llama; do
+    timeout 100 python3 -u benchmarks/raw/next_s53/cg_probe.py $w $fam > $OUT/cg_${w}_$fam.txt 2>&1
+    stamp "cg $w $fam rc=$?"; grep -E " ok | FAILED|Error" $OUT/cg_${w}_$fam.txt | tail -4 | cut -c1-250
+  done; done ;;
+cgfix)  # ~300 s: after lasting.py: the launch GPU tests, the probe on flashgen, hf_padded --cudagraphs
+  timeout 150 python3 -m pytest -q -p no:cacheprovider -m gpu -n 4 tests/kernels/test_launch_gpu.py > $OUT/gpu_launch.txt 2>&1
+  stamp "launch gpu tests rc=$?"; tail -2 $OUT/gpu_launch.txt | cut -c1-300
+  for fam in modernbert llama; do
+    timeout 100 python3 -u benchmarks/raw/next_s53/cg_probe.py flashgen $fam > $OUT/cgfix_$fam.txt 2>&1
+    stamp "cg flashgen $fam rc=$?"; grep -E " ok | FAILED|Error" $OUT/cgfix_$fam.txt | tail -3 | cut -c1-250
+  done
+  timeout 150 python3 -u benchmarks/hf_padded.py --family modernbert --attn sdpa --batch 4 \
+    --seq 2048 --width 1024 --heads 16 --pad right --cudagraphs --out $OUT/mbert_cg.json > $OUT/mbert_cg.txt 2>&1
+  stamp "modernbert --cudagraphs rc=$?"; grep -E "^fwd|^check|^host" $OUT/mbert_cg.txt | cut -c1-200 ;;
+esac
+done
