@@ -72,9 +72,14 @@ def config(family: str, width: int, heads: int, layers: int, seq: int):
             hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, **enc
         )
     if family == "modernbert":  # a local layer (window 128) then a global one, repeated
+        # At ModernBERT's initializer_range 0.02 (its output projections scaled down by depth
+        # too) the attention branch is ~1% of the last hidden state: zeroing it moved the
+        # output by 1.0-1.8% (width 1024, 512 tokens), within the check's allowance, and both
+        # backends' errors read alike to every digit. At 0.05 it is ~40% (session 53).
         return transformers.ModernBertConfig(
             global_attn_every_n_layers=2, local_attention=128, reference_compile=False,
-            embedding_dropout=0.0, mlp_dropout=0.0, attention_dropout=0.0, **enc,
+            embedding_dropout=0.0, mlp_dropout=0.0, attention_dropout=0.0,
+            initializer_range=0.05, **enc,
         )  # fmt: skip
     raise ValueError(f"unknown family {family!r}")
 
