@@ -273,19 +273,11 @@ def forward(
     if out.numel() == 0:  # nothing to launch: no config lookup, no pending record either
         return out, q.new_empty(q.shape[:3], dtype=torch.float32)
     aligned = not ((q.data_ptr() | k.data_ptr() | v.data_ptr() | out.data_ptr()) & 15)
-    forced = _env()
-    # a narrow window's Hopper plan takes other tiles (hopper.NARROW_CONFIGS): its own plan
-    narrow = window is not None and hopper.narrow_window(window, k.shape[2])
-    # a cap small enough for the dtype runs without the running max (`plans.small_cap`)
-    capped_small = softcap is not None and small_cap(softcap, dtype_name(q.dtype))
-    key = (q.shape, k.shape, q.stride(), k.stride(), v.stride(), q.dtype, q.device, causal, config,
-           aligned, forced, _family(), window is not None, narrow, softcap is not None,
-           capped_small, bounds is not None, mask_kind(mask),
-           None if mask is None else (mask.stride(), mask.dtype, mask.data_ptr() % 16 == 0),
-           dropout is not None,
-           extra_classes(window, bounds, mask, alibi))  # fmt: skip
+    key = plan_key(q, k, v, causal, config, aligned, window, softcap, bounds, mask, dropout, alibi)
     plan = _plans.get(key)
     if plan is None:
+        narrow, capped_small = _tile_flags(q, k, window, softcap)
+        forced = _env()
         per_key = mask is not None and mask.stride(2) == 0
         sparse = block_mask.eligible(mask, causal, window, bounds, per_key, sq=q.shape[2],
                                      sk=k.shape[2])  # fmt: skip
@@ -303,6 +295,39 @@ def forward(
             lse = torch.empty(plan.lse_shape, dtype=_F32, device=plan.device)
     plan.launch(q, k, v, out, lse, scale, window, softcap, bounds, mask, dropout, alibi)
     return out, (lse if keep_lse else None)
+
+
+def plan_key(q, k, v, causal, config, aligned, window, softcap, bounds, mask, dropout, alibi):
+    """`forward`'s plan key (its `window` already clamped, `aligned`: q, k, v and the output all
+    16-byte aligned): everything a plan fixes. Also the key of a masked call's route
+    (`flashgen.runtime.primitives`), which launches the plan through `launch_planned`."""
+    narrow, capped_small = _tile_flags(q, k, window, softcap)
+    return (q.shape, k.shape, q.stride(), k.stride(), v.stride(), q.dtype, q.device, causal,
+            config, aligned, _env(), _family(), window is not None, narrow, softcap is not None,
+            capped_small, bounds is not None, mask_kind(mask),
+            None if mask is None else (mask.stride(), mask.dtype, mask.data_ptr() % 16 == 0),
+            dropout is not None,
+            extra_classes(window, bounds, mask, alibi))  # fmt: skip
+
+
+def _tile_flags(q, k, window, softcap) -> tuple[bool, bool]:
+    """(narrow, capped_small): a narrow window's Hopper plan takes other tiles
+    (`hopper.NARROW_CONFIGS`), and a cap small enough for the dtype runs without the running
+    max (`plans.small_cap`): each its own plan."""
+    narrow = window is not None and hopper.narrow_window(window, k.shape[2])
+    capped_small = softcap is not None and small_cap(softcap, dtype_name(q.dtype))
+    return narrow, capped_small
+
+
+def launch_planned(plan, q, k, v, scale, window, softcap, bounds, mask):
+    """(out, lse) of a masked call whose plan its caller looked up by `plan_key` (a route of
+    `flashgen.runtime.primitives`): `forward`'s allocations and launch without its key
+    building, for calls whose bounds leave every query row valid (none, or a mask's key
+    range) and without dropout or ALiBi; out is non-empty (the route is made only then)."""
+    out = new_out(q)
+    lse = torch.empty(plan.lse_shape, dtype=_F32, device=plan.device)
+    plan.launch(q, k, v, out, lse, scale, window, softcap, bounds, mask)
+    return out, lse
 
 
 def forward_plain(q, k, v, causal: bool, scale: float | None, config, keep_lse: bool):

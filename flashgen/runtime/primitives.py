@@ -24,6 +24,7 @@ from ..kernels.padding import check_bounds, key_hull
 from ..kernels.plans import clear_all as _clear_plans
 from ..kernels.tma import device_has_tma, env_reader
 from ..kernels.validate import check_softcap, expand_mask
+from . import routes
 from .dispatch import on_clear, plan_config
 from .eager import direct
 from .library import register_primitive
@@ -54,6 +55,16 @@ def _attention_fwd(
     q, k, v, causal, scale, window=None, softcap=None, causal_align="top_left", seq_bounds=None,
     attn_mask=None, dropout_p=0.0, dropout_seed=None, alibi_slopes=None,
 ):  # fmt: skip
+    key = None  # a masked call's route (`routes`): its decisions kept per call signature
+    if attn_mask is not None and seq_bounds is None and alibi_slopes is None and not dropout_p:
+        key = routes.route_key(
+            q, k, v, causal, window, softcap, causal_align, attn_mask, _decode_env()
+        )  # fmt: skip
+        route = routes.find(key)
+        if route is not None:
+            done = route.run(q, k, v, attn_mask, scale)
+            if done is not None:
+                return done
     bottom_right = check_align(causal, causal_align)
     drop = dropout.launch_args(dropout.check_dropout(dropout_p), dropout_seed)
     if alibi_slopes is not None:  # flashgen's kernels only (never SDPA)
@@ -96,12 +107,16 @@ def _attention_fwd(
         if bottom_right:  # (a mask only: _check_extras refused lengths and dropout)
             return _aligned_fwd(q, k, v, scale, window, softcap, mask, None)
         flags = (causal, window, softcap, drop, None)
-        return fwd.forward(
-            q, k, v, causal=causal, scale=scale, config=plan_config, window=_window(window),
-            softcap=check_softcap(softcap), mask=mask, dropout=drop,
-            bounds=_bounds(seq_bounds, mask, lambda: _forward_hull(q, k, v, mask, *flags)),
+        bounds = _bounds(seq_bounds, mask, lambda: _forward_hull(q, k, v, mask, *flags))
+        pair, cap = _window(window), check_softcap(softcap)
+        done = fwd.forward(
+            q, k, v, causal=causal, scale=scale, config=plan_config, window=pair, softcap=cap,
+            mask=mask, dropout=drop, bounds=bounds,
             rows_whole=seq_bounds is None,  # a mask's key range (`_bounds`) or no bounds
         )  # fmt: skip
+        if key is not None and q.numel():  # (an empty output: nothing launched, no plan)
+            routes.remember(key, q, k, v, attn_mask, mask, causal, pair, cap, bounds)
+        return done
     one_row = bottom_right and window is not None and q.shape[2] == 1
     if one_row and not _decode_off() and decode.applies(q, k, None, softcap):
         # A decode step under a sliding window: its one row sees the window's last keys, all
