@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Session 53's device calls (carry .whl).
 #   cg ~150 s: which backend fails HF ModernBERT under CUDA graphs (cg_probe.py), Llama beside it
+#   after ~400 s: the routes' GPU tests, ModernBERT both ways (new init), Llama --cudagraphs
 #   cgfix ~300 s: the same after flashgen/kernels/lasting.py, with the GPU launch tests
 export FLASHGEN_COMMIT=${FLASHGEN_COMMIT:-?}
 name=$(nvidia-smi --query-gpu=name --format=csv,noheader)
@@ -23,5 +24,15 @@ cgfix)  # ~300 s: after lasting.py: the launch GPU tests, the probe on flashgen,
   timeout 150 python3 -u benchmarks/hf_padded.py --family modernbert --attn sdpa --batch 4 \
     --seq 2048 --width 1024 --heads 16 --pad right --cudagraphs --out $OUT/mbert_cg.json > $OUT/mbert_cg.txt 2>&1
   stamp "modernbert --cudagraphs rc=$?"; grep -E "^fwd|^check|^host" $OUT/mbert_cg.txt | cut -c1-200 ;;
+after)  # ~400 s: the routes' GPU tests, ModernBERT (initializer 0.05) both ways, Llama under graphs
+  timeout 100 python3 -m pytest -q -p no:cacheprovider -m gpu tests/runtime/test_routes.py > $OUT/gpu_routes2.txt 2>&1
+  stamp "routes gpu tests rc=$?"; tail -1 $OUT/gpu_routes2.txt | cut -c1-300
+  for cg in "" "--cudagraphs"; do
+    timeout 140 python3 -u benchmarks/hf_padded.py --family modernbert --attn sdpa --batch 4 \
+      --seq 2048 --width 1024 --heads 16 --pad right $cg --out $OUT/mbert_after$cg.json > $OUT/mbert_after$cg.txt 2>&1
+    stamp "modernbert $cg rc=$?"; grep -E "^fwd|^check|^host" $OUT/mbert_after$cg.txt | cut -c1-200
+  done
+  timeout 140 python3 -u benchmarks/hf_padded.py --family llama --cudagraphs --out $OUT/llama_cg.json > $OUT/llama_cg.txt 2>&1
+  stamp "llama --cudagraphs rc=$?"; grep -E "^fwd|^check|^host" $OUT/llama_cg.txt | cut -c1-200 ;;
 esac
 done
