@@ -24,6 +24,18 @@ cgfix)  # ~300 s: after lasting.py: the launch GPU tests, the probe on flashgen,
   timeout 150 python3 -u benchmarks/hf_padded.py --family modernbert --attn sdpa --batch 4 \
     --seq 2048 --width 1024 --heads 16 --pad right --cudagraphs --out $OUT/mbert_cg.json > $OUT/mbert_cg.txt 2>&1
   stamp "modernbert --cudagraphs rc=$?"; grep -E "^fwd|^check|^host" $OUT/mbert_cg.txt | cut -c1-200 ;;
+auto)  # on an H200: issue 15's host bars and issue 13's TFLOP/s rows (next_s49 h200, ~210 s),
+        # the routes' GPU tests and ModernBERT default (~150 s); elsewhere `after`
+  if echo "$name" | grep -q H200; then
+    bash benchmarks/raw/next_s49/dev.sh h200 2>&1 | grep -v "^card\|load average"
+    timeout 100 python3 -m pytest -q -p no:cacheprovider -m gpu tests/runtime/test_routes.py > $OUT/gpu_routes2.txt 2>&1
+    stamp "routes gpu tests rc=$?"; tail -1 $OUT/gpu_routes2.txt | cut -c1-300
+    timeout 140 python3 -u benchmarks/hf_padded.py --family modernbert --attn sdpa --batch 4 \
+      --seq 2048 --width 1024 --heads 16 --pad right --out $OUT/mbert_after.json > $OUT/mbert_after.txt 2>&1
+    stamp "modernbert rc=$?"; grep -E "^fwd|^check|^host" $OUT/mbert_after.txt | cut -c1-200
+  else
+    bash $0 after | grep -v "^card\|load average"
+  fi ;;
 after)  # ~400 s: the routes' GPU tests, ModernBERT (initializer 0.05) both ways, Llama under graphs
   timeout 100 python3 -m pytest -q -p no:cacheprovider -m gpu tests/runtime/test_routes.py > $OUT/gpu_routes2.txt 2>&1
   stamp "routes gpu tests rc=$?"; tail -1 $OUT/gpu_routes2.txt | cut -c1-300
