@@ -56,10 +56,9 @@ def _attention_fwd(
     attn_mask=None, dropout_p=0.0, dropout_seed=None, alibi_slopes=None,
 ):  # fmt: skip
     key = None  # a masked call's route (`routes`): its decisions kept per call signature
-    if attn_mask is not None and seq_bounds is None and alibi_slopes is None and not dropout_p:
-        key = routes.route_key(
-            q, k, v, causal, window, softcap, causal_align, attn_mask, _decode_env()
-        )  # fmt: skip
+    extras = seq_bounds is not None or alibi_slopes is not None or dropout_p
+    if attn_mask is not None and not extras and not decode.applies(q, k, window, softcap):
+        key = routes.route_key(q, k, v, causal, window, softcap, causal_align, attn_mask)
         route = routes.find(key)
         if route is not None:
             done = route.run(q, k, v, attn_mask, scale)

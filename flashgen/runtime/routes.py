@@ -1,6 +1,6 @@
 """Per-signature routes for the masked forward: what `primitives._attention_fwd` decided for a
-call with an attn_mask (no lengths, dropout or ALiBi; top-left causal or none; not a decode
-step), kept so that the next call with the same signature goes straight to the launch.
+call with an attn_mask (no lengths, dropout or ALiBi; top-left causal or none; not a query
+short enough for the decode kernels, which keep their own plans per signature), kept so that the next call with the same signature goes straight to the launch.
 
 Why: a model that reaches the masked forward every layer (HF encoders with a padded batch,
 ModernBERT's local layers with a window beside the padding) can be host-bound: on an H100 HF
@@ -13,8 +13,8 @@ reading this call's mask), the allocations and the launch.
 
 What a route stores follows from its key alone: the shapes, strides, dtypes and devices of q,
 k, v and the mask, the 16-byte alignment of their addresses, causal, the window, the softcap,
-the causal alignment and the environment the decisions read (FLASHGEN_DECODE and the forward
-family's two variables, `fwd.env_state`). The launcher's plan is looked up again on every hit
+the causal alignment and the environment the decisions read (the forward family's two
+variables, `fwd.env_state`). The launcher's plan is looked up again on every hit
 by the plan key the route computed (`fwd.plan_key`), so a plan dropped with the run-time
 choice's caches (`dispatch.on_clear`, which also empties the routes) or never kept (during a
 capture, or while its config is pending) sends the call down the full path again.
@@ -53,15 +53,15 @@ class Route:
         return fwd.launch_planned(plan, q, k, v, scale, self.window, self.softcap, bounds, mask)
 
 
-def route_key(q, k, v, causal, window, softcap, causal_align, attn_mask, decode_env) -> tuple:
+def route_key(q, k, v, causal, window, softcap, causal_align, attn_mask) -> tuple:
     """The signature a route is kept under (everything its decisions read; see the module
-    docstring). `decode_env`: FLASHGEN_DECODE as the caller read it."""
+    docstring)."""
     return (
         q.shape, k.shape, v.shape, q.stride(), k.stride(), v.stride(), q.dtype, k.dtype, v.dtype,
         q.device, k.device, v.device, attn_mask.shape, attn_mask.stride(), attn_mask.dtype,
         attn_mask.device, not ((q.data_ptr() | k.data_ptr() | v.data_ptr()) & 15),
         not attn_mask.data_ptr() & 15, causal, None if window is None else tuple(window),
-        softcap, causal_align, decode_env, *fwd.env_state(),
+        softcap, causal_align, *fwd.env_state(),
     )  # fmt: skip
 
 

@@ -25,7 +25,6 @@ OP = torch.ops.flashgen.attention_fwd
 @pytest.fixture(autouse=True)
 def _fresh(monkeypatch):
     monkeypatch.setattr(routes, "_routes", {})
-    monkeypatch.setattr(routes, "find", lambda key: routes._routes.get(key))
 
 
 def _ref(q, k, v, mask, scale, causal=False, window=None, softcap=None):
@@ -100,8 +99,8 @@ def test_the_second_call_takes_the_route_and_matches_float64(kind, causal, windo
 
 
 def test_what_the_decisions_read_keys_its_own_route(monkeypatch):
-    """Another mask layout, dtype, window, cap, causal flag, alignment or decode setting: a
-    call of its own through the full path; the same signature again: the route."""
+    """Another mask layout, dtype, window, cap, causal flag, alignment or forward-family
+    override: a call of its own through the full path; the same signature again: the route."""
     taken = _count_full_path(monkeypatch)
     q, k, v = _qkv(2)
     keys = _keys(2, 45, 3)
@@ -122,7 +121,7 @@ def test_what_the_decisions_read_keys_its_own_route(monkeypatch):
     for args in variants:
         OP(*args)
     assert len(taken) == 1 + len(variants) == len(routes._routes)
-    monkeypatch.setenv("FLASHGEN_DECODE", "0")
+    monkeypatch.setenv("FLASHGEN_FWD_TMA", "0")  # (a forward-family override the choice reads)
     OP(*base)
     assert len(taken) == 2 + len(variants)
 
