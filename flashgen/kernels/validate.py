@@ -198,21 +198,31 @@ def expand_mask(attn_mask, q, k):
     """`attn_mask` as the kernels take it: a [B, Hq, Sq, Sk] view (stride 0 along broadcast
     dims, nothing copied) of a boolean (True: visible) or floating (added to the scaled scores)
     tensor broadcastable to that shape, as SDPA's attn_mask; ValueError naming the argument
-    for anything else (`check_mask`). A tensor's checks are made once per signature (the
-    mask's shape, dtype and device, q's and k's shapes and q's device: all they read)."""
-    if isinstance(attn_mask, torch.Tensor):
-        key = (attn_mask.shape, attn_mask.dtype, attn_mask.device, q.shape, q.device, k.shape)
-        full = _checked.get(key)
-        if full is None:
-            full = keep(_checked, key, check_mask(attn_mask, q, k))
-    else:
-        full = check_mask(attn_mask, q, k)
+    for anything else (`check_mask`, through `mask_shape`)."""
+    full = mask_shape(attn_mask, q, k)
     if attn_mask.dim() != 4:  # (a 4-D mask, HF's, expands as it is: one view fewer, ~1.2 µs)
         attn_mask = attn_mask.view((1,) * (4 - attn_mask.dim()) + tuple(attn_mask.shape))
     return attn_mask.expand(full)
 
 
-# `expand_mask`'s checked signatures -> the shape the mask expands to (`launch.keep` bounds it).
+def mask_shape(attn_mask, q, k) -> tuple:
+    """The [B, Hq, Sq, Sk] shape `attn_mask` expands to, or ValueError naming it (`check_mask`).
+    A tensor's checks are made once per signature (the mask's shape, dtype and device, q's and
+    k's shapes and q's device: all they read): the composite op checks a mask that the
+    primitive op expands again, both on every call of a masked model's layers."""
+    if not isinstance(attn_mask, torch.Tensor):
+        return check_mask(attn_mask, q, k)  # (raises, naming the type)
+    key = (attn_mask.shape, attn_mask.dtype, attn_mask.device, q.shape, q.device, k.shape)
+    try:
+        full = _checked.get(key)
+    except TypeError:  # symbolic sizes (the composite op traced with dynamic shapes): unkept
+        return check_mask(attn_mask, q, k)
+    if full is None:
+        full = keep(_checked, key, check_mask(attn_mask, q, k))
+    return full
+
+
+# `mask_shape`'s checked signatures -> the shape the mask expands to (`launch.keep` bounds it).
 _checked: dict = {}
 
 

@@ -16,9 +16,9 @@ from ..kernels.aligned import check_align
 from ..kernels.validate import (
     check_inputs,
     check_kernel_device,
-    check_mask,
     check_softcap,
     input_signature,
+    mask_shape,
     normalize_window,
 )
 from . import value_dim
@@ -71,7 +71,7 @@ def _attention(
     extras = seq_bounds is not None or attn_mask is not None or dropout_p > 0.0 or alibi
     if extras or sinks is not None:
         if attn_mask is not None:
-            check_mask(attn_mask, q, k)  # naming attn_mask (the primitive expands it)
+            mask_shape(attn_mask, q, k)  # its checks, naming attn_mask (the primitive expands it)
         if alibi:
             check_slopes(alibi_slopes, q)  # the checks, naming alibi_slopes
         if sinks is not None:
