@@ -917,6 +917,28 @@ def test_expand_mask_checks_each_signature_and_refuses_after_a_kept_one():
         expand_mask(good, q, torch.zeros(2, 3, 8, 16))
 
 
+def test_the_composite_op_and_the_primitive_share_the_kept_checks(monkeypatch):
+    """`flashgen.attention` checks an attn_mask (naming it) and the primitive op expands it:
+    both through `validate.mask_shape`, so a signature's checks run once over both and over
+    later calls; a mask that fails them is refused at every call."""
+    from flashgen.kernels import validate
+
+    monkeypatch.setattr(validate, "_checked", {})
+    calls = []
+    check = validate.check_mask
+    monkeypatch.setattr(validate, "check_mask", lambda *a: calls.append(1) or check(*a))
+    q, k, v = _inputs(2, 2, 1, 9, 11, 16, seed=5)
+    keys = torch.ones(2, 1, 1, 11, dtype=torch.bool)
+    keys[1, ..., 7:] = False
+    first = attention(q, k, v, attn_mask=keys)
+    torch.testing.assert_close(attention(q, k, v, attn_mask=keys.clone()), first)
+    assert len(calls) == 1
+    for _ in range(2):
+        with pytest.raises(ValueError, match="attn_mask"):
+            attention(q, k, v, attn_mask=torch.ones(3, 1, 1, 11, dtype=torch.bool))
+    assert len(calls) == 3
+
+
 @pytest.mark.parametrize(
     ("causal", "additive"),
     [(False, False), (True, False), (False, True), (True, True), (False, "hf"), (True, "hf")],
