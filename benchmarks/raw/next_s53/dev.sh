@@ -36,6 +36,19 @@ auto)  # on an H200: issue 15's host bars and issue 13's TFLOP/s rows (next_s49 
   else
     bash $0 after | grep -v "^card\|load average"
   fi ;;
+last)  # on an H200: next_s49 h200 (~210 s) and the routes' GPU tests; elsewhere the GPU tests
+        # of the session's changes (~90 s) and host_sleep.py once (~50 s)
+  if echo "$name" | grep -q H200; then
+    bash benchmarks/raw/next_s49/dev.sh h200 2>&1 | grep -v "^card\|load average"
+    timeout 60 python3 -m pytest -q -p no:cacheprovider -m gpu tests/runtime/test_routes.py > $OUT/gpu_routes3.txt 2>&1
+    stamp "routes gpu tests rc=$?"; tail -1 $OUT/gpu_routes3.txt | cut -c1-300
+  else
+    timeout 150 python3 -m pytest -q -p no:cacheprovider -m gpu -n 4 tests/runtime/test_routes.py \
+      tests/kernels/test_attn_mask.py tests/kernels/test_launch_gpu.py > $OUT/gpu_last.txt 2>&1
+    stamp "gpu tests rc=$?"; tail -1 $OUT/gpu_last.txt | cut -c1-300
+    PYTHONPATH=/tmp/site:$PWD SHAPES=1 ROUNDS=2 timeout 100 python3 -u benchmarks/raw/next_s52/host_sleep.py $OUT/hs_last.json 2>&1 | grep -v -i "warn\|transformers\]" | grep -E "prim|sdpa|composite|round"
+    stamp "host_sleep"
+  fi ;;
 after)  # ~400 s: the routes' GPU tests, ModernBERT (initializer 0.05) both ways, Llama under graphs
   timeout 100 python3 -m pytest -q -p no:cacheprovider -m gpu tests/runtime/test_routes.py > $OUT/gpu_routes2.txt 2>&1
   stamp "routes gpu tests rc=$?"; tail -1 $OUT/gpu_routes2.txt | cut -c1-300
