@@ -55,6 +55,13 @@ def _attention_fwd(
     q, k, v, causal, scale, window=None, softcap=None, causal_align="top_left", seq_bounds=None,
     attn_mask=None, dropout_p=0.0, dropout_seed=None, alibi_slopes=None,
 ):  # fmt: skip
+    if (
+        attn_mask is None and window is None and softcap is None and seq_bounds is None
+        and not dropout_p and alibi_slopes is None and causal_align == "top_left"
+    ):  # fmt: skip
+        # no extras (what a compiled graph's SDPA `is_causal` or plain call becomes): the
+        # eager path's launcher, without the extras' branches and checks
+        return plain_forward(q, k, v, causal, scale)
     key = None  # a masked call's route (`routes`): its decisions kept per call signature
     extras = seq_bounds is not None or alibi_slopes is not None or dropout_p
     if attn_mask is not None and not extras and not decode.applies(q, k, window, softcap):
