@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import sys
 import time
 
 
@@ -187,8 +188,12 @@ def main(argv: list[str] | None = None) -> int:
     report: dict = {"meta": run_meta(dev), "args": vars(args), "compile_s": {}, "err": {}}
     for name, fn in runs.items():
         start = time.perf_counter()
-        out = output_of(fn(inputs_embeds=x, **kw)) * valid
-        (grad,) = torch.autograd.grad(loss_of(out), x)
+        try:
+            out = output_of(fn(inputs_embeds=x, **kw)) * valid
+            (grad,) = torch.autograd.grad(loss_of(out), x)
+        except Exception:  # (the traceback follows; say whose it is first)
+            print(f"hf_padded: the {name} backend failed at its first call", file=sys.stderr)
+            raise
         report["err"][name] = [rel_err(out, ref), rel_err(grad, gref)]
         if cuda:
             torch.cuda.synchronize()
