@@ -208,8 +208,8 @@ def expand_mask(attn_mask, q, k):
 def mask_shape(attn_mask, q, k) -> tuple:
     """The [B, Hq, Sq, Sk] shape `attn_mask` expands to, or ValueError naming it (`check_mask`).
     A tensor's checks are made once per signature (the mask's shape, dtype and device, q's and
-    k's shapes and q's device: all they read): the composite op checks a mask that the
-    primitive op expands again, both on every call of a masked model's layers."""
+    k's shapes and q's device: all they read): in an eager call the composite op checks the
+    mask that the primitive op then expands, on every call of every masked layer."""
     if not isinstance(attn_mask, torch.Tensor):
         return check_mask(attn_mask, q, k)  # (raises, naming the type)
     key = (attn_mask.shape, attn_mask.dtype, attn_mask.device, q.shape, q.device, k.shape)
@@ -227,9 +227,8 @@ _checked: dict = {}
 
 
 def check_mask(attn_mask, q, k) -> tuple:
-    """`expand_mask`'s checks alone, for a caller that only validates (the composite op checks
-    a mask the primitive op expands again): the [B, Hq, Sq, Sk] shape the mask expands to, or
-    ValueError naming attn_mask."""
+    """The checks behind `mask_shape` (which keeps their answer per signature), made every
+    time: the [B, Hq, Sq, Sk] shape the mask expands to, or ValueError naming attn_mask."""
     if not isinstance(attn_mask, torch.Tensor):
         raise ValueError(f"attn_mask must be a tensor or None, got {type(attn_mask).__name__}")
     if not (attn_mask.dtype == torch.bool or attn_mask.is_floating_point()):
