@@ -1,7 +1,9 @@
 """The two primitive ops' bodies (schemas: `flashgen.runtime.library`): which kernels run a call
 and with which config. `attention_fwd` sends a short query to the split-KV decode kernels, a
 bottom-right causal call to `flashgen.kernels.aligned`, the rest (lengths, masks, dropout,
-windows, softcap) to the forward launcher; `attention_bwd` likewise to the backward launchers.
+windows, softcap) to the forward launcher (a call without extras through the eager path's
+`plain_forward`, a masked call's repeated signature through its route, `routes`);
+`attention_bwd` likewise to the backward launchers.
 The config is the run-time choice (`flashgen.runtime.dispatch.plan_config`). Their fake impls
 (shapes only) are registered too. Not differentiable by themselves: the Autograd key falls
 through, and `flashgen.runtime.autograd` is their autograd. `_fwd_op` / `_bwd_op` are how the
