@@ -311,9 +311,10 @@ def test_kept_buffers_stay_out_of_a_graph_pool(monkeypatch):
     from flashgen.kernels import hopper
 
     monkeypatch.setattr(fwd, "_scratch", {})
+    monkeypatch.setattr(hopper, "_COUNTERS", {})  # (PyTorch's pooled streams recur: made anew)
     dev = torch.cuda.current_device()
     pool = torch.cuda.graph_pool_handle()
-    stream = torch.cuda.Stream()  # a new stream: a new counter
+    stream = torch.cuda.Stream()
     q = torch.empty(1, device="cuda")
     with torch.cuda.stream(stream):
         torch._C._cuda_beginAllocateCurrentThreadToPool(dev, pool)
