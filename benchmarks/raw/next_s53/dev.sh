@@ -44,7 +44,8 @@ last)  # on an H200: next_s49 h200 (~210 s) and the routes' GPU tests; elsewhere
     stamp "routes gpu tests rc=$?"; tail -1 $OUT/gpu_routes3.txt | cut -c1-300
   else
     timeout 150 python3 -m pytest -q -p no:cacheprovider -m gpu -n 4 tests/runtime/test_routes.py \
-      tests/kernels/test_attn_mask.py tests/kernels/test_launch_gpu.py > $OUT/gpu_last.txt 2>&1
+      tests/kernels/test_attn_mask.py tests/kernels/test_launch_gpu.py tests/compile/test_backend_gpu.py \
+      > $OUT/gpu_last.txt 2>&1
     stamp "gpu tests rc=$?"; tail -1 $OUT/gpu_last.txt | cut -c1-300
     PYTHONPATH=/tmp/site:$PWD SHAPES=1 ROUNDS=2 timeout 100 python3 -u benchmarks/raw/next_s52/host_sleep.py $OUT/hs_last.json 2>&1 | grep -v -i "warn\|transformers\]" | grep -E "prim|sdpa|composite|round"
     stamp "host_sleep"
