@@ -29,6 +29,16 @@ from flashgen.ops import attention
 TILES = TileConfig(16, 16, 4, 1)
 
 
+@pytest.fixture(autouse=True)
+def _fresh_signatures(monkeypatch):
+    """Each test starts without the per-signature answers earlier tests in the process left
+    (the masked forward's routes, the key-hull answers): the spies below see the full path."""
+    from flashgen.runtime import primitives, routes
+
+    monkeypatch.setattr(routes, "_routes", {})
+    monkeypatch.setattr(primitives, "_hulls", {})
+
+
 def ref(q, k, v, mask, *, causal=False, window=None, softcap=None):
     """float64 attention with a boolean or additive mask (broadcast as SDPA does); rows that
     see nothing give zeros."""
@@ -457,10 +467,12 @@ def test_key_hull_on_the_gpu_equals_the_torch_ops():
 def _record_hulls(monkeypatch) -> list:
     """The key ranges `flashgen.runtime.primitives` builds from here on, in order."""
     from flashgen.kernels.padding import key_hull
-    from flashgen.runtime import primitives
+    from flashgen.runtime import primitives, routes
 
     hulls = []
-    monkeypatch.setattr(primitives, "key_hull", lambda m: hulls.append(key_hull(m)) or hulls[-1])
+    record = lambda m: hulls.append(key_hull(m)) or hulls[-1]  # noqa: E731
+    monkeypatch.setattr(primitives, "key_hull", record)
+    monkeypatch.setattr(routes, "key_hull", record)  # (a repeated call's route)
     return hulls
 
 

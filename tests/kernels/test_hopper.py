@@ -1531,9 +1531,12 @@ def test_backward_consumes_the_key_padding_hopper_forward(kind, monkeypatch):
     and lse (+inf where no key is seen); gradients equal float64."""
     from flashgen.kernels import fwd
     from flashgen.ops import attention
+    from flashgen.runtime import primitives, routes
 
     monkeypatch.delenv(hopper.FAMILY_ENV, raising=False)  # unforced (AUTO_PER_KEY_MASKS)
     fwd._plans.clear()
+    monkeypatch.setattr(primitives, "_hulls", {})  # (answers kept per call signature)
+    monkeypatch.setattr(routes, "_routes", {})
     asked = []
     real = hopper.takes_key_hull
     monkeypatch.setattr(hopper, "takes_key_hull",
