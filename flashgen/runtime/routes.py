@@ -1,6 +1,7 @@
 """Per-signature routes for the masked forward: what `primitives._attention_fwd` decided for a
 call with an attn_mask (no lengths, dropout or ALiBi; top-left causal or none; not a query
-short enough for the decode kernels, which keep their own plans per signature), kept so that the next call with the same signature goes straight to the launch.
+short enough for the decode kernels, which keep their own plans per signature), kept so that
+the next call with the same signature goes straight to the launch.
 
 Why: a model that reaches the masked forward every layer (HF encoders with a padded batch,
 ModernBERT's local layers with a window beside the padding) can be host-bound: on an H100 HF
@@ -14,9 +15,8 @@ reading this call's mask), the allocations and the launch.
 What a route stores follows from its key alone: the shapes, strides, dtypes and devices of q,
 k, v and the mask, the 16-byte alignment of their addresses, causal, the window, the softcap,
 the causal alignment and the environment the decisions read (the forward family's two
-variables, `fwd.env_state`). The launcher's plan is looked up again on every hit
-by the plan key the route computed (`fwd.plan_key`), so a plan dropped with the run-time
-choice's caches (`dispatch.on_clear`, which also empties the routes) or never kept (during a
+variables, `fwd.env_state`). The launcher's plan is looked up again on every hit by the plan
+key the route computed (`fwd.plan_key`), so a plan dropped with the run-time choice's caches (`dispatch.on_clear`, which also empties the routes) or never kept (during a
 capture, or while its config is pending) sends the call down the full path again.
 """
 
