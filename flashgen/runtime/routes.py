@@ -16,8 +16,9 @@ What a route stores follows from its key alone: the shapes, strides, dtypes and 
 k, v and the mask, the 16-byte alignment of their addresses, causal, the window, the softcap,
 the causal alignment and the environment the decisions read (the forward family's two
 variables, `fwd.env_state`). The launcher's plan is looked up again on every hit by the plan
-key the route computed (`fwd.plan_key`), so a plan dropped with the run-time choice's caches (`dispatch.on_clear`, which also empties the routes) or never kept (during a
-capture, or while its config is pending) sends the call down the full path again.
+key the route computed (`fwd.plan_key`), so a plan dropped with the run-time choice's caches
+(`dispatch.on_clear`, which also empties the routes) or never kept (during a capture, or while
+its config is pending) sends the call down the full path again.
 """
 
 from __future__ import annotations
