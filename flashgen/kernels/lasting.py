@@ -23,17 +23,16 @@ from collections.abc import Callable
 
 import torch
 
-from .launch import capturing
-
 
 def lasting(make: Callable[[], torch.Tensor], device: torch.device) -> torch.Tensor:
     """`make()`, a new tensor on CUDA `device`, made outside any CUDA-graph memory pool that the
     calling thread allocates into (see the module docstring); its contents are ready (its
     stream waited for) when this returns."""
-    probe = torch.empty(0, device=device)
-    if capturing(probe):
+    if torch.cuda.is_current_stream_capturing():
         return make()
-    index = probe.device.index
+    index = torch.device(device).index
+    if index is None:
+        index = torch.cuda.current_device()
     made: list = []
 
     def run() -> None:

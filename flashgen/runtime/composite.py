@@ -49,13 +49,18 @@ def _attention(
     `sinks`, its output scaled by `flashgen.runtime.sinks.apply_sinks`). Values of another head
     dim than q's and k's run padded to the larger one, the output sliced back
     (`flashgen.runtime.value_dim`)."""
-    if value_dim.differs(q, k, v):
+    try:
+        checked = check_inputs(q, k, v, causal=causal, scale=scale)
+    except ValueError:
+        if not value_dim.differs(q, k, v):
+            raise
+        # values of another head dim (off the common path: asked only when the checks refuse)
         q, k, v, scale, dv = value_dim.pad(q, k, v, scale)
         return _attention(
             q, k, v, causal, scale, window, softcap, causal_align, deterministic, seq_bounds,
             attn_mask, dropout_p, dropout_seed, alibi_slopes, sinks, impl,
         )[..., :dv]  # fmt: skip
-    scale = check_inputs(q, k, v, causal=causal, scale=scale)
+    scale = checked
     if window is not None:
         window = list(
             normalize_window(tuple(window) if isinstance(window, list) else window, causal)

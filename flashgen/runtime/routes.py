@@ -5,7 +5,7 @@ the next call with the same signature goes straight to the launch.
 
 Why: a model that reaches the masked forward every layer (HF encoders with a padded batch,
 ModernBERT's local layers with a window beside the padding) can be host-bound: on an H100 HF
-ModernBERT's compiled forward held ~0.95 ms of GPU work behind ~0.9-1.3 ms of host work, our
+ModernBERT's compiled forward held ~0.95 ms of GPU work behind ~0.9-1.65 ms of host work, our
 op's Python about twice its isolated cost there (benchmarks/RESULTS.md, sessions 52-53). On a
 hit a route skips the branches, checks and decisions of the full path (the mask's checks, the
 decode and TMA questions, the window's normalisation, the launcher's plan key); it keeps the
