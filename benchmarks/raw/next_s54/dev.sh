@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Session 54's device calls (carry .whl).
+#   tests ~150 s: the GPU tests of session 53's changes (routes, masks, launches, the backend's
+#                 HF cudagraphs test never run before)
+#   split ~150 s: mbert_split.py (ModernBERT's host a forward, the op's body switched)
+export FLASHGEN_COMMIT=${FLASHGEN_COMMIT:-?}
+name=$(nvidia-smi --query-gpu=name --format=csv,noheader)
+echo "card: $name"; uptime | cut -c1-80
+. benchmarks/device_env.sh > /dev/null 2>&1
+for part in "$@"; do
+case "$part" in
+tests)
+  timeout 200 python3 -m pytest -q -p no:cacheprovider -m gpu -n 4 tests/runtime/test_routes.py \
+    tests/kernels/test_attn_mask.py tests/kernels/test_launch_gpu.py tests/compile/test_backend_gpu.py \
+    > $OUT/gpu_tests.txt 2>&1
+  stamp "gpu tests rc=$?"; tail -3 $OUT/gpu_tests.txt | cut -c1-300 ;;
+split)
+  ROUNDS=${ROUNDS:-3} timeout 300 python3 -u benchmarks/raw/next_s54/mbert_split.py $OUT/split.json > $OUT/split.txt 2>&1
+  stamp "split rc=$?"; grep -E "^round|kernels a forward|Error" $OUT/split.txt | cut -c1-400 ;;
+esac
+done
