@@ -3,6 +3,7 @@
 #   tests ~150 s: the GPU tests of session 53's changes (routes, masks, launches, the backend's
 #                 HF cudagraphs test never run before)
 #   split ~150 s: mbert_split.py (ModernBERT's host a forward, the op's body switched)
+#   auto: by card (below)
 export FLASHGEN_COMMIT=${FLASHGEN_COMMIT:-?}
 name=$(nvidia-smi --query-gpu=name --format=csv,noheader)
 echo "card: $name"; uptime | cut -c1-80
@@ -17,5 +18,13 @@ tests)
 split)
   ROUNDS=${ROUNDS:-3} timeout 300 python3 -u benchmarks/raw/next_s54/mbert_split.py $OUT/split.json > $OUT/split.txt 2>&1
   stamp "split rc=$?"; grep -E "^round|kernels a forward|Error" $OUT/split.txt | cut -c1-400 ;;
+auto)  # on an H200: next_s49's h200 part (issue 15's host bars, issue 13's TFLOP/s, ~250 s),
+        # then split; elsewhere split then tests
+  if echo "$name" | grep -q H200; then
+    bash benchmarks/raw/next_s49/dev.sh h200 2>&1 | grep -v "^card\|load average"
+    bash $0 split | grep -v "^card\|load average"
+  else
+    bash $0 split tests | grep -v "^card\|load average"
+  fi ;;
 esac
 done
