@@ -3,6 +3,7 @@
 #   tests ~150 s: the GPU tests of session 53's changes (routes, masks, launches, the backend's
 #                 HF cudagraphs test never run before)
 #   split ~150 s: mbert_split.py (ModernBERT's host a forward, the op's body switched)
+#   parts ~120 s: mbert_parts.py (the masked op's parts in the model and alone)
 #   auto: by card (below)
 export FLASHGEN_COMMIT=${FLASHGEN_COMMIT:-?}
 name=$(nvidia-smi --query-gpu=name --format=csv,noheader)
@@ -18,6 +19,9 @@ tests)
 split)
   ROUNDS=${ROUNDS:-3} timeout 300 python3 -u benchmarks/raw/next_s54/mbert_split.py $OUT/split.json > $OUT/split.txt 2>&1
   stamp "split rc=$?"; grep -E "^round|kernels a forward|Error" $OUT/split.txt | cut -c1-400 ;;
+parts)
+  timeout 300 python3 -u benchmarks/raw/next_s54/mbert_parts.py $OUT/parts.json > $OUT/parts.txt 2>&1
+  stamp "parts rc=$?"; grep -v -i "warn\|transformers\]" $OUT/parts.txt | cut -c1-200 | tail -90 ;;
 auto)  # on an H200: next_s49's h200 part (issue 15's host bars, issue 13's TFLOP/s, ~250 s),
         # then split; elsewhere split then tests
   if echo "$name" | grep -q H200; then

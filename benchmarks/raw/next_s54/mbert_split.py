@@ -56,10 +56,15 @@ def _switched(name, kernel):
             if bkey not in _bias:
                 full = mask.expand(q.shape[0], q.shape[1], q.shape[2], k.shape[2])
                 b = torch.zeros(full.shape, dtype=q.dtype, device=q.device)
-                _bias[bkey] = b.masked_fill(~full.bool(), float("-inf")) if mask.dtype == torch.bool else b + full
+                _bias[bkey] = (
+                    b.masked_fill(~full.bool(), float("-inf"))
+                    if mask.dtype == torch.bool
+                    else b + full
+                )
             bias = _bias[bkey]
         o = torch.ops.aten._scaled_dot_product_efficient_attention.default(
-            q, k, v, bias, False, 0.0, bool(causal), scale=scale)[0]
+            q, k, v, bias, False, 0.0, bool(causal), scale=scale
+        )[0]
         want = _null.get(("layout", q.shape, q.stride()))
         if want is None:
             want = kernel(q, k, v, causal, scale, *rest, **kw)[0].stride()
@@ -72,11 +77,14 @@ def _switched(name, kernel):
     return body
 
 
-library.register_primitive = lambda name, kernel, fake: _orig_register(name, _switched(name, kernel), fake)
-import flashgen  # noqa: E402
-import flashgen.runtime.primitives  # noqa: E402,F401
+library.register_primitive = lambda name, kernel, fake: _orig_register(
+    name, _switched(name, kernel), fake
+)
 from hf_padded import config, padded_mask  # noqa: E402
 from triton.testing import do_bench  # noqa: E402
+
+import flashgen  # noqa: E402
+import flashgen.runtime.primitives  # noqa: E402,F401
 
 SLEEP = int(2e8)
 
@@ -123,7 +131,10 @@ def main(path):
     mask = padded_mask(4, 2048, "right", "cuda")
     x = model.get_input_embeddings()(ids).detach()
     fns = {}
-    for name, backend in (("flashgen", flashgen.backend(fallback="inductor")), ("inductor", "inductor")):
+    for name, backend in (
+        ("flashgen", flashgen.backend(fallback="inductor")),
+        ("inductor", "inductor"),
+    ):
         compiled = torch.compile(copy.deepcopy(model), backend=backend)
 
         def fwd(compiled=compiled):
@@ -141,7 +152,13 @@ def main(path):
     for k2, v2 in res["kernels"].items():
         print(k2, sum(v2.values()), "kernels a forward:", json.dumps(v2)[:900], flush=True)
     torch.cuda.synchronize()
-    arms = [("flashgen", "ours"), ("flashgen", "sdpa"), ("flashgen", "null"), ("flashgen", "timed"), ("inductor", "ours")]
+    arms = [
+        ("flashgen", "ours"),
+        ("flashgen", "sdpa"),
+        ("flashgen", "null"),
+        ("flashgen", "timed"),
+        ("inductor", "ours"),
+    ]
     for r in range(int(os.environ.get("ROUNDS", "3"))):
         for name, body in arms:
             MODE["body"] = body
@@ -153,7 +170,11 @@ def main(path):
             if body == "timed":
                 row["op_us"] = SPENT["s"] / SPENT["n"] * 1e6
             res["model"].setdefault(label, []).append(row)
-            print(f"round {r} {label:15} host {lo:7.1f} us (med {med:7.1f})  do_bench {gpu:8.1f} us" + (f"  op in model {row['op_us']:.1f} us a call" if "op_us" in row else ""), flush=True)
+            print(
+                f"round {r} {label:15} host {lo:7.1f} us (med {med:7.1f})  do_bench {gpu:8.1f} us"
+                + (f"  op in model {row['op_us']:.1f} us a call" if "op_us" in row else ""),
+                flush=True,
+            )
     MODE["body"] = "ours"
     with open(path, "w") as f:
         json.dump(res, f, indent=1)
