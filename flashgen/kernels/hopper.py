@@ -767,6 +767,13 @@ def sched_counter(device):
 _COUNTERS: dict = {}
 
 
+def stream_counter(device, stream: int):
+    """`sched_counter(device)` for a caller that holds the current stream's raw handle
+    already (`flashgen.kernels.flat`): one dict lookup on a hit."""
+    counter = _COUNTERS.get((device.index, stream))
+    return sched_counter(device) if counter is None else counter
+
+
 @functools.cache
 def _sm_count(index: int) -> int:
     import torch

@@ -44,6 +44,7 @@ log = logging.getLogger(__name__)
 # What Triton's CUDA driver itself uses for the current stream (absent from CPU-only builds,
 # which never take the direct path).
 _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+raw_stream = _raw_stream  # device index -> its current stream's handle, what launches take
 _UNSET = object()
 _MAX_ENCODED = 8192
 MAX_PREFIXES = 256

@@ -135,17 +135,25 @@ def key_hull(mask) -> torch.Tensor | None:
     sync."""
     if mask.stride(1) != 0 or mask.stride(2) != 0 or mask.shape[-1] >= DENSE_KEYS:
         return None
-    batch, _, seq_q, seq_k = mask.shape
-    out = torch.empty(batch, 4, dtype=torch.int32, device=mask.device)
-    if batch == 0:  # no launch of an empty grid
+    out = torch.empty(mask.shape[0], 4, dtype=torch.int32, device=mask.device)
+    if mask.shape[0] == 0:  # no launch of an empty grid
         return out
+    launch, tail = hull_launch(mask)
+    # a boolean mask as its bytes (as `block_mask` hands masks to `tile_kinds`)
+    launch(mask if mask.dtype != torch.bool else mask.view(torch.uint8), out, *tail)
+    return out
+
+
+def hull_launch(mask):
+    """(the `launch.Launch` of `key_hull`'s kernel for masks of `mask`'s signature, the
+    arguments after the keys and the output): for a non-empty batch that `key_hull` takes.
+    Also what a masked forward's route launches directly (`flashgen.kernels.flat`)."""
+    batch, _, seq_q, seq_k = mask.shape
     additive = mask.dtype != torch.bool
     hidden, half = _thresholds(mask.dtype) if additive else (0.0, 0.0)
-    # a boolean mask as its bytes (as `block_mask` hands masks to `tile_kinds`)
-    keys = mask if additive else mask.view(torch.uint8)
     ints = (mask.stride(0), mask.stride(3), seq_q, seq_k)
-    aligned = not keys.data_ptr() & 15
-    key = (keys.dtype, keys.device, aligned, batch, ints)
+    aligned = not mask.data_ptr() & 15
+    key = (mask.dtype, mask.device, aligned, batch, ints)
     launch = _hull_launches.get(key)
     if launch is None:
         from .hull_kernel import key_hull_kernel
@@ -153,10 +161,9 @@ def key_hull(mask) -> torch.Tensor | None:
 
         block = min(max(next_pow2(seq_k), 16), 2048)  # (fixed by seq_k, in the key)
         constexprs = {"ADDITIVE": additive, "DENSE": DENSE_KEYS, "BLOCK": block}
-        launch = Launch(key_hull_kernel, (batch,), constexprs, {}, direct_device(keys, aligned))
+        launch = Launch(key_hull_kernel, (batch,), constexprs, {}, direct_device(mask, aligned))
         keep(_hull_launches, key, launch)
-    launch(keys, out, *ints, hidden, half)
-    return out
+    return launch, (*ints, hidden, half)
 
 
 # `key_hull`'s launches by what Triton specialises the kernel on (the mask's dtype, device and

@@ -181,3 +181,48 @@ def test_routes_on_the_gpu(kind, causal, window, softcap, monkeypatch):
         want, _ = _ref(q.cpu(), k.cpu(), v.cpu(), full.cpu(), scale, causal, window, softcap)
         torch.testing.assert_close(out.cpu().double(), want, atol=2e-2, rtol=2e-2)
     assert len(taken) == 1
+
+
+FLAT_CASES = [  # key-padding masks: the cases whose route launches flat on a Hopper GPU
+    ("keys", False, None, None),
+    ("hf", False, (64, 64), None),
+    ("hf", True, None, None),
+    ("additive", False, None, 30.0),
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("kind,causal,window,softcap", FLAT_CASES)
+def test_the_flat_launch_on_the_gpu(kind, causal, window, softcap, monkeypatch):
+    """At 2k tokens an H100/H200 runs a key-padding mask's call on the Hopper family with the
+    mask's key range, and its route is one flat call (`flashgen.kernels.flat`): three calls with
+    other mask values and scales match float64, the route holds a flat call, and the route's
+    own path (the flat call dropped) gives the same bits, out and lse."""
+    from flashgen.kernels import hopper
+
+    if torch.cuda.get_device_capability() != (9, 0) or hopper.gluon_api()[0] is None:
+        pytest.skip("the Hopper family runs on sm_90 with Gluon only")
+    monkeypatch.setattr(dispatch, "settled", lambda *a: True)
+    taken = _count_full_path(monkeypatch)
+    n = 2048
+    q, k, v = (t.cuda().to(torch.bfloat16) for t in _qkv(9, b=2, hq=4, hkv=2, sq=n, sk=n, d=64))
+    win = None if window is None else list(window)
+    for call, scale in enumerate((0.125, 0.2, 0.1)):
+        mask = _masks(kind, 2, n, n, seed=call * 40).cuda()
+        out, lse = OP(q, k, v, causal, scale, win, softcap, "top_left", None, mask)
+        full = mask.expand(2, 1, n, n)
+        want, want_lse = _ref(q.cpu(), k.cpu(), v.cpu(), full.cpu(), scale, causal, window,
+                              softcap)  # fmt: skip
+        torch.testing.assert_close(out.cpu().double(), want, atol=2e-2, rtol=2e-2)
+        seen = torch.isfinite(want_lse)
+        torch.testing.assert_close(lse.cpu().double()[seen], want_lse[seen], atol=2e-3, rtol=1e-3)
+    assert len(taken) == 1
+    (route,) = routes._routes.values()
+    assert route.flat is not None and route.flat.hull is not None
+    flat = OP(q, k, v, causal, 0.15, win, softcap, "top_left", None, mask)
+    route.flat = None
+    own = OP(q, k, v, causal, 0.15, win, softcap, "top_left", None, mask)
+    assert len(taken) == 1
+    for a, b in zip(flat, own, strict=True):
+        assert torch.equal(a, b)
