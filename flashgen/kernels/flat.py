@@ -81,22 +81,30 @@ class FlatLaunch:
 
 def flat_launch(plan, hull, window, softcap, mask, attn_mask):
     """A `FlatLaunch` for a masked call that `fwd.forward` just launched with `plan`, or None
-    where it does not apply (module docstring). `hull`: `padding.hull_launch(mask)` where the
-    call's bounds were the mask's key range, else None; `window` the clamped (left, right) pair
-    or None; `softcap` the checked cap or None; `mask` the expanded [B, Hq, Sq, Sk] view the
-    call launched with, `attn_mask` the tensor the caller passed (the view must start at its
-    address: only addresses reach the kernels)."""
-    if mask.data_ptr() != attn_mask.data_ptr() or plan.device.index is None:
+    where it does not apply (module docstring; `flat_reason` says why). `hull`:
+    `padding.hull_launch(mask)` where the call's bounds were the mask's key range, else None;
+    `window` the clamped (left, right) pair or None; `softcap` the checked cap or None; `mask`
+    the expanded [B, Hq, Sq, Sk] view the call launched with, `attn_mask` the tensor the caller
+    passed (the view must start at its address: only addresses reach the kernels)."""
+    if flat_reason(plan, hull, mask, attn_mask) is not None:
         return None
-    if plan.hopper is None or plan.split is not None or plan.ranges is not False or plan.tma_mask:
-        return None
+    hull_raw, hull_tail = (None, ()) if hull is None else (hull[0].fast, hull[1])
+    return FlatLaunch(plan.run.fast, hull_raw, hull_tail, plan, window, softcap, mask)
+
+
+def flat_reason(plan, hull, mask, attn_mask) -> str | None:
+    """Why `flat_launch` gives None for these arguments, or None where it gives a FlatLaunch."""
+    if mask.data_ptr() != attn_mask.data_ptr():
+        return "the expanded mask does not start at the caller's mask"
+    if plan.device.index is None:
+        return "no device index"
+    if plan.hopper is None:
+        return "not the Hopper family"
+    if plan.split is not None or plan.ranges is not False or plan.tma_mask:
+        return "a tail split, mask ranges or a mask descriptor"
     main = getattr(plan.run, "fast", None)
     if not isinstance(main, RawLaunch):
-        return None
-    hull_raw, hull_tail = None, ()
-    if hull is not None:
-        launch, hull_tail = hull
-        hull_raw = getattr(launch, "fast", None)
-        if not isinstance(hull_raw, RawLaunch):
-            return None
-    return FlatLaunch(main, hull_raw, hull_tail, plan, window, softcap, mask)
+        return f"the attention launch is not a RawLaunch ({type(main).__name__})"
+    if hull is not None and not isinstance(getattr(hull[0], "fast", None), RawLaunch):
+        return f"the key range's launch is not a RawLaunch ({type(hull[0].fast).__name__})"
+    return None

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import flashgen.runtime.primitives  # noqa: F401 (registers the primitive ops)
-from flashgen.kernels import fwd
+from flashgen.kernels import flat, fwd, padding
 from flashgen.kernels.reference import hidden_ref, rows_ref, scores_ref
 from flashgen.runtime import dispatch, primitives, routes
 
@@ -219,7 +219,11 @@ def test_the_flat_launch_on_the_gpu(kind, causal, window, softcap, monkeypatch):
         torch.testing.assert_close(lse.cpu().double()[seen], want_lse[seen], atol=2e-3, rtol=1e-3)
     assert len(taken) == 1
     (route,) = routes._routes.values()
-    assert route.flat is not None and route.flat.hull is not None
+    plan = fwd._plans.get(route.plan_key)
+    full = mask.expand(route.full)
+    hull = padding.hull_launch(full) if route.hull else None
+    assert route.flat is not None, flat.flat_reason(plan, hull, full, mask)
+    assert route.hull and route.flat.hull is not None
     flat = OP(q, k, v, causal, 0.15, win, softcap, "top_left", None, mask)
     route.flat = None
     own = OP(q, k, v, causal, 0.15, win, softcap, "top_left", None, mask)
