@@ -224,9 +224,9 @@ def test_the_flat_launch_on_the_gpu(kind, causal, window, softcap, monkeypatch):
     hull = padding.hull_launch(full) if route.hull else None
     assert route.flat is not None, flat.flat_reason(plan, hull, full, mask)
     assert route.hull and route.flat.hull is not None
-    flat = OP(q, k, v, causal, 0.15, win, softcap, "top_left", None, mask)
+    by_flat = OP(q, k, v, causal, 0.15, win, softcap, "top_left", None, mask)
     route.flat = None
     own = OP(q, k, v, causal, 0.15, win, softcap, "top_left", None, mask)
     assert len(taken) == 1
-    for a, b in zip(flat, own, strict=True):
+    for a, b in zip(by_flat, own, strict=True):
         assert torch.equal(a, b)
