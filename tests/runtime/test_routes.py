@@ -24,7 +24,11 @@ OP = torch.ops.flashgen.attention_fwd
 
 @pytest.fixture(autouse=True)
 def _fresh(monkeypatch):
+    """Fresh routes, and every config settled: the launcher keeps a plan (so a route) only for
+    a settled config, and under pytest-xdist the workers' shared test database can be locked
+    while another worker creates it, the choice then a fallback asked again later."""
     monkeypatch.setattr(routes, "_routes", {})
+    monkeypatch.setattr(dispatch, "settled", lambda *a: True)
 
 
 def _ref(q, k, v, mask, scale, causal=False, window=None, softcap=None):
@@ -165,11 +169,7 @@ def test_routes_go_with_the_run_time_choice_and_a_dropped_plan_takes_the_full_pa
 @pytest.mark.parametrize("kind,causal,window,softcap", CASES)
 def test_routes_on_the_gpu(kind, causal, window, softcap, monkeypatch):
     """The same in bf16 at 1k tokens (an H100/H200 takes the Hopper family, the key range as
-    its bounds where `_forward_hull` says so): three calls, the last two by the route. (The
-    launcher keeps a plan only for a settled config: under pytest-xdist the workers' shared
-    test database can be locked, the choice then a fallback asked again later, and no plan,
-    so no route, is kept; settled here.)"""
-    monkeypatch.setattr(dispatch, "settled", lambda *a: True)
+    its bounds where `_forward_hull` says so): three calls, the last two by the route."""
     taken = _count_full_path(monkeypatch)
     q, k, v = (t.cuda().to(torch.bfloat16) for t in _qkv(8, b=2, hq=4, hkv=2, sq=1000, sk=1000,
                                                           d=64))  # fmt: skip
@@ -203,7 +203,6 @@ def test_the_flat_launch_on_the_gpu(kind, causal, window, softcap, monkeypatch):
 
     if torch.cuda.get_device_capability() != (9, 0) or hopper.gluon_api()[0] is None:
         pytest.skip("the Hopper family runs on sm_90 with Gluon only")
-    monkeypatch.setattr(dispatch, "settled", lambda *a: True)
     taken = _count_full_path(monkeypatch)
     n = 2048
     q, k, v = (t.cuda().to(torch.bfloat16) for t in _qkv(9, b=2, hq=4, hkv=2, sq=n, sk=n, d=64))
