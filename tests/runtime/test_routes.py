@@ -64,15 +64,17 @@ def _count_full_path(monkeypatch) -> list:
     return taken
 
 
-def _masks(kind, b, sq, sk, seed):
+def _masks(kind, b, sq, sk, seed, device="cpu"):
+    """A mask of `kind` on `device` (the "hf" view expanded there: moving an expanded tensor
+    to another device makes it dense)."""
     if kind == "keys":
-        return _keys(b, sk, seed)
+        return _keys(b, sk, seed).to(device)
     if kind == "hf":  # HF's encoders: `(q_idx >= 0) & padding[b, kv_idx]`, a stride-0 view
-        return _keys(b, sk, seed).expand(b, 1, sq, sk)
+        return _keys(b, sk, seed).to(device).expand(b, 1, sq, sk)
     if kind == "additive":
-        return _keys(b, sk, seed, additive=True)
+        return _keys(b, sk, seed, additive=True).to(device)
     gen = torch.Generator().manual_seed(seed)  # "2d": any boolean [Sq, Sk] (a row may see none)
-    return torch.rand(sq, sk, generator=gen) > 0.3
+    return (torch.rand(sq, sk, generator=gen) > 0.3).to(device)
 
 
 CASES = [  # (mask kind, causal, window, softcap)
@@ -175,7 +177,7 @@ def test_routes_on_the_gpu(kind, causal, window, softcap, monkeypatch):
                                                           d=64))  # fmt: skip
     win = None if window is None else list(window)
     for call, scale in enumerate((0.125, 0.2, 0.1)):
-        mask = _masks(kind, 2, 1000, 1000, seed=call * 40).cuda()
+        mask = _masks(kind, 2, 1000, 1000, seed=call * 40, device="cuda")
         out, _ = OP(q, k, v, causal, scale, win, softcap, "top_left", None, mask)
         full = mask.expand(2, 1, 1000, 1000) if mask.dim() == 4 else mask
         want, _ = _ref(q.cpu(), k.cpu(), v.cpu(), full.cpu(), scale, causal, window, softcap)
@@ -208,7 +210,7 @@ def test_the_flat_launch_on_the_gpu(kind, causal, window, softcap, monkeypatch):
     q, k, v = (t.cuda().to(torch.bfloat16) for t in _qkv(9, b=2, hq=4, hkv=2, sq=n, sk=n, d=64))
     win = None if window is None else list(window)
     for call, scale in enumerate((0.125, 0.2, 0.1)):
-        mask = _masks(kind, 2, n, n, seed=call * 40).cuda()
+        mask = _masks(kind, 2, n, n, seed=call * 40, device="cuda")
         out, lse = OP(q, k, v, causal, scale, win, softcap, "top_left", None, mask)
         full = mask.expand(2, 1, n, n)
         want, want_lse = _ref(q.cpu(), k.cpu(), v.cpu(), full.cpu(), scale, causal, window,
