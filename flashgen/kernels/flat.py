@@ -2,15 +2,18 @@
 
 Why: inside a compiled HF ModernBERT forward (B4 T2048, bf16, an H100) a masked call that its
 route already knew (`flashgen.runtime.routes`) still took ~124 µs of host time, against ~60
-alone and ~68 for the cuDNN call Inductor's graph makes there, and the model's forward is
-host-bound on a slow host (benchmarks/RESULTS.md, sessions 52-54). Of those 124 µs: ~43 in the
-key range (`padding.key_hull`: its checks, a view of the mask as bytes, the launch), ~60 in the
-planned launch (the arguments rebuilt from the call's extras, the allocations, the launch) and
-~20 in the mask's view and expand. Everything but the allocations and the two launches is fixed
-by the call's signature, so `FlatLaunch` keeps it: one stream lookup, the key range's launch on
-the mask as the caller passed it (a view has its address; only the address travels), the
-output, logsumexp and work-item counter, and the attention kernel's launch with the expanded
-mask's strides kept from the plan's first call.
+alone; torch.profiler put it at 126 µs against 68 for the cuDNN call Inductor's graph makes
+there, the rest of the graph alike, and the model's forward is host-bound on a slow host
+(benchmarks/RESULTS.md, sessions 52-54). Of those 124 µs: ~43 in the key range
+(`padding.key_hull`: its checks, a view of the mask as bytes, the launch), ~60 in the planned
+launch (the arguments rebuilt from the call's extras, the allocations, the launch) and ~20 in
+the rest (the plan's lookup, the mask's view and expand). Everything but the allocations and
+the two launches is fixed by the call's signature, so `FlatLaunch` keeps it: one stream lookup,
+the key range's launch on the mask as the caller passed it (a view has its address; only the
+address travels), the output, logsumexp and work-item counter, and the attention kernel's
+launch with the expanded mask's strides kept from the plan's first call. On an H100 the op
+alone went from 56-84 to 37-46 µs a call, below SDPA's masked call in the same process
+(session 54).
 
 Only what `flat_launch` accepts takes it: the Hopper family's plan (no tail split, mask ranges
 or mask descriptor) whose launch, and the key range's if there is one, go through
