@@ -23,7 +23,7 @@ split)
 parts)
   timeout 300 python3 -u benchmarks/raw/next_s54/mbert_parts.py $OUT/parts.json > $OUT/parts.txt 2>&1
   stamp "parts rc=$?"; grep -v -i "warn\|transformers\]" $OUT/parts.txt | cut -c1-200 | tail -90 ;;
-next)  # for session 55 (~200 s; on an H200 add next_s49's h200 part, ~250 s): the routes' GPU
+next)  # for session 55 (~260 s; on an H200 add next_s49's h200 part, ~250 s): the routes' GPU
         # tests (the flat test's HF-view cases never ran: 6f8a51b fixed the test after call 8),
         # masks and launches; host_sleep.py once (the flat call's host time on this host)
   timeout 200 python3 -m pytest -q -p no:cacheprovider -m gpu -n 4 tests/runtime/test_routes.py \
@@ -31,6 +31,7 @@ next)  # for session 55 (~200 s; on an H200 add next_s49's h200 part, ~250 s): t
   stamp "gpu tests rc=$?"; tail -2 $OUT/gpu_next.txt | cut -c1-300; grep FAILED $OUT/gpu_next.txt | head
   SHAPES=1 ROUNDS=2 timeout 100 python3 -u benchmarks/raw/next_s52/host_sleep.py $OUT/hs_next.json 2>&1 | grep -v -i "warn\|transformers\]" | grep -E "prim|sdpa|composite|round"
   stamp "host_sleep"
+  bash $0 parts | grep -v "^card\|load average"  # (~60 s: the parts with the flat call, which routes take it)
   if echo "$name" | grep -q H200; then
     bash benchmarks/raw/next_s49/dev.sh h200 2>&1 | grep -v "^card\|load average"
   fi ;;

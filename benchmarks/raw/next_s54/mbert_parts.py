@@ -1,7 +1,8 @@
 """Session 54: where the masked op's host time goes inside the compiled HF ModernBERT forward
 (call 1 read ~140-160 us a call in the model against ~55 us alone). Times the op's parts with
 perf_counter wrappers (the op body, the route's key, the key range, the planned launch, each
-direct launch; counts of descriptor encodings and prefix misses) while the GPU is held busy, in
+direct launch, the flat call after 701e4fc; counts of descriptor encodings and prefix misses;
+which routes launch flat) while the GPU is held busy, in
 the model and alone at the same shape, same process; then torch.profiler's CPU time per op a
 forward for both backends. Usage: python mbert_parts.py OUT.json"""
 
@@ -19,7 +20,7 @@ from hf_padded import config, padded_mask  # noqa: E402
 
 import flashgen  # noqa: E402
 import flashgen.runtime.primitives  # noqa: E402,F401
-from flashgen.kernels import fwd, launch  # noqa: E402
+from flashgen.kernels import flat, fwd, launch  # noqa: E402
 from flashgen.runtime import routes  # noqa: E402
 
 SLEEP = int(2e8)
@@ -53,6 +54,7 @@ fwd.forward = timed("full path forward", fwd.forward)
 # the op's body: wrap the registered kernel through the module global it calls per call
 _orig_route_run = routes.Route.run
 routes.Route.run = timed("Route.run", _orig_route_run)
+flat.FlatLaunch.__call__ = timed("FlatLaunch", flat.FlatLaunch.__call__)  # (after 701e4fc)
 
 
 def host_us(fn, n):
@@ -127,6 +129,13 @@ def main(path):
             print(f"round {r} {label:18} host {lo:7.1f} us a call", flush=True)
             for k2, (us, cnt) in sorted(parts.items(), key=lambda kv: -kv[1][0]):
                 print(f"    {k2:22} {us:7.1f} us a call  ({cnt:.2f} a call)", flush=True)
+    for key, route in routes._routes.items():  # which routes launch flat (701e4fc on)
+        plan = fwd._plans.get(route.plan_key)
+        family = None if plan is None else ("hopper" if plan.hopper is not None else "portable")
+        print(
+            f"route q {tuple(key[0])} mask {tuple(key[12])}: flat {route.flat is not None}, "
+            f"key range {route.hull}, plan {family}"
+        )
     from torch.profiler import ProfilerActivity, profile
 
     for label in ("flashgen", "inductor"):
