@@ -170,8 +170,10 @@ def test_routes_go_with_the_run_time_choice_and_a_dropped_plan_takes_the_full_pa
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 @pytest.mark.parametrize("kind,causal,window,softcap", CASES)
 def test_routes_on_the_gpu(kind, causal, window, softcap, monkeypatch):
-    """The same in bf16 at 1k tokens (an H100/H200 takes the Hopper family, the key range as
-    its bounds where `_forward_hull` says so): three calls, the last two by the route."""
+    """The same in bf16 at 1k tokens (below the 1,024 query rows from which an H100/H200 takes
+    the Hopper family unforced: the portable kernels, so no key range as bounds on a TMA GPU;
+    `test_the_flat_launch_on_the_gpu` runs the Hopper family): three calls, the last two by the
+    route."""
     taken = _count_full_path(monkeypatch)
     q, k, v = (t.cuda().to(torch.bfloat16) for t in _qkv(8, b=2, hq=4, hkv=2, sq=1000, sk=1000,
                                                           d=64))  # fmt: skip
