@@ -6,7 +6,9 @@ the full path takes (a key-padding vector, HF's [B, 1, Sq, Sk] stride-0 view, a 
 additive mask, with causal, a window and softcap). Calls that differ in what the decisions read
 get their own route; calls with lengths, dropout, ALiBi, a bottom-right alignment or a decode
 step get none; routes go with the run-time choice's caches, and one whose plan is gone sends the
-call down the full path.
+call down the full path; a route's flat call (GPU only, a stand-in here) is taken unless it gives
+None or a Triton launch hook is attached. The GPU tests run the same in bf16, and the flat call
+itself on a Hopper GPU.
 """
 
 from __future__ import annotations
@@ -164,6 +166,35 @@ def test_routes_go_with_the_run_time_choice_and_a_dropped_plan_takes_the_full_pa
     assert len(taken) == 3
     torch.testing.assert_close(OP(*args)[0], want, atol=0, rtol=0)
     assert len(taken) == 3
+
+
+def test_a_route_takes_its_flat_call_unless_a_launch_hook_is_attached(monkeypatch):
+    """A route with a flat call (`flashgen.kernels.flat`, GPU only: here a stand-in) returns
+    what the flat call returns; where that gives None (a thread without a CUDA context) or a
+    Triton launch hook is attached, the route's own path runs the call."""
+    taken = _count_full_path(monkeypatch)
+    q, k, v = _qkv(3)
+    mask = _keys(2, 45, 1)
+    args = (q, k, v, False, 0.25, [4, 4], None, "top_left", None, mask)
+    want = OP(*args)
+    (route,) = routes._routes.values()
+    assert route.flat is None  # (the interpreter launches nothing directly)
+    calls = []
+    marker = (torch.full_like(want[0], 7.0), torch.zeros_like(want[1]))
+    route.flat = lambda *a: calls.append(a) or marker
+    got = OP(*args)
+    assert got[0] is marker[0] and got[1] is marker[1]
+    ((fq, fk, fv, fmask, fscale),) = calls
+    assert fq is q and fk is k and fv is v and fmask is mask and fscale == 0.25
+    route.flat = lambda *a: calls.append(a)  # None: the route's own path
+    for a, b in zip(OP(*args), want, strict=True):
+        torch.testing.assert_close(a, b, atol=0, rtol=0)
+    assert len(calls) == 2
+    monkeypatch.setattr(routes, "hooks_active", lambda: True)
+    route.flat = lambda *a: pytest.fail("the flat call ran under a launch hook")
+    for a, b in zip(OP(*args), want, strict=True):
+        torch.testing.assert_close(a, b, atol=0, rtol=0)
+    assert len(taken) == 1  # every later call by the route
 
 
 @pytest.mark.gpu
