@@ -59,7 +59,8 @@ class FlatLaunch:
         self.tma_placeholder = plan.tma_mask == 0  # desc_mask's argument: the mask, not read
 
     def __call__(self, q, k, v, attn_mask, scale):
-        stream = raw_stream(self.index)
+        # (raw_stream is None only in CPU-only builds, which make no RawLaunch, so no FlatLaunch)
+        stream = raw_stream(self.index)  # type: ignore[misc]
         win = self.window if self.cap is None else (*self.window, self.cap / scale)
         try:
             if self.hull is not None:
