@@ -753,25 +753,27 @@ def sched_counter(device):
     `lasting.lasting`: a counter kept from a CUDA-graph pool breaks Inductor's CUDA-graph trees."""
     import torch
 
-    from .lasting import lasting
-
     index = device.index if device.index is not None else torch.cuda.current_device()
-    key = (index, torch._C._cuda_getCurrentRawStream(index))
+    return stream_counter(device, torch._C._cuda_getCurrentRawStream(index), index)
+
+
+def stream_counter(device, stream: int, index: int | None = None):
+    """`sched_counter(device)` for the stream whose raw handle is `stream` (`index`: the
+    device's index, default `device.index`): one dict lookup on a hit, for a caller that holds
+    the handle already (`flashgen.kernels.flat`)."""
+    key = (device.index if index is None else index, stream)
     counter = _COUNTERS.get(key)
     if counter is None:
+        import torch
+
+        from .lasting import lasting
+
         make = functools.partial(torch.zeros, 1, dtype=torch.int32, device=device)
         counter = _COUNTERS[key] = lasting(make, device)
     return counter
 
 
 _COUNTERS: dict = {}
-
-
-def stream_counter(device, stream: int):
-    """`sched_counter(device)` for a caller that holds the current stream's raw handle
-    already (`flashgen.kernels.flat`): one dict lookup on a hit."""
-    counter = _COUNTERS.get((device.index, stream))
-    return sched_counter(device) if counter is None else counter
 
 
 @functools.cache

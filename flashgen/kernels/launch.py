@@ -43,8 +43,8 @@ log = logging.getLogger(__name__)
 
 # What Triton's CUDA driver itself uses for the current stream (absent from CPU-only builds,
 # which never take the direct path).
-_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-raw_stream = _raw_stream  # device index -> its current stream's handle, what launches take
+# (device index -> its current stream's handle, what launches take)
+raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
 _UNSET = object()
 _MAX_ENCODED = 8192
 MAX_PREFIXES = 256
@@ -198,7 +198,7 @@ class Launch:
     def _launch(self, args: tuple) -> None:
         fast = self.fast
         if fast is not None and fast is not _UNSET and not hooks_active():
-            fast(_raw_stream(self.device), args)
+            fast(raw_stream(self.device), args)
             return
         objects = self.descs.objects(args)
         if fast is _UNSET:

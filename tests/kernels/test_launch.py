@@ -57,7 +57,7 @@ def test_fast_launch_passes_the_jits_argument_list(monkeypatch):
     `JITFunction.run` gives it."""
     compiled = _Compiled()
     jit = _Jit(["x", "y", "n", "BLOCK_M", "BLOCK_N"], compiled)
-    monkeypatch.setattr(launch, "_raw_stream", lambda device: 1234)
+    monkeypatch.setattr(launch, "raw_stream", lambda device: 1234)
     run = Launch(jit, (5, 2), {"BLOCK_M": 64, "BLOCK_N": 32}, {"num_warps": 4}, device=0)
     run("x0", "y0", 7)
     assert jit.jit_calls == [((5, 2), ("x0", "y0", 7), {"BLOCK_M": 64, "BLOCK_N": 32,
@@ -133,7 +133,7 @@ def test_raw_launch_expands_descriptors_once_per_address():
 def test_launch_uses_the_jit_once_then_the_direct_path(monkeypatch):
     compiled = _Compiled()
     jit = _Jit(["x", "A"], compiled)
-    monkeypatch.setattr(launch, "_raw_stream", lambda device: 100 + device)
+    monkeypatch.setattr(launch, "raw_stream", lambda device: 100 + device)
     run = Launch(jit, (3,), {"A": 8}, {"num_warps": 2}, device=1)
     run("a")
     run("b")
@@ -148,7 +148,7 @@ def test_launch_goes_through_the_jit_while_a_hook_is_attached(monkeypatch):
 
     compiled = _Compiled()
     jit = _Jit(["x", "A"], compiled)
-    monkeypatch.setattr(launch, "_raw_stream", lambda device: 0)
+    monkeypatch.setattr(launch, "raw_stream", lambda device: 0)
     run = Launch(jit, (1,), {"A": 1}, {}, device=0)
     run("first")
     assert not launch.hooks_active()
@@ -428,7 +428,7 @@ def test_a_descriptor_launch_without_a_cuda_context_binds_one_and_retries(monkey
     is raised; a launch without descriptors never retries."""
     bound = []
     monkeypatch.setattr(launch, "bind_context", lambda: bound.append(True))
-    monkeypatch.setattr(launch, "_raw_stream", lambda device: 0)
+    monkeypatch.setattr(launch, "raw_stream", lambda device: 0)
     monkeypatch.setattr(launch, "hooks_active", lambda: False)
     template = ([4, 8], [8, 1], [4, 8])
 
