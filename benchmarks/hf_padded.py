@@ -13,7 +13,9 @@ head dim than the keys', every layer dense) is replaced with its values padded. 
 (BERT, ModernBERT: `--family bert|modernbert`, best with `--attn sdpa`,
 what HF picks by default) build `(q_idx >= 0) & padding[b, kv_idx]` as a [B, 1, N, N] tensor,
 now handed over as the per-key padding (ModernBERT's local layers: a two-sided window beside
-it); PyTorch runs SDPA with that mask. Each entry of the batch but the first is padded (`--pad`
+it); PyTorch runs SDPA with that mask. T5's encoder (`--family t5`, T5EncoderModel) adds its
+relative position bias ([1, H, N, N], a learned table's gradient) to the padding's
+[B, 1, 1, N] and hands SDPA (or the eager scores) the [B, H, N, N] sum. Each entry of the batch but the first is padded (`--pad`
 side) by a share of the length; `--pad none` passes no attention_mask and use_cache=False (HF's
 training call: decoders build their mask from their own position ids, proven causal).
 `--cudagraphs`: both backends run their graphs as CUDA graphs (a model whose host work outlasts
@@ -82,10 +84,15 @@ def config(family: str, width: int, heads: int, layers: int, seq: int):
             embedding_dropout=0.0, mlp_dropout=0.0, attention_dropout=0.0,
             initializer_range=0.05, **enc,
         )  # fmt: skip
+    if family == "t5":  # the encoder alone: a relative position bias [1, H, N, N] beside the padding
+        return transformers.T5Config(
+            d_model=width, num_heads=heads, d_kv=width // heads, d_ff=2 * width,
+            num_layers=layers, dropout_rate=0.0, vocab_size=1024, pad_token_id=0,
+        )  # fmt: skip
     raise ValueError(f"unknown family {family!r}")
 
 
-ENCODERS = ("bert", "modernbert")
+ENCODERS = ("bert", "modernbert", "t5")
 
 
 def padded_mask(batch: int, seq: int, side: str, device):
@@ -148,7 +155,11 @@ def main(argv: list[str] | None = None) -> int:
     torch.manual_seed(0)
     cfg = config(args.family, args.width, args.heads, args.layers, args.seq)
     auto = transformers.AutoModel if args.family in ENCODERS else transformers.AutoModelForCausalLM
-    reference = auto.from_config(cfg, attn_implementation=args.attn)
+    if args.family == "t5":  # (AutoModel would build the decoder too)
+        reference = transformers.T5EncoderModel(cfg)
+        reference.set_attn_implementation(args.attn)
+    else:
+        reference = auto.from_config(cfg, attn_implementation=args.attn)
     reference = reference.to(dev).float().train()
 
     def output_of(out):  # the logits, or an encoder's last hidden state

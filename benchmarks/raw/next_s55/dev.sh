@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Session 55's device calls (carry .whl; FLASHGEN_COMMIT=<sha>).
+#   first: on an H200 next_s49's h200 part first (issue 15's host bars, issue 13's 650 TFLOP/s
+#          row, ~250 s); then the routes'/masks'/launches' GPU tests (the flat test's HF-view
+#          cases never ran since 6f8a51b, ~150 s); then T5's encoder (never timed as a model:
+#          relative bias + padding read as one [B, H, N, N] tensor, forward and training, ~120 s)
+#   host:  next_s52/host_sleep.py once and next_s54/mbert_parts.py (ModernBERT's host with the
+#          flat call), ~120 s
+export FLASHGEN_COMMIT=${FLASHGEN_COMMIT:-?}
+name=$(nvidia-smi --query-gpu=name --format=csv,noheader)
+echo "card: $name"; uptime | cut -c1-80
+. benchmarks/device_env.sh > /dev/null 2>&1
+for part in "$@"; do
+case "$part" in
+first)
+  if echo "$name" | grep -q H200; then
+    bash benchmarks/raw/next_s49/dev.sh h200 2>&1 | grep -v "^card\|load average"
+  fi
+  timeout 200 python3 -m pytest -q -p no:cacheprovider -m gpu -n 4 tests/runtime/test_routes.py \
+    tests/kernels/test_attn_mask.py tests/kernels/test_launch_gpu.py \
+    > $OUT/gpu_tests.txt 2>&1
+  stamp "gpu tests rc=$?"; tail -2 $OUT/gpu_tests.txt | cut -c1-300; grep FAILED $OUT/gpu_tests.txt | head
+  for attn in sdpa eager; do
+    timeout 200 python3 -u benchmarks/hf_padded.py --family t5 --attn $attn --batch 8 --seq 512 \
+      --width 768 --heads 12 --layers 2 --pad right --out $OUT/t5_$attn.json > $OUT/t5_$attn.txt 2>&1
+    stamp "t5 $attn rc=$?"; grep -E "^fwd|^check|host us|Error" $OUT/t5_$attn.txt | cut -c1-250
+  done ;;
+host)
+  SHAPES=1 ROUNDS=2 timeout 100 python3 -u benchmarks/raw/next_s52/host_sleep.py $OUT/hs.json 2>&1 \
+    | grep -v -i "warn\|transformers\]" | grep -E "prim|sdpa|composite|round"
+  stamp "host_sleep"
+  timeout 200 python3 -u benchmarks/raw/next_s54/mbert_parts.py $OUT/parts.json > $OUT/parts.txt 2>&1
+  stamp "parts rc=$?"; grep -v -i "warn\|transformers\]" $OUT/parts.txt | cut -c1-200 | tail -60 ;;
+esac
+done
