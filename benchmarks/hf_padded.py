@@ -84,9 +84,7 @@ def config(family: str, width: int, heads: int, layers: int, seq: int):
             embedding_dropout=0.0, mlp_dropout=0.0, attention_dropout=0.0,
             initializer_range=0.05, **enc,
         )  # fmt: skip
-    if (
-        family == "t5"
-    ):  # the encoder alone: a relative position bias [1, H, N, N] beside the padding
+    if family == "t5":  # the encoder alone: a relative bias [1, H, N, N] beside the padding
         return transformers.T5Config(
             d_model=width, num_heads=heads, d_kv=width // heads, d_ff=2 * width,
             num_layers=layers, dropout_rate=0.0, vocab_size=1024, pad_token_id=0,
