@@ -4,6 +4,8 @@
 #          row, ~250 s); then the routes'/masks'/launches' GPU tests (the flat test's HF-view
 #          cases never ran since 6f8a51b, ~150 s); then T5's encoder (never timed as a model:
 #          relative bias + padding read as one [B, H, N, N] tensor, forward and training, ~120 s)
+#   varlen: benchmarks/varlen.py (packed sequences: checks, then packed / padded / plain timed;
+#          the packed TMA builds of session 7 never timed), ~90 s
 #   host:  next_s52/host_sleep.py once and next_s54/mbert_parts.py (ModernBERT's host with the
 #          flat call), ~120 s
 export FLASHGEN_COMMIT=${FLASHGEN_COMMIT:-?}
@@ -25,6 +27,9 @@ first)
       --width 768 --heads 12 --layers 2 --pad right --out $OUT/t5_$attn.json > $OUT/t5_$attn.txt 2>&1
     stamp "t5 $attn rc=$?"; grep -E "^fwd|^check|host us|Error" $OUT/t5_$attn.txt | cut -c1-250
   done ;;
+varlen)
+  timeout 200 python3 -u benchmarks/varlen.py --out $OUT --budget 150 > $OUT/varlen.txt 2>&1
+  stamp "varlen rc=$?"; grep -v -i warn $OUT/varlen.txt | tail -25 | cut -c1-200 ;;
 host)
   SHAPES=1 ROUNDS=2 timeout 100 python3 -u benchmarks/raw/next_s52/host_sleep.py $OUT/hs.json 2>&1 \
     | grep -v -i "warn\|transformers\]" | grep -E "prim|sdpa|composite|round"
