@@ -6,6 +6,7 @@
 #          relative bias + padding read as one [B, H, N, N] tensor, forward and training, ~120 s)
 #   varlen: benchmarks/varlen.py (packed sequences: checks, then packed / padded / plain timed;
 #          the packed TMA builds of session 7 never timed), ~90 s
+#   bwd:   masked_bwd.py (a masked call's backward: host µs by layer, cProfile of the op), ~60 s
 #   host:  next_s52/host_sleep.py once and next_s54/mbert_parts.py (ModernBERT's host with the
 #          flat call), ~120 s
 export FLASHGEN_COMMIT=${FLASHGEN_COMMIT:-?}
@@ -30,6 +31,9 @@ first)
 varlen)
   timeout 200 python3 -u benchmarks/varlen.py --out $OUT --budget 150 > $OUT/varlen.txt 2>&1
   stamp "varlen rc=$?"; grep -v -i warn $OUT/varlen.txt | tail -25 | cut -c1-200 ;;
+bwd)
+  timeout 150 python3 -u benchmarks/raw/next_s55/masked_bwd.py $OUT/masked_bwd.json > $OUT/masked_bwd.txt 2>&1
+  stamp "masked_bwd rc=$?"; grep -E "^bert|^modernbert|Error" $OUT/masked_bwd.txt | cut -c1-600 ;;
 host)
   SHAPES=1 ROUNDS=2 timeout 100 python3 -u benchmarks/raw/next_s52/host_sleep.py $OUT/hs.json 2>&1 \
     | grep -v -i "warn\|transformers\]" | grep -E "prim|sdpa|composite|round"
