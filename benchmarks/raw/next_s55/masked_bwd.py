@@ -24,6 +24,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, ".")
 import flashgen  # noqa: E402
+from flashgen.runtime import primitives  # noqa: E402,F401  (registers the ops)
 
 OPF = torch.ops.flashgen.attention_fwd.default
 OPB = torch.ops.flashgen.attention_bwd.default
