@@ -7,6 +7,9 @@
 #   varlen: benchmarks/varlen.py (packed sequences: checks, then packed / padded / plain timed;
 #          the packed TMA builds of session 7 never timed), ~90 s
 #   bwd:   masked_bwd.py (a masked call's backward: host µs by layer, cProfile of the op), ~60 s
+#   hand:  hand-written masked sites by size (T5's encoder, eager: 0.866x Inductor at B8 T512 in
+#          call 9; T5 at 1k and 2k, HF BERT eager at 8 x 512 and 32 x 512), ~200 s
+#   engine: engine_probe.py (the autograd engine's device thread and our backward node), ~60 s
 #   host:  next_s52/host_sleep.py once and next_s54/mbert_parts.py (ModernBERT's host with the
 #          flat call), ~120 s
 export FLASHGEN_COMMIT=${FLASHGEN_COMMIT:-?}
@@ -34,6 +37,16 @@ varlen)
 bwd)
   timeout 150 python3 -u benchmarks/raw/next_s55/masked_bwd.py $OUT/masked_bwd.json > $OUT/masked_bwd.txt 2>&1
   stamp "masked_bwd rc=$?"; grep -E "^bert|^modernbert|Error" $OUT/masked_bwd.txt | cut -c1-600 ;;
+hand)
+  for c in "t5 8 1024" "t5 4 2048" "bert 8 512" "bert 32 512"; do
+    set -- $c
+    timeout 150 python3 -u benchmarks/hf_padded.py --family $1 --attn eager --batch $2 --seq $3 \
+      --width 768 --heads 12 --layers 2 --pad right --out $OUT/hand_$1_$2_$3.json > $OUT/hand_$1_$2_$3.txt 2>&1
+    stamp "$1 eager B$2 T$3 rc=$?"; grep -E "^fwd|^check|host us|Error" $OUT/hand_$1_$2_$3.txt | cut -c1-250
+  done ;;
+engine)
+  timeout 150 python3 -u benchmarks/raw/next_s55/engine_probe.py $OUT/engine.json 2>&1 | grep -v -i warn | tail -8 | cut -c1-600
+  stamp "engine" ;;
 host)
   SHAPES=1 ROUNDS=2 timeout 100 python3 -u benchmarks/raw/next_s52/host_sleep.py $OUT/hs.json 2>&1 \
     | grep -v -i "warn\|transformers\]" | grep -E "prim|sdpa|composite|round"
