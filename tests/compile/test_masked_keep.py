@@ -268,3 +268,65 @@ def test_modernbert_with_its_global_layer_kept_and_its_local_layer_replaced():
     for name, g in want_grads.items():
         torch.testing.assert_close(dict(model.named_parameters())[name].grad, g, atol=1e-4,
                                    rtol=1e-3, msg=name)  # fmt: skip
+
+
+def _hand_written(q, k, v, bias):
+    return torch.softmax(q @ k.transpose(-1, -2) * q.shape[-1] ** -0.5 + bias, dim=-1) @ v
+
+
+def test_hand_written_dense_additive_masks_take_their_own_thresholds(monkeypatch):
+    """Hand-written attention with a dense additive mask (T5's learned relative bias) is kept
+    below HAND_WRITTEN_MIN_FLOPS (200 GFLOP at head dim 64, 100 at 128), replaced from it; a
+    per-key additive mask or a boolean one is not what the rule is for: replaced."""
+    q, k, v, mask = _inputs(4, 16, 1024, 64, grad=True, dense=True)  # 17 GFLOP
+    bias = torch.randn(1, 16, 1024, 1024, requires_grad=True)
+    site = _site(_hand_written, q, k, v, bias)
+    assert site.kind not in ("sdpa", "mha") and site.mask == "add" and not site.key_mask, site
+    assert not site.replaced and site.reason.startswith("left as written"), site.reason
+    assert "from 200 GFLOP" in site.reason and "with a backward" in site.reason, site.reason
+    q128, k128, v128, _ = _inputs(1, 16, 1024, 128)  # 8.6 GFLOP, forward alone
+    site = _site(_hand_written, q128, k128, v128, bias.detach())
+    assert not site.replaced and "from 100 GFLOP" in site.reason, site.reason
+    assert "with a backward" not in site.reason, site.reason
+    monkeypatch.setitem(choice.HAND_WRITTEN_MIN_FLOPS, (False, True), 17e9)
+    assert _site(_hand_written, q, k, v, bias).replaced  # 17.2 GFLOP >= 17
+    key_bias = torch.zeros(4, 1, 1, 1024)
+    key_bias[0, ..., -3:] = float("-inf")
+    site = _site(_hand_written, q, k, v, key_bias)
+    assert site.key_mask and site.replaced, site
+
+    def boolean(q, k, v, mask):
+        scores = (q @ k.transpose(-1, -2) * q.shape[-1] ** -0.5).masked_fill(~mask, -1e9)
+        return torch.softmax(scores, dim=-1) @ v
+
+    site = _site(boolean, q, k, v, mask)
+    assert site.mask == "bool" and site.replaced, site
+
+
+def test_t5s_encoder_keeps_its_small_sites_and_compiles_to_eagers_result():
+    """HF T5's encoder with eager attention over a padded batch: the relative position bias
+    and the padding reach the scores as one dense additive mask, and its small sites are left
+    as written; the compiled model's output and the bias table's gradient equal eager's."""
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.T5Config(d_model=32, num_heads=2, d_kv=16, d_ff=64, num_layers=2,
+                                dropout_rate=0.0, vocab_size=50)  # fmt: skip
+    torch.manual_seed(0)
+    model = transformers.T5EncoderModel(cfg)
+    model.set_attn_implementation("eager")
+    ids = torch.randint(1, 50, (2, 11))
+    mask = torch.ones(2, 11, dtype=torch.long)
+    mask[1, 8:] = 0
+    sites = flashgen.explain(model, input_ids=ids, attention_mask=mask).sites
+    assert len(sites) == 2 and all(not s.replaced for s in sites), sites
+    assert all(s.reason.startswith("left as written") for s in sites), sites
+    table = model.encoder.block[0].layer[0].SelfAttention.relative_attention_bias.weight
+    torch._dynamo.reset()
+    want = model(input_ids=ids, attention_mask=mask).last_hidden_state
+    (want_grad,) = torch.autograd.grad(want.square().sum(), table)
+    compiled = torch.compile(model, backend="flashgen")
+    before = patterns.counters["matmul.kept"]
+    out = compiled(input_ids=ids, attention_mask=mask).last_hidden_state
+    assert patterns.counters["matmul.kept"] == before + 2
+    (grad,) = torch.autograd.grad(out.square().sum(), table)
+    torch.testing.assert_close(out, want)
+    torch.testing.assert_close(grad, want_grad)

@@ -1,5 +1,6 @@
 """What a replaceable attention site runs at its traced shape (`site_choices`), and the
-`F.scaled_dot_product_attention` and `nn.MultiheadAttention` calls left to PyTorch because of it
+`F.scaled_dot_product_attention` and `nn.MultiheadAttention` calls left to PyTorch because of it,
+with the small hand-written ones whose dense additive mask Inductor handles better
 (`keep_reason`).
 
 Why a site may be left alone: Dynamo guards every size it did not mark dynamic, so a graph
@@ -71,10 +72,14 @@ def keep_reason(m: Any) -> str | None:
     forward and backward would both run the SDPA backend that PyTorch's own call picks there
     (on any device: the CPU has SDPA's flash backend too); or such a call whose only extras
     are a mask tensor and perhaps dropout, too small for flashgen's masked path to gain
-    (`masked_keep_reason`)."""
+    (`masked_keep_reason`); or hand-written attention with a dense additive mask, likewise
+    (`masked_keep_reason`: T5's relative bias)."""
     site = m.site
-    if site.kind not in ("sdpa", "mha") or not _sdpa_extras_only(site):
+    if not _sdpa_extras_only(site):
         return None
+    if site.kind not in ("sdpa", "mha"):
+        dense_additive = site.mask == "add" and not site.key_mask
+        return masked_keep_reason(m) if dense_additive else None
     if site.mask:
         return masked_keep_reason(m)
     operands = _operands(m)
@@ -191,6 +196,24 @@ MASKED_MIN_FLOPS_ADDITIVE = {
     (True, True, False): 100e9,
     (True, True, True): 100e9,
 }
+# Hand-written attention with a dense additive mask (T5's relative position bias, summed with
+# its padding mask into one [B, H, N, N] tensor): the least forward FLOPs at which flashgen's
+# kernels replace it, by (head dim >= 128, with a backward), whatever the dropout. Why: as
+# written, Inductor fuses the bias, the padding and the softmax into one kernel between two
+# matrix products and reads the [1, H, N, N] bias and the [B, 1, 1, N] padding where they are;
+# the op's kernels take one mask tensor, so the rewrite hands them the sum, written whole, and a
+# bias that requires grad gets a [B, H, N, N] gradient reduced after; small calls lose on the
+# host as masked SDPA calls do. HF T5's encoder (eager attention, B8 T512 width 768, 12 heads of
+# 64, 2 layers, right padding; 6.4 GFLOP a site, bias learned) read 0.866x Inductor forward and
+# 0.868x forward+backward with both sites replaced (H100, benchmarks/RESULTS.md, session 55).
+# No larger size was measured: the thresholds are MASKED_MIN_FLOPS_ADDITIVE's (SDPA given a dense
+# additive mask lost up to 137 GFLOP at head dim 64; head dim 128 won at 137).
+HAND_WRITTEN_MIN_FLOPS = {
+    (False, False): 200e9,
+    (False, True): 200e9,
+    (True, False): 100e9,
+    (True, True): 100e9,
+}
 # The devices whose masked calls the rule applies to (the figures above are a GPU's; on the CPU
 # the kernels run in Triton's interpreter, for tests).
 MASKED_RULE_DEVICES = ("cuda",)
@@ -198,7 +221,8 @@ MASKED_RULE_DEVICES = ("cuda",)
 
 def masked_keep_reason(m: Any) -> str | None:
     """Why the masked site `m` (an SDPA or nn.MultiheadAttention call whose only extras are its
-    mask tensor and perhaps dropout) is left to PyTorch, or None to replace it: a
+    mask tensor and perhaps dropout, or hand-written attention with a dense additive mask and
+    perhaps dropout: `HAND_WRITTEN_MIN_FLOPS`) is left to PyTorch, or None to replace it: a
     CUDA call with as many query rows as keys (the sweep's calls; a decode step over a KV cache
     has few FLOPs and much to read, where flashgen's split-KV kernels ran 3-4x faster than SDPA
     given the same mask, session 40) and fewer FLOPs than `MASKED_MIN_FLOPS` asks for its kind
@@ -225,6 +249,13 @@ def masked_keep_reason(m: Any) -> str | None:
     flops *= 0.5 if site.causal else 1.0
     dense = not site.key_mask
     kind_key = (dense, site.head_dim >= 128, grad)
+    if site.kind not in ("sdpa", "mha"):  # hand-written: dense additive (`keep_reason`)
+        least = HAND_WRITTEN_MIN_FLOPS[kind_key[1:]]
+        return None if flops >= least else (
+            f"left as written: attention with a dense additive mask, {flops / 1e9:.1f} GFLOP"
+            f"{traced}{' with a backward' if grad else ''}, runs faster as Inductor compiles it "
+            f"(flashgen from {least / 1e9:.0f} GFLOP: the kernels read the mask's sum whole)"
+        )  # fmt: skip
     least = MASKED_MIN_FLOPS[kind_key]
     if site.dropout:
         least = MASKED_MIN_FLOPS_DROPOUT.get(kind_key, least)
@@ -256,12 +287,16 @@ def _sdpa_extras_only(site: Any) -> bool:
 
 def _operands(m: Any) -> tuple[tuple[torch.Tensor, ...], bool] | None:
     """((q, k, v) example values, whether a gradient flows through the site) for an SDPA site
-    (its query, key and value) or an nn.MultiheadAttention one (its inputs; its projection
-    weight counts for the gradient); None when one is not a tensor."""
+    (its query, key and value), an nn.MultiheadAttention one (its inputs; its projection
+    weight counts for the gradient) or hand-written attention (its operands; its mask tensors
+    count); None when one is not a tensor."""
     if m.site.kind == "sdpa":
         names = ("query", "key", "value")
         nodes = [node_arg(m.out, i, n) for i, n in enumerate(names)]
         weights = []
+    elif m.mha is None:  # hand-written: a learned bias (T5's) brings a gradient too
+        nodes = [m.q, m.k, m.v]
+        weights = [x for x in (m.attn_mask, m.key_bias and m.key_bias[0]) if x is not None]
     else:
         p = m.mha
         nodes = [m.q, m.k, m.v]
