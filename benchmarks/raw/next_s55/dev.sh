@@ -38,11 +38,14 @@ bwd)
   timeout 150 python3 -u benchmarks/raw/next_s55/masked_bwd.py $OUT/masked_bwd.json > $OUT/masked_bwd.txt 2>&1
   stamp "masked_bwd rc=$?"; grep -E "^bert|^modernbert|Error" $OUT/masked_bwd.txt | cut -c1-600 ;;
 hand)
-  for c in "t5 8 1024" "t5 4 2048" "bert 8 512" "bert 32 512"; do
+  # T5 at 512 under the new rule (its sites kept), then every size with the sites forced to
+  # flashgen's kernels (FLASHGEN_IMPL=flashgen turns the rule off): what replacing them reads
+  for c in "t5 8 512 default" "t5 8 1024 flashgen" "t5 4 2048 flashgen" "bert 8 512 default" "bert 32 512 default"; do
     set -- $c
-    timeout 150 python3 -u benchmarks/hf_padded.py --family $1 --attn eager --batch $2 --seq $3 \
-      --width 768 --heads 12 --layers 2 --pad right --out $OUT/hand_$1_$2_$3.json > $OUT/hand_$1_$2_$3.txt 2>&1
-    stamp "$1 eager B$2 T$3 rc=$?"; grep -E "^fwd|^check|host us|Error" $OUT/hand_$1_$2_$3.txt | cut -c1-250
+    FLASHGEN_IMPL=$([ $4 = flashgen ] && echo flashgen) timeout 150 python3 -u benchmarks/hf_padded.py \
+      --family $1 --attn eager --batch $2 --seq $3 --width 768 --heads 12 --layers 2 --pad right \
+      --out $OUT/hand_$1_$2_$3_$4.json > $OUT/hand_$1_$2_$3_$4.txt 2>&1
+    stamp "$1 eager B$2 T$3 $4 rc=$?"; grep -E "^fwd|^check|host us|Error" $OUT/hand_$1_$2_$3_$4.txt | cut -c1-250
   done ;;
 engine)
   timeout 150 python3 -u benchmarks/raw/next_s55/engine_probe.py $OUT/engine.json 2>&1 | grep -v -i warn | tail -8 | cut -c1-600
