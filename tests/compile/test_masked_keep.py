@@ -277,30 +277,50 @@ def _hand_written(q, k, v, bias):
 def test_hand_written_dense_additive_masks_take_their_own_thresholds(monkeypatch):
     """Hand-written attention with a dense additive mask (T5's learned relative bias) is kept
     below HAND_WRITTEN_MIN_FLOPS (200 GFLOP at head dim 64, 100 at 128), replaced from it; a
-    per-key additive mask or a boolean one is not what the rule is for: replaced."""
+    dense boolean mask is not what the rule is for: replaced."""
     q, k, v, mask = _inputs(4, 16, 1024, 64, grad=True, dense=True)  # 17 GFLOP
     bias = torch.randn(1, 16, 1024, 1024, requires_grad=True)
     site = _site(_hand_written, q, k, v, bias)
     assert site.kind not in ("sdpa", "mha") and site.mask == "add" and not site.key_mask, site
     assert not site.replaced and site.reason.startswith("left as written"), site.reason
-    assert "from 200 GFLOP" in site.reason and "with a backward" in site.reason, site.reason
+    assert "a dense additive mask" in site.reason and "from 200 GFLOP" in site.reason, site
+    assert "with a backward" in site.reason, site.reason
     q128, k128, v128, _ = _inputs(1, 16, 1024, 128)  # 8.6 GFLOP, forward alone
     site = _site(_hand_written, q128, k128, v128, bias.detach())
     assert not site.replaced and "from 100 GFLOP" in site.reason, site.reason
     assert "with a backward" not in site.reason, site.reason
-    monkeypatch.setitem(choice.HAND_WRITTEN_MIN_FLOPS, (False, True), 17e9)
+    monkeypatch.setitem(choice.HAND_WRITTEN_MIN_FLOPS, (True, False, True), 17e9)
     assert _site(_hand_written, q, k, v, bias).replaced  # 17.2 GFLOP >= 17
-    key_bias = torch.zeros(4, 1, 1, 1024)
-    key_bias[0, ..., -3:] = float("-inf")
-    site = _site(_hand_written, q, k, v, key_bias)
-    assert site.key_mask and site.replaced, site
 
     def boolean(q, k, v, mask):
         scores = (q @ k.transpose(-1, -2) * q.shape[-1] ** -0.5).masked_fill(~mask, -1e9)
         return torch.softmax(scores, dim=-1) @ v
 
     site = _site(boolean, q, k, v, mask)
-    assert site.mask == "bool" and site.replaced, site
+    assert site.mask == "bool" and not site.key_mask and site.replaced, site
+
+
+def test_hand_written_per_key_masks_take_their_own_thresholds():
+    """Hand-written attention with a per-key mask (HF BERT's eager attention adds a [B, 1, 1,
+    N] padding bias) is kept below 25 GFLOP whatever the head dim and the backward, additive or
+    boolean, and replaced from it (BERT's eager sites: 6.4 GFLOP lost, 25.8 won)."""
+    pad = torch.zeros(4, 1, 1, 512)
+    pad[0, ..., -3:] = float("-inf")
+    q, k, v, _ = _inputs(4, 12, 512, 64, grad=True)  # BERT at 4 x 512: 3.2 GFLOP
+    site = _site(_hand_written, q, k, v, pad)
+    assert site.key_mask and site.mask == "add" and not site.replaced, site
+    assert "a per-key mask" in site.reason and "from 25 GFLOP" in site.reason, site.reason
+
+    def boolean(q, k, v, keep):
+        scores = (q @ k.transpose(-1, -2) * q.shape[-1] ** -0.5).masked_fill(~keep, -1e9)
+        return torch.softmax(scores, dim=-1) @ v
+
+    site = _site(boolean, q, k, v, pad == 0)
+    assert site.key_mask and site.mask == "bool" and not site.replaced, site
+    q, k, v, _ = _inputs(32, 12, 512, 64)  # 25.8 GFLOP: replaced
+    pad = torch.zeros(32, 1, 1, 512)
+    pad[0, ..., -3:] = float("-inf")
+    assert _site(_hand_written, q, k, v, pad).replaced
 
 
 def test_t5s_encoder_keeps_its_small_sites_and_compiles_to_eagers_result():

@@ -1,6 +1,6 @@
 """What a replaceable attention site runs at its traced shape (`site_choices`), and the
 `F.scaled_dot_product_attention` and `nn.MultiheadAttention` calls left to PyTorch because of it,
-with the small hand-written ones whose dense additive mask Inductor handles better
+with the small hand-written masked ones that Inductor compiles faster as written
 (`keep_reason`).
 
 Why a site may be left alone: Dynamo guards every size it did not mark dynamic, so a graph
@@ -72,14 +72,14 @@ def keep_reason(m: Any) -> str | None:
     forward and backward would both run the SDPA backend that PyTorch's own call picks there
     (on any device: the CPU has SDPA's flash backend too); or such a call whose only extras
     are a mask tensor and perhaps dropout, too small for flashgen's masked path to gain
-    (`masked_keep_reason`); or hand-written attention with a dense additive mask, likewise
-    (`masked_keep_reason`: T5's relative bias)."""
+    (`masked_keep_reason`); or hand-written attention with a per-key or dense additive mask,
+    likewise (`masked_keep_reason`: HF BERT's and T5's eager attention)."""
     site = m.site
     if not _sdpa_extras_only(site):
         return None
-    if site.kind not in ("sdpa", "mha"):
-        dense_additive = site.mask == "add" and not site.key_mask
-        return masked_keep_reason(m) if dense_additive else None
+    if site.kind not in ("sdpa", "mha"):  # hand-written: a per-key or dense additive mask
+        ruled = site.key_mask or site.mask == "add"
+        return masked_keep_reason(m) if site.mask and ruled else None
     if site.mask:
         return masked_keep_reason(m)
     operands = _operands(m)
@@ -196,23 +196,32 @@ MASKED_MIN_FLOPS_ADDITIVE = {
     (True, True, False): 100e9,
     (True, True, True): 100e9,
 }
-# Hand-written attention with a dense additive mask (T5's relative position bias, summed with
-# its padding mask into one [B, H, N, N] tensor): the least forward FLOPs at which flashgen's
-# kernels replace it, by (head dim >= 128, with a backward), whatever the dropout. Why: as
-# written, Inductor fuses the bias, the padding and the softmax into one kernel between two
-# matrix products and reads the [1, H, N, N] bias and the [B, 1, 1, N] padding where they are;
-# the op's kernels take one mask tensor, so the rewrite hands them the sum, written whole, and a
-# bias that requires grad gets a [B, H, N, N] gradient reduced after; small calls lose on the
-# host as masked SDPA calls do. HF T5's encoder (eager attention, B8 T512 width 768, 12 heads of
-# 64, 2 layers, right padding; 6.4 GFLOP a site, bias learned) read 0.866x Inductor forward and
-# 0.868x forward+backward with both sites replaced (H100, benchmarks/RESULTS.md, session 55).
-# No larger size was measured: the thresholds are MASKED_MIN_FLOPS_ADDITIVE's (SDPA given a dense
-# additive mask lost up to 137 GFLOP at head dim 64; head dim 128 won at 137).
+# Hand-written attention with a per-key mask or a dense additive one: the least forward FLOPs
+# at which flashgen's kernels replace it, by (dense, head dim >= 128, with a backward), whatever
+# the dropout; below them the site stays as written and Inductor compiles it (two matrix
+# products around one fused softmax kernel that adds the masks where they are). Measured on the
+# H100 (benchmarks/RESULTS.md, session 55; HF models with eager attention, width 768, 12 heads
+# of 64, 2 layers, right padding, Inductor's time over flashgen's with the sites replaced,
+# forward / forward+backward):
+# - per key (HF BERT's [B, 1, 1, N] additive padding): B8 T512, 6.4 GFLOP a site, 0.78x / 0.85x
+#   (the host's time a forward: 841 against 626 µs); B32 T512, 25.8 GFLOP, 1.71x / 1.27x. The
+#   threshold lies above the largest size that lost and at or below the least that won, as
+#   MASKED_MIN_FLOPS's do (nothing between them measured).
+# - dense additive (T5's relative position bias [1, H, N, N] plus the padding: the op's kernels
+#   take one mask tensor, so the rewrite hands them the sum written whole, and a bias that
+#   requires grad gets a [B, H, N, N] gradient reduced after): T5's encoder at B8 T512 (6.4
+#   GFLOP) 0.87x / 0.87x, B8 T1k (25.8) 0.87x / 0.87x, B4 T2k (51.5) 0.88x / 0.94x. No win
+#   measured: MASKED_MIN_FLOPS_ADDITIVE's values (SDPA given a dense additive mask lost up to
+#   137 GFLOP at head dim 64; head dim 128 won at 137).
 HAND_WRITTEN_MIN_FLOPS = {
-    (False, False): 200e9,
-    (False, True): 200e9,
-    (True, False): 100e9,
-    (True, True): 100e9,
+    (False, False, False): 25e9,
+    (False, False, True): 25e9,
+    (False, True, False): 25e9,
+    (False, True, True): 25e9,
+    (True, False, False): 200e9,
+    (True, False, True): 200e9,
+    (True, True, False): 100e9,
+    (True, True, True): 100e9,
 }
 # The devices whose masked calls the rule applies to (the figures above are a GPU's; on the CPU
 # the kernels run in Triton's interpreter, for tests).
@@ -221,11 +230,11 @@ MASKED_RULE_DEVICES = ("cuda",)
 
 def masked_keep_reason(m: Any) -> str | None:
     """Why the masked site `m` (an SDPA or nn.MultiheadAttention call whose only extras are its
-    mask tensor and perhaps dropout, or hand-written attention with a dense additive mask and
-    perhaps dropout: `HAND_WRITTEN_MIN_FLOPS`) is left to PyTorch, or None to replace it: a
-    CUDA call with as many query rows as keys (the sweep's calls; a decode step over a KV cache
-    has few FLOPs and much to read, where flashgen's split-KV kernels ran 3-4x faster than SDPA
-    given the same mask, session 40) and fewer FLOPs than `MASKED_MIN_FLOPS` asks for its kind
+    mask tensor and perhaps dropout, or hand-written attention with a per-key or dense additive
+    mask and perhaps dropout: `HAND_WRITTEN_MIN_FLOPS`) is left to PyTorch, or None to replace
+    it: a CUDA call with as many query rows as keys (the sweep's calls; a decode step over a KV
+    cache has few FLOPs and much to read, where flashgen's split-KV kernels ran 3-4x faster than
+    SDPA given the same mask, session 40) and fewer FLOPs than `MASKED_MIN_FLOPS` asks for its kind
     (`MASKED_MIN_FLOPS_DROPOUT` with attention dropout, `MASKED_MIN_FLOPS_ADDITIVE` for a
     dense additive mask, where they have the kind).
     Sizes are the traced ones: a graph with symbolic sizes is judged at its traced shape and
@@ -249,12 +258,13 @@ def masked_keep_reason(m: Any) -> str | None:
     flops *= 0.5 if site.causal else 1.0
     dense = not site.key_mask
     kind_key = (dense, site.head_dim >= 128, grad)
-    if site.kind not in ("sdpa", "mha"):  # hand-written: dense additive (`keep_reason`)
-        least = HAND_WRITTEN_MIN_FLOPS[kind_key[1:]]
+    if site.kind not in ("sdpa", "mha"):  # hand-written (`keep_reason`)
+        least = HAND_WRITTEN_MIN_FLOPS[kind_key]
+        mask = "a dense additive mask" if dense else "a per-key mask"
         return None if flops >= least else (
-            f"left as written: attention with a dense additive mask, {flops / 1e9:.1f} GFLOP"
-            f"{traced}{' with a backward' if grad else ''}, runs faster as Inductor compiles it "
-            f"(flashgen from {least / 1e9:.0f} GFLOP: the kernels read the mask's sum whole)"
+            f"left as written: attention with {mask}, {flops / 1e9:.1f} GFLOP{traced}"
+            f"{' with a backward' if grad else ''}, runs faster as Inductor compiles it "
+            f"(flashgen from {least / 1e9:.0f} GFLOP)"
         )  # fmt: skip
     least = MASKED_MIN_FLOPS[kind_key]
     if site.dropout:
