@@ -350,3 +350,29 @@ def test_t5s_encoder_keeps_its_small_sites_and_compiles_to_eagers_result():
     (grad,) = torch.autograd.grad(out.square().sum(), table)
     torch.testing.assert_close(out, want)
     torch.testing.assert_close(grad, want_grad)
+
+
+def test_a_per_key_bias_beside_a_causal_mask_takes_the_per_key_thresholds():
+    """A floating bias of one entry per key beside a proven causal mask (BLOOM's [B * H, 1, N]
+    bias where it is not proven ALiBi) reaches the op combined into one tensor that is still one
+    entry per key: it takes the per-key threshold (25 GFLOP), not the dense additive one, so a
+    large such site stays flashgen's (T5's dense bias at the same size is kept)."""
+
+    def biased_causal(q, k, v, bias):
+        n = q.shape[2]
+        scores = q @ k.transpose(-1, -2) * q.shape[-1] ** -0.5 + bias
+        causal = torch.ones(n, n, dtype=torch.bool).tril()
+        scores = scores.masked_fill(~causal, float("-inf"))
+        return torch.softmax(scores, dim=-1) @ v
+
+    q, k, v, _ = _inputs(4, 16, 2048, 128, grad=True)  # 68.7 GFLOP causal: >= 25, < 100
+    gen = torch.Generator().manual_seed(5)
+    per_key = torch.randn(4, 16, 1, 2048, generator=gen)
+    site = _site(biased_causal, q, k, v, per_key)
+    assert site.causal and site.mask == "add" and site.replaced, site
+    dense = torch.randn(1, 16, 2048, 2048, generator=gen)
+    site = _site(biased_causal, q, k, v, dense)
+    assert not site.replaced and "a dense additive mask" in site.reason, site.reason
+    q, k, v, _ = _inputs(1, 4, 512, 64, grad=True)  # 0.3 GFLOP: kept as a per-key mask
+    site = _site(biased_causal, q, k, v, per_key[:1, :4, :, :512])
+    assert not site.replaced and "a per-key mask" in site.reason, site.reason

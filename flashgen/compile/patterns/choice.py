@@ -24,7 +24,7 @@ import torch
 
 from ...core.impls import FLASHGEN, SDPA_IMPLS, impl_label, sdpa_backend
 from ...core.spec import KernelSpec
-from .core import example_value, node_arg
+from .core import example_value, known_eq, node_arg
 
 # Sequence lengths of the tensors that ask PyTorch which backend it would pick (its checks look
 # at dtypes, head dims, head counts and flags, not at how long the sequences are). The probes
@@ -78,7 +78,7 @@ def keep_reason(m: Any) -> str | None:
     if not _sdpa_extras_only(site):
         return None
     if site.kind not in ("sdpa", "mha"):  # hand-written: a per-key or dense additive mask
-        ruled = site.key_mask or site.mask == "add"
+        ruled = _reads_per_key(m) or site.mask == "add"
         return masked_keep_reason(m) if site.mask and ruled else None
     if site.mask:
         return masked_keep_reason(m)
@@ -259,7 +259,8 @@ def masked_keep_reason(m: Any) -> str | None:
     dense = not site.key_mask
     kind_key = (dense, site.head_dim >= 128, grad)
     if site.kind not in ("sdpa", "mha"):  # hand-written (`keep_reason`)
-        least = HAND_WRITTEN_MIN_FLOPS[kind_key]
+        dense = not _reads_per_key(m)
+        least = HAND_WRITTEN_MIN_FLOPS[(dense, *kind_key[1:])]
         mask = "a dense additive mask" if dense else "a per-key mask"
         return None if flops >= least else (
             f"left as written: attention with {mask}, {flops / 1e9:.1f} GFLOP{traced}"
@@ -281,6 +282,17 @@ def masked_keep_reason(m: Any) -> str | None:
         f"{' with a backward' if grad else ''} runs faster as SDPA with its mask (flashgen from "
         f"{least / 1e9:.0f} GFLOP: the op's host time exceeds what its kernel saves)"
     )
+
+
+def _reads_per_key(m: Any) -> bool:
+    """Whether the mask tensor the op gets at the hand-written site `m` holds one entry per key
+    (size 1 along the query rows): the attn_mask's shape (`site.key_mask`), and beside a
+    floating bias (`m.key_bias`, which the rewrite combines with it into one tensor: BLOOM's
+    [B * H, 1, N] bias when not proven ALiBi) both shapes."""
+    if m.key_bias is None:
+        return m.site.key_mask
+    shapes = [example_value(t).shape for t in (m.attn_mask, m.key_bias[0]) if t is not None]
+    return all(len(shape) >= 2 and known_eq(shape[-2], 1) for shape in shapes)
 
 
 def _sdpa_extras_only(site: Any) -> bool:
