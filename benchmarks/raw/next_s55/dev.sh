@@ -10,6 +10,10 @@
 #   hand:  hand-written masked sites by size (T5's encoder, eager: 0.866x Inductor at B8 T512 in
 #          call 9; T5 at 1k and 2k, HF BERT eager at 8 x 512 and 32 x 512), ~200 s
 #   engine: engine_probe.py (the autograd engine's device thread and our backward node), ~60 s
+#   causal: (for session 56) small hand-written causal sites, which no rule keeps: HF Llama eager
+#          without padding (HF's mask from its own position ids, proven causal: the plain op) at
+#          8 x 512 and 8 x 1k, head dim 64; the rule's kept per-key case (right padding) beside,
+#          ~150 s
 #   host:  next_s52/host_sleep.py once and next_s54/mbert_parts.py (ModernBERT's host with the
 #          flat call), ~120 s
 export FLASHGEN_COMMIT=${FLASHGEN_COMMIT:-?}
@@ -46,6 +50,14 @@ hand)
       --family $1 --attn eager --batch $2 --seq $3 --width 768 --heads 12 --layers 2 --pad right \
       --out $OUT/hand_$1_$2_$3_$4.json > $OUT/hand_$1_$2_$3_$4.txt 2>&1
     stamp "$1 eager B$2 T$3 $4 rc=$?"; grep -E "^fwd|^check|host us|Error" $OUT/hand_$1_$2_$3_$4.txt | cut -c1-250
+  done ;;
+causal)
+  for c in "none 8 512" "none 8 1024" "right 8 512"; do
+    set -- $c
+    timeout 150 python3 -u benchmarks/hf_padded.py --family llama --attn eager --pad $1 \
+      --batch $2 --seq $3 --width 768 --heads 12 --layers 2 --out $OUT/causal_$1_$2_$3.json \
+      > $OUT/causal_$1_$2_$3.txt 2>&1
+    stamp "llama eager pad $1 B$2 T$3 rc=$?"; grep -E "^fwd|^check|host us|Error" $OUT/causal_$1_$2_$3.txt | cut -c1-250
   done ;;
 engine)
   timeout 150 python3 -u benchmarks/raw/next_s55/engine_probe.py $OUT/engine.json 2>&1 | grep -v -i warn | tail -8 | cut -c1-600
