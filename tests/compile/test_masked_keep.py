@@ -317,6 +317,10 @@ def test_hand_written_per_key_masks_take_their_own_thresholds():
 
     site = _site(boolean, q, k, v, pad == 0)
     assert site.key_mask and site.mask == "bool" and not site.replaced, site
+    q128, k128, v128, _ = _inputs(4, 12, 512, 128)  # 6.4 GFLOP, forward alone, head dim 128
+    site = _site(_hand_written, q128, k128, v128, pad)
+    assert not site.replaced and "from 25 GFLOP" in site.reason, site.reason
+    assert "with a backward" not in site.reason, site.reason
     q, k, v, _ = _inputs(32, 12, 512, 64)  # 25.8 GFLOP: replaced
     pad = torch.zeros(32, 1, 1, 512)
     pad[0, ..., -3:] = float("-inf")
