@@ -1,5 +1,6 @@
 """Masked SDPA and nn.MultiheadAttention calls too small for flashgen's masked path are left to
-PyTorch (`flashgen.compile.patterns.choice.masked_keep_reason`, issue 15 for masks).
+PyTorch (`flashgen.compile.patterns.choice.masked_keep_reason`, issue 15 for masks), and so is
+small hand-written attention with a per-key or dense additive mask (`HAND_WRITTEN_MIN_FLOPS`).
 
 The rule applies to CUDA sites; here the CPU is added to its devices (`MASKED_RULE_DEVICES`), so
 the decisions a GPU graph would get are taken on CPU tensors: which sites are kept (by kind of
