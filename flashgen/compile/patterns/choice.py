@@ -291,7 +291,8 @@ def _reads_per_key(m: Any) -> bool:
     [B * H, 1, N] bias when not proven ALiBi) both shapes."""
     if m.key_bias is None:
         return m.site.key_mask
-    shapes = [example_value(t).shape for t in (m.attn_mask, m.key_bias[0]) if t is not None]
+    shapes = [getattr(example_value(t), "shape", ()) for t in (m.attn_mask, m.key_bias[0])
+              if t is not None]  # fmt: skip
     return all(len(shape) >= 2 and known_eq(shape[-2], 1) for shape in shapes)
 
 
