@@ -698,18 +698,23 @@ def test_llama_block_smoke(capsys, inference):
 
 
 @pytest.mark.parametrize(
-    "argv", [["bloom"], ["llama"], ["bert", "--attn", "sdpa"], ["deepseek_v3", "--attn", "eager"]],
+    "argv",
+    [["bloom"], ["llama"], ["bert", "--attn", "sdpa"], ["deepseek_v3", "--attn", "eager"],
+     ["t5", "--attn", "eager"]],
     ids=lambda a: "-".join(a),
 )  # fmt: skip
 def test_hf_padded_smoke(capsys, argv):
     """benchmarks/hf_padded.py on the CPU (--smoke): a left-padded HF model compiled both ways,
     its attention replaced (BLOOM: its ALiBi read as a bias beside the padding; BERT: its
     bidirectional mask as the padding per key; DeepSeek-V3: latent attention, its values of
-    another head dim), checked against float32 and timed forward and forward+backward."""
+    another head dim; T5's encoder: its relative position bias and the padding as one additive
+    mask), checked against float32 and timed forward and forward+backward."""
     out = _compiled_smoke(capsys, "hf_padded", "--family", *argv)
     assert "check ok=True replaced=1" in out
     if argv[0] == "bert":
         assert "False + bool mask per key" in out, out
+    if argv[0] == "t5":
+        assert "False + add mask" in out, out
     if argv[0] == "deepseek_v3":
         assert "values of head dim" in out, out
     assert out.count("inductor ") == 2 and "fwd_bwd" in out
