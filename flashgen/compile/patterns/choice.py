@@ -24,7 +24,7 @@ import torch
 
 from ...core.impls import FLASHGEN, SDPA_IMPLS, impl_label, sdpa_backend
 from ...core.spec import KernelSpec
-from .core import example_value, known_eq, node_arg
+from .core import example_value, node_arg
 
 # Sequence lengths of the tensors that ask PyTorch which backend it would pick (its checks look
 # at dtypes, head dims, head counts and flags, not at how long the sequences are). The probes
@@ -78,7 +78,7 @@ def keep_reason(m: Any) -> str | None:
     if not _sdpa_extras_only(site):
         return None
     if site.kind not in ("sdpa", "mha"):  # hand-written: a per-key or dense additive mask
-        ruled = _reads_per_key(m) or site.mask == "add"
+        ruled = site.key_mask or site.mask == "add"
         return masked_keep_reason(m) if site.mask and ruled else None
     if site.mask:
         return masked_keep_reason(m)
@@ -214,14 +214,8 @@ MASKED_MIN_FLOPS_ADDITIVE = {
 #   measured: MASKED_MIN_FLOPS_ADDITIVE's values (SDPA given a dense additive mask lost up to
 #   137 GFLOP at head dim 64; head dim 128 won at 137).
 HAND_WRITTEN_MIN_FLOPS = {
-    (False, False, False): 25e9,
-    (False, False, True): 25e9,
-    (False, True, False): 25e9,
-    (False, True, True): 25e9,
-    (True, False, False): 200e9,
-    (True, False, True): 200e9,
-    (True, True, False): 100e9,
-    (True, True, True): 100e9,
+    **{(False, wide, grad): 25e9 for wide in (False, True) for grad in (False, True)},
+    **MASKED_MIN_FLOPS_ADDITIVE,  # (dense, head dim >= 128, backward): the dense rows
 }
 # The devices whose masked calls the rule applies to (the figures above are a GPU's; on the CPU
 # the kernels run in Triton's interpreter, for tests).
@@ -259,8 +253,7 @@ def masked_keep_reason(m: Any) -> str | None:
     dense = not site.key_mask
     kind_key = (dense, site.head_dim >= 128, grad)
     if site.kind not in ("sdpa", "mha"):  # hand-written (`keep_reason`)
-        dense = not _reads_per_key(m)
-        least = HAND_WRITTEN_MIN_FLOPS[(dense, *kind_key[1:])]
+        least = HAND_WRITTEN_MIN_FLOPS[kind_key]
         mask = "a dense additive mask" if dense else "a per-key mask"
         return None if flops >= least else (
             f"left as written: attention with {mask}, {flops / 1e9:.1f} GFLOP{traced}"
@@ -282,18 +275,6 @@ def masked_keep_reason(m: Any) -> str | None:
         f"{' with a backward' if grad else ''} runs faster as SDPA with its mask (flashgen from "
         f"{least / 1e9:.0f} GFLOP: the op's host time exceeds what its kernel saves)"
     )
-
-
-def _reads_per_key(m: Any) -> bool:
-    """Whether the mask tensor the op gets at the hand-written site `m` holds one entry per key
-    (size 1 along the query rows): the attn_mask's shape (`site.key_mask`), and beside a
-    floating bias (`m.key_bias`, which the rewrite combines with it into one tensor: BLOOM's
-    [B * H, 1, N] bias when not proven ALiBi) both shapes."""
-    if m.key_bias is None:
-        return m.site.key_mask
-    shapes = [getattr(example_value(t), "shape", ()) for t in (m.attn_mask, m.key_bias[0])
-              if t is not None]  # fmt: skip
-    return all(len(shape) >= 2 and known_eq(shape[-2], 1) for shape in shapes)
 
 
 def _sdpa_extras_only(site: Any) -> bool:

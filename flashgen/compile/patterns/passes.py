@@ -193,9 +193,11 @@ def _check_extras(m: Match, q: Any, k: Any) -> None:
     if m.attn_mask is not None or m.key_bias is not None:
         bool_mask = m.key_bias is None and example_value(m.attn_mask).dtype == torch.bool
         m.site.mask = "bool" if bool_mask else "add"
-        if m.key_bias is None:
-            mask_shape = example_value(m.attn_mask).shape
-            m.site.key_mask = len(mask_shape) >= 2 and known_eq(mask_shape[-2], 1)
+        # one entry per key when every tensor the op's mask is made of has one (a bias beside
+        # the mask reaches it combined with it: BLOOM's [B * H, 1, N] bias not proven ALiBi)
+        parts = (m.attn_mask, m.key_bias and m.key_bias[0])
+        shapes = [getattr(example_value(t), "shape", ()) for t in parts if t is not None]
+        m.site.key_mask = all(len(s) >= 2 and known_eq(s[-2], 1) for s in shapes)
     if m.align != "top_left" and m.dropout_p:
         # (`flashgen.ops.attention` refuses these together: dropout's draws are numbered by
         # position)
