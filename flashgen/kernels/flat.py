@@ -109,6 +109,7 @@ def flat_reason(plan, hull, mask, attn_mask) -> str | None:
     main = getattr(plan.run, "fast", None)
     if not isinstance(main, RawLaunch):
         return f"the attention launch is not a RawLaunch ({type(main).__name__})"
-    if hull is not None and not isinstance(getattr(hull[0], "fast", None), RawLaunch):
-        return f"the key range's launch is not a RawLaunch ({type(hull[0].fast).__name__})"
+    hull_fast = None if hull is None else getattr(hull[0], "fast", None)
+    if hull is not None and not isinstance(hull_fast, RawLaunch):
+        return f"the key range's launch is not a RawLaunch ({type(hull_fast).__name__})"
     return None
