@@ -21,6 +21,7 @@ import torch.nn.functional as F
 import flashgen
 from flashgen.compile import patterns
 from flashgen.compile.backend import backend
+from flashgen.compile.patterns import attention_pass
 
 B, H, T = 2, 2, 16  # head dim = T: V = identity shows the mask
 P = 0.25
@@ -113,3 +114,95 @@ def test_multihead_attention_dropout_in_training_is_replaced():
     report = flashgen.explain(lambda x: mha(x, x, x, need_weights=False)[0], x)
     assert (report.found, report.replaced) == (1, 1), str(report)
     assert report.sites[0].dropout == pytest.approx(0.1)
+
+
+def padded(q, k, v, keep):
+    """HF's eager padding in its masking_utils spelling: `where(full & keep, 0, finfo.min)`
+    added to the scores, with a [B, 1, T, T] mask whose rows are all alike."""
+    full = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool, device=q.device)
+    bias = torch.where(keep[:, None, None, :] & full, 0.0, torch.finfo(torch.float32).min)
+    att = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.size(-1)) + bias, dim=-1)
+    return F.dropout(att, p=P, training=True) @ v
+
+
+def test_an_additive_padding_mask_with_dropout_is_read_one_row_and_exact():
+    """Beside dropout, HF's additive padding mask cannot be split into `keep` plus eager's
+    uniform rows (dropout drops entries of those rows); its rows are all alike, so the kernels
+    read its first row: a per-key additive mask with the tensor's own values. A batch entry
+    whose keys are all padding gets eager's uniform row, dropped as eager drops it."""
+    qkv = _inputs()
+    keep = torch.ones(B, T, dtype=torch.bool, device=DEVICE)
+    keep[0, 11:] = False
+    keep[1] = False  # every key hidden: a uniform softmax in eager
+    (site,) = flashgen.explain(padded, *qkv, keep).sites
+    assert site.replaced and site.mask == "add" and site.key_mask, site
+    torch._dynamo.reset()
+    compiled = torch.compile(padded, backend=backend(fallback="aot_eager"))
+    torch.manual_seed(5)
+    out = compiled(*qkv, keep)
+    q, k = (x.detach().double() for x in qkv[:2])
+    bias = torch.where(keep[:, None, None, :], 0.0, torch.finfo(torch.float32).min).double()
+    probs = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(T) + bias, -1)
+    dropped = out.detach().double() > 0
+    torch.testing.assert_close(out.double(), probs * dropped / (1 - P), atol=1e-5, rtol=1e-4)
+    assert torch.equal(dropped[:, :, :, 11:][0], torch.zeros_like(dropped[0, :, :, 11:]))
+    share = 1 - dropped[1].double().mean().item()  # the uniform rows, dropped at ~P
+    assert 0.1 < share < 0.4, share
+    assert _op_mask_shapes(padded, *qkv, keep) == [torch.Size([B, 1, 1, T])]
+
+
+def _op_mask_shapes(fn, *args):
+    """The shapes of the attn_mask tensors the rewritten graph hands flashgen's op, from a run
+    of that graph (`ShapeProp`)."""
+    from torch.fx.passes.shape_prop import ShapeProp
+
+    shapes = []
+
+    def compile_graph(gm, example_inputs):
+        attention_pass(gm, list(example_inputs), torch.ops.flashgen.attention.default)
+        gm.recompile()
+        ShapeProp(gm).propagate(*example_inputs)
+        for n in gm.graph.nodes:
+            if n.target is torch.ops.flashgen.attention.default:
+                mask = n.args[10] if len(n.args) > 10 else n.kwargs.get("attn_mask")
+                shapes.append(mask.meta["tensor_meta"].shape)
+        return gm.forward
+
+    torch._dynamo.reset()
+    try:
+        torch.compile(fn, backend=compile_graph)(*args)
+    finally:
+        torch._dynamo.reset()
+    return shapes
+
+
+def test_sdpa_and_hf_berts_eager_attention_read_such_a_mask_per_key():
+    """The same first-row reading for SDPA given that additive mask with dropout_p, and for HF
+    BERT's eager attention in training (its attention dropout beside the padding mask), which
+    read their padding as a dense [B, 1, T, T] mask before."""
+
+    def sdpa(q, k, v, keep):
+        full = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool, device=q.device)
+        bias = torch.where(keep[:, None, None, :] & full, 0.0, torch.finfo(torch.float32).min)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=P)
+
+    qkv = _inputs()
+    keep = torch.ones(B, T, dtype=torch.bool, device=DEVICE)
+    keep[0, 9:] = False
+    (site,) = flashgen.explain(sdpa, *qkv, keep).sites
+    assert site.replaced and site.mask == "add" and site.key_mask, site
+    assert _op_mask_shapes(sdpa, *qkv, keep) == [torch.Size([B, 1, 1, T])]
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.BertConfig(
+        hidden_size=32, num_attention_heads=2, intermediate_size=64, num_hidden_layers=2,
+        vocab_size=50, attention_probs_dropout_prob=0.1, hidden_dropout_prob=0.0,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    model = transformers.BertModel(cfg, add_pooling_layer=False).to(DEVICE).train()
+    model.set_attn_implementation("eager")
+    ids = torch.randint(1, 50, (2, 11), device=DEVICE)
+    mask = torch.ones(2, 11, dtype=torch.long, device=DEVICE)
+    mask[1, 7:] = 0
+    sites = flashgen.explain(model, input_ids=ids, attention_mask=mask).sites
+    assert len(sites) == 2, sites
+    assert all(s.replaced and s.dropout and s.mask == "add" and s.key_mask for s in sites), sites

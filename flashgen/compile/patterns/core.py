@@ -113,6 +113,9 @@ class Match:
     align: str = "top_left"  # proven causal alignment (`flashgen.ops.attention`'s causal_align)
     attn_mask: fx.Node | None = None  # a mask tensor handed to the kernel as it is (attn_mask)
     mask_negated: bool = False  # attn_mask was subtracted from the scores: the kernel gets -mask
+    # every query row of the additive attn_mask holds the same values (`mask_reading.key_row`):
+    # the kernel gets its first row, a per-key mask
+    mask_row: bool = False
     # a boolean attn_mask that marks hidden keys (masked_fill's): the kernel gets ~mask
     mask_hides: bool = False
     # v of a site whose boolean mask (with a finite fill) may hide whole rows: eager gives them

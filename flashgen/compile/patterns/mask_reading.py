@@ -60,12 +60,13 @@ def take_alibi(w: SoftmaxWalk) -> tuple[Any, str]:
 
 
 def read_masks(w: SoftmaxWalk, values: Values, not_alibi: str) -> tuple:
-    """(causal, window, align, tensor_mask, hides, rows_from, key_bias) from the masks left
-    after ALiBi: hides is True / False where a boolean mask is read as a tensor (True marks a
-    hidden key), rows_from the whole mask where the kernels read only its per-key part,
-    key_bias `_bias_beside_mask`'s or `_two_biases`' bias; problems into `w.problems`."""
+    """(causal, window, align, tensor_mask, hides, rows_from, key_bias, mask_row) from the
+    masks left after ALiBi: hides is True / False where a boolean mask is read as a tensor (True
+    marks a hidden key), rows_from the whole mask where the kernels read only its per-key part,
+    key_bias `_bias_beside_mask`'s or `_two_biases`' bias, mask_row True where the kernels may
+    read the additive tensor's first query row alone (`key_row`); problems into `w.problems`."""
     masks, add_terms, unflat = w.masks, w.add_terms, w.unflat
-    none = (False, None, "top_left", None, None, None, None)
+    none = (False, None, "top_left", None, None, None, None, False)
     if w.softcap is not None and len(masks) > w.masks_at_cap:
         w.problems.append(
             "a mask or bias is applied to the scores inside the softcap's tanh; the kernels "
@@ -89,9 +90,9 @@ def read_masks(w: SoftmaxWalk, values: Values, not_alibi: str) -> tuple:
                     f"bias beside one boolean mask ({e}), or two floating biases ({e2})" + not_alibi
                 )
                 return none
-            return (False, None, "top_left", tensor_mask, None, None, key_bias)
+            return (False, None, "top_left", tensor_mask, None, None, key_bias, False)
         (causal, window, align), tensor_mask, hides, key_bias, rows_from = both
-        return causal, window, align, tensor_mask, hides, rows_from, key_bias
+        return causal, window, align, tensor_mask, hides, rows_from, key_bias, False
     if masks:
         return _read_one_mask(w, values, not_alibi)
     return none
@@ -100,14 +101,15 @@ def read_masks(w: SoftmaxWalk, values: Values, not_alibi: str) -> tuple:
 def _read_one_mask(w: SoftmaxWalk, values: Values, not_alibi: str) -> tuple:
     """`read_masks` of one mask: proven causal (with a window or bottom-right), else HF's
     eager padded batch (an additive causal-and-keep mask), else an additive bias read as it
-    is, else a boolean mask filled with finfo.min read as a tensor."""
+    is (its first row alone where every row is the same: `key_row`), else a boolean mask
+    filled with finfo.min read as a tensor."""
     mask = w.masks[0]
     terms_at = w.add_terms.get(0)
     try:
         if mask[0] == "sub":
             raise Skip("a subtracted mask is not proven causal; it is read as a negated bias")
         causal, window, align = _check_causal(mask, w.scores, values)
-        return causal, window, align, None, None, None, None
+        return causal, window, align, None, None, None, None, False
     except Skip as e:
         reason = e
     se = example_value(w.scores)
@@ -115,22 +117,23 @@ def _read_one_mask(w: SoftmaxWalk, values: Values, not_alibi: str) -> tuple:
     split = additive_split(mask, terms_at, w.drop_p, w.unflat, values, tq, tk)
     if split is not None:  # HF's eager padded batch: + where(causal & keep, 0, min)
         (causal, window, align), tensor_mask, rows_from = split
-        return causal, window, align, tensor_mask, False, rows_from, None
+        return causal, window, align, tensor_mask, False, rows_from, None, False
     try:  # an additive bias (ALiBi, T5's): the kernel reads the tensor as it is
         added = _additive_bias(mask, terms_at)
         if w.unflat is not None:  # (a mask tensor in BLOOM's layout: not supported)
             raise Skip("an additive mask beside [batch x heads]-flattened scores")
-        return False, None, "top_left", added, None, None, None
+        row = key_row(mask, terms_at, values, tq, tk)
+        return False, None, "top_left", added, None, None, None, row
     except Skip:
         pass
     try:  # a boolean mask filled with finfo.min (HF's padded batch)
         read = _read_hiding(mask, w.drop_p, w.unflat, values, tq, tk)
     except Skip as e2:
         w.problems.append(str(reason) + not_alibi + _refused_as_tensor(mask, e2))
-        return False, None, "top_left", None, None, None, None
+        return False, None, "top_left", None, None, None, None, False
     structure, tensor_mask, hides, rows_from = read
     causal, window, align = structure if structure is not None else (False, None, "top_left")
-    return causal, window, align, tensor_mask, hides, rows_from, None
+    return causal, window, align, tensor_mask, hides, rows_from, None, False
 
 
 def _alibi(
@@ -296,6 +299,30 @@ def additive_split(mask, terms_at, drop_p, unflat, values, tq, tk):
     except Skip:
         return None
     return None if structure is None else (structure, keep, rows_from)
+
+
+def key_row(mask, terms_at, values, tq, tk) -> bool:
+    """Whether an additive mask that the kernels read as a tensor is `where(keep, 0, fill)`
+    (`_as_hiding`'s spellings) with `keep` one entry per key and nothing else proven in it (no
+    causal part, window or band: `causal_and_key_mask` split it as a mask that keeps every key
+    `&` keep), so that every query row of it holds the same values: then the kernels read its
+    first row alone (`Match.mask_row`), a per-key additive mask with the tensor's own values,
+    instead of the [B, 1, Sq, Sk] tensor, one tile of it a block.
+
+    Where it matters: `additive_split` reads such a mask as the boolean `keep` plus eager's
+    uniform softmax on the rows it hides whole, which attention dropout refuses (eager drops
+    entries of that uniform row; the rewrite's mean of v would not), so HF BERT's eager
+    attention in training read its padding as a dense [B, 1, N, N] mask. The row is exact
+    whatever the rows hold, dropout included: it is the same values, added to the same
+    scores."""
+    hider = _as_hiding(mask, terms_at)
+    if hider is None:
+        return False
+    try:  # (the split alone: its rows are not taken, so no dropout stands in the way)
+        structure, _, _, _ = _read_hiding(hider, 0.0, None, values, tq, tk)
+    except Skip:
+        return False
+    return structure == (False, None, "top_left")
 
 
 def _bias_beside_mask(masks, add_terms, scores, values, drop_p, unflat, masks_4d):

@@ -20,7 +20,14 @@ from .core import (
     location,
     node_arg,
 )
-from .mask_reading import additive_split, causal_and_key_mask, mask_tensor, read_masks, take_alibi
+from .mask_reading import (
+    additive_split,
+    causal_and_key_mask,
+    key_row,
+    mask_tensor,
+    read_masks,
+    take_alibi,
+)
 from .mask_values import Values
 from .masks import prove_structure
 from .softmax_walk import SoftmaxWalk
@@ -46,13 +53,14 @@ def match_softmax(sm: Any, values: Values) -> Match | None:
     site = Site(kind=w.kind, location=location(sm))
     q, k, v = w.operands()
     alibi, not_alibi = take_alibi(w)
-    causal, window, align, tensor_mask, hides, rows_from, key_bias = read_masks(
+    causal, window, align, tensor_mask, hides, rows_from, key_bias, mask_row = read_masks(
         w, values, not_alibi
     )
     m = Match(
         site, q, k, v, w.out, causal, w.terms, interior=w.interior, window=window, align=align
     )
     m.attn_mask = tensor_mask
+    m.mask_row = mask_row
     if hides is not None:
         m.mask_hides, m.empty_rows, m.rows_from = hides, v, rows_from
     m.mask_negated = tensor_mask is not None and w.masks[0][0] == "sub"
@@ -88,6 +96,7 @@ def match_sdpa(n: Any, values: Values) -> Match:
     align = "top_left"
     tensor_mask = None
     rows_from = None  # (an additive mask split: the whole mask, for the rows it hides whole)
+    mask_row = False  # (`mask_reading.key_row`)
     alibi = None
     qe, ke = example_value(q), example_value(k)
     tq, tk = qe.shape[-2], ke.shape[-2]
@@ -120,11 +129,14 @@ def match_sdpa(n: Any, values: Values) -> Match:
                 (is_causal, window, align), tensor_mask, rows_from = added
             else:
                 # Not a causal mask: the kernel reads the tensor itself (exact by
-                # construction, at every shape the graph accepts).
+                # construction, at every shape the graph accepts), its first row alone where
+                # every row is the same (a float padding mask beside dropout)
                 tensor_mask = mask_tensor(mask)
+                mask_row = key_row(("add", mask, None), 0, values, tq, tk)
     terms: list[Any] = [None] if scale is None else [(scale, 1)]
     m = Match(site, q, k, v, n, is_causal, terms, interior=[n], window=window, align=align)
     m.attn_mask = tensor_mask
+    m.mask_row = mask_row
     if rows_from is not None:
         m.empty_rows, m.rows_from = v, rows_from
     m.alibi = alibi
