@@ -23,7 +23,9 @@ its kernels, as this ModernBERT's forward at B4 T2048 on an H100, benchmarks/RES
 52). `--checkpointing`: HF's `gradient_checkpointing_enable` (non-reentrant) on the compiled
 models, the attention then inside each layer's checkpoint (Dynamo told to skip the forward's side
 effects in the backward's replay, which HF's hub-kernels layer needs), and a decoder is called
-with use_cache=False as HF's gradient checkpointing forces.
+with use_cache=False as HF's gradient checkpointing forces. `--attn-dropout P`: attention
+dropout in training (HF BERT's eager attention then adds its padding as a [B, 1, N, N] tensor
+that the backend reads one row of); the check below is then not made.
 Both backends compile the same model; their logits at the valid positions, and the gradient
 of a loss of them with respect to the embeddings, are checked against a float32 copy
 (flashgen's error may not exceed twice Inductor's plus 1e-3); then the two are timed in turn
@@ -42,20 +44,23 @@ import sys
 import time
 
 
-def config(family: str, width: int, heads: int, layers: int, seq: int):
-    """A small-vocabulary config of `family` (no dropout anywhere)."""
+def config(family: str, width: int, heads: int, layers: int, seq: int, drop: float = 0.0):
+    """A small-vocabulary config of `family`: no dropout anywhere but `drop`, the attention
+    probabilities' dropout (T5's one rate would drop its hidden states too: not offered)."""
+    if drop and family == "t5":
+        raise ValueError("--attn-dropout: T5's dropout_rate is not attention's alone")
     import transformers
 
     common = dict(vocab_size=1024, pad_token_id=0)
     if family == "bloom":
         return transformers.BloomConfig(
-            hidden_size=width, n_head=heads, n_layer=layers, attention_dropout=0.0,
+            hidden_size=width, n_head=heads, n_layer=layers, attention_dropout=drop,
             hidden_dropout=0.0, **common,
         )  # fmt: skip
     kw = dict(
         hidden_size=width, num_attention_heads=heads, num_key_value_heads=heads // 4 or 1,
         num_hidden_layers=layers, intermediate_size=2 * width, max_position_embeddings=seq,
-        attention_dropout=0.0, **common,
+        attention_dropout=drop, **common,
     )  # fmt: skip
     if family == "llama":
         return transformers.LlamaConfig(**kw)
@@ -72,7 +77,7 @@ def config(family: str, width: int, heads: int, layers: int, seq: int):
                intermediate_size=2 * width, max_position_embeddings=seq, **common)  # fmt: skip
     if family == "bert":
         return transformers.BertConfig(
-            hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, **enc
+            hidden_dropout_prob=0.0, attention_probs_dropout_prob=drop, **enc
         )
     if family == "modernbert":  # a local layer (window 128) then a global one, repeated
         # At ModernBERT's initializer_range 0.02 (its output projections scaled down by depth
@@ -81,7 +86,7 @@ def config(family: str, width: int, heads: int, layers: int, seq: int):
         # a CPU, width 1024, 512 tokens); at 0.05, from 0.038 to 0.44 (session 53).
         return transformers.ModernBertConfig(
             global_attn_every_n_layers=2, local_attention=128, reference_compile=False,
-            embedding_dropout=0.0, mlp_dropout=0.0, attention_dropout=0.0,
+            embedding_dropout=0.0, mlp_dropout=0.0, attention_dropout=drop,
             initializer_range=0.05, **enc,
         )  # fmt: skip
     if family == "t5":  # the encoder alone: a relative bias [1, H, N, N] beside the padding
@@ -123,6 +128,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--heads", type=int, default=16)
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--pad", choices=["left", "right", "none"], default="left")
+    ap.add_argument("--attn-dropout", type=float, default=0.0, metavar="P",
+                    help="attention dropout in training (not T5): the check against the float32 "
+                    "copy is then not made (their draws differ); the timings are")  # fmt: skip
     ap.add_argument("--checkpointing", action="store_true",
                     help="HF's gradient checkpointing on the compiled models")  # fmt: skip
     ap.add_argument("--cudagraphs", action="store_true",
@@ -153,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
 
     dev, dtype = ("cuda", torch.bfloat16) if cuda else ("cpu", torch.float32)
     torch.manual_seed(0)
-    cfg = config(args.family, args.width, args.heads, args.layers, args.seq)
+    cfg = config(args.family, args.width, args.heads, args.layers, args.seq, args.attn_dropout)
     auto = transformers.AutoModel if args.family in ENCODERS else transformers.AutoModelForCausalLM
     if args.family == "t5":  # (AutoModel would build the decoder too)
         reference = transformers.T5EncoderModel(cfg)
@@ -212,9 +220,14 @@ def main(argv: list[str] | None = None) -> int:
     report["replaced"] = patterns.replaced_total() - before
     report["kept"] = patterns.kept_total() - kept_before
     report["explain"] = str(flashgen.explain(model, inputs_embeds=x, **kw))
-    report["ok"] = report["replaced"] + report["kept"] > 0 and all(
-        ours <= 2 * theirs + 1e-3
-        for ours, theirs in zip(report["err"]["flashgen"], report["err"]["inductor"], strict=True)
+    report["ok"] = report["replaced"] + report["kept"] > 0 and (
+        args.attn_dropout > 0  # (dropout: each side draws its own; no check, the errors shown)
+        or all(
+            ours <= 2 * theirs + 1e-3
+            for ours, theirs in zip(
+                report["err"]["flashgen"], report["err"]["inductor"], strict=True
+            )
+        )
     )
     timer = gpu_timer(args.rep) if cuda else wall_timer(1)
 

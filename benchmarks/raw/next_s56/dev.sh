@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Session 56's device calls (carry .whl; FLASHGEN_COMMIT=<sha>).
+#   first, causal: next_s55/dev.sh's parts (on an H200 issue 15's host bars and issue 13's
+#          650 TFLOP/s row first; GPU tests; T5; small hand-written causal sites)
+#   bert:  HF BERT eager at 16 x 512 with its sites forced (FLASHGEN_IMPL=flashgen: the per-key
+#          threshold lies between 6.4 and 25.8 GFLOP, nothing between measured), then BERT eager
+#          with attention dropout 0.1 (its padding now read one row, per key) at 32 x 512 (25.8
+#          GFLOP: replaced) and 8 x 512 (kept), ~200 s
+export FLASHGEN_COMMIT=${FLASHGEN_COMMIT:-?}
+name=$(nvidia-smi --query-gpu=name --format=csv,noheader)
+echo "card: $name"; uptime | cut -c1-80
+. benchmarks/device_env.sh > /dev/null 2>&1
+for part in "$@"; do
+case "$part" in
+first|causal|hand|host|engine|varlen|bwd)
+  bash benchmarks/raw/next_s55/dev.sh "$part" 2>&1 | grep -v "^card\|load average" ;;
+bert)
+  for c in "16 512 flashgen 0" "32 512 default 0.1" "8 512 default 0.1"; do
+    set -- $c
+    tag=bert_$1_$2_$3_$4
+    FLASHGEN_IMPL=$([ $3 = flashgen ] && echo flashgen) timeout 150 python3 -u benchmarks/hf_padded.py \
+      --family bert --attn eager --batch $1 --seq $2 --width 768 --heads 12 --layers 2 --pad right \
+      --attn-dropout $4 --out $OUT/$tag.json > $OUT/$tag.txt 2>&1
+    stamp "bert eager B$1 T$2 $3 dropout $4 rc=$?"; grep -E "^fwd|^check|host us|Error|replace |keep " $OUT/$tag.txt | cut -c1-250
+  done ;;
+esac
+done
