@@ -1,7 +1,6 @@
 """What a replaceable attention site runs at its traced shape (`site_choices`), and the
 `F.scaled_dot_product_attention` and `nn.MultiheadAttention` calls left to PyTorch because of it,
-with the small hand-written masked ones that Inductor compiles faster as written
-(`keep_reason`).
+with the small hand-written ones that Inductor compiles faster as written (`keep_reason`).
 
 Why a site may be left alone: Dynamo guards every size it did not mark dynamic, so a graph
 traced with static sizes only ever runs that shape, and the run-time choice of
@@ -73,13 +72,17 @@ def keep_reason(m: Any) -> str | None:
     (on any device: the CPU has SDPA's flash backend too); or such a call whose only extras
     are a mask tensor and perhaps dropout, too small for flashgen's masked path to gain
     (`masked_keep_reason`); or hand-written attention with a per-key or dense additive mask,
-    likewise (`masked_keep_reason`: HF BERT's and T5's eager attention)."""
+    likewise (`masked_keep_reason`: HF BERT's and T5's eager attention); or hand-written
+    attention without a mask tensor (causal or not) too small for flashgen to gain in training
+    (`plain_keep_reason`)."""
     site = m.site
     if not _sdpa_extras_only(site):
         return None
-    if site.kind not in ("sdpa", "mha"):  # hand-written: a per-key or dense additive mask
-        ruled = site.key_mask or site.mask == "add"
-        return masked_keep_reason(m) if site.mask and ruled else None
+    if site.kind not in ("sdpa", "mha"):  # hand-written
+        if not site.mask:  # causal or nothing: small with a backward (`plain_keep_reason`)
+            return plain_keep_reason(m)
+        ruled = site.key_mask or site.mask == "add"  # a per-key or dense additive mask
+        return masked_keep_reason(m) if ruled else None
     if site.mask:
         return masked_keep_reason(m)
     operands = _operands(m)
@@ -217,9 +220,55 @@ HAND_WRITTEN_MIN_FLOPS = {
     **{(False, wide, grad): 25e9 for wide in (False, True) for grad in (False, True)},
     **MASKED_MIN_FLOPS_ADDITIVE,  # (dense, head dim >= 128, backward): the dense rows
 }
-# The devices whose masked calls the rule applies to (the figures above are a GPU's; on the CPU
+# Hand-written attention without a mask tensor (a proven causal structure or none, no dropout,
+# window, ALiBi or softcap) whose gradient is wanted: the least forward FLOPs (causal halved) at
+# which flashgen's kernels replace it; below them the site stays as written and Inductor compiles
+# it. Without a backward every size measured gained, so none is kept. Measured on the H100
+# (benchmarks/RESULTS.md, session 56; HF models with eager attention and no padding, 2 layers,
+# bf16, Inductor's time over flashgen's with the sites replaced, forward+backward): Llama (its
+# causal mask from its own positions, proven: the plain causal op; GQA 4) at head dim 64 B8 T512
+# (3.2 GFLOP a site) 0.95x, B4 T1k (6.4) 0.97x, B16 T512 (6.4) 1.07x, B8 T1k and B32 T512
+# (12.9) 1.09x and 1.42x; at head dim 128 B4 T512 (4.3) 0.93x, B8 T512 (8.6) 1.04x, B4 T1k
+# (17.2) 1.24x; BERT without a mask (non-causal) at head dim 64 B4 T512 (3.2) 1.00x, B8 T512
+# (6.4) 0.91x (0.99x by the rounds' median), B16 T512 (12.9) 1.02x. The forwards alone read
+# 1.03-2.13x. The threshold lies above the largest size that lost (6.4, which read both ways)
+# and at or below the least that won above it (8.6), as MASKED_MIN_FLOPS's do. Static sizes
+# only: a graph with symbolic sizes may serve lengths whose N x N scores Inductor's graph could
+# not hold, where flashgen's kernels run (`plain_keep_reason`).
+HAND_WRITTEN_PLAIN_MIN_FLOPS = 8e9
+# The devices whose calls these size rules apply to (the figures above are a GPU's; on the CPU
 # the kernels run in Triton's interpreter, for tests).
 MASKED_RULE_DEVICES = ("cuda",)
+
+
+def plain_keep_reason(m: Any) -> str | None:
+    """Why hand-written attention without a mask tensor (`keep_reason`: causal or not, nothing
+    else) is left as written, or None to replace it: a CUDA site whose gradient is wanted, with
+    static sizes, as many query rows as keys, no dropout, and fewer forward FLOPs than
+    `HAND_WRITTEN_PLAIN_MIN_FLOPS`; Inductor then compiles the graph as without flashgen.
+    Every site is replaced while an implementation is forced (FLASHGEN_IMPL=flashgen)."""
+    from ...runtime import dispatch
+
+    site = m.site
+    if site.device not in MASKED_RULE_DEVICES or not site.rows or dispatch.forced() is not None:
+        return None
+    if site.dropout or site.seq_q != site.seq_k:  # (neither measured)
+        return None
+    operands = _operands(m)
+    if operands is None:
+        return None
+    tensors, grad = operands
+    if not grad or not all(type(s) is int for t in tensors for s in t.shape):
+        return None
+    flops = 4.0 * site.rows * site.seq_q * site.seq_k * site.head_dim
+    flops *= 0.5 if site.causal else 1.0
+    if flops >= HAND_WRITTEN_PLAIN_MIN_FLOPS:
+        return None
+    what = "causal attention" if site.causal else "attention"
+    return (
+        f"left as written: {what} of {flops / 1e9:.1f} GFLOP with a backward runs faster as "
+        f"Inductor compiles it (flashgen from {HAND_WRITTEN_PLAIN_MIN_FLOPS / 1e9:.0f} GFLOP)"
+    )
 
 
 def masked_keep_reason(m: Any) -> str | None:
