@@ -216,7 +216,7 @@ def _is_zero(a: Any) -> bool:
     return is_fn(a, _ZERO_FNS, ("new_zeros", "zero_"))
 
 
-def _as_hiding(mask: tuple[str, Any, Any], terms_at: int | None):
+def _as_hiding(mask: tuple[str, Any, Any], terms_at: int | None, any_fill: bool = False):
     """The boolean mask that an additive mask of 0 and a fill applies, as the walk records
     `torch.where` / `masked_fill` masks (("where_keep" | "where_mask" | "masked_fill", mask,
     fill)), when added after every scale factor (`terms_at` 0) with an ABSORBING_FILL: then
@@ -224,7 +224,8 @@ def _as_hiding(mask: tuple[str, Any, Any], terms_at: int | None):
     a kept one's s + 0). Its spellings: `where(keep, 0, fill)` (HF's masking_utils; or
     `where(hide, fill, 0)`), `zeros.masked_fill(hide, fill)`, and `(1 - keep.to(dtype)) * fill`
     with `keep` boolean (so 0 or 1: HF's older extended masks, from a boolean mask). None for
-    anything else."""
+    anything else. `any_fill`: any Python number as the fill (`key_row`, which keeps the
+    tensor's values and only asks which entries get the fill)."""
     how, node, _ = mask
     if how != "add" or terms_at != 0 or not isinstance(node, fx.Node):
         return None
@@ -233,6 +234,8 @@ def _as_hiding(mask: tuple[str, Any, Any], terms_at: int | None):
         return None
 
     def absorbing(fill: Any) -> bool:
+        if any_fill:
+            return isinstance(fill, (int, float)) and not isinstance(fill, bool)
         # (finite in the mask's dtype too: float32's min is -inf in bfloat16, and a row hidden
         # whole by -inf is NaN in eager, which the rows' mean would not reproduce)
         if not (isinstance(fill, float) and -math.inf < fill <= ABSORBING_FILL):
@@ -314,15 +317,13 @@ def key_row(mask, terms_at, values, tq, tk) -> bool:
     entries of that uniform row; the rewrite's mean of v would not), so HF BERT's eager
     attention in training read its padding as a dense [B, 1, N, N] mask. The row is exact
     whatever the rows hold, dropout included: it is the same values, added to the same
-    scores."""
-    hider = _as_hiding(mask, terms_at)
+    scores, whatever the fill (float16's finfo.min, which `additive_split` does not take, too)."""
+    hider = _as_hiding(mask, terms_at, any_fill=True)
     if hider is None:
         return False
-    try:  # (the split alone: its rows are not taken, so no dropout stands in the way)
-        structure, _, _, _ = _read_hiding(hider, 0.0, None, values, tq, tk)
-    except Skip:
-        return False
-    return structure == (False, None, "top_left")
+    how, cond, _ = hider
+    split = _split_hiding_mask(cond, how != "where_keep", values, tq, tk)
+    return split is not None and split[0] == (False, None, "top_left")
 
 
 def _bias_beside_mask(masks, add_terms, scores, values, drop_p, unflat, masks_4d):
