@@ -16,9 +16,10 @@ two-sided window beside it) and draws the dropout in its kernels, forward and ba
 runs SDPA with the mask and dropout (with `--attn sdpa`, HF's default) or compiles HF's eager
 attention. On a GPU, with `--attn sdpa`, a masked call too small for flashgen's kernels to gain
 (BERT-base at 32 x 512 with its attention dropout: 26 GFLOP a layer, below 30; with `--dropout
-0` the 19 of HF's expanded masks applies and flashgen's kernels run) keeps PyTorch's SDPA
-(`flashgen.explain` says so; the sites count as kept, not replaced): there flashgen's row is
-Inductor's graph.
+0`, below 50) keeps PyTorch's SDPA (`flashgen.explain` says so; the sites count as kept, not
+replaced): there flashgen's row is Inductor's graph. With `--attn eager` the hand-written rule's
+25 GFLOP applies (HF's padding read one row, per key, beside the dropout), so at 32 x 512
+flashgen's kernels run.
 
 For each batch shape it reports tokens/s (padding included: what the GPU runs) and peak memory
 over the timed steps, and the loss curves against eager's: each backend draws its own dropout
