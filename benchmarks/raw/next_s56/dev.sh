@@ -27,7 +27,7 @@ confirm)
   if echo "$name" | grep -q H200; then
     bash benchmarks/raw/next_s49/dev.sh h200 2>&1 | grep -v "^card\|load average"
   fi
-  for c in "8 512 768 12 0" "4 512 2048 16 0" "8 512 768 12 0.1"; do
+  for c in ${CONFIRM:-"8 512 768 12 0.1" "8 512 768 12 0" "4 512 2048 16 0"}; do
     set -- $c
     tag=confirm_$1_$2_$3_$5
     timeout 150 python3 -u benchmarks/hf_padded.py --family llama --attn eager --pad none \
