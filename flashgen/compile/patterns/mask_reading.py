@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import operator
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch import fx
@@ -59,14 +59,25 @@ def take_alibi(w: SoftmaxWalk) -> tuple[Any, str]:
     return None, not_alibi
 
 
-def read_masks(w: SoftmaxWalk, values: Values, not_alibi: str) -> tuple:
-    """(causal, window, align, tensor_mask, hides, rows_from, key_bias, mask_row) from the
-    masks left after ALiBi: hides is True / False where a boolean mask is read as a tensor (True
-    marks a hidden key), rows_from the whole mask where the kernels read only its per-key part,
-    key_bias `_bias_beside_mask`'s or `_two_biases`' bias, mask_row True where the kernels may
-    read the additive tensor's first query row alone (`key_row`); problems into `w.problems`."""
+class Reading(NamedTuple):
+    """How the kernels read a site's masks (`read_masks`); the defaults: no mask at all."""
+
+    causal: bool = False
+    window: int | tuple[int, int] | None = None
+    align: str = "top_left"
+    tensor_mask: Any = None  # the tensor the kernels read (attn_mask), or None
+    # True / False where a boolean mask is read as a tensor (True marks a hidden key); None
+    hides: bool | None = None
+    rows_from: Any = None  # the whole mask where the kernels read only its per-key part
+    key_bias: Any = None  # `_bias_beside_mask`'s or `_two_biases`' bias
+    mask_row: bool = False  # the kernels read tensor_mask's first query row alone (`key_row`)
+
+
+def read_masks(w: SoftmaxWalk, values: Values, not_alibi: str) -> Reading:
+    """How the kernels read the masks left after ALiBi (`Reading`); problems into
+    `w.problems` (then the Reading of no mask)."""
     masks, add_terms, unflat = w.masks, w.add_terms, w.unflat
-    none = (False, None, "top_left", None, None, None, None, False)
+    none = Reading()
     if w.softcap is not None and len(masks) > w.masks_at_cap:
         w.problems.append(
             "a mask or bias is applied to the scores inside the softcap's tanh; the kernels "
@@ -90,15 +101,15 @@ def read_masks(w: SoftmaxWalk, values: Values, not_alibi: str) -> tuple:
                     f"bias beside one boolean mask ({e}), or two floating biases ({e2})" + not_alibi
                 )
                 return none
-            return (False, None, "top_left", tensor_mask, None, None, key_bias, False)
+            return Reading(tensor_mask=tensor_mask, key_bias=key_bias)
         (causal, window, align), tensor_mask, hides, key_bias, rows_from = both
-        return causal, window, align, tensor_mask, hides, rows_from, key_bias, False
+        return Reading(causal, window, align, tensor_mask, hides, rows_from, key_bias)
     if masks:
         return _read_one_mask(w, values, not_alibi)
     return none
 
 
-def _read_one_mask(w: SoftmaxWalk, values: Values, not_alibi: str) -> tuple:
+def _read_one_mask(w: SoftmaxWalk, values: Values, not_alibi: str) -> Reading:
     """`read_masks` of one mask: proven causal (with a window or bottom-right), else HF's
     eager padded batch (an additive causal-and-keep mask), else an additive bias read as it
     is (its first row alone where every row is the same: `key_row`), else a boolean mask
@@ -109,7 +120,7 @@ def _read_one_mask(w: SoftmaxWalk, values: Values, not_alibi: str) -> tuple:
         if mask[0] == "sub":
             raise Skip("a subtracted mask is not proven causal; it is read as a negated bias")
         causal, window, align = _check_causal(mask, w.scores, values)
-        return causal, window, align, None, None, None, None, False
+        return Reading(causal, window, align)
     except Skip as e:
         reason = e
     se = example_value(w.scores)
@@ -117,23 +128,22 @@ def _read_one_mask(w: SoftmaxWalk, values: Values, not_alibi: str) -> tuple:
     split = additive_split(mask, terms_at, w.drop_p, w.unflat, values, tq, tk)
     if split is not None:  # HF's eager padded batch: + where(causal & keep, 0, min)
         (causal, window, align), tensor_mask, rows_from = split
-        return causal, window, align, tensor_mask, False, rows_from, None, False
+        return Reading(causal, window, align, tensor_mask, False, rows_from)
     try:  # an additive bias (ALiBi, T5's): the kernel reads the tensor as it is
         added = _additive_bias(mask, terms_at)
         if w.unflat is not None:  # (a mask tensor in BLOOM's layout: not supported)
             raise Skip("an additive mask beside [batch x heads]-flattened scores")
-        row = key_row(mask, terms_at, values, tq, tk)
-        return False, None, "top_left", added, None, None, None, row
+        return Reading(tensor_mask=added, mask_row=key_row(mask, terms_at, values, tq, tk))
     except Skip:
         pass
     try:  # a boolean mask filled with finfo.min (HF's padded batch)
         read = _read_hiding(mask, w.drop_p, w.unflat, values, tq, tk)
     except Skip as e2:
         w.problems.append(str(reason) + not_alibi + _refused_as_tensor(mask, e2))
-        return False, None, "top_left", None, None, None, None, False
+        return Reading()
     structure, tensor_mask, hides, rows_from = read
     causal, window, align = structure if structure is not None else (False, None, "top_left")
-    return causal, window, align, tensor_mask, hides, rows_from, None, False
+    return Reading(causal, window, align, tensor_mask, hides, rows_from)
 
 
 def _alibi(

@@ -53,19 +53,18 @@ def match_softmax(sm: Any, values: Values) -> Match | None:
     site = Site(kind=w.kind, location=location(sm))
     q, k, v = w.operands()
     alibi, not_alibi = take_alibi(w)
-    causal, window, align, tensor_mask, hides, rows_from, key_bias, mask_row = read_masks(
-        w, values, not_alibi
-    )
+    r = read_masks(w, values, not_alibi)
     m = Match(
-        site, q, k, v, w.out, causal, w.terms, interior=w.interior, window=window, align=align
-    )
-    m.attn_mask = tensor_mask
-    m.mask_row = mask_row
-    if hides is not None:
-        m.mask_hides, m.empty_rows, m.rows_from = hides, v, rows_from
-    m.mask_negated = tensor_mask is not None and w.masks[0][0] == "sub"
+        site, q, k, v, w.out, r.causal, w.terms, interior=w.interior, window=r.window,
+        align=r.align,
+    )  # fmt: skip
+    m.attn_mask = r.tensor_mask
+    m.mask_row = r.mask_row
+    if r.hides is not None:
+        m.mask_hides, m.empty_rows, m.rows_from = r.hides, v, r.rows_from
+    m.mask_negated = r.tensor_mask is not None and w.masks[0][0] == "sub"
     m.alibi = alibi
-    m.key_bias = key_bias
+    m.key_bias = r.key_bias
     m.dropout_p = w.drop_p
     m.softcap = w.softcap
     m.sinks = w.sinks

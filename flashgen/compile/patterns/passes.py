@@ -195,10 +195,9 @@ def _check_extras(m: Match, q: Any, k: Any) -> None:
         m.site.mask = "bool" if bool_mask else "add"
         # one entry per key when every tensor the op's mask is made of has one (a bias beside
         # the mask reaches it combined with it: BLOOM's [B * H, 1, N] bias not proven ALiBi)
-        parts = (m.attn_mask, m.key_bias and m.key_bias[0])
+        # (with mask_row the op gets attn_mask's first query row: one entry per key)
+        parts = (None if m.mask_row else m.attn_mask, m.key_bias and m.key_bias[0])
         shapes = [getattr(example_value(t), "shape", ()) for t in parts if t is not None]
-        if m.mask_row and m.attn_mask is not None:  # the op gets attn_mask's first query row
-            shapes[0] = (*shapes[0][:-2], 1, shapes[0][-1])
         m.site.key_mask = all(len(s) >= 2 and known_eq(s[-2], 1) for s in shapes)
     if m.align != "top_left" and m.dropout_p:
         # (`flashgen.ops.attention` refuses these together: dropout's draws are numbered by
@@ -289,7 +288,9 @@ def rewrite(gm: fx.GraphModule, m: Match, op: Any) -> None:
         if m.attn_mask is not None:
             mask = m.attn_mask
             if m.mask_row:  # every query row the same: the first alone (a per-key mask)
-                mask = g.call_function(operator.getitem, (mask, (..., slice(None, 1), slice(None))))
+                lead = [slice(None)] * (example_value(mask).dim() - 2)
+                first = (*lead, slice(None, 1), slice(None))
+                mask = g.call_function(operator.getitem, (mask, first))
                 added.append(mask)
             if m.mask_negated:  # `scores - bias`: the kernels add their mask
                 mask = g.call_function(operator.neg, (mask,))
