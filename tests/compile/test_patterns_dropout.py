@@ -213,3 +213,31 @@ def test_sdpa_and_hf_berts_eager_attention_read_such_a_mask_per_key():
     sites = flashgen.explain(model, input_ids=ids, attention_mask=mask).sites
     assert len(sites) == 2, sites
     assert all(s.replaced and s.dropout and s.mask == "add" and s.key_mask for s in sites), sites
+
+
+def test_the_row_reading_holds_for_every_length_of_a_dynamic_graph():
+    """The first-row slice is taken on the graph's symbolic lengths: one graph compiled with
+    dynamic lengths serves 20 and 28 keys, exact against float64 given the drawn mask (head dim
+    16: v = the first 16 columns of the identity shows those keys' dropped probabilities)."""
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    compiled = torch.compile(padded, backend=backend(fallback="aot_eager"), dynamic=True)
+    before = sum(v for k, v in patterns.counters.items() if k.endswith(".replaced"))
+    graphs = counters["stats"]["unique_graphs"]
+    for n in (20, 28):
+        g = torch.Generator().manual_seed(n)
+        q, k = (torch.randn(B, H, n, T, generator=g).to(DEVICE) for _ in range(2))
+        v = torch.eye(n, T).expand(B, H, n, T).contiguous().to(DEVICE)
+        keep = torch.ones(B, n, dtype=torch.bool, device=DEVICE)
+        keep[0, n - 5 :] = False
+        torch.manual_seed(n)
+        out = compiled(q, k, v, keep)
+        bias = torch.where(keep[:, None, None, :], 0.0, torch.finfo(torch.float32).min)
+        s = q.double() @ k.double().transpose(-2, -1) / math.sqrt(T) + bias.double()
+        probs = torch.softmax(s, -1)[..., :T]
+        dropped = out.double() > 0
+        torch.testing.assert_close(out.double(), probs * dropped / (1 - P), atol=1e-5, rtol=1e-4)
+    after = sum(v for k, v in patterns.counters.items() if k.endswith(".replaced"))
+    assert after > before  # the site was replaced
+    assert counters["stats"]["unique_graphs"] == graphs + 1  # one graph: symbolic lengths
