@@ -398,8 +398,8 @@ def test_small_hand_written_attention_in_training_is_left_as_written(monkeypatch
     """Hand-written attention without a mask tensor, causal or not, whose gradient is wanted
     stays as written below HAND_WRITTEN_PLAIN_MIN_FLOPS (8 GFLOP, causal counting half: HF
     Llama's and BERT's eager sites trained at 0.91-1.07x Inductor at 3.2-6.4, mostly below);
-    replaced from it, without a gradient, with dropout, with symbolic sizes, and while
-    flashgen's kernels are forced."""
+    replaced from it, without a gradient, with dropout, below head dim 64, with symbolic sizes,
+    and while flashgen's kernels are forced."""
     q, k, v, _ = _inputs(4, 12, 512, 64, grad=True)  # 3.2 GFLOP, causal 1.6
     for fn, what, gflop in ((_causal_hand_written, "causal attention", 1.6),
                             (_plain_hand_written, "attention", 3.2)):  # fmt: skip
@@ -417,6 +417,8 @@ def test_small_hand_written_attention_in_training_is_left_as_written(monkeypatch
         return F.dropout(p, 0.1, training=True) @ v
 
     assert _site(dropped, q, k, v).replaced  # (not measured)
+    narrow = _inputs(4, 12, 512, 32, grad=True)[:3]  # head dim 32: not measured
+    assert _site(_causal_hand_written, *narrow).replaced
     for t in (q, k, v):
         torch._dynamo.mark_dynamic(t, 2)
     site = _site(_causal_hand_written, q, k, v)
@@ -427,7 +429,7 @@ def test_small_hand_written_attention_in_training_is_left_as_written(monkeypatch
 
 def test_a_kept_small_hand_written_site_trains_as_eager():
     """A kept causal site compiles to eager's output and gradients (Inductor's own graph)."""
-    q, k, v, _ = _inputs(2, 2, 24, 16, grad=True)
+    q, k, v, _ = _inputs(2, 2, 24, 64, grad=True)
     compiled = torch.compile(_causal_hand_written, backend="flashgen")
     before = patterns.counters["matmul.kept"]
     out = compiled(q, k, v)

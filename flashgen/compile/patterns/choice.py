@@ -233,8 +233,9 @@ HAND_WRITTEN_MIN_FLOPS = {
 # (6.4) 0.91x (0.99x by the rounds' median), B16 T512 (12.9) 1.02x. The forwards alone read
 # 1.03-2.13x. The threshold lies above the largest size that lost (6.4, which read both ways)
 # and at or below the least that won above it (8.6), as MASKED_MIN_FLOPS's do. Static sizes
-# only: a graph with symbolic sizes may serve lengths whose N x N scores Inductor's graph could
-# not hold, where flashgen's kernels run (`plain_keep_reason`).
+# and head dims from 64 only: a graph with symbolic sizes may serve lengths whose N x N scores
+# Inductor's graph could not hold, where flashgen's kernels run, and below head dim 64 (not
+# measured) the same FLOPs hold more scores (`plain_keep_reason`).
 HAND_WRITTEN_PLAIN_MIN_FLOPS = 8e9
 # The devices whose calls these size rules apply to (the figures above are a GPU's; on the CPU
 # the kernels run in Triton's interpreter, for tests).
@@ -244,7 +245,8 @@ MASKED_RULE_DEVICES = ("cuda",)
 def plain_keep_reason(m: Any) -> str | None:
     """Why hand-written attention without a mask tensor (`keep_reason`: causal or not, nothing
     else) is left as written, or None to replace it: a CUDA site whose gradient is wanted, with
-    static sizes, as many query rows as keys, no dropout, and fewer forward FLOPs than
+    static sizes, as many query rows as keys, head dim >= 64, no dropout, and fewer forward
+    FLOPs than
     `HAND_WRITTEN_PLAIN_MIN_FLOPS`; Inductor then compiles the graph as without flashgen.
     Every site is replaced while an implementation is forced (FLASHGEN_IMPL=flashgen)."""
     from ...runtime import dispatch
@@ -252,7 +254,7 @@ def plain_keep_reason(m: Any) -> str | None:
     site = m.site
     if site.device not in MASKED_RULE_DEVICES or not site.rows or dispatch.forced() is not None:
         return None
-    if site.dropout or site.seq_q != site.seq_k:  # (neither measured)
+    if site.dropout or site.seq_q != site.seq_k or site.head_dim < 64:  # (none measured)
         return None
     operands = _operands(m)
     if operands is None:
