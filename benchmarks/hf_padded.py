@@ -130,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pad", choices=["left", "right", "none"], default="left")
     ap.add_argument("--attn-dropout", type=float, default=0.0, metavar="P",
                     help="attention dropout in training (not T5): the check against the float32 "
-                    "copy is then not made (their draws differ); the timings are")  # fmt: skip
+                    "copy is then not made (their draws differ), only the timings")  # fmt: skip
     ap.add_argument("--checkpointing", action="store_true",
                     help="HF's gradient checkpointing on the compiled models")  # fmt: skip
     ap.add_argument("--cudagraphs", action="store_true",

@@ -700,7 +700,7 @@ def test_llama_block_smoke(capsys, inference):
 @pytest.mark.parametrize(
     "argv",
     [["bloom"], ["llama"], ["bert", "--attn", "sdpa"], ["deepseek_v3", "--attn", "eager"],
-     ["t5", "--attn", "eager"]],
+     ["t5", "--attn", "eager"], ["bert", "--attn", "eager", "--attn-dropout", "0.1"]],
     ids=lambda a: "-".join(a),
 )  # fmt: skip
 def test_hf_padded_smoke(capsys, argv):
@@ -708,10 +708,14 @@ def test_hf_padded_smoke(capsys, argv):
     its attention replaced (BLOOM: its ALiBi read as a bias beside the padding; BERT: its
     bidirectional mask as the padding per key; DeepSeek-V3: latent attention, its values of
     another head dim; T5's encoder: its relative position bias and the padding as one additive
-    mask), checked against float32 and timed forward and forward+backward."""
+    mask; BERT's eager attention with attention dropout: its additive padding read one row, per
+    key, and no check against float32), checked against float32 and timed forward and
+    forward+backward."""
     out = _compiled_smoke(capsys, "hf_padded", "--family", *argv)
     assert "check ok=True replaced=1" in out
-    if argv[0] == "bert":
+    if "--attn-dropout" in argv:
+        assert "False + add mask per key + dropout 0.1" in out, out
+    elif argv[0] == "bert":
         assert "False + bool mask per key" in out, out
     if argv[0] == "t5":
         assert "False + add mask" in out, out
