@@ -231,7 +231,7 @@ HAND_WRITTEN_MIN_FLOPS = {
 # (12.9) 1.09x and 1.42x; at head dim 128 B4 T512 (4.3) 0.93x, B8 T512 (8.6) 1.04x, B4 T1k
 # (17.2) 1.24x; BERT without a mask (non-causal) at head dim 64 B4 T512 (3.2) 1.00x, B8 T512
 # (6.4) 0.91x (0.99x by the rounds' median), B16 T512 (12.9) 1.02x. The forwards alone read
-# 1.03-2.13x. The threshold lies above the largest size that lost (6.4, which read both ways)
+# 1.05-2.13x. The threshold lies above the largest size that lost (6.4, which read both ways)
 # and at or below the least that won above it (8.6), as MASKED_MIN_FLOPS's do. Static sizes
 # and head dims from 64 only: a graph with symbolic sizes may serve lengths whose N x N scores
 # Inductor's graph could not hold, where flashgen's kernels run, and below head dim 64 (not
