@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Session 56's device calls (carry .whl; FLASHGEN_COMMIT=<sha>).
+# Session 56's device calls (carry .whl; FLASHGEN_COMMIT=<sha>). Run: first causal bert (call 6).
+# Left for session 57: `first` on an H200 (issue 15's host bars, issue 13's 650 TFLOP/s row) and
+# `confirm` (small hand-written sites with attention dropout; the kept sites after 392b104).
 #   first, causal: next_s55/dev.sh's parts (on an H200 issue 15's host bars and issue 13's
 #          650 TFLOP/s row first; GPU tests; T5; small hand-written causal sites)
 #   bert:  HF BERT eager at 16 x 512 with its sites forced (FLASHGEN_IMPL=flashgen: the per-key
