@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Session 56's device calls (carry .whl; FLASHGEN_COMMIT=<sha>). Run: first causal bert (call 6).
 # Left for session 57: `first` on an H200 (issue 15's host bars, issue 13's 650 TFLOP/s row) and
-# `confirm` (small hand-written sites with attention dropout; the kept sites after 392b104).
+# `confirm` (small hand-written sites with attention dropout; the kept sites after 392b104) and
+# `drop` (small hand-written sites with attention dropout by size: where a rule would lie).
 #   first, causal: next_s55/dev.sh's parts (on an H200 issue 15's host bars and issue 13's
 #          650 TFLOP/s row first; GPU tests; T5; small hand-written causal sites)
 #   bert:  HF BERT eager at 16 x 512 with its sites forced (FLASHGEN_IMPL=flashgen: the per-key
@@ -36,6 +37,17 @@ confirm)
       --batch $1 --seq $2 --width $3 --heads $4 --layers 2 --attn-dropout $5 \
       --out $OUT/$tag.json > $OUT/$tag.txt 2>&1
     stamp "llama eager none B$1 T$2 width $3 dropout $5 rc=$?"; grep -E "^fwd|^check|host us|Error|keep  |replace  " $OUT/$tag.txt | cut -c1-250
+  done ;;
+drop)
+  # small hand-written sites with attention dropout 0.1 in training (outside the plain-site rule,
+  # never measured): Llama eager (causal) and BERT eager without a mask, 3.2-12.9 GFLOP, ~250 s
+  for c in "llama 8 512" "llama 16 512" "llama 8 1024" "bert 8 512" "bert 16 512"; do
+    set -- $c
+    tag=drop_$1_$2_$3
+    timeout 150 python3 -u benchmarks/hf_padded.py --family $1 --attn eager --pad none \
+      --batch $2 --seq $3 --width 768 --heads 12 --layers 2 --attn-dropout 0.1 \
+      --out $OUT/$tag.json > $OUT/$tag.txt 2>&1
+    stamp "$1 eager none B$2 T$3 dropout 0.1 rc=$?"; grep -E "^fwd|^check|host us|Error" $OUT/$tag.txt | cut -c1-250
   done ;;
 esac
 done
