@@ -900,3 +900,38 @@ def test_multihead_attention_mask_combinations_match_eager(am, kpm, hint, bf, se
     for g, w in zip(torch.autograd.grad((got * r).sum(), params),
                     torch.autograd.grad((want * r).sum(), params), strict=True):  # fmt: skip
         torch.testing.assert_close(g, w, atol=5e-5, rtol=1e-4)
+
+
+def _added_where_full(q, k, v, keep, fill):
+    """`scores + where(full & keep, 0, fill)`: HF's encoder padding, nothing causal in it."""
+    t = q.size(-2)
+    full = torch.ones(t, t, dtype=torch.bool, device=q.device)
+    hidden = torch.where(full & keep[:, None, None, :], 0.0, fill)
+    s = q @ k.transpose(-1, -2) / q.size(-1) ** 0.5 + hidden
+    return s.softmax(-1) @ v
+
+
+def test_a_non_absorbing_padding_fill_is_read_one_row_per_key():
+    """An encoder's additive padding with a fill that does not absorb the scores (-1e9) is not
+    split into a boolean key mask, but its rows are all alike: the kernels read its first row,
+    a per-key additive mask with its own values (`mask_reading.key_row`); equal to eager at
+    every row, the entry whose keys are all hidden included; the gradients of a loss of the
+    rows that see a key (the kernels give rows that see none no gradient, as for the mask read
+    whole: `mask_reading.additive_split`)."""
+    gen = torch.Generator().manual_seed(6)
+    q, k, v = (torch.randn(2, 2, 9, 16, generator=gen).requires_grad_() for _ in range(3))
+    keep = torch.ones(2, 9, dtype=torch.bool)
+    keep[0, 6:] = False
+    keep[1] = False
+    site = flashgen.explain(_added_where_full, q, k, v, keep, -1e9).sites[0]
+    assert site.replaced and site.mask == "add" and site.key_mask and not site.causal, site
+    torch._dynamo.reset()
+    compiled = torch.compile(_added_where_full, backend="flashgen")
+    got = compiled(q, k, v, keep, -1e9)
+    want = _added_where_full(q, k, v, keep, -1e9)
+    torch.testing.assert_close(got, want, atol=2e-5, rtol=1e-4)
+    seen = keep.any(-1).float()[:, None, None, None]
+    g_got = torch.autograd.grad((got * seen).square().sum(), (q, k, v))
+    g_want = torch.autograd.grad((want * seen).square().sum(), (q, k, v))
+    for a, b in zip(g_got, g_want, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-3)
