@@ -244,33 +244,44 @@ MASKED_RULE_DEVICES = ("cuda",)
 
 def plain_keep_reason(m: Any) -> str | None:
     """Why hand-written attention without a mask tensor (`keep_reason`: causal or not, nothing
-    else) is left as written, or None to replace it: a CUDA site whose gradient is wanted, with
-    static sizes, as many query rows as keys, head dim >= 64, no dropout, and fewer forward
-    FLOPs than
-    `HAND_WRITTEN_PLAIN_MIN_FLOPS`; Inductor then compiles the graph as without flashgen.
-    Every site is replaced while an implementation is forced (FLASHGEN_IMPL=flashgen)."""
-    from ...runtime import dispatch
-
+    else) is left as written, or None to replace it: a site `_sized` measures whose gradient is
+    wanted, with static sizes, head dim >= 64, no dropout, and fewer forward FLOPs than
+    `HAND_WRITTEN_PLAIN_MIN_FLOPS`; Inductor then compiles the graph as without flashgen."""
     site = m.site
-    if site.device not in MASKED_RULE_DEVICES or not site.rows or dispatch.forced() is not None:
+    sized = _sized(m)
+    if sized is None or site.dropout or site.head_dim < 64:  # (none measured)
         return None
-    if site.dropout or site.seq_q != site.seq_k or site.head_dim < 64:  # (none measured)
-        return None
-    operands = _operands(m)
-    if operands is None:
-        return None
-    tensors, grad = operands
-    if not grad or not all(type(s) is int for t in tensors for s in t.shape):
-        return None
-    flops = 4.0 * site.rows * site.seq_q * site.seq_k * site.head_dim
-    flops *= 0.5 if site.causal else 1.0
-    if flops >= HAND_WRITTEN_PLAIN_MIN_FLOPS:
+    flops, grad, static = sized
+    if not grad or not static or flops >= HAND_WRITTEN_PLAIN_MIN_FLOPS:
         return None
     what = "causal attention" if site.causal else "attention"
     return (
         f"left as written: {what} of {flops / 1e9:.1f} GFLOP with a backward runs faster as "
         f"Inductor compiles it (flashgen from {HAND_WRITTEN_PLAIN_MIN_FLOPS / 1e9:.0f} GFLOP)"
     )
+
+
+def _sized(m: Any) -> tuple[float, bool, bool] | None:
+    """(forward FLOPs, 4 x batch x heads x query rows x keys x head dim, halved when causal;
+    whether a gradient flows through the site; whether its sizes are static) for a site the
+    size rules apply to, or None: a site on a device of MASKED_RULE_DEVICES with as many query
+    rows as keys (what was measured: not a KV cache's decode or prefill chunk), no
+    implementation forced (FLASHGEN_IMPL=flashgen: every site replaced, the kernels' own
+    figures), and tensor operands."""
+    from ...runtime import dispatch
+
+    site = m.site
+    if site.device not in MASKED_RULE_DEVICES or not site.rows or dispatch.forced() is not None:
+        return None
+    if site.seq_q != site.seq_k:
+        return None
+    operands = _operands(m)
+    if operands is None:
+        return None
+    tensors, grad = operands
+    flops = 4.0 * site.rows * site.seq_q * site.seq_k * site.head_dim
+    flops *= 0.5 if site.causal else 1.0
+    return flops, grad, all(type(s) is int for t in tensors for s in t.shape)
 
 
 def masked_keep_reason(m: Any) -> str | None:
@@ -285,22 +296,13 @@ def masked_keep_reason(m: Any) -> str | None:
     Sizes are the traced ones: a graph with symbolic sizes is judged at its traced shape and
     serves every other length alike (a graph traced short keeps PyTorch's call, which is never
     slower than PyTorch; one traced long replaces it), as HF fine-tuning with padding per batch
-    meets once Dynamo marks the length dynamic. Every site is replaced while an implementation
-    is forced (FLASHGEN_IMPL=flashgen: the kernels' own figures)."""
-    from ...runtime import dispatch
-
+    meets once Dynamo marks the length dynamic. Sites `_sized` does not measure are replaced."""
     site = m.site
-    if site.device not in MASKED_RULE_DEVICES or not site.rows or dispatch.forced() is not None:
+    sized = _sized(m)
+    if sized is None:
         return None
-    if site.seq_q != site.seq_k:  # not what was measured: a KV cache's decode or prefill chunk
-        return None
-    operands = _operands(m)
-    if operands is None:
-        return None
-    tensors, grad = operands
-    traced = "" if all(type(s) is int for t in tensors for s in t.shape) else " at its traced size"
-    flops = 4.0 * site.rows * site.seq_q * site.seq_k * site.head_dim
-    flops *= 0.5 if site.causal else 1.0
+    flops, grad, static = sized
+    traced = "" if static else " at its traced size"
     dense = not site.key_mask
     kind_key = (dense, site.head_dim >= 128, grad)
     if site.kind not in ("sdpa", "mha"):  # hand-written (`keep_reason`)
