@@ -398,8 +398,9 @@ def test_small_hand_written_attention_in_training_is_left_as_written(monkeypatch
     """Hand-written attention without a mask tensor, causal or not, whose gradient is wanted
     stays as written below HAND_WRITTEN_PLAIN_MIN_FLOPS (8 GFLOP, causal counting half: HF
     Llama's and BERT's eager sites trained at 0.91-1.07x Inductor at 3.2-6.4, mostly below);
-    replaced from it, without a gradient, with dropout, below head dim 64, with symbolic sizes,
-    and while flashgen's kernels are forced."""
+    replaced from it, without a gradient, below head dim 64, with symbolic sizes, and while
+    flashgen's kernels are forced. With attention dropout the threshold is
+    HAND_WRITTEN_PLAIN_MIN_FLOPS_DROPOUT (25 GFLOP)."""
     q, k, v, _ = _inputs(4, 12, 512, 64, grad=True)  # 3.2 GFLOP, causal 1.6
     for fn, what, gflop in ((_causal_hand_written, "causal attention", 1.6),
                             (_plain_hand_written, "attention", 3.2)):  # fmt: skip
@@ -416,7 +417,12 @@ def test_small_hand_written_attention_in_training_is_left_as_written(monkeypatch
         p = torch.softmax(q @ k.transpose(-1, -2) * q.shape[-1] ** -0.5, dim=-1)
         return F.dropout(p, 0.1, training=True) @ v
 
-    assert _site(dropped, q, k, v).replaced  # (not measured)
+    site = _site(dropped, q, k, v)
+    assert site.dropout == 0.1 and not site.replaced, site
+    assert site.reason.startswith("left as written: attention with dropout of 3.2 GFLOP")
+    assert "from 25 GFLOP" in site.reason, site.reason
+    assert not _site(dropped, *big).replaced  # 8.05 GFLOP: kept with dropout, replaced without
+    assert _site(dropped, *_inputs(32, 12, 512, 64, grad=True)[:3]).replaced  # 25.8 GFLOP
     narrow = _inputs(4, 12, 512, 32, grad=True)[:3]  # head dim 32: not measured
     assert _site(_causal_hand_written, *narrow).replaced
     for t in (q, k, v):

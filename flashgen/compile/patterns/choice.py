@@ -220,8 +220,8 @@ HAND_WRITTEN_MIN_FLOPS = {
     **{(False, wide, grad): 25e9 for wide in (False, True) for grad in (False, True)},
     **MASKED_MIN_FLOPS_ADDITIVE,  # (dense, head dim >= 128, backward): the dense rows
 }
-# Hand-written attention without a mask tensor (a proven causal structure or none, no dropout,
-# window, ALiBi or softcap) whose gradient is wanted: the least forward FLOPs (causal halved) at
+# Hand-written attention without a mask tensor (a proven causal structure or none, no
+# window, ALiBi or softcap; dropout below) whose gradient is wanted: the least forward FLOPs (causal halved) at
 # which flashgen's kernels replace it; below them the site stays as written and Inductor compiles
 # it. Without a backward every size measured gained, so none is kept. Measured on the H100
 # (benchmarks/RESULTS.md, session 56; HF models with eager attention and no padding, 2 layers,
@@ -237,6 +237,13 @@ HAND_WRITTEN_MIN_FLOPS = {
 # Inductor's graph could not hold, where flashgen's kernels run, and below head dim 64 (not
 # measured) the same FLOPs hold more scores (`plain_keep_reason`).
 HAND_WRITTEN_PLAIN_MIN_FLOPS = 8e9
+# The same with attention dropout (p 0.1, training): the kernels draw the mask themselves, which
+# costs them more than Inductor's graph pays for its own draw at these sizes. Measured on the H100
+# (session 57, as above, forward+backward): Llama (causal) B8 T512 (3.2 GFLOP a site) 0.79x, B16
+# T512 (6.4) 1.06x; BERT without a mask B8 T512 (6.4) 0.93x, B16 T512 (12.9) 0.97x; the least
+# win above 12.9 is HF BERT's with its padding and dropout at B32 T512 (25.8 GFLOP, a per-key
+# site: 1.45x, session 56), so the per-key threshold of HAND_WRITTEN_MIN_FLOPS.
+HAND_WRITTEN_PLAIN_MIN_FLOPS_DROPOUT = 25e9
 # The devices whose calls these size rules apply to (the figures above are a GPU's; on the CPU
 # the kernels run in Triton's interpreter, for tests).
 MASKED_RULE_DEVICES = ("cuda",)
@@ -245,19 +252,23 @@ MASKED_RULE_DEVICES = ("cuda",)
 def plain_keep_reason(m: Any) -> str | None:
     """Why hand-written attention without a mask tensor (`keep_reason`: causal or not, nothing
     else) is left as written, or None to replace it: a site `_sized` measures whose gradient is
-    wanted, with static sizes, head dim >= 64, no dropout, and fewer forward FLOPs than
-    `HAND_WRITTEN_PLAIN_MIN_FLOPS`; Inductor then compiles the graph as without flashgen."""
+    wanted, with static sizes, head dim >= 64, and fewer forward FLOPs than
+    `HAND_WRITTEN_PLAIN_MIN_FLOPS` (`HAND_WRITTEN_PLAIN_MIN_FLOPS_DROPOUT` with attention
+    dropout); Inductor then compiles the graph as without flashgen."""
     site = m.site
     sized = _sized(m)
-    if sized is None or site.dropout or site.head_dim < 64:  # (none measured)
+    if sized is None or site.head_dim < 64:  # (none measured)
         return None
     flops, grad, static = sized
-    if not grad or not static or flops >= HAND_WRITTEN_PLAIN_MIN_FLOPS:
+    least = HAND_WRITTEN_PLAIN_MIN_FLOPS_DROPOUT if site.dropout else HAND_WRITTEN_PLAIN_MIN_FLOPS
+    if not grad or not static or flops >= least:
         return None
-    what = "causal attention" if site.causal else "attention"
+    what = ("causal attention" if site.causal else "attention") + (
+        " with dropout" if site.dropout else ""
+    )
     return (
         f"left as written: {what} of {flops / 1e9:.1f} GFLOP with a backward runs faster as "
-        f"Inductor compiles it (flashgen from {HAND_WRITTEN_PLAIN_MIN_FLOPS / 1e9:.0f} GFLOP)"
+        f"Inductor compiles it (flashgen from {least / 1e9:.0f} GFLOP)"
     )
 
 
