@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Session 57's device calls (carry .whl; FLASHGEN_COMMIT=<sha>).
+#   drop:  small hand-written sites with attention dropout 0.1 in training after 2649804 (kept
+#          below HAND_WRITTEN_PLAIN_MIN_FLOPS_DROPOUT): Llama eager B8 T512 and BERT eager B8 T512
+#          by default (kept), and Llama eager B8 T1k (12.9 GFLOP) with its sites forced
+#          (FLASHGEN_IMPL=flashgen: the rule off), ~200 s
+#   first: next_s56/dev.sh first (on an H200 issue 15's host bars and issue 13's 650 TFLOP/s row)
+export FLASHGEN_COMMIT=${FLASHGEN_COMMIT:-?}
+name=$(nvidia-smi --query-gpu=name --format=csv,noheader)
+echo "card: $name"; uptime | cut -c1-80
+. benchmarks/device_env.sh > /dev/null 2>&1
+for part in "$@"; do
+case "$part" in
+first|confirm)
+  bash benchmarks/raw/next_s56/dev.sh "$part" 2>&1 | grep -v "^card\|load average" ;;
+drop)
+  for c in "llama 8 512 default" "bert 8 512 default" "llama 8 1024 flashgen"; do
+    set -- $c
+    tag=drop_$1_$2_$3_$4
+    FLASHGEN_IMPL=$([ $4 = flashgen ] && echo flashgen) timeout 150 python3 -u benchmarks/hf_padded.py \
+      --family $1 --attn eager --pad none --batch $2 --seq $3 --width 768 --heads 12 --layers 2 \
+      --attn-dropout 0.1 --out $OUT/$tag.json > $OUT/$tag.txt 2>&1
+    stamp "$1 eager none B$2 T$3 dropout 0.1 $4 rc=$?"; grep -E "^fwd|^check|host us|Error|keep  |replace  " $OUT/$tag.txt | cut -c1-250
+  done ;;
+esac
+done
