@@ -399,8 +399,8 @@ def test_small_hand_written_attention_in_training_is_left_as_written(monkeypatch
     stays as written below HAND_WRITTEN_PLAIN_MIN_FLOPS (8 GFLOP, causal counting half: HF
     Llama's and BERT's eager sites trained at 0.91-1.07x Inductor at 3.2-6.4, mostly below);
     replaced from it, without a gradient, below head dim 64, with symbolic sizes, and while
-    flashgen's kernels are forced. With attention dropout the threshold is
-    HAND_WRITTEN_PLAIN_MIN_FLOPS_DROPOUT (25 GFLOP)."""
+    flashgen's kernels are forced. With attention dropout and no causal structure the threshold
+    is HAND_WRITTEN_PLAIN_MIN_FLOPS_DROPOUT (25 GFLOP); causal sites with dropout keep 8."""
     q, k, v, _ = _inputs(4, 12, 512, 64, grad=True)  # 3.2 GFLOP, causal 1.6
     for fn, what, gflop in ((_causal_hand_written, "causal attention", 1.6),
                             (_plain_hand_written, "attention", 3.2)):  # fmt: skip
@@ -423,6 +423,18 @@ def test_small_hand_written_attention_in_training_is_left_as_written(monkeypatch
     assert "from 25 GFLOP" in site.reason, site.reason
     assert not _site(dropped, *big).replaced  # 8.05 GFLOP: kept with dropout, replaced without
     assert _site(dropped, *_inputs(32, 12, 512, 64, grad=True)[:3]).replaced  # 25.8 GFLOP
+
+    def causal_dropped(q, k, v):
+        n = q.shape[-2]
+        s = (q @ k.transpose(-1, -2) * q.shape[-1] ** -0.5).masked_fill(
+            torch.ones(n, n, dtype=torch.bool).triu(1), float("-inf"))  # fmt: skip
+        return F.dropout(torch.softmax(s, dim=-1), 0.1, training=True) @ v
+
+    site = _site(causal_dropped, q, k, v)  # 1.6 GFLOP
+    assert site.causal and site.dropout == 0.1 and not site.replaced, site
+    assert site.reason.startswith("left as written: causal attention with dropout of 1.6 GFLOP")
+    assert "from 8 GFLOP" in site.reason, site.reason
+    assert _site(causal_dropped, *_inputs(20, 12, 512, 64, grad=True)[:3]).replaced  # 8.05
     narrow = _inputs(4, 12, 512, 32, grad=True)[:3]  # head dim 32: not measured
     assert _site(_causal_hand_written, *narrow).replaced
     for t in (q, k, v):

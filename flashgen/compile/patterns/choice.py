@@ -237,12 +237,13 @@ HAND_WRITTEN_MIN_FLOPS = {
 # Inductor's graph could not hold, where flashgen's kernels run, and below head dim 64 (not
 # measured) the same FLOPs hold more scores (`plain_keep_reason`).
 HAND_WRITTEN_PLAIN_MIN_FLOPS = 8e9
-# The same with attention dropout (p 0.1, training): the kernels draw the mask themselves, which
-# costs them more than Inductor's graph pays for its own draw at these sizes. Measured on the H100
-# (session 57, as above, forward+backward): Llama (causal) B8 T512 (3.2 GFLOP a site) 0.79x, B16
-# T512 (6.4) 1.06x; BERT without a mask B8 T512 (6.4) 0.93x, B16 T512 (12.9) 0.97x; the least
-# win above 12.9 is HF BERT's with its padding and dropout at B32 T512 (25.8 GFLOP, a per-key
-# site: 1.45x, session 56), so the per-key threshold of HAND_WRITTEN_MIN_FLOPS.
+# The same for a non-causal site with attention dropout (p 0.1, training), where the kernels'
+# own draw of the mask cost more than they saved. Measured on the H100 (session 57, as above,
+# forward+backward, head dim 64): BERT without a mask B8 T512 (6.4 GFLOP a site) 0.93x, B16 T512
+# (12.9) 0.97x; the least win above is HF BERT's with its padding and dropout at B32 T512 (25.8,
+# a per-key site: 1.45x, session 56), so the per-key threshold of HAND_WRITTEN_MIN_FLOPS. Causal
+# sites with dropout take HAND_WRITTEN_PLAIN_MIN_FLOPS: Llama (GQA 4, whose K/V repeat and mask
+# Inductor's graph materialises) B8 T512 (3.2) 0.79x, B16 T512 (6.4) 1.06x, B8 T1k (12.9) 1.43x.
 HAND_WRITTEN_PLAIN_MIN_FLOPS_DROPOUT = 25e9
 # The devices whose calls these size rules apply to (the figures above are a GPU's; on the CPU
 # the kernels run in Triton's interpreter, for tests).
@@ -253,14 +254,17 @@ def plain_keep_reason(m: Any) -> str | None:
     """Why hand-written attention without a mask tensor (`keep_reason`: causal or not, nothing
     else) is left as written, or None to replace it: a site `_sized` measures whose gradient is
     wanted, with static sizes, head dim >= 64, and fewer forward FLOPs than
-    `HAND_WRITTEN_PLAIN_MIN_FLOPS` (`HAND_WRITTEN_PLAIN_MIN_FLOPS_DROPOUT` with attention
-    dropout); Inductor then compiles the graph as without flashgen."""
+    `HAND_WRITTEN_PLAIN_MIN_FLOPS` (`HAND_WRITTEN_PLAIN_MIN_FLOPS_DROPOUT` without causal
+    structure and with attention dropout); Inductor then compiles the graph as without
+    flashgen."""
     site = m.site
     sized = _sized(m)
     if sized is None or site.head_dim < 64:  # (none measured)
         return None
     flops, grad, static = sized
-    least = HAND_WRITTEN_PLAIN_MIN_FLOPS_DROPOUT if site.dropout else HAND_WRITTEN_PLAIN_MIN_FLOPS
+    least = HAND_WRITTEN_PLAIN_MIN_FLOPS
+    if site.dropout and not site.causal:
+        least = HAND_WRITTEN_PLAIN_MIN_FLOPS_DROPOUT
     if not grad or not static or flops >= least:
         return None
     what = ("causal attention" if site.causal else "attention") + (
