@@ -3,8 +3,10 @@
 
 Its attention is nanoGPT's manual path, the point of using it here: a `tril` buffer,
 `masked_fill(-inf)`, softmax, dropout, `att @ v`, no SDPA call. flashgen's backend proves that
-mask causal and replaces the subgraph with its own op; dropout must be 0 for that (nanoGPT's
-default; a dropout site is not a pattern flashgen replaces and is left to Inductor).
+mask causal and replaces the subgraph with its own op; with attention dropout in training the
+op draws the dropout in its kernels (forward and backward alike; the drawn mask is not eager's,
+so such a run's loss matches eager's in distribution only). The examples keep nanoGPT's default,
+dropout 0, so the loss curves compare step by step.
 """
 
 from __future__ import annotations
