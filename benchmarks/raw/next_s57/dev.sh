@@ -5,6 +5,10 @@
 #          by default (kept), and Llama eager B8 T1k (12.9 GFLOP) with its sites forced
 #          (FLASHGEN_IMPL=flashgen: the rule off), ~200 s
 #   first: next_s56/dev.sh first (on an H200 issue 15's host bars and issue 13's 650 TFLOP/s row)
+#   sdpadrop: (for session 58) small SDPA calls with dropout and no mask, which no rule keeps
+#          (session 47 measured them only from 12.9 GFLOP: 1.15-1.18x with a backward): HF Llama
+#          with SDPA attention (is_causal, dropout 0.1) and BERT with SDPA attention without
+#          padding (dropout 0.1) at B8 T512 and B16 T512 (3.2-12.9 GFLOP a site), ~250 s
 export FLASHGEN_COMMIT=${FLASHGEN_COMMIT:-?}
 name=$(nvidia-smi --query-gpu=name --format=csv,noheader)
 echo "card: $name"; uptime | cut -c1-80
@@ -21,6 +25,15 @@ drop)
       --family $1 --attn eager --pad none --batch $2 --seq $3 --width 768 --heads 12 --layers 2 \
       --attn-dropout 0.1 --out $OUT/$tag.json > $OUT/$tag.txt 2>&1
     stamp "$1 eager none B$2 T$3 dropout 0.1 $4 rc=$?"; grep -E "^fwd|^check|host us|Error|keep  |replace  " $OUT/$tag.txt | cut -c1-250
+  done ;;
+sdpadrop)
+  for c in "llama 8 512" "llama 16 512" "bert 8 512" "bert 16 512"; do
+    set -- $c
+    tag=sdpadrop_$1_$2_$3
+    timeout 150 python3 -u benchmarks/hf_padded.py --family $1 --attn sdpa --pad none \
+      --batch $2 --seq $3 --width 768 --heads 12 --layers 2 --attn-dropout 0.1 \
+      --out $OUT/$tag.json > $OUT/$tag.txt 2>&1
+    stamp "$1 sdpa none B$2 T$3 dropout 0.1 rc=$?"; grep -E "^fwd|^check|host us|Error|keep  |replace  " $OUT/$tag.txt | cut -c1-250
   done ;;
 esac
 done
