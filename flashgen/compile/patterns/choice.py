@@ -220,10 +220,10 @@ HAND_WRITTEN_MIN_FLOPS = {
     **{(False, wide, grad): 25e9 for wide in (False, True) for grad in (False, True)},
     **MASKED_MIN_FLOPS_ADDITIVE,  # (dense, head dim >= 128, backward): the dense rows
 }
-# Hand-written attention without a mask tensor (a proven causal structure or none, no
-# window, ALiBi or softcap; dropout below) whose gradient is wanted: the least forward FLOPs (causal halved) at
-# which flashgen's kernels replace it; below them the site stays as written and Inductor compiles
-# it. Without a backward every size measured gained, so none is kept. Measured on the H100
+# Hand-written attention without a mask tensor (a proven causal structure or none, no window,
+# ALiBi or softcap; dropout: below) whose gradient is wanted: the least forward FLOPs (causal
+# halved) at which flashgen's kernels replace it; below them the site stays as written and
+# Inductor compiles it. Without a backward every size measured gained, so none is kept. Measured on the H100
 # (benchmarks/RESULTS.md, session 56; HF models with eager attention and no padding, 2 layers,
 # bf16, Inductor's time over flashgen's with the sites replaced, forward+backward): Llama (its
 # causal mask from its own positions, proven: the plain causal op; GQA 4) at head dim 64 B8 T512
@@ -237,13 +237,13 @@ HAND_WRITTEN_MIN_FLOPS = {
 # Inductor's graph could not hold, where flashgen's kernels run, and below head dim 64 (not
 # measured) the same FLOPs hold more scores (`plain_keep_reason`).
 HAND_WRITTEN_PLAIN_MIN_FLOPS = 8e9
-# The same for a non-causal site with attention dropout (p 0.1, training), where the kernels'
-# own draw of the mask cost more than they saved. Measured on the H100 (session 57, as above,
-# forward+backward, head dim 64): BERT without a mask B8 T512 (6.4 GFLOP a site) 0.93x, B16 T512
-# (12.9) 0.97x; the least win above is HF BERT's with its padding and dropout at B32 T512 (25.8,
-# a per-key site: 1.45x, session 56), so the per-key threshold of HAND_WRITTEN_MIN_FLOPS. Causal
-# sites with dropout take HAND_WRITTEN_PLAIN_MIN_FLOPS: Llama (GQA 4, whose K/V repeat and mask
-# Inductor's graph materialises) B8 T512 (3.2) 0.79x, B16 T512 (6.4) 1.06x, B8 T1k (12.9) 1.43x.
+# The same for a site without causal structure with attention dropout (p 0.1, training), which
+# lost to Inductor's graph at larger sizes than without dropout. Measured on the H100 (session
+# 57, as above, forward+backward, head dim 64): BERT without a mask B8 T512 (6.4 GFLOP a site)
+# 0.93x, B16 T512 (12.9) 0.97x; the least win above is HF BERT's with its padding and dropout at
+# B32 T512 (25.8, a per-key site: 1.45x, session 56), so the per-key threshold of
+# HAND_WRITTEN_MIN_FLOPS. Causal sites with dropout take HAND_WRITTEN_PLAIN_MIN_FLOPS: Llama
+# (GQA 4) B8 T512 (3.2) 0.79x, B16 T512 (6.4) 1.06x, B8 T1k (12.9, forced) 1.43x.
 HAND_WRITTEN_PLAIN_MIN_FLOPS_DROPOUT = 25e9
 # The devices whose calls these size rules apply to (the figures above are a GPU's; on the CPU
 # the kernels run in Triton's interpreter, for tests).
