@@ -6,8 +6,12 @@ diagonal) from the ops that build them, and each proof must hold for every lengt
 graph accepts. The unit tests pin one spelling per property; this draws many combinations at
 once (how the scores are scaled, how the mask is built and applied, which fill value, padding on
 either side, a KV-cache offset, GQA, ALiBi, softcapping, the softmax's dtype, SDPA or by hand,
-values of another head dim than the keys', static, automatic-dynamic or dynamic compiles) and checks the numbers, so a proof that is wrong
-for some combination shows up as a mismatch rather than waiting for a model to hit it.
+values of another head dim than the keys', static, automatic-dynamic or dynamic compiles, attention
+dropout in eval or, by hand, in training mode) and checks the numbers, so a proof that is wrong
+for some combination shows up as a mismatch rather than waiting for a model to hit it. A case
+with dropout in training mode is compared given the mask the compiled call drew (`drawn_keep`:
+the same call with values that are columns of the identity, after the same
+`torch.manual_seed`), which the float64 reference then applies (`_dropout_by`).
 
 Each case is a module generated as Python source (printed with a failure, so it reproduces
 alone). It is compiled once with `flashgen.backend(fallback="aot_eager")` and called at several
@@ -25,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import dataclasses
 import json
 import math
 import os
@@ -38,6 +43,7 @@ from dataclasses import asdict, dataclass
 B, H, D = 2, 4, 16
 W = 5  # window size (lengths below cross it)
 CAP = 4.0  # softcap
+DROP = 0.25  # the dropout probability of `train` cases
 SCALE = D**-0.5
 QLENS = (3, 7, 5, 12)  # query lengths of the calls, in order (the first compile sees 3)
 
@@ -64,11 +70,15 @@ class Case:
     dynamic: str  # "auto" | "true" | "false"
     layout: str = "contiguous"  # or "bthd": q, k, v laid out [B, T, H, D] in memory
     inplace: bool = False  # masked_fill_ (by hand only)
-    dropout: str = "none"  # "functional": F.dropout(training=False); "module": nn.Dropout, eval
+    # "functional": F.dropout(training=False); "module": nn.Dropout, eval (both in training
+    # mode with `train`)
+    dropout: str = "none"
     # padding alone written as HF's bidirectional masks are: `(q_idx >= 0) & kp`, a row term
     # every row passes, broadcast to [B, 1, Tq, Tk]
     row_term: bool = False
     vdim: int = D  # the values' head dim: another than D is latent attention (DeepSeek's)
+    # the dropout in training mode (p DROP; by hand only): compared given the mask it drew
+    train: bool = False
 
 
 def draw(seed: int) -> Case:
@@ -92,7 +102,7 @@ def draw(seed: int) -> Case:
     # (its own draw: every other field of a seed is as before)
     row_term = struct == "none" and pad != "none" and random.Random(seed * 7919 + 2).random() < 0.5
     vdim = random.Random(seed * 7919 + 3).choice([D, D, D, 8, 24])  # (its own draw too)
-    return Case(
+    case = Case(
         seed=seed,
         row_term=row_term,
         vdim=vdim,
@@ -113,6 +123,11 @@ def draw(seed: int) -> Case:
         inplace=r.random() < 0.2,
         dropout=r.choice(["none", "none", "functional", "module"]),
     )
+    # the dropout in training mode (its own draw too)
+    train = random.Random(seed * 7919 + 4).random() < 0.4
+    if style == "manual" and case.dropout != "none" and train:
+        case = dataclasses.replace(case, train=True)
+    return case
 
 
 def _fill(case: Case) -> str:
@@ -176,7 +191,9 @@ def source(case: Case) -> str:
         f'self.register_buffer("slopes", 2.0 ** (-torch.arange(1, {H} + 1) / 2.0))',
         *_buffer_init(case),
     ]
-    if case.dropout == "module":
+    if case.dropout == "module" and case.train:
+        init.append(f"self.drop = nn.Dropout({DROP!r})  # (the module is in training mode)")
+    elif case.dropout == "module":
         init.append("self.drop = nn.Dropout(0.1)  # (the module is in eval mode)")
     body = ["tq, tk = q.size(-2), k.size(-2)"]
     if case.layout == "bthd":
@@ -228,7 +245,11 @@ def source(case: Case) -> str:
         }[case.softmax]
         body += {
             "none": [],
-            "functional": ["p = F.dropout(p, 0.1, training=False)"],
+            "functional": [
+                f"p = F.dropout(p, {DROP!r}, training=True)"
+                if case.train
+                else "p = F.dropout(p, 0.1, training=False)"
+            ],
             "module": ["p = self.drop(p)"],
         }[case.dropout]
         body += ["return p @ v"]
@@ -298,7 +319,7 @@ def build(case: Case):
     scope = {"torch": torch, "F": F, "math": math, "nn": nn}
     exec(compile(source(case), f"<case {case.seed}>", "exec"), scope)
     model = scope["Model"]()
-    return model.eval() if case.dropout == "module" else model
+    return model.eval() if case.dropout == "module" and not case.train else model
 
 
 def lengths(case: Case) -> list[tuple[int, int]]:
@@ -380,7 +401,14 @@ def run_case(case: Case, backend_factory) -> dict:
             q, k, v, pad = inputs(case, tq, tk, case.seed * 100 + n)
             seen = visible(case, tq, tk, pad)
             w = torch.randn(B, H, tq, case.vdim, generator=torch.Generator().manual_seed(n))
-            want, want_g = _forward_backward(ref, (q, k, v), pad, seen, w, torch.float64)
+            call_seed = case.seed * 100 + n
+            if case.train:
+                keep = drawn_keep(compiled, case, (q, k, v), pad, call_seed)
+                with _dropout_by(keep):
+                    want, want_g = _forward_backward(ref, (q, k, v), pad, seen, w, torch.float64)
+            else:
+                want, want_g = _forward_backward(ref, (q, k, v), pad, seen, w, torch.float64)
+            torch.manual_seed(call_seed)  # (a train case's draw: the mask `drawn_keep` read)
             got, got_g = _forward_backward(compiled, (q, k, v), pad, seen, w, torch.float32)
             call = {"tq": tq, "tk": tk, "out": _diff(got, want, seen), "grads": None}
             if all(torch.isfinite(g).all() for g in want_g):
@@ -391,6 +419,54 @@ def run_case(case: Case, backend_factory) -> dict:
     finally:
         torch._dynamo.reset()
     return record
+
+
+def drawn_keep(compiled, case: Case, qkv, pad, call_seed: int):
+    """The dropout mask [B, H, tq, tk] (bool) that `compiled` draws after
+    `torch.manual_seed(call_seed)` on these inputs (the same graph and draw as the compared
+    call: values of the same shape, gradients wanted): read through values that are columns
+    of the identity, `vdim` keys at a time, where out[i, j] = P[i, j] * keep[i, j] / (1 - p)
+    is > 0 exactly where the key is kept and its probability is not 0 (a probability too small
+    to show is read as dropped: it weighs nothing in the reference either)."""
+    import torch
+
+    q, k, v = qkv
+    tk = k.shape[2]
+    cols = []
+    for start in range(0, tk, case.vdim):
+        eye = torch.zeros(tk, case.vdim)
+        width = min(case.vdim, tk - start)
+        eye[start : start + width, :width] = torch.eye(width)
+        probe = eye.expand_as(v).contiguous()
+        args = [t.float().requires_grad_() for t in (q, k, probe)]
+        torch.manual_seed(call_seed)
+        out = compiled(*args, pad)
+        cols.append(out.detach()[..., :width] > 0)
+    return torch.cat(cols, dim=-1)
+
+
+class _dropout_by:
+    """Within: `F.dropout` (nn.Dropout's too) in training mode applies `keep` and scales by
+    1 / (1 - p), so the float64 reference drops what the compiled call dropped."""
+
+    def __init__(self, keep):
+        self.keep = keep
+
+    def __enter__(self):
+        import torch.nn.functional as F
+
+        self.real = F.dropout
+        keep = self.keep
+
+        def dropout(input, p=0.5, training=True, inplace=False):
+            return input * keep.to(input.dtype) / (1 - p) if training else input
+
+        F.dropout = dropout
+
+    def __exit__(self, *exc):
+        import torch.nn.functional as F
+
+        F.dropout = self.real
 
 
 def _forward_backward(fn, qkv, pad, seen, w, dtype):

@@ -66,6 +66,14 @@ CASES = {
         apply="hf_where", fill="finfo_min", score="div_sqrt", softcap=False, alibi="none",
         softmax="float32", dynamic="true", vdim=24,
     ),
+    # attention dropout in training mode (nn.Dropout, p 0.25) beside right padding with HF's
+    # finite fill (BERT's eager attention: the padding read one row, per key) under automatic
+    # dynamic shapes: compared given the mask the kernels drew
+    "training_dropout_padding": _case(
+        style="manual", gqa="none", past="none", struct="none", build="arange", pad="right",
+        apply="hf_where", fill="finfo_min", score="div_sqrt", softcap=False, alibi="none",
+        softmax="method", dynamic="auto", dropout="module", train=True,
+    ),
 }  # fmt: skip
 
 
