@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import dataclasses
 import json
 import math
@@ -398,10 +399,10 @@ def run_case(case: Case, backend_factory) -> dict:
     compiled = torch.compile(model, backend=compile_graph, dynamic=dynamic)
     try:
         for n, (tq, tk) in enumerate(lengths(case)):
-            q, k, v, pad = inputs(case, tq, tk, case.seed * 100 + n)
+            call_seed = case.seed * 100 + n
+            q, k, v, pad = inputs(case, tq, tk, call_seed)
             seen = visible(case, tq, tk, pad)
             w = torch.randn(B, H, tq, case.vdim, generator=torch.Generator().manual_seed(n))
-            call_seed = case.seed * 100 + n
             if case.train:
                 keep = drawn_keep(compiled, case, (q, k, v), pad, call_seed)
                 with _dropout_by(keep):
@@ -445,28 +446,22 @@ def drawn_keep(compiled, case: Case, qkv, pad, call_seed: int):
     return torch.cat(cols, dim=-1)
 
 
-class _dropout_by:
+@contextlib.contextmanager
+def _dropout_by(keep):
     """Within: `F.dropout` (nn.Dropout's too) in training mode applies `keep` and scales by
     1 / (1 - p), so the float64 reference drops what the compiled call dropped."""
+    import torch.nn.functional as F
 
-    def __init__(self, keep):
-        self.keep = keep
+    real = F.dropout
 
-    def __enter__(self):
-        import torch.nn.functional as F
+    def dropout(input, p=0.5, training=True, inplace=False):
+        return input * keep.to(input.dtype) / (1 - p) if training else input
 
-        self.real = F.dropout
-        keep = self.keep
-
-        def dropout(input, p=0.5, training=True, inplace=False):
-            return input * keep.to(input.dtype) / (1 - p) if training else input
-
-        F.dropout = dropout
-
-    def __exit__(self, *exc):
-        import torch.nn.functional as F
-
-        F.dropout = self.real
+    F.dropout = dropout
+    try:
+        yield
+    finally:
+        F.dropout = real
 
 
 def _forward_backward(fn, qkv, pad, seen, w, dtype):
