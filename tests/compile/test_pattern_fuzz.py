@@ -17,8 +17,8 @@ fuzz = repo_scripts.load("benchmarks/pattern_fuzz.py", "pattern_fuzz_under_test"
 
 def _case(**fields):
     """A drawn case with some fields set (a spelling the test must cover); values of the keys'
-    head dim unless `vdim` is given."""
-    return dataclasses.replace(fuzz.draw(0), **{"vdim": fuzz.D, **fields})
+    head dim unless `vdim` is given, its dropout (if any) in eval mode unless `train` is."""
+    return dataclasses.replace(fuzz.draw(0), **{"vdim": fuzz.D, "train": False, **fields})
 
 
 CASES = {
