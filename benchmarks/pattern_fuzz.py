@@ -409,7 +409,8 @@ def run_case(case: Case, backend_factory) -> dict:
                     want, want_g = _forward_backward(ref, (q, k, v), pad, seen, w, torch.float64)
             else:
                 want, want_g = _forward_backward(ref, (q, k, v), pad, seen, w, torch.float64)
-            torch.manual_seed(call_seed)  # (a train case's draw: the mask `drawn_keep` read)
+            if case.train:
+                torch.manual_seed(call_seed)  # the draw whose mask `drawn_keep` read
             got, got_g = _forward_backward(compiled, (q, k, v), pad, seen, w, torch.float32)
             call = {"tq": tq, "tk": tk, "out": _diff(got, want, seen), "grads": None}
             if all(torch.isfinite(g).all() for g in want_g):

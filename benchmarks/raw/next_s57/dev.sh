@@ -13,27 +13,27 @@ export FLASHGEN_COMMIT=${FLASHGEN_COMMIT:-?}
 name=$(nvidia-smi --query-gpu=name --format=csv,noheader)
 echo "card: $name"; uptime | cut -c1-80
 . benchmarks/device_env.sh > /dev/null 2>&1
+# hf_drop ATTN FAMILY BATCH SEQ IMPL: HF `family` with `attn` attention, no padding, attention
+# dropout 0.1, training graphs (IMPL flashgen: FLASHGEN_IMPL=flashgen, the size rules off)
+hf_drop() {
+  local tag=$1drop_$2_$3_$4_$5
+  FLASHGEN_IMPL=$([ $5 = flashgen ] && echo flashgen) timeout 150 python3 -u benchmarks/hf_padded.py \
+    --family $2 --attn $1 --pad none --batch $3 --seq $4 --width 768 --heads 12 --layers 2 \
+    --attn-dropout 0.1 --out $OUT/$tag.json > $OUT/$tag.txt 2>&1
+  stamp "$2 $1 none B$3 T$4 dropout 0.1 $5 rc=$?"
+  grep -E "^fwd|^check|host us|Error|keep  |replace  " $OUT/$tag.txt | cut -c1-250
+}
 for part in "$@"; do
 case "$part" in
 first|confirm)
   bash benchmarks/raw/next_s56/dev.sh "$part" 2>&1 | grep -v "^card\|load average" ;;
-drop)
+drop)  # (call 9's files were named drop_<family>_<batch>_<seq>_<impl>; now eagerdrop_...)
   for c in "llama 8 512 default" "bert 8 512 default" "llama 8 1024 flashgen"; do
-    set -- $c
-    tag=drop_$1_$2_$3_$4
-    FLASHGEN_IMPL=$([ $4 = flashgen ] && echo flashgen) timeout 150 python3 -u benchmarks/hf_padded.py \
-      --family $1 --attn eager --pad none --batch $2 --seq $3 --width 768 --heads 12 --layers 2 \
-      --attn-dropout 0.1 --out $OUT/$tag.json > $OUT/$tag.txt 2>&1
-    stamp "$1 eager none B$2 T$3 dropout 0.1 $4 rc=$?"; grep -E "^fwd|^check|host us|Error|keep  |replace  " $OUT/$tag.txt | cut -c1-250
+    hf_drop eager $c
   done ;;
 sdpadrop)
   for c in "llama 8 512" "llama 16 512" "bert 8 512" "bert 16 512"; do
-    set -- $c
-    tag=sdpadrop_$1_$2_$3
-    timeout 150 python3 -u benchmarks/hf_padded.py --family $1 --attn sdpa --pad none \
-      --batch $2 --seq $3 --width 768 --heads 12 --layers 2 --attn-dropout 0.1 \
-      --out $OUT/$tag.json > $OUT/$tag.txt 2>&1
-    stamp "$1 sdpa none B$2 T$3 dropout 0.1 rc=$?"; grep -E "^fwd|^check|host us|Error|keep  |replace  " $OUT/$tag.txt | cut -c1-250
+    hf_drop sdpa $c default
   done ;;
 esac
 done
