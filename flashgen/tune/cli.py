@@ -38,6 +38,7 @@ import argparse
 import contextlib
 import sys
 
+from . import interrupts
 from .options import add_arguments, build_tasks, check_options, resolve_options
 from .runner import Stopped, prepare_backend, tune_all
 from .summary import format_summary
@@ -47,6 +48,7 @@ __all__ = ["add_arguments", "run"]
 
 def run(args: argparse.Namespace) -> int:
     check_options(args)  # before torch loads and before any banner
+    interrupts.install()  # a Ctrl-C whose exception gets swallowed still stops the run
     gpu = prepare_backend()
     opts = resolve_options(args, gpu)
     tasks = [] if args.pending else build_tasks(opts, args.seq_k)

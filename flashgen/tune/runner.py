@@ -57,6 +57,7 @@ def tune_all(args, opts, tasks, db, gpu: bool, worker: int, ready=None) -> list:
     from ..hardware.sram import current_device
     from ..runtime.lookup import current_fingerprint
     from .evaluate import MeasuredEvaluator, ModelledEvaluator
+    from .interrupts import interrupted
     from .search import tune_task
     from .studies import open_storage
     from .tasks import Interrupted
@@ -105,6 +106,8 @@ def tune_all(args, opts, tasks, db, gpu: bool, worker: int, ready=None) -> list:
             finally:
                 if bar:
                     bar.close()
+        if interrupted():  # a Ctrl-C lost in the last task's bookkeeping (`interrupts`)
+            raise Stopped(results)
     finally:
         evaluator.close()
     return results

@@ -48,6 +48,7 @@ from .history import (
     patience_left,
     running_elsewhere,
 )
+from .interrupts import raise_if_interrupted
 from .space import Space, model_explorers, model_ranked, seed_configs
 from .studies import (
     Heartbeat,
@@ -178,6 +179,7 @@ class Search:
         try:
             self.refresh_best()
             while True:
+                raise_if_interrupted()  # a Ctrl-C whose own exception was lost (`interrupts`)
                 self.result.stop_reason = self.stop_reason()
                 if self.result.stop_reason:
                     break

@@ -30,6 +30,7 @@ import sys
 import threading
 
 from ..core.environ import set_env
+from . import interrupts
 
 FORWARD_AFTER_S = 2.0  # grace before the parent forwards Ctrl-C to a worker still running
 STOP_WAIT_S = 60.0  # how long a stopping worker may take to store its last trial
@@ -50,6 +51,7 @@ def pins(gpus: list[int] | None, workers: int, visible: int) -> list[str | None]
 
 def _first_interrupt_only(_signum, _frame) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    interrupts.remember()  # the search stops at its next candidate even if this exception is lost
     raise KeyboardInterrupt
 
 

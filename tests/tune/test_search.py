@@ -8,6 +8,7 @@ database inside FLASHGEN_TEST_PG_URL's server.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import os
@@ -291,6 +292,57 @@ def test_interrupt_keeps_finished_trials(db_url):
     assert states.count(TrialState.COMPLETE) == 2 and TrialState.RUNNING not in states
 
 
+def test_a_ctrl_c_whose_exception_was_lost_still_stops_the_search(sqlite_url):
+    """The tuner's SIGINT handler remembers the signal (`flashgen.tune.interrupts`): where its
+    KeyboardInterrupt is swallowed (C code clearing any error), the search stops at the next
+    candidate with what it finished, as after a Ctrl-C that got through."""
+    import signal
+
+    from flashgen.tune import interrupts
+
+    db = connect(sqlite_url)
+    seen = []
+
+    def swallowed_after_two(event):
+        seen.append(event)
+        if len(seen) == 2:
+            with contextlib.suppress(KeyboardInterrupt):  # what a careless extension does
+                interrupts._on_sigint(signal.SIGINT, None)
+
+    interrupts.reset()
+    try:
+        with pytest.raises(tasks.Interrupted) as info:
+            _tune(
+                db, on_event=swallowed_after_two, settings=tasks.Settings(trials=10, patience=None)
+            )
+    finally:
+        interrupts.reset()
+    partial = info.value.result
+    assert partial.interrupted and partial.evaluated == 2
+    env = current_fingerprint(H200)
+    assert len([t for t in db.trials(SPEC, BUCKET, env) if t.status == "ok"]) == 2
+
+
+def test_the_tuner_takes_sigint_only_from_pythons_default_handler():
+    """`interrupts.install` replaces Python's default SIGINT handler (the CLI's case) and leaves
+    an ignored SIGINT (nohup, a worker past its first Ctrl-C) ignored."""
+    import signal
+
+    from flashgen.tune import interrupts
+
+    before = signal.getsignal(signal.SIGINT)
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        interrupts.install()
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        interrupts.install()
+        assert signal.getsignal(signal.SIGINT) is interrupts._on_sigint
+    finally:
+        signal.signal(signal.SIGINT, before)
+        interrupts.reset()
+
+
 def test_patience_stops_early(sqlite_url):
     db = connect(sqlite_url)
     result = _tune(db, settings=tasks.Settings(trials=40, patience=3, seed=0))
@@ -461,16 +513,22 @@ def test_ctrl_c_on_the_cli_keeps_trials_and_exits_130(sqlite_url):
     # PYTHONFAULTHANDLER: if the process ever hangs after SIGINT, the SIGABRT below makes it
     # print every thread's stack into `err`, so the failure says where it stuck.
     env = dict(os.environ, PYTHONFAULTHANDLER="1")
+
     # pytest-xdist's workers ignore SIGINT, and an ignored signal stays ignored across exec:
     # Python then installs no KeyboardInterrupt handler, and the child would run to its end and
-    # exit 0. Ctrl-C in a terminal reaches a process with the default disposition: restore it.
+    # exit 0. Ctrl-C in a terminal reaches a process with the default disposition and SIGINT
+    # unblocked (a signal mask is inherited across exec too): restore both.
+    def as_from_a_terminal():
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
     proc = subprocess.Popen(
         cmd,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         env=env,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        preexec_fn=as_from_a_terminal,
     )
     engine = sa.create_engine(sqlite_url)
     deadline = time.monotonic() + 90
@@ -492,6 +550,8 @@ def test_ctrl_c_on_the_cli_keeps_trials_and_exits_130(sqlite_url):
             proc.poll(),
             proc.stderr.read() if proc.poll() is not None else "",
         )
+        # (how the child holds SIGINT, for the message below should it not stop)
+        held = _signal_lines(proc.pid)
         proc.send_signal(signal.SIGINT)
         # It exits within seconds; the limit only separates "slow on a loaded machine" from "hung".
         try:
@@ -504,7 +564,7 @@ def test_ctrl_c_on_the_cli_keeps_trials_and_exits_130(sqlite_url):
         if proc.poll() is None:
             proc.kill()
         engine.dispose()
-    assert proc.returncode == 130, (proc.returncode, out[-2000:], err[-2000:])
+    assert proc.returncode == 130, (proc.returncode, held, out[-2000:], err[-2000:])
     assert "interrupted" in err
     db = connect(sqlite_url)
     ok = [t for t in db.trials(SPEC, BUCKET) if t.status == "ok"]
@@ -513,6 +573,17 @@ def test_ctrl_c_on_the_cli_keeps_trials_and_exits_130(sqlite_url):
     # which this test process may have computed before a template edit)
     [rec] = [r for r in db.records(SPEC) if r.bucket == BUCKET]
     assert rec.time_ms == pytest.approx(min(t.time_ms for t in ok)) and not rec.measured
+
+
+def _signal_lines(pid: int) -> str:
+    """A process's signal masks (blocked, ignored, caught; Linux's /proc), or '' elsewhere."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            return " ".join(
+                line.strip() for line in status if line.startswith(("SigBlk", "SigIgn", "SigCgt"))
+            )
+    except OSError:
+        return ""
 
 
 @pytest.mark.parametrize("direction", ["fwd", "bwd"])
