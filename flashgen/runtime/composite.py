@@ -29,8 +29,10 @@ from .library import _LIB
 from .primitives import _check_extras, _fwd_op, plain_forward
 from .sinks import apply_sinks, check_sinks
 from .vendor import (
+    LAUNCH_BOUND_FLASHGEN,
     MIX,
     MIXED_BACKWARD,
+    launch_bound_flashgen,
     launch_bound_key,
     needs_backward,
     remember_launch_bound,
@@ -132,15 +134,20 @@ def _plain_attention(q, k, v, causal, scale, deterministic, impl):
     kernels without the branches only the extras need. In a plain eager call without a
     gradient the forward op's body is called directly (`plain_forward`); anything traced,
     fake or under a dispatch mode goes through the op as in `_attention`. A launch-bound auto
-    call whose signature `route` already sent to SDPA's own choice goes there at once
-    (`flashgen.runtime.vendor.launch_bound_key`: the checks passed for it then)."""
+    call whose signature `route` already sent to SDPA's own choice or to flashgen's forward
+    goes there at once (`flashgen.runtime.vendor.launch_bound_key`: the checks passed for it
+    then; `launch_bound_flashgen`)."""
     signature = input_signature(q, k, v, causal, scale)
     key = None
     if impl is None:
         key = launch_bound_key(signature, q, k, v)
-        if key is not None and key in settled_impls and plain_eager(q):
+        settled = None if key is None else settled_impls.get(key)
+        if settled is not None and plain_eager(q):
             if deterministic is not None:
                 check_deterministic(deterministic)
+            if settled == LAUNCH_BOUND_FLASHGEN:
+                scale = check_inputs(q, k, v, causal=causal, scale=scale, signature=signature)
+                return plain_forward(q, k, v, causal, scale, keep_lse=False)[0]
             return F.scaled_dot_product_attention(
                 q, k, v, is_causal=causal, scale=scale, enable_gqa=q.shape[1] != k.shape[1]
             )
@@ -162,6 +169,9 @@ def _plain_attention(q, k, v, causal, scale, deterministic, impl):
             remember_launch_bound(key, q)
             return out
         mix = out is MIX
+        if out is None and key is not None and launch_bound_flashgen(q, k, backward):
+            # (route's answer for this launch-bound signature, whatever the records say)
+            remember_launch_bound(key, q, LAUNCH_BOUND_FLASHGEN)
     if not q.is_cuda:  # (CUDA tensors always pass; `is_cuda` is cheaper than `q.device`)
         check_kernel_device(q.device)
     if backward:

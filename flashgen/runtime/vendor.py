@@ -259,8 +259,11 @@ def route(
     if chosen == FLASHGEN:
         return None
     if impl is None and plain_eager(q) and launch_bound(q, k):
-        # The kernels' speeds cannot matter here, the host path can: PyTorch's own choice,
-        # without switching backends (see `launch_bound`).
+        # The kernels' speeds cannot matter here, the host path can: flashgen's forward alone
+        # where its path costs what SDPA's does, else PyTorch's own choice without switching
+        # backends (see `launch_bound`, `launch_bound_flashgen`).
+        if launch_bound_flashgen(q, k, needs_backward(q, k, v) if backward is None else backward):
+            return None
         return F.scaled_dot_product_attention(
             q, k, v, is_causal=causal, scale=scale, enable_gqa=q.shape[1] != k.shape[1]
         )
@@ -287,9 +290,12 @@ def route(
 
 # Multiply-adds of one QK^T (B * Hq * Sq * Sk * D) at or below which a CUDA call is launch-bound.
 LAUNCH_BOUND_WORK = 1 << 28
-# The first item of `launch_bound_key`s, under which `settled_impls` remembers the signatures
-# `route` sent to SDPA's own choice as launch-bound (emptied with the run-time choice's caches).
+# `settled_impls` remembers launch-bound signatures under `launch_bound_key`s (their first item
+# LAUNCH_BOUND_SDPA; emptied with the run-time choice's caches), the value saying where `route`
+# sent them: LAUNCH_BOUND_SDPA (SDPA's own choice) or LAUNCH_BOUND_FLASHGEN (flashgen's forward,
+# `launch_bound_flashgen`).
 LAUNCH_BOUND_SDPA = "sdpa_launch_bound"
+LAUNCH_BOUND_FLASHGEN = "flashgen_launch_bound"
 
 
 def launch_bound_key(signature: tuple | None, q, k, v) -> tuple | None:
@@ -305,17 +311,39 @@ def launch_bound_key(signature: tuple | None, q, k, v) -> tuple | None:
     return (LAUNCH_BOUND_SDPA, signature, needs_backward(q, k, v))
 
 
-def remember_launch_bound(key: tuple | None, q) -> None:
-    """After `route` answered an auto call of `launch_bound_key` `key` with SDPA's output:
-    remember it where the call was launch-bound and plain eager (the branch of `route` that
-    calls SDPA's own choice), so the next such call skips the checks and the choice (host
-    time: on the H200 the auto forward of 1x1x128x128 and 1x1x128x64 calls cost 1.40 and 1.51x
-    SDPA's before, 1.26 and 1.28x after; benchmarks/RESULTS.md, session 18 B2 and B5)."""
+def remember_launch_bound(key: tuple | None, q, what: str = LAUNCH_BOUND_SDPA) -> None:
+    """After `route` answered an auto call of `launch_bound_key` `key` (the branch of `route`
+    for launch-bound plain eager calls): remember what it ran, LAUNCH_BOUND_SDPA (SDPA's own
+    choice) or LAUNCH_BOUND_FLASHGEN (flashgen's forward), so the next such call skips the
+    choice (host time: on the H200 the auto forward of 1x1x128x128 and 1x1x128x64 calls cost
+    1.40 and 1.51x SDPA's before, 1.26 and 1.28x after; benchmarks/RESULTS.md, session 18 B2
+    and B5). Nothing where the call is not plain eager."""
     if key is None or not plain_eager(q):
         return
     if len(settled_impls) >= MAX_SETTLED:
         settled_impls.clear()
-    settled_impls[key] = LAUNCH_BOUND_SDPA
+    settled_impls[key] = what
+
+
+def launch_bound_flashgen(q, k, backward: bool) -> bool:
+    """Whether a launch-bound plain eager auto call (`launch_bound`) runs flashgen's forward
+    rather than SDPA's own choice: a forward alone (no backward follows), not a query short
+    enough for the decode kernels (`flashgen.kernels.decode.applies`: their split launches
+    have their own host cost), and no implementation forced for the process
+    (`dispatch.forced`: FLASHGEN_IMPL or `set_impl` naming an SDPA backend keeps SDPA).
+
+    Why: there the call's cost is its host path, and flashgen's plain forward path costs what
+    SDPA's does, while reaching SDPA through this op adds the op's own checks to SDPA's path.
+    On the H200, 1x1x128x64 bf16 (`benchmarks/host_time.py`, session 57): the forward forced
+    to flashgen 28.85-30.36 µs against SDPA called directly 29.04-30.39, the auto forward
+    (records naming flashgen, the host rule then SDPA's own choice) 38.68-40.12 (1.26-1.30x).
+    On the other hosts measured (sessions 22-46, H100 and H200) forced forwards read 0.94-1.10x
+    SDPA's (seven of nine 0.95-1.00x), auto forwards 1.05-1.39x. With a backward the SDPA path stays: flashgen's forward+backward host time is 1.22-1.29x SDPA's
+    (session 57)."""
+    from ..kernels import decode
+    from .dispatch import forced
+
+    return not backward and forced() is None and not decode.applies(q, k)
 
 
 def launch_bound(q, k) -> bool:
@@ -325,7 +353,8 @@ def launch_bound(q, k) -> bool:
     backend is not forced: on the H200 a 1x1x128x64 bf16 forward through cuDNN (the defaults'
     choice) cost 30.0 µs of host time against 19.2 µs for SDPA's own choice, and the
     implementation choice rests on timings of 1k-16k sequences (benchmarks/RESULTS.md, host
-    time, session 7). Not applied while tracing (a graph keeps its choice for every length)."""
+    time, session 7); a forward alone runs flashgen's forward (`launch_bound_flashgen`). Not
+    applied while tracing (a graph keeps its choice for every length)."""
     if not q.is_cuda:
         return False
     batch, heads, seq_q, dim = q.shape

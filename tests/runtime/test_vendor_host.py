@@ -209,6 +209,53 @@ def test_a_launch_bound_signature_goes_to_sdpa_at_once(choice, monkeypatch):
         flashgen.attention(q, k[..., :16], v[..., :16], causal=True)
 
 
+def test_a_launch_bound_forward_alone_runs_flashgens_forward(choice, monkeypatch):
+    """The run-time choice names an SDPA backend (not forced) and the call is launch-bound: a
+    forward alone runs flashgen's forward (its host path costs what SDPA's does), and the next
+    call of the signature goes there without `route`; with a gradient wanted, with a query
+    short enough for the decode kernels, or with an SDPA backend forced for the process, SDPA's
+    own choice runs as before. Outputs match SDPA's."""
+    import flashgen
+    from flashgen.runtime import composite
+
+    monkeypatch.setattr(vendor, "launch_bound", lambda q, k: True)
+    monkeypatch.setattr(vendor, "winner", lambda *a, **kw: "sdpa_flash")
+    routed, ours, theirs = [], [], []
+    real_route, real_plain, real_sdpa = (
+        composite.route,
+        composite.plain_forward,
+        F.scaled_dot_product_attention,
+    )
+    monkeypatch.setattr(
+        composite, "route", lambda *a, **kw: routed.append(1) or real_route(*a, **kw)
+    )
+    monkeypatch.setattr(
+        composite, "plain_forward", lambda *a, **kw: ours.append(1) or real_plain(*a, **kw)
+    )
+    monkeypatch.setattr(
+        F, "scaled_dot_product_attention", lambda *a, **kw: theirs.append(1) or real_sdpa(*a, **kw)
+    )
+    q, k, v = _inputs()
+    want = real_sdpa(q, k, v, is_causal=True, enable_gqa=True)
+    for _ in range(3):
+        torch.testing.assert_close(flashgen.attention(q, k, v, causal=True), want)
+    assert (len(routed), len(ours), len(theirs)) == (1, 3, 0)
+    qg = q.clone().requires_grad_()
+    torch.testing.assert_close(flashgen.attention(qg, k, v, causal=True), want)
+    assert (len(routed), len(ours), len(theirs)) == (2, 3, 1)  # a backward follows: SDPA
+    short = q[:, :, :1]
+    torch.testing.assert_close(
+        flashgen.attention(short, k, v), real_sdpa(short, k, v, enable_gqa=True)
+    )
+    assert (len(routed), len(ours), len(theirs)) == (3, 3, 2)  # a decode step: SDPA
+    dispatch.set_impl("sdpa_flash")  # forced for the process (and the caches emptied): SDPA
+    torch.testing.assert_close(flashgen.attention(q, k, v, causal=True), want)
+    assert (len(routed), len(ours), len(theirs)) == (4, 3, 3)
+    dispatch.set_impl(None)
+    torch.testing.assert_close(flashgen.attention(q, k, v, causal=True), want)
+    assert (len(routed), len(ours), len(theirs)) == (5, 4, 3)  # routed again after the clear
+
+
 def test_gain_is_the_calls_estimated_time_times_the_margin():
     """1x1x1024x1024, head dim 128: 2^29 FLOPs forward; half of it causal, 3.5x with a backward."""
     work = (1, 1, 1024, 1024, 128)
