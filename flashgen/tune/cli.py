@@ -48,7 +48,7 @@ __all__ = ["add_arguments", "run"]
 
 def run(args: argparse.Namespace) -> int:
     check_options(args)  # before torch loads and before any banner
-    interrupts.install()  # a Ctrl-C whose exception gets swallowed still stops the run
+    interrupts.install()  # (a Ctrl-C whose exception gets swallowed still stops the run)
     gpu = prepare_backend()
     opts = resolve_options(args, gpu)
     tasks = [] if args.pending else build_tasks(opts, args.seq_k)

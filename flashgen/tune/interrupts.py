@@ -29,8 +29,10 @@ def _on_sigint(_signum, _frame) -> None:
 
 
 def install() -> None:
-    """Catch SIGINT with the remembering handler where Python's default handler holds it; a
-    process that ignores SIGINT (nohup) or has a handler of its own keeps it."""
+    """At the start of a run: forget any earlier SIGINT (a process that runs the CLI twice), and
+    catch SIGINT with the remembering handler where Python's default handler holds it; a process
+    that ignores SIGINT (nohup) or has a handler of its own keeps it."""
+    reset()
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
         signal.signal(signal.SIGINT, _on_sigint)
 
@@ -47,6 +49,6 @@ def raise_if_interrupted() -> None:
 
 
 def reset() -> None:
-    """Forget a SIGINT (tests that simulate one in the test process)."""
+    """Forget a SIGINT (a new run; tests that simulate one in the test process)."""
     global _pending
     _pending = False

@@ -324,8 +324,9 @@ def test_a_ctrl_c_whose_exception_was_lost_still_stops_the_search(sqlite_url):
 
 
 def test_the_tuner_takes_sigint_only_from_pythons_default_handler():
-    """`interrupts.install` replaces Python's default SIGINT handler (the CLI's case) and leaves
-    an ignored SIGINT (nohup, a worker past its first Ctrl-C) ignored."""
+    """`interrupts.install` replaces Python's default SIGINT handler (the CLI's case), leaves an
+    ignored SIGINT (nohup, a worker past its first Ctrl-C) ignored, and starts a run with no
+    SIGINT remembered."""
     import signal
 
     from flashgen.tune import interrupts
@@ -336,8 +337,10 @@ def test_the_tuner_takes_sigint_only_from_pythons_default_handler():
         interrupts.install()
         assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
         signal.signal(signal.SIGINT, signal.default_int_handler)
+        interrupts.remember()  # a Ctrl-C of an earlier run in this process is forgotten
         interrupts.install()
         assert signal.getsignal(signal.SIGINT) is interrupts._on_sigint
+        assert not interrupts.interrupted()
     finally:
         signal.signal(signal.SIGINT, before)
         interrupts.reset()
