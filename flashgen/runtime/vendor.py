@@ -338,8 +338,8 @@ def launch_bound_flashgen(q, k, backward: bool) -> bool:
     to flashgen 28.85-30.36 µs against SDPA called directly 29.04-30.39, the auto forward
     (records naming flashgen, the host rule then SDPA's own choice) 38.68-40.12 (1.26-1.30x).
     On the other hosts measured (sessions 22-46, H100 and H200) forced forwards read 0.94-1.10x
-    SDPA's (seven of nine 0.95-1.00x), auto forwards 1.05-1.39x. With a backward the SDPA path stays: flashgen's forward+backward host time is 1.22-1.29x SDPA's
-    (session 57)."""
+    SDPA's (seven of nine 0.95-1.00x), auto forwards 1.05-1.39x. With a backward the SDPA path
+    stays: flashgen's forward+backward host time is 1.22-1.29x SDPA's (session 57)."""
     from ..kernels import decode
     from .dispatch import forced
 

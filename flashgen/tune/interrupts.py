@@ -4,10 +4,11 @@ Python turns SIGINT into a KeyboardInterrupt raised at whatever bytecode the mai
 next. Where that bytecode is Python code called from C code that clears any error it meets (an
 attribute probe in an extension module, a callback whose error is dropped), the exception
 vanishes without a trace, and the run goes on to its end and exits 0 as if it had never been
-interrupted: `flashgen tune` did that once in CI with SIGINT sent mid-run (stderr empty, every
-task finished). So the tuner's SIGINT handler remembers the signal as well as raising, and the
-search asks (`raise_if_interrupted`) between candidates and after its last task: a swallowed
-Ctrl-C stops the run at the next candidate instead of never.
+interrupted. Once in CI `flashgen tune`, sent SIGINT mid-run, did exactly that (stderr empty,
+exit 0); this is one explanation that fits (not reproduced in 60 runs here). So the tuner's
+SIGINT handler remembers the signal as well as raising, and the search asks
+(`raise_if_interrupted`) between candidates and after its last task: a swallowed Ctrl-C stops
+the run at the next candidate instead of never.
 """
 
 from __future__ import annotations
