@@ -182,7 +182,7 @@ def run_workers(args, opts: dict, tasks: list, db, worker_pins: list[str | None]
             with set_env("CUDA_VISIBLE_DEVICES", pin):  # the child inherits it when spawned
                 proc.start()
             procs.append(proc)
-        interrupted = _wait(procs)
+        interrupted = _stopped(_wait(procs), [proc.exitcode for proc in procs])
     finally:
         for proc in procs:  # only when the parent itself failed: leave no orphan behind
             if proc.is_alive():
@@ -201,6 +201,13 @@ def run_workers(args, opts: dict, tasks: list, db, worker_pins: list[str | None]
                 reports[i] = message
     failures = worker_failures([p.exitcode for p in procs], reports)
     return Outcome(_per_env(tasks, db, envs), failures, interrupted)
+
+
+def _stopped(waited: bool, exitcodes: list) -> bool:
+    """Whether the run was stopped by Ctrl-C: `_wait` said so, or, where the parent's own
+    KeyboardInterrupt got lost (`flashgen.tune.interrupts`), its handler remembered one or a
+    worker exited with 130."""
+    return waited or interrupts.interrupted() or 130 in exitcodes
 
 
 def _sigterm_as_interrupt(_signum, _frame) -> None:

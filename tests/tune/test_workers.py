@@ -159,3 +159,20 @@ def test_failure_lines_name_each_worker_and_its_error():
         "worker 3 of 5 failed: exit status 1",
     ]  # 130: stopped by Ctrl-C, not a failure
     assert tune_workers.worker_failures(exitcodes=[0, 0], reports={}) == []
+
+
+def test_a_run_whose_parent_lost_its_ctrl_c_still_reads_as_stopped():
+    """Where the parent's KeyboardInterrupt got lost (`flashgen.tune.interrupts`), the run still
+    ends as stopped by Ctrl-C (exit 130) when the handler remembered it or a worker exited 130,
+    and only then."""
+    from flashgen.tune import interrupts
+
+    interrupts.reset()
+    try:
+        assert tune_workers._stopped(True, [0, 0])
+        assert not tune_workers._stopped(False, [0, 0, 1])
+        assert tune_workers._stopped(False, [0, 130])
+        interrupts.remember()
+        assert tune_workers._stopped(False, [0, 0])
+    finally:
+        interrupts.reset()
