@@ -256,6 +256,42 @@ def test_a_launch_bound_forward_alone_runs_flashgens_forward(choice, monkeypatch
     assert (len(routed), len(ours), len(theirs)) == (5, 4, 3)  # routed again after the clear
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_gpu_a_launch_bound_forward_alone_runs_flashgens_kernel(choice, monkeypatch, causal):
+    """On the GPU, whatever this GPU's defaults name: a launch-bound eager forward without a
+    gradient runs flashgen's forward (and again at once for its signature), one with a
+    gradient wanted does not where the defaults name an SDPA backend; outputs match SDPA's."""
+    import flashgen
+    from flashgen.core import impls
+    from flashgen.hardware.sram import current_device
+    from flashgen.runtime import composite
+
+    ours = []
+    real_plain = composite.plain_forward
+    monkeypatch.setattr(
+        composite, "plain_forward", lambda *a, **kw: ours.append(1) or real_plain(*a, **kw)
+    )
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    q, k, v = (
+        torch.randn(1, 2, 128, 64, generator=gen, device="cuda", dtype=torch.bfloat16)
+        for _ in range(3)
+    )
+    assert vendor.launch_bound(q, k)
+    want = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    for _ in range(2):
+        with torch.no_grad():
+            out = flashgen.attention(q, k, v, causal=causal)
+        torch.testing.assert_close(out, want, atol=2e-2, rtol=2e-2)
+    assert len(ours) == 2
+    qg = q.clone().requires_grad_()
+    out = flashgen.attention(qg, k, v, causal=causal)
+    torch.testing.assert_close(out.detach(), want, atol=2e-2, rtol=2e-2)
+    if impls.default_impl(current_device().name, "bfloat16") != "flashgen":
+        assert len(ours) == 2  # SDPA's own choice, as before
+
+
 def test_gain_is_the_calls_estimated_time_times_the_margin():
     """1x1x1024x1024, head dim 128: 2^29 FLOPs forward; half of it causal, 3.5x with a backward."""
     work = (1, 1, 1024, 1024, 128)
