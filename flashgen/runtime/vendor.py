@@ -44,11 +44,13 @@ import torch.nn.functional as F
 
 from ..core.impls import FLASHGEN, check_impl, sdpa_backend
 from ..core.spec import dtype_name, shape_bucket, spec_for
+from ..kernels import decode
 from ..kernels.launch import capturing as _capturing
 from ..kernels.tma import env_reader
 from .dispatch import (
     MAX_SETTLED,
     default_choice,
+    forced,
     impl_choice,
     remember_impl,
     settled_impls,
@@ -340,9 +342,6 @@ def launch_bound_flashgen(q, k, backward: bool) -> bool:
     On the other hosts measured (sessions 22-46, H100 and H200) forced forwards read 0.94-1.10x
     SDPA's (seven of nine 0.95-1.00x), auto forwards 1.05-1.39x. With a backward the SDPA path
     stays: flashgen's forward+backward host time is 1.22-1.29x SDPA's (session 57)."""
-    from ..kernels import decode
-    from .dispatch import forced
-
     return not backward and forced() is None and not decode.applies(q, k)
 
 
