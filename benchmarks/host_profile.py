@@ -7,6 +7,7 @@ op and the launcher can be located. cProfile adds a fixed cost per Python call, 
 rows with each other, not with host_time.py's microseconds.
 
     python benchmarks/host_profile.py --shape 1,1,128,128 --calls 5000 --top 30
+    python benchmarks/host_profile.py --shape 8,12,512,64 --causal --backward --dropout 0.1
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ def main(argv=None) -> None:
     p.add_argument("--top", type=int, default=30)
     p.add_argument("--impl", default="flashgen", help="impl= of flashgen.attention ('' = auto)")
     p.add_argument("--grad", action="store_true", help="inputs require grad (forward only)")
+    p.add_argument("--dropout", type=float, default=0.0, help="dropout_p of the calls")
     p.add_argument(
         "--backward",
         action="store_true",
@@ -44,6 +46,8 @@ def main(argv=None) -> None:
     )
     do = torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16)
     kw = {"causal": args.causal}
+    if args.dropout:
+        kw["dropout_p"] = args.dropout
     if args.impl:
         kw["impl"] = args.impl
 
@@ -65,7 +69,8 @@ def main(argv=None) -> None:
         buf = io.StringIO()
         pstats.Stats(prof, stream=buf).sort_stats(key).print_stats(args.top)
         mode = "fwd+bwd" if args.backward else "fwd (grad)" if args.grad else "fwd"
-        print(f"=== {args.shape} causal={args.causal} impl={args.impl!r} {mode} by {key}")
+        drop = f" dropout_p={args.dropout}" if args.dropout else ""
+        print(f"=== {args.shape} causal={args.causal} impl={args.impl!r}{drop} {mode} by {key}")
         print(buf.getvalue())
 
 

@@ -459,3 +459,76 @@ def test_a_kept_small_hand_written_site_trains_as_eager():
     ref = torch.autograd.grad(want, (q, k, v), do)
     for g, r in zip(got, ref, strict=True):
         torch.testing.assert_close(g, r)
+
+
+def _sdpa_dropped(q, k, v):
+    return F.scaled_dot_product_attention(q, k, v, dropout_p=0.1)
+
+
+def _sdpa_causal_dropped(q, k, v):
+    return F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=0.1)
+
+
+def test_small_sdpa_calls_with_dropout_in_training_are_left_to_pytorch(monkeypatch):
+    """An SDPA call whose only extra is dropout stays PyTorch's below SDPA_DROPOUT_MIN_FLOPS (12
+    GFLOP, causal counting half) when a gradient flows (HF Llama's and BERT's SDPA sites trained
+    at 0.81-0.99x Inductor at 3.2-9.7 GFLOP); replaced from it, without a gradient, and while
+    flashgen's kernels are forced; a symbolic graph is judged at its traced shape."""
+    q, k, v, _ = _inputs(4, 12, 512, 64, grad=True)  # 3.2 GFLOP, causal 1.6
+    for fn, what, gflop in ((_sdpa_causal_dropped, "causal call", 1.6),
+                            (_sdpa_dropped, "call", 3.2)):  # fmt: skip
+        site = _site(fn, q, k, v)
+        assert site.dropout == 0.1 and not site.replaced, site
+        assert site.reason.startswith(
+            f"left to PyTorch: a {what} with dropout of {gflop} GFLOP with a backward"
+        ), site.reason
+        assert "from 12 GFLOP" in site.reason, site.reason
+    assert _site(_sdpa_dropped, *_inputs(4, 12, 512, 64)[:3]).replaced  # no gradient
+    big = _inputs(15, 12, 512, 64, grad=True)[:3]  # 12.1 GFLOP (causal 6.0)
+    assert _flops(15, 12, 512, 64) >= choice.SDPA_DROPOUT_MIN_FLOPS
+    assert _site(_sdpa_dropped, *big).replaced
+    assert not _site(_sdpa_causal_dropped, *big).replaced
+    assert _site(_sdpa_causal_dropped, *_inputs(30, 12, 512, 64, grad=True)[:3]).replaced
+    assert _site(_sdpa_dropped, *_inputs(4, 12, 512, 32, grad=True)[:3]).replaced  # head dim 32
+    for t in (q, k, v):
+        torch._dynamo.mark_dynamic(t, 2)
+    site = _site(_sdpa_dropped, q, k, v)
+    assert not site.replaced and "at its traced size" in site.reason, site.reason
+    monkeypatch.setattr(choice, "MASKED_RULE_DEVICES", ("cuda",))
+    assert _site(_sdpa_dropped, *_inputs(4, 12, 512, 64, grad=True)[:3]).replaced  # (CPU)
+    monkeypatch.setattr(choice, "MASKED_RULE_DEVICES", ("cuda", "cpu"))
+    monkeypatch.setenv("FLASHGEN_IMPL", "flashgen")
+    assert _site(_sdpa_dropped, *_inputs(4, 12, 512, 64, grad=True)[:3]).replaced
+
+
+def test_multihead_attention_with_dropout_takes_the_dropout_rule():
+    """nn.MultiheadAttention with dropout in training passes dropout_p to SDPA: a small layer
+    with a gradient is left to PyTorch; in eval mode (no dropout) the plain rules apply."""
+    mha = torch.nn.MultiheadAttention(256, 4, dropout=0.1, batch_first=True)
+    x = torch.randn(2, 64, 256)
+
+    def layer(x):
+        return mha(x, x, x, need_weights=False)[0]
+
+    (site,) = flashgen.explain(layer, x).sites
+    assert site.kind == "mha" and site.dropout == 0.1 and not site.replaced, site
+    assert "with dropout of" in site.reason, site.reason
+
+
+def test_a_kept_sdpa_site_with_dropout_trains_as_pytorch():
+    """A kept site is PyTorch's own call: with Inductor's random numbers drawn as eager draws
+    them (`fallback_random`), the compiled output and gradients are eager's, dropout included."""
+    q, k, v, _ = _inputs(2, 2, 24, 64, grad=True)
+    compiled = torch.compile(_sdpa_causal_dropped, backend="flashgen")
+    torch.manual_seed(3)
+    with torch._inductor.config.patch(fallback_random=True):
+        out = compiled(q, k, v)
+    torch.manual_seed(3)
+    want = _sdpa_causal_dropped(q, k, v)
+    torch.testing.assert_close(out, want)
+    assert not torch.allclose(want, F.scaled_dot_product_attention(q, k, v, is_causal=True))
+    do = torch.randn_like(out)
+    got = torch.autograd.grad(out, (q, k, v), do)
+    ref = torch.autograd.grad(want, (q, k, v), do)
+    for g, r in zip(got, ref, strict=True):
+        torch.testing.assert_close(g, r)

@@ -11,8 +11,9 @@ through a Python custom op: more host time, and a different graph for Inductor t
 (the Llama block of benchmarks/RESULTS.md ran the same kernels either way and read 0.98-0.99x
 Inductor forward+backward, host-bound). Left as the user wrote it, the call compiles exactly
 as without flashgen. Graphs with symbolic sizes are replaced as before and choose per call,
-except that a masked call too small for flashgen's masked path (`masked_keep_reason`) is judged
-at its traced shape whatever its sizes.
+except that a masked call too small for flashgen's masked path (`masked_keep_reason`) and a
+small call with attention dropout (`dropout_keep_reason`) are judged at their traced shape
+whatever their sizes.
 """
 
 from __future__ import annotations
@@ -71,7 +72,8 @@ def keep_reason(m: Any) -> str | None:
     forward and backward would both run the SDPA backend that PyTorch's own call picks there
     (on any device: the CPU has SDPA's flash backend too); or such a call whose only extras
     are a mask tensor and perhaps dropout, too small for flashgen's masked path to gain
-    (`masked_keep_reason`); or hand-written attention with a per-key or dense additive mask,
+    (`masked_keep_reason`); or one whose only extra is dropout, too small in training
+    (`dropout_keep_reason`); or hand-written attention with a per-key or dense additive mask,
     likewise (`masked_keep_reason`: HF BERT's and T5's eager attention); or hand-written
     attention without a mask tensor (causal or not) too small for flashgen to gain in training
     (`plain_keep_reason`)."""
@@ -85,8 +87,10 @@ def keep_reason(m: Any) -> str | None:
         return masked_keep_reason(m) if ruled else None
     if site.mask:
         return masked_keep_reason(m)
+    if site.dropout:
+        return dropout_keep_reason(m)
     operands = _operands(m)
-    if site.dropout or operands is None:
+    if operands is None:
         return None
     (q, k, v), grad = operands
     if site.kind == "sdpa":
@@ -245,6 +249,19 @@ HAND_WRITTEN_PLAIN_MIN_FLOPS = 8e9
 # HAND_WRITTEN_MIN_FLOPS. Causal sites with dropout take HAND_WRITTEN_PLAIN_MIN_FLOPS: Llama
 # (GQA 4) B8 T512 (3.2) 0.79x, B16 T512 (6.4) 1.06x, B8 T1k (12.9, forced) 1.43x.
 HAND_WRITTEN_PLAIN_MIN_FLOPS_DROPOUT = 25e9
+# The same for an SDPA or nn.MultiheadAttention call with attention dropout and no mask tensor
+# (causal or not), which PyTorch runs as its own fused dropout kernels. Measured on the H100
+# (benchmarks/RESULTS.md, session 59; HF models with SDPA attention and no padding, 2 layers,
+# dropout 0.1, head dim 64, bf16, Inductor's time over flashgen's forward+backward, each size
+# one to three processes): Llama (causal, GQA 4) B8 T512 (3.2 GFLOP a site) 0.920x, 0.927x; B16
+# T512 (6.4) 0.812x, 0.852x, 1.007x; B32 T512 (12.9) 1.196x; B8 T1k (12.9) 1.093x; BERT (no
+# mask) B8 T512 (6.4) 0.921x, B12 T512 (9.7) 0.994x, B16 T512 (12.9) 1.397x (session 47 had
+# 1.15-1.18x from 12.9). The forwards alone read 0.96-2.59x. The op alone (B x 12 heads, head
+# dim 64) read 0.39-0.83x SDPA's forward+backward up to 12.9 GFLOP with a backward: at these
+# sizes a call is bound by the host, and the dropout backward's general path costs more of it
+# than SDPA's. The threshold lies above the largest size that lost (9.7) and at or below the
+# least that won (12.9), as MASKED_MIN_FLOPS's do.
+SDPA_DROPOUT_MIN_FLOPS = 12e9
 # The devices whose calls these size rules apply to (the figures above are a GPU's; on the CPU
 # the kernels run in Triton's interpreter, for tests).
 MASKED_RULE_DEVICES = ("cuda",)
@@ -273,6 +290,29 @@ def plain_keep_reason(m: Any) -> str | None:
     return (
         f"left as written: {what} of {flops / 1e9:.1f} GFLOP with a backward runs faster as "
         f"Inductor compiles it (flashgen from {least / 1e9:.0f} GFLOP)"
+    )
+
+
+def dropout_keep_reason(m: Any) -> str | None:
+    """Why an SDPA or nn.MultiheadAttention call whose only extra is attention dropout (causal
+    or not) is left to PyTorch, or None to replace it: a site `_sized` measures whose gradient
+    is wanted, head dim >= 64 (below it, not measured, the same FLOPs are more calls' worth of
+    rows), with fewer forward FLOPs than `SDPA_DROPOUT_MIN_FLOPS`. Sizes are the traced
+    ones, as in `masked_keep_reason` (PyTorch's call then serves every length: never slower
+    than PyTorch, and no N x N scores are held, as PyTorch's fused dropout kernels hold none)."""
+    sized = _sized(m)
+    if sized is None or m.site.head_dim < 64:
+        return None
+    flops, grad, static = sized
+    if not grad or flops >= SDPA_DROPOUT_MIN_FLOPS:
+        return None
+    traced = "" if static else " at its traced size"
+    what = "causal call" if m.site.causal else "call"
+    return (
+        f"left to PyTorch: a {what} with dropout of {flops / 1e9:.1f} GFLOP{traced} with a "
+        f"backward runs faster as PyTorch's own dropout kernels (flashgen from "
+        f"{SDPA_DROPOUT_MIN_FLOPS / 1e9:.0f} GFLOP: the op's host time exceeds what its kernels "
+        f"save)"
     )
 
 
