@@ -323,6 +323,36 @@ def test_a_ctrl_c_whose_exception_was_lost_still_stops_the_search(sqlite_url):
     assert len([t for t in db.trials(SPEC, BUCKET, env) if t.status == "ok"]) == 2
 
 
+def test_a_ctrl_c_lost_after_the_last_candidate_still_stops_the_run(sqlite_url, monkeypatch):
+    """`runner.tune_all` asks once more after its last task: a SIGINT whose exception was lost
+    after the search's last check (in the last task's bookkeeping) still ends the run as
+    stopped, with every task's result, so the CLI prints them and exits 130."""
+    import argparse
+
+    from flashgen.tune import interrupts, runner
+
+    done = []
+
+    def last_task_loses_its_ctrl_c(task, **_):
+        done.append(task)
+        if len(done) == 2:
+            interrupts.remember()  # the handler ran; its KeyboardInterrupt never arrived
+        return f"result {len(done)}"
+
+    monkeypatch.setattr(search, "tune_task", last_task_loses_its_ctrl_c)
+    args = argparse.Namespace(workers=1, journal=None, quiet=True, seed=0, compile_workers=None)
+    opts = {"trials": 3, "patience": None}
+    interrupts.reset()
+    try:
+        with pytest.raises(runner.Stopped) as info:
+            runner.tune_all(args, opts, [TASK, TASK], connect(sqlite_url), False, worker=0)
+        assert info.value.results == ["result 1", "result 2"]
+        interrupts.reset()
+        assert runner.tune_all(args, opts, [TASK], connect(sqlite_url), False, 0) == ["result 3"]
+    finally:
+        interrupts.reset()
+
+
 def test_the_tuner_takes_sigint_only_from_pythons_default_handler():
     """`interrupts.install` replaces Python's default SIGINT handler (the CLI's case), leaves an
     ignored SIGINT (nohup, a worker past its first Ctrl-C) ignored, and starts a run with no
