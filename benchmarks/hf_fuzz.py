@@ -59,13 +59,29 @@ EXTRA_DECODERS = {
     "cohere2": "Cohere2Config", "exaone4": "Exaone4Config", "mixtral": "MixtralConfig",
     "gpt_oss": "GptOssConfig", "deepseek_v3": "DeepseekV3Config",
 }  # fmt: skip
+# decoders added in session 59, written in transformers 5's shared style or with a twist of their
+# own: Gemma's and VaultGemma's scaled embeddings, GLM-4's and Phi's partial rotary, OLMo-2/3's
+# q/k norms (OLMo-3 with sliding layers), DiffLlama's differential attention (two softmaxes,
+# one subtracted), Doge's dynamic mask, Gemma-4's mixed layers, Persimmon's and Nemotron's
+# layouts, JetMoE's and Qwen3-MoE's and GraniteMoE's experts, MiniMax's and LFM2's hybrid layers
+# (attention beside linear attention or convolutions), BitNet, Ernie-4.5, Arcee, Apertus, Seed-OSS
+NEWER_DECODERS = {
+    "gemma": "GemmaConfig", "vaultgemma": "VaultGemmaConfig", "glm4": "Glm4Config",
+    "phi": "PhiConfig", "olmo2": "Olmo2Config", "olmo3": "Olmo3Config",
+    "diffllama": "DiffLlamaConfig", "doge": "DogeConfig", "gemma4": "Gemma4TextConfig",
+    "persimmon": "PersimmonConfig", "nemotron": "NemotronConfig", "jetmoe": "JetMoeConfig",
+    "qwen3_moe": "Qwen3MoeConfig", "granitemoe": "GraniteMoeConfig", "minimax": "MiniMaxConfig",
+    "lfm2": "Lfm2Config", "bitnet": "BitNetConfig", "ernie4_5": "Ernie4_5Config",
+    "arcee": "ArceeConfig", "apertus": "ApertusConfig", "seed_oss": "SeedOssConfig",
+}  # fmt: skip
+EXTRA_DECODERS.update(NEWER_DECODERS)
 EXTRA += sorted(EXTRA_DECODERS)
 # encoders: compared on their last hidden state, no decoding steps
 ENCODERS = {"bert", "modernbert", "roberta", "distilbert"}
 # encoder-decoders: logits of a target shorter than the source, then `generate()` (`_generate`)
 SEQ2SEQ = {"bart", "t5"}
 # families whose HF code has no SDPA path (they run their eager attention)
-EAGER_ONLY = {"gemma2", "bloom", "mpt", "gpt_oss"}
+EAGER_ONLY = {"gemma2", "bloom", "mpt", "gpt_oss", "vaultgemma"}
 
 
 def config_for(family: str, r: random.Random):
@@ -189,6 +205,8 @@ def _extra_decoder(family: str, r: random.Random, dim: int, heads: int) -> dict:
         return kw
     if family == "mixtral":
         return {"num_local_experts": 2, "num_experts_per_tok": 1}
+    if family == "diffllama":  # its two calls split the values along an even number of kv heads
+        return {"num_key_value_heads": heads}
     if family == "deepseek_v3":  # keys of 16 + 8 (rotary) dims, values of `dim`; a kv head a head
         return {
             "num_key_value_heads": heads,
