@@ -5,6 +5,7 @@ imports inside functions count too), and `core` imports neither torch nor a data
 from __future__ import annotations
 
 import ast
+import os
 import re
 from pathlib import Path
 
@@ -12,7 +13,8 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "flashgen"
 
-# room -> the flashgen rooms it may import (itself included). "top" is flashgen/__init__, ops, cli.
+# room -> the flashgen rooms it may import (itself included). "top" is flashgen/__init__, __main__,
+# ops, cli.
 ALLOWED = {
     "core": {"core"},
     "hardware": {"core", "hardware"},
@@ -23,7 +25,7 @@ ALLOWED = {
     "compile": {"core", "hardware", "kernels", "runtime", "compile", "top"},
     "bench": {"core", "hardware", "kernels", "runtime", "bench", "top"},
 }
-TOP_MODULES = {"__init__", "ops", "cli"}
+TOP_MODULES = {"__init__", "__main__", "ops", "cli"}
 # The exception left (README): the `flashgen db` command (wiring, not storage) matches
 # FLASHGEN_GPU names against the known GPUs. The launchers take a config and look none up
 # (`flashgen.kernels.plans`): no module of `kernels` imports `runtime`.
@@ -120,3 +122,18 @@ def test_readme_layout_table_names_every_module():
         if not re.search(rf"[`/]{re.escape(rel.name)}`", rows.get(room, "")):
             unnamed.append(f"flashgen/{rel.as_posix()}")
     assert not unnamed, f"modules README's layout table does not name: {unnamed}"
+
+
+def test_python_dash_m_runs_the_command():
+    """`python -m flashgen` is the `flashgen` command: its help, and an unknown command's error
+    and exit status 2, as the installed script gives them."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": str(PACKAGE.parent)}
+    ok = subprocess.run([sys.executable, "-m", "flashgen", "--help"], capture_output=True,
+                        text=True, env=env, timeout=120)  # fmt: skip
+    assert ok.returncode == 0 and "usage: flashgen" in ok.stdout and "tune" in ok.stdout, ok
+    bad = subprocess.run([sys.executable, "-m", "flashgen", "bogus"], capture_output=True,
+                         text=True, env=env, timeout=120)  # fmt: skip
+    assert bad.returncode == 2 and "invalid choice: 'bogus'" in bad.stderr, bad
