@@ -256,10 +256,12 @@ HAND_WRITTEN_PLAIN_MIN_FLOPS_DROPOUT = 25e9
 # one to three processes): Llama (causal, GQA 4) B8 T512 (3.2 GFLOP a site) 0.920x, 0.927x; B16
 # T512 (6.4) 0.812x, 0.852x, 1.007x; B32 T512 (12.9) 1.196x; B8 T1k (12.9) 1.093x; BERT (no
 # mask) B8 T512 (6.4) 0.921x, B12 T512 (9.7) 0.994x, B16 T512 (12.9) 1.397x (session 47 had
-# 1.15-1.18x from 12.9). The forwards alone read 0.96-2.59x. The op alone (B x 12 heads, head
-# dim 64) read 0.39-0.83x SDPA's forward+backward up to 12.9 GFLOP with a backward: at these
-# sizes a call is bound by the host, and the dropout backward's general path costs more of it
-# than SDPA's. The threshold lies above the largest size that lost (9.7) and at or below the
+# 1.15-1.18x from 12.9). The forwards alone read 0.96-2.59x. The op alone, eager (B x 12 heads,
+# head dim 64), read 0.39-0.83x SDPA's forward+backward from 1.6 to 25.8 GFLOP: there a call is
+# bound by the host (at B8 T512 causal 104 µs of GPU work in a 304 µs call), and the op's
+# forward+backward with dropout takes more host time than SDPA's (in the models Inductor's
+# graph with SDPA's dropout read slower than SDPA alone suggests, so they gained from 12.9). The
+# threshold lies above the largest size that lost (9.7) and at or below the
 # least that won (12.9), as MASKED_MIN_FLOPS's do.
 SDPA_DROPOUT_MIN_FLOPS = 12e9
 # The devices whose calls these size rules apply to (the figures above are a GPU's; on the CPU
