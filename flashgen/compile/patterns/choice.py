@@ -261,8 +261,8 @@ HAND_WRITTEN_PLAIN_MIN_FLOPS_DROPOUT = 25e9
 # bound by the host (at B8 T512 causal 104 µs of GPU work in a 304 µs call), and the op's
 # forward+backward with dropout takes more host time than SDPA's (in the models Inductor's
 # graph with SDPA's dropout read slower than SDPA alone suggests, so they gained from 12.9). The
-# threshold lies above the largest size that lost (9.7) and at or below the
-# least that won (12.9), as MASKED_MIN_FLOPS's do.
+# threshold lies above the largest size that lost (9.7) and at or below the least that won
+# (12.9), as MASKED_MIN_FLOPS's do.
 SDPA_DROPOUT_MIN_FLOPS = 12e9
 # The devices whose calls these size rules apply to (the figures above are a GPU's; on the CPU
 # the kernels run in Triton's interpreter, for tests).
@@ -298,10 +298,10 @@ def plain_keep_reason(m: Any) -> str | None:
 def dropout_keep_reason(m: Any) -> str | None:
     """Why an SDPA or nn.MultiheadAttention call whose only extra is attention dropout (causal
     or not) is left to PyTorch, or None to replace it: a site `_sized` measures whose gradient
-    is wanted, head dim >= 64 (below it, not measured, the same FLOPs are more calls' worth of
-    rows), with fewer forward FLOPs than `SDPA_DROPOUT_MIN_FLOPS`. Sizes are the traced
-    ones, as in `masked_keep_reason` (PyTorch's call then serves every length: never slower
-    than PyTorch, and no N x N scores are held, as PyTorch's fused dropout kernels hold none)."""
+    is wanted, head dim >= 64 (nothing narrower was measured), with fewer forward FLOPs than
+    `SDPA_DROPOUT_MIN_FLOPS`. Sizes are the traced ones, as in `masked_keep_reason`: a graph
+    with symbolic sizes traced small keeps PyTorch's call for every length it serves, which is
+    what the model runs without flashgen."""
     sized = _sized(m)
     if sized is None or m.site.head_dim < 64:
         return None
