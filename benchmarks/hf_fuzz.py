@@ -59,12 +59,11 @@ EXTRA_DECODERS = {
     "cohere2": "Cohere2Config", "exaone4": "Exaone4Config", "mixtral": "MixtralConfig",
     "gpt_oss": "GptOssConfig", "deepseek_v3": "DeepseekV3Config",
 }  # fmt: skip
-# decoders added in session 59, written in transformers 5's shared style or with a twist of their
-# own: Gemma's and VaultGemma's scaled embeddings, GLM-4's and Phi's partial rotary, OLMo-2/3's
-# q/k norms (OLMo-3 with sliding layers), DiffLlama's differential attention (two softmaxes,
-# one subtracted), Doge's dynamic mask, Gemma-4's mixed layers, Persimmon's and Nemotron's
-# layouts, JetMoE's and Qwen3-MoE's and GraniteMoE's experts, MiniMax's and LFM2's hybrid layers
-# (attention beside linear attention or convolutions), BitNet, Ernie-4.5, Arcee, Apertus, Seed-OSS
+# decoders added in session 59 (transformers 5's own code for each; built from the shared
+# decoder shape above): among them DiffLlama's differential attention (two SDPA calls on halves
+# of the values, one result subtracted), Doge's dynamic additive mask, Gemma-4's sliding and
+# global layers (the global ones of head dim 512, which the kernels refuse), experts (JetMoE,
+# Qwen3-MoE, GraniteMoE) and attention beside linear attention or convolutions (MiniMax, LFM2)
 NEWER_DECODERS = {
     "gemma": "GemmaConfig", "vaultgemma": "VaultGemmaConfig", "glm4": "Glm4Config",
     "phi": "PhiConfig", "olmo2": "Olmo2Config", "olmo3": "Olmo3Config",

@@ -513,6 +513,10 @@ def test_multihead_attention_with_dropout_takes_the_dropout_rule():
     (site,) = flashgen.explain(layer, x).sites
     assert site.kind == "mha" and site.dropout == 0.1 and not site.replaced, site
     assert "with dropout of" in site.reason, site.reason
+    mha.eval()
+    torch._dynamo.reset()
+    (site,) = flashgen.explain(layer, x).sites
+    assert not site.dropout and "dropout" not in (site.reason or ""), site
 
 
 def test_a_kept_sdpa_site_with_dropout_trains_as_pytorch():
