@@ -536,3 +536,18 @@ def test_a_kept_sdpa_site_with_dropout_trains_as_pytorch():
     ref = torch.autograd.grad(want, (q, k, v), do)
     for g, r in zip(got, ref, strict=True):
         torch.testing.assert_close(g, r)
+
+
+@pytest.mark.gpu
+def test_gpu_small_sdpa_calls_with_dropout_are_kept_on_the_gpu(monkeypatch):
+    """On a CUDA device, where the rule was measured (no CPU added to its devices): a causal
+    SDPA call with dropout of 3.2 GFLOP (HF Llama at 8 x 512) is kept, one of 12.9 replaced."""
+    monkeypatch.setattr(choice, "MASKED_RULE_DEVICES", ("cuda",))
+
+    def cuda(b):
+        return [t.cuda().bfloat16().detach().requires_grad_() for t in _inputs(b, 12, 512, 64)[:3]]
+
+    site = _site(_sdpa_causal_dropped, *cuda(8))
+    assert site.device == "cuda" and not site.replaced, site
+    assert "causal call with dropout of 3.2 GFLOP" in site.reason, site.reason
+    assert _site(_sdpa_causal_dropped, *cuda(32)).replaced

@@ -5,7 +5,8 @@
 #   edge:  SDPA calls with dropout 0.1 at the new threshold (choice.SDPA_DROPOUT_MIN_FLOPS, 12
 #          GFLOP: replaced from it), where session 59 read one process each: Llama B8 T1k (12.9
 #          GFLOP a site, 1.093x but 0.965x by the rounds' median), Llama B32 T512 (12.9), BERT
-#          B16 T512 (12.9), and Llama B16 T1k (25.8), each twice, ~600 s (two calls)
+#          B16 T512 (12.9), and Llama B16 T1k (25.8), each twice, ~600 s (two calls: edge,
+#          then edge2); edge first runs the size rules' GPU test (test_masked_keep.py -m gpu)
 #   dropop: the op alone with dropout (h100_s59/drop_op.py) and host_profile.py --dropout 0.1 /
 #          0 (where the dropout backward's extra host time goes), ~80 s
 export FLASHGEN_COMMIT=${FLASHGEN_COMMIT:-?}
@@ -25,6 +26,9 @@ case "$part" in
 first)
   bash benchmarks/raw/next_s56/dev.sh first 2>&1 | grep -v "^card\|load average" ;;
 edge)
+  timeout 120 python3 -m pytest -q -p no:cacheprovider -m gpu tests/compile/test_masked_keep.py \
+    > $OUT/keep_gpu_tests.txt 2>&1
+  stamp "gpu tests of the size rules rc=$?"; tail -2 $OUT/keep_gpu_tests.txt | cut -c1-300
   for c in "llama 8 1024" "llama 32 512" "bert 16 512" "llama 16 1024"; do drop $c a; done ;;
 edge2)
   for c in "llama 8 1024" "llama 32 512" "bert 16 512" "llama 16 1024"; do drop $c b; done ;;
