@@ -277,15 +277,13 @@ def plain_keep_reason(m: Any) -> str | None:
     structure and with attention dropout); Inductor then compiles the graph as without
     flashgen."""
     site = m.site
-    sized = _sized(m)
-    if sized is None or site.head_dim < 64:  # (none measured)
-        return None
-    flops, grad, static = sized
     least = HAND_WRITTEN_PLAIN_MIN_FLOPS
     if site.dropout and not site.causal:
         least = HAND_WRITTEN_PLAIN_MIN_FLOPS_DROPOUT
-    if not grad or not static or flops >= least:
+    small = _trained_below(m, least, static_only=True)
+    if small is None:
         return None
+    flops, _ = small
     what = ("causal attention" if site.causal else "attention") + (
         " with dropout" if site.dropout else ""
     )
@@ -302,20 +300,31 @@ def dropout_keep_reason(m: Any) -> str | None:
     `SDPA_DROPOUT_MIN_FLOPS`. Sizes are the traced ones, as in `masked_keep_reason`: a graph
     with symbolic sizes traced small keeps PyTorch's call for every length it serves, which is
     what the model runs without flashgen."""
-    sized = _sized(m)
-    if sized is None or m.site.head_dim < 64:
+    small = _trained_below(m, SDPA_DROPOUT_MIN_FLOPS, static_only=False)
+    if small is None:
         return None
-    flops, grad, static = sized
-    if not grad or flops >= SDPA_DROPOUT_MIN_FLOPS:
-        return None
+    flops, static = small
     traced = "" if static else " at its traced size"
     what = "causal call" if m.site.causal else "call"
     return (
         f"left to PyTorch: a {what} with dropout of {flops / 1e9:.1f} GFLOP{traced} with a "
-        f"backward runs faster as PyTorch's own dropout kernels (flashgen from "
-        f"{SDPA_DROPOUT_MIN_FLOPS / 1e9:.0f} GFLOP: the op's host time exceeds what its kernels "
-        f"save)"
+        f"backward runs faster as PyTorch's own call (flashgen from "
+        f"{SDPA_DROPOUT_MIN_FLOPS / 1e9:.0f} GFLOP)"
     )
+
+
+def _trained_below(m: Any, least: float, *, static_only: bool) -> tuple[float, bool] | None:
+    """(forward FLOPs, whether the sizes are static) of a site the training rules apply to, or
+    None: a site `_sized` measures, head dim >= 64 (nothing narrower was measured), whose
+    gradient is wanted, with fewer forward FLOPs than `least`, and static sizes where
+    `static_only`."""
+    sized = _sized(m)
+    if sized is None or m.site.head_dim < 64:
+        return None
+    flops, grad, static = sized
+    if not grad or (static_only and not static) or flops >= least:
+        return None
+    return flops, static
 
 
 def _sized(m: Any) -> tuple[float, bool, bool] | None:
