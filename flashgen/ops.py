@@ -76,8 +76,9 @@ def attention(
     the queries are the last Sq positions, query i sees keys j <= i + Sk - Sq; a query that
     sees no key, possible when Sq > Sk, gets zeros). It needs causal=True; equal lengths make
     the two the same. SDPA has no bottom-right alignment, so such calls run flashgen's kernels.
-    It combines with a window, softcap, attn_mask (a learned bias too) and ALiBi, not with
-    key_lengths or dropout.
+    It combines with a window, softcap, attn_mask (a learned bias too), ALiBi and dropout
+    (drawn on the rows and keys the kernels run: `flashgen.kernels.aligned.keep_mask`), not
+    with key_lengths.
 
     When flashgen's kernels run a short query (Sq <= 16: a decoding step, a speculative draft)
     without window or softcap, they are the split-KV decode kernels (`flashgen.kernels.decode`;

@@ -15,6 +15,11 @@ Why no new kernel: with offset c = seq_k - seq_q,
   on those rows only.
 The decode kernels take the offset directly (`flashgen.kernels.decode`).
 
+Attention dropout runs on the rows and keys the plan keeps, its draws numbered as the kernels
+number a call of those rows and keys (`flashgen.kernels.dropout_ref`: flat row, key index), so
+the forward and every backward, which run the same plan, draw the same mask; `keep_mask` gives
+it at the whole call's positions for references.
+
 A causal sliding window counted from that diagonal (`left` keys before it: query i sees
 i + c - left <= j <= i + c, a KV cache under Mistral's window) is the band (left - c, c) while
 c <= left. Past that, keys j < c - left are seen by no query: the kernels run on the keys from
@@ -81,9 +86,12 @@ def _part(mask, skip: int, start: int):
     return mask[:, :, skip:, start:]
 
 
-def forward(q, k, v, *, scale, softcap=None, config=None, left=None, mask=None, alibi=None):
+def forward(
+    q, k, v, *, scale, softcap=None, config=None, left=None, mask=None, alibi=None, dropout=None
+):  # fmt: skip
     """(out, lse) of bottom-right causal attention (`flashgen.kernels.fwd.forward`'s contract;
-    `softcap`, `config`, `mask` (the expanded [B, H, Sq, Sk] view) and `alibi` as there:
+    `softcap`, `config`, `mask` (the expanded [B, H, Sq, Sk] view), `alibi` and `dropout` ((p,
+    seed), drawn on the plan's rows and keys: `keep_mask`) as there:
     `flashgen.kernels.plans`; `left`: a causal window of left + 1 keys ending at the diagonal,
     or None). Every path passes the cap on: the cap applies to the scores before the mask, so
     it commutes with the band and the rows this plan drops. The mask is sliced with the rows
@@ -95,14 +103,14 @@ def forward(q, k, v, *, scale, softcap=None, config=None, left=None, mask=None, 
     if skip == 0:
         return fwd.forward(
             q, k, v, causal=causal, scale=scale, window=band, softcap=softcap, config=config,
-            mask=mask, alibi=alibi,
+            mask=mask, alibi=alibi, dropout=dropout,
         )  # fmt: skip
     out = new_out(q, zeros=True)  # the layout `fwd.forward` gives (`flashgen.kernels.layout`)
     lse = torch.full(q.shape[:3], float("inf"), dtype=torch.float32, device=q.device)
     if skip < q.shape[2]:
         rows_out, rows_lse = fwd.forward(
             q[:, :, skip:], k, v, causal=True, scale=scale, window=band, softcap=softcap,
-            config=config, mask=mask, alibi=alibi,
+            config=config, mask=mask, alibi=alibi, dropout=dropout,
         )  # fmt: skip
         out[:, :, skip:] = rows_out
         lse[:, :, skip:] = rows_lse
@@ -111,17 +119,17 @@ def forward(q, k, v, *, scale, softcap=None, config=None, left=None, mask=None, 
 
 def backward(
     do, q, k, v, out, lse, *, scale, needs, softcap=None, config=None, left=None, mask=None,
-    alibi=None,
+    alibi=None, dropout=None,
 ):  # fmt: skip
     """(dq, dk, dv) of bottom-right causal attention (`flashgen.kernels.bwd.backward`'s
-    contract: None where `needs` says a gradient is not wanted; `softcap`, `left`, `mask` and
-    `alibi` as `forward`)."""
+    contract: None where `needs` says a gradient is not wanted; `softcap`, `left`, `mask`,
+    `alibi` and `dropout` as `forward`)."""
     skip, start, causal, band = _plan(q.shape[2], k.shape[2], left)
     mask = _part(mask, skip, start)
     if skip == 0 and start == 0:
         return bwd.backward(
             do, q, k, v, out, lse, causal=causal, scale=scale, needs=needs, window=band,
-            softcap=softcap, config=config, mask=mask, alibi=alibi,
+            softcap=softcap, config=config, mask=mask, alibi=alibi, dropout=dropout,
         )  # fmt: skip
     if skip >= q.shape[2]:  # no row sees a key: no gradient anywhere
         return tuple(
@@ -131,7 +139,7 @@ def backward(
     gq, gk, gv = bwd.backward(
         do[:, :, rows], q[:, :, rows], _keys(k, start), _keys(v, start), out[:, :, rows],
         lse[:, :, rows], causal=causal, scale=scale, needs=needs, window=band, softcap=softcap,
-        config=config, mask=mask, alibi=alibi,
+        config=config, mask=mask, alibi=alibi, dropout=dropout,
     )  # fmt: skip
     return _padded(gq, q.shape, skip), _padded(gk, k.shape, start), _padded(gv, v.shape, start)
 
@@ -147,12 +155,13 @@ def _padded(g, shape, start: int, end: int = 0):
 
 
 def bias_backward(
-    do, q, k, v, out, lse, mask, *, scale, softcap=None, config=None, left=None, alibi=None
+    do, q, k, v, out, lse, mask, *, scale, softcap=None, config=None, left=None, alibi=None,
+    dropout=None,
 ):  # fmt: skip
     """(dq, dbias float32 [B, Hq, Sq, Sk]) of bottom-right causal attention with the additive
     `mask` (the expanded view) that requires grad (`flashgen.kernels.bias_grad.dq_dbias` on
-    the rows and keys `forward` ran; zeros for the rest: no row saw those keys, and the rows
-    that see none have no gradient)."""
+    the rows and keys `forward` ran, with its `dropout`; zeros for the rest: no row saw those
+    keys, and the rows that see none have no gradient)."""
     skip, start, causal, band = _plan(q.shape[2], k.shape[2], left)
     rows = slice(skip, None)
     if skip >= q.shape[2]:
@@ -160,6 +169,23 @@ def bias_backward(
     gq, gb = bias_grad.dq_dbias(
         do[:, :, rows], q[:, :, rows], _keys(k, start), _keys(v, start), out[:, :, rows],
         lse[:, :, rows], _part(mask, skip, start), causal=causal, scale=scale, window=band,
-        softcap=softcap, config=config, alibi=alibi,
+        softcap=softcap, config=config, alibi=alibi, dropout=dropout,
     )  # fmt: skip
     return _padded(gq, q.shape, skip), _padded(gb, mask.shape, skip, start)
+
+
+def keep_mask(seed: int, p: float, batch: int, heads: int, seq_q: int, seq_k: int, device,
+              left: int | None = None):  # fmt: skip
+    """The boolean keep mask [B, H, Sq, Sk] that bottom-right causal attention with dropout
+    (p, seed) applies (`forward`): `flashgen.kernels.dropout.keep_mask` of the rows and keys
+    the plan runs, placed at their positions; False where the plan runs nothing (rows that see
+    no key, keys no row sees). For references and tests."""
+    from .dropout import keep_mask as drawn
+
+    skip, start, _, _ = _plan(seq_q, seq_k, left)
+    keep = torch.zeros(batch, heads, seq_q, seq_k, dtype=torch.bool, device=device)
+    if skip < seq_q:
+        keep[:, :, skip:, start:] = drawn(
+            seed, p, batch, heads, seq_q - skip, seq_k - start, device
+        )
+    return keep

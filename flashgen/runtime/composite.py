@@ -86,7 +86,7 @@ def _attention(
             if dropout_p > 0.0:
                 raise ValueError("sinks: dropout_p > 0 with attention sinks is not supported")
         if extras:
-            _check_extras(q, seq_bounds, attn_mask, bottom_right, dropout_p > 0.0)
+            _check_extras(q, seq_bounds, attn_mask, bottom_right)
         if impl is not None and check_impl(impl) != FLASHGEN:
             raise ValueError(
                 f"impl={impl!r}: key_lengths/query_lengths, attn_mask, dropout_p, sinks and "

@@ -76,7 +76,7 @@ def _attention_fwd(
     bottom_right = check_align(causal, causal_align)
     drop = dropout.launch_args(dropout.check_dropout(dropout_p), dropout_seed)
     if alibi_slopes is not None:  # flashgen's kernels only (never SDPA)
-        _check_extras(q, seq_bounds, attn_mask, bottom_right, drop is not None)
+        _check_extras(q, seq_bounds, attn_mask, bottom_right)
         alibi = check_slopes(alibi_slopes, q)
         short = not _decode_off() and decode.applies(q, k, window, softcap)
         if short and seq_bounds is None and drop is None:
@@ -92,7 +92,7 @@ def _attention_fwd(
             _log_no_decode(q.shape[-1])
         mask = None if attn_mask is None else expand_mask(attn_mask, q, k)
         if bottom_right:
-            return _aligned_fwd(q, k, v, scale, window, softcap, mask, alibi)
+            return _aligned_fwd(q, k, v, scale, window, softcap, mask, alibi, drop)
         flags = (causal, window, softcap, drop, alibi)
         return fwd.forward(
             q, k, v, causal=causal, scale=scale, config=plan_config, window=_window(window),
@@ -101,7 +101,7 @@ def _attention_fwd(
             rows_whole=seq_bounds is None,  # a mask's key range (`_bounds`) or no bounds
         )  # fmt: skip
     if seq_bounds is not None or attn_mask is not None or drop is not None:
-        _check_extras(q, seq_bounds, attn_mask, bottom_right, drop is not None)
+        _check_extras(q, seq_bounds, attn_mask, bottom_right)
         decodable = seq_bounds is None and drop is None and attn_mask is not None
         if decodable and not _decode_off() and decode.applies(q, k, window, softcap):
             # A short query with SDPA's attn_mask (HF generate()'s KV-cache masks): the split-KV
@@ -112,8 +112,8 @@ def _attention_fwd(
                 off = aligned.offset(q.shape[2], k.shape[2]) if bottom_right else 0
             return decode.decode_forward(q, k, v, causal_offset=off, scale=scale, mask=attn_mask)
         mask = None if attn_mask is None else expand_mask(attn_mask, q, k)
-        if bottom_right:  # (a mask only: _check_extras refused lengths and dropout)
-            return _aligned_fwd(q, k, v, scale, window, softcap, mask, None)
+        if bottom_right:  # (a mask and dropout: _check_extras refused lengths)
+            return _aligned_fwd(q, k, v, scale, window, softcap, mask, None, drop)
         flags = (causal, window, softcap, drop, None)
         bounds = _bounds(seq_bounds, mask, lambda: _forward_hull(q, k, v, mask, *flags))
         pair, cap = _window(window), check_softcap(softcap)
@@ -138,19 +138,21 @@ def _attention_fwd(
             off = aligned.offset(q.shape[2], k.shape[2]) if bottom_right else 0
         return decode.decode_forward(q, k, v, causal_offset=off, scale=scale)
     if bottom_right:
-        return _aligned_fwd(q, k, v, scale, window, softcap, None, None)
+        return _aligned_fwd(q, k, v, scale, window, softcap, None, None, None)
     return fwd.forward(
         q, k, v, causal=causal, scale=scale, config=plan_config, window=_window(window),
         softcap=check_softcap(softcap),
     )  # fmt: skip
 
 
-def _aligned_fwd(q, k, v, scale, window, softcap, mask, alibi):
+def _aligned_fwd(q, k, v, scale, window, softcap, mask, alibi, drop):
     """The bottom-right causal forward (`flashgen.kernels.aligned`), a causal window's left
-    side as its `left` (its right side is 0), `mask` the expanded attn_mask or None."""
+    side as its `left` (its right side is 0), `mask` the expanded attn_mask or None, `drop`
+    dropout's launch arguments or None."""
     return aligned.forward(
         q, k, v, scale=scale, softcap=check_softcap(softcap), config=plan_config,
         left=None if window is None else _window(window)[0], mask=mask, alibi=alibi,
+        dropout=drop,
     )  # fmt: skip
 
 
@@ -244,20 +246,18 @@ _hulls: dict = {}
 on_clear(_hulls.clear)
 
 
-def _check_extras(q, seq_bounds, attn_mask, bottom_right, dropped: bool) -> None:
+def _check_extras(q, seq_bounds, attn_mask, bottom_right) -> None:
     """What the primitives check about seq_bounds, attn_mask, dropout and alibi_slopes (they
-    can be called raw). The bottom-right alignment takes an attn_mask and ALiBi (run on the
-    rows and keys `flashgen.kernels.aligned` keeps: a mask sliced alike, ALiBi unchanged, its
-    per-row shift being one the softmax ignores), not lengths or dropout (whose draws are
-    numbered by position)."""
+    can be called raw). The bottom-right alignment takes an attn_mask, ALiBi and dropout (run
+    on the rows and keys `flashgen.kernels.aligned` keeps: a mask sliced alike, ALiBi
+    unchanged, its per-row shift being one the softmax ignores, dropout's draws numbered on
+    those rows and keys in the forward and the backward alike), not lengths."""
     if seq_bounds is not None:
         check_bounds(seq_bounds, q.shape[0], q.device)
     if seq_bounds is not None and attn_mask is not None:
         raise ValueError("attn_mask together with key_lengths/query_lengths is not supported")
-    if bottom_right and (seq_bounds is not None or dropped):
-        raise ValueError(
-            "causal_align='bottom_right' takes no key_lengths/query_lengths or dropout_p yet"
-        )
+    if bottom_right and seq_bounds is not None:
+        raise ValueError("causal_align='bottom_right' takes no key_lengths/query_lengths yet")
 
 
 def _attention_fwd_fake(
@@ -280,12 +280,13 @@ def _attention_bwd(
     drop = dropout.launch_args(dropout.check_dropout(dropout_p), dropout_seed)
     alibi = None if alibi_slopes is None else check_slopes(alibi_slopes, q)
     if seq_bounds is not None or attn_mask is not None or drop is not None or alibi is not None:
-        _check_extras(q, seq_bounds, attn_mask, bottom_right, drop is not None)
+        _check_extras(q, seq_bounds, attn_mask, bottom_right)
     if bottom_right:
         grads = aligned.backward(
             do, q, k, v, out, lse, scale=scale, needs=needs, softcap=check_softcap(softcap),
             config=plan_config, left=None if window is None else _window(window)[0],
             mask=None if attn_mask is None else expand_mask(attn_mask, q, k), alibi=alibi,
+            dropout=drop,
         )  # fmt: skip
     else:
         mask = None if attn_mask is None else expand_mask(attn_mask, q, k)
@@ -323,12 +324,10 @@ def _attention_bwd_bias(
     drop = dropout.launch_args(dropout.check_dropout(dropout_p), dropout_seed)
     alibi = None if alibi_slopes is None else check_slopes(alibi_slopes, q)
     if check_align(causal, causal_align):
-        if drop is not None:
-            raise ValueError("causal_align='bottom_right' takes no dropout_p yet")
         dq, dbias = aligned.bias_backward(
             do, q, k, v, out, lse, expand_mask(attn_mask, q, k), scale=scale,
             left=None if window is None else _window(window)[0],
-            softcap=check_softcap(softcap), config=plan_config, alibi=alibi,
+            softcap=check_softcap(softcap), config=plan_config, alibi=alibi, dropout=drop,
         )  # fmt: skip
         return dq, bias_grad.reduce_to(dbias, attn_mask)
     dq, dbias = bias_grad.dq_dbias(

@@ -241,3 +241,53 @@ def test_the_row_reading_holds_for_every_length_of_a_dynamic_graph():
     after = sum(v for k, v in patterns.counters.items() if k.endswith(".replaced"))
     assert after > before  # the site was replaced
     assert counters["stats"]["unique_graphs"] == graphs + 1  # one graph: symbolic lengths
+
+
+def cache_dropout(q, k, v):
+    """A KV cache's attention in training: queries are the last Sq positions, the mask compares
+    their positions with the keys' (bottom-right causal), then F.dropout."""
+    sq, sk = q.shape[-2], k.shape[-2]
+    q_pos = torch.arange(sq, device=q.device) + (sk - sq)
+    keep = torch.arange(sk, device=q.device)[None, :] <= q_pos[:, None]
+    s = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
+    att = torch.softmax(s.masked_fill(~keep, float("-inf")), dim=-1)
+    return F.dropout(att, p=P, training=True) @ v
+
+
+def test_dropout_beside_a_bottom_right_causal_mask_is_replaced_and_exact():
+    """Dropout with the bottom-right alignment (a cache's keys, more keys than queries): one
+    site, causal_align bottom_right with the kernels' dropout, exact against float64 given the
+    mask recovered from the output (V the identity), forward and gradients."""
+    sq = 6
+    g = torch.Generator().manual_seed(3)
+    q = torch.randn(B, H, sq, T, generator=g).to(DEVICE).requires_grad_()
+    k = torch.randn(B, H, T, T, generator=g).to(DEVICE).requires_grad_()
+    v = torch.eye(T).expand(B, H, T, T).contiguous().to(DEVICE).requires_grad_()
+    report = flashgen.explain(cache_dropout, q, k, v)
+    (site,) = report.sites
+    assert site.replaced and site.align == "bottom_right", str(report)
+    assert site.dropout == pytest.approx(P)
+    torch._dynamo.reset()
+    compiled = torch.compile(cache_dropout, backend=backend(fallback="aot_eager"))
+    torch.manual_seed(5)
+    out = compiled(q, k, v)
+
+    def probs(q, k):
+        s = (q.double() @ k.double().transpose(-2, -1)) / math.sqrt(T)
+        i = torch.arange(sq, device=s.device)[:, None]
+        j = torch.arange(T, device=s.device)[None, :]
+        return torch.softmax(s.masked_fill(j > i + T - sq, -math.inf), -1)
+
+    p = probs(q.detach(), k.detach())
+    keep = out.detach().double() > 0
+    torch.testing.assert_close(out.double(), p * keep / (1 - P), atol=1e-5, rtol=1e-4)
+    dropped = 1 - keep[p > 0].double().mean().item()
+    assert 0.1 < dropped < 0.45, dropped
+    do = torch.randn_like(out)
+    got = torch.autograd.grad(out, (q, k, v), do)
+    ref_in = [x.detach().double().requires_grad_() for x in (q, k, v)]
+    want = torch.autograd.grad(
+        (probs(ref_in[0], ref_in[1]) * keep / (1 - P)) @ ref_in[2], ref_in, do.double()
+    )
+    for name, gg, w in zip("qkv", got, want, strict=True):
+        torch.testing.assert_close(gg.double(), w, atol=5e-5, rtol=1e-4, msg=f"d{name}")

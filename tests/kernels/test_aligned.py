@@ -214,16 +214,17 @@ def test_a_decode_step_under_a_window_reads_its_last_keys(monkeypatch):
     assert not k.grad[:, :, :43].any() and k.grad[:, :, 43:].abs().sum() > 0
 
 
-def _ref_extras(q, k, v, window, mask, slopes):
+def _ref_extras(q, k, v, window, mask, slopes, keep=None, p=0.0):
     """float64 bottom-right causal attention (a window, an attn_mask: boolean kept or added,
-    ALiBi slope * (j - i)); rows that see no key give zeros."""
+    ALiBi slope * (j - i); dropout: the probabilities where `keep` holds, over 1 - p); rows
+    that see no key give zeros."""
     q, k, v = (t.double() for t in (q, k, v))
     group = q.shape[1] // k.shape[1]
     k, v = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
     s = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
     off = k.shape[2] - q.shape[2]
-    i = torch.arange(q.shape[2])[:, None]
-    j = torch.arange(k.shape[2])[None, :]
+    i = torch.arange(q.shape[2], device=q.device)[:, None]
+    j = torch.arange(k.shape[2], device=q.device)[None, :]
     if slopes is not None:
         s = s + slopes.double()[None, :, None, None] * (j - i)
     hidden = (j > i + off).expand(s.shape)
@@ -233,7 +234,10 @@ def _ref_extras(q, k, v, window, mask, slopes):
         hidden = hidden | ~mask
     elif mask is not None:
         s = s + mask.double()
-    return torch.softmax(s.masked_fill(hidden, float("-inf")), -1).nan_to_num(0.0) @ v
+    probs = torch.softmax(s.masked_fill(hidden, float("-inf")), -1).nan_to_num(0.0)
+    if keep is not None:
+        probs = probs * keep / (1 - p)
+    return probs @ v
 
 
 @pytest.mark.parametrize("extra", ["bool_mask", "add_mask", "key_mask", "alibi", "alibi_mask"])
@@ -272,14 +276,72 @@ def test_bottom_right_with_a_mask_or_alibi(sq, sk, w, extra):
         torch.testing.assert_close(got.double(), exp, atol=5e-5, rtol=1e-4)
 
 
-@pytest.mark.parametrize(
-    "kwargs,match",
-    [({"key_lengths": [20]}, "key_lengths"), ({"dropout_p": 0.1}, "dropout_p")],
-)
-def test_bottom_right_refuses_lengths_and_dropout(kwargs, match):
+def test_bottom_right_refuses_lengths():
     q, k, v = (t.detach() for t in _inputs(1, 2, 1, 20, 30, 16))
-    with pytest.raises(ValueError, match=match):
-        attention(q, k, v, causal=True, causal_align="bottom_right", **kwargs)
+    with pytest.raises(ValueError, match="key_lengths"):
+        attention(q, k, v, causal=True, causal_align="bottom_right", key_lengths=[20])
+
+
+def _drawn_seed(call):
+    """(call()'s result, the dropout seed it drew): the op draws one seed from PyTorch's
+    generator per call, so the same manual_seed before a fresh draw gives it back."""
+    from flashgen.kernels import dropout
+
+    torch.manual_seed(17)
+    out = call()
+    torch.manual_seed(17)
+    return out, int(dropout.new_seed().item())
+
+
+@pytest.mark.parametrize("extra", [None, "add_mask", "alibi", "bias"])
+@pytest.mark.parametrize(
+    "sq,sk,w",
+    [(20, 37, None), (20, 37, 6), (40, 23, None), (3, 30, None), (1, 30, 4), (1, 30, None)],
+    ids=lambda x: str(x),
+)  # fmt: skip
+def test_bottom_right_with_dropout(sq, sk, w, extra):
+    """Attention dropout with the bottom-right alignment (a KV cache's keys in training: the
+    band, a window whose first keys no row sees, more queries than keys, short queries that
+    would take the decode kernels without dropout, one query row), alone and beside an
+    additive mask, ALiBi or a learned bias: forward and gradients against float64 applying
+    `aligned.keep_mask`, the mask the kernels draw on the rows and keys they run; and the
+    draw is the same one in the forward and the backward (the gradients could not match
+    otherwise)."""
+    from flashgen.kernels import aligned
+    from flashgen.kernels.alibi import standard_slopes
+
+    p = 0.3
+    q, k, v = _inputs(2, 4, 2, sq, sk, 16, seed=sq * 7 + sk)
+    gen = torch.Generator().manual_seed(sk)
+    mask = slopes = None
+    if extra == "add_mask":
+        mask = torch.randn(1, 4, sq, sk, generator=gen)
+    elif extra == "bias":
+        mask = torch.randn(2, 1, sq, sk, generator=gen).requires_grad_()
+    elif extra == "alibi":
+        slopes = standard_slopes(4)
+    kw = dict(causal=True, causal_align="bottom_right", window=w, attn_mask=mask, dropout_p=p)
+    out, seed = _drawn_seed(lambda: attention(q, k, v, alibi_slopes=slopes, **kw))
+    keep = aligned.keep_mask(seed, p, 2, 4, sq, sk, "cpu", left=None if w is None else w - 1)
+    i, j = torch.arange(sq)[:, None], torch.arange(sk)[None, :]
+    seen = (j <= i + sk - sq) & (w is None or j > i + sk - sq - (w or 0))
+    rate = 1 - keep[seen.expand_as(keep)].float().mean().item()
+    assert seen.sum() < 25 or abs(rate - p) < 0.1  # roughly p of the visible scores dropped
+    leaves = [t.detach().double().requires_grad_() for t in (q, k, v)]
+    md = None if mask is None else mask.detach().double().requires_grad_(mask.requires_grad)
+    want = _ref_extras(*leaves, w, md, slopes, keep, p)
+    torch.testing.assert_close(out.detach().double(), want.detach(), atol=2e-5, rtol=1e-4)
+    g = torch.randn(out.shape, generator=gen, dtype=torch.float64)
+    out.backward(g.float())
+    want.backward(g)
+    pairs = [(t.grad, d.grad) for t, d in zip((q, k, v), leaves, strict=True)]
+    if extra == "bias":
+        pairs.append((mask.grad, md.grad))
+    for got, exp in pairs:
+        torch.testing.assert_close(got.double(), exp, atol=5e-5, rtol=1e-4)
+    # dropout did drop: the undropped reference differs
+    plain = _ref_extras(*(t.detach().double() for t in (q, k, v)), w, md, slopes)
+    assert (plain - want).abs().max() > 1e-3
 
 
 @pytest.mark.parametrize(
@@ -306,3 +368,32 @@ def test_bottom_right_learned_bias_gradient(sq, sk, w, shape):
     for got, exp in pairs:
         torch.testing.assert_close(got.double(), exp, atol=5e-5, rtol=1e-4)
     assert bias.grad.abs().sum() > 0
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("window", [None, 256], ids=["no_window", "window_256"])
+@pytest.mark.parametrize("sq,sk", [(9, 2048), (300, 1000), (1000, 300)])
+def test_bottom_right_dropout_bf16_on_gpu(sq, sk, window):
+    """bf16 on the GPU (whatever family the GPU's kernels choose): bottom-right causal with
+    dropout 0.1 against float64 applying `aligned.keep_mask`, forward and gradients."""
+    from flashgen.kernels import aligned
+
+    q, k, v = (
+        t.detach().cuda().to(torch.bfloat16).requires_grad_()
+        for t in _inputs(2, 8, 2, sq, sk, 128, seed=sk)
+    )
+    out, seed = _drawn_seed(
+        lambda: attention(
+            q, k, v, causal=True, causal_align="bottom_right", window=window, dropout_p=0.1
+        )
+    )
+    keep = aligned.keep_mask(
+        seed, 0.1, 2, 8, sq, sk, "cuda", left=None if window is None else window - 1
+    )
+    leaves = [t.detach().double().requires_grad_() for t in (q, k, v)]
+    want = _ref_extras(*leaves, window, None, None, keep, 0.1)
+    torch.testing.assert_close(out.double(), want.detach(), atol=2e-2, rtol=2e-2)
+    out.backward(torch.ones_like(out))
+    want.sum().backward()
+    for got, exp in zip((q.grad, k.grad, v.grad), (t.grad for t in leaves), strict=True):
+        torch.testing.assert_close(got.double(), exp, atol=5e-2, rtol=5e-2)

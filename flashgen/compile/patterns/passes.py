@@ -199,10 +199,6 @@ def _check_extras(m: Match, q: Any, k: Any) -> None:
         parts = (None if m.mask_row else m.attn_mask, m.key_bias and m.key_bias[0])
         shapes = [getattr(example_value(t), "shape", ()) for t in parts if t is not None]
         m.site.key_mask = all(len(s) >= 2 and known_eq(s[-2], 1) for s in shapes)
-    if m.align != "top_left" and m.dropout_p:
-        # (`flashgen.ops.attention` refuses these together: dropout's draws are numbered by
-        # position)
-        raise Skip("dropout with a bottom-right causal mask (KV cache) is not supported")
     if m.alibi is not None:
         _check_slopes(m, q)
     if m.sinks is not None:
