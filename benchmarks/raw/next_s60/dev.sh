@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Session 60's plan for its device time (carry .whl; FLASHGEN_COMMIT=<sha>). Parts:
+#   first: next_s59/dev.sh first (on an H200: issue 15's host bars, issue 13's 650 TFLOP/s row;
+#          GPU tests of routes/masks/launches; T5), ~500 s
+#   new:   the GPU tests of the bottom-right alignment (dropout beside it is new in session 60)
+#          and of the size rules (session 59's dropout rule: never run), then next_s55's `host`
+#          (HF ModernBERT's host with the flat call: never timed on a slow host), ~250 s
+#   edge, edge2, dropop: next_s59/dev.sh's parts
+export FLASHGEN_COMMIT=${FLASHGEN_COMMIT:-?}
+name=$(nvidia-smi --query-gpu=name --format=csv,noheader)
+echo "card: $name"; uptime | cut -c1-80
+. benchmarks/device_env.sh > /dev/null 2>&1
+for part in "$@"; do
+case "$part" in
+first|edge|edge2|dropop)
+  bash benchmarks/raw/next_s59/dev.sh "$part" 2>&1 | grep -v "^card\|load average" ;;
+new)
+  timeout 200 python3 -m pytest -q -p no:cacheprovider -m gpu tests/kernels/test_aligned.py \
+    tests/compile/test_masked_keep.py > $OUT/new_gpu_tests.txt 2>&1
+  stamp "gpu tests (aligned, size rules) rc=$?"; tail -2 $OUT/new_gpu_tests.txt | cut -c1-300
+  grep FAILED $OUT/new_gpu_tests.txt | head
+  bash benchmarks/raw/next_s55/dev.sh host 2>&1 | grep -v "^card\|load average" ;;
+esac
+done
