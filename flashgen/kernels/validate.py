@@ -170,7 +170,9 @@ def _positive_float(name: str, value) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ValueError(f"{name} must be a positive float or None, got {value!r}")
     value = float(value)
-    if not (math.isfinite(value) and value > 0.0):
+    # (comparisons, not math.isfinite: under torch.compile(dynamic=True) a float argument is a
+    # symbolic float, which Dynamo compares, guarding on the outcome, but cannot pass to math)
+    if not 0.0 < value < math.inf:  # (NaN fails it too)
         raise ValueError(f"{name} must be a positive finite float, got {value!r}")
     return value
 

@@ -150,11 +150,27 @@ def test_fp16_through_the_op_and_compile():
                           (q, k, v, True, 0.25, None, 3.0))  # fmt: skip
 
 
+def test_softcap_as_an_argument_of_a_compiled_function():
+    """softcap passed into a torch.compile(dynamic=True) function as an argument (not a
+    constant of the function): Dynamo makes it a symbolic float, which the checks once passed
+    to math.isfinite, failing the compile (found by benchmarks/op_fuzz.py, seed 11); the
+    checks now compare it. Two caps, each against float64."""
+    fn = torch.compile(lambda q, k, v, cap: attention(q, k, v, causal=True, softcap=cap),
+                       fullgraph=True, dynamic=True)  # fmt: skip
+    q, k, v = _inputs(1, 2, 1, 21, 21, 16, torch.float32, seed=2)
+    for cap in (3.0, 7.5):
+        torch.testing.assert_close(fn(q, k, v, cap).double(),
+                                   capped_ref(q, k, v, cap=cap, causal=True),
+                                   atol=2e-5, rtol=1e-4)  # fmt: skip
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
         ({"softcap": 0.0}, "softcap must be a positive finite float"),
         ({"softcap": float("inf")}, "softcap must be a positive finite float"),
+        ({"softcap": float("nan")}, "softcap must be a positive finite float"),
+        ({"softcap": -2.0}, "softcap must be a positive finite float"),
         ({"softcap": "50"}, "softcap must be a positive float or None"),
         ({"softcap": True}, "softcap must be a positive float or None"),
         ({"softcap": 50.0, "impl": "sdpa_efficient"}, "SDPA has no logit softcapping"),
