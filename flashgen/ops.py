@@ -128,7 +128,9 @@ def attention(
     that joins every row's softmax as a key without a value, so a row's probabilities sum to
     less than one (exp(s_ij - logsumexp(s_i, sink_h))); differentiable (its gradient comes
     from dout, the output and the row's logsumexp, one pass over them). Combines with every other
-    argument except dropout_p; a row that sees no key gets zeros. Flashgen's kernels only
+    argument except dropout_p; a row that sees no key gets zeros, and so does a row whose
+    visible keys all carry a huge finite bias (the sink's logit outweighs them, as in the
+    softmax written out; without sinks such a row gets their mean). Flashgen's kernels only
     (SDPA has no sinks): their output is rescaled by each row's share
     (`flashgen.runtime.sinks`).
 

@@ -1,0 +1,419 @@
+"""Random calls of `flashgen.attention` with its arguments combined, forward and gradients against
+a float64 reference written from the documented semantics (a correctness sweep, not a timing).
+
+Why: each argument has its own tests, but the op sends a call down one of many paths by what
+it combines (the plain launcher, a masked call's route, the aligned plan of a bottom-right
+diagonal, the decode kernels of a short query, the key range of a padding mask, the sinks'
+rescaling, values of another head dim padded, the composite op under torch.compile), and a
+combination no test names can take a path none checks. Each case draws shapes (odd lengths,
+GQA, short queries, head dims, values of another head dim, q/k/v as transposed views), then
+any of: causal (top-left or bottom-right), a window (one int or a pair), softcap, ALiBi slopes
+([H] or [B, H]), an attn_mask (boolean or additive, broadcast shapes, -inf entries, a learned
+bias), key/query lengths (either side), dropout (its reference mask from the seed the call
+drew: `flashgen.kernels.dropout.keep_mask`, `aligned.keep_mask` for bottom-right calls),
+sinks (learned or not), an explicit scale, `deterministic`, and calls eager or compiled
+(`torch.compile(fullgraph=True)`, without dropout). One case in ten adds an argument the op
+documents as refused (attn_mask beside lengths, sinks beside dropout, ...): that call must
+raise ValueError naming the argument, nothing else.
+
+The reference (`reference`) is SDPA's semantics plus the op's documented extras: softcap on
+the scaled scores, then ALiBi slope * (j - i) at positions local to the valid ranges, then the
+mask; causal and windows counted from each valid range's start (bottom-right: from the
+diagonal i + Sk - Sq); a row that sees no key gives zeros; sinks join each row's
+denominator; dropout keeps the drawn entries, scaled by 1 / (1 - p); a row whose visible
+keys all carry an additive fill at or below -1e38 (finfo.min: "no hiding", as in SDPA) gets
+their values' mean and no gradient, as the op documents (eager SDPA would pass one to q and
+k there; only a loss reading such a row sees it), and zeros beside sinks (the sink's logit
+outweighs the fill, as the softmax written out gives). Not drawn: such fills beside dropout.
+
+A case that fails prints its seed and arguments; `--seed S --cases 1` runs it alone.
+
+Usage: python benchmarks/op_fuzz.py [--cases N] [--seed S] [--device cuda] [--dtype bfloat16]
+(default: the CPU in Triton's interpreter, float32, about a second a case; on a GPU float32
+keeps the CPU's tolerance, bfloat16/float16 reach the Hopper family with a looser one.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import random
+import sys
+import time
+import traceback
+
+# The tolerance a case's largest error is held to, relative to the reference's largest entry
+# (not below 1e-3 of it), by input dtype: float32 kernels against float64 (CPU interpreter or
+# GPU), then 16-bit inputs, whose rounding is ~1e-2 relative.
+TOL = {"float32": 2e-4, "bfloat16": 4e-2, "float16": 1e-2}
+
+# Words a refusal's message must hold (one of): the argument it is about.
+ARGUMENTS = (
+    "attn_mask", "key_lengths", "query_lengths", "dropout_p", "sinks", "window", "softcap",
+    "causal_align", "alibi_slopes", "padding", "causal",
+)  # fmt: skip
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--cases", type=int, default=100, help="how many seeds (default 100)")
+    parser.add_argument("--seed", type=int, default=0, help="first seed (default 0)")
+    parser.add_argument(
+        "--device", choices=("cpu", "cuda"), default="cpu",
+        help="cpu: Triton's interpreter (default); cuda: the compiled kernels on the GPU",
+    )  # fmt: skip
+    parser.add_argument(
+        "--dtype", choices=tuple(TOL), default="float32",
+        help="the inputs' dtype (default float32; 16-bit ones need --device cuda)",
+    )  # fmt: skip
+    args = parser.parse_args(argv)
+    if args.cases < 1:
+        parser.error(f"--cases must be at least 1, got {args.cases}")
+    if args.device == "cpu" and args.dtype != "float32":
+        parser.error("--dtype bfloat16/float16 runs on --device cuda only")
+    return args
+
+
+def draw(rng: random.Random) -> dict:
+    """One case's arguments (plain Python values; `build` makes the tensors)."""
+    c = {"batch": rng.randint(1, 3), "hkv": rng.choice([1, 1, 2]), "group": rng.choice([1, 2, 3])}
+    c["d"] = rng.choice([16, 32, 40, 64])
+    c["dv"] = c["d"] if rng.random() < 0.85 else rng.choice([16, 24, 48])
+    short = rng.random() < 0.25
+    c["sq"] = rng.randint(1, 16) if short else rng.randint(2, 70)
+    c["sk"] = c["sq"] if rng.random() < 0.3 else rng.randint(1, 90)
+    c["causal"] = rng.random() < 0.5
+    c["align"] = "bottom_right" if c["causal"] and rng.random() < 0.35 else "top_left"
+    c["window"] = None
+    if rng.random() < 0.25:
+        if c["causal"] and rng.random() < 0.5:
+            c["window"] = rng.randint(1, 40)
+        else:
+            c["window"] = (rng.randint(0, 30), rng.randint(0, 30))
+    c["softcap"] = round(rng.uniform(2.0, 30.0), 2) if rng.random() < 0.2 else None
+    c["alibi"] = rng.choice(["heads", "batch"]) if rng.random() < 0.15 else None
+    c["dropout"] = rng.choice([0.1, 0.3, 0.5]) if rng.random() < 0.2 else 0.0
+    c["mask"] = None
+    c["lengths"] = None
+    if rng.random() < 0.3:
+        # bias: additive and learned; fill: additive with finfo.min where add has -inf
+        kinds = ["bool", "add", "bias"] + ([] if c["dropout"] else ["fill"])
+        kind = rng.choice(kinds)
+        dims = [rng.choice([1, c["batch"]]), rng.choice([1, c["hkv"] * c["group"]])]
+        dims += [rng.choice([1, c["sq"]]), c["sk"]]
+        c["mask"] = (kind, tuple(dims), rng.choice([0.0, 0.2, 0.6]))
+    elif c["align"] == "top_left" and rng.random() < 0.3:
+        side = rng.choice(["right", "left"])
+        keys = [rng.randint(0, c["sk"]) for _ in range(c["batch"])]
+        rows = None
+        if (c["causal"] and side == "left") or rng.random() < 0.5:
+            rows = [rng.randint(0, c["sq"]) for _ in range(c["batch"])]
+        c["lengths"] = (side, keys, rows, rng.random() < 0.5)  # last: as a tensor
+    c["sinks"] = None
+    if not c["dropout"] and rng.random() < 0.12:
+        c["sinks"] = rng.random() < 0.5  # requires grad
+    c["scale"] = round(rng.uniform(0.05, 0.5), 3) if rng.random() < 0.2 else None
+    c["deterministic"] = rng.choice([None, None, True, False])
+    c["grad"] = rng.random() < 0.85
+    c["layout"] = rng.choice(["bhsd", "bhsd", "bshd"])
+    c["compile"] = not c["dropout"] and rng.random() < 0.15
+    c["refused"] = None
+    if rng.random() < 0.1:
+        c["refused"] = rng.choice(
+            ["mask_lengths", "sinks_dropout", "window_int", "softcap", "dropout_p", "align",
+             "alibi_grad", "padding"]
+        )  # fmt: skip
+    return c
+
+
+def _lengths_tensor(values, torch):
+    return torch.tensor(values, dtype=torch.int32)
+
+
+def build(c: dict, seed: int, device: str, dtype, torch):
+    """(q, k, v, kwargs) for `flashgen.attention` from a draw, and the leaves to differentiate
+    (name -> tensor)."""
+    gen = torch.Generator().manual_seed(seed)
+    hq = c["hkv"] * c["group"]
+
+    def tensor(b, h, s, d):
+        if c["layout"] == "bshd":  # HF's [B, S, H, D] projections seen as [B, H, S, D]
+            return torch.randn(b, s, h, d, generator=gen).to(device, dtype).transpose(1, 2)
+        return torch.randn(b, h, s, d, generator=gen).to(device, dtype)
+
+    q = tensor(c["batch"], hq, c["sq"], c["d"])
+    k = tensor(c["batch"], c["hkv"], c["sk"], c["d"])
+    v = tensor(c["batch"], c["hkv"], c["sk"], c["dv"])
+    leaves = {}
+    if c["grad"]:
+        q, k, v = (t.detach().requires_grad_() for t in (q, k, v))
+        leaves.update(q=q, k=k, v=v)
+    kw = {"causal": c["causal"], "causal_align": c["align"], "scale": c["scale"]}
+    kw["window"], kw["softcap"], kw["deterministic"] = c["window"], c["softcap"], c["deterministic"]
+    if c["alibi"]:
+        from flashgen.kernels.alibi import standard_slopes
+
+        slopes = standard_slopes(hq)
+        if c["alibi"] == "batch":
+            slopes = slopes[None, :] * (1.0 + torch.rand(c["batch"], 1, generator=gen))
+        kw["alibi_slopes"] = slopes.to(device)
+    if c["mask"]:
+        kind, dims, hide = c["mask"]
+        if kind == "bool":
+            mask = torch.rand(dims, generator=gen) >= hide
+        else:
+            fill = torch.finfo(dtype).min if kind == "fill" else float("-inf")
+            mask = torch.randn(dims, generator=gen) * 2.0
+            mask = mask.masked_fill(torch.rand(dims, generator=gen) < hide, fill)
+        mask = mask.to(device) if kind == "bool" else mask.to(device, dtype)
+        if kind == "bias" and c["grad"]:
+            mask.requires_grad_()
+            leaves["attn_mask"] = mask
+        kw["attn_mask"] = mask
+    if c["lengths"]:
+        side, keys, rows, as_tensor = c["lengths"]
+        kw["padding"] = side
+        kw["key_lengths"] = _lengths_tensor(keys, torch).to(device) if as_tensor else keys
+        if rows is not None:
+            kw["query_lengths"] = _lengths_tensor(rows, torch).to(device) if as_tensor else rows
+    if c["dropout"]:
+        kw["dropout_p"] = c["dropout"]
+    if c["sinks"] is not None:
+        sinks = (torch.randn(hq, generator=gen) * 2.0).to(device, torch.float32)
+        if c["sinks"] and c["grad"]:
+            sinks.requires_grad_()
+            leaves["sinks"] = sinks
+        kw["sinks"] = sinks
+    return q, k, v, kw, leaves
+
+
+def _refuse(c: dict, kw: dict, q, torch) -> str:
+    """Add to `kw` one argument the op documents as refused for this call; the word its
+    ValueError must name."""
+    what = c["refused"]
+    if what == "mask_lengths":
+        kw["key_lengths"] = [1] * q.shape[0]
+        kw["attn_mask"] = torch.ones(1, 1, 1, 1, dtype=torch.bool, device=q.device)
+        return "key_lengths"
+    if what == "sinks_dropout":
+        kw["dropout_p"] = 0.1
+        kw["sinks"] = torch.zeros(q.shape[1], device=q.device)
+        return "sinks"
+    if what == "window_int":
+        kw["causal"], kw["causal_align"], kw["window"] = False, "top_left", 4
+        return "window"
+    if what == "softcap":
+        kw["softcap"] = -1.0
+        return "softcap"
+    if what == "dropout_p":
+        kw["dropout_p"] = 1.0
+        return "dropout_p"
+    if what == "align":
+        kw["causal"], kw["causal_align"] = False, "bottom_right"
+        return "causal_align"
+    if what == "alibi_grad":
+        kw["alibi_slopes"] = torch.ones(q.shape[1], device=q.device, requires_grad=True)
+        return "alibi_slopes"
+    kw["padding"] = "middle"
+    return "padding"
+
+
+def _ranges(c: dict, kw: dict, torch):
+    """Per batch entry (q_start, q_len, k_start, k_len) as [B, 1, 1, 1] int64 tensors."""
+    b, sq, sk = c["batch"], c["sq"], c["sk"]
+    keys = kw.get("key_lengths")
+    rows = kw.get("query_lengths")
+    keys = [sk] * b if keys is None else [int(n) for n in keys]
+    rows = [sq] * b if rows is None else [int(n) for n in rows]
+    keys = [min(max(n, 0), sk) for n in keys]
+    rows = [min(max(n, 0), sq) for n in rows]
+    left = kw.get("padding") == "left"
+    qs = [sq - n if left else 0 for n in rows]
+    ks = [sk - n if left else 0 for n in keys]
+
+    def t(x):
+        return torch.tensor(x, dtype=torch.int64).view(b, 1, 1, 1)
+
+    return t(qs), t(rows), t(ks), t(keys)
+
+
+def reference(q, k, v, c: dict, kw: dict, keep, torch):
+    """float64 attention with the op's documented semantics (module docstring); q, k, v (and
+    the mask and sinks in kw) are float64 tensors on the CPU."""
+    hq, hkv = q.shape[1], k.shape[1]
+    k, v = k.repeat_interleave(hq // hkv, 1), v.repeat_interleave(hq // hkv, 1)
+    sq, sk = q.shape[2], k.shape[2]
+    scale = kw["scale"] if kw["scale"] is not None else 1.0 / math.sqrt(q.shape[-1])
+    s = (q @ k.transpose(-1, -2)) * scale
+    if kw["softcap"] is not None:
+        s = kw["softcap"] * torch.tanh(s / kw["softcap"])
+    qs, ql, ks, kl = _ranges(c, kw, torch)
+    i = torch.arange(sq).view(1, 1, sq, 1) - qs  # positions local to the valid ranges
+    j = torch.arange(sk).view(1, 1, 1, sk) - ks
+    visible = (i >= 0) & (i < ql) & (j >= 0) & (j < kl)
+    off = sk - sq if kw["causal_align"] == "bottom_right" else 0
+    if kw["causal"]:
+        visible = visible & (j <= i + off)
+    win = kw["window"]
+    if win is not None:
+        left, right = (win - 1, 0) if isinstance(win, int) else win
+        if kw["causal"]:
+            right = 0
+        visible = visible & (j >= i + off - left) & (j <= i + off + right)
+    slopes = kw.get("alibi_slopes")
+    if slopes is not None:
+        sl = slopes.double().cpu()
+        sl = sl.view(1, -1, 1, 1) if sl.dim() == 1 else sl.view(sl.shape[0], -1, 1, 1)
+        s = s + sl * (j - i)
+    mask = kw.get("attn_mask")
+    filled = None  # rows whose visible keys all carry a fill at or below -1e38
+    if mask is not None and mask.dtype == torch.bool:
+        visible = visible & mask.cpu()
+    elif mask is not None:
+        s = s + mask
+        huge = (mask <= -1e38) & torch.isfinite(mask)
+        seen = visible & ~torch.isneginf(mask)
+        filled = seen.any(-1, keepdim=True) & (huge | ~seen).all(-1, keepdim=True)
+        visible = seen
+    visible = visible.expand(s.shape)
+    s = s.masked_fill(~visible, float("-inf"))
+    m = s.amax(-1, keepdim=True)
+    sinks = kw.get("sinks")
+    if sinks is not None:
+        m = torch.maximum(m, sinks.view(1, -1, 1, 1))
+    m = torch.where(torch.isfinite(m), m, torch.zeros_like(m)).detach()
+    e = torch.exp(s - m).masked_fill(~visible, 0.0)
+    den = e.sum(-1, keepdim=True)
+    if sinks is not None:
+        seen = visible.any(-1, keepdim=True)
+        den = den + torch.where(seen, torch.exp(sinks.view(1, -1, 1, 1) - m), 0.0)
+    p = e / torch.where(den > 0, den, torch.ones_like(den))
+    if keep is not None:
+        p = p * keep.cpu() / (1.0 - kw["dropout_p"])
+    out = p @ v
+    if filled is not None and sinks is None and bool(filled.any()):
+        # documented: such a row gets the mean of its visible keys' values, and no gradient
+        # (beside a sink, whose logit the fill leaves alone, the softmax above gives zeros)
+        w = visible.double() / visible.double().sum(-1, keepdim=True).clamp(min=1.0)
+        out = torch.where(filled, (w @ v).detach(), out)
+    return out
+
+
+def _keep(c: dict, kw: dict, seed: int, torch):
+    """The dropout mask the call drew with `seed`, at the call's positions."""
+    from flashgen.kernels import aligned, dropout
+
+    b, hq, sq, sk = c["batch"], c["hkv"] * c["group"], c["sq"], c["sk"]
+    p = kw["dropout_p"]
+    if kw["causal_align"] == "bottom_right":
+        win = kw["window"]
+        left = None if win is None else (win - 1 if isinstance(win, int) else win[0])
+        return aligned.keep_mask(seed, p, b, hq, sq, sk, "cpu", left=left)
+    starts = None
+    if c["lengths"]:
+        starts = [int(x) for x in _ranges(c, kw, torch)[2].flatten()]
+    return dropout.keep_mask(seed, p, b, hq, sq, sk, "cpu", key_starts=starts)
+
+
+def _error(got, want, floor: float) -> float:
+    """Largest |got - want| over the reference's largest entry, not below `floor`: a gradient
+    that is zero in exact arithmetic (the keys of a row that sees one key) is float32
+    rounding on both sides, so it is held to the case's scale, not to its own."""
+    got = got.detach().double().cpu()
+    if got.isnan().any():
+        return float("inf")
+    return (got - want).abs().max().item() / max(want.abs().max().item(), floor)
+
+
+def describe(c: dict) -> str:
+    keys = ("batch", "hkv", "group", "sq", "sk", "d", "dv", "causal", "align", "window",
+            "softcap", "alibi", "mask", "lengths", "dropout", "sinks", "scale", "layout",
+            "grad", "compile", "refused")  # fmt: skip
+    return " ".join(f"{n}={c[n]!r}" for n in keys if c[n] not in (None, False, 0.0) or n == "sq")
+
+
+def run_case(seed: int, device: str = "cpu", dtype_name: str = "float32") -> str:
+    """Draw and check one case; raises AssertionError on a mismatch. Returns a summary."""
+    import torch
+
+    import flashgen
+    from flashgen.kernels import dropout
+
+    rng = random.Random(seed)
+    c = draw(rng)
+    dtype = getattr(torch, dtype_name)
+    q, k, v, kw, leaves = build(c, seed, device, dtype, torch)
+    if c["refused"]:
+        word = _refuse(c, kw, q, torch)
+        try:
+            flashgen.attention(q, k, v, **kw)
+        except ValueError as e:
+            assert any(a in str(e) for a in ARGUMENTS), f"refusal names no argument: {e}"
+            assert word in str(e), (word, str(e))
+            return f"refused ({word}): {str(e)[:70]}  [{describe(c)}]"
+        raise AssertionError(f"{c['refused']}: the call was not refused  [{describe(c)}]")
+    fn = flashgen.attention
+    if c["compile"]:
+        torch._dynamo.reset()
+        fn = torch.compile(flashgen.attention, fullgraph=True, dynamic=rng.random() < 0.5)
+    torch.manual_seed(seed)
+    out = fn(q, k, v, **kw)
+    keep = None
+    if c["dropout"]:
+        torch.manual_seed(seed)
+        keep = _keep(c, kw, int(dropout.new_seed().item()), torch)
+    ref_leaves = {n: t.detach().double().cpu().requires_grad_() for n, t in leaves.items()}
+    qd, kd, vd = (
+        ref_leaves.get(n, t.detach().double().cpu()) for n, t in zip("qkv", (q, k, v), strict=True)
+    )
+    rkw = dict(kw)
+    for name in ("attn_mask", "sinks"):
+        if name in kw and kw[name].is_floating_point():
+            rkw[name] = ref_leaves.get(name, kw[name].detach().double().cpu())
+    want = reference(qd, kd, vd, c, rkw, keep, torch)
+    tol = TOL[dtype_name]
+    assert tuple(out.shape) == tuple(want.shape), (out.shape, want.shape)
+    pairs = {"out": (out, want.detach())}
+    if leaves:
+        g = torch.randn(want.shape, generator=torch.Generator().manual_seed(seed + 1)).double()
+        got = torch.autograd.grad(out, list(leaves.values()), g.to(out.device, out.dtype))
+        exp = torch.autograd.grad(want, list(ref_leaves.values()), g)
+        pairs.update(
+            ("d" + n, ab) for n, ab in zip(leaves, zip(got, exp, strict=True), strict=True)
+        )
+    # the case's scale: 1e-3 of its largest reference entry, and not below 0.05 (O(1) inputs;
+    # a bias's gradient that is zero in exact arithmetic sums rounding over every row)
+    floor = max(5e-2, 1e-3 * max(b.abs().max().item() for _, b in pairs.values()))
+    errors = {name: _error(a, b, floor) for name, (a, b) in pairs.items()}
+    worst = max(errors, key=errors.get)
+    summary = f"worst {worst} {errors[worst]:.2e}  [{describe(c)}]"
+    assert errors[worst] <= tol, f"{worst} off by {errors[worst]:.3e} > {tol}: {summary}"
+    return summary
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    if args.device == "cpu":
+        os.environ["TRITON_INTERPRET"] = "1"
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    import torch
+
+    torch.set_num_threads(1)
+    failed, refused = [], 0
+    start = time.time()
+    for n, seed in enumerate(range(args.seed, args.seed + args.cases), 1):
+        try:
+            line = f"ok {run_case(seed, args.device, args.dtype)}"
+            refused += line.startswith("ok refused")
+        except Exception:
+            failed.append(seed)
+            line = "FAILED\n" + traceback.format_exc()
+        print(f"[{n}/{args.cases}] seed {seed} {line} ({time.time() - start:.0f} s)", flush=True)
+    print(f"{args.cases - len(failed)} passed ({refused} of them refusals), {len(failed)} failed"
+          f"{': ' if failed else ''}{' '.join(map(str, failed))}")  # fmt: skip
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,158 @@
+"""benchmarks/op_fuzz.py, random `flashgen.attention` calls with their arguments combined, on a
+few dozen seeds: every case matches the float64 reference or is refused with a ValueError that
+names the argument. The reference is checked against SDPA where SDPA has the same semantics,
+and the sweep is shown to catch a wrong answer. The full sweep (thousands of seeds) is the
+script's."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import repo_scripts
+import torch
+import torch.nn.functional as F
+
+import flashgen
+
+fuzz = repo_scripts.load("benchmarks/op_fuzz.py", "op_fuzz_under_test")
+
+
+def test_a_run_of_seeds_matches_float64():
+    """Seeds 0-39: plain, causal both ways, windows, softcap, ALiBi, masks, lengths, dropout,
+    sinks, compiled calls and refusals among them (run_case raises on any mismatch)."""
+    lines = [fuzz.run_case(seed) for seed in range(40)]
+    assert sum(line.startswith("refused") for line in lines) >= 2
+
+
+def _first(predicate) -> int:
+    """The first seed whose draw satisfies `predicate` (not refused)."""
+    return next(
+        s for s in range(20000)
+        if not (c := fuzz.draw(random.Random(s)))["refused"] and predicate(c)
+    )  # fmt: skip
+
+
+COMBINED = {
+    # softcap as an argument of a compiled function (failed the compile before 838c985)
+    "compiled_softcap": lambda c: c["compile"] and c["softcap"],
+    "window_softcap_left_padding_dropout": lambda c: (
+        c["window"] and c["softcap"] and c["lengths"] and c["lengths"][0] == "left" and c["dropout"]
+    ),
+    "bottom_right_window_mask_dropout": lambda c: (
+        c["align"] == "bottom_right" and c["window"] and c["mask"] and c["dropout"]
+    ),
+    # finfo.min on every visible key of some rows, beside a sink (zeros) or not (their mean)
+    "fill_beside_sinks": lambda c: c["mask"] and c["mask"][0] == "fill" and c["sinks"] is not None,
+    "fill_with_grad": lambda c: c["mask"] and c["mask"][0] == "fill" and c["grad"],
+    "alibi_per_entry_sinks_grad": lambda c: c["alibi"] == "batch" and c["sinks"] and c["grad"],
+    "values_of_another_dim_compiled": lambda c: c["dv"] != c["d"] and c["compile"],
+}
+
+
+@pytest.mark.parametrize("name", list(COMBINED))
+def test_cases_that_combine_the_most(name):
+    fuzz.run_case(_first(COMBINED[name]))
+
+
+def test_every_refusal_names_its_argument():
+    """One seed for each refusal the sweep draws: the call raises ValueError naming it."""
+    found = {}
+    for seed in range(5000):
+        c = fuzz.draw(random.Random(seed))
+        if c["refused"] and c["refused"] not in found:
+            found[c["refused"]] = seed
+    assert len(found) == 8, found
+    for what, seed in found.items():
+        line = fuzz.run_case(seed)
+        assert line.startswith("refused"), (what, line)
+
+
+def _sdpa_ref(q, k, v, **kw):
+    return F.scaled_dot_product_attention(q, k, v, **kw)
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {},
+        {"causal": True},
+        {"scale": 0.3},
+        {"mask": "bool"},
+        {"mask": "add"},
+        {"causal": True, "group": 2},
+    ],
+    ids=lambda d: "-".join(f"{k}={v}" for k, v in d.items()) or "plain",
+)
+def test_the_reference_is_sdpa_where_sdpa_has_the_same_semantics(kw):
+    """`reference` against float64 SDPA on what both express (no extras, causal top-left, a
+    scale, a boolean or additive mask whose rows each see a key, GQA)."""
+    gen = torch.Generator().manual_seed(0)
+    group = kw.get("group", 1)
+    q = torch.randn(2, 2 * group, 9, 16, generator=gen, dtype=torch.float64)
+    k, v = (torch.randn(2, 2, 13, 16, generator=gen, dtype=torch.float64) for _ in range(2))
+    c = {"batch": 2, "sq": 9, "sk": 13, "lengths": None}
+    args = {"causal": kw.get("causal", False), "causal_align": "top_left",
+            "scale": kw.get("scale"), "window": None, "softcap": None}  # fmt: skip
+    sdpa = {"is_causal": args["causal"], "scale": args["scale"], "enable_gqa": group > 1}
+    if kw.get("mask") == "bool":
+        mask = torch.rand(2, 1, 9, 13, generator=gen) > 0.4
+        mask[..., 0] = True
+        args["attn_mask"] = sdpa["attn_mask"] = mask
+    elif kw.get("mask") == "add":
+        args["attn_mask"] = sdpa["attn_mask"] = torch.randn(1, 2, 9, 13, generator=gen).double()
+    want = _sdpa_ref(q, k, v, **sdpa)
+    torch.testing.assert_close(fuzz.reference(q, k, v, c, args, None, torch), want)
+
+
+def test_a_wrong_answer_fails_the_case(monkeypatch):
+    """The sweep can fail: with the op's softcap silently dropped, a softcapped case fails."""
+    seed = next(
+        s for s in range(500)
+        if (c := fuzz.draw(random.Random(s)))["softcap"] and not c["refused"] and not c["compile"]
+    )  # fmt: skip
+    fuzz.run_case(seed)
+    real = flashgen.attention
+
+    def no_softcap(q, k, v, **kw):
+        kw["softcap"] = None
+        return real(q, k, v, **kw)
+
+    monkeypatch.setattr(flashgen, "attention", no_softcap)
+    with pytest.raises(AssertionError, match="off by"):
+        fuzz.run_case(seed)
+
+
+def test_the_draws_reach_every_argument():
+    """Over 400 draws each argument and its variants occur (what the sweep is for)."""
+    seen = set()
+    for seed in range(400):
+        c = fuzz.draw(random.Random(seed))
+        seen |= {f"causal={c['causal']}", f"align={c['align']}", f"layout={c['layout']}"}
+        seen |= {f"window={type(c['window']).__name__}", f"alibi={c['alibi']}"}
+        seen |= {f"sinks={c['sinks']}", f"refused={c['refused']}", f"compile={c['compile']}"}
+        if c["mask"]:
+            seen.add(f"mask={c['mask'][0]}")
+        if c["lengths"]:
+            seen |= {f"padding={c['lengths'][0]}", f"tensor={c['lengths'][3]}"}
+        seen |= {"softcap"} if c["softcap"] else set()
+        seen |= {"dropout"} if c["dropout"] else set()
+        seen |= {"scale"} if c["scale"] else set()
+        seen |= {"dv"} if c["dv"] != c["d"] else set()
+        seen |= {"short"} if c["sq"] <= 16 else set()
+        seen |= {"gqa"} if c["group"] > 1 else set()
+    want = {
+        "causal=True", "causal=False", "align=bottom_right", "layout=bshd", "window=int",
+        "window=tuple", "alibi=heads", "alibi=batch", "sinks=True", "sinks=False",
+        "compile=True", "mask=bool", "mask=add", "mask=bias", "mask=fill", "padding=left",
+        "padding=right", "tensor=True", "tensor=False", "softcap", "dropout", "scale", "dv",
+        "short", "gqa",
+    }  # fmt: skip
+    assert want <= seen, want - seen
+
+
+def test_arguments():
+    assert fuzz.parse_args(["--cases", "3", "--device", "cuda", "--dtype", "bfloat16"]).cases == 3
+    for bad in (["--cases", "0"], ["--dtype", "bfloat16"], ["--device", "tpu"]):
+        with pytest.raises(SystemExit):
+            fuzz.parse_args(bad)
