@@ -67,6 +67,11 @@ def parse_args(argv=None):
         "--dtype", choices=tuple(TOL), default="float32",
         help="the inputs' dtype (default float32; 16-bit ones need --device cuda)",
     )  # fmt: skip
+    parser.add_argument(
+        "--no-compile", action="store_true",
+        help="run the cases drawn as compiled ones eagerly (Inductor's compiles are slow on a "
+        "GPU: seconds a case)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     if args.cases < 1:
         parser.error(f"--cases must be at least 1, got {args.cases}")
@@ -333,8 +338,11 @@ def describe(c: dict) -> str:
     return " ".join(f"{n}={c[n]!r}" for n in keys if c[n] not in (None, False, 0.0) or n == "sq")
 
 
-def run_case(seed: int, device: str = "cpu", dtype_name: str = "float32") -> str:
-    """Draw and check one case; raises AssertionError on a mismatch. Returns a summary."""
+def run_case(
+    seed: int, device: str = "cpu", dtype_name: str = "float32", compiled: bool = True
+) -> str:
+    """Draw and check one case (`compiled` False: a case drawn compiled runs eagerly); raises
+    AssertionError on a mismatch. Returns a summary."""
     import torch
 
     import flashgen
@@ -342,6 +350,7 @@ def run_case(seed: int, device: str = "cpu", dtype_name: str = "float32") -> str
 
     rng = random.Random(seed)
     c = draw(rng)
+    c["compile"] = c["compile"] and compiled
     dtype = getattr(torch, dtype_name)
     q, k, v, kw, leaves = build(c, seed, device, dtype, torch)
     if c["refused"]:
@@ -404,7 +413,7 @@ def main(argv=None) -> int:
     start = time.time()
     for n, seed in enumerate(range(args.seed, args.seed + args.cases), 1):
         try:
-            line = f"ok {run_case(seed, args.device, args.dtype)}"
+            line = f"ok {run_case(seed, args.device, args.dtype, not args.no_compile)}"
             refused += line.startswith("ok refused")
         except Exception:
             failed.append(seed)

@@ -152,7 +152,10 @@ def test_the_draws_reach_every_argument():
 
 
 def test_arguments():
-    assert fuzz.parse_args(["--cases", "3", "--device", "cuda", "--dtype", "bfloat16"]).cases == 3
+    args = fuzz.parse_args(
+        ["--cases", "3", "--device", "cuda", "--dtype", "bfloat16", "--no-compile"]
+    )
+    assert (args.cases, args.dtype, args.no_compile) == (3, "bfloat16", True)
     for bad in (["--cases", "0"], ["--dtype", "bfloat16"], ["--device", "tpu"]):
         with pytest.raises(SystemExit):
             fuzz.parse_args(bad)
