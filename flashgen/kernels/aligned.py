@@ -86,6 +86,19 @@ def _part(mask, skip: int, start: int):
     return mask[:, :, skip:, start:]
 
 
+def _alibi_shift(alibi, skip: int, start: int):
+    """What to add to the lse of the rows the plan runs for it to be the call's (None: nothing):
+    the kernels count ALiBi's slope * (j - i) from the plan's first row and key, which is the
+    call's slope * (j - i) less slope * (start - skip), a constant per entry and head. The
+    softmax does not see it, but the lse does, and attention sinks read the lse beside their
+    own logit (`flashgen.runtime.sinks`): so the lse the forward returns is the call's, and the
+    backward, whose kernels recompute the plan's scores, takes the shift off again.
+    `alibi`: the checked slopes, float32 [B, Hq]."""
+    if alibi is None or start == skip:
+        return None
+    return (alibi * float(start - skip)).unsqueeze(-1)
+
+
 def forward(
     q, k, v, *, scale, softcap=None, config=None, left=None, mask=None, alibi=None, dropout=None
 ):  # fmt: skip
@@ -96,15 +109,17 @@ def forward(
     or None). Every path passes the cap on: the cap applies to the scores before the mask, so
     it commutes with the band and the rows this plan drops. The mask is sliced with the rows
     and keys; ALiBi's slope * (j - i) is counted on the kept ones, a shift by a constant per
-    row, which the softmax does not see (lse shifts with it, and the backward uses the same)."""
+    row, which the softmax does not see; the lse returned is the call's (`_alibi_shift`)."""
     skip, start, causal, band = _plan(q.shape[2], k.shape[2], left)
     k, v = _keys(k, start), _keys(v, start)
     mask = _part(mask, skip, start)
+    shift = _alibi_shift(alibi, skip, start)
     if skip == 0:
-        return fwd.forward(
+        out, lse = fwd.forward(
             q, k, v, causal=causal, scale=scale, window=band, softcap=softcap, config=config,
             mask=mask, alibi=alibi, dropout=dropout,
         )  # fmt: skip
+        return out, (lse if shift is None or lse is None else lse + shift)
     out = new_out(q, zeros=True)  # the layout `fwd.forward` gives (`flashgen.kernels.layout`)
     lse = torch.full(q.shape[:3], float("inf"), dtype=torch.float32, device=q.device)
     if skip < q.shape[2]:
@@ -113,7 +128,7 @@ def forward(
             config=config, mask=mask, alibi=alibi, dropout=dropout,
         )  # fmt: skip
         out[:, :, skip:] = rows_out
-        lse[:, :, skip:] = rows_lse
+        lse[:, :, skip:] = rows_lse if shift is None else rows_lse + shift
     return out, lse
 
 
@@ -136,9 +151,11 @@ def backward(
             torch.zeros_like(t) if n else None for t, n in zip((q, k, v), needs, strict=True)
         )
     rows = slice(skip, None)
+    shift = _alibi_shift(alibi, skip, start)
+    lse_rows = lse[:, :, rows] if shift is None else lse[:, :, rows] - shift
     gq, gk, gv = bwd.backward(
         do[:, :, rows], q[:, :, rows], _keys(k, start), _keys(v, start), out[:, :, rows],
-        lse[:, :, rows], causal=causal, scale=scale, needs=needs, window=band, softcap=softcap,
+        lse_rows, causal=causal, scale=scale, needs=needs, window=band, softcap=softcap,
         config=config, mask=mask, alibi=alibi, dropout=dropout,
     )  # fmt: skip
     return _padded(gq, q.shape, skip), _padded(gk, k.shape, start), _padded(gv, v.shape, start)
@@ -166,9 +183,11 @@ def bias_backward(
     rows = slice(skip, None)
     if skip >= q.shape[2]:
         return torch.zeros_like(q), torch.zeros(mask.shape, dtype=torch.float32, device=q.device)
+    shift = _alibi_shift(alibi, skip, start)
     gq, gb = bias_grad.dq_dbias(
         do[:, :, rows], q[:, :, rows], _keys(k, start), _keys(v, start), out[:, :, rows],
-        lse[:, :, rows], _part(mask, skip, start), causal=causal, scale=scale, window=band,
+        lse[:, :, rows] if shift is None else lse[:, :, rows] - shift,
+        _part(mask, skip, start), causal=causal, scale=scale, window=band,
         softcap=softcap, config=config, alibi=alibi, dropout=dropout,
     )  # fmt: skip
     return _padded(gq, q.shape, skip), _padded(gb, mask.shape, skip, start)

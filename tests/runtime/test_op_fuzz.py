@@ -47,6 +47,20 @@ COMBINED = {
     "fill_with_grad": lambda c: c["mask"] and c["mask"][0] == "fill" and c["grad"],
     "alibi_per_entry_sinks_grad": lambda c: c["alibi"] == "batch" and c["sinks"] and c["grad"],
     "values_of_another_dim_compiled": lambda c: c["dv"] != c["d"] and c["compile"],
+    # ALiBi beside sinks where the aligned plan drops rows (more queries than keys) or keys (a
+    # window): the lse the sinks read was the plan's, off by slope * (start - skip), until
+    # aligned._alibi_shift
+    "bottom_right_rows_dropped_alibi_sinks": lambda c: (
+        c["align"] == "bottom_right" and c["alibi"] and c["sinks"] is not None and c["sq"] > c["sk"]
+    ),
+    "bottom_right_keys_dropped_alibi_sinks": lambda c: (
+        c["align"] == "bottom_right"
+        and c["alibi"]
+        and c["sinks"] is not None
+        and isinstance(c["window"], int)
+        and c["sk"] - c["sq"] > c["window"]
+        and c["sq"] > 16
+    ),
 }
 
 
