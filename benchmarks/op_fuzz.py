@@ -338,22 +338,79 @@ def describe(c: dict) -> str:
     return " ".join(f"{n}={c[n]!r}" for n in keys if c[n] not in (None, False, 0.0) or n == "sq")
 
 
+def vary(c: dict, rng: random.Random) -> dict:
+    """The same case at new sizes, half the time (the same query/key relation: equal, short),
+    with new lengths of the same kind: the call a model makes next, through the caches the
+    first call filled (routes, key ranges, plans by signature) and, compiled, the same graph."""
+    c = dict(c)
+    if rng.random() < 0.5:
+        sq, sk = c["sq"], c["sk"]
+        c["sq"] = rng.randint(1, 16) if sq <= 16 else rng.randint(17, 70)
+        c["sk"] = c["sq"] if sk == sq else rng.randint(1, 90)
+        if c["mask"]:
+            kind, dims, hide = c["mask"]
+            dims = (*dims[:2], c["sq"] if dims[2] != 1 else 1, c["sk"])
+            c["mask"] = (kind, dims, hide)
+    if c["lengths"]:
+        side, keys, rows, as_tensor = c["lengths"]
+        keys = [rng.randint(0, c["sk"]) for _ in keys]
+        rows = None if rows is None else [rng.randint(0, c["sq"]) for _ in rows]
+        c["lengths"] = (side, keys, rows, as_tensor)
+    return c
+
+
+def _check(fn, c: dict, data_seed: int, device: str, dtype_name: str) -> dict:
+    """Run `fn` (flashgen.attention, compiled or not) on case `c` with inputs drawn from
+    `data_seed`, and its gradients; {tensor name: its error over the tolerance} against the
+    float64 reference."""
+    import torch
+
+    from flashgen.kernels import dropout
+
+    q, k, v, kw, leaves = build(c, data_seed, device, getattr(torch, dtype_name), torch)
+    torch.manual_seed(data_seed)
+    out = fn(q, k, v, **kw)
+    keep = None
+    if c["dropout"]:
+        torch.manual_seed(data_seed)
+        keep = _keep(c, kw, int(dropout.new_seed().item()), torch)
+    ref_leaves = {n: t.detach().double().cpu().requires_grad_() for n, t in leaves.items()}
+    qd, kd, vd = (
+        ref_leaves.get(n, t.detach().double().cpu()) for n, t in zip("qkv", (q, k, v), strict=True)
+    )
+    rkw = dict(kw)
+    for name in ("attn_mask", "sinks"):
+        if name in kw and kw[name].is_floating_point():
+            rkw[name] = ref_leaves.get(name, kw[name].detach().double().cpu())
+    want = reference(qd, kd, vd, c, rkw, keep, torch)
+    assert tuple(out.shape) == tuple(want.shape), (out.shape, want.shape)
+    pairs = {"out": (out, want.detach())}
+    if leaves:
+        gen = torch.Generator().manual_seed(data_seed + 1)
+        g = torch.randn(want.shape, generator=gen).double()
+        got = torch.autograd.grad(out, list(leaves.values()), g.to(out.device, out.dtype))
+        exp = torch.autograd.grad(want, list(ref_leaves.values()), g)
+        pairs.update(
+            ("d" + n, ab) for n, ab in zip(leaves, zip(got, exp, strict=True), strict=True)
+        )
+    return {name: _error(a, b, TOL[dtype_name]) for name, (a, b) in pairs.items()}
+
+
 def run_case(
     seed: int, device: str = "cpu", dtype_name: str = "float32", compiled: bool = True
 ) -> str:
-    """Draw and check one case (`compiled` False: a case drawn compiled runs eagerly); raises
-    AssertionError on a mismatch. Returns a summary."""
+    """Draw and check one case (`compiled` False: a case drawn compiled runs eagerly), then
+    the same call again with other values (`vary`); raises AssertionError on a mismatch.
+    Returns a summary."""
     import torch
 
     import flashgen
-    from flashgen.kernels import dropout
 
     rng = random.Random(seed)
     c = draw(rng)
     c["compile"] = c["compile"] and compiled
-    dtype = getattr(torch, dtype_name)
-    q, k, v, kw, leaves = build(c, seed, device, dtype, torch)
     if c["refused"]:
+        q, k, v, kw, _ = build(c, seed, device, getattr(torch, dtype_name), torch)
         word = _refuse(c, kw, q, torch)
         try:
             flashgen.attention(q, k, v, **kw)
@@ -366,34 +423,14 @@ def run_case(
     if c["compile"]:
         torch._dynamo.reset()
         fn = torch.compile(flashgen.attention, fullgraph=True, dynamic=rng.random() < 0.5)
-    torch.manual_seed(seed)
-    out = fn(q, k, v, **kw)
-    keep = None
-    if c["dropout"]:
-        torch.manual_seed(seed)
-        keep = _keep(c, kw, int(dropout.new_seed().item()), torch)
-    ref_leaves = {n: t.detach().double().cpu().requires_grad_() for n, t in leaves.items()}
-    qd, kd, vd = (
-        ref_leaves.get(n, t.detach().double().cpu()) for n, t in zip("qkv", (q, k, v), strict=True)
+    errors = _check(fn, c, seed, device, dtype_name)
+    again = vary(c, rng)
+    errors.update(
+        (f"{n} (again)", e) for n, e in _check(fn, again, seed + 7919, device, dtype_name).items()
     )
-    rkw = dict(kw)
-    for name in ("attn_mask", "sinks"):
-        if name in kw and kw[name].is_floating_point():
-            rkw[name] = ref_leaves.get(name, kw[name].detach().double().cpu())
-    want = reference(qd, kd, vd, c, rkw, keep, torch)
-    tol = TOL[dtype_name]
-    assert tuple(out.shape) == tuple(want.shape), (out.shape, want.shape)
-    pairs = {"out": (out, want.detach())}
-    if leaves:
-        g = torch.randn(want.shape, generator=torch.Generator().manual_seed(seed + 1)).double()
-        got = torch.autograd.grad(out, list(leaves.values()), g.to(out.device, out.dtype))
-        exp = torch.autograd.grad(want, list(ref_leaves.values()), g)
-        pairs.update(
-            ("d" + n, ab) for n, ab in zip(leaves, zip(got, exp, strict=True), strict=True)
-        )
-    errors = {name: _error(a, b, tol) for name, (a, b) in pairs.items()}
     worst = max(errors, key=errors.get)
-    summary = f"worst {worst} {errors[worst]:.3f} of the tolerance  [{describe(c)}]"
+    shown = describe(c) + ("" if again == c else f"; again sq={again['sq']} sk={again['sk']}")
+    summary = f"worst {worst} {errors[worst]:.3f} of the tolerance  [{shown}]"
     assert errors[worst] <= 1.0, f"{worst} off by {errors[worst]:.3f}x the tolerance: {summary}"
     return summary
 

@@ -173,3 +173,26 @@ def test_arguments():
     for bad in (["--cases", "0"], ["--dtype", "bfloat16"], ["--device", "tpu"]):
         with pytest.raises(SystemExit):
             fuzz.parse_args(bad)
+
+
+def test_the_second_call_keeps_the_case_and_changes_its_values():
+    """`vary`: the second call of a case has its arguments' kinds (mask kind and broadcast,
+    lengths' side, short or long query, equal lengths or not) with new sizes half the time and
+    new lengths: what exercises the caches keyed by signature, and a compiled graph's dynamic
+    sizes."""
+    resized = relengthed = 0
+    for seed in range(300):
+        rng = random.Random(seed)
+        c = fuzz.draw(rng)
+        again = fuzz.vary(c, rng)
+        assert (again["sq"] <= 16) == (c["sq"] <= 16)
+        assert (again["sq"] == again["sk"]) or c["sq"] != c["sk"]
+        if c["mask"]:
+            assert again["mask"][0] == c["mask"][0] and again["mask"][1][:2] == c["mask"][1][:2]
+            assert again["mask"][1][2] in (1, again["sq"]) and again["mask"][1][3] == again["sk"]
+        resized += (again["sq"], again["sk"]) != (c["sq"], c["sk"])
+        if c["lengths"]:
+            assert again["lengths"][0] == c["lengths"][0]
+            assert all(0 <= n <= again["sk"] for n in again["lengths"][1])
+            relengthed += again["lengths"][1] != c["lengths"][1]
+    assert resized > 100 and relengthed > 20
