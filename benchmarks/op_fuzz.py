@@ -12,7 +12,11 @@ any of: causal (top-left or bottom-right), a window (one int or a pair), softcap
 bias), key/query lengths (either side), dropout (its reference mask from the seed the call
 drew: `flashgen.kernels.dropout.keep_mask`, `aligned.keep_mask` for bottom-right calls),
 sinks (learned or not), an explicit scale, `deterministic`, and calls eager or compiled
-(`torch.compile(fullgraph=True)`, without dropout). One case in ten adds an argument the op
+(`torch.compile(fullgraph=True)`, without dropout); then the same call again with other values
+(new sizes half the time, new lengths and masks: the caches the first call filled, a compiled
+graph's dynamic sizes). One case in eight is a packed call (`flashgen.attention_varlen`:
+sequences of 0-40 queries and keys, rows of no sequence, causal, window, softcap), checked
+sequence by sequence. One case in ten adds an argument the op
 documents as refused (attn_mask beside lengths, sinks beside dropout, ...): that call must
 raise ValueError naming the argument, nothing else.
 
@@ -36,6 +40,7 @@ keeps the CPU's tolerance, bfloat16/float16 reach the Hopper family with a loose
 from __future__ import annotations
 
 import argparse
+import itertools
 import math
 import os
 import random
@@ -89,6 +94,8 @@ def draw(rng: random.Random) -> dict:
     short = rng.random() < 0.25
     c["sq"] = rng.randint(1, 16) if short else rng.randint(2, 70)
     c["sk"] = c["sq"] if rng.random() < 0.3 else rng.randint(1, 90)
+    if short and rng.random() < 0.3:  # a decoding step over a longer cache: split over keys
+        c["sk"] = rng.randint(100, 400)
     c["causal"] = rng.random() < 0.5
     c["align"] = "bottom_right" if c["causal"] and rng.random() < 0.35 else "top_left"
     c["window"] = None
@@ -124,8 +131,20 @@ def draw(rng: random.Random) -> dict:
     c["grad"] = rng.random() < 0.85
     c["layout"] = rng.choice(["bhsd", "bhsd", "bshd"])
     c["compile"] = not c["dropout"] and rng.random() < 0.15
+    c["varlen"] = None
+    if rng.random() < 0.12:
+        # `attention_varlen`: sequences packed one after another (query, key lengths), then
+        # query rows of no sequence; it takes causal (top-left), window, softcap, scale, GQA
+        n = rng.randint(1, 4)
+        lq = [rng.randint(0, 40) for _ in range(n)]
+        lk = list(lq) if rng.random() < 0.6 else [rng.randint(0, 40) for _ in range(n)]
+        c["varlen"] = (lq, lk, rng.choice([0, 0, 3]), rng.random() < 0.5)  # last: max given
+        c.update(align="top_left", alibi=None, mask=None, lengths=None, dropout=0.0, sinks=None)
+        c["dv"] = c["d"]
+        if isinstance(c["window"], int) and not c["causal"]:
+            c["window"] = None
     c["refused"] = None
-    if rng.random() < 0.1:
+    if not c["varlen"] and rng.random() < 0.1:
         c["refused"] = rng.choice(
             ["mask_lengths", "sinks_dropout", "window_int", "softcap", "dropout_p", "align",
              "alibi_grad", "padding"]
@@ -334,7 +353,7 @@ def _error(got, want, tol) -> float:
 def describe(c: dict) -> str:
     keys = ("batch", "hkv", "group", "sq", "sk", "d", "dv", "causal", "align", "window",
             "softcap", "alibi", "mask", "lengths", "dropout", "sinks", "scale", "layout",
-            "grad", "compile", "refused")  # fmt: skip
+            "grad", "compile", "refused", "varlen")  # fmt: skip
     return " ".join(f"{n}={c[n]!r}" for n in keys if c[n] not in (None, False, 0.0) or n == "sq")
 
 
@@ -346,7 +365,7 @@ def vary(c: dict, rng: random.Random) -> dict:
     if rng.random() < 0.5:
         sq, sk = c["sq"], c["sk"]
         c["sq"] = rng.randint(1, 16) if sq <= 16 else rng.randint(17, 70)
-        c["sk"] = c["sq"] if sk == sq else rng.randint(1, 90)
+        c["sk"] = c["sq"] if sk == sq else rng.randint(1, 400 if sk > 90 else 90)
         if c["mask"]:
             kind, dims, hide = c["mask"]
             dims = (*dims[:2], c["sq"] if dims[2] != 1 else 1, c["sk"])
@@ -396,6 +415,67 @@ def _check(fn, c: dict, data_seed: int, device: str, dtype_name: str) -> dict:
     return {name: _error(a, b, TOL[dtype_name]) for name, (a, b) in pairs.items()}
 
 
+def _varlen_case(c: dict, seed: int, device: str, dtype_name: str, rng) -> str:
+    """A packed call (`flashgen.attention_varlen`), eager or compiled (the maximum lengths
+    given then), against `reference` run on each sequence alone; rows of no sequence give
+    zeros."""
+    import torch
+
+    import flashgen
+
+    lq, lk, extra, give_max = c["varlen"]
+    hq, d = c["hkv"] * c["group"], c["d"]
+    gen = torch.Generator().manual_seed(seed)
+    dtype = getattr(torch, dtype_name)
+    q = torch.randn(sum(lq) + extra, hq, d, generator=gen).to(device, dtype)
+    k = torch.randn(sum(lk), c["hkv"], d, generator=gen).to(device, dtype)
+    v = torch.randn(sum(lk), c["hkv"], d, generator=gen).to(device, dtype)
+    if c["grad"]:
+        q, k, v = (t.requires_grad_() for t in (q, k, v))
+    cu_q, cu_k = (torch.tensor([0, *itertools.accumulate(n)], dtype=torch.int32) for n in (lq, lk))
+    cu_q, cu_k = cu_q.to(device), cu_k.to(device)
+    kw = {
+        "causal": c["causal"],
+        "scale": c["scale"],
+        "window": c["window"],
+        "softcap": c["softcap"],
+    }
+    fn = flashgen.attention_varlen
+    maxes = (max(lq), max(lk)) if give_max or c["compile"] else (None, None)
+    if c["compile"]:
+        torch._dynamo.reset()
+        fn = torch.compile(fn, fullgraph=True, dynamic=rng.random() < 0.5)
+    out = fn(q, k, v, cu_q, cu_k, *maxes, **kw)
+    leaves = [t.detach().double().cpu().requires_grad_(c["grad"]) for t in (q, k, v)]
+    parts, at_q, at_k = [], 0, 0
+    rkw = {**kw, "causal_align": "top_left"}
+    for nq, nk in zip(lq, lk, strict=True):
+        sub = {"batch": 1, "sq": nq, "sk": nk, "lengths": None}
+        qs, ks, vs = (
+            t[a : a + n].transpose(0, 1)[None]
+            for t, a, n in zip(leaves, (at_q, at_k, at_k), (nq, nk, nk), strict=True)
+        )
+        if nq and nk:
+            parts.append(reference(qs, ks, vs, sub, rkw, None, torch)[0].transpose(0, 1))
+        else:
+            parts.append(torch.zeros(nq, hq, d, dtype=torch.float64))
+        at_q, at_k = at_q + nq, at_k + nk
+    want = torch.cat([*parts, torch.zeros(extra, hq, d, dtype=torch.float64)])
+    assert tuple(out.shape) == tuple(want.shape), (out.shape, want.shape)
+    pairs = {"out": (out, want.detach())}
+    if c["grad"]:
+        g = torch.randn(want.shape, generator=torch.Generator().manual_seed(seed + 1)).double()
+        got = torch.autograd.grad(out, (q, k, v), g.to(out.device, out.dtype))
+        exp = torch.autograd.grad(want, leaves, g, allow_unused=True)
+        exp = [torch.zeros_like(t) if e is None else e for t, e in zip(leaves, exp, strict=True)]
+        pairs.update(zip(("dq", "dk", "dv"), zip(got, exp, strict=True), strict=True))
+    errors = {name: _error(a, b, TOL[dtype_name]) for name, (a, b) in pairs.items()}
+    worst = max(errors, key=errors.get)
+    summary = f"worst {worst} {errors[worst]:.3f} of the tolerance  [varlen {describe(c)}]"
+    assert errors[worst] <= 1.0, f"{worst} off by {errors[worst]:.3f}x the tolerance: {summary}"
+    return summary
+
+
 def run_case(
     seed: int, device: str = "cpu", dtype_name: str = "float32", compiled: bool = True
 ) -> str:
@@ -419,6 +499,8 @@ def run_case(
             assert word in str(e), (word, str(e))
             return f"refused ({word}): {str(e)[:70]}  [{describe(c)}]"
         raise AssertionError(f"{c['refused']}: the call was not refused  [{describe(c)}]")
+    if c["varlen"]:
+        return _varlen_case(c, seed, device, dtype_name, rng)
     fn = flashgen.attention
     if c["compile"]:
         torch._dynamo.reset()

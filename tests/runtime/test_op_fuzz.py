@@ -20,9 +20,12 @@ fuzz = repo_scripts.load("benchmarks/op_fuzz.py", "op_fuzz_under_test")
 
 def test_a_run_of_seeds_matches_float64():
     """Seeds 0-39: plain, causal both ways, windows, softcap, ALiBi, masks, lengths, dropout,
-    sinks, compiled calls and refusals among them (run_case raises on any mismatch)."""
+    sinks, compiled and packed calls and refusals among them (run_case raises on any
+    mismatch)."""
     lines = [fuzz.run_case(seed) for seed in range(40)]
-    assert sum(line.startswith("refused") for line in lines) >= 2
+    assert any(line.startswith("refused") for line in lines)
+    assert any("[varlen" in line for line in lines)
+    assert any("compile=True" in line for line in lines)
 
 
 def _first(predicate) -> int:
@@ -47,6 +50,13 @@ COMBINED = {
     "fill_with_grad": lambda c: c["mask"] and c["mask"][0] == "fill" and c["grad"],
     "alibi_per_entry_sinks_grad": lambda c: c["alibi"] == "batch" and c["sinks"] and c["grad"],
     "values_of_another_dim_compiled": lambda c: c["dv"] != c["d"] and c["compile"],
+    "varlen_compiled_with_rows_of_no_sequence": lambda c: (
+        c["varlen"] and c["compile"] and c["varlen"][2]
+    ),
+    "varlen_window_softcap_gqa": lambda c: (
+        c["varlen"] and c["window"] and c["softcap"] and c["group"] > 1
+    ),
+    "decode_over_a_long_cache": lambda c: c["sq"] <= 16 and c["sk"] >= 100 and not c["varlen"],
     # ALiBi beside sinks where the aligned plan drops rows (more queries than keys) or keys (a
     # window): the lse the sinks read was the plan's, off by slope * (start - skip), until
     # aligned._alibi_shift
@@ -155,12 +165,13 @@ def test_the_draws_reach_every_argument():
         seen |= {"dv"} if c["dv"] != c["d"] else set()
         seen |= {"short"} if c["sq"] <= 16 else set()
         seen |= {"gqa"} if c["group"] > 1 else set()
+        seen |= {"varlen"} if c["varlen"] else set()
     want = {
         "causal=True", "causal=False", "align=bottom_right", "layout=bshd", "window=int",
         "window=tuple", "alibi=heads", "alibi=batch", "sinks=True", "sinks=False",
         "compile=True", "mask=bool", "mask=add", "mask=bias", "mask=fill", "padding=left",
         "padding=right", "tensor=True", "tensor=False", "softcap", "dropout", "scale", "dv",
-        "short", "gqa",
+        "short", "gqa", "varlen",
     }  # fmt: skip
     assert want <= seen, want - seen
 
