@@ -57,7 +57,7 @@ TOL = {"float32": (1e-4, 2e-4), "bfloat16": (4e-2, 4e-2), "float16": (1e-2, 1e-2
 # Words a refusal's message must hold (one of): the argument it is about.
 ARGUMENTS = (
     "attn_mask", "key_lengths", "query_lengths", "dropout_p", "sinks", "window", "softcap",
-    "causal_align", "alibi_slopes", "padding", "causal",
+    "causal_align", "alibi_slopes", "padding", "causal", "impl",
 )  # fmt: skip
 
 
@@ -129,7 +129,9 @@ def draw(rng: random.Random) -> dict:
     c["scale"] = round(rng.uniform(0.05, 0.5), 3) if rng.random() < 0.2 else None
     c["deterministic"] = rng.choice([None, None, True, False])
     c["grad"] = rng.random() < 0.85
-    c["layout"] = rng.choice(["bhsd", "bhsd", "bshd"])
+    # bshd: HF's [B, S, H, D] projections seen as [B, H, S, D]; padded: rows of a wider
+    # tensor (a row stride past D); qkv: one of three slices of a fused [B, S, 3, H, D]
+    c["layout"] = rng.choice(["bhsd", "bhsd", "bshd", "padded", "qkv"])
     c["compile"] = not c["dropout"] and rng.random() < 0.15
     c["varlen"] = None
     if rng.random() < 0.12:
@@ -149,6 +151,14 @@ def draw(rng: random.Random) -> dict:
             ["mask_lengths", "sinks_dropout", "window_int", "softcap", "dropout_p", "align",
              "alibi_grad", "padding"]
         )  # fmt: skip
+    # which of q, k, v want a gradient (a frozen encoder's keys and values: only q)
+    c["needs"] = rng.choice(["qkv", "qkv", "qkv", "q", "kv", "v", "qk"])
+    # the implementation forced (an SDPA backend may decline the input, which is then refused
+    # naming impl; with an extra it is always refused)
+    c["impl"] = rng.choice([None] * 6 + ["flashgen", "sdpa_flash", "sdpa_efficient", "sdpa_cudnn"])
+    if c["compile"] and c["impl"] != "flashgen":
+        # (a refusal while Dynamo traces with fullgraph=True is Dynamo's error, not the op's)
+        c["impl"] = None
     return c
 
 
@@ -163,18 +173,28 @@ def build(c: dict, seed: int, device: str, dtype, torch):
     hq = c["hkv"] * c["group"]
 
     def tensor(b, h, s, d):
-        if c["layout"] == "bshd":  # HF's [B, S, H, D] projections seen as [B, H, S, D]
+        if c["layout"] == "bshd":
             return torch.randn(b, s, h, d, generator=gen).to(device, dtype).transpose(1, 2)
+        if c["layout"] == "padded":
+            return torch.randn(b, h, s, d + 8, generator=gen).to(device, dtype)[..., :d]
+        if c["layout"] == "qkv":
+            fused = torch.randn(b, s, 3, h, d, generator=gen).to(device, dtype)
+            return fused[:, :, 1].transpose(1, 2)
         return torch.randn(b, h, s, d, generator=gen).to(device, dtype)
 
     q = tensor(c["batch"], hq, c["sq"], c["d"])
     k = tensor(c["batch"], c["hkv"], c["sk"], c["d"])
     v = tensor(c["batch"], c["hkv"], c["sk"], c["dv"])
     leaves = {}
-    if c["grad"]:
-        q, k, v = (t.detach().requires_grad_() for t in (q, k, v))
-        leaves.update(q=q, k=k, v=v)
+    if c["grad"]:  # (a detached view keeps its strides)
+        q, k, v = (
+            t.detach().requires_grad_(n in c["needs"])
+            for n, t in zip("qkv", (q, k, v), strict=True)
+        )
+        leaves.update((n, t) for n, t in zip("qkv", (q, k, v), strict=True) if n in c["needs"])
     kw = {"causal": c["causal"], "causal_align": c["align"], "scale": c["scale"]}
+    if c["impl"]:
+        kw["impl"] = c["impl"]
     kw["window"], kw["softcap"], kw["deterministic"] = c["window"], c["softcap"], c["deterministic"]
     if c["alibi"]:
         from flashgen.kernels.alibi import standard_slopes
@@ -353,7 +373,7 @@ def _error(got, want, tol) -> float:
 def describe(c: dict) -> str:
     keys = ("batch", "hkv", "group", "sq", "sk", "d", "dv", "causal", "align", "window",
             "softcap", "alibi", "mask", "lengths", "dropout", "sinks", "scale", "layout",
-            "grad", "compile", "refused", "varlen")  # fmt: skip
+            "grad", "needs", "impl", "compile", "refused", "varlen")  # fmt: skip
     return " ".join(f"{n}={c[n]!r}" for n in keys if c[n] not in (None, False, 0.0) or n == "sq")
 
 
@@ -388,7 +408,12 @@ def _check(fn, c: dict, data_seed: int, device: str, dtype_name: str) -> dict:
 
     q, k, v, kw, leaves = build(c, data_seed, device, getattr(torch, dtype_name), torch)
     torch.manual_seed(data_seed)
-    out = fn(q, k, v, **kw)
+    try:
+        out = fn(q, k, v, **kw)
+    except ValueError as e:
+        if c["impl"] in (None, "flashgen") or "impl=" not in str(e):
+            raise
+        return {"declined": str(e)}  # an SDPA backend forced that does not take this call
     keep = None
     if c["dropout"]:
         torch.manual_seed(data_seed)
@@ -506,10 +531,12 @@ def run_case(
         torch._dynamo.reset()
         fn = torch.compile(flashgen.attention, fullgraph=True, dynamic=rng.random() < 0.5)
     errors = _check(fn, c, seed, device, dtype_name)
+    if "declined" in errors:
+        return f"declined ({c['impl']}): {errors['declined'][:70]}  [{describe(c)}]"
     again = vary(c, rng)
-    errors.update(
-        (f"{n} (again)", e) for n, e in _check(fn, again, seed + 7919, device, dtype_name).items()
-    )
+    second = _check(fn, again, seed + 7919, device, dtype_name)
+    if "declined" not in second:  # (the backend may decline other sizes)
+        errors.update((f"{n} (again)", e) for n, e in second.items())
     worst = max(errors, key=errors.get)
     shown = describe(c) + ("" if again == c else f"; again sq={again['sq']} sk={again['sk']}")
     summary = f"worst {worst} {errors[worst]:.3f} of the tolerance  [{shown}]"

@@ -56,6 +56,18 @@ COMBINED = {
     "varlen_window_softcap_gqa": lambda c: (
         c["varlen"] and c["window"] and c["softcap"] and c["group"] > 1
     ),
+    # an SDPA backend forced on a call without extras (the CPU has SDPA's flash kernel)
+    "sdpa_forced_plain": lambda c: (
+        c["impl"] == "sdpa_flash"
+        and not c["varlen"]
+        and not any(c[n] for n in ("window", "softcap", "alibi", "mask", "lengths", "dropout"))
+        and c["sinks"] is None
+        and c["align"] == "top_left"
+        and c["dv"] == c["d"]
+    ),
+    "frozen_keys_fused_qkv_layout": lambda c: (
+        c["grad"] and c["needs"] == "q" and c["layout"] == "qkv" and not c["varlen"]
+    ),
     "decode_over_a_long_cache": lambda c: c["sq"] <= 16 and c["sk"] >= 100 and not c["varlen"],
     # ALiBi beside sinks where the aligned plan drops rows (more queries than keys) or keys (a
     # window): the lse the sinks read was the plan's, off by slope * (start - skip), until
@@ -76,7 +88,8 @@ COMBINED = {
 
 @pytest.mark.parametrize("name", list(COMBINED))
 def test_cases_that_combine_the_most(name):
-    fuzz.run_case(_first(COMBINED[name]))
+    line = fuzz.run_case(_first(COMBINED[name]))
+    assert line.startswith("worst"), line  # compared, not declined
 
 
 def test_every_refusal_names_its_argument():
@@ -166,12 +179,14 @@ def test_the_draws_reach_every_argument():
         seen |= {"short"} if c["sq"] <= 16 else set()
         seen |= {"gqa"} if c["group"] > 1 else set()
         seen |= {"varlen"} if c["varlen"] else set()
+        seen |= {f"needs={c['needs']}", f"impl={c['impl']}"}
     want = {
         "causal=True", "causal=False", "align=bottom_right", "layout=bshd", "window=int",
         "window=tuple", "alibi=heads", "alibi=batch", "sinks=True", "sinks=False",
         "compile=True", "mask=bool", "mask=add", "mask=bias", "mask=fill", "padding=left",
         "padding=right", "tensor=True", "tensor=False", "softcap", "dropout", "scale", "dv",
-        "short", "gqa", "varlen",
+        "short", "gqa", "varlen", "layout=padded", "layout=qkv", "needs=q", "needs=kv",
+        "needs=v", "impl=flashgen", "impl=sdpa_flash",
     }  # fmt: skip
     assert want <= seen, want - seen
 
