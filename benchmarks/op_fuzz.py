@@ -467,6 +467,13 @@ def _varlen_case(c: dict, seed: int, device: str, dtype_name: str, rng) -> str:
     }
     fn = flashgen.attention_varlen
     maxes = (max(lq), max(lk)) if give_max or c["compile"] else (None, None)
+    if not (q.shape[0] and k.shape[0]):  # no query row or no key at all: refused, naming it
+        try:
+            fn(q, k, v, cu_q, cu_k, *maxes, **kw)
+        except ValueError as e:
+            assert "sequence length of at least 1" in str(e), str(e)
+            return f"refused (empty): {str(e)[:60]}  [varlen {describe(c)}]"
+        raise AssertionError(f"an empty packed call was not refused  [varlen {describe(c)}]")
     if c["compile"]:
         torch._dynamo.reset()
         fn = torch.compile(fn, fullgraph=True, dynamic=rng.random() < 0.5)
