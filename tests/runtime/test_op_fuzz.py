@@ -96,6 +96,13 @@ def test_cases_that_combine_the_most(name):
     assert line.startswith("worst"), line  # compared, not declined
 
 
+def test_float16_inputs():
+    """Seeds 0-11 with float16 inputs (the kernels' 16-bit loads and products), at float16's
+    tolerance."""
+    for seed in range(12):
+        fuzz.run_case(seed, dtype_name="float16")
+
+
 def test_every_refusal_names_its_argument():
     """One seed for each refusal the sweep draws: the call raises ValueError naming it."""
     found = {}
