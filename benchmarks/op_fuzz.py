@@ -156,7 +156,7 @@ def draw(rng: random.Random) -> dict:
     c["needs"] = rng.choice(["qkv", "qkv", "qkv", "q", "kv", "v", "qk"])
     # the implementation forced (an SDPA backend may decline the input, which is then refused
     # naming impl; with an extra it is always refused)
-    c["impl"] = rng.choice([None] * 6 + ["flashgen", "sdpa_flash", "sdpa_efficient", "sdpa_cudnn"])
+    c["impl"] = rng.choice([None] * 12 + ["flashgen", "sdpa_flash", "sdpa_efficient", "sdpa_cudnn"])
     if c["compile"] and c["impl"] != "flashgen":
         # (a refusal while Dynamo traces with fullgraph=True is Dynamo's error, not the op's)
         c["impl"] = None
