@@ -6,17 +6,19 @@ it combines (the plain launcher, a masked call's route, the aligned plan of a bo
 diagonal, the decode kernels of a short query, the key range of a padding mask, the sinks'
 rescaling, values of another head dim padded, the composite op under torch.compile), and a
 combination no test names can take a path none checks. Each case draws shapes (odd lengths,
-GQA, short queries, head dims, values of another head dim, q/k/v as transposed views), then
-any of: causal (top-left or bottom-right), a window (one int or a pair), softcap, ALiBi slopes
-([H] or [B, H]), an attn_mask (boolean or additive, broadcast shapes, -inf entries, a learned
-bias), key/query lengths (either side), dropout (its reference mask from the seed the call
-drew: `flashgen.kernels.dropout.keep_mask`, `aligned.keep_mask` for bottom-right calls),
-sinks (learned or not), an explicit scale, `deterministic`, and calls eager or compiled
-(`torch.compile(fullgraph=True)`, without dropout); then the same call again with other values
-(new sizes half the time, new lengths and masks: the caches the first call filled, a compiled
-graph's dynamic sizes). One case in eight is a packed call (`flashgen.attention_varlen`:
-sequences of 0-40 queries and keys, rows of no sequence, causal, window, softcap), checked
-sequence by sequence. One case in ten adds an argument the op
+GQA, short queries, queries over 100-400 keys, head dims, values of another head dim; q/k/v
+contiguous, as [B, S, H, D] views, row-padded or slices of a fused QKV tensor), then any of:
+causal (top-left or bottom-right), a window (one int or a pair), softcap, ALiBi slopes ([H] or
+[B, H]), an attn_mask (boolean or additive, broadcast shapes, -inf or finfo.min entries, a
+learned bias), key/query lengths (either side), dropout (its reference mask from the seed the
+call drew: `flashgen.kernels.dropout.keep_mask`, `aligned.keep_mask` for bottom-right calls),
+sinks (learned or not), an explicit scale, `deterministic`, which of q/k/v want a gradient, a
+forced implementation (an SDPA backend that declines the call refuses it naming impl), and
+calls eager or compiled (`torch.compile(fullgraph=True)`, without dropout); then the same call
+again with other values (new sizes half the time, new lengths and masks: the caches the first
+call filled, a compiled graph's dynamic sizes). One case in eight is a packed call
+(`flashgen.attention_varlen`: sequences of 0-40 queries and keys, rows of no sequence, causal,
+window, softcap), checked sequence by sequence. One case in ten adds an argument the op
 documents as refused (attn_mask beside lengths, sinks beside dropout, ...): that call must
 raise ValueError naming the argument, nothing else.
 
@@ -24,17 +26,20 @@ The reference (`reference`) is SDPA's semantics plus the op's documented extras:
 the scaled scores, then ALiBi slope * (j - i) at positions local to the valid ranges, then the
 mask; causal and windows counted from each valid range's start (bottom-right: from the
 diagonal i + Sk - Sq); a row that sees no key gives zeros; sinks join each row's
-denominator; dropout keeps the drawn entries, scaled by 1 / (1 - p); a row whose visible
-keys all carry an additive fill at or below -1e38 (finfo.min: "no hiding", as in SDPA) gets
-their values' mean and no gradient, as the op documents (eager SDPA would pass one to q and
-k there; only a loss reading such a row sees it), and zeros beside sinks (the sink's logit
-outweighs the fill, as the softmax written out gives). Not drawn: such fills beside dropout.
+denominator; dropout keeps the drawn entries, scaled by 1 / (1 - p); a row whose every
+visible score lies below about -45,426 (`HIDDEN`: an additive finfo.min under each, "no
+hiding", as in SDPA) gets the softmax of those scores, its values' mean where the bias absorbs
+them, but no gradient, as the op documents (eager SDPA would pass one to q and k there; only a
+loss reading such a row sees it); beside sinks that softmax is zeros (the sink's logit
+outweighs the bias). Not drawn: such fills beside dropout.
 
 A case that fails prints its seed and arguments; `--seed S --cases 1` runs it alone.
 
-Usage: python benchmarks/op_fuzz.py [--cases N] [--seed S] [--device cuda] [--dtype bfloat16]
-(default: the CPU in Triton's interpreter, float32, about a second a case; on a GPU float32
-keeps the CPU's tolerance, bfloat16/float16 reach the Hopper family with a looser one.)
+Usage: python benchmarks/op_fuzz.py [--cases N] [--seed S] [--device cuda]
+       [--dtype bfloat16|float16] [--no-compile]
+(default: the CPU in Triton's interpreter, float32, a fraction of a second a case; on a GPU
+float32 keeps the CPU's tolerance, bfloat16/float16 reach the Hopper family with a looser one;
+float16 runs on the CPU too.)
 """
 
 from __future__ import annotations
@@ -53,6 +58,11 @@ import traceback
 # GPU; inputs are O(1), so ATOL bounds the rounding of a gradient that is zero in exact
 # arithmetic, as the keys' of a row that sees one key), then 16-bit inputs (~1e-2 relative).
 TOL = {"float32": (1e-4, 2e-4), "bfloat16": (4e-2, 4e-2), "float16": (1e-2, 1e-2)}
+
+# The op's line below which a row's largest score (scaled, after softcap, ALiBi and an additive
+# mask) counts as hidden by a huge finite bias: -65536 in log2 units (its lse could not hold
+# log(l) beside it); finfo.min of float32, bfloat16 and float16 all fall below it.
+HIDDEN = -65536.0 * math.log(2.0)
 
 # Words a refusal's message must hold (one of): the argument it is about.
 ARGUMENTS = (
@@ -144,8 +154,6 @@ def draw(rng: random.Random) -> dict:
         c["varlen"] = (lq, lk, rng.choice([0, 0, 3]), rng.random() < 0.5)  # last: max given
         c.update(align="top_left", alibi=None, mask=None, lengths=None, dropout=0.0, sinks=None)
         c["dv"] = c["d"]
-        if isinstance(c["window"], int) and not c["causal"]:
-            c["window"] = None
     c["refused"] = None
     if not c["varlen"] and rng.random() < 0.1:
         c["refused"] = rng.choice(
@@ -313,15 +321,11 @@ def reference(q, k, v, c: dict, kw: dict, keep, torch):
         sl = sl.view(1, -1, 1, 1) if sl.dim() == 1 else sl.view(sl.shape[0], -1, 1, 1)
         s = s + sl * (j - i)
     mask = kw.get("attn_mask")
-    filled = None  # rows whose visible keys all carry a fill at or below -1e38
     if mask is not None and mask.dtype == torch.bool:
         visible = visible & mask.cpu()
     elif mask is not None:
         s = s + mask
-        huge = (mask <= -1e38) & torch.isfinite(mask)
-        seen = visible & ~torch.isneginf(mask)
-        filled = seen.any(-1, keepdim=True) & (huge | ~seen).all(-1, keepdim=True)
-        visible = seen
+        visible = visible & ~torch.isneginf(mask)
     visible = visible.expand(s.shape)
     s = s.masked_fill(~visible, float("-inf"))
     m = s.amax(-1, keepdim=True)
@@ -338,11 +342,15 @@ def reference(q, k, v, c: dict, kw: dict, keep, torch):
     if keep is not None:
         p = p * keep.cpu() / (1.0 - kw["dropout_p"])
     out = p @ v
-    if filled is not None and sinks is None and bool(filled.any()):
-        # documented: such a row gets the mean of its visible keys' values, and no gradient
-        # (beside a sink, whose logit the fill leaves alone, the softmax above gives zeros)
-        w = visible.double() / visible.double().sum(-1, keepdim=True).clamp(min=1.0)
-        out = torch.where(filled, (w @ v).detach(), out)
+    # documented: a row whose every visible score lies below HIDDEN (a huge finite bias under
+    # each: finfo.min) gets the softmax above, the values' mean where the bias absorbs the
+    # scores, but no gradient (beside a sink, whose logit the bias leaves alone, that softmax
+    # is zeros)
+    seen = visible.any(-1, keepdim=True)
+    top = s.masked_fill(~visible, float("-inf")).amax(-1, keepdim=True)
+    hidden = seen & (top < HIDDEN)
+    if sinks is None and bool(hidden.any()):
+        out = torch.where(hidden, out.detach(), out)
     return out
 
 

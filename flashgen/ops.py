@@ -102,7 +102,9 @@ def attention(
     tile by tile with stride 0 along broadcast dims (a [B, 1, 1, Sk] padding mask is B * Sk
     values); combines with causal and window, not with key_lengths. A row that sees no key
     gets zeros; a huge finite bias (HF's finfo.min) is no hiding, as in SDPA: a row whose
-    visible keys all carry it gets their values' mean, and no gradient. A floating mask that
+    every visible score lies below about -45,000 under such a bias gets the softmax of those
+    scores (their values' mean where the bias absorbs them: float32's and bfloat16's
+    finfo.min), but no gradient. A floating mask that
     requires grad (T5's relative position bias, a learned bias) gets its gradient, summed over
     the dims it was broadcast along (`flashgen.kernels.bias_grad`).
     Flashgen's kernels only.

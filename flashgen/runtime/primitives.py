@@ -247,11 +247,11 @@ on_clear(_hulls.clear)
 
 
 def _check_extras(q, seq_bounds, attn_mask, bottom_right) -> None:
-    """What the primitives check about seq_bounds, attn_mask, dropout and alibi_slopes (they
-    can be called raw). The bottom-right alignment takes an attn_mask, ALiBi and dropout (run
-    on the rows and keys `flashgen.kernels.aligned` keeps: a mask sliced alike, ALiBi
-    unchanged, its per-row shift being one the softmax ignores, dropout's draws numbered on
-    those rows and keys in the forward and the backward alike), not lengths."""
+    """What the primitives check about seq_bounds and attn_mask beside each other and the
+    alignment (they can be called raw). The bottom-right alignment takes an attn_mask, ALiBi
+    and dropout (run on the rows and keys `flashgen.kernels.aligned` keeps: a mask sliced
+    alike, ALiBi's per-row shift given back to the lse, dropout's draws numbered on those rows
+    and keys in the forward and the backward alike), not lengths."""
     if seq_bounds is not None:
         check_bounds(seq_bounds, q.shape[0], q.device)
     if seq_bounds is not None and attn_mask is not None:

@@ -96,6 +96,36 @@ def test_cases_that_combine_the_most(name):
     assert line.startswith("worst"), line  # compared, not declined
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
+def test_rows_under_finfo_min_have_no_gradient_as_documented(dtype):
+    """float16's finfo.min (-65504, which does not absorb the scores) and float32's (which
+    does) under every key of one row: the op gives that row the softmax of its scores (float32:
+    the values' mean) but no gradient, as `attention` documents and `reference` encodes (SDPA
+    would give q and k one there); the other rows match with their gradients."""
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 2, 6, 16, generator=gen).to(dtype).requires_grad_() for _ in "qkv")
+    mask = torch.zeros(1, 1, 6, 6, dtype=dtype)
+    mask[..., 2, :] = torch.finfo(dtype).min
+    out = flashgen.attention(q, k, v, attn_mask=mask)
+    c = {"batch": 1, "sq": 6, "sk": 6, "lengths": None}
+    kw = {"causal": False, "causal_align": "top_left", "scale": None, "window": None,
+          "softcap": None, "attn_mask": mask.double()}  # fmt: skip
+    leaves = [t.detach().double().requires_grad_() for t in (q, k, v)]
+    want = fuzz.reference(*leaves, c, kw, None, torch)
+    tol = 1e-2 if dtype == torch.float16 else 1e-4
+    torch.testing.assert_close(out.double(), want.detach(), atol=tol, rtol=tol)
+    if dtype == torch.float32:  # an absorbing fill: the row is the values' mean
+        torch.testing.assert_close(
+            out[0, :, 2].double(), v[0, :].double().mean(-2), atol=tol, rtol=tol
+        )
+    g = torch.randn(out.shape, generator=gen)
+    got = torch.autograd.grad(out, (q, k, v), g.to(dtype))
+    exp = torch.autograd.grad(want, leaves, g.double())
+    assert not got[0][0, :, 2].any()  # no gradient for the hidden row
+    for a, b in zip(got, exp, strict=True):
+        torch.testing.assert_close(a.double(), b, atol=5 * tol, rtol=5 * tol)
+
+
 def test_float16_inputs():
     """Seeds 0-11 with float16 inputs (the kernels' 16-bit loads and products), at float16's
     tolerance."""
