@@ -354,8 +354,10 @@ def reference(q, k, v, c: dict, kw: dict, keep, torch):
     return out
 
 
-def _keep(c: dict, kw: dict, seed: int, torch):
-    """The dropout mask the call drew with `seed`, at the call's positions."""
+def _keep(c: dict, kw: dict, seed: int, device: str, torch):
+    """The dropout mask the call drew with `seed`, at the call's positions (drawn by the
+    kernels' own draw on the call's device: off the interpreter only a GPU runs it), on the
+    CPU."""
     from flashgen.kernels import aligned, dropout
 
     b, hq, sq, sk = c["batch"], c["hkv"] * c["group"], c["sq"], c["sk"]
@@ -363,11 +365,11 @@ def _keep(c: dict, kw: dict, seed: int, torch):
     if kw["causal_align"] == "bottom_right":
         win = kw["window"]
         left = None if win is None else (win - 1 if isinstance(win, int) else win[0])
-        return aligned.keep_mask(seed, p, b, hq, sq, sk, "cpu", left=left)
+        return aligned.keep_mask(seed, p, b, hq, sq, sk, device, left=left).cpu()
     starts = None
     if c["lengths"]:
         starts = [int(x) for x in _ranges(c, kw, torch)[2].flatten()]
-    return dropout.keep_mask(seed, p, b, hq, sq, sk, "cpu", key_starts=starts)
+    return dropout.keep_mask(seed, p, b, hq, sq, sk, device, key_starts=starts).cpu()
 
 
 def _error(got, want, tol) -> float:
@@ -426,7 +428,7 @@ def _check(fn, c: dict, data_seed: int, device: str, dtype_name: str) -> dict:
     keep = None
     if c["dropout"]:
         torch.manual_seed(data_seed)
-        keep = _keep(c, kw, int(dropout.new_seed().item()), torch)
+        keep = _keep(c, kw, int(dropout.new_seed().item()), device, torch)
     ref_leaves = {n: t.detach().double().cpu().requires_grad_() for n, t in leaves.items()}
     qd, kd, vd = (
         ref_leaves.get(n, t.detach().double().cpu()) for n, t in zip("qkv", (q, k, v), strict=True)
