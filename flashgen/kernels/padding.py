@@ -108,7 +108,7 @@ def check_bounds(seq_bounds, batch: int, device) -> None:
 HIDDEN_BIAS = -65504.0
 
 
-def key_hull(mask) -> torch.Tensor | None:
+def key_hull(mask, fills_hide: bool = True) -> torch.Tensor | None:
     """SeqBounds that let the kernels skip the key tiles a key-padding mask hides at the end:
     for an expanded [B, Hq, Sq, Sk] view constant along heads and query rows (a `[B, 1, 1, Sk]`
     mask, HF's and `key_padding_mask`'s), boolean or additive, each entry's keys [0, last
@@ -120,7 +120,11 @@ def key_hull(mask) -> torch.Tensor | None:
     (HF's finfo.min padding) where every other key of the entry lies above HIDDEN_BIAS / 2 and
     one does: then such a key's weight is 0 (see HIDDEN_BIAS). An entry whose keys are all at
     finfo.min keeps them (PyTorch averages the values there), and so does one with a bias
-    between HIDDEN_BIAS and HIDDEN_BIAS / 2 (no margin).
+    between HIDDEN_BIAS and HIDDEN_BIAS / 2 (no margin). That weight is 0 only for a row that
+    also sees one of the entry's other keys: every row does when it sees a prefix of the keys
+    (no window; causal either way), but under a window a row may see only trailing finfo.min
+    keys, whose softmax is then theirs (PyTorch's), not nothing: `fills_hide` False (a window)
+    trims only False / -inf keys.
 
     len_k carries a flag, DENSE_KEYS added, where the mask leaves every key of the range
     untouched (True, or a bias of exactly 0: right padding, which inside its range adds nothing
@@ -138,19 +142,22 @@ def key_hull(mask) -> torch.Tensor | None:
     out = torch.empty(mask.shape[0], 4, dtype=torch.int32, device=mask.device)
     if mask.shape[0] == 0:  # no launch of an empty grid
         return out
-    launch, tail = hull_launch(mask)
+    launch, tail = hull_launch(mask, fills_hide)
     # a boolean mask as its bytes (as `block_mask` hands masks to `tile_kinds`)
     launch(mask if mask.dtype != torch.bool else mask.view(torch.uint8), out, *tail)
     return out
 
 
-def hull_launch(mask):
+def hull_launch(mask, fills_hide: bool = True):
     """(the `launch.Launch` of `key_hull`'s kernel for masks of `mask`'s signature, the
-    arguments after the keys and the output): for a non-empty batch that `key_hull` takes.
-    Also what a masked forward's route launches directly (`flashgen.kernels.flat`)."""
+    arguments after the keys and the output): for a non-empty batch that `key_hull` takes
+    (`fills_hide` as there: False passes -inf thresholds, so only -inf hides). Also what a
+    masked forward's route launches directly (`flashgen.kernels.flat`)."""
     batch, _, seq_q, seq_k = mask.shape
     additive = mask.dtype != torch.bool
-    hidden, half = _thresholds(mask.dtype) if additive else (0.0, 0.0)
+    hidden, half = (0.0, 0.0)
+    if additive:
+        hidden, half = _thresholds(mask.dtype) if fills_hide else (float("-inf"),) * 2
     ints = (mask.stride(0), mask.stride(3), seq_q, seq_k)
     aligned = not mask.data_ptr() & 15
     key = (mask.dtype, mask.device, aligned, batch, ints)

@@ -97,7 +97,7 @@ def _attention_fwd(
         return fwd.forward(
             q, k, v, causal=causal, scale=scale, config=plan_config, window=_window(window),
             softcap=check_softcap(softcap), mask=mask, dropout=drop, alibi=alibi,
-            bounds=_bounds(seq_bounds, mask, lambda: _forward_hull(q, k, v, mask, *flags)),
+            bounds=_bounds(seq_bounds, mask, lambda: _forward_hull(q, k, v, mask, *flags), window),
             rows_whole=seq_bounds is None,  # a mask's key range (`_bounds`) or no bounds
         )  # fmt: skip
     if seq_bounds is not None or attn_mask is not None or drop is not None:
@@ -115,7 +115,7 @@ def _attention_fwd(
         if bottom_right:  # (a mask and dropout: _check_extras refused lengths)
             return _aligned_fwd(q, k, v, scale, window, softcap, mask, None, drop)
         flags = (causal, window, softcap, drop, None)
-        bounds = _bounds(seq_bounds, mask, lambda: _forward_hull(q, k, v, mask, *flags))
+        bounds = _bounds(seq_bounds, mask, lambda: _forward_hull(q, k, v, mask, *flags), window)
         pair, cap = _window(window), check_softcap(softcap)
         done = fwd.forward(
             q, k, v, causal=causal, scale=scale, config=plan_config, window=pair, softcap=cap,
@@ -186,7 +186,7 @@ def plain_backward(do, q, k, v, out, lse, causal, scale, needs, deterministic):
     )  # fmt: skip
 
 
-def _bounds(seq_bounds, mask, hopper_hull=None):
+def _bounds(seq_bounds, mask, hopper_hull=None, window=None):
     """The launchers' bounds: the caller's, or for a key-padding mask the range of keys it
     leaves visible (`padding.key_hull`: the key tiles past it are skipped, not read) where
     that is no loss. On a GPU with TMA it is for the portable kernels: bounds take their
@@ -195,23 +195,26 @@ def _bounds(seq_bounds, mask, hopper_hull=None):
     without, forward+backward 1.17x against 1.22x (benchmarks/RESULTS.md, session 10 B5, same
     batch). So there the hull is taken only where the Hopper forward runs the call with it
     (`hopper_hull`: the forward's callable, asked only there, `_forward_hull`; that kernel
-    loads through TMA at the bounds' starts). The backward takes `_backward_bounds`."""
+    loads through TMA at the bounds' starts). The backward takes `_backward_bounds`. `window`
+    the call's window or None: under one, finfo.min keys past the last other key are kept
+    (`key_hull`'s fills_hide: a row may see only them)."""
     portable_tma = (
         seq_bounds is None and mask is not None and mask.is_cuda
         and device_has_tma(mask.device.index or 0) and (hopper_hull is None or not hopper_hull())
     )  # fmt: skip
-    return None if portable_tma else _backward_bounds(seq_bounds, mask)
+    return None if portable_tma else _backward_bounds(seq_bounds, mask, window)
 
 
-def _backward_bounds(seq_bounds, mask):
+def _backward_bounds(seq_bounds, mask, window=None):
     """The backward launchers' bounds: the caller's, or a key-padding mask's key range
     (`padding.key_hull`) on every GPU. Unlike the portable forward's, the split backward's TMA
     builds take bounds, so the key tiles past each entry's last visible key are skipped, not
     read, whichever family ran the forward (the hull hides only keys that the mask hides, so
-    the forward's lse, with or without it, is the same). None for any other mask."""
+    the forward's lse, with or without it, is the same; `window` as `_bounds`). None for any
+    other mask."""
     if seq_bounds is not None or mask is None:
         return seq_bounds
-    return key_hull(mask)
+    return key_hull(mask, fills_hide=window is None)
 
 
 def _forward_hull(q, k, v, mask, causal, window, softcap, drop, alibi) -> bool:
@@ -304,7 +307,7 @@ def _attention_bwd(
             window=_window(window),
             softcap=check_softcap(softcap),
             deterministic=deterministic,
-            bounds=_backward_bounds(seq_bounds, mask),
+            bounds=_backward_bounds(seq_bounds, mask, window),
             rows_whole=seq_bounds is None,  # a mask's key range or no bounds
             mask=mask,
             dropout=drop,

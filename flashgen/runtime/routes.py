@@ -62,7 +62,7 @@ class Route:
             return None
         mask = attn_mask if self.view is None else attn_mask.view(self.view)
         mask = mask.expand(self.full)
-        bounds = key_hull(mask) if self.hull else None
+        bounds = key_hull(mask, fills_hide=self.window is None) if self.hull else None
         return fwd.launch_planned(plan, q, k, v, scale, self.window, self.softcap, bounds, mask)
 
 
@@ -92,7 +92,7 @@ def remember(key, q, k, v, attn_mask, mask, causal, window, softcap, bounds) -> 
     if plan is None:
         return
     view = None if attn_mask.dim() == 4 else (1,) * (4 - attn_mask.dim()) + tuple(attn_mask.shape)
-    hull = None if bounds is None else hull_launch(mask)
+    hull = None if bounds is None else hull_launch(mask, fills_hide=window is None)
     flat = flat_launch(plan, hull, window, softcap, mask, attn_mask)
     route = Route(view, tuple(mask.shape), window, softcap, bounds is not None, plan_key, flat)
     keep(_routes, key, route)

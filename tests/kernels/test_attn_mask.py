@@ -470,7 +470,7 @@ def _record_hulls(monkeypatch) -> list:
     from flashgen.runtime import primitives, routes
 
     hulls = []
-    record = lambda m: hulls.append(key_hull(m)) or hulls[-1]  # noqa: E731
+    record = lambda m, **kw: hulls.append(key_hull(m, **kw)) or hulls[-1]  # noqa: E731
     monkeypatch.setattr(primitives, "key_hull", record)
     monkeypatch.setattr(routes, "key_hull", record)  # (a repeated call's route)
     return hulls
@@ -817,7 +817,7 @@ def test_no_key_range_skip_on_a_gpu_with_tma(monkeypatch):
         return lambda: asked.append(answer) or answer
 
     mask = SimpleNamespace(is_cuda=True, device=SimpleNamespace(index=0))
-    monkeypatch.setattr(primitives, "key_hull", lambda m: "hull")
+    monkeypatch.setattr(primitives, "key_hull", lambda m, fills_hide: "hull")
     monkeypatch.setattr(primitives, "device_has_tma", lambda index: True)
     assert primitives._bounds(None, mask) is None
     assert primitives._bounds(None, mask, hopper_hull(False)) is None
@@ -849,7 +849,7 @@ def test_the_forward_asks_the_hopper_choice_for_the_key_hull(alibi, monkeypatch)
     keep[1, ..., 30:] = False
     asked, launched, callables = [], [], []
 
-    def bounds(seq_bounds, mask, hopper_hull=None):
+    def bounds(seq_bounds, mask, hopper_hull=None, window=None):
         callables.append(hopper_hull)
         return primitives.key_hull(mask) if hopper_hull is not None and hopper_hull() else None
 
@@ -967,12 +967,12 @@ def test_backward_hull_after_a_forward_without_it(causal, additive, monkeypatch)
     whole, so the backward adds no bias inside them (`inside` False)."""
     from flashgen.runtime import primitives
 
-    monkeypatch.setattr(primitives, "_bounds", lambda seq_bounds, mask, hopper_hull=None: None)
+    monkeypatch.setattr(primitives, "_bounds", lambda seq_bounds, mask, *a: None)
     backward_hulls = []
     real = primitives._backward_bounds
     monkeypatch.setattr(
         primitives, "_backward_bounds",
-        lambda s, m: backward_hulls.append(real(s, m)) or backward_hulls[-1],
+        lambda s, m, w=None: backward_hulls.append(real(s, m, w)) or backward_hulls[-1],
     )  # fmt: skip
     q, k, v = _inputs(4, 2, 1, 37, 45, 16, seed=12)
     keep = torch.zeros(4, 1, 1, 45, dtype=torch.bool)

@@ -263,3 +263,39 @@ def test_the_second_call_keeps_the_case_and_changes_its_values():
             assert all(0 <= n <= again["sk"] for n in again["lengths"][1])
             relengthed += again["lengths"][1] != c["lengths"][1]
     assert resized > 100 and relengthed > 20
+
+
+@pytest.mark.parametrize(
+    "window,sq,sk", [((24, 2), 60, 28), (3, 12, 12)], ids=["two_sided", "causal_window"]
+)
+def test_a_window_over_trailing_finfo_min_keys_only(window, sq, sk):
+    """A key-padding mask with finfo.min on its last keys, under a window that shows a row only
+    those keys (op_fuzz seed 60801's second call: row 51 sees key 27 alone under (24, 2); a
+    causal window of 3 with the last three keys filled: row 11): the key range that skips
+    trailing finfo.min keys (`padding.key_hull`) gave such a row zeros; it gets the softmax of
+    its keys (their mean), eagerly and again through the call's route."""
+    gen = torch.Generator().manual_seed(1)
+    q = torch.randn(1, 2, sq, 16, generator=gen)
+    k, v = (torch.randn(1, 2, sk, 16, generator=gen) for _ in "kv")
+    mask = torch.zeros(1, 1, 1, sk)
+    mask[..., -(1 if isinstance(window, tuple) else 3) :] = torch.finfo(torch.float32).min
+    causal = not isinstance(window, tuple)
+    c = {"batch": 1, "sq": sq, "sk": sk, "lengths": None}
+    kw = {"causal": causal, "causal_align": "top_left", "scale": None, "window": window,
+          "softcap": None, "attn_mask": mask}  # fmt: skip
+    want = fuzz.reference(q.double(), k.double(), v.double(), c, {**kw, "attn_mask": mask.double()},
+                          None, torch)  # fmt: skip
+    for _ in range(2):  # the second call runs the route the first one kept
+        out = flashgen.attention(q, k, v, **kw)
+        torch.testing.assert_close(out.double(), want, atol=1e-5, rtol=1e-4)
+    row = 51 if isinstance(window, tuple) else 11  # the row that sees only filled keys
+    seen = v[0, :, 27:] if isinstance(window, tuple) else v[0, :, 9:]
+    torch.testing.assert_close(out[0, :, row], seen.mean(-2), atol=1e-5, rtol=1e-4)
+    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    ref_leaves = [t.double().requires_grad_() for t in (q, k, v)]
+    g = torch.randn(want.shape, generator=gen, dtype=torch.float64)
+    got = torch.autograd.grad(flashgen.attention(*leaves, **kw), leaves, g.float())
+    rkw = {**kw, "attn_mask": mask.double()}
+    exp = torch.autograd.grad(fuzz.reference(*ref_leaves, c, rkw, None, torch), ref_leaves, g)
+    for a, b in zip(got, exp, strict=True):
+        torch.testing.assert_close(a.double(), b, atol=5e-5, rtol=1e-4)
