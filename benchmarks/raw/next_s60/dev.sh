@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Session 60's plan for its device time (carry .whl; FLASHGEN_COMMIT=<sha>). Parts:
+# Session 60's plan for its device time (carry .whl; FLASHGEN_COMMIT=<sha>). Session 60 got one
+# H100 late and ran `new` and `opfuzz` (benchmarks/raw/h100_s60/); left for the next session:
+# `first` on an H200, then `edge`, `edge2`, `dropop`; `opfuzz` again for more GPU cases. Parts:
 #   first: next_s59/dev.sh first (on an H200: issue 15's host bars, issue 13's 650 TFLOP/s row;
 #          GPU tests of routes/masks/launches; T5), ~500 s
 #   new:   the GPU tests of the bottom-right alignment (dropout beside it is new in session 60)
