@@ -385,7 +385,9 @@ def describe(c: dict) -> str:
     keys = ("batch", "hkv", "group", "sq", "sk", "d", "dv", "causal", "align", "window",
             "softcap", "alibi", "mask", "lengths", "dropout", "sinks", "scale", "layout",
             "grad", "needs", "impl", "compile", "refused", "varlen")  # fmt: skip
-    return " ".join(f"{n}={c[n]!r}" for n in keys if c[n] not in (None, False, 0.0) or n == "sq")
+    # (sinks False: present, not learned; a falsy value elsewhere: not drawn)
+    shown = [n for n in keys if c[n] not in (None, False, 0.0) or n in ("sq", "sinks")]
+    return " ".join(f"{n}={c[n]!r}" for n in shown if c[n] is not None)
 
 
 def vary(c: dict, rng: random.Random) -> dict:
@@ -438,17 +440,33 @@ def _check(fn, c: dict, data_seed: int, device: str, dtype_name: str) -> dict:
         if name in kw and kw[name].is_floating_point():
             rkw[name] = ref_leaves.get(name, kw[name].detach().double().cpu())
     want = reference(qd, kd, vd, c, rkw, keep, torch)
+    return _errors(out, want, leaves, ref_leaves, data_seed + 1, dtype_name)
+
+
+def _errors(out, want, leaves: dict, ref_leaves: dict, grad_seed: int, dtype_name: str) -> dict:
+    """{"out" and "d" + each leaf's name: its error over the tolerance}: the output against the
+    reference's, and, where there are leaves, their gradients for one random cotangent (a
+    reference leaf no output reaches: zeros)."""
+    import torch
+
     assert tuple(out.shape) == tuple(want.shape), (out.shape, want.shape)
     pairs = {"out": (out, want.detach())}
     if leaves:
-        gen = torch.Generator().manual_seed(data_seed + 1)
+        gen = torch.Generator().manual_seed(grad_seed)
         g = torch.randn(want.shape, generator=gen).double()
         got = torch.autograd.grad(out, list(leaves.values()), g.to(out.device, out.dtype))
-        exp = torch.autograd.grad(want, list(ref_leaves.values()), g)
-        pairs.update(
-            ("d" + n, ab) for n, ab in zip(leaves, zip(got, exp, strict=True), strict=True)
-        )
+        exp = torch.autograd.grad(want, list(ref_leaves.values()), g, allow_unused=True)
+        for name, a, b, t in zip(leaves, got, exp, ref_leaves.values(), strict=True):
+            pairs["d" + name] = (a, torch.zeros_like(t) if b is None else b)
     return {name: _error(a, b, TOL[dtype_name]) for name, (a, b) in pairs.items()}
+
+
+def _verdict(errors: dict, shown: str) -> str:
+    """The case's summary line; AssertionError when an error is over its tolerance."""
+    worst = max(errors, key=errors.get)
+    summary = f"worst {worst} {errors[worst]:.3f} of the tolerance  [{shown}]"
+    assert errors[worst] <= 1.0, f"{worst} off by {errors[worst]:.3f}x the tolerance: {summary}"
+    return summary
 
 
 def _varlen_case(c: dict, seed: int, device: str, dtype_name: str, rng) -> str:
@@ -504,19 +522,10 @@ def _varlen_case(c: dict, seed: int, device: str, dtype_name: str, rng) -> str:
             parts.append(torch.zeros(nq, hq, d, dtype=torch.float64))
         at_q, at_k = at_q + nq, at_k + nk
     want = torch.cat([*parts, torch.zeros(extra, hq, d, dtype=torch.float64)])
-    assert tuple(out.shape) == tuple(want.shape), (out.shape, want.shape)
-    pairs = {"out": (out, want.detach())}
-    if c["grad"]:
-        g = torch.randn(want.shape, generator=torch.Generator().manual_seed(seed + 1)).double()
-        got = torch.autograd.grad(out, (q, k, v), g.to(out.device, out.dtype))
-        exp = torch.autograd.grad(want, leaves, g, allow_unused=True)
-        exp = [torch.zeros_like(t) if e is None else e for t, e in zip(leaves, exp, strict=True)]
-        pairs.update(zip(("dq", "dk", "dv"), zip(got, exp, strict=True), strict=True))
-    errors = {name: _error(a, b, TOL[dtype_name]) for name, (a, b) in pairs.items()}
-    worst = max(errors, key=errors.get)
-    summary = f"worst {worst} {errors[worst]:.3f} of the tolerance  [varlen {describe(c)}]"
-    assert errors[worst] <= 1.0, f"{worst} off by {errors[worst]:.3f}x the tolerance: {summary}"
-    return summary
+    grads = dict(zip("qkv", (q, k, v), strict=True)) if c["grad"] else {}
+    refs = dict(zip("qkv", leaves, strict=True)) if c["grad"] else {}
+    errors = _errors(out, want, grads, refs, seed + 1, dtype_name)
+    return _verdict(errors, f"varlen {describe(c)}")
 
 
 def run_case(
@@ -555,11 +564,8 @@ def run_case(
     second = _check(fn, again, seed + 7919, device, dtype_name)
     if "declined" not in second:  # (the backend may decline other sizes)
         errors.update((f"{n} (again)", e) for n, e in second.items())
-    worst = max(errors, key=errors.get)
     shown = describe(c) + ("" if again == c else f"; again sq={again['sq']} sk={again['sk']}")
-    summary = f"worst {worst} {errors[worst]:.3f} of the tolerance  [{shown}]"
-    assert errors[worst] <= 1.0, f"{worst} off by {errors[worst]:.3f}x the tolerance: {summary}"
-    return summary
+    return _verdict(errors, shown)
 
 
 def main(argv=None) -> int:
