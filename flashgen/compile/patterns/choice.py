@@ -264,10 +264,10 @@ HAND_WRITTEN_PLAIN_MIN_FLOPS_DROPOUT = 25e9
 # Session 61, another H100 host, the same runs: at 12.9 Llama B8 T1k 0.916x, 0.963x, B32 T512
 # 1.002x, BERT B16 T512 0.833x, 0.998x (losses where session 59 read gains: the host decides
 # there); at 19.3 Llama B12 T1k 1.292x, BERT B24 T512 1.815x; at 25.8 Llama B16 T1k 1.349x.
-# (There the op's kernels alone take less GPU time than SDPA's dropout kernels from 1k keys,
-# 0.76-0.87x, but its eager calls are host-bound below ~500 µs of GPU work.) The threshold lies
-# above the largest size that lost (12.9) and at or below the least that won on both hosts
-# (19.3), as MASKED_MIN_FLOPS's do.
+# The op's kernels alone took less GPU time than SDPA's dropout kernels from 1k keys there
+# (0.77-0.90x, profiler kernel sums), but its eager calls read host-bound on that host, as
+# SDPA's small calls did. The threshold lies above the largest size that lost (12.9) and at or
+# below the least that won on both hosts (19.3), as MASKED_MIN_FLOPS's do.
 SDPA_DROPOUT_MIN_FLOPS = 19e9
 # The devices whose calls these size rules apply to (the figures above are a GPU's; on the CPU
 # the kernels run in Triton's interpreter, for tests).
