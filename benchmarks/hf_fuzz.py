@@ -17,7 +17,14 @@ every parameter of a random-weighted loss over the valid positions (no dropout: 
 have none; the backward kernels with the same masks), an unpadded batch then called as HF's
 training call (no attention_mask; decoders `use_cache=False`: the mask from HF's own position
 ids); `--checkpointing` adds HF's gradient checkpointing (non-reentrant, training mode) to that
-call, the attention then inside each layer's checkpoint. It reports the largest difference, how
+call, the attention then inside each layer's checkpoint. `--dropout P` (with --grad) builds
+the models with attention dropout P (every other dropout 0) and runs that gradient check in
+training mode: the compiled model's kernels draw their keep masks, the seeds they are handed are
+recorded, and the eager reference (HF's eager attention, the same weights) replays them, its
+`F.dropout` on the 4-d attention weights applying the kernels' mask of each seed
+(`flashgen.kernels.dropout.keep_mask`); its output and every parameter's gradient are compared
+(left-padded batches keep the check in eval mode: their kernels may number the keys from each
+sequence's first one). It reports the largest difference, how
 many attention sites the backend replaced of those it found in the graphs that ran (not those
 Dynamo compiled and then discarded), and the reasons for the others.
 
@@ -231,13 +238,38 @@ def padding_mask(r: random.Random, batch: int, length: int, side: str):
     return mask
 
 
+# the config entry holding a family's attention dropout (others: "attention_dropout")
+DROPOUT_FIELDS = {
+    "gpt2": "attn_pdrop", "gptj": "attn_pdrop", "bert": "attention_probs_dropout_prob",
+    "roberta": "attention_probs_dropout_prob",
+}  # fmt: skip
+# families whose attention dropout is not its own config entry (T5's dropout_rate is every
+# dropout of the model; MPT's sits in a sub-config) or who have none (ERNIE-4.5's and LFM2's
+# configs): --dropout leaves them without
+NO_ATTENTION_DROPOUT = {"t5", "mpt", "ernie4_5", "lfm2"}
+
+
+def set_attention_dropout(cfg, family: str, p: float) -> bool:
+    """Give `cfg` attention dropout `p`; False for a family without its own entry."""
+    if family in NO_ATTENTION_DROPOUT:
+        return False
+    field = DROPOUT_FIELDS.get(family, "attention_dropout")
+    if not hasattr(cfg, field):
+        raise ValueError(f"{family}: its config has no {field}")
+    setattr(cfg, field, p)
+    return True
+
+
 def run_case(
-    seed: int, families=None, grad: bool = False, checkpointing: bool = False, plain: bool = False
-) -> dict:
+    seed: int, families=None, grad: bool = False, checkpointing: bool = False, plain: bool = False,
+    dropout: float = 0.0,
+) -> dict:  # fmt: skip
     """Build, compile and compare one drawn model (of `families`, default FAMILIES); with
     `grad`, also its parameters' gradients (`_grad_diff`), with `checkpointing` under HF's
-    gradient checkpointing; the record (errors are raised). `plain`: the same case compiled
-    with PyTorch's aot_eager alone (no flashgen pass), to tell whether an error is flashgen's."""
+    gradient checkpointing, with `dropout` in training mode with that attention dropout
+    (`_dropout_grad_diff`); the record (errors are raised). `plain`: the same case compiled
+    with PyTorch's aot_eager alone (no flashgen pass), to tell whether an error is flashgen's
+    (then no masks are replayed: the gradients are not compared)."""
     import torch
 
     from flashgen.compile.backend import backend
@@ -246,6 +278,7 @@ def run_case(
     r, family = _first_draw(seed, families)
     attn = "eager" if family in EAGER_ONLY else r.choice(["sdpa", "eager"])
     cfg, auto = config_for(family, r)
+    dropped = bool(dropout) and set_attention_dropout(cfg, family, dropout)
     torch.manual_seed(seed)
     try:
         model = auto.from_config(cfg, attn_implementation=attn).eval()
@@ -261,6 +294,8 @@ def run_case(
     rec = {"seed": seed, "family": family, "attn": attn, "padding": side, "dynamic": dynamic,
            "batch": batch, "length": length, "diff": 0.0, "found": 0, "replaced": 0,
            "skips": []}  # fmt: skip
+    if dropout:
+        rec["dropout"] = dropout if dropped else f"none: {family} has no attention dropout entry"
     inner = torch._dynamo.lookup_backend("aot_eager") if plain else backend(fallback="aot_eager")
     graphs: list[list] = []  # the sites of each compiled graph
     ran: set[int] = set()  # the graphs that ran (Dynamo discards some: below)
@@ -307,7 +342,13 @@ def run_case(
             with torch._dynamo.config.patch(skip_fwd_side_effects_in_bwd_under_checkpoint=True):
                 if rec["checkpointing"]:  # (HF checkpoints only in training mode)
                     model.train().gradient_checkpointing_enable({"use_reentrant": False})
-                rec["grad"] = _grad_diff(model, compiled, kw, valid, key)
+                if dropped and side == "left":
+                    rec["dropout"] = "not replayed (left padding): gradients in eval mode"
+                    model.eval()
+                if dropped and side != "left" and not plain:
+                    rec["grad"] = _dropout_grad_diff(model, compiled, kw, valid, key)
+                else:
+                    rec["grad"] = _grad_diff(model, compiled, kw, valid, key)
             diffs.append(rec["grad"])
     finally:
         torch._dynamo.reset()
@@ -351,6 +392,78 @@ def _grad_diff(model, compiled, kw, valid, key) -> float:
         ((g - w).abs().max() / max(w.abs().max().item(), floor, 1e-30)).item()
         for g, w in zip(got, want, strict=True)
     )
+
+
+def _dropout_grad_diff(model, compiled, kw, valid, key) -> float:
+    """`_grad_diff`'s measure, and the output's largest difference, in training mode with
+    attention dropout: the compiled model first, recording the seeds its kernels are handed in
+    the forward; then the eager model with HF's eager attention, `F.dropout` on 4-d attention
+    weights replaced by the kernels' keep mask of each recorded seed in turn, scaled by
+    1 / (1 - p). Raises where the eager model's dropout calls and the seeds do not pair up (a
+    site not replaced, or dropout applied elsewhere)."""
+    import torch
+    import torch.nn.functional as F
+
+    from flashgen.kernels import dropout
+
+    model.train()
+    params = [p for p in model.parameters() if p.requires_grad]
+    seeds: list[int] = []
+    launch_args = dropout.launch_args
+
+    def record(p, seed):
+        got = launch_args(p, seed)
+        if got is not None:
+            seeds.append(got[1])
+        return got
+
+    dropout.launch_args = record
+    try:
+        out = getattr(compiled(**kw), key)
+        drawn = list(seeds)  # (the backward reads the same seeds again)
+        weight = torch.randn(out.shape, generator=torch.Generator().manual_seed(1)) * valid
+        got = torch.autograd.grad((out * weight).sum(), params, allow_unused=True)
+    finally:
+        dropout.launch_args = launch_args
+    if not drawn:
+        raise AssertionError("no kernel drew a dropout mask: no site was replaced with dropout")
+    replay = iter(drawn)
+    real = F.dropout
+    calls = []
+
+    def drop(x, p=0.5, training=True, inplace=False):
+        if not training or p == 0.0 or x.dim() != 4:
+            return real(x, p, training, inplace)
+        calls.append(tuple(x.shape))
+        seed = next(replay, None)
+        if seed is None:
+            raise AssertionError(f"eager dropout call {len(calls)}: only {len(drawn)} seeds")
+        b, h, sq, sk = x.shape
+        return x * dropout.keep_mask(seed, p, b, h, sq, sk, x.device) / (1.0 - p)
+
+    implementation = model.config._attn_implementation
+    F.dropout = drop
+    try:
+        if implementation != "eager":
+            model.set_attn_implementation("eager")
+        ref = getattr(model(**kw), key)
+        want = torch.autograd.grad((ref * weight).sum(), params, allow_unused=True)
+    finally:
+        F.dropout = real
+        if implementation != "eager":
+            model.set_attn_implementation(implementation)
+    if len(calls) != len(drawn):
+        raise AssertionError(f"{len(drawn)} seeds drawn, {len(calls)} eager dropout calls")
+    zero = torch.zeros(())
+    want = [zero if w is None else w for w in want]
+    got = [zero if g is None else g for g in got]
+    floor = 1e-3 * max(w.abs().max().item() for w in want)
+    worst = ((out - ref).abs() * valid).max().item()
+    return max(
+        worst,
+        *(((g - w).abs().max() / max(w.abs().max().item(), floor, 1e-30)).item()
+          for g, w in zip(got, want, strict=True)),
+    )  # fmt: skip
 
 
 def _generate(model, backend, dynamic, ids, mask, steps: int = 3) -> float:
@@ -411,9 +524,18 @@ def main(argv=None) -> int:
         "--checkpointing", action="store_true",
         help="with --grad: under HF's gradient checkpointing (training mode)",
     )  # fmt: skip
+    parser.add_argument(
+        "--dropout", type=float, default=0.0,
+        help="with --grad: attention dropout P, the gradients compared in training mode with the "
+        "kernels' masks replayed eagerly",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     if args.checkpointing and not args.grad:
         parser.error("--checkpointing applies to the gradient check: add --grad")
+    if args.dropout and not args.grad:
+        parser.error("--dropout applies to the gradient check: add --grad")
+    if not 0.0 <= args.dropout < 1.0:
+        parser.error(f"--dropout must be in [0, 1), got {args.dropout}")
     families = [f for f in args.families.split(",") if f] or None
     unknown = sorted(set(families or ()) - set(FAMILIES) - set(EXTRA))
     if unknown:
@@ -427,7 +549,7 @@ def main(argv=None) -> int:
     found = replaced = 0
     for seed in range(args.seed, args.seed + args.cases):
         try:
-            rec = run_case(seed, families, args.grad, args.checkpointing)
+            rec = run_case(seed, families, args.grad, args.checkpointing, dropout=args.dropout)
         except Exception as exc:  # noqa: BLE001 - a sweep records every error, with its trace
             trace = traceback.format_exc(limit=8)
             if _fails_without_flashgen(seed, families, args, exc):
@@ -468,7 +590,7 @@ def _fails_without_flashgen(seed, families, args, exc: Exception) -> bool:
     torch.compile, which no backend can avoid, not flashgen's; its seed is reported apart, not
     as bad."""
     try:
-        run_case(seed, families, args.grad, args.checkpointing, plain=True)
+        run_case(seed, families, args.grad, args.checkpointing, plain=True, dropout=args.dropout)
     except Exception as again:  # noqa: BLE001
         return type(again) is type(exc) and str(again) == str(exc)
     return False

@@ -8,7 +8,10 @@ Dynamo discards, its float attribute traced as a tensor, not counted), and a lef
 kernels, and a BART and a T5 with `generate()` (drawn with `--families` too); with `--grad`, a
 padded T5's parameter gradients (its relative bias's through the kernels), Granite's scale,
 GPT-OSS's attention sinks and DeepSeek-V3's kept latent attention (EXTRA_DECODERS), and the
-gradient check's own reading of a planted 1% error. The sweep itself is the script's."""
+gradient check's own reading of a planted 1% error; with `--dropout`, models trained with
+attention dropout against eager HF replaying the kernels' keep masks (BERT, GPT-2, Llama, BLOOM,
+Mistral; SDPA and eager attention; no, right and left padding), and a wrong mask caught. The
+sweep itself is the script's."""
 
 from __future__ import annotations
 
@@ -141,3 +144,52 @@ def test_an_error_is_told_apart_by_compiling_without_flashgen(monkeypatch, capsy
     assert code == (0 if plain_fails else 1), out
     assert ("TORCH seed 8002 (gptj)" in out) == plain_fails, out
     assert ("BAD seed 8002" in out) != plain_fails, out
+
+
+@pytest.mark.parametrize(
+    "family", sorted(set(fuzz.FAMILIES + fuzz.EXTRA) - fuzz.NO_ATTENTION_DROPOUT)
+)
+def test_every_family_takes_attention_dropout(family):
+    """`--dropout` sets each family's own attention-dropout entry (and no other dropout)."""
+    cfg, _ = fuzz.config_for(family, random.Random(0))
+    before = {k: v for k, v in cfg.to_dict().items() if "drop" in k}
+    assert fuzz.set_attention_dropout(cfg, family, 0.2)
+    after = {k: v for k, v in cfg.to_dict().items() if "drop" in k}
+    changed = {k for k in after if after[k] != before.get(k)}
+    assert changed == {fuzz.DROPOUT_FIELDS.get(family, "attention_dropout")}, (before, after)
+
+
+@pytest.mark.parametrize(
+    "seed,family,attn,side",
+    [(103, "bert", "sdpa", "right"), (9, "bert", "eager", "none"), (172, "gpt2", "sdpa", "none"),
+     (70, "llama", "eager", "none"), (12, "bloom", "eager", "none"),
+     (1, "mistral", "sdpa", "right")],
+    ids=["bert_sdpa", "bert_eager", "gpt2_sdpa", "llama_eager", "bloom_alibi", "mistral_window"],
+)  # fmt: skip
+def test_training_with_attention_dropout_matches_eager_replaying_the_masks(
+    seed, family, attn, side
+):
+    """`--grad --dropout`: in training mode every site runs the kernels' dropout (beside right
+    padding, ALiBi, a sliding window; causal and not), and the output and every parameter's
+    gradient equal eager HF's given the same keep masks."""
+    rec = fuzz.run_case(seed, grad=True, dropout=0.2)
+    assert (rec["family"], rec["attn"], rec["padding"]) == (family, attn, side), rec
+    assert rec["dropout"] == 0.2 and rec["diff"] <= 1e-3, rec
+    assert rec["found"] > 0 and rec["replaced"] == rec["found"], rec
+
+
+def test_left_padding_keeps_the_gradients_in_eval_mode():
+    rec = fuzz.run_case(14, grad=True, dropout=0.2)
+    assert (rec["family"], rec["padding"]) == ("llama", "left"), rec
+    assert rec["dropout"].startswith("not replayed (left padding)") and rec["grad"] <= 1e-3, rec
+
+
+def test_a_replayed_mask_other_than_the_kernels_is_caught(monkeypatch):
+    """The replay's check itself: masks drawn from other seeds than the kernels' read as a
+    large difference."""
+    from flashgen.kernels import dropout
+
+    keep_mask = dropout.keep_mask
+    monkeypatch.setattr(dropout, "keep_mask", lambda seed, *a, **k: keep_mask(seed + 1, *a, **k))
+    rec = fuzz.run_case(103, grad=True, dropout=0.2)
+    assert rec["diff"] > 1e-2, rec
