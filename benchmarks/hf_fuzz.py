@@ -14,8 +14,8 @@ positions, at a second length, and for causal LMs a prefill with a KV cache foll
 decoding steps, each side with its own cache (encoder-decoders: every target position, then the
 scores of three greedy `generate()` steps). With `--grad` it also compares the gradients of
 every parameter of a random-weighted loss over the valid positions (no dropout: the configs
-have none; the backward kernels with the same masks), an unpadded batch then called as HF's
-training call (no attention_mask; decoders `use_cache=False`: the mask from HF's own position
+have none unless --dropout; the backward kernels with the same masks), an unpadded batch then
+called as HF's training call (no attention_mask; decoders `use_cache=False`: the mask from HF's own position
 ids); `--checkpointing` adds HF's gradient checkpointing (non-reentrant, training mode) to that
 call, the attention then inside each layer's checkpoint. `--dropout P` (with --grad) builds
 the models with attention dropout P (every other dropout 0) and runs that gradient check in
