@@ -22,9 +22,9 @@ the models with attention dropout P (every other dropout 0) and runs that gradie
 training mode: the compiled model's kernels draw their keep masks, the seeds they are handed are
 recorded, and the eager reference (HF's eager attention, the same weights) replays them, its
 `F.dropout` on the 4-d attention weights applying the kernels' mask of each seed
-(`flashgen.kernels.dropout.keep_mask`); its output and every parameter's gradient are compared
-(left-padded batches keep the check in eval mode: their kernels may number the keys from each
-sequence's first one). It reports the largest difference, how
+(`flashgen.kernels.dropout.keep_mask`: keys numbered from 0, as the pass hands padding to the
+kernels as a mask, never as lengths); its output at the valid positions and every parameter's
+gradient are compared. It reports the largest difference, how
 many attention sites the backend replaced of those it found in the graphs that ran (not those
 Dynamo compiled and then discarded), and the reasons for the others.
 
@@ -342,10 +342,7 @@ def run_case(
             with torch._dynamo.config.patch(skip_fwd_side_effects_in_bwd_under_checkpoint=True):
                 if rec["checkpointing"]:  # (HF checkpoints only in training mode)
                     model.train().gradient_checkpointing_enable({"use_reentrant": False})
-                if dropped and side == "left":
-                    rec["dropout"] = "not replayed (left padding): gradients in eval mode"
-                    model.eval()
-                if dropped and side != "left" and not plain:
+                if dropped and not plain:
                     rec["grad"] = _dropout_grad_diff(model, compiled, kw, valid, key)
                 else:
                     rec["grad"] = _grad_diff(model, compiled, kw, valid, key)
