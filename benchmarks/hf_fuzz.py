@@ -439,16 +439,23 @@ def _dropout_grad_diff(model, compiled, kw, valid, key) -> float:
         return x * dropout.keep_mask(seed, p, b, h, sq, sk, x.device) / (1.0 - p)
 
     implementation = model.config._attn_implementation
+    # (the reference without checkpointing: its recomputed forwards would call F.dropout again,
+    # in another order; the eager arithmetic is the same)
+    checkpointing = model.is_gradient_checkpointing
     F.dropout = drop
     try:
         if implementation != "eager":
             model.set_attn_implementation("eager")
+        if checkpointing:
+            model.gradient_checkpointing_disable()
         ref = getattr(model(**kw), key)
         want = torch.autograd.grad((ref * weight).sum(), params, allow_unused=True)
     finally:
         F.dropout = real
         if implementation != "eager":
             model.set_attn_implementation(implementation)
+        if checkpointing:
+            model.gradient_checkpointing_enable({"use_reentrant": False})
     if len(calls) != len(drawn):
         raise AssertionError(f"{len(drawn)} seeds drawn, {len(calls)} eager dropout calls")
     zero = torch.zeros(())

@@ -10,8 +10,8 @@ padded T5's parameter gradients (its relative bias's through the kernels), Grani
 GPT-OSS's attention sinks and DeepSeek-V3's kept latent attention (EXTRA_DECODERS), and the
 gradient check's own reading of a planted 1% error; with `--dropout`, models trained with
 attention dropout against eager HF replaying the kernels' keep masks (BERT, GPT-2, Llama, BLOOM,
-Mistral; SDPA and eager attention; no, right and left padding), and a wrong mask caught. The
-sweep itself is the script's."""
+Mistral; SDPA and eager attention; no, right and left padding; under gradient checkpointing),
+and a wrong mask caught. The sweep itself is the script's."""
 
 from __future__ import annotations
 
@@ -176,6 +176,15 @@ def test_training_with_attention_dropout_matches_eager_replaying_the_masks(
     rec = fuzz.run_case(seed, grad=True, dropout=0.2)
     assert (rec["family"], rec["attn"], rec["padding"]) == (family, attn, side), rec
     assert rec["dropout"] == 0.2 and rec["diff"] <= 1e-3, rec
+    assert rec["found"] > 0 and rec["replaced"] == rec["found"], rec
+
+
+def test_attention_dropout_under_gradient_checkpointing_matches_eager():
+    """`--checkpointing --dropout`: the compiled model's checkpointed layers recompute their
+    forward in the backward; the kernels there drop what the forward dropped."""
+    rec = fuzz.run_case(6200, grad=True, checkpointing=True, dropout=0.2)
+    assert (rec["family"], rec["checkpointing"], rec["dropout"]) == ("qwen2", True, 0.2), rec
+    assert rec["diff"] <= 1e-3, rec
     assert rec["found"] > 0 and rec["replaced"] == rec["found"], rec
 
 
