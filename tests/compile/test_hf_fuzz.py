@@ -188,6 +188,16 @@ def test_attention_dropout_under_gradient_checkpointing_matches_eager():
     assert rec["found"] > 0 and rec["replaced"] == rec["found"], rec
 
 
+def test_a_dropout_outside_the_attention_weights_is_refused(monkeypatch):
+    """ModernBERT's attention_dropout also drops the attention's output (with PyTorch's
+    generator, which the compiled graph draws from otherwise): the replay says so rather than
+    reading a difference; --dropout leaves ModernBERT without (NO_ATTENTION_DROPOUT)."""
+    assert "modernbert" in fuzz.NO_ATTENTION_DROPOUT
+    monkeypatch.setattr(fuzz, "NO_ATTENTION_DROPOUT", fuzz.NO_ATTENTION_DROPOUT - {"modernbert"})
+    with pytest.raises(AssertionError, match="outside the attention weights"):
+        fuzz.run_case(7000, ["modernbert"], grad=True, dropout=0.2)
+
+
 def test_a_replayed_mask_other_than_the_kernels_is_caught(monkeypatch):
     """The replay's check itself: masks drawn from other seeds than the kernels' read as a
     large difference."""
