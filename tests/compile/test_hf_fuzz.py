@@ -131,7 +131,7 @@ def test_an_error_is_told_apart_by_compiling_without_flashgen(monkeypatch, capsy
     """A case that raises is run again with aot_eager alone: the same error there is PyTorch's
     (reported as TORCH, not bad, exit 0); an error only flashgen's pass raises stays bad."""
 
-    def run_case(seed, families, grad, checkpointing, plain=False):
+    def run_case(seed, families, grad, checkpointing, plain=False, dropout=0.0):
         if plain and not plain_fails:
             return {}
         raise AssertionError("lift_tracked_freevar_to_input")
