@@ -382,6 +382,13 @@ def _grad_diff(model, compiled, kw, valid, key) -> float:
     got = torch.autograd.grad(
         (getattr(compiled(**kw), key) * weight).sum(), params, allow_unused=True
     )
+    return _relative_diff(got, want)
+
+
+def _relative_diff(got, want) -> float:
+    """`_grad_diff`'s measure of two lists of parameter gradients (None: no gradient)."""
+    import torch
+
     zero = torch.zeros(())
     want = [zero if w is None else w for w in want]
     got = [zero if g is None else g for g in got]
@@ -461,16 +468,7 @@ def _dropout_grad_diff(model, compiled, kw, valid, key) -> float:
             model.gradient_checkpointing_enable({"use_reentrant": False})
     if len(calls) != len(drawn):
         raise AssertionError(f"{len(drawn)} seeds drawn, {len(calls)} eager dropout calls")
-    zero = torch.zeros(())
-    want = [zero if w is None else w for w in want]
-    got = [zero if g is None else g for g in got]
-    floor = 1e-3 * max(w.abs().max().item() for w in want)
-    worst = ((out - ref).abs() * valid).max().item()
-    return max(
-        worst,
-        *(((g - w).abs().max() / max(w.abs().max().item(), floor, 1e-30)).item()
-          for g, w in zip(got, want, strict=True)),
-    )  # fmt: skip
+    return max(((out - ref).abs() * valid).max().item(), _relative_diff(got, want))
 
 
 def _generate(model, backend, dynamic, ids, mask, steps: int = 3) -> float:
