@@ -2,7 +2,8 @@
 # Session 61's device calls after its changes (carry .whl; FLASHGEN_COMMIT=<sha>). Parts:
 #   check: the GPU tests of the size rules (the SDPA dropout threshold now 19 GFLOP) and of the
 #          hopper backward's score modifications (dropout among them), then drop_kinds.py again
-#          (auto now takes the hopper kind for dropout at head dim 64 from 512 keys), ~200 s
+#          (call 5 ran it on 21518f1, whose auto took the hopper kind for dropout at head dim 64
+#          from 512 keys; reverted in 3a54940, so auto is the split kind there again), ~200 s
 #   opfuzz: benchmarks/op_fuzz.py on the GPU, bfloat16, seeds from 1000, 150 s
 #   first, edge, edge2, dropop: next_s60/dev.sh's parts (first on an H200)
 export FLASHGEN_COMMIT=${FLASHGEN_COMMIT:-?}
