@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Session 62's device calls (carry .whl; FLASHGEN_COMMIT=<sha>). Parts:
+#   h200:   on an H200 only, issue 15's host bars and issue 13's 650 TFLOP/s row (next_s49's
+#           h200 part), ~300 s; skipped on any other card
+#   opfuzz: benchmarks/op_fuzz.py on the GPU, bfloat16 then float32, 300 cases each from seed
+#           ${SEED:-3000} (sessions 60-61 ran 0-399 and 1000-1035 there), ~300 s
+#   hfgpu:  benchmarks/hf_fuzz.py --device cuda (new in session 62), bfloat16 with --grad,
+#           seeds from ${SEED:-0}, ~250 s
+export FLASHGEN_COMMIT=${FLASHGEN_COMMIT:-?}
+name=$(nvidia-smi --query-gpu=name --format=csv,noheader)
+echo "card: $name"; uptime | cut -c1-80
+. benchmarks/device_env.sh > /dev/null 2>&1
+for part in "$@"; do
+case "$part" in
+h200)
+  bash benchmarks/raw/next_s49/dev.sh h200 2>&1 | grep -v "^card\|load average" ;;
+opfuzz)
+  for dt in bfloat16 float32; do
+    timeout 150 python3 -u benchmarks/op_fuzz.py --device cuda --dtype $dt --cases 300 \
+      --seed ${SEED:-3000} --no-compile > $OUT/opfuzz_$dt.txt 2>&1
+    stamp "op_fuzz $dt rc=$?"; tail -1 $OUT/opfuzz_$dt.txt | cut -c1-300
+    grep -A40 FAILED $OUT/opfuzz_$dt.txt | grep -E "Error|FAILED" | cut -c1-400 | head -12
+  done ;;
+hfgpu)
+  timeout 250 python3 -u benchmarks/hf_fuzz.py --device cuda --dtype bfloat16 --grad \
+    --seed ${SEED:-0} --cases ${CASES:-40} > $OUT/hfgpu.txt 2>&1
+  stamp "hf_fuzz cuda bfloat16 rc=$?"; tail -3 $OUT/hfgpu.txt | cut -c1-300
+  grep -B2 -A12 BAD $OUT/hfgpu.txt | cut -c1-300 | head -40 ;;
+esac
+done
