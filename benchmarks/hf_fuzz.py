@@ -28,6 +28,11 @@ gradient are compared. It reports the largest difference, how
 many attention sites the backend replaced of those it found in the graphs that ran (not those
 Dynamo compiled and then discarded), and the reasons for the others.
 
+On the GPU (`--device cuda`, with `--dtype bfloat16` or `float16`) the models run in that
+dtype and the kernels the CPU never runs take part (the Hopper family, by FLASHGEN_FWD_FAMILY
+and FLASHGEN_BWD_KIND, at `--head-dims 64,128`); each figure is then the compiled model's error
+over the eager model's, both against a float32 copy of the model (`Judge`).
+
 Usage: python benchmarks/hf_fuzz.py [--seed S] [--cases N]   (CPU: Triton's interpreter;
 20-40 s a case). A case is BAD when a difference exceeds --tol or the compiled model fails.
 """
@@ -88,14 +93,25 @@ ENCODERS = {"bert", "modernbert", "roberta", "distilbert"}
 SEQ2SEQ = {"bart", "t5"}
 # families whose HF code has no SDPA path (they run their eager attention)
 EAGER_ONLY = {"gemma2", "bloom", "mpt", "gpt_oss", "vaultgemma"}
+# the head dims drawn by default (--head-dims 64,128 on the GPU: those the Hopper kernels take)
+HEAD_DIMS = (16, 32)
+# the first call's lengths drawn by default; up to MAX_LENGTH (the configs' 128 positions hold
+# the second call's 3 more and the two decoding steps). On the GPU, longer ones (33,77,120) run
+# the forward kernels where these run the decode kernels (16 query rows or fewer)
+LENGTHS = (5, 7, 11)
+MAX_LENGTH = 120
+# a low-precision case is BAD when the compiled model's error exceeds this many times the eager
+# low-precision model's (both against a float32 copy: `Judge`)
+LOW_TOL = 3.0
 
 
-def config_for(family: str, r: random.Random):
-    """(config, auto class) of a small random model of `family`."""
+def config_for(family: str, r: random.Random, head_dims=HEAD_DIMS):
+    """(config, auto class) of a small random model of `family`, its head dim one of
+    `head_dims` (two choices: the same draws follow whichever two)."""
     import transformers
 
     heads = r.choice([2, 4])
-    dim = r.choice([16, 32])
+    dim = r.choice(list(head_dims))
     hidden = heads * dim
     if family in DECODERS or family in EXTRA_DECODERS:
         kw = dict(
@@ -263,14 +279,18 @@ def set_attention_dropout(cfg, family: str, p: float) -> bool:
 
 def run_case(
     seed: int, families=None, grad: bool = False, checkpointing: bool = False, plain: bool = False,
-    dropout: float = 0.0,
+    dropout: float = 0.0, device: str = "cpu", dtype: str = "float32", head_dims=HEAD_DIMS,
+    lengths=LENGTHS,
 ) -> dict:  # fmt: skip
     """Build, compile and compare one drawn model (of `families`, default FAMILIES); with
     `grad`, also its parameters' gradients (`_grad_diff`), with `checkpointing` under HF's
     gradient checkpointing, with `dropout` in training mode with that attention dropout
     (`_dropout_grad_diff`); the record (errors are raised). `plain`: the same case compiled
     with PyTorch's aot_eager alone (no flashgen pass), to tell whether an error is flashgen's
-    (then no masks are replayed: the gradients are not compared)."""
+    (then no masks are replayed: the gradients are not compared). `device`, `dtype`: where and
+    in what the model runs (built in float32 on the CPU from the seed, then moved; a low
+    precision is judged against a float32 copy, `Judge`); `head_dims`, `lengths`: the two head
+    dims and three first lengths drawn from (the second call's is 3 longer)."""
     import torch
 
     from flashgen.compile.backend import backend
@@ -278,7 +298,7 @@ def run_case(
 
     r, family = _first_draw(seed, families)
     attn = "eager" if family in EAGER_ONLY else r.choice(["sdpa", "eager"])
-    cfg, auto = config_for(family, r)
+    cfg, auto = config_for(family, r, head_dims)
     dropped = bool(dropout) and set_attention_dropout(cfg, family, dropout)
     torch.manual_seed(seed)
     try:
@@ -289,12 +309,15 @@ def run_case(
         attn = "eager"
         torch.manual_seed(seed)
         model = auto.from_config(cfg, attn_implementation=attn).eval()
-    batch, length = r.choice([1, 2, 3]), r.choice([5, 7, 11])
+    judge = Judge.place(model, device, getattr(torch, dtype))
+    batch, length = r.choice([1, 2, 3]), r.choice(list(lengths))
     side = r.choice(["none", "right", "left"])
     dynamic = r.choice([None, True, False])
     rec = {"seed": seed, "family": family, "attn": attn, "padding": side, "dynamic": dynamic,
            "batch": batch, "length": length, "diff": 0.0, "found": 0, "replaced": 0,
            "skips": []}  # fmt: skip
+    if device != "cpu" or dtype != "float32":
+        rec.update(device=device, dtype=dtype)
     if dropout:
         rec["dropout"] = dropout if dropped else f"none: {family} has no entry for it alone"
     inner = torch._dynamo.lookup_backend("aot_eager") if plain else backend(fallback="aot_eager")
@@ -320,20 +343,20 @@ def run_case(
     try:
         with torch.no_grad():
             for n, t in enumerate((length, length + 3)):
-                ids = torch.randint(1, VOCAB, (batch, t))
-                mask = padding_mask(r, batch, t, side)
+                ids = torch.randint(1, VOCAB, (batch, t)).to(device)
+                mask = padding_mask(r, batch, t, side).to(device)
                 kw = {"input_ids": ids, "attention_mask": mask}
                 valid = mask.bool()[..., None]
                 if family in SEQ2SEQ:  # every target position is compared
-                    kw["decoder_input_ids"] = torch.randint(1, VOCAB, (batch, t - 2))
+                    kw["decoder_input_ids"] = torch.randint(1, VOCAB, (batch, t - 2)).to(device)
                     valid = True
                 want = getattr(model(**kw), key)
                 got = getattr(compiled(**kw), key)
-                diffs.append(((got - want).abs() * valid).max().item())
+                diffs.append(judge.outputs(got, want, judge.run(key, **kw), valid))
                 if n == 0 and family in SEQ2SEQ:
-                    diffs.append(_generate(model, compile_graph, dynamic, ids, mask))
+                    diffs.append(_generate(model, compile_graph, dynamic, ids, mask, judge))
                 elif n == 0 and family not in ENCODERS:
-                    diffs.append(_decode_steps(model, compiled, ids, mask))
+                    diffs.append(_decode_steps(model, compiled, ids, mask, judge))
         if grad:
             if side == "none":  # HF's training call
                 del kw["attention_mask"]
@@ -344,13 +367,13 @@ def run_case(
                 if rec["checkpointing"]:  # (HF checkpoints only in training mode)
                     model.train().gradient_checkpointing_enable({"use_reentrant": False})
                 if dropped and not plain:
-                    rec["grad"] = _dropout_grad_diff(model, compiled, kw, valid, key)
+                    rec["grad"] = _dropout_grad_diff(model, compiled, kw, valid, key, judge)
                 else:
-                    rec["grad"] = _grad_diff(model, compiled, kw, valid, key)
+                    rec["grad"] = _grad_diff(model, compiled, kw, valid, key, judge)
             diffs.append(rec["grad"])
     finally:
         torch._dynamo.reset()
-    rec["diff"] = max(diffs)
+    rec["diff"] = float("nan") if any(d != d for d in diffs) else max(diffs)  # (NaN is BAD)
     # Only the graphs that ran count: under dynamic=True Dynamo first traces a float module
     # attribute (BLOOM's inv_norm_factor, Gemma-2's softcap) as a tensor, which the pass
     # refuses, then retraces with it specialised and runs that graph instead.
@@ -364,7 +387,77 @@ def run_case(
     return rec
 
 
-def _grad_diff(model, compiled, kw, valid, key) -> float:
+class Judge:
+    """How `run_case` compares the compiled model with eager. In float32 (the CPU's, or the
+    GPU's with the kernels' IEEE products): the largest absolute difference, BAD above --tol
+    (1e-3). In bfloat16 or float16 (the GPU) the two sides round differently, from each other and
+    from exact arithmetic, so both are compared with a float32 copy of the model on the same
+    device, run eagerly (`ref`), and the figure is the compiled model's largest error over the
+    eager low-precision model's, BAD above --tol (LOW_TOL): PyTorch's own rounding is the
+    yardstick. The eager error is floored at the dtype's eps (times the reference's largest
+    entry for outputs), so a lucky eager match does not inflate the ratio."""
+
+    def __init__(self, ref=None, eps: float = 0.0):
+        self.ref, self.eps = ref, eps
+
+    @classmethod
+    def place(cls, model, device: str, dtype) -> Judge:
+        """Move `model` (float32, on the CPU) to `device` and `dtype`, keeping a float32 copy
+        on `device` where `dtype` is a low precision."""
+        import copy
+
+        import torch
+
+        ref = None if dtype == torch.float32 else copy.deepcopy(model).to(device)
+        model.to(device=device, dtype=dtype)
+        return cls(ref, 0.0 if ref is None else torch.finfo(dtype).eps)
+
+    def run(self, key: str, **kw):
+        """The float32 copy's output `key` for the call `kw` (None in float32)."""
+        return None if self.ref is None else getattr(self.ref(**kw), key)
+
+    def outputs(self, got, want, ref=None, valid=True) -> float:
+        """The figure for one output at the `valid` positions (`ref`: the float32 copy's)."""
+        if ref is None:
+            return _largest((got - want).abs(), valid)
+        ref = ref.float()
+
+        def error(x):
+            return _largest((x.float() - ref).abs(), valid)
+
+        floor = self.eps * _largest(ref.abs(), valid)
+        return error(got) / max(error(want), floor, 1e-30)
+
+    def grads(self, got, want, ref=None) -> float:
+        """The figure for two lists of parameter gradients (`_relative_diff`'s measure)."""
+        if ref is None:
+            return _relative_diff(got, want)
+        return _relative_diff(got, ref) / max(_relative_diff(want, ref), self.eps)
+
+    def ref_grads(self, key: str, weight, training: bool, **kw):
+        """The float32 copy's parameter gradients of the loss sum(weight * output) (None in
+        float32), in `training` mode as the compared model."""
+        if self.ref is None:
+            return None
+        import torch
+
+        self.ref.train(training)
+        params = [p for p in self.ref.parameters() if p.requires_grad]
+        out = getattr(self.ref(**kw), key)
+        return torch.autograd.grad((out * weight).sum(), params, allow_unused=True)
+
+
+def _largest(x, valid) -> float:
+    """The largest entry of `x` at the `valid` positions (a bool tensor broadcast to it, or
+    True); NaN there is NaN (a NaN elsewhere, at a padded position, is not compared)."""
+    import torch
+
+    if valid is not True:
+        x = torch.where(valid, x, 0.0)
+    return x.max().item() if x.numel() else 0.0
+
+
+def _grad_diff(model, compiled, kw, valid, key, judge: Judge | None = None) -> float:
     """Largest difference between the compiled and the eager model's parameter gradients of the
     loss sum(w * output) over the valid positions (`valid`: a padded query row's output is
     zeros in flashgen's kernels and HF's own choice eagerly, and reaches no valid position), w
@@ -372,17 +465,20 @@ def _grad_diff(model, compiled, kw, valid, key) -> float:
     below 1e-3 of the largest entry of any parameter: a key projection's bias has a zero
     gradient in exact arithmetic (adding q.b to a whole row of scores leaves the softmax as it
     was), so both sides' values there are rounding noise. A parameter that does not reach the
-    loss has no gradient eagerly and zeros from the compiled graph: both count as zeros."""
+    loss has no gradient eagerly and zeros from the compiled graph: both count as zeros. In a
+    low precision, `judge`'s ratio against the float32 copy's gradients."""
     import torch
 
+    judge = judge or Judge()
     params = [p for p in model.parameters() if p.requires_grad]
     out = getattr(model(**kw), key)
-    weight = torch.randn(out.shape, generator=torch.Generator().manual_seed(1)) * valid
+    weight = torch.randn(out.shape, generator=torch.Generator().manual_seed(1)).to(out.device)
+    weight = weight * valid
     want = torch.autograd.grad((out * weight).sum(), params, allow_unused=True)
     got = torch.autograd.grad(
         (getattr(compiled(**kw), key) * weight).sum(), params, allow_unused=True
     )
-    return _relative_diff(got, want)
+    return judge.grads(got, want, judge.ref_grads(key, weight, model.training, **kw))
 
 
 def _relative_diff(got, want) -> float:
@@ -399,18 +495,19 @@ def _relative_diff(got, want) -> float:
     )
 
 
-def _dropout_grad_diff(model, compiled, kw, valid, key) -> float:
+def _dropout_grad_diff(model, compiled, kw, valid, key, judge: Judge | None = None) -> float:
     """`_grad_diff`'s measure, and the output's largest difference, in training mode with
     attention dropout: the compiled model first, recording the seeds its kernels are handed in
     the forward; then the eager model with HF's eager attention, `F.dropout` on 4-d attention
     weights replaced by the kernels' keep mask of each recorded seed in turn, scaled by
-    1 / (1 - p). Raises where the eager model's dropout calls and the seeds do not pair up (a
-    site not replaced, or dropout applied elsewhere)."""
+    1 / (1 - p) (`_replay`; in a low precision the float32 copy replays them too, `judge`).
+    Raises where the eager model's dropout calls and the seeds do not pair up (a site not
+    replaced, or dropout applied elsewhere)."""
     import torch
-    import torch.nn.functional as F
 
     from flashgen.kernels import dropout
 
+    judge = judge or Judge()
     model.train()
     params = [p for p in model.parameters() if p.requires_grad]
     seeds: list[int] = []
@@ -426,12 +523,31 @@ def _dropout_grad_diff(model, compiled, kw, valid, key) -> float:
     try:
         out = getattr(compiled(**kw), key)
         drawn = list(seeds)  # (the backward reads the same seeds again)
-        weight = torch.randn(out.shape, generator=torch.Generator().manual_seed(1)) * valid
+        weight = torch.randn(out.shape, generator=torch.Generator().manual_seed(1))
+        weight = weight.to(out.device) * valid
         got = torch.autograd.grad((out * weight).sum(), params, allow_unused=True)
     finally:
         dropout.launch_args = launch_args
     if not drawn:
         raise AssertionError("no kernel drew a dropout mask: no site was replaced with dropout")
+    eager, want = _replay(model, kw, key, weight, drawn)
+    ref, ref_grads = (
+        (None, None) if judge.ref is None else _replay(judge.ref, kw, key, weight, drawn)
+    )
+    return max(judge.outputs(out, eager, ref, valid), judge.grads(got, want, ref_grads))
+
+
+def _replay(model, kw, key, weight, drawn: list[int]):
+    """`_dropout_grad_diff`'s eager side: `model`'s output `key` in training mode with HF's
+    eager attention, its 4-d `F.dropout` calls applying the kernels' keep masks of the seeds
+    `drawn` in turn, and its parameters' gradients of sum(weight * output)."""
+    import torch
+    import torch.nn.functional as F
+
+    from flashgen.kernels import dropout
+
+    model.train()
+    params = [p for p in model.parameters() if p.requires_grad]
     replay = iter(drawn)
     real = F.dropout
     calls = []
@@ -468,46 +584,68 @@ def _dropout_grad_diff(model, compiled, kw, valid, key) -> float:
             model.gradient_checkpointing_enable({"use_reentrant": False})
     if len(calls) != len(drawn):
         raise AssertionError(f"{len(drawn)} seeds drawn, {len(calls)} eager dropout calls")
-    return max(((out - ref).abs() * valid).max().item(), _relative_diff(got, want))
+    return ref, want
 
 
-def _generate(model, backend, dynamic, ids, mask, steps: int = 3) -> float:
+def _generate(model, backend, dynamic, ids, mask, judge: Judge, steps: int = 3) -> float:
     """Largest difference of the scores of `steps` greedy tokens that an encoder-decoder's
     `generate()` gives eagerly and with its forward compiled (the decoding steps' self-attention
-    over the cache and cross-attention over the padded source); inf where the tokens differ."""
+    over the cache and cross-attention over the padded source), where the reference's scores
+    are finite (a logits processor's -inf elsewhere: the pattern must match); inf where the
+    tokens differ. In a low precision (`judge`'s float32 copy generating too) a near-tie
+    between two tokens may fall either way on each side: the steps compared are those whose
+    earlier tokens all three sides agree on (the first always)."""
     import torch
 
     kw = {"attention_mask": mask, "max_new_tokens": steps, "do_sample": False, "num_beams": 1,
           "output_scores": True, "return_dict_in_generate": True}  # fmt: skip
     want = model.generate(ids, **kw)
+    ref = None if judge.ref is None else judge.ref.generate(ids, **kw)
     model.forward = torch.compile(model.forward, backend=backend, dynamic=dynamic)
     try:
         got = model.generate(ids, **kw)
     finally:
         del model.forward
-    if not torch.equal(got.sequences, want.sequences):
+    if ref is None and not torch.equal(got.sequences, want.sequences):
         return float("inf")
-    return max((g - w).abs().max().item() for g, w in zip(got.scores, want.scores, strict=True))
+    sides = (got, want) if ref is None else (got, want, ref)
+    worst = 0.0
+    for i in range(min(len(side.scores) for side in sides)):
+        # (a logits processor's -inf, BART's forced end token: compared as a pattern)
+        finite = torch.isfinite(sides[-1].scores[i])
+        if not torch.equal(torch.isfinite(got.scores[i]), finite):
+            return float("inf")
+        g, w, *f = (torch.where(finite, side.scores[i].float(), 0.0) for side in sides)
+        worst = max(worst, judge.outputs(g, w, f[0] if f else None))
+        tokens = [s.sequences[:, s.sequences.shape[1] - len(s.scores) + i] for s in sides]
+        if not all(torch.equal(tokens[0], t) for t in tokens[1:]):
+            break
+    return worst
 
 
-def _decode_steps(model, compiled, ids, mask, steps: int = 2) -> float:
+def _decode_steps(model, compiled, ids, mask, judge: Judge, steps: int = 2) -> float:
     """Largest logit difference over a prefill with a KV cache and `steps` decoding steps, the
-    eager and the compiled model each with its own cache."""
+    eager and the compiled model (and `judge`'s float32 copy) each with its own cache."""
     import torch
 
-    kw = {"attention_mask": mask, "use_cache": True}
-    want, got = model(input_ids=ids, **kw), compiled(input_ids=ids, **kw)
-    cache_w, cache_g = want.past_key_values, got.past_key_values
-    worst = ((want.logits - got.logits).abs() * mask.bool()[..., None]).max().item()
-    for _ in range(steps):
-        token = torch.randint(1, VOCAB, (ids.shape[0], 1))
+    models = [model, compiled] + ([] if judge.ref is None else [judge.ref])
+    outs = [m(input_ids=ids, attention_mask=mask, use_cache=True) for m in models]
+    valid = mask.bool()[..., None]
+    worst = 0.0
+    for step in range(steps + 1):
+        want, got, *ref = outs
+        ref = ref[0].logits if ref else None
+        worst = max(worst, judge.outputs(got.logits, want.logits, ref, valid))
+        if step == steps:
+            break
+        token = torch.randint(1, VOCAB, (ids.shape[0], 1)).to(ids.device)
         mask = torch.cat([mask, torch.ones_like(mask[:, :1])], 1)
-        want = model(input_ids=token, attention_mask=mask, past_key_values=cache_w, use_cache=True)
-        got = compiled(
-            input_ids=token, attention_mask=mask, past_key_values=cache_g, use_cache=True
-        )
-        cache_w, cache_g = want.past_key_values, got.past_key_values
-        worst = max(worst, (want.logits - got.logits).abs().max().item())
+        valid = True
+        outs = [
+            m(input_ids=token, attention_mask=mask, past_key_values=o.past_key_values,
+              use_cache=True)
+            for m, o in zip(models, outs, strict=True)
+        ]  # fmt: skip
     return worst
 
 
@@ -515,7 +653,11 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seed", type=int, default=0, help="first seed")
     parser.add_argument("--cases", type=int, default=20, help="how many seeds")
-    parser.add_argument("--tol", type=float, default=1e-3, help="largest difference allowed")
+    parser.add_argument(
+        "--tol", type=float, default=None,
+        help=f"largest difference allowed (default 1e-3; in bfloat16/float16 the largest ratio of "
+        f"the compiled model's error to eager's, both against float32, default {LOW_TOL})",
+    )  # fmt: skip
     parser.add_argument(
         "--families", default="",
         help=f"comma-separated families to draw from (default: {', '.join(FAMILIES)}; also "
@@ -534,7 +676,36 @@ def main(argv=None) -> int:
         help="with --grad: attention dropout P, the gradients compared in training mode with the "
         "kernels' masks replayed eagerly",
     )  # fmt: skip
+    parser.add_argument(
+        "--device", choices=("cpu", "cuda"), default="cpu",
+        help="where the models run (cpu: the kernels in Triton's interpreter)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--dtype", choices=("float32", "bfloat16", "float16"), default="float32",
+        help="the models' dtype (bfloat16/float16 need --device cuda: judged against a float32 "
+        "copy of each model, see --tol)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--head-dims", default=",".join(map(str, HEAD_DIMS)),
+        help="the two head dims drawn from (64,128: those the Hopper kernels take on the GPU)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--lengths", default=",".join(map(str, LENGTHS)),
+        help=f"the three first lengths drawn from, 4 to {MAX_LENGTH} (on the GPU 33,77,120: "
+        "the forward kernels rather than the decode kernels)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
+    head_dims = _ints(args.head_dims)
+    if len(head_dims) != 2 or min(head_dims) < 8 or any(d % 8 for d in head_dims):
+        parser.error(f"--head-dims: two multiples of 8, e.g. 64,128; got {args.head_dims!r}")
+    lengths = _ints(args.lengths)
+    if len(lengths) != 3 or min(lengths) < 4 or max(lengths) > MAX_LENGTH:
+        parser.error(f"--lengths: three lengths from 4 to {MAX_LENGTH}; got {args.lengths!r}")
+    if args.dtype != "float32" and args.device != "cuda":
+        parser.error(f"--dtype {args.dtype} runs on --device cuda only (the interpreter's numpy "
+                     "has no bfloat16; float16 there was never checked)")  # fmt: skip
+    if args.tol is None:
+        args.tol = 1e-3 if args.dtype == "float32" else LOW_TOL
     if args.checkpointing and not args.grad:
         parser.error("--checkpointing applies to the gradient check: add --grad")
     if args.dropout and not args.grad:
@@ -546,15 +717,26 @@ def main(argv=None) -> int:
     if unknown:
         parser.error(f"--families: unknown {', '.join(unknown)}")
     os.environ.setdefault("FLASHGEN_IMPL", "flashgen")
+    if args.device == "cpu":
+        os.environ.setdefault("TRITON_INTERPRET", "1")
     import torch
 
-    if not torch.cuda.is_available():
-        os.environ.setdefault("TRITON_INTERPRET", "1")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: no CUDA device here")
+    args.place = {
+        "device": args.device, "dtype": args.dtype, "head_dims": head_dims, "lengths": lengths
+    }  # fmt: skip
+    print(
+        f"hf_fuzz on {args.device}, {args.dtype}, head dims {head_dims}, lengths {lengths}: "
+        f"BAD above {args.tol}" + ("" if args.dtype == "float32" else " (error ratio to eager's)")
+    )
     bad, torch_errors = [], []
     found = replaced = 0
     for seed in range(args.seed, args.seed + args.cases):
         try:
-            rec = run_case(seed, families, args.grad, args.checkpointing, dropout=args.dropout)
+            rec = run_case(
+                seed, families, args.grad, args.checkpointing, dropout=args.dropout, **args.place
+            )
         except Exception as exc:  # noqa: BLE001 - a sweep records every error, with its trace
             trace = traceback.format_exc(limit=8)
             if _fails_without_flashgen(seed, families, args, exc):
@@ -568,7 +750,7 @@ def main(argv=None) -> int:
             continue
         found += rec["found"]
         replaced += rec["replaced"]
-        status = "BAD" if rec["diff"] > args.tol else "ok"
+        status = "ok" if rec["diff"] <= args.tol else "BAD"  # (NaN too)
         if status == "BAD":
             bad.append(seed)
         print(f"{status} {rec}", flush=True)
@@ -576,6 +758,14 @@ def main(argv=None) -> int:
     if torch_errors:
         print(f"{len(torch_errors)} cases PyTorch's own compile fails as well: {torch_errors}")
     return 1 if bad else 0
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    """The comma-separated integers of `text` (an empty tuple where one is not an integer)."""
+    try:
+        return tuple(int(x) for x in text.split(","))
+    except ValueError:
+        return ()
 
 
 def _first_draw(seed: int, families=None) -> tuple[random.Random, str]:
@@ -595,7 +785,10 @@ def _fails_without_flashgen(seed, families, args, exc: Exception) -> bool:
     torch.compile, which no backend can avoid, not flashgen's; its seed is reported apart, not
     as bad."""
     try:
-        run_case(seed, families, args.grad, args.checkpointing, plain=True, dropout=args.dropout)
+        run_case(
+            seed, families, args.grad, args.checkpointing, plain=True, dropout=args.dropout,
+            **args.place,
+        )  # fmt: skip
     except Exception as again:  # noqa: BLE001
         return type(again) is type(exc) and str(again) == str(exc)
     return False

@@ -131,7 +131,7 @@ def test_an_error_is_told_apart_by_compiling_without_flashgen(monkeypatch, capsy
     """A case that raises is run again with aot_eager alone: the same error there is PyTorch's
     (reported as TORCH, not bad, exit 0); an error only flashgen's pass raises stays bad."""
 
-    def run_case(seed, families, grad, checkpointing, plain=False, dropout=0.0):
+    def run_case(seed, families, grad, checkpointing, plain=False, dropout=0.0, **place):
         if plain and not plain_fails:
             return {}
         raise AssertionError("lift_tracked_freevar_to_input")
@@ -207,3 +207,98 @@ def test_a_replayed_mask_other_than_the_kernels_is_caught(monkeypatch):
     monkeypatch.setattr(dropout, "keep_mask", lambda seed, *a, **k: keep_mask(seed + 1, *a, **k))
     rec = fuzz.run_case(103, grad=True, dropout=0.2)
     assert rec["diff"] > 1e-2, rec
+
+
+def test_the_low_precision_judge_reads_the_error_over_eagers():
+    """`Judge` in a low precision: the compiled model's error against the float32 copy over the
+    eager model's, at the valid positions only (a NaN there is NaN, one at a padded position is
+    not compared); in float32 the plain largest difference. Gradients: the same ratio of
+    `_relative_diff`'s measure."""
+    import math
+
+    import torch
+
+    g = torch.Generator().manual_seed(0)
+    ref = torch.randn(3, 5, 8, generator=g)
+    noise = 1e-2 * torch.randn(3, 5, 8, generator=g)
+    valid = torch.ones(3, 5, 1, dtype=torch.bool)
+    valid[1, 3:] = False
+    judge = fuzz.Judge(ref=object(), eps=2.0**-8)
+    assert judge.outputs(ref + noise, ref + noise, ref, valid) == 1.0
+    assert 1.9 < judge.outputs(ref + 2 * noise, ref + noise, ref, valid) < 2.1
+    wrong = ref.clone()
+    wrong[0, 0, 0] += 1.0
+    assert judge.outputs(wrong, ref + noise, ref, valid) > 10 * fuzz.LOW_TOL
+    padded = (ref + noise).clone()
+    padded[1, 4, 2] = float("nan")  # at a padded position: not compared
+    assert judge.outputs(padded, ref + noise, ref, valid) == 1.0
+    padded[0, 4, 2] = float("nan")
+    assert math.isnan(judge.outputs(padded, ref + noise, ref, valid))
+    plain = fuzz.Judge()
+    assert plain.outputs(wrong, ref, None, valid) == pytest.approx(1.0)
+    assert plain.outputs(padded, ref, None, True) != plain.outputs(padded, ref, None, True)
+    grads = [ref, ref[0]]
+    eager = [x + noise[: len(x)] for x in grads]
+    assert judge.grads(eager, eager, grads) == 1.0
+    off = [x * 1.5 for x in grads]
+    assert judge.grads(off, eager, grads) > 10 * fuzz.LOW_TOL
+
+
+@pytest.mark.parametrize(
+    "argv,message",
+    [(["--dtype", "bfloat16"], "runs on --device cuda only"),
+     (["--head-dims", "64"], "two multiples of 8"), (["--head-dims", "64,x"], "two multiples"),
+     (["--lengths", "5,7,200"], "three lengths from 4 to 120")],
+)  # fmt: skip
+def test_bad_placement_arguments_are_refused(capsys, argv, message):
+    with pytest.raises(SystemExit) as exit_:
+        fuzz.main(argv)
+    assert exit_.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+@pytest.fixture
+def gpu_flashgen(monkeypatch):
+    """flashgen's own kernels at every site (no SDPA route), as the script's main sets them."""
+    from flashgen.runtime import dispatch
+
+    dispatch.set_impl("flashgen")
+    yield monkeypatch
+    dispatch.set_impl(None)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("family_env", ["default", "hopper"])
+@pytest.mark.parametrize(
+    "seed,kw",
+    [(54, {}), (14, {"grad": True}), (103, {"grad": True, "dropout": 0.2}),
+     (100, {"families": ["bart", "t5"]}), (103, {"families": ["bart", "t5"], "grad": True})],
+    ids=["mistral_window_left", "llama_left_grad", "bert_dropout", "bart_generate", "t5_grad"],
+)  # fmt: skip
+def test_models_in_bfloat16_on_the_gpu_match_eager_within_its_rounding(
+    gpu_flashgen, family_env, seed, kw
+):
+    """`--device cuda --dtype bfloat16`: every site replaced by flashgen's kernels (the Hopper
+    family's forward and backward where forced, at head dims 64/128 and lengths past the
+    decode kernels'), the compiled model's error against a float32 copy at most LOW_TOL times
+    eager bfloat16's."""
+    if family_env == "hopper":
+        gpu_flashgen.setenv("FLASHGEN_FWD_FAMILY", "hopper")
+        gpu_flashgen.setenv("FLASHGEN_BWD_KIND", "hopper")
+    rec = fuzz.run_case(
+        seed, **kw, device="cuda", dtype="bfloat16", head_dims=(64, 128), lengths=(33, 77, 120)
+    )
+    assert rec["dtype"] == "bfloat16" and rec["diff"] <= fuzz.LOW_TOL, rec
+    assert rec["found"] > 0 and rec["replaced"] == rec["found"], rec
+
+
+@pytest.mark.gpu
+def test_a_wrong_mask_in_bfloat16_on_the_gpu_is_caught(gpu_flashgen):
+    """The low-precision judge catches what the float32 check catches: masks replayed from other
+    seeds than the kernels' read far above LOW_TOL."""
+    from flashgen.kernels import dropout
+
+    keep_mask = dropout.keep_mask
+    gpu_flashgen.setattr(dropout, "keep_mask", lambda seed, *a, **k: keep_mask(seed + 1, *a, **k))
+    rec = fuzz.run_case(103, grad=True, dropout=0.2, device="cuda", dtype="bfloat16")
+    assert rec["diff"] > 10 * fuzz.LOW_TOL, rec

@@ -4,8 +4,11 @@
 #           h200 part), ~300 s; skipped on any other card
 #   opfuzz: benchmarks/op_fuzz.py on the GPU, bfloat16 then float32, 300 cases each from seed
 #           ${SEED:-3000} (sessions 60-61 ran 0-399 and 1000-1035 there), ~300 s
-#   hfgpu:  benchmarks/hf_fuzz.py --device cuda (new in session 62), bfloat16 with --grad,
-#           seeds from ${SEED:-0}, ~250 s
+#   hftest: the GPU tests of benchmarks/hf_fuzz.py's GPU mode (new in session 62), ~200 s
+#   hfgpu:  hf_fuzz.py --device cuda --dtype bfloat16 --grad, head dims 64/128, lengths
+#           33-120, the Hopper family forced (forward and backward), seeds from ${SEED:-0}
+#   hfdrop: hf_fuzz.py --device cuda --dtype bfloat16 --grad --dropout 0.2, the defaults'
+#           kernels, seeds from ${SEED:-6000}
 export FLASHGEN_COMMIT=${FLASHGEN_COMMIT:-?}
 name=$(nvidia-smi --query-gpu=name --format=csv,noheader)
 echo "card: $name"; uptime | cut -c1-80
@@ -21,10 +24,21 @@ opfuzz)
     stamp "op_fuzz $dt rc=$?"; tail -1 $OUT/opfuzz_$dt.txt | cut -c1-300
     grep -A40 FAILED $OUT/opfuzz_$dt.txt | grep -E "Error|FAILED" | cut -c1-400 | head -12
   done ;;
+hftest)
+  timeout 240 python3 -m pytest -q -p no:cacheprovider -m gpu tests/compile/test_hf_fuzz.py \
+    > $OUT/hf_gpu_tests.txt 2>&1
+  stamp "gpu tests of hf_fuzz rc=$?"; tail -2 $OUT/hf_gpu_tests.txt | cut -c1-300
+  grep -E "^FAILED|Error" $OUT/hf_gpu_tests.txt | head -12 | cut -c1-400 ;;
 hfgpu)
-  timeout 250 python3 -u benchmarks/hf_fuzz.py --device cuda --dtype bfloat16 --grad \
-    --seed ${SEED:-0} --cases ${CASES:-40} > $OUT/hfgpu.txt 2>&1
-  stamp "hf_fuzz cuda bfloat16 rc=$?"; tail -3 $OUT/hfgpu.txt | cut -c1-300
-  grep -B2 -A12 BAD $OUT/hfgpu.txt | cut -c1-300 | head -40 ;;
+  FLASHGEN_FWD_FAMILY=hopper FLASHGEN_BWD_KIND=hopper timeout ${TIME:-200} python3 -u \
+    benchmarks/hf_fuzz.py --device cuda --dtype bfloat16 --grad --head-dims 64,128 \
+    --lengths 33,77,120 --seed ${SEED:-0} --cases ${CASES:-40} > $OUT/hfgpu_hopper.txt 2>&1
+  stamp "hf_fuzz cuda bfloat16 hopper rc=$?"; tail -3 $OUT/hfgpu_hopper.txt | cut -c1-300
+  grep -A12 "^BAD" $OUT/hfgpu_hopper.txt | cut -c1-300 | head -30 ;;
+hfdrop)
+  timeout ${TIME:-150} python3 -u benchmarks/hf_fuzz.py --device cuda --dtype bfloat16 --grad \
+    --dropout 0.2 --seed ${SEED:-6000} --cases ${CASES:-40} > $OUT/hfgpu_drop.txt 2>&1
+  stamp "hf_fuzz cuda bfloat16 dropout rc=$?"; tail -3 $OUT/hfgpu_drop.txt | cut -c1-300
+  grep -A12 "^BAD" $OUT/hfgpu_drop.txt | cut -c1-300 | head -30 ;;
 esac
 done
