@@ -25,7 +25,7 @@ opfuzz)
     grep -A40 FAILED $OUT/opfuzz_$dt.txt | grep -E "Error|FAILED" | cut -c1-400 | head -12
   done ;;
 hftest)
-  timeout 240 python3 -m pytest -q -p no:cacheprovider -m gpu tests/compile/test_hf_fuzz.py \
+  timeout ${TIME:-280} python3 -m pytest -q -p no:cacheprovider -m gpu tests/compile/test_hf_fuzz.py \
     > $OUT/hf_gpu_tests.txt 2>&1
   stamp "gpu tests of hf_fuzz rc=$?"; tail -2 $OUT/hf_gpu_tests.txt | cut -c1-300
   grep -E "^FAILED|Error" $OUT/hf_gpu_tests.txt | head -12 | cut -c1-400 ;;
