@@ -373,7 +373,7 @@ def run_case(
             diffs.append(rec["grad"])
     finally:
         torch._dynamo.reset()
-    rec["diff"] = float("nan") if any(d != d for d in diffs) else max(diffs)  # (NaN is BAD)
+    rec["diff"] = _worst(diffs)  # (NaN: BAD)
     # Only the graphs that ran count: under dynamic=True Dynamo first traces a float module
     # attribute (BLOOM's inv_norm_factor, Gemma-2's softcap) as a tensor, which the pass
     # refuses, then retraces with it specialised and runs that graph instead.
@@ -489,10 +489,16 @@ def _relative_diff(got, want) -> float:
     want = [zero if w is None else w for w in want]
     got = [zero if g is None else g for g in got]
     floor = 1e-3 * max(w.abs().max().item() for w in want)
-    return max(
+    return _worst(
         ((g - w).abs().max() / max(w.abs().max().item(), floor, 1e-30)).item()
         for g, w in zip(got, want, strict=True)
     )
+
+
+def _worst(figures) -> float:
+    """The largest of `figures`, NaN if one is NaN (Python's max keeps whichever came first)."""
+    figures = list(figures)
+    return float("nan") if any(f != f for f in figures) else max(figures)
 
 
 def _dropout_grad_diff(model, compiled, kw, valid, key, judge: Judge | None = None) -> float:
@@ -534,7 +540,7 @@ def _dropout_grad_diff(model, compiled, kw, valid, key, judge: Judge | None = No
     ref, ref_grads = (
         (None, None) if judge.ref is None else _replay(judge.ref, kw, key, weight, drawn)
     )
-    return max(judge.outputs(out, eager, ref, valid), judge.grads(got, want, ref_grads))
+    return _worst([judge.outputs(out, eager, ref, valid), judge.grads(got, want, ref_grads)])
 
 
 def _replay(model, kw, key, weight, drawn: list[int]):
@@ -616,7 +622,7 @@ def _generate(model, backend, dynamic, ids, mask, judge: Judge, steps: int = 3) 
         if not torch.equal(torch.isfinite(got.scores[i]), finite):
             return float("inf")
         g, w, *f = (torch.where(finite, side.scores[i].float(), 0.0) for side in sides)
-        worst = max(worst, judge.outputs(g, w, f[0] if f else None))
+        worst = _worst([worst, judge.outputs(g, w, f[0] if f else None)])
         tokens = [s.sequences[:, s.sequences.shape[1] - len(s.scores) + i] for s in sides]
         if not all(torch.equal(tokens[0], t) for t in tokens[1:]):
             break
@@ -635,7 +641,7 @@ def _decode_steps(model, compiled, ids, mask, judge: Judge, steps: int = 2) -> f
     for step in range(steps + 1):
         want, got, *ref = outs
         ref = ref[0].logits if ref else None
-        worst = max(worst, judge.outputs(got.logits, want.logits, ref, valid))
+        worst = _worst([worst, judge.outputs(got.logits, want.logits, ref, valid)])
         if step == steps:
             break
         token = torch.randint(1, VOCAB, (ids.shape[0], 1)).to(ids.device)

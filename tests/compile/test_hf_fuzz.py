@@ -242,6 +242,9 @@ def test_the_low_precision_judge_reads_the_error_over_eagers():
     assert judge.grads(eager, eager, grads) == 1.0
     off = [x * 1.5 for x in grads]
     assert judge.grads(off, eager, grads) > 10 * fuzz.LOW_TOL
+    nan_last = [grads[0], torch.full_like(grads[1], float("nan"))]  # (not only when first)
+    assert math.isnan(fuzz._relative_diff(nan_last, grads))
+    assert math.isnan(judge.grads(nan_last, eager, grads))
 
 
 @pytest.mark.parametrize(
