@@ -371,6 +371,8 @@ def run_case(
                 else:
                     rec["grad"] = _grad_diff(model, compiled, kw, valid, key, judge)
             diffs.append(rec["grad"])
+    except AssertionError as exc:  # the replay's refusals: say what the backend saw
+        raise AssertionError(f"{exc} [{_graphs_seen(graphs, ran)}]") from exc
     finally:
         torch._dynamo.reset()
     rec["diff"] = _worst(diffs)  # (NaN: BAD)
@@ -385,6 +387,16 @@ def run_case(
             if not site.replaced and site.reason not in rec["skips"]:
                 rec["skips"].append(site.reason)
     return rec
+
+
+def _graphs_seen(graphs: list[list], ran: set[int]) -> str:
+    """What the backend compiled, for an error's message: how many graphs, which ran, and each
+    graph's sites as replaced (R) or kept (K: its reason)."""
+    parts = []
+    for index, sites in enumerate(graphs):
+        marks = [("R" if s.replaced else f"K: {s.reason}") for s in sites]
+        parts.append(f"graph {index}{' (ran)' if index in ran else ''}: {marks}")
+    return f"{len(graphs)} graphs compiled; " + "; ".join(parts)
 
 
 class Judge:
