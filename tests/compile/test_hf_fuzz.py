@@ -305,3 +305,23 @@ def test_a_wrong_mask_in_bfloat16_on_the_gpu_is_caught(gpu_flashgen):
     gpu_flashgen.setattr(dropout, "keep_mask", lambda seed, *a, **k: keep_mask(seed + 1, *a, **k))
     rec = fuzz.run_case(103, grad=True, dropout=0.2, device="cuda", dtype="bfloat16")
     assert rec["diff"] > 10 * fuzz.LOW_TOL, rec
+
+
+def test_a_model_whose_attention_code_drops_nothing_is_compared_as_it_is(monkeypatch):
+    """`--dropout` on a model whose attention code applies no dropout (HF's Falcon before
+    transformers 5.25; here the config left without it): no kernel draws a seed and eager HF
+    drops nothing, so the sides are compared as they are and the record says so."""
+    monkeypatch.setattr(fuzz, "set_attention_dropout", lambda cfg, family, p: True)
+    rec = fuzz.run_case(103, grad=True, dropout=0.2)
+    assert rec["dropout"].startswith("none applied: bert"), rec
+    assert rec["diff"] <= 1e-3 and rec["replaced"] == rec["found"] > 0, rec
+
+
+def test_kernels_without_the_dropout_eager_hf_applies_are_caught(monkeypatch):
+    """The other way round: the compiled model's kernels run without dropout (their seeds
+    dropped here) while eager HF drops its attention weights: refused, naming what ran."""
+    from flashgen.kernels import dropout
+
+    monkeypatch.setattr(dropout, "launch_args", lambda p, seed: None)
+    with pytest.raises(AssertionError, match="no kernel drew a dropout mask, but eager HF"):
+        fuzz.run_case(103, grad=True, dropout=0.2)
