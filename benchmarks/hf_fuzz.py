@@ -25,7 +25,8 @@ recorded, and the eager reference (HF's eager attention, the same weights) repla
 (`flashgen.kernels.dropout.keep_mask`: keys numbered from 0, as the pass hands padding to the
 kernels as a mask, never as lengths); its output at the valid positions and every parameter's
 gradient are compared (a model whose attention code drops nothing in the installed
-transformers, HF's Falcon before 5.25, is compared as it is and recorded as "none applied").
+transformers, HF's Falcon before its attention refactor, is compared as it is and recorded as
+"none applied").
 It reports the largest difference, how
 many attention sites the backend replaced of those it found in the graphs that ran (not those
 Dynamo compiled and then discarded), and the reasons for the others.
@@ -370,7 +371,7 @@ def run_case(
                     model.train().gradient_checkpointing_enable({"use_reentrant": False})
                 if dropped and not plain:
                     rec["grad"], drawn = _dropout_grad_diff(model, compiled, kw, valid, key, judge)
-                    if not drawn:  # (older HF code: Falcon's before transformers 5.25)
+                    if not drawn:  # (older HF code: Falcon's before its attention refactor)
                         rec["dropout"] = f"none applied: {family}'s attention code drops nothing"
                 else:
                     rec["grad"] = _grad_diff(model, compiled, kw, valid, key, judge)
@@ -527,8 +528,8 @@ def _dropout_grad_diff(
     recorded seed in turn, scaled by 1 / (1 - p) (`_replay`; in a low precision the float32
     copy replays them too, `judge`). Raises where the eager model's dropout calls and the seeds
     do not pair up (a site not replaced, or dropout applied elsewhere). No seed and no eager
-    dropout call: the model's attention code applies none (HF's Falcon before transformers
-    5.25 drops nothing without ALiBi), and the two sides are compared as they are."""
+    dropout call: the model's attention code applies none (HF's Falcon before its attention
+    refactor drops nothing without ALiBi), and the two sides are compared as they are."""
     import torch
 
     from flashgen.kernels import dropout

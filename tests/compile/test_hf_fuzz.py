@@ -11,7 +11,11 @@ GPT-OSS's attention sinks and DeepSeek-V3's kept latent attention (EXTRA_DECODER
 gradient check's own reading of a planted 1% error; with `--dropout`, models trained with
 attention dropout against eager HF replaying the kernels' keep masks (BERT, GPT-2, Llama, BLOOM,
 Mistral; SDPA and eager attention; no, right and left padding; under gradient checkpointing),
-and a wrong mask caught. The sweep itself is the script's."""
+and a wrong mask caught; a model whose attention code drops nothing compared as it is, and
+kernels without the dropout eager HF applies refused. The GPU mode (`--device cuda --dtype
+bfloat16`, marked `gpu`): drawn models against a float32 copy, with the defaults' kernels and
+the Hopper family forced, and a wrong mask caught there too; on the CPU its judge and argument
+checks. The sweep itself is the script's."""
 
 from __future__ import annotations
 
@@ -308,8 +312,8 @@ def test_a_wrong_mask_in_bfloat16_on_the_gpu_is_caught(gpu_flashgen):
 
 
 def test_a_model_whose_attention_code_drops_nothing_is_compared_as_it_is(monkeypatch):
-    """`--dropout` on a model whose attention code applies no dropout (HF's Falcon before
-    transformers 5.25; here the config left without it): no kernel draws a seed and eager HF
+    """`--dropout` on a model whose attention code applies no dropout (HF's Falcon before its
+    attention refactor; here the config left without it): no kernel draws a seed and eager HF
     drops nothing, so the sides are compared as they are and the record says so."""
     monkeypatch.setattr(fuzz, "set_attention_dropout", lambda cfg, family, p: True)
     rec = fuzz.run_case(103, grad=True, dropout=0.2)
