@@ -9,6 +9,12 @@
 #           33-120, the Hopper family forced (forward and backward), seeds from ${SEED:-0}
 #   hfdrop: hf_fuzz.py --device cuda --dtype bfloat16 --grad --dropout 0.2, the defaults'
 #           kernels, seeds from ${SEED:-6000}
+# Ran in session 62 (benchmarks/raw/h100_s62/README.md): opfuzz, hftest (twice, cut short),
+# hfgpu (seeds 0-5), hfdrop (6000-6004). Left for the next session: `TIME=500 dev.sh hftest`
+# alone (cold Triton caches: only 7, then 5 of the GPU tests finished in ~240 s); `SEED=6004
+# CASES=1 dev.sh hfdrop` (HF Falcon: session 62's BAD case, most likely its transformers 5.17
+# code applying no dropout: now recorded as "none applied" if so); `SEED=6 dev.sh hfgpu`;
+# `h200` on an H200.
 export FLASHGEN_COMMIT=${FLASHGEN_COMMIT:-?}
 name=$(nvidia-smi --query-gpu=name --format=csv,noheader)
 echo "card: $name"; uptime | cut -c1-80
