@@ -329,3 +329,15 @@ def test_kernels_without_the_dropout_eager_hf_applies_are_caught(monkeypatch):
     monkeypatch.setattr(dropout, "launch_args", lambda p, seed: None)
     with pytest.raises(AssertionError, match="no kernel drew a dropout mask, but eager HF"):
         fuzz.run_case(103, grad=True, dropout=0.2)
+
+
+def test_a_kept_site_with_dropout_is_reported_not_replayed():
+    """A site the pass keeps in training (BLOOM's finfo.min padding fill beside ALiBi with
+    dropout: a row it hides entirely would need eager's dropped uniform row) drops with
+    PyTorch's generator, which no replay can follow: the gradients are not compared and the
+    record says why, the outputs in eval mode still compared."""
+    rec = fuzz.run_case(6415, grad=True, dropout=0.2)
+    assert (rec["family"], rec["padding"]) == ("bloom", "right"), rec
+    assert rec["dropout"].startswith("not replayed: 2 site(s) kept"), rec
+    assert "dropout on the rows it hides entirely" in rec["dropout"], rec
+    assert "grad" not in rec and rec["diff"] <= 1e-3, rec
