@@ -16,12 +16,13 @@ scores of three greedy `generate()` steps). With `--grad` it also compares the g
 every parameter of a random-weighted loss over the valid positions (no dropout: the configs
 have none unless --dropout; the backward kernels with the same masks), an unpadded batch then
 called as HF's training call (no attention_mask; decoders `use_cache=False`: the mask from HF's
-own position ids); `--checkpointing` adds HF's gradient checkpointing (non-reentrant, training mode) to that
-call, the attention then inside each layer's checkpoint. `--dropout P` (with --grad) builds
-the models with attention dropout P (every other dropout 0) and runs that gradient check in
-training mode: the compiled model's kernels draw their keep masks, the seeds they are handed are
-recorded, and the eager reference (HF's eager attention, the same weights) replays them, its
-`F.dropout` on the 4-d attention weights applying the kernels' mask of each seed
+own position ids); `--checkpointing` adds HF's gradient checkpointing (non-reentrant, training
+mode) to that call, the attention then inside each layer's checkpoint. `--dropout P` (with
+--grad) builds the models with attention dropout P (every other dropout 0) and runs that
+gradient check in training mode: the compiled model's kernels draw their keep masks, the
+seeds they are handed are recorded, and the eager reference (HF's eager attention, the same
+weights) replays them, its `F.dropout` on the 4-d attention weights applying the kernels' mask
+of each seed
 (`flashgen.kernels.dropout.keep_mask`: keys numbered from 0, as the pass hands padding to the
 kernels as a mask, never as lengths); its output at the valid positions and every parameter's
 gradient are compared (a model whose attention code drops nothing in the installed
@@ -377,7 +378,7 @@ def run_case(
                             model, compiled, kw, valid, key, judge
                         )
                     except AssertionError:
-                        kept = _kept_sites(graphs[before:], ran, before)
+                        kept = [s.reason for s in _ran_sites(graphs, ran, before) if not s.replaced]
                         if not kept:
                             raise
                         # PyTorch's own attention drops there, with its own generator: the
@@ -399,25 +400,17 @@ def run_case(
     # attribute (BLOOM's inv_norm_factor, Gemma-2's softcap) as a tensor, which the pass
     # refuses, then retraces with it specialised and runs that graph instead.
     rec["discarded"] = len(graphs) - len(ran)
-    for index in sorted(ran):
-        for site in graphs[index]:
-            rec["found"] += 1
-            rec["replaced"] += site.replaced
-            if not site.replaced and site.reason not in rec["skips"]:
-                rec["skips"].append(site.reason)
+    for site in _ran_sites(graphs, ran):
+        rec["found"] += 1
+        rec["replaced"] += site.replaced
+        if not site.replaced and site.reason not in rec["skips"]:
+            rec["skips"].append(site.reason)
     return rec
 
 
-def _kept_sites(graphs: list[list], ran: set[int], first: int) -> list[str]:
-    """The reasons of the sites kept (not replaced) in `graphs`, numbered from `first`, that
-    ran."""
-    return [
-        s.reason
-        for index, sites in enumerate(graphs, first)
-        if index in ran
-        for s in sites
-        if not s.replaced
-    ]
+def _ran_sites(graphs: list[list], ran: set[int], first: int = 0) -> list:
+    """The sites of the graphs that ran (`ran`: their indices), from graph `first` on."""
+    return [site for index in sorted(ran) if index >= first for site in graphs[index]]
 
 
 def _graphs_seen(graphs: list[list], ran: set[int]) -> str:

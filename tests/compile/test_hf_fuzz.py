@@ -20,6 +20,7 @@ checks. The sweep itself is the script's."""
 from __future__ import annotations
 
 import random
+import types
 
 import pytest
 import repo_scripts
@@ -341,3 +342,33 @@ def test_a_kept_site_with_dropout_is_reported_not_replayed():
     assert rec["dropout"].startswith("not replayed: 2 site(s) kept"), rec
     assert "dropout on the rows it hides entirely" in rec["dropout"], rec
     assert "grad" not in rec and rec["diff"] <= 1e-3, rec
+
+
+def test_generate_scores_compare_their_minus_inf_as_a_pattern():
+    """`_generate`: a logits processor's -inf (BART's forced end token) sits at the same places
+    on both sides and is not a difference (the old (g - w).abs().max() read NaN there, which
+    the verdict took for "ok" whatever else differed); a -inf on one side only is."""
+    import torch
+
+    inf = float("inf")
+
+    class Stub:  # generate() hands back the eager result, then the compiled one
+        def __init__(self, *outs):
+            self.outs = iter(outs)
+
+        def forward(self, *args, **kwargs):
+            raise AssertionError("not called by the stub's generate")
+
+        def generate(self, ids, **kwargs):
+            return next(self.outs)
+
+    def result(forced, free):
+        scores = (torch.tensor([[-inf, -inf, forced]]), torch.tensor([[0.5, free, -1.0]]))
+        return types.SimpleNamespace(sequences=torch.tensor([[0, 2, 1]]), scores=scores)
+
+    ids, mask = torch.zeros(1, 3, dtype=torch.long), torch.ones(1, 3, dtype=torch.long)
+    judge = fuzz.Judge()
+    stub = Stub(result(0.0, 1.0), result(0.0, 1.25))
+    assert fuzz._generate(stub, "eager", None, ids, mask, judge) == 0.25
+    stub = Stub(result(0.0, 1.0), result(-inf, 1.0))
+    assert fuzz._generate(stub, "eager", None, ids, mask, judge) == inf
