@@ -5,7 +5,8 @@ code people run (no timing).
 Each seed draws a model family (Llama, Mistral and Qwen2 with or without a sliding window,
 Qwen3, Gemma-2/3, Phi-3, OLMo, StableLM, Starcoder2, Cohere, GPT-2, GPT-NeoX, OPT, GPT-J,
 Falcon, BLOOM, BERT; with `--families` also MPT, the encoders ModernBERT, RoBERTa and
-DistilBERT, the encoder-decoders BART and T5, and the decoders of EXTRA_DECODERS), its
+DistilBERT, the encoder-decoders BART and T5, GPT-Neo, CodeGen and the decoders of
+EXTRA_DECODERS), its
 attention implementation (`sdpa` or `eager`), head count and head dim, GQA, a batch with right,
 left or no padding, and the compile mode (static, automatic dynamic, `dynamic=True`). It
 compiles the model with `flashgen.backend(fallback="aot_eager")`, then compares with eager: the
@@ -36,7 +37,9 @@ Dynamo compiled and then discarded), and the reasons for the others.
 On the GPU (`--device cuda`, with `--dtype bfloat16` or `float16`) the models run in that
 dtype and the kernels the CPU never runs take part (the Hopper family, by FLASHGEN_FWD_FAMILY
 and FLASHGEN_BWD_KIND, at `--head-dims 64,128`); each figure is then the compiled model's error
-over the eager model's, both against a float32 copy of the model (`Judge`).
+over the eager model's, both against a float32 copy of the model (`Judge`). `--dtype float16`
+runs on the CPU too (the interpreter's numpy has float16, not bfloat16): what model code does
+in a low precision (GPT-J's float32 casts of q and k, softmax upcasts) reaches the pass there.
 
 Usage: python benchmarks/hf_fuzz.py [--seed S] [--cases N]   (CPU: Triton's interpreter;
 20-40 s a case). A case is BAD when a difference exceeds --tol or the compiled model fails.
@@ -65,6 +68,10 @@ FAMILIES = sorted(DECODERS) + OTHERS
 # Drawn only when asked (`--families`): adding them to FAMILIES would change every seed's draw,
 # and the recorded sweeps' seeds would no longer name the models they ran.
 EXTRA = ["mpt", "modernbert", "roberta", "distilbert", "bart", "t5"]
+# added in session 63: GPT-Neo (its scores in float32 from float32 casts of q and k, the causal
+# mask a slice of a bool buffer applied with a 0-d tensor fill, its local layers a band of that
+# buffer) and CodeGen (GPT-J's float32 casts of q and k)
+EXTRA += ["gpt_neo", "codegen"]
 # decoders drawn only when asked, each with what sets it apart: Granite's attention_multiplier
 # (a scale other than 1/sqrt(d)), Llama-4's and SmolLM3's layers without rotary embeddings,
 # Cohere-2's and EXAONE-4's sliding-window layers beside global ones, Mixtral's experts,
@@ -97,7 +104,7 @@ ENCODERS = {"bert", "modernbert", "roberta", "distilbert"}
 # encoder-decoders: logits of a target shorter than the source, then `generate()` (`_generate`)
 SEQ2SEQ = {"bart", "t5"}
 # families whose HF code has no SDPA path (they run their eager attention)
-EAGER_ONLY = {"gemma2", "bloom", "mpt", "gpt_oss", "vaultgemma"}
+EAGER_ONLY = {"gemma2", "bloom", "mpt", "gpt_oss", "vaultgemma", "gpt_neo", "codegen"}
 # the head dims drawn by default (--head-dims 64,128 on the GPU: those the Hopper kernels take)
 HEAD_DIMS = (16, 32)
 # the first call's lengths drawn by default; up to MAX_LENGTH (the configs' 128 positions hold
@@ -214,6 +221,18 @@ def config_for(family: str, r: random.Random, head_dims=HEAD_DIMS):
             n_embd=hidden, n_head=heads, n_layer=2, vocab_size=VOCAB, n_positions=128,
             rotary_dim=dim // 2,
         )  # fmt: skip
+    elif family == "gpt_neo":  # a global layer, then a local one (a band of window_size keys)
+        cfg = transformers.GPTNeoConfig(
+            hidden_size=hidden, num_heads=heads, num_layers=2, vocab_size=VOCAB,
+            max_position_embeddings=128, intermediate_size=2 * hidden,
+            attention_types=[[["global", "local"], 1]], window_size=r.choice([3, 5, 8]),
+            embed_dropout=0.0, resid_dropout=0.0, attention_dropout=0.0,
+        )  # fmt: skip
+    elif family == "codegen":
+        cfg = transformers.CodeGenConfig(
+            n_embd=hidden, n_head=heads, n_layer=2, vocab_size=VOCAB, n_positions=128,
+            n_ctx=128, rotary_dim=dim // 2, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+        )  # fmt: skip
     else:
         raise ValueError(f"unknown family {family!r}")
     return cfg, causal_lm
@@ -261,7 +280,8 @@ def padding_mask(r: random.Random, batch: int, length: int, side: str):
 
 # the config entry holding a family's attention dropout (others: "attention_dropout")
 DROPOUT_FIELDS = {
-    "gpt2": "attn_pdrop", "gptj": "attn_pdrop", "bert": "attention_probs_dropout_prob",
+    "gpt2": "attn_pdrop", "gptj": "attn_pdrop", "codegen": "attn_pdrop",
+    "bert": "attention_probs_dropout_prob",
     "roberta": "attention_probs_dropout_prob",
 }  # fmt: skip
 # families whose attention dropout is not its own config entry (T5's dropout_rate is every
@@ -426,12 +446,12 @@ def _graphs_seen(graphs: list[list], ran: set[int]) -> str:
 class Judge:
     """How `run_case` compares the compiled model with eager. In float32 (the CPU's, or the
     GPU's with the kernels' IEEE products): the largest absolute difference, BAD above --tol
-    (1e-3). In bfloat16 or float16 (the GPU) the two sides round differently, from each other and
-    from exact arithmetic, so both are compared with a float32 copy of the model on the same
-    device, run eagerly (`ref`), and the figure is the compiled model's largest error over the
-    eager low-precision model's, BAD above --tol (LOW_TOL): PyTorch's own rounding is the
-    yardstick. The eager error is floored at the dtype's eps (times the reference's largest
-    entry for outputs), so a lucky eager match does not inflate the ratio."""
+    (1e-3). In bfloat16 or float16 (float16 on the CPU too) the two sides round differently,
+    from each other and from exact arithmetic, so both are compared with a float32 copy of the
+    model on the same device, run eagerly (`ref`), and the figure is the compiled model's largest
+    error over the eager low-precision model's, BAD above --tol (LOW_TOL): PyTorch's own
+    rounding is the yardstick. The eager error is floored at the dtype's eps (times the
+    reference's largest entry for outputs), so a lucky eager match does not inflate the ratio."""
 
     def __init__(self, ref=None, eps: float = 0.0):
         self.ref, self.eps = ref, eps
@@ -732,8 +752,8 @@ def main(argv=None) -> int:
     )  # fmt: skip
     parser.add_argument(
         "--dtype", choices=("float32", "bfloat16", "float16"), default="float32",
-        help="the models' dtype (bfloat16/float16 need --device cuda: judged against a float32 "
-        "copy of each model, see --tol)",
+        help="the models' dtype (bfloat16 needs --device cuda; bfloat16 and float16 are judged "
+        "against a float32 copy of each model, see --tol)",
     )  # fmt: skip
     parser.add_argument(
         "--head-dims", default=",".join(map(str, HEAD_DIMS)),
@@ -751,9 +771,9 @@ def main(argv=None) -> int:
     lengths = _ints(args.lengths)
     if len(lengths) != 3 or min(lengths) < 4 or max(lengths) > MAX_LENGTH:
         parser.error(f"--lengths: three lengths from 4 to {MAX_LENGTH}; got {args.lengths!r}")
-    if args.dtype != "float32" and args.device != "cuda":
-        parser.error(f"--dtype {args.dtype} runs on --device cuda only (the interpreter's numpy "
-                     "has no bfloat16; float16 there was never checked)")  # fmt: skip
+    if args.dtype == "bfloat16" and args.device != "cuda":
+        parser.error("--dtype bfloat16 runs on --device cuda only (the interpreter's numpy has "
+                     "no bfloat16; float16 runs on either)")  # fmt: skip
     if args.tol is None:
         args.tol = 1e-3 if args.dtype == "float32" else LOW_TOL
     if args.checkpointing and not args.grad:

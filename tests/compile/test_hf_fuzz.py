@@ -8,7 +8,9 @@ Dynamo discards, its float attribute traced as a tensor, not counted), and a lef
 kernels, and a BART and a T5 with `generate()` (drawn with `--families` too); with `--grad`, a
 padded T5's parameter gradients (its relative bias's through the kernels), Granite's scale,
 GPT-OSS's attention sinks and DeepSeek-V3's kept latent attention (EXTRA_DECODERS), and the
-gradient check's own reading of a planted 1% error; with `--dropout`, models trained with
+gradient check's own reading of a planted 1% error; GPT-J, CodeGen and GPT-Neo in float16
+(their scores from float32 casts of q and k; float16 runs on the CPU) every site replaced
+within the low-precision judge's bound; with `--dropout`, models trained with
 attention dropout against eager HF replaying the kernels' keep masks (BERT, GPT-2, Llama, BLOOM,
 Mistral; SDPA and eager attention; no, right and left padding; under gradient checkpointing),
 and a wrong mask caught; a model whose attention code drops nothing compared as it is, and
@@ -103,6 +105,27 @@ def test_extra_decoders_match_eager_with_gradients(seed, family):
         assert any("another head dim" in s for s in rec["skips"]), rec
     else:
         assert rec["found"] > 0 and rec["replaced"] == rec["found"], rec
+
+
+UPCASTS = ["gptj", "codegen", "gpt_neo"]
+
+
+@pytest.mark.parametrize(
+    "seed,family", [(7000, "codegen"), (7001, "gptj"), (7003, "gpt_neo")],
+    ids=["codegen", "gptj", "gpt_neo"],
+)  # fmt: skip
+def test_float32_scores_of_float16_q_and_k_are_replaced(seed, family):
+    """GPT-J and CodeGen (eager only) compute the scores from float32 casts of q and k, GPT-Neo
+    too, its causal mask a slice of a boolean buffer applied with a 0-d tensor fill and its
+    local layers a band of it: in float16 (on the CPU: the interpreter's numpy has float16)
+    every site is replaced, and the compiled model's error against a float32 copy (logits at
+    two lengths, decoding steps, every parameter's gradient) stays within LOW_TOL times eager
+    float16's. Before session 63 GPT-J's and CodeGen's sites were kept ("q, k, v and the output
+    must share one dtype", seen on the GPU) and GPT-Neo's not even found."""
+    rec = fuzz.run_case(seed, UPCASTS, grad=True, dtype="float16")
+    assert (rec["family"], rec["dtype"]) == (family, "float16"), rec
+    assert rec["found"] > 0 and rec["replaced"] == rec["found"], rec
+    assert rec["diff"] <= fuzz.LOW_TOL, rec
 
 
 def test_grad_diff_reports_a_one_percent_error():

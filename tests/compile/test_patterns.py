@@ -88,6 +88,19 @@ def upcast_to32_type_as(q, k, v):
     return torch.softmax(s.to(torch.float32), dim=-1).type_as(q) @ v
 
 
+def upcast_qk(q, k, v):
+    """HF GPT-J's and CodeGen's scores: float32 casts of q and k, the probabilities cast back
+    to the values' dtype."""
+    s = torch.matmul(q.to(torch.float32), k.to(torch.float32).transpose(2, 3)) * SCALE
+    return F.softmax(s, dim=-1).to(v.dtype) @ v
+
+
+def upcast_qk_scaled_first(q, k, v):
+    """The same with q scaled before its cast and `.float()` / `type_as` spellings."""
+    s = (q * SCALE).float() @ k.float().mT
+    return s.softmax(-1).type_as(v) @ v
+
+
 def dropout_p0(q, k, v):
     p = F.softmax(q @ k.mT * SCALE, dim=-1)
     return F.dropout(p, p=0.0, training=True) @ v
@@ -153,6 +166,33 @@ class TrilBufferCausal(nn.Module):
         return att @ v
 
 
+class WhereBufferTensorFill(nn.Module):
+    """HF GPT-Neo's mask: a boolean tril buffer sliced to the lengths (its local layers: the
+    band left after `xor` with the tril `window` diagonals down), applied by `torch.where` with
+    a 0-d tensor of finfo.min as the fill."""
+
+    def __init__(self, window=None, max_t=64):
+        super().__init__()
+        bias = torch.tril(torch.ones(max_t, max_t, dtype=torch.bool)).view(1, 1, max_t, max_t)
+        if window is not None:
+            bias = torch.bitwise_xor(bias, torch.tril(bias, -window))
+        self.register_buffer("bias", bias)
+
+    def forward(self, q, k, v):
+        tq, tk = q.size(-2), k.size(-2)
+        s = torch.matmul(q, k.transpose(-1, -2)) * SCALE
+        fill = torch.tensor(torch.finfo(s.dtype).min, dtype=s.dtype, device=s.device)
+        s = torch.where(self.bias[:, :, tk - tq : tk, :tk], s, fill)
+        return s.softmax(-1) @ v
+
+
+def masked_fill_tensor_fill(q, k, v):
+    t = q.size(-2)
+    hide = torch.ones(t, t, dtype=torch.bool, device=q.device).triu(1)
+    s = (q @ k.transpose(-2, -1)) * SCALE
+    return s.masked_fill(hide, torch.tensor(float("-inf"))).softmax(-1) @ v
+
+
 class SdpaDropoutEval(nn.Module):
     def __init__(self):
         super().__init__()
@@ -177,10 +217,15 @@ REPLACED = [
     ("prescaled_q", prescaled_q, {}),
     ("upcast_float_to_fp16", upcast_float_to, {"dtype": torch.float16}),
     ("upcast_to32_type_as_fp16", upcast_to32_type_as, {"dtype": torch.float16}),
+    ("upcast_qk_fp16", upcast_qk, {"dtype": torch.float16}),
+    ("upcast_qk_scaled_first_fp16", upcast_qk_scaled_first, {"dtype": torch.float16}),
     ("dropout_p0", dropout_p0, {}),
     ("causal_tril_buffer", lambda: TrilBufferCausal().eval(), {}),
     ("causal_triu_inline", causal_triu_inline, {}),
     ("where_causal", where_causal, {}),
+    ("where_buffer_tensor_fill", lambda: WhereBufferTensorFill(), {}),
+    ("where_band_buffer_tensor_fill", lambda: WhereBufferTensorFill(window=5), {}),
+    ("masked_fill_tensor_fill", masked_fill_tensor_fill, {}),
     ("additive_causal_buffer", lambda: AdditiveCausalBuffer(), {}),
     ("gqa_repeat_interleave", gqa_repeat_interleave, {"hkv": HKV}),
     ("gqa_expand_reshape", gqa_expand_reshape, {"hkv": HKV}),
@@ -225,6 +270,25 @@ def test_spelling_is_replaced_and_matches_eager(entry):
 
     report = flashgen.explain(model, *_qkv(**kw))
     assert (report.found, report.replaced, len(report.skipped)) == (1, 1, 0), str(report)
+
+
+def test_explain_reports_the_tensor_fills_causal_structure():
+    """The 0-d tensor fill is read as its number, so the buffer's structure is proven: causal,
+    and the band a causal window of 5 keys."""
+    (site,) = flashgen.explain(WhereBufferTensorFill().to(DEVICE), *_qkv()).sites
+    assert site.replaced and site.causal is True and site.window is None and not site.mask
+    (site,) = flashgen.explain(WhereBufferTensorFill(window=5).to(DEVICE), *_qkv()).sites
+    assert site.replaced and site.causal is True and site.window == 5 and not site.mask
+
+
+def test_casts_of_q_and_k_from_two_dtypes_are_not_looked_through():
+    """q and k cast up from bfloat16, v in float16: no one dtype for the kernels, so the site
+    stays as written (the casts are looked through only from the values' dtype)."""
+    q, k, v = _qkv()
+    q, k, v = q.detach().bfloat16(), k.detach().bfloat16(), v.detach().half()
+    report = flashgen.explain(upcast_qk, q, k, v)
+    assert (report.found, report.replaced) == (1, 0), str(report)
+    assert "share one dtype; got float32/float32/float16" in report.skipped[0].reason
 
 
 def test_explain_reports_gqa_causal_and_scale():

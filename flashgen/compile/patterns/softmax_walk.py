@@ -140,7 +140,8 @@ class SoftmaxWalk:
         if is_float32_cast(x):
             return x.args[0]
         if is_fn(x, MASKED_FILL_FNS, ("masked_fill", "masked_fill_")):
-            self.masks.append(("masked_fill", node_arg(x, 1, "mask"), node_arg(x, 2, "value")))
+            fill = scalar_number(node_arg(x, 2, "value"))
+            self.masks.append(("masked_fill", node_arg(x, 1, "mask"), fill))
             return x.args[0]
         if is_fn(x, MUL_FNS | DIV_FNS, ("mul", "div", "mul_", "div_")):
             try:
@@ -153,6 +154,7 @@ class SoftmaxWalk:
             return self._added(x)
         if is_fn(x, {torch.where}, ("where",)) and len(x.args) == 3 and not x.kwargs:
             cond, a, b = x.args
+            a, b = (t if leads_to_product(t) else scalar_number(t) for t in (a, b))
             if leads_to_product(a) and not is_tensor_node(b):
                 self.masks.append(("where_keep", cond, b))
                 return a
@@ -306,6 +308,7 @@ class SoftmaxWalk:
         else:
             k = peel_scale(self.k_side, self.terms)
         v = self.v
+        q, k = self._under_upcasts(q, k, v)
         if self.unflat is None:
             return q, k, v
         # The flattened q, k, v are [B, H, T, D] tensors viewed as [B * H, T, D]: the op gets
@@ -324,6 +327,24 @@ class SoftmaxWalk:
             )
             return q, k, v
         return flat[0], flat[1], flat[2]
+
+    def _under_upcasts(self, q: Any, k: Any, v: Any) -> tuple[Any, Any]:
+        """q and k from under a cast of both up to float32 from the values' dtype, float16 or
+        bfloat16 (HF GPT-J and CodeGen: `query.to(torch.float32)`, `key.to(torch.float32)`
+        before the scores product, the probabilities cast back to the values' dtype before P V),
+        with any scale factor under the casts; otherwise q and k as they are (whose dtypes then
+        decide, as before). The kernels compute the scores from the low-precision operands as
+        that float32 product does: each product of two float16 or bfloat16 numbers is exact in
+        float32 and the sums are float32 (the order of the sum differs, as with any kernel), and
+        they cast the probabilities to the values' dtype for P V. The operands' gradients then
+        come out in their own dtype, where eager casts float32 ones down."""
+        below = [upcast_source(t) for t in (q, k)]
+        if below[0] is None or below[1] is None or not isinstance(v, fx.Node):
+            return q, k
+        dtypes = {getattr(example_value(t), "dtype", None) for t in (*below, v)}
+        if len(dtypes) != 1:
+            return q, k
+        return peel_scale(below[0], self.terms), peel_scale(below[1], self.terms)
 
     def _used_once(self) -> None:
         """A problem where an intermediate of the attention is read outside it."""
@@ -391,6 +412,34 @@ def is_float32_cast(n: Any) -> bool:
     if not (isinstance(src, torch.Tensor) and isinstance(dst, torch.Tensor)):
         return False
     return src.shape == dst.shape and src.device == dst.device and dst.is_floating_point()
+
+
+def scalar_number(n: Any) -> Any:
+    """The number a fill node holds where it is `torch.tensor(x)` or `torch.scalar_tensor(x)`
+    of a Python number x (HF GPT-Neo: `torch.where(causal, scores, torch.tensor(finfo.min,
+    dtype=scores.dtype))`), as its dtype holds it (which a 0-d tensor beside the scores keeps:
+    the scores' dtype decides the result's, as for a Python number); `n` itself otherwise."""
+    if not (isinstance(n, fx.Node) and is_fn(n, {torch.tensor, torch.scalar_tensor})):
+        return n
+    if len(n.args) != 1 or set(n.kwargs) - {"dtype", "device"}:
+        return n
+    x, val = n.args[0], example_value(n)
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return n
+    if not (isinstance(val, torch.Tensor) and val.dim() == 0 and val.is_floating_point()):
+        return n
+    return float(torch.tensor(x, dtype=val.dtype))
+
+
+def upcast_source(n: Any) -> Any:
+    """x where `n` is x cast up to float32 from float16 or bfloat16 (by any spelling
+    `is_float32_cast` knows), else None."""
+    if not (isinstance(n, fx.Node) and is_float32_cast(n)):
+        return None
+    src, dst = example_value(n.args[0]), example_value(n)
+    if dst.dtype == torch.float32 and src.dtype in (torch.float16, torch.bfloat16):
+        return n.args[0]
+    return None
 
 
 def fill_in_place(x: fx.Node, reader: fx.Node) -> fx.Node | None:
