@@ -305,7 +305,7 @@ def set_attention_dropout(cfg, family: str, p: float) -> bool:
 def run_case(
     seed: int, families=None, grad: bool = False, checkpointing: bool = False, plain: bool = False,
     dropout: float = 0.0, device: str = "cpu", dtype: str = "float32", head_dims=HEAD_DIMS,
-    lengths=LENGTHS,
+    lengths=LENGTHS, autocast: str | None = None,
 ) -> dict:  # fmt: skip
     """Build, compile and compare one drawn model (of `families`, default FAMILIES); with
     `grad`, also its parameters' gradients (`_grad_diff`), with `checkpointing` under HF's
@@ -315,7 +315,11 @@ def run_case(
     (then no masks are replayed: the gradients are not compared). `device`, `dtype`: where and
     in what the model runs (built in float32 on the CPU from the seed, then moved; a low
     precision is judged against a float32 copy, `Judge`); `head_dims`, `lengths`: the two head
-    dims and three first lengths drawn from (the second call's is 3 longer)."""
+    dims and three first lengths drawn from (the second call's is 3 longer); `autocast`
+    ("float16" or "bfloat16"): the float32 model compiled and run under `torch.autocast` to
+    that dtype, eager under it too, both judged against the model run without it."""
+    import contextlib
+
     import torch
 
     from flashgen.compile.backend import backend
@@ -334,7 +338,7 @@ def run_case(
         attn = "eager"
         torch.manual_seed(seed)
         model = auto.from_config(cfg, attn_implementation=attn).eval()
-    judge = Judge.place(model, device, getattr(torch, dtype))
+    judge = Judge.place(model, device, getattr(torch, dtype), autocast and getattr(torch, autocast))
     batch, length = r.choice([1, 2, 3]), r.choice(list(lengths))
     side = r.choice(["none", "right", "left"])
     dynamic = r.choice([None, True, False])
@@ -343,6 +347,10 @@ def run_case(
            "skips": []}  # fmt: skip
     if device != "cpu" or dtype != "float32":
         rec.update(device=device, dtype=dtype)
+    amp = contextlib.ExitStack()  # (autocast: around compiling and every call but the judge's)
+    if autocast:
+        rec["autocast"] = autocast
+        amp.enter_context(torch.autocast(device, dtype=getattr(torch, autocast)))
     if dropout:
         rec["dropout"] = dropout if dropped else f"none: {family} has no entry for it alone"
     inner = torch._dynamo.lookup_backend("aot_eager") if plain else backend(fallback="aot_eager")
@@ -414,6 +422,7 @@ def run_case(
     except AssertionError as exc:  # the replay's refusals: say what the backend saw
         raise AssertionError(f"{exc} [{_graphs_seen(graphs, ran)}]") from exc
     finally:
+        amp.close()
         torch._dynamo.reset()
     rec["diff"] = _worst(diffs)  # (NaN: BAD)
     # Only the graphs that ran count: under dynamic=True Dynamo first traces a float module
@@ -457,16 +466,21 @@ class Judge:
         self.ref, self.eps = ref, eps
 
     @classmethod
-    def place(cls, model, device: str, dtype) -> Judge:
+    def place(cls, model, device: str, dtype, autocast=None) -> Judge:
         """Move `model` (float32, on the CPU) to `device` and `dtype`, keeping a float32 copy
-        on `device` where `dtype` is a low precision."""
+        on `device` where `dtype` is a low precision; with `autocast` (a dtype: the compared
+        calls run under `torch.autocast` to it) the copy runs with autocast switched off."""
         import copy
+        import functools
 
         import torch
 
-        ref = None if dtype == torch.float32 else copy.deepcopy(model).to(device)
+        low = autocast or dtype
+        ref = None if low == torch.float32 else copy.deepcopy(model).to(device)
         model.to(device=device, dtype=dtype)
-        return cls(ref, 0.0 if ref is None else torch.finfo(dtype).eps)
+        if autocast and ref is not None:  # (generate() and the replay call it too)
+            ref.forward = functools.partial(_without_autocast, device, ref.forward)
+        return cls(ref, 0.0 if ref is None else torch.finfo(low).eps)
 
     def run(self, key: str, **kw):
         """The float32 copy's output `key` for the call `kw` (None in float32)."""
@@ -501,6 +515,14 @@ class Judge:
         params = [p for p in self.ref.parameters() if p.requires_grad]
         out = getattr(self.ref(**kw), key)
         return torch.autograd.grad((out * weight).sum(), params, allow_unused=True)
+
+
+def _without_autocast(device: str, forward, *args, **kw):
+    """`forward(*args, **kw)` with autocast off on `device` (the judge's float32 copy)."""
+    import torch
+
+    with torch.autocast(device, enabled=False):
+        return forward(*args, **kw)
 
 
 def _largest(x, valid) -> float:
@@ -756,6 +778,11 @@ def main(argv=None) -> int:
         "against a float32 copy of each model, see --tol)",
     )  # fmt: skip
     parser.add_argument(
+        "--autocast", choices=("float16", "bfloat16"), default=None,
+        help="run the float32 models under torch.autocast to this dtype (compiled and eager), "
+        "judged against the model without it as --dtype bfloat16 is (bfloat16: --device cuda)",
+    )  # fmt: skip
+    parser.add_argument(
         "--head-dims", default=",".join(map(str, HEAD_DIMS)),
         help="the two head dims drawn from (64,128: those the Hopper kernels take on the GPU)",
     )  # fmt: skip
@@ -774,8 +801,13 @@ def main(argv=None) -> int:
     if args.dtype == "bfloat16" and args.device != "cuda":
         parser.error("--dtype bfloat16 runs on --device cuda only (the interpreter's numpy has "
                      "no bfloat16; float16 runs on either)")  # fmt: skip
+    if args.autocast and args.dtype != "float32":
+        parser.error("--autocast runs float32 models: leave --dtype out")
+    if args.autocast == "bfloat16" and args.device != "cuda":
+        parser.error("--autocast bfloat16 runs on --device cuda only (as --dtype bfloat16)")
+    low = args.autocast or args.dtype
     if args.tol is None:
-        args.tol = 1e-3 if args.dtype == "float32" else LOW_TOL
+        args.tol = 1e-3 if low == "float32" else LOW_TOL
     if args.checkpointing and not args.grad:
         parser.error("--checkpointing applies to the gradient check: add --grad")
     if args.dropout and not args.grad:
@@ -794,11 +826,13 @@ def main(argv=None) -> int:
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda: no CUDA device here")
     args.place = {
-        "device": args.device, "dtype": args.dtype, "head_dims": head_dims, "lengths": lengths
+        "device": args.device, "dtype": args.dtype, "head_dims": head_dims, "lengths": lengths,
+        "autocast": args.autocast,
     }  # fmt: skip
+    mode = args.dtype + (f" under autocast to {args.autocast}" if args.autocast else "")
     print(
-        f"hf_fuzz on {args.device}, {args.dtype}, head dims {head_dims}, lengths {lengths}: "
-        f"BAD above {args.tol}" + ("" if args.dtype == "float32" else " (error ratio to eager's)")
+        f"hf_fuzz on {args.device}, {mode}, head dims {head_dims}, lengths {lengths}: "
+        f"BAD above {args.tol}" + ("" if low == "float32" else " (error ratio to eager's)")
     )
     bad, torch_errors = [], []
     found = replaced = 0

@@ -10,7 +10,9 @@ padded T5's parameter gradients (its relative bias's through the kernels), Grani
 GPT-OSS's attention sinks and DeepSeek-V3's kept latent attention (EXTRA_DECODERS), and the
 gradient check's own reading of a planted 1% error; GPT-J, CodeGen and GPT-Neo in float16
 (their scores from float32 casts of q and k; float16 runs on the CPU) every site replaced
-within the low-precision judge's bound; with `--dropout`, models trained with
+within the low-precision judge's bound; float32 models under autocast to float16 (Mistral,
+Llama, BERT with dropout, GPT-J), every site replaced, and a wrong mask caught there; with
+`--dropout`, models trained with
 attention dropout against eager HF replaying the kernels' keep masks (BERT, GPT-2, Llama, BLOOM,
 Mistral; SDPA and eager attention; no, right and left padding; under gradient checkpointing),
 and a wrong mask caught; a model whose attention code drops nothing compared as it is, and
@@ -126,6 +128,35 @@ def test_float32_scores_of_float16_q_and_k_are_replaced(seed, family):
     assert (rec["family"], rec["dtype"]) == (family, "float16"), rec
     assert rec["found"] > 0 and rec["replaced"] == rec["found"], rec
     assert rec["diff"] <= fuzz.LOW_TOL, rec
+
+
+@pytest.mark.parametrize(
+    "seed,kw",
+    [(54, {}), (14, {"grad": True}), (103, {"grad": True, "dropout": 0.2}),
+     (7001, {"families": UPCASTS, "grad": True})],
+    ids=["mistral_window_left", "llama_sdpa_left_grad", "bert_dropout", "gptj_grad"],
+)  # fmt: skip
+def test_float32_models_under_autocast_match_eager_within_its_rounding(seed, kw):
+    """`--autocast float16`: the float32 model compiled and run under `torch.autocast` (the usual
+    mixed-precision training), eager under it too, both against the model without autocast.
+    Rotary embeddings leave q and k in float32 beside a float16 v (Llama, Mistral, GPT-J), and
+    autocast casts them for the products: every site is replaced with q, k and v cast as
+    autocast casts them (before session 63 such sites were kept, "q, k, v and the output must
+    share one dtype"), within LOW_TOL times eager's error; with dropout replayed (BERT)."""
+    rec = fuzz.run_case(seed, **kw, autocast="float16")
+    assert rec["autocast"] == "float16" and rec["diff"] <= fuzz.LOW_TOL, rec
+    assert rec["found"] > 0 and rec["replaced"] == rec["found"], rec
+
+
+def test_a_wrong_mask_under_autocast_is_caught(monkeypatch):
+    """The judge under autocast catches what the float32 check catches: masks replayed from
+    other seeds than the kernels' read far above LOW_TOL."""
+    from flashgen.kernels import dropout
+
+    keep_mask = dropout.keep_mask
+    monkeypatch.setattr(dropout, "keep_mask", lambda seed, *a, **k: keep_mask(seed + 1, *a, **k))
+    rec = fuzz.run_case(103, grad=True, dropout=0.2, autocast="float16")
+    assert rec["diff"] > 10 * fuzz.LOW_TOL, rec
 
 
 def test_grad_diff_reports_a_one_percent_error():
@@ -278,6 +309,8 @@ def test_the_low_precision_judge_reads_the_error_over_eagers():
 @pytest.mark.parametrize(
     "argv,message",
     [(["--dtype", "bfloat16"], "runs on --device cuda only"),
+     (["--autocast", "bfloat16"], "runs on --device cuda only"),
+     (["--autocast", "float16", "--dtype", "float16"], "runs float32 models"),
      (["--head-dims", "64"], "two multiples of 8"), (["--head-dims", "64,x"], "two multiples"),
      (["--lengths", "5,7,200"], "three lengths from 4 to 120")],
 )  # fmt: skip

@@ -693,3 +693,61 @@ def test_hand_written_causal_and_key_mask_is_split(dynamic):
     want.backward(g)
     for a, b in ((q, qd), (k, kd), (v, vd)):
         torch.testing.assert_close(a.grad.double(), b.grad, atol=1e-4, rtol=1e-3)
+
+
+# --------------------------------------------------------------------------- under autocast
+
+
+def sdpa_rotary_like(q, k, v):
+    """q and k float32 (as rotary embeddings with float32 tables leave them), v float16."""
+    return F.scaled_dot_product_attention(q, k, v.half(), is_causal=True)
+
+
+def matmul_softmax_float32(q, k, v):
+    s = q @ k.transpose(-2, -1) * SCALE
+    return F.softmax(s, dim=-1, dtype=torch.float32).to(q.dtype) @ v
+
+
+@pytest.mark.parametrize("fn", [sdpa_rotary_like, matmul_softmax_float32])
+def test_sites_under_autocast_take_the_operands_autocast_casts(fn):
+    """Under `torch.autocast` to float16 each product casts its float32 operands first (SDPA's
+    output, Q K^T and P V are float16): the site is replaced with q, k and v cast so, and the
+    output and the float32 inputs' gradients match float64 within float16's rounding."""
+    q, k, v = _qkv()
+    with torch.autocast(DEVICE, dtype=torch.float16):
+        report = flashgen.explain(fn, q, k, v)
+        assert report.replaced == 1, str(report)
+        assert "float16 (cast by autocast)" in report.sites[0].shape, str(report)
+        torch._dynamo.reset()
+        got = torch.compile(fn, backend=backend(fallback="aot_eager"))(q, k, v)
+    assert got.dtype == torch.float16
+    grads = torch.autograd.grad(got.float().square().sum(), (q, k, v))
+    ref_in = [t.detach().double().requires_grad_() for t in (q, k, v)]
+    s = torch.softmax(ref_in[0] @ ref_in[1].mT * SCALE + _causal_bias(fn), -1)
+    want = s @ ref_in[2]
+    want_grads = torch.autograd.grad(want.square().sum(), ref_in)
+    torch.testing.assert_close(got.double(), want, atol=5e-3, rtol=5e-3)
+    for g, w in zip(grads, want_grads, strict=True):
+        assert g.dtype == torch.float32
+        torch.testing.assert_close(g.double(), w, atol=2e-2, rtol=2e-2)
+
+
+def _causal_bias(fn):
+    if fn is not sdpa_rotary_like:
+        return 0.0
+    return torch.full((T, T), float("-inf"), dtype=torch.float64, device=DEVICE).triu(1)
+
+
+def test_an_additive_mask_autocast_would_cast_stays_with_pytorch():
+    """SDPA's float32 attn_mask under autocast to float16 is cast too (finfo(float32).min is
+    -inf there): the site is kept, saying why."""
+
+    def fn(q, k, v, bias):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
+
+    q, k, v = _qkv()
+    bias = torch.randn(T, T, device=DEVICE)
+    with torch.autocast(DEVICE, dtype=torch.float16):
+        report = flashgen.explain(fn, q, k, v, bias)
+    assert (report.found, report.replaced) == (1, 0), str(report)
+    assert "under autocast SDPA casts its float32 attn_mask" in report.skipped[0].reason

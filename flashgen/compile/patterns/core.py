@@ -141,6 +141,10 @@ class Match:
     # HF BLOOM's layout: q/k/v are [B, H, T, D] tensors the graph flattened to [B * H, T, D]
     # for bmm/baddbmm (the match holds the 4-D ones); the op's output is flattened back
     flat_out: bool = False
+    # the dtype autocast runs this attention's products in (float16 or bfloat16) where q, k and
+    # v are not all of it (`matchers.autocast_dtype`): the rewrite casts them to it, as
+    # autocast does before each product
+    autocast: torch.dtype | None = None
 
 
 # ----------------------------------------------------------------------------- node helpers

@@ -43,6 +43,24 @@ def softmax_dim_ok(n: Any) -> bool:
     return isinstance(dim, int) and dim % nd == nd - 1
 
 
+def autocast_dtype(products: tuple, operands: tuple) -> torch.dtype | None:
+    """float16 or bfloat16 where autocast cast this attention's operands for its products: every
+    product's value (Q K^T and P V; SDPA's output) is of that dtype while q, k or v is float32.
+    Nothing else makes such a graph: without autocast a matmul or SDPA of float32 operands is
+    float32, and one of mixed dtypes fails. Under autocast each product casts its floating
+    operands to that dtype first, so the kernels given q, k and v cast to it compute what eager
+    does (their scores and probabilities in float32, where eager's products round the scores
+    to that dtype). None otherwise (the operands' own dtypes decide)."""
+    out = {getattr(example_value(p), "dtype", None) for p in products}
+    ins = {getattr(example_value(t), "dtype", None) for t in operands}
+    if len(out) != 1:
+        return None
+    (low,) = out
+    if low not in (torch.float16, torch.bfloat16) or not ins <= {low, torch.float32}:
+        return None
+    return low if torch.float32 in ins else None
+
+
 def match_softmax(sm: Any, values: Values) -> Match | None:
     """Walk up from a softmax to Q K^T and down to P V (`softmax_walk`), then read the masks
     met on the way: ALiBi, a causal structure, a window, or a tensor the kernels read. None if
@@ -70,6 +88,7 @@ def match_softmax(sm: Any, values: Values) -> Match | None:
     m.sinks = w.sinks
     m.three_d = example_value(q).dim() == 3
     m.flat_out = w.unflat is not None
+    m.autocast = autocast_dtype((w.scores, w.out), (q, k, v))
     if w.problems:
         raise Skip(w.problems[0])
     return m
@@ -141,6 +160,15 @@ def match_sdpa(n: Any, values: Values) -> Match:
     m.alibi = alibi
     m.dropout_p = dropout_p
     m.three_d = example_value(q).dim() == 3
+    m.autocast = autocast_dtype((n,), (q, k, v))
+    read = tensor_mask is not None or rows_from is not None
+    if m.autocast is not None and read and me.dtype not in (torch.bool, m.autocast):
+        # (autocast casts SDPA's floating attn_mask too: a finfo(float32).min fill is -inf in
+        # float16 and bfloat16, so a row it hides entirely is NaN in eager)
+        raise Skip(
+            f"under autocast SDPA casts its {str(me.dtype).replace('torch.', '')} attn_mask to "
+            f"{str(m.autocast).replace('torch.', '')} as well; left to PyTorch"
+        )
     if not enable_gqa and not known_eq(example_value(q).shape[-3], example_value(k).shape[-3]):
         raise Skip("query and key head counts differ without enable_gqa=True")
     return m

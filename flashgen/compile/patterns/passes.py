@@ -54,6 +54,8 @@ def check_match(m: Match) -> None:
     m.site.gqa_group = group
     shape = "x".join(str(s) for s in q.shape)
     m.site.shape = f"q[{shape}] {str(q.dtype).replace('torch.', '')}"
+    if m.autocast is not None:
+        m.site.shape += " (cast by autocast)"
     if not known_eq(v.shape[-1], q.shape[-1]):
         m.site.shape += f", values of head dim {v.shape[-1]}"
     m.site.dtype = str(q.dtype).replace("torch.", "")
@@ -76,6 +78,8 @@ def _checked_operands(m: Match) -> tuple[Any, Any, Any]:
             o = o.unflatten(0, (q.shape[0], q.shape[1]))
     if not (q.dim() == k.dim() == v.dim() == o.dim() and q.dim() in (3, 4)):
         raise Skip(f"q/k/v must all be 4-D [batch, heads, seq, dim] (or 3-D); got {q.dim()}-D q")
+    if m.autocast is not None:  # the operands as the products see them (the rewrite casts)
+        q, k, v = (_autocast_value(t, m.autocast) for t in (q, k, v))
     dtypes = {q.dtype, k.dtype, v.dtype, o.dtype}
     if len(dtypes) != 1:
         names = "/".join(str(t.dtype).replace("torch.", "") for t in (q, k, v, o))
@@ -110,6 +114,14 @@ def _checked_operands(m: Match) -> tuple[Any, Any, Any]:
     return q, k, v
 
 
+def _autocast_value(t: Any, dtype: torch.dtype) -> Any:
+    """Example value `t` as autocast hands it to the products: cast to `dtype`."""
+    if t.dtype == dtype:
+        return t
+    with fake_mode(t) or contextlib.nullcontext():
+        return t.to(dtype)
+
+
 def _kernel_operands(m: Match, q: Any, k: Any, v: Any) -> tuple[Any, int]:
     """(k as the kernels get it, the GQA group): a K/V repeated for GQA is replaced by the
     un-repeated tensors (`m.k`, `m.v`), and the operands as the op receives them (4-D, last
@@ -121,6 +133,8 @@ def _kernel_operands(m: Match, q: Any, k: Any, v: Any) -> tuple[Any, int]:
     if nk == nv and nk > 1:
         m.k, m.v = kb, vb
         k, v = example_value(kb), example_value(vb)
+        if m.autocast is not None:
+            k, v = _autocast_value(k, m.autocast), _autocast_value(v, m.autocast)
     operands = [q, k, v]
     if m.three_d:
         operands = [t.unsqueeze(0) for t in operands]
@@ -271,6 +285,11 @@ def rewrite(gm: fx.GraphModule, m: Match, op: Any) -> None:
     added: list[fx.Node] = []
     with g.inserting_before(m.out):
         args = [m.q, m.k, m.v]
+        if m.autocast is not None:  # as autocast casts the products' operands
+            for i, a in enumerate(args):
+                if example_value(a).dtype != m.autocast:
+                    args[i] = g.call_method("to", (a, m.autocast))
+                    added.append(args[i])
         if m.three_d:
             args = [g.call_method("unsqueeze", (a, 0)) for a in args]
             added += args
@@ -330,8 +349,12 @@ def rewrite(gm: fx.GraphModule, m: Match, op: Any) -> None:
                 after.append(hidden)
             empty = g.call_method("all", (hidden, -1, True))
             mean = g.call_method("mean", (m.empty_rows, -2, True))
+            after += [empty, mean]
+            if m.autocast is not None:  # (eager's uniform row: autocast's P V, in its dtype)
+                mean = g.call_method("to", (mean, m.autocast))
+                after.append(mean)
             result = g.call_function(torch.where, (empty, mean, result))
-            after += [empty, mean, result]
+            after.append(result)
         if m.flat_out:  # BLOOM: the value product's [B * H, Sq, D]
             result = g.call_method("flatten", (result, 0, 1))
             after.append(result)
