@@ -50,6 +50,7 @@ def attention(
     impl: str | None = None,
 ):
     """FlashAttention with SDPA semantics: q [B, Hq, Sq, D], k/v [B, Hkv, Sk, D] -> [B, Hq, Sq, D].
+    Under `torch.autocast` q, k and v are cast to its dtype first, as SDPA's are (`_autocast`).
 
     `causal` is SDPA's is_causal (top-left aligned), `scale` defaults to 1/sqrt(D), GQA when
     Hq is a multiple of Hkv. v may have its own head dim Dv (latent attention, DeepSeek's):
@@ -146,6 +147,8 @@ def attention(
     PyTorch's SDPA backends, by the tuning records and defaults (`flashgen.runtime.vendor`); a name from
     `flashgen.core.impls.IMPLS` ("flashgen", "sdpa_cudnn", ...) forces that one.
     """
+    if torch._C._is_any_autocast_enabled():
+        q, k, v = _autocast(q, k, v)
     if (
         window is None
         and softcap is None
@@ -196,6 +199,25 @@ def attention(
     )  # fmt: skip
 
 
+def _autocast(q: Tensor, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """q, k and v as SDPA gets them under `torch.autocast` for q's device: each floating one but
+    float64 cast to autocast's dtype. So a float32 model trained under autocast runs the kernels
+    in float16/bfloat16, and q and k left in float32 beside a low-precision v (rotary embeddings
+    with float32 tables do that) are one dtype again, as in `F.scaled_dot_product_attention`.
+    Masks, ALiBi slopes and sinks are not cast (the kernels read them in float32)."""
+    device = q.device.type
+    if not torch.is_autocast_enabled(device):
+        return q, k, v
+    low = torch.get_autocast_dtype(device)
+
+    def cast(t: Tensor) -> Tensor:
+        if t.is_floating_point() and t.dtype not in (low, torch.float64):
+            return t.to(low)
+        return t
+
+    return cast(q), cast(k), cast(v)
+
+
 def attention_varlen(
     q: Tensor,
     k: Tensor,
@@ -225,7 +247,8 @@ def attention_varlen(
     offsets, one host sync; under torch.compile pass them, or that read breaks the graph).
     Query rows past cu_seqlens_q[-1] get zeros. Flashgen's portable kernels only (no SDPA
     backend, no Hopper family; no dropout, no attn_mask). Under torch.compile the call is two
-    opaque ops, forward and backward (`flashgen.runtime.varlen`).
+    opaque ops, forward and backward (`flashgen.runtime.varlen`). Under `torch.autocast` q, k
+    and v are cast as `attention` casts them.
     """
     from .kernels import varlen as _varlen
     from .kernels.validate import check_inputs, check_kernel_device
@@ -235,6 +258,8 @@ def attention_varlen(
         if not isinstance(t, Tensor) or t.dim() != 3:
             shape = tuple(t.shape) if isinstance(t, Tensor) else type(t).__name__
             raise ValueError(f"{name} must be a 3-D tensor [total, heads, head_dim], got {shape}")
+    if torch._C._is_any_autocast_enabled():
+        q, k, v = _autocast(q, k, v)
     # the kernels' 4-D views [1, heads, total, D]; check_inputs applies every other rule
     q4, k4, v4 = (t.transpose(0, 1).unsqueeze(0) for t in (q, k, v))
     scale = check_inputs(q4, k4, v4, causal=causal, scale=scale)

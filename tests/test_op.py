@@ -198,3 +198,33 @@ def test_op_is_a_graph_rewrite_target():
     torch.testing.assert_close(got_out, want_out, rtol=1e-5, atol=1e-6)
     for got, want in zip(got_grads, want_grads, strict=True):
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_under_autocast_the_operands_are_cast_as_sdpa_casts_them(compiled):
+    """Under `torch.autocast` to float16 the function casts q, k and v as SDPA's are cast (q and
+    k in float32 beside a float16 v, as rotary embeddings leave them, would otherwise be refused
+    for their dtypes): a float16 output from flashgen's kernels matching float64 within
+    float16's rounding, float32 gradients for the float32 inputs; under `torch.compile` too
+    (fullgraph: the autocast check is traced)."""
+    from flashgen.kernels.reference import attention_ref
+
+    q, k, v = qkv(37, 45, hq=4, hkv=2)
+
+    def fn(q, k, v):
+        return attention(q, k, v.half(), causal=True, impl="flashgen")
+
+    run = torch.compile(fn, fullgraph=True, backend="aot_eager") if compiled else fn
+    torch._dynamo.reset()
+    with torch.autocast(DEVICE, dtype=torch.float16):
+        out = run(q, k, v)
+    assert out.dtype == torch.float16
+    grads = torch.autograd.grad(out.float().sum(), (q, k, v))
+    assert all(g.dtype == torch.float32 for g in grads)
+    low = [t.detach().half().double().requires_grad_() for t in (q, k, v)]
+    ref, _lse = attention_ref(*low, causal=True)
+    torch.testing.assert_close(out.double(), ref, atol=2e-3, rtol=2e-3)
+    for got, want in zip(grads, torch.autograd.grad(ref.sum(), low), strict=True):
+        torch.testing.assert_close(got.double(), want, atol=1e-2, rtol=1e-2)
+    with pytest.raises(ValueError, match="share one dtype"):
+        fn(q, k, v)  # (without autocast the dtypes stay q's and k's float32 beside v's float16)

@@ -146,6 +146,18 @@ def test_varlen_fp16_matches_float64(monkeypatch):
     torch.testing.assert_close(out.double(), ref, atol=2e-3, rtol=0)
 
 
+def test_varlen_under_autocast_runs_in_its_dtype(monkeypatch):
+    """Under `torch.autocast` to float16 float32 q, k and v are cast as `flashgen.attention`
+    casts them (SDPA's rule): a float16 output matching float64 of the cast inputs."""
+    monkeypatch.setattr(varlen, "_config", lambda config, spec: TILES)
+    q, k, v, cu_q, cu_k = _packed([29, 40], [29, 40], 2, 1, 32)
+    with torch.autocast(q.device.type, dtype=torch.float16):
+        out = flashgen.attention_varlen(q, k, v, cu_q, cu_k, 40, 40, causal=True)
+    ref = ref_varlen(q.half(), k.half(), v.half(), cu_q, cu_k, causal=True)
+    assert out.dtype == torch.float16
+    torch.testing.assert_close(out.double(), ref, atol=2e-3, rtol=0)
+
+
 def test_packed_equals_padded_batch(monkeypatch):
     """The same sequences through the padded-batch kernels (key_lengths) give the same rows:
     packing changes where rows live, not what they see."""
