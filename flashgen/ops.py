@@ -28,6 +28,10 @@ from .runtime.composite import (
 
 __all__ = ["attention", "attention_varlen"]
 
+# Whether autocast is on for any device: one C call (torch's private helper; where a torch lacks
+# it, every call asks `_autocast`'s per-device question instead).
+_any_autocast = getattr(torch._C, "_is_any_autocast_enabled", lambda: True)
+
 
 def attention(
     q: Tensor,
@@ -147,7 +151,7 @@ def attention(
     PyTorch's SDPA backends, by the tuning records and defaults (`flashgen.runtime.vendor`); a name from
     `flashgen.core.impls.IMPLS` ("flashgen", "sdpa_cudnn", ...) forces that one.
     """
-    if torch._C._is_any_autocast_enabled():
+    if _any_autocast():
         q, k, v = _autocast(q, k, v)
     if (
         window is None
@@ -258,7 +262,7 @@ def attention_varlen(
         if not isinstance(t, Tensor) or t.dim() != 3:
             shape = tuple(t.shape) if isinstance(t, Tensor) else type(t).__name__
             raise ValueError(f"{name} must be a 3-D tensor [total, heads, head_dim], got {shape}")
-    if torch._C._is_any_autocast_enabled():
+    if _any_autocast():
         q, k, v = _autocast(q, k, v)
     # the kernels' 4-D views [1, heads, total, D]; check_inputs applies every other rule
     q4, k4, v4 = (t.transpose(0, 1).unsqueeze(0) for t in (q, k, v))
