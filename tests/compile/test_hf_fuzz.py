@@ -368,6 +368,24 @@ def test_a_wrong_mask_in_bfloat16_on_the_gpu_is_caught(gpu_flashgen):
     assert rec["diff"] > 10 * fuzz.LOW_TOL, rec
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("family_env", ["default", "hopper"])
+def test_a_float32_model_under_autocast_on_the_gpu_matches_eager(gpu_flashgen, family_env):
+    """`--device cuda --autocast bfloat16`: HF Llama (SDPA, left padded, with gradients) as a
+    float32 model under autocast, its rotary q and k float32 beside a bfloat16 v: every site
+    replaced by the bfloat16 kernels (the Hopper family's where forced), within LOW_TOL times
+    eager autocast's error against the model without autocast."""
+    if family_env == "hopper":
+        gpu_flashgen.setenv("FLASHGEN_FWD_FAMILY", "hopper")
+        gpu_flashgen.setenv("FLASHGEN_BWD_KIND", "hopper")
+    rec = fuzz.run_case(
+        14, grad=True, device="cuda", autocast="bfloat16", head_dims=(64, 128),
+        lengths=(33, 77, 120),
+    )  # fmt: skip
+    assert rec["autocast"] == "bfloat16" and rec["diff"] <= fuzz.LOW_TOL, rec
+    assert rec["found"] > 0 and rec["replaced"] == rec["found"], rec
+
+
 def test_a_model_whose_attention_code_drops_nothing_is_compared_as_it_is(monkeypatch):
     """`--dropout` on a model whose attention code applies no dropout (HF's Falcon before its
     attention refactor; here the config left without it): no kernel draws a seed and eager HF

@@ -6,7 +6,8 @@
 #           (T5 with the Hopper family forced, the wrong mask in bfloat16), ~150 s
 #   amptest: (new in 977b167..a8d0d5b, never run on a GPU) the GPU runs of the autocast and
 #           float32-cast tests: tests/test_op.py, tests/compile/test_patterns.py and
-#           tests/kernels/test_varlen.py -k "autocast or upcast or tensor_fill", ~120 s
+#           tests/kernels/test_varlen.py -k "autocast or upcast or tensor_fill", then the
+#           GPU tests of hf_fuzz's autocast mode (Llama under autocast to bfloat16), ~250 s
 #   hfamp:  hf_fuzz.py --device cuda --autocast bfloat16 --grad, head dims 64/128, lengths
 #           33-120, seeds from ${SEED:-7300} (float32 models under autocast: rotary q/k cast
 #           with v), then the same with --families gptj,codegen,gpt_neo --dtype bfloat16
@@ -26,7 +27,10 @@ amptest)
     tests/compile/test_patterns.py tests/kernels/test_varlen.py \
     -k "autocast or upcast or tensor_fill" > $OUT/amp_tests.txt 2>&1
   stamp "autocast / upcast tests on the gpu rc=$?"; tail -3 $OUT/amp_tests.txt | cut -c1-300
-  grep -E "^FAILED|Error" $OUT/amp_tests.txt | head -12 | cut -c1-400 ;;
+  grep -E "^FAILED|Error" $OUT/amp_tests.txt | head -12 | cut -c1-400
+  timeout 200 python3 -m pytest -q -p no:cacheprovider -rA -m gpu tests/compile/test_hf_fuzz.py \
+    -k autocast > $OUT/amp_hf_tests.txt 2>&1
+  stamp "hf_fuzz autocast gpu tests rc=$?"; tail -3 $OUT/amp_hf_tests.txt | cut -c1-300 ;;
 hfamp)
   timeout ${TIME:-200} python3 -u benchmarks/hf_fuzz.py --device cuda --autocast bfloat16 \
     --grad --head-dims 64,128 --lengths 33,77,120 --seed ${SEED:-7300} --cases 40 \
