@@ -40,6 +40,10 @@ and FLASHGEN_BWD_KIND, at `--head-dims 64,128`); each figure is then the compile
 over the eager model's, both against a float32 copy of the model (`Judge`). `--dtype float16`
 runs on the CPU too (the interpreter's numpy has float16, not bfloat16): what model code does
 in a low precision (GPT-J's float32 casts of q and k, softmax upcasts) reaches the pass there.
+`--autocast float16` (or bfloat16 on the GPU) keeps the model in float32 and runs both sides
+under `torch.autocast` (compiling too), as mixed-precision training does, judged the same way
+against the model run without autocast (rotary embeddings leave q and k float32 beside a
+low-precision v there, which autocast casts for each product).
 
 Usage: python benchmarks/hf_fuzz.py [--seed S] [--cases N]   (CPU: Triton's interpreter;
 20-40 s a case). A case is BAD when a difference exceeds --tol or the compiled model fails.
@@ -459,8 +463,9 @@ class Judge:
     from each other and from exact arithmetic, so both are compared with a float32 copy of the
     model on the same device, run eagerly (`ref`), and the figure is the compiled model's largest
     error over the eager low-precision model's, BAD above --tol (LOW_TOL): PyTorch's own
-    rounding is the yardstick. The eager error is floored at the dtype's eps (times the
-    reference's largest entry for outputs), so a lucky eager match does not inflate the ratio."""
+    rounding is the yardstick (under `--autocast`, the float32 model run without autocast is the
+    copy). The eager error is floored at the dtype's eps (times the reference's largest entry
+    for outputs), so a lucky eager match does not inflate the ratio."""
 
     def __init__(self, ref=None, eps: float = 0.0):
         self.ref, self.eps = ref, eps
