@@ -7,7 +7,8 @@
 #   amptest: (new in 977b167..a8d0d5b, never run on a GPU) the GPU runs of the autocast and
 #           float32-cast tests: tests/test_op.py, tests/compile/test_patterns.py and
 #           tests/kernels/test_varlen.py -k "autocast or upcast or tensor_fill", then the
-#           GPU tests of hf_fuzz's autocast mode (Llama under autocast to bfloat16), ~250 s
+#           GPU tests of hf_fuzz's autocast mode (Llama under autocast to bfloat16), then
+#           next_s63/peaked.py (a peaked softmax's accuracy beside eager's), ~270 s
 #   hfamp:  hf_fuzz.py --device cuda --autocast bfloat16 --grad, head dims 64/128, lengths
 #           33-120, seeds from ${SEED:-7300} (float32 models under autocast: rotary q/k cast
 #           with v), then the same with --families gptj,codegen,gpt_neo --dtype bfloat16
@@ -30,7 +31,9 @@ amptest)
   grep -E "^FAILED|Error" $OUT/amp_tests.txt | head -12 | cut -c1-400
   timeout 200 python3 -m pytest -q -p no:cacheprovider -rA -m gpu tests/compile/test_hf_fuzz.py \
     -k autocast > $OUT/amp_hf_tests.txt 2>&1
-  stamp "hf_fuzz autocast gpu tests rc=$?"; tail -3 $OUT/amp_hf_tests.txt | cut -c1-300 ;;
+  stamp "hf_fuzz autocast gpu tests rc=$?"; tail -3 $OUT/amp_hf_tests.txt | cut -c1-300
+  timeout 60 python3 benchmarks/raw/next_s63/peaked.py > $OUT/peaked_gpu.txt 2>&1
+  stamp "peaked softmax accuracy rc=$?"; cat $OUT/peaked_gpu.txt | cut -c1-300 ;;
 hfamp)
   timeout ${TIME:-200} python3 -u benchmarks/hf_fuzz.py --device cuda --autocast bfloat16 \
     --grad --head-dims 64,128 --lengths 33,77,120 --seed ${SEED:-7300} --cases 40 \
