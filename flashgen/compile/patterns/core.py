@@ -322,6 +322,24 @@ def guarded_number(x: Any) -> int | float | None:
     return None
 
 
+def scalar_number(n: Any) -> Any:
+    """The number a node holds where it is `torch.tensor(x)` or `torch.scalar_tensor(x)` of a
+    Python number x (HF GPT-Neo's fill: `torch.where(causal, scores, torch.tensor(finfo.min,
+    dtype=scores.dtype))`; transformers 5.17's zero, `torch.tensor(0.0)`), as its dtype holds it
+    (a 0-d tensor beside the scores leaves the result's dtype to them, as a Python number
+    does); `n` itself otherwise (a Python number comes back as it is)."""
+    if not (isinstance(n, fx.Node) and is_fn(n, {torch.tensor, torch.scalar_tensor})):
+        return n
+    if len(n.args) != 1 or set(n.kwargs) - {"dtype", "device"}:
+        return n
+    x, val = n.args[0], example_value(n)
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return n
+    if not (isinstance(val, torch.Tensor) and val.dim() == 0 and val.dtype != torch.bool):
+        return n
+    return float(torch.tensor(x, dtype=val.dtype))
+
+
 def attribute_number(x: Any) -> float | None:
     """The value of a module's float attribute that `dynamic=True` turned into a tensor input
     read with `.item()` (HF's `self.attention_dropout` in training mode, Gemma-2's softcap), with

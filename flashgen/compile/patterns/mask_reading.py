@@ -27,6 +27,7 @@ from .core import (
     guarded_number,
     is_fn,
     known_eq,
+    scalar_number,
 )
 from .mask_values import Values
 from .masks import prove_structure
@@ -217,13 +218,10 @@ def _is_zero(a: Any) -> bool:
     """Whether `a` is 0: a Python number, a tensor node made by zeros / zeros_like /
     new_zeros, or `torch.tensor(0.0)` / `torch.scalar_tensor(0)` (HF's mask builders add
     `where(keep, torch.zeros(()), finfo.min)`, transformers 5.17 `torch.tensor(0.0)`)."""
+    a = scalar_number(a)
     if isinstance(a, (int, float)) and not isinstance(a, bool):
         return a == 0
-    if not isinstance(a, fx.Node):
-        return False
-    if is_fn(a, {torch.tensor, torch.scalar_tensor}) and len(a.args) == 1:
-        return _is_zero(a.args[0])
-    return is_fn(a, _ZERO_FNS, ("new_zeros", "zero_"))
+    return isinstance(a, fx.Node) and is_fn(a, _ZERO_FNS, ("new_zeros", "zero_"))
 
 
 def _as_hiding(mask: tuple[str, Any, Any], terms_at: int | None, any_fill: bool = False):

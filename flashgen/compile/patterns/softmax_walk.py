@@ -41,6 +41,7 @@ from .core import (
     node_arg,
     peel_one_scale,
     peel_scale,
+    scalar_number,
     split_baddbmm,
     split_scores_product,
     split_value_product,
@@ -154,13 +155,11 @@ class SoftmaxWalk:
             return self._added(x)
         if is_fn(x, {torch.where}, ("where",)) and len(x.args) == 3 and not x.kwargs:
             cond, a, b = x.args
-            a, b = (t if leads_to_product(t) else scalar_number(t) for t in (a, b))
-            if leads_to_product(a) and not is_tensor_node(b):
-                self.masks.append(("where_keep", cond, b))
-                return a
-            if leads_to_product(b) and not is_tensor_node(a):
-                self.masks.append(("where_mask", cond, a))
-                return b
+            for how, scores, fill in (("where_keep", a, b), ("where_mask", b, a)):
+                fill = scalar_number(fill)
+                if not is_tensor_node(fill) and leads_to_product(scores):
+                    self.masks.append((how, cond, fill))
+                    return scores
             return None
         if self.unflat is None and unflatten_src(x) is not None:
             out = example_value(x)
@@ -412,23 +411,6 @@ def is_float32_cast(n: Any) -> bool:
     if not (isinstance(src, torch.Tensor) and isinstance(dst, torch.Tensor)):
         return False
     return src.shape == dst.shape and src.device == dst.device and dst.is_floating_point()
-
-
-def scalar_number(n: Any) -> Any:
-    """The number a fill node holds where it is `torch.tensor(x)` or `torch.scalar_tensor(x)`
-    of a Python number x (HF GPT-Neo: `torch.where(causal, scores, torch.tensor(finfo.min,
-    dtype=scores.dtype))`), as its dtype holds it (which a 0-d tensor beside the scores keeps:
-    the scores' dtype decides the result's, as for a Python number); `n` itself otherwise."""
-    if not (isinstance(n, fx.Node) and is_fn(n, {torch.tensor, torch.scalar_tensor})):
-        return n
-    if len(n.args) != 1 or set(n.kwargs) - {"dtype", "device"}:
-        return n
-    x, val = n.args[0], example_value(n)
-    if isinstance(x, bool) or not isinstance(x, (int, float)):
-        return n
-    if not (isinstance(val, torch.Tensor) and val.dim() == 0 and val.is_floating_point()):
-        return n
-    return float(torch.tensor(x, dtype=val.dtype))
 
 
 def upcast_source(n: Any) -> Any:
