@@ -24,12 +24,12 @@ hfrest)
   stamp "the other two gpu tests of hf_fuzz rc=$?"; grep -E "^PASSED|^FAILED|passed|failed" \
     $OUT/hf_gpu_rest.txt | cut -c1-300 | head -12 ;;
 amptest)
-  timeout 300 python3 -m pytest -q -p no:cacheprovider -rA tests/test_op.py \
+  timeout 300 python3 -m pytest -q -p no:cacheprovider -v -rfE tests/test_op.py \
     tests/compile/test_patterns.py tests/kernels/test_varlen.py \
     -k "autocast or upcast or tensor_fill" > $OUT/amp_tests.txt 2>&1
   stamp "autocast / upcast tests on the gpu rc=$?"; tail -3 $OUT/amp_tests.txt | cut -c1-300
   grep -E "^FAILED|Error" $OUT/amp_tests.txt | head -12 | cut -c1-400
-  timeout 200 python3 -m pytest -q -p no:cacheprovider -rA -m gpu tests/compile/test_hf_fuzz.py \
+  timeout 200 python3 -m pytest -q -p no:cacheprovider -v -rfE -m gpu tests/compile/test_hf_fuzz.py \
     -k autocast > $OUT/amp_hf_tests.txt 2>&1
   stamp "hf_fuzz autocast gpu tests rc=$?"; tail -3 $OUT/amp_hf_tests.txt | cut -c1-300
   timeout 60 python3 benchmarks/raw/next_s63/peaked.py > $OUT/peaked_gpu.txt 2>&1
