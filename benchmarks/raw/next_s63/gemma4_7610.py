@@ -3,8 +3,8 @@ differences (the autocast sweep's highest ratio, 2.18). Runs the case three time
 each compared figure as it is taken (`Judge.outputs` / `Judge.grads`, their callers named):
 float32 with flashgen's pass, float32 compiled without it (aot_eager alone: the compile's own
 share of the gradient difference), and float16 (judged against a float32 copy).
-`TRITON_INTERPRET=1 PYTHONPATH=$PWD python benchmarks/raw/next_s63/gemma4_7610.py`; its readings (warnings
-left out) in gemma4_7610_cpu.txt."""
+`TRITON_INTERPRET=1 PYTHONPATH=$PWD python benchmarks/raw/next_s63/gemma4_7610.py`; its
+readings (warnings left out) in gemma4_7610_cpu.txt."""
 
 import os
 import sys
