@@ -148,9 +148,11 @@ def test_varlen_fp16_matches_float64(monkeypatch):
 
 def test_varlen_under_autocast_runs_in_its_dtype(monkeypatch):
     """Under `torch.autocast` to float16 float32 q, k and v are cast as `flashgen.attention`
-    casts them (SDPA's rule): a float16 output matching float64 of the cast inputs."""
+    casts them (SDPA's rule): a float16 output matching float64 of the cast inputs (on the GPU
+    where there is one: the cast is the same, the kernels compiled)."""
     monkeypatch.setattr(varlen, "_config", lambda config, spec: TILES)
-    q, k, v, cu_q, cu_k = _packed([29, 40], [29, 40], 2, 1, 32)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    q, k, v, cu_q, cu_k = (t.to(device) for t in _packed([29, 40], [29, 40], 2, 1, 32))
     with torch.autocast(q.device.type, dtype=torch.float16):
         out = flashgen.attention_varlen(q, k, v, cu_q, cu_k, 40, 40, causal=True)
     ref = ref_varlen(q.half(), k.half(), v.half(), cu_q, cu_k, causal=True)
