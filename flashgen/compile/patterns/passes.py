@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import fx
 
-from . import checkpoint
+from . import checkpoint, encoder_layer
 from .choice import keep_reason
 from .core import (
     SDPA_FNS,
@@ -381,7 +381,7 @@ def attention_pass(
     whose static shape makes the op run the kernel PyTorch's own call picks
     (`choice.keep_reason`)."""
     values = Values(gm, example_inputs)
-    sites: list[Site] = []
+    sites: list[Site] = _fused_layers(gm, values, rewrite_graph, graph_index, keep_kinds)
     matches: list[Match] = []
     for n in list(gm.graph.nodes):
         kind = (
@@ -446,6 +446,59 @@ def attention_pass(
         sites += _body_sites(
             gm, body, inputs, call, values.by_node, op, rewrite_graph, graph_index, keep_kinds
         )  # fmt: skip
+    return sites
+
+
+def _fused_layers(
+    gm: fx.GraphModule,
+    values: Values,
+    rewrite_graph: bool,
+    graph_index: int,
+    keep_kinds: frozenset[str],
+) -> list[Site]:
+    """nn.TransformerEncoderLayer's fused inference op (`encoder_layer`): written out as the
+    unfused layer where its attention would be replaced, so that `attention_pass`'s loop
+    finds that attention as an nn.MultiheadAttention site; left fused, and reported with the
+    reason, everywhere else. A report-only pass leaves every fused node as it was and reports
+    the sites it would replace."""
+    sites = []
+    for n in list(gm.graph.nodes):
+        if not encoder_layer.is_fused_layer(n):
+            continue
+        kept, m = None, None
+        if "mha" in keep_kinds:
+            kept = "left to PyTorch's fused attention: backend(sdpa=False)"
+        else:
+            try:
+                e = encoder_layer.expand(gm, n)
+            except Skip as err:
+                kept = str(err)
+            else:
+                try:
+                    m = match_mha(e.mha, values)
+                    check_mha(m)
+                    encoder_layer.agrees(m)
+                    kept = keep_reason(m)
+                    if kept is not None:
+                        counters["mha.kept"] += 1
+                except Skip as err:
+                    kept = str(err)
+                if kept is not None or not rewrite_graph:
+                    e.undo(gm.graph)
+                else:  # the loop below finds and replaces its attention
+                    e.commit(gm.graph)
+                    continue
+        if kept is None:
+            assert m is not None
+            site = m.site
+        else:
+            site = encoder_layer.skipped_site(n, kept)
+        site.graph = graph_index
+        site.replaced = kept is None  # (report-only: "would be replaced")
+        counters["mha.found"] += 1
+        if kept is not None:
+            counters["mha.skipped"] += 1
+        sites.append(site)
     return sites
 
 
