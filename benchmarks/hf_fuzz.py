@@ -233,8 +233,12 @@ def config_for(family: str, r: random.Random, head_dims=HEAD_DIMS):
             embed_dropout=0.0, resid_dropout=0.0, attention_dropout=0.0,
         )  # fmt: skip
     elif family == "codegen":
+        # four heads at least: CodeGen's fused projection is split over 4 shards, and
+        # transformers before its attention refactor (5.17 on the device) views it as
+        # heads // 4 heads a shard (2 heads: a view of size 0; session 64)
+        heads = max(heads, 4)
         cfg = transformers.CodeGenConfig(
-            n_embd=hidden, n_head=heads, n_layer=2, vocab_size=VOCAB, n_positions=128,
+            n_embd=heads * dim, n_head=heads, n_layer=2, vocab_size=VOCAB, n_positions=128,
             n_ctx=128, rotary_dim=dim // 2, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
         )  # fmt: skip
     else:
