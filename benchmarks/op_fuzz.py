@@ -446,7 +446,7 @@ def _check(fn, c: dict, data_seed: int, device: str, dtype_name: str) -> dict:
 def _errors(out, want, leaves: dict, ref_leaves: dict, grad_seed: int, dtype_name: str) -> dict:
     """{"out" and "d" + each leaf's name: its error over the tolerance}: the output against the
     reference's, and, where there are leaves, their gradients for one random cotangent (a
-    reference leaf no output reaches: zeros)."""
+    reference leaf no output reaches, or a reference that reaches none: zeros)."""
     import torch
 
     assert tuple(out.shape) == tuple(want.shape), (out.shape, want.shape)
@@ -455,7 +455,11 @@ def _errors(out, want, leaves: dict, ref_leaves: dict, grad_seed: int, dtype_nam
         gen = torch.Generator().manual_seed(grad_seed)
         g = torch.randn(want.shape, generator=gen).double()
         got = torch.autograd.grad(out, list(leaves.values()), g.to(out.device, out.dtype))
-        exp = torch.autograd.grad(want, list(ref_leaves.values()), g, allow_unused=True)
+        exp = (  # (a packed call whose every sequence lacks queries or keys: no path at all)
+            torch.autograd.grad(want, list(ref_leaves.values()), g, allow_unused=True)
+            if want.requires_grad
+            else [None] * len(ref_leaves)
+        )
         for name, a, b, t in zip(leaves, got, exp, ref_leaves.values(), strict=True):
             pairs["d" + name] = (a, torch.zeros_like(t) if b is None else b)
     return {name: _error(a, b, TOL[dtype_name]) for name, (a, b) in pairs.items()}
