@@ -49,7 +49,7 @@ def main(argv=None) -> int:
         x = torch.randn(b, n, e, device="cuda", dtype=dtype)
         for mask in ("none", "causal"):
 
-            def f(x, mask=mask):
+            def f(x, mask=mask, enc=enc):
                 if mask == "causal":
                     m = torch.nn.Transformer.generate_square_subsequent_mask(
                         x.shape[1], x.device, x.dtype
