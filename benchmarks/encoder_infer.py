@@ -76,7 +76,7 @@ def main(argv=None) -> int:
                 for _ in range(args.rounds):
                     for k, fn in runs.items():
                         ms[k].append(
-                            triton.testing.do_bench(lambda fn=fn: fn(x), return_mode="median")
+                            triton.testing.do_bench(lambda fn=fn, x=x: fn(x), return_mode="median")
                         )
             row = {
                 "shape": shape, "mask": mask, "replaced": replaced, "err": err,
