@@ -13,8 +13,10 @@ causal for every sequence length the graph accepts (symbolically, from the ops t
 Anything else is left as it is (Inductor compiles it) and reported with a reason.
 
 Layout: `core` (records, node helpers, products, GQA), `masks` (proving a mask causal for every length),
-`matchers` (softmax walk, SDPA), `mha` (nn.MultiheadAttention), `passes` (checks, rewrite, the
-pass), `checkpoint` (the bodies of activation-checkpointed regions, which the pass visits too).
+`matchers` (softmax walk, SDPA), `mha` (nn.MultiheadAttention), `encoder_layer`
+(nn.TransformerEncoderLayer's fused inference op, written out for `mha`), `passes` (checks,
+rewrite, the pass), `checkpoint` (the bodies of activation-checkpointed regions, which the pass
+visits too).
 
 Masks read from module buffers are checked once, at compile time: mutating such a buffer in
 place afterwards is not seen (Dynamo does not guard on buffer values).
