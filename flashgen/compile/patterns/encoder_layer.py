@@ -33,6 +33,7 @@ from .core import (
     example_value,
     fake_mode,
     guarded_number,
+    known_eq,
     location,
     set_example_values,
 )
@@ -105,7 +106,13 @@ def _src_mask(p: dict[str, Any]) -> Any:
             break
         base = base.args[0]
     am = example_value(base) if isinstance(base, fx.Node) else None
-    if kind != 2 or base is mask or not isinstance(am, torch.Tensor) or am.dim() != 2:
+    n = example_value(p["src"]).shape[1]
+    square = (
+        isinstance(am, torch.Tensor)
+        and am.dim() == 2
+        and all(known_eq(size, n) for size in am.shape)
+    )  # (what the view read as [L, L] is one: a [2, L * L / 2] tensor views the same)
+    if kind != 2 or base is mask or not square:
         raise Skip(
             "nn.TransformerEncoderLayer's fused inference path with a mask other than one "
             "[L, L] src_mask (a key padding mask or a per-head one): left to PyTorch"
