@@ -902,6 +902,42 @@ def test_multihead_attention_mask_combinations_match_eager(am, kpm, hint, bf, se
         torch.testing.assert_close(g, w, atol=5e-5, rtol=1e-4)
 
 
+@pytest.mark.parametrize("bf", [True, False])
+def test_multihead_attention_with_kdim_vdim_replaced(bf):
+    """nn.MultiheadAttention with keys and values of other widths (kdim, vdim: its own k and v
+    projection weights) attending over another sequence with key padding: the site is
+    replaced (the projections make every head embed_dim / heads wide), and output and
+    gradients (the query, the k and v projection weights) equal eager's at lengths of one
+    dynamic graph."""
+    torch.manual_seed(0)
+    mha = torch.nn.MultiheadAttention(32, 2, kdim=20, vdim=24, batch_first=bf)
+
+    def f(q, k, v, pad):
+        return mha(q, k, v, key_padding_mask=pad, need_weights=False)[0]
+
+    from flashgen.compile.patterns import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    compiled = torch.compile(f, backend="flashgen", dynamic=True)
+    gen = torch.Generator().manual_seed(3)
+    params = (mha.q_proj_weight, mha.k_proj_weight, mha.v_proj_weight)
+    for n, m in ((5, 7), (9, 4)):
+        q, k, v = (torch.randn(2, t, w, generator=gen) for t, w in ((n, 32), (m, 20), (m, 24)))
+        if not bf:
+            q, k, v = (t.transpose(0, 1) for t in (q, k, v))
+        pad = torch.zeros(2, m, dtype=torch.bool)
+        pad[1, m - 2 :] = True
+        q.requires_grad_()
+        got, want = compiled(q, k, v, pad), f(q, k, v, pad)
+        torch.testing.assert_close(got, want, atol=2e-5, rtol=1e-4)
+        r = torch.randn(want.shape, generator=gen)
+        for g, w in zip(torch.autograd.grad((got * r).sum(), (q, *params)),
+                        torch.autograd.grad((want * r).sum(), (q, *params)), strict=True):  # fmt: skip
+            torch.testing.assert_close(g, w, atol=5e-5, rtol=1e-4)
+    assert counters["mha.replaced"] >= 1 and not counters["mha.skipped"], dict(counters)
+
+
 def _added_where_full(q, k, v, keep, fill):
     """`scores + where(full & keep, 0, fill)`: HF's encoder padding, nothing causal in it."""
     t = q.size(-2)

@@ -168,6 +168,14 @@ def _mha_projection(p: dict[str, Any], which: int) -> tuple[Any, Any]:
     return ("slice", p["in_proj_weight"], which), (None if bias is None else ("slice", bias, which))
 
 
+def _in_features(p: dict[str, Any], which: int, e: int) -> Any:
+    """The input width projection `which` (1 k, 2 v) takes: kdim / vdim where the module has
+    its own k / v projection weights (`use_separate_proj_weight`), else embed_dim."""
+    if not p["use_separate_proj_weight"]:
+        return e
+    return example_value(p[("q_proj_weight", "k_proj_weight", "v_proj_weight")[which]]).shape[-1]
+
+
 def check_mha(m: Match) -> None:
     """Kernel eligibility for a MultiheadAttention site, on the projected (fake) shapes."""
     p = m.mha
@@ -180,10 +188,16 @@ def check_mha(m: Match) -> None:
     heads = p["num_heads"]
     if not isinstance(e, int) or e % heads:
         raise Skip("embedding dim is not a static multiple of num_heads")
-    if not (known_eq(k.shape[-1], e) and known_eq(v.shape[-1], e) and q.shape[-1] == e):
-        raise Skip("kdim/vdim different from embed_dim are not supported")
+    if q.shape[-1] != e or not all(
+        known_eq(t.shape[-1], _in_features(p, which, e)) for which, t in ((1, k), (2, v))
+    ):
+        raise Skip("nn.MultiheadAttention inputs of other widths than its projections take")
     d = e // heads
-    shaped = [t.unflatten(-1, (heads, d)).permute(1, 2, 0, 3).contiguous() for t in (q, k, v)]
+    # (the projections' outputs: kdim / vdim inputs are projected to embed_dim like the query)
+    shaped = [
+        t.new_empty((*t.shape[:-1], e)).unflatten(-1, (heads, d)).permute(1, 2, 0, 3).contiguous()
+        for t in (q, k, v)
+    ]
     from ...kernels.validate import check_inputs, check_kernel_device
 
     try:
