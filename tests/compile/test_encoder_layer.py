@@ -147,3 +147,22 @@ def test_sdpa_false_keeps_the_fused_layer():
     with torch.no_grad():
         torch.testing.assert_close(compiled(x), enc(x), atol=2e-5, rtol=1e-4)
     assert counters["mha.replaced"] == 0 and _ours(graphs) == 0 and _fused(graphs) == 1
+
+
+def test_no_op_keeps_the_fused_layer():
+    """Without the flashgen op to put in (`attention_pass(op=None)`), the fused layer is not
+    written out (its unfused form would run slower and replace nothing)."""
+    enc = _encoder(False, False, layers=1)
+    seen = []
+
+    def rewrite(gm, example_inputs):
+        sites = attention_pass(gm, list(example_inputs), None, rewrite_graph=True)
+        seen.append((sites, _fused([gm])))
+        return gm.forward
+
+    torch._dynamo.reset()
+    with torch.no_grad():
+        torch.compile(lambda x: enc(x), backend=rewrite)(torch.randn(2, 5, E, device=DEVICE))
+    [(sites, fused)] = seen
+    assert fused == 1 and [s.replaced for s in sites] == [False]
+    assert "not available" in sites[0].reason

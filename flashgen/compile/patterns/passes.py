@@ -381,7 +381,7 @@ def attention_pass(
     whose static shape makes the op run the kernel PyTorch's own call picks
     (`choice.keep_reason`)."""
     values = Values(gm, example_inputs)
-    sites: list[Site] = _fused_layers(gm, values, rewrite_graph, graph_index, keep_kinds)
+    sites: list[Site] = _fused_layers(gm, values, op, rewrite_graph, graph_index, keep_kinds)
     matches: list[Match] = []
     for n in list(gm.graph.nodes):
         kind = (
@@ -452,6 +452,7 @@ def attention_pass(
 def _fused_layers(
     gm: fx.GraphModule,
     values: Values,
+    op: Any,
     rewrite_graph: bool,
     graph_index: int,
     keep_kinds: frozenset[str],
@@ -481,6 +482,8 @@ def _fused_layers(
                     kept = keep_reason(m)
                     if kept is not None:
                         counters["mha.kept"] += 1
+                    elif rewrite_graph and op is None:  # (as the loop below says it)
+                        kept = "the flashgen::attention op is not available (flashgen.ops)"
                 except Skip as err:
                     kept = str(err)
                 if kept is not None or not rewrite_graph:
