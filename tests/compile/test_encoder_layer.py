@@ -166,3 +166,14 @@ def test_no_op_keeps_the_fused_layer():
     [(sites, fused)] = seen
     assert fused == 1 and [s.replaced for s in sites] == [False]
     assert "not available" in sites[0].reason
+
+
+def test_inference_mode_replaced_too():
+    """Under `torch.inference_mode()` the layer takes the same fused op: replaced likewise."""
+    enc = _encoder(True, False)
+    compiled, graphs = _compile(lambda x: enc(x))
+    x = torch.randn(2, 9, E, device=DEVICE)
+    with torch.inference_mode():
+        got, want = compiled(x), enc(x)
+    torch.testing.assert_close(got, want, atol=2e-5, rtol=1e-4)
+    assert _ours(graphs) == 2 and _fused(graphs) == 0
