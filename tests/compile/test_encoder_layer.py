@@ -151,7 +151,7 @@ def test_sdpa_false_keeps_the_fused_layer():
 
 def test_no_op_keeps_the_fused_layer():
     """Without the flashgen op to put in (`attention_pass(op=None)`), the fused layer is not
-    written out (its unfused form would run slower and replace nothing)."""
+    written out (its unfused form would replace nothing)."""
     enc = _encoder(False, False, layers=1)
     seen = []
 
