@@ -1,6 +1,8 @@
-"""nn.TransformerEncoder served for inference (eval mode, under torch.no_grad): eager (PyTorch's
-fused `torch._transformer_encoder_layer_fwd`), torch.compile with Inductor, and the flashgen
-backend, which writes each fused layer out around its attention where that attention is
+"""Times nn.TransformerEncoder inference: eager, Inductor, flashgen (GPU).
+
+Served for inference (eval mode, under torch.no_grad), the encoder runs PyTorch's fused
+`torch._transformer_encoder_layer_fwd` eagerly; torch.compile with Inductor keeps that op; the
+flashgen backend writes each fused layer out around its attention where that attention is
 replaced (`flashgen.compile.patterns.encoder_layer`). GPU only.
 
 Each shape is checked first (the compiled outputs against eager's, max abs error over max

@@ -1,7 +1,8 @@
-"""Random PyTorch-native attention modules (nn.MultiheadAttention, nn.TransformerEncoderLayer,
-nn.TransformerDecoderLayer, a two-layer nn.TransformerEncoder) compiled with the flashgen
-backend and compared with the same module in float64 eager at several lengths (a correctness
-sweep, not a timing).
+"""Random PyTorch attention modules, compiled vs float64 eager (CPU).
+
+nn.MultiheadAttention, nn.TransformerEncoderLayer, nn.TransformerDecoderLayer and a two-layer
+nn.TransformerEncoder, compiled with the flashgen backend and compared with the same module in
+float64 eager at several lengths (a correctness sweep, not a timing).
 
 Why: `flashgen.compile.patterns.mha` rebuilds `F.multi_head_attention_forward` around the
 flashgen op and reads its masks (attn_mask boolean or additive, 2-D or per head, built in
