@@ -28,13 +28,11 @@ import torch.nn.functional as F
 from torch import fx
 
 from .core import (
-    Site,
     Skip,
     example_value,
     fake_mode,
     guarded_number,
     known_eq,
-    location,
     set_example_values,
 )
 
@@ -171,11 +169,6 @@ def expand(gm: fx.GraphModule, n: fx.Node) -> Expansion:
     for node in added:
         node.meta["stack_trace"] = n.meta.get("stack_trace")
     return Expansion(n, y, mha, added)
-
-
-def skipped_site(n: fx.Node, reason: str) -> Site:
-    """The report of a fused layer left as it is."""
-    return Site(kind="mha", location=location(n), reason=reason)
 
 
 def agrees(m: Any) -> None:

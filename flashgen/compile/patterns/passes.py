@@ -381,9 +381,11 @@ def attention_pass(
     whose static shape makes the op run the kernel PyTorch's own call picks
     (`choice.keep_reason`)."""
     values = Values(gm, example_inputs)
-    sites: list[Site] = _fused_layers(gm, values, op, rewrite_graph, graph_index, keep_kinds)
-    matches: list[Match] = []
+    sites, matches = _fused_layers(gm, values, op, rewrite_graph, graph_index, keep_kinds)
+    written = {m.interior[0] for m in matches}  # (their MHA calls: matched already)
     for n in list(gm.graph.nodes):
+        if n in written:
+            continue
         kind = (
             "sdpa"
             if is_fn(n, SDPA_FNS)
@@ -456,13 +458,14 @@ def _fused_layers(
     rewrite_graph: bool,
     graph_index: int,
     keep_kinds: frozenset[str],
-) -> list[Site]:
+) -> tuple[list[Site], list[Match]]:
     """nn.TransformerEncoderLayer's fused inference op (`encoder_layer`): written out as the
-    unfused layer where its attention would be replaced, so that `attention_pass`'s loop
-    finds that attention as an nn.MultiheadAttention site; left fused, and reported with the
-    reason, everywhere else. A report-only pass leaves every fused node as it was and reports
-    the sites it would replace."""
-    sites = []
+    unfused layer where its attention would be replaced, that attention's match returned for
+    `attention_pass` to replace (with the sites: every fused layer's); left fused, and
+    reported with the reason, everywhere else. A report-only pass leaves every fused node as
+    it was and reports the sites it would replace."""
+    sites: list[Site] = []
+    matches: list[Match] = []
     for n in list(gm.graph.nodes):
         if not encoder_layer.is_fused_layer(n):
             continue
@@ -488,21 +491,22 @@ def _fused_layers(
                     kept = str(err)
                 if kept is not None or not rewrite_graph:
                     e.undo(gm.graph)
-                else:  # the loop below finds and replaces its attention
+                else:
                     e.commit(gm.graph)
-                    continue
         if kept is None:
             assert m is not None
             site = m.site
+            if rewrite_graph:
+                matches.append(m)  # (replaced by `attention_pass`, which counts it)
+            else:
+                site.replaced = True  # report-only: "would be replaced"
         else:
-            site = encoder_layer.skipped_site(n, kept)
-        site.graph = graph_index
-        site.replaced = kept is None  # (report-only: "would be replaced")
-        counters["mha.found"] += 1
-        if kept is not None:
+            site = Site(kind="mha", location=location(n), reason=kept)
             counters["mha.skipped"] += 1
+        site.graph = graph_index
+        counters["mha.found"] += 1
         sites.append(site)
-    return sites
+    return sites, matches
 
 
 def _body_sites(
