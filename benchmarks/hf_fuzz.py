@@ -4,8 +4,8 @@ code people run (no timing).
 
 Each seed draws a model family (Llama, Mistral and Qwen2 with or without a sliding window,
 Qwen3, Gemma-2/3, Phi-3, OLMo, StableLM, Starcoder2, Cohere, GPT-2, GPT-NeoX, OPT, GPT-J,
-Falcon, BLOOM, BERT; with `--families` also MPT, the encoders ModernBERT, RoBERTa and
-DistilBERT, the encoder-decoders BART and T5, GPT-Neo, CodeGen and the decoders of
+Falcon, BLOOM, BERT; with `--families` also MPT, the encoders ModernBERT, RoBERTa,
+DistilBERT and DeBERTa-v2, the encoder-decoders BART and T5, GPT-Neo, CodeGen and the decoders of
 EXTRA_DECODERS), its
 attention implementation (`sdpa` or `eager`), head count and head dim, GQA, a batch with right,
 left or no padding, and the compile mode (static, automatic dynamic, `dynamic=True`). It
@@ -76,6 +76,10 @@ EXTRA = ["mpt", "modernbert", "roberta", "distilbert", "bart", "t5"]
 # mask a slice of a bool buffer applied with a 0-d tensor fill, its local layers a band of that
 # buffer) and CodeGen (GPT-J's float32 casts of q and k)
 EXTRA += ["gpt_neo", "codegen"]
+# added in session 65: DeBERTa-v2/v3 (its scale a 0-d tensor, sqrt(tensor(d) * 3), on the keys;
+# the scores [batch x heads]-flattened, viewed back before HF's mask, the outer product of the
+# padding with itself; with relative attention its c2p/p2c bias, computed from q and k, added)
+EXTRA += ["deberta_v2"]
 # decoders drawn only when asked, each with what sets it apart: Granite's attention_multiplier
 # (a scale other than 1/sqrt(d)), Llama-4's and SmolLM3's layers without rotary embeddings,
 # Cohere-2's and EXAONE-4's sliding-window layers beside global ones, Mixtral's experts,
@@ -104,11 +108,11 @@ NEWER_DECODERS = {
 EXTRA_DECODERS.update(NEWER_DECODERS)
 EXTRA += sorted(EXTRA_DECODERS)
 # encoders: compared on their last hidden state, no decoding steps
-ENCODERS = {"bert", "modernbert", "roberta", "distilbert"}
+ENCODERS = {"bert", "modernbert", "roberta", "distilbert", "deberta_v2"}
 # encoder-decoders: logits of a target shorter than the source, then `generate()` (`_generate`)
 SEQ2SEQ = {"bart", "t5"}
 # families whose HF code has no SDPA path (they run their eager attention)
-EAGER_ONLY = {"gemma2", "bloom", "mpt", "gpt_oss", "vaultgemma", "gpt_neo", "codegen"}
+EAGER_ONLY = {"gemma2", "bloom", "mpt", "gpt_oss", "vaultgemma", "gpt_neo", "codegen", "deberta_v2"}
 # the head dims drawn by default (--head-dims 64,128 on the GPU: those the Hopper kernels take)
 HEAD_DIMS = (16, 32)
 # the first call's lengths drawn by default; up to MAX_LENGTH (the configs' 128 positions hold
@@ -182,6 +186,17 @@ def config_for(family: str, r: random.Random, head_dims=HEAD_DIMS):
         cfg = transformers.DistilBertConfig(
             dim=hidden, n_heads=heads, n_layers=2, hidden_dim=2 * hidden, vocab_size=VOCAB,
             max_position_embeddings=128, dropout=0.0, attention_dropout=0.0,
+        )  # fmt: skip
+        return cfg, transformers.AutoModel
+    elif family == "deberta_v2":  # v3's relative attention (c2p and p2c) or none
+        relative = r.random() < 0.7
+        cfg = transformers.DebertaV2Config(
+            hidden_size=hidden, num_attention_heads=heads, num_hidden_layers=2,
+            intermediate_size=2 * hidden, vocab_size=VOCAB, max_position_embeddings=128,
+            hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, pad_token_id=0,
+            relative_attention=relative, position_biased_input=not relative,
+            pos_att_type=["p2c", "c2p"], position_buckets=r.choice([4, 16]),
+            norm_rel_ebd="layer_norm", max_relative_positions=-1,
         )  # fmt: skip
         return cfg, transformers.AutoModel
     elif family == "modernbert":  # local layers: a two-sided window beside the padding
@@ -290,7 +305,7 @@ def padding_mask(r: random.Random, batch: int, length: int, side: str):
 DROPOUT_FIELDS = {
     "gpt2": "attn_pdrop", "gptj": "attn_pdrop", "codegen": "attn_pdrop",
     "bert": "attention_probs_dropout_prob",
-    "roberta": "attention_probs_dropout_prob",
+    "roberta": "attention_probs_dropout_prob", "deberta_v2": "attention_probs_dropout_prob",
 }  # fmt: skip
 # families whose attention dropout is not its own config entry (T5's dropout_rate is every
 # dropout of the model; MPT's sits in a sub-config; ModernBERT's attention_dropout also drops

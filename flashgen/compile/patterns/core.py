@@ -340,6 +340,60 @@ def scalar_number(n: Any) -> Any:
     return float(torch.tensor(x, dtype=val.dtype))
 
 
+# ops a 0-d tensor of numbers may pass through and still be a number known when compiling
+_FOLD_FNS = {
+    torch.sqrt, torch.rsqrt, torch.Tensor.sqrt, torch.Tensor.rsqrt, torch.Tensor.float,
+    torch.Tensor.to, operator.neg, torch.neg, operator.pow, torch.pow,
+} | MUL_FNS | DIV_FNS | {operator.add, operator.sub, torch.add, torch.sub}  # fmt: skip
+_FOLD_METHODS = ("sqrt", "rsqrt", "float", "to", "mul", "div", "add", "sub", "neg", "pow")
+
+
+def folded_number(n: Any, depth: int = 8) -> float | None:
+    """The value of a 0-d floating tensor computed from Python numbers alone, as its dtype
+    holds it (HF DeBERTa's scale, `torch.sqrt(torch.tensor(head_dim, dtype=float) * 3)`, its
+    `.to(dtype)` taken as the scores divide by it): evaluated here with the graph's own ops on
+    those numbers, so the kernel's scale is the value eager divides by. None for anything that
+    reads a tensor input, a size that is not fixed, or another op."""
+    val = example_value(n) if isinstance(n, fx.Node) else None
+    if not (isinstance(val, torch.Tensor) and val.dim() == 0 and val.is_floating_point()):
+        return None
+    real = _fold(n, depth)
+    return None if real is None else float(real)
+
+
+def _fold(n: Any, depth: int) -> Any:
+    """`folded_number`'s walk: a real 0-d tensor (or Python number) equal to n's value, or
+    None."""
+    if isinstance(n, bool):
+        return None
+    if isinstance(n, (int, float)):
+        return n
+    if isinstance(n, torch.dtype):
+        return n
+    if not isinstance(n, fx.Node) or depth == 0 or n.op not in ("call_function", "call_method"):
+        return None
+    val = example_value(n)
+    if not (isinstance(val, torch.Tensor) and val.dim() == 0):
+        return None
+    if is_fn(n, {torch.tensor, torch.scalar_tensor}):
+        number = scalar_number(n)
+        return None if number is n else torch.tensor(number, dtype=val.dtype)
+    if not is_fn(n, _FOLD_FNS, _FOLD_METHODS):
+        return None
+    if set(n.kwargs) - {"dtype"}:
+        return None
+    args = [_fold(a, depth - 1) for a in n.args]
+    if any(a is None for a in args):
+        return None
+    kwargs = dict(n.kwargs)
+    if n.op == "call_method":
+        real = getattr(args[0], n.target)(*args[1:], **kwargs)
+    else:
+        real = n.target(*args, **kwargs)
+    ok = isinstance(real, torch.Tensor) and real.dim() == 0 and real.dtype == val.dtype
+    return real if ok else None
+
+
 def attribute_number(x: Any) -> float | None:
     """The value of a module's float attribute that `dynamic=True` turned into a tensor input
     read with `.item()` (HF's `self.attention_dropout` in training mode, Gemma-2's softcap), with
@@ -390,6 +444,8 @@ def _scalar_operand(n: Any, chain: Any) -> Any | None:
         return None
     other = others[0]
     if isinstance(other, fx.Node) and is_tensor_node(other):
+        if (number := folded_number(other)) is not None:
+            return number
         if example_value(other).dim() == 0:
             raise Skip(
                 "scale is a 0-d tensor, not a compile-time constant (with dynamic=True a float "

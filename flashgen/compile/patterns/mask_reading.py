@@ -55,6 +55,7 @@ def take_alibi(w: SoftmaxWalk) -> tuple[Any, str]:
                     not_alibi = f"; baddbmm's bias is not ALiBi ({e})"
                 continue
             w.masks = masks[:i] + masks[i + 1 :]
+            w.masks_4d -= i < w.masks_4d
             w.add_terms = {j - (j > i): t for j, t in add_terms.items() if j != i}
             return alibi, not_alibi
     return None, not_alibi
@@ -126,19 +127,22 @@ def _read_one_mask(w: SoftmaxWalk, values: Values, not_alibi: str) -> Reading:
         reason = e
     se = example_value(w.scores)
     tq, tk = se.shape[-2], se.shape[-1]
-    split = additive_split(mask, terms_at, w.drop_p, w.unflat, values, tq, tk)
+    # (a mask applied after flattened scores are viewed back as [B, H, Sq, Sk], HF DeBERTa's,
+    # is a 4-D mask as any other; one applied to the [B * H, Sq, Sk] scores is refused)
+    flat = w.unflat if w.masks_4d == 0 else None
+    split = additive_split(mask, terms_at, w.drop_p, flat, values, tq, tk)
     if split is not None:  # HF's eager padded batch: + where(causal & keep, 0, min)
         (causal, window, align), tensor_mask, rows_from = split
         return Reading(causal, window, align, tensor_mask, False, rows_from)
     try:  # an additive bias (ALiBi, T5's): the kernel reads the tensor as it is
         added = _additive_bias(mask, terms_at)
-        if w.unflat is not None:  # (a mask tensor in BLOOM's layout: not supported)
+        if flat is not None:  # (a mask tensor in BLOOM's layout: not supported)
             raise Skip("an additive mask beside [batch x heads]-flattened scores")
         return Reading(tensor_mask=added, mask_row=key_row(mask, terms_at, values, tq, tk))
     except Skip:
         pass
     try:  # a boolean mask filled with finfo.min (HF's padded batch)
-        read = _read_hiding(mask, w.drop_p, w.unflat, values, tq, tk)
+        read = _read_hiding(mask, w.drop_p, flat, values, tq, tk)
     except Skip as e2:
         w.problems.append(str(reason) + not_alibi + _refused_as_tensor(mask, e2))
         return Reading()
@@ -539,6 +543,12 @@ def mask_tensor(mask: Any) -> Any:
     me = example_value(mask)
     if not isinstance(mask, fx.Node) or not isinstance(me, torch.Tensor):
         raise Skip("attn_mask is not a tensor")
+    if me.dtype == torch.bool and is_fn(mask, set(), ("expand_as",)):
+        # `keep.expand_as(scores)` (HF XLM): the op broadcasts the mask itself, and the
+        # scores are then not computed for their shape
+        src = mask.args[0]
+        if isinstance(src, fx.Node) and example_value(src).dim() <= 4:
+            mask, me = src, example_value(src)
     if not (me.dtype == torch.bool or me.is_floating_point()):
         raise Skip(f"attn_mask of dtype {me.dtype} (boolean or floating are read by the kernels)")
     if me.dim() > 4:

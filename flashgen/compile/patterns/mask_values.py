@@ -256,7 +256,9 @@ CASTS = {"bool", "float", "half", "double", "int", "long", "bfloat16", "to", "ty
           "contiguous", "clone", "detach"}  # fmt: skip
 CREATE = {"ones": 1, "zeros": 0, "ones_like": 1, "zeros_like": 0, "new_ones": 1, "new_zeros": 0}
 FULL = {"full": 1, "full_like": 1, "new_full": 2}  # index of the fill value argument
-VIEWS = {"view", "reshape", "unsqueeze", "expand", "expand_as", "broadcast_to", "getitem"}
+# (a squeeze drops size-1 axes only: followed as a view that does, `mask_views._axis_map`)
+VIEWS = {"view", "reshape", "unsqueeze", "squeeze", "expand", "expand_as", "broadcast_to",
+         "getitem"}  # fmt: skip
 _ALIASES = {"greater_equal": "ge", "greater": "gt", "less_equal": "le", "less": "lt",
             "not_equal": "ne", "invert": "bitwise_not", "neg": "neg", "multiply": "mul",
             "subtract": "sub", "div": "truediv", "true_divide": "truediv", "divide": "truediv",

@@ -360,17 +360,27 @@ class SoftmaxWalk:
                         "flashgen never materialises the attention matrix"
                     )
                     break
-            if not ends and len(n.users.keys() - fills) != 1:
+            if not ends and len(n.users.keys() - fills - _meta_reads(n)) != 1:
                 self.problems.append(
                     f"an intermediate of the attention ({n.name}) is also used elsewhere; "
                     "flashgen never materialises the attention matrix"
                 )
                 break
-        readers = x.users.keys() - fills
+        readers = x.users.keys() - fills - _meta_reads(x)
         if x is self.row_max_src:  # `softmax(s - rowmax(s))` of the bare scores
             readers = readers - set(self.interior)
         if len(readers) != (0 if x is self.row_max_src else 1):
             self.problems.append("the attention scores are also used outside the attention")
+
+
+def _meta_reads(n: fx.Node) -> set[fx.Node]:
+    """The users of n that read only its shape or dtype: HF XLM's `mask.expand_as(scores)` and
+    `softmax(scores.float()).type_as(scores)` (`mask_reading.mask_tensor` hands the op the mask
+    before its expand_as, so the scores are not computed for their shape)."""
+    return {
+        u for u in n.users
+        if is_fn(u, set(), ("type_as", "expand_as")) and u.args[1:] == (n,) and u.args[0] is not n
+    }  # fmt: skip
 
 
 _STOP = object()  # `SoftmaxWalk._step_up`: not a step of the walk (the product, or not attention)
