@@ -239,8 +239,8 @@ PARSE_CASES = [
     ("mix_bwd", ["--rounds", "9", "--out", "m.json"], dict(rounds=9, rep=30, out="m.json")),
     ("bwd_thread", ["--shape", "1,1,64,64", "--rounds", "2"],
      dict(shape="1,1,64,64", rounds=2, calls=300, device="cuda")),
-    ("encoder_infer", ["--rounds", "3", "--shapes", "2x64x128x4"],
-     dict(rounds=3, layers=4, dtype="bfloat16", shapes="2x64x128x4")),
+    ("encoder_infer", ["--rounds", "3", "--shapes", "2x64x128x4", "--every-size"],
+     dict(rounds=3, layers=4, dtype="bfloat16", shapes="2x64x128x4", every_size=True)),
     ("mha_fuzz", ["--cases", "5", "--seed", "7"], dict(cases=5, seed=7, only=None)),
 ]  # fmt: skip
 

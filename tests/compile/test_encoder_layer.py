@@ -6,6 +6,8 @@ otherwise than the kernels would (a key padding mask, a src_mask not proven caus
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 import torch
 
@@ -28,9 +30,29 @@ def _encoder(norm_first: bool, gelu: bool, layers: int = 2) -> torch.nn.Transfor
     return enc.to(DEVICE).eval()
 
 
-def _compile(fn, **kw):
-    """fn compiled with the flashgen backend (aot_eager for the rest); the graphs as the pass
-    left them are collected in the returned list."""
+@functools.cache
+def traces_symbolic() -> bool:
+    """Whether this torch's Dynamo traces the fused op with symbolic sizes: torch 2.11's
+    compiles no graph for it under dynamic=True and runs the layer eagerly (session 65, on
+    the device's GPU and CPU alike); torch 2.13's does."""
+    layer = _encoder(False, False, layers=1).layers[0]
+    graphs = []
+
+    def count(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    torch._dynamo.reset()
+    with torch.no_grad():
+        torch.compile(layer, backend=count, dynamic=True)(torch.randn(2, 5, E, device=DEVICE))
+    torch._dynamo.reset()
+    return bool(graphs)
+
+
+def _compile(fn, dynamic=None, **kw):
+    """fn compiled with the flashgen backend (aot_eager for the rest), with symbolic sizes
+    where this torch traces the fused op so (`traces_symbolic`), else static; the graphs as
+    the pass left them are collected in the returned list."""
     graphs = []
     inner = backend(fallback="aot_eager", **kw)
 
@@ -39,9 +61,11 @@ def _compile(fn, **kw):
         graphs.append(gm)
         return out
 
+    if dynamic is None:
+        dynamic = traces_symbolic()
     torch._dynamo.reset()
     counters.clear()
-    return torch.compile(fn, backend=spy, dynamic=True), graphs
+    return torch.compile(fn, backend=spy, dynamic=dynamic), graphs
 
 
 def _fused(graphs) -> int:
@@ -55,12 +79,15 @@ def _ours(graphs) -> int:
     return sum("flashgen" in str(n.target) for gm in graphs for n in gm.graph.nodes)
 
 
+@pytest.mark.parametrize("dynamic", [False, True])
 @pytest.mark.parametrize("mask", ["none", "causal"])
 @pytest.mark.parametrize("norm_first,gelu", [(False, False), (True, True), (False, True)])
-def test_fused_layer_replaced_and_matches_eager(mask, norm_first, gelu):
+def test_fused_layer_replaced_and_matches_eager(mask, norm_first, gelu, dynamic):
     """No mask, or the causal mask built in forward(): each layer's attention is replaced
     (the fused op written out), and the compiled encoder equals eager's fused forward at
-    several lengths of one dynamic graph."""
+    several lengths, of one graph with symbolic sizes or of one graph a length."""
+    if dynamic and not traces_symbolic():
+        pytest.skip("this torch's Dynamo runs the fused op eagerly under dynamic=True")
     enc = _encoder(norm_first, gelu)
 
     def f(x):
@@ -69,14 +96,15 @@ def test_fused_layer_replaced_and_matches_eager(mask, norm_first, gelu):
             return enc(x, mask=causal, is_causal=True)
         return enc(x)
 
-    compiled, graphs = _compile(f)
+    compiled, graphs = _compile(f, dynamic=dynamic)
     with torch.no_grad():
         for n in (5, 11, 8):
             x = torch.randn(2, n, E, device=DEVICE)
             want = f(x)
             got = compiled(x)
             torch.testing.assert_close(got, want, atol=2e-5, rtol=1e-4)
-    assert len(graphs) == 1 and _ours(graphs) == 2 and _fused(graphs) == 0
+    assert len(graphs) == (1 if dynamic else 3)
+    assert _ours(graphs) == 2 * len(graphs) and _fused(graphs) == 0
 
 
 def test_padding_mask_stays_fused():
@@ -177,3 +205,34 @@ def test_inference_mode_replaced_too():
         got, want = compiled(x), enc(x)
     torch.testing.assert_close(got, want, atol=2e-5, rtol=1e-4)
     assert _ours(graphs) == 2 and _fused(graphs) == 0
+
+
+@pytest.mark.impl_choice  # (the other tests run with the kernels forced: no size rule)
+@pytest.mark.parametrize("mask", ["none", "causal"])
+def test_size_rule_keeps_small_and_unmasked_layers_fused(monkeypatch, mask):
+    """Where the size rules apply (a GPU; here the CPU made one), a layer without a mask stays
+    fused at any size (its fused path ran faster), and a causal one below
+    FUSED_LAYER_MIN_FLOPS; from it the causal layer is written out."""
+    from flashgen.compile.patterns import choice
+
+    monkeypatch.setattr(choice, "MASKED_RULE_DEVICES", (DEVICE,))
+    enc = _encoder(False, False, layers=1)
+
+    def f(x):
+        if mask == "causal":
+            causal = torch.nn.Transformer.generate_square_subsequent_mask(x.shape[1], x.device)
+            return enc(x, mask=causal, is_causal=True)
+        return enc(x)
+
+    x = torch.randn(2, 7, E, device=DEVICE)
+    with torch.no_grad():
+        report = flashgen.explain(f, x)
+    [site] = report.sites
+    assert not site.replaced
+    assert ("at no size" if mask == "none" else "from 34 GFLOP") in site.reason, site.reason
+    monkeypatch.setitem(choice.FUSED_LAYER_MIN_FLOPS, True, 0.0)
+    compiled, graphs = _compile(f)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), f(x), atol=2e-5, rtol=1e-4)
+    assert _fused(graphs) == (1 if mask == "none" else 0)
+    assert _ours(graphs) == (0 if mask == "none" else 1)

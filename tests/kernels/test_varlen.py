@@ -42,9 +42,9 @@ def ref_varlen(q, k, v, cu_q, cu_k, *, causal, window=None, softcap=None, scale=
         s = (qb @ kb.transpose(-1, -2)) * scale
         if softcap is not None:
             s = softcap * torch.tanh(s / softcap)
-        i = torch.arange(qe - qs)[:, None]
-        j = torch.arange(ke - ks)[None, :]
-        seen = torch.ones(qe - qs, ke - ks, dtype=torch.bool)
+        i = torch.arange(qe - qs, device=q.device)[:, None]
+        j = torch.arange(ke - ks, device=q.device)[None, :]
+        seen = torch.ones(qe - qs, ke - ks, dtype=torch.bool, device=q.device)
         if causal:
             seen &= j <= i
         if window is not None:

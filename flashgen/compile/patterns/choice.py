@@ -18,6 +18,7 @@ whatever their sizes.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -269,6 +270,17 @@ HAND_WRITTEN_PLAIN_MIN_FLOPS_DROPOUT = 25e9
 # SDPA's small calls did. The threshold lies above the largest size that lost (12.9) and at or
 # below the least that won on both hosts (19.3), as MASKED_MIN_FLOPS's do.
 SDPA_DROPOUT_MIN_FLOPS = 19e9
+# nn.TransformerEncoderLayer served for inference (`encoder_layer`): the least forward FLOPs of
+# its attention (causal halved) at which its fused op is written out around flashgen's kernels.
+# Measured on the H100 (benchmarks/RESULTS.md, session 65; benchmarks/encoder_infer.py, 4
+# layers, bfloat16, torch 2.11, the compiled encoder's time with Inductor, which keeps the fused
+# op, over its time with the layers written out): without a mask the fused layer ran faster at
+# every size met (0.60-0.88x, 1 x 64 tokens of width 256 to 4 x 2048 of width 1024, 68.7 GFLOP
+# a site), so it is never written out there; with a causal src_mask, which the fused op applies
+# as a dense mask, the written-out layers read 0.77-0.83x up to 2.1 GFLOP and 5.27x at 34.4
+# (4 x 2048 tokens, 16 heads of 64). Nothing between was measured: the threshold is the least
+# win. By causal: (benchmarks/encoder_infer.py --every-size sets both to 0 to time the rewrite)
+FUSED_LAYER_MIN_FLOPS = {False: math.inf, True: 34e9}
 # The devices whose calls these size rules apply to (the figures above are a GPU's; on the CPU
 # the kernels run in Triton's interpreter, for tests).
 MASKED_RULE_DEVICES = ("cuda",)
@@ -295,6 +307,29 @@ def plain_keep_reason(m: Any) -> str | None:
     return (
         f"left as written: {what} of {flops / 1e9:.1f} GFLOP with a backward runs faster as "
         f"Inductor compiles it (flashgen from {least / 1e9:.0f} GFLOP)"
+    )
+
+
+def fused_layer_keep_reason(m: Any) -> str | None:
+    """Why the attention of an nn.TransformerEncoderLayer's fused inference op (`m`, its
+    written-out MHA call) leaves the layer fused, or None to write it out: on a device of
+    MASKED_RULE_DEVICES without a forced implementation (`_sized`), no mask, or a causal one
+    below `FUSED_LAYER_MIN_FLOPS` at its traced size; PyTorch's fused op then runs the layer
+    as it does without flashgen."""
+    sized = _sized(m)
+    if sized is None:
+        return None
+    flops, _, static = sized
+    least = FUSED_LAYER_MIN_FLOPS[bool(m.site.causal)]
+    if flops >= least:
+        return None
+    what = "causal attention" if m.site.causal else "attention without a mask"
+    traced = "" if static else " at its traced size"
+    written = f"from {least / 1e9:.0f} GFLOP" if math.isfinite(least) else "at no size measured"
+    return (
+        f"left to PyTorch's fused encoder layer: {what} of {flops / 1e9:.1f} GFLOP{traced} "
+        f"runs faster there than the layer written out around flashgen's kernels (written out "
+        f"{written})"
     )
 
 

@@ -14,7 +14,9 @@ floating mask and gives such a row zeros. So the written-out layer is kept only 
 two agree for every input: no mask, or a src_mask proven causal (its entries 0 where shown,
 hidden elsewhere, no row hidden whole, for every length the graph accepts). Anything else,
 and any site the mha checks would not replace, leaves the fused node as it was: PyTorch's
-fused path is never traded for the unfused one unless the kernels take its attention.
+fused path is never traded for the unfused one unless the kernels take its attention. On a
+GPU the size rule `choice.fused_layer_keep_reason` keeps it too where the fused path was
+measured faster (no mask at any size; a causal mask below its threshold).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from torch import fx
 
 from . import checkpoint, encoder_layer
-from .choice import keep_reason
+from .choice import fused_layer_keep_reason, keep_reason
 from .core import (
     SDPA_FNS,
     SUPPORTED_DTYPES,
@@ -482,7 +482,7 @@ def _fused_layers(
                     m = match_mha(e.mha, values)
                     check_mha(m)
                     encoder_layer.agrees(m)
-                    kept = keep_reason(m)
+                    kept = fused_layer_keep_reason(m) or keep_reason(m)
                     if kept is not None:
                         counters["mha.kept"] += 1
                     elif rewrite_graph and op is None:  # (as the loop below says it)
