@@ -5,15 +5,14 @@ code people run (no timing).
 Each seed draws a model family (Llama, Mistral and Qwen2 with or without a sliding window,
 Qwen3, Gemma-2/3, Phi-3, OLMo, StableLM, Starcoder2, Cohere, GPT-2, GPT-NeoX, OPT, GPT-J,
 Falcon, BLOOM, BERT; with `--families` also MPT, the encoders ModernBERT, RoBERTa,
-DistilBERT and DeBERTa-v2, the encoder-decoders BART and T5, GPT-Neo, CodeGen and the decoders of
-EXTRA_DECODERS), its
-attention implementation (`sdpa` or `eager`), head count and head dim, GQA, a batch with right,
-left or no padding, and the compile mode (static, automatic dynamic, `dynamic=True`). It
-compiles the model with `flashgen.backend(fallback="aot_eager")`, then compares with eager: the
-logits (encoders: the last hidden state) at the padded batch's valid
-positions, at a second length, and for causal LMs a prefill with a KV cache followed by two
-decoding steps, each side with its own cache (encoder-decoders: every target position, then the
-scores of three greedy `generate()` steps). With `--grad` it also compares the gradients of
+DistilBERT, DeBERTa-v2 and XLM, the encoder-decoders BART and T5, GPT-Neo, CodeGen and the
+decoders of EXTRA_DECODERS), its attention implementation (`sdpa` or `eager`), head count and
+head dim, GQA, a batch with right, left or no padding, and the compile mode (static, automatic
+dynamic, `dynamic=True`). It compiles the model with `flashgen.backend(fallback="aot_eager")`,
+then compares with eager: the logits (encoders: the last hidden state) at the padded batch's
+valid positions, at a second length, and for causal LMs a prefill with a KV cache followed by
+two decoding steps, each side with its own cache (encoder-decoders: every target position, then
+the scores of three greedy `generate()` steps). With `--grad` it also compares the gradients of
 every parameter of a random-weighted loss over the valid positions (no dropout: the configs
 have none unless --dropout; the backward kernels with the same masks), an unpadded batch then
 called as HF's training call (no attention_mask; decoders `use_cache=False`: the mask from HF's
@@ -80,6 +79,9 @@ EXTRA += ["gpt_neo", "codegen"]
 # the scores [batch x heads]-flattened, viewed back before HF's mask, the outer product of the
 # padding with itself; with relative attention its c2p/p2c bias, computed from q and k, added)
 EXTRA += ["deberta_v2"]
+# and XLM (its scores filled in place with the padding `.expand_as(scores)`, the float32
+# softmax cast back with `.type_as(scores)`)
+EXTRA += ["xlm"]
 # decoders drawn only when asked, each with what sets it apart: Granite's attention_multiplier
 # (a scale other than 1/sqrt(d)), Llama-4's and SmolLM3's layers without rotary embeddings,
 # Cohere-2's and EXAONE-4's sliding-window layers beside global ones, Mixtral's experts,
@@ -108,11 +110,13 @@ NEWER_DECODERS = {
 EXTRA_DECODERS.update(NEWER_DECODERS)
 EXTRA += sorted(EXTRA_DECODERS)
 # encoders: compared on their last hidden state, no decoding steps
-ENCODERS = {"bert", "modernbert", "roberta", "distilbert", "deberta_v2"}
+ENCODERS = {"bert", "modernbert", "roberta", "distilbert", "deberta_v2", "xlm"}
 # encoder-decoders: logits of a target shorter than the source, then `generate()` (`_generate`)
 SEQ2SEQ = {"bart", "t5"}
 # families whose HF code has no SDPA path (they run their eager attention)
-EAGER_ONLY = {"gemma2", "bloom", "mpt", "gpt_oss", "vaultgemma", "gpt_neo", "codegen", "deberta_v2"}
+EAGER_ONLY = {
+    "gemma2", "bloom", "mpt", "gpt_oss", "vaultgemma", "gpt_neo", "codegen", "deberta_v2", "xlm",
+}  # fmt: skip
 # the head dims drawn by default (--head-dims 64,128 on the GPU: those the Hopper kernels take)
 HEAD_DIMS = (16, 32)
 # the first call's lengths drawn by default; up to MAX_LENGTH (the configs' 128 positions hold
@@ -197,6 +201,12 @@ def config_for(family: str, r: random.Random, head_dims=HEAD_DIMS):
             relative_attention=relative, position_biased_input=not relative,
             pos_att_type=["p2c", "c2p"], position_buckets=r.choice([4, 16]),
             norm_rel_ebd="layer_norm", max_relative_positions=-1,
+        )  # fmt: skip
+        return cfg, transformers.AutoModel
+    elif family == "xlm":
+        cfg = transformers.XLMConfig(
+            emb_dim=hidden, n_heads=heads, n_layers=2, vocab_size=VOCAB,
+            max_position_embeddings=128, dropout=0.0, attention_dropout=0.0, pad_index=0,
         )  # fmt: skip
         return cfg, transformers.AutoModel
     elif family == "modernbert":  # local layers: a two-sided window beside the padding
