@@ -48,6 +48,26 @@ def _batch(length=11):
     return ids, mask
 
 
+def _compiled_and_eager(model, ids, mask, *, every_row: bool):
+    """(compiled output, eager output, compiled gradients, eager gradients) of a loss over the
+    valid positions of a padded batch (width 32); the outputs at the valid positions alone
+    unless `every_row`."""
+    valid = mask.bool()[..., None]
+    weights = torch.randn(*ids.shape, 32, generator=torch.Generator().manual_seed(4)) * valid
+
+    def run(m):
+        model.zero_grad()
+        out = m(input_ids=ids, attention_mask=mask).last_hidden_state
+        (out * weights).sum().backward()
+        out = out if every_row else out * valid
+        return out, {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+    want, want_grads = run(model)
+    torch._dynamo.reset()
+    got, grads = run(torch.compile(model, backend="flashgen"))
+    return got, want, grads, want_grads
+
+
 @pytest.mark.parametrize("relative", [True, False])
 def test_deberta_padded_batch_replaced_and_matches_eager(relative):
     """Both layers replaced (scale 1/sqrt(3 d)); the output at every position equals eager's,
@@ -58,18 +78,8 @@ def test_deberta_padded_batch_replaced_and_matches_eager(relative):
     report = flashgen.explain(model, input_ids=ids, attention_mask=mask)
     assert report.found == 2 and all(s.replaced for s in report.sites), str(report)
     assert all(s.scale == pytest.approx(1 / math.sqrt(3 * 16)) for s in report.sites)
-    valid = mask.bool()[..., None]
-    weights = torch.randn(*ids.shape, 32, generator=torch.Generator().manual_seed(4)) * valid
-
-    def run(m):
-        model.zero_grad()
-        out = m(input_ids=ids, attention_mask=mask).last_hidden_state
-        (out * weights).sum().backward()
-        return out, {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
-
-    want, want_grads = run(model)
-    torch._dynamo.reset()
-    got, grads = run(torch.compile(model, backend="flashgen"))
+    # every position: the padded rows too (every key hidden: eager's uniform softmax)
+    got, want, grads, want_grads = _compiled_and_eager(model, ids, mask, every_row=True)
     torch.testing.assert_close(got, want, atol=2e-5, rtol=1e-4)
     attention = [n for n in want_grads if n.endswith("query_proj.weight")]
     assert attention and all(want_grads[n].abs().max() > 1e-3 for n in attention)
@@ -187,19 +197,7 @@ def test_xlm_padded_batch_replaced_and_matches_eager():
     ids, mask = _batch()
     report = flashgen.explain(model, input_ids=ids, attention_mask=mask)
     assert report.found == 2 and all(s.replaced for s in report.sites), str(report)
-    valid = mask.bool()[..., None]
-    weights = torch.randn(*ids.shape, 32, generator=torch.Generator().manual_seed(4)) * valid
-
-    def run(m):
-        model.zero_grad()
-        out = m(input_ids=ids, attention_mask=mask).last_hidden_state
-        (out * weights).sum().backward()
-        return out * valid, {n: p.grad.clone() for n, p in model.named_parameters()
-                             if p.grad is not None}  # fmt: skip
-
-    want, want_grads = run(model)
-    torch._dynamo.reset()
-    got, grads = run(torch.compile(model, backend="flashgen"))
+    got, want, grads, want_grads = _compiled_and_eager(model, ids, mask, every_row=False)
     torch.testing.assert_close(got, want, atol=2e-5, rtol=1e-4)
     assert any(n.endswith("q_lin.weight") and g.abs().max() > 1e-3 for n, g in want_grads.items())
     for name, g in want_grads.items():
@@ -232,3 +230,36 @@ def test_shape_and_dtype_reads_of_the_scores_are_not_uses():
     # neither product is left in the graph: the scores are not computed for their shape
     [gm] = rewritten
     assert not [n for n in gm.graph.nodes if n.target in (torch.matmul, "expand_as")]
+
+
+class _ZeroInitBias(torch.nn.Module):
+    """HF LeViT's spelling: a learned bias table, zero-initialised, indexed per pair and added
+    after the scale. Its values at compile time (zeros) say nothing of the values training
+    gives it: nothing may be proven from a parameter."""
+
+    def __init__(self):
+        super().__init__()
+        self.table = torch.nn.Parameter(torch.zeros(H, 2 * T - 1))
+        i = torch.arange(T)
+        self.register_buffer("idx", (i[None, :] - i[:, None] + T - 1), persistent=False)
+
+    def forward(self, q, k, v):
+        s = q @ k.transpose(-2, -1) * 0.25 + self.table[:, self.idx]
+        return torch.softmax(s, dim=-1) @ v
+
+
+def test_a_zero_initialised_learned_bias_is_read_as_a_tensor_with_its_gradient():
+    model = _ZeroInitBias()
+    q, k, v = _qkv()
+    report = flashgen.explain(model, q, k, v)
+    assert [(s.replaced, s.mask) for s in report.sites] == [(True, "add")], str(report)
+    torch._dynamo.reset()
+    compiled = torch.compile(model, backend=backend(fallback="aot_eager"))
+    got = compiled(q, k, v)
+    (g,) = torch.autograd.grad(got.square().sum(), (model.table,))
+    (want,) = torch.autograd.grad(model(q, k, v).square().sum(), (model.table,))
+    assert want.abs().max() > 1e-3
+    torch.testing.assert_close(g, want, atol=5e-5, rtol=1e-4)
+    with torch.no_grad():  # a training step's new values reach the compiled graph
+        model.table.normal_(generator=torch.Generator().manual_seed(3))
+    torch.testing.assert_close(compiled(q, k, v), model(q, k, v), atol=2e-5, rtol=1e-4)

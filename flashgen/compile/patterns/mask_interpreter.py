@@ -31,6 +31,7 @@ from .mask_values import (
     const_int,
     expr,
     is_buffer_placeholder,
+    is_parameter_placeholder,
     op_name,
     same,
 )
@@ -76,6 +77,11 @@ class Interpreter:
             return self._scalar(n)
         check_not_mutated(n)
         if n.op == "placeholder":
+            if is_parameter_placeholder(n):
+                raise Skip(
+                    f"the mask reads the parameter {n.name}, whose learned values change in "
+                    "training: nothing is proven from them"
+                )
             if not is_buffer_placeholder(n):
                 raise Skip(
                     f"the mask is read from the forward() input {n.name}; only masks from "

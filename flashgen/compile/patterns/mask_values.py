@@ -74,12 +74,17 @@ def _real_state(n: Any, fake: torch.Tensor) -> torch.Tensor | None:
 
 
 def is_buffer_placeholder(n: Any) -> bool:
-    """True for module state (buffers, parameters, tensor attributes, globals) that Dynamo
-    lifted into graph inputs; False for forward() arguments, which may differ on every call.
+    """True for module state other than parameters (buffers, tensor attributes, globals) that
+    Dynamo lifted into graph inputs; False for forward() arguments, which may differ on every
+    call, and for parameters: learned values change under training (and `load_state_dict`)
+    without a recompile, so nothing is proven from them (HF LeViT's attention biases start as
+    zeros: read as zeros, they were dropped with their gradient until session 65).
 
     Dynamo names a forward() argument `L['mask']` (or `L['args'][0]`, `L['kwargs']['mask']`);
     state is reached through an attribute (`L['self']._buffers['bias']`) or is a global.
     """
+    if is_parameter_placeholder(n):
+        return False
     arg = n.meta.get("grapharg")
     source = getattr(arg, "source", None) if arg is not None else None
     name = getattr(source, "name", "") if source is not None else ""
@@ -89,6 +94,22 @@ def is_buffer_placeholder(n: Any) -> bool:
     if name.startswith("G["):
         return True
     return bool(re.fullmatch(r"L\[[^\]]+\](\[[^\]]+\])*", name)) is False
+
+
+def is_parameter_placeholder(n: Any) -> bool:
+    """True for a graph input that is an nn.Parameter (Dynamo's `._parameters['name']`)."""
+    arg = n.meta.get("grapharg") if isinstance(n, fx.Node) else None
+    if arg is None:
+        return False
+    try:
+        if isinstance(arg.example, torch.nn.Parameter):
+            return True
+    except (AttributeError, AssertionError):  # the tensor is gone
+        pass
+    source = getattr(arg, "source", None)
+    name = getattr(source, "name", "") if source is not None else ""
+    name = name() if callable(name) else name
+    return isinstance(name, str) and "._parameters[" in name
 
 
 # ----------------------------------------------------------------------------- abstract values
