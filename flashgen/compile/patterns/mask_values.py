@@ -45,6 +45,8 @@ class Values:
             raise Skip(f"no example value for {n.name}")
         if not isinstance(obj, torch.Tensor):
             raise Skip(f"{n.name} is not a tensor")
+        if isinstance(obj, torch.nn.Parameter):  # (`is_buffer_placeholder`: learned values)
+            raise Skip(f"{n.name} is a parameter: nothing is proven from its learned values")
         if isinstance(obj, torch._subclasses.FakeTensor):
             real = _real_state(n, obj)
             if real is None:
