@@ -13,6 +13,9 @@ XLM fills its scores in place with `(mask == 0).view(B, 1, 1, T).expand_as(score
 the float32 softmax back with `.type_as(scores)`: two reads of the scores' shape and dtype
 alone, which the walk does not count as uses, and the op is handed the mask before its
 expand_as (it broadcasts it), so the scores are not computed for their shape.
+
+Last, a learned bias that starts at zero (HF LeViT's table): a parameter's values are never
+proven from, so it is read as the tensor it is, with its gradient.
 """
 
 from __future__ import annotations
