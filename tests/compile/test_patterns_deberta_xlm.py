@@ -111,6 +111,13 @@ def _qkv():
     return [torch.randn(B, H, T, D, generator=g, requires_grad=True) for _ in range(3)]
 
 
+def _padded(row: int, start: int) -> torch.Tensor:
+    """A [B, T] keep mask (1 keeps) with `row` padded from `start` on."""
+    keep = torch.ones(B, T, dtype=torch.long)
+    keep[row, start:] = 0
+    return keep
+
+
 def _deberta_scale(q, k, v):
     scale = torch.sqrt(torch.tensor(q.size(-1), dtype=torch.float) * 3)
     s = q @ (k.transpose(-1, -2) / scale.to(dtype=q.dtype))
@@ -156,8 +163,7 @@ def test_a_scale_of_numbers_in_a_0d_tensor_is_folded():
 
 def test_a_mask_applied_after_the_scores_are_viewed_back_is_read():
     q, k, v = _qkv()
-    keep = torch.ones(B, T, dtype=torch.long)
-    keep[1, 5:] = 0
+    keep = _padded(row=1, start=5)
     report = flashgen.explain(_flat_masked, q, k, v, keep)
     assert [s.replaced for s in report.sites] == [True], str(report)
     got = _compiled(_flat_masked, q, k, v, keep)
@@ -216,8 +222,7 @@ def _xlm_spelling(q, k, v, keep):
 
 def test_shape_and_dtype_reads_of_the_scores_are_not_uses():
     q, k, v = _qkv()
-    keep = torch.ones(B, T, dtype=torch.long)
-    keep[0, 6:] = 0
+    keep = _padded(row=0, start=6)
     report = flashgen.explain(_xlm_spelling, q, k, v, keep)
     assert [s.replaced for s in report.sites] == [True], str(report)
     rewritten = []

@@ -87,11 +87,8 @@ def is_buffer_placeholder(n: Any) -> bool:
     """
     if is_parameter_placeholder(n):
         return False
-    arg = n.meta.get("grapharg")
-    source = getattr(arg, "source", None) if arg is not None else None
-    name = getattr(source, "name", "") if source is not None else ""
-    name = name() if callable(name) else name
-    if not isinstance(name, str) or not name:
+    name = _source_name(n)
+    if not name:
         return False
     if name.startswith("G["):
         return True
@@ -108,10 +105,17 @@ def is_parameter_placeholder(n: Any) -> bool:
             return True
     except (AttributeError, AssertionError):  # the tensor is gone
         pass
-    source = getattr(arg, "source", None)
+    return "._parameters[" in _source_name(n)
+
+
+def _source_name(n: Any) -> str:
+    """Dynamo's name for where a graph input came from (`L['x']`, `L['self']._buffers['b']`),
+    or "" where it kept none."""
+    arg = n.meta.get("grapharg") if isinstance(n, fx.Node) else None
+    source = getattr(arg, "source", None) if arg is not None else None
     name = getattr(source, "name", "") if source is not None else ""
     name = name() if callable(name) else name
-    return isinstance(name, str) and "._parameters[" in name
+    return name if isinstance(name, str) else ""
 
 
 # ----------------------------------------------------------------------------- abstract values
