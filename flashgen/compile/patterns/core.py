@@ -50,6 +50,9 @@ CAST_METHODS = {"float", "to", "type", "type_as", "half", "bfloat16", "double"}
 _METADATA_METHODS = {"size", "dim", "numel", "stride", "get_device"}
 _METADATA_ATTRS = {"shape", "dtype", "device", "ndim", "is_cuda"}
 NEAR_NEG_INF = -65504.0  # finfo(float16).min: any fill value at or below it acts as -inf
+# meta key of a node whose reads do not count while the pass runs: the old chain a fold
+# replaced (`window_views`), kept only to be restored if its site is not replaced
+FOLDED_AWAY = "flashgen_folded_away"
 
 
 class Skip(Exception):
@@ -145,6 +148,10 @@ class Match:
     # v are not all of it (`matchers.autocast_dtype`): the rewrite casts them to it, as
     # autocast does before each product
     autocast: torch.dtype | None = None
+    # factors of one value per query head the scores are multiplied (+1) or divided (-1) by
+    # before any mask (`head_factor`: Swin v2's learned logit scale): the rewrite hands the op
+    # q times (or over) each, which scales every score of a head alike
+    head_scales: list[tuple[fx.Node, int]] = field(default_factory=list)
 
 
 # ----------------------------------------------------------------------------- node helpers
@@ -474,6 +481,37 @@ def peel_one_scale(n: Any, terms: list[Any]) -> Any:
         terms.append((c, -1))
         return n.args[0]
     return None
+
+
+def head_factor(n: Any, x: Any) -> tuple[fx.Node, int] | None:
+    """(t, +1) if n is `x * t` or `t * x`, (t, -1) if `x / t`, where x is 4-D scores and t a
+    tensor of one value per head: every dim of size 1 but the third from the end, which is 1
+    or the scores' head count (Swin v2's learned `logit_scale` of shape [H, 1, 1]). The
+    kernels take one scale for every head, but such a factor multiplies each row of Q K^T of
+    a head alike, so q times t gives the same scores (its gradient flows through that
+    product). None otherwise (0-d tensors and numbers are `peel_one_scale`'s)."""
+    if not (isinstance(x, fx.Node) and is_tensor_node(x) and x in n.args[:2]):
+        return None
+    if len(n.args) != 2 or n.kwargs:
+        return None
+    if is_fn(n, MUL_FNS, ("mul", "mul_")):
+        t, power = n.args[1] if n.args[0] is x else n.args[0], 1
+    elif is_fn(n, DIV_FNS, ("div", "div_", "true_divide")) and n.args[0] is x:
+        t, power = n.args[1], -1
+    else:
+        return None
+    if not (isinstance(t, fx.Node) and is_tensor_node(t)) or t is x:
+        return None
+    tv, sv = example_value(t), example_value(x)
+    if sv.dim() != 4 or not 1 <= tv.dim() <= 4:
+        return None
+    dims = list(tv.shape)
+    head = dims.pop(-3) if tv.dim() >= 3 else 1
+    if not all(known_eq(d, 1) for d in dims):
+        return None
+    if not (known_eq(head, 1) or known_eq(head, sv.shape[1])):
+        return None
+    return t, power
 
 
 def peel_scale(n: Any, terms: list[Any]) -> Any:

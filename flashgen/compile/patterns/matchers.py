@@ -85,6 +85,7 @@ def match_softmax(sm: Any, values: Values) -> Match | None:
     m.key_bias = r.key_bias
     m.dropout_p = w.drop_p
     m.softcap = w.softcap
+    m.head_scales = w.head_scales
     m.sinks = w.sinks
     m.three_d = example_value(q).dim() == 3
     m.flat_out = w.unflat is not None

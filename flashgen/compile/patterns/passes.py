@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import fx
 
-from . import checkpoint, encoder_layer
+from . import checkpoint, encoder_layer, window_views
 from .choice import fused_layer_keep_reason, keep_reason
 from .core import (
     SDPA_FNS,
@@ -49,6 +49,7 @@ def check_match(m: Match) -> None:
     k, group = _kernel_operands(m, q, k, v)
     hd = int(q.shape[-1])
     m.scale = _scale(m, q, k, hd)
+    _check_head_scales(m)
     hd = max(hd, int(v.shape[-1]))  # (the width the kernels run: `runtime.value_dim`)
     _check_extras(m, q, k)
     m.site.gqa_group = group
@@ -176,6 +177,20 @@ def _scale(m: Match, q: Any, k: Any, hd: int) -> float:
     return scale
 
 
+def _check_head_scales(m: Match) -> None:
+    """The per-head factors (`core.head_factor`) go into the op's q [B, Hq, Sq, D]: q must be
+    4-D, each factor of q's dtype (their product keeps it) and its head dim q's or 1."""
+    q = example_value(m.q)
+    for t, _ in m.head_scales:
+        tv = example_value(t)
+        if m.three_d or q.dim() != 4:
+            raise Skip("a per-head factor of the scores with q not [batch, heads, seq, dim]")
+        if tv.dtype != q.dtype:
+            raise Skip(f"a per-head factor of the scores of dtype {tv.dtype}, q's {q.dtype}")
+        if tv.dim() >= 3 and not (known_eq(tv.shape[-3], 1) or known_eq(tv.shape[-3], q.shape[1])):
+            raise Skip(f"a per-head factor of shape {tuple(tv.shape)} for {q.shape[1]} heads")
+
+
 def _check_extras(m: Match, q: Any, k: Any) -> None:
     """The site's scale, masking, softcap, dropout and ALiBi into `m.site`, after checking
     that the kernels take them: a softcap the op accepts, mask tensors that broadcast to
@@ -285,9 +300,12 @@ def rewrite(gm: fx.GraphModule, m: Match, op: Any) -> None:
     added: list[fx.Node] = []
     with g.inserting_before(m.out):
         args = [m.q, m.k, m.v]
+        for t, power in m.head_scales:  # per-head factors of the scores, q's (of its dtype)
+            args[0] = g.call_function(operator.mul if power > 0 else operator.truediv, (args[0], t))
+            added.append(args[0])
         if m.autocast is not None:  # as autocast casts the products' operands
             for i, a in enumerate(args):
-                if example_value(a).dtype != m.autocast:
+                if example_value((m.q, m.k, m.v)[i]).dtype != m.autocast:
                     args[i] = g.call_method("to", (a, m.autocast))
                     added.append(args[i])
         if m.three_d:
@@ -379,8 +397,10 @@ def attention_pass(
     Sites of a kind in `keep_kinds` ("sdpa", "mha") are matched and reported but left to
     PyTorch (`flashgen.backend(sdpa=False)`), and so is an SDPA or nn.MultiheadAttention call
     whose static shape makes the op run the kernel PyTorch's own call picks
-    (`choice.keep_reason`)."""
+    (`choice.keep_reason`). Masks added to scores viewed per window are read on the 4-D scores
+    while the pass runs (`window_views`), kept so only where the site is replaced."""
     values = Values(gm, example_inputs)
+    folds = window_views.fold(gm)
     sites, matches = _fused_layers(gm, values, op, rewrite_graph, graph_index, keep_kinds)
     written = {m.interior[0] for m in matches}  # (their MHA calls: matched already)
     for n in list(gm.graph.nodes):
@@ -441,6 +461,8 @@ def attention_pass(
             (rewrite_mha if m.mha is not None else rewrite)(gm, m, op)
             m.site.replaced = True
             counters[f"{m.site.kind}.replaced"] += 1
+    for f in folds:
+        f.settle(gm.graph)
     if rewrite_graph and op is not None and any(m.site.replaced for m in matches):
         gm.graph.lint()
         gm.recompile()

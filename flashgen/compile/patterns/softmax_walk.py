@@ -26,6 +26,7 @@ from .core import (
     CAST_METHODS,
     DIV_FNS,
     DROPOUT_FNS,
+    FOLDED_AWAY,
     MASKED_FILL_FNS,
     MUL_FNS,
     SUB_FNS,
@@ -36,6 +37,7 @@ from .core import (
     example_value,
     flattens,
     guarded_number,
+    head_factor,
     is_fn,
     is_tensor_node,
     node_arg,
@@ -99,6 +101,9 @@ class SoftmaxWalk:
         self.sink_last = True
         self.sink_dropped = False
         self.row_max_src: Any = None  # the node a row-max shift under the softmax reads twice
+        # per-head factors (`core.head_factor`) and how many masks the walk had met at each
+        self.head_scales: list[tuple[fx.Node, int]] = []
+        self._masks_at_head_scale = 0
 
     # -- up: from the softmax's input to the scores product
     def up(self) -> bool:
@@ -132,6 +137,11 @@ class SoftmaxWalk:
                 return False
             self.interior.append(x)
             x = nxt
+        if self.head_scales and len(self.masks) != self._masks_at_head_scale:
+            self.problems.append(
+                "a mask or bias is applied to the scores before a per-head factor (the kernels "
+                "would need it scaled per head)"
+            )
         self.scores = x
         return isinstance(x, fx.Node)
 
@@ -146,7 +156,8 @@ class SoftmaxWalk:
             return x.args[0]
         if is_fn(x, MUL_FNS | DIV_FNS, ("mul", "div", "mul_", "div_")):
             try:
-                return peel_one_scale(x, self.terms)
+                nxt = peel_one_scale(x, self.terms)
+                return nxt if nxt is not None else self._head_scale(x)
             except Skip as e:
                 self.problems.append(str(e))
                 ins = [a for a in x.args[:2] if isinstance(a, fx.Node) and leads_to_product(a)]
@@ -187,8 +198,23 @@ class SoftmaxWalk:
         self.add_terms[len(self.masks) - 1] = len(self.terms)
         return nxt
 
+    def _head_scale(self, x: fx.Node) -> Any:
+        """`scores * t` or `scores / t` with t one value per head (`core.head_factor`): t
+        recorded, the scores returned; None where x is not such a product. Its factor must
+        come before every mask (checked at the end of the walk up) and inside any softcap:
+        the kernels apply the scale first."""
+        for scores in x.args[:2]:
+            factor = head_factor(x, scores)
+            if factor is not None and leads_to_product(scores):
+                self.head_scales.append(factor)
+                self._masks_at_head_scale = len(self.masks)
+                return scores
+        return None
+
     def _tanh(self, x: fx.Node) -> Any:
         """A softcap's tanh: the factors met above it made the cap, those below are the scale."""
+        if self.head_scales:
+            self.problems.append("a per-head factor applied after the softcap's tanh")
         inner: list[Any] = []
         arg = x.args[0]
         if not isinstance(arg, fx.Node):
@@ -376,10 +402,12 @@ class SoftmaxWalk:
 def _meta_reads(n: fx.Node) -> set[fx.Node]:
     """The users of n that read only its shape or dtype: HF XLM's `mask.expand_as(scores)` and
     `softmax(scores.float()).type_as(scores)` (`mask_reading.mask_tensor` hands the op the mask
-    before its expand_as, so the scores are not computed for their shape)."""
+    before its expand_as, so the scores are not computed for their shape); and a folded
+    chain's old node (`window_views`), gone if the site is replaced."""
     return {
         u for u in n.users
-        if is_fn(u, set(), ("type_as", "expand_as")) and u.args[1:] == (n,) and u.args[0] is not n
+        if (is_fn(u, set(), ("type_as", "expand_as")) and u.args[1:] == (n,) and u.args[0] is not n)
+        or u.meta.get(FOLDED_AWAY)
     }  # fmt: skip
 
 
@@ -399,6 +427,8 @@ def leads_to_product(n: Any) -> bool:
             continue
         if is_float32_cast(n) or is_fn(n, MUL_FNS | DIV_FNS | TANH_FNS, ("mul", "div", "tanh")):
             ins = [a for a in n.args[:2] if isinstance(a, fx.Node) and is_tensor_node(a)]
+            if len(ins) == 2:  # scores times a per-head factor (`core.head_factor`)
+                return any(head_factor(n, a) and leads_to_product(a) for a in ins)
             n = ins[0] if len(ins) == 1 else None
             continue
         if is_fn(n, MASKED_FILL_FNS, ("masked_fill", "masked_fill_")):
