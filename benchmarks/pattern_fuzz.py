@@ -6,8 +6,8 @@ diagonal) from the ops that build them, and each proof must hold for every lengt
 graph accepts. The unit tests pin one spelling per property; this draws many combinations at
 once (how the scores are scaled, how the mask is built and applied, which fill value, padding on
 either side, a KV-cache offset, GQA, ALiBi, softcapping, the softmax's dtype, SDPA or by hand,
-values of another head dim than the keys', static, automatic-dynamic or dynamic compiles, attention
-dropout in eval or, by hand, in training mode) and checks the numbers, so a proof that is wrong
+values of another head dim than the keys', a learned factor per head, static, automatic-dynamic or
+dynamic compiles, attention dropout in eval or, by hand, in training mode) and checks the numbers, so a proof that is wrong
 for some combination shows up as a mismatch rather than waiting for a model to hit it. A case
 with dropout in training mode is compared given the mask the compiled call drew (`drawn_keep`:
 the same call with values that are columns of the identity, after the same
@@ -80,6 +80,9 @@ class Case:
     vdim: int = D  # the values' head dim: another than D is latent attention (DeepSeek's)
     # the dropout in training mode (p DROP; by hand only): compared given the mask it drew
     train: bool = False
+    # the scores times a learned factor of one value per head, `[H, 1, 1]` (Swin v2's logit
+    # scale; by hand only), before the softcap and every mask
+    head_scale: bool = False
 
 
 def draw(seed: int) -> Case:
@@ -128,6 +131,8 @@ def draw(seed: int) -> Case:
     train = random.Random(seed * 7919 + 4).random() < 0.4
     if style == "manual" and case.dropout != "none" and train:
         case = dataclasses.replace(case, train=True)
+    if style == "manual" and random.Random(seed * 7919 + 5).random() < 0.25:  # (its own draw)
+        case = dataclasses.replace(case, head_scale=True)
     return case
 
 
@@ -192,6 +197,10 @@ def source(case: Case) -> str:
         f'self.register_buffer("slopes", 2.0 ** (-torch.arange(1, {H} + 1) / 2.0))',
         *_buffer_init(case),
     ]
+    if case.head_scale:
+        init.append(
+            f"self.head_scale = nn.Parameter(torch.linspace(0.5, 2.0, {H}).view({H}, 1, 1))"
+        )
     if case.dropout == "module" and case.train:
         init.append(f"self.drop = nn.Dropout({DROP!r})  # (the module is in training mode)")
     elif case.dropout == "module":
@@ -233,6 +242,8 @@ def source(case: Case) -> str:
             "prescale": [f"s = (q * {SCALE!r}) @ k.transpose(-1, -2)"],
             "einsum": [f's = torch.einsum("bhqd,bhkd->bhqk", q, k) * {SCALE!r}'],
         }[case.score]
+        if case.head_scale:
+            body += ["s = s * self.head_scale"]
         if case.softcap:
             body += [f"s = {CAP!r} * torch.tanh(s / {CAP!r})"]
         if case.alibi != "none":

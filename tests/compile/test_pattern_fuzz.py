@@ -17,8 +17,10 @@ fuzz = repo_scripts.load("benchmarks/pattern_fuzz.py", "pattern_fuzz_under_test"
 
 def _case(**fields):
     """A drawn case with some fields set (a spelling the test must cover); values of the keys'
-    head dim unless `vdim` is given, its dropout (if any) in eval mode unless `train` is."""
-    return dataclasses.replace(fuzz.draw(0), **{"vdim": fuzz.D, "train": False, **fields})
+    head dim unless `vdim` is given, its dropout (if any) in eval mode unless `train` is, no
+    per-head factor unless `head_scale` is."""
+    fixed = {"vdim": fuzz.D, "train": False, "head_scale": False}
+    return dataclasses.replace(fuzz.draw(0), **{**fixed, **fields})
 
 
 CASES = {
@@ -73,6 +75,13 @@ CASES = {
         style="manual", gqa="none", past="none", struct="none", build="arange", pad="right",
         apply="hf_where", fill="finfo_min", score="div_sqrt", softcap=False, alibi="none",
         softmax="method", dynamic="auto", dropout="module", train=True,
+    ),
+    # a learned factor per head (Swin v2's logit scale) inside a softcap, GQA, left padding,
+    # dynamic=True: the op gets q times the factor
+    "head_scale_softcap_padding": _case(
+        style="manual", gqa="repeat_interleave", past="fixed", struct="causal", build="tril",
+        pad="left", apply="masked_fill", fill="finfo_min", score="mul", softcap=True, alibi="none",
+        softmax="method", dynamic="true", head_scale=True,
     ),
 }  # fmt: skip
 

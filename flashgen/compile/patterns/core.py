@@ -509,9 +509,14 @@ def head_factor(n: Any, x: Any) -> tuple[fx.Node, int] | None:
     head = dims.pop(-3) if tv.dim() >= 3 else 1
     if not all(known_eq(d, 1) for d in dims):
         return None
-    if not (known_eq(head, 1) or known_eq(head, sv.shape[1])):
+    # (a head count left symbolic beside the factor's constant is guarded equal when the site
+    # is rewritten: `passes.check_match`)
+    if known_eq(head, 1):
+        return t, power
+    try:
+        return (t, power) if size_hint(head) == size_hint(sv.shape[1]) else None
+    except Skip:  # (an unbacked size)
         return None
-    return t, power
 
 
 def peel_scale(n: Any, terms: list[Any]) -> Any:

@@ -49,9 +49,12 @@ def check_match(m: Match) -> None:
     k, group = _kernel_operands(m, q, k, v)
     hd = int(q.shape[-1])
     m.scale = _scale(m, q, k, hd)
-    _check_head_scales(m)
+    factor_heads = _check_head_scales(m)
     hd = max(hd, int(v.shape[-1]))  # (the width the kernels run: `runtime.value_dim`)
     _check_extras(m, q, k)
+    for heads in factor_heads:  # (guards: last)
+        if not equal_heads(heads, q.shape[1]):
+            raise Skip(f"a per-head factor of the scores for {heads} heads, q's {q.shape[1]}")
     m.site.gqa_group = group
     shape = "x".join(str(s) for s in q.shape)
     m.site.shape = f"q[{shape}] {str(q.dtype).replace('torch.', '')}"
@@ -177,10 +180,12 @@ def _scale(m: Match, q: Any, k: Any, hd: int) -> float:
     return scale
 
 
-def _check_head_scales(m: Match) -> None:
+def _check_head_scales(m: Match) -> list[Any]:
     """The per-head factors (`core.head_factor`) go into the op's q [B, Hq, Sq, D]: q must be
-    4-D, each factor of q's dtype (their product keeps it) and its head dim q's or 1."""
+    4-D and each factor of q's dtype (their product keeps it). Returns the factors' head counts
+    not proven q's, which `check_match` guards equal once nothing else can refuse the site."""
     q = example_value(m.q)
+    heads = []
     for t, _ in m.head_scales:
         tv = example_value(t)
         if m.three_d or q.dim() != 4:
@@ -188,7 +193,8 @@ def _check_head_scales(m: Match) -> None:
         if tv.dtype != q.dtype:
             raise Skip(f"a per-head factor of the scores of dtype {tv.dtype}, q's {q.dtype}")
         if tv.dim() >= 3 and not (known_eq(tv.shape[-3], 1) or known_eq(tv.shape[-3], q.shape[1])):
-            raise Skip(f"a per-head factor of shape {tuple(tv.shape)} for {q.shape[1]} heads")
+            heads.append(tv.shape[-3])
+    return heads
 
 
 def _check_extras(m: Match, q: Any, k: Any) -> None:
