@@ -178,6 +178,32 @@ def test_a_mask_added_per_window_is_read_with_its_gradient(with_bias):
         torch.testing.assert_close(g, r, atol=2e-5, rtol=1e-4, msg=name)
 
 
+def _windowed_any(q, k, v, window_mask):
+    """`_windowed` with the split's sizes read from the inputs (HF's `batch_size // mask_shape`):
+    symbolic under dynamic=True."""
+    windows = window_mask.shape[0]
+    s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    s = s.view(q.shape[0] // windows, windows, H, N, N) + window_mask.unsqueeze(1).unsqueeze(0)
+    return torch.softmax(s.view(-1, H, N, N), dim=-1) @ v
+
+
+def test_a_mask_added_per_window_under_dynamic_shapes():
+    """One graph with the batch and window counts symbolic serves every count: replaced, and
+    equal to eager at each."""
+    from flashgen.compile.patterns.core import counters
+
+    before = counters["matmul.replaced"]
+    torch._dynamo.reset()
+    fn = torch.compile(_windowed_any, backend=backend(fallback="aot_eager"), dynamic=True)
+    g = torch.Generator().manual_seed(15)
+    for images, windows in ((2, 3), (3, 4), (1, 5)):
+        q, k, v = (torch.randn(images * windows, H, N, D, generator=g) for _ in "qkv")
+        window_mask = torch.randn(windows, N, N, generator=g)
+        got, want = fn(q, k, v, window_mask), _windowed_any(q, k, v, window_mask)
+        torch.testing.assert_close(got, want, atol=2e-6, rtol=1e-5)
+    assert counters["matmul.replaced"] - before == 1  # (one graph)
+
+
 def test_a_kept_or_reported_site_leaves_the_graph_as_it_was():
     """A report-only pass over a site it would replace, and a pass over one it keeps (float64,
     which the kernels do not take), hand back the graph unchanged (the fold undone); the kept
