@@ -31,7 +31,7 @@ from .core import (
     set_example_values,
 )
 
-_ADD_FNS = {operator.add, torch.add, torch.Tensor.add, operator.iadd}
+_ADD_FNS = {operator.add, torch.add, torch.Tensor.add}  # (in-place adds would write the scores)
 
 
 @dataclass
@@ -77,8 +77,12 @@ def _regroups(n: Any, src_rank: int) -> Any:
     five, four = (a, b) if src_rank == 5 else (b, a)
     if not known_eq(four.shape[0], five.shape[0] * five.shape[1]):
         return None
-    same = all(known_eq(x, y) for x, y in zip(five.shape[2:], four.shape[1:], strict=True))
-    return src if same else None
+    return src if _same_shape(five.shape[2:], four.shape[1:]) else None
+
+
+def _same_shape(a: tuple, b: tuple) -> bool:
+    """Proven equal shapes (no guard added)."""
+    return len(a) == len(b) and all(known_eq(x, y) for x, y in zip(a, b, strict=True))
 
 
 def _merges(n: Any) -> Any:
@@ -95,12 +99,12 @@ def _chain(merge: fx.Node) -> tuple[fx.Node, fx.Node, list[fx.Node]] | None:
     """(the split, the 4-D scores, the masks added in order) when merge's input is a chain of
     adds on the scores split by a view (each add and the split read once there), else None."""
     x, masks = _merges(merge), []
-    while is_fn(x, _ADD_FNS, ("add", "add_")) and len(x.args) == 2 and not x.kwargs:
+    while is_fn(x, _ADD_FNS, ("add",)) and len(x.args) == 2 and not x.kwargs:
         if len(x.users) != 1:
             return None
         full = example_value(x)
         ins = [a for a in x.args if isinstance(a, fx.Node) and is_tensor_node(a)]
-        chain = [a for a in ins if example_value(a).shape == full.shape]
+        chain = [a for a in ins if _same_shape(example_value(a).shape, full.shape)]
         if len(ins) != 2 or not chain:
             return None
         nxt = next((a for a in chain if _merges_back(a) or is_fn(a, _ADD_FNS, ("add",))), None)
@@ -114,6 +118,55 @@ def _chain(merge: fx.Node) -> tuple[fx.Node, fx.Node, list[fx.Node]] | None:
     return x, scores, masks[::-1]
 
 
+def _split_sizes(split: fx.Node) -> tuple[Any, Any] | None:
+    """The split's first two sizes (A, W) as its view call was given them, ints or the graph's
+    size nodes (HF's `batch_size // mask_shape`: computed apart from the scores), a -1 taken
+    from its shape where static; None otherwise."""
+    sizes = split.args[1:]
+    if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
+        sizes = tuple(sizes[0])
+    if len(sizes) != 5 or split.kwargs:
+        return None
+    lead = []
+    for given, traced in zip(sizes[:2], example_value(split).shape[:2], strict=True):
+        if isinstance(given, int) and given == -1:
+            given = traced if isinstance(traced, int) else None
+        if given is None or not isinstance(given, (int, fx.Node)):
+            return None
+        lead.append(given)
+    return lead[0], lead[1]
+
+
+def _add_flat(g: fx.Graph, scores: fx.Node, masks: list[fx.Node], split: fx.Node, fm: Any):
+    """(scores + the masks' sum laid out as the 4-D scores are, the nodes made), or None. The
+    sum, of 5-D [A or 1, W or 1, h, S, T] once its leading dims are added, is flattened over
+    its first two; where one of them broadcasts and the other not, that one is expanded first
+    to the split's size (`_split_sizes`: not read from the old chain, which is erased where
+    the fold is kept)."""
+    added: list[fx.Node] = []
+
+    def make(node: fx.Node) -> fx.Node:
+        set_example_values(fm, [node])
+        added.append(node)
+        return node
+
+    m = masks[0]
+    for other in masks[1:]:  # (one mask for the kernels: their sum)
+        m = make(g.call_function(operator.add, (m, other)))
+    rank = example_value(m).dim()
+    if rank < 5:
+        m = make(g.call_function(operator.getitem, (m, (None,) * (5 - rank) + (...,))))
+    ones = [known_eq(d, 1) for d in example_value(m).shape[:2]]
+    if ones[0] != ones[1]:  # (a symbolic size is never 1: Dynamo specialises sizes 0 and 1)
+        lead = _split_sizes(split)
+        if lead is None:
+            return None, added
+        sizes = (lead[0], -1) if ones[0] else (-1, lead[1])
+        m = make(g.call_method("expand", (m, *sizes, -1, -1, -1)))
+    flat = make(g.call_method("flatten", (m, 0, 1)))
+    return make(g.call_function(operator.add, (scores, flat))), added
+
+
 def fold(gm: fx.GraphModule) -> list[Fold]:
     """Fold every split-mask-merge chain (module docstring); `Fold.settle` each after the pass."""
     g, folds = gm.graph, []
@@ -124,26 +177,16 @@ def fold(gm: fx.GraphModule) -> list[Fold]:
         if got is None:
             continue
         split, scores, masks = got
-        dtype = example_value(scores).dtype
+        dtype, fm = example_value(scores).dtype, fake_mode(example_value(merge))
+        if fm is None:  # (not a graph Dynamo traced: no example values to make)
+            continue
         if any(example_value(m).dim() > 5 or example_value(m).dtype != dtype for m in masks):
             continue
-        added: list[fx.Node] = []
         with g.inserting_before(merge):
-            lead = [g.call_method("size", (split, i)) for i in (0, 1)]
-            added += lead
-            m = masks[0]
-            for other in masks[1:]:  # (one mask for the kernels: their sum)
-                m = g.call_function(operator.add, (m, other))
-                added.append(m)
-            rank = max(example_value(t).dim() for t in masks)
-            if rank < 5:
-                m = g.call_function(operator.getitem, (m, (None,) * (5 - rank) + (...,)))
-                added.append(m)
-            m = g.call_method("expand", (m, *lead, -1, -1, -1))
-            flat = g.call_method("flatten", (m, 0, 1))
-            x = g.call_function(operator.add, (scores, flat))
-            added += [m, flat, x]
-        set_example_values(fake_mode(example_value(merge)), added)
+            x, added = _add_flat(g, scores, masks, split, fm)
+        if x is None:  # (sizes not found: nothing made is used)
+            erase_dead(g, list(reversed(added)))
+            continue
         users = list(merge.users)
         merge.replace_all_uses_with(x)
         split.meta[FOLDED_AWAY] = True  # (its read of the scores does not count: `Fold`)
