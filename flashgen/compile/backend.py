@@ -249,7 +249,8 @@ class ExplainReport:
                     s.kind,
                     "replace" if s.replaced else "skip",
                     _causal_column(s),
-                    "" if s.scale is None else f"{s.scale:.4g}",
+                    ("" if s.scale is None else f"{s.scale:.4g}")
+                    + (" x per head" if getattr(s, "head_scale", False) else ""),
                     str(s.gqa_group) if s.gqa_group > 1 else "",
                     s.impl if s.replaced else "",
                     s.shape if s.replaced else s.reason,

@@ -66,6 +66,7 @@ def test_a_per_head_factor_goes_into_q_with_its_gradient(shape, divide):
     report = flashgen.explain(_cosine, q, k, v, scale, bias, divide)
     assert [s.replaced for s in report.sites] == [True], str(report)
     assert report.sites[0].scale == pytest.approx(1.0) and report.sites[0].mask == "add"
+    assert report.sites[0].head_scale and "1 x per head" in str(report)
     got = _compiled(_cosine, q, k, v, scale, bias, divide)
     ref_in = [t.detach().double().requires_grad_() for t in (q, k, v, scale)]
     ref = _cosine(*ref_in[:3], ref_in[3], bias.double(), divide)

@@ -81,6 +81,7 @@ class Site:
     dropout: float = 0.0  # attention dropout probability in training mode (0: none)
     softcap: float | None = None  # logit softcapping cap * tanh(s / cap) (Gemma-2's), if proven
     scale: float | None = None
+    head_scale: bool = False  # the scores times a tensor of one value per head too (q's)
     gqa_group: int = 1
     shape: str = ""
     graph: int = 0

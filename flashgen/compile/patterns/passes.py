@@ -55,6 +55,7 @@ def check_match(m: Match) -> None:
     for heads in factor_heads:  # (guards: last)
         if not equal_heads(heads, q.shape[1]):
             raise Skip(f"a per-head factor of the scores for {heads} heads, q's {q.shape[1]}")
+    m.site.head_scale = bool(m.head_scales)
     m.site.gqa_group = group
     shape = "x".join(str(s) for s in q.shape)
     m.site.shape = f"q[{shape}] {str(q.dtype).replace('torch.', '')}"
