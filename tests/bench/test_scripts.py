@@ -242,6 +242,8 @@ PARSE_CASES = [
     ("encoder_infer", ["--rounds", "3", "--shapes", "2x64x128x4", "--every-size"],
      dict(rounds=3, layers=4, dtype="bfloat16", shapes="2x64x128x4", every_size=True)),
     ("mha_fuzz", ["--cases", "5", "--seed", "7"], dict(cases=5, seed=7, only=None)),
+    ("swin_train", ["--batches", "8", "--every-size", "--infer"],
+     dict(batches="8", every_size=True, infer=True, rounds=3, image=256, window=8)),
 ]  # fmt: skip
 
 
