@@ -158,6 +158,72 @@ def test_an_additive_padding_mask_with_dropout_is_read_one_row_and_exact(fill):
     assert _op_mask_shapes(padded_here, *qkv, keep) == [torch.Size([B, 1, 1, T])]
 
 
+def filled(q, k, v, keep, fill=torch.finfo(torch.float32).min, bias=None, rows=False):
+    """HF XLM's spelling: a per-key boolean mask applied with masked_fill(finfo.min) (a bias
+    added first with `bias`); `rows`: DeBERTa's, the padding's outer product with itself."""
+    s = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
+    if bias is not None:
+        s = s + bias
+    hide = ~keep[:, None, None, :]
+    if rows:
+        hide = ~(keep[:, None, :, None] & keep[:, None, None, :])
+    return F.dropout(torch.softmax(s.masked_fill(hide, fill), dim=-1), p=P, training=True) @ v
+
+
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_a_filled_per_key_mask_with_dropout_is_read_as_its_additive_fill(with_bias):
+    """A boolean mask applied with an absorbing fill beside dropout: a row it hides whole is
+    uniform in eager and dropout drops entries of it, which the rows' mean of v (the boolean
+    reading's) cannot follow; per key, the kernels get `where(hidden, fill, 0)` instead (with
+    a bias: plus it), eager's rows, dropped by the kernels' dropout. Exact given the mask
+    drawn, those rows included, and so are the gradients of a loss that does not read the
+    rows of an entry that is all padding (one that does: v's share of them is eager's alone,
+    `mask_reading._dropout_fill`)."""
+    qkv = _inputs()
+    keep = torch.ones(B, T, dtype=torch.bool, device=DEVICE)
+    keep[0, 11:] = False  # right padding
+    keep[1, :] = False  # an entry that is all padding: every row hidden whole
+    bias = (
+        torch.randn(1, H, T, T, generator=torch.Generator().manual_seed(3)) if with_bias else None
+    )
+    fn = functools.partial(filled, bias=bias)
+    (site,) = flashgen.explain(fn, *qkv, keep).sites
+    assert site.replaced and site.mask == "add" and site.dropout == pytest.approx(P), site
+    assert site.key_mask != with_bias  # (with the bias: a dense mask, the sum)
+    torch._dynamo.reset()
+    compiled = torch.compile(fn, backend=backend(fallback="aot_eager"))
+    torch.manual_seed(5)
+    out = compiled(*qkv, keep)
+    q, k, v = (x.detach().double().requires_grad_() for x in qkv)
+    s = q @ k.transpose(-2, -1) / math.sqrt(T) + (0 if bias is None else bias.double())
+    probs = torch.softmax(s.masked_fill(~keep[:, None, None, :], torch.finfo().min), -1)
+    dropped = out.detach().double() > 0
+    want = probs * dropped / (1 - P)
+    torch.testing.assert_close(out.double(), want, atol=1e-5, rtol=1e-4)
+    assert torch.allclose(probs[1], torch.full_like(probs[1], 1 / T))  # (uniform rows)
+    share = 1 - dropped[1].double().mean().item()  # dropped at ~P
+    assert 0.1 < share < 0.4, share
+    do = torch.randn_like(out)
+    do[1] = 0  # (a loss that does not read the entry of padding alone)
+    got = torch.autograd.grad(out, qkv, do)
+    wanted = torch.autograd.grad(want @ v, (q, k, v), do.double())
+    for name, g, w in zip("qkv", got, wanted, strict=True):
+        torch.testing.assert_close(g.double(), w, atol=5e-5, rtol=1e-4, msg=f"d{name}")
+
+
+@pytest.mark.parametrize("case", ["outer_product", "fill_1e9"])
+def test_a_filled_mask_with_dropout_stays_where_it_is_not_exact(case):
+    """DeBERTa's outer product hides every padded query row (a loss reading the padding's
+    outputs would get another gradient for v); a fill of -1e9 does not absorb the scores
+    (score + fill is not the fill): both stay PyTorch's."""
+    qkv = _inputs()
+    keep = torch.ones(B, T, dtype=torch.bool, device=DEVICE)
+    keep[0, 11:] = False
+    kw = {"rows": True} if case == "outer_product" else {"fill": -1e9}
+    (site,) = flashgen.explain(functools.partial(filled, **kw), *qkv, keep).sites
+    assert not site.replaced and "dropout on the rows it hides" in site.reason, site
+
+
 def _op_mask_shapes(fn, *args):
     """The shapes of the attn_mask tensors the rewritten graph hands flashgen's op, from a run
     of that graph (`ShapeProp`)."""

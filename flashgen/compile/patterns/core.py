@@ -122,6 +122,9 @@ class Match:
     mask_row: bool = False
     # a boolean attn_mask that marks hidden keys (masked_fill's): the kernel gets ~mask
     mask_hides: bool = False
+    # (fill, whether True hides a key): the kernels get the boolean attn_mask as the additive
+    # `where(hidden, fill, 0)` (`mask_reading._dropout_fill`)
+    mask_fill: tuple[float, bool] | None = None
     # v of a site whose boolean mask (with a finite fill) may hide whole rows: eager gives them
     # a uniform softmax, the mean of v over the keys, which the rewrite puts on those rows
     empty_rows: fx.Node | None = None

@@ -73,6 +73,9 @@ class Reading(NamedTuple):
     rows_from: Any = None  # the whole mask where the kernels read only its per-key part
     key_bias: Any = None  # `_bias_beside_mask`'s or `_two_biases`' bias
     mask_row: bool = False  # the kernels read tensor_mask's first query row alone (`key_row`)
+    # (fill, whether True hides a key) where a boolean tensor_mask is handed over as the
+    # additive `where(hidden, fill, 0)` (`_dropout_fill`)
+    fill: tuple[float, bool] | None = None
 
 
 def read_masks(w: SoftmaxWalk, values: Values, not_alibi: str) -> Reading:
@@ -104,8 +107,7 @@ def read_masks(w: SoftmaxWalk, values: Values, not_alibi: str) -> Reading:
                 )
                 return none
             return Reading(tensor_mask=tensor_mask, key_bias=key_bias)
-        (causal, window, align), tensor_mask, hides, key_bias, rows_from = both
-        return Reading(causal, window, align, tensor_mask, hides, rows_from, key_bias)
+        return both
     if masks:
         return _read_one_mask(w, values, not_alibi)
     return none
@@ -144,6 +146,9 @@ def _read_one_mask(w: SoftmaxWalk, values: Values, not_alibi: str) -> Reading:
     try:  # a boolean mask filled with finfo.min (HF's padded batch)
         read = _read_hiding(mask, w.drop_p, flat, values, tq, tk)
     except Skip as e2:
+        fill = _dropout_fill(mask, w.drop_p, flat, se.dtype)
+        if fill is not None:
+            return fill
         w.problems.append(str(reason) + not_alibi + _refused_as_tensor(mask, e2))
         return Reading()
     structure, tensor_mask, hides, rows_from = read
@@ -209,6 +214,34 @@ def _hiding_mask(mask: tuple[str, Any, Any], drop_p: float, unflat: Any) -> tupl
     if unflat is not None:
         raise Skip("beside [batch x heads]-flattened scores")
     return mask_tensor(node), how != "where_keep"
+
+
+def _dropout_fill(mask: tuple[str, Any, Any], drop_p: float, unflat: Any, dtype) -> Any:
+    """With attention dropout, a boolean per-key mask applied with an absorbing fill
+    (`ABSORBING_FILL`, finite in the scores' dtype: HF XLM's finfo.min) read whole as the
+    additive `where(hidden, fill, 0)` (a Reading), else None. Eager's masked score is the fill;
+    the kernels' is score + fill, the same number, so every row is eager's and the kernels'
+    dropout drops entries of it as eager's drops entries of its own. A row such a mask hides
+    entirely (a batch entry with no key to see) is uniform in both, but the kernels give it no
+    gradient (the bias hides it: `templates/attn_fwd.py.jinja`, HIDDEN_MAX) where eager gives
+    v a share of it when a loss reads that row; per key, only an entry that is all padding has
+    such rows. A mask of more than one row (DeBERTa's outer product of the padding, hiding
+    every padded query row) stays refused: there a loss reading the padding's outputs would
+    get another gradient for v."""
+    if not drop_p:
+        return None
+    try:
+        tensor, hides = _hiding_mask(mask, 0.0, unflat)
+    except Skip:
+        return None
+    fill, te = mask[2], example_value(tensor)
+    if te.dim() < 2 or not known_eq(te.shape[-2], 1):
+        return None
+    if not (-math.inf < fill <= ABSORBING_FILL):
+        return None
+    if not math.isfinite(float(torch.tensor(fill, dtype=dtype))):
+        return None
+    return Reading(tensor_mask=tensor, fill=(float(fill), hides))
 
 
 # A fill that absorbs any score added to it: fill + s == fill in float32 (and bfloat16) for
@@ -341,12 +374,12 @@ def key_row(mask, terms_at, values, tq, tk) -> bool:
 def _bias_beside_mask(masks, add_terms, scores, values, drop_p, unflat, masks_4d):
     """A floating bias added after the scale beside one boolean mask (HF BLOOM with an
     attention_mask: ALiBi whose positions count only the kept keys, which `prove_alibi` does
-    not prove, beside HF's additive causal & padding mask). Returns (structure, tensor_mask,
-    hides, key_bias, rows_from): the boolean mask proven causal / a band (tensor_mask None),
-    split into that and a per-key `keep`, or else read whole (`_hiding_mask`); key_bias is
-    (bias node, H) with H the head count to unflatten it by when it was added to BLOOM's
+    not prove, beside HF's additive causal & padding mask). Returns a Reading: the boolean
+    mask proven causal / a band (tensor_mask None), split into that and a per-key `keep`, or
+    else read whole (`_hiding_mask`; with dropout `_dropout_fill`'s additive mask); key_bias
+    is (bias node, H) with H the head count to unflatten it by when it was added to BLOOM's
     [B * H, Sq, Sk] scores, else None. The rewrite merges the two into the kernels' additive
-    mask `where(keep, bias, -inf)`. A row the mask hides whole is uniform in eager only if the
+    mask `where(keep, bias, -inf)` (with dropout `where(hidden, fill, 0) + bias`). A row the mask hides whole is uniform in eager only if the
     fill absorbs the bias added to it, so an additive mask, or one the bias is added after,
     needs an ABSORBING_FILL (and a bias below 2**99 there: one that itself holds finfo.min
     would make such a row eager's softmax over its other keys). Skip otherwise."""
@@ -379,14 +412,20 @@ def _bias_beside_mask(masks, add_terms, scores, values, drop_p, unflat, masks_4d
             "whole would not be uniform)"
         )
     try:
-        return _check_causal(hider, scores, values), None, None, (bias, heads), None
+        return Reading(*_check_causal(hider, scores, values), key_bias=(bias, heads))
     except Skip:
         pass
-    structure, tensor, hides, rows_from = _read_hiding(
-        hider, drop_p, None, values, *example_value(scores).shape[-2:]
-    )
-    structure = structure or (False, None, "top_left")
-    return structure, tensor, hides, (bias, heads), rows_from
+    try:
+        structure, tensor, hides, rows_from = _read_hiding(
+            hider, drop_p, None, values, *example_value(scores).shape[-2:]
+        )
+    except Skip:  # with dropout: the mask as the additive where(hidden, fill, 0), + the bias
+        read = _dropout_fill(hider, drop_p, None, example_value(scores).dtype)
+        if read is None:
+            raise
+        return read._replace(key_bias=(bias, heads))
+    causal, window, align = structure or (False, None, "top_left")
+    return Reading(causal, window, align, tensor, hides, rows_from, (bias, heads))
 
 
 def _two_biases(masks, add_terms, unflat) -> tuple[Any, tuple[Any, None]]:

@@ -78,6 +78,7 @@ def match_softmax(sm: Any, values: Values) -> Match | None:
     )  # fmt: skip
     m.attn_mask = r.tensor_mask
     m.mask_row = r.mask_row
+    m.mask_fill = r.fill
     if r.hides is not None:
         m.mask_hides, m.empty_rows, m.rows_from = r.hides, v, r.rows_from
     m.mask_negated = r.tensor_mask is not None and w.masks[0][0] == "sub"

@@ -228,6 +228,7 @@ def _check_extras(m: Match, q: Any, k: Any) -> None:
             open_heads.append((shape, what))
     if m.attn_mask is not None or m.key_bias is not None:
         bool_mask = m.key_bias is None and example_value(m.attn_mask).dtype == torch.bool
+        bool_mask = bool_mask and m.mask_fill is None  # (else handed over as additive)
         m.site.mask = "bool" if bool_mask else "add"
         # one entry per key when every tensor the op's mask is made of has one (a bias beside
         # the mask reaches it combined with it: BLOOM's [B * H, 1, N] bias not proven ALiBi)
@@ -338,12 +339,18 @@ def rewrite(gm: fx.GraphModule, m: Match, op: Any) -> None:
             if m.mask_hides:  # masked_fill's mask (True: hidden); the kernels' True: visible
                 mask = g.call_function(torch.logical_not, (mask,))
                 added.append(mask)
+            if m.mask_fill is not None:  # additive: the fill where hidden, 0 where kept
+                fill, hides = m.mask_fill
+                where = (mask, fill, 0.0) if hides else (mask, 0.0, fill)
+                mask = g.call_function(torch.where, where)
+                added.append(mask)
         if m.key_bias is not None:  # a bias beside the boolean mask: one additive mask
             bias, heads = m.key_bias
             if heads is not None:  # added to BLOOM's [B * H, Sq, Sk] scores
                 bias = g.call_method("unflatten", (bias, 0, (-1, heads)))
                 added.append(bias)
-            if mask is not None and example_value(m.attn_mask).dtype == torch.bool:
+            boolean = mask is not None and m.mask_fill is None
+            if boolean and example_value(m.attn_mask).dtype == torch.bool:
                 bias = g.call_function(torch.where, (mask, bias, -math.inf))
                 added.append(bias)
             elif mask is not None:  # two floating biases (`mask_reading._two_biases`): their sum
