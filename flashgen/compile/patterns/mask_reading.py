@@ -379,9 +379,9 @@ def _bias_beside_mask(masks, add_terms, scores, values, drop_p, unflat, masks_4d
     else read whole (`_hiding_mask`; with dropout `_dropout_fill`'s additive mask); key_bias
     is (bias node, H) with H the head count to unflatten it by when it was added to BLOOM's
     [B * H, Sq, Sk] scores, else None. The rewrite merges the two into the kernels' additive
-    mask `where(keep, bias, -inf)` (with dropout `where(hidden, fill, 0) + bias`). A row the mask hides whole is uniform in eager only if the
-    fill absorbs the bias added to it, so an additive mask, or one the bias is added after,
-    needs an ABSORBING_FILL (and a bias below 2**99 there: one that itself holds finfo.min
+    mask `where(keep, bias, -inf)` (with dropout `where(hidden, fill, 0) + bias`). A row the
+    mask hides whole is uniform in eager only if the fill absorbs the bias added to it, so an
+    additive mask, or one the bias is added after, needs an ABSORBING_FILL (and a bias below 2**99 there: one that itself holds finfo.min
     would make such a row eager's softmax over its other keys). Skip otherwise."""
     for bi, hi in ((0, 1), (1, 0)):
         how, bias, _ = masks[bi]
