@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Session 66's device plan (carry .whl; FLASHGEN_COMMIT=<sha>). No machine came in session 66
-# (three failed starts, then loans paused), so session 65's parts are still to run. Parts:
+# (three tries got none; then loans were paused), so session 65's parts are still to run. Parts:
 #   swin:  benchmarks/swin_train.py (HF Swin v2-T in bfloat16, training step and forward,
 #          Inductor vs flashgen: session 66's Swin v2 coverage against "never slower"), with
 #          the size rule and then --every-size (the rewrite itself), ~${TIME:-250} s each
