@@ -1,121 +1,120 @@
-"""Times HF Swin v2 training (random weights): Inductor and flashgen (GPU).
+"""HF Swin v2-T under torch.compile: flashgen's backend against Inductor.
 
-Swin v2's attention is windowed (N = window x window patches a window, many windows a batch),
-its scores multiplied by a learned per-head factor, a relative bias and, in shifted blocks, a
-mask added per window; the flashgen backend replaces such sites since session 66
-(`flashgen.compile.patterns.window_views`, `core.head_factor`). On a GPU a site with a dense
-additive mask is replaced only from the FLOPs where flashgen's masked path was measured to
-gain (`choice.masked_keep_reason`); `--every-size` replaces every site, to time the rewrite
-itself at sizes the rule keeps.
+    python benchmarks/swin_train.py --out swin.json [--every-size]
 
-Each size is checked first (the compiled model's output against a float32 copy in eager,
-max abs error over the reference's max abs value, beside eager's own) and then timed with
-`triton.testing.do_bench` (median), Inductor and flashgen side by side in one process,
-`--rounds` times in turn: a training step (forward and backward of a random-weighted sum of
-the last hidden state) and, with `--infer`, the forward under no_grad.
+The model has random weights. Its attention is windowed (window x window patches a window,
+many windows a batch), its scores multiplied by a learned per-head factor, a relative bias
+and, in shifted blocks, a mask added per window; the flashgen backend replaces such sites
+since session 66 (`flashgen.compile.patterns.window_views`, `core.head_factor`). On a GPU a
+site with a dense additive mask is replaced only from the FLOPs where flashgen's masked path
+was measured to gain (`choice.masked_keep_reason`); `--every-size` replaces every site, to
+time the rewrite itself at sizes the rule keeps.
 
-Usage: python benchmarks/swin_train.py [--batches 32,64] [--image 256] [--window 8]
-    [--rounds 3] [--every-size] [--infer] [--json FILE]
+Both backends compile the same bfloat16 model (`flashgen.bench.harness.backend_pair`); their
+outputs and parameter gradients are checked against a float32 copy (flashgen's error may not
+exceed twice Inductor's plus 1e-3); then the forward under no_grad and a training step (the
+gradients of a weighted sum of the last hidden state) are timed in turn for `--rounds` rounds
+(`harness.report_backends`: ratios are Inductor's median over flashgen's). `--smoke` runs a
+small model on the CPU.
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
-import json
 import sys
+import time
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--batches", default="32,64", help="batch sizes, comma-separated")
-    parser.add_argument("--image", type=int, default=256, help="image side (pixels)")
-    parser.add_argument("--window", type=int, default=8, help="window side (patches)")
-    parser.add_argument("--rounds", type=int, default=3, help="timing rounds of the two")
-    parser.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16"])
-    parser.add_argument("--every-size", action="store_true", help="no size rule: every site")
-    parser.add_argument("--infer", action="store_true", help="also time the forward alone")
-    parser.add_argument("--json", default=None, help="write every reading here")
-    args = parser.parse_args(argv)
+def main(argv: list[str] | None = None) -> int:
+    from flashgen.bench.harness import backend_script_args, gpu_or_smoke
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--image", type=int, default=256, help="image side (pixels)")
+    ap.add_argument("--window", type=int, default=8, help="window side (patches)")
+    ap.add_argument("--every-size", action="store_true", help="no size rule: every site")
+    backend_script_args(ap, rounds=5, rep=40)
+    args = ap.parse_args(argv)
 
     import torch
     import transformers
-    import triton.testing
 
-    from flashgen.compile.backend import backend
-    from flashgen.compile.patterns import choice, counters
+    cuda = gpu_or_smoke(args.smoke)
+    if cuda is None:
+        return 2
+    dev, dtype = ("cuda", torch.bfloat16) if cuda else ("cpu", torch.float32)
+    # Swin v2-T: embed 96, depths 2/2/6/2, heads 3/6/12/24 (head dim 32); the smoke run's small
+    size = dict(embed_dim=96, depths=[2, 2, 6, 2], num_heads=[3, 6, 12, 24])
+    if not cuda:
+        size = dict(embed_dim=32, depths=[2, 2], num_heads=[2, 4], patch_size=4)
+        args.batch, args.image, args.window, args.rounds = 2, 32, 4, 1
 
-    if not torch.cuda.is_available():
-        parser.error("needs a CUDA GPU")
+    import flashgen
+    from flashgen.bench.harness import (
+        backend_pair,
+        gpu_timer,
+        rel_err,
+        report_backends,
+        run_meta,
+        wall_timer,
+    )
+    from flashgen.compile import patterns
+    from flashgen.compile.patterns import choice
+
     if args.every_size:
         for table in (choice.HAND_WRITTEN_MIN_FLOPS, choice.MASKED_MIN_FLOPS_ADDITIVE):
             table.update({key: 0.0 for key in table})
-    dtype = getattr(torch, args.dtype)
-    # Swin v2-T: embed 96, depths 2/2/6/2, heads 3/6/12/24 (head dim 32)
     cfg = transformers.Swinv2Config(
-        image_size=args.image, window_size=args.window, embed_dim=96, depths=[2, 2, 6, 2],
-        num_heads=[3, 6, 12, 24], drop_path_rate=0.0, hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0,
+        image_size=args.image, window_size=args.window, drop_path_rate=0.0,
+        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, **size,
     )  # fmt: skip
     torch.manual_seed(0)
-    model = transformers.Swinv2Model(cfg).to("cuda", dtype).train()
-    ref_model = copy.deepcopy(model).float()
-    rows = []
-    for batch in (int(b) for b in args.batches.split(",")):
-        x = torch.randn(batch, 3, args.image, args.image, device="cuda", dtype=dtype)
-        runs, replaced = {}, 0
-        for name in ("inductor", "flashgen"):
-            torch._dynamo.reset()
-            counters.clear()
-            # (flashgen's backend object: the registered name needs flashgen installed)
-            runs[name] = torch.compile(model, backend=backend() if name == "flashgen" else name)
-            out = runs[name](pixel_values=x).last_hidden_state
-            if name == "flashgen":
-                replaced = counters["matmul.replaced"]
-        w = torch.randn_like(out)
-        with torch.no_grad():
-            ref = ref_model(pixel_values=x.float()).last_hidden_state
-            scale = ref.abs().max()
-            err = {"eager": float((model(pixel_values=x).last_hidden_state.float() - ref).abs()
-                                  .max() / scale)}  # fmt: skip
-            for name, fn in runs.items():
-                got = fn(pixel_values=x).last_hidden_state.float()
-                err[name] = float((got - ref).abs().max() / scale)
+    reference = transformers.Swinv2Model(cfg).to(dev).train()
+    model = copy.deepcopy(reference).to(dtype)
+    x = torch.randn(args.batch, 3, args.image, args.image, device=dev, dtype=dtype)
+    ref = reference(pixel_values=x.float()).last_hidden_state
+    w = torch.randn_like(ref)
+    ref_grads = torch.autograd.grad((ref * w).sum(), list(reference.parameters()))
+    params = list(model.parameters())
+    w = w.to(dtype)
 
-        def step(fn, x=x, w=w):
-            model.zero_grad(set_to_none=True)
-            (fn(pixel_values=x).last_hidden_state * w).sum().backward()
+    def step(fn):
+        return torch.autograd.grad((fn(pixel_values=x).last_hidden_state * w).sum(), params)
 
-        def forward(fn, x=x):
+    before = patterns.replaced_total()
+    kept_before = patterns.kept_total()
+    runs = backend_pair(model, cuda)
+    report: dict = {"meta": run_meta(dev), "args": vars(args), "compile_s": {}, "err": {}}
+    for name, fn in runs.items():
+        start = time.perf_counter()
+        out = fn(pixel_values=x).last_hidden_state
+        grads = step(fn)
+        report["err"][name] = [
+            rel_err(out, ref),
+            max(rel_err(g, r) for g, r in zip(grads, ref_grads, strict=True)),
+        ]
+        if cuda:
+            torch.cuda.synchronize()
+        report["compile_s"][name] = round(time.perf_counter() - start, 1)
+    report["replaced"] = patterns.replaced_total() - before
+    report["kept"] = patterns.kept_total() - kept_before
+    report["explain"] = str(flashgen.explain(model, pixel_values=x))
+    report["ok"] = report["replaced"] + report["kept"] > 0 and all(
+        ours <= 2 * theirs + 1e-3
+        for ours, theirs in zip(report["err"]["flashgen"], report["err"]["inductor"], strict=True)
+    )
+    timer = gpu_timer(args.rep) if cuda else wall_timer(1)
+
+    def forward(fn):
+        def run():
             with torch.no_grad():
-                fn(pixel_values=x)
+                return fn(pixel_values=x)
 
-        modes = {"train": step, **({"infer": forward} if args.infer else {})}
-        for mode, call in modes.items():
-            ms = {name: [] for name in runs}
-            for _ in range(args.rounds):
-                for name, fn in runs.items():
-                    ms[name].append(triton.testing.do_bench(
-                        lambda fn=fn, call=call: call(fn), return_mode="median"))  # fmt: skip
-            best = {k: min(v) for k, v in ms.items()}
-            row = {
-                "batch": batch, "image": args.image, "window": args.window, "mode": mode,
-                "replaced": replaced, "err": err, "ms": ms, "dtype": args.dtype,
-                "every_size": args.every_size,
-            }  # fmt: skip
-            rows.append(row)
-            print(
-                f"B{batch} {args.image}px window {args.window} {mode:>5} replaced={replaced} "
-                f"err (vs float32) eager {err['eager']:.1e} inductor {err['inductor']:.1e} "
-                f"flashgen {err['flashgen']:.1e} | ms inductor {best['inductor']:.3f} flashgen "
-                f"{best['flashgen']:.3f} | inductor/flashgen "
-                f"{best['inductor'] / best['flashgen']:.3f}x  (rounds {ms})",
-                flush=True,
-            )
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump(rows, fh, indent=1)
-    return 0
+        return run
+
+    modes = {"fwd": forward, "train": lambda fn: lambda: step(fn)}
+    return report_backends(report, runs, modes, timer, args.rounds, args.out)
 
 
 if __name__ == "__main__":

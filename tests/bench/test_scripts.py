@@ -242,8 +242,8 @@ PARSE_CASES = [
     ("encoder_infer", ["--rounds", "3", "--shapes", "2x64x128x4", "--every-size"],
      dict(rounds=3, layers=4, dtype="bfloat16", shapes="2x64x128x4", every_size=True)),
     ("mha_fuzz", ["--cases", "5", "--seed", "7"], dict(cases=5, seed=7, only=None)),
-    ("swin_train", ["--batches", "8", "--every-size", "--infer"],
-     dict(batches="8", every_size=True, infer=True, rounds=3, image=256, window=8)),
+    ("swin_train", ["--batch", "8", "--every-size", "--out", "s.json"],
+     dict(batch=8, every_size=True, rounds=5, rep=40, image=256, window=8, out="s.json")),
 ]  # fmt: skip
 
 
@@ -727,6 +727,16 @@ def test_hf_padded_smoke(capsys, argv):
     if argv[0] == "deepseek_v3":
         assert "values of head dim" in out, out
     assert out.count("inductor ") == 2 and "fwd_bwd" in out
+
+
+def test_swin_train_smoke(capsys):
+    """benchmarks/swin_train.py on the CPU (--smoke): a small HF Swin v2 compiled both ways,
+    every site replaced (the per-head factor into q, the shifted block's mask per window),
+    its output and parameter gradients checked against float32 and timed forward and in
+    training."""
+    out = _compiled_smoke(capsys, "swin_train")
+    assert "check ok=True replaced=4 kept=0" in out, out
+    assert out.count("1 x per head") == 4 and "train " in out and "fwd " in out, out
 
 
 def test_alibi_decode_smoke(capsys):
