@@ -17,11 +17,13 @@ import operator
 from dataclasses import dataclass
 from typing import Any
 
-import torch
 from torch import fx
 
 from .core import (
+    ADD_FNS,
     FOLDED_AWAY,
+    SUB_FNS,
+    _is_view,
     erase_dead,
     example_value,
     fake_mode,
@@ -31,7 +33,7 @@ from .core import (
     set_example_values,
 )
 
-_ADD_FNS = {operator.add, torch.add, torch.Tensor.add}  # (in-place adds would write the scores)
+_ADD_FNS = ADD_FNS - SUB_FNS - {operator.iadd}  # (in-place adds would write the scores)
 
 
 @dataclass
@@ -59,18 +61,12 @@ class Fold:
         erase_dead(g, list(reversed(self.added)))
 
 
-def _view_of(n: Any) -> Any:
-    if is_fn(n, {torch.reshape}, ("view", "reshape")) and is_tensor_node(n.args[0]):
-        return n.args[0]
-    return None
-
-
 def _regroups(n: Any, src_rank: int) -> Any:
     """x if n views x between 5-D [A, W, h, S, T] and 4-D [A * W, h, S, T], x of `src_rank`
     dims; else None."""
-    src = _view_of(n) if isinstance(n, fx.Node) else None
-    if src is None:
+    if not (_is_view(n) and is_tensor_node(n.args[0])):
         return None
+    src = n.args[0]
     a, b = example_value(src), example_value(n)
     if a.dim() != src_rank or b.dim() != 9 - src_rank:
         return None
@@ -180,7 +176,7 @@ def fold(gm: fx.GraphModule) -> list[Fold]:
         dtype, fm = example_value(scores).dtype, fake_mode(example_value(merge))
         if fm is None:  # (not a graph Dynamo traced: no example values to make)
             continue
-        if any(example_value(m).dim() > 5 or example_value(m).dtype != dtype for m in masks):
+        if any(example_value(m).dtype != dtype for m in masks):  # (their sum keeps it)
             continue
         with g.inserting_before(merge):
             x, added = _add_flat(g, scores, masks, split, fm)
